@@ -1,0 +1,138 @@
+// relaxps::Client: the worker-side API of the parameter server.
+//
+// A Client registers with the coordinator, learns the job configuration and
+// the shard map, keeps a heartbeat going, and routes dense key ranges and
+// sparse row ids to the servers that own them. Data operations are
+// asynchronous: each returns a std::future<Status> (or takes a callback) and
+// payloads travel as refcounted Buffers without copies on the send path.
+//
+// Dense tables are addressed by [offset, offset + n) of the table's flat
+// float vector; a request spanning several shards is split and its parts sent
+// in parallel; its future completes when every part has.
+//
+// Thread-safety: all methods are safe to call from multiple threads. Callbacks
+// run on the client's I/O thread and must not block.
+#ifndef RELAXPS_CLIENT_CLIENT_H_
+#define RELAXPS_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/status.h"
+#include "common/table.h"
+
+namespace relaxps {
+
+struct ClientOptions {
+  // Coordinator endpoint, e.g. "tcp://127.0.0.1:5555".
+  std::string coordinator;
+  // "worker" joins the job's live worker set (clock, heartbeats, barriers);
+  // "observer" (relaxps-ctl, tools) only reads.
+  std::string role = "worker";
+  // Requested worker id; -1 lets the coordinator assign the next free one.
+  int worker_id = -1;
+  // Deadline of each request. Longer tolerates slow servers; shorter detects
+  // dead ones sooner.
+  int request_timeout_ms = 10000;
+  // Heartbeat period to the coordinator.
+  int heartbeat_ms = 200;
+  // Payload encoding of dense floats on the wire: "fp32" or "fp16" (half the
+  // bytes, fp32 master copies stay on the servers).
+  std::string wire_dtype = "fp32";
+};
+
+// What the coordinator told this client at registration.
+struct JobInfo {
+  int worker_id = -1;
+  std::string consistency = "async";  // bsp | ssp | async
+  int staleness = 0;
+  std::string recovery = "none";
+  int num_servers = 0;
+  int expected_workers = 0;
+};
+
+struct TableInfo {
+  TableOptions options;
+};
+
+// Counters since Connect().
+struct ClientStats {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t requests = 0;
+  uint64_t errors = 0;
+};
+
+class Client {
+ public:
+  using Callback = std::function<void(const Status&)>;
+
+  // Registers with the coordinator (retrying until request_timeout_ms) and
+  // starts the I/O and heartbeat threads.
+  static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  // Deregisters (best effort) and stops the threads; pending futures fail
+  // with Aborted.
+  virtual ~Client() = default;
+
+  virtual const JobInfo& job() const = 0;
+  virtual int worker_id() const = 0;
+
+  // Creates a table, or succeeds if an identical one exists (so every worker
+  // may call it). InvalidArgument if it exists with different options.
+  virtual Status CreateTable(const TableOptions& options) = 0;
+  // NotFound if the table does not exist.
+  virtual StatusOr<TableInfo> GetTable(const std::string& name) = 0;
+  virtual StatusOr<std::vector<TableInfo>> ListTables() = 0;
+
+  // ---- Dense ----------------------------------------------------------------
+  // Sends gradients for keys [offset, offset + grads.size()).
+  virtual void Push(const std::string& table, uint64_t offset, FloatBuffer grads,
+                    Callback done) = 0;
+  // Fills `out` with keys [offset, offset + out.size()). `out` must stay
+  // untouched by the caller until `done` runs.
+  virtual void Pull(const std::string& table, uint64_t offset, FloatBuffer out,
+                    Callback done) = 0;
+  // Push then pull of the same range in one round trip per shard; `out`
+  // receives the parameters after the push was applied.
+  virtual void PushPull(const std::string& table, uint64_t offset, FloatBuffer grads,
+                        FloatBuffer out, Callback done) = 0;
+
+  std::future<Status> Push(const std::string& table, uint64_t offset, FloatBuffer grads);
+  std::future<Status> Pull(const std::string& table, uint64_t offset, FloatBuffer out);
+  std::future<Status> PushPull(const std::string& table, uint64_t offset, FloatBuffer grads,
+                               FloatBuffer out);
+
+  // ---- Sparse ---------------------------------------------------------------
+  // out receives ids.size() * row_width floats (parameters only).
+  virtual void PullRows(const std::string& table, KeyBuffer ids, FloatBuffer out,
+                        Callback done) = 0;
+  // grads holds ids.size() * row_width floats.
+  virtual void PushRows(const std::string& table, KeyBuffer ids, FloatBuffer grads,
+                        Callback done) = 0;
+
+  std::future<Status> PullRows(const std::string& table, KeyBuffer ids, FloatBuffer out);
+  std::future<Status> PushRows(const std::string& table, KeyBuffer ids, FloatBuffer grads);
+
+  // ---- Clock ------------------------------------------------------------------
+  // Ends the current iteration: advances this worker's clock by one. Pushes
+  // carry the clock at which their gradient was computed.
+  virtual Status Clock() = 0;
+  virtual int64_t clock() const = 0;
+
+  virtual ClientStats stats() const = 0;
+
+ protected:
+  Client() = default;
+};
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_CLIENT_CLIENT_H_

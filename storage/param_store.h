@@ -1,0 +1,131 @@
+// ParamStore: where a server keeps the parameters and optimizer state of its
+// shards.
+//
+// Two kinds of table live in a store:
+//  - dense shards: the keys [begin, end) of a dense table, held in memory as
+//    `num_slots` float arrays (slot 0: parameters; slots 1..: optimizer
+//    state). The store owns the arrays; the server updates them in place and
+//    calls Flush() at its flush points so that a durable store persists them.
+//  - sparse tables: rows of `width` floats per slot addressed by 64-bit ids,
+//    created on first touch by the table's Initializer. A row record is the
+//    concatenation of its slots: [params(width) | state1(width) | ...].
+//
+// Implementations: MemoryStore (nothing survives the process) and
+// RocksDbStore (rows in RocksDB behind a bounded LRU cache, dense shards
+// written at flush points, optional WAL per update, hard-linked checkpoints).
+//
+// Thread-safety: implementations are not internally synchronized; a server
+// serializes calls per store (its shard event loop).
+#ifndef RELAXPS_STORAGE_PARAM_STORE_H_
+#define RELAXPS_STORAGE_PARAM_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/initializer.h"
+
+namespace relaxps {
+
+struct DenseShardSpec {
+  std::string table;
+  uint64_t begin = 0;  // First global key of this shard.
+  uint64_t end = 0;    // One past the last key.
+  int num_slots = 1;   // 1 + optimizer state slots.
+  Initializer init;    // For slot 0; state slots start at slot_init.
+  float slot_init = 0.0f;
+};
+
+// A dense shard's in-memory arrays. Owned by the store; valid until the store
+// is destroyed.
+struct DenseShard {
+  DenseShardSpec spec;
+  size_t size() const { return spec.end - spec.begin; }
+  // slots[s] points at size() floats.
+  std::vector<float*> slots;
+  // Optimizer steps applied to this shard (Adam's bias correction).
+  int64_t step = 0;
+  // Clock of the last update applied (for checkpoints and metrics).
+  int64_t clock = 0;
+};
+
+struct SparseTableSpec {
+  std::string table;
+  uint32_t width = 0;  // Floats per slot per row.
+  int num_slots = 1;
+  Initializer init;    // Row initializer for slot 0 (columns [0, width)).
+  float slot_init = 0.0f;
+  size_t row_floats() const { return static_cast<size_t>(width) * num_slots; }
+};
+
+struct ParamStoreOptions {
+  // "memory" or "rocksdb".
+  std::string kind = "rocksdb";
+  // Directory of the RocksDB database (rocksdb only). Created if missing.
+  std::string data_dir;
+  // Budget of the sparse-row LRU cache in MiB (rocksdb only). Larger keeps
+  // more hot rows in memory; smaller bounds RSS for tables larger than RAM.
+  size_t cache_mb = 256;
+  // true: every WriteRows / dense update is written to the RocksDB WAL and
+  // synced before it is acknowledged (nothing acknowledged is ever lost, at
+  // the cost of one fsync per update). false: data is persisted at Flush().
+  bool wal_per_update = false;
+};
+
+class ParamStore {
+ public:
+  ParamStore() = default;
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+  virtual ~ParamStore() = default;
+
+  virtual const char* Name() const = 0;
+
+  // Creates a dense shard, or returns the existing one if a shard with the
+  // same table, range and slot count exists (loaded from disk for a durable
+  // store). InvalidArgument if the table exists with a different shape.
+  virtual StatusOr<DenseShard*> CreateDense(const DenseShardSpec& spec) = 0;
+  // nullptr if the table has no dense shard here.
+  virtual DenseShard* GetDense(const std::string& table) = 0;
+  // Marks keys [offset, offset + n) (shard-relative) of a dense shard as
+  // modified by the latest update. A store with wal_per_update persists them
+  // before returning; others may use it to track dirtiness.
+  virtual Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) = 0;
+
+  // Creates a sparse table (idempotent for the same spec).
+  virtual Status CreateSparse(const SparseTableSpec& spec) = 0;
+  virtual const SparseTableSpec* GetSparse(const std::string& table) const = 0;
+  // Reads n rows into out (n * row_floats floats), creating missing rows from
+  // the initializer. NotFound for an unknown table.
+  virtual Status ReadRows(const std::string& table, const uint64_t* ids, size_t n,
+                          float* out) = 0;
+  // Writes n full rows (n * row_floats floats).
+  virtual Status WriteRows(const std::string& table, const uint64_t* ids, size_t n,
+                           const float* rows) = 0;
+  // Number of rows that exist (created or loaded) in a sparse table.
+  virtual StatusOr<uint64_t> NumRows(const std::string& table) = 0;
+
+  // Persists every dense shard and dirty row, tagged with `clock`. No-op for
+  // MemoryStore.
+  virtual Status Flush(int64_t clock) = 0;
+  // Writes a consistent snapshot of the whole store, tagged with `clock`, into
+  // `dir` (which must not exist). Unavailable for stores without durable state.
+  virtual Status Checkpoint(const std::string& dir, int64_t clock) = 0;
+
+  // Names of all tables (dense and sparse).
+  virtual std::vector<std::string> Tables() const = 0;
+};
+
+// Creates a store. InvalidArgument for an unknown kind or a missing data_dir;
+// IOError / Corruption (naming the file) if an existing store cannot be opened.
+StatusOr<std::unique_ptr<ParamStore>> NewParamStore(const ParamStoreOptions& options);
+
+// The in-memory store (no durability).
+std::unique_ptr<ParamStore> NewMemoryStore();
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_STORAGE_PARAM_STORE_H_
