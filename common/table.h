@@ -6,8 +6,8 @@
 #include <string>
 
 #include "common/status.h"
-#include "kernels/optimizer.h"
-#include "storage/initializer.h"
+#include "common/initializer.h"
+#include "common/optimizer_options.h"
 
 namespace relaxps {
 
@@ -21,7 +21,7 @@ struct TableOptions {
   // Sparse: floats per row. Dense: ignored.
   uint32_t row_width = 0;
   // Server-side update rule.
-  kernels::OptimizerOptions optimizer;
+  OptimizerOptions optimizer;
   // Initial values (dense: keys; sparse: columns of each row).
   Initializer init;
 

@@ -17,24 +17,14 @@
 #include <memory>
 #include <string>
 
+#include "common/optimizer_options.h"
 #include "common/status.h"
 #include "kernels/device.h"
 
 namespace relaxps {
 namespace kernels {
 
-struct OptimizerOptions {
-  // "sgd", "momentum", "adam" or "adagrad".
-  std::string name = "sgd";
-  float lr = 0.01f;
-  // Momentum coefficient (momentum).
-  float momentum = 0.9f;
-  // Adam moments decay.
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  // Denominator guard (adam, adagrad).
-  float eps = 1e-8f;
-};
+using OptimizerOptions = ::relaxps::OptimizerOptions;
 
 class Optimizer {
  public:

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "storage/initializer.h"
+#include "common/initializer.h"
 
 namespace relaxps {
 

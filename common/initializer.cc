@@ -1,4 +1,4 @@
-#include "storage/initializer.h"
+#include "common/initializer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,8 +4,8 @@
 // table initializes identically however it is sharded, on whichever server,
 // and a sparse row created on first touch gets the same values on every
 // replica. Segments let a model give each layer its own distribution.
-#ifndef RELAXPS_STORAGE_INITIALIZER_H_
-#define RELAXPS_STORAGE_INITIALIZER_H_
+#ifndef RELAXPS_COMMON_INITIALIZER_H_
+#define RELAXPS_COMMON_INITIALIZER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -49,4 +49,4 @@ double HashUniform(uint64_t seed, uint64_t index);
 
 }  // namespace relaxps
 
-#endif  // RELAXPS_STORAGE_INITIALIZER_H_
+#endif  // RELAXPS_COMMON_INITIALIZER_H_

@@ -1,0 +1,1 @@
+// Placeholder; replaced by the test utilities (subprocess helpers).
