@@ -1,0 +1,172 @@
+// MemoryStore: a ParamStore that keeps everything in process memory.
+//
+// Dense shards are 64-byte aligned float arrays, one per slot; sparse rows
+// live in a hash map and are created from the initializer on first touch.
+// Nothing survives the process: Flush is a no-op and Checkpoint is
+// Unavailable.
+#include <algorithm>
+#include <map>
+#include <new>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "storage/internal/aligned_floats.h"
+#include "storage/internal/spec_util.h"
+#include "storage/param_store.h"
+
+namespace relaxps {
+namespace {
+
+using storage_internal::AlignedFloats;
+
+class MemoryStore final : public ParamStore {
+ public:
+  MemoryStore() = default;
+
+  const char* Name() const override { return "memory"; }
+
+  StatusOr<DenseShard*> CreateDense(const DenseShardSpec& spec) override {
+    RETURN_IF_ERROR(storage_internal::ValidateDenseSpec(spec));
+    if (sparse_.count(spec.table)) {
+      return InvalidArgumentError("table '" + spec.table + "' already exists as a sparse table");
+    }
+    auto it = dense_.find(spec.table);
+    if (it != dense_.end()) {
+      if (!storage_internal::SameDenseShape(it->second->shard.spec, spec)) {
+        return InvalidArgumentError("dense shard " + storage_internal::DescribeDense(spec) +
+                                    " conflicts with existing " +
+                                    storage_internal::DescribeDense(it->second->shard.spec));
+      }
+      return &it->second->shard;
+    }
+    auto entry = std::make_unique<DenseEntry>();
+    entry->shard.spec = spec;
+    const size_t n = spec.end - spec.begin;
+    try {
+      for (int s = 0; s < spec.num_slots; ++s) {
+        entry->arrays.emplace_back(n);
+        storage_internal::InitDenseRange(spec, s, 0, n, entry->arrays.back().data());
+        entry->shard.slots.push_back(entry->arrays.back().data());
+      }
+    } catch (const std::bad_alloc&) {
+      return Status(StatusCode::kInternal,
+                    "out of memory allocating dense shard " + storage_internal::DescribeDense(spec));
+    }
+    DenseShard* shard = &entry->shard;
+    dense_.emplace(spec.table, std::move(entry));
+    return shard;
+  }
+
+  DenseShard* GetDense(const std::string& table) override {
+    auto it = dense_.find(table);
+    return it == dense_.end() ? nullptr : &it->second->shard;
+  }
+
+  Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) override {
+    if (shard == nullptr || GetDense(shard->spec.table) != shard) {
+      return InvalidArgumentError("DenseUpdated: shard does not belong to this store");
+    }
+    if (offset > shard->size() || n > shard->size() - offset) {
+      return InvalidArgumentError("DenseUpdated: range [" + std::to_string(offset) + ", +" +
+                                  std::to_string(n) + ") exceeds shard size " +
+                                  std::to_string(shard->size()));
+    }
+    return Status::OK();
+  }
+
+  Status CreateSparse(const SparseTableSpec& spec) override {
+    RETURN_IF_ERROR(storage_internal::ValidateSparseSpec(spec));
+    if (dense_.count(spec.table)) {
+      return InvalidArgumentError("table '" + spec.table + "' already exists as a dense shard");
+    }
+    auto it = sparse_.find(spec.table);
+    if (it != sparse_.end()) {
+      if (!storage_internal::SameSparseSpec(it->second.spec, spec)) {
+        return InvalidArgumentError("sparse table " + storage_internal::DescribeSparse(spec) +
+                                    " conflicts with the existing spec " +
+                                    storage_internal::DescribeSparse(it->second.spec));
+      }
+      return Status::OK();
+    }
+    sparse_[spec.table].spec = spec;
+    return Status::OK();
+  }
+
+  const SparseTableSpec* GetSparse(const std::string& table) const override {
+    auto it = sparse_.find(table);
+    return it == sparse_.end() ? nullptr : &it->second.spec;
+  }
+
+  Status ReadRows(const std::string& table, const uint64_t* ids, size_t n,
+                  float* out) override {
+    auto it = sparse_.find(table);
+    if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
+    SparseTable& t = it->second;
+    const size_t rf = t.spec.row_floats();
+    for (size_t i = 0; i < n; ++i) {
+      auto [row, inserted] = t.rows.try_emplace(ids[i]);
+      if (inserted) {
+        row->second.resize(rf);
+        storage_internal::InitRow(t.spec, ids[i], row->second.data());
+      }
+      std::copy(row->second.begin(), row->second.end(), out + i * rf);
+    }
+    return Status::OK();
+  }
+
+  Status WriteRows(const std::string& table, const uint64_t* ids, size_t n,
+                   const float* rows) override {
+    auto it = sparse_.find(table);
+    if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
+    SparseTable& t = it->second;
+    const size_t rf = t.spec.row_floats();
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<float>& row = t.rows[ids[i]];
+      row.assign(rows + i * rf, rows + (i + 1) * rf);
+    }
+    return Status::OK();
+  }
+
+  StatusOr<uint64_t> NumRows(const std::string& table) override {
+    auto it = sparse_.find(table);
+    if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
+    return static_cast<uint64_t>(it->second.rows.size());
+  }
+
+  Status Flush(int64_t clock) override { return Status::OK(); }
+
+  Status Checkpoint(const std::string& dir, int64_t clock) override {
+    return UnavailableError("memory store has no durable state");
+  }
+
+  std::vector<std::string> Tables() const override {
+    std::vector<std::string> names;
+    for (const auto& [name, entry] : dense_) names.push_back(name);
+    for (const auto& [name, table] : sparse_) names.push_back(name);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  struct DenseEntry {
+    DenseShard shard;  // shard.slots point into arrays.
+    std::vector<AlignedFloats> arrays;
+  };
+  struct SparseTable {
+    SparseTableSpec spec;
+    std::unordered_map<uint64_t, std::vector<float>> rows;
+  };
+
+  // Not synchronized: the server serializes calls (see param_store.h).
+  // unique_ptr keeps DenseShard addresses stable across rehashing.
+  std::map<std::string, std::unique_ptr<DenseEntry>> dense_;
+  std::map<std::string, SparseTable> sparse_;
+};
+
+}  // namespace
+
+std::unique_ptr<ParamStore> NewMemoryStore() { return std::make_unique<MemoryStore>(); }
+
+}  // namespace relaxps

@@ -1,0 +1,118 @@
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "storage/param_store.h"
+
+namespace relaxps {
+namespace {
+
+
+Initializer UniformInit(uint64_t seed, uint64_t size) {
+  Initializer init;
+  init.seed = seed;
+  init.segments.push_back({0, size, InitKind::kUniform, -1.0f, 1.0f});
+  return init;
+}
+
+TEST(MemoryStoreTest, DenseInitializedFromInitializerAndSlotInit) {
+  auto store = NewMemoryStore();
+  EXPECT_STREQ(store->Name(), "memory");
+  DenseShardSpec spec{"w", 10, 110, 3, UniformInit(7, 1000), 0.5f};
+  StatusOr<DenseShard*> shard = store->CreateDense(spec);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ASSERT_EQ((*shard)->size(), 100u);
+  ASSERT_EQ((*shard)->slots.size(), 3u);
+  std::vector<float> expect(100);
+  spec.init.Fill(10, 100, expect.data());
+  for (size_t i = 0; i < 100; ++i) {
+    EXPECT_EQ((*shard)->slots[0][i], expect[i]) << i;
+    EXPECT_EQ((*shard)->slots[1][i], 0.5f);
+    EXPECT_EQ((*shard)->slots[2][i], 0.5f);
+  }
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*shard)->slots[0]) % 64, 0u);
+  // Values vary (really from the uniform initializer, not zeros).
+  EXPECT_NE((*shard)->slots[0][0], (*shard)->slots[0][1]);
+  EXPECT_EQ(store->GetDense("w"), *shard);
+  EXPECT_EQ(store->GetDense("nope"), nullptr);
+}
+
+TEST(MemoryStoreTest, CreateDenseIsIdempotentAndRejectsOtherShapes) {
+  auto store = NewMemoryStore();
+  DenseShardSpec spec{"w", 0, 8, 2, UniformInit(1, 8), 0.0f};
+  StatusOr<DenseShard*> a = store->CreateDense(spec);
+  ASSERT_TRUE(a.ok()) << a.status();
+  (*a)->slots[0][3] = 42.0f;
+  StatusOr<DenseShard*> b = store->CreateDense(spec);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(*a, *b);
+  EXPECT_EQ((*b)->slots[0][3], 42.0f);
+  DenseShardSpec other = spec;
+  other.end = 9;
+  EXPECT_EQ(store->CreateDense(other).status().code(), StatusCode::kInvalidArgument);
+  other = spec;
+  other.num_slots = 3;
+  EXPECT_EQ(store->CreateDense(other).status().code(), StatusCode::kInvalidArgument);
+  DenseShardSpec empty{"e", 5, 5, 1, {}, 0.0f};
+  EXPECT_EQ(store->CreateDense(empty).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->DenseUpdated(*a, 4, 5).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store->DenseUpdated(*a, 4, 4).ok());
+}
+
+TEST(MemoryStoreTest, SparseRowsCreatedOnFirstTouchAndWritable) {
+  auto store = NewMemoryStore();
+  SparseTableSpec spec{"emb", 4, 2, UniformInit(3, 4), 0.25f};
+  ASSERT_TRUE(store->CreateSparse(spec).ok());
+  ASSERT_TRUE(store->CreateSparse(spec).ok());  // Idempotent.
+  SparseTableSpec other = spec;
+  other.width = 5;
+  EXPECT_EQ(store->CreateSparse(other).code(), StatusCode::kInvalidArgument);
+  ASSERT_NE(store->GetSparse("emb"), nullptr);
+  EXPECT_EQ(store->GetSparse("emb")->width, 4u);
+
+  const uint64_t ids[] = {5, 1ull << 40};
+  std::vector<float> rows(2 * 8);
+  ASSERT_TRUE(store->ReadRows("emb", ids, 2, rows.data()).ok());
+  EXPECT_EQ(*store->NumRows("emb"), 2u);
+  std::vector<float> expect(4);
+  spec.init.FillRow(ids[1], 4, expect.data());
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_EQ(rows[8 + c], expect[c]);
+    EXPECT_EQ(rows[8 + 4 + c], 0.25f);
+  }
+  for (float& v : rows) v += 1.0f;
+  ASSERT_TRUE(store->WriteRows("emb", ids, 2, rows.data()).ok());
+  std::vector<float> back(16);
+  ASSERT_TRUE(store->ReadRows("emb", ids, 2, back.data()).ok());
+  EXPECT_EQ(back, rows);
+  EXPECT_EQ(*store->NumRows("emb"), 2u);
+
+  EXPECT_EQ(store->ReadRows("nope", ids, 1, back.data()).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->WriteRows("nope", ids, 1, back.data()).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->NumRows("nope").status().code(), StatusCode::kNotFound);
+}
+
+TEST(MemoryStoreTest, FlushIsNoOpAndCheckpointUnavailable) {
+  auto store = NewMemoryStore();
+  ASSERT_TRUE(store->CreateSparse({"emb", 2, 1, {}, 0.0f}).ok());
+  ASSERT_TRUE(store->CreateDense({"w", 0, 4, 1, {}, 0.0f}).ok());
+  EXPECT_TRUE(store->Flush(3).ok());
+  Status s = store->Checkpoint(::testing::TempDir() + "/memckpt", 3);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("no durable state"), std::string::npos);
+  EXPECT_EQ(store->Tables(), (std::vector<std::string>{"emb", "w"}));
+}
+
+TEST(MemoryStoreTest, FactoryPicksKind) {
+  ParamStoreOptions options;
+  options.kind = "memory";
+  auto store = NewParamStore(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_STREQ((*store)->Name(), "memory");
+  options.kind = "floppy";
+  EXPECT_EQ(NewParamStore(options).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace relaxps
