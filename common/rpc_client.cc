@@ -1,0 +1,243 @@
+#include "common/rpc_client.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <future>
+
+namespace relaxps {
+
+RpcClient::RpcClient(const RpcClientOptions& options)
+    : options_(options), fault_rng_(options.faults.seed) {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  CHECK_GE(wake_fd_, 0) << "eventfd failed";
+  io_thread_ = std::thread([this] { IoLoop(); });
+}
+
+RpcClient::~RpcClient() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = true;
+  }
+  Wake();
+  io_thread_.join();
+  close(wake_fd_);
+}
+
+void RpcClient::Wake() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+int RpcClient::Connect(const std::string& endpoint) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (endpoints_[i] == endpoint) return static_cast<int>(i);
+  }
+  endpoints_.push_back(endpoint);
+  return static_cast<int>(endpoints_.size() - 1);
+}
+
+void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback done) {
+  if (timeout_ms <= 0) timeout_ms = options_.default_timeout_ms;
+  const uint64_t id = next_request_id_.fetch_add(1);
+  request.header.set_request_id(id);
+  request.header.set_is_reply(false);
+  request.header.set_deadline_unix_ms(NowUnixMs() + timeout_ms);
+  const int64_t now = MonotonicMs();
+  Outgoing out{peer, std::move(request), now + timeout_ms, now + options_.faults.delay_ms,
+               std::move(done)};
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_) {
+      out.done(AbortedError("rpc client is shutting down"), Message());
+      return;
+    }
+    outbox_.push_back(std::move(out));
+  }
+  Wake();
+}
+
+StatusOr<Message> RpcClient::CallSync(int peer, Message request, int timeout_ms) {
+  auto promise = std::make_shared<std::promise<StatusOr<Message>>>();
+  auto future = promise->get_future();
+  Call(peer, std::move(request), timeout_ms, [promise](const Status& s, Message reply) {
+    if (s.ok()) {
+      promise->set_value(std::move(reply));
+    } else {
+      promise->set_value(s);
+    }
+  });
+  return future.get();
+}
+
+RpcClientStats RpcClient::stats() const {
+  RpcClientStats s;
+  s.requests = requests_.load();
+  s.bytes_sent = bytes_sent_.load();
+  s.bytes_received = bytes_received_.load();
+  s.timeouts = timeouts_.load();
+  s.dropped_by_faults = dropped_.load();
+  return s;
+}
+
+void RpcClient::SendNow(Outgoing out) {
+  const FaultOptions& f = options_.faults;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const bool drop = f.drop_prob > 0 && u(fault_rng_) < f.drop_prob;
+  const bool dup = f.duplicate_prob > 0 && u(fault_rng_) < f.duplicate_prob;
+  const uint64_t id = out.msg.header.request_id();
+  pending_.emplace(id, Pending{std::move(out.done), out.deadline_ms});
+  deadlines_.emplace(out.deadline_ms, id);
+  requests_.fetch_add(1);
+  if (drop) {
+    dropped_.fetch_add(1);
+    return;  // The deadline will fail it, as a lost packet would.
+  }
+  zmq::socket_t& socket = sockets_[out.peer];
+  const size_t bytes = out.msg.PayloadBytes() + out.msg.header.ByteSizeLong();
+  if (dup) {
+    Message copy;
+    copy.header = out.msg.header;
+    for (const Frame& fr : out.msg.frames) copy.frames.push_back(Frame::Copy(fr.data(), fr.size()));
+    SendMessage(socket, "", std::move(copy)).IgnoreError();
+  }
+  Status s = SendMessage(socket, "", std::move(out.msg));
+  if (!s.ok()) {
+    auto it = pending_.find(id);
+    ReplyCallback done = std::move(it->second.done);
+    pending_.erase(it);
+    done(s.WithPrefix("send to " + endpoints_[out.peer]), Message());
+    return;
+  }
+  bytes_sent_.fetch_add(bytes);
+}
+
+void RpcClient::OnReply(std::vector<zmq::message_t>& parts) {
+  size_t bytes = 0;
+  for (const auto& p : parts) bytes += p.size();
+  bytes_received_.fetch_add(bytes);
+  StatusOr<Message> msg = ParseMessage(parts, 0);
+  if (!msg.ok()) {
+    LOG(WARNING) << "ignoring malformed reply: " << msg.status();
+    return;
+  }
+  auto it = pending_.find(msg->header.request_id());
+  if (it == pending_.end()) return;  // Late (after deadline) or duplicate reply.
+  ReplyCallback done = std::move(it->second.done);
+  pending_.erase(it);
+  Status status = StatusFromProto(msg->header.status());
+  done(status, std::move(msg).value());
+}
+
+void RpcClient::ExpireDeadlines() {
+  const int64_t now = MonotonicMs();
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const uint64_t id = deadlines_.begin()->second;
+    deadlines_.erase(deadlines_.begin());
+    auto it = pending_.find(id);
+    if (it == pending_.end()) continue;
+    ReplyCallback done = std::move(it->second.done);
+    pending_.erase(it);
+    timeouts_.fetch_add(1);
+    done(DeadlineExceededError("no reply before the deadline"), Message());
+  }
+}
+
+void RpcClient::FailAll(const Status& status) {
+  for (auto& [send_at, out] : delayed_) out.done(status, Message());
+  delayed_.clear();
+  std::vector<Outgoing> outbox;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    outbox.swap(outbox_);
+  }
+  for (auto& out : outbox) out.done(status, Message());
+  for (auto& [id, p] : pending_) p.done(status, Message());
+  pending_.clear();
+  deadlines_.clear();
+}
+
+void RpcClient::IoLoop() {
+  std::vector<zmq::pollitem_t> items;
+  std::vector<zmq::message_t> parts;
+  while (true) {
+    std::vector<Outgoing> outbox;
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopping = stopping_;
+      outbox.swap(outbox_);
+      while (sockets_.size() < endpoints_.size()) {
+        zmq::socket_t s(context_, zmq::socket_type::dealer);
+        s.set(zmq::sockopt::linger, 0);
+        s.set(zmq::sockopt::sndhwm, 100000);
+        s.set(zmq::sockopt::rcvhwm, 100000);
+        s.set(zmq::sockopt::reconnect_ivl, 100);
+        s.set(zmq::sockopt::reconnect_ivl_max, 1000);
+        try {
+          s.connect(endpoints_[sockets_.size()]);
+        } catch (const zmq::error_t& e) {
+          LOG(ERROR) << "cannot connect to " << endpoints_[sockets_.size()] << ": " << e.what();
+        }
+        sockets_.push_back(std::move(s));
+      }
+    }
+    if (stopping) {
+      for (auto& out : outbox) out.done(AbortedError("rpc client is shutting down"), Message());
+      FailAll(AbortedError("rpc client is shutting down"));
+      return;
+    }
+    const int64_t now = MonotonicMs();
+    for (auto& out : outbox) {
+      if (out.send_at_ms > now) {
+        delayed_.emplace(out.send_at_ms, std::move(out));
+      } else {
+        SendNow(std::move(out));
+      }
+    }
+    while (!delayed_.empty() && delayed_.begin()->first <= now) {
+      Outgoing out = std::move(delayed_.begin()->second);
+      delayed_.erase(delayed_.begin());
+      SendNow(std::move(out));
+    }
+
+    items.clear();
+    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    for (auto& s : sockets_) items.push_back({static_cast<void*>(s), 0, ZMQ_POLLIN, 0});
+    int64_t timeout = 100;
+    if (!deadlines_.empty()) timeout = std::min(timeout, deadlines_.begin()->first - now);
+    if (!delayed_.empty()) timeout = std::min(timeout, delayed_.begin()->first - now);
+    timeout = std::max<int64_t>(timeout, 0);
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) LOG(ERROR) << "poll failed: " << e.what();
+      continue;
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      uint64_t v;
+      (void)!read(wake_fd_, &v, sizeof(v));
+    }
+    for (size_t i = 1; i < items.size(); ++i) {
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      for (int n = 0; n < 1024; ++n) {
+        parts.clear();
+        zmq::recv_result_t r;
+        try {
+          r = zmq::recv_multipart(sockets_[i - 1], std::back_inserter(parts),
+                                  zmq::recv_flags::dontwait);
+        } catch (const zmq::error_t& e) {
+          LOG(WARNING) << "recv failed: " << e.what();
+          break;
+        }
+        if (!r) break;
+        OnReply(parts);
+      }
+    }
+    ExpireDeadlines();
+  }
+}
+
+}  // namespace relaxps

@@ -1,0 +1,147 @@
+#include "common/rpc_server.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+
+namespace relaxps {
+
+StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const RpcServerOptions& options) {
+  std::unique_ptr<RpcServer> s(new RpcServer());
+  try {
+    s->socket_ = zmq::socket_t(s->context_, zmq::socket_type::router);
+    s->socket_.set(zmq::sockopt::router_mandatory, 1);
+    s->socket_.set(zmq::sockopt::linger, 0);
+    s->socket_.set(zmq::sockopt::sndhwm, 100000);
+    s->socket_.set(zmq::sockopt::rcvhwm, 100000);
+    s->socket_.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
+    s->socket_.bind(options.bind);
+    s->endpoint_ = s->socket_.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return UnavailableError("cannot bind " + options.bind + ": " + e.what());
+  }
+  s->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s->wake_fd_ < 0) return IOError("eventfd failed");
+  return s;
+}
+
+RpcServer::~RpcServer() {
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void RpcServer::Stop() {
+  stop_.store(true);
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void RpcServer::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    posted_.push_back(std::move(task));
+  }
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void RpcServer::AddTimer(int period_ms, std::function<void()> fn) {
+  timers_.push_back(Timer{period_ms, MonotonicMs() + period_ms, std::move(fn)});
+}
+
+void RpcServer::RunPosted() {
+  uint64_t v;
+  (void)!read(wake_fd_, &v, sizeof(v));
+  std::deque<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    tasks.swap(posted_);
+  }
+  for (auto& t : tasks) t();
+}
+
+int RpcServer::NextTimerDelayMs() const {
+  if (timers_.empty()) return 1000;
+  const int64_t now = MonotonicMs();
+  int64_t best = INT64_MAX;
+  for (const Timer& t : timers_) best = std::min(best, t.next_ms - now);
+  return static_cast<int>(std::clamp<int64_t>(best, 0, 1000));
+}
+
+void RpcServer::RunDueTimers() {
+  const int64_t now = MonotonicMs();
+  for (size_t i = 0; i < timers_.size(); ++i) {
+    if (timers_[i].next_ms <= now) {
+      timers_[i].next_ms = now + timers_[i].period_ms;
+      timers_[i].fn();  // May add timers; index-based loop stays valid.
+    }
+  }
+}
+
+void RpcServer::Run(Handler handler) {
+  zmq::pollitem_t items[2] = {{static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0},
+                              {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  std::vector<zmq::message_t> parts;
+  while (!stop_.load()) {
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(NextTimerDelayMs()));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      LOG(ERROR) << "poll failed: " << e.what();
+      continue;
+    }
+    if (items[1].revents & ZMQ_POLLIN) RunPosted();
+    if (items[0].revents & ZMQ_POLLIN) {
+      // Drain a bounded batch so timers and posted tasks are not starved.
+      for (int n = 0; n < 256 && !stop_.load(); ++n) {
+        parts.clear();
+        zmq::recv_result_t r;
+        try {
+          r = zmq::recv_multipart(socket_, std::back_inserter(parts), zmq::recv_flags::dontwait);
+        } catch (const zmq::error_t& e) {
+          LOG(WARNING) << "recv failed: " << e.what();
+          break;
+        }
+        if (!r) break;
+        if (parts.size() < 2) {
+          ++malformed_;
+          LOG(WARNING) << "dropping message with " << parts.size() << " frame(s): no header";
+          continue;
+        }
+        std::string identity = parts[0].to_string();
+        StatusOr<Message> msg = ParseMessage(parts, 1);
+        if (!msg.ok()) {
+          ++malformed_;
+          LOG(WARNING) << "malformed request: " << msg.status();
+          Message reply;
+          reply.header.set_is_reply(true);
+          StatusToProto(msg.status(), reply.header.mutable_status());
+          Send(identity, std::move(reply)).IgnoreError();
+          continue;
+        }
+        handler(Request{std::move(identity), std::move(msg).value()});
+      }
+    }
+    RunDueTimers();
+  }
+}
+
+Status RpcServer::Send(const std::string& identity, Message msg) {
+  return SendMessage(socket_, identity, std::move(msg));
+}
+
+Status RpcServer::Reply(const Request& request, Message reply) {
+  wire::Header& h = reply.header;
+  h.set_type(request.msg.header.type());
+  h.set_is_reply(true);
+  h.set_request_id(request.msg.header.request_id());
+  if (!h.has_status()) StatusToProto(Status::OK(), h.mutable_status());
+  return Send(request.identity, std::move(reply));
+}
+
+Status RpcServer::ReplyStatus(const Request& request, const Status& status) {
+  return Send(request.identity, MakeReply(request.msg.header, status));
+}
+
+}  // namespace relaxps

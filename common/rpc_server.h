@@ -1,0 +1,114 @@
+// RpcServer: the request loop of servers and the coordinator.
+//
+// Binds a ZeroMQ ROUTER socket and runs a single-threaded event loop on the
+// caller's thread: it receives requests, hands each to a Handler, runs timers
+// and tasks posted from other threads. Replies may be sent at once or later
+// (a deferred pull under SSP/BSP answers when its gate opens); all replies are
+// sent from the loop thread, so shard state needs no locks.
+//
+// Malformed multipart messages (no header, unparsable header) are answered
+// with InvalidArgument where a peer identity is known, logged and counted;
+// the loop keeps serving.
+//
+// Thread-safety: Post(), Stop() and endpoint() are safe from any thread;
+// everything else must be called on the loop thread (from handlers, timers or
+// posted tasks).
+#ifndef RELAXPS_COMMON_RPC_SERVER_H_
+#define RELAXPS_COMMON_RPC_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "common/status.h"
+#include "common/wire.h"
+
+namespace relaxps {
+
+struct RpcServerOptions {
+  // ZeroMQ endpoint to bind; "tcp://127.0.0.1:*" lets the OS choose a port.
+  std::string bind = "tcp://127.0.0.1:*";
+  // Largest accepted message in bytes (ZMQ_MAXMSGSIZE); bigger messages drop
+  // the connection instead of exhausting memory. -1: unlimited.
+  int64_t max_message_bytes = int64_t{1} << 31;
+};
+
+// A received request and the identity of the peer that sent it.
+struct Request {
+  std::string identity;
+  Message msg;
+};
+
+class RpcServer {
+ public:
+  using Handler = std::function<void(Request request)>;
+
+  // Binds the socket. Unavailable/InvalidArgument if the endpoint cannot be bound.
+  static StatusOr<std::unique_ptr<RpcServer>> Bind(const RpcServerOptions& options);
+
+  RpcServer(const RpcServer&) = delete;
+  RpcServer& operator=(const RpcServer&) = delete;
+  ~RpcServer();
+
+  // The resolved endpoint (with the OS-chosen port), e.g. tcp://127.0.0.1:40123.
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Runs the loop until Stop(). REQUIRES: called once.
+  void Run(Handler handler);
+  // Makes Run() return after the current iteration. Safe from any thread and
+  // from signal-safe contexts that call it through a flag poller.
+  void Stop();
+  // Runs `task` on the loop thread soon.
+  void Post(std::function<void()> task);
+  // Runs `fn` every `period_ms` on the loop thread. Loop thread or before Run().
+  void AddTimer(int period_ms, std::function<void()> fn);
+
+  // Sends a reply (or any message) to a peer. Loop thread only. Unavailable if
+  // the peer is gone or its queue is full; the message is then dropped.
+  Status Send(const std::string& identity, Message msg);
+  // Convenience: replies to `request` with `reply` (its header's request id,
+  // type and is_reply are filled in from the request).
+  Status Reply(const Request& request, Message reply);
+  Status ReplyStatus(const Request& request, const Status& status);
+
+  // Counters (loop thread).
+  uint64_t malformed_count() const { return malformed_; }
+
+ private:
+  RpcServer() = default;
+  void RunPosted();
+  int NextTimerDelayMs() const;
+  void RunDueTimers();
+
+  struct Timer {
+    int period_ms;
+    int64_t next_ms;
+    std::function<void()> fn;
+  };
+
+  // Constant after Bind().
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  int wake_fd_ = -1;  // eventfd signalled by Post()/Stop().
+
+  // Loop thread only.
+  std::vector<Timer> timers_;
+  uint64_t malformed_ = 0;
+
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::deque<std::function<void()>> posted_;  // Guarded by mu_.
+};
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_COMMON_RPC_SERVER_H_

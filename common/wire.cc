@@ -1,0 +1,104 @@
+#include "common/wire.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace relaxps {
+namespace {
+
+void ReleaseShared(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<void>*>(hint); }
+
+}  // namespace
+
+Frame Frame::Copy(const void* data, size_t bytes) {
+  return Frame(zmq::message_t(data, bytes));
+}
+
+zmq::message_t Frame::ToZmq() && {
+  if (has_msg_) return std::move(msg_);
+  if (size_ == 0) return zmq::message_t();
+  auto* hint = new std::shared_ptr<void>(std::move(keepalive_));
+  return zmq::message_t(const_cast<void*>(data_), size_, &ReleaseShared, hint);
+}
+
+size_t Message::PayloadBytes() const {
+  size_t n = 0;
+  for (const Frame& f : frames) n += f.size();
+  return n;
+}
+
+void StatusToProto(const Status& s, wire::StatusProto* out) {
+  out->set_code(static_cast<int>(s.code()));
+  out->set_message(s.message());
+}
+
+Status StatusFromProto(const wire::StatusProto& p) {
+  if (p.code() == 0) return Status::OK();
+  if (p.code() < 0 || p.code() > static_cast<int>(StatusCode::kInternal)) {
+    return InternalError("unknown status code " + std::to_string(p.code()) + ": " + p.message());
+  }
+  return Status(static_cast<StatusCode>(p.code()), p.message());
+}
+
+Message MakeReply(const wire::Header& request, const Status& status) {
+  Message reply;
+  wire::Header& h = reply.header;
+  h.set_type(request.type());
+  h.set_is_reply(true);
+  h.set_request_id(request.request_id());
+  h.set_table(request.table());
+  h.set_key_begin(request.key_begin());
+  StatusToProto(status, h.mutable_status());
+  return reply;
+}
+
+Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message msg) {
+  std::string header;
+  if (!msg.header.SerializeToString(&header)) return InternalError("header serialization failed");
+  try {
+    const auto more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
+    const auto last = zmq::send_flags::dontwait;
+    if (!identity.empty()) {
+      if (!socket.send(zmq::buffer(identity), more)) return UnavailableError("peer would block");
+    }
+    const bool has_payload = !msg.frames.empty();
+    if (!socket.send(zmq::buffer(header), has_payload ? more : last)) {
+      return UnavailableError("peer would block");
+    }
+    for (size_t i = 0; i < msg.frames.size(); ++i) {
+      zmq::message_t m = std::move(msg.frames[i]).ToZmq();
+      // Once the first frame is queued the rest of a multipart message is
+      // accepted atomically by ZeroMQ.
+      socket.send(m, i + 1 < msg.frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  } catch (const zmq::error_t& e) {
+    return UnavailableError(std::string("zmq send: ") + e.what());
+  }
+  return Status::OK();
+}
+
+StatusOr<Message> ParseMessage(std::vector<zmq::message_t>& parts, size_t first) {
+  if (parts.size() <= first) return InvalidArgumentError("message has no header frame");
+  Message msg;
+  const zmq::message_t& h = parts[first];
+  if (!msg.header.ParseFromArray(h.data(), static_cast<int>(h.size()))) {
+    return InvalidArgumentError("malformed header frame (" + std::to_string(h.size()) + " bytes)");
+  }
+  msg.frames.reserve(parts.size() - first - 1);
+  for (size_t i = first + 1; i < parts.size(); ++i) msg.frames.emplace_back(std::move(parts[i]));
+  return msg;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t MonotonicMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace relaxps

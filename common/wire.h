@@ -1,0 +1,94 @@
+// Wire messages: a protobuf Header plus raw tensor frames.
+//
+// A Message is what travels over ZeroMQ: one Header frame (proto/relaxps.proto)
+// followed by payload Frames. Outgoing frames can share the memory of a
+// Buffer (zero-copy: ZeroMQ releases the reference when the bytes are gone);
+// incoming frames own the zmq::message_t they arrived in.
+//
+// Thread-safety: Messages and Frames are values owned by one thread at a time.
+#ifndef RELAXPS_COMMON_WIRE_H_
+#define RELAXPS_COMMON_WIRE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "common/buffer.h"
+#include "common/status.h"
+#include "proto/relaxps.pb.h"
+
+namespace relaxps {
+
+// One raw payload frame.
+class Frame {
+ public:
+  Frame() = default;
+  // Takes ownership of a received ZeroMQ message.
+  explicit Frame(zmq::message_t msg) : msg_(std::move(msg)), has_msg_(true) {}
+  // Shares a buffer's memory (no copy).
+  template <typename T>
+  static Frame Share(const Buffer<T>& buffer) {
+    Frame f;
+    f.data_ = buffer.data();
+    f.size_ = buffer.bytes();
+    f.keepalive_ = std::shared_ptr<void>(buffer.owner(), buffer.data());
+    return f;
+  }
+  // Copies bytes.
+  static Frame Copy(const void* data, size_t bytes);
+
+  Frame(Frame&&) = default;
+  Frame& operator=(Frame&&) = default;
+
+  const void* data() const { return has_msg_ ? msg_.data() : data_; }
+  size_t size() const { return has_msg_ ? msg_.size() : size_; }
+  // Typed view; REQUIRES size() % sizeof(T) == 0 (checked by callers).
+  template <typename T>
+  const T* as() const { return static_cast<const T*>(data()); }
+
+  // Converts into a zmq message for sending (zero-copy for shared buffers).
+  zmq::message_t ToZmq() &&;
+
+ private:
+  zmq::message_t msg_;
+  bool has_msg_ = false;
+  const void* data_ = nullptr;
+  size_t size_ = 0;
+  std::shared_ptr<void> keepalive_;
+};
+
+struct Message {
+  wire::Header header;
+  std::vector<Frame> frames;
+
+  // Total payload bytes (frames only).
+  size_t PayloadBytes() const;
+};
+
+// Status <-> wire.
+void StatusToProto(const Status& s, wire::StatusProto* out);
+Status StatusFromProto(const wire::StatusProto& p);
+
+// Builds a reply skeleton for a request: same type, request id, table, with
+// is_reply set and the given status.
+Message MakeReply(const wire::Header& request, const Status& status);
+
+// Sends [prefix frames...] + header + payload frames on a socket. `identity`
+// is prepended when non-empty (ROUTER sockets). Non-blocking: returns
+// Unavailable if the socket would block (peer gone / HWM reached).
+Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message msg);
+
+// Parses the frames of one multipart message after any identity frame.
+// InvalidArgument if the header frame is missing or malformed.
+StatusOr<Message> ParseMessage(std::vector<zmq::message_t>& parts, size_t first);
+
+// Milliseconds since the Unix epoch (wall clock) and a monotonic clock.
+int64_t NowUnixMs();
+int64_t MonotonicMs();
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_COMMON_WIRE_H_
