@@ -1,0 +1,136 @@
+#include "common/shard_map.h"
+
+#include <algorithm>
+
+namespace relaxps {
+
+StatusOr<ShardMap> ShardMap::FromProto(const wire::ShardMap& proto) {
+  ShardMap m;
+  m.proto_ = proto;
+  const int n = proto.servers_size();
+  for (int t = 0; t < proto.tables_size(); ++t) {
+    const wire::TableShards& ts = proto.tables(t);
+    const std::string& name = ts.table().name();
+    if (!m.table_index_.emplace(name, t).second) {
+      return InvalidArgumentError("shard map lists table '" + name + "' twice");
+    }
+    if (ts.table().type() != static_cast<int>(TableType::kDense)) continue;
+    uint64_t expect = 0;
+    for (const wire::DenseRange& r : ts.ranges()) {
+      if (r.begin() != expect || r.end() <= r.begin() || r.server() < 0 || r.server() >= n) {
+        return InvalidArgumentError("shard map has a bad range for table '" + name + "'");
+      }
+      expect = r.end();
+    }
+    if (expect != ts.table().size()) {
+      return InvalidArgumentError("shard map does not cover table '" + name + "'");
+    }
+  }
+  return m;
+}
+
+const wire::TableShards* ShardMap::FindTable(const std::string& name) const {
+  auto it = table_index_.find(name);
+  return it == table_index_.end() ? nullptr : &proto_.tables(it->second);
+}
+
+StatusOr<std::vector<DenseSlice>> ShardMap::SplitDense(const std::string& table,
+                                                       uint64_t offset, uint64_t count) const {
+  const wire::TableShards* ts = FindTable(table);
+  if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
+  if (ts->table().type() != static_cast<int>(TableType::kDense)) {
+    return InvalidArgumentError("table '" + table + "' is not dense");
+  }
+  const uint64_t size = ts->table().size();
+  if (count == 0 || offset > size || count > size - offset) {
+    return InvalidArgumentError("range [" + std::to_string(offset) + ", " +
+                                std::to_string(offset + count) + ") is outside table '" + table +
+                                "' of size " + std::to_string(size));
+  }
+  const uint64_t end = offset + count;
+  // Ranges are sorted: binary search the first that ends after `offset`.
+  const auto& ranges = ts->ranges();
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), offset,
+                             [](uint64_t k, const wire::DenseRange& r) { return k < r.end(); });
+  std::vector<DenseSlice> out;
+  for (; it != ranges.end() && it->begin() < end; ++it) {
+    const uint64_t lo = std::max<uint64_t>(offset, it->begin());
+    const uint64_t hi = std::min<uint64_t>(end, it->end());
+    out.push_back(DenseSlice{it->server(), lo, hi - lo, lo - offset});
+  }
+  return out;
+}
+
+int SparseOwner(uint64_t row_id, int num_servers) {
+  uint64_t x = row_id + 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return static_cast<int>(x % static_cast<uint64_t>(num_servers));
+}
+
+int ShardMap::SparseServer(uint64_t row_id) const { return SparseOwner(row_id, num_servers()); }
+
+std::vector<wire::DenseRange> ShardMap::AssignDense(uint64_t size, int num_servers) {
+  std::vector<wire::DenseRange> out;
+  const uint64_t chunks = (size + kDenseChunk - 1) / kDenseChunk;
+  const uint64_t n = std::max<uint64_t>(1, std::min<uint64_t>(num_servers, chunks));
+  uint64_t begin = 0;
+  for (uint64_t s = 0; s < n; ++s) {
+    const uint64_t my_chunks = chunks / n + (s < chunks % n ? 1 : 0);
+    const uint64_t end = std::min(size, begin + my_chunks * kDenseChunk);
+    wire::DenseRange r;
+    r.set_begin(begin);
+    r.set_end(end);
+    r.set_server(static_cast<int>(s));
+    out.push_back(r);
+    begin = end;
+  }
+  return out;
+}
+
+void TableToProto(const TableOptions& t, wire::TableProto* out) {
+  out->set_name(t.name);
+  out->set_type(static_cast<int>(t.type));
+  out->set_size(t.type == TableType::kDense ? t.size : 0);
+  out->set_row_width(t.type == TableType::kSparse ? t.row_width : 0);
+  wire::OptimizerProto* o = out->mutable_optimizer();
+  o->set_name(t.optimizer.name);
+  o->set_lr(t.optimizer.lr);
+  o->set_momentum(t.optimizer.momentum);
+  o->set_beta1(t.optimizer.beta1);
+  o->set_beta2(t.optimizer.beta2);
+  o->set_eps(t.optimizer.eps);
+  out->set_init_seed(t.init.seed);
+  out->clear_init();
+  for (const InitSegment& s : t.init.segments) {
+    wire::InitSegmentProto* p = out->add_init();
+    p->set_begin(s.begin);
+    p->set_end(s.end);
+    p->set_kind(static_cast<int>(s.kind));
+    p->set_a(s.a);
+    p->set_b(s.b);
+  }
+}
+
+TableOptions TableFromProto(const wire::TableProto& p) {
+  TableOptions t;
+  t.name = p.name();
+  t.type = p.type() == 1 ? TableType::kSparse : TableType::kDense;
+  t.size = p.size();
+  t.row_width = p.row_width();
+  t.optimizer.name = p.optimizer().name();
+  t.optimizer.lr = p.optimizer().lr();
+  t.optimizer.momentum = p.optimizer().momentum();
+  t.optimizer.beta1 = p.optimizer().beta1();
+  t.optimizer.beta2 = p.optimizer().beta2();
+  t.optimizer.eps = p.optimizer().eps();
+  t.init.seed = p.init_seed();
+  for (const wire::InitSegmentProto& s : p.init()) {
+    t.init.segments.push_back(
+        InitSegment{s.begin(), s.end(), static_cast<InitKind>(s.kind()), s.a(), s.b()});
+  }
+  return t;
+}
+
+}  // namespace relaxps

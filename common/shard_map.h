@@ -1,0 +1,74 @@
+// ShardMap: which server owns which part of which table.
+//
+// Dense tables are split into contiguous key ranges, balanced in units of
+// `kDenseChunk` keys across the servers; sparse rows are hash-partitioned by
+// row id. The map has a version bumped by the coordinator at every change;
+// requests carry it and a server seeing a newer one refreshes.
+//
+// Thread-safety: immutable after construction; share it via
+// std::shared_ptr<const ShardMap> and swap the pointer to update.
+#ifndef RELAXPS_COMMON_SHARD_MAP_H_
+#define RELAXPS_COMMON_SHARD_MAP_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "common/table.h"
+#include "proto/relaxps.pb.h"
+
+namespace relaxps {
+
+// Dense shard boundaries are multiples of this many keys (except the last).
+constexpr uint64_t kDenseChunk = 4096;
+
+// One piece of a dense request after routing.
+struct DenseSlice {
+  int server = -1;        // Index into the map's servers.
+  uint64_t begin = 0;     // Global first key.
+  uint64_t count = 0;     // Keys.
+  uint64_t offset = 0;    // Offset of `begin` within the caller's range.
+};
+
+class ShardMap {
+ public:
+  ShardMap() = default;
+  // Validates the ranges of every table. InvalidArgument on gaps/overlaps or
+  // server indices out of range.
+  static StatusOr<ShardMap> FromProto(const wire::ShardMap& proto);
+
+  const wire::ShardMap& proto() const { return proto_; }
+  uint64_t version() const { return proto_.version(); }
+  int num_servers() const { return proto_.servers_size(); }
+  const std::string& server_endpoint(int i) const { return proto_.servers(i).endpoint(); }
+
+  // nullptr if the table is unknown.
+  const wire::TableShards* FindTable(const std::string& name) const;
+
+  // Splits keys [offset, offset + count) of a dense table by owner.
+  // NotFound for an unknown table, InvalidArgument for a range outside it.
+  StatusOr<std::vector<DenseSlice>> SplitDense(const std::string& table, uint64_t offset,
+                                              uint64_t count) const;
+  // Owner of a sparse row.
+  int SparseServer(uint64_t row_id) const;
+
+  // Balanced contiguous ranges of `size` keys over `num_servers` servers.
+  static std::vector<wire::DenseRange> AssignDense(uint64_t size, int num_servers);
+
+ private:
+  wire::ShardMap proto_;
+  std::unordered_map<std::string, int> table_index_;
+};
+
+// Owner index of a sparse row among n servers (stable, well mixed).
+int SparseOwner(uint64_t row_id, int num_servers);
+
+// TableOptions <-> wire.
+void TableToProto(const TableOptions& t, wire::TableProto* out);
+TableOptions TableFromProto(const wire::TableProto& p);
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_COMMON_SHARD_MAP_H_

@@ -1,0 +1,47 @@
+#include "consistency/vector_clock.h"
+
+#include <algorithm>
+
+namespace relaxps {
+
+int64_t VectorClock::Min() const {
+  if (clocks_.empty()) return 0;
+  int64_t m = clocks_.begin()->second;
+  for (const auto& [id, c] : clocks_) m = std::min(m, c);
+  return m;
+}
+
+int64_t VectorClock::Get(int worker) const {
+  auto it = clocks_.find(worker);
+  return it == clocks_.end() ? -1 : it->second;
+}
+
+bool VectorClock::SetLive(const std::vector<int>& ids, const std::vector<int64_t>& clocks) {
+  const int64_t before = Min();
+  const bool was_empty = clocks_.empty();
+  std::map<int, int64_t> next;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = clocks_.find(ids[i]);
+    const int64_t reported = i < clocks.size() ? clocks[i] : 0;
+    if (it != clocks_.end()) {
+      next[ids[i]] = std::max(it->second, reported);
+    } else {
+      next[ids[i]] = was_empty ? reported : std::max(reported, before);
+    }
+  }
+  clocks_.swap(next);
+  return Min() != before;
+}
+
+bool VectorClock::Advance(int worker, int64_t clock) {
+  const int64_t before = Min();
+  auto it = clocks_.find(worker);
+  if (it == clocks_.end()) {
+    clocks_[worker] = clock + 1;
+  } else {
+    it->second = std::max(it->second, clock + 1);
+  }
+  return Min() != before;
+}
+
+}  // namespace relaxps

@@ -1,0 +1,44 @@
+// VectorClock: completed clocks of the live workers, as seen by one shard.
+//
+// A worker's entry is the number of clocks it has completed: a push (or a
+// clock tick) for clock c means it completed clock c, so its entry becomes at
+// least c + 1. Entries only grow. The live set comes from the coordinator; a
+// worker that leaves is removed, so waits never depend on a dead worker, and a
+// worker that joins starts at the current minimum.
+//
+// Thread-safety: not synchronized; owned by one shard's loop.
+#ifndef RELAXPS_CONSISTENCY_VECTOR_CLOCK_H_
+#define RELAXPS_CONSISTENCY_VECTOR_CLOCK_H_
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace relaxps {
+
+class VectorClock {
+ public:
+  // Replaces the live set. New workers start at max(their given clock, the
+  // current minimum); missing ones are dropped. Returns true if the minimum
+  // changed.
+  bool SetLive(const std::vector<int>& ids, const std::vector<int64_t>& clocks);
+  // Records that `worker` completed `clock`. Unknown workers are added (a
+  // push may arrive before the coordinator's live-set update). Returns true
+  // if the minimum changed.
+  bool Advance(int worker, int64_t clock);
+
+  // Minimum completed clock over live workers (0 if none).
+  int64_t Min() const;
+  // Completed clock of a worker, or -1 if not live.
+  int64_t Get(int worker) const;
+  bool IsLive(int worker) const { return clocks_.count(worker) > 0; }
+  size_t size() const { return clocks_.size(); }
+  const std::map<int, int64_t>& entries() const { return clocks_; }
+
+ private:
+  std::map<int, int64_t> clocks_;  // worker id -> completed clocks.
+};
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_CONSISTENCY_VECTOR_CLOCK_H_
