@@ -36,11 +36,8 @@ bool VectorClock::SetLive(const std::vector<int>& ids, const std::vector<int64_t
 bool VectorClock::Advance(int worker, int64_t clock) {
   const int64_t before = Min();
   auto it = clocks_.find(worker);
-  if (it == clocks_.end()) {
-    clocks_[worker] = clock + 1;
-  } else {
-    it->second = std::max(it->second, clock + 1);
-  }
+  if (it == clocks_.end()) return false;  // Not live: cannot hold anyone back.
+  it->second = std::max(it->second, clock + 1);
   return Min() != before;
 }
 

@@ -10,6 +10,7 @@
 #ifndef RELAXPS_CONSISTENCY_VECTOR_CLOCK_H_
 #define RELAXPS_CONSISTENCY_VECTOR_CLOCK_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -22,8 +23,8 @@ class VectorClock {
   // current minimum); missing ones are dropped. Returns true if the minimum
   // changed.
   bool SetLive(const std::vector<int>& ids, const std::vector<int64_t>& clocks);
-  // Records that `worker` completed `clock`. Unknown workers are added (a
-  // push may arrive before the coordinator's live-set update). Returns true
+  // Records that `worker` completed `clock`. Workers outside the live set are
+  // ignored (the coordinator adds a worker before it may push). Returns true
   // if the minimum changed.
   bool Advance(int worker, int64_t clock);
 

@@ -1,0 +1,149 @@
+#include "server/internal/dense_shard.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace relaxps {
+namespace server_internal {
+
+DenseShardState::DenseShardState(DenseShard* shard,
+                                 std::unique_ptr<kernels::Optimizer> optimizer,
+                                 const ConsistencyPolicy* policy, kernels::Device* device,
+                                 ParamStore* store)
+    : shard_(shard),
+      optimizer_(std::move(optimizer)),
+      policy_(policy),
+      device_(device),
+      store_(store),
+      state_scratch_(shard->slots.size(), nullptr) {
+  CHECK_EQ(static_cast<int>(shard->slots.size()), 1 + optimizer_->num_state_slots());
+  applied_clock_ = shard->clock;
+}
+
+Status DenseShardState::CheckRange(uint64_t begin, uint64_t count) const {
+  const DenseShardSpec& s = shard_->spec;
+  if (count == 0 || begin < s.begin || begin > s.end || count > s.end - begin) {
+    return InvalidArgumentError("keys [" + std::to_string(begin) + ", " +
+                                std::to_string(begin + count) + ") are not in this shard [" +
+                                std::to_string(s.begin) + ", " + std::to_string(s.end) +
+                                ") of table '" + s.table + "'");
+  }
+  return Status::OK();
+}
+
+int64_t DenseShardState::visible_clock() const {
+  return policy_->AggregatesPushes() ? applied_clock_ : clocks_.Min();
+}
+
+Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, float lr_scale) {
+  float* w = shard_->slots[0] + offset;
+  for (size_t s = 1; s < shard_->slots.size(); ++s) state_scratch_[s - 1] = shard_->slots[s] + offset;
+  shard_->step += 1;
+  optimizer_->Apply(device_, w, state_scratch_.data(), grads, n, shard_->step, lr_scale);
+  ++updates_applied_;
+  return store_->DenseUpdated(shard_, offset, n);
+}
+
+Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const float* grads,
+                             size_t n) {
+  const uint64_t offset = begin - shard_->spec.begin;
+  if (!policy_->AggregatesPushes() || clock < applied_clock_) {
+    // Async / SSP, or a BSP push for a round already closed (a worker that
+    // fell behind and rejoined): apply on arrival.
+    RETURN_IF_ERROR(Apply(offset, grads, n, 1.0f));
+    shard_->clock = std::max(shard_->clock, clock + 1);
+    clocks_.Advance(worker, clock);
+    ServeWaiters();
+    return Status::OK();
+  }
+  Round& round = rounds_[clock];
+  if (round.sum.empty()) round.sum.assign(shard_->size(), 0.0f);
+  if (!round.contributors.insert(worker).second) {
+    return InvalidArgumentError("worker " + std::to_string(worker) +
+                                " pushed twice for clock " + std::to_string(clock));
+  }
+  device_->Axpy(n, 1.0f, grads, round.sum.data() + offset);
+  clocks_.Advance(worker, clock);
+  RETURN_IF_ERROR(CompleteRounds());
+  ServeWaiters();
+  return Status::OK();
+}
+
+Status DenseShardState::CompleteRounds() {
+  // Round c is complete once every live worker has completed clock c.
+  while (!rounds_.empty() && clocks_.Min() > rounds_.begin()->first) {
+    auto it = rounds_.begin();
+    Round& r = it->second;
+    const float inv = 1.0f / static_cast<float>(r.contributors.size());
+    device_->Scale(r.sum.size(), inv, r.sum.data());
+    RETURN_IF_ERROR(Apply(0, r.sum.data(), r.sum.size(), 1.0f));
+    applied_clock_ = it->first + 1;
+    shard_->clock = applied_clock_;
+    rounds_.erase(it);
+  }
+  // No pending round: everything every live worker completed is applied.
+  if (rounds_.empty()) applied_clock_ = std::max(applied_clock_, clocks_.Min());
+  return Status::OK();
+}
+
+FloatBuffer DenseShardState::Copy(uint64_t begin, size_t n) const {
+  FloatBuffer out(n);
+  std::memcpy(out.data(), shard_->slots[0] + (begin - shard_->spec.begin), n * sizeof(float));
+  return out;
+}
+
+void DenseShardState::Pull(int64_t worker_clock, uint64_t begin, size_t n, int64_t deadline_ms,
+                           PullReply done) {
+  const int64_t required = policy_->RequiredMinClock(worker_clock);
+  if (visible_clock() >= required) {
+    done(Status::OK(), Copy(begin, n), visible_clock());
+    return;
+  }
+  waiters_.push_back(Waiter{required, begin, n, deadline_ms, std::move(done)});
+}
+
+void DenseShardState::ServeWaiters() {
+  if (waiters_.empty()) return;
+  const int64_t visible = visible_clock();
+  std::vector<Waiter> still;
+  std::vector<Waiter> ready;
+  for (Waiter& w : waiters_) (w.required <= visible ? ready : still).push_back(std::move(w));
+  waiters_.swap(still);
+  for (Waiter& w : ready) w.done(Status::OK(), Copy(w.begin, w.n), visible);
+}
+
+void DenseShardState::SetLiveWorkers(const std::vector<int>& ids,
+                                     const std::vector<int64_t>& clocks) {
+  clocks_.SetLive(ids, clocks);
+  if (policy_->AggregatesPushes()) {
+    Status s = CompleteRounds();
+    if (!s.ok()) LOG(ERROR) << "completing BSP rounds: " << s;
+  }
+  ServeWaiters();
+}
+
+void DenseShardState::AdvanceClock(int worker, int64_t clock) {
+  clocks_.Advance(worker, clock);
+  if (policy_->AggregatesPushes()) {
+    Status s = CompleteRounds();
+    if (!s.ok()) LOG(ERROR) << "completing BSP rounds: " << s;
+  }
+  ServeWaiters();
+}
+
+void DenseShardState::ExpireWaiters(int64_t now_ms) {
+  if (waiters_.empty()) return;
+  std::vector<Waiter> still;
+  std::vector<Waiter> expired;
+  for (Waiter& w : waiters_) (w.deadline_ms <= now_ms ? expired : still).push_back(std::move(w));
+  waiters_.swap(still);
+  for (Waiter& w : expired) {
+    w.done(DeadlineExceededError("pull waited for clock " + std::to_string(w.required) +
+                                 " but the slowest live worker is at " +
+                                 std::to_string(visible_clock())),
+           FloatBuffer(), visible_clock());
+  }
+}
+
+}  // namespace server_internal
+}  // namespace relaxps

@@ -1,0 +1,101 @@
+// DenseShard logic of a server: one key range of a dense table, with its
+// optimizer, consistency gate and waiting pulls.
+//
+// Owns nothing of the parameter memory (the ParamStore does); owns the BSP
+// aggregation buffers and the queue of pulls waiting for their clock.
+//
+// Thread-safety: not synchronized; used only on the server's loop thread.
+#ifndef RELAXPS_SERVER_INTERNAL_DENSE_SHARD_H_
+#define RELAXPS_SERVER_INTERNAL_DENSE_SHARD_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/status.h"
+#include "consistency/consistency_policy.h"
+#include "consistency/vector_clock.h"
+#include "kernels/device.h"
+#include "kernels/optimizer.h"
+#include "storage/param_store.h"
+
+namespace relaxps {
+namespace server_internal {
+
+// Answers a waiting pull: called with the status and, when OK, a copy of the
+// requested parameters and the clock they reflect.
+using PullReply = std::function<void(const Status&, FloatBuffer params, int64_t params_clock)>;
+
+class DenseShardState {
+ public:
+  // REQUIRES: all pointers outlive this object.
+  DenseShardState(DenseShard* shard, std::unique_ptr<kernels::Optimizer> optimizer,
+                  const ConsistencyPolicy* policy, kernels::Device* device, ParamStore* store);
+
+  const DenseShardSpec& spec() const { return shard_->spec; }
+
+  // Checks that [begin, begin + count) lies inside this shard.
+  Status CheckRange(uint64_t begin, uint64_t count) const;
+
+  // Applies (or, under BSP, aggregates) a gradient for keys [begin, begin+n)
+  // computed by `worker` at `clock`. REQUIRES: CheckRange OK, grads finite.
+  Status Push(int worker, int64_t clock, uint64_t begin, const float* grads, size_t n);
+
+  // Answers now if the gate allows a pull by a worker at `worker_clock`,
+  // otherwise queues it until `deadline_ms` (monotonic).
+  void Pull(int64_t worker_clock, uint64_t begin, size_t n, int64_t deadline_ms, PullReply done);
+
+  // The coordinator's live worker set changed.
+  void SetLiveWorkers(const std::vector<int>& ids, const std::vector<int64_t>& clocks);
+  // Worker completed `clock` without pushing here.
+  void AdvanceClock(int worker, int64_t clock);
+  // Fails waiting pulls whose deadline passed.
+  void ExpireWaiters(int64_t now_ms);
+
+  // Clock every parameter of this shard reflects.
+  int64_t visible_clock() const;
+  size_t waiting_pulls() const { return waiters_.size(); }
+  uint64_t updates_applied() const { return updates_applied_; }
+
+ private:
+  struct Round {
+    std::vector<float> sum;
+    std::set<int> contributors;
+  };
+  struct Waiter {
+    int64_t required;
+    uint64_t begin;
+    size_t n;
+    int64_t deadline_ms;
+    PullReply done;
+  };
+
+  Status Apply(uint64_t offset, const float* grads, size_t n, float lr_scale);
+  Status CompleteRounds();
+  void ServeWaiters();
+  FloatBuffer Copy(uint64_t begin, size_t n) const;
+
+  // Constant after construction.
+  DenseShard* const shard_;
+  const std::unique_ptr<kernels::Optimizer> optimizer_;
+  const ConsistencyPolicy* const policy_;
+  kernels::Device* const device_;
+  ParamStore* const store_;
+
+  VectorClock clocks_;
+  int64_t applied_clock_ = 0;  // BSP: rounds < applied_clock_ are applied.
+  std::map<int64_t, Round> rounds_;  // BSP: clock -> aggregated gradients.
+  std::vector<Waiter> waiters_;
+  std::vector<float*> state_scratch_;
+  uint64_t updates_applied_ = 0;
+};
+
+}  // namespace server_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_SERVER_INTERNAL_DENSE_SHARD_H_

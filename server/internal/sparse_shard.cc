@@ -1,0 +1,57 @@
+#include "server/internal/sparse_shard.h"
+
+#include <cstring>
+#include <unordered_map>
+
+namespace relaxps {
+namespace server_internal {
+
+SparseShardState::SparseShardState(SparseTableSpec spec,
+                                   std::unique_ptr<kernels::Optimizer> optimizer,
+                                   kernels::Device* device, ParamStore* store)
+    : spec_(std::move(spec)), optimizer_(std::move(optimizer)), device_(device), store_(store) {}
+
+StatusOr<FloatBuffer> SparseShardState::Pull(const uint64_t* ids, size_t n) {
+  const size_t rf = spec_.row_floats();
+  rows_.resize(n * rf);
+  RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, n, rows_.data()));
+  FloatBuffer out(n * spec_.width);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(out.data() + i * spec_.width, rows_.data() + i * rf, spec_.width * sizeof(float));
+  }
+  return out;
+}
+
+Status SparseShardState::Push(const uint64_t* ids, size_t n, const float* grads) {
+  const size_t w = spec_.width;
+  const size_t rf = spec_.row_floats();
+  // Sum gradients of duplicate ids so every row is read and stepped once.
+  std::unordered_map<uint64_t, size_t> index;
+  std::vector<uint64_t> unique_ids;
+  std::vector<float> summed;
+  index.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto [it, inserted] = index.emplace(ids[i], unique_ids.size());
+    if (inserted) {
+      unique_ids.push_back(ids[i]);
+      summed.insert(summed.end(), grads + i * w, grads + (i + 1) * w);
+    } else {
+      device_->Axpy(w, 1.0f, grads + i * w, summed.data() + it->second * w);
+    }
+  }
+  const size_t u = unique_ids.size();
+  rows_.resize(u * rf);
+  RETURN_IF_ERROR(store_->ReadRows(spec_.table, unique_ids.data(), u, rows_.data()));
+  ++step_;
+  std::vector<float*> state(spec_.num_slots - 1);
+  for (size_t i = 0; i < u; ++i) {
+    float* row = rows_.data() + i * rf;
+    for (int s = 1; s < spec_.num_slots; ++s) state[s - 1] = row + s * w;
+    optimizer_->Apply(device_, row, state.data(), summed.data() + i * w, w, step_, 1.0f);
+  }
+  updates_applied_ += u;
+  return store_->WriteRows(spec_.table, unique_ids.data(), u, rows_.data());
+}
+
+}  // namespace server_internal
+}  // namespace relaxps

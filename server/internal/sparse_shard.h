@@ -1,0 +1,56 @@
+// Sparse table logic of a server: the rows of one sparse table that hash to
+// this server, read and updated through the ParamStore.
+//
+// Sparse pushes are applied on arrival under every consistency model (the
+// BSP/SSP gates cover dense tables); duplicate ids within one push are summed
+// first so each row gets one optimizer step per push.
+//
+// Thread-safety: not synchronized; used only on the server's loop thread.
+#ifndef RELAXPS_SERVER_INTERNAL_SPARSE_SHARD_H_
+#define RELAXPS_SERVER_INTERNAL_SPARSE_SHARD_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/status.h"
+#include "kernels/device.h"
+#include "kernels/optimizer.h"
+#include "storage/param_store.h"
+
+namespace relaxps {
+namespace server_internal {
+
+class SparseShardState {
+ public:
+  // REQUIRES: store has the table `spec.table`; pointers outlive this.
+  SparseShardState(SparseTableSpec spec, std::unique_ptr<kernels::Optimizer> optimizer,
+                   kernels::Device* device, ParamStore* store);
+
+  uint32_t width() const { return spec_.width; }
+
+  // Reads the parameters (slot 0) of n rows into a new buffer.
+  StatusOr<FloatBuffer> Pull(const uint64_t* ids, size_t n);
+  // Applies one optimizer step per distinct row. REQUIRES: grads finite,
+  // n * width floats.
+  Status Push(const uint64_t* ids, size_t n, const float* grads);
+
+  uint64_t updates_applied() const { return updates_applied_; }
+
+ private:
+  // Constant after construction.
+  const SparseTableSpec spec_;
+  const std::unique_ptr<kernels::Optimizer> optimizer_;
+  kernels::Device* const device_;
+  ParamStore* const store_;
+
+  int64_t step_ = 0;
+  uint64_t updates_applied_ = 0;
+  std::vector<float> rows_;  // Scratch: full row records.
+};
+
+}  // namespace server_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_SERVER_INTERNAL_SPARSE_SHARD_H_

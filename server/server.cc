@@ -1,0 +1,454 @@
+#include "server/server.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/rpc_client.h"
+#include "common/rpc_server.h"
+#include "common/shard_map.h"
+#include "consistency/consistency_policy.h"
+#include "server/internal/dense_shard.h"
+#include "server/internal/request_codec.h"
+#include "server/internal/sparse_shard.h"
+
+namespace relaxps {
+namespace {
+
+using server_internal::DenseShardState;
+using server_internal::SparseShardState;
+
+class ServerImpl final : public Server {
+ public:
+  explicit ServerImpl(const ServerOptions& options) : options_(options) {}
+  ~ServerImpl() override { StopHeartbeat(); }
+
+  Status Init();
+  const std::string& endpoint() const override { return rpc_->endpoint(); }
+  int id() const override { return id_; }
+  Status Run() override;
+  void Stop() override { rpc_->Stop(); }
+
+ private:
+  // ---- Loop thread ----
+  void Handle(Request req);
+  Status InstallMap(const wire::ShardMap& map);
+  void SetLiveWorkers(const wire::LiveWorkers& live);
+  void HandleDense(Request req);
+  void HandleSparse(Request req);
+  void HandleStats(const Request& req);
+  // Replies with an error and counts the rejection.
+  void Reject(const Request& req, const Status& status);
+  void ReplyWith(const Request& req, Message reply);
+  void OnTimer();
+
+  // ---- Heartbeat thread ----
+  void HeartbeatLoop();
+  void StopHeartbeat();
+
+  // Constant after Init().
+  const ServerOptions options_;
+  std::unique_ptr<RpcServer> rpc_;
+  std::unique_ptr<RpcClient> coordinator_;
+  int coordinator_peer_ = -1;
+  int id_ = -1;
+  wire::JobConfig job_;
+  std::unique_ptr<ConsistencyPolicy> policy_;
+  std::unique_ptr<kernels::Device> device_;
+  std::unique_ptr<ParamStore> store_;
+
+  // Loop thread only.
+  uint64_t map_version_ = 0;
+  wire::ShardMap map_;
+  std::map<std::string, std::unique_ptr<DenseShardState>> dense_;
+  std::map<std::string, std::unique_ptr<SparseShardState>> sparse_;
+  wire::ServerStats stats_;
+  std::vector<float> decode_scratch_;
+  int64_t last_flush_clock_ = 0;
+
+  // Heartbeat thread.
+  std::thread heartbeat_;
+  std::mutex hb_mu_;
+  std::condition_variable hb_cv_;
+  bool hb_stop_ = false;  // Guarded by hb_mu_.
+  std::atomic<uint64_t> seen_map_version_{0};
+};
+
+Status ServerImpl::Init() {
+  if (options_.coordinator.empty()) return InvalidArgumentError("--coordinator is required");
+  RpcServerOptions ro;
+  ro.bind = options_.bind;
+  ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
+  ASSIGN_OR_RETURN(device_, kernels::NewDevice(options_.device));
+  ASSIGN_OR_RETURN(store_, NewParamStore(options_.store));
+
+  coordinator_ = std::make_unique<RpcClient>();
+  coordinator_peer_ = coordinator_->Connect(options_.coordinator);
+  Message req;
+  req.header.set_type(wire::REGISTER);
+  wire::RegisterRequest* r = req.header.mutable_register_request();
+  r->set_role("server");
+  r->set_requested_id(options_.server_id);
+  r->set_endpoint(rpc_->endpoint());
+  r->set_pid(getpid());
+  const int64_t give_up = MonotonicMs() + options_.register_timeout_ms;
+  StatusOr<Message> reply = UnavailableError("not sent");
+  while (true) {
+    Message attempt;
+    attempt.header = req.header;
+    reply = coordinator_->CallSync(coordinator_peer_, std::move(attempt), 1000);
+    if (reply.ok() || MonotonicMs() > give_up) break;
+    if (reply.status().code() != StatusCode::kDeadlineExceeded &&
+        reply.status().code() != StatusCode::kUnavailable) {
+      break;
+    }
+  }
+  if (!reply.ok()) {
+    return reply.status().WithPrefix("registering with coordinator " + options_.coordinator);
+  }
+  const wire::RegisterReply& rr = reply->header.register_reply();
+  id_ = rr.id();
+  job_ = rr.job();
+  ConsistencyOptions co;
+  co.model = job_.consistency();
+  co.staleness = job_.staleness();
+  ASSIGN_OR_RETURN(policy_, NewConsistencyPolicy(co));
+  RETURN_IF_ERROR(InstallMap(rr.shard_map()));
+  LOG(INFO) << "server " << id_ << " serving on " << rpc_->endpoint() << " (store "
+            << store_->Name() << ", consistency " << policy_->Name() << ")";
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  rpc_->AddTimer(50, [this] { OnTimer(); });
+  return Status::OK();
+}
+
+Status ServerImpl::Run() {
+  rpc_->Run([this](Request req) { Handle(std::move(req)); });
+  StopHeartbeat();
+  Status s = store_->Flush(last_flush_clock_);
+  if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
+  return s;
+}
+
+void ServerImpl::StopHeartbeat() {
+  {
+    std::lock_guard<std::mutex> l(hb_mu_);
+    hb_stop_ = true;
+  }
+  hb_cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void ServerImpl::HeartbeatLoop() {
+  int failures = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> l(hb_mu_);
+      if (hb_cv_.wait_for(l, std::chrono::milliseconds(options_.heartbeat_ms),
+                          [this] { return hb_stop_; })) {
+        return;
+      }
+    }
+    Message hb;
+    hb.header.set_type(wire::HEARTBEAT);
+    hb.header.set_sender(id_);
+    wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
+    h->set_role("server");
+    h->set_id(id_);
+    h->set_shard_map_version(seen_map_version_.load());
+    StatusOr<Message> reply =
+        coordinator_->CallSync(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5);
+    if (!reply.ok()) {
+      if (++failures % 10 == 1) LOG(WARNING) << "coordinator heartbeat failed: " << reply.status();
+      continue;
+    }
+    failures = 0;
+    auto body = std::make_shared<wire::HeartbeatReply>(reply->header.heartbeat_reply());
+    rpc_->Post([this, body] {
+      if (body->has_shard_map() && body->shard_map().version() > map_version_) {
+        Status s = InstallMap(body->shard_map());
+        if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
+      }
+      if (body->has_live_workers()) SetLiveWorkers(body->live_workers());
+    });
+  }
+}
+
+Status ServerImpl::InstallMap(const wire::ShardMap& map) {
+  ASSIGN_OR_RETURN(ShardMap checked, ShardMap::FromProto(map));
+  (void)checked;
+  for (const wire::TableShards& ts : map.tables()) {
+    const TableOptions t = TableFromProto(ts.table());
+    if (dense_.count(t.name) || sparse_.count(t.name)) continue;
+    ASSIGN_OR_RETURN(auto optimizer, kernels::NewOptimizer(t.optimizer));
+    const int slots = 1 + optimizer->num_state_slots();
+    if (t.type == TableType::kDense) {
+      for (const wire::DenseRange& r : ts.ranges()) {
+        if (r.server() != id_) continue;
+        DenseShardSpec spec;
+        spec.table = t.name;
+        spec.begin = r.begin();
+        spec.end = r.end();
+        spec.num_slots = slots;
+        spec.init = t.init;
+        ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
+        dense_[t.name] = std::make_unique<DenseShardState>(shard, std::move(optimizer),
+                                                           policy_.get(), device_.get(),
+                                                           store_.get());
+        LOG(INFO) << "table '" << t.name << "': dense keys [" << spec.begin << ", " << spec.end
+                  << ") with " << t.optimizer.name;
+        break;
+      }
+    } else {
+      SparseTableSpec spec;
+      spec.table = t.name;
+      spec.width = t.row_width;
+      spec.num_slots = slots;
+      spec.init = t.init;
+      RETURN_IF_ERROR(store_->CreateSparse(spec));
+      sparse_[t.name] = std::make_unique<SparseShardState>(spec, std::move(optimizer),
+                                                            device_.get(), store_.get());
+      LOG(INFO) << "table '" << t.name << "': sparse rows of width " << spec.width;
+    }
+  }
+  map_ = map;
+  map_version_ = map.version();
+  seen_map_version_.store(map_version_);
+  return Status::OK();
+}
+
+void ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
+  std::vector<int> ids(live.ids().begin(), live.ids().end());
+  std::vector<int64_t> clocks(live.clocks().begin(), live.clocks().end());
+  for (auto& [name, shard] : dense_) shard->SetLiveWorkers(ids, clocks);
+}
+
+void ServerImpl::OnTimer() {
+  const int64_t now = MonotonicMs();
+  for (auto& [name, shard] : dense_) shard->ExpireWaiters(now);
+  if (options_.flush_every_clocks > 0) {
+    int64_t clock = 0;
+    for (auto& [name, shard] : dense_) clock = std::max(clock, shard->visible_clock());
+    if (clock >= last_flush_clock_ + options_.flush_every_clocks) {
+      Status s = store_->Flush(clock);
+      if (!s.ok()) {
+        LOG(ERROR) << "flush at clock " << clock << " failed: " << s;
+      } else {
+        last_flush_clock_ = clock;
+      }
+    }
+  }
+}
+
+void ServerImpl::Reject(const Request& req, const Status& status) {
+  stats_.set_rejected(stats_.rejected() + 1);
+  LOG_EVERY_N(WARNING, 1) << "rejected " << wire::MsgType_Name(req.msg.header.type())
+                          << " from worker " << req.msg.header.sender() << ": " << status;
+  Message reply = MakeReply(req.msg.header, status);
+  if (!req.msg.header.table().empty() && req.msg.header.shard_map_version() != map_version_ &&
+      (status.code() == StatusCode::kNotFound || status.code() == StatusCode::kInvalidArgument)) {
+    // The sender may be routing with an old map: send ours along ("moved").
+    *reply.header.mutable_shard_map() = map_;
+    StatusToProto(FailedPreconditionError("moved: " + status.message()),
+                  reply.header.mutable_status());
+  }
+  rpc_->Send(req.identity, std::move(reply)).IgnoreError();
+}
+
+void ServerImpl::ReplyWith(const Request& req, Message reply) {
+  stats_.set_bytes_out(stats_.bytes_out() + reply.PayloadBytes());
+  reply.header.set_shard_map_version(map_version_);
+  Status s = rpc_->Reply(req, std::move(reply));
+  if (!s.ok()) VLOG(1) << "reply dropped: " << s;
+}
+
+void ServerImpl::Handle(Request req) {
+  const wire::Header& h = req.msg.header;
+  stats_.set_requests(stats_.requests() + 1);
+  stats_.set_bytes_in(stats_.bytes_in() + req.msg.PayloadBytes());
+  if (h.is_reply()) {
+    Reject(req, InvalidArgumentError("unexpected reply message"));
+    return;
+  }
+  switch (h.type()) {
+    case wire::PUSH:
+    case wire::PULL:
+    case wire::PUSH_PULL:
+      HandleDense(std::move(req));
+      return;
+    case wire::PUSH_ROWS:
+    case wire::PULL_ROWS:
+      HandleSparse(std::move(req));
+      return;
+    case wire::INSTALL_MAP: {
+      Status s = h.has_shard_map() ? InstallMap(h.shard_map())
+                                   : InvalidArgumentError("INSTALL_MAP without a shard map");
+      if (!s.ok()) {
+        Reject(req, s);
+      } else {
+        ReplyWith(req, MakeReply(h, Status::OK()));
+      }
+      return;
+    }
+    case wire::WORKER_SET:
+      SetLiveWorkers(h.live_workers());
+      ReplyWith(req, MakeReply(h, Status::OK()));
+      return;
+    case wire::CLOCK:
+      for (auto& [name, shard] : dense_) shard->AdvanceClock(h.sender(), h.clock());
+      ReplyWith(req, MakeReply(h, Status::OK()));
+      return;
+    case wire::SERVER_STATS:
+      HandleStats(req);
+      return;
+    default:
+      Reject(req, InvalidArgumentError("unknown message type " + std::to_string(h.type())));
+  }
+}
+
+void ServerImpl::HandleStats(const Request& req) {
+  Message reply = MakeReply(req.msg.header, Status::OK());
+  uint64_t applied = 0;
+  for (auto& [n, s] : dense_) applied += s->updates_applied();
+  for (auto& [n, s] : sparse_) applied += s->updates_applied();
+  stats_.set_updates_applied(applied);
+  *reply.header.mutable_server_stats() = stats_;
+  ReplyWith(req, std::move(reply));
+}
+
+void ServerImpl::HandleDense(Request req) {
+  const wire::Header& h = req.msg.header;
+  auto it = dense_.find(h.table());
+  if (it == dense_.end()) {
+    Reject(req, sparse_.count(h.table())
+                    ? InvalidArgumentError("table '" + h.table() + "' is sparse")
+                    : NotFoundError("unknown dense table '" + h.table() + "'"));
+    return;
+  }
+  DenseShardState* shard = it->second.get();
+  const uint64_t n = h.key_count();
+  Status s = shard->CheckRange(h.key_begin(), n);
+  if (!s.ok()) {
+    Reject(req, s);
+    return;
+  }
+  const bool push = h.type() != wire::PULL;
+  const size_t expected_frames = push ? 1 : 0;
+  if (req.msg.frames.size() != expected_frames) {
+    Reject(req, InvalidArgumentError(wire::MsgType_Name(h.type()) + " expects " +
+                                     std::to_string(expected_frames) + " payload frame(s), got " +
+                                     std::to_string(req.msg.frames.size())));
+    return;
+  }
+  if (push) {
+    StatusOr<const float*> grads =
+        server_internal::DecodeFloats(req.msg.frames[0], n, h.encoding(), device_.get(),
+                                      &decode_scratch_);
+    if (!grads.ok()) {
+      if (grads.status().message().find("non-finite") != std::string::npos) {
+        stats_.set_nonfinite_rejected(stats_.nonfinite_rejected() + 1);
+      }
+      Reject(req, grads.status());
+      return;
+    }
+    s = shard->Push(h.sender(), h.clock(), h.key_begin(), *grads, n);
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    if (h.type() == wire::PUSH) {
+      ReplyWith(req, MakeReply(h, Status::OK()));
+      return;
+    }
+  }
+  // Pull or the pull half of PushPull. A push at clock c is followed by
+  // computation at clock c + 1.
+  const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
+  const int64_t deadline = h.deadline_unix_ms() > 0
+                               ? MonotonicMs() + std::max<int64_t>(0, h.deadline_unix_ms() - NowUnixMs())
+                               : MonotonicMs() + 60000;
+  auto shared_req = std::make_shared<Request>(std::move(req));
+  shard->Pull(pull_clock, shared_req->msg.header.key_begin(), n, deadline,
+              [this, shared_req](const Status& st, FloatBuffer params, int64_t params_clock) {
+                if (!st.ok()) {
+                  Reject(*shared_req, st);
+                  return;
+                }
+                Message reply = MakeReply(shared_req->msg.header, Status::OK());
+                reply.header.set_params_clock(params_clock);
+                reply.header.set_encoding(shared_req->msg.header.encoding());
+                reply.frames.push_back(server_internal::EncodeFloats(
+                    params, shared_req->msg.header.encoding(), device_.get()));
+                ReplyWith(*shared_req, std::move(reply));
+              });
+}
+
+void ServerImpl::HandleSparse(Request req) {
+  const wire::Header& h = req.msg.header;
+  auto it = sparse_.find(h.table());
+  if (it == sparse_.end()) {
+    Reject(req, dense_.count(h.table())
+                    ? InvalidArgumentError("table '" + h.table() + "' is dense")
+                    : NotFoundError("unknown sparse table '" + h.table() + "'"));
+    return;
+  }
+  SparseShardState* shard = it->second.get();
+  const bool push = h.type() == wire::PUSH_ROWS;
+  const size_t expected_frames = push ? 2 : 1;
+  if (req.msg.frames.size() != expected_frames) {
+    Reject(req, InvalidArgumentError(wire::MsgType_Name(h.type()) + " expects " +
+                                     std::to_string(expected_frames) + " payload frames, got " +
+                                     std::to_string(req.msg.frames.size())));
+    return;
+  }
+  const Frame& ids_frame = req.msg.frames[0];
+  if (ids_frame.size() % sizeof(uint64_t) != 0 || ids_frame.size() == 0 ||
+      ids_frame.size() / sizeof(uint64_t) != h.key_count()) {
+    Reject(req, InvalidArgumentError("row-id frame of " + std::to_string(ids_frame.size()) +
+                                     " bytes does not hold " + std::to_string(h.key_count()) +
+                                     " uint64 ids"));
+    return;
+  }
+  const size_t n = h.key_count();
+  const uint64_t* ids = ids_frame.as<uint64_t>();
+  if (push) {
+    StatusOr<const float*> grads = server_internal::DecodeFloats(
+        req.msg.frames[1], n * shard->width(), h.encoding(), device_.get(), &decode_scratch_);
+    if (!grads.ok()) {
+      if (grads.status().message().find("non-finite") != std::string::npos) {
+        stats_.set_nonfinite_rejected(stats_.nonfinite_rejected() + 1);
+      }
+      Reject(req, grads.status());
+      return;
+    }
+    Status s = shard->Push(ids, n, *grads);
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    ReplyWith(req, MakeReply(h, Status::OK()));
+    return;
+  }
+  StatusOr<FloatBuffer> rows = shard->Pull(ids, n);
+  if (!rows.ok()) {
+    Reject(req, rows.status());
+    return;
+  }
+  Message reply = MakeReply(h, Status::OK());
+  reply.header.set_encoding(h.encoding());
+  reply.frames.push_back(server_internal::EncodeFloats(*rows, h.encoding(), device_.get()));
+  ReplyWith(req, std::move(reply));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  auto server = std::make_unique<ServerImpl>(options);
+  RETURN_IF_ERROR(server->Init());
+  return std::unique_ptr<Server>(std::move(server));
+}
+
+}  // namespace relaxps

@@ -1,0 +1,68 @@
+// relaxps::Server: one parameter-server process.
+//
+// A Server binds a ROUTER socket, registers with the coordinator, learns its
+// id and the shard map, creates its shards in a ParamStore, and serves Push /
+// Pull / PushPull (dense) and PushRows / PullRows (sparse) on a
+// single-threaded event loop. Every request is validated (table, range,
+// frame count, payload length, finite values); a bad one gets an error reply,
+// is counted as rejected, and changes nothing.
+//
+// A background thread heartbeats to the coordinator and brings back the live
+// worker set (which releases BSP/SSP waits when a worker dies) and newer
+// shard maps.
+//
+// Thread-safety: Start() and Run() from one thread; Stop() from any thread.
+#ifndef RELAXPS_SERVER_SERVER_H_
+#define RELAXPS_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "kernels/device.h"
+#include "storage/param_store.h"
+
+namespace relaxps {
+
+struct ServerOptions {
+  // Endpoint to bind; the default lets the OS choose a port.
+  std::string bind = "tcp://127.0.0.1:*";
+  // Coordinator endpoint. Required.
+  std::string coordinator;
+  // Requested server id (-1: the coordinator assigns one). A restarted server
+  // passes its old id to take its shards back.
+  int server_id = -1;
+  ParamStoreOptions store;
+  kernels::DeviceOptions device;
+  // Heartbeat period. Shorter detects failures sooner at more traffic.
+  int heartbeat_ms = 200;
+  // How long to keep retrying registration before giving up.
+  int register_timeout_ms = 15000;
+  // Flush the store every this many clocks of a table's shard (0: never; the
+  // store then persists only at checkpoints or shutdown).
+  int flush_every_clocks = 0;
+};
+
+class Server {
+ public:
+  // Binds, opens the store and registers. Errors: Unavailable (bind or
+  // coordinator), store errors (IOError/Corruption naming the path).
+  static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  virtual ~Server() = default;
+
+  virtual const std::string& endpoint() const = 0;
+  virtual int id() const = 0;
+  // Serves until Stop(); flushes the store on the way out.
+  virtual Status Run() = 0;
+  virtual void Stop() = 0;
+
+ protected:
+  Server() = default;
+};
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_SERVER_SERVER_H_
