@@ -1,0 +1,414 @@
+#include "coordinator/coordinator.h"
+
+#include <map>
+#include <vector>
+
+#include "common/rpc_client.h"
+#include "common/rpc_server.h"
+#include "common/shard_map.h"
+#include "common/table.h"
+#include "consistency/consistency_policy.h"
+#include "coordinator/membership.h"
+
+namespace relaxps {
+
+Status CoordinatorOptions::Validate() const {
+  if (num_servers < 1) return InvalidArgumentError("--num_servers must be >= 1");
+  if (num_workers < 0) return InvalidArgumentError("--num_workers must be >= 0");
+  ConsistencyOptions co{consistency, staleness};
+  RETURN_IF_ERROR(NewConsistencyPolicy(co).status());
+  if (recovery != "none" && recovery != "checkpoint" && recovery != "chain" &&
+      recovery != "stateless") {
+    return InvalidArgumentError("unknown recovery policy '" + recovery +
+                                "' (expected none, checkpoint, chain or stateless)");
+  }
+  if (heartbeat_timeout_ms < 50) return InvalidArgumentError("--heartbeat_timeout_ms must be >= 50");
+  return Status::OK();
+}
+
+namespace {
+
+class CoordinatorImpl final : public Coordinator {
+ public:
+  explicit CoordinatorImpl(const CoordinatorOptions& options)
+      : options_(options), members_(options.heartbeat_timeout_ms) {}
+
+  Status Init() {
+    RpcServerOptions ro;
+    ro.bind = options_.bind;
+    ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
+    RpcClientOptions co;
+    co.default_timeout_ms = 5000;
+    servers_rpc_ = std::make_unique<RpcClient>(co);
+    job_.set_consistency(options_.consistency);
+    job_.set_staleness(options_.staleness);
+    job_.set_recovery(options_.recovery);
+    job_.set_num_servers(options_.num_servers);
+    job_.set_num_workers(options_.num_workers);
+    job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
+    map_.set_version(1);
+    rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
+    start_ms_ = MonotonicMs();
+    LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
+              << options_.consistency << " staleness " << options_.staleness << " recovery "
+              << options_.recovery << ", waiting for " << options_.num_servers << " server(s)";
+    return Status::OK();
+  }
+
+  const std::string& endpoint() const override { return rpc_->endpoint(); }
+  void Run() override {
+    rpc_->Run([this](Request r) { Handle(std::move(r)); });
+  }
+  void Stop() override { rpc_->Stop(); }
+
+ private:
+  void Handle(Request req);
+  void HandleRegister(Request req);
+  void HandleHeartbeat(const Request& req);
+  void HandleCreateTable(Request req);
+  void HandleStatus(const Request& req);
+  void CheckLiveness();
+  // Sends `msg` to every live server; `done` runs on the loop thread with the
+  // first error or OK once all answered.
+  void Broadcast(const Message& msg, std::function<void(const Status&)> done);
+  void BroadcastWorkerSet(std::function<void(const Status&)> done);
+  void RebuildServerList();
+  void FailJob(const std::string& reason);
+
+  // Constant after Init().
+  const CoordinatorOptions options_;
+  std::unique_ptr<RpcServer> rpc_;
+  std::unique_ptr<RpcClient> servers_rpc_;
+  wire::JobConfig job_;
+  int64_t start_ms_ = 0;
+
+  // Loop thread only.
+  Membership members_;
+  wire::ShardMap map_;
+  std::map<int, int> server_peer_;  // server id -> RpcClient peer.
+  std::string job_error_;
+};
+
+void CoordinatorImpl::Handle(Request req) {
+  const wire::Header& h = req.msg.header;
+  switch (h.type()) {
+    case wire::REGISTER:
+      HandleRegister(std::move(req));
+      return;
+    case wire::HEARTBEAT:
+      HandleHeartbeat(req);
+      return;
+    case wire::CREATE_TABLE:
+      HandleCreateTable(std::move(req));
+      return;
+    case wire::GET_SHARD_MAP: {
+      Message reply = MakeReply(h, Status::OK());
+      *reply.header.mutable_shard_map() = map_;
+      rpc_->Reply(req, std::move(reply)).IgnoreError();
+      return;
+    }
+    case wire::GET_STATUS:
+      HandleStatus(req);
+      return;
+    case wire::DEREGISTER: {
+      members_.RemoveWorker(h.sender());
+      LOG(INFO) << "worker " << h.sender() << " left";
+      auto shared = std::make_shared<Request>(std::move(req));
+      BroadcastWorkerSet([this, shared](const Status& s) {
+        rpc_->ReplyStatus(*shared, s).IgnoreError();
+      });
+      return;
+    }
+    default:
+      LOG(WARNING) << "coordinator: unknown message type " << h.type();
+      rpc_->ReplyStatus(req, InvalidArgumentError("unknown message type " +
+                                                  std::to_string(h.type())))
+          .IgnoreError();
+  }
+}
+
+void CoordinatorImpl::RebuildServerList() {
+  map_.clear_servers();
+  // Server index in the map == server id (ids are dense from 0).
+  int max_id = -1;
+  for (const auto& [id, m] : members_.servers()) max_id = std::max(max_id, id);
+  for (int id = 0; id <= max_id; ++id) {
+    wire::ServerInfo* s = map_.add_servers();
+    s->set_id(id);
+    auto it = members_.servers().find(id);
+    if (it != members_.servers().end()) {
+      s->set_endpoint(it->second.endpoint);
+      s->set_alive(it->second.alive);
+    }
+  }
+  map_.set_version(map_.version() + 1);
+}
+
+void CoordinatorImpl::HandleRegister(Request req) {
+  const wire::RegisterRequest& r = req.msg.header.register_request();
+  const int64_t now = MonotonicMs();
+  Message reply = MakeReply(req.msg.header, Status::OK());
+  wire::RegisterReply* rr = reply.header.mutable_register_reply();
+  *rr->mutable_job() = job_;
+  if (r.role() == "server") {
+    if (r.endpoint().empty()) {
+      rpc_->ReplyStatus(req, InvalidArgumentError("server registration without endpoint"))
+          .IgnoreError();
+      return;
+    }
+    if (r.requested_id() < 0 && members_.live_servers() >= options_.num_servers) {
+      rpc_->ReplyStatus(req, FailedPreconditionError(
+                                 "job already has " + std::to_string(options_.num_servers) +
+                                 " server(s); pass --server_id to replace one"))
+          .IgnoreError();
+      return;
+    }
+    const int id = members_.AddServer(r.requested_id(), r.endpoint(), r.pid(), now);
+    server_peer_[id] = servers_rpc_->Connect(r.endpoint());
+    RebuildServerList();
+    LOG(INFO) << "server " << id << " registered at " << r.endpoint() << " (pid " << r.pid()
+              << "); " << members_.live_servers() << "/" << options_.num_servers << " live";
+    rr->set_id(id);
+    *rr->mutable_shard_map() = map_;
+    rpc_->Reply(req, std::move(reply)).IgnoreError();
+    return;
+  }
+  if (r.role() == "worker") {
+    const int64_t start_clock = members_.MinWorkerClock();
+    const int id = members_.AddWorker(r.requested_id(), start_clock, r.pid(), now);
+    LOG(INFO) << "worker " << id << " registered (pid " << r.pid() << ") at clock "
+              << start_clock;
+    rr->set_id(id);
+    rr->set_start_clock(start_clock);
+    *rr->mutable_shard_map() = map_;
+    auto shared = std::make_shared<Request>(std::move(req));
+    auto shared_reply = std::make_shared<Message>(std::move(reply));
+    // Acknowledge only once every server counts this worker as live.
+    BroadcastWorkerSet([this, shared, shared_reply](const Status& s) {
+      if (!s.ok()) {
+        rpc_->ReplyStatus(*shared, s.WithPrefix("announcing worker to servers")).IgnoreError();
+        return;
+      }
+      rpc_->Reply(*shared, std::move(*shared_reply)).IgnoreError();
+    });
+    return;
+  }
+  if (r.role() == "observer") {
+    rr->set_id(-1);
+    *rr->mutable_shard_map() = map_;
+    rpc_->Reply(req, std::move(reply)).IgnoreError();
+    return;
+  }
+  rpc_->ReplyStatus(req, InvalidArgumentError("unknown role '" + r.role() + "'")).IgnoreError();
+}
+
+void CoordinatorImpl::HandleHeartbeat(const Request& req) {
+  const wire::HeartbeatRequest& hb = req.msg.header.heartbeat();
+  const int64_t now = MonotonicMs();
+  Message reply = MakeReply(req.msg.header, Status::OK());
+  wire::HeartbeatReply* hr = reply.header.mutable_heartbeat_reply();
+  bool known = true;
+  if (hb.role() == "server") {
+    known = members_.ServerHeartbeat(hb.id(), now);
+    std::vector<int> ids;
+    std::vector<int64_t> clocks;
+    members_.LiveWorkers(&ids, &clocks);
+    wire::LiveWorkers* lw = hr->mutable_live_workers();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      lw->add_ids(ids[i]);
+      lw->add_clocks(clocks[i]);
+    }
+  } else if (hb.role() == "worker") {
+    known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
+  }
+  if (!known && job_error_.empty()) {
+    StatusToProto(NotFoundError(hb.role() + " " + std::to_string(hb.id()) +
+                                " is not a live member (declared dead?); re-register"),
+                  reply.header.mutable_status());
+  }
+  hr->set_shard_map_version(map_.version());
+  hr->set_job_error(job_error_);
+  if (hb.shard_map_version() < map_.version()) *hr->mutable_shard_map() = map_;
+  rpc_->Reply(req, std::move(reply)).IgnoreError();
+}
+
+void CoordinatorImpl::HandleCreateTable(Request req) {
+  const TableOptions t = TableFromProto(req.msg.header.create_table());
+  Status valid = t.Validate();
+  if (!valid.ok()) {
+    rpc_->ReplyStatus(req, valid).IgnoreError();
+    return;
+  }
+  for (const wire::TableShards& ts : map_.tables()) {
+    if (ts.table().name() != t.name) continue;
+    std::string a, b;
+    wire::TableProto requested;
+    TableToProto(t, &requested);
+    ts.table().SerializeToString(&a);
+    requested.SerializeToString(&b);
+    Status s = a == b ? Status::OK()
+                      : InvalidArgumentError("table '" + t.name +
+                                             "' already exists with different options");
+    // Identical: acknowledge once every server has the table (it may still be
+    // in flight for the first creator; INSTALL_MAP is idempotent).
+    if (!s.ok()) {
+      rpc_->ReplyStatus(req, s).IgnoreError();
+      return;
+    }
+    break;
+  }
+  if (!job_error_.empty()) {
+    rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
+    return;
+  }
+  if (members_.live_servers() < options_.num_servers) {
+    rpc_->ReplyStatus(req, UnavailableError("waiting for servers: " +
+                                            std::to_string(members_.live_servers()) + " of " +
+                                            std::to_string(options_.num_servers) + " registered"))
+        .IgnoreError();
+    return;
+  }
+  if (map_.tables_size() == 0 || std::none_of(map_.tables().begin(), map_.tables().end(),
+                                              [&](const wire::TableShards& ts) {
+                                                return ts.table().name() == t.name;
+                                              })) {
+    wire::TableShards* ts = map_.add_tables();
+    TableToProto(t, ts->mutable_table());
+    if (t.type == TableType::kDense) {
+      for (const wire::DenseRange& r : ShardMap::AssignDense(t.size, options_.num_servers)) {
+        *ts->add_ranges() = r;
+      }
+    }
+    map_.set_version(map_.version() + 1);
+    LOG(INFO) << "created " << (t.type == TableType::kDense ? "dense" : "sparse") << " table '"
+              << t.name << "' (size " << t.size << ", width " << t.row_width << ", "
+              << t.optimizer.name << " lr " << t.optimizer.lr << "), map version "
+              << map_.version();
+  }
+  Message install;
+  install.header.set_type(wire::INSTALL_MAP);
+  *install.header.mutable_shard_map() = map_;
+  auto shared = std::make_shared<Request>(std::move(req));
+  Broadcast(install, [this, shared](const Status& s) {
+    if (!s.ok()) {
+      rpc_->ReplyStatus(*shared, s.WithPrefix("installing shard map")).IgnoreError();
+      return;
+    }
+    Message reply = MakeReply(shared->msg.header, Status::OK());
+    *reply.header.mutable_shard_map() = map_;
+    rpc_->Reply(*shared, std::move(reply)).IgnoreError();
+  });
+}
+
+void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Status&)> done) {
+  struct State {
+    int remaining = 0;
+    Status first_error;
+    std::function<void(const Status&)> done;
+  };
+  auto state = std::make_shared<State>();
+  state->done = std::move(done);
+  std::vector<std::pair<int, int>> targets;
+  for (const auto& [id, m] : members_.servers()) {
+    if (m.alive) targets.emplace_back(id, server_peer_[id]);
+  }
+  state->remaining = static_cast<int>(targets.size());
+  if (targets.empty()) {
+    state->done(Status::OK());
+    return;
+  }
+  for (const auto& [id, peer] : targets) {
+    Message copy;
+    copy.header = msg.header;
+    const int server_id = id;
+    servers_rpc_->Call(peer, std::move(copy), 5000,
+                       [this, state, server_id](const Status& s, Message) {
+                         rpc_->Post([state, s, server_id] {
+                           if (!s.ok() && state->first_error.ok()) {
+                             state->first_error = s.WithPrefix("server " + std::to_string(server_id));
+                           }
+                           if (--state->remaining == 0) state->done(state->first_error);
+                         });
+                       });
+  }
+}
+
+void CoordinatorImpl::BroadcastWorkerSet(std::function<void(const Status&)> done) {
+  Message msg;
+  msg.header.set_type(wire::WORKER_SET);
+  std::vector<int> ids;
+  std::vector<int64_t> clocks;
+  members_.LiveWorkers(&ids, &clocks);
+  wire::LiveWorkers* lw = msg.header.mutable_live_workers();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    lw->add_ids(ids[i]);
+    lw->add_clocks(clocks[i]);
+  }
+  Broadcast(msg, std::move(done));
+}
+
+void CoordinatorImpl::FailJob(const std::string& reason) {
+  if (!job_error_.empty()) return;
+  job_error_ = reason;
+  LOG(ERROR) << "job failed: " << reason;
+}
+
+void CoordinatorImpl::CheckLiveness() {
+  const int64_t now = MonotonicMs();
+  for (int id : members_.ExpireServers(now)) {
+    const MemberInfo& m = members_.servers().at(id);
+    const std::string what = "server " + std::to_string(id) + " (" + m.endpoint + ", pid " +
+                             std::to_string(m.pid) + ") missed heartbeats for " +
+                             std::to_string(options_.heartbeat_timeout_ms) + " ms";
+    LOG(WARNING) << what;
+    RebuildServerList();
+    if (options_.recovery == "none") FailJob(what + "; recovery policy 'none' ends the job");
+  }
+  std::vector<int> dead_workers = members_.ExpireWorkers(now);
+  for (int id : dead_workers) {
+    LOG(WARNING) << "worker " << id << " missed heartbeats for "
+                 << options_.heartbeat_timeout_ms << " ms; dropped from the live set";
+  }
+  if (!dead_workers.empty()) {
+    BroadcastWorkerSet([](const Status& s) {
+      if (!s.ok()) LOG(WARNING) << "announcing live workers: " << s;
+    });
+  }
+}
+
+void CoordinatorImpl::HandleStatus(const Request& req) {
+  const int64_t now = MonotonicMs();
+  Message reply = MakeReply(req.msg.header, Status::OK());
+  wire::StatusReply* sr = reply.header.mutable_status_reply();
+  *sr->mutable_job() = job_;
+  *sr->mutable_shard_map() = map_;
+  for (const auto& [id, m] : members_.servers()) {
+    wire::ServerState* s = sr->add_servers();
+    s->mutable_info()->set_id(id);
+    s->mutable_info()->set_endpoint(m.endpoint);
+    s->mutable_info()->set_alive(m.alive);
+    s->set_last_heartbeat_ms_ago(now - m.last_heartbeat_ms);
+    s->set_pid(m.pid);
+  }
+  for (const auto& [id, m] : members_.workers()) {
+    wire::WorkerState* w = sr->add_workers();
+    w->set_id(id);
+    w->set_clock(m.clock);
+    w->set_alive(m.alive);
+    w->set_last_heartbeat_ms_ago(now - m.last_heartbeat_ms);
+  }
+  sr->set_job_error(job_error_);
+  sr->set_uptime_s((now - start_ms_) / 1000.0);
+  rpc_->Reply(req, std::move(reply)).IgnoreError();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  auto c = std::make_unique<CoordinatorImpl>(options);
+  RETURN_IF_ERROR(c->Init());
+  return std::unique_ptr<Coordinator>(std::move(c));
+}
+
+}  // namespace relaxps

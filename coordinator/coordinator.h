@@ -1,0 +1,63 @@
+// relaxps::Coordinator: the one-per-job control process.
+//
+// Holds the job configuration (consistency model, staleness bound, recovery
+// policy), the membership of servers and workers (registration, heartbeats,
+// failure detection), and the shard map of every table, with a version bumped
+// at each change. Table creation installs the new map on every server before
+// it is acknowledged, and a worker's registration is acknowledged only once
+// every server knows it is live, so a BSP round can never close without it.
+//
+// With recovery policy "none", a server that misses its heartbeats fails the
+// job: every client learns the reason from its next heartbeat.
+//
+// Thread-safety: Start() and Run() from one thread; Stop() from any thread.
+#ifndef RELAXPS_COORDINATOR_COORDINATOR_H_
+#define RELAXPS_COORDINATOR_COORDINATOR_H_
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace relaxps {
+
+struct CoordinatorOptions {
+  // Endpoint to bind; the default lets the OS choose a port.
+  std::string bind = "tcp://127.0.0.1:*";
+  // Servers the job waits for before tables can be created.
+  int num_servers = 1;
+  // Workers expected (reported by status; clients may wait for them).
+  int num_workers = 0;
+  // bsp | ssp | async
+  std::string consistency = "async";
+  // SSP staleness bound in clocks.
+  int staleness = 2;
+  // none | checkpoint | chain | stateless
+  std::string recovery = "none";
+  // A member silent for longer is declared dead. Shorter detects failures
+  // sooner; too short declares slow-but-alive processes dead.
+  int heartbeat_timeout_ms = 1000;
+
+  Status Validate() const;
+};
+
+class Coordinator {
+ public:
+  static StatusOr<std::unique_ptr<Coordinator>> Start(const CoordinatorOptions& options);
+
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+  virtual ~Coordinator() = default;
+
+  virtual const std::string& endpoint() const = 0;
+  // Serves until Stop().
+  virtual void Run() = 0;
+  virtual void Stop() = 0;
+
+ protected:
+  Coordinator() = default;
+};
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_COORDINATOR_COORDINATOR_H_

@@ -1,0 +1,88 @@
+#include "coordinator/membership.h"
+
+#include <algorithm>
+
+namespace relaxps {
+
+int Membership::NextId(const std::map<int, MemberInfo>& members, int requested) {
+  if (requested >= 0) return requested;
+  // Ids are never reused: a dead member's id stays its own (it may rejoin
+  // with it).
+  return members.empty() ? 0 : members.rbegin()->first + 1;
+}
+
+int Membership::AddServer(int requested_id, const std::string& endpoint, int pid,
+                          int64_t now_ms) {
+  const int id = NextId(servers_, requested_id);
+  servers_[id] = MemberInfo{id, endpoint, pid, now_ms, 0, true};
+  return id;
+}
+
+int Membership::AddWorker(int requested_id, int64_t start_clock, int pid, int64_t now_ms) {
+  const int id = NextId(workers_, requested_id);
+  workers_[id] = MemberInfo{id, "", pid, now_ms, start_clock, true};
+  return id;
+}
+
+void Membership::RemoveWorker(int id) {
+  auto it = workers_.find(id);
+  if (it != workers_.end()) it->second.alive = false;
+}
+
+bool Membership::ServerHeartbeat(int id, int64_t now_ms) {
+  auto it = servers_.find(id);
+  if (it == servers_.end() || !it->second.alive) return false;
+  it->second.last_heartbeat_ms = now_ms;
+  return true;
+}
+
+bool Membership::WorkerHeartbeat(int id, int64_t clock, int64_t now_ms) {
+  auto it = workers_.find(id);
+  if (it == workers_.end() || !it->second.alive) return false;
+  it->second.last_heartbeat_ms = now_ms;
+  it->second.clock = std::max(it->second.clock, clock);
+  return true;
+}
+
+std::vector<int> Membership::Expire(std::map<int, MemberInfo>* members, int64_t now_ms) {
+  std::vector<int> dead;
+  for (auto& [id, m] : *members) {
+    if (m.alive && now_ms - m.last_heartbeat_ms > timeout_ms_) {
+      m.alive = false;
+      dead.push_back(id);
+    }
+  }
+  return dead;
+}
+
+std::vector<int> Membership::ExpireServers(int64_t now_ms) { return Expire(&servers_, now_ms); }
+std::vector<int> Membership::ExpireWorkers(int64_t now_ms) { return Expire(&workers_, now_ms); }
+
+int Membership::live_servers() const {
+  int n = 0;
+  for (const auto& [id, m] : servers_) n += m.alive ? 1 : 0;
+  return n;
+}
+
+void Membership::LiveWorkers(std::vector<int>* ids, std::vector<int64_t>* clocks) const {
+  ids->clear();
+  clocks->clear();
+  for (const auto& [id, m] : workers_) {
+    if (!m.alive) continue;
+    ids->push_back(id);
+    clocks->push_back(m.clock);
+  }
+}
+
+int64_t Membership::MinWorkerClock() const {
+  bool any = false;
+  int64_t min = 0;
+  for (const auto& [id, m] : workers_) {
+    if (!m.alive) continue;
+    min = any ? std::min(min, m.clock) : m.clock;
+    any = true;
+  }
+  return min;
+}
+
+}  // namespace relaxps

@@ -1,0 +1,65 @@
+// Membership: who is in the job and who is alive.
+//
+// Tracks registered servers and workers, their last heartbeat and (workers)
+// their clock, and declares a member dead when it has been silent for longer
+// than the heartbeat timeout. Time is passed in (monotonic ms) so tests can
+// drive it with a fake clock.
+//
+// Thread-safety: not synchronized; owned by the coordinator's loop.
+#ifndef RELAXPS_COORDINATOR_MEMBERSHIP_H_
+#define RELAXPS_COORDINATOR_MEMBERSHIP_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace relaxps {
+
+struct MemberInfo {
+  int id = -1;
+  std::string endpoint;  // Servers only.
+  int pid = 0;
+  int64_t last_heartbeat_ms = 0;
+  int64_t clock = 0;  // Workers only: completed clocks.
+  bool alive = true;
+};
+
+class Membership {
+ public:
+  explicit Membership(int64_t heartbeat_timeout_ms) : timeout_ms_(heartbeat_timeout_ms) {}
+
+  // Registers (or re-registers) a member; `requested_id` < 0 assigns the next
+  // free id. Returns the id.
+  int AddServer(int requested_id, const std::string& endpoint, int pid, int64_t now_ms);
+  int AddWorker(int requested_id, int64_t start_clock, int pid, int64_t now_ms);
+  void RemoveWorker(int id);
+
+  // Records a heartbeat; returns false for an unknown or dead member.
+  bool ServerHeartbeat(int id, int64_t now_ms);
+  bool WorkerHeartbeat(int id, int64_t clock, int64_t now_ms);
+
+  // Marks members silent for too long as dead and returns their ids.
+  std::vector<int> ExpireServers(int64_t now_ms);
+  std::vector<int> ExpireWorkers(int64_t now_ms);
+
+  const std::map<int, MemberInfo>& servers() const { return servers_; }
+  const std::map<int, MemberInfo>& workers() const { return workers_; }
+  int live_servers() const;
+  // Ids and clocks of live workers (sorted by id).
+  void LiveWorkers(std::vector<int>* ids, std::vector<int64_t>* clocks) const;
+  // Minimum clock over live workers (0 if none).
+  int64_t MinWorkerClock() const;
+
+ private:
+  static int NextId(const std::map<int, MemberInfo>& members, int requested);
+  std::vector<int> Expire(std::map<int, MemberInfo>* members, int64_t now_ms);
+
+  const int64_t timeout_ms_;
+  std::map<int, MemberInfo> servers_;
+  std::map<int, MemberInfo> workers_;
+};
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_COORDINATOR_MEMBERSHIP_H_
