@@ -1,0 +1,533 @@
+#include "client/client.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "common/rpc_client.h"
+#include "common/shard_map.h"
+#include "kernels/device.h"
+
+namespace relaxps {
+
+// ---- Future adapters (shared by every implementation) ------------------------
+
+namespace {
+
+std::pair<Client::Callback, std::future<Status>> MakePromise() {
+  auto p = std::make_shared<std::promise<Status>>();
+  std::future<Status> f = p->get_future();
+  return {[p](const Status& s) { p->set_value(s); }, std::move(f)};
+}
+
+}  // namespace
+
+std::future<Status> Client::Push(const std::string& table, uint64_t offset, FloatBuffer grads) {
+  auto [cb, f] = MakePromise();
+  Push(table, offset, std::move(grads), std::move(cb));
+  return std::move(f);
+}
+
+std::future<Status> Client::Pull(const std::string& table, uint64_t offset, FloatBuffer out) {
+  auto [cb, f] = MakePromise();
+  Pull(table, offset, std::move(out), std::move(cb));
+  return std::move(f);
+}
+
+std::future<Status> Client::PushPull(const std::string& table, uint64_t offset,
+                                     FloatBuffer grads, FloatBuffer out) {
+  auto [cb, f] = MakePromise();
+  PushPull(table, offset, std::move(grads), std::move(out), std::move(cb));
+  return std::move(f);
+}
+
+std::future<Status> Client::PullRows(const std::string& table, KeyBuffer ids, FloatBuffer out) {
+  auto [cb, f] = MakePromise();
+  PullRows(table, std::move(ids), std::move(out), std::move(cb));
+  return std::move(f);
+}
+
+std::future<Status> Client::PushRows(const std::string& table, KeyBuffer ids,
+                                     FloatBuffer grads) {
+  auto [cb, f] = MakePromise();
+  PushRows(table, std::move(ids), std::move(grads), std::move(cb));
+  return std::move(f);
+}
+
+namespace {
+
+// Completes a multi-part request: runs `done` once, after the last part, with
+// the first error.
+class Join {
+ public:
+  Join(int parts, Client::Callback done) : remaining_(parts), done_(std::move(done)) {}
+  void PartDone(const Status& s) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!s.ok() && first_error_.ok()) first_error_ = s;
+    }
+    if (remaining_.fetch_sub(1) == 1) done_(first_error_);
+  }
+
+ private:
+  std::atomic<int> remaining_;
+  Client::Callback done_;
+  std::mutex mu_;
+  Status first_error_;
+};
+
+class ClientImpl final : public Client {
+ public:
+  explicit ClientImpl(const ClientOptions& options) : options_(options) {}
+  ~ClientImpl() override;
+
+  Status Init();
+
+  const JobInfo& job() const override { return job_; }
+  int worker_id() const override { return job_.worker_id; }
+  Status CreateTable(const TableOptions& options) override;
+  StatusOr<TableInfo> GetTable(const std::string& name) override;
+  StatusOr<std::vector<TableInfo>> ListTables() override;
+
+  void Push(const std::string& table, uint64_t offset, FloatBuffer grads,
+            Callback done) override {
+    Dense(wire::PUSH, table, offset, grads.size(), std::move(grads), FloatBuffer(),
+          std::move(done));
+  }
+  void Pull(const std::string& table, uint64_t offset, FloatBuffer out, Callback done) override {
+    const size_t n = out.size();
+    Dense(wire::PULL, table, offset, n, FloatBuffer(), std::move(out), std::move(done));
+  }
+  void PushPull(const std::string& table, uint64_t offset, FloatBuffer grads, FloatBuffer out,
+                Callback done) override {
+    if (grads.size() != out.size()) {
+      done(InvalidArgumentError("PushPull needs grads and out of the same size"));
+      return;
+    }
+    const size_t n = out.size();
+    Dense(wire::PUSH_PULL, table, offset, n, std::move(grads), std::move(out), std::move(done));
+  }
+  void PullRows(const std::string& table, KeyBuffer ids, FloatBuffer out,
+                Callback done) override {
+    Sparse(wire::PULL_ROWS, table, std::move(ids), FloatBuffer(), std::move(out),
+           std::move(done));
+  }
+  void PushRows(const std::string& table, KeyBuffer ids, FloatBuffer grads,
+                Callback done) override {
+    Sparse(wire::PUSH_ROWS, table, std::move(ids), std::move(grads), FloatBuffer(),
+           std::move(done));
+  }
+
+  Status Clock() override;
+  int64_t clock() const override { return clock_.load(); }
+  ClientStats stats() const override;
+
+ private:
+  std::shared_ptr<const ShardMap> map() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return map_;
+  }
+  Status SetMap(const wire::ShardMap& proto);
+  Status JobError() const;
+  void Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
+             FloatBuffer grads, FloatBuffer out, Callback done);
+  void Sparse(wire::MsgType type, const std::string& table, KeyBuffer ids, FloatBuffer grads,
+              FloatBuffer out, Callback done);
+  Frame EncodePayload(const FloatBuffer& values) const;
+  // Copies a reply payload of n floats into out.
+  Status DecodePayload(const Message& reply, float* out, size_t n) const;
+  Message NewRequest(wire::MsgType type, const std::string& table, uint64_t map_version) const;
+  StatusOr<Message> CallCoordinator(Message msg, bool retry_unavailable);
+  void HeartbeatLoop();
+  void MarkPushed(int server);
+
+  // Constant after Init().
+  const ClientOptions options_;
+  JobInfo job_;
+  std::unique_ptr<RpcClient> rpc_;
+  int coordinator_peer_ = -1;
+  wire::Encoding encoding_ = wire::ENC_FP32;
+  std::unique_ptr<kernels::Device> cpu_;  // fp16 conversion.
+
+  mutable std::mutex mu_;
+  std::shared_ptr<const ShardMap> map_;  // Guarded by mu_.
+  std::vector<int> server_peers_;        // Guarded by mu_. Map index -> peer.
+  std::vector<int64_t> last_push_clock_;  // Guarded by mu_. Per server.
+  std::string job_error_;                // Guarded by mu_.
+
+  std::atomic<int64_t> clock_{0};
+  std::atomic<uint64_t> errors_{0};
+
+  std::thread heartbeat_;
+  std::mutex hb_mu_;
+  std::condition_variable hb_cv_;
+  bool hb_stop_ = false;  // Guarded by hb_mu_.
+};
+
+Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table,
+                               uint64_t map_version) const {
+  Message m;
+  m.header.set_type(type);
+  m.header.set_table(table);
+  m.header.set_sender(job_.worker_id);
+  m.header.set_clock(clock_.load());
+  m.header.set_shard_map_version(map_version);
+  m.header.set_encoding(encoding_);
+  return m;
+}
+
+StatusOr<Message> ClientImpl::CallCoordinator(Message msg, bool retry_unavailable) {
+  const int64_t give_up = MonotonicMs() + options_.request_timeout_ms;
+  while (true) {
+    Message attempt;
+    attempt.header = msg.header;
+    const int64_t left = std::max<int64_t>(100, give_up - MonotonicMs());
+    StatusOr<Message> reply =
+        rpc_->CallSync(coordinator_peer_, std::move(attempt), static_cast<int>(std::min<int64_t>(left, 2000)));
+    const StatusCode code = reply.status().code();
+    const bool retry = code == StatusCode::kDeadlineExceeded ||
+                       (retry_unavailable && code == StatusCode::kUnavailable);
+    if (!retry || MonotonicMs() >= give_up) {
+      return reply.ok() ? std::move(reply) : StatusOr<Message>(reply.status().WithPrefix("coordinator " + options_.coordinator));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+Status ClientImpl::Init() {
+  if (options_.coordinator.empty()) return InvalidArgumentError("coordinator endpoint is empty");
+  if (options_.role != "worker" && options_.role != "observer") {
+    return InvalidArgumentError("role must be worker or observer");
+  }
+  if (options_.wire_dtype == "fp16") {
+    encoding_ = wire::ENC_FP16;
+  } else if (options_.wire_dtype != "fp32") {
+    return InvalidArgumentError("wire_dtype must be fp32 or fp16, got '" + options_.wire_dtype + "'");
+  }
+  kernels::DeviceOptions dopt;
+  ASSIGN_OR_RETURN(cpu_, kernels::NewDevice(dopt));
+  RpcClientOptions ro;
+  ro.default_timeout_ms = options_.request_timeout_ms;
+  rpc_ = std::make_unique<RpcClient>(ro);
+  coordinator_peer_ = rpc_->Connect(options_.coordinator);
+
+  Message reg;
+  reg.header.set_type(wire::REGISTER);
+  wire::RegisterRequest* r = reg.header.mutable_register_request();
+  r->set_role(options_.role);
+  r->set_requested_id(options_.worker_id);
+  r->set_pid(getpid());
+  ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(reg), true));
+  const wire::RegisterReply& rr = reply.header.register_reply();
+  job_.worker_id = rr.id();
+  job_.consistency = rr.job().consistency();
+  job_.staleness = rr.job().staleness();
+  job_.recovery = rr.job().recovery();
+  job_.num_servers = rr.job().num_servers();
+  job_.expected_workers = rr.job().num_workers();
+  clock_.store(rr.start_clock());
+  RETURN_IF_ERROR(SetMap(rr.shard_map()));
+  if (options_.role == "worker") heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  return Status::OK();
+}
+
+ClientImpl::~ClientImpl() {
+  {
+    std::lock_guard<std::mutex> l(hb_mu_);
+    hb_stop_ = true;
+  }
+  hb_cv_.notify_all();
+  if (heartbeat_.joinable()) {
+    heartbeat_.join();
+    Message bye;
+    bye.header.set_type(wire::DEREGISTER);
+    bye.header.set_sender(job_.worker_id);
+    rpc_->CallSync(coordinator_peer_, std::move(bye), 1000).status().IgnoreError();
+  }
+  rpc_.reset();  // Fails anything still pending with Aborted.
+}
+
+Status ClientImpl::SetMap(const wire::ShardMap& proto) {
+  ASSIGN_OR_RETURN(ShardMap m, ShardMap::FromProto(proto));
+  auto next = std::make_shared<const ShardMap>(std::move(m));
+  std::lock_guard<std::mutex> l(mu_);
+  if (map_ && map_->version() >= next->version()) return Status::OK();
+  server_peers_.resize(next->num_servers(), -1);
+  last_push_clock_.resize(next->num_servers(), -1);
+  for (int i = 0; i < next->num_servers(); ++i) {
+    if (!next->server_endpoint(i).empty()) server_peers_[i] = rpc_->Connect(next->server_endpoint(i));
+  }
+  map_ = std::move(next);
+  return Status::OK();
+}
+
+Status ClientImpl::JobError() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return job_error_.empty() ? Status::OK() : AbortedError("job failed: " + job_error_);
+}
+
+void ClientImpl::HeartbeatLoop() {
+  int failures = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> l(hb_mu_);
+      if (hb_cv_.wait_for(l, std::chrono::milliseconds(options_.heartbeat_ms),
+                          [this] { return hb_stop_; })) {
+        return;
+      }
+    }
+    Message hb;
+    hb.header.set_type(wire::HEARTBEAT);
+    hb.header.set_sender(job_.worker_id);
+    wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
+    h->set_role("worker");
+    h->set_id(job_.worker_id);
+    h->set_clock(clock_.load());
+    h->set_shard_map_version(map()->version());
+    StatusOr<Message> reply =
+        rpc_->CallSync(coordinator_peer_, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
+    if (!reply.ok()) {
+      if (++failures % 10 == 1) LOG(WARNING) << "heartbeat to coordinator failed: " << reply.status();
+      continue;
+    }
+    failures = 0;
+    const wire::HeartbeatReply& hr = reply->header.heartbeat_reply();
+    if (!hr.job_error().empty()) {
+      std::lock_guard<std::mutex> l(mu_);
+      if (job_error_.empty()) LOG(ERROR) << "job failed: " << hr.job_error();
+      job_error_ = hr.job_error();
+    }
+    if (hr.has_shard_map()) {
+      Status s = SetMap(hr.shard_map());
+      if (!s.ok()) LOG(ERROR) << "bad shard map from coordinator: " << s;
+    }
+  }
+}
+
+Status ClientImpl::CreateTable(const TableOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  Message m;
+  m.header.set_type(wire::CREATE_TABLE);
+  m.header.set_sender(job_.worker_id);
+  TableToProto(options, m.header.mutable_create_table());
+  ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(m), true));
+  return SetMap(reply.header.shard_map());
+}
+
+StatusOr<std::vector<TableInfo>> ClientImpl::ListTables() {
+  Message m;
+  m.header.set_type(wire::GET_SHARD_MAP);
+  ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(m), false));
+  RETURN_IF_ERROR(SetMap(reply.header.shard_map()));
+  std::vector<TableInfo> out;
+  for (const wire::TableShards& ts : reply.header.shard_map().tables()) {
+    out.push_back(TableInfo{TableFromProto(ts.table())});
+  }
+  return out;
+}
+
+StatusOr<TableInfo> ClientImpl::GetTable(const std::string& name) {
+  if (const wire::TableShards* ts = map()->FindTable(name)) return TableInfo{TableFromProto(ts->table())};
+  ASSIGN_OR_RETURN(auto tables, ListTables());
+  for (const TableInfo& t : tables) {
+    if (t.options.name == name) return t;
+  }
+  return NotFoundError("unknown table '" + name + "'");
+}
+
+Frame ClientImpl::EncodePayload(const FloatBuffer& values) const {
+  if (encoding_ != wire::ENC_FP16) return Frame::Share(values);
+  Buffer<uint16_t> half(values.size());
+  cpu_->FloatToHalf(values.data(), half.data(), values.size());
+  return Frame::Share(half);
+}
+
+Status ClientImpl::DecodePayload(const Message& reply, float* out, size_t n) const {
+  if (reply.frames.size() != 1) {
+    return InternalError("reply has " + std::to_string(reply.frames.size()) + " frames, expected 1");
+  }
+  const Frame& f = reply.frames[0];
+  if (reply.header.encoding() == wire::ENC_FP16) {
+    if (f.size() != n * 2) return InternalError("fp16 reply of wrong size");
+    cpu_->HalfToFloat(f.as<uint16_t>(), out, n);
+  } else {
+    if (f.size() != n * 4) return InternalError("fp32 reply of wrong size");
+    std::memcpy(out, f.data(), n * 4);
+  }
+  return Status::OK();
+}
+
+void ClientImpl::MarkPushed(int server) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (server < static_cast<int>(last_push_clock_.size())) last_push_clock_[server] = clock_.load();
+}
+
+void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
+                       FloatBuffer grads, FloatBuffer out, Callback done) {
+  Status err = JobError();
+  if (!err.ok()) {
+    done(err);
+    return;
+  }
+  std::shared_ptr<const ShardMap> m = map();
+  StatusOr<std::vector<DenseSlice>> slices = m->SplitDense(table, offset, n);
+  if (!slices.ok()) {
+    errors_.fetch_add(1);
+    done(slices.status());
+    return;
+  }
+  auto join = std::make_shared<Join>(static_cast<int>(slices->size()), std::move(done));
+  for (const DenseSlice& s : *slices) {
+    Message req = NewRequest(type, table, m->version());
+    req.header.set_key_begin(s.begin);
+    req.header.set_key_count(s.count);
+    if (type != wire::PULL) {
+      req.frames.push_back(EncodePayload(grads.Slice(s.offset, s.count)));
+      MarkPushed(s.server);
+    }
+    int peer;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      peer = server_peers_[s.server];
+    }
+    FloatBuffer dest = type == wire::PUSH ? FloatBuffer() : out.Slice(s.offset, s.count);
+    const std::string where = "server " + std::to_string(s.server) + " (" +
+                              m->server_endpoint(s.server) + ")";
+    rpc_->Call(peer, std::move(req), options_.request_timeout_ms,
+               [this, join, dest, where](const Status& st, Message reply) {
+                 Status result = st;
+                 if (result.ok() && !dest.empty()) {
+                   result = DecodePayload(reply, dest.data(), dest.size());
+                 }
+                 if (!result.ok()) {
+                   errors_.fetch_add(1);
+                   result = result.WithPrefix(where);
+                 }
+                 join->PartDone(result);
+               });
+  }
+}
+
+void ClientImpl::Sparse(wire::MsgType type, const std::string& table, KeyBuffer ids,
+                        FloatBuffer grads, FloatBuffer out, Callback done) {
+  Status err = JobError();
+  if (!err.ok()) {
+    done(err);
+    return;
+  }
+  std::shared_ptr<const ShardMap> m = map();
+  const wire::TableShards* ts = m->FindTable(table);
+  if (ts == nullptr || ts->table().type() != static_cast<int>(TableType::kSparse)) {
+    done(ts == nullptr ? NotFoundError("unknown table '" + table + "'")
+                       : InvalidArgumentError("table '" + table + "' is not sparse"));
+    return;
+  }
+  const size_t width = ts->table().row_width();
+  const size_t n = ids.size();
+  if (n == 0) {
+    done(Status::OK());
+    return;
+  }
+  const FloatBuffer& values = type == wire::PUSH_ROWS ? grads : out;
+  if (values.size() != n * width) {
+    done(InvalidArgumentError("expected " + std::to_string(n * width) + " floats for " +
+                              std::to_string(n) + " rows of width " + std::to_string(width) +
+                              ", got " + std::to_string(values.size())));
+    return;
+  }
+  // Group row positions by owner.
+  const int servers = m->num_servers();
+  std::vector<std::vector<uint32_t>> positions(servers);
+  for (size_t i = 0; i < n; ++i) positions[m->SparseServer(ids[i])].push_back(static_cast<uint32_t>(i));
+  int parts = 0;
+  for (const auto& p : positions) parts += p.empty() ? 0 : 1;
+  auto join = std::make_shared<Join>(parts, std::move(done));
+  for (int s = 0; s < servers; ++s) {
+    const std::vector<uint32_t>& pos = positions[s];
+    if (pos.empty()) continue;
+    KeyBuffer part_ids(pos.size());
+    for (size_t i = 0; i < pos.size(); ++i) part_ids[i] = ids[pos[i]];
+    Message req = NewRequest(type, table, m->version());
+    req.header.set_key_count(pos.size());
+    req.frames.push_back(Frame::Share(part_ids));
+    if (type == wire::PUSH_ROWS) {
+      FloatBuffer part(pos.size() * width);
+      for (size_t i = 0; i < pos.size(); ++i) {
+        std::memcpy(part.data() + i * width, grads.data() + pos[i] * width, width * sizeof(float));
+      }
+      req.frames.push_back(EncodePayload(part));
+      MarkPushed(s);
+    }
+    int peer;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      peer = server_peers_[s];
+    }
+    auto shared_pos = std::make_shared<std::vector<uint32_t>>(pos);
+    rpc_->Call(peer, std::move(req), options_.request_timeout_ms,
+               [this, join, out, shared_pos, width, type, s](const Status& st, Message reply) {
+                 Status result = st;
+                 if (result.ok() && type == wire::PULL_ROWS) {
+                   std::vector<float> tmp(shared_pos->size() * width);
+                   result = DecodePayload(reply, tmp.data(), tmp.size());
+                   if (result.ok()) {
+                     for (size_t i = 0; i < shared_pos->size(); ++i) {
+                       std::memcpy(out.data() + (*shared_pos)[i] * width, tmp.data() + i * width,
+                                   width * sizeof(float));
+                     }
+                   }
+                 }
+                 if (!result.ok()) {
+                   errors_.fetch_add(1);
+                   result = result.WithPrefix("server " + std::to_string(s));
+                 }
+                 join->PartDone(result);
+               });
+  }
+}
+
+Status ClientImpl::Clock() {
+  RETURN_IF_ERROR(JobError());
+  const int64_t c = clock_.load();
+  // Servers that got no push at this clock still need to learn it completed.
+  std::vector<int> peers;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (size_t s = 0; s < last_push_clock_.size(); ++s) {
+      if (last_push_clock_[s] != c && server_peers_[s] >= 0) peers.push_back(server_peers_[s]);
+    }
+  }
+  for (int peer : peers) {
+    Message m = NewRequest(wire::CLOCK, "", map()->version());
+    rpc_->Call(peer, std::move(m), options_.request_timeout_ms, [](const Status& s, Message) {
+      if (!s.ok()) VLOG(1) << "clock message failed: " << s;
+    });
+  }
+  clock_.fetch_add(1);
+  return Status::OK();
+}
+
+ClientStats ClientImpl::stats() const {
+  RpcClientStats r = rpc_->stats();
+  ClientStats s;
+  s.bytes_sent = r.bytes_sent;
+  s.bytes_received = r.bytes_received;
+  s.requests = r.requests;
+  s.errors = errors_.load();
+  return s;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  auto c = std::make_unique<ClientImpl>(options);
+  RETURN_IF_ERROR(c->Init());
+  return std::unique_ptr<Client>(std::move(c));
+}
+
+}  // namespace relaxps
