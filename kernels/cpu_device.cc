@@ -1,0 +1,451 @@
+// CPU back end of kernels::Device.
+//
+// Element-wise work is written as simple loops over __restrict pointers so
+// that the compiler vectorizes them (this file is built with -O3
+// -fno-math-errno; see kernels/CMakeLists.txt). Each optimizer update is one
+// fused pass over its arrays. GEMM goes to OpenBLAS. fp16 conversion uses
+// F16C when the CPU has it (checked at run time) and an exact bit-twiddling
+// fallback otherwise; both round to nearest even.
+#include "kernels/internal/cpu_device.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "kernels/internal/scalar_math.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define RELAXPS_HAVE_F16C_PATH 1
+#endif
+
+namespace relaxps {
+namespace kernels {
+namespace {
+
+// ---- Fused loops ----------------------------------------------------------
+// Free functions with __restrict parameters: GCC honours restrict reliably
+// only on parameters.
+
+void SgdLoop(float* __restrict w, const float* __restrict g, size_t n, float lr) {
+  for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+}
+
+void MomentumLoop(float* __restrict w, float* __restrict v, const float* __restrict g,
+                  size_t n, float lr, float mu) {
+  for (size_t i = 0; i < n; ++i) {
+    const float vi = mu * v[i] + g[i];
+    v[i] = vi;
+    w[i] -= lr * vi;
+  }
+}
+
+// Adam with the bias corrections folded into step_size = lr / (1 - b1^t) and
+// inv_sqrt_bc2 = 1 / sqrt(1 - b2^t):
+//   w -= step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
+// which equals lr * m_hat / (sqrt(v_hat) + eps).
+void AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
+              const float* __restrict g, size_t n, float b1, float b2, float step_size,
+              float inv_sqrt_bc2, float eps) {
+  const float c1 = 1.0f - b1;
+  const float c2 = 1.0f - b2;
+  for (size_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float mi = b1 * m[i] + c1 * gi;
+    const float vi = b2 * v[i] + c2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+  }
+}
+
+void AdagradLoop(float* __restrict w, float* __restrict h, const float* __restrict g,
+                 size_t n, float lr, float eps) {
+  for (size_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float hi = h[i] + gi * gi;
+    h[i] = hi;
+    w[i] -= lr * gi / (std::sqrt(hi) + eps);
+  }
+}
+
+void AxpyLoop(size_t n, float a, const float* __restrict x, float* __restrict y) {
+  for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void ScaleLoop(size_t n, float a, float* __restrict x) {
+  for (size_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+// Returns the number of non-finite elements in a block (branch-free so that
+// it vectorizes).
+uint32_t CountNonFinite(const float* __restrict x, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], sizeof(bits));
+    bad += (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad;
+}
+
+void MultiplyLoop(float* __restrict x, const float* __restrict mask, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] *= mask[i];
+}
+
+// ---- fp16 ------------------------------------------------------------------
+
+void FloatToHalfPortable(const float* __restrict in, uint16_t* __restrict out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &in[i], sizeof(bits));
+    out[i] = internal::FloatBitsToHalfBits(bits);
+  }
+}
+
+void HalfToFloatPortable(const uint16_t* __restrict in, float* __restrict out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t bits = internal::HalfBitsToFloatBits(in[i]);
+    std::memcpy(&out[i], &bits, sizeof(bits));
+  }
+}
+
+#if defined(RELAXPS_HAVE_F16C_PATH)
+__attribute__((target("avx,f16c"))) void FloatToHalfF16c(const float* in, uint16_t* out,
+                                                         size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(in + i);
+    const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  FloatToHalfPortable(in + i, out + i, n - i);
+}
+
+__attribute__((target("avx,f16c"))) void HalfToFloatF16c(const uint16_t* in, float* out,
+                                                         size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  HalfToFloatPortable(in + i, out + i, n - i);
+}
+
+bool CpuHasF16c() {
+  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return has;
+}
+#endif
+
+// ---- OpenBLAS threads --------------------------------------------------------
+
+void ConfigureBlasThreads(int threads) {
+  static std::once_flag once;
+  static int configured = 0;
+  bool first = false;
+  std::call_once(once, [&] {
+    first = true;
+    configured = threads;
+    if (threads > 0) openblas_set_num_threads(threads);
+  });
+  if (!first && threads != configured) {
+    LOG(INFO) << "kernels: OpenBLAS threads already set to " << configured
+              << "; ignoring cpu_threads=" << threads;
+  }
+}
+
+// ---- The device ----------------------------------------------------------------
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(const DeviceOptions& options) { ConfigureBlasThreads(options.cpu_threads); }
+
+  std::string Name() const override { return "cpu"; }
+  DeviceType type() const override { return DeviceType::kCpu; }
+
+  void* Alloc(size_t bytes) override {
+    // aligned_alloc requires a multiple of the alignment; never ask for 0.
+    const size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    return std::aligned_alloc(64, rounded);
+  }
+  void Free(void* p) override { std::free(p); }
+  void CopyToDevice(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, host_src, bytes);
+  }
+  void CopyToHost(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(host_dst, src, bytes);
+  }
+  void CopyOnDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
+  }
+  void Fill(float* x, size_t n, float value) override { std::fill(x, x + n, value); }
+  void Synchronize() override {}
+
+  void SgdUpdate(float* w, const float* g, size_t n, float lr) override {
+    SgdLoop(w, g, n, lr);
+  }
+  void MomentumUpdate(float* w, float* v, const float* g, size_t n, float lr,
+                      float mu) override {
+    MomentumLoop(w, v, g, n, lr, mu);
+  }
+  void AdamUpdate(float* w, float* m, float* v, const float* g, size_t n,
+                  const AdamParams& p) override {
+    CHECK_GE(p.step, 1) << "Adam step is 1-based";
+    const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step));
+    const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step));
+    AdamLoop(w, m, v, g, n, p.beta1, p.beta2, static_cast<float>(p.lr / bc1),
+             static_cast<float>(1.0 / std::sqrt(bc2)), p.eps);
+  }
+  void AdagradUpdate(float* w, float* h, const float* g, size_t n, float lr,
+                     float eps) override {
+    AdagradLoop(w, h, g, n, lr, eps);
+  }
+
+  void Axpy(size_t n, float a, const float* x, float* y) override { AxpyLoop(n, a, x, y); }
+  void Scale(size_t n, float a, float* x) override { ScaleLoop(n, a, x); }
+  bool AllFinite(const float* x, size_t n) override {
+    constexpr size_t kBlock = 4096;  // Early exit granularity.
+    for (size_t i = 0; i < n; i += kBlock) {
+      if (CountNonFinite(x + i, std::min(kBlock, n - i)) != 0) return false;
+    }
+    return true;
+  }
+  void FloatToHalf(const float* in, uint16_t* out, size_t n) override {
+#if defined(RELAXPS_HAVE_F16C_PATH)
+    if (CpuHasF16c()) return FloatToHalfF16c(in, out, n);
+#endif
+    FloatToHalfPortable(in, out, n);
+  }
+  void HalfToFloat(const uint16_t* in, float* out, size_t n) override {
+#if defined(RELAXPS_HAVE_F16C_PATH)
+    if (CpuHasF16c()) return HalfToFloatF16c(in, out, n);
+#endif
+    HalfToFloatPortable(in, out, n);
+  }
+
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+            int lda, const float* b, int ldb, float beta, float* c, int ldc) override {
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {  // C = beta * C; OpenBLAS rejects some ld values for k == 0.
+      for (int r = 0; r < m; ++r) {
+        float* row = c + static_cast<size_t>(r) * ldc;
+        if (beta == 0.0f) {
+          std::fill(row, row + n, 0.0f);
+        } else {
+          ScaleLoop(n, beta, row);
+        }
+      }
+      return;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                ldc);
+  }
+
+  void AddBias(float* y, const float* bias, int rows, int cols) override {
+    for (int r = 0; r < rows; ++r) {
+      AxpyLoop(cols, 1.0f, bias, y + static_cast<size_t>(r) * cols);
+    }
+  }
+  void BiasGrad(const float* dy, float* db, int rows, int cols) override {
+    std::fill(db, db + cols, 0.0f);
+    for (int r = 0; r < rows; ++r) {
+      AxpyLoop(cols, 1.0f, dy + static_cast<size_t>(r) * cols, db);
+    }
+  }
+  void AddChannelBias(float* y, const float* bias, int channels, int spatial) override {
+    for (int c = 0; c < channels; ++c) {
+      float* __restrict row = y + static_cast<size_t>(c) * spatial;
+      const float b = bias[c];
+      for (int s = 0; s < spatial; ++s) row[s] += b;
+    }
+  }
+  void ChannelBiasGradAccumulate(const float* dy, float* db, int channels,
+                                 int spatial) override {
+    for (int c = 0; c < channels; ++c) {
+      const float* row = dy + static_cast<size_t>(c) * spatial;
+      double sum = 0.0;
+      for (int s = 0; s < spatial; ++s) sum += row[s];
+      db[c] += static_cast<float>(sum);
+    }
+  }
+  void ReluForward(float* x, size_t n) override {
+    float* __restrict p = x;
+    for (size_t i = 0; i < n; ++i) p[i] = p[i] > 0.0f ? p[i] : 0.0f;
+  }
+  void ReluBackward(const float* y, float* dy, size_t n) override {
+    const float* __restrict yr = y;
+    float* __restrict d = dy;
+    for (size_t i = 0; i < n; ++i) d[i] = yr[i] > 0.0f ? d[i] : 0.0f;
+  }
+
+  void Im2Col(const float* image, int channels, int height, int width, int k, int pad,
+              float* columns) override;
+  void Col2Im(const float* columns, int channels, int height, int width, int k, int pad,
+              float* image) override;
+  void MaxPoolForward(const float* x, int planes, int height, int width, int pool, float* y,
+                      int32_t* argmax) override;
+  void MaxPoolBackward(const float* dy, const int32_t* argmax, size_t n_out, float* dx,
+                       size_t n_in) override {
+    std::fill(dx, dx + n_in, 0.0f);
+    for (size_t i = 0; i < n_out; ++i) {
+      DCHECK_GE(argmax[i], 0);
+      DCHECK_LT(static_cast<size_t>(argmax[i]), n_in);
+      dx[argmax[i]] += dy[i];
+    }
+  }
+  void DropoutForward(float* x, float* mask, size_t n, float p, uint64_t seed) override {
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    for (size_t i = 0; i < n; ++i) {
+      const float m = internal::DropoutMask(seed, i, p, scale);
+      mask[i] = m;
+      x[i] *= m;
+    }
+  }
+  void Multiply(float* x, const float* mask, size_t n) override { MultiplyLoop(x, mask, n); }
+  float SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch, int classes,
+                            float* dlogits, int* correct) override;
+  void ArgmaxRows(const float* x, int rows, int cols, int32_t* host_out) override {
+    for (int r = 0; r < rows; ++r) {
+      const float* row = x + static_cast<size_t>(r) * cols;
+      host_out[r] = static_cast<int32_t>(std::max_element(row, row + cols) - row);
+    }
+  }
+};
+
+// Columns row (c, ky, kx) holds, for each output pixel (oy, ox), the input
+// pixel (oy + ky - pad, ox + kx - pad) of channel c, or 0 in the padding.
+void CpuDevice::Im2Col(const float* image, int channels, int height, int width, int k,
+                       int pad, float* columns) {
+  const int out_h = height + 2 * pad - k + 1;
+  const int out_w = width + 2 * pad - k + 1;
+  if (out_h <= 0 || out_w <= 0) return;
+  float* dst = columns;
+  for (int c = 0; c < channels; ++c) {
+    const float* plane = image + static_cast<size_t>(c) * height * width;
+    for (int ky = 0; ky < k; ++ky) {
+      for (int kx = 0; kx < k; ++kx) {
+        // Output columns whose input x lies inside the image.
+        const int ox_lo = std::max(0, pad - kx);
+        const int ox_hi = std::min(out_w, width + pad - kx);
+        for (int oy = 0; oy < out_h; ++oy, dst += out_w) {
+          const int iy = oy + ky - pad;
+          if (iy < 0 || iy >= height || ox_lo >= ox_hi) {
+            std::fill(dst, dst + out_w, 0.0f);
+            continue;
+          }
+          const float* src = plane + static_cast<size_t>(iy) * width + (kx - pad);
+          std::fill(dst, dst + ox_lo, 0.0f);
+          std::memcpy(dst + ox_lo, src + ox_lo, sizeof(float) * (ox_hi - ox_lo));
+          std::fill(dst + ox_hi, dst + out_w, 0.0f);
+        }
+      }
+    }
+  }
+}
+
+void CpuDevice::Col2Im(const float* columns, int channels, int height, int width, int k,
+                       int pad, float* image) {
+  const int out_h = height + 2 * pad - k + 1;
+  const int out_w = width + 2 * pad - k + 1;
+  if (out_h <= 0 || out_w <= 0) return;
+  const float* src = columns;
+  for (int c = 0; c < channels; ++c) {
+    float* plane = image + static_cast<size_t>(c) * height * width;
+    for (int ky = 0; ky < k; ++ky) {
+      for (int kx = 0; kx < k; ++kx) {
+        const int ox_lo = std::max(0, pad - kx);
+        const int ox_hi = std::min(out_w, width + pad - kx);
+        for (int oy = 0; oy < out_h; ++oy, src += out_w) {
+          const int iy = oy + ky - pad;
+          if (iy < 0 || iy >= height || ox_lo >= ox_hi) continue;
+          float* dst = plane + static_cast<size_t>(iy) * width + (kx - pad);
+          AxpyLoop(ox_hi - ox_lo, 1.0f, src + ox_lo, dst + ox_lo);
+        }
+      }
+    }
+  }
+}
+
+void CpuDevice::MaxPoolForward(const float* x, int planes, int height, int width, int pool,
+                               float* y, int32_t* argmax) {
+  CHECK_GT(pool, 0);
+  const int out_h = height / pool;
+  const int out_w = width / pool;
+  for (int p = 0; p < planes; ++p) {
+    const size_t plane_base = static_cast<size_t>(p) * height * width;
+    for (int oy = 0; oy < out_h; ++oy) {
+      for (int ox = 0; ox < out_w; ++ox) {
+        // First maximum in row-major window order (the CUDA kernel matches).
+        size_t best_idx = plane_base + static_cast<size_t>(oy * pool) * width + ox * pool;
+        float best = x[best_idx];
+        for (int dy = 0; dy < pool; ++dy) {
+          const size_t row = plane_base + static_cast<size_t>(oy * pool + dy) * width + ox * pool;
+          for (int dx = 0; dx < pool; ++dx) {
+            if (x[row + dx] > best) {
+              best = x[row + dx];
+              best_idx = row + dx;
+            }
+          }
+        }
+        const size_t out = (static_cast<size_t>(p) * out_h + oy) * out_w + ox;
+        y[out] = best;
+        argmax[out] = static_cast<int32_t>(best_idx);
+      }
+    }
+  }
+}
+
+float CpuDevice::SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch,
+                                     int classes, float* dlogits, int* correct) {
+  CHECK_GT(classes, 0);
+  if (batch <= 0) {
+    if (correct != nullptr) *correct = 0;
+    return 0.0f;
+  }
+  const float inv_batch = 1.0f / static_cast<float>(batch);
+  double total_loss = 0.0;
+  int num_correct = 0;
+  for (int r = 0; r < batch; ++r) {
+    const float* x = logits + static_cast<size_t>(r) * classes;
+    float* d = dlogits + static_cast<size_t>(r) * classes;
+    const int label = labels[r];
+    CHECK(label >= 0 && label < classes) << "label " << label << " out of [0, " << classes << ")";
+    int arg = 0;
+    float max = x[0];
+    for (int c = 1; c < classes; ++c) {
+      if (x[c] > max) {
+        max = x[c];
+        arg = c;
+      }
+    }
+    float sum = 0.0f;
+    for (int c = 0; c < classes; ++c) {
+      d[c] = std::exp(x[c] - max);
+      sum += d[c];
+    }
+    const float inv_sum = 1.0f / sum;
+    for (int c = 0; c < classes; ++c) d[c] = d[c] * inv_sum * inv_batch;
+    d[label] -= inv_batch;
+    // -log softmax[label] = log(sum) - (x[label] - max), both terms >= 0-ish
+    // and finite because the largest exponent is exp(0) = 1.
+    total_loss += static_cast<double>(std::log(sum)) - static_cast<double>(x[label] - max);
+    num_correct += (arg == label);
+  }
+  if (correct != nullptr) *correct = num_correct;
+  return static_cast<float>(total_loss / batch);
+}
+
+}  // namespace
+
+std::unique_ptr<Device> NewCpuDevice(const DeviceOptions& options) {
+  return std::make_unique<CpuDevice>(options);
+}
+
+}  // namespace kernels
+}  // namespace relaxps

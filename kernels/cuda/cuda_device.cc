@@ -1,0 +1,380 @@
+// CUDA back end of kernels::Device: one stream and one cuBLAS handle per
+// device object; element-wise and layer work goes to the kernels in
+// cuda_kernels.cu, GEMM to cuBLAS.
+//
+// Errors: creation failures (no driver, no GPU, bad ordinal) are returned as
+// Unavailable. Once a device exists, a failing CUDA call means a broken
+// invariant or a dead GPU, which the void methods of Device cannot report, so
+// they CHECK-fail with the CUDA error string. Alloc returns nullptr on
+// out-of-memory as the interface promises.
+#include "kernels/cuda/cuda_device.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>  // Typed cudaMalloc overloads.
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_kernels.h"
+
+#define RELAXPS_CUDA_CHECK(expr)                                                      \
+  do {                                                                                \
+    const cudaError_t _relaxps_err = (expr);                                          \
+    CHECK(_relaxps_err == cudaSuccess) << #expr << ": " << cudaGetErrorString(_relaxps_err); \
+  } while (0)
+
+#define RELAXPS_CUBLAS_CHECK(expr)                                                    \
+  do {                                                                                \
+    const cublasStatus_t _relaxps_st = (expr);                                        \
+    CHECK(_relaxps_st == CUBLAS_STATUS_SUCCESS)                                       \
+        << #expr << ": " << cublasGetStatusString(_relaxps_st);                       \
+  } while (0)
+
+namespace relaxps {
+namespace kernels {
+namespace {
+
+class CudaDevice final : public Device {
+ public:
+  // Takes ownership of stream and handle.
+  CudaDevice(int ordinal, int sm_count, cudaStream_t stream, cublasHandle_t cublas)
+      : ordinal_(ordinal), stream_(stream), cublas_(cublas) {
+    launch_.stream = stream_;
+    launch_.max_blocks = sm_count * 8;  // 8 blocks of 256 threads per SM.
+    RELAXPS_CUDA_CHECK(cudaMalloc(&flag_, sizeof(int)));
+    RELAXPS_CUDA_CHECK(cudaMallocHost(&host_flag_, sizeof(int)));
+  }
+
+  // Best effort: a destructor must not abort, so errors are ignored here.
+  ~CudaDevice() override {
+    cudaSetDevice(ordinal_);
+    cudaStreamSynchronize(stream_);
+    FreeScratch();
+    cudaFree(flag_);
+    cudaFreeHost(host_flag_);
+    cublasDestroy(cublas_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string Name() const override { return "cuda:" + std::to_string(ordinal_); }
+  DeviceType type() const override { return DeviceType::kCuda; }
+
+  // ---- Memory ------------------------------------------------------------------
+  void* Alloc(size_t bytes) override {
+    Activate();
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) {
+      cudaGetLastError();  // Clear the (non-sticky) error so later checks pass.
+      return nullptr;
+    }
+    return p;
+  }
+  void Free(void* p) override {
+    if (p == nullptr) return;
+    Activate();
+    RELAXPS_CUDA_CHECK(cudaFree(p));
+  }
+  // Both host copies return only when the host buffer may be reused / read.
+  void CopyToDevice(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes == 0) return;
+    Activate();
+    RELAXPS_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+    RELAXPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void CopyToHost(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    Activate();
+    RELAXPS_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    RELAXPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void CopyOnDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0 || dst == src) return;
+    Activate();
+    RELAXPS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  void Fill(float* x, size_t n, float value) override {
+    Activate();
+    cuda_impl::Fill(launch_, x, n, value);
+    CheckLaunch();
+  }
+  void Synchronize() override {
+    Activate();
+    RELAXPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  // ---- Optimizers ----------------------------------------------------------------
+  void SgdUpdate(float* w, const float* g, size_t n, float lr) override {
+    Activate();
+    cuda_impl::SgdUpdate(launch_, w, g, n, lr);
+    CheckLaunch();
+  }
+  void MomentumUpdate(float* w, float* v, const float* g, size_t n, float lr,
+                      float mu) override {
+    Activate();
+    cuda_impl::MomentumUpdate(launch_, w, v, g, n, lr, mu);
+    CheckLaunch();
+  }
+  void AdamUpdate(float* w, float* m, float* v, const float* g, size_t n,
+                  const AdamParams& p) override {
+    CHECK_GE(p.step, 1) << "Adam step is 1-based";
+    // Same folding as the CPU back end.
+    const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step));
+    const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step));
+    Activate();
+    cuda_impl::AdamUpdate(launch_, w, m, v, g, n, p.beta1, p.beta2,
+                          static_cast<float>(p.lr / bc1),
+                          static_cast<float>(1.0 / std::sqrt(bc2)), p.eps);
+    CheckLaunch();
+  }
+  void AdagradUpdate(float* w, float* h, const float* g, size_t n, float lr,
+                     float eps) override {
+    Activate();
+    cuda_impl::AdagradUpdate(launch_, w, h, g, n, lr, eps);
+    CheckLaunch();
+  }
+
+  // ---- Vector ops ------------------------------------------------------------------
+  void Axpy(size_t n, float a, const float* x, float* y) override {
+    Activate();
+    cuda_impl::Axpy(launch_, n, a, x, y);
+    CheckLaunch();
+  }
+  void Scale(size_t n, float a, float* x) override {
+    Activate();
+    cuda_impl::Scale(launch_, n, a, x);
+    CheckLaunch();
+  }
+  bool AllFinite(const float* x, size_t n) override {
+    if (n == 0) return true;
+    Activate();
+    RELAXPS_CUDA_CHECK(cudaMemsetAsync(flag_, 0, sizeof(int), stream_));
+    cuda_impl::FlagNonFinite(launch_, x, n, flag_);
+    CheckLaunch();
+    RELAXPS_CUDA_CHECK(
+        cudaMemcpyAsync(host_flag_, flag_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+    RELAXPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return *host_flag_ == 0;
+  }
+  void FloatToHalf(const float* in, uint16_t* out, size_t n) override {
+    Activate();
+    cuda_impl::FloatToHalf(launch_, in, out, n);
+    CheckLaunch();
+  }
+  void HalfToFloat(const uint16_t* in, float* out, size_t n) override {
+    Activate();
+    cuda_impl::HalfToFloat(launch_, in, out, n);
+    CheckLaunch();
+  }
+
+  // ---- GEMM ------------------------------------------------------------------------
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the
+  // operands and the m/n roles; the leading dimensions stay as stored.
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+            int lda, const float* b, int ldb, float beta, float* c, int ldc) override {
+    if (m <= 0 || n <= 0) return;
+    Activate();
+    RELAXPS_CUBLAS_CHECK(cublasSgemm(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
+                                     ldb, a, lda, &beta, c, ldc));
+  }
+
+  // ---- Layers ----------------------------------------------------------------------
+  void AddBias(float* y, const float* bias, int rows, int cols) override {
+    Activate();
+    cuda_impl::AddBias(launch_, y, bias, rows, cols);
+    CheckLaunch();
+  }
+  void BiasGrad(const float* dy, float* db, int rows, int cols) override {
+    Activate();
+    cuda_impl::BiasGrad(launch_, dy, db, rows, cols);
+    CheckLaunch();
+  }
+  void AddChannelBias(float* y, const float* bias, int channels, int spatial) override {
+    Activate();
+    cuda_impl::AddChannelBias(launch_, y, bias, channels, spatial);
+    CheckLaunch();
+  }
+  void ChannelBiasGradAccumulate(const float* dy, float* db, int channels,
+                                 int spatial) override {
+    Activate();
+    cuda_impl::ChannelBiasGradAccumulate(launch_, dy, db, channels, spatial);
+    CheckLaunch();
+  }
+  void ReluForward(float* x, size_t n) override {
+    Activate();
+    cuda_impl::ReluForward(launch_, x, n);
+    CheckLaunch();
+  }
+  void ReluBackward(const float* y, float* dy, size_t n) override {
+    Activate();
+    cuda_impl::ReluBackward(launch_, y, dy, n);
+    CheckLaunch();
+  }
+  void Im2Col(const float* image, int channels, int height, int width, int k, int pad,
+              float* columns) override {
+    Activate();
+    cuda_impl::Im2Col(launch_, image, channels, height, width, k, pad, columns);
+    CheckLaunch();
+  }
+  void Col2Im(const float* columns, int channels, int height, int width, int k, int pad,
+              float* image) override {
+    Activate();
+    cuda_impl::Col2Im(launch_, columns, channels, height, width, k, pad, image);
+    CheckLaunch();
+  }
+  void MaxPoolForward(const float* x, int planes, int height, int width, int pool, float* y,
+                      int32_t* argmax) override {
+    CHECK_GT(pool, 0);
+    Activate();
+    cuda_impl::MaxPoolForward(launch_, x, planes, height, width, pool, y, argmax);
+    CheckLaunch();
+  }
+  void MaxPoolBackward(const float* dy, const int32_t* argmax, size_t n_out, float* dx,
+                       size_t n_in) override {
+    Activate();
+    if (n_in > 0) RELAXPS_CUDA_CHECK(cudaMemsetAsync(dx, 0, n_in * sizeof(float), stream_));
+    cuda_impl::MaxPoolScatter(launch_, dy, argmax, n_out, dx);
+    CheckLaunch();
+  }
+  void DropoutForward(float* x, float* mask, size_t n, float p, uint64_t seed) override {
+    // The same float scale as the CPU back end, so masks are bit-identical.
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    Activate();
+    cuda_impl::DropoutForward(launch_, x, mask, n, p, scale, seed);
+    CheckLaunch();
+  }
+  void Multiply(float* x, const float* mask, size_t n) override {
+    Activate();
+    cuda_impl::Multiply(launch_, x, mask, n);
+    CheckLaunch();
+  }
+  float SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch, int classes,
+                            float* dlogits, int* correct) override;
+  void ArgmaxRows(const float* x, int rows, int cols, int32_t* host_out) override {
+    if (rows <= 0) return;
+    Activate();
+    EnsureScratch(rows);
+    cuda_impl::ArgmaxRows(launch_, x, rows, cols, scratch_correct_);
+    CheckLaunch();
+    RELAXPS_CUDA_CHECK(cudaMemcpyAsync(host_out, scratch_correct_, rows * sizeof(int32_t),
+                                       cudaMemcpyDeviceToHost, stream_));
+    RELAXPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  // Makes this device current for the calling thread (cheap; the device may
+  // be used by a thread other than its creator).
+  void Activate() const { RELAXPS_CUDA_CHECK(cudaSetDevice(ordinal_)); }
+  static void CheckLaunch() { RELAXPS_CUDA_CHECK(cudaGetLastError()); }
+
+  // Grows the per-row scratch buffers to hold `rows` entries.
+  void EnsureScratch(int rows) {
+    if (rows <= scratch_rows_) return;
+    RELAXPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    FreeScratch();
+    RELAXPS_CUDA_CHECK(cudaMalloc(&scratch_loss_, rows * sizeof(float)));
+    RELAXPS_CUDA_CHECK(cudaMalloc(&scratch_correct_, rows * sizeof(int32_t)));
+    scratch_rows_ = rows;
+  }
+  void FreeScratch() {
+    cudaFree(scratch_loss_);
+    cudaFree(scratch_correct_);
+    scratch_loss_ = nullptr;
+    scratch_correct_ = nullptr;
+    scratch_rows_ = 0;
+  }
+
+  // Constant after construction.
+  const int ordinal_;
+  cudaStream_t stream_;
+  cublasHandle_t cublas_;
+  cuda_impl::Launch launch_;
+  int* flag_ = nullptr;       // Device; AllFinite's result.
+  int* host_flag_ = nullptr;  // Pinned host copy of flag_.
+  // Used by one thread at a time (the Device contract), no lock.
+  float* scratch_loss_ = nullptr;        // Device, scratch_rows_ entries.
+  int32_t* scratch_correct_ = nullptr;   // Device, scratch_rows_ entries.
+  int scratch_rows_ = 0;
+};
+
+float CudaDevice::SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch,
+                                      int classes, float* dlogits, int* correct) {
+  CHECK_GT(classes, 0);
+  if (batch <= 0) {
+    if (correct != nullptr) *correct = 0;
+    return 0.0f;
+  }
+  Activate();
+  EnsureScratch(batch);
+  cuda_impl::SoftmaxCrossEntropy(launch_, logits, labels, batch, classes,
+                                 1.0f / static_cast<float>(batch), dlogits, scratch_loss_,
+                                 scratch_correct_);
+  CheckLaunch();
+  // Batches are small (tens to thousands of rows): finish the reduction on
+  // the host in double, like the CPU back end.
+  std::vector<float> loss(batch);
+  std::vector<int32_t> hits(batch);
+  RELAXPS_CUDA_CHECK(cudaMemcpyAsync(loss.data(), scratch_loss_, batch * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream_));
+  RELAXPS_CUDA_CHECK(cudaMemcpyAsync(hits.data(), scratch_correct_, batch * sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost, stream_));
+  RELAXPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  double total = 0.0;
+  int num_correct = 0;
+  for (int r = 0; r < batch; ++r) {
+    total += loss[r];
+    num_correct += hits[r];
+  }
+  if (correct != nullptr) *correct = num_correct;
+  return static_cast<float>(total / batch);
+}
+
+Status CudaUnavailable(const std::string& what, cudaError_t err) {
+  cudaGetLastError();  // Do not leave the error for a later check.
+  return UnavailableError("no CUDA device: " + what + cudaGetErrorString(err));
+}
+
+}  // namespace
+
+int CudaRuntimeDeviceCount() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+StatusOr<std::unique_ptr<Device>> NewCudaDevice(const DeviceOptions& options) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) return CudaUnavailable("", err);
+  if (count == 0) return UnavailableError("no CUDA device: the CUDA runtime reports 0 GPUs");
+  if (options.cuda_device < 0 || options.cuda_device >= count) {
+    return UnavailableError("no CUDA device: ordinal " + std::to_string(options.cuda_device) +
+                            " requested, " + std::to_string(count) + " present");
+  }
+  err = cudaSetDevice(options.cuda_device);
+  if (err != cudaSuccess) return CudaUnavailable("cudaSetDevice: ", err);
+  int sm_count = 0;
+  err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, options.cuda_device);
+  if (err != cudaSuccess) return CudaUnavailable("cudaDeviceGetAttribute: ", err);
+  cudaStream_t stream = nullptr;
+  err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (err != cudaSuccess) return CudaUnavailable("cudaStreamCreate: ", err);
+  cublasHandle_t handle = nullptr;
+  const cublasStatus_t st = cublasCreate(&handle);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    cudaStreamDestroy(stream);
+    return UnavailableError(std::string("no CUDA device: cublasCreate: ") +
+                            cublasGetStatusString(st));
+  }
+  cublasSetStream(handle, stream);
+  return std::unique_ptr<Device>(
+      new CudaDevice(options.cuda_device, sm_count > 0 ? sm_count : 1, stream, handle));
+}
+
+}  // namespace kernels
+}  // namespace relaxps

@@ -1,0 +1,104 @@
+// The built-in update rules. Each is a thin adapter from OptimizerOptions to
+// one fused Device update, so the same rule runs on CPU and CUDA.
+#include "kernels/optimizer.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace relaxps {
+namespace kernels {
+namespace {
+
+class SgdOptimizer final : public Optimizer {
+ public:
+  explicit SgdOptimizer(const OptimizerOptions& options) { options_ = options; }
+  const char* Name() const override { return "sgd"; }
+  int num_state_slots() const override { return 0; }
+  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n,
+             int64_t step, float lr_scale) const override {
+    device->SgdUpdate(w, g, n, options_.lr * lr_scale);
+  }
+};
+
+class MomentumOptimizer final : public Optimizer {
+ public:
+  explicit MomentumOptimizer(const OptimizerOptions& options) { options_ = options; }
+  const char* Name() const override { return "momentum"; }
+  int num_state_slots() const override { return 1; }
+  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n,
+             int64_t step, float lr_scale) const override {
+    device->MomentumUpdate(w, state[0], g, n, options_.lr * lr_scale, options_.momentum);
+  }
+};
+
+class AdamOptimizer final : public Optimizer {
+ public:
+  explicit AdamOptimizer(const OptimizerOptions& options) { options_ = options; }
+  const char* Name() const override { return "adam"; }
+  int num_state_slots() const override { return 2; }
+  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n,
+             int64_t step, float lr_scale) const override {
+    CHECK_GE(step, 1) << "Optimizer::Apply: step is 1-based";
+    AdamParams p;
+    p.lr = options_.lr * lr_scale;
+    p.beta1 = options_.beta1;
+    p.beta2 = options_.beta2;
+    p.eps = options_.eps;
+    p.step = step;
+    device->AdamUpdate(w, state[0], state[1], g, n, p);
+  }
+};
+
+class AdagradOptimizer final : public Optimizer {
+ public:
+  explicit AdagradOptimizer(const OptimizerOptions& options) { options_ = options; }
+  const char* Name() const override { return "adagrad"; }
+  int num_state_slots() const override { return 1; }
+  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n,
+             int64_t step, float lr_scale) const override {
+    device->AdagradUpdate(w, state[0], g, n, options_.lr * lr_scale, options_.eps);
+  }
+};
+
+// Returns InvalidArgument naming the field unless lo <= value < hi and finite.
+Status CheckRange(const char* field, float value, float lo, float hi) {
+  if (std::isfinite(value) && value >= lo && value < hi) return Status::OK();
+  std::ostringstream msg;
+  msg << "optimizer option " << field << "=" << value << " is outside [" << lo << ", " << hi
+      << ")";
+  return InvalidArgumentError(msg.str());
+}
+
+// eps guards a division by sqrt(state), which is 0 for a zero gradient.
+Status CheckPositive(const char* field, float value) {
+  if (std::isfinite(value) && value > 0.0f) return Status::OK();
+  std::ostringstream msg;
+  msg << "optimizer option " << field << "=" << value << " must be positive and finite";
+  return InvalidArgumentError(msg.str());
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Optimizer>> NewOptimizer(const OptimizerOptions& options) {
+  RETURN_IF_ERROR(CheckPositive("lr", options.lr));
+  if (options.name == "sgd") return std::unique_ptr<Optimizer>(new SgdOptimizer(options));
+  if (options.name == "momentum") {
+    RETURN_IF_ERROR(CheckRange("momentum", options.momentum, 0.0f, 1.0f));
+    return std::unique_ptr<Optimizer>(new MomentumOptimizer(options));
+  }
+  if (options.name == "adam") {
+    RETURN_IF_ERROR(CheckRange("beta1", options.beta1, 0.0f, 1.0f));
+    RETURN_IF_ERROR(CheckRange("beta2", options.beta2, 0.0f, 1.0f));
+    RETURN_IF_ERROR(CheckPositive("eps", options.eps));
+    return std::unique_ptr<Optimizer>(new AdamOptimizer(options));
+  }
+  if (options.name == "adagrad") {
+    RETURN_IF_ERROR(CheckPositive("eps", options.eps));
+    return std::unique_ptr<Optimizer>(new AdagradOptimizer(options));
+  }
+  return InvalidArgumentError("unknown optimizer '" + options.name +
+                              "' (expected sgd, momentum, adam or adagrad)");
+}
+
+}  // namespace kernels
+}  // namespace relaxps

@@ -1,0 +1,274 @@
+// Tests of kernels::Optimizer: each rule against a hand-written double-
+// precision reference over several steps on fixed inputs, the learning-rate
+// scale, Adam's bias correction, and option validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/optimizer.h"
+
+namespace relaxps {
+namespace kernels {
+namespace {
+
+constexpr int kSteps = 5;
+constexpr size_t kN = 6;
+
+// Fixed parameters and one fixed gradient per step (mixed signs, a zero, a
+// large and a tiny value).
+const float kInitialW[kN] = {0.5f, -1.25f, 2.0f, 0.0f, -0.01f, 3.5f};
+const float kGrads[kSteps][kN] = {
+    {0.1f, -0.2f, 0.3f, 0.0f, 5.0f, -1e-4f},
+    {-0.05f, 0.4f, 0.3f, 0.0f, -2.0f, 2e-4f},
+    {0.2f, 0.1f, -0.6f, 1.0f, 0.5f, -1e-4f},
+    {0.0f, -0.3f, 0.1f, -1.0f, 3.0f, 0.0f},
+    {0.15f, 0.25f, -0.35f, 0.5f, -0.5f, 1e-3f},
+};
+
+// Hand-written references, one step at a time, in double.
+struct Reference {
+  std::vector<double> w, s0, s1;
+  Reference() : w(kInitialW, kInitialW + kN), s0(kN, 0.0), s1(kN, 0.0) {}
+
+  void Sgd(const float* g, double lr) {
+    for (size_t i = 0; i < kN; ++i) w[i] = w[i] - lr * g[i];
+  }
+  void Momentum(const float* g, double lr, double mu) {
+    for (size_t i = 0; i < kN; ++i) {
+      s0[i] = mu * s0[i] + g[i];
+      w[i] = w[i] - lr * s0[i];
+    }
+  }
+  void Adam(const float* g, double lr, double b1, double b2, double eps, int t) {
+    for (size_t i = 0; i < kN; ++i) {
+      s0[i] = b1 * s0[i] + (1 - b1) * g[i];
+      s1[i] = b2 * s1[i] + (1 - b2) * g[i] * g[i];
+      const double m_hat = s0[i] / (1 - std::pow(b1, t));
+      const double v_hat = s1[i] / (1 - std::pow(b2, t));
+      w[i] = w[i] - lr * m_hat / (std::sqrt(v_hat) + eps);
+    }
+  }
+  void Adagrad(const float* g, double lr, double eps) {
+    for (size_t i = 0; i < kN; ++i) {
+      s0[i] += static_cast<double>(g[i]) * g[i];
+      w[i] = w[i] - lr * g[i] / (std::sqrt(s0[i]) + eps);
+    }
+  }
+};
+
+class OptimizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto device = NewDevice(DeviceOptions{});
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = std::move(device).value();
+  }
+
+  std::unique_ptr<Optimizer> Make(const OptimizerOptions& options) {
+    auto opt = NewOptimizer(options);
+    EXPECT_TRUE(opt.ok()) << opt.status();
+    return opt.ok() ? std::move(opt).value() : nullptr;
+  }
+
+  // Runs kSteps steps of `opt` from kInitialW with zero-initialized state;
+  // after each step calls check(step, w, state).
+  template <typename Check>
+  void Run(const Optimizer& opt, float lr_scale, Check check) {
+    std::vector<float> w(kInitialW, kInitialW + kN);
+    std::vector<std::vector<float>> state(opt.num_state_slots());
+    std::vector<float*> state_ptrs;
+    for (int s = 0; s < opt.num_state_slots(); ++s) {
+      state[s].assign(kN, opt.state_init(s));
+      state_ptrs.push_back(state[s].data());
+    }
+    for (int t = 1; t <= kSteps; ++t) {
+      opt.Apply(device_.get(), w.data(), state_ptrs.data(), kGrads[t - 1], kN, t, lr_scale);
+      device_->Synchronize();
+      check(t, w, state);
+    }
+  }
+
+  std::unique_ptr<Device> device_;
+};
+
+void ExpectNear(const std::vector<float>& got, const std::vector<double>& want, double tol,
+                const char* what, int step) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i])))
+        << what << "[" << i << "] after step " << step;
+  }
+}
+
+TEST_F(OptimizerTest, SgdMatchesReference) {
+  OptimizerOptions o;
+  o.name = "sgd";
+  o.lr = 0.1f;
+  auto opt = Make(o);
+  ASSERT_NE(opt, nullptr);
+  EXPECT_STREQ(opt->Name(), "sgd");
+  EXPECT_EQ(opt->num_state_slots(), 0);
+  Reference ref;
+  Run(*opt, 1.0f, [&](int t, const std::vector<float>& w, const auto&) {
+    ref.Sgd(kGrads[t - 1], 0.1);
+    ExpectNear(w, ref.w, 1e-6, "w", t);
+  });
+}
+
+TEST_F(OptimizerTest, MomentumMatchesReference) {
+  OptimizerOptions o;
+  o.name = "momentum";
+  o.lr = 0.05f;
+  o.momentum = 0.9f;
+  auto opt = Make(o);
+  ASSERT_NE(opt, nullptr);
+  EXPECT_STREQ(opt->Name(), "momentum");
+  ASSERT_EQ(opt->num_state_slots(), 1);
+  Reference ref;
+  Run(*opt, 1.0f, [&](int t, const std::vector<float>& w, const auto& state) {
+    ref.Momentum(kGrads[t - 1], 0.05, 0.9);
+    ExpectNear(state[0], ref.s0, 1e-6, "velocity", t);
+    ExpectNear(w, ref.w, 1e-6, "w", t);
+  });
+}
+
+TEST_F(OptimizerTest, AdamMatchesReferenceWithBiasCorrection) {
+  OptimizerOptions o;
+  o.name = "adam";
+  o.lr = 0.01f;
+  auto opt = Make(o);
+  ASSERT_NE(opt, nullptr);
+  EXPECT_STREQ(opt->Name(), "adam");
+  ASSERT_EQ(opt->num_state_slots(), 2);
+  Reference ref;
+  Run(*opt, 1.0f, [&](int t, const std::vector<float>& w, const auto& state) {
+    ref.Adam(kGrads[t - 1], 0.01, 0.9, 0.999, 1e-8, t);
+    ExpectNear(state[0], ref.s0, 1e-6, "m", t);
+    ExpectNear(state[1], ref.s1, 1e-6, "v", t);
+    ExpectNear(w, ref.w, 1e-5, "w", t);
+  });
+}
+
+TEST_F(OptimizerTest, AdamFirstStepMovesEachWeightByLrAgainstTheGradientSign) {
+  // With bias correction, step 1 is w -= lr * g / (|g| + eps): a move of lr
+  // (up to eps) for every non-zero gradient, regardless of its magnitude.
+  OptimizerOptions o;
+  o.name = "adam";
+  o.lr = 0.01f;
+  auto opt = Make(o);
+  ASSERT_NE(opt, nullptr);
+  Run(*opt, 1.0f, [&](int t, const std::vector<float>& w, const auto&) {
+    if (t != 1) return;
+    for (size_t i = 0; i < kN; ++i) {
+      const float g = kGrads[0][i];
+      const double expected = g == 0 ? kInitialW[i] : kInitialW[i] - 0.01 * (g > 0 ? 1 : -1);
+      EXPECT_NEAR(w[i], expected, 1e-5) << i;
+    }
+  });
+}
+
+TEST_F(OptimizerTest, AdagradMatchesReference) {
+  OptimizerOptions o;
+  o.name = "adagrad";
+  o.lr = 0.1f;
+  o.eps = 1e-6f;
+  auto opt = Make(o);
+  ASSERT_NE(opt, nullptr);
+  EXPECT_STREQ(opt->Name(), "adagrad");
+  ASSERT_EQ(opt->num_state_slots(), 1);
+  Reference ref;
+  Run(*opt, 1.0f, [&](int t, const std::vector<float>& w, const auto& state) {
+    ref.Adagrad(kGrads[t - 1], 0.1, 1e-6);
+    ExpectNear(state[0], ref.s0, 1e-6, "accumulator", t);
+    ExpectNear(w, ref.w, 1e-6, "w", t);
+  });
+}
+
+TEST_F(OptimizerTest, LrScaleMultipliesTheLearningRate) {
+  // Every rule with lr_scale = 0.25 must equal the same rule with lr / 4.
+  for (const char* name : {"sgd", "momentum", "adam", "adagrad"}) {
+    SCOPED_TRACE(name);
+    OptimizerOptions scaled;
+    scaled.name = name;
+    scaled.lr = 0.08f;
+    OptimizerOptions plain = scaled;
+    plain.lr = 0.02f;
+    auto a = Make(scaled);
+    auto b = Make(plain);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    std::vector<std::vector<float>> wa, wb;
+    Run(*a, 0.25f, [&](int, const std::vector<float>& w, const auto&) { wa.push_back(w); });
+    Run(*b, 1.0f, [&](int, const std::vector<float>& w, const auto&) { wb.push_back(w); });
+    ASSERT_EQ(wa.size(), wb.size());
+    for (size_t t = 0; t < wa.size(); ++t) {
+      for (size_t i = 0; i < kN; ++i) EXPECT_NEAR(wa[t][i], wb[t][i], 1e-6) << t << "," << i;
+    }
+    // And differs from the unscaled rule.
+    std::vector<std::vector<float>> wc;
+    Run(*a, 1.0f, [&](int, const std::vector<float>& w, const auto&) { wc.push_back(w); });
+    EXPECT_NE(wc.back(), wa.back());
+  }
+}
+
+TEST_F(OptimizerTest, StateInitIsZero) {
+  for (const char* name : {"momentum", "adam", "adagrad"}) {
+    OptimizerOptions o;
+    o.name = name;
+    auto opt = Make(o);
+    ASSERT_NE(opt, nullptr);
+    for (int s = 0; s < opt->num_state_slots(); ++s) EXPECT_EQ(opt->state_init(s), 0.0f) << name;
+    EXPECT_EQ(opt->options().name, name);
+  }
+}
+
+TEST(NewOptimizerTest, RejectsBadOptions) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  auto expect_invalid = [](const OptimizerOptions& o, const char* why) {
+    auto opt = NewOptimizer(o);
+    ASSERT_FALSE(opt.ok()) << why;
+    EXPECT_EQ(opt.status().code(), StatusCode::kInvalidArgument) << why << ": " << opt.status();
+  };
+  OptimizerOptions o;
+  o.name = "rmsprop";
+  expect_invalid(o, "unknown name");
+  o.name = "";
+  expect_invalid(o, "empty name");
+  o.name = "SGD";
+  expect_invalid(o, "names are case-sensitive");
+  for (const char* name : {"sgd", "momentum", "adam", "adagrad"}) {
+    for (float lr : {0.0f, -0.1f, nan, inf, -inf}) {
+      OptimizerOptions bad;
+      bad.name = name;
+      bad.lr = lr;
+      expect_invalid(bad, "bad learning rate");
+    }
+  }
+  OptimizerOptions bad;
+  bad.name = "momentum";
+  bad.momentum = 1.0f;
+  expect_invalid(bad, "momentum >= 1");
+  bad.name = "adam";
+  bad.momentum = 0.9f;
+  bad.beta2 = nan;
+  expect_invalid(bad, "NaN beta2");
+  bad.beta2 = 0.999f;
+  bad.eps = 0.0f;
+  expect_invalid(bad, "adam eps 0");
+  bad.name = "adagrad";
+  expect_invalid(bad, "adagrad eps 0");
+
+  for (const char* name : {"sgd", "momentum", "adam", "adagrad"}) {
+    OptimizerOptions good;
+    good.name = name;
+    good.lr = 1e-4f;
+    EXPECT_TRUE(NewOptimizer(good).ok()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace relaxps
