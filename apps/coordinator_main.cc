@@ -1,0 +1,57 @@
+// relaxps-coordinator: the control process of a relaxps job.
+#include <cstdio>
+
+#include <gflags/gflags.h>
+
+#include "apps/internal/main_util.h"
+#include "coordinator/coordinator.h"
+
+DEFINE_string(bind, "tcp://127.0.0.1:*", "ZeroMQ endpoint to bind ('*' port: OS-chosen)");
+DEFINE_string(endpoint_file, "", "If set, the bound endpoint is written to this file");
+DEFINE_int32(num_servers, 1, "Servers the job waits for before tables can be created");
+DEFINE_int32(num_workers, 0, "Workers expected (informational)");
+DEFINE_string(consistency, "async", "Consistency model: bsp, ssp or async");
+DEFINE_int32(staleness, 2, "SSP staleness bound in clocks");
+DEFINE_string(recovery, "none", "Recovery policy: none, checkpoint, chain or stateless");
+DEFINE_int32(heartbeat_timeout_ms, 1000, "A member silent this long is declared dead");
+
+namespace {
+relaxps::Coordinator* g_coordinator = nullptr;
+void Stop() {
+  if (g_coordinator != nullptr) g_coordinator->Stop();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("relaxps coordinator: membership, shard map and job configuration");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::InitLogging(argv[0]);
+  if (argc > 1) {
+    return relaxps::Fail("relaxps-coordinator",
+                         relaxps::InvalidArgumentError(std::string("unexpected argument '") +
+                                                       argv[1] + "'"),
+                         2);
+  }
+  relaxps::CoordinatorOptions options;
+  options.bind = FLAGS_bind;
+  options.num_servers = FLAGS_num_servers;
+  options.num_workers = FLAGS_num_workers;
+  options.consistency = FLAGS_consistency;
+  options.staleness = FLAGS_staleness;
+  options.recovery = FLAGS_recovery;
+  options.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  auto coordinator = relaxps::Coordinator::Start(options);
+  if (!coordinator.ok()) {
+    return relaxps::Fail("relaxps-coordinator", coordinator.status(),
+                         coordinator.status().code() == relaxps::StatusCode::kInvalidArgument ? 2 : 1);
+  }
+  g_coordinator = coordinator->get();
+  relaxps::StopOnSignals(&Stop);
+  relaxps::Status s = relaxps::WriteFileAtomically(FLAGS_endpoint_file, (*coordinator)->endpoint());
+  if (!s.ok()) return relaxps::Fail("relaxps-coordinator", s, 1);
+  std::printf("relaxps-coordinator listening on %s\n", (*coordinator)->endpoint().c_str());
+  std::fflush(stdout);
+  (*coordinator)->Run();
+  g_coordinator = nullptr;
+  return 0;
+}

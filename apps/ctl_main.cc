@@ -1,0 +1,150 @@
+// relaxps-ctl: command-line client for people and scripts.
+//
+//   relaxps-ctl --coordinator=EP status        cluster, job config, shard map, clocks
+//   relaxps-ctl --coordinator=EP tables        tables and their options
+//   relaxps-ctl --coordinator=EP pull TABLE FILE   dense table -> raw float32 LE file
+//   relaxps-ctl --coordinator=EP stats         per-server request counters
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include <gflags/gflags.h>
+
+#include "apps/internal/main_util.h"
+#include "client/client.h"
+#include "common/rpc_client.h"
+#include "common/shard_map.h"
+
+DEFINE_string(coordinator, "", "Coordinator endpoint (required)");
+DEFINE_int32(timeout_ms, 5000, "Deadline of each request");
+
+namespace relaxps {
+namespace {
+
+constexpr const char* kName = "relaxps-ctl";
+
+StatusOr<wire::StatusReply> FetchStatus(RpcClient* rpc, int peer) {
+  Message m;
+  m.header.set_type(wire::GET_STATUS);
+  ASSIGN_OR_RETURN(Message reply, rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms));
+  return reply.header.status_reply();
+}
+
+int Status_(RpcClient* rpc, int peer) {
+  auto st = FetchStatus(rpc, peer);
+  if (!st.ok()) return Fail(kName, st.status(), 1);
+  const wire::JobConfig& j = st->job();
+  std::printf("job: consistency=%s staleness=%d recovery=%s servers=%d workers_expected=%d "
+              "uptime_s=%.1f\n",
+              j.consistency().c_str(), j.staleness(), j.recovery().c_str(), j.num_servers(),
+              j.num_workers(), st->uptime_s());
+  if (!st->job_error().empty()) std::printf("job_error: %s\n", st->job_error().c_str());
+  std::printf("shard_map_version: %llu\n",
+              static_cast<unsigned long long>(st->shard_map().version()));
+  for (const wire::ServerState& s : st->servers()) {
+    std::printf("server %d %s %s pid=%d last_heartbeat_ms_ago=%lld\n", s.info().id(),
+                s.info().endpoint().c_str(), s.info().alive() ? "alive" : "DEAD", s.pid(),
+                static_cast<long long>(s.last_heartbeat_ms_ago()));
+  }
+  for (const wire::WorkerState& w : st->workers()) {
+    std::printf("worker %d %s clock=%lld last_heartbeat_ms_ago=%lld\n", w.id(),
+                w.alive() ? "alive" : "dead", static_cast<long long>(w.clock()),
+                static_cast<long long>(w.last_heartbeat_ms_ago()));
+  }
+  for (const wire::TableShards& t : st->shard_map().tables()) {
+    for (const wire::DenseRange& r : t.ranges()) {
+      std::printf("shard %s [%llu, %llu) -> server %d\n", t.table().name().c_str(),
+                  static_cast<unsigned long long>(r.begin()),
+                  static_cast<unsigned long long>(r.end()), r.server());
+    }
+  }
+  return 0;
+}
+
+int Tables(RpcClient* rpc, int peer) {
+  auto st = FetchStatus(rpc, peer);
+  if (!st.ok()) return Fail(kName, st.status(), 1);
+  for (const wire::TableShards& t : st->shard_map().tables()) {
+    const wire::TableProto& p = t.table();
+    std::printf("%s %s size=%llu row_width=%u optimizer=%s lr=%g shards=%d\n", p.name().c_str(),
+                p.type() == 0 ? "dense" : "sparse", static_cast<unsigned long long>(p.size()),
+                p.row_width(), p.optimizer().name().c_str(), p.optimizer().lr(),
+                p.type() == 0 ? t.ranges_size() : st->shard_map().servers_size());
+  }
+  return 0;
+}
+
+int Stats(RpcClient* rpc, int peer) {
+  auto st = FetchStatus(rpc, peer);
+  if (!st.ok()) return Fail(kName, st.status(), 1);
+  for (const wire::ServerState& s : st->servers()) {
+    if (!s.info().alive()) continue;
+    Message m;
+    m.header.set_type(wire::SERVER_STATS);
+    auto reply = rpc->CallSync(rpc->Connect(s.info().endpoint()), std::move(m), FLAGS_timeout_ms);
+    if (!reply.ok()) {
+      std::printf("server %d: %s\n", s.info().id(), reply.status().ToString().c_str());
+      continue;
+    }
+    const wire::ServerStats& x = reply->header.server_stats();
+    std::printf("server %d requests=%llu rejected=%llu nonfinite_rejected=%llu bytes_in=%llu "
+                "bytes_out=%llu updates_applied=%llu\n",
+                s.info().id(), (unsigned long long)x.requests(), (unsigned long long)x.rejected(),
+                (unsigned long long)x.nonfinite_rejected(), (unsigned long long)x.bytes_in(),
+                (unsigned long long)x.bytes_out(), (unsigned long long)x.updates_applied());
+  }
+  return 0;
+}
+
+int Pull(const std::string& table, const std::string& path) {
+  ClientOptions co;
+  co.coordinator = FLAGS_coordinator;
+  co.role = "observer";
+  co.request_timeout_ms = FLAGS_timeout_ms;
+  auto client = Client::Connect(co);
+  if (!client.ok()) return Fail(kName, client.status(), 1);
+  auto info = (*client)->GetTable(table);
+  if (!info.ok()) return Fail(kName, info.status(), 1);
+  if (info->options.type != TableType::kDense) {
+    return Fail(kName, InvalidArgumentError("pull supports dense tables only"), 2);
+  }
+  FloatBuffer out(info->options.size);
+  Status s = (*client)->Pull(table, 0, out).get();
+  if (!s.ok()) return Fail(kName, s, 1);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.bytes()));
+  if (!f.flush()) return Fail(kName, IOError("cannot write " + path), 1);
+  double sum = 0, sq = 0;
+  for (float v : out) {
+    sum += v;
+    sq += static_cast<double>(v) * v;
+  }
+  std::printf("pulled %s: %zu floats (%zu bytes) to %s; mean=%.6g l2=%.6g\n", table.c_str(),
+              out.size(), out.bytes(), path.c_str(), sum / out.size(), std::sqrt(sq));
+  return 0;
+}
+
+}  // namespace
+}  // namespace relaxps
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "relaxps-ctl --coordinator=EP <status | tables | stats | pull TABLE FILE>");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::InitLogging(argv[0]);
+  using relaxps::Fail;
+  using relaxps::InvalidArgumentError;
+  if (FLAGS_coordinator.empty()) return Fail(relaxps::kName, InvalidArgumentError("--coordinator is required"), 2);
+  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats or pull"), 2);
+  const std::string cmd = argv[1];
+  if (cmd == "pull") {
+    if (argc != 4) return Fail(relaxps::kName, InvalidArgumentError("usage: pull TABLE FILE"), 2);
+    return relaxps::Pull(argv[2], argv[3]);
+  }
+  relaxps::RpcClient rpc;
+  const int peer = rpc.Connect(FLAGS_coordinator);
+  if (cmd == "status") return relaxps::Status_(&rpc, peer);
+  if (cmd == "tables") return relaxps::Tables(&rpc, peer);
+  if (cmd == "stats") return relaxps::Stats(&rpc, peer);
+  return Fail(relaxps::kName, InvalidArgumentError("unknown command '" + cmd + "'"), 2);
+}

@@ -1,0 +1,71 @@
+// relaxps-server: one parameter-server process.
+#include <cstdio>
+
+#include <gflags/gflags.h>
+
+#include "apps/internal/main_util.h"
+#include "server/server.h"
+
+DEFINE_string(coordinator, "", "Coordinator endpoint (required), e.g. tcp://127.0.0.1:5555");
+DEFINE_string(bind, "tcp://127.0.0.1:*", "ZeroMQ endpoint to bind ('*' port: OS-chosen)");
+DEFINE_string(endpoint_file, "", "If set, the bound endpoint is written to this file");
+DEFINE_int32(server_id, -1, "Server id to take (-1: assigned by the coordinator)");
+DEFINE_string(store, "memory", "Parameter store: memory or rocksdb");
+DEFINE_string(data_dir, "", "RocksDB directory (store=rocksdb)");
+DEFINE_int32(cache_mb, 256, "Sparse-row cache budget in MiB (store=rocksdb)");
+DEFINE_bool(wal_per_update, false, "Sync every update to the WAL before acknowledging it");
+DEFINE_int32(flush_every_clocks, 0, "Flush the store every N clocks (0: only on exit)");
+DEFINE_string(device, "cpu", "Device for optimizer updates: cpu or cuda");
+DEFINE_int32(heartbeat_ms, 200, "Heartbeat period to the coordinator");
+
+namespace {
+relaxps::Server* g_server = nullptr;
+void Stop() {
+  if (g_server != nullptr) g_server->Stop();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("relaxps parameter server");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::InitLogging(argv[0]);
+  const char* kName = "relaxps-server";
+  if (argc > 1) {
+    return relaxps::Fail(kName, relaxps::InvalidArgumentError(std::string("unexpected argument '") + argv[1] + "'"), 2);
+  }
+  if (FLAGS_coordinator.empty()) {
+    return relaxps::Fail(kName, relaxps::InvalidArgumentError("--coordinator is required"), 2);
+  }
+  if (FLAGS_cache_mb <= 0 || FLAGS_heartbeat_ms <= 0 || FLAGS_flush_every_clocks < 0) {
+    return relaxps::Fail(kName, relaxps::InvalidArgumentError("--cache_mb and --heartbeat_ms must be > 0, --flush_every_clocks >= 0"), 2);
+  }
+  relaxps::ServerOptions options;
+  options.coordinator = FLAGS_coordinator;
+  options.bind = FLAGS_bind;
+  options.server_id = FLAGS_server_id;
+  options.store.kind = FLAGS_store;
+  options.store.data_dir = FLAGS_data_dir;
+  options.store.cache_mb = static_cast<size_t>(FLAGS_cache_mb);
+  options.store.wal_per_update = FLAGS_wal_per_update;
+  options.flush_every_clocks = FLAGS_flush_every_clocks;
+  options.heartbeat_ms = FLAGS_heartbeat_ms;
+  auto device = relaxps::kernels::ParseDeviceType(FLAGS_device);
+  if (!device.ok()) return relaxps::Fail(kName, device.status(), 2);
+  options.device.type = *device;
+  auto server = relaxps::Server::Start(options);
+  if (!server.ok()) {
+    const bool usage = server.status().code() == relaxps::StatusCode::kInvalidArgument ||
+                       (options.device.type == relaxps::kernels::DeviceType::kCuda &&
+                        server.status().code() == relaxps::StatusCode::kUnavailable);
+    return relaxps::Fail(kName, server.status(), usage ? 2 : 1);
+  }
+  g_server = server->get();
+  relaxps::StopOnSignals(&Stop);
+  relaxps::Status s = relaxps::WriteFileAtomically(FLAGS_endpoint_file, (*server)->endpoint());
+  if (!s.ok()) return relaxps::Fail(kName, s, 1);
+  std::printf("relaxps-server %d listening on %s\n", (*server)->id(), (*server)->endpoint().c_str());
+  std::fflush(stdout);
+  s = (*server)->Run();
+  g_server = nullptr;
+  return s.ok() ? 0 : relaxps::Fail(kName, s, 1);
+}
