@@ -1,0 +1,318 @@
+// Checkpoint manifests, restore, list and prune (see checkpoint.h).
+//
+// Manifest format (text, one record per line):
+//   relaxps-checkpoint 1
+//   clock <int64>
+//   store <name>
+//   table <percent-encoded name>        (one per table)
+//   file <name> <size>                  (one per data file)
+//   crc32c <8 hex digits>               (over every byte before this line)
+#include "storage/checkpoint.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include <glog/logging.h>
+#include <rocksdb/db.h>
+
+#include "storage/internal/checkpoint_manifest.h"
+#include "storage/internal/crc32c.h"
+#include "storage/internal/file_util.h"
+#include "storage/internal/rocksdb_util.h"
+#include "storage/internal/store_format.h"
+
+namespace relaxps {
+namespace {
+
+namespace fs = std::filesystem;
+using storage_internal::Crc32c;
+
+constexpr char kManifestHeader[] = "relaxps-checkpoint 1";
+constexpr char kCheckpointPrefix[] = "ckpt-";
+
+std::string PercentEncode(const std::string& s) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == '/' || c == ':') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+bool PercentDecode(const std::string& s, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out->push_back(s[i]);
+      continue;
+    }
+    if (i + 2 >= s.size()) return false;
+    unsigned v;
+    if (std::sscanf(s.substr(i + 1, 2).c_str(), "%2x", &v) != 1) return false;
+    out->push_back(static_cast<char>(v));
+    i += 2;
+  }
+  return true;
+}
+
+std::string Hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", v);
+  return buf;
+}
+
+// Parses "ckpt-<clock>"; false for any other name.
+bool ParseCheckpointDirName(const std::string& name, int64_t* clock) {
+  const size_t n = sizeof(kCheckpointPrefix) - 1;
+  if (name.compare(0, n, kCheckpointPrefix) != 0 || name.size() == n) return false;
+  int64_t v = 0;
+  for (size_t i = n; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - 9) / 10) return false;
+    v = v * 10 + (name[i] - '0');
+  }
+  *clock = v;
+  return true;
+}
+
+Status ParseManifest(const std::string& path, const std::string& text, CheckpointInfo* info) {
+  auto bad = [&](const std::string& why) {
+    return CorruptionError("checkpoint manifest " + path + " is corrupt: " + why);
+  };
+  const size_t crc_pos = text.rfind("crc32c ");
+  if (crc_pos == std::string::npos || (crc_pos > 0 && text[crc_pos - 1] != '\n')) {
+    return bad("no checksum line (truncated?)");
+  }
+  std::string crc_line = text.substr(crc_pos + 7);
+  if (crc_line.size() != 9 || crc_line.back() != '\n') return bad("malformed checksum line");
+  crc_line.pop_back();
+  if (crc_line != Hex32(Crc32c(0, text.data(), crc_pos))) return bad("checksum mismatch");
+
+  std::istringstream in(text.substr(0, crc_pos));
+  std::string line;
+  if (!std::getline(in, line) || line != kManifestHeader) return bad("unknown header");
+  bool have_clock = false;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string kind, a, extra;
+    fields >> kind >> a;
+    if (kind == "clock") {
+      char* end = nullptr;
+      info->clock = std::strtoll(a.c_str(), &end, 10);
+      if (a.empty() || *end != '\0') return bad("bad clock");
+      have_clock = true;
+    } else if (kind == "store") {
+      info->store = a;
+    } else if (kind == "table") {
+      std::string name;
+      if (!PercentDecode(a, &name)) return bad("bad table name");
+      info->tables.push_back(name);
+    } else if (kind == "file") {
+      CheckpointFile f;
+      f.name = a;
+      if (!(fields >> f.size) || f.name.empty() || f.name.find('/') != std::string::npos) {
+        return bad("bad file line");
+      }
+      info->bytes += f.size;
+      info->files.push_back(f);
+    } else {
+      return bad("unknown record '" + kind + "'");
+    }
+    if (fields >> extra) return bad("trailing data on line '" + line + "'");
+  }
+  if (!have_clock || info->store.empty()) return bad("missing clock or store");
+  return Status::OK();
+}
+
+Status VerifyRestoredStore(const std::string& dir) {
+  rocksdb::Options options = storage_internal::MakeDbOptions(ParamStoreOptions{});
+  options.create_if_missing = false;
+  rocksdb::DB* raw = nullptr;
+  RETURN_IF_ERROR(storage_internal::FromRocks(rocksdb::DB::OpenForReadOnly(options, dir, &raw),
+                                              "cannot open"));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  RETURN_IF_ERROR(storage_internal::FromRocks(db->VerifyChecksum(), "checksum verification"));
+  std::string value;
+  RETURN_IF_ERROR(storage_internal::FromRocks(
+      db->Get(rocksdb::ReadOptions(), storage_internal::kStoreMetaKey, &value),
+      "cannot read store metadata"));
+  storage_internal::StoreMeta meta;
+  return storage_internal::DecodeStoreMeta(value, "store metadata", &meta);
+}
+
+std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
+    s.replace(pos, from.size(), to);
+  }
+  return s;
+}
+
+}  // namespace
+
+namespace storage_internal {
+
+Status WriteCheckpointManifest(const std::string& dir, int64_t clock, const std::string& store,
+                               const std::vector<std::string>& tables) {
+  std::vector<CheckpointFile> files;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const std::string name = it->path().filename().string();
+    if (name.rfind(kCheckpointManifestName, 0) == 0) continue;
+    files.push_back({name, static_cast<uint64_t>(it->file_size(ec))});
+    if (ec) break;
+  }
+  if (ec) return IOError("cannot list checkpoint " + dir + ": " + ec.message());
+  std::sort(files.begin(), files.end(),
+            [](const CheckpointFile& a, const CheckpointFile& b) { return a.name < b.name; });
+  std::string text = std::string(kManifestHeader) + "\n";
+  text += "clock " + std::to_string(clock) + "\n";
+  text += "store " + store + "\n";
+  for (const std::string& t : tables) text += "table " + PercentEncode(t) + "\n";
+  for (const CheckpointFile& f : files) {
+    text += "file " + f.name + " " + std::to_string(f.size) + "\n";
+  }
+  text += "crc32c " + Hex32(Crc32c(0, text.data(), text.size())) + "\n";
+  return WriteFileAtomic(dir + "/" + kCheckpointManifestName, text);
+}
+
+}  // namespace storage_internal
+
+std::string CheckpointDirName(int64_t clock) { return kCheckpointPrefix + std::to_string(clock); }
+
+StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
+  try {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return NotFoundError("no checkpoint directory " + dir);
+    const std::string path = dir + "/" + kCheckpointManifestName;
+    std::string text;
+    Status s = storage_internal::ReadFile(path, &text);
+    if (s.code() == StatusCode::kNotFound) {
+      return CorruptionError("checkpoint " + dir + " has no manifest " + path);
+    }
+    RETURN_IF_ERROR(s);
+    CheckpointInfo info;
+    info.dir = dir;
+    RETURN_IF_ERROR(ParseManifest(path, text, &info));
+    for (const CheckpointFile& f : info.files) {
+      const std::string file = dir + "/" + f.name;
+      const uint64_t size = fs::file_size(file, ec);
+      if (ec) return CorruptionError("checkpoint file " + file + " is missing: " + ec.message());
+      if (size != f.size) {
+        return CorruptionError("checkpoint file " + file + " has " + std::to_string(size) +
+                               " bytes, the manifest says " + std::to_string(f.size));
+      }
+    }
+    return info;
+  } catch (const std::exception& e) {
+    return InternalError("reading checkpoint " + dir + ": " + e.what());
+  }
+}
+
+Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& data_dir) {
+  try {
+    ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(checkpoint_dir));
+    std::string target = data_dir;
+    while (target.size() > 1 && target.back() == '/') target.pop_back();
+    const std::string staging = target + ".restoring";
+    const std::string old = target + ".replaced";
+    RETURN_IF_ERROR(storage_internal::RemoveAll(staging));
+    std::error_code ec;
+    fs::create_directories(staging, ec);
+    if (ec) return IOError("cannot create " + staging + ": " + ec.message());
+
+    Status s = [&]() -> Status {
+      for (const CheckpointFile& f : info.files) {
+        const std::string src = checkpoint_dir + "/" + f.name;
+        const std::string dst = staging + "/" + f.name;
+        const bool immutable = f.name.size() > 4 && f.name.compare(f.name.size() - 4, 4, ".sst") == 0;
+        RETURN_IF_ERROR(immutable ? storage_internal::LinkOrCopyFile(src, dst)
+                                  : storage_internal::CopyFile(src, dst));
+      }
+      RETURN_IF_ERROR(storage_internal::SyncPath(staging));
+      Status v = VerifyRestoredStore(staging);
+      if (!v.ok()) {
+        // Name the checkpoint's files, not the scratch copy's.
+        return Status(v.code() == StatusCode::kNotFound ? StatusCode::kCorruption : v.code(),
+                      "checkpoint " + checkpoint_dir + " is corrupt: " +
+                          ReplaceAll(v.message(), staging, checkpoint_dir));
+      }
+      return Status::OK();
+    }();
+    if (!s.ok()) {
+      storage_internal::RemoveAll(staging).IgnoreError();
+      return s;
+    }
+
+    // Swap: data_dir -> .replaced, staging -> data_dir, then drop the old one.
+    RETURN_IF_ERROR(storage_internal::RemoveAll(old));
+    const bool had_data = fs::exists(target, ec);
+    if (had_data) {
+      fs::rename(target, old, ec);
+      if (ec) return IOError("cannot move " + target + " aside: " + ec.message());
+    }
+    fs::rename(staging, target, ec);
+    if (ec) {
+      std::error_code undo;
+      if (had_data) fs::rename(old, target, undo);
+      return IOError("cannot move restored checkpoint into " + target + ": " + ec.message());
+    }
+    RETURN_IF_ERROR(storage_internal::SyncPath(storage_internal::ParentDir(target)));
+    if (had_data) RETURN_IF_ERROR(storage_internal::RemoveAll(old));
+    LOG(INFO) << "restored checkpoint " << checkpoint_dir << " (clock " << info.clock << ", "
+              << info.bytes << " bytes) into " << target;
+    return Status::OK();
+  } catch (const std::exception& e) {
+    return InternalError("restoring checkpoint " + checkpoint_dir + ": " + e.what());
+  }
+}
+
+std::vector<CheckpointInfo> ListCheckpoints(const std::string& root) {
+  std::vector<CheckpointInfo> result;
+  try {
+    std::error_code ec;
+    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+      int64_t clock;
+      if (!it->is_directory(ec) || !ParseCheckpointDirName(it->path().filename().string(), &clock)) {
+        continue;
+      }
+      StatusOr<CheckpointInfo> info = ReadCheckpointInfo(it->path().string());
+      if (!info.ok()) {
+        LOG(WARNING) << "skipping invalid checkpoint: " << info.status();
+        continue;
+      }
+      result.push_back(std::move(info).value());
+    }
+  } catch (const std::exception& e) {
+    LOG(WARNING) << "listing checkpoints under " << root << ": " << e.what();
+  }
+  std::sort(result.begin(), result.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
+    return a.clock != b.clock ? a.clock < b.clock : a.dir < b.dir;
+  });
+  return result;
+}
+
+Status PruneCheckpoints(const std::string& root, int keep_last_k) {
+  if (keep_last_k < 1) {
+    return InvalidArgumentError("PruneCheckpoints: keep_last_k must be >= 1, got " +
+                                std::to_string(keep_last_k));
+  }
+  std::vector<CheckpointInfo> all = ListCheckpoints(root);
+  if (all.size() <= static_cast<size_t>(keep_last_k)) return Status::OK();
+  for (size_t i = 0; i + keep_last_k < all.size(); ++i) {
+    RETURN_IF_ERROR(storage_internal::RemoveAll(all[i].dir));
+  }
+  return Status::OK();
+}
+
+}  // namespace relaxps

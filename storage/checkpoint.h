@@ -1,0 +1,75 @@
+// Checkpoints of a durable ParamStore: reading, restoring, listing and
+// pruning the directories that ParamStore::Checkpoint writes.
+//
+// A checkpoint directory holds a RocksDB checkpoint (SST files hard-linked
+// from the live store, copies of its MANIFEST, OPTIONS and WAL files) plus a
+// manifest file, RELAXPS_CHECKPOINT, that makes it self-describing: the clock
+// it was tagged with, the store kind, the tables, every data file with its
+// size, and a CRC-32C over the manifest itself. Checkpoint() builds the
+// directory under "<dir>.tmp" and renames it into place, so a directory named
+// by the caller is either complete or absent.
+//
+// By convention a server keeps its checkpoints under one root as
+// "<root>/ckpt-<clock>" (CheckpointDirName); ListCheckpoints and
+// PruneCheckpoints work on such a root.
+//
+// Thread-safety: the functions are stateless; callers must not restore into
+// a data_dir that an open store is using, nor prune a checkpoint being read.
+#ifndef RELAXPS_STORAGE_CHECKPOINT_H_
+#define RELAXPS_STORAGE_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace relaxps {
+
+struct CheckpointFile {
+  std::string name;  // Relative to the checkpoint directory.
+  uint64_t size = 0;
+};
+
+struct CheckpointInfo {
+  std::string dir;                  // The checkpoint directory.
+  int64_t clock = 0;                // Clock passed to ParamStore::Checkpoint.
+  std::string store;                // Name() of the store that wrote it.
+  std::vector<std::string> tables;  // Sorted table names.
+  std::vector<CheckpointFile> files;
+  uint64_t bytes = 0;               // Sum of the file sizes.
+};
+
+// Name of the manifest file inside a checkpoint directory.
+inline constexpr char kCheckpointManifestName[] = "RELAXPS_CHECKPOINT";
+
+// "ckpt-<clock>": the directory name of a checkpoint under a root.
+std::string CheckpointDirName(int64_t clock);
+
+// Reads and validates the manifest of `dir`: its checksum, and that every
+// listed file exists with its recorded size. NotFound if `dir` does not
+// exist; Corruption naming the file if the manifest is missing, truncated or
+// garbled, or a data file is missing or has the wrong size.
+StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir);
+
+// Replaces the contents of `data_dir` with a copy of `checkpoint_dir`
+// (immutable SST files are hard-linked when possible, the rest is copied),
+// after verifying that the copy opens as a store and that every block
+// checksum matches. On any failure data_dir is left untouched and the error
+// (Corruption for a bad checkpoint) names the checkpoint and the bad file.
+// REQUIRES: no store is open on data_dir.
+Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& data_dir);
+
+// The valid checkpoints "<root>/ckpt-*", sorted by clock (oldest first).
+// Directories that fail ReadCheckpointInfo are skipped with a warning; an
+// unreadable or missing root gives an empty list.
+std::vector<CheckpointInfo> ListCheckpoints(const std::string& root);
+
+// Deletes all but the newest keep_last_k valid checkpoints under root.
+// InvalidArgument if keep_last_k < 1; IOError naming the directory that
+// could not be removed.
+Status PruneCheckpoints(const std::string& root, int keep_last_k);
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_STORAGE_CHECKPOINT_H_

@@ -1,0 +1,159 @@
+// RocksDbStore: the durable ParamStore (declaration shared by the .cc files
+// that implement it; see rocksdb_store.cc for the design). Internal: users
+// get one through NewParamStore.
+//
+// Thread-safety: not internally synchronized; a server serializes calls per
+// store (param_store.h).
+#ifndef RELAXPS_STORAGE_INTERNAL_ROCKSDB_STORE_IMPL_H_
+#define RELAXPS_STORAGE_INTERNAL_ROCKSDB_STORE_IMPL_H_
+
+#include <exception>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include "storage/internal/aligned_floats.h"
+#include "storage/internal/rocksdb_store.h"
+#include "storage/internal/row_cache.h"
+#include "storage/internal/store_format.h"
+#include "storage/param_store.h"
+
+namespace relaxps {
+namespace storage_internal {
+
+// Write batches of staged or moved rows are cut at this size to bound memory.
+inline constexpr size_t kBatchBytes = 4 << 20;
+
+// Runs fn, turning any exception (std::bad_alloc, std::system_error, ...) into
+// an Internal status: nothing thrown below escapes the module.
+template <typename Fn>
+auto Guarded(const char* what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return InternalError(std::string(what) + ": " + e.what());
+  } catch (...) {
+    return InternalError(std::string(what) + ": unknown exception");
+  }
+}
+
+class RocksDbStore final : public ParamStore {
+ public:
+  static StatusOr<std::unique_ptr<ParamStore>> Open(const ParamStoreOptions& options);
+  ~RocksDbStore() override;
+
+  const char* Name() const override { return "rocksdb"; }
+  StatusOr<DenseShard*> CreateDense(const DenseShardSpec& spec) override {
+    return Guarded("CreateDense", [&] { return DoCreateDense(spec); });
+  }
+  DenseShard* GetDense(const std::string& table) override;
+  Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) override {
+    return Guarded("DenseUpdated", [&] { return DoDenseUpdated(shard, offset, n); });
+  }
+  Status CreateSparse(const SparseTableSpec& spec) override {
+    return Guarded("CreateSparse", [&] { return DoCreateSparse(spec); });
+  }
+  const SparseTableSpec* GetSparse(const std::string& table) const override {
+    auto it = sparse_.find(table);
+    return it == sparse_.end() ? nullptr : &it->second->spec;
+  }
+  Status ReadRows(const std::string& table, const uint64_t* ids, size_t n,
+                  float* out) override {
+    return Guarded("ReadRows", [&] { return DoReadRows(table, ids, n, out); });
+  }
+  Status WriteRows(const std::string& table, const uint64_t* ids, size_t n,
+                   const float* rows) override {
+    return Guarded("WriteRows", [&] { return DoWriteRows(table, ids, n, rows); });
+  }
+  StatusOr<uint64_t> NumRows(const std::string& table) override {
+    auto it = sparse_.find(table);
+    if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
+    return it->second->num_rows;
+  }
+  Status Flush(int64_t clock) override {
+    return Guarded("Flush", [&] { return DoFlush(clock); });
+  }
+  Status Checkpoint(const std::string& dir, int64_t clock) override {
+    return Guarded("Checkpoint", [&] { return DoCheckpoint(dir, clock); });
+  }
+  std::vector<std::string> Tables() const override;
+
+  RowCacheStats CacheStats() const {
+    return {cache_.bytes(), cache_.budget_bytes(), cache_.size(), cache_.evictions()};
+  }
+
+ private:
+  struct DenseTable {
+    uint32_t id = 0;
+    DenseShard shard;  // shard.slots point into arrays.
+    std::vector<AlignedFloats> arrays;
+  };
+  struct SparseTable {
+    uint32_t id = 0;
+    SparseTableSpec spec;
+    uint64_t num_rows = 0;
+  };
+
+  explicit RocksDbStore(const ParamStoreOptions& options)
+      : options_(options),
+        cache_(std::max<size_t>(options.cache_mb, 1) << 20) {}
+
+  // Opening.
+  Status Recover();
+  Status ApplyStagedRows(int64_t clock);
+  Status DiscardStagedRows();
+  StatusOr<DenseTable*> LoadDense(const TableMeta& meta);
+
+  // Table bodies of the public methods (which catch exceptions).
+  StatusOr<DenseShard*> DoCreateDense(const DenseShardSpec& spec);
+  Status DoDenseUpdated(DenseShard* shard, size_t offset, size_t n);
+  Status DoCreateSparse(const SparseTableSpec& spec);
+  Status DoReadRows(const std::string& table, const uint64_t* ids, size_t n, float* out);
+  Status DoWriteRows(const std::string& table, const uint64_t* ids, size_t n, const float* rows);
+  Status DoFlush(int64_t clock);
+  Status DoCheckpoint(const std::string& dir, int64_t clock);
+
+  // Rows.
+  StatusOr<SparseTable*> FindSparse(const std::string& table);
+  // The cached entry of a row, loading it from disk on a miss; nullptr if the
+  // row does not exist anywhere.
+  StatusOr<RowCache::Entry*> FetchRow(const SparseTable& t, uint64_t row);
+  // Writes dirty victims back (staged keys) and evicts down to 15/16 of the
+  // budget. REQUIRES: !options_.wal_per_update or no dirty rows.
+  Status EvictIfNeeded();
+  // Writes all dirty cached rows to staged keys and marks them clean.
+  Status StageDirtyRows();
+
+  // Writing.
+  void PutDenseChunks(const DenseTable& t, uint64_t first_chunk, uint64_t end_chunk,
+                      rocksdb::WriteBatch* batch) const;
+  void PutDenseMeta(const DenseTable& t, rocksdb::WriteBatch* batch) const;
+  void PutSparseMeta(const SparseTable& t, uint64_t num_rows, rocksdb::WriteBatch* batch) const;
+  Status Write(rocksdb::WriteBatch* batch, bool wal, bool sync, const char* what);
+  Status FlushMemtables(const char* what);
+  uint32_t NewTableId() { return meta_.next_table_id++; }
+  std::string Where() const { return "param store " + options_.data_dir; }
+
+  // Constant after construction.
+  const ParamStoreOptions options_;
+  std::unique_ptr<rocksdb::DB> db_;
+
+  // Not synchronized: the server serializes calls per store (param_store.h).
+  StoreMeta meta_;
+  std::map<std::string, std::unique_ptr<DenseTable>> dense_;
+  // Dense shards on disk that nobody has asked for yet (loaded lazily).
+  std::map<std::string, TableMeta> unloaded_dense_;
+  std::map<std::string, std::unique_ptr<SparseTable>> sparse_;
+  RowCache cache_;
+  // Rows were written to staged keys since the last Flush.
+  bool staged_rows_ = false;
+};
+
+}  // namespace storage_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_STORAGE_INTERNAL_ROCKSDB_STORE_IMPL_H_

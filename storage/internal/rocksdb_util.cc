@@ -1,0 +1,59 @@
+#include "storage/internal/rocksdb_util.h"
+
+#include <algorithm>
+
+#include <rocksdb/cache.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+
+namespace relaxps {
+namespace storage_internal {
+
+Status FromRocks(const rocksdb::Status& s, const std::string& context) {
+  if (s.ok()) return Status::OK();
+  std::string m = context + ": " + s.ToString();
+  if (s.IsCorruption()) return CorruptionError(std::move(m));
+  if (s.IsNotFound() || s.IsPathNotFound()) return NotFoundError(std::move(m));
+  if (s.IsInvalidArgument() || s.IsNotSupported()) return InvalidArgumentError(std::move(m));
+  if (s.IsBusy() || s.IsTryAgain() || s.IsTimedOut()) return UnavailableError(std::move(m));
+  if (s.IsAborted() || s.IsShutdownInProgress()) return AbortedError(std::move(m));
+  return IOError(std::move(m));
+}
+
+rocksdb::Options MakeDbOptions(const ParamStoreOptions& options) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  const size_t cache_bytes = std::max<size_t>(options.cache_mb, 1) * kMiB;
+  const size_t eighth = cache_bytes / 8;
+
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  // Verify file sizes and checksums at open, so a truncated store fails with
+  // Corruption instead of serving garbage.
+  o.paranoid_checks = true;
+  o.max_open_files = 256;
+  o.max_background_jobs = 2;
+  o.write_buffer_size = std::clamp(eighth, 4 * kMiB, 64 * kMiB);
+  o.max_write_buffer_number = 2;
+  o.target_file_size_base = 64 * kMiB;
+  o.max_bytes_for_level_base = 256 * kMiB;
+  // Trained floats barely compress; spending CPU on it slows every flush.
+  o.compression = rocksdb::kNoCompression;
+  // Unflushed memtable data is either in the WAL (wal_per_update) or
+  // deliberately uncommitted (rows evicted since the last Flush), so closing
+  // never needs to flush.
+  o.avoid_flush_during_shutdown = true;
+  o.max_log_file_size = 4 * kMiB;
+  o.keep_log_file_num = 2;
+
+  rocksdb::BlockBasedTableOptions t;
+  t.block_cache = rocksdb::NewLRUCache(std::clamp(eighth, 4 * kMiB, 256 * kMiB));
+  t.cache_index_and_filter_blocks = true;
+  t.pin_l0_filter_and_index_blocks_in_cache = true;
+  t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  t.block_size = 16 * 1024;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  return o;
+}
+
+}  // namespace storage_internal
+}  // namespace relaxps

@@ -1,0 +1,89 @@
+// On-disk format of the RocksDB param store: key layout and the encoding of
+// its metadata records.
+//
+// Keys (one byte of kind, then big-endian integers so that a table's keys are
+// contiguous and ordered):
+//   "M"                               StoreMeta (format version, next table id)
+//   "F"                               FlushRecord (clock of the last Flush,
+//                                     staged rows still to be applied)
+//   "t" + table name                  TableMeta (kind, id, spec, step/clock or
+//                                     row count)
+//   "d" + be32 id + u8 slot + be64 i  dense chunk i of a slot: kDenseChunkFloats
+//                                     floats (the last one may be shorter)
+//   "r" + be32 id + be64 row          committed sparse row record (all slots)
+//   "s" + be32 id + be64 row          staged row: evicted from the cache since
+//                                     the last Flush; committed by the next one
+// Floats are stored in host (little-endian) byte order.
+//
+// All functions are pure; safe to call from any thread.
+#ifndef RELAXPS_STORAGE_INTERNAL_STORE_FORMAT_H_
+#define RELAXPS_STORAGE_INTERNAL_STORE_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "storage/param_store.h"
+
+namespace relaxps {
+namespace storage_internal {
+
+inline constexpr uint32_t kStoreFormatVersion = 1;
+// 64 KiB per dense chunk: large enough for cheap sequential writes, small
+// enough that a wal_per_update write of a few keys stays small.
+inline constexpr size_t kDenseChunkFloats = 16384;
+
+inline constexpr char kStoreMetaKey[] = "M";
+inline constexpr char kFlushKey[] = "F";
+inline constexpr char kTablePrefix = 't';
+inline constexpr char kDensePrefix = 'd';
+inline constexpr char kRowPrefix = 'r';
+inline constexpr char kStagedPrefix = 's';
+
+struct StoreMeta {
+  uint32_t version = kStoreFormatVersion;
+  uint32_t next_table_id = 1;
+};
+
+struct FlushRecord {
+  int64_t clock = 0;
+  // true: the staged rows ("s" keys) belong to the last Flush and must be
+  // moved to "r" keys on open; false: staged rows are uncommitted garbage.
+  bool apply_pending = false;
+};
+
+enum class TableKind : uint8_t { kDense = 0, kSparse = 1 };
+
+struct TableMeta {
+  TableKind kind = TableKind::kDense;
+  uint32_t id = 0;
+  DenseShardSpec dense;    // kind == kDense.
+  int64_t step = 0;        // kind == kDense.
+  int64_t clock = 0;       // kind == kDense.
+  SparseTableSpec sparse;  // kind == kSparse.
+  uint64_t num_rows = 0;   // kind == kSparse.
+  const std::string& name() const { return kind == TableKind::kDense ? dense.table : sparse.table; }
+};
+
+std::string EncodeStoreMeta(const StoreMeta& m);
+std::string EncodeFlushRecord(const FlushRecord& f);
+std::string EncodeTableMeta(const TableMeta& t);
+// Corruption (mentioning `what`) for a truncated or malformed record.
+Status DecodeStoreMeta(const std::string& data, const std::string& what, StoreMeta* m);
+Status DecodeFlushRecord(const std::string& data, const std::string& what, FlushRecord* f);
+Status DecodeTableMeta(const std::string& data, const std::string& what, TableMeta* t);
+
+std::string TableMetaKey(const std::string& table);
+std::string DenseChunkKey(uint32_t table_id, int slot, uint64_t chunk);
+// Prefix of all chunks of a dense table.
+std::string DensePrefix(uint32_t table_id);
+std::string RowKey(char prefix, uint32_t table_id, uint64_t row);
+// Parses a "d" key. false if malformed.
+bool ParseDenseChunkKey(const std::string& key, uint32_t* table_id, int* slot, uint64_t* chunk);
+// Parses an "r" or "s" key. false if malformed.
+bool ParseRowKey(const std::string& key, uint32_t* table_id, uint64_t* row);
+
+}  // namespace storage_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_STORAGE_INTERNAL_STORE_FORMAT_H_

@@ -1,0 +1,411 @@
+// Tests of the RocksDB-backed ParamStore: round trips, initialization,
+// durability at Flush, per-update WAL under SIGKILL, the bounded row cache,
+// and opening damaged stores.
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "storage/internal/rocksdb_store.h"
+#include "storage/param_store.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace relaxps {
+namespace {
+
+using testing_storage::ScopedTempDir;
+#define ASSERT_OK RELAXPS_STORAGE_ASSERT_OK
+
+Initializer Uniform(uint64_t seed, uint64_t end) {
+  Initializer init;
+  init.seed = seed;
+  init.segments.push_back({0, end, InitKind::kUniform, -0.5f, 0.5f});
+  return init;
+}
+
+DenseShardSpec DenseSpec(uint64_t begin = 0, uint64_t end = 40000, int slots = 3) {
+  // 40000 keys: three 64 KiB chunks, the last one partial.
+  return {"w", begin, end, slots, Uniform(11, 1 << 20), 0.125f};
+}
+
+SparseTableSpec SparseSpec(uint32_t width = 8, int slots = 2) {
+  return {"emb", width, slots, Uniform(5, width), 0.0f};
+}
+
+std::unique_ptr<ParamStore> OpenStore(const std::string& dir, size_t cache_mb = 64,
+                                      bool wal = false) {
+  ParamStoreOptions o;
+  o.kind = "rocksdb";
+  o.data_dir = dir;
+  o.cache_mb = cache_mb;
+  o.wal_per_update = wal;
+  StatusOr<std::unique_ptr<ParamStore>> store = NewParamStore(o);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+// A value that differs per (row, column) and per "version" of the data.
+float RowValue(uint64_t row, size_t col, int version) {
+  return static_cast<float>(row % 10007) * 0.25f + static_cast<float>(col) * 0.001f +
+         static_cast<float>(version) * 1000.0f;
+}
+
+std::vector<float> MakeRows(const std::vector<uint64_t>& ids, size_t row_floats, int version) {
+  std::vector<float> rows(ids.size() * row_floats);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (size_t c = 0; c < row_floats; ++c) rows[i * row_floats + c] = RowValue(ids[i], c, version);
+  }
+  return rows;
+}
+
+std::vector<float> InitialRow(const SparseTableSpec& spec, uint64_t id) {
+  std::vector<float> row(spec.row_floats(), spec.slot_init);
+  spec.init.FillRow(id, spec.width, row.data());
+  return row;
+}
+
+void SetDense(DenseShard* shard, int version) {
+  for (size_t s = 0; s < shard->slots.size(); ++s) {
+    for (size_t i = 0; i < shard->size(); ++i) shard->slots[s][i] = RowValue(i, s, version);
+  }
+}
+
+void ExpectDense(const DenseShard* shard, int version) {
+  for (size_t s = 0; s < shard->slots.size(); ++s) {
+    for (size_t i = 0; i < shard->size(); ++i) {
+      ASSERT_EQ(shard->slots[s][i], RowValue(i, s, version)) << "slot " << s << " key " << i;
+    }
+  }
+}
+
+class RocksDbStoreTest : public ::testing::Test {
+ protected:
+  ScopedTempDir tmp_{"rocksdb_store_test"};
+  std::string dir_ = tmp_.path() + "/db";
+};
+
+TEST_F(RocksDbStoreTest, DenseAndSparseRoundTrip) {
+  auto store = OpenStore(dir_);
+  ASSERT_NE(store, nullptr);
+  EXPECT_STREQ(store->Name(), "rocksdb");
+  StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*shard)->slots[0]) % 64, 0u);
+  SetDense(*shard, 1);
+  ASSERT_OK(store->DenseUpdated(*shard, 0, (*shard)->size()));
+  EXPECT_EQ(store->DenseUpdated(*shard, 39999, 2).code(), StatusCode::kInvalidArgument);
+
+  const SparseTableSpec spec = SparseSpec();
+  ASSERT_OK(store->CreateSparse(spec));
+  std::vector<uint64_t> ids = {1, 7, 1ull << 50};
+  std::vector<float> rows = MakeRows(ids, spec.row_floats(), 1);
+  ASSERT_OK(store->WriteRows("emb", ids.data(), ids.size(), rows.data()));
+  std::vector<float> back(rows.size());
+  ASSERT_OK(store->ReadRows("emb", ids.data(), ids.size(), back.data()));
+  EXPECT_EQ(back, rows);
+  EXPECT_EQ(*store->NumRows("emb"), 3u);
+  EXPECT_EQ(store->Tables(), (std::vector<std::string>{"emb", "w"}));
+  EXPECT_EQ(store->ReadRows("nope", ids.data(), 1, back.data()).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->CreateSparse({"w", 4, 1, {}, 0.0f}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(RocksDbStoreTest, InitializationIsIndependentOfSharding) {
+  // One shard [0, 40000) against two shards [0, 15000) + [15000, 40000) in
+  // different stores, and against the memory store.
+  auto whole = OpenStore(dir_ + "-whole");
+  auto left = OpenStore(dir_ + "-left");
+  auto right = OpenStore(dir_ + "-right");
+  auto memory = NewMemoryStore();
+  StatusOr<DenseShard*> w = whole->CreateDense(DenseSpec(0, 40000));
+  StatusOr<DenseShard*> l = left->CreateDense(DenseSpec(0, 15000));
+  StatusOr<DenseShard*> r = right->CreateDense(DenseSpec(15000, 40000));
+  StatusOr<DenseShard*> m = memory->CreateDense(DenseSpec(0, 40000));
+  ASSERT_TRUE(w.ok() && l.ok() && r.ok() && m.ok());
+  for (int s = 0; s < 3; ++s) {
+    for (size_t i = 0; i < 40000; ++i) {
+      const float expect = i < 15000 ? (*l)->slots[s][i] : (*r)->slots[s][i - 15000];
+      ASSERT_EQ((*w)->slots[s][i], expect) << s << "/" << i;
+      ASSERT_EQ((*m)->slots[s][i], expect) << s << "/" << i;
+    }
+  }
+  EXPECT_NE((*w)->slots[0][0], (*w)->slots[0][1]);  // Really initialized.
+  EXPECT_EQ((*w)->slots[1][5], 0.125f);
+
+  const SparseTableSpec spec = SparseSpec();
+  ASSERT_OK(left->CreateSparse(spec));
+  ASSERT_OK(memory->CreateSparse(spec));
+  std::vector<uint64_t> ids = {3, 99, 123456789};
+  std::vector<float> a(ids.size() * spec.row_floats()), b(a.size());
+  ASSERT_OK(left->ReadRows("emb", ids.data(), ids.size(), a.data()));
+  ASSERT_OK(memory->ReadRows("emb", ids.data(), ids.size(), b.data()));
+  EXPECT_EQ(a, b);
+  std::vector<float> expect = InitialRow(spec, 99);
+  EXPECT_EQ(std::vector<float>(a.begin() + 16, a.begin() + 32), expect);
+  for (const char* suffix : {"-whole", "-left", "-right"}) {
+    std::filesystem::remove_all(dir_ + suffix);
+  }
+}
+
+TEST_F(RocksDbStoreTest, ReopenAfterFlushRestoresDataStateStepAndClock) {
+  const SparseTableSpec spec = SparseSpec();
+  std::vector<uint64_t> ids = {2, 4, 8, 16, 1ull << 40};
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok());
+    SetDense(*shard, 2);
+    (*shard)->step = 17;
+    (*shard)->clock = 9;
+    ASSERT_OK(store->CreateSparse(spec));
+    std::vector<float> rows = MakeRows(ids, spec.row_floats(), 2);
+    ASSERT_OK(store->WriteRows("emb", ids.data(), ids.size(), rows.data()));
+    std::vector<float> scratch(spec.row_floats());
+    const uint64_t untouched = 77;  // Created by a read: must exist after reopen too.
+    ASSERT_OK(store->ReadRows("emb", &untouched, 1, scratch.data()));
+    ASSERT_OK(store->Flush(9));
+  }
+  auto store = OpenStore(dir_);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Tables(), (std::vector<std::string>{"emb", "w"}));
+  // Sparse tables are back without CreateSparse.
+  ASSERT_NE(store->GetSparse("emb"), nullptr);
+  EXPECT_EQ(store->GetSparse("emb")->width, spec.width);
+  EXPECT_EQ(*store->NumRows("emb"), 6u);
+  std::vector<float> back(ids.size() * spec.row_floats());
+  ASSERT_OK(store->ReadRows("emb", ids.data(), ids.size(), back.data()));
+  EXPECT_EQ(back, MakeRows(ids, spec.row_floats(), 2));  // Params and optimizer slot.
+  EXPECT_EQ(*store->NumRows("emb"), 6u);
+
+  // A different shape is refused; the same one returns the persisted data.
+  EXPECT_EQ(store->CreateDense(DenseSpec(0, 40001)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->CreateSparse(SparseSpec(9)).code(), StatusCode::kInvalidArgument);
+  StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  EXPECT_EQ((*shard)->step, 17);
+  EXPECT_EQ((*shard)->clock, 9);
+  ExpectDense(*shard, 2);
+}
+
+TEST_F(RocksDbStoreTest, GetDenseLoadsPersistedShardLazily) {
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok());
+    SetDense(*shard, 4);
+    ASSERT_OK(store->Flush(1));
+  }
+  auto store = OpenStore(dir_);
+  DenseShard* shard = store->GetDense("w");
+  ASSERT_NE(shard, nullptr);
+  ExpectDense(shard, 4);
+  EXPECT_EQ(store->GetDense("other"), nullptr);
+}
+
+TEST_F(RocksDbStoreTest, UnflushedDataIsAbsentAfterReopenWithoutWal) {
+  const SparseTableSpec spec = SparseSpec(64, 2);
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < 4000; ++i) ids.push_back(i * 3);  // 2 MiB of rows: 2x the cache.
+  {
+    auto store = OpenStore(dir_, /*cache_mb=*/1);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok());
+    SetDense(*shard, 1);
+    ASSERT_OK(store->CreateSparse(spec));
+    std::vector<float> v1 = MakeRows(ids, spec.row_floats(), 1);
+    ASSERT_OK(store->WriteRows("emb", ids.data(), ids.size(), v1.data()));
+    ASSERT_OK(store->Flush(1));
+
+    // Version 2 everywhere, plus new rows; evictions stage some of it on disk.
+    SetDense(*shard, 2);
+    (*shard)->step = 5;
+    ASSERT_OK(store->DenseUpdated(*shard, 0, (*shard)->size()));
+    std::vector<float> v2 = MakeRows(ids, spec.row_floats(), 2);
+    ASSERT_OK(store->WriteRows("emb", ids.data(), ids.size(), v2.data()));
+    std::vector<uint64_t> fresh = {1, 2, 4};
+    std::vector<float> scratch(fresh.size() * spec.row_floats());
+    ASSERT_OK(store->ReadRows("emb", fresh.data(), fresh.size(), scratch.data()));
+    EXPECT_EQ(*store->NumRows("emb"), ids.size() + 3);
+    auto stats = storage_internal::GetRowCacheStats(store.get());
+    ASSERT_TRUE(stats.ok());
+    EXPECT_GT(stats->evictions, 0u);  // Some version-2 rows did reach the disk.
+  }
+  auto store = OpenStore(dir_, 1);
+  StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+  ASSERT_TRUE(shard.ok());
+  ExpectDense(*shard, 1);
+  EXPECT_EQ((*shard)->step, 0);
+  EXPECT_EQ(*store->NumRows("emb"), ids.size());
+  std::vector<float> back(ids.size() * spec.row_floats());
+  ASSERT_OK(store->ReadRows("emb", ids.data(), ids.size(), back.data()));
+  EXPECT_EQ(back, MakeRows(ids, spec.row_floats(), 1));
+}
+
+TEST_F(RocksDbStoreTest, LruCacheEvictsAndKeepsEveryRowOfATable8xTheCache) {
+  const SparseTableSpec spec = SparseSpec(64, 2);  // 512 bytes per row.
+  const size_t num_rows = 16384;                     // 8 MiB of rows, cache 1 MiB.
+  std::vector<uint64_t> ids(num_rows);
+  for (size_t i = 0; i < num_rows; ++i) ids[i] = i * 7919 + 13;
+  {
+    auto store = OpenStore(dir_, /*cache_mb=*/1);
+    ASSERT_OK(store->CreateSparse(spec));
+    // Write in batches of 256 rows, then rewrite every other batch (dirty rows
+    // that were evicted are read back from staged keys, changed, evicted again).
+    for (size_t b = 0; b < num_rows; b += 256) {
+      std::vector<uint64_t> part(ids.begin() + b, ids.begin() + b + 256);
+      std::vector<float> rows = MakeRows(part, spec.row_floats(), 1);
+      ASSERT_OK(store->WriteRows("emb", part.data(), part.size(), rows.data()));
+    }
+    for (size_t b = 0; b < num_rows; b += 512) {
+      std::vector<uint64_t> part(ids.begin() + b, ids.begin() + b + 256);
+      std::vector<float> rows = MakeRows(part, spec.row_floats(), 2);
+      ASSERT_OK(store->WriteRows("emb", part.data(), part.size(), rows.data()));
+    }
+    auto stats = storage_internal::GetRowCacheStats(store.get());
+    ASSERT_TRUE(stats.ok());
+    EXPECT_LE(stats->bytes, stats->budget_bytes);
+    EXPECT_EQ(stats->budget_bytes, size_t{1} << 20);
+    EXPECT_LT(stats->rows, num_rows / 6);
+    EXPECT_GT(stats->evictions, num_rows);
+    EXPECT_EQ(*store->NumRows("emb"), num_rows);
+
+    std::vector<float> back(256 * spec.row_floats());
+    for (size_t b = 0; b < num_rows; b += 256) {
+      std::vector<uint64_t> part(ids.begin() + b, ids.begin() + b + 256);
+      ASSERT_OK(store->ReadRows("emb", part.data(), part.size(), back.data()));
+      ASSERT_EQ(back, MakeRows(part, spec.row_floats(), (b / 256) % 2 == 0 ? 2 : 1)) << b;
+    }
+    ASSERT_OK(store->Flush(3));
+  }
+  auto store = OpenStore(dir_, 1);
+  EXPECT_EQ(*store->NumRows("emb"), num_rows);
+  std::vector<float> back(256 * spec.row_floats());
+  for (size_t b = 0; b < num_rows; b += 256) {
+    std::vector<uint64_t> part(ids.begin() + b, ids.begin() + b + 256);
+    ASSERT_OK(store->ReadRows("emb", part.data(), part.size(), back.data()));
+    ASSERT_EQ(back, MakeRows(part, spec.row_floats(), (b / 256) % 2 == 0 ? 2 : 1)) << b;
+  }
+}
+
+// ---- wal_per_update under a real SIGKILL ------------------------------------
+
+constexpr char kCrashDirEnv[] = "RELAXPS_STORAGE_TEST_CRASH_DIR";
+
+// Runs in the death-test child: acknowledged updates, then SIGKILL (no Flush,
+// no destructors).
+void WriteThenDie(const std::string& dir, bool wal) {
+  auto store = OpenStore(dir, 1, wal);
+  if (store == nullptr) _exit(3);
+  auto shard = store->CreateDense(DenseSpec());
+  if (!shard.ok() || !store->CreateSparse(SparseSpec()).ok()) _exit(4);
+  if (!store->Flush(1).ok()) _exit(5);  // Version "initial" is committed.
+  for (size_t i = 20000; i < 20100; ++i) (*shard)->slots[0][i] = 42.0f + i;
+  for (size_t i = 20000; i < 20100; ++i) (*shard)->slots[2][i] = -1.0f;
+  (*shard)->step = 3;
+  (*shard)->clock = 2;
+  if (!store->DenseUpdated(*shard, 20000, 100).ok()) _exit(6);
+  std::vector<uint64_t> ids = {10, 20, 30};
+  std::vector<float> rows = MakeRows(ids, SparseSpec().row_floats(), 7);
+  if (!store->WriteRows("emb", ids.data(), ids.size(), rows.data()).ok()) _exit(7);
+  ::kill(::getpid(), SIGKILL);
+  _exit(8);
+}
+
+class RocksDbStoreCrashTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RocksDbStoreCrashTest, SigkillKeepsAcknowledgedUpdatesOnlyWithWal) {
+  const bool wal = GetParam();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // Re-exec: no inherited RocksDB threads.
+  if (const char* child_dir = ::getenv(kCrashDirEnv)) {
+    WriteThenDie(child_dir, wal);  // Only reached in the death-test child.
+  }
+  ScopedTempDir tmp("rocksdb_crash_test");
+  const std::string dir = tmp.path() + "/db";
+  ::setenv(kCrashDirEnv, dir.c_str(), 1);
+  EXPECT_EXIT(WriteThenDie(dir, wal), ::testing::KilledBySignal(SIGKILL), "");
+  ::unsetenv(kCrashDirEnv);
+
+  auto store = OpenStore(dir, 1, wal);
+  ASSERT_NE(store, nullptr);
+  StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  std::vector<float> init(40000);
+  DenseSpec().init.Fill(0, 40000, init.data());
+  const uint64_t rows_before_read = *store->NumRows("emb");
+  std::vector<uint64_t> ids = {10, 20, 30};
+  std::vector<float> back(ids.size() * SparseSpec().row_floats());
+  ASSERT_OK(store->ReadRows("emb", ids.data(), ids.size(), back.data()));
+  if (wal) {
+    for (size_t i = 20000; i < 20100; ++i) {
+      ASSERT_EQ((*shard)->slots[0][i], 42.0f + i);
+      ASSERT_EQ((*shard)->slots[2][i], -1.0f);
+    }
+    EXPECT_EQ((*shard)->slots[0][19999], init[19999]);
+    EXPECT_EQ((*shard)->step, 3);
+    EXPECT_EQ((*shard)->clock, 2);
+    EXPECT_EQ(back, MakeRows(ids, SparseSpec().row_floats(), 7));
+    EXPECT_EQ(rows_before_read, 3u);
+  } else {
+    for (size_t i = 20000; i < 20100; ++i) ASSERT_EQ((*shard)->slots[0][i], init[i]);
+    EXPECT_EQ((*shard)->step, 0);
+    EXPECT_EQ(rows_before_read, 0u);
+    EXPECT_EQ(std::vector<float>(back.begin(), back.begin() + 16), InitialRow(SparseSpec(), 10));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Wal, RocksDbStoreCrashTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "WalPerUpdate" : "NoWal"; });
+
+// ---- Damaged stores ---------------------------------------------------------
+
+TEST_F(RocksDbStoreTest, OpeningADamagedStoreFailsWithAnErrorNamingIt) {
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok());
+    ASSERT_OK(store->Flush(1));
+  }
+  // Truncate every SST file to half its size.
+  int truncated = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    if (e.path().extension() == ".sst") {
+      std::filesystem::resize_file(e.path(), e.file_size() / 2);
+      ++truncated;
+    }
+  }
+  ASSERT_GT(truncated, 0);
+  ParamStoreOptions o;
+  o.data_dir = dir_;
+  StatusOr<std::unique_ptr<ParamStore>> store = NewParamStore(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_TRUE(store.status().code() == StatusCode::kCorruption ||
+              store.status().code() == StatusCode::kIOError)
+      << store.status();
+  EXPECT_NE(store.status().message().find(dir_), std::string::npos) << store.status();
+}
+
+TEST_F(RocksDbStoreTest, OpeningAGarbledCurrentFileFails) {
+  { ASSERT_NE(OpenStore(dir_), nullptr); }
+  { std::ofstream(dir_ + "/CURRENT", std::ios::trunc) << "MANIFEST-999999\n"; }
+  ParamStoreOptions o;
+  o.data_dir = dir_;
+  StatusOr<std::unique_ptr<ParamStore>> store = NewParamStore(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find(dir_), std::string::npos) << store.status();
+}
+
+TEST_F(RocksDbStoreTest, FactoryRejectsMissingDataDir) {
+  ParamStoreOptions o;
+  o.kind = "rocksdb";
+  EXPECT_EQ(NewParamStore(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace relaxps
