@@ -1,0 +1,63 @@
+#include "apps/trainer/metrics.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+namespace relaxps {
+namespace trainer {
+
+StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::string& path) {
+  FILE* file = nullptr;
+  if (!path.empty()) {
+    file = std::fopen(path.c_str(), "w");
+    if (file == nullptr) {
+      return IOError(path + ": cannot create metrics file: " + std::strerror(errno));
+    }
+    std::fprintf(file,
+                 "time_s,worker,clock,samples,loss,train_acc,test_acc,samples_per_s,"
+                 "bytes_sent,bytes_received,epoch,test_loss\n");
+    std::fflush(file);
+  }
+  return std::unique_ptr<MetricsWriter>(new MetricsWriter(path, file));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+Status MetricsWriter::Write(const MetricsRow& r) {
+  if (file_ == nullptr) return Status::OK();
+  char test_acc[32] = "", test_loss[32] = "";
+  if (r.evaluated) {
+    std::snprintf(test_acc, sizeof(test_acc), "%.4f", r.test_acc);
+    std::snprintf(test_loss, sizeof(test_loss), "%.6f", r.test_loss);
+  }
+  const int n = std::fprintf(file_,
+                             "%.3f,%d,%" PRId64 ",%" PRId64 ",%.6f,%.4f,%s,%.1f,%" PRIu64
+                             ",%" PRIu64 ",%" PRId64 ",%s\n",
+                             r.time_s, r.worker, r.clock, r.samples, r.loss, r.train_acc,
+                             test_acc, r.samples_per_s, r.bytes_sent, r.bytes_received, r.epoch,
+                             test_loss);
+  if (n < 0 || std::fflush(file_) != 0) {
+    return IOError(path_ + ": cannot write metrics: " + std::strerror(errno));
+  }
+  return Status::OK();
+}
+
+std::string FormatProgress(const char* kind, const MetricsRow& r, double latest_test_acc) {
+  char acc[32] = "nan";  // never "-nan"
+  if (!std::isnan(latest_test_acc)) std::snprintf(acc, sizeof(acc), "%.4f", latest_test_acc);
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "%s worker=%d time_s=%.1f clock=%" PRId64 " epoch=%" PRId64 " samples=%" PRId64
+                " samples_per_s=%.1f loss=%.4f train_acc=%.4f test_acc=%s",
+                kind, r.worker, r.time_s, r.clock, r.epoch, r.samples, r.samples_per_s, r.loss,
+                r.train_acc, acc);
+  return buf;
+}
+
+}  // namespace trainer
+}  // namespace relaxps

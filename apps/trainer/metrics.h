@@ -1,0 +1,70 @@
+// Training metrics: the per-worker CSV file and the one-line progress
+// records on stdout.
+//
+// CSV columns (header written on open):
+//   time_s,worker,clock,samples,loss,train_acc,test_acc,samples_per_s,
+//   bytes_sent,bytes_received,epoch,test_loss
+// time_s counts from the start of training; loss and train_acc are means
+// over the steps since the previous row; test_acc/test_loss are empty in
+// rows without an evaluation; samples_per_s is the rate since the previous
+// row; bytes are cumulative client traffic (0 in local mode).
+//
+// Progress lines are `<kind> key=value ...` with a fixed key order, kind
+// "progress" or "final", so scripts can parse them with a split.
+//
+// Thread-safety: a MetricsWriter is used by one thread.
+#ifndef RELAXPS_APPS_TRAINER_METRICS_H_
+#define RELAXPS_APPS_TRAINER_METRICS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "common/status.h"
+
+namespace relaxps {
+namespace trainer {
+
+struct MetricsRow {
+  double time_s = 0.0;
+  int worker = 0;
+  int64_t clock = 0;
+  int64_t samples = 0;   // cumulative
+  double loss = 0.0;     // mean since the previous row
+  double train_acc = 0.0;
+  bool evaluated = false;  // test_* valid
+  double test_acc = 0.0;
+  double test_loss = 0.0;
+  double samples_per_s = 0.0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  int64_t epoch = 0;     // completed epochs of this worker's part
+};
+
+class MetricsWriter {
+ public:
+  // An empty path writes no file. IOError naming the path if it cannot be
+  // created.
+  static StatusOr<std::unique_ptr<MetricsWriter>> Open(const std::string& path);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  // Appends and flushes one row (so a killed worker leaves its rows behind).
+  Status Write(const MetricsRow& row);
+
+ private:
+  MetricsWriter(std::string path, FILE* file) : path_(std::move(path)), file_(file) {}
+  const std::string path_;
+  FILE* file_;  // owned; null when no file is written
+};
+
+// "progress worker=0 time_s=12.0 clock=350 epoch=0 samples=11200
+//  samples_per_s=933.1 loss=0.6123 train_acc=0.7800 test_acc=0.8012"
+// `test_acc` is the latest evaluation, nan before the first one.
+std::string FormatProgress(const char* kind, const MetricsRow& row, double latest_test_acc);
+
+}  // namespace trainer
+}  // namespace relaxps
+
+#endif  // RELAXPS_APPS_TRAINER_METRICS_H_

@@ -1,0 +1,134 @@
+#include "apps/trainer/ps_params.h"
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <utility>
+
+namespace relaxps {
+namespace trainer {
+namespace {
+
+using kernels::Device;
+using kernels::DeviceBuffer;
+
+class PsParams final : public ParamSource {
+ public:
+  PsParams(Client* client, Device* device, const PsParamsOptions& options)
+      : client_(client),
+        device_(device),
+        options_(options),
+        size_(options.table.size),
+        on_host_(device->type() == kernels::DeviceType::kCpu),
+        params_host_(size_),
+        incoming_(size_),
+        grads_host_(size_) {
+    if (!on_host_) {
+      params_device_ = DeviceBuffer<float>(device, size_);
+      grads_device_ = DeviceBuffer<float>(device, size_);
+    }
+  }
+
+  // Pulls the table's current values.
+  Status Start() {
+    RETURN_IF_ERROR(Wait(client_->Pull(table(), 0, incoming_), "pull"));
+    std::swap(params_host_, incoming_);
+    if (!on_host_) {
+      device_->CopyToDevice(params_device_.data(), params_host_.data(), params_host_.bytes());
+    }
+    return Status::OK();
+  }
+
+  std::string Name() const override { return "ps"; }
+  size_t size() const override { return size_; }
+  const float* params() const override {
+    return on_host_ ? params_host_.data() : params_device_.data();
+  }
+  float* grads() override { return on_host_ ? grads_host_.data() : grads_device_.data(); }
+
+  Status Update() override {
+    if (!on_host_) {
+      device_->CopyToHost(grads_host_.data(), grads_device_.data(), grads_host_.bytes());
+    }
+    // Receive into the spare buffer so that a failed request leaves params()
+    // as it was.
+    RETURN_IF_ERROR(Wait(client_->PushPull(table(), 0, grads_host_, incoming_), "push-pull"));
+    std::swap(params_host_, incoming_);
+    if (grads_host_.owner().use_count() > 1) {
+      // The client kept the gradient (e.g. queued for a resend): leave it
+      // that buffer and write the next gradient elsewhere.
+      grads_host_ = FloatBuffer(size_);
+    }
+    if (!on_host_) {
+      device_->CopyToDevice(params_device_.data(), params_host_.data(), params_host_.bytes());
+    }
+    return Status::OK();
+  }
+
+  Status Clock() override {
+    Status s = client_->Clock();
+    if (!s.ok()) return s.WithPrefix("clock of worker " + std::to_string(client_->worker_id()));
+    return Status::OK();
+  }
+  int64_t clock() const override { return client_->clock(); }
+
+  TrafficStats stats() const override {
+    ClientStats c = client_->stats();
+    TrafficStats t;
+    t.bytes_sent = c.bytes_sent;
+    t.bytes_received = c.bytes_received;
+    return t;
+  }
+
+ private:
+  const std::string& table() const { return options_.table.name; }
+
+  // Waits for a request with a bound, and names it in any error.
+  Status Wait(std::future<Status> f, const char* what) {
+    const std::string name = std::string(what) + " of table '" + table() + "'";
+    if (f.wait_for(std::chrono::milliseconds(options_.wait_timeout_ms)) !=
+        std::future_status::ready) {
+      // The client still references our buffers; they stay alive through
+      // their shared owner, so abandoning the request is safe.
+      incoming_ = FloatBuffer(size_);
+      grads_host_ = FloatBuffer(size_);
+      return DeadlineExceededError(name + ": no reply within " +
+                                   std::to_string(options_.wait_timeout_ms) + " ms");
+    }
+    Status s = f.get();
+    if (!s.ok()) return s.WithPrefix(name);
+    return Status::OK();
+  }
+
+  // Constant after construction.
+  Client* const client_;
+  Device* const device_;
+  const PsParamsOptions options_;
+  const size_t size_;
+  const bool on_host_;  // CPU device: the host buffers are the device buffers
+
+  FloatBuffer params_host_;
+  FloatBuffer incoming_;  // receives the next parameters
+  FloatBuffer grads_host_;
+  DeviceBuffer<float> params_device_;  // CUDA only
+  DeviceBuffer<float> grads_device_;   // CUDA only
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ParamSource>> NewPsParams(Client* client, Device* device,
+                                                   const PsParamsOptions& options) {
+  CHECK(client != nullptr && device != nullptr);
+  if (options.table.type != TableType::kDense || options.table.size == 0) {
+    return InvalidArgumentError("the model table must be dense and non-empty");
+  }
+  RETURN_IF_ERROR(options.table.Validate());
+  Status created = client->CreateTable(options.table);
+  if (!created.ok()) return created.WithPrefix("create table '" + options.table.name + "'");
+  auto ps = std::make_unique<PsParams>(client, device, options);
+  RETURN_IF_ERROR(ps->Start());
+  return std::unique_ptr<ParamSource>(std::move(ps));
+}
+
+}  // namespace trainer
+}  // namespace relaxps

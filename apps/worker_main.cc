@@ -1,0 +1,323 @@
+// relaxps-worker: trains a model on Fashion-MNIST, either alone (--local, the
+// "no parameter server" baseline) or as one worker of a relaxps job
+// (--coordinator=tcp://host:port).
+//
+// Exit status: 0 done (duration/epochs reached, or SIGTERM/SIGINT after the
+// current step), 1 runtime error (data, diverged training, metrics file),
+// 2 bad flags or an unavailable --device, 3 the parameter server failed
+// (Unavailable, DeadlineExceeded or Aborted). Errors are one line on stderr
+// and an `error worker=... code=...` line on stdout.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "apps/trainer/mnist.h"
+#include "apps/trainer/model.h"
+#include "apps/trainer/param_source.h"
+#include "apps/trainer/trainer.h"
+#include "kernels/device.h"
+#include "kernels/optimizer.h"
+#ifdef RELAXPS_TRAINER_WITH_CLIENT
+#include "apps/trainer/ps_params.h"
+#include "client/client.h"
+#endif
+
+// ---- Where parameters live ----
+DEFINE_string(coordinator, "", "Coordinator endpoint (tcp://host:port) of the relaxps job");
+DEFINE_bool(local, false, "Train without a parameter server (optimizer applied in-process)");
+DEFINE_string(table, "model", "Name of the dense table holding the model (PS mode)");
+DEFINE_string(wire_dtype, "fp32", "Payload encoding on the wire: fp32 or fp16 (PS mode)");
+DEFINE_int32(request_timeout_ms, 10000, "Deadline of each parameter-server request");
+
+// ---- Model and optimizer ----
+DEFINE_string(model, "cnn", "mlp (784-256-10), mlp-<w1>-<w2>... or cnn (the paper's)");
+DEFINE_int32(batch, 32, "Mini-batch size per worker");
+DEFINE_double(lr, 0.01, "Learning rate");
+DEFINE_string(optimizer, "momentum", "sgd, momentum, adam or adagrad");
+DEFINE_double(momentum, 0.9, "Momentum coefficient (--optimizer=momentum)");
+DEFINE_double(dropout, 0.25, "Dropout probability after the CNN's fc512 (0 disables)");
+DEFINE_uint64(seed, 1, "Seed of the initialization, data partition, shuffles and dropout");
+
+// ---- Data ----
+DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
+              "Directory with {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz");
+DEFINE_int32(worker_index, 0, "This worker's part of the training set (--local; PS mode uses "
+                              "the id the coordinator assigns)");
+DEFINE_int32(num_workers, 1, "Number of parts the training set is split into (--local; PS "
+                             "mode uses the job's expected worker count when it is set)");
+
+// ---- Run length, evaluation, metrics ----
+DEFINE_double(duration_s, 0, "Stop after this many seconds of training (0: no limit)");
+DEFINE_int64(epochs, 0, "Stop after this many passes over this worker's part (0: no limit)");
+DEFINE_double(eval_every_s, 30, "Evaluate on the test set every this many seconds (0: only at "
+                                "the end)");
+DEFINE_uint64(eval_examples, 0, "Test examples used by periodic evaluations (0: all 10000)");
+DEFINE_int32(eval_batch, 256, "Mini-batch size of evaluations");
+DEFINE_bool(eval_all_workers, false, "Evaluate on every worker, not only worker 0");
+DEFINE_bool(final_eval, true, "Evaluate on the full test set at the end");
+DEFINE_double(log_every_s, 5, "Progress line and metrics row every this many seconds");
+DEFINE_string(metrics_csv, "", "Write per-interval metrics to this CSV file");
+DEFINE_int32(straggle_ms, 0, "Sleep this long every step (straggler experiments)");
+
+// ---- Device ----
+DEFINE_string(device, "cpu", "cpu or cuda");
+DEFINE_int32(cuda_device, 0, "CUDA device ordinal (--device=cuda)");
+DEFINE_int32(cpu_threads, 1, "OpenBLAS threads (1 avoids oversubscribing small machines)");
+
+namespace relaxps {
+namespace {
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitPsFailed = 3;
+
+std::atomic<bool> g_stop{false};
+
+void OnStopSignal(int) { g_stop.store(true); }
+
+void InstallSignalHandlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  // A second signal gets the default action: kill the worker at once.
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+[[noreturn]] void Fail(int code, int worker, const std::string& what, const Status& status) {
+  std::fprintf(stderr, "relaxps-worker: %s: %s\n", what.c_str(), status.ToString().c_str());
+  std::fprintf(stdout, "error worker=%d code=%s exit=%d\n", worker,
+               StatusCodeName(status.code()), code);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::exit(code);
+}
+
+[[noreturn]] void UsageError(const std::string& message) {
+  std::fprintf(stderr, "relaxps-worker: %s (see --help)\n", message.c_str());
+  std::exit(kExitUsage);
+}
+
+bool IsPsFailure(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded ||
+         s.code() == StatusCode::kAborted;
+}
+
+// gflags exits with status 1 on an unknown flag or a bad value; check the
+// command line first so that those are usage errors (status 2) with a clear
+// message.
+void CheckCommandLine(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') UsageError("unexpected argument '" + arg + "'");
+    std::string body = arg.substr(arg[1] == '-' ? 2 : 1);
+    const size_t eq = body.find('=');
+    std::string name = body.substr(0, eq);
+    gflags::CommandLineFlagInfo info;
+    if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
+      // --nofoo for bool foo.
+      if (eq == std::string::npos && name.compare(0, 2, "no") == 0 &&
+          gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) && info.type == "bool") {
+        continue;
+      }
+      UsageError("unknown flag --" + name);
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = body.substr(eq + 1);
+    } else if (info.type == "bool") {
+      continue;
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      UsageError("flag --" + name + " needs a value");
+    }
+    // Validate the value on a scratch copy of the flag: set it now (the real
+    // parse below sets it again to the same value).
+    if (gflags::SetCommandLineOption(name.c_str(), value.c_str()).empty()) {
+      UsageError("bad value '" + value + "' for --" + name + " (" + info.type + ")");
+    }
+  }
+}
+
+// Range checks of flag values that gflags cannot express.
+void CheckFlagValues() {
+  if (FLAGS_local == !FLAGS_coordinator.empty()) {
+    UsageError("pass exactly one of --local and --coordinator=tcp://host:port");
+  }
+  if (FLAGS_batch <= 0) UsageError("--batch must be positive");
+  if (!(FLAGS_lr > 0) || !std::isfinite(FLAGS_lr)) UsageError("--lr must be positive");
+  if (!(FLAGS_dropout >= 0 && FLAGS_dropout < 1)) UsageError("--dropout must be in [0, 1)");
+  if (FLAGS_num_workers <= 0 || FLAGS_worker_index < 0 ||
+      FLAGS_worker_index >= FLAGS_num_workers) {
+    UsageError("need 0 <= --worker_index < --num_workers");
+  }
+  if (!(FLAGS_duration_s >= 0) || FLAGS_epochs < 0) {
+    UsageError("--duration_s and --epochs must be >= 0");
+  }
+  if (!(FLAGS_eval_every_s >= 0) || !(FLAGS_log_every_s >= 0) || FLAGS_eval_batch <= 0) {
+    UsageError("--eval_every_s and --log_every_s must be >= 0, --eval_batch > 0");
+  }
+  if (FLAGS_straggle_ms < 0) UsageError("--straggle_ms must be >= 0");
+  if (FLAGS_cpu_threads < 0) UsageError("--cpu_threads must be >= 0");
+  if (FLAGS_request_timeout_ms <= 0) UsageError("--request_timeout_ms must be positive");
+  if (FLAGS_wire_dtype != "fp32" && FLAGS_wire_dtype != "fp16") {
+    UsageError("--wire_dtype must be fp32 or fp16");
+  }
+}
+
+OptimizerOptions OptimizerFromFlags() {
+  OptimizerOptions o;
+  o.name = FLAGS_optimizer;
+  o.lr = static_cast<float>(FLAGS_lr);
+  o.momentum = static_cast<float>(FLAGS_momentum);
+  return o;
+}
+
+int Main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "relaxps-worker (--local | --coordinator=tcp://host:port) [--model=cnn|mlp] "
+      "[--duration_s=N | --epochs=N] [flags]");
+  CheckCommandLine(argc, argv);
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  CheckFlagValues();
+  InstallSignalHandlers();
+
+  // ---- Device and model ----
+  StatusOr<kernels::DeviceType> type = kernels::ParseDeviceType(FLAGS_device);
+  if (!type.ok()) UsageError("--device: " + type.status().message());
+  kernels::DeviceOptions device_options;
+  device_options.type = *type;
+  device_options.cuda_device = FLAGS_cuda_device;
+  device_options.cpu_threads = FLAGS_cpu_threads;
+  StatusOr<std::unique_ptr<kernels::Device>> device = kernels::NewDevice(device_options);
+  if (!device.ok()) {
+    std::fprintf(stderr, "relaxps-worker: --device=%s is not available: %s\n",
+                 FLAGS_device.c_str(), device.status().message().c_str());
+    return kExitUsage;
+  }
+
+  trainer::ModelOptions model_options;
+  model_options.name = FLAGS_model;
+  model_options.batch_size = FLAGS_batch;
+  model_options.dropout = static_cast<float>(FLAGS_dropout);
+  StatusOr<std::unique_ptr<trainer::Model>> model = trainer::NewModel(model_options);
+  if (!model.ok()) UsageError("--model: " + model.status().message());
+  {
+    // Reject a bad optimizer name or rate before loading or connecting.
+    StatusOr<std::unique_ptr<kernels::Optimizer>> probe =
+        kernels::NewOptimizer(OptimizerFromFlags());
+    if (!probe.ok()) UsageError("--optimizer/--lr: " + probe.status().message());
+  }
+
+  // ---- Data ----
+  StatusOr<trainer::FashionMnist> data = trainer::LoadFashionMnist(FLAGS_data_dir);
+  if (!data.ok()) Fail(kExitError, FLAGS_worker_index, "cannot load the data", data.status());
+
+  // ---- Parameters: local or through the parameter server ----
+  trainer::TrainerOptions options;
+  options.worker_index = FLAGS_worker_index;
+  options.num_workers = FLAGS_num_workers;
+  options.seed = FLAGS_seed;
+  options.duration_s = FLAGS_duration_s;
+  options.epochs = FLAGS_epochs;
+  options.eval_every_s = FLAGS_eval_every_s;
+  options.eval_examples = FLAGS_eval_examples;
+  options.eval_all_workers = FLAGS_eval_all_workers;
+  options.final_eval = FLAGS_final_eval;
+  options.eval_batch = FLAGS_eval_batch;
+  options.log_every_s = FLAGS_log_every_s;
+  options.metrics_csv = FLAGS_metrics_csv;
+  options.straggle_ms = FLAGS_straggle_ms;
+
+  const Initializer init = (*model)->MakeInitializer(FLAGS_seed);
+  std::unique_ptr<trainer::ParamSource> source;
+#ifdef RELAXPS_TRAINER_WITH_CLIENT
+  std::unique_ptr<Client> client;
+#endif
+  if (FLAGS_local) {
+    trainer::LocalParamsOptions local;
+    local.size = (*model)->num_params();
+    local.init = init;
+    local.optimizer = OptimizerFromFlags();
+    StatusOr<std::unique_ptr<trainer::ParamSource>> s =
+        trainer::NewLocalParams(device->get(), local);
+    if (!s.ok()) UsageError(s.status().message());
+    source = std::move(*s);
+  } else {
+#ifdef RELAXPS_TRAINER_WITH_CLIENT
+    ClientOptions client_options;
+    client_options.coordinator = FLAGS_coordinator;
+    client_options.role = "worker";
+    client_options.request_timeout_ms = FLAGS_request_timeout_ms;
+    client_options.wire_dtype = FLAGS_wire_dtype;
+    StatusOr<std::unique_ptr<Client>> connected = Client::Connect(client_options);
+    if (!connected.ok()) {
+      Fail(IsPsFailure(connected.status()) ? kExitPsFailed : kExitError, -1,
+           "cannot join the job at " + FLAGS_coordinator, connected.status());
+    }
+    client = std::move(*connected);
+    const int id = client->worker_id();
+    const int expected = client->job().expected_workers;
+    options.num_workers = expected > 0 ? expected : FLAGS_num_workers;
+    // A worker that replaces a lost one (a higher id) takes over a part.
+    options.worker_index = id % options.num_workers;
+    options.worker_id = id;
+    LOG(INFO) << "worker " << id << " joined " << FLAGS_coordinator << " ("
+              << client->job().consistency << ", " << options.num_workers
+              << " workers); training on data part " << options.worker_index;
+
+    trainer::PsParamsOptions ps;
+    ps.table.name = FLAGS_table;
+    ps.table.type = TableType::kDense;
+    ps.table.size = (*model)->num_params();
+    ps.table.optimizer = OptimizerFromFlags();
+    ps.table.init = init;
+    ps.wait_timeout_ms = FLAGS_request_timeout_ms + 10000;
+    StatusOr<std::unique_ptr<trainer::ParamSource>> s =
+        trainer::NewPsParams(client.get(), device->get(), ps);
+    if (!s.ok()) {
+      Fail(IsPsFailure(s.status()) ? kExitPsFailed : kExitError, id,
+           "worker " + std::to_string(id) + ": parameter server", s.status());
+    }
+    source = std::move(*s);
+#else
+    UsageError("this build has no parameter-server client; use --local");
+#endif
+  }
+
+  StatusOr<std::unique_ptr<trainer::Trainer>> t = trainer::Trainer::Create(
+      options, device->get(), model->get(), source.get(), &*data);
+  if (!t.ok()) UsageError(t.status().message());
+  const int metrics_worker = options.worker_id >= 0 ? options.worker_id : options.worker_index;
+  LOG(INFO) << "training " << (*model)->Name() << " (" << (*model)->num_params()
+            << " parameters) on " << (*device)->Name() << ", " << source->Name()
+            << " parameters, batch " << FLAGS_batch << ", " << FLAGS_optimizer << " lr "
+            << FLAGS_lr;
+  StatusOr<trainer::TrainResult> result = (*t)->Run(&g_stop);
+  if (!result.ok()) {
+    const bool ps = IsPsFailure(result.status()) && !FLAGS_local;
+    Fail(ps ? kExitPsFailed : kExitError, metrics_worker,
+         ps ? "parameter server failed" : "training failed", result.status());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace relaxps
+
+int main(int argc, char** argv) { return relaxps::Main(argc, argv); }
