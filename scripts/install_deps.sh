@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every Debian package that relaxps' build, tests and main job need.
+# Idempotent: installs only what is missing (apt-get update first, as root).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libzmq3-dev cppzmq-dev
+  libprotobuf-dev protobuf-compiler
+  librocksdb-dev
+  libgflags-dev libgoogle-glog-dev
+  libgtest-dev libgmock-dev
+  libopenblas-dev
+  zlib1g-dev
+  dataset-fashion-mnist
+  python3
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+  else
+    echo "install_deps: missing packages (${missing[*]}) and not root; run as root" >&2
+    exit 1
+  fi
+fi
+echo "install_deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Runs a complete relaxps job on this machine: a coordinator, --servers
+# parameter servers and --workers training workers on 127.0.0.1.
+#
+#   scripts/run_local.sh [--servers=2] [--workers=2] [--model=cnn] [--duration_s=120]
+#                        [--epochs=N] [--consistency=async|ssp|bsp] [--staleness=2]
+#                        [--out_dir=runs/<time>] [--port=0] [worker flags...]
+#
+# Flags for the coordinator (--consistency, --staleness, --recovery,
+# --heartbeat_timeout_ms) and the servers (--store, --data_dir, --cache_mb,
+# --wal_per_update, --flush_every_clocks; RocksDB data goes under
+# <out_dir>/data/server-<i>) are routed to them; --server.X=Y and
+# --coordinator.X=Y pass any other flag; everything else goes to the workers
+# (--lr, --batch, --optimizer, --seed, --wire_dtype, --device, ...).
+#
+# Prints a progress line every few seconds, stops every process it started on
+# any exit (Ctrl-C included), and exits non-zero naming what died if a
+# server or the coordinator dies.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+SERVERS=2
+WORKERS=2
+DURATION_S=""
+EPOCHS=""
+MODEL=cnn
+PORT=0
+OUT_DIR=""
+PROGRESS_S=5
+COORD_ARGS=()
+SERVER_ARGS=()
+WORKER_ARGS=()
+SKIP_BUILD=${RELAXPS_SKIP_BUILD:-0}
+
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+
+for arg in "$@"; do
+  case "$arg" in
+    -h|--help) usage; exit 0 ;;
+    --servers=*) SERVERS=${arg#*=} ;;
+    --workers=*) WORKERS=${arg#*=} ;;
+    --duration_s=*) DURATION_S=${arg#*=} ;;
+    --epochs=*) EPOCHS=${arg#*=} ;;
+    --model=*) MODEL=${arg#*=} ;;
+    --port=*) PORT=${arg#*=} ;;
+    --out_dir=*) OUT_DIR=${arg#*=} ;;
+    --progress_s=*) PROGRESS_S=${arg#*=} ;;
+    --skip_build) SKIP_BUILD=1 ;;
+    --consistency=*|--staleness=*|--recovery=*|--heartbeat_timeout_ms=*) COORD_ARGS+=("$arg") ;;
+    --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
+    --coordinator.*) COORD_ARGS+=("--${arg#--coordinator.}") ;;
+    --server.*) SERVER_ARGS+=("--${arg#--server.}") ;;
+    --*) WORKER_ARGS+=("$arg") ;;
+    *) echo "run_local.sh: unexpected argument '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
+for v in SERVERS WORKERS PORT PROGRESS_S; do
+  if ! [[ ${!v} =~ ^[0-9]+$ ]]; then echo "run_local.sh: --${v,,} must be a number" >&2; exit 2; fi
+done
+if [ "$SERVERS" -lt 1 ] || [ "$WORKERS" -lt 1 ]; then
+  echo "run_local.sh: need at least one server and one worker" >&2; exit 2
+fi
+if [ -z "$DURATION_S" ] && [ -z "$EPOCHS" ]; then DURATION_S=120; fi
+
+if [ "$SKIP_BUILD" != 1 ]; then
+  "$ROOT/scripts/install_deps.sh" || exit 1
+  "$ROOT/scripts/build.sh" >"${TMPDIR:-/tmp}/relaxps-build.log" 2>&1 || {
+    tail -n 40 "${TMPDIR:-/tmp}/relaxps-build.log"; echo "run_local.sh: build failed" >&2; exit 1; }
+fi
+BIN=${RELAXPS_BIN:-$ROOT/${BUILD_DIR:-build}/bin}
+for b in relaxps-coordinator relaxps-server relaxps-worker; do
+  [ -x "$BIN/$b" ] || { echo "run_local.sh: $BIN/$b not found (build failed?)" >&2; exit 1; }
+done
+
+[ -n "$OUT_DIR" ] || OUT_DIR="$ROOT/runs/$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$OUT_DIR" || exit 1
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+
+PIDS=()
+NAMES=()
+cleanup() {
+  trap - EXIT INT TERM
+  local p
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for _ in $(seq 1 30); do
+    local alive=0
+    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  wait 2>/dev/null
+}
+on_signal() { echo "run_local.sh: interrupted; stopping every process" >&2; cleanup; exit 130; }
+trap cleanup EXIT
+trap on_signal INT TERM
+
+start() {  # start NAME LOG CMD...
+  local name=$1 log=$2; shift 2
+  "$@" >"$log" 2>&1 &
+  PIDS+=($!)
+  NAMES+=("$name")
+}
+
+die() {
+  echo "run_local.sh: $*" >&2
+  echo "run_local.sh: logs in $OUT_DIR" >&2
+  exit 1
+}
+
+# ---- Coordinator -------------------------------------------------------------
+COORD_EP_FILE="$OUT_DIR/coordinator.endpoint"
+rm -f "$COORD_EP_FILE"
+start coordinator "$OUT_DIR/coordinator.log" "$BIN/relaxps-coordinator" \
+  --bind="tcp://127.0.0.1:${PORT/#0/*}" --endpoint_file="$COORD_EP_FILE" \
+  --num_servers="$SERVERS" --num_workers="$WORKERS" "${COORD_ARGS[@]}"
+for _ in $(seq 1 100); do
+  [ -s "$COORD_EP_FILE" ] && break
+  kill -0 "${PIDS[0]}" 2>/dev/null || die "coordinator exited at start-up: $(tail -n 3 "$OUT_DIR/coordinator.log")"
+  sleep 0.1
+done
+[ -s "$COORD_EP_FILE" ] || die "coordinator did not start within 10 s"
+COORD=$(cat "$COORD_EP_FILE")
+
+# ---- Servers -------------------------------------------------------------------
+for i in $(seq 0 $((SERVERS - 1))); do
+  start "server $i" "$OUT_DIR/server-$i.log" "$BIN/relaxps-server" --coordinator="$COORD" \
+    --server_id="$i" --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}"
+done
+
+# ---- Workers -------------------------------------------------------------------
+STOP_ARGS=()
+[ -n "$DURATION_S" ] && STOP_ARGS+=(--duration_s="$DURATION_S")
+[ -n "$EPOCHS" ] && STOP_ARGS+=(--epochs="$EPOCHS")
+FIRST_WORKER=${#PIDS[@]}
+for i in $(seq 0 $((WORKERS - 1))); do
+  start "worker $i" "$OUT_DIR/worker-$i.log" "$BIN/relaxps-worker" --coordinator="$COORD" \
+    --model="$MODEL" --num_workers="$WORKERS" --metrics_csv="$OUT_DIR/worker-$i.csv" \
+    "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}"
+done
+
+echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), model $MODEL" \
+     "${COORD_ARGS[*]} ${WORKER_ARGS[*]}; logs in $OUT_DIR"
+
+# ---- Supervise -------------------------------------------------------------------
+declare -A REPORTED
+START=$(date +%s)
+LAST_PROGRESS=$START
+while true; do
+  # Control plane: any death ends the job.
+  for idx in $(seq 0 $((FIRST_WORKER - 1))); do
+    pid=${PIDS[$idx]}
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid" 2>/dev/null; code=$?
+      name=${NAMES[$idx]}
+      log="$OUT_DIR/${name// /-}.log"
+      die "$name (pid $pid) died with exit code $code; last log lines:
+$(tail -n 5 "$log" 2>/dev/null)"
+    fi
+  done
+  running=0
+  for idx in $(seq "$FIRST_WORKER" $((${#PIDS[@]} - 1))); do
+    pid=${PIDS[$idx]}
+    if kill -0 "$pid" 2>/dev/null; then
+      running=$((running + 1))
+    elif [ -z "${REPORTED[$idx]:-}" ]; then
+      wait "$pid" 2>/dev/null; code=$?
+      REPORTED[$idx]=$code
+      if [ "$code" != 0 ]; then
+        echo "run_local.sh: ${NAMES[$idx]} (pid $pid) exited with code $code; the others continue" >&2
+        tail -n 2 "$OUT_DIR/${NAMES[$idx]// /-}.log" >&2
+      fi
+    fi
+  done
+  [ "$running" = 0 ] && break
+  now=$(date +%s)
+  if [ $((now - LAST_PROGRESS)) -ge "$PROGRESS_S" ]; then
+    LAST_PROGRESS=$now
+    for i in $(seq 0 $((WORKERS - 1))); do
+      line=$(grep -a '^progress ' "$OUT_DIR/worker-$i.log" 2>/dev/null | tail -n 1)
+      [ -n "$line" ] && echo "[$((now - START))s] $line"
+    done
+  fi
+  sleep 0.5
+done
+
+# ---- Summary ----------------------------------------------------------------------
+failed=0
+for idx in $(seq "$FIRST_WORKER" $((${#PIDS[@]} - 1))); do
+  [ "${REPORTED[$idx]:-0}" != 0 ] && failed=$((failed + 1))
+done
+for i in $(seq 0 $((WORKERS - 1))); do
+  line=$(grep -a '^final ' "$OUT_DIR/worker-$i.log" 2>/dev/null | tail -n 1)
+  [ -n "$line" ] && echo "$line"
+done
+acc=$(grep -a '^final ' "$OUT_DIR"/worker-*.log 2>/dev/null | grep -o 'test_acc=[0-9.]*' | head -n 1 | cut -d= -f2)
+total_sps=$(grep -a '^final ' "$OUT_DIR"/worker-*.log 2>/dev/null | grep -o 'samples_per_s=[0-9.]*' | cut -d= -f2 | awk '{s += $1} END {if (NR) printf "%.1f", s}')
+echo "run_local.sh: final test accuracy ${acc:-unknown}; total samples/s ${total_sps:-unknown}"
+echo "run_local.sh: logs and metrics CSVs in $OUT_DIR"
+if [ "$failed" = "$WORKERS" ]; then
+  echo "run_local.sh: every worker failed" >&2
+  exit 1
+fi
+exit 0
