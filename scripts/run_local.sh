@@ -193,8 +193,9 @@ for i in $(seq 0 $((WORKERS - 1))); do
   line=$(grep -a '^final ' "$OUT_DIR/worker-$i.log" 2>/dev/null | tail -n 1)
   [ -n "$line" ] && echo "$line"
 done
-acc=$(grep -a '^final ' "$OUT_DIR"/worker-*.log 2>/dev/null | grep -o 'test_acc=[0-9.]*' | head -n 1 | cut -d= -f2)
-total_sps=$(grep -a '^final ' "$OUT_DIR"/worker-*.log 2>/dev/null | grep -o 'samples_per_s=[0-9.]*' | cut -d= -f2 | awk '{s += $1} END {if (NR) printf "%.1f", s}')
+# Worker 0 evaluates; fall back to any worker that printed a number.
+acc=$(grep -ah '^final ' "$OUT_DIR"/worker-*.log 2>/dev/null | grep -o ' test_acc=[0-9][0-9.]*' | head -n 1 | cut -d= -f2)
+total_sps=$(grep -ah '^final ' "$OUT_DIR"/worker-*.log 2>/dev/null | grep -o ' samples_per_s=[0-9.]*' | cut -d= -f2 | awk '{s += $1} END {if (NR) printf "%.1f", s}')
 echo "run_local.sh: final test accuracy ${acc:-unknown}; total samples/s ${total_sps:-unknown}"
 echo "run_local.sh: logs and metrics CSVs in $OUT_DIR"
 if [ "$failed" = "$WORKERS" ]; then
