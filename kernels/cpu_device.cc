@@ -29,14 +29,27 @@ namespace {
 
 // ---- Fused loops ----------------------------------------------------------
 // Free functions with __restrict parameters: GCC honours restrict reliably
-// only on parameters.
+// only on parameters. RELAXPS_VECTOR_CLONES builds an AVX2 copy next to the
+// baseline (SSE2) one, picked at load time: with SSE2 only, sqrt and division
+// make Adam compute-bound on some CPUs. Both copies round identically (no FMA
+// contraction), so results do not depend on the CPU.
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define RELAXPS_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef RELAXPS_VECTOR_CLONES
+#define RELAXPS_VECTOR_CLONES
+#endif
 
+RELAXPS_VECTOR_CLONES
 void SgdLoop(float* __restrict w, const float* __restrict g, size_t n, float lr) {
   for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
 }
 
-void MomentumLoop(float* __restrict w, float* __restrict v, const float* __restrict g,
-                  size_t n, float lr, float mu) {
+RELAXPS_VECTOR_CLONES
+void MomentumLoop(float* __restrict w, float* __restrict v, const float* __restrict g, size_t n,
+                  float lr, float mu) {
   for (size_t i = 0; i < n; ++i) {
     const float vi = mu * v[i] + g[i];
     v[i] = vi;
@@ -48,6 +61,7 @@ void MomentumLoop(float* __restrict w, float* __restrict v, const float* __restr
 // inv_sqrt_bc2 = 1 / sqrt(1 - b2^t):
 //   w -= step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
 // which equals lr * m_hat / (sqrt(v_hat) + eps).
+RELAXPS_VECTOR_CLONES
 void AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
               const float* __restrict g, size_t n, float b1, float b2, float step_size,
               float inv_sqrt_bc2, float eps) {
@@ -63,8 +77,9 @@ void AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
   }
 }
 
-void AdagradLoop(float* __restrict w, float* __restrict h, const float* __restrict g,
-                 size_t n, float lr, float eps) {
+RELAXPS_VECTOR_CLONES
+void AdagradLoop(float* __restrict w, float* __restrict h, const float* __restrict g, size_t n,
+                 float lr, float eps) {
   for (size_t i = 0; i < n; ++i) {
     const float gi = g[i];
     const float hi = h[i] + gi * gi;
@@ -73,10 +88,12 @@ void AdagradLoop(float* __restrict w, float* __restrict h, const float* __restri
   }
 }
 
+RELAXPS_VECTOR_CLONES
 void AxpyLoop(size_t n, float a, const float* __restrict x, float* __restrict y) {
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+RELAXPS_VECTOR_CLONES
 void ScaleLoop(size_t n, float a, float* __restrict x) {
   for (size_t i = 0; i < n; ++i) x[i] *= a;
 }
@@ -115,8 +132,7 @@ void HalfToFloatPortable(const uint16_t* __restrict in, float* __restrict out, s
 }
 
 #if defined(RELAXPS_HAVE_F16C_PATH)
-__attribute__((target("avx,f16c"))) void FloatToHalfF16c(const float* in, uint16_t* out,
-                                                         size_t n) {
+__attribute__((target("avx,f16c"))) void FloatToHalfF16c(const float* in, uint16_t* out, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(in + i);
@@ -126,8 +142,7 @@ __attribute__((target("avx,f16c"))) void FloatToHalfF16c(const float* in, uint16
   FloatToHalfPortable(in + i, out + i, n - i);
 }
 
-__attribute__((target("avx,f16c"))) void HalfToFloatF16c(const uint16_t* in, float* out,
-                                                         size_t n) {
+__attribute__((target("avx,f16c"))) void HalfToFloatF16c(const uint16_t* in, float* out, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
@@ -186,11 +201,8 @@ class CpuDevice final : public Device {
   void Fill(float* x, size_t n, float value) override { std::fill(x, x + n, value); }
   void Synchronize() override {}
 
-  void SgdUpdate(float* w, const float* g, size_t n, float lr) override {
-    SgdLoop(w, g, n, lr);
-  }
-  void MomentumUpdate(float* w, float* v, const float* g, size_t n, float lr,
-                      float mu) override {
+  void SgdUpdate(float* w, const float* g, size_t n, float lr) override { SgdLoop(w, g, n, lr); }
+  void MomentumUpdate(float* w, float* v, const float* g, size_t n, float lr, float mu) override {
     MomentumLoop(w, v, g, n, lr, mu);
   }
   void AdamUpdate(float* w, float* m, float* v, const float* g, size_t n,
@@ -201,8 +213,7 @@ class CpuDevice final : public Device {
     AdamLoop(w, m, v, g, n, p.beta1, p.beta2, static_cast<float>(p.lr / bc1),
              static_cast<float>(1.0 / std::sqrt(bc2)), p.eps);
   }
-  void AdagradUpdate(float* w, float* h, const float* g, size_t n, float lr,
-                     float eps) override {
+  void AdagradUpdate(float* w, float* h, const float* g, size_t n, float lr, float eps) override {
     AdagradLoop(w, h, g, n, lr, eps);
   }
 
@@ -228,8 +239,8 @@ class CpuDevice final : public Device {
     HalfToFloatPortable(in, out, n);
   }
 
-  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-            int lda, const float* b, int ldb, float beta, float* c, int ldc) override {
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) override {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {  // C = beta * C; OpenBLAS rejects some ld values for k == 0.
       for (int r = 0; r < m; ++r) {
@@ -243,8 +254,7 @@ class CpuDevice final : public Device {
       return;
     }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                ldc);
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
   void AddBias(float* y, const float* bias, int rows, int cols) override {
@@ -265,8 +275,7 @@ class CpuDevice final : public Device {
       for (int s = 0; s < spatial; ++s) row[s] += b;
     }
   }
-  void ChannelBiasGradAccumulate(const float* dy, float* db, int channels,
-                                 int spatial) override {
+  void ChannelBiasGradAccumulate(const float* dy, float* db, int channels, int spatial) override {
     for (int c = 0; c < channels; ++c) {
       const float* row = dy + static_cast<size_t>(c) * spatial;
       double sum = 0.0;
@@ -320,8 +329,8 @@ class CpuDevice final : public Device {
 
 // Columns row (c, ky, kx) holds, for each output pixel (oy, ox), the input
 // pixel (oy + ky - pad, ox + kx - pad) of channel c, or 0 in the padding.
-void CpuDevice::Im2Col(const float* image, int channels, int height, int width, int k,
-                       int pad, float* columns) {
+void CpuDevice::Im2Col(const float* image, int channels, int height, int width, int k, int pad,
+                       float* columns) {
   const int out_h = height + 2 * pad - k + 1;
   const int out_w = width + 2 * pad - k + 1;
   if (out_h <= 0 || out_w <= 0) return;
@@ -349,8 +358,8 @@ void CpuDevice::Im2Col(const float* image, int channels, int height, int width, 
   }
 }
 
-void CpuDevice::Col2Im(const float* columns, int channels, int height, int width, int k,
-                       int pad, float* image) {
+void CpuDevice::Col2Im(const float* columns, int channels, int height, int width, int k, int pad,
+                       float* image) {
   const int out_h = height + 2 * pad - k + 1;
   const int out_w = width + 2 * pad - k + 1;
   if (out_h <= 0 || out_w <= 0) return;

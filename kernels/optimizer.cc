@@ -14,8 +14,8 @@ class SgdOptimizer final : public Optimizer {
   explicit SgdOptimizer(const OptimizerOptions& options) { options_ = options; }
   const char* Name() const override { return "sgd"; }
   int num_state_slots() const override { return 0; }
-  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n,
-             int64_t step, float lr_scale) const override {
+  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n, int64_t step,
+             float lr_scale) const override {
     device->SgdUpdate(w, g, n, options_.lr * lr_scale);
   }
 };
@@ -25,8 +25,8 @@ class MomentumOptimizer final : public Optimizer {
   explicit MomentumOptimizer(const OptimizerOptions& options) { options_ = options; }
   const char* Name() const override { return "momentum"; }
   int num_state_slots() const override { return 1; }
-  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n,
-             int64_t step, float lr_scale) const override {
+  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n, int64_t step,
+             float lr_scale) const override {
     device->MomentumUpdate(w, state[0], g, n, options_.lr * lr_scale, options_.momentum);
   }
 };
@@ -36,8 +36,8 @@ class AdamOptimizer final : public Optimizer {
   explicit AdamOptimizer(const OptimizerOptions& options) { options_ = options; }
   const char* Name() const override { return "adam"; }
   int num_state_slots() const override { return 2; }
-  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n,
-             int64_t step, float lr_scale) const override {
+  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n, int64_t step,
+             float lr_scale) const override {
     CHECK_GE(step, 1) << "Optimizer::Apply: step is 1-based";
     AdamParams p;
     p.lr = options_.lr * lr_scale;
@@ -54,8 +54,8 @@ class AdagradOptimizer final : public Optimizer {
   explicit AdagradOptimizer(const OptimizerOptions& options) { options_ = options; }
   const char* Name() const override { return "adagrad"; }
   int num_state_slots() const override { return 1; }
-  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n,
-             int64_t step, float lr_scale) const override {
+  void Apply(Device* device, float* w, float* const* state, const float* g, size_t n, int64_t step,
+             float lr_scale) const override {
     device->AdagradUpdate(w, state[0], g, n, options_.lr * lr_scale, options_.eps);
   }
 };
@@ -64,8 +64,7 @@ class AdagradOptimizer final : public Optimizer {
 Status CheckRange(const char* field, float value, float lo, float hi) {
   if (std::isfinite(value) && value >= lo && value < hi) return Status::OK();
   std::ostringstream msg;
-  msg << "optimizer option " << field << "=" << value << " is outside [" << lo << ", " << hi
-      << ")";
+  msg << "optimizer option " << field << "=" << value << " is outside [" << lo << ", " << hi << ")";
   return InvalidArgumentError(msg.str());
 }
 

@@ -18,17 +18,17 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 
-#define RELAXPS_CUDA_CHECK(expr)                                                      \
-  do {                                                                                \
-    const cudaError_t _relaxps_err = (expr);                                          \
+#define RELAXPS_CUDA_CHECK(expr)                                                             \
+  do {                                                                                       \
+    const cudaError_t _relaxps_err = (expr);                                                 \
     CHECK(_relaxps_err == cudaSuccess) << #expr << ": " << cudaGetErrorString(_relaxps_err); \
   } while (0)
 
-#define RELAXPS_CUBLAS_CHECK(expr)                                                    \
-  do {                                                                                \
-    const cublasStatus_t _relaxps_st = (expr);                                        \
-    CHECK(_relaxps_st == CUBLAS_STATUS_SUCCESS)                                       \
-        << #expr << ": " << cublasGetStatusString(_relaxps_st);                       \
+#define RELAXPS_CUBLAS_CHECK(expr)                              \
+  do {                                                          \
+    const cublasStatus_t _relaxps_st = (expr);                  \
+    CHECK(_relaxps_st == CUBLAS_STATUS_SUCCESS)                 \
+        << #expr << ": " << cublasGetStatusString(_relaxps_st); \
   } while (0)
 
 namespace relaxps {
@@ -109,8 +109,7 @@ class CudaDevice final : public Device {
     cuda_impl::SgdUpdate(launch_, w, g, n, lr);
     CheckLaunch();
   }
-  void MomentumUpdate(float* w, float* v, const float* g, size_t n, float lr,
-                      float mu) override {
+  void MomentumUpdate(float* w, float* v, const float* g, size_t n, float lr, float mu) override {
     Activate();
     cuda_impl::MomentumUpdate(launch_, w, v, g, n, lr, mu);
     CheckLaunch();
@@ -122,13 +121,11 @@ class CudaDevice final : public Device {
     const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step));
     const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step));
     Activate();
-    cuda_impl::AdamUpdate(launch_, w, m, v, g, n, p.beta1, p.beta2,
-                          static_cast<float>(p.lr / bc1),
+    cuda_impl::AdamUpdate(launch_, w, m, v, g, n, p.beta1, p.beta2, static_cast<float>(p.lr / bc1),
                           static_cast<float>(1.0 / std::sqrt(bc2)), p.eps);
     CheckLaunch();
   }
-  void AdagradUpdate(float* w, float* h, const float* g, size_t n, float lr,
-                     float eps) override {
+  void AdagradUpdate(float* w, float* h, const float* g, size_t n, float lr, float eps) override {
     Activate();
     cuda_impl::AdagradUpdate(launch_, w, h, g, n, lr, eps);
     CheckLaunch();
@@ -170,13 +167,13 @@ class CudaDevice final : public Device {
   // ---- GEMM ------------------------------------------------------------------------
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the
   // operands and the m/n roles; the leading dimensions stay as stored.
-  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-            int lda, const float* b, int ldb, float beta, float* c, int ldc) override {
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) override {
     if (m <= 0 || n <= 0) return;
     Activate();
     RELAXPS_CUBLAS_CHECK(cublasSgemm(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
-                                     ldb, a, lda, &beta, c, ldc));
+                                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,
+                                     a, lda, &beta, c, ldc));
   }
 
   // ---- Layers ----------------------------------------------------------------------
@@ -195,8 +192,7 @@ class CudaDevice final : public Device {
     cuda_impl::AddChannelBias(launch_, y, bias, channels, spatial);
     CheckLaunch();
   }
-  void ChannelBiasGradAccumulate(const float* dy, float* db, int channels,
-                                 int spatial) override {
+  void ChannelBiasGradAccumulate(const float* dy, float* db, int channels, int spatial) override {
     Activate();
     cuda_impl::ChannelBiasGradAccumulate(launch_, dy, db, channels, spatial);
     CheckLaunch();
@@ -293,8 +289,8 @@ class CudaDevice final : public Device {
   int* flag_ = nullptr;       // Device; AllFinite's result.
   int* host_flag_ = nullptr;  // Pinned host copy of flag_.
   // Used by one thread at a time (the Device contract), no lock.
-  float* scratch_loss_ = nullptr;        // Device, scratch_rows_ entries.
-  int32_t* scratch_correct_ = nullptr;   // Device, scratch_rows_ entries.
+  float* scratch_loss_ = nullptr;       // Device, scratch_rows_ entries.
+  int32_t* scratch_correct_ = nullptr;  // Device, scratch_rows_ entries.
   int scratch_rows_ = 0;
 };
 

@@ -41,8 +41,7 @@ __global__ void FillKernel(float* __restrict__ x, size_t n, float value) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) x[i] = value;
 }
 
-__global__ void SgdKernel(float* __restrict__ w, const float* __restrict__ g, size_t n,
-                          float lr) {
+__global__ void SgdKernel(float* __restrict__ w, const float* __restrict__ g, size_t n, float lr) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) w[i] -= lr * g[i];
 }
 
@@ -80,8 +79,7 @@ __global__ void AdagradKernel(float* __restrict__ w, float* __restrict__ h,
   }
 }
 
-__global__ void AxpyKernel(size_t n, float a, const float* __restrict__ x,
-                           float* __restrict__ y) {
+__global__ void AxpyKernel(size_t n, float a, const float* __restrict__ x, float* __restrict__ y) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) y[i] += a * x[i];
 }
 
@@ -109,8 +107,8 @@ __global__ void HalfToFloatKernel(const uint16_t* __restrict__ in, float* __rest
   }
 }
 
-__global__ void AddBiasKernel(float* __restrict__ y, const float* __restrict__ bias,
-                              size_t n, int cols) {
+__global__ void AddBiasKernel(float* __restrict__ y, const float* __restrict__ bias, size_t n,
+                              int cols) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) y[i] += bias[i % cols];
 }
 
@@ -123,15 +121,14 @@ __global__ void ReluForwardKernel(float* __restrict__ x, size_t n) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-__global__ void ReluBackwardKernel(const float* __restrict__ y, float* __restrict__ dy,
-                                   size_t n) {
+__global__ void ReluBackwardKernel(const float* __restrict__ y, float* __restrict__ dy, size_t n) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) {
     if (!(y[i] > 0.0f)) dy[i] = 0.0f;
   }
 }
 
-__global__ void DropoutKernel(float* __restrict__ x, float* __restrict__ mask, size_t n,
-                              float p, float scale, uint64_t seed) {
+__global__ void DropoutKernel(float* __restrict__ x, float* __restrict__ mask, size_t n, float p,
+                              float scale, uint64_t seed) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) {
     const float m = internal::DropoutMask(seed, i, p, scale);
     mask[i] = m;
@@ -139,8 +136,7 @@ __global__ void DropoutKernel(float* __restrict__ x, float* __restrict__ mask, s
   }
 }
 
-__global__ void MultiplyKernel(float* __restrict__ x, const float* __restrict__ mask,
-                               size_t n) {
+__global__ void MultiplyKernel(float* __restrict__ x, const float* __restrict__ mask, size_t n) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) x[i] *= mask[i];
 }
 
@@ -178,9 +174,9 @@ __global__ void ChannelBiasGradKernel(const float* __restrict__ dy, float* __res
   if (threadIdx.x == 0) db[blockIdx.x] += partial[0];
 }
 
-__global__ void Im2ColKernel(const float* __restrict__ image, int channels, int height,
-                             int width, int k, int pad, int out_h, int out_w,
-                             float* __restrict__ columns, size_t total) {
+__global__ void Im2ColKernel(const float* __restrict__ image, int channels, int height, int width,
+                             int k, int pad, int out_h, int out_w, float* __restrict__ columns,
+                             size_t total) {
   for (size_t i = GlobalIndex(); i < total; i += GlobalStride()) {
     const int ox = static_cast<int>(i % out_w);
     size_t t = i / out_w;
@@ -200,9 +196,9 @@ __global__ void Im2ColKernel(const float* __restrict__ image, int channels, int 
 
 // One thread per image pixel gathers every column entry that reads it, so no
 // atomics are needed and the result is deterministic.
-__global__ void Col2ImKernel(const float* __restrict__ columns, int channels, int height,
-                             int width, int k, int pad, int out_h, int out_w,
-                             float* __restrict__ image, size_t total) {
+__global__ void Col2ImKernel(const float* __restrict__ columns, int channels, int height, int width,
+                             int k, int pad, int out_h, int out_w, float* __restrict__ image,
+                             size_t total) {
   const size_t out_hw = static_cast<size_t>(out_h) * out_w;
   for (size_t i = GlobalIndex(); i < total; i += GlobalStride()) {
     const int ix = static_cast<int>(i % width);
@@ -224,8 +220,8 @@ __global__ void Col2ImKernel(const float* __restrict__ columns, int channels, in
   }
 }
 
-__global__ void MaxPoolForwardKernel(const float* __restrict__ x, int height, int width,
-                                     int pool, int out_h, int out_w, float* __restrict__ y,
+__global__ void MaxPoolForwardKernel(const float* __restrict__ x, int height, int width, int pool,
+                                     int out_h, int out_w, float* __restrict__ y,
                                      int32_t* __restrict__ argmax, size_t total) {
   for (size_t i = GlobalIndex(); i < total; i += GlobalStride()) {
     const int ox = static_cast<int>(i % out_w);
@@ -284,8 +280,7 @@ __device__ __forceinline__ void RowArgmax(const float* x, int cols, int lane, fl
 
 __global__ void SoftmaxCrossEntropyKernel(const float* __restrict__ logits,
                                           const int32_t* __restrict__ labels, int batch,
-                                          int classes, float inv_batch,
-                                          float* __restrict__ dlogits,
+                                          int classes, float inv_batch, float* __restrict__ dlogits,
                                           float* __restrict__ row_loss,
                                           int32_t* __restrict__ row_correct) {
   const int row = (blockIdx.x * blockDim.x + threadIdx.x) / kWarp;
@@ -338,10 +333,10 @@ int WarpRowBlocks(int rows) {
 // ---- Launchers -------------------------------------------------------------------
 // n == 0 launches nothing (a zero-block grid is a launch error).
 
-#define RELAXPS_LAUNCH_ELEMENTWISE(kernel, n, ...)                                     \
-  do {                                                                                 \
-    if ((n) == 0) return;                                                              \
-    kernel<<<BlocksFor(launch, (n)), kThreads, 0, launch.stream>>>(__VA_ARGS__);       \
+#define RELAXPS_LAUNCH_ELEMENTWISE(kernel, n, ...)                               \
+  do {                                                                           \
+    if ((n) == 0) return;                                                        \
+    kernel<<<BlocksFor(launch, (n)), kThreads, 0, launch.stream>>>(__VA_ARGS__); \
   } while (0)
 
 void Fill(const Launch& launch, float* x, size_t n, float value) {
@@ -350,17 +345,17 @@ void Fill(const Launch& launch, float* x, size_t n, float value) {
 void SgdUpdate(const Launch& launch, float* w, const float* g, size_t n, float lr) {
   RELAXPS_LAUNCH_ELEMENTWISE(SgdKernel, n, w, g, n, lr);
 }
-void MomentumUpdate(const Launch& launch, float* w, float* v, const float* g, size_t n,
-                    float lr, float mu) {
+void MomentumUpdate(const Launch& launch, float* w, float* v, const float* g, size_t n, float lr,
+                    float mu) {
   RELAXPS_LAUNCH_ELEMENTWISE(MomentumKernel, n, w, v, g, n, lr, mu);
 }
 void AdamUpdate(const Launch& launch, float* w, float* m, float* v, const float* g, size_t n,
                 float beta1, float beta2, float step_size, float inv_sqrt_bc2, float eps) {
-  RELAXPS_LAUNCH_ELEMENTWISE(AdamKernel, n, w, m, v, g, n, beta1, beta2, step_size,
-                             inv_sqrt_bc2, eps);
+  RELAXPS_LAUNCH_ELEMENTWISE(AdamKernel, n, w, m, v, g, n, beta1, beta2, step_size, inv_sqrt_bc2,
+                             eps);
 }
-void AdagradUpdate(const Launch& launch, float* w, float* h, const float* g, size_t n,
-                   float lr, float eps) {
+void AdagradUpdate(const Launch& launch, float* w, float* h, const float* g, size_t n, float lr,
+                   float eps) {
   RELAXPS_LAUNCH_ELEMENTWISE(AdagradKernel, n, w, h, g, n, lr, eps);
 }
 void Axpy(const Launch& launch, size_t n, float a, const float* x, float* y) {
@@ -387,8 +382,7 @@ void BiasGrad(const Launch& launch, const float* dy, float* db, int rows, int co
   BiasGradKernel<<<(cols + kThreads - 1) / kThreads, kThreads, 0, launch.stream>>>(dy, db, rows,
                                                                                    cols);
 }
-void AddChannelBias(const Launch& launch, float* y, const float* bias, int channels,
-                    int spatial) {
+void AddChannelBias(const Launch& launch, float* y, const float* bias, int channels, int spatial) {
   const size_t n = static_cast<size_t>(channels) * spatial;
   RELAXPS_LAUNCH_ELEMENTWISE(AddChannelBiasKernel, n, y, bias, n, spatial);
 }
@@ -403,8 +397,8 @@ void ReluForward(const Launch& launch, float* x, size_t n) {
 void ReluBackward(const Launch& launch, const float* y, float* dy, size_t n) {
   RELAXPS_LAUNCH_ELEMENTWISE(ReluBackwardKernel, n, y, dy, n);
 }
-void Im2Col(const Launch& launch, const float* image, int channels, int height, int width,
-            int k, int pad, float* columns) {
+void Im2Col(const Launch& launch, const float* image, int channels, int height, int width, int k,
+            int pad, float* columns) {
   const int out_h = height + 2 * pad - k + 1;
   const int out_w = width + 2 * pad - k + 1;
   if (out_h <= 0 || out_w <= 0 || channels <= 0) return;
@@ -412,14 +406,14 @@ void Im2Col(const Launch& launch, const float* image, int channels, int height, 
   RELAXPS_LAUNCH_ELEMENTWISE(Im2ColKernel, total, image, channels, height, width, k, pad, out_h,
                              out_w, columns, total);
 }
-void Col2Im(const Launch& launch, const float* columns, int channels, int height, int width,
-            int k, int pad, float* image) {
+void Col2Im(const Launch& launch, const float* columns, int channels, int height, int width, int k,
+            int pad, float* image) {
   const int out_h = height + 2 * pad - k + 1;
   const int out_w = width + 2 * pad - k + 1;
   if (out_h <= 0 || out_w <= 0 || channels <= 0) return;
   const size_t total = static_cast<size_t>(channels) * height * width;
-  RELAXPS_LAUNCH_ELEMENTWISE(Col2ImKernel, total, columns, channels, height, width, k, pad,
-                             out_h, out_w, image, total);
+  RELAXPS_LAUNCH_ELEMENTWISE(Col2ImKernel, total, columns, channels, height, width, k, pad, out_h,
+                             out_w, image, total);
 }
 void MaxPoolForward(const Launch& launch, const float* x, int planes, int height, int width,
                     int pool, float* y, int32_t* argmax) {
@@ -427,23 +421,23 @@ void MaxPoolForward(const Launch& launch, const float* x, int planes, int height
   const int out_w = width / pool;
   if (planes <= 0 || out_h <= 0 || out_w <= 0) return;
   const size_t total = static_cast<size_t>(planes) * out_h * out_w;
-  RELAXPS_LAUNCH_ELEMENTWISE(MaxPoolForwardKernel, total, x, height, width, pool, out_h, out_w,
-                             y, argmax, total);
+  RELAXPS_LAUNCH_ELEMENTWISE(MaxPoolForwardKernel, total, x, height, width, pool, out_h, out_w, y,
+                             argmax, total);
 }
 void MaxPoolScatter(const Launch& launch, const float* dy, const int32_t* argmax, size_t n_out,
                     float* dx) {
   RELAXPS_LAUNCH_ELEMENTWISE(MaxPoolScatterKernel, n_out, dy, argmax, n_out, dx);
 }
-void DropoutForward(const Launch& launch, float* x, float* mask, size_t n, float p,
-                    float scale, uint64_t seed) {
+void DropoutForward(const Launch& launch, float* x, float* mask, size_t n, float p, float scale,
+                    uint64_t seed) {
   RELAXPS_LAUNCH_ELEMENTWISE(DropoutKernel, n, x, mask, n, p, scale, seed);
 }
 void Multiply(const Launch& launch, float* x, const float* mask, size_t n) {
   RELAXPS_LAUNCH_ELEMENTWISE(MultiplyKernel, n, x, mask, n);
 }
 void SoftmaxCrossEntropy(const Launch& launch, const float* logits, const int32_t* labels,
-                         int batch, int classes, float inv_batch, float* dlogits,
-                         float* row_loss, int32_t* row_correct) {
+                         int batch, int classes, float inv_batch, float* dlogits, float* row_loss,
+                         int32_t* row_correct) {
   if (batch <= 0 || classes <= 0) return;
   SoftmaxCrossEntropyKernel<<<WarpRowBlocks(batch), kThreads, 0, launch.stream>>>(
       logits, labels, batch, classes, inv_batch, dlogits, row_loss, row_correct);

@@ -75,8 +75,7 @@ RELAXPS_HD uint32_t HalfBitsToFloatBits(uint16_t h) {
 // bits from (seed, index), via the SplitMix64 finalizer. Stateless, so any
 // element can be computed independently on any back end.
 RELAXPS_HD float DropoutUniform(uint64_t seed, uint64_t index) {
-  uint64_t z = seed * 0x9e3779b97f4a7c15ull + index * 0xd1b54a32d192ed03ull +
-               0x632be59bd9b4e019ull;
+  uint64_t z = seed * 0x9e3779b97f4a7c15ull + index * 0xd1b54a32d192ed03ull + 0x632be59bd9b4e019ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;

@@ -172,8 +172,9 @@ TEST_F(CpuDeviceTest, AllFiniteFindsEveryKindOfNonFiniteAnywhere) {
   x[0] = std::numeric_limits<float>::max();
   x[1] = std::numeric_limits<float>::denorm_min();
   EXPECT_TRUE(device_->AllFinite(x.data(), n));
-  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                    -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN()}) {
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN()}) {
     for (size_t pos : {size_t{0}, size_t{4095}, size_t{4096}, n - 1}) {
       std::vector<float> y = x;
       y[pos] = bad;
@@ -195,7 +196,8 @@ class HalfReference {
     for (uint32_t h = 0; h < 0x7c00; ++h) {  // Non-negative finite halves, ascending.
       const int exp = static_cast<int>(h >> 10);
       const double mant = h & 0x3ff;
-      values_.push_back(exp == 0 ? std::ldexp(mant, -24) : std::ldexp(1.0 + mant / 1024.0, exp - 15));
+      values_.push_back(exp == 0 ? std::ldexp(mant, -24)
+                                 : std::ldexp(1.0 + mant / 1024.0, exp - 15));
     }
   }
   uint16_t Convert(float f) const {
@@ -274,25 +276,25 @@ TEST_F(CpuDeviceTest, FloatToHalfRoundsToNearestEvenAtEdges) {
       {-0.0f, 0x8000},
       {1.0f, 0x3c00},
       {-2.0f, 0xc000},
-      {65504.0f, 0x7bff},                       // Largest half.
-      {65519.996f, 0x7bff},                     // Just below the overflow tie.
-      {65520.0f, 0x7c00},                       // Tie: rounds to even = inf.
+      {65504.0f, 0x7bff},    // Largest half.
+      {65519.996f, 0x7bff},  // Just below the overflow tie.
+      {65520.0f, 0x7c00},    // Tie: rounds to even = inf.
       {1e10f, 0x7c00},
       {-1e10f, 0xfc00},
       {inf, 0x7c00},
       {-inf, 0xfc00},
-      {std::ldexp(1.0f, -14), 0x0400},          // Smallest normal.
-      {std::ldexp(1.0f, -24), 0x0001},          // Smallest subnormal.
-      {std::ldexp(1.0f, -25), 0x0000},          // Tie between 0 and 1 ulp: even = 0.
+      {std::ldexp(1.0f, -14), 0x0400},  // Smallest normal.
+      {std::ldexp(1.0f, -24), 0x0001},  // Smallest subnormal.
+      {std::ldexp(1.0f, -25), 0x0000},  // Tie between 0 and 1 ulp: even = 0.
       {std::nextafter(std::ldexp(1.0f, -25), 1.0f), 0x0001},
-      {3 * std::ldexp(1.0f, -25), 0x0002},      // Tie between 1 and 2: even = 2.
-      {5 * std::ldexp(1.0f, -25), 0x0002},      // Tie between 2 and 3: even = 2.
-      {std::ldexp(1023.0f, -24), 0x03ff},       // Largest subnormal.
-      {std::ldexp(1023.5f, -24), 0x0400},       // Tie rounds up into the normals.
+      {3 * std::ldexp(1.0f, -25), 0x0002},  // Tie between 1 and 2: even = 2.
+      {5 * std::ldexp(1.0f, -25), 0x0002},  // Tie between 2 and 3: even = 2.
+      {std::ldexp(1023.0f, -24), 0x03ff},   // Largest subnormal.
+      {std::ldexp(1023.5f, -24), 0x0400},   // Tie rounds up into the normals.
       {std::ldexp(1.0f, -26), 0x0000},
       {std::numeric_limits<float>::denorm_min(), 0x0000},
       {-std::numeric_limits<float>::denorm_min(), 0x8000},
-      {1.0f + std::ldexp(1.0f, -11), 0x3c00},   // Tie: even mantissa 0.
+      {1.0f + std::ldexp(1.0f, -11), 0x3c00},      // Tie: even mantissa 0.
       {1.0f + 3 * std::ldexp(1.0f, -11), 0x3c02},  // Tie: even mantissa 2.
       {1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20), 0x3c01},
   };
@@ -336,8 +338,8 @@ TEST_F(CpuDeviceTest, FloatToHalfMatchesReferenceOnRandomBitPatterns) {
   std::vector<uint16_t> out(in.size());
   device_->FloatToHalf(in.data(), out.data(), in.size());
   for (size_t i = 0; i < in.size(); ++i) {
-    ASSERT_EQ(out[i], ref.Convert(in[i])) << "input " << in[i] << " bits 0x" << std::hex
-                                          << FloatToBits(in[i]);
+    ASSERT_EQ(out[i], ref.Convert(in[i]))
+        << "input " << in[i] << " bits 0x" << std::hex << FloatToBits(in[i]);
     ASSERT_EQ(internal::FloatBitsToHalfBits(FloatToBits(in[i])), out[i]) << i;
   }
 }
@@ -433,8 +435,8 @@ TEST_F(CpuDeviceTest, Relu) {
 }
 
 // Reference im2col straight from the definition.
-std::vector<float> ReferenceIm2Col(const std::vector<float>& img, int channels, int h, int w,
-                                   int k, int pad) {
+std::vector<float> ReferenceIm2Col(const std::vector<float>& img, int channels, int h, int w, int k,
+                                   int pad) {
   const int oh = h + 2 * pad - k + 1, ow = w + 2 * pad - k + 1;
   std::vector<float> cols(static_cast<size_t>(channels) * k * k * oh * ow);
   for (int c = 0; c < channels; ++c)
@@ -443,7 +445,8 @@ std::vector<float> ReferenceIm2Col(const std::vector<float>& img, int channels, 
         for (int oy = 0; oy < oh; ++oy)
           for (int ox = 0; ox < ow; ++ox) {
             const int iy = oy + ky - pad, ix = ox + kx - pad;
-            const float v = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? img[(c * h + iy) * w + ix] : 0;
+            const float v =
+                (iy >= 0 && iy < h && ix >= 0 && ix < w) ? img[(c * h + iy) * w + ix] : 0;
             cols[(((c * k + ky) * k + kx) * oh + oy) * ow + ox] = v;
           }
   return cols;
@@ -454,11 +457,11 @@ struct ConvShape {
 };
 
 TEST_F(CpuDeviceTest, Im2ColMatchesReferenceAndCol2ImIsItsAdjoint) {
-  for (const ConvShape s : {ConvShape{1, 5, 5, 3, 1}, ConvShape{3, 7, 6, 5, 2},
-                            ConvShape{2, 4, 9, 3, 0}, ConvShape{2, 3, 3, 5, 2},
-                            ConvShape{1, 2, 2, 5, 2}}) {
-    SCOPED_TRACE(testing::Message() << "c=" << s.channels << " h=" << s.height
-                                    << " w=" << s.width << " k=" << s.k << " pad=" << s.pad);
+  for (const ConvShape s :
+       {ConvShape{1, 5, 5, 3, 1}, ConvShape{3, 7, 6, 5, 2}, ConvShape{2, 4, 9, 3, 0},
+        ConvShape{2, 3, 3, 5, 2}, ConvShape{1, 2, 2, 5, 2}}) {
+    SCOPED_TRACE(testing::Message() << "c=" << s.channels << " h=" << s.height << " w=" << s.width
+                                    << " k=" << s.k << " pad=" << s.pad);
     const std::vector<float> img = RandomVector(s.channels * s.height * s.width, 25);
     const std::vector<float> ref = ReferenceIm2Col(img, s.channels, s.height, s.width, s.k, s.pad);
     std::vector<float> cols(ref.size(), 99.0f);
@@ -569,8 +572,8 @@ TEST_F(CpuDeviceTest, SoftmaxCrossEntropyLossGradientAndAccuracy) {
   const std::vector<int32_t> labels = {0, 4, 2, 2, 1, 3};
   std::vector<float> d(logits.size());
   int correct = -1;
-  const float loss =
-      device_->SoftmaxCrossEntropy(logits.data(), labels.data(), batch, classes, d.data(), &correct);
+  const float loss = device_->SoftmaxCrossEntropy(logits.data(), labels.data(), batch, classes,
+                                                  d.data(), &correct);
   EXPECT_NEAR(loss, ReferenceCeLoss(logits, labels, batch, classes), 1e-5);
 
   int ref_correct = 0;
@@ -606,7 +609,8 @@ TEST_F(CpuDeviceTest, SoftmaxCrossEntropyIsStableForHugeLogits) {
   const std::vector<int32_t> labels = {0, 2};
   std::vector<float> d(6);
   int correct = 0;
-  const float loss = device_->SoftmaxCrossEntropy(logits.data(), labels.data(), 2, 3, d.data(), &correct);
+  const float loss =
+      device_->SoftmaxCrossEntropy(logits.data(), labels.data(), 2, 3, d.data(), &correct);
   ASSERT_TRUE(std::isfinite(loss));
   // Row 0: loss ~0; row 1: log(e^-9 + 1 + e^-1) + 1.
   const double row1 = std::log(std::exp(-9.0) + 1 + std::exp(-1.0)) + 1;
@@ -630,8 +634,7 @@ TEST(NewDeviceTest, CudaWithoutGpuIsUnavailable) {
   auto device = NewDevice(options);
   ASSERT_FALSE(device.ok());
   EXPECT_EQ(device.status().code(), StatusCode::kUnavailable) << device.status();
-  EXPECT_NE(device.status().message().find("no CUDA device"), std::string::npos)
-      << device.status();
+  EXPECT_NE(device.status().message().find("no CUDA device"), std::string::npos) << device.status();
   EXPECT_EQ(device.status().message().find('\n'), std::string::npos) << "one line expected";
 }
 

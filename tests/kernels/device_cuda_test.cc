@@ -368,8 +368,8 @@ TEST_F(CudaVsCpuTest, SoftmaxCrossEntropyAndArgmax) {
                                                      d.data(), &cpu_correct);
     float* dlogits = Upload(logits);
     float* dd = Upload(std::vector<float>(d.size()));
-    const float gpu_loss = gpu_->SoftmaxCrossEntropy(dlogits, Upload(labels), batch, classes, dd,
-                                                     &gpu_correct);
+    const float gpu_loss =
+        gpu_->SoftmaxCrossEntropy(dlogits, Upload(labels), batch, classes, dd, &gpu_correct);
     EXPECT_NEAR(gpu_loss, cpu_loss, 1e-5 * std::fabs(cpu_loss) + 1e-6);
     EXPECT_EQ(gpu_correct, cpu_correct);
     ExpectClose(d, Download(dd, d.size()), 1e-4, 1e-7, "dlogits");

@@ -1,13 +1,13 @@
 // Tests of kernels::Optimizer: each rule against a hand-written double-
 // precision reference over several steps on fixed inputs, the learning-rate
 // scale, Adam's bias correction, and option validation.
+#include "kernels/optimizer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
-
-#include "kernels/optimizer.h"
 
 namespace relaxps {
 namespace kernels {
@@ -20,10 +20,8 @@ constexpr size_t kN = 6;
 // large and a tiny value).
 const float kInitialW[kN] = {0.5f, -1.25f, 2.0f, 0.0f, -0.01f, 3.5f};
 const float kGrads[kSteps][kN] = {
-    {0.1f, -0.2f, 0.3f, 0.0f, 5.0f, -1e-4f},
-    {-0.05f, 0.4f, 0.3f, 0.0f, -2.0f, 2e-4f},
-    {0.2f, 0.1f, -0.6f, 1.0f, 0.5f, -1e-4f},
-    {0.0f, -0.3f, 0.1f, -1.0f, 3.0f, 0.0f},
+    {0.1f, -0.2f, 0.3f, 0.0f, 5.0f, -1e-4f},    {-0.05f, 0.4f, 0.3f, 0.0f, -2.0f, 2e-4f},
+    {0.2f, 0.1f, -0.6f, 1.0f, 0.5f, -1e-4f},    {0.0f, -0.3f, 0.1f, -1.0f, 3.0f, 0.0f},
     {0.15f, 0.25f, -0.35f, 0.5f, -0.5f, 1e-3f},
 };
 
