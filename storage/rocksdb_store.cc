@@ -2,7 +2,9 @@
 //
 // Dense shards are served from aligned in-memory arrays and written to RocksDB
 // at Flush() (64 KiB chunk keys plus a metadata key with spec, step and
-// clock). Sparse rows live in RocksDB behind a byte-bounded LRU cache
+// clock). Flush hashes every chunk and writes only those that changed since
+// they were last committed, so it does not depend on DenseUpdated calls and a
+// Checkpoint right after a Flush writes no dense data again. Sparse rows live in RocksDB behind a byte-bounded LRU cache
 // (RowCache), so a table may be much larger than cache_mb.
 //
 // Durability, without wal_per_update: the store on disk is exactly the state
@@ -34,6 +36,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include "storage/internal/fast_hash.h"
 #include "storage/internal/rocksdb_store_impl.h"
 #include "storage/internal/rocksdb_util.h"
 #include "storage/internal/spec_util.h"
@@ -204,6 +207,7 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
       InitDenseRange(spec, s, first, len, t->shard.slots[s] + first);
     }
   }
+  t->committed_hash = t->HashChunks();
   DenseTable* raw = t.get();
   unloaded_dense_.erase(spec.table);
   dense_.emplace(spec.table, std::move(t));
@@ -238,6 +242,8 @@ StatusOr<DenseShard*> RocksDbStore::DoCreateDense(const DenseShardSpec& spec) {
     InitDenseRange(spec, s, 0, n, t->arrays.back().data());
     t->shard.slots.push_back(t->arrays.back().data());
   }
+  // Chunks never written load as their initial values: nothing to write yet.
+  t->committed_hash = t->HashChunks();
   DenseShard* shard = &t->shard;
   dense_.emplace(spec.table, std::move(t));
   return shard;
@@ -270,11 +276,37 @@ Status RocksDbStore::DoDenseUpdated(DenseShard* shard, size_t offset, size_t n) 
   if (!options_.wal_per_update) return Status::OK();  // Flush writes whole shards.
   rocksdb::WriteBatch batch;
   if (n > 0) {
-    PutDenseChunks(*it->second, offset / kDenseChunkFloats,
-                   (offset + n - 1) / kDenseChunkFloats + 1, &batch);
+    for (int s = 0; s < shard->spec.num_slots; ++s) {
+      PutDenseChunks(*it->second, s, offset / kDenseChunkFloats,
+                     (offset + n - 1) / kDenseChunkFloats + 1, &batch);
+    }
   }
   PutDenseMeta(*it->second, &batch);
-  return Write(&batch, /*wal=*/true, /*sync=*/true, "dense update");
+  RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/true, "dense update"));
+  DenseTable& t = *it->second;
+  if (n > 0) {
+    for (int s = 0; s < shard->spec.num_slots; ++s) {
+      for (uint64_t c = offset / kDenseChunkFloats; c <= (offset + n - 1) / kDenseChunkFloats; ++c) {
+        t.committed_hash[s * t.num_chunks() + c] = t.HashChunk(s, c);
+      }
+    }
+  }
+  return Status::OK();
+}
+
+uint64_t RocksDbStore::DenseTable::HashChunk(int slot, uint64_t chunk) const {
+  const uint64_t first = chunk * kDenseChunkFloats;
+  const size_t len = std::min<uint64_t>(kDenseChunkFloats, shard.size() - first);
+  return HashBytes(shard.slots[slot] + first, len * sizeof(float));
+}
+
+std::vector<uint64_t> RocksDbStore::DenseTable::HashChunks() const {
+  std::vector<uint64_t> h;
+  h.reserve(num_chunks() * shard.slots.size());
+  for (size_t s = 0; s < shard.slots.size(); ++s) {
+    for (uint64_t c = 0; c < num_chunks(); ++c) h.push_back(HashChunk(static_cast<int>(s), c));
+  }
+  return h;
 }
 
 Status RocksDbStore::DoCreateSparse(const SparseTableSpec& spec) {

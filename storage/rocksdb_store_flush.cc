@@ -17,17 +17,15 @@
 namespace relaxps {
 namespace storage_internal {
 
-void RocksDbStore::PutDenseChunks(const DenseTable& t, uint64_t first_chunk, uint64_t end_chunk,
-                                  rocksdb::WriteBatch* batch) const {
+void RocksDbStore::PutDenseChunks(const DenseTable& t, int slot, uint64_t first_chunk,
+                                  uint64_t end_chunk, rocksdb::WriteBatch* batch) const {
   const size_t n = t.shard.size();
-  for (int s = 0; s < t.shard.spec.num_slots; ++s) {
-    for (uint64_t c = first_chunk; c < end_chunk; ++c) {
-      const uint64_t first = c * kDenseChunkFloats;
-      const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
-      batch->Put(DenseChunkKey(t.id, s, c),
-                 rocksdb::Slice(reinterpret_cast<const char*>(t.shard.slots[s] + first),
-                                len * sizeof(float)));
-    }
+  for (uint64_t c = first_chunk; c < end_chunk; ++c) {
+    const uint64_t first = c * kDenseChunkFloats;
+    const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
+    batch->Put(DenseChunkKey(t.id, slot, c),
+               rocksdb::Slice(reinterpret_cast<const char*>(t.shard.slots[slot] + first),
+                              len * sizeof(float)));
   }
 }
 
@@ -69,20 +67,32 @@ Status RocksDbStore::FlushMemtables(const char* what) {
 
 Status RocksDbStore::DoFlush(int64_t clock) {
   RETURN_IF_ERROR(StageDirtyRows());
-  {
-    // The commit: every dense shard, every table record and the flush record
-    // in one batch, made durable by the memtable flush below.
-    size_t reserve = 1024;
-    for (const auto& [name, t] : dense_) {
-      const size_t chunks = (t->shard.size() + kDenseChunkFloats - 1) / kDenseChunkFloats;
-      reserve += t->shard.size() * sizeof(float) * t->shard.spec.num_slots +
-                 chunks * t->shard.spec.num_slots * 32 + 256;
+  // Dense chunks whose contents changed since they were last committed.
+  struct Changed {
+    DenseTable* table;
+    std::vector<uint64_t> hashes;
+    std::vector<size_t> chunks;  // Indexes into hashes (slot * num_chunks + chunk).
+  };
+  std::vector<Changed> changed;
+  size_t reserve = 4096;
+  for (auto& [name, t] : dense_) {
+    Changed c{t.get(), t->HashChunks(), {}};
+    for (size_t i = 0; i < c.hashes.size(); ++i) {
+      if (c.hashes[i] != t->committed_hash[i]) c.chunks.push_back(i);
     }
+    reserve += c.chunks.size() * (kDenseChunkFloats * sizeof(float) + 32) + 512;
+    changed.push_back(std::move(c));
+  }
+  {
+    // The commit: changed dense chunks, every table record and the flush
+    // record in one batch, made durable by the memtable flush below.
     rocksdb::WriteBatch batch(reserve);
-    for (const auto& [name, t] : dense_) {
-      const uint64_t chunks = (t->shard.size() + kDenseChunkFloats - 1) / kDenseChunkFloats;
-      PutDenseChunks(*t, 0, chunks, &batch);
-      PutDenseMeta(*t, &batch);
+    for (const Changed& c : changed) {
+      const uint64_t chunks = c.table->num_chunks();
+      for (size_t i : c.chunks) {
+        PutDenseChunks(*c.table, static_cast<int>(i / chunks), i % chunks, i % chunks + 1, &batch);
+      }
+      PutDenseMeta(*c.table, &batch);
     }
     for (const auto& [name, t] : sparse_) PutSparseMeta(*t, t->num_rows, &batch);
     batch.Put(kStoreMetaKey, EncodeStoreMeta(meta_));
@@ -90,6 +100,7 @@ Status RocksDbStore::DoFlush(int64_t clock) {
     RETURN_IF_ERROR(Write(&batch, /*wal=*/false, /*sync=*/false, "flush"));
   }
   RETURN_IF_ERROR(FlushMemtables("flush"));
+  for (Changed& c : changed) c.table->committed_hash = std::move(c.hashes);
   if (staged_rows_) {
     RETURN_IF_ERROR(ApplyStagedRows(clock));
     staged_rows_ = false;

@@ -91,6 +91,16 @@ class RocksDbStore final : public ParamStore {
     uint32_t id = 0;
     DenseShard shard;  // shard.slots point into arrays.
     std::vector<AlignedFloats> arrays;
+    // HashBytes of each chunk (index slot * num_chunks() + chunk) as the
+    // store would load it now (a chunk never written loads as its initial
+    // values). Flush writes only chunks whose hash changed.
+    std::vector<uint64_t> committed_hash;
+    uint64_t num_chunks() const {
+      return (shard.size() + kDenseChunkFloats - 1) / kDenseChunkFloats;
+    }
+    // Hashes of the current contents, in committed_hash's order.
+    std::vector<uint64_t> HashChunks() const;
+    uint64_t HashChunk(int slot, uint64_t chunk) const;
   };
   struct SparseTable {
     uint32_t id = 0;
@@ -129,7 +139,8 @@ class RocksDbStore final : public ParamStore {
   Status StageDirtyRows();
 
   // Writing.
-  void PutDenseChunks(const DenseTable& t, uint64_t first_chunk, uint64_t end_chunk,
+  // Chunks [first_chunk, end_chunk) of one slot.
+  void PutDenseChunks(const DenseTable& t, int slot, uint64_t first_chunk, uint64_t end_chunk,
                       rocksdb::WriteBatch* batch) const;
   void PutDenseMeta(const DenseTable& t, rocksdb::WriteBatch* batch) const;
   void PutSparseMeta(const SparseTable& t, uint64_t num_rows, rocksdb::WriteBatch* batch) const;

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 
 #include "storage/internal/rocksdb_store.h"
+#include "storage/internal/store_format.h"
 #include "storage/param_store.h"
 #include "tests/storage/storage_test_util.h"
 
@@ -292,6 +294,123 @@ TEST_F(RocksDbStoreTest, LruCacheEvictsAndKeepsEveryRowOfATable8xTheCache) {
     ASSERT_OK(store->ReadRows("emb", part.data(), part.size(), back.data()));
     ASSERT_EQ(back, MakeRows(part, spec.row_floats(), (b / 256) % 2 == 0 ? 2 : 1)) << b;
   }
+}
+
+TEST_F(RocksDbStoreTest, FlushWritesOnlyChangedChunksAndKeepsTheRest) {
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok());
+    SetDense(*shard, 1);
+    ASSERT_OK(store->Flush(1));
+    // Change one key in the partial last chunk and one in slot 1, without
+    // DenseUpdated: Flush must notice by itself.
+    (*shard)->slots[0][39999] = -7.0f;
+    (*shard)->slots[1][16384] = -8.0f;
+    (*shard)->step = 2;
+    ASSERT_OK(store->Flush(2));
+  }
+  auto store = OpenStore(dir_);
+  StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+  ASSERT_TRUE(shard.ok());
+  EXPECT_EQ((*shard)->slots[0][39999], -7.0f);
+  EXPECT_EQ((*shard)->slots[1][16384], -8.0f);
+  EXPECT_EQ((*shard)->step, 2);
+  (*shard)->slots[0][39999] = RowValue(39999, 0, 1);
+  (*shard)->slots[1][16384] = RowValue(16384, 1, 1);
+  ExpectDense(*shard, 1);
+}
+
+// Simulates a crash between a Flush's commit and the move of its staged rows
+// (and, separately, staged rows left by a crash before any commit) by writing
+// the on-disk records directly, then opens the store.
+TEST_F(RocksDbStoreTest, OpenFinishesAnInterruptedFlushAndDiscardsUncommittedRows) {
+  const SparseTableSpec spec = SparseSpec();
+  std::vector<uint64_t> ids = {5, 6};
+  for (bool pending : {true, false}) {
+    SCOPED_TRACE(pending ? "apply pending" : "no pending flush");
+    std::filesystem::remove_all(dir_);
+    {
+      auto store = OpenStore(dir_);
+      ASSERT_OK(store->CreateSparse(spec));
+      std::vector<float> v1 = MakeRows(ids, spec.row_floats(), 1);
+      ASSERT_OK(store->WriteRows("emb", ids.data(), ids.size(), v1.data()));
+      ASSERT_OK(store->Flush(1));
+    }
+    {
+      rocksdb::DB* raw = nullptr;
+      ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_, &raw).ok());
+      std::unique_ptr<rocksdb::DB> db(raw);
+      std::vector<float> v2 = MakeRows({6}, spec.row_floats(), 2);
+      // The sparse table was the first table created: id 1.
+      rocksdb::WriteBatch batch;
+      batch.Put(storage_internal::RowKey(storage_internal::kStagedPrefix, 1, 6),
+                rocksdb::Slice(reinterpret_cast<const char*>(v2.data()), v2.size() * 4));
+      batch.Put(storage_internal::kFlushKey,
+                storage_internal::EncodeFlushRecord({2, /*apply_pending=*/pending}));
+      rocksdb::WriteOptions wo;
+      wo.sync = true;
+      ASSERT_TRUE(db->Write(wo, &batch).ok());
+    }
+    auto store = OpenStore(dir_);
+    ASSERT_NE(store, nullptr);
+    std::vector<float> back(ids.size() * spec.row_floats());
+    ASSERT_OK(store->ReadRows("emb", ids.data(), ids.size(), back.data()));
+    std::vector<float> expect = MakeRows(ids, spec.row_floats(), 1);
+    if (pending) {
+      std::vector<float> v2 = MakeRows({6}, spec.row_floats(), 2);
+      std::copy(v2.begin(), v2.end(), expect.begin() + spec.row_floats());
+    }
+    EXPECT_EQ(back, expect);
+  }
+}
+
+// The acceptance bound for tables larger than the cache: in a fresh process,
+// train (read, update, write) a table whose rows total 4x cache_mb, flush, read
+// it all back, and check the peak RSS stays under 2x the cache + 150 MB.
+void TrainLargeTableAndCheckRss(const std::string& dir) {
+  const size_t cache_mb = 16;
+  const SparseTableSpec spec = SparseSpec(64, 2);  // 512 bytes per row.
+  const size_t num_rows = 4 * cache_mb * 2048;     // 4x the cache.
+  auto store = OpenStore(dir, cache_mb);
+  if (store == nullptr || !store->CreateSparse(spec).ok()) _exit(2);
+  const size_t batch = 1024;
+  std::vector<uint64_t> ids(batch);
+  std::vector<float> rows(batch * spec.row_floats());
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (size_t b = 0; b < num_rows; b += batch) {
+      for (size_t i = 0; i < batch; ++i) ids[i] = (b + i) * 2654435761u;  // Scattered ids.
+      if (!store->ReadRows("emb", ids.data(), batch, rows.data()).ok()) _exit(3);
+      for (float& v : rows) v += 1.0f;
+      if (!store->WriteRows("emb", ids.data(), batch, rows.data()).ok()) _exit(4);
+    }
+    if (!store->Flush(epoch).ok()) _exit(5);
+  }
+  for (size_t b = 0; b < num_rows; b += batch) {
+    for (size_t i = 0; i < batch; ++i) ids[i] = (b + i) * 2654435761u;
+    if (!store->ReadRows("emb", ids.data(), batch, rows.data()).ok()) _exit(6);
+    for (size_t i = 0; i < batch; ++i) {
+      std::vector<float> expect = InitialRow(spec, ids[i]);
+      for (size_t c = 0; c < spec.row_floats(); ++c) {
+        if (rows[i * spec.row_floats() + c] != (expect[c] + 1.0f) + 1.0f) _exit(7);
+      }
+    }
+  }
+  if (*store->NumRows("emb") != num_rows) _exit(8);
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  long hwm_kb = -1;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) hwm_kb = std::stol(line.substr(6));
+  }
+  const long limit_kb = (2 * cache_mb + 150) * 1024;
+  fprintf(stderr, "peak RSS %ld KiB, limit %ld KiB\n", hwm_kb, limit_kb);
+  _exit(hwm_kb > 0 && hwm_kb < limit_kb ? 0 : 9);
+}
+
+TEST_F(RocksDbStoreTest, TableOf4xTheCacheTrainsWithBoundedRss) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // A fresh process: its own VmHWM.
+  EXPECT_EXIT(TrainLargeTableAndCheckRss(dir_), ::testing::ExitedWithCode(0), "peak RSS");
 }
 
 // ---- wal_per_update under a real SIGKILL ------------------------------------
