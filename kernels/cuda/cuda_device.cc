@@ -12,6 +12,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>  // Typed cudaMalloc overloads.
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -35,26 +36,48 @@ namespace relaxps {
 namespace kernels {
 namespace {
 
+// "no CUDA device: <what><CUDA error string>", clearing the error.
+Status CudaUnavailable(const std::string& what, cudaError_t err) {
+  cudaGetLastError();  // Do not leave the error for a later check.
+  return UnavailableError("no CUDA device: " + what + cudaGetErrorString(err));
+}
+
 class CudaDevice final : public Device {
  public:
-  // Takes ownership of stream and handle.
-  CudaDevice(int ordinal, int sm_count, cudaStream_t stream, cublasHandle_t cublas)
-      : ordinal_(ordinal), stream_(stream), cublas_(cublas) {
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
+
+  // Creates the stream, the cuBLAS handle and the AllFinite flag on the
+  // device made current by the caller. Returns Unavailable on failure; the
+  // destructor then releases whatever was created.
+  Status Init(int sm_count) {
+    launch_.max_blocks = std::max(1, sm_count) * 8;  // 8 blocks of 256 threads per SM.
+    cudaError_t err = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (err != cudaSuccess) return CudaUnavailable("cudaStreamCreate: ", err);
     launch_.stream = stream_;
-    launch_.max_blocks = sm_count * 8;  // 8 blocks of 256 threads per SM.
-    RELAXPS_CUDA_CHECK(cudaMalloc(&flag_, sizeof(int)));
-    RELAXPS_CUDA_CHECK(cudaMallocHost(&host_flag_, sizeof(int)));
+    const cublasStatus_t st = cublasCreate(&cublas_);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      cublas_ = nullptr;
+      return UnavailableError(std::string("no CUDA device: cublasCreate: ") +
+                              cublasGetStatusString(st));
+    }
+    cublasSetStream(cublas_, stream_);
+    err = cudaMalloc(&flag_, sizeof(int));
+    if (err != cudaSuccess) return CudaUnavailable("cudaMalloc: ", err);
+    err = cudaMallocHost(&host_flag_, sizeof(int));
+    if (err != cudaSuccess) return CudaUnavailable("cudaMallocHost: ", err);
+    return Status::OK();
   }
 
   // Best effort: a destructor must not abort, so errors are ignored here.
   ~CudaDevice() override {
     cudaSetDevice(ordinal_);
-    cudaStreamSynchronize(stream_);
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
     FreeScratch();
     cudaFree(flag_);
     cudaFreeHost(host_flag_);
-    cublasDestroy(cublas_);
-    cudaStreamDestroy(stream_);
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    cudaGetLastError();
   }
 
   std::string Name() const override { return "cuda:" + std::to_string(ordinal_); }
@@ -281,10 +304,10 @@ class CudaDevice final : public Device {
     scratch_rows_ = 0;
   }
 
-  // Constant after construction.
+  // Constant after Init().
   const int ordinal_;
-  cudaStream_t stream_;
-  cublasHandle_t cublas_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
   cuda_impl::Launch launch_;
   int* flag_ = nullptr;       // Device; AllFinite's result.
   int* host_flag_ = nullptr;  // Pinned host copy of flag_.
@@ -326,11 +349,6 @@ float CudaDevice::SoftmaxCrossEntropy(const float* logits, const int32_t* labels
   return static_cast<float>(total / batch);
 }
 
-Status CudaUnavailable(const std::string& what, cudaError_t err) {
-  cudaGetLastError();  // Do not leave the error for a later check.
-  return UnavailableError("no CUDA device: " + what + cudaGetErrorString(err));
-}
-
 }  // namespace
 
 int CudaRuntimeDeviceCount() {
@@ -357,19 +375,9 @@ StatusOr<std::unique_ptr<Device>> NewCudaDevice(const DeviceOptions& options) {
   int sm_count = 0;
   err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, options.cuda_device);
   if (err != cudaSuccess) return CudaUnavailable("cudaDeviceGetAttribute: ", err);
-  cudaStream_t stream = nullptr;
-  err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  if (err != cudaSuccess) return CudaUnavailable("cudaStreamCreate: ", err);
-  cublasHandle_t handle = nullptr;
-  const cublasStatus_t st = cublasCreate(&handle);
-  if (st != CUBLAS_STATUS_SUCCESS) {
-    cudaStreamDestroy(stream);
-    return UnavailableError(std::string("no CUDA device: cublasCreate: ") +
-                            cublasGetStatusString(st));
-  }
-  cublasSetStream(handle, stream);
-  return std::unique_ptr<Device>(
-      new CudaDevice(options.cuda_device, sm_count > 0 ? sm_count : 1, stream, handle));
+  auto device = std::make_unique<CudaDevice>(options.cuda_device);
+  RETURN_IF_ERROR(device->Init(sm_count));
+  return std::unique_ptr<Device>(std::move(device));
 }
 
 }  // namespace kernels

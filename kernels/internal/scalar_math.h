@@ -54,12 +54,16 @@ RELAXPS_HD uint16_t FloatBitsToHalfBits(uint32_t f) {
   return static_cast<uint16_t>(sign | q);
 }
 
-// fp16 bits -> fp32 bits (exact).
+// fp16 bits -> fp32 bits (exact; a signaling NaN comes back quiet, payload
+// kept, the same result as the x86 F16C instruction).
 RELAXPS_HD uint32_t HalfBitsToFloatBits(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1fu) return sign | 0x7f800000u | (mant << 13);  // Inf / NaN.
+  if (exp == 0x1fu) {
+    if (mant == 0) return sign | 0x7f800000u;  // Infinity.
+    return sign | 0x7fc00000u | (mant << 13);  // NaN, quieted (as F16C does).
+  }
   if (exp != 0) return sign | ((exp + 112u) << 23) | (mant << 13);
   if (mant == 0) return sign;  // Signed zero.
   // Subnormal: normalize the mantissa.
