@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cstring>
 #include <condition_variable>
 #include <mutex>
@@ -125,6 +126,7 @@ class ClientImpl final : public Client {
 
   Status Clock() override;
   int64_t clock() const override { return clock_.load(); }
+  int64_t last_params_clock() const override { return last_params_clock_.load(); }
   ClientStats stats() const override;
 
  private:
@@ -161,6 +163,7 @@ class ClientImpl final : public Client {
   std::string job_error_;                // Guarded by mu_.
 
   std::atomic<int64_t> clock_{0};
+  std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
 
   std::thread heartbeat_;
@@ -381,6 +384,15 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
     done(slices.status());
     return;
   }
+  // Parts report the clock their shard reflects; the request reflects the
+  // minimum, published when the last part completes.
+  auto min_clock = std::make_shared<std::atomic<int64_t>>(INT64_MAX);
+  if (type != wire::PUSH) {
+    done = [this, min_clock, done = std::move(done)](const Status& st) {
+      if (st.ok()) last_params_clock_.store(min_clock->load());
+      done(st);
+    };
+  }
   auto join = std::make_shared<Join>(static_cast<int>(slices->size()), std::move(done));
   for (const DenseSlice& s : *slices) {
     Message req = NewRequest(type, table, m->version());
@@ -399,10 +411,14 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
     const std::string where = "server " + std::to_string(s.server) + " (" +
                               m->server_endpoint(s.server) + ")";
     rpc_->Call(peer, std::move(req), options_.request_timeout_ms,
-               [this, join, dest, where](const Status& st, Message reply) {
+               [this, join, dest, where, min_clock](const Status& st, Message reply) {
                  Status result = st;
                  if (result.ok() && !dest.empty()) {
                    result = DecodePayload(reply, dest.data(), dest.size());
+                   int64_t seen = min_clock->load();
+                   const int64_t mine = reply.header.params_clock();
+                   while (mine < seen && !min_clock->compare_exchange_weak(seen, mine)) {
+                   }
                  }
                  if (!result.ok()) {
                    errors_.fetch_add(1);

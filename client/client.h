@@ -126,6 +126,12 @@ class Client {
   // carry the clock at which their gradient was computed.
   virtual Status Clock() = 0;
   virtual int64_t clock() const = 0;
+  // The clock that the parameters returned by the most recently completed
+  // dense Pull / PushPull are guaranteed to reflect: every live worker's
+  // pushes for clocks below it were applied (minimum over the shards that
+  // answered). clock() - last_params_clock() is the staleness of those
+  // parameters. -1 before the first pull.
+  virtual int64_t last_params_clock() const = 0;
 
   virtual ClientStats stats() const = 0;
 

@@ -248,8 +248,10 @@ void ServerImpl::Reject(const Request& req, const Status& status) {
   LOG_EVERY_N(WARNING, 1) << "rejected " << wire::MsgType_Name(req.msg.header.type())
                           << " from worker " << req.msg.header.sender() << ": " << status;
   Message reply = MakeReply(req.msg.header, status);
-  if (!req.msg.header.table().empty() && req.msg.header.shard_map_version() != map_version_ &&
-      (status.code() == StatusCode::kNotFound || status.code() == StatusCode::kInvalidArgument)) {
+  const uint64_t sender_version = req.msg.header.shard_map_version();
+  const bool routing_error = status.code() == StatusCode::kNotFound ||
+                             status.message().find("not in this shard") != std::string::npos;
+  if (routing_error && sender_version != 0 && sender_version < map_version_) {
     // The sender may be routing with an old map: send ours along ("moved").
     *reply.header.mutable_shard_map() = map_;
     StatusToProto(FailedPreconditionError("moved: " + status.message()),

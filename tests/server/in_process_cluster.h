@@ -1,0 +1,61 @@
+// An in-process relaxps cluster for tests: a coordinator and N servers, each
+// on its own thread, bound to OS-chosen ports on 127.0.0.1.
+#ifndef RELAXPS_TESTS_SERVER_IN_PROCESS_CLUSTER_H_
+#define RELAXPS_TESTS_SERVER_IN_PROCESS_CLUSTER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "coordinator/coordinator.h"
+#include "server/server.h"
+
+namespace relaxps {
+
+class InProcessCluster {
+ public:
+  // Starts a coordinator and `num_servers` memory-store servers.
+  InProcessCluster(int num_servers, const std::string& consistency = "async",
+                   int staleness = 2, int heartbeat_timeout_ms = 1000) {
+    CoordinatorOptions co;
+    co.num_servers = num_servers;
+    co.consistency = consistency;
+    co.staleness = staleness;
+    co.heartbeat_timeout_ms = heartbeat_timeout_ms;
+    auto c = Coordinator::Start(co);
+    CHECK(c.ok()) << c.status();
+    coordinator_ = std::move(c).value();
+    threads_.emplace_back([this] { coordinator_->Run(); });
+    for (int i = 0; i < num_servers; ++i) {
+      ServerOptions so;
+      so.coordinator = coordinator_->endpoint();
+      so.store.kind = "memory";
+      so.heartbeat_ms = 100;
+      auto s = Server::Start(so);
+      CHECK(s.ok()) << s.status();
+      servers_.push_back(std::move(s).value());
+      Server* raw = servers_.back().get();
+      threads_.emplace_back([raw] { raw->Run().IgnoreError(); });
+    }
+  }
+  ~InProcessCluster() {
+    for (auto& s : servers_) s->Stop();
+    coordinator_->Stop();
+    for (auto& t : threads_) t.join();
+  }
+
+  const std::string& coordinator() const { return coordinator_->endpoint(); }
+  Server* server(int i) { return servers_[i].get(); }
+
+ private:
+  std::unique_ptr<Coordinator> coordinator_;
+  std::vector<std::unique_ptr<Server>> servers_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_TESTS_SERVER_IN_PROCESS_CLUSTER_H_

@@ -1,0 +1,278 @@
+// Server behaviour through the real wire protocol: routing, optimizers,
+// sparse rows, and rejection of malformed input without harm.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include <gtest/gtest.h>
+
+#include "client/client.h"
+#include "common/rpc_client.h"
+#include "common/wire.h"
+#include "tests/server/in_process_cluster.h"
+
+namespace relaxps {
+namespace {
+
+#define RELAXPS_EXPECT_OK_(expr) EXPECT_TRUE((expr).ok()) << (expr).ToString()
+
+std::unique_ptr<Client> Connect(const std::string& coordinator, const std::string& role = "worker") {
+  ClientOptions o;
+  o.coordinator = coordinator;
+  o.role = role;
+  o.request_timeout_ms = 5000;
+  auto c = Client::Connect(o);
+  CHECK(c.ok()) << c.status();
+  return std::move(c).value();
+}
+
+TableOptions DenseTable(const std::string& name, uint64_t size, const std::string& opt = "sgd",
+                        float lr = 0.1f) {
+  TableOptions t;
+  t.name = name;
+  t.type = TableType::kDense;
+  t.size = size;
+  t.optimizer.name = opt;
+  t.optimizer.lr = lr;
+  t.init.seed = 7;
+  t.init.segments.push_back(InitSegment{0, size, InitKind::kUniform, -1.0f, 1.0f});
+  return t;
+}
+
+std::vector<float> PullAll(Client* c, const std::string& table, uint64_t size) {
+  FloatBuffer out(size);
+  Status s = c->Pull(table, 0, out).get();
+  EXPECT_TRUE(s.ok()) << s;
+  return std::vector<float>(out.begin(), out.end());
+}
+
+TEST(ServerTest, DensePushAppliesSgdAcrossShards) {
+  InProcessCluster cluster(2);
+  auto client = Connect(cluster.coordinator());
+  const uint64_t n = 3 * 4096 + 123;  // Spans both servers, uneven end.
+  ASSERT_TRUE(client->CreateTable(DenseTable("w", n)).ok());
+  std::vector<float> before = PullAll(client.get(), "w", n);
+  // Initial values follow the initializer regardless of sharding.
+  Initializer init = DenseTable("w", n).init;
+  std::vector<float> expect(n);
+  init.Fill(0, n, expect.data());
+  ASSERT_EQ(before, expect);
+
+  FloatBuffer g(n);
+  for (uint64_t i = 0; i < n; ++i) g[i] = static_cast<float>(i % 7) - 3.0f;
+  ASSERT_TRUE(client->Push("w", 0, g).get().ok());
+  std::vector<float> after = PullAll(client.get(), "w", n);
+  for (uint64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(after[i], before[i] - 0.1f * g[i]) << i;
+
+  // A sub-range push touches only that range.
+  FloatBuffer g2(10);
+  for (auto& v : g2) v = 1.0f;
+  ASSERT_TRUE(client->Push("w", 4090, g2).get().ok());
+  std::vector<float> after2 = PullAll(client.get(), "w", n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const float want = (i >= 4090 && i < 4100) ? after[i] - 0.1f : after[i];
+    ASSERT_FLOAT_EQ(after2[i], want) << i;
+  }
+}
+
+TEST(ServerTest, PushPullReturnsUpdatedParamsAndFp16HalvesBytes) {
+  InProcessCluster cluster(1);
+  auto c32 = Connect(cluster.coordinator());
+  const uint64_t n = 50000;
+  ASSERT_TRUE(c32->CreateTable(DenseTable("m", n)).ok());
+  std::vector<float> before = PullAll(c32.get(), "m", n);
+  FloatBuffer g(n), out(n);
+  for (auto& v : g) v = 0.5f;
+  const uint64_t sent0 = c32->stats().bytes_sent;
+  ASSERT_TRUE(c32->PushPull("m", 0, g, out).get().ok());
+  const uint64_t fp32_bytes = c32->stats().bytes_sent - sent0;
+  for (uint64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(out[i], before[i] - 0.05f);
+
+  ClientOptions o;
+  o.coordinator = cluster.coordinator();
+  o.wire_dtype = "fp16";
+  auto c16 = Client::Connect(o);
+  ASSERT_TRUE(c16.ok());
+  const uint64_t s0 = (*c16)->stats().bytes_sent;
+  ASSERT_TRUE((*c16)->PushPull("m", 0, g, out).get().ok());
+  const uint64_t fp16_bytes = (*c16)->stats().bytes_sent - s0;
+  EXPECT_LT(fp16_bytes, fp32_bytes * 0.55);
+  for (uint64_t i = 0; i < n; ++i) ASSERT_NEAR(out[i], before[i] - 0.1f, 2e-3f) << i;
+}
+
+TEST(ServerTest, SparseRowsAreCreatedOnTouchAndUpdated) {
+  InProcessCluster cluster(2);
+  auto client = Connect(cluster.coordinator());
+  TableOptions t;
+  t.name = "emb";
+  t.type = TableType::kSparse;
+  t.row_width = 8;
+  t.optimizer.name = "adagrad";
+  t.optimizer.lr = 0.5f;
+  t.init.seed = 3;
+  t.init.segments.push_back(InitSegment{0, 8, InitKind::kNormal, 0.0f, 0.1f});
+  ASSERT_TRUE(client->CreateTable(t).ok());
+  KeyBuffer ids(5);
+  const uint64_t raw[5] = {1, 1ull << 40, 17, 1, 999999};  // Duplicate id 1.
+  std::memcpy(ids.data(), raw, sizeof(raw));
+  FloatBuffer rows(5 * 8);
+  ASSERT_TRUE(client->PullRows("emb", ids, rows).get().ok());
+  for (int r = 0; r < 5; ++r) {
+    std::vector<float> want(8);
+    t.init.FillRow(raw[r], 8, want.data());
+    for (int c = 0; c < 8; ++c) ASSERT_FLOAT_EQ(rows[r * 8 + c], want[c]);
+  }
+  FloatBuffer grads(5 * 8);
+  for (auto& v : grads) v = 1.0f;
+  ASSERT_TRUE(client->PushRows("emb", ids, grads).get().ok());
+  FloatBuffer rows2(5 * 8);
+  ASSERT_TRUE(client->PullRows("emb", ids, rows2).get().ok());
+  // Adagrad's first step moves each weight by lr * g / sqrt(g^2) = lr * sign(g);
+  // row 1 got g = 2 (duplicate summed) and still moves by lr.
+  for (int i = 0; i < 5 * 8; ++i) ASSERT_NEAR(rows2[i], rows[i] - 0.5f, 1e-5f) << i;
+}
+
+// Sends raw multipart messages to a server, like a buggy or hostile peer.
+class RawPeer {
+ public:
+  explicit RawPeer(const std::string& endpoint) : socket_(ctx_, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvtimeo, 3000);
+    socket_.connect(endpoint);
+  }
+  void Send(std::vector<std::string> frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      socket_.send(zmq::buffer(frames[i]),
+                   i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+  void SendRequest(const wire::Header& h, std::vector<std::string> payload) {
+    std::string hs;
+    h.SerializeToString(&hs);
+    payload.insert(payload.begin(), hs);
+    Send(payload);
+  }
+  // Receives a reply and returns its status (Internal if none arrived).
+  Status ReceiveStatus() {
+    std::vector<zmq::message_t> parts;
+    if (!zmq::recv_multipart(socket_, std::back_inserter(parts))) {
+      return InternalError("no reply");
+    }
+    wire::Header h;
+    if (parts.empty() || !h.ParseFromArray(parts[0].data(), static_cast<int>(parts[0].size()))) {
+      return InternalError("unparsable reply");
+    }
+    return StatusFromProto(h.status());
+  }
+
+ private:
+  zmq::context_t ctx_{1};
+  zmq::socket_t socket_;
+};
+
+std::string ServerEndpoint(const std::string& coordinator) {
+  auto observer = Connect(coordinator, "observer");
+  (void)observer->ListTables();
+  // The server endpoint is in the shard map; ask through a pull-less path.
+  RpcClient rpc;
+  Message m;
+  m.header.set_type(wire::GET_SHARD_MAP);
+  auto reply = rpc.CallSync(rpc.Connect(coordinator), std::move(m), 3000);
+  CHECK(reply.ok());
+  return reply->header.shard_map().servers(0).endpoint();
+}
+
+TEST(ServerTest, MalformedInputIsRejectedAndHarmless) {
+  InProcessCluster cluster(1);
+  auto client = Connect(cluster.coordinator());
+  const uint64_t n = 1000;
+  ASSERT_TRUE(client->CreateTable(DenseTable("p", n)).ok());
+  const std::vector<float> before = PullAll(client.get(), "p", n);
+  RawPeer peer(ServerEndpoint(cluster.coordinator()));
+
+  // 1. Garbage bytes as the header frame.
+  peer.Send({std::string("\xff\xfe garbage \x01\x02\x03", 15), "more"});
+  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kInvalidArgument);
+
+  wire::Header push;
+  push.set_type(wire::PUSH);
+  push.set_request_id(11);
+  push.set_table("p");
+  push.set_key_begin(0);
+  push.set_key_count(4);
+  std::string four_floats(16, '\0');
+
+  // 2. Wrong frame count: a push without its payload, and with two.
+  peer.SendRequest(push, {});
+  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kInvalidArgument);
+  peer.SendRequest(push, {four_floats, four_floats});
+  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kInvalidArgument);
+
+  // 3. Unknown table.
+  wire::Header unknown = push;
+  unknown.set_table("nope");
+  peer.SendRequest(unknown, {four_floats});
+  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kNotFound);
+
+  // 4. Wrong payload length, and a range outside the table.
+  peer.SendRequest(push, {std::string(15, '\0')});
+  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kInvalidArgument);
+  wire::Header outside = push;
+  outside.set_key_begin(n - 2);
+  peer.SendRequest(outside, {four_floats});
+  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kInvalidArgument);
+
+  // 5. NaN and Inf gradients.
+  float bad[4] = {1.0f, std::numeric_limits<float>::quiet_NaN(), 0.0f, 0.0f};
+  peer.SendRequest(push, {std::string(reinterpret_cast<char*>(bad), 16)});
+  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kInvalidArgument);
+  bad[1] = std::numeric_limits<float>::infinity();
+  peer.SendRequest(push, {std::string(reinterpret_cast<char*>(bad), 16)});
+  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kInvalidArgument);
+  FloatBuffer nan_grads(n);
+  nan_grads[500] = std::nanf("");
+  Status s = client->Push("p", 0, nan_grads).get();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+
+  // 6. Unknown message type and a header that claims to be a reply.
+  wire::Header weird;
+  weird.set_type(static_cast<wire::MsgType>(77));
+  peer.SendRequest(weird, {});
+  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kInvalidArgument);
+
+  // Parameters are unharmed and the server still serves correct requests.
+  EXPECT_EQ(PullAll(client.get(), "p", n), before);
+  FloatBuffer ok(n);
+  for (auto& v : ok) v = 1.0f;
+  ASSERT_TRUE(client->Push("p", 0, ok).get().ok());
+  const std::vector<float> after = PullAll(client.get(), "p", n);
+  for (uint64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(after[i], before[i] - 0.1f);
+
+  // And it counted what it rejected.
+  RpcClient rpc;
+  Message m;
+  m.header.set_type(wire::SERVER_STATS);
+  auto stats = rpc.CallSync(rpc.Connect(ServerEndpoint(cluster.coordinator())), std::move(m), 3000);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_GE(stats->header.server_stats().rejected(), 8u);
+  EXPECT_EQ(stats->header.server_stats().nonfinite_rejected(), 3u);
+}
+
+TEST(ServerTest, ClientRejectsBadArgumentsLocally) {
+  InProcessCluster cluster(1);
+  auto client = Connect(cluster.coordinator());
+  ASSERT_TRUE(client->CreateTable(DenseTable("q", 100)).ok());
+  EXPECT_EQ(client->Pull("q", 90, FloatBuffer(20)).get().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client->Pull("missing", 0, FloatBuffer(1)).get().code(), StatusCode::kNotFound);
+  // Re-creating with the same options is fine; different options are not.
+  EXPECT_TRUE(client->CreateTable(DenseTable("q", 100)).ok());
+  EXPECT_EQ(client->CreateTable(DenseTable("q", 101)).code(), StatusCode::kInvalidArgument);
+  TableOptions bad = DenseTable("r", 10);
+  bad.optimizer.name = "rmsprop";
+  EXPECT_EQ(client->CreateTable(bad).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace relaxps
