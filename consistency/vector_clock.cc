@@ -22,7 +22,12 @@ bool VectorClock::SetLive(const std::vector<int>& ids, const std::vector<int64_t
   std::map<int, int64_t> next;
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = clocks_.find(ids[i]);
-    const int64_t reported = i < clocks.size() ? clocks[i] : 0;
+    int64_t reported = i < clocks.size() ? clocks[i] : 0;
+    auto early = outside_.find(ids[i]);
+    if (early != outside_.end()) {
+      reported = std::max(reported, early->second);
+      outside_.erase(early);
+    }
     if (it != clocks_.end()) {
       next[ids[i]] = std::max(it->second, reported);
     } else {
@@ -36,7 +41,13 @@ bool VectorClock::SetLive(const std::vector<int>& ids, const std::vector<int64_t
 bool VectorClock::Advance(int worker, int64_t clock) {
   const int64_t before = Min();
   auto it = clocks_.find(worker);
-  if (it == clocks_.end()) return false;  // Not live: cannot hold anyone back.
+  if (it == clocks_.end()) {
+    // Not live (yet): cannot hold anyone back, but remember its progress in
+    // case the live-set update that adds it arrives after its pushes.
+    int64_t& c = outside_[worker];
+    c = std::max(c, clock + 1);
+    return false;
+  }
   it->second = std::max(it->second, clock + 1);
   return Min() != before;
 }

@@ -23,9 +23,9 @@ class VectorClock {
   // current minimum); missing ones are dropped. Returns true if the minimum
   // changed.
   bool SetLive(const std::vector<int>& ids, const std::vector<int64_t>& clocks);
-  // Records that `worker` completed `clock`. Workers outside the live set are
-  // ignored (the coordinator adds a worker before it may push). Returns true
-  // if the minimum changed.
+  // Records that `worker` completed `clock`. A worker outside the live set
+  // holds nobody back; its progress is remembered for when it is added.
+  // Returns true if the minimum changed.
   bool Advance(int worker, int64_t clock);
 
   // Minimum completed clock over live workers (0 if none).
@@ -37,7 +37,8 @@ class VectorClock {
   const std::map<int, int64_t>& entries() const { return clocks_; }
 
  private:
-  std::map<int, int64_t> clocks_;  // worker id -> completed clocks.
+  std::map<int, int64_t> clocks_;   // Live worker id -> completed clocks.
+  std::map<int, int64_t> outside_;  // Progress of workers not (yet) live.
 };
 
 }  // namespace relaxps

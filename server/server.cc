@@ -67,6 +67,7 @@ class ServerImpl final : public Server {
   std::map<std::string, std::unique_ptr<DenseShardState>> dense_;
   std::map<std::string, std::unique_ptr<SparseShardState>> sparse_;
   wire::ServerStats stats_;
+  wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
   int64_t last_flush_clock_ = 0;
 
@@ -195,9 +196,14 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
         spec.num_slots = slots;
         spec.init = t.init;
         ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
-        dense_[t.name] = std::make_unique<DenseShardState>(shard, std::move(optimizer),
-                                                           policy_.get(), device_.get(),
-                                                           store_.get());
+        auto state = std::make_unique<DenseShardState>(shard, std::move(optimizer),
+                                                       policy_.get(), device_.get(),
+                                                       store_.get());
+        // A shard created after workers joined starts from the known live set.
+        state->SetLiveWorkers(
+            std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
+            std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
+        dense_[t.name] = std::move(state);
         LOG(INFO) << "table '" << t.name << "': dense keys [" << spec.begin << ", " << spec.end
                   << ") with " << t.optimizer.name;
         break;
@@ -221,6 +227,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
 }
 
 void ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
+  live_workers_ = live;
   std::vector<int> ids(live.ids().begin(), live.ids().end());
   std::vector<int64_t> clocks(live.clocks().begin(), live.clocks().end());
   for (auto& [name, shard] : dense_) shard->SetLiveWorkers(ids, clocks);

@@ -1,0 +1,221 @@
+// Consistency models end to end through real servers: BSP equivalence with a
+// single large-batch worker, SSP's staleness bound, async's lack of one.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "client/client.h"
+#include "common/initializer.h"
+#include "consistency/consistency_policy.h"
+#include "consistency/vector_clock.h"
+#include "tests/server/in_process_cluster.h"
+
+namespace relaxps {
+namespace {
+
+TEST(VectorClockTest, MinTracksSlowestLiveWorker) {
+  VectorClock vc;
+  vc.SetLive({0, 1, 2}, {0, 0, 0});
+  EXPECT_EQ(vc.Min(), 0);
+  vc.Advance(0, 0);
+  vc.Advance(1, 0);
+  EXPECT_EQ(vc.Min(), 0);
+  EXPECT_TRUE(vc.Advance(2, 0));
+  EXPECT_EQ(vc.Min(), 1);
+  vc.Advance(0, 5);
+  EXPECT_EQ(vc.Get(0), 6);
+  // Dropping the slowest raises the minimum; a joiner starts at the minimum.
+  vc.SetLive({0, 1}, {6, 1});
+  EXPECT_EQ(vc.Min(), 1);
+  vc.Advance(1, 3);
+  vc.SetLive({0, 1, 7}, {6, 4, 0});
+  EXPECT_EQ(vc.Get(7), 4);
+  // Pushes from non-members do not hold anyone back.
+  EXPECT_FALSE(vc.Advance(42, 100));
+  EXPECT_FALSE(vc.IsLive(42));
+}
+
+TEST(ConsistencyPolicyTest, GatesFollowTheModel) {
+  auto bsp = NewConsistencyPolicy({"bsp", 0});
+  auto ssp = NewConsistencyPolicy({"ssp", 2});
+  auto async = NewConsistencyPolicy({"async", 0});
+  ASSERT_TRUE(bsp.ok() && ssp.ok() && async.ok());
+  EXPECT_TRUE((*bsp)->AggregatesPushes());
+  EXPECT_EQ((*bsp)->RequiredMinClock(5), 5);
+  EXPECT_FALSE((*ssp)->AggregatesPushes());
+  EXPECT_EQ((*ssp)->RequiredMinClock(5), 3);
+  EXPECT_LT((*async)->RequiredMinClock(5), -1000000);
+  EXPECT_FALSE(NewConsistencyPolicy({"eventual", 0}).ok());
+  EXPECT_FALSE(NewConsistencyPolicy({"ssp", -1}).ok());
+}
+
+// A least-squares problem: y = x . w* with deterministic data.
+constexpr int kDim = 6000;  // Spans two servers (dense chunks of 4096).
+
+void Sample(uint64_t i, std::vector<float>* x, float* y) {
+  x->resize(kDim);
+  double dot = 0;
+  for (int d = 0; d < kDim; ++d) {
+    (*x)[d] = static_cast<float>(HashUniform(11, i * kDim + d) - 0.5);
+    dot += (*x)[d] * std::sin(0.01 * d);
+  }
+  *y = static_cast<float>(dot);
+}
+
+// Mean gradient of 0.5 (x.w - y)^2 over samples [first, first + count).
+void Gradient(const float* w, uint64_t first, int count, float* g) {
+  std::fill(g, g + kDim, 0.0f);
+  std::vector<float> x;
+  float y;
+  for (int s = 0; s < count; ++s) {
+    Sample(first + s, &x, &y);
+    double pred = 0;
+    for (int d = 0; d < kDim; ++d) pred += x[d] * w[d];
+    const float err = static_cast<float>(pred - y) / count;
+    for (int d = 0; d < kDim; ++d) g[d] += err * x[d];
+  }
+}
+
+TableOptions Model(const std::string& optimizer) {
+  TableOptions t;
+  t.name = "w";
+  t.size = kDim;
+  t.optimizer.name = optimizer;
+  t.optimizer.lr = optimizer == "adam" ? 0.01f : 0.05f;
+  t.init.seed = 5;
+  t.init.segments.push_back(InitSegment{0, kDim, InitKind::kUniform, -0.1f, 0.1f});
+  return t;
+}
+
+std::unique_ptr<Client> Connect(const std::string& coordinator) {
+  ClientOptions o;
+  o.coordinator = coordinator;
+  o.request_timeout_ms = 20000;
+  auto c = Client::Connect(o);
+  CHECK(c.ok()) << c.status();
+  return std::move(c).value();
+}
+
+// Trains `steps` BSP steps with `workers` workers of batch `batch` each and
+// returns the final parameters.
+std::vector<float> TrainBsp(int workers, int batch, int steps, const std::string& optimizer) {
+  InProcessCluster cluster(2, "bsp");
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int k = 0; k < workers; ++k) clients.push_back(Connect(cluster.coordinator()));
+  for (auto& c : clients) CHECK(c->CreateTable(Model(optimizer)).ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int k = 0; k < workers; ++k) {
+    threads.emplace_back([&, k] {
+      Client* c = clients[k].get();
+      FloatBuffer w(kDim), g(kDim);
+      if (!c->Pull("w", 0, w).get().ok()) ++failures;
+      for (int t = 0; t < steps; ++t) {
+        const uint64_t first = static_cast<uint64_t>(t) * workers * batch + k * batch;
+        Gradient(w.data(), first, batch, g.data());
+        Status s = c->PushPull("w", 0, g, w).get();
+        if (!s.ok()) {
+          LOG(ERROR) << s;
+          ++failures;
+          return;
+        }
+        if (!c->Clock().ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  FloatBuffer out(kDim);
+  CHECK(clients[0]->Pull("w", 0, out).get().ok());
+  return std::vector<float>(out.begin(), out.end());
+}
+
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+class BspEquivalenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BspEquivalenceTest, NWorkersMatchOneWorkerWithNTimesTheBatch) {
+  const int kBatch = 4;
+  const int kSteps = 50;
+  const std::string optimizer = GetParam();
+  for (int n : {2, 4}) {
+    std::vector<float> single = TrainBsp(1, n * kBatch, kSteps, optimizer);
+    std::vector<float> multi = TrainBsp(n, kBatch, kSteps, optimizer);
+    std::vector<float> init(kDim);
+    Model(optimizer).init.Fill(0, kDim, init.data());
+    // The model moved, so equality is not trivially the initial values.
+    ASSERT_GT(RelativeError(single, init), 1e-2);
+    const double err = RelativeError(multi, single);
+    EXPECT_LE(err, 1e-5) << n << " workers, " << optimizer;
+    std::printf("bsp %s: %d workers x batch %d vs 1 x batch %d: relative error %.3g\n",
+                optimizer.c_str(), n, kBatch, n * kBatch, err);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, BspEquivalenceTest, ::testing::Values("sgd", "adam"));
+
+struct StalenessRun {
+  int64_t max_staleness = 0;
+  double blocked_s = 0;
+};
+
+// A fast worker and a straggler (sleep per step); returns what the fast one saw.
+StalenessRun RunWithStraggler(const std::string& model, int staleness) {
+  InProcessCluster cluster(1, model, staleness);
+  auto fast = Connect(cluster.coordinator());
+  auto slow = Connect(cluster.coordinator());
+  TableOptions t = Model("sgd");
+  t.size = 1000;
+  t.init.segments[0].end = 1000;
+  CHECK(fast->CreateTable(t).ok());
+  CHECK(slow->CreateTable(t).ok());
+  const int kSteps = 20;
+  std::thread straggler([&] {
+    FloatBuffer w(1000), g(1000);
+    for (int s = 0; s < kSteps; ++s) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      CHECK(slow->PushPull("w", 0, g, w).get().ok());
+      CHECK(slow->Clock().ok());
+    }
+  });
+  StalenessRun run;
+  FloatBuffer w(1000), g(1000);
+  for (int s = 0; s < kSteps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = fast->PushPull("w", 0, g, w).get();
+    run.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_TRUE(st.ok()) << st;
+    CHECK(fast->Clock().ok());
+    // Parameters for the computation at clock() reflect last_params_clock().
+    run.max_staleness = std::max(run.max_staleness, fast->clock() - fast->last_params_clock());
+  }
+  straggler.join();
+  return run;
+}
+
+TEST(SspTest, FastWorkerNeverExceedsTheBoundAndBlocks) {
+  StalenessRun ssp = RunWithStraggler("ssp", 2);
+  EXPECT_LE(ssp.max_staleness, 2);
+  EXPECT_EQ(ssp.max_staleness, 2);  // It did run ahead as far as allowed...
+  EXPECT_GT(ssp.blocked_s, 0.2);    // ...and waited for the straggler.
+  StalenessRun async = RunWithStraggler("async", 2);
+  EXPECT_GT(async.max_staleness, 2);
+  EXPECT_LT(async.blocked_s, ssp.blocked_s);
+  std::printf("ssp(2): max staleness %lld, blocked %.2f s; async: max staleness %lld, blocked %.2f s\n",
+              static_cast<long long>(ssp.max_staleness), ssp.blocked_s,
+              static_cast<long long>(async.max_staleness), async.blocked_s);
+}
+
+}  // namespace
+}  // namespace relaxps
