@@ -1,22 +1,24 @@
 // RocksDbStore: the durable ParamStore.
 //
 // Dense shards are served from aligned in-memory arrays and written to RocksDB
-// at Flush() (64 KiB chunk keys plus a metadata key with spec, step and
-// clock). Flush hashes every chunk and writes only those that changed since
-// they were last committed, so it does not depend on DenseUpdated calls and a
-// Checkpoint right after a Flush writes no dense data again. Sparse rows live in RocksDB behind a byte-bounded LRU cache
-// (RowCache), so a table may be much larger than cache_mb.
+// at Flush() as 64 KiB chunk keys plus a table record with spec, step and
+// clock. Flush hashes every chunk and writes only those that changed since
+// they were last committed, so it does not depend on DenseUpdated calls, and
+// a Checkpoint right after a Flush writes no dense data again. Sparse rows
+// live in RocksDB behind a byte-bounded LRU cache (RowCache), so a table may
+// be much larger than cache_mb.
 //
 // Durability, without wal_per_update: the store on disk is exactly the state
 // of the last Flush. Dirty rows evicted between flushes go to "staged" keys
-// (see internal/store_format.h) that are not yet committed; Flush stages the
-// remaining dirty rows, writes every dense shard, the table metadata and a
-// flush record in one WriteBatch, and makes it durable with a memtable flush
-// (an SST file write + fsync, so nothing is written twice through a WAL). If
-// rows were staged, the flush record says "apply pending" and Flush then moves
-// the staged rows to their committed keys; a crash during that move is
-// finished on the next open, and staged rows without a pending flush record
-// are discarded on open.
+// (see internal/store_format.h) that are not yet committed. Flush stages the
+// remaining dirty rows and flushes the memtable, then writes the commit -
+// changed dense chunks, every table record and a flush record - as one SST
+// file (SstFileWriter, fsynced) and ingests it atomically (a hard link and a
+// MANIFEST update). Dense data is thus written once, with no WriteBatch,
+// memtable or WAL copy. If rows were staged, the flush record says "apply
+// pending" and Flush then moves the staged rows to their committed keys; a
+// crash during that move is finished on the next open, and staged rows
+// without a pending flush record are discarded on open.
 //
 // With wal_per_update: WriteRows and DenseUpdated write the rows (or the dense
 // chunks touched, plus the shard's step/clock) to their committed keys through
@@ -55,7 +57,7 @@ StatusOr<std::unique_ptr<ParamStore>> RocksDbStore::Open(const ParamStoreOptions
 
   std::unique_ptr<RocksDbStore> store(new RocksDbStore(options));
   rocksdb::DB* db = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(MakeDbOptions(options), options.data_dir, &db);
+  rocksdb::Status s = rocksdb::DB::Open(store->db_options_, options.data_dir, &db);
   RETURN_IF_ERROR(FromRocks(s, "cannot open param store " + options.data_dir));
   store->db_.reset(db);
   RETURN_IF_ERROR(store->Recover());
@@ -177,7 +179,8 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
   rocksdb::Slice upper(hi);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper;
-  ro.fill_cache = false;
+  ro.fill_cache = false;        // A one-off scan: keep the block cache for rows.
+  ro.readahead_size = 8 << 20;  // Large sequential reads of 64 KiB chunks.
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
   const std::string what = "dense table '" + spec.table + "' in " + Where();
   for (it->Seek(lo); it->Valid(); it->Next()) {

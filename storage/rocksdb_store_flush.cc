@@ -1,11 +1,14 @@
 // RocksDbStore: Flush, Checkpoint and the low-level write helpers (see
 // rocksdb_store.cc for the durability design).
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include <rocksdb/db.h>
+#include <rocksdb/sst_file_writer.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
@@ -29,25 +32,33 @@ void RocksDbStore::PutDenseChunks(const DenseTable& t, int slot, uint64_t first_
   }
 }
 
-void RocksDbStore::PutDenseMeta(const DenseTable& t, rocksdb::WriteBatch* batch) const {
+std::string RocksDbStore::DenseMetaValue(const DenseTable& t) const {
   TableMeta m;
   m.kind = TableKind::kDense;
   m.id = t.id;
   m.dense = t.shard.spec;
   m.step = t.shard.step;
   m.clock = t.shard.clock;
-  batch->Put(TableMetaKey(m.dense.table), EncodeTableMeta(m));
-  batch->Put(kStoreMetaKey, EncodeStoreMeta(meta_));
+  return EncodeTableMeta(m);
 }
 
-void RocksDbStore::PutSparseMeta(const SparseTable& t, uint64_t num_rows,
-                                 rocksdb::WriteBatch* batch) const {
+std::string RocksDbStore::SparseMetaValue(const SparseTable& t, uint64_t num_rows) const {
   TableMeta m;
   m.kind = TableKind::kSparse;
   m.id = t.id;
   m.sparse = t.spec;
   m.num_rows = num_rows;
-  batch->Put(TableMetaKey(m.sparse.table), EncodeTableMeta(m));
+  return EncodeTableMeta(m);
+}
+
+void RocksDbStore::PutDenseMeta(const DenseTable& t, rocksdb::WriteBatch* batch) const {
+  batch->Put(TableMetaKey(t.shard.spec.table), DenseMetaValue(t));
+  batch->Put(kStoreMetaKey, EncodeStoreMeta(meta_));
+}
+
+void RocksDbStore::PutSparseMeta(const SparseTable& t, uint64_t num_rows,
+                                 rocksdb::WriteBatch* batch) const {
+  batch->Put(TableMetaKey(t.spec.table), SparseMetaValue(t, num_rows));
   batch->Put(kStoreMetaKey, EncodeStoreMeta(meta_));
 }
 
@@ -66,40 +77,73 @@ Status RocksDbStore::FlushMemtables(const char* what) {
 }
 
 Status RocksDbStore::DoFlush(int64_t clock) {
+  // Staged rows must be durable before the commit that refers to them.
   RETURN_IF_ERROR(StageDirtyRows());
-  // Dense chunks whose contents changed since they were last committed.
+  if (staged_rows_) RETURN_IF_ERROR(FlushMemtables("flush staged rows"));
+
+  // The commit is one SST file, ingested atomically: the changed dense chunks
+  // (skipping unchanged ones by content hash), every table record, the store
+  // metadata and the flush record. Written straight to the file, so dense
+  // data is not copied through a WriteBatch and a memtable.
   struct Changed {
     DenseTable* table;
     std::vector<uint64_t> hashes;
-    std::vector<size_t> chunks;  // Indexes into hashes (slot * num_chunks + chunk).
+    std::vector<size_t> chunks;  // Indexes into hashes (slot * num_chunks + chunk), ascending.
   };
   std::vector<Changed> changed;
-  size_t reserve = 4096;
   for (auto& [name, t] : dense_) {
     Changed c{t.get(), t->HashChunks(), {}};
     for (size_t i = 0; i < c.hashes.size(); ++i) {
       if (c.hashes[i] != t->committed_hash[i]) c.chunks.push_back(i);
     }
-    reserve += c.chunks.size() * (kDenseChunkFloats * sizeof(float) + 32) + 512;
     changed.push_back(std::move(c));
   }
-  {
-    // The commit: changed dense chunks, every table record and the flush
-    // record in one batch, made durable by the memtable flush below.
-    rocksdb::WriteBatch batch(reserve);
-    for (const Changed& c : changed) {
-      const uint64_t chunks = c.table->num_chunks();
-      for (size_t i : c.chunks) {
-        PutDenseChunks(*c.table, static_cast<int>(i / chunks), i % chunks, i % chunks + 1, &batch);
-      }
-      PutDenseMeta(*c.table, &batch);
-    }
-    for (const auto& [name, t] : sparse_) PutSparseMeta(*t, t->num_rows, &batch);
-    batch.Put(kStoreMetaKey, EncodeStoreMeta(meta_));
-    batch.Put(kFlushKey, EncodeFlushRecord(FlushRecord{clock, staged_rows_}));
-    RETURN_IF_ERROR(Write(&batch, /*wal=*/false, /*sync=*/false, "flush"));
+  // SST keys must be added in order: "F" < "M" < "d" + id... < "t" + name.
+  std::sort(changed.begin(), changed.end(),
+            [](const Changed& a, const Changed& b) { return a.table->id < b.table->id; });
+  std::map<std::string, std::string> table_records;
+  for (const Changed& c : changed) {
+    table_records.emplace(TableMetaKey(c.table->shard.spec.table), DenseMetaValue(*c.table));
   }
-  RETURN_IF_ERROR(FlushMemtables("flush"));
+  for (const auto& [name, t] : sparse_) {
+    table_records.emplace(TableMetaKey(name), SparseMetaValue(*t, t->num_rows));
+  }
+
+  const std::string path = options_.data_dir + "/relaxps-flush.sst.tmp";
+  Status s = [&]() -> Status {
+    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), db_options_);
+    const std::string what = "cannot write " + path;
+    RETURN_IF_ERROR(FromRocks(writer.Open(path), what));
+    RETURN_IF_ERROR(FromRocks(
+        writer.Put(kFlushKey, EncodeFlushRecord(FlushRecord{clock, staged_rows_})), what));
+    RETURN_IF_ERROR(FromRocks(writer.Put(kStoreMetaKey, EncodeStoreMeta(meta_)), what));
+    for (const Changed& c : changed) {
+      const DenseTable& t = *c.table;
+      const uint64_t chunks = t.num_chunks();
+      for (size_t i : c.chunks) {
+        const int slot = static_cast<int>(i / chunks);
+        const uint64_t chunk = i % chunks;
+        const uint64_t first = chunk * kDenseChunkFloats;
+        const size_t len = std::min<uint64_t>(kDenseChunkFloats, t.shard.size() - first);
+        RETURN_IF_ERROR(FromRocks(
+            writer.Put(DenseChunkKey(t.id, slot, chunk),
+                       rocksdb::Slice(reinterpret_cast<const char*>(t.shard.slots[slot] + first),
+                                      len * sizeof(float))),
+            what));
+      }
+    }
+    for (const auto& [key, value] : table_records) {
+      RETURN_IF_ERROR(FromRocks(writer.Put(key, value), what));
+    }
+    RETURN_IF_ERROR(FromRocks(writer.Finish(), what));  // Also fsyncs the file.
+    rocksdb::IngestExternalFileOptions ingest;
+    ingest.move_files = true;           // Hard link, no copy.
+    ingest.allow_blocking_flush = true;  // Older values of these keys may sit in the memtable.
+    return FromRocks(db_->IngestExternalFile({path}, ingest), "cannot commit flush of " + Where());
+  }();
+  RemoveAll(path).IgnoreError();
+  RETURN_IF_ERROR(s);
+
   for (Changed& c : changed) c.table->committed_hash = std::move(c.hashes);
   if (staged_rows_) {
     RETURN_IF_ERROR(ApplyStagedRows(clock));

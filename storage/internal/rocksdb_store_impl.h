@@ -18,6 +18,7 @@
 
 #include "storage/internal/aligned_floats.h"
 #include "storage/internal/rocksdb_store.h"
+#include "storage/internal/rocksdb_util.h"
 #include "storage/internal/row_cache.h"
 #include "storage/internal/store_format.h"
 #include "storage/param_store.h"
@@ -110,6 +111,7 @@ class RocksDbStore final : public ParamStore {
 
   explicit RocksDbStore(const ParamStoreOptions& options)
       : options_(options),
+        db_options_(MakeDbOptions(options)),
         cache_(std::max<size_t>(options.cache_mb, 1) << 20) {}
 
   // Opening.
@@ -142,6 +144,9 @@ class RocksDbStore final : public ParamStore {
   // Chunks [first_chunk, end_chunk) of one slot.
   void PutDenseChunks(const DenseTable& t, int slot, uint64_t first_chunk, uint64_t end_chunk,
                       rocksdb::WriteBatch* batch) const;
+  std::string DenseMetaValue(const DenseTable& t) const;
+  std::string SparseMetaValue(const SparseTable& t, uint64_t num_rows) const;
+  // Table record plus store metadata (the next table id).
   void PutDenseMeta(const DenseTable& t, rocksdb::WriteBatch* batch) const;
   void PutSparseMeta(const SparseTable& t, uint64_t num_rows, rocksdb::WriteBatch* batch) const;
   Status Write(rocksdb::WriteBatch* batch, bool wal, bool sync, const char* what);
@@ -151,6 +156,7 @@ class RocksDbStore final : public ParamStore {
 
   // Constant after construction.
   const ParamStoreOptions options_;
+  const rocksdb::Options db_options_;  // What db_ was opened with.
   std::unique_ptr<rocksdb::DB> db_;
 
   // Not synchronized: the server serializes calls per store (param_store.h).

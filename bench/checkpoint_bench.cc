@@ -1,0 +1,160 @@
+// relaxps-bench-checkpoint: cost of durability for a dense table in a
+// RocksDbStore, next to a plain sequential write + fsync of the same number of
+// bytes measured in the same run, in the same directory (the yardstick).
+//
+//   flush_s       Flush() of a freshly written --mb MiB dense shard.
+//   checkpoint_s  Checkpoint() right after that Flush (a re-flush that finds
+//                 no changed chunks, RocksDB's hard-linked checkpoint, the
+//                 manifest).
+//   restore_s     RestoreCheckpoint() into a new data_dir (verifying every
+//                 block checksum) + reopening the store + loading the shard.
+//   ratio_*       *_s / seq_write_fsync_s.
+//
+// Prints one JSON object on stdout:
+//   {"checkpoint":{"bytes":...,"flush_s":...,"checkpoint_s":...,"restore_s":...,
+//     "seq_write_fsync_s":...,"ratio_checkpoint":...,"ratio_restore":...}}
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "storage/checkpoint.h"
+#include "storage/param_store.h"
+
+DEFINE_int64(mb, 256, "Size of the dense table (and of the sequential write) in MiB.");
+DEFINE_string(dir, "/tmp", "Directory to work in; a scratch subdirectory is made and removed.");
+
+namespace relaxps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Writes `bytes` to `path` in 1 MiB writes, then fsyncs. Seconds, or < 0.
+double SeqWriteFsync(const std::string& path, size_t bytes) {
+  std::vector<char> buf(1 << 20);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<char>(i * 131 + 7);
+  const auto start = Clock::now();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(buf.size(), bytes - done);
+    const ssize_t w = ::write(fd, buf.data(), n);
+    if (w <= 0) {
+      ::close(fd);
+      return -1;
+    }
+    done += static_cast<size_t>(w);
+  }
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok ? Since(start) : -1;
+}
+
+float ValueAt(size_t i) { return static_cast<float>((i * 2654435761u) % 1000003) * 1e-3f; }
+
+int Run() {
+  if (FLAGS_mb <= 0) {
+    fprintf(stderr, "--mb must be positive\n");
+    return 2;
+  }
+  const size_t bytes = static_cast<size_t>(FLAGS_mb) << 20;
+  const size_t n = bytes / sizeof(float);
+  std::string root = FLAGS_dir + "/relaxps-checkpoint-bench.XXXXXX";
+  if (::mkdtemp(root.data()) == nullptr) {
+    fprintf(stderr, "cannot create a scratch directory under %s\n", FLAGS_dir.c_str());
+    return 1;
+  }
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{root};
+
+  const double seq_s = SeqWriteFsync(root + "/seq.bin", bytes);
+  if (seq_s < 0) {
+    fprintf(stderr, "sequential write to %s/seq.bin failed\n", root.c_str());
+    return 1;
+  }
+  std::filesystem::remove(root + "/seq.bin");
+
+  ParamStoreOptions options;
+  options.data_dir = root + "/db";
+  StatusOr<std::unique_ptr<ParamStore>> store = NewParamStore(options);
+  if (!store.ok()) {
+    fprintf(stderr, "%s\n", store.status().ToString().c_str());
+    return 1;
+  }
+  DenseShardSpec spec;
+  spec.table = "bench";
+  spec.end = n;
+  StatusOr<DenseShard*> shard = (*store)->CreateDense(spec);
+  if (!shard.ok()) {
+    fprintf(stderr, "%s\n", shard.status().ToString().c_str());
+    return 1;
+  }
+  for (size_t i = 0; i < n; ++i) (*shard)->slots[0][i] = ValueAt(i);
+
+  auto start = Clock::now();
+  Status s = (*store)->Flush(1);
+  const double flush_s = Since(start);
+  const std::string ckpt = root + "/ckpts/" + CheckpointDirName(1);
+  if (s.ok()) {
+    start = Clock::now();
+    s = (*store)->Checkpoint(ckpt, 1);
+  }
+  const double checkpoint_s = Since(start);
+  if (!s.ok()) {
+    fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
+  store->reset();
+
+  start = Clock::now();
+  const std::string restored = root + "/restored";
+  s = RestoreCheckpoint(ckpt, restored);
+  options.data_dir = restored;
+  StatusOr<std::unique_ptr<ParamStore>> reopened =
+      s.ok() ? NewParamStore(options) : StatusOr<std::unique_ptr<ParamStore>>(s);
+  DenseShard* loaded = reopened.ok() ? (*reopened)->GetDense("bench") : nullptr;
+  const double restore_s = Since(start);
+  if (loaded == nullptr) {
+    fprintf(stderr, "restore failed: %s\n", reopened.status().ToString().c_str());
+    return 1;
+  }
+  for (size_t i = 0; i < n; i += 4099) {
+    if (loaded->slots[0][i] != ValueAt(i)) {
+      fprintf(stderr, "restored value %zu differs\n", i);
+      return 1;
+    }
+  }
+
+  printf("{\"checkpoint\":{\"bytes\":%zu,\"flush_s\":%.4f,\"checkpoint_s\":%.4f,"
+         "\"restore_s\":%.4f,\"seq_write_fsync_s\":%.4f,\"ratio_checkpoint\":%.4f,"
+         "\"ratio_restore\":%.4f}}\n",
+         bytes, flush_s, checkpoint_s, restore_s, seq_s, checkpoint_s / seq_s, restore_s / seq_s);
+  return 0;
+}
+
+}  // namespace
+}  // namespace relaxps
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("Times Flush, Checkpoint and restore of a dense RocksDbStore table.");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  return relaxps::Run();
+}
