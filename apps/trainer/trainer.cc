@@ -102,6 +102,8 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
   double row_loss_sum = 0.0;
   int64_t row_correct = 0, row_steps = 0, row_samples = 0;
   double row_train_s_base = 0.0;  // training-only time at the previous row
+  // The last non-empty interval's means, repeated by a row over no steps.
+  double last_loss = std::nan(""), last_train_acc = std::nan("");
 
   double next_log = options_.log_every_s > 0 ? options_.log_every_s : kNever;
   double next_eval = options_.eval_every_s > 0 && evaluates() ? options_.eval_every_s : kNever;
@@ -114,8 +116,12 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
     row.clock = source_->clock();
     row.samples = result.samples;
     row.epoch = sampler_.epoch();
-    row.loss = row_steps > 0 ? row_loss_sum / row_steps : std::nan("");
-    row.train_acc = row_samples > 0 ? static_cast<double>(row_correct) / row_samples : std::nan("");
+    if (row_steps > 0) {
+      last_loss = row_loss_sum / row_steps;
+      last_train_acc = static_cast<double>(row_correct) / row_samples;
+    }
+    row.loss = last_loss;
+    row.train_acc = last_train_acc;
     const double train_s = now - eval_s;
     const double interval = train_s - row_train_s_base;
     row.samples_per_s = interval > 0 ? row_samples / interval : 0.0;
