@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Merges the JSON printed by the relaxps benches into one document.
+
+    bench/merge_results.py --quick=0|1 --out=FILE NAME=FILE.json ...
+
+Every input becomes benches[NAME] verbatim; its figures are flattened into
+`figures` (name, value, unit, yardstick, yardstick_value, ratio, better), and
+the targets of docs/benchmarks.md are evaluated into `targets`. A missing or
+unreadable input is recorded under `errors` instead of failing the merge.
+The document is printed on stdout and written to FILE.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+
+
+def figure(bench, name, value, unit, yardstick, yardstick_value, better="higher", **extra):
+    ratio = None
+    if isinstance(value, (int, float)) and isinstance(yardstick_value, (int, float)) \
+            and yardstick_value:
+        ratio = value / yardstick_value
+    f = {"bench": bench, "name": name, "value": value, "unit": unit, "yardstick": yardstick,
+         "yardstick_value": yardstick_value, "ratio": ratio, "better": better}
+    f.update(extra)
+    return f
+
+
+def figures_of(bench, doc):
+    out = []
+    if bench == "zmq":
+        best = {}
+        for r in doc.get("results", []):
+            if r.get("zero_copy"):
+                best[(r["bytes"], r["in_flight"])] = r
+        for r in doc.get("results", []):
+            ref = best.get((r["bytes"], r["in_flight"]), r)
+            yname = ref["name"]
+            out.append(figure(bench, r["name"] + "/gbps", r["gbps"], "GB/s", yname + "/gbps",
+                              ref["gbps"], round_trips_per_s=r["round_trips_per_s"]))
+            if "p50_us" in r:
+                out.append(figure(bench, r["name"] + "/p50_us", r["p50_us"], "us",
+                                  yname + "/p50_us", ref.get("p50_us"), "lower",
+                                  p99_us=r.get("p99_us")))
+        return out
+    if bench == "optimizer":
+        dev = doc.get("device", "cpu")
+        for r in doc.get("optimizer_update", []):
+            out.append(figure(bench, f"optimizer/{dev}/{r['name']}/gbps", r["gbps"], "GB/s",
+                              f"optimizer/{dev}/axpy/gbps", r["axpy_gbps"]))
+        if "memcpy_d2d_gbps" in doc:
+            out.append(figure(bench, f"optimizer/{dev}/memcpy/gbps", doc["memcpy_d2d_gbps"], "GB/s",
+                              f"optimizer/{dev}/memcpy/gbps", doc["memcpy_d2d_gbps"]))
+        return out
+    # Generic: any list of objects carrying name + value (+ ratio).
+    for key, rows in doc.items():
+        if not isinstance(rows, list):
+            continue
+        for r in rows:
+            if isinstance(r, dict) and "name" in r and ("value" in r or "ratio" in r):
+                f = {"bench": bench}
+                f.update(r)
+                f.setdefault("unit", None)
+                f.setdefault("ratio", None)
+                out.append(f)
+    return out
+
+
+def targets_of(figs):
+    by_name = {f["name"]: f for f in figs}
+    out = []
+
+    def target(what, name, op, bound, field="ratio", why=""):
+        f = by_name.get(name)
+        v = f.get(field) if f else None
+        met = None if v is None else (v >= bound if op == ">=" else v <= bound)
+        out.append({"target": what, "figure": name, "measure": field, "value": v,
+                    "op": op, "bound": bound, "met": met, "note": why})
+
+    for size in ("16MiB", "64MiB"):
+        for inflight in ("if1", "if8"):
+            target(f"dense {size} PushPull, 1 server 1 worker, {inflight}: >= 0.8x bare ZeroMQ "
+                   "round trip", f"dense/pushpull/w1s1/{size}/{inflight}/gbps", ">=", 0.8)
+            target(f"dense {size} Push then Pull, 1 server 1 worker, {inflight}: >= 0.8x bare "
+                   "ZeroMQ round trip", f"dense/push_then_pull/w1s1/{size}/{inflight}/gbps",
+                   ">=", 0.8)
+    target("4 KiB Pull p50 <= 1.3x bare ZeroMQ round trip", "dense/pull/w1s1/4KiB/if1/p50_us",
+           "<=", 1.3)
+    for size in ("4KiB", "1MiB"):
+        target(f"ops/s with 8 in flight >= 4x with 1 ({size} PushPull, w1s1)",
+               f"dense/pushpull/w1s1/{size}/ops_speedup_if8_vs_if1", ">=", 4.0, field="value")
+    for f in figs:
+        if f["name"].startswith("optimizer/") and f["name"].endswith("/gbps") \
+                and "/axpy/" not in f["name"] and "/memcpy/" not in f["name"]:
+            target("optimizer update >= 0.7x axpy", f["name"], ">=", 0.7)
+    target("training overhead (1 worker, async, cnn) <= 15% slower than local",
+           "training/cnn/ps_async_w1s1/samples_per_s", ">=", 0.85)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", default="0")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("inputs", nargs="*")
+    args = ap.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = ""
+    doc = {"timestamp": datetime.datetime.now().isoformat(timespec="seconds"),
+           "quick": args.quick == "1", "git_commit": commit,
+           "host": {"nproc": os.cpu_count(), "machine": platform.machine(),
+                    "load_avg_at_end": list(os.getloadavg())},
+           "note": "Absolute figures vary with machine load; compare `ratio` (figure / "
+                   "yardstick measured in the same run).",
+           "benches": {}, "errors": {}, "figures": [], "targets": []}
+    for item in args.inputs:
+        name, _, path = item.partition("=")
+        try:
+            with open(path) as f:
+                text = f.read()
+            # A bench may print log lines before its JSON: take the last JSON line.
+            lines = [l for l in text.splitlines() if l.strip().startswith("{")]
+            data = json.loads(lines[-1])
+        except (OSError, ValueError, IndexError) as e:
+            doc["errors"][name] = f"{path}: {e}"
+            continue
+        doc["benches"][name] = data
+        doc["figures"].extend(figures_of(name, data))
+    doc["targets"] = targets_of(doc["figures"])
+    text = json.dumps(doc, indent=1)
+    with open(args.out, "w") as f:
+        f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Training overhead of the parameter server: training samples/s of one
+# relaxps-worker --local (optimizer applied in-process) against the same
+# worker through a job with 1 server, async consistency, for each model, same
+# duration, run one after the other in this invocation. The local run is the
+# yardstick: ratio = ps / local (1.0 = no overhead).
+#
+#   bench/training_overhead.sh [--duration_s=30] [--models=mlp,cnn] [--out_dir=DIR]
+#
+# Environment: BIN (default build/bin). Prints one JSON object on stdout.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/${BUILD_DIR:-build}/bin}
+DURATION_S=30
+MODELS=mlp,cnn
+OUT_DIR=""
+for arg in "$@"; do
+  case "$arg" in
+    --duration_s=*) DURATION_S=${arg#*=} ;;
+    --models=*) MODELS=${arg#*=} ;;
+    --out_dir=*) OUT_DIR=${arg#*=} ;;
+    *) echo "training_overhead.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+[ -n "$OUT_DIR" ] || OUT_DIR=$(mktemp -d "${TMPDIR:-/tmp}/relaxps-overhead.XXXXXX")
+source "$ROOT/bench/cluster_lib.sh"
+trap 'cluster_stop' EXIT
+trap 'cluster_stop; exit 130' INT TERM
+
+# Same training flags for both runs; no periodic or final evaluation, so the
+# figure is pure training throughput.
+COMMON=(--duration_s="$DURATION_S" --eval_every_s=0 --final_eval=false --log_every_s=5 --seed=1)
+
+rows=()
+for model in ${MODELS//,/ }; do
+  dir="$OUT_DIR/$model"
+  mkdir -p "$dir"
+  "$BIN/relaxps-worker" --local --model="$model" --num_workers=1 --worker_index=0 \
+    --metrics_csv="$dir/local.csv" "${COMMON[@]}" >"$dir/local.log" 2>&1
+  local_sps=$(final_field "$dir/local.log" samples_per_s)
+
+  cluster_start "$dir/ps" 1 1 --consistency=async || exit 1
+  cluster_worker "$dir/ps" 0 --model="$model" --num_workers=1 "${COMMON[@]}"
+  cluster_wait_workers
+  cluster_stop
+  ps_sps=$(final_field "$dir/ps/worker-0.log" samples_per_s)
+  echo "training_overhead: $model local ${local_sps:-?} samples/s, ps ${ps_sps:-?} samples/s" >&2
+  rows+=("$model ${local_sps:-0} ${ps_sps:-0}")
+done
+
+python3 - "$DURATION_S" "$OUT_DIR" "${rows[@]}" <<'PY'
+import json, sys
+duration, out_dir, rows = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
+results = []
+for r in rows:
+    model, local, ps = r.split()
+    local, ps = float(local), float(ps)
+    results.append({
+        "name": f"training/{model}/ps_async_w1s1/samples_per_s",
+        "value": ps, "unit": "samples/s",
+        "yardstick": f"training/{model}/local/samples_per_s", "yardstick_value": local,
+        "ratio": ps / local if local > 0 else 0.0, "better": "higher",
+        "overhead_pct": 100.0 * (1 - ps / local) if local > 0 else None,
+    })
+print(json.dumps({"bench": "training_overhead", "duration_s": duration, "logs": out_dir,
+                  "results": results}))
+PY

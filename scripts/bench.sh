@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Runs the relaxps benchmark suite and prints ONE JSON document with every
+# figure, its unit and its ratio to the yardstick measured in the same run
+# (see docs/benchmarks.md). The document is also written to
+# bench/results/bench-<timestamp>.json.
+#
+#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,overhead,consistency]
+#
+# --quick: short time boxes, under 3 minutes on 2 cores; the default (full)
+# run takes under 15.
+# Environment: BUILD_DIR (default build; built with scripts/build.sh unless
+# --skip_build), JOBS (build parallelism, default 2).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+QUICK=0
+SKIP_BUILD=0
+ONLY=zmq,ps,optimizer,checkpoint,overhead,consistency
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=1 ;;
+    --skip_build) SKIP_BUILD=1 ;;
+    --only=*) ONLY=${arg#*=} ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+
+export BUILD_DIR=${BUILD_DIR:-build}
+BIN="$ROOT/$BUILD_DIR/bin"
+case "$BUILD_DIR" in /*) BIN="$BUILD_DIR/bin" ;; esac
+export BIN
+
+if [ "$SKIP_BUILD" != 1 ]; then
+  echo "bench.sh: building in $BUILD_DIR" >&2
+  JOBS=${JOBS:-2} "$ROOT/scripts/build.sh" >"${TMPDIR:-/tmp}/relaxps-bench-build.log" 2>&1 || {
+    tail -n 30 "${TMPDIR:-/tmp}/relaxps-bench-build.log" >&2
+    echo "bench.sh: build failed (log: ${TMPDIR:-/tmp}/relaxps-bench-build.log)" >&2
+    exit 1
+  }
+fi
+
+STAMP=$(date +%Y%m%d-%H%M%S)
+mkdir -p "$ROOT/bench/results"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/relaxps-bench-$STAMP.XXXXXX")
+INPUTS=()
+START=$(date +%s)
+
+run() {  # run NAME CMD... : stdout -> $WORK/NAME.json, stderr -> $WORK/NAME.log
+  local name=$1; shift
+  local t0; t0=$(date +%s)
+  echo "bench.sh: [$(( t0 - START ))s] $name: $*" >&2
+  "$@" >"$WORK/$name.json" 2>"$WORK/$name.log"
+  local rc=$?
+  [ $rc = 0 ] || echo "bench.sh: $name exited with $rc; last lines of $WORK/$name.log:
+$(tail -n 5 "$WORK/$name.log")" >&2
+  INPUTS+=("$name=$WORK/$name.json")
+}
+
+have() { [ -x "$BIN/$1" ]; }
+
+if [ "$QUICK" = 1 ]; then
+  Q=(--quick)
+  OPT_ARGS=(--iters=3 --reps=3)
+  OVERHEAD_S=8
+  CONSISTENCY_S=12
+else
+  Q=()
+  OPT_ARGS=()
+  OVERHEAD_S=30
+  CONSISTENCY_S=60
+fi
+
+if want zmq; then
+  if have relaxps-bench-zmq; then run zmq "$BIN/relaxps-bench-zmq" "${Q[@]}";
+  else echo "bench.sh: relaxps-bench-zmq not built; skipped" >&2; fi
+fi
+if want ps; then
+  if have relaxps-bench-ps; then run ps "$BIN/relaxps-bench-ps" "${Q[@]}";
+  else echo "bench.sh: relaxps-bench-ps not built; skipped" >&2; fi
+fi
+if want optimizer && have relaxps-bench-optimizer; then
+  run optimizer "$BIN/relaxps-bench-optimizer" "${OPT_ARGS[@]}"
+fi
+if want checkpoint && have relaxps-bench-checkpoint; then
+  # Its flags are the storage engineer's; try --quick and fall back to defaults.
+  if [ "$QUICK" = 1 ] && "$BIN/relaxps-bench-checkpoint" --helpshort 2>&1 | grep -q -- '-quick'; then
+    run checkpoint "$BIN/relaxps-bench-checkpoint" --quick
+  else
+    run checkpoint "$BIN/relaxps-bench-checkpoint"
+  fi
+fi
+if want overhead; then
+  run overhead "$ROOT/bench/training_overhead.sh" --duration_s="$OVERHEAD_S" \
+    --out_dir="$WORK/overhead"
+fi
+if want consistency; then
+  run consistency "$ROOT/bench/consistency_bench.sh" --duration_s="$CONSISTENCY_S" \
+    --out_dir="$WORK/consistency"
+fi
+
+OUT="$ROOT/bench/results/bench-$STAMP.json"
+python3 "$ROOT/bench/merge_results.py" --quick="$QUICK" --out="$OUT" "${INPUTS[@]}"
+echo "bench.sh: done in $(( $(date +%s) - START ))s; wrote $OUT (raw outputs and logs in $WORK)" >&2
+python3 - "$OUT" >&2 <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for t in doc["targets"]:
+    v = t["value"]
+    mark = {True: "MET ", False: "MISS", None: "n/a "}[t["met"]]
+    vs = "n/a" if v is None else f"{v:.3f}"
+    print(f"  {mark} {t['target']}: {t['measure']} {vs} {t['op']} {t['bound']}")
+for k, e in doc["errors"].items():
+    print(f"  ERROR {k}: {e}")
+PY
