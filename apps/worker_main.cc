@@ -58,7 +58,7 @@ DEFINE_int32(num_workers, 1, "Number of parts the training set is split into (--
 // ---- Run length, evaluation, metrics ----
 DEFINE_double(duration_s, 0, "Stop after this many seconds of training (0: no limit)");
 DEFINE_int64(epochs, 0, "Stop after this many passes over this worker's part (0: no limit)");
-DEFINE_double(eval_every_s, 30, "Evaluate on the test set every this many seconds (0: only at "
+DEFINE_double(eval_every_s, 20, "Evaluate on the test set every this many seconds (0: only at "
                                 "the end)");
 DEFINE_uint64(eval_examples, 0, "Test examples used by periodic evaluations (0: all 10000)");
 DEFINE_int32(eval_batch, 256, "Mini-batch size of evaluations");

@@ -55,7 +55,7 @@ struct TrainerOptions {
   // Periodic test-set evaluation (0 disables; the final one still runs).
   // Each full evaluation of the CNN costs seconds of CPU, taken from
   // training: longer intervals train faster, shorter ones give finer curves.
-  double eval_every_s = 30.0;
+  double eval_every_s = 20.0;
   // Examples of the test set used by the periodic evaluations (0: all).
   // The final evaluation always uses the whole test set.
   size_t eval_examples = 0;

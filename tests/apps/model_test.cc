@@ -299,6 +299,58 @@ TEST(ModelTest, LayoutTilesTheVectorAndInitializerFollowsIt) {
   EXPECT_EQ(MakeModel("mlp-512-256", 32)->Name(), "mlp-512-256");
 }
 
+// The same model on the CUDA back end (when this machine has a GPU) gives
+// the CPU's loss and gradients within float tolerance, and the same
+// evaluation. Dropout is off: the back ends need not share a random stream.
+TEST(ModelTest, CudaMatchesCpu) {
+  if (!kernels::BuiltWithCuda() || kernels::CudaDeviceCount() == 0) {
+    GTEST_SKIP() << "no CUDA device";
+  }
+  kernels::DeviceOptions cuda_options;
+  cuda_options.type = kernels::DeviceType::kCuda;
+  auto cuda = kernels::NewDevice(cuda_options);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  auto cpu = CpuDevice();
+  for (const std::string name : {"mlp", "cnn"}) {
+    constexpr int kBatch = 32;
+    auto model = MakeModel(name, kBatch, /*dropout=*/0.0f);
+    std::vector<float> params = InitialParams(*model, 21);
+    std::vector<float> images;
+    std::vector<int32_t> labels;
+    MakeBatch(kBatch, model->input_size(), 4, &images, &labels);
+    const size_t n = params.size();
+
+    std::vector<float> cpu_grads(n);
+    const StepResult on_cpu = model->ForwardBackward(cpu.get(), params.data(), images.data(),
+                                                     labels.data(), kBatch, cpu_grads.data());
+    kernels::DeviceBuffer<float> d_params(cuda->get(), n), d_grads(cuda->get(), n);
+    (*cuda)->CopyToDevice(d_params.data(), params.data(), n * sizeof(float));
+    const StepResult on_gpu = model->ForwardBackward(
+        cuda->get(), d_params.data(), images.data(), labels.data(), kBatch, d_grads.data());
+    std::vector<float> gpu_grads(n);
+    (*cuda)->CopyToHost(gpu_grads.data(), d_grads.data(), n * sizeof(float));
+
+    EXPECT_NEAR(on_gpu.loss, on_cpu.loss, 1e-4f * std::max(1.0f, on_cpu.loss)) << name;
+    EXPECT_EQ(on_gpu.correct, on_cpu.correct) << name;
+    for (const ParamRange& p : model->layout()) {
+      float scale = 0.0f, worst = 0.0f;
+      for (size_t i = p.offset; i < p.offset + p.size; ++i) {
+        scale = std::max(scale, std::fabs(cpu_grads[i]));
+        worst = std::max(worst, std::fabs(cpu_grads[i] - gpu_grads[i]));
+      }
+      // TF32 or a different summation order: 1e-3 of the tensor's largest entry.
+      EXPECT_LE(worst, 1e-3f * scale + 1e-6f) << name << " " << p.name;
+    }
+    const EvalResult e_cpu = model->Evaluate(cpu.get(), params.data(), images.data(),
+                                             labels.data(), kBatch, 10);
+    const EvalResult e_gpu = model->Evaluate(cuda->get(), d_params.data(), images.data(),
+                                             labels.data(), kBatch, 10);
+    EXPECT_NEAR(e_gpu.loss, e_cpu.loss, 1e-4 * std::max(1.0, e_cpu.loss)) << name;
+    EXPECT_NEAR(e_gpu.accuracy, e_cpu.accuracy, 1.0 / kBatch + 1e-9) << name;
+    model.reset();  // frees its CUDA workspaces before the device goes
+  }
+}
+
 TEST(ModelTest, FactoryRejectsBadOptions) {
   EXPECT_FALSE(NewModel("resnet", 32).ok());
   EXPECT_FALSE(NewModel("mlp-", 32).ok());
