@@ -85,18 +85,18 @@ class PsParams final : public ParamSource {
 
   // Waits for a request with a bound, and names it in any error.
   Status Wait(std::future<Status> f, const char* what) {
-    const std::string name = std::string(what) + " of table '" + table() + "'";
+    auto name = [&] { return std::string(what) + " of table '" + table() + "'"; };
     if (f.wait_for(std::chrono::milliseconds(options_.wait_timeout_ms)) !=
         std::future_status::ready) {
       // The client still references our buffers; they stay alive through
       // their shared owner, so abandoning the request is safe.
       incoming_ = FloatBuffer(size_);
       grads_host_ = FloatBuffer(size_);
-      return DeadlineExceededError(name + ": no reply within " +
+      return DeadlineExceededError(name() + ": no reply within " +
                                    std::to_string(options_.wait_timeout_ms) + " ms");
     }
     Status s = f.get();
-    if (!s.ok()) return s.WithPrefix(name);
+    if (!s.ok()) return s.WithPrefix(name());
     return Status::OK();
   }
 

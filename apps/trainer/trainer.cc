@@ -1,5 +1,6 @@
 #include "apps/trainer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -157,12 +158,12 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
     if (options_.straggle_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(options_.straggle_ms));
     }
-    const std::string where =
-        "worker " + std::to_string(worker) + " at step " + std::to_string(result.steps);
     Status s = source_->Update();
-    if (!s.ok()) return s.WithPrefix(where);
-    s = source_->Clock();
-    if (!s.ok()) return s.WithPrefix(where);
+    if (s.ok()) s = source_->Clock();
+    if (!s.ok()) {
+      return s.WithPrefix("worker " + std::to_string(worker) + " at step " +
+                          std::to_string(result.steps));
+    }
 
     ++result.steps;
     result.samples += batch;
