@@ -95,18 +95,25 @@ void InstallSignalHandlers() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
+// Exits without running destructors: a client whose server is gone may
+// otherwise block in its shutdown, and its threads may still be running.
+// Metrics rows are flushed as they are written.
+[[noreturn]] void ExitNow(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(code);
+}
+
 [[noreturn]] void Fail(int code, int worker, const std::string& what, const Status& status) {
   std::fprintf(stderr, "relaxps-worker: %s: %s\n", what.c_str(), status.ToString().c_str());
   std::fprintf(stdout, "error worker=%d code=%s exit=%d\n", worker,
                StatusCodeName(status.code()), code);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::exit(code);
+  ExitNow(code);
 }
 
 [[noreturn]] void UsageError(const std::string& message) {
   std::fprintf(stderr, "relaxps-worker: %s (see --help)\n", message.c_str());
-  std::exit(kExitUsage);
+  ExitNow(kExitUsage);
 }
 
 bool IsPsFailure(const Status& s) {
