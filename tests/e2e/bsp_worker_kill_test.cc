@@ -14,6 +14,7 @@
 // window.
 #include <signal.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -96,6 +97,8 @@ TEST(e2e_BspWorkerKill, SurvivorsAdvanceWithinHeartbeatTimeoutPlusOneSecond) {
         << first_advance_s << " s; -1 = never). Progress lines seen (time since kill):\n"
         << timeline;
     EXPECT_TRUE(workers[i]->IsRunning()) << workers[i]->Log();
+    std::printf("worker process %d: first clock past %lld seen %.3f s after the kill\n", i,
+                static_cast<long long>(before_window), first_advance_s);
   }
 
   // The coordinator has dropped the killed worker.
