@@ -89,6 +89,8 @@ const BadFlagCase kCases[] = {
     // relaxps-ctl
     {"ctl_no_coordinator", "relaxps-ctl", {"status"}, "coordinator"},
     {"ctl_unknown_command", "relaxps-ctl", {kNoCoordinator, "bogus"}, "bogus"},
+    {"ctl_unknown_flag", "relaxps-ctl", {kNoCoordinator, "--no_such_flag=1", "status"},
+     "no_such_flag"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Binaries, e2e_BadFlags, ::testing::ValuesIn(kCases),
