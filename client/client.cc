@@ -301,9 +301,18 @@ void ClientImpl::HeartbeatLoop() {
     failures = 0;
     const wire::HeartbeatReply& hr = reply->header.heartbeat_reply();
     if (!hr.job_error().empty()) {
-      std::lock_guard<std::mutex> l(mu_);
-      if (job_error_.empty()) LOG(ERROR) << "job failed: " << hr.job_error();
-      job_error_ = hr.job_error();
+      bool first = false;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        first = job_error_.empty();
+        job_error_ = hr.job_error();
+      }
+      if (first) {
+        LOG(ERROR) << "job failed: " << hr.job_error();
+        // Requests waiting on a dead server would otherwise wait for their
+        // deadlines; fail them now. The coordinator stays reachable.
+        rpc_->CancelAll(AbortedError("job failed: " + hr.job_error()));
+      }
     }
     if (hr.has_shard_map()) {
       Status s = SetMap(hr.shard_map());

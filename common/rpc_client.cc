@@ -72,6 +72,14 @@ StatusOr<Message> RpcClient::CallSync(int peer, Message request, int timeout_ms)
   return future.get();
 }
 
+void RpcClient::CancelAll(const Status& status) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    cancel_ = status.ok() ? AbortedError("cancelled") : status;
+  }
+  Wake();
+}
+
 RpcClientStats RpcClient::stats() const {
   RpcClientStats s;
   s.requests = requests_.load();
@@ -165,9 +173,12 @@ void RpcClient::IoLoop() {
   while (true) {
     std::vector<Outgoing> outbox;
     bool stopping;
+    Status cancel;
     {
       std::lock_guard<std::mutex> l(mu_);
       stopping = stopping_;
+      cancel = cancel_;
+      cancel_ = Status::OK();
       outbox.swap(outbox_);
       while (sockets_.size() < endpoints_.size()) {
         zmq::socket_t s(context_, zmq::socket_type::dealer);
@@ -188,6 +199,15 @@ void RpcClient::IoLoop() {
       for (auto& out : outbox) out.done(AbortedError("rpc client is shutting down"), Message());
       FailAll(AbortedError("rpc client is shutting down"));
       return;
+    }
+    if (!cancel.ok()) {
+      for (auto& out : outbox) out.done(cancel, Message());
+      outbox.clear();
+      for (auto& [send_at, out] : delayed_) out.done(cancel, Message());
+      delayed_.clear();
+      for (auto& [id, p] : pending_) p.done(cancel, Message());
+      pending_.clear();
+      deadlines_.clear();
     }
     const int64_t now = MonotonicMs();
     for (auto& out : outbox) {

@@ -80,6 +80,11 @@ class RpcClient {
   // Blocking convenience for control traffic. REQUIRES: not on the I/O thread.
   StatusOr<Message> CallSync(int peer, Message request, int timeout_ms);
 
+  // Completes every request in flight (and queued) with `status` now, e.g.
+  // when the job has failed and waiting for deadlines would only delay the
+  // caller. Later calls are unaffected.
+  void CancelAll(const Status& status);
+
   RpcClientStats stats() const;
 
  private:
@@ -111,6 +116,7 @@ class RpcClient {
   std::vector<std::string> endpoints_;  // Handle -> endpoint.
   std::vector<Outgoing> outbox_;
   bool stopping_ = false;
+  Status cancel_;  // Non-OK: fail everything pending with it, then reset.
 
   // I/O thread only.
   zmq::context_t context_{1};
