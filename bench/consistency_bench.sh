@@ -6,7 +6,8 @@
 # of each model is the yardstick of its row (ratio = this / async).
 #
 #   bench/consistency_bench.sh [--duration_s=60] [--models=mlp,cnn] [--servers=1]
-#                              [--staleness=2] [--straggle_ms=50] [--out_dir=DIR]
+#                              [--staleness=2] [--straggle_ms=50] [--heartbeat_timeout_ms=5000]
+#                              [--out_dir=DIR]
 #
 # Environment: BIN (default build/bin). Prints one JSON object on stdout.
 set -uo pipefail
@@ -17,6 +18,9 @@ MODELS=mlp,cnn
 SERVERS=1
 STALENESS=2
 STRAGGLE_MS=50
+# Generous failure detection: on a loaded 2-core machine a busy worker can
+# miss 1 s of heartbeats, be declared dead and stall the BSP/SSP barriers.
+HEARTBEAT_TIMEOUT_MS=5000
 OUT_DIR=""
 for arg in "$@"; do
   case "$arg" in
@@ -25,6 +29,7 @@ for arg in "$@"; do
     --servers=*) SERVERS=${arg#*=} ;;
     --staleness=*) STALENESS=${arg#*=} ;;
     --straggle_ms=*) STRAGGLE_MS=${arg#*=} ;;
+    --heartbeat_timeout_ms=*) HEARTBEAT_TIMEOUT_MS=${arg#*=} ;;
     --out_dir=*) OUT_DIR=${arg#*=} ;;
     *) echo "consistency_bench.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
@@ -40,8 +45,15 @@ rows=()
 for model in ${MODELS//,/ }; do
   for mode in bsp ssp async; do
     dir="$OUT_DIR/$model-$mode"
-    cluster_start "$dir" "$SERVERS" 2 --consistency="$mode" --staleness="$STALENESS" || exit 1
+    cluster_start "$dir" "$SERVERS" 2 --consistency="$mode" --staleness="$STALENESS" \
+      --heartbeat_timeout_ms="$HEARTBEAT_TIMEOUT_MS" || exit 1
     cluster_worker "$dir" 0 --model="$model" "${COMMON[@]}"
+    # Worker ids follow registration order: let the fast worker take id 0
+    # (the one that evaluates) before the straggler registers.
+    for _ in $(seq 1 100); do
+      grep -q ' joined ' "$dir/worker-0.log" 2>/dev/null && break
+      sleep 0.1
+    done
     cluster_worker "$dir" 1 --model="$model" "${COMMON[@]}" --straggle_ms="$STRAGGLE_MS" \
       --final_eval=false
     cluster_wait_workers
@@ -49,6 +61,7 @@ for model in ${MODELS//,/ }; do
     s0=$(final_field "$dir/worker-0.log" samples_per_s)
     s1=$(final_field "$dir/worker-1.log" samples_per_s)
     acc=$(final_field "$dir/worker-0.log" test_acc)
+    [ -n "$acc" ] && [ "$acc" != nan ] || acc=$(final_field "$dir/worker-1.log" test_acc)
     echo "consistency_bench: $model $mode samples/s ${s0:-?} + ${s1:-?}, test_acc ${acc:-?}" >&2
     rows+=("$model $mode ${s0:-0} ${s1:-0} ${acc:-nan}")
   done

@@ -45,10 +45,13 @@
 DEFINE_double(seconds, 1.0, "Time box of one repetition, in seconds.");
 DEFINE_int32(reps, 3, "Repetitions per configuration; the best one is reported.");
 DEFINE_bool(quick, false,
-            "Short run: --seconds=0.2 --reps=2 --configs=1x1,2x2 unless given explicitly.");
+            "Short run: --seconds=0.2 --reps=2 --configs=1x1 --deep_max_bytes=1048576 unless given "
+            "explicitly.");
 DEFINE_string(configs, "1x1,1x2,2x1,2x2", "Comma-separated WxS (workers x servers) to run.");
 DEFINE_string(sizes, "4096,1048576,16777216,67108864", "Dense table sizes in bytes.");
 DEFINE_string(in_flight, "1,8", "Operations kept in flight per client.");
+DEFINE_uint64(deep_max_bytes, 0,
+              "Run in-flight depths > 1 only for sizes up to this many bytes (0: all sizes).");
 DEFINE_bool(sparse, true, "Run the sparse PullRows/PushRows measurements.");
 DEFINE_int32(rows_per_batch, 1024, "Rows per sparse request.");
 DEFINE_int32(row_width, 64, "Floats per sparse row.");
@@ -442,7 +445,11 @@ class PsBench {
       t.optimizer.lr = 1e-3f;
       Status st = cluster.client(0)->CreateTable(t);
       CHECK(st.ok()) << st.ToString();
-      for (int in_flight : in_flights) {
+      std::vector<int> depths;
+      for (int d : in_flights) {
+        if (d == 1 || FLAGS_deep_max_bytes == 0 || bytes <= FLAGS_deep_max_bytes) depths.push_back(d);
+      }
+      for (int in_flight : depths) {
         RunOptions ro = Base(in_flight);
         ro.record_latency = in_flight == 1 && bytes <= 4096;
         EchoOptions eo = Echo(workers, servers, bytes, bytes, in_flight, ro.record_latency);
@@ -483,8 +490,8 @@ class PsBench {
         }
       }
       // ops/s with the deepest window relative to one in flight.
-      if (in_flights.size() >= 2) {
-        const int lo = in_flights.front(), hi = in_flights.back();
+      if (depths.size() >= 2) {
+        const int lo = depths.front(), hi = depths.back();
         for (DenseMode mode : {DenseMode::kPushPull, DenseMode::kPushThenPull}) {
           const std::string base = std::string("dense/") + DenseModeName(mode) + "/" + cfg + "/" +
                                    SizeLabel(bytes) + "/if";
@@ -614,7 +621,10 @@ int main(int argc, char** argv) {
   if (FLAGS_quick) {
     if (gflags::GetCommandLineFlagInfoOrDie("seconds").is_default) FLAGS_seconds = 0.2;
     if (gflags::GetCommandLineFlagInfoOrDie("reps").is_default) FLAGS_reps = 2;
-    if (gflags::GetCommandLineFlagInfoOrDie("configs").is_default) FLAGS_configs = "1x1,2x2";
+    if (gflags::GetCommandLineFlagInfoOrDie("configs").is_default) FLAGS_configs = "1x1";
+    if (gflags::GetCommandLineFlagInfoOrDie("deep_max_bytes").is_default) {
+      FLAGS_deep_max_bytes = 1 << 20;
+    }
   }
   return relaxps::bench::Main();
 }

@@ -56,6 +56,7 @@ int Main() {
         o.in_flight = in_flight;
         o.seconds = FLAGS_seconds;
         o.record_latency = bytes <= 4096 && in_flight == 1;
+        if (FLAGS_quick) o.warmup_ops = 1;
         BestOf best;
         for (int rep = 0; rep < FLAGS_reps; ++rep) best.Add(RunEcho(o));
         const Measurement& m = best.best();
