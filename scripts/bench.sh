@@ -72,7 +72,7 @@ else
   Q=()
   ZMQ_ARGS=()
   OPT_ARGS=()
-  OVERHEAD_S=30
+  OVERHEAD_S=20
   CONSISTENCY_S=60
 fi
 
