@@ -14,6 +14,10 @@ DEFINE_string(consistency, "async", "Consistency model: bsp, ssp or async");
 DEFINE_int32(staleness, 2, "SSP staleness bound in clocks");
 DEFINE_string(recovery, "none", "Recovery policy: none, checkpoint, chain or stateless");
 DEFINE_int32(heartbeat_timeout_ms, 1000, "A member silent this long is declared dead");
+DEFINE_int64(checkpoint_every_clocks, 0,
+             "Coordinated checkpoint when the slowest worker's clock reaches a multiple of "
+             "this (0: off)");
+DEFINE_double(checkpoint_every_s, 0, "Coordinated checkpoint every this many seconds (0: off)");
 
 namespace {
 relaxps::Coordinator* g_coordinator = nullptr;
@@ -24,6 +28,9 @@ void Stop() {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("relaxps coordinator: membership, shard map and job configuration");
+  if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, false); !s.ok()) {
+    return relaxps::Fail("relaxps-coordinator", s, 2);
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   relaxps::InitLogging(argv[0]);
   if (argc > 1) {
@@ -40,6 +47,8 @@ int main(int argc, char** argv) {
   options.staleness = FLAGS_staleness;
   options.recovery = FLAGS_recovery;
   options.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  options.checkpoint_every_clocks = FLAGS_checkpoint_every_clocks;
+  options.checkpoint_every_s = FLAGS_checkpoint_every_s;
   auto coordinator = relaxps::Coordinator::Start(options);
   if (!coordinator.ok()) {
     return relaxps::Fail("relaxps-coordinator", coordinator.status(),

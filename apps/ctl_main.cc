@@ -4,6 +4,8 @@
 //   relaxps-ctl --coordinator=EP tables        tables and their options
 //   relaxps-ctl --coordinator=EP pull TABLE FILE   dense table -> raw float32 LE file
 //   relaxps-ctl --coordinator=EP stats         per-server request counters
+//   relaxps-ctl --coordinator=EP checkpoint    take a coordinated checkpoint now
+//   relaxps-ctl --coordinator=EP checkpoints   complete checkpoints + what servers hold
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +19,7 @@
 
 DEFINE_string(coordinator, "", "Coordinator endpoint (required)");
 DEFINE_int32(timeout_ms, 5000, "Deadline of each request");
+DEFINE_int32(checkpoint_timeout_ms, 180000, "Deadline of `checkpoint`");
 
 namespace relaxps {
 namespace {
@@ -50,6 +53,20 @@ int Status_(RpcClient* rpc, int peer) {
     std::printf("worker %d %s clock=%lld last_heartbeat_ms_ago=%lld\n", w.id(),
                 w.alive() ? "alive" : "dead", static_cast<long long>(w.clock()),
                 static_cast<long long>(w.last_heartbeat_ms_ago()));
+  }
+  if (st->has_latest_checkpoint()) {
+    const wire::CheckpointRecord& c = st->latest_checkpoint();
+    std::printf("latest_checkpoint: clock=%lld servers=%d seconds=%.3f\n",
+                static_cast<long long>(c.clock()), c.shards_size(), c.seconds());
+    for (const wire::ShardCheckpoint& sc : c.shards()) {
+      std::printf("  server %d %s\n", sc.server(), sc.dir().c_str());
+    }
+  } else {
+    std::printf("latest_checkpoint: none\n");
+  }
+  if (st->checkpoints_failed() > 0) {
+    std::printf("checkpoints_failed: %llu\n",
+                static_cast<unsigned long long>(st->checkpoints_failed()));
   }
   for (const wire::TableShards& t : st->shard_map().tables()) {
     for (const wire::DenseRange& r : t.ranges()) {
@@ -96,6 +113,60 @@ int Stats(RpcClient* rpc, int peer) {
   return 0;
 }
 
+void PrintShard(const wire::ShardCheckpoint& sc) {
+  std::printf("  server %d clock=%lld bytes=%llu seconds=%.3f dir=%s\n", sc.server(),
+              static_cast<long long>(sc.clock()), static_cast<unsigned long long>(sc.bytes()),
+              sc.seconds(), sc.dir().c_str());
+}
+
+int Checkpoint(RpcClient* rpc, int peer) {
+  Message m;
+  m.header.set_type(wire::TRIGGER_CHECKPOINT);
+  auto reply = rpc->CallSync(peer, std::move(m), FLAGS_checkpoint_timeout_ms);
+  if (!reply.ok()) return Fail(kName, reply.status(), 1);
+  const wire::CheckpointRecord& c = reply->header.checkpoint_record();
+  std::printf("checkpoint clock=%lld complete on %d server(s) in %.3f s\n",
+              static_cast<long long>(c.clock()), c.shards_size(), c.seconds());
+  for (const wire::ShardCheckpoint& sc : c.shards()) PrintShard(sc);
+  return 0;
+}
+
+int Checkpoints(RpcClient* rpc, int peer) {
+  auto st = FetchStatus(rpc, peer);
+  if (!st.ok()) return Fail(kName, st.status(), 1);
+  std::printf("complete checkpoints (coordinator record, oldest first): %d\n",
+              st->checkpoints_size());
+  for (const wire::CheckpointRecord& c : st->checkpoints()) {
+    std::printf("checkpoint clock=%lld servers=%d seconds=%.3f%s\n",
+                static_cast<long long>(c.clock()), c.shards_size(), c.seconds(),
+                st->has_latest_checkpoint() && c.clock() == st->latest_checkpoint().clock() &&
+                        c.unix_s() == st->latest_checkpoint().unix_s()
+                    ? " (latest)"
+                    : "");
+    for (const wire::ShardCheckpoint& sc : c.shards()) PrintShard(sc);
+  }
+  int errors = 0;
+  for (const wire::ServerState& s : st->servers()) {
+    if (!s.info().alive()) {
+      std::printf("server %d: DEAD, not asked\n", s.info().id());
+      continue;
+    }
+    Message m;
+    m.header.set_type(wire::LIST_CHECKPOINTS);
+    auto reply = rpc->CallSync(rpc->Connect(s.info().endpoint()), std::move(m), FLAGS_timeout_ms);
+    if (!reply.ok()) {
+      std::printf("server %d: %s\n", s.info().id(), reply.status().ToString().c_str());
+      ++errors;
+      continue;
+    }
+    const wire::CheckpointList& list = reply->header.checkpoint_list();
+    std::printf("server %d holds %d valid checkpoint(s):\n", s.info().id(),
+                list.checkpoints_size());
+    for (const wire::ShardCheckpoint& sc : list.checkpoints()) PrintShard(sc);
+  }
+  return errors == 0 ? 0 : 1;
+}
+
 int Pull(const std::string& table, const std::string& path) {
   ClientOptions co;
   co.coordinator = FLAGS_coordinator;
@@ -129,13 +200,17 @@ int Pull(const std::string& table, const std::string& path) {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
-      "relaxps-ctl --coordinator=EP <status | tables | stats | pull TABLE FILE>");
+      "relaxps-ctl --coordinator=EP <status | tables | stats | checkpoint | checkpoints | pull "
+      "TABLE FILE>");
+  if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, true); !s.ok()) {
+    return relaxps::Fail("relaxps-ctl", s, 2);
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   relaxps::InitLogging(argv[0]);
   using relaxps::Fail;
   using relaxps::InvalidArgumentError;
   if (FLAGS_coordinator.empty()) return Fail(relaxps::kName, InvalidArgumentError("--coordinator is required"), 2);
-  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats or pull"), 2);
+  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints or pull"), 2);
   const std::string cmd = argv[1];
   if (cmd == "pull") {
     if (argc != 4) return Fail(relaxps::kName, InvalidArgumentError("usage: pull TABLE FILE"), 2);
@@ -146,5 +221,7 @@ int main(int argc, char** argv) {
   if (cmd == "status") return relaxps::Status_(&rpc, peer);
   if (cmd == "tables") return relaxps::Tables(&rpc, peer);
   if (cmd == "stats") return relaxps::Stats(&rpc, peer);
+  if (cmd == "checkpoint") return relaxps::Checkpoint(&rpc, peer);
+  if (cmd == "checkpoints") return relaxps::Checkpoints(&rpc, peer);
   return Fail(relaxps::kName, InvalidArgumentError("unknown command '" + cmd + "'"), 2);
 }

@@ -10,11 +10,24 @@ DEFINE_string(coordinator, "", "Coordinator endpoint (required), e.g. tcp://127.
 DEFINE_string(bind, "tcp://127.0.0.1:*", "ZeroMQ endpoint to bind ('*' port: OS-chosen)");
 DEFINE_string(endpoint_file, "", "If set, the bound endpoint is written to this file");
 DEFINE_int32(server_id, -1, "Server id to take (-1: assigned by the coordinator)");
-DEFINE_string(store, "memory", "Parameter store: memory or rocksdb");
+DEFINE_string(store, "",
+              "Parameter store: rocksdb or memory (default: rocksdb when --data_dir is set, "
+              "memory otherwise)");
 DEFINE_string(data_dir, "", "RocksDB directory (store=rocksdb)");
 DEFINE_int32(cache_mb, 256, "Sparse-row cache budget in MiB (store=rocksdb)");
-DEFINE_bool(wal_per_update, false, "Sync every update to the WAL before acknowledging it");
-DEFINE_int32(flush_every_clocks, 0, "Flush the store every N clocks (0: only on exit)");
+DEFINE_bool(wal_per_update, false,
+            "Sync every update to the WAL before acknowledging it (nothing acknowledged is "
+            "lost; one fsync per update)");
+DEFINE_int32(flush_every_clocks, -1,
+             "Flush the store every N clocks; a crash loses at most N clocks (-1: 10 for "
+             "store=rocksdb, 0 for memory; 0: only at checkpoints and exit)");
+DEFINE_string(checkpoint_dir, "",
+              "Root of this server's checkpoints <dir>/ckpt-<clock> (default: "
+              "<data_dir>/../checkpoints/<name of data_dir>)");
+DEFINE_int32(keep_checkpoints, 3, "Checkpoints kept on disk (older ones are deleted)");
+DEFINE_string(restore_from, "",
+              "Before serving, replace --data_dir with a checkpoint: 'latest' (newest valid "
+              "one under --checkpoint_dir) or a checkpoint directory");
 DEFINE_string(device, "cpu", "Device for optimizer updates: cpu or cuda");
 DEFINE_int32(heartbeat_ms, 200, "Heartbeat period to the coordinator");
 
@@ -27,6 +40,9 @@ void Stop() {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("relaxps parameter server");
+  if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, false); !s.ok()) {
+    return relaxps::Fail("relaxps-server", s, 2);
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   relaxps::InitLogging(argv[0]);
   const char* kName = "relaxps-server";
@@ -36,18 +52,31 @@ int main(int argc, char** argv) {
   if (FLAGS_coordinator.empty()) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError("--coordinator is required"), 2);
   }
-  if (FLAGS_cache_mb <= 0 || FLAGS_heartbeat_ms <= 0 || FLAGS_flush_every_clocks < 0) {
-    return relaxps::Fail(kName, relaxps::InvalidArgumentError("--cache_mb and --heartbeat_ms must be > 0, --flush_every_clocks >= 0"), 2);
+  if (FLAGS_cache_mb <= 0 || FLAGS_heartbeat_ms <= 0 || FLAGS_flush_every_clocks < -1 ||
+      FLAGS_keep_checkpoints < 1) {
+    return relaxps::Fail(kName, relaxps::InvalidArgumentError("--cache_mb, --heartbeat_ms and --keep_checkpoints must be > 0, --flush_every_clocks >= 0"), 2);
+  }
+  std::string store = FLAGS_store;
+  if (store.empty()) store = FLAGS_data_dir.empty() ? "memory" : "rocksdb";
+  if (store != "memory" && store != "rocksdb") {
+    return relaxps::Fail(kName, relaxps::InvalidArgumentError("--store must be rocksdb or memory, got '" + store + "'"), 2);
+  }
+  if (store == "rocksdb" && FLAGS_data_dir.empty()) {
+    return relaxps::Fail(kName, relaxps::InvalidArgumentError("--store=rocksdb needs --data_dir"), 2);
   }
   relaxps::ServerOptions options;
   options.coordinator = FLAGS_coordinator;
   options.bind = FLAGS_bind;
   options.server_id = FLAGS_server_id;
-  options.store.kind = FLAGS_store;
+  options.store.kind = store;
   options.store.data_dir = FLAGS_data_dir;
   options.store.cache_mb = static_cast<size_t>(FLAGS_cache_mb);
   options.store.wal_per_update = FLAGS_wal_per_update;
-  options.flush_every_clocks = FLAGS_flush_every_clocks;
+  options.flush_every_clocks =
+      FLAGS_flush_every_clocks >= 0 ? FLAGS_flush_every_clocks : (store == "rocksdb" ? 10 : 0);
+  options.checkpoint_dir = FLAGS_checkpoint_dir;
+  options.keep_checkpoints = FLAGS_keep_checkpoints;
+  options.restore_from = FLAGS_restore_from;
   options.heartbeat_ms = FLAGS_heartbeat_ms;
   auto device = relaxps::kernels::ParseDeviceType(FLAGS_device);
   if (!device.ok()) return relaxps::Fail(kName, device.status(), 2);

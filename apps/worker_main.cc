@@ -20,6 +20,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "apps/internal/main_util.h"
 #include "apps/trainer/mnist.h"
 #include "apps/trainer/model.h"
 #include "apps/trainer/param_source.h"
@@ -50,6 +51,7 @@ DEFINE_uint64(seed, 1, "Seed of the initialization, data partition, shuffles and
 // ---- Data ----
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
               "Directory with {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz");
+DEFINE_int32(worker_id, -1, "Worker id to request from the coordinator (PS mode; -1: next free)");
 DEFINE_int32(worker_index, 0, "This worker's part of the training set (--local; PS mode uses "
                               "the id the coordinator assigns)");
 DEFINE_int32(num_workers, 1, "Number of parts the training set is split into (--local; PS "
@@ -121,44 +123,6 @@ bool IsPsFailure(const Status& s) {
          s.code() == StatusCode::kAborted;
 }
 
-// gflags exits with status 1 on an unknown flag or a bad value; check the
-// command line first so that those are usage errors (status 2) with a clear
-// message.
-void CheckCommandLine(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') UsageError("unexpected argument '" + arg + "'");
-    std::string body = arg.substr(arg[1] == '-' ? 2 : 1);
-    const size_t eq = body.find('=');
-    std::string name = body.substr(0, eq);
-    gflags::CommandLineFlagInfo info;
-    if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
-      // --nofoo for bool foo.
-      if (eq == std::string::npos && name.compare(0, 2, "no") == 0 &&
-          gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) && info.type == "bool") {
-        continue;
-      }
-      UsageError("unknown flag --" + name);
-    }
-    std::string value;
-    if (eq != std::string::npos) {
-      value = body.substr(eq + 1);
-    } else if (info.type == "bool") {
-      continue;
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      UsageError("flag --" + name + " needs a value");
-    }
-    // Validate the value on a scratch copy of the flag: set it now (the real
-    // parse below sets it again to the same value).
-    if (gflags::SetCommandLineOption(name.c_str(), value.c_str()).empty()) {
-      UsageError("bad value '" + value + "' for --" + name + " (" + info.type + ")");
-    }
-  }
-}
-
 // Range checks of flag values that gflags cannot express.
 void CheckFlagValues() {
   if (FLAGS_local == !FLAGS_coordinator.empty()) {
@@ -197,7 +161,7 @@ int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "relaxps-worker (--local | --coordinator=tcp://host:port) [--model=cnn|mlp] "
       "[--duration_s=N | --epochs=N] [flags]");
-  CheckCommandLine(argc, argv);
+  if (Status s = CheckCommandLine(argc, argv); !s.ok()) UsageError(s.message());
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
@@ -270,6 +234,7 @@ int Main(int argc, char** argv) {
     ClientOptions client_options;
     client_options.coordinator = FLAGS_coordinator;
     client_options.role = "worker";
+    client_options.worker_id = FLAGS_worker_id;
     client_options.request_timeout_ms = FLAGS_request_timeout_ms;
     client_options.wire_dtype = FLAGS_wire_dtype;
     StatusOr<std::unique_ptr<Client>> connected = Client::Connect(client_options);

@@ -7,9 +7,11 @@
 #                        [--out_dir=runs/<time>] [--port=0] [worker flags...]
 #
 # Flags for the coordinator (--consistency, --staleness, --recovery,
-# --heartbeat_timeout_ms) and the servers (--store, --data_dir, --cache_mb,
-# --wal_per_update, --flush_every_clocks; RocksDB data goes under
-# <out_dir>/data/server-<i>) are routed to them; --server.X=Y and
+# --heartbeat_timeout_ms, --checkpoint_every_clocks, --checkpoint_every_s) and
+# the servers (--store, --cache_mb, --wal_per_update, --flush_every_clocks,
+# --keep_checkpoints, --restore_from=latest; RocksDB data goes
+# under <out_dir>/data/server-<i>, checkpoints under
+# <out_dir>/data/checkpoints/server-<i>) are routed to them; --server.X=Y and
 # --coordinator.X=Y pass any other flag; everything else goes to the workers
 # (--lr, --batch, --optimizer, --seed, --wire_dtype, --device, ...).
 #
@@ -32,7 +34,7 @@ SERVER_ARGS=()
 WORKER_ARGS=()
 SKIP_BUILD=${RELAXPS_SKIP_BUILD:-0}
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in
@@ -47,7 +49,9 @@ for arg in "$@"; do
     --progress_s=*) PROGRESS_S=${arg#*=} ;;
     --skip_build) SKIP_BUILD=1 ;;
     --consistency=*|--staleness=*|--recovery=*|--heartbeat_timeout_ms=*) COORD_ARGS+=("$arg") ;;
+    --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
     --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
+    --keep_checkpoints=*|--restore_from=latest) SERVER_ARGS+=("$arg") ;;
     --coordinator.*) COORD_ARGS+=("--${arg#--coordinator.}") ;;
     --server.*) SERVER_ARGS+=("--${arg#--server.}") ;;
     --*) WORKER_ARGS+=("$arg") ;;
@@ -78,17 +82,27 @@ OUT_DIR=$(cd "$OUT_DIR" && pwd)
 
 PIDS=()
 NAMES=()
-cleanup() {
-  trap - EXIT INT TERM
+# Stops the given pids: SIGTERM, up to 3 s of grace, then SIGKILL.
+stop_pids() {
   local p
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
   for _ in $(seq 1 30); do
     local alive=0
-    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ $alive = 0 ] && break
+    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && return
     sleep 0.1
   done
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for p in "$@"; do kill -KILL "$p" 2>/dev/null; done
+}
+cleanup() {
+  trap - EXIT INT TERM
+  # Workers first, so they finish their step and write their last rows while
+  # the servers still answer; then servers and coordinator.
+  if [ -n "${FIRST_WORKER:-}" ]; then
+    stop_pids "${PIDS[@]:$FIRST_WORKER}"
+    stop_pids "${PIDS[@]:0:$FIRST_WORKER}"
+  fi
+  stop_pids "${PIDS[@]}"
   wait 2>/dev/null
 }
 on_signal() { echo "run_local.sh: interrupted; stopping every process" >&2; cleanup; exit 130; }
@@ -135,7 +149,8 @@ STOP_ARGS=()
 FIRST_WORKER=${#PIDS[@]}
 for i in $(seq 0 $((WORKERS - 1))); do
   start "worker $i" "$OUT_DIR/worker-$i.log" "$BIN/relaxps-worker" --coordinator="$COORD" \
-    --model="$MODEL" --num_workers="$WORKERS" --metrics_csv="$OUT_DIR/worker-$i.csv" \
+    --worker_id="$i" --model="$MODEL" --num_workers="$WORKERS" \
+    --metrics_csv="$OUT_DIR/worker-$i.csv" \
     "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}"
 done
 

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <gflags/gflags.h>
+
 namespace relaxps {
 namespace {
 void (*g_stop)() = nullptr;
@@ -38,6 +40,45 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
     if (!out.flush()) return IOError("cannot write " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return IOError("cannot rename " + tmp + " to " + path);
+  return Status::OK();
+}
+
+Status CheckCommandLine(int argc, char** argv, bool allow_positional) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (allow_positional) continue;
+      return InvalidArgumentError("unexpected argument '" + arg + "'");
+    }
+    const std::string body = arg.substr(arg[1] == '-' ? 2 : 1);
+    const size_t eq = body.find('=');
+    const std::string name = body.substr(0, eq);
+    gflags::CommandLineFlagInfo info;
+    if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
+      // --nofoo for a bool foo.
+      if (eq == std::string::npos && name.compare(0, 2, "no") == 0 &&
+          gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) && info.type == "bool") {
+        continue;
+      }
+      return InvalidArgumentError("unknown flag --" + name + " (see --help)");
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = body.substr(eq + 1);
+    } else if (info.type == "bool") {
+      continue;
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return InvalidArgumentError("flag --" + name + " needs a value");
+    }
+    // Setting the flag validates the value; the real parse sets it again.
+    if (gflags::SetCommandLineOption(name.c_str(), value.c_str()).empty()) {
+      return InvalidArgumentError("bad value '" + value + "' for --" + name + " (" + info.type +
+                                  ")");
+    }
+  }
   return Status::OK();
 }
 

@@ -20,6 +20,13 @@ void StopOnSignals(void (*stop)());
 // so a script polling for the file never reads half of it. No-op for "".
 Status WriteFileAtomically(const std::string& path, const std::string& content);
 
+// gflags exits with status 1 on an unknown flag or an unparsable value;
+// binaries call this before gflags::ParseCommandLineFlags so that those are
+// usage errors (exit 2) with a one-line reason. Returns InvalidArgument
+// naming the flag. Also rejects positional arguments unless
+// `allow_positional`.
+Status CheckCommandLine(int argc, char** argv, bool allow_positional = false);
+
 // Prints "<binary>: <status>" to stderr and returns `code` (for main()).
 int Fail(const char* binary, const Status& status, int code);
 

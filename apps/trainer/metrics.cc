@@ -18,7 +18,8 @@ StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::string& 
     }
     std::fprintf(file,
                  "time_s,worker,clock,samples,loss,train_acc,test_acc,samples_per_s,"
-                 "bytes_sent,bytes_received,epoch,test_loss\n");
+                 "bytes_sent,bytes_received,epoch,test_loss,staleness_mean,staleness_max,"
+                 "gate_wait_s,cache_hits\n");
     std::fflush(file);
   }
   return std::unique_ptr<MetricsWriter>(new MetricsWriter(path, file));
@@ -37,10 +38,11 @@ Status MetricsWriter::Write(const MetricsRow& r) {
   }
   const int n = std::fprintf(file_,
                              "%.3f,%d,%" PRId64 ",%" PRId64 ",%.6f,%.4f,%s,%.1f,%" PRIu64
-                             ",%" PRIu64 ",%" PRId64 ",%s\n",
+                             ",%" PRIu64 ",%" PRId64 ",%s,%.3f,%" PRId64 ",%.4f,%" PRIu64 "\n",
                              r.time_s, r.worker, r.clock, r.samples, r.loss, r.train_acc,
                              test_acc, r.samples_per_s, r.bytes_sent, r.bytes_received, r.epoch,
-                             test_loss);
+                             test_loss, r.staleness_mean, r.staleness_max, r.gate_wait_s,
+                             r.cache_hits);
   if (n < 0 || std::fflush(file_) != 0) {
     return IOError(path_ + ": cannot write metrics: " + std::strerror(errno));
   }
@@ -53,9 +55,10 @@ std::string FormatProgress(const char* kind, const MetricsRow& r, double latest_
   char buf[512];
   std::snprintf(buf, sizeof(buf),
                 "%s worker=%d time_s=%.1f clock=%" PRId64 " epoch=%" PRId64 " samples=%" PRId64
-                " samples_per_s=%.1f loss=%.4f train_acc=%.4f test_acc=%s",
+                " samples_per_s=%.1f loss=%.4f train_acc=%.4f test_acc=%s staleness_max=%" PRId64
+                " gate_wait_s=%.2f bytes_sent=%" PRIu64,
                 kind, r.worker, r.time_s, r.clock, r.epoch, r.samples, r.samples_per_s, r.loss,
-                r.train_acc, acc);
+                r.train_acc, acc, r.staleness_max, r.gate_wait_s, r.bytes_sent);
   return buf;
 }
 

@@ -39,6 +39,13 @@ struct MetricsRow {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   int64_t epoch = 0;     // completed epochs of this worker's part
+  // Consistency, over the steps since the previous row: mean and max
+  // staleness of the parameters computed on, time blocked waiting for
+  // parameters, and SSP cache hits (cumulative).
+  double staleness_mean = 0.0;
+  int64_t staleness_max = 0;
+  double gate_wait_s = 0.0;
+  uint64_t cache_hits = 0;
 };
 
 class MetricsWriter {

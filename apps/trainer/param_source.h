@@ -34,6 +34,17 @@ namespace trainer {
 struct TrafficStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
+  uint64_t cache_hits = 0;  // SSP parameter-cache hits (cumulative).
+};
+
+// What the last completed step (Update + Clock) observed.
+struct StepStats {
+  // Clock of the next computation minus the oldest clock its parameters are
+  // guaranteed to reflect (0 when nothing is stale, e.g. local training).
+  int64_t staleness = 0;
+  // Time blocked waiting for parameters (the consistency gate + network).
+  double gate_wait_s = 0.0;
+  bool cache_hit = false;
 };
 
 class ParamSource {
@@ -68,6 +79,7 @@ class ParamSource {
   virtual int64_t clock() const = 0;
 
   virtual TrafficStats stats() const = 0;
+  virtual StepStats last_step() const { return StepStats(); }
 };
 
 struct LocalParamsOptions {

@@ -102,6 +102,8 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
   // Since the previous row.
   double row_loss_sum = 0.0;
   int64_t row_correct = 0, row_steps = 0, row_samples = 0;
+  int64_t row_staleness_sum = 0, row_staleness_max = 0;
+  double row_gate_wait_s = 0.0;
   double row_train_s_base = 0.0;  // training-only time at the previous row
   // The last non-empty interval's means, repeated by a row over no steps.
   double last_loss = std::nan(""), last_train_acc = std::nan("");
@@ -129,6 +131,12 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
     const TrafficStats traffic = source_->stats();
     row.bytes_sent = traffic.bytes_sent;
     row.bytes_received = traffic.bytes_received;
+    row.cache_hits = traffic.cache_hits;
+    row.staleness_mean = row_steps > 0 ? static_cast<double>(row_staleness_sum) / row_steps : 0.0;
+    row.staleness_max = row_staleness_max;
+    row.gate_wait_s = row_gate_wait_s;
+    row_staleness_sum = row_staleness_max = 0;
+    row_gate_wait_s = 0.0;
     row_loss_sum = 0.0;
     row_correct = row_steps = row_samples = 0;
     row_train_s_base = train_s;
@@ -164,6 +172,11 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
       return s.WithPrefix("worker " + std::to_string(worker) + " at step " +
                           std::to_string(result.steps));
     }
+
+    const StepStats step_stats = source_->last_step();
+    row_staleness_sum += step_stats.staleness;
+    row_staleness_max = std::max(row_staleness_max, step_stats.staleness);
+    row_gate_wait_s += step_stats.gate_wait_s;
 
     ++result.steps;
     result.samples += batch;
@@ -215,9 +228,12 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
   MetricsRow summary = row;
   summary.samples_per_s = result.train_samples_per_s;
   std::string line = FormatProgress("final", summary, result.test_acc);
-  char extra[160];
-  std::snprintf(extra, sizeof(extra), " test_loss=%.4f wall_samples_per_s=%.1f eval_s=%.1f%s",
-                result.test_loss, result.samples_per_s, eval_s,
+  char extra[256];
+  const double bytes_per_step =
+      result.steps > 0 ? static_cast<double>(source_->stats().bytes_sent) / result.steps : 0.0;
+  std::snprintf(extra, sizeof(extra),
+                " test_loss=%.4f wall_samples_per_s=%.1f eval_s=%.1f bytes_sent_per_step=%.0f%s",
+                result.test_loss, result.samples_per_s, eval_s, bytes_per_step,
                 result.stopped ? " stopped=1" : " stopped=0");
   std::fprintf(options_.progress, "%s%s\n", line.c_str(), extra);
   std::fflush(options_.progress);
