@@ -162,6 +162,23 @@ class ClientImpl final : public Client {
   std::vector<int64_t> last_push_clock_;  // Guarded by mu_. Per server.
   std::string job_error_;                // Guarded by mu_.
 
+  // SSP parameter cache: the last dense pull of each table.
+  struct CacheEntry {
+    uint64_t offset = 0;
+    FloatBuffer values;
+    int64_t params_clock = -1;
+  };
+  bool CacheEnabled() const { return cache_enabled_; }
+  // Serves a pull from the cache if fresh enough; returns false otherwise.
+  bool ServeFromCache(const std::string& table, uint64_t offset, const FloatBuffer& out);
+  void FillCache(const std::string& table, uint64_t offset, const FloatBuffer& values,
+                 int64_t params_clock);
+
+  bool cache_enabled_ = false;  // Constant after Init().
+  std::mutex cache_mu_;
+  std::unordered_map<std::string, CacheEntry> cache_;  // Guarded by cache_mu_.
+  std::atomic<uint64_t> cache_hits_{0}, cache_misses_{0};
+
   std::atomic<int64_t> clock_{0};
   std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
@@ -234,6 +251,7 @@ Status ClientImpl::Init() {
   job_.num_servers = rr.job().num_servers();
   job_.expected_workers = rr.job().num_workers();
   clock_.store(rr.start_clock());
+  cache_enabled_ = options_.ssp_cache && job_.consistency == "ssp";
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
   if (options_.role == "worker") heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   return Status::OK();
@@ -386,6 +404,12 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
     done(err);
     return;
   }
+  if (type == wire::PULL && CacheEnabled()) {
+    if (ServeFromCache(table, offset, out)) {
+      done(Status::OK());
+      return;
+    }
+  }
   std::shared_ptr<const ShardMap> m = map();
   StatusOr<std::vector<DenseSlice>> slices = m->SplitDense(table, offset, n);
   if (!slices.ok()) {
@@ -397,8 +421,11 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
   // minimum, published when the last part completes.
   auto min_clock = std::make_shared<std::atomic<int64_t>>(INT64_MAX);
   if (type != wire::PUSH) {
-    done = [this, min_clock, done = std::move(done)](const Status& st) {
-      if (st.ok()) last_params_clock_.store(min_clock->load());
+    done = [this, min_clock, table, offset, out, done = std::move(done)](const Status& st) {
+      if (st.ok()) {
+        last_params_clock_.store(min_clock->load());
+        if (CacheEnabled()) FillCache(table, offset, out, min_clock->load());
+      }
       done(st);
     };
   }
@@ -537,6 +564,37 @@ Status ClientImpl::Clock() {
   return Status::OK();
 }
 
+bool ClientImpl::ServeFromCache(const std::string& table, uint64_t offset,
+                                const FloatBuffer& out) {
+  const int64_t needed = clock_.load() - job_.staleness;
+  {
+    std::lock_guard<std::mutex> l(cache_mu_);
+    auto it = cache_.find(table);
+    if (it != cache_.end()) {
+      const CacheEntry& e = it->second;
+      const bool covers = offset >= e.offset && offset + out.size() <= e.offset + e.values.size();
+      if (covers && e.params_clock >= needed) {
+        std::memcpy(out.data(), e.values.data() + (offset - e.offset), out.bytes());
+        last_params_clock_.store(e.params_clock);
+        cache_hits_.fetch_add(1);
+        return true;
+      }
+    }
+  }
+  cache_misses_.fetch_add(1);
+  return false;
+}
+
+void ClientImpl::FillCache(const std::string& table, uint64_t offset, const FloatBuffer& values,
+                           int64_t params_clock) {
+  std::lock_guard<std::mutex> l(cache_mu_);
+  CacheEntry& e = cache_[table];
+  if (e.values.size() != values.size()) e.values = FloatBuffer(values.size());
+  std::memcpy(e.values.data(), values.data(), values.bytes());
+  e.offset = offset;
+  e.params_clock = params_clock;
+}
+
 ClientStats ClientImpl::stats() const {
   RpcClientStats r = rpc_->stats();
   ClientStats s;
@@ -544,6 +602,8 @@ ClientStats ClientImpl::stats() const {
   s.bytes_received = r.bytes_received;
   s.requests = r.requests;
   s.errors = errors_.load();
+  s.cache_hits = cache_hits_.load();
+  s.cache_misses = cache_misses_.load();
   return s;
 }
 

@@ -44,6 +44,11 @@ struct ClientOptions {
   // Payload encoding of dense floats on the wire: "fp32" or "fp16" (half the
   // bytes, fp32 master copies stay on the servers).
   std::string wire_dtype = "fp32";
+  // SSP only: keep the parameters of each table's last dense pull and serve
+  // a Pull from them while they reflect clock >= clock() - staleness (the
+  // Petuum/Bosen parameter cache). Saves pulls at the cost of one copy per
+  // pull; reads within the bound may miss this worker's own recent pushes.
+  bool ssp_cache = true;
 };
 
 // What the coordinator told this client at registration.
@@ -66,6 +71,9 @@ struct ClientStats {
   uint64_t bytes_received = 0;
   uint64_t requests = 0;
   uint64_t errors = 0;
+  // SSP parameter cache: pulls answered locally / sent to servers.
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
 };
 
 class Client {
