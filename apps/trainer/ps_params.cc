@@ -22,6 +22,7 @@ class PsParams final : public ParamSource {
         size_(options.table.size),
         on_host_(device->type() == kernels::DeviceType::kCpu),
         split_(client->job().consistency == "ssp"),
+        pipeline_(client->job().consistency == "async" && options.pipeline_async),
         params_host_(size_),
         incoming_(size_),
         grads_host_(size_) {
@@ -60,6 +61,19 @@ class PsParams final : public ParamSource {
       if (pending_push_.valid()) RETURN_IF_ERROR(Wait(std::move(pending_push_), "push"));
       pending_push_ = client_->Push(table(), 0, grads_host_);
       grads_host_ = FloatBuffer(size_);  // The in-flight push owns the old one.
+      return Status::OK();
+    }
+    if (pipeline_) {
+      // Async: overlap the round trip with the next step's computation. The
+      // step after next computes on the parameters this push returns.
+      if (inflight_.valid()) {
+        const auto t0 = std::chrono::steady_clock::now();
+        RETURN_IF_ERROR(Wait(std::move(inflight_), "push-pull"));
+        last_.gate_wait_s = SecondsSince(t0);
+        AdoptIncoming();
+      }
+      inflight_ = client_->PushPull(table(), 0, grads_host_, incoming_);
+      std::swap(grads_host_, spare_grads_);  // The request owns the other one now.
       return Status::OK();
     }
     // Receive into the spare buffer so that a failed request leaves params()
@@ -142,6 +156,7 @@ class PsParams final : public ParamSource {
   const size_t size_;
   const bool on_host_;  // CPU device: the host buffers are the device buffers
   const bool split_;    // SSP: Push + cached Pull instead of PushPull.
+  const bool pipeline_;  // Async: PushPull overlapped with the next step.
 
   FloatBuffer params_host_;
   FloatBuffer incoming_;  // receives the next parameters
@@ -149,6 +164,8 @@ class PsParams final : public ParamSource {
   DeviceBuffer<float> params_device_;  // CUDA only
   DeviceBuffer<float> grads_device_;   // CUDA only
   std::future<Status> pending_push_;   // SSP: the previous step's push.
+  std::future<Status> inflight_;       // Async pipeline: the previous PushPull.
+  FloatBuffer spare_grads_{size_};     // Async pipeline: the other gradient buffer.
   StepStats last_;
 };
 

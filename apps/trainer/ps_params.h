@@ -36,6 +36,9 @@ struct PsParamsOptions {
   // never hangs even if a reply is lost). Longer tolerates a BSP barrier
   // held up by a slow peer; shorter notices a dead server sooner.
   int wait_timeout_ms = 60000;
+  // Async only: overlap each step's PushPull with the next step's
+  // computation (parameters one step older, communication hidden).
+  bool pipeline_async = true;
 };
 
 // Creates (or joins) the table and pulls its current values. `client` and
