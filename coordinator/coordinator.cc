@@ -8,6 +8,7 @@
 #include "common/shard_map.h"
 #include "common/table.h"
 #include "consistency/consistency_policy.h"
+#include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/membership.h"
 
 namespace relaxps {
@@ -23,6 +24,10 @@ Status CoordinatorOptions::Validate() const {
                                 "' (expected none, checkpoint, chain or stateless)");
   }
   if (heartbeat_timeout_ms < 50) return InvalidArgumentError("--heartbeat_timeout_ms must be >= 50");
+  if (checkpoint_every_clocks < 0 || checkpoint_every_s < 0) {
+    return InvalidArgumentError("--checkpoint_every_clocks and --checkpoint_every_s must be >= 0");
+  }
+  if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
   return Status::OK();
 }
 
@@ -31,7 +36,11 @@ namespace {
 class CoordinatorImpl final : public Coordinator {
  public:
   explicit CoordinatorImpl(const CoordinatorOptions& options)
-      : options_(options), members_(options.heartbeat_timeout_ms) {}
+      : options_(options),
+        members_(options.heartbeat_timeout_ms),
+        checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
+                                                options.checkpoint_every_s, 16},
+                     MonotonicMs()) {}
 
   Status Init() {
     RpcServerOptions ro;
@@ -52,6 +61,10 @@ class CoordinatorImpl final : public Coordinator {
     LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
               << options_.consistency << " staleness " << options_.staleness << " recovery "
               << options_.recovery << ", waiting for " << options_.num_servers << " server(s)";
+    if (checkpoints_.enabled()) {
+      LOG(INFO) << "coordinated checkpoints every " << options_.checkpoint_every_clocks
+                << " clocks / " << options_.checkpoint_every_s << " s (0: off)";
+    }
     return Status::OK();
   }
 
@@ -69,8 +82,14 @@ class CoordinatorImpl final : public Coordinator {
   void HandleStatus(const Request& req);
   void CheckLiveness();
   // Sends `msg` to every live server; `done` runs on the loop thread with the
-  // first error or OK once all answered.
-  void Broadcast(const Message& msg, std::function<void(const Status&)> done);
+  // first error or OK once all answered; `on_reply` (optional) runs on the
+  // loop thread for each successful reply.
+  using ReplyFn = std::function<void(int server_id, const Message& reply)>;
+  void Broadcast(const Message& msg, std::function<void(const Status&)> done,
+                 int timeout_ms = 5000, ReplyFn on_reply = nullptr);
+  // Starts a coordinated checkpoint at the min live worker clock; answers
+  // `waiters` (manual requests) when it ends. Queues them if one is running.
+  void StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters);
   void BroadcastWorkerSet(std::function<void(const Status&)> done);
   void RebuildServerList();
   void FailJob(const std::string& reason);
@@ -87,6 +106,9 @@ class CoordinatorImpl final : public Coordinator {
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
   std::string job_error_;
+  CheckpointScheduler checkpoints_;
+  // Manual checkpoint requests that arrived while one was in flight.
+  std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
 };
 
 void CoordinatorImpl::Handle(Request req) {
@@ -109,6 +131,9 @@ void CoordinatorImpl::Handle(Request req) {
     }
     case wire::GET_STATUS:
       HandleStatus(req);
+      return;
+    case wire::TRIGGER_CHECKPOINT:
+      StartCheckpoint({std::make_shared<Request>(std::move(req))});
       return;
     case wire::DEREGISTER: {
       members_.RemoveWorker(h.sender());
@@ -162,6 +187,12 @@ void CoordinatorImpl::HandleRegister(Request req) {
                                  " server(s); pass --server_id to replace one"))
           .IgnoreError();
       return;
+    }
+    auto old = members_.servers().find(r.requested_id());
+    if (old != members_.servers().end()) {
+      LOG(INFO) << "server " << r.requested_id() << " registers again (was "
+                << (old->second.alive ? "alive" : "dead") << ", pid " << old->second.pid
+                << "); it takes back its shards";
     }
     const int id = members_.AddServer(r.requested_id(), r.endpoint(), r.pid(), now);
     server_peer_[id] = servers_rpc_->Connect(r.endpoint());
@@ -300,7 +331,8 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
   });
 }
 
-void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Status&)> done) {
+void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Status&)> done,
+                                int timeout_ms, ReplyFn on_reply) {
   struct State {
     int remaining = 0;
     Status first_error;
@@ -321,12 +353,14 @@ void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Sta
     Message copy;
     copy.header = msg.header;
     const int server_id = id;
-    servers_rpc_->Call(peer, std::move(copy), 5000,
-                       [this, state, server_id](const Status& s, Message) {
-                         rpc_->Post([state, s, server_id] {
+    servers_rpc_->Call(peer, std::move(copy), timeout_ms,
+                       [this, state, server_id, on_reply](const Status& s, Message reply) {
+                         auto shared = std::make_shared<Message>(std::move(reply));
+                         rpc_->Post([state, s, server_id, on_reply, shared] {
                            if (!s.ok() && state->first_error.ok()) {
                              state->first_error = s.WithPrefix("server " + std::to_string(server_id));
                            }
+                           if (s.ok() && on_reply) on_reply(server_id, *shared);
                            if (--state->remaining == 0) state->done(state->first_error);
                          });
                        });
@@ -362,7 +396,17 @@ void CoordinatorImpl::CheckLiveness() {
                              std::to_string(options_.heartbeat_timeout_ms) + " ms";
     LOG(WARNING) << what;
     RebuildServerList();
-    if (options_.recovery == "none") FailJob(what + "; recovery policy 'none' ends the job");
+    if (options_.recovery == "none") {
+      FailJob(what + "; recovery policy 'none' ends the job");
+    } else if (options_.recovery == "checkpoint") {
+      LOG(WARNING) << "waiting for server " << id << " to restart with --server_id=" << id
+                   << " (and --restore_from=latest to roll back to the last checkpoint)";
+    }
+  }
+  if (checkpoints_.enabled() && job_error_.empty() &&
+      members_.live_servers() >= options_.num_servers && map_.tables_size() > 0 &&
+      checkpoints_.Due(members_.MinWorkerClock(), now)) {
+    StartCheckpoint({});
   }
   std::vector<int> dead_workers = members_.ExpireWorkers(now);
   for (int id : dead_workers) {
@@ -374,6 +418,78 @@ void CoordinatorImpl::CheckLiveness() {
       if (!s.ok()) LOG(WARNING) << "announcing live workers: " << s;
     });
   }
+}
+
+void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters) {
+  if (checkpoints_.in_flight()) {
+    for (auto& w : waiters) queued_checkpoint_requests_.push_back(std::move(w));
+    return;
+  }
+  auto answer = [this](const std::vector<std::shared_ptr<Request>>& ws, const Status& s,
+                       const wire::CheckpointRecord* record) {
+    for (const auto& w : ws) {
+      Message reply = MakeReply(w->msg.header, s);
+      if (record != nullptr) *reply.header.mutable_checkpoint_record() = *record;
+      rpc_->Reply(*w, std::move(reply)).IgnoreError();
+    }
+  };
+  if (!job_error_.empty()) {
+    answer(waiters, AbortedError(job_error_), nullptr);
+    return;
+  }
+  if (members_.live_servers() < options_.num_servers) {
+    answer(waiters, UnavailableError("cannot checkpoint: " +
+                                     std::to_string(members_.live_servers()) + " of " +
+                                     std::to_string(options_.num_servers) + " servers live"),
+           nullptr);
+    return;
+  }
+  const int64_t now = MonotonicMs();
+  const int64_t clock = members_.MinWorkerClock();
+  checkpoints_.Start(clock, now);
+  LOG(INFO) << "checkpoint at clock " << clock << " started";
+  Message msg;
+  msg.header.set_type(wire::CHECKPOINT);
+  msg.header.mutable_checkpoint_request()->set_clock(clock);
+  auto record = std::make_shared<wire::CheckpointRecord>();
+  record->set_clock(clock);
+  auto shared_waiters = std::make_shared<std::vector<std::shared_ptr<Request>>>(std::move(waiters));
+  Broadcast(
+      msg,
+      [this, record, shared_waiters, answer, now, clock](const Status& s) {
+        std::sort(record->mutable_shards()->begin(), record->mutable_shards()->end(),
+                  [](const wire::ShardCheckpoint& a, const wire::ShardCheckpoint& b) {
+                    return a.server() < b.server();
+                  });
+        Status result = s;
+        if (result.ok() && record->shards_size() < options_.num_servers) {
+          result = UnavailableError("only " + std::to_string(record->shards_size()) + " of " +
+                                    std::to_string(options_.num_servers) +
+                                    " servers wrote the checkpoint");
+        }
+        record->set_seconds((MonotonicMs() - now) / 1000.0);
+        record->set_unix_s(NowUnixMs() / 1000.0);
+        if (result.ok()) {
+          LOG(INFO) << "checkpoint at clock " << clock << " complete on "
+                    << record->shards_size() << " server(s) in " << record->seconds() << " s";
+        } else {
+          LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << result;
+        }
+        checkpoints_.Finish(result, *record, MonotonicMs());
+        answer(*shared_waiters, result.WithPrefix("checkpoint at clock " + std::to_string(clock)),
+               result.ok() ? record.get() : nullptr);
+        if (!queued_checkpoint_requests_.empty()) {
+          std::vector<std::shared_ptr<Request>> next;
+          next.swap(queued_checkpoint_requests_);
+          StartCheckpoint(std::move(next));
+        }
+      },
+      options_.checkpoint_timeout_ms,
+      [record](int, const Message& reply) {
+        if (reply.header.has_shard_checkpoint()) {
+          *record->add_shards() = reply.header.shard_checkpoint();
+        }
+      });
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {
@@ -399,6 +515,9 @@ void CoordinatorImpl::HandleStatus(const Request& req) {
   }
   sr->set_job_error(job_error_);
   sr->set_uptime_s((now - start_ms_) / 1000.0);
+  if (checkpoints_.latest()) *sr->mutable_latest_checkpoint() = *checkpoints_.latest();
+  for (const wire::CheckpointRecord& c : checkpoints_.history()) *sr->add_checkpoints() = c;
+  sr->set_checkpoints_failed(checkpoints_.failed());
   rpc_->Reply(req, std::move(reply)).IgnoreError();
 }
 

@@ -8,7 +8,15 @@
 // every server knows it is live, so a BSP round can never close without it.
 //
 // With recovery policy "none", a server that misses its heartbeats fails the
-// job: every client learns the reason from its next heartbeat.
+// job: every client learns the reason from its next heartbeat. With
+// "checkpoint", the job waits for the server to come back: a server that
+// registers again with its old id (--server_id) gets the same shards.
+//
+// Coordinated checkpoints (CheckpointScheduler): every
+// checkpoint_every_clocks clocks of the slowest live worker, every
+// checkpoint_every_s seconds, or on TRIGGER_CHECKPOINT (relaxps-ctl
+// checkpoint), the coordinator sends CHECKPOINT to every server and records
+// the checkpoint once all of them wrote it (shown by relaxps-ctl status).
 //
 // Thread-safety: Start() and Run() from one thread; Stop() from any thread.
 #ifndef RELAXPS_COORDINATOR_COORDINATOR_H_
@@ -37,6 +45,14 @@ struct CoordinatorOptions {
   // A member silent for longer is declared dead. Shorter detects failures
   // sooner; too short declares slow-but-alive processes dead.
   int heartbeat_timeout_ms = 1000;
+  // Coordinated checkpoint when the min live worker clock reaches a multiple
+  // of this (0: off). Smaller loses fewer clocks on a failure; each costs
+  // every server a flush plus a hard-linked snapshot.
+  int64_t checkpoint_every_clocks = 0;
+  // Coordinated checkpoint every this many seconds (0: off).
+  double checkpoint_every_s = 0;
+  // How long a coordinated checkpoint may take before it counts as failed.
+  int checkpoint_timeout_ms = 120000;
 
   Status Validate() const;
 };

@@ -14,9 +14,16 @@
 #include "consistency/consistency_policy.h"
 #include "server/internal/dense_shard.h"
 #include "server/internal/request_codec.h"
+#include "server/internal/server_checkpoints.h"
 #include "server/internal/sparse_shard.h"
 
 namespace relaxps {
+
+std::string ServerOptions::CheckpointRoot() const {
+  return checkpoint_dir.empty() ? server_internal::DefaultCheckpointRoot(store.data_dir)
+                                : checkpoint_dir;
+}
+
 namespace {
 
 using server_internal::DenseShardState;
@@ -41,10 +48,14 @@ class ServerImpl final : public Server {
   void HandleDense(Request req);
   void HandleSparse(Request req);
   void HandleStats(const Request& req);
+  void HandleCheckpoint(const Request& req);
   // Replies with an error and counts the rejection.
   void Reject(const Request& req, const Status& status);
   void ReplyWith(const Request& req, Message reply);
   void OnTimer();
+  // Flushes the store if a dense shard's clock advanced flush_every_clocks
+  // past the last flush.
+  void MaybeFlush();
 
   // ---- Heartbeat thread ----
   void HeartbeatLoop();
@@ -60,6 +71,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<ConsistencyPolicy> policy_;
   std::unique_ptr<kernels::Device> device_;
   std::unique_ptr<ParamStore> store_;
+  std::string checkpoint_root_;
 
   // Loop thread only.
   uint64_t map_version_ = 0;
@@ -85,6 +97,15 @@ Status ServerImpl::Init() {
   ro.bind = options_.bind;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
   ASSIGN_OR_RETURN(device_, kernels::NewDevice(options_.device));
+  if (options_.keep_checkpoints < 1) return InvalidArgumentError("--keep_checkpoints must be >= 1");
+  checkpoint_root_ = options_.CheckpointRoot();
+  if (!options_.restore_from.empty()) {
+    if (options_.store.kind != "rocksdb") {
+      return InvalidArgumentError("--restore_from needs --store=rocksdb");
+    }
+    RETURN_IF_ERROR(server_internal::RestoreDataDir(options_.restore_from, checkpoint_root_,
+                                                    options_.store.data_dir));
+  }
   ASSIGN_OR_RETURN(store_, NewParamStore(options_.store));
 
   coordinator_ = std::make_unique<RpcClient>();
@@ -236,6 +257,10 @@ void ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
 void ServerImpl::OnTimer() {
   const int64_t now = MonotonicMs();
   for (auto& [name, shard] : dense_) shard->ExpireWaiters(now);
+  MaybeFlush();
+}
+
+void ServerImpl::MaybeFlush() {
   if (options_.flush_every_clocks > 0) {
     int64_t clock = 0;
     for (auto& [name, shard] : dense_) clock = std::max(clock, shard->visible_clock());
@@ -309,10 +334,21 @@ void ServerImpl::Handle(Request req) {
     case wire::CLOCK:
       for (auto& [name, shard] : dense_) shard->AdvanceClock(h.sender(), h.clock());
       ReplyWith(req, MakeReply(h, Status::OK()));
+      MaybeFlush();
       return;
     case wire::SERVER_STATS:
       HandleStats(req);
       return;
+    case wire::CHECKPOINT:
+      HandleCheckpoint(req);
+      return;
+    case wire::LIST_CHECKPOINTS: {
+      Message reply = MakeReply(h, Status::OK());
+      *reply.header.mutable_checkpoint_list() =
+          server_internal::ListShardCheckpoints(checkpoint_root_, id_);
+      ReplyWith(req, std::move(reply));
+      return;
+    }
     default:
       Reject(req, InvalidArgumentError("unknown message type " + std::to_string(h.type())));
   }
@@ -325,6 +361,33 @@ void ServerImpl::HandleStats(const Request& req) {
   for (auto& [n, s] : sparse_) applied += s->updates_applied();
   stats_.set_updates_applied(applied);
   *reply.header.mutable_server_stats() = stats_;
+  ReplyWith(req, std::move(reply));
+}
+
+void ServerImpl::HandleCheckpoint(const Request& req) {
+  const wire::Header& h = req.msg.header;
+  if (!h.has_checkpoint_request()) {
+    Reject(req, InvalidArgumentError("CHECKPOINT without checkpoint_request"));
+    return;
+  }
+  const int64_t clock = h.checkpoint_request().clock();
+  if (clock < 0) {
+    Reject(req, InvalidArgumentError("CHECKPOINT at negative clock " + std::to_string(clock)));
+    return;
+  }
+  StatusOr<wire::ShardCheckpoint> done = server_internal::WriteCheckpoint(
+      store_.get(), checkpoint_root_, clock, options_.keep_checkpoints, id_);
+  if (!done.ok()) {
+    LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << done.status();
+    Reject(req, done.status());
+    return;
+  }
+  // The checkpoint flushed the store.
+  for (auto& [name, shard] : dense_) {
+    last_flush_clock_ = std::max(last_flush_clock_, shard->visible_clock());
+  }
+  Message reply = MakeReply(h, Status::OK());
+  *reply.header.mutable_shard_checkpoint() = *done;
   ReplyWith(req, std::move(reply));
 }
 
@@ -345,6 +408,13 @@ void ServerImpl::HandleDense(Request req) {
     return;
   }
   const bool push = h.type() != wire::PULL;
+  if (h.slot() != 0 && (h.type() != wire::PULL || h.slot() < 0 ||
+                        h.slot() >= static_cast<int>(shard->num_slots()))) {
+    Reject(req, InvalidArgumentError("slot " + std::to_string(h.slot()) + " of table '" +
+                                     h.table() + "' cannot be read (PULL only; the table has " +
+                                     std::to_string(shard->num_slots()) + " slots)"));
+    return;
+  }
   const size_t expected_frames = push ? 1 : 0;
   if (req.msg.frames.size() != expected_frames) {
     Reject(req, InvalidArgumentError(wire::MsgType_Name(h.type()) + " expects " +
@@ -370,12 +440,23 @@ void ServerImpl::HandleDense(Request req) {
     }
     if (h.type() == wire::PUSH) {
       ReplyWith(req, MakeReply(h, Status::OK()));
+      MaybeFlush();
       return;
     }
   }
+  if (h.slot() != 0) {
+    Message reply = MakeReply(h, Status::OK());
+    reply.header.set_params_clock(shard->visible_clock());
+    reply.header.set_encoding(h.encoding());
+    reply.frames.push_back(server_internal::EncodeFloats(
+        shard->CopySlot(h.slot(), h.key_begin(), n), h.encoding(), device_.get()));
+    ReplyWith(req, std::move(reply));
+    return;
+  }
   // Pull or the pull half of PushPull. A push at clock c is followed by
   // computation at clock c + 1.
-  const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
+  const bool push_pull = h.type() == wire::PUSH_PULL;
+  const int64_t pull_clock = push_pull ? h.clock() + 1 : h.clock();
   const int64_t deadline = h.deadline_unix_ms() > 0
                                ? MonotonicMs() + std::max<int64_t>(0, h.deadline_unix_ms() - NowUnixMs())
                                : MonotonicMs() + 60000;
@@ -393,6 +474,7 @@ void ServerImpl::HandleDense(Request req) {
                     params, shared_req->msg.header.encoding(), device_.get()));
                 ReplyWith(*shared_req, std::move(reply));
               });
+  if (push_pull) MaybeFlush();
 }
 
 void ServerImpl::HandleSparse(Request req) {
@@ -406,6 +488,12 @@ void ServerImpl::HandleSparse(Request req) {
   }
   SparseShardState* shard = it->second.get();
   const bool push = h.type() == wire::PUSH_ROWS;
+  if (h.slot() != 0 && (push || h.slot() < 0 || h.slot() >= shard->num_slots())) {
+    Reject(req, InvalidArgumentError("slot " + std::to_string(h.slot()) + " of table '" +
+                                     h.table() + "' cannot be read (PULL_ROWS only; the table has " +
+                                     std::to_string(shard->num_slots()) + " slots)"));
+    return;
+  }
   const size_t expected_frames = push ? 2 : 1;
   if (req.msg.frames.size() != expected_frames) {
     Reject(req, InvalidArgumentError(wire::MsgType_Name(h.type()) + " expects " +
@@ -441,7 +529,7 @@ void ServerImpl::HandleSparse(Request req) {
     ReplyWith(req, MakeReply(h, Status::OK()));
     return;
   }
-  StatusOr<FloatBuffer> rows = shard->Pull(ids, n);
+  StatusOr<FloatBuffer> rows = shard->Pull(ids, n, h.slot());
   if (!rows.ok()) {
     Reject(req, rows.status());
     return;

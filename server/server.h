@@ -11,6 +11,15 @@
 // worker set (which releases BSP/SSP waits when a worker dies) and newer
 // shard maps.
 //
+// Durability (store "rocksdb"): the store is flushed every
+// `flush_every_clocks` clocks (what a restart on the same data_dir comes back
+// to) or, with store.wal_per_update, every update is synced before it is
+// acknowledged. On a CHECKPOINT request from the coordinator the server
+// writes "<checkpoint_dir>/ckpt-<clock>" (a flush plus RocksDB's hard-linked
+// checkpoint, on the loop thread: training pauses for that long) and prunes
+// all but the newest `keep_checkpoints`. `restore_from` replaces data_dir with
+// a checkpoint before the store is opened.
+//
 // Thread-safety: Start() and Run() from one thread; Stop() from any thread.
 #ifndef RELAXPS_SERVER_SERVER_H_
 #define RELAXPS_SERVER_SERVER_H_
@@ -39,8 +48,24 @@ struct ServerOptions {
   // How long to keep retrying registration before giving up.
   int register_timeout_ms = 15000;
   // Flush the store every this many clocks of a table's shard (0: never; the
-  // store then persists only at checkpoints or shutdown).
+  // store then persists only at checkpoints or shutdown). Smaller loses less
+  // on a crash; each flush writes the changed 64 KiB dense chunks and dirty
+  // rows and pauses the loop while it does.
   int flush_every_clocks = 0;
+  // Root of this server's checkpoints ("<root>/ckpt-<clock>"). Empty: derived
+  // from store.data_dir as "<parent of data_dir>/checkpoints/<name of
+  // data_dir>", e.g. out/data/server-0 -> out/data/checkpoints/server-0.
+  std::string checkpoint_dir;
+  // Checkpoints kept after each new one (older ones are deleted). >= 1.
+  int keep_checkpoints = 3;
+  // Before opening the store: "" (no restore), "latest" (the newest valid
+  // checkpoint under checkpoint_dir; NotFound if none) or a checkpoint
+  // directory. A bad checkpoint fails Start() with Corruption naming it.
+  std::string restore_from;
+
+  // The checkpoint root in effect (checkpoint_dir or the derived default; ""
+  // for a store without data_dir).
+  std::string CheckpointRoot() const;
 };
 
 class Server {

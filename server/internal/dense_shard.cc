@@ -86,9 +86,11 @@ Status DenseShardState::CompleteRounds() {
   return Status::OK();
 }
 
-FloatBuffer DenseShardState::Copy(uint64_t begin, size_t n) const {
+FloatBuffer DenseShardState::Copy(uint64_t begin, size_t n) const { return CopySlot(0, begin, n); }
+
+FloatBuffer DenseShardState::CopySlot(int slot, uint64_t begin, size_t n) const {
   FloatBuffer out(n);
-  std::memcpy(out.data(), shard_->slots[0] + (begin - shard_->spec.begin), n * sizeof(float));
+  std::memcpy(out.data(), shard_->slots[slot] + (begin - shard_->spec.begin), n * sizeof(float));
   return out;
 }
 

@@ -60,6 +60,10 @@ class DenseShardState {
   // Clock every parameter of this shard reflects.
   int64_t visible_clock() const;
   size_t waiting_pulls() const { return waiters_.size(); }
+  size_t num_slots() const { return shard_->slots.size(); }
+  // A copy of keys [begin, begin + n) of `slot` (0: parameters, 1..: optimizer
+  // state). REQUIRES: CheckRange OK, slot < num_slots().
+  FloatBuffer CopySlot(int slot, uint64_t begin, size_t n) const;
   uint64_t updates_applied() const { return updates_applied_; }
 
  private:

@@ -11,13 +11,14 @@ SparseShardState::SparseShardState(SparseTableSpec spec,
                                    kernels::Device* device, ParamStore* store)
     : spec_(std::move(spec)), optimizer_(std::move(optimizer)), device_(device), store_(store) {}
 
-StatusOr<FloatBuffer> SparseShardState::Pull(const uint64_t* ids, size_t n) {
+StatusOr<FloatBuffer> SparseShardState::Pull(const uint64_t* ids, size_t n, int slot) {
   const size_t rf = spec_.row_floats();
   rows_.resize(n * rf);
   RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, n, rows_.data()));
   FloatBuffer out(n * spec_.width);
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(out.data() + i * spec_.width, rows_.data() + i * rf, spec_.width * sizeof(float));
+    std::memcpy(out.data() + i * spec_.width, rows_.data() + i * rf + slot * spec_.width,
+                spec_.width * sizeof(float));
   }
   return out;
 }

@@ -29,9 +29,11 @@ class SparseShardState {
                    kernels::Device* device, ParamStore* store);
 
   uint32_t width() const { return spec_.width; }
+  int num_slots() const { return spec_.num_slots; }
 
-  // Reads the parameters (slot 0) of n rows into a new buffer.
-  StatusOr<FloatBuffer> Pull(const uint64_t* ids, size_t n);
+  // Reads `slot` (0: parameters, 1..: optimizer state) of n rows into a new
+  // buffer. REQUIRES: 0 <= slot < num_slots().
+  StatusOr<FloatBuffer> Pull(const uint64_t* ids, size_t n, int slot = 0);
   // Applies one optimizer step per distinct row. REQUIRES: grads finite,
   // n * width floats.
   Status Push(const uint64_t* ids, size_t n, const float* grads);

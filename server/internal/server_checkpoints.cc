@@ -1,0 +1,96 @@
+#include "server/internal/server_checkpoints.h"
+
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+
+#include <glog/logging.h>
+
+#include "storage/checkpoint.h"
+
+namespace relaxps {
+namespace server_internal {
+namespace {
+namespace fs = std::filesystem;
+
+std::string StripSlashes(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+}  // namespace
+
+std::string DefaultCheckpointRoot(const std::string& data_dir) {
+  if (data_dir.empty()) return "";
+  const fs::path p(StripSlashes(data_dir));
+  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  return (parent / "checkpoints" / p.filename()).string();
+}
+
+Status RestoreDataDir(const std::string& restore_from, const std::string& root,
+                      const std::string& data_dir) {
+  if (data_dir.empty()) return InvalidArgumentError("--restore_from needs --data_dir");
+  std::string dir = restore_from;
+  if (restore_from == "latest") {
+    std::vector<CheckpointInfo> all = ListCheckpoints(root);
+    if (all.empty()) {
+      return NotFoundError("--restore_from=latest: no valid checkpoint under " + root);
+    }
+    dir = all.back().dir;
+  }
+  ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(dir));
+  RETURN_IF_ERROR(RestoreCheckpoint(dir, data_dir));
+  LOG(INFO) << "restored " << data_dir << " from checkpoint " << dir << " (clock " << info.clock
+            << ")";
+  return Status::OK();
+}
+
+StatusOr<wire::ShardCheckpoint> WriteCheckpoint(ParamStore* store, const std::string& root,
+                                                int64_t clock, int keep, int server_id) {
+  if (root.empty()) {
+    return FailedPreconditionError("server " + std::to_string(server_id) +
+                                   " has no checkpoint directory (store " + store->Name() +
+                                   " without --data_dir / --checkpoint_dir)");
+  }
+  const std::string dir = root + "/" + CheckpointDirName(clock);
+  const auto start = std::chrono::steady_clock::now();
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    // A second checkpoint at the same clock (e.g. a manual one while workers
+    // are idle): the newer state replaces the older snapshot.
+    fs::remove_all(dir, ec);
+    if (ec) return IOError("cannot replace checkpoint " + dir + ": " + ec.message());
+  }
+  RETURN_IF_ERROR(store->Checkpoint(dir, clock));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(dir));
+  Status pruned = PruneCheckpoints(root, keep);
+  if (!pruned.ok()) LOG(WARNING) << "pruning checkpoints under " << root << ": " << pruned;
+  wire::ShardCheckpoint out;
+  out.set_server(server_id);
+  out.set_dir(fs::absolute(dir, ec).string());
+  out.set_clock(clock);
+  out.set_bytes(info.bytes);
+  out.set_seconds(seconds);
+  LOG(INFO) << "checkpoint " << out.dir() << " (clock " << clock << ", " << info.bytes
+            << " bytes) in " << seconds << " s";
+  return out;
+}
+
+wire::CheckpointList ListShardCheckpoints(const std::string& root, int server_id) {
+  wire::CheckpointList list;
+  if (root.empty()) return list;
+  std::error_code ec;
+  for (const CheckpointInfo& info : ListCheckpoints(root)) {
+    wire::ShardCheckpoint* c = list.add_checkpoints();
+    c->set_server(server_id);
+    c->set_dir(fs::absolute(info.dir, ec).string());
+    c->set_clock(info.clock);
+    c->set_bytes(info.bytes);
+  }
+  return list;
+}
+
+}  // namespace server_internal
+}  // namespace relaxps

@@ -1,0 +1,42 @@
+// Checkpoint duties of a server: restoring its data_dir from a checkpoint
+// before the store opens, writing a checkpoint on the coordinator's request,
+// and listing the checkpoints on its disk.
+//
+// Thread-safety: stateless functions; callers serialize use of the store.
+#ifndef RELAXPS_SERVER_INTERNAL_SERVER_CHECKPOINTS_H_
+#define RELAXPS_SERVER_INTERNAL_SERVER_CHECKPOINTS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "common/wire.h"
+#include "storage/param_store.h"
+
+namespace relaxps {
+namespace server_internal {
+
+// "<parent of data_dir>/checkpoints/<name of data_dir>"; "" if data_dir is "".
+std::string DefaultCheckpointRoot(const std::string& data_dir);
+
+// Replaces `data_dir` with the checkpoint named by `restore_from`: "latest"
+// (the newest valid checkpoint under `root`) or a checkpoint directory.
+// NotFound if "latest" finds none; Corruption naming the checkpoint (and the
+// bad file) if it is invalid; InvalidArgument without a data_dir. On error
+// data_dir is untouched.
+Status RestoreDataDir(const std::string& restore_from, const std::string& root,
+                      const std::string& data_dir);
+
+// Writes "<root>/ckpt-<clock>" from `store` (replacing an older checkpoint
+// of the same clock) and then keeps only the newest `keep` under root.
+// Returns this server's part of the coordinated checkpoint.
+StatusOr<wire::ShardCheckpoint> WriteCheckpoint(ParamStore* store, const std::string& root,
+                                                int64_t clock, int keep, int server_id);
+
+// The valid checkpoints under root, oldest first.
+wire::CheckpointList ListShardCheckpoints(const std::string& root, int server_id);
+
+}  // namespace server_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_SERVER_INTERNAL_SERVER_CHECKPOINTS_H_

@@ -1,0 +1,152 @@
+#include "tests/recovery/recovery_util.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/rpc_client.h"
+#include "common/wire.h"
+
+namespace relaxps {
+namespace test {
+namespace {
+
+constexpr Millis kStartTimeout{60000};
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+StatusOr<std::vector<float>> Call(const std::string& endpoint, Message m, size_t expect) {
+  RpcClient rpc;
+  ASSIGN_OR_RETURN(Message reply, rpc.CallSync(rpc.Connect(endpoint), std::move(m), 10000));
+  if (reply.frames.size() != 1 || reply.frames[0].size() != expect * sizeof(float)) {
+    return InternalError("unexpected reply payload");
+  }
+  std::vector<float> out(expect);
+  std::memcpy(out.data(), reply.frames[0].data(), expect * sizeof(float));
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<RecoveryCluster>> RecoveryCluster::Start(const std::string& dir,
+                                                                  int num_servers,
+                                                                  std::vector<std::string> flags) {
+  std::unique_ptr<RecoveryCluster> c(new RecoveryCluster());
+  c->dir_ = dir;
+  const std::string ep_file = dir + "/coordinator.endpoint";
+  std::vector<std::string> argv = {BinPath("relaxps-coordinator"), "--bind=tcp://127.0.0.1:*",
+                                   "--endpoint_file=" + ep_file,
+                                   "--num_servers=" + std::to_string(num_servers)};
+  for (std::string& f : flags) argv.push_back(std::move(f));
+  ASSIGN_OR_RETURN(c->coordinator_, Subprocess::Start(argv, dir + "/coordinator.log"));
+  RETURN_IF_ERROR(WaitForFile(ep_file, kStartTimeout));
+  ASSIGN_OR_RETURN(std::string ep, ReadFile(ep_file));
+  c->coordinator_endpoint_ = Trim(ep);
+  return c;
+}
+
+Status RecoveryCluster::StartServer(int id, const std::vector<std::string>& flags) {
+  const std::string name = dir_ + "/server-" + std::to_string(id);
+  const std::string ep_file = name + ".endpoint";
+  ::unlink(ep_file.c_str());
+  std::vector<std::string> argv = {BinPath("relaxps-server"),
+                                   "--coordinator=" + coordinator_endpoint_,
+                                   "--server_id=" + std::to_string(id),
+                                   "--data_dir=" + data_dir(id), "--endpoint_file=" + ep_file};
+  for (const std::string& f : flags) argv.push_back(f);
+  const std::string log = name + "." + std::to_string(starts_[id]++) + ".log";
+  ASSIGN_OR_RETURN(servers_[id], Subprocess::Start(argv, log));
+  RETURN_IF_ERROR(
+      WaitForLine(log, "listening on", kStartTimeout, servers_[id].get()).status().WithPrefix(
+          "server " + std::to_string(id) + ": " + servers_[id]->Log()));
+  ASSIGN_OR_RETURN(std::string ep, ReadFile(ep_file));
+  server_endpoints_[id] = Trim(ep);
+  return Status::OK();
+}
+
+StatusOr<CommandResult> RecoveryCluster::RunServerToExit(int id,
+                                                         const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {BinPath("relaxps-server"),
+                                   "--coordinator=" + coordinator_endpoint_,
+                                   "--server_id=" + std::to_string(id),
+                                   "--data_dir=" + data_dir(id)};
+  for (const std::string& f : flags) argv.push_back(f);
+  const std::string name = dir_ + "/server-" + std::to_string(id) + ".refused." +
+                           std::to_string(starts_[id]++);
+  SubprocessOptions o;
+  o.log_path = name + ".log";
+  o.stderr_path = name + ".stderr";
+  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> p, Subprocess::Start(argv, o));
+  ASSIGN_OR_RETURN(int code, p->Wait(Millis(60000)));
+  CommandResult r;
+  r.exit_status = code;
+  StatusOr<std::string> err = ReadFile(o.stderr_path);
+  r.output = err.ok() ? *err : "";
+  return r;
+}
+
+StatusOr<std::unique_ptr<Client>> RecoveryCluster::Connect(const std::string& role) {
+  ClientOptions o;
+  o.coordinator = coordinator_endpoint_;
+  o.role = role;
+  o.request_timeout_ms = 10000;
+  return Client::Connect(o);
+}
+
+StatusOr<CommandResult> RecoveryCluster::Ctl(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BinPath("relaxps-ctl"), "--coordinator=" + coordinator_endpoint_};
+  for (const std::string& a : args) argv.push_back(a);
+  return RunCommand(argv, dir_ + "/ctl.log", Millis(120000));
+}
+
+StatusOr<std::vector<float>> ReadDenseSlot(const std::string& endpoint, const std::string& table,
+                                           uint64_t begin, uint64_t n, int slot) {
+  Message m;
+  m.header.set_type(wire::PULL);
+  m.header.set_sender(-1);
+  m.header.set_table(table);
+  m.header.set_key_begin(begin);
+  m.header.set_key_count(n);
+  m.header.set_slot(slot);
+  return Call(endpoint, std::move(m), n);
+}
+
+StatusOr<std::vector<float>> ReadRowsSlot(const std::string& endpoint, const std::string& table,
+                                          const std::vector<uint64_t>& ids, int slot) {
+  Message m;
+  m.header.set_type(wire::PULL_ROWS);
+  m.header.set_sender(-1);
+  m.header.set_table(table);
+  m.header.set_key_count(ids.size());
+  m.header.set_slot(slot);
+  m.frames.push_back(Frame::Copy(ids.data(), ids.size() * sizeof(uint64_t)));
+  // Row width is unknown here: size the reply from its frame.
+  RpcClient rpc;
+  ASSIGN_OR_RETURN(Message reply, rpc.CallSync(rpc.Connect(endpoint), std::move(m), 10000));
+  if (reply.frames.size() != 1) return InternalError("PULL_ROWS reply without a frame");
+  std::vector<float> out(reply.frames[0].size() / sizeof(float));
+  std::memcpy(out.data(), reply.frames[0].data(), out.size() * sizeof(float));
+  return out;
+}
+
+int64_t PeakRssKb(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream in(line.substr(6));
+      int64_t kb = -1;
+      in >> kb;
+      return kb;
+    }
+  }
+  return -1;
+}
+
+}  // namespace test
+}  // namespace relaxps
