@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/periodic_thread.h"
 #include "common/rpc_client.h"
 #include "common/shard_map.h"
 #include "kernels/device.h"
@@ -145,7 +146,7 @@ class ClientImpl final : public Client {
   Status DecodePayload(const Message& reply, float* out, size_t n) const;
   Message NewRequest(wire::MsgType type, const std::string& table, uint64_t map_version) const;
   StatusOr<Message> CallCoordinator(Message msg, bool retry_unavailable);
-  void HeartbeatLoop();
+  void Heartbeat();
   void MarkPushed(int server);
 
   // Constant after Init().
@@ -183,10 +184,8 @@ class ClientImpl final : public Client {
   std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
 
-  std::thread heartbeat_;
-  std::mutex hb_mu_;
-  std::condition_variable hb_cv_;
-  bool hb_stop_ = false;  // Guarded by hb_mu_.
+  int heartbeat_failures_ = 0;  // Heartbeat thread only.
+  std::unique_ptr<PeriodicThread> heartbeat_;
 };
 
 Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table,
@@ -253,18 +252,15 @@ Status ClientImpl::Init() {
   clock_.store(rr.start_clock());
   cache_enabled_ = options_.ssp_cache && job_.consistency == "ssp";
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
-  if (options_.role == "worker") heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  if (options_.role == "worker") {
+    heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); });
+  }
   return Status::OK();
 }
 
 ClientImpl::~ClientImpl() {
-  {
-    std::lock_guard<std::mutex> l(hb_mu_);
-    hb_stop_ = true;
-  }
-  hb_cv_.notify_all();
-  if (heartbeat_.joinable()) {
-    heartbeat_.join();
+  if (heartbeat_ != nullptr) {
+    heartbeat_->Stop();
     Message bye;
     bye.header.set_type(wire::DEREGISTER);
     bye.header.set_sender(job_.worker_id);
@@ -292,50 +288,42 @@ Status ClientImpl::JobError() const {
   return job_error_.empty() ? Status::OK() : AbortedError("job failed: " + job_error_);
 }
 
-void ClientImpl::HeartbeatLoop() {
-  int failures = 0;
-  while (true) {
+void ClientImpl::Heartbeat() {
+  Message hb;
+  hb.header.set_type(wire::HEARTBEAT);
+  hb.header.set_sender(job_.worker_id);
+  wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
+  h->set_role("worker");
+  h->set_id(job_.worker_id);
+  h->set_clock(clock_.load());
+  h->set_shard_map_version(map()->version());
+  StatusOr<Message> reply =
+      rpc_->CallSync(coordinator_peer_, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
+  if (!reply.ok()) {
+    if (++heartbeat_failures_ % 10 == 1) {
+      LOG(WARNING) << "heartbeat to coordinator failed: " << reply.status();
+    }
+    return;
+  }
+  heartbeat_failures_ = 0;
+  const wire::HeartbeatReply& hr = reply->header.heartbeat_reply();
+  if (!hr.job_error().empty()) {
+    bool first = false;
     {
-      std::unique_lock<std::mutex> l(hb_mu_);
-      if (hb_cv_.wait_for(l, std::chrono::milliseconds(options_.heartbeat_ms),
-                          [this] { return hb_stop_; })) {
-        return;
-      }
+      std::lock_guard<std::mutex> l(mu_);
+      first = job_error_.empty();
+      job_error_ = hr.job_error();
     }
-    Message hb;
-    hb.header.set_type(wire::HEARTBEAT);
-    hb.header.set_sender(job_.worker_id);
-    wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
-    h->set_role("worker");
-    h->set_id(job_.worker_id);
-    h->set_clock(clock_.load());
-    h->set_shard_map_version(map()->version());
-    StatusOr<Message> reply =
-        rpc_->CallSync(coordinator_peer_, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
-    if (!reply.ok()) {
-      if (++failures % 10 == 1) LOG(WARNING) << "heartbeat to coordinator failed: " << reply.status();
-      continue;
+    if (first) {
+      LOG(ERROR) << "job failed: " << hr.job_error();
+      // Requests waiting on a dead server would otherwise wait for their
+      // deadlines; fail them now. The coordinator stays reachable.
+      rpc_->CancelAll(AbortedError("job failed: " + hr.job_error()));
     }
-    failures = 0;
-    const wire::HeartbeatReply& hr = reply->header.heartbeat_reply();
-    if (!hr.job_error().empty()) {
-      bool first = false;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        first = job_error_.empty();
-        job_error_ = hr.job_error();
-      }
-      if (first) {
-        LOG(ERROR) << "job failed: " << hr.job_error();
-        // Requests waiting on a dead server would otherwise wait for their
-        // deadlines; fail them now. The coordinator stays reachable.
-        rpc_->CancelAll(AbortedError("job failed: " + hr.job_error()));
-      }
-    }
-    if (hr.has_shard_map()) {
-      Status s = SetMap(hr.shard_map());
-      if (!s.ok()) LOG(ERROR) << "bad shard map from coordinator: " << s;
-    }
+  }
+  if (hr.has_shard_map()) {
+    Status s = SetMap(hr.shard_map());
+    if (!s.ok()) LOG(ERROR) << "bad shard map from coordinator: " << s;
   }
 }
 
