@@ -360,7 +360,7 @@ StatusOr<TableInfo> ClientImpl::GetTable(const std::string& name) {
 
 Frame ClientImpl::EncodePayload(const FloatBuffer& values) const {
   if (encoding_ != wire::ENC_FP16) return Frame::Share(values);
-  Buffer<uint16_t> half(values.size());
+  Buffer<uint16_t> half = Buffer<uint16_t>::Uninitialized(values.size());
   cpu_->FloatToHalf(values.data(), half.data(), values.size());
   return Frame::Share(half);
 }
@@ -490,13 +490,13 @@ void ClientImpl::Sparse(wire::MsgType type, const std::string& table, KeyBuffer 
   for (int s = 0; s < servers; ++s) {
     const std::vector<uint32_t>& pos = positions[s];
     if (pos.empty()) continue;
-    KeyBuffer part_ids(pos.size());
+    KeyBuffer part_ids = KeyBuffer::Uninitialized(pos.size());
     for (size_t i = 0; i < pos.size(); ++i) part_ids[i] = ids[pos[i]];
     Message req = NewRequest(type, table, m->version());
     req.header.set_key_count(pos.size());
     req.frames.push_back(Frame::Share(part_ids));
     if (type == wire::PUSH_ROWS) {
-      FloatBuffer part(pos.size() * width);
+      FloatBuffer part = FloatBuffer::Uninitialized(pos.size() * width);
       for (size_t i = 0; i < pos.size(); ++i) {
         std::memcpy(part.data() + i * width, grads.data() + pos[i] * width, width * sizeof(float));
       }
@@ -577,7 +577,7 @@ void ClientImpl::FillCache(const std::string& table, uint64_t offset, const Floa
                            int64_t params_clock) {
   std::lock_guard<std::mutex> l(cache_mu_);
   CacheEntry& e = cache_[table];
-  if (e.values.size() != values.size()) e.values = FloatBuffer(values.size());
+  if (e.values.size() != values.size()) e.values = FloatBuffer::Uninitialized(values.size());
   std::memcpy(e.values.data(), values.data(), values.bytes());
   e.offset = offset;
   e.params_clock = params_clock;

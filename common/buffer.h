@@ -31,9 +31,21 @@ class Buffer {
   explicit Buffer(size_t n)
       : owner_(n ? std::shared_ptr<T[]>(new T[n]()) : nullptr), data_(owner_.get()), size_(n) {}
 
+  // n elements left uninitialized, for buffers about to be overwritten
+  // (saves a pass of zeroing over large payloads).
+  static Buffer Uninitialized(size_t n) {
+    Buffer b;
+    if (n) {
+      b.owner_ = std::shared_ptr<T[]>(new T[n]);
+      b.data_ = b.owner_.get();
+      b.size_ = n;
+    }
+    return b;
+  }
+
   // Copies `n` elements from `src`.
   static Buffer CopyOf(const T* src, size_t n) {
-    Buffer b(n);
+    Buffer b = Uninitialized(n);
     if (n) std::memcpy(b.data_, src, n * sizeof(T));
     return b;
   }
