@@ -245,6 +245,7 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
     std::vector<int64_t> clocks;
     members_.LiveWorkers(&ids, &clocks);
     wire::LiveWorkers* lw = hr->mutable_live_workers();
+    lw->set_version(members_.worker_set_version());
     for (size_t i = 0; i < ids.size(); ++i) {
       lw->add_ids(ids[i]);
       lw->add_clocks(clocks[i]);
@@ -374,6 +375,7 @@ void CoordinatorImpl::BroadcastWorkerSet(std::function<void(const Status&)> done
   std::vector<int64_t> clocks;
   members_.LiveWorkers(&ids, &clocks);
   wire::LiveWorkers* lw = msg.header.mutable_live_workers();
+  lw->set_version(members_.worker_set_version());
   for (size_t i = 0; i < ids.size(); ++i) {
     lw->add_ids(ids[i]);
     lw->add_clocks(clocks[i]);

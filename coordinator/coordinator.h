@@ -44,7 +44,7 @@ struct CoordinatorOptions {
   std::string recovery = "none";
   // A member silent for longer is declared dead. Shorter detects failures
   // sooner; too short declares slow-but-alive processes dead.
-  int heartbeat_timeout_ms = 1000;
+  int heartbeat_timeout_ms = 3000;
   // Coordinated checkpoint when the min live worker clock reaches a multiple
   // of this (0: off). Smaller loses fewer clocks on a failure; each costs
   // every server a flush plus a hard-linked snapshot.

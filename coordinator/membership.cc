@@ -21,12 +21,16 @@ int Membership::AddServer(int requested_id, const std::string& endpoint, int pid
 int Membership::AddWorker(int requested_id, int64_t start_clock, int pid, int64_t now_ms) {
   const int id = NextId(workers_, requested_id);
   workers_[id] = MemberInfo{id, "", pid, now_ms, start_clock, true};
+  ++worker_set_version_;
   return id;
 }
 
 void Membership::RemoveWorker(int id) {
   auto it = workers_.find(id);
-  if (it != workers_.end()) it->second.alive = false;
+  if (it != workers_.end() && it->second.alive) {
+    it->second.alive = false;
+    ++worker_set_version_;
+  }
 }
 
 bool Membership::ServerHeartbeat(int id, int64_t now_ms) {
@@ -56,7 +60,11 @@ std::vector<int> Membership::Expire(std::map<int, MemberInfo>* members, int64_t 
 }
 
 std::vector<int> Membership::ExpireServers(int64_t now_ms) { return Expire(&servers_, now_ms); }
-std::vector<int> Membership::ExpireWorkers(int64_t now_ms) { return Expire(&workers_, now_ms); }
+std::vector<int> Membership::ExpireWorkers(int64_t now_ms) {
+  std::vector<int> dead = Expire(&workers_, now_ms);
+  if (!dead.empty()) ++worker_set_version_;
+  return dead;
+}
 
 int Membership::live_servers() const {
   int n = 0;

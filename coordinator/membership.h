@@ -50,6 +50,8 @@ class Membership {
   void LiveWorkers(std::vector<int>* ids, std::vector<int64_t>* clocks) const;
   // Minimum clock over live workers (0 if none).
   int64_t MinWorkerClock() const;
+  // Bumped whenever the live worker set changes.
+  uint64_t worker_set_version() const { return worker_set_version_; }
 
  private:
   static int NextId(const std::map<int, MemberInfo>& members, int requested);
@@ -58,6 +60,7 @@ class Membership {
   const int64_t timeout_ms_;
   std::map<int, MemberInfo> servers_;
   std::map<int, MemberInfo> workers_;
+  uint64_t worker_set_version_ = 1;
 };
 
 }  // namespace relaxps

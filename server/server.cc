@@ -3,15 +3,15 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <mutex>
-#include <thread>
 
+#include "common/periodic_thread.h"
 #include "common/rpc_client.h"
 #include "common/rpc_server.h"
 #include "common/shard_map.h"
 #include "consistency/consistency_policy.h"
+#include "kernels/staged_optimizer.h"
 #include "server/internal/dense_shard.h"
 #include "server/internal/request_codec.h"
 #include "server/internal/server_checkpoints.h"
@@ -58,7 +58,7 @@ class ServerImpl final : public Server {
   void MaybeFlush();
 
   // ---- Heartbeat thread ----
-  void HeartbeatLoop();
+  void Heartbeat();
   void StopHeartbeat();
 
   // Constant after Init().
@@ -69,7 +69,8 @@ class ServerImpl final : public Server {
   int id_ = -1;
   wire::JobConfig job_;
   std::unique_ptr<ConsistencyPolicy> policy_;
-  std::unique_ptr<kernels::Device> device_;
+  std::unique_ptr<kernels::Device> device_;         // CPU: host-memory work.
+  std::unique_ptr<kernels::Device> update_device_;  // Optional GPU for updates.
   std::unique_ptr<ParamStore> store_;
   std::string checkpoint_root_;
 
@@ -84,10 +85,8 @@ class ServerImpl final : public Server {
   int64_t last_flush_clock_ = 0;
 
   // Heartbeat thread.
-  std::thread heartbeat_;
-  std::mutex hb_mu_;
-  std::condition_variable hb_cv_;
-  bool hb_stop_ = false;  // Guarded by hb_mu_.
+  int heartbeat_failures_ = 0;  // Heartbeat thread only.
+  std::unique_ptr<PeriodicThread> heartbeat_;
   std::atomic<uint64_t> seen_map_version_{0};
 };
 
@@ -96,7 +95,13 @@ Status ServerImpl::Init() {
   RpcServerOptions ro;
   ro.bind = options_.bind;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
-  ASSIGN_OR_RETURN(device_, kernels::NewDevice(options_.device));
+  // Shards live in host memory: host-side work (decoding, NaN checks, BSP
+  // sums) runs on the CPU device; optimizer updates run on options_.device
+  // (staged through its memory when that is a GPU).
+  ASSIGN_OR_RETURN(device_, kernels::NewDevice(kernels::DeviceOptions()));
+  if (options_.device.type != kernels::DeviceType::kCpu) {
+    ASSIGN_OR_RETURN(update_device_, kernels::NewDevice(options_.device));
+  }
   if (options_.keep_checkpoints < 1) return InvalidArgumentError("--keep_checkpoints must be >= 1");
   checkpoint_root_ = options_.CheckpointRoot();
   if (!options_.restore_from.empty()) {
@@ -142,7 +147,7 @@ Status ServerImpl::Init() {
   RETURN_IF_ERROR(InstallMap(rr.shard_map()));
   LOG(INFO) << "server " << id_ << " serving on " << rpc_->endpoint() << " (store "
             << store_->Name() << ", consistency " << policy_->Name() << ")";
-  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); });
   rpc_->AddTimer(50, [this] { OnTimer(); });
   return Status::OK();
 }
@@ -156,47 +161,34 @@ Status ServerImpl::Run() {
 }
 
 void ServerImpl::StopHeartbeat() {
-  {
-    std::lock_guard<std::mutex> l(hb_mu_);
-    hb_stop_ = true;
-  }
-  hb_cv_.notify_all();
-  if (heartbeat_.joinable()) heartbeat_.join();
+  if (heartbeat_ != nullptr) heartbeat_->Stop();
 }
 
-void ServerImpl::HeartbeatLoop() {
-  int failures = 0;
-  while (true) {
-    {
-      std::unique_lock<std::mutex> l(hb_mu_);
-      if (hb_cv_.wait_for(l, std::chrono::milliseconds(options_.heartbeat_ms),
-                          [this] { return hb_stop_; })) {
-        return;
-      }
+void ServerImpl::Heartbeat() {
+  Message hb;
+  hb.header.set_type(wire::HEARTBEAT);
+  hb.header.set_sender(id_);
+  wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
+  h->set_role("server");
+  h->set_id(id_);
+  h->set_shard_map_version(seen_map_version_.load());
+  StatusOr<Message> reply =
+      coordinator_->CallSync(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5);
+  if (!reply.ok()) {
+    if (++heartbeat_failures_ % 10 == 1) {
+      LOG(WARNING) << "coordinator heartbeat failed: " << reply.status();
     }
-    Message hb;
-    hb.header.set_type(wire::HEARTBEAT);
-    hb.header.set_sender(id_);
-    wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
-    h->set_role("server");
-    h->set_id(id_);
-    h->set_shard_map_version(seen_map_version_.load());
-    StatusOr<Message> reply =
-        coordinator_->CallSync(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5);
-    if (!reply.ok()) {
-      if (++failures % 10 == 1) LOG(WARNING) << "coordinator heartbeat failed: " << reply.status();
-      continue;
-    }
-    failures = 0;
-    auto body = std::make_shared<wire::HeartbeatReply>(reply->header.heartbeat_reply());
-    rpc_->Post([this, body] {
-      if (body->has_shard_map() && body->shard_map().version() > map_version_) {
-        Status s = InstallMap(body->shard_map());
-        if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
-      }
-      if (body->has_live_workers()) SetLiveWorkers(body->live_workers());
-    });
+    return;
   }
+  heartbeat_failures_ = 0;
+  auto body = std::make_shared<wire::HeartbeatReply>(reply->header.heartbeat_reply());
+  rpc_->Post([this, body] {
+    if (body->has_shard_map() && body->shard_map().version() > map_version_) {
+      Status s = InstallMap(body->shard_map());
+      if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
+    }
+    if (body->has_live_workers()) SetLiveWorkers(body->live_workers());
+  });
 }
 
 Status ServerImpl::InstallMap(const wire::ShardMap& map) {
@@ -205,7 +197,11 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   for (const wire::TableShards& ts : map.tables()) {
     const TableOptions t = TableFromProto(ts.table());
     if (dense_.count(t.name) || sparse_.count(t.name)) continue;
-    ASSIGN_OR_RETURN(auto optimizer, kernels::NewOptimizer(t.optimizer));
+    ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer,
+                     kernels::NewOptimizer(t.optimizer));
+    if (update_device_ != nullptr) {
+      optimizer = kernels::NewStagedOptimizer(std::move(optimizer), update_device_.get());
+    }
     const int slots = 1 + optimizer->num_state_slots();
     if (t.type == TableType::kDense) {
       for (const wire::DenseRange& r : ts.ranges()) {
@@ -248,6 +244,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
 }
 
 void ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
+  if (live.version() < live_workers_.version()) return;  // Stale (reordered) update.
   live_workers_ = live;
   std::vector<int> ids(live.ids().begin(), live.ids().end());
   std::vector<int64_t> clocks(live.clocks().begin(), live.clocks().end());

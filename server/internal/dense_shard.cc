@@ -89,7 +89,7 @@ Status DenseShardState::CompleteRounds() {
 FloatBuffer DenseShardState::Copy(uint64_t begin, size_t n) const { return CopySlot(0, begin, n); }
 
 FloatBuffer DenseShardState::CopySlot(int slot, uint64_t begin, size_t n) const {
-  FloatBuffer out(n);
+  FloatBuffer out = FloatBuffer::Uninitialized(n);
   std::memcpy(out.data(), shard_->slots[slot] + (begin - shard_->spec.begin), n * sizeof(float));
   return out;
 }

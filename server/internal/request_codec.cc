@@ -34,7 +34,7 @@ StatusOr<const float*> DecodeFloats(const Frame& frame, size_t n, wire::Encoding
 
 Frame EncodeFloats(const FloatBuffer& values, wire::Encoding encoding, kernels::Device* device) {
   if (encoding != wire::ENC_FP16) return Frame::Share(values);
-  Buffer<uint16_t> half(values.size());
+  Buffer<uint16_t> half = Buffer<uint16_t>::Uninitialized(values.size());
   device->FloatToHalf(values.data(), half.data(), values.size());
   return Frame::Share(half);
 }
