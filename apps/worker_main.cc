@@ -36,6 +36,9 @@
 DEFINE_string(coordinator, "", "Coordinator endpoint (tcp://host:port) of the relaxps job");
 DEFINE_bool(local, false, "Train without a parameter server (optimizer applied in-process)");
 DEFINE_string(table, "model", "Name of the dense table holding the model (PS mode)");
+DEFINE_bool(async_pipeline, true,
+            "Async consistency: overlap each step's push-pull with the next step's "
+            "computation (parameters one update older, communication hidden)");
 DEFINE_string(wire_dtype, "fp32", "Payload encoding on the wire: fp32 or fp16 (PS mode)");
 DEFINE_int32(request_timeout_ms, 10000, "Deadline of each parameter-server request");
 
@@ -260,6 +263,7 @@ int Main(int argc, char** argv) {
     ps.table.optimizer = OptimizerFromFlags();
     ps.table.init = init;
     ps.wait_timeout_ms = FLAGS_request_timeout_ms + 10000;
+    ps.pipeline_async = FLAGS_async_pipeline;
     StatusOr<std::unique_ptr<trainer::ParamSource>> s =
         trainer::NewPsParams(client.get(), device->get(), ps);
     if (!s.ok()) {

@@ -103,7 +103,9 @@ TEST_F(PsParamsTest, EveryWorkerCreatesTheTableAndSeesTheInitializer) {
 TEST_F(PsParamsTest, UpdateAppliesTheServerOptimizerAndReturnsFreshParams) {
   auto client = Connect();
   ASSERT_NE(client, nullptr);
-  auto made = NewPsParams(client.get(), device_.get(), Options("sgd"));
+  PsParamsOptions options = Options("sgd");
+  options.pipeline_async = false;  // Each Update returns the parameters it produced.
+  auto made = NewPsParams(client.get(), device_.get(), options);
   ASSERT_OK(made);
   ParamSource* ps = made->get();
   const size_t n = ps->size();
@@ -131,6 +133,7 @@ TEST_F(PsParamsTest, DeadServerFailsTheUpdateInBoundedTimeAndKeepsParams) {
   ASSERT_NE(client, nullptr);
   PsParamsOptions options = Options();
   options.wait_timeout_ms = 5000;
+  options.pipeline_async = false;
   auto made = NewPsParams(client.get(), device_.get(), options);
   ASSERT_OK(made);
   ParamSource* ps = made->get();
@@ -151,6 +154,43 @@ TEST_F(PsParamsTest, DeadServerFailsTheUpdateInBoundedTimeAndKeepsParams) {
   EXPECT_LT(waited, 10.0);
   const std::vector<float> after(ps->params(), ps->params() + ps->size());
   EXPECT_EQ(after, before) << "a failed update must leave the parameters alone";
+}
+
+// Async pipelining: each Update overlaps its PushPull with the next step, so
+// the parameters lag one update behind; a dead server still surfaces, at the
+// next Update, within bounded time and without touching the parameters.
+TEST_F(PsParamsTest, PipelinedAsyncUpdatesLagOneStepAndStillFailCleanly) {
+  auto client = Connect(/*timeout_ms=*/1500);
+  ASSERT_NE(client, nullptr);
+  PsParamsOptions options = Options("sgd");
+  options.wait_timeout_ms = 5000;
+  ASSERT_TRUE(options.pipeline_async);
+  auto made = NewPsParams(client.get(), device_.get(), options);
+  ASSERT_OK(made);
+  ParamSource* ps = made->get();
+  const size_t n = ps->size();
+  const std::vector<float> before(ps->params(), ps->params() + n);
+  for (int step = 1; step <= 3; ++step) {
+    std::fill(ps->grads(), ps->grads() + n, 0.01f);
+    ASSERT_OK(ps->Update());
+    ASSERT_OK(ps->Clock());
+    // After Update k the parameters reflect the first k - 1 pushes.
+    for (size_t i = 0; i < n; i += 97) {
+      EXPECT_NEAR(ps->params()[i], before[i] - (step - 1) * 0.5f * 0.01f, 1e-5)
+          << "key " << i << " after step " << step;
+    }
+  }
+  const std::vector<float> last(ps->params(), ps->params() + n);
+  cluster_->server(1)->Kill(SIGKILL);
+  ASSERT_OK(cluster_->server(1)->Wait(Millis(5000)));
+  const auto start = std::chrono::steady_clock::now();
+  Status s = ps->Update();  // Collects step 3's reply (may have arrived) ...
+  if (s.ok()) s = ps->Update();  // ... then fails on the push sent to the dead server.
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(s.ok());
+  EXPECT_LT(waited, 10.0);
+  EXPECT_NE(s.message().find("push-pull of table 'model'"), std::string::npos) << s;
 }
 
 // The worker binary in PS mode: two workers share the job and the data.

@@ -137,7 +137,7 @@ TEST_F(TrainerTest, TrainsForEpochsAndWritesMetrics) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0],
             "time_s,worker,clock,samples,loss,train_acc,test_acc,samples_per_s,bytes_sent,"
-            "bytes_received,epoch,test_loss");
+            "bytes_received,epoch,test_loss,staleness_mean,staleness_max,gate_wait_s,cache_hits");
   // time_s,worker,clock,samples,...
   EXPECT_NE(rows[1].find(",0,120,1920,"), std::string::npos) << rows[1];
 }
