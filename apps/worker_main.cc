@@ -71,6 +71,8 @@ DEFINE_bool(eval_all_workers, false, "Evaluate on every worker, not only worker 
 DEFINE_bool(final_eval, true, "Evaluate on the full test set at the end");
 DEFINE_double(log_every_s, 5, "Progress line and metrics row every this many seconds");
 DEFINE_string(metrics_csv, "", "Write per-interval metrics to this CSV file");
+DEFINE_string(steps_csv, "",
+              "Write one row per step (staleness, gate wait, cache hit, loss) to this CSV file");
 DEFINE_int32(straggle_ms, 0, "Sleep this long every step (straggler experiments)");
 
 // ---- Device ----
@@ -216,6 +218,7 @@ int Main(int argc, char** argv) {
   options.eval_batch = FLAGS_eval_batch;
   options.log_every_s = FLAGS_log_every_s;
   options.metrics_csv = FLAGS_metrics_csv;
+  options.steps_csv = FLAGS_steps_csv;
   options.straggle_ms = FLAGS_straggle_ms;
 
   const Initializer init = (*model)->MakeInitializer(FLAGS_seed);

@@ -150,7 +150,7 @@ FIRST_WORKER=${#PIDS[@]}
 for i in $(seq 0 $((WORKERS - 1))); do
   start "worker $i" "$OUT_DIR/worker-$i.log" "$BIN/relaxps-worker" --coordinator="$COORD" \
     --worker_id="$i" --model="$MODEL" --num_workers="$WORKERS" \
-    --metrics_csv="$OUT_DIR/worker-$i.csv" \
+    --metrics_csv="$OUT_DIR/worker-$i.csv" --steps_csv="$OUT_DIR/worker-$i.steps.csv" \
     "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}"
 done
 

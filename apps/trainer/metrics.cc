@@ -49,6 +49,33 @@ Status MetricsWriter::Write(const MetricsRow& r) {
   return Status::OK();
 }
 
+StatusOr<std::unique_ptr<StepLog>> StepLog::Open(const std::string& path) {
+  FILE* file = nullptr;
+  if (!path.empty()) {
+    file = std::fopen(path.c_str(), "w");
+    if (file == nullptr) {
+      return IOError(path + ": cannot create step log: " + std::strerror(errno));
+    }
+    std::fprintf(file, "time_s,clock,staleness,gate_wait_ms,cache_hit,loss\n");
+  }
+  return std::unique_ptr<StepLog>(new StepLog(file));
+}
+
+StepLog::~StepLog() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void StepLog::Write(double time_s, int64_t clock, int64_t staleness, double gate_wait_s,
+                    bool cache_hit, double loss) {
+  if (file_ == nullptr) return;
+  std::fprintf(file_, "%.4f,%" PRId64 ",%" PRId64 ",%.3f,%d,%.5f\n", time_s, clock, staleness,
+               gate_wait_s * 1e3, cache_hit ? 1 : 0, loss);
+  if (++unflushed_ >= 256) {
+    std::fflush(file_);
+    unflushed_ = 0;
+  }
+}
+
 std::string FormatProgress(const char* kind, const MetricsRow& r, double latest_test_acc) {
   char acc[32] = "nan";  // never "-nan"
   if (!std::isnan(latest_test_acc)) std::snprintf(acc, sizeof(acc), "%.4f", latest_test_acc);

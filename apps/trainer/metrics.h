@@ -69,6 +69,28 @@ class MetricsWriter {
 // "progress worker=0 time_s=12.0 clock=350 epoch=0 samples=11200
 //  samples_per_s=933.1 loss=0.6123 train_acc=0.7800 test_acc=0.8012"
 // `test_acc` is the latest evaluation, nan before the first one.
+// One row per training step: what the consistency model did to that step.
+// Buffered (flushed every 256 rows and on destruction): cheap enough for
+// thousands of steps per second.
+class StepLog {
+ public:
+  // An empty path writes nothing. IOError naming the path if it cannot be
+  // created.
+  static StatusOr<std::unique_ptr<StepLog>> Open(const std::string& path);
+  ~StepLog();
+  StepLog(const StepLog&) = delete;
+  StepLog& operator=(const StepLog&) = delete;
+
+  // Columns: time_s,clock,staleness,gate_wait_ms,cache_hit,loss.
+  void Write(double time_s, int64_t clock, int64_t staleness, double gate_wait_s,
+             bool cache_hit, double loss);
+
+ private:
+  explicit StepLog(FILE* file) : file_(file) {}
+  FILE* file_;  // Owned; null when no file is written.
+  int unflushed_ = 0;
+};
+
 std::string FormatProgress(const char* kind, const MetricsRow& row, double latest_test_acc);
 
 }  // namespace trainer

@@ -62,8 +62,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options
   }
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics,
                    MetricsWriter::Open(options.metrics_csv));
-  return std::unique_ptr<Trainer>(new Trainer(options, device, model, source, data,
-                                              std::move(part), std::move(metrics)));
+  ASSIGN_OR_RETURN(std::unique_ptr<StepLog> steps, StepLog::Open(options.steps_csv));
+  std::unique_ptr<Trainer> trainer(new Trainer(options, device, model, source, data,
+                                               std::move(part), std::move(metrics)));
+  trainer->steps_ = std::move(steps);
+  return trainer;
 }
 
 Trainer::Trainer(const TrainerOptions& options, kernels::Device* device, Model* model,
@@ -177,6 +180,8 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
     row_staleness_sum += step_stats.staleness;
     row_staleness_max = std::max(row_staleness_max, step_stats.staleness);
     row_gate_wait_s += step_stats.gate_wait_s;
+    steps_->Write(elapsed(), source_->clock(), step_stats.staleness, step_stats.gate_wait_s,
+                  step_stats.cache_hit, r.loss);
 
     ++result.steps;
     result.samples += batch;

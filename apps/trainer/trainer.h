@@ -71,6 +71,8 @@ struct TrainerOptions {
   double log_every_s = 5.0;
   // Metrics CSV path; empty writes none.
   std::string metrics_csv;
+  // If set, one row per step (staleness, gate wait, cache hit, loss).
+  std::string steps_csv;
   // Sleep this long every step (straggler experiments).
   int straggle_ms = 0;
   // Where progress lines go (stdout by default). Not owned.
@@ -131,6 +133,7 @@ class Trainer {
 
   BatchSampler sampler_;
   std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<StepLog> steps_;
   // Host staging of one batch.
   std::vector<float> batch_images_;
   std::vector<int32_t> batch_labels_;
