@@ -111,6 +111,25 @@ inline StatusOr<std::unique_ptr<Subprocess>> StartRunLocal(const std::string& di
   return Subprocess::Start(std::move(argv), std::move(options));
 }
 
+// Starts run_local.sh with `servers` servers and two mlp workers (60 s,
+// progress every 0.5 s) writing into `out`, and waits until both workers
+// are training. On failure the error carries run_local.sh's log.
+inline StatusOr<std::unique_ptr<Subprocess>> StartTrainingJob(const std::string& dir,
+                                                              const std::string& out,
+                                                              int servers, Millis timeout) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> run,
+                   StartRunLocal(dir, {"--servers=" + std::to_string(servers), "--workers=2",
+                                       "--model=mlp", "--duration_s=60", "--out_dir=" + out,
+                                       "--progress_s=1", "--eval_every_s=0",
+                                       "--log_every_s=0.5"}));
+  for (int i = 0; i < 2; ++i) {
+    StatusOr<std::string> line = WaitForLine(out + "/worker-" + std::to_string(i) + ".log",
+                                             "^progress ", timeout, run.get());
+    if (!line.ok()) return line.status().WithPrefix(run->Log());
+  }
+  return run;
+}
+
 }  // namespace test
 }  // namespace relaxps
 

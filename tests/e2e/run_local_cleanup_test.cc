@@ -24,16 +24,8 @@ TEST_P(e2e_RunLocalCleanup, SignalStopsEveryProcess) {
   const int signal = GetParam();
   const std::string dir = MakeTempDir();
   const std::string out = dir + "/run";
-  ASSERT_OK_AND_ASSIGN(
-      std::unique_ptr<Subprocess> run,
-      StartRunLocal(dir, {"--servers=1", "--workers=2", "--model=mlp", "--duration_s=60",
-                          "--out_dir=" + out, "--progress_s=1", "--eval_every_s=0",
-                          "--log_every_s=0.5"}));
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_OK(WaitForLine(out + "/worker-" + std::to_string(i) + ".log", "^progress ",
-                          kStartTimeout, run.get()))
-        << run->Log();
-  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Subprocess> run,
+                       StartTrainingJob(dir, out, /*servers=*/1, kStartTimeout));
   std::vector<pid_t> started = FindProcesses(out);
   started.erase(std::remove(started.begin(), started.end(), run->pid()), started.end());
   ASSERT_GE(started.size(), 4u) << "expected coordinator, 1 server, 2 workers:\n"

@@ -21,17 +21,9 @@ constexpr Millis kStartTimeout{60000};
 TEST(e2e_ServerKill, RunLocalExitsNamingTheServerAndStopsEverything) {
   const std::string dir = MakeTempDir();
   const std::string out = dir + "/run";
-  ASSERT_OK_AND_ASSIGN(
-      std::unique_ptr<Subprocess> run,
-      StartRunLocal(dir, {"--servers=2", "--workers=2", "--model=mlp", "--duration_s=60",
-                          "--out_dir=" + out, "--progress_s=1", "--eval_every_s=0",
-                          "--log_every_s=0.5"}));
   // Training has started on both workers.
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_OK(WaitForLine(out + "/worker-" + std::to_string(i) + ".log", "^progress ",
-                          kStartTimeout, run.get()))
-        << run->Log();
-  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Subprocess> run,
+                       StartTrainingJob(dir, out, /*servers=*/2, kStartTimeout));
   ASSERT_OK_AND_ASSIGN(std::string endpoint, ReadFile(out + "/coordinator.endpoint"));
   endpoint.erase(endpoint.find_last_not_of(" \n") + 1);
   ASSERT_OK_AND_ASSIGN(ClusterStatus status, QueryClusterStatus(endpoint, dir));
