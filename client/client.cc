@@ -136,6 +136,11 @@ class ClientImpl final : public Client {
     return map_;
   }
   Status SetMap(const wire::ShardMap& proto);
+  // RpcClient peer of a server index, or -1 if it has no endpoint.
+  int PeerOf(int server) const {
+    std::lock_guard<std::mutex> l(mu_);
+    return server < static_cast<int>(server_peers_.size()) ? server_peers_[server] : -1;
+  }
   Status JobError() const;
   void Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
              FloatBuffer grads, FloatBuffer out, Callback done);
@@ -426,10 +431,11 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
       req.frames.push_back(EncodePayload(grads.Slice(s.offset, s.count)));
       MarkPushed(s.server);
     }
-    int peer;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      peer = server_peers_[s.server];
+    const int peer = PeerOf(s.server);
+    if (peer < 0) {
+      join->PartDone(UnavailableError("server " + std::to_string(s.server) +
+                                      " has no endpoint in the shard map"));
+      continue;
     }
     FloatBuffer dest = type == wire::PUSH ? FloatBuffer() : out.Slice(s.offset, s.count);
     const std::string where = "server " + std::to_string(s.server) + " (" +
@@ -503,10 +509,11 @@ void ClientImpl::Sparse(wire::MsgType type, const std::string& table, KeyBuffer 
       req.frames.push_back(EncodePayload(part));
       MarkPushed(s);
     }
-    int peer;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      peer = server_peers_[s];
+    const int peer = PeerOf(s);
+    if (peer < 0) {
+      join->PartDone(UnavailableError("server " + std::to_string(s) +
+                                      " has no endpoint in the shard map"));
+      continue;
     }
     auto shared_pos = std::make_shared<std::vector<uint32_t>>(pos);
     rpc_->Call(peer, std::move(req), options_.request_timeout_ms,

@@ -95,6 +95,10 @@ void RpcClient::SendNow(Outgoing out) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   const bool drop = f.drop_prob > 0 && u(fault_rng_) < f.drop_prob;
   const bool dup = f.duplicate_prob > 0 && u(fault_rng_) < f.duplicate_prob;
+  if (out.peer < 0 || out.peer >= static_cast<int>(sockets_.size())) {
+    out.done(InvalidArgumentError("no such peer " + std::to_string(out.peer)), Message());
+    return;
+  }
   const uint64_t id = out.msg.header.request_id();
   pending_.emplace(id, Pending{std::move(out.done), out.deadline_ms});
   deadlines_.emplace(out.deadline_ms, id);

@@ -181,6 +181,15 @@ void CoordinatorImpl::HandleRegister(Request req) {
           .IgnoreError();
       return;
     }
+    if (r.requested_id() >= options_.num_servers) {
+      rpc_->ReplyStatus(req, InvalidArgumentError(
+                                 "server id " + std::to_string(r.requested_id()) +
+                                 " is out of range: the job has " +
+                                 std::to_string(options_.num_servers) + " server(s), ids 0.." +
+                                 std::to_string(options_.num_servers - 1)))
+          .IgnoreError();
+      return;
+    }
     if (r.requested_id() < 0 && members_.live_servers() >= options_.num_servers) {
       rpc_->ReplyStatus(req, FailedPreconditionError(
                                  "job already has " + std::to_string(options_.num_servers) +

@@ -274,5 +274,18 @@ TEST(ServerTest, ClientRejectsBadArgumentsLocally) {
   EXPECT_EQ(client->CreateTable(bad).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(ServerTest, OutOfRangeServerIdIsRefused) {
+  InProcessCluster cluster(1);
+  ServerOptions so;
+  so.coordinator = cluster.coordinator();
+  so.store.kind = "memory";
+  so.server_id = 5;
+  so.register_timeout_ms = 3000;
+  auto server = Server::Start(so);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), StatusCode::kInvalidArgument) << server.status();
+  EXPECT_NE(server.status().message().find("out of range"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace relaxps
