@@ -15,7 +15,10 @@
 // written at flush points, optional WAL per update, hard-linked checkpoints).
 //
 // Thread-safety: implementations are not internally synchronized; a server
-// serializes calls per store (its shard event loop).
+// serializes calls per store (its shard event loop). A store may run its own
+// background thread (RocksDbStore's flush job); it synchronizes with the
+// caller through Flush, WaitForFlush, Checkpoint, BeforeDenseWrite and the
+// destructor.
 #ifndef RELAXPS_STORAGE_PARAM_STORE_H_
 #define RELAXPS_STORAGE_PARAM_STORE_H_
 
@@ -94,6 +97,13 @@ class ParamStore {
   // modified by the latest update. A store with wal_per_update persists them
   // before returning; others may use it to track dirtiness.
   virtual Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) = 0;
+  // Must be called before anything writes a dense shard's slot arrays in
+  // place (the optimizer step). A store whose Flush copies the arrays in the
+  // background blocks here until its copy of this shard is complete, so a
+  // flush persists the values as of its Flush call; usually the copy is long
+  // done and this returns at once. Reads (pulls) need no call. MemoryStore:
+  // no-op. REQUIRES: called on the thread that calls Flush.
+  virtual void BeforeDenseWrite(DenseShard* shard) { (void)shard; }
 
   // Creates a sparse table (idempotent for the same spec).
   virtual Status CreateSparse(const SparseTableSpec& spec) = 0;
@@ -110,9 +120,26 @@ class ParamStore {
 
   // Persists every dense shard and dirty row, tagged with `clock`. No-op for
   // MemoryStore.
+  //
+  // RocksDbStore without wal_per_update and without dirty sparse rows to
+  // stage: Flush captures the table records and starts a background flush
+  // job, then returns; the job copies the dense arrays (see BeforeDenseWrite),
+  // writes the changed chunks and commits them. A Flush while the previous
+  // job is still running is coalesced: it starts nothing and is superseded by
+  // the next Flush (or completed synchronously by Checkpoint or the
+  // destructor). A reopened store thus reflects the state as of its last
+  // *completed* flush; a background flush's error is returned by the next
+  // Flush, WaitForFlush or Checkpoint (which then starts nothing). With dirty sparse rows or
+  // wal_per_update, Flush waits for a running job and is synchronous: the
+  // data is durable when it returns OK.
   virtual Status Flush(int64_t clock) = 0;
+  // Blocks until every Flush so far is durable: waits for a running
+  // background flush and completes a coalesced one. Returns a background
+  // flush's error (once). No-op for stores that flush synchronously.
+  virtual Status WaitForFlush() { return Status::OK(); }
   // Writes a consistent snapshot of the whole store, tagged with `clock`, into
   // `dir` (which must not exist). Unavailable for stores without durable state.
+  // Waits for a running background flush, then flushes synchronously.
   virtual Status Checkpoint(const std::string& dir, int64_t clock) = 0;
 
   // Names of all tables (dense and sparse).

@@ -15,7 +15,14 @@
 // changed dense chunks, every table record and a flush record - as one SST
 // file (SstFileWriter, fsynced) and ingests it atomically (a hard link and a
 // MANIFEST update). Dense data is thus written once, with no WriteBatch,
-// memtable or WAL copy. If rows were staged, the flush record says "apply
+// memtable or WAL copy. When there are no rows to stage (and no
+// wal_per_update), that commit runs on the store's flush thread so the
+// caller's event loop is not stalled: Flush captures the table records and
+// returns; the job copies the dense arrays into reused snapshot buffers
+// (writers wait in BeforeDenseWrite until their shard is copied), then
+// hashes, writes and ingests the snapshot. A Flush while a job runs is
+// coalesced into the next one; WaitForFlush, Checkpoint and the destructor
+// wait for the job and complete a coalesced Flush synchronously. If rows were staged, the flush record says "apply
 // pending" and Flush then moves the staged rows to their committed keys; a
 // crash during that move is finished on the next open, and staged rows
 // without a pending flush record are discarded on open.
@@ -65,6 +72,20 @@ StatusOr<std::unique_ptr<ParamStore>> RocksDbStore::Open(const ParamStoreOptions
 }
 
 RocksDbStore::~RocksDbStore() {
+  if (db_ != nullptr) {
+    Status s = WaitForFlush();  // Also completes a coalesced Flush.
+    if (!s.ok()) {
+      LOG(WARNING) << "background flush of " << Where() << ": " << s;
+      if (deferred_flush_clock_.has_value()) s = WaitForFlush();
+      if (!s.ok()) LOG(WARNING) << "flush at close of " << Where() << ": " << s;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(flush_mu_);
+    flush_stop_ = true;
+  }
+  flush_cv_.notify_all();
+  if (flush_thread_.joinable()) flush_thread_.join();
   if (db_ != nullptr) {
     rocksdb::Status s = db_->Close();
     if (!s.ok()) LOG(WARNING) << "closing " << Where() << ": " << s.ToString();
@@ -303,11 +324,17 @@ uint64_t RocksDbStore::DenseTable::HashChunk(int slot, uint64_t chunk) const {
   return HashBytes(shard.slots[slot] + first, len * sizeof(float));
 }
 
-std::vector<uint64_t> RocksDbStore::DenseTable::HashChunks() const {
+std::vector<uint64_t> RocksDbStore::DenseTable::HashChunksOf(
+    const std::vector<float*>& slots) const {
   std::vector<uint64_t> h;
-  h.reserve(num_chunks() * shard.slots.size());
-  for (size_t s = 0; s < shard.slots.size(); ++s) {
-    for (uint64_t c = 0; c < num_chunks(); ++c) h.push_back(HashChunk(static_cast<int>(s), c));
+  h.reserve(num_chunks() * slots.size());
+  const size_t n = shard.size();
+  for (size_t s = 0; s < slots.size(); ++s) {
+    for (uint64_t c = 0; c < num_chunks(); ++c) {
+      const uint64_t first = c * kDenseChunkFloats;
+      const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
+      h.push_back(HashBytes(slots[s] + first, len * sizeof(float)));
+    }
   }
   return h;
 }

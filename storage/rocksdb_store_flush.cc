@@ -2,11 +2,13 @@
 // rocksdb_store.cc for the durability design).
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <filesystem>
 #include <memory>
 #include <string>
 
+#include <glog/logging.h>
 #include <rocksdb/db.h>
 #include <rocksdb/sst_file_writer.h>
 #include <rocksdb/utilities/checkpoint.h>
@@ -77,36 +79,71 @@ Status RocksDbStore::FlushMemtables(const char* what) {
 }
 
 Status RocksDbStore::DoFlush(int64_t clock) {
+  if (FlushJobRunning()) {
+    // Coalesce: the next Flush (or Checkpoint / the destructor) supersedes it.
+    deferred_flush_clock_ = clock;
+    return TakeFlushError();
+  }
+  deferred_flush_clock_.reset();
+  RETURN_IF_ERROR(TakeFlushError());
+  RETURN_IF_ERROR(StageDirtyRows());
+  // Staged rows are committed by the flush record and then moved; the loop
+  // keeps staging rows meanwhile, so that stays on this thread. So does the
+  // per-update WAL, whose DenseUpdated also writes committed_hash.
+  if (staged_rows_ || options_.wal_per_update) return SyncFlush(clock);
+  StartFlushJob(CaptureFlush(clock));
+  return Status::OK();
+}
+
+RocksDbStore::FlushCapture RocksDbStore::CaptureFlush(int64_t clock) const {
+  FlushCapture cap;
+  cap.clock = clock;
+  cap.apply_pending = staged_rows_;
+  cap.store_meta = EncodeStoreMeta(meta_);
+  for (const auto& [name, t] : dense_) {
+    cap.tables.push_back(t.get());
+    cap.table_records.emplace(TableMetaKey(name), DenseMetaValue(*t));
+  }
+  // SST keys must be added in order: "F" < "M" < "d" + id... < "t" + name.
+  std::sort(cap.tables.begin(), cap.tables.end(),
+            [](const DenseTable* a, const DenseTable* b) { return a->id < b->id; });
+  for (const auto& [name, t] : sparse_) {
+    cap.table_records.emplace(TableMetaKey(name), SparseMetaValue(*t, t->num_rows));
+  }
+  return cap;
+}
+
+Status RocksDbStore::SyncFlush(int64_t clock) {
   // Staged rows must be durable before the commit that refers to them.
   RETURN_IF_ERROR(StageDirtyRows());
   if (staged_rows_) RETURN_IF_ERROR(FlushMemtables("flush staged rows"));
+  RETURN_IF_ERROR(CommitFlush(CaptureFlush(clock), /*from_snapshot=*/false));
+  if (staged_rows_) {
+    RETURN_IF_ERROR(ApplyStagedRows(clock));
+    staged_rows_ = false;
+  }
+  return Status::OK();
+}
 
+Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
   // The commit is one SST file, ingested atomically: the changed dense chunks
   // (skipping unchanged ones by content hash), every table record, the store
   // metadata and the flush record. Written straight to the file, so dense
   // data is not copied through a WriteBatch and a memtable.
   struct Changed {
     DenseTable* table;
+    const std::vector<float*>* slots;
     std::vector<uint64_t> hashes;
     std::vector<size_t> chunks;  // Indexes into hashes (slot * num_chunks + chunk), ascending.
   };
   std::vector<Changed> changed;
-  for (auto& [name, t] : dense_) {
-    Changed c{t.get(), t->HashChunks(), {}};
+  for (DenseTable* t : cap.tables) {
+    const std::vector<float*>* slots = from_snapshot ? &t->snapshot_slots : &t->shard.slots;
+    Changed c{t, slots, t->HashChunksOf(*slots), {}};
     for (size_t i = 0; i < c.hashes.size(); ++i) {
       if (c.hashes[i] != t->committed_hash[i]) c.chunks.push_back(i);
     }
     changed.push_back(std::move(c));
-  }
-  // SST keys must be added in order: "F" < "M" < "d" + id... < "t" + name.
-  std::sort(changed.begin(), changed.end(),
-            [](const Changed& a, const Changed& b) { return a.table->id < b.table->id; });
-  std::map<std::string, std::string> table_records;
-  for (const Changed& c : changed) {
-    table_records.emplace(TableMetaKey(c.table->shard.spec.table), DenseMetaValue(*c.table));
-  }
-  for (const auto& [name, t] : sparse_) {
-    table_records.emplace(TableMetaKey(name), SparseMetaValue(*t, t->num_rows));
   }
 
   const std::string path = options_.data_dir + "/relaxps-flush.sst.tmp";
@@ -115,8 +152,9 @@ Status RocksDbStore::DoFlush(int64_t clock) {
     const std::string what = "cannot write " + path;
     RETURN_IF_ERROR(FromRocks(writer.Open(path), what));
     RETURN_IF_ERROR(FromRocks(
-        writer.Put(kFlushKey, EncodeFlushRecord(FlushRecord{clock, staged_rows_})), what));
-    RETURN_IF_ERROR(FromRocks(writer.Put(kStoreMetaKey, EncodeStoreMeta(meta_)), what));
+        writer.Put(kFlushKey, EncodeFlushRecord(FlushRecord{cap.clock, cap.apply_pending})),
+        what));
+    RETURN_IF_ERROR(FromRocks(writer.Put(kStoreMetaKey, cap.store_meta), what));
     for (const Changed& c : changed) {
       const DenseTable& t = *c.table;
       const uint64_t chunks = t.num_chunks();
@@ -127,12 +165,12 @@ Status RocksDbStore::DoFlush(int64_t clock) {
         const size_t len = std::min<uint64_t>(kDenseChunkFloats, t.shard.size() - first);
         RETURN_IF_ERROR(FromRocks(
             writer.Put(DenseChunkKey(t.id, slot, chunk),
-                       rocksdb::Slice(reinterpret_cast<const char*>(t.shard.slots[slot] + first),
+                       rocksdb::Slice(reinterpret_cast<const char*>((*c.slots)[slot] + first),
                                       len * sizeof(float))),
             what));
       }
     }
-    for (const auto& [key, value] : table_records) {
+    for (const auto& [key, value] : cap.table_records) {
       RETURN_IF_ERROR(FromRocks(writer.Put(key, value), what));
     }
     RETURN_IF_ERROR(FromRocks(writer.Finish(), what));  // Also fsyncs the file.
@@ -143,19 +181,110 @@ Status RocksDbStore::DoFlush(int64_t clock) {
   }();
   RemoveAll(path).IgnoreError();
   RETURN_IF_ERROR(s);
-
   for (Changed& c : changed) c.table->committed_hash = std::move(c.hashes);
-  if (staged_rows_) {
-    RETURN_IF_ERROR(ApplyStagedRows(clock));
-    staged_rows_ = false;
-  }
   return Status::OK();
+}
+
+void RocksDbStore::StartFlushJob(FlushCapture cap) {
+  {
+    std::lock_guard<std::mutex> l(flush_mu_);
+    CHECK(!flush_running_) << "StartFlushJob while a flush job runs";
+    for (DenseTable* t : cap.tables) t->copy_pending = true;
+    copies_pending_.fetch_add(static_cast<int>(cap.tables.size()));
+    flush_job_ = std::make_unique<FlushCapture>(std::move(cap));
+    flush_running_ = true;
+  }
+  if (!flush_thread_.joinable()) flush_thread_ = std::thread([this] { FlushThreadMain(); });
+  flush_cv_.notify_all();
+}
+
+Status RocksDbStore::DoWaitForFlush() {
+  WaitForFlushJob();
+  RETURN_IF_ERROR(TakeFlushError());
+  if (!deferred_flush_clock_.has_value()) return Status::OK();
+  const int64_t clock = *deferred_flush_clock_;
+  deferred_flush_clock_.reset();
+  return SyncFlush(clock);
+}
+
+bool RocksDbStore::FlushJobRunning() {
+  std::lock_guard<std::mutex> l(flush_mu_);
+  return flush_running_;
+}
+
+void RocksDbStore::WaitForFlushJob() {
+  std::unique_lock<std::mutex> l(flush_mu_);
+  flush_cv_.wait(l, [&] { return !flush_running_; });
+}
+
+Status RocksDbStore::TakeFlushError() {
+  std::lock_guard<std::mutex> l(flush_mu_);
+  Status s = std::move(flush_error_);
+  flush_error_ = Status::OK();
+  return s;
+}
+
+void RocksDbStore::BeforeDenseWrite(DenseShard* shard) {
+  if (copies_pending_.load() == 0) return;  // Pairs with the job's decrement.
+  auto it = dense_.find(shard->spec.table);
+  if (it == dense_.end() || &it->second->shard != shard) return;
+  DenseTable* t = it->second.get();
+  std::unique_lock<std::mutex> l(flush_mu_);
+  flush_cv_.wait(l, [&] { return !t->copy_pending; });
+}
+
+void RocksDbStore::FlushThreadMain() {
+  std::unique_lock<std::mutex> l(flush_mu_);
+  while (true) {
+    flush_cv_.wait(l, [&] { return flush_stop_ || flush_job_ != nullptr; });
+    if (flush_job_ == nullptr) return;  // Stopping, nothing queued.
+    std::unique_ptr<FlushCapture> job = std::move(flush_job_);
+    l.unlock();
+    Status s = Guarded("background flush", [&] { return RunFlushJob(*job); });
+    l.lock();
+    for (DenseTable* t : job->tables) {  // Copies an exception left pending.
+      if (t->copy_pending) {
+        t->copy_pending = false;
+        copies_pending_.fetch_sub(1);
+      }
+    }
+    if (!s.ok()) flush_error_ = s;
+    flush_running_ = false;
+    flush_cv_.notify_all();
+  }
+}
+
+Status RocksDbStore::RunFlushJob(const FlushCapture& cap) {
+  // 1. Copy each table's slots, releasing its writers as soon as it is done.
+  for (DenseTable* t : cap.tables) {
+    const size_t n = t->shard.size();
+    if (t->snapshot.size() != t->shard.slots.size()) {
+      t->snapshot.clear();
+      t->snapshot_slots.clear();
+      for (size_t s = 0; s < t->shard.slots.size(); ++s) {
+        t->snapshot.emplace_back(n);
+        t->snapshot_slots.push_back(t->snapshot.back().data());
+      }
+    }
+    for (size_t s = 0; s < t->shard.slots.size(); ++s) {
+      std::memcpy(t->snapshot_slots[s], t->shard.slots[s], n * sizeof(float));
+    }
+    std::lock_guard<std::mutex> l(flush_mu_);
+    t->copy_pending = false;
+    copies_pending_.fetch_sub(1);
+    flush_cv_.notify_all();
+  }
+  // 2. Hash, write and ingest the snapshot.
+  return CommitFlush(cap, /*from_snapshot=*/true);
 }
 
 Status RocksDbStore::DoCheckpoint(const std::string& dir, int64_t clock) {
   if (dir.empty()) return InvalidArgumentError("checkpoint needs a directory");
   if (PathExists(dir)) return InvalidArgumentError("checkpoint directory " + dir + " already exists");
-  RETURN_IF_ERROR(DoFlush(clock));
+  WaitForFlushJob();
+  deferred_flush_clock_.reset();  // Superseded by the flush below.
+  RETURN_IF_ERROR(TakeFlushError());
+  RETURN_IF_ERROR(SyncFlush(clock));
 
   std::error_code ec;
   std::filesystem::create_directories(ParentDir(dir), ec);

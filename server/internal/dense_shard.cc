@@ -36,6 +36,7 @@ int64_t DenseShardState::visible_clock() const {
 }
 
 Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, float lr_scale) {
+  store_->BeforeDenseWrite(shard_);  // A background flush may still be copying the slots.
   float* w = shard_->slots[0] + offset;
   for (size_t s = 1; s < shard_->slots.size(); ++s) state_scratch_[s - 1] = shard_->slots[s] + offset;
   shard_->step += 1;

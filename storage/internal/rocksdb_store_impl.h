@@ -3,14 +3,20 @@
 // get one through NewParamStore.
 //
 // Thread-safety: not internally synchronized; a server serializes calls per
-// store (param_store.h).
+// store (param_store.h). The store owns one background thread that runs
+// dense flush jobs; what it touches is listed under "Flush job" below.
 #ifndef RELAXPS_STORAGE_INTERNAL_ROCKSDB_STORE_IMPL_H_
 #define RELAXPS_STORAGE_INTERNAL_ROCKSDB_STORE_IMPL_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <rocksdb/db.h>
@@ -55,6 +61,7 @@ class RocksDbStore final : public ParamStore {
   Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) override {
     return Guarded("DenseUpdated", [&] { return DoDenseUpdated(shard, offset, n); });
   }
+  void BeforeDenseWrite(DenseShard* shard) override;
   Status CreateSparse(const SparseTableSpec& spec) override {
     return Guarded("CreateSparse", [&] { return DoCreateSparse(spec); });
   }
@@ -78,6 +85,9 @@ class RocksDbStore final : public ParamStore {
   Status Flush(int64_t clock) override {
     return Guarded("Flush", [&] { return DoFlush(clock); });
   }
+  Status WaitForFlush() override {
+    return Guarded("WaitForFlush", [&] { return DoWaitForFlush(); });
+  }
   Status Checkpoint(const std::string& dir, int64_t clock) override {
     return Guarded("Checkpoint", [&] { return DoCheckpoint(dir, clock); });
   }
@@ -100,8 +110,25 @@ class RocksDbStore final : public ParamStore {
       return (shard.size() + kDenseChunkFloats - 1) / kDenseChunkFloats;
     }
     // Hashes of the current contents, in committed_hash's order.
-    std::vector<uint64_t> HashChunks() const;
+    std::vector<uint64_t> HashChunks() const { return HashChunksOf(shard.slots); }
+    // The same for arrays of this shard's shape (the live slots or a snapshot).
+    std::vector<uint64_t> HashChunksOf(const std::vector<float*>& slots) const;
     uint64_t HashChunk(int slot, uint64_t chunk) const;
+
+    // Flush job. committed_hash is also written by a running job: the loop
+    // touches it only while no job runs (or for tables no job has captured).
+    // Copy of the slots taken by the running job; only the job touches it.
+    std::vector<AlignedFloats> snapshot;
+    std::vector<float*> snapshot_slots;
+    bool copy_pending = false;  // Guarded by flush_mu_.
+  };
+  // What one flush commits, captured on the caller's thread by Flush.
+  struct FlushCapture {
+    int64_t clock = 0;
+    bool apply_pending = false;  // Staged rows to move after the commit.
+    std::string store_meta;
+    std::vector<DenseTable*> tables;  // Every loaded dense table, by ascending id.
+    std::map<std::string, std::string> table_records;  // Key -> value.
   };
   struct SparseTable {
     uint32_t id = 0;
@@ -128,6 +155,27 @@ class RocksDbStore final : public ParamStore {
   Status DoWriteRows(const std::string& table, const uint64_t* ids, size_t n, const float* rows);
   Status DoFlush(int64_t clock);
   Status DoCheckpoint(const std::string& dir, int64_t clock);
+
+  // Flushing (rocksdb_store_flush.cc).
+  FlushCapture CaptureFlush(int64_t clock) const;
+  // Flush on the caller's thread (stages dirty rows first).
+  // REQUIRES: no flush job running.
+  Status SyncFlush(int64_t clock);
+  // Hashes the dense data (the snapshots if from_snapshot, else the live
+  // slots), writes the changed chunks and the records as one SST file,
+  // ingests it and records the committed hashes. Does not move staged rows.
+  Status CommitFlush(const FlushCapture& cap, bool from_snapshot);
+  // Hands cap to the flush thread (started on first use).
+  // REQUIRES: no flush job running.
+  void StartFlushJob(FlushCapture cap);
+  Status DoWaitForFlush();
+  bool FlushJobRunning();
+  void WaitForFlushJob();
+  // The error of the last finished job (OK if none), cleared.
+  Status TakeFlushError();
+  void FlushThreadMain();
+  // Body of one job on the flush thread: copy, then commit.
+  Status RunFlushJob(const FlushCapture& cap);
 
   // Rows.
   StatusOr<SparseTable*> FindSparse(const std::string& table);
@@ -168,6 +216,21 @@ class RocksDbStore final : public ParamStore {
   RowCache cache_;
   // Rows were written to staged keys since the last Flush.
   bool staged_rows_ = false;
+  // A Flush coalesced while a job ran; completed by Checkpoint / destructor
+  // unless a later Flush supersedes it.
+  std::optional<int64_t> deferred_flush_clock_;
+
+  // Flush job.
+  std::thread flush_thread_;  // Started by the first StartFlushJob.
+  // Number of captured tables whose copy_pending is set: lets
+  // BeforeDenseWrite return without locking when no copy is in progress.
+  std::atomic<int> copies_pending_{0};
+  std::mutex flush_mu_;
+  std::condition_variable flush_cv_;
+  std::unique_ptr<FlushCapture> flush_job_;  // Guarded by flush_mu_: queued, not yet taken.
+  bool flush_running_ = false;               // Guarded by flush_mu_: queued or running.
+  bool flush_stop_ = false;                  // Guarded by flush_mu_.
+  Status flush_error_;                       // Guarded by flush_mu_.
 };
 
 }  // namespace storage_internal

@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -226,6 +228,7 @@ TEST_F(RocksDbStoreTest, UnflushedDataIsAbsentAfterReopenWithoutWal) {
     ASSERT_OK(store->Flush(1));
 
     // Version 2 everywhere, plus new rows; evictions stage some of it on disk.
+    store->BeforeDenseWrite(*shard);
     SetDense(*shard, 2);
     (*shard)->step = 5;
     ASSERT_OK(store->DenseUpdated(*shard, 0, (*shard)->size()));
@@ -305,6 +308,7 @@ TEST_F(RocksDbStoreTest, FlushWritesOnlyChangedChunksAndKeepsTheRest) {
     ASSERT_OK(store->Flush(1));
     // Change one key in the partial last chunk and one in slot 1, without
     // DenseUpdated: Flush must notice by itself.
+    store->BeforeDenseWrite(*shard);
     (*shard)->slots[0][39999] = -7.0f;
     (*shard)->slots[1][16384] = -8.0f;
     (*shard)->step = 2;
@@ -319,6 +323,93 @@ TEST_F(RocksDbStoreTest, FlushWritesOnlyChangedChunksAndKeepsTheRest) {
   (*shard)->slots[0][39999] = RowValue(39999, 0, 1);
   (*shard)->slots[1][16384] = RowValue(16384, 1, 1);
   ExpectDense(*shard, 1);
+}
+
+// ---- Background dense flush -------------------------------------------------
+
+// 4M keys x 3 slots (48 MiB): the background copy takes long enough that the
+// writes below would race it without BeforeDenseWrite.
+DenseShardSpec BigDenseSpec() { return {"big", 0, 4 << 20, 3, Uniform(3, 4 << 20), 0.0f}; }
+
+TEST_F(RocksDbStoreTest, BackgroundFlushPersistsTheValuesAsOfTheFlushCall) {
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(BigDenseSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    SetDense(*shard, 1);
+    (*shard)->step = 5;
+    (*shard)->clock = 1;
+    ASSERT_OK(store->Flush(1));
+    // Updated right away, as the server does with the next gradient.
+    store->BeforeDenseWrite(*shard);
+    SetDense(*shard, 2);
+    (*shard)->step = 6;
+    (*shard)->clock = 2;
+    ASSERT_OK(store->WaitForFlush());
+  }  // Nothing flushed version 2: the reopened store must hold version 1.
+  auto store = OpenStore(dir_);
+  StatusOr<DenseShard*> shard = store->CreateDense(BigDenseSpec());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ExpectDense(*shard, 1);
+  EXPECT_EQ((*shard)->step, 5);
+  EXPECT_EQ((*shard)->clock, 1);
+}
+
+TEST_F(RocksDbStoreTest, ReopenAfterCompletedBackgroundFlushesRestoresTheLastOne) {
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(BigDenseSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    ASSERT_OK(store->CreateSparse(SparseSpec()));
+    // Back-to-back flushes: some are coalesced while the previous one runs;
+    // the last one is still completed by WaitForFlush.
+    for (int v = 1; v <= 4; ++v) {
+      store->BeforeDenseWrite(*shard);
+      SetDense(*shard, v);
+      (*shard)->step = v;
+      (*shard)->clock = v;
+      ASSERT_OK(store->Flush(v));
+    }
+    ASSERT_OK(store->WaitForFlush());
+  }
+  auto store = OpenStore(dir_);
+  EXPECT_EQ(store->Tables(), (std::vector<std::string>{"big", "emb"}));
+  StatusOr<DenseShard*> shard = store->CreateDense(BigDenseSpec());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ExpectDense(*shard, 4);
+  EXPECT_EQ((*shard)->step, 4);
+  EXPECT_EQ((*shard)->clock, 4);
+}
+
+TEST_F(RocksDbStoreTest, BackgroundFlushErrorSurfacesAtTheNextFlush) {
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    SetDense(*shard, 1);
+    // Injected write error: a directory where the flush writes its SST file.
+    const std::string blocker = dir_ + "/relaxps-flush.sst.tmp";
+    std::filesystem::create_directories(blocker + "/x");
+    ASSERT_OK(store->Flush(1));  // Only starts the job.
+    // Flushes coalesced while the job runs return OK; the first one after it
+    // ends returns its error.
+    Status s;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while ((s = store->Flush(2)).ok() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(s.code(), StatusCode::kIOError) << s;
+    EXPECT_NE(s.ToString().find("relaxps-flush.sst.tmp"), std::string::npos) << s;
+    // Reported once; the failed job removed the blocker, so a retry commits.
+    store->BeforeDenseWrite(*shard);
+    SetDense(*shard, 2);
+    ASSERT_OK(store->Flush(3));
+    ASSERT_OK(store->WaitForFlush());
+  }
+  auto store = OpenStore(dir_);
+  StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ExpectDense(*shard, 2);
 }
 
 // Simulates a crash between a Flush's commit and the move of its staged rows
@@ -424,7 +515,8 @@ void WriteThenDie(const std::string& dir, bool wal) {
   if (store == nullptr) _exit(3);
   auto shard = store->CreateDense(DenseSpec());
   if (!shard.ok() || !store->CreateSparse(SparseSpec()).ok()) _exit(4);
-  if (!store->Flush(1).ok()) _exit(5);  // Version "initial" is committed.
+  if (!store->Flush(1).ok() || !store->WaitForFlush().ok()) _exit(5);  // "initial" is committed.
+  store->BeforeDenseWrite(*shard);
   for (size_t i = 20000; i < 20100; ++i) (*shard)->slots[0][i] = 42.0f + i;
   for (size_t i = 20000; i < 20100; ++i) (*shard)->slots[2][i] = -1.0f;
   (*shard)->step = 3;
