@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/fault_injecting_transport.h"
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
 #include "common/shard_map.h"
@@ -157,7 +158,7 @@ class ClientImpl final : public Client {
   // Constant after Init().
   const ClientOptions options_;
   JobInfo job_;
-  std::unique_ptr<RpcClient> rpc_;
+  std::unique_ptr<Transport> rpc_;
   int coordinator_peer_ = -1;
   wire::Encoding encoding_ = wire::ENC_FP32;
   std::unique_ptr<kernels::Device> cpu_;  // fp16 conversion.
@@ -238,6 +239,9 @@ Status ClientImpl::Init() {
   RpcClientOptions ro;
   ro.default_timeout_ms = options_.request_timeout_ms;
   rpc_ = std::make_unique<RpcClient>(ro);
+  if (options_.faults.any()) {
+    rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), options_.faults);
+  }
   coordinator_peer_ = rpc_->Connect(options_.coordinator);
 
   Message reg;
@@ -591,7 +595,7 @@ void ClientImpl::FillCache(const std::string& table, uint64_t offset, const Floa
 }
 
 ClientStats ClientImpl::stats() const {
-  RpcClientStats r = rpc_->stats();
+  TransportStats r = rpc_->stats();
   ClientStats s;
   s.bytes_sent = r.bytes_sent;
   s.bytes_received = r.bytes_received;

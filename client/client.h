@@ -25,6 +25,7 @@
 #include "common/buffer.h"
 #include "common/status.h"
 #include "common/table.h"
+#include "common/transport.h"
 
 namespace relaxps {
 
@@ -49,6 +50,10 @@ struct ClientOptions {
   // Petuum/Bosen parameter cache). Saves pulls at the cost of one copy per
   // pull; reads within the bound may miss this worker's own recent pushes.
   bool ssp_cache = true;
+  // Fault injection for failure tests: requests to servers and the
+  // coordinator are dropped / delayed / duplicated with a seeded generator.
+  // Off by default.
+  FaultOptions faults;
 };
 
 // What the coordinator told this client at registration.

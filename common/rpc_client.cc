@@ -4,12 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <future>
 
 namespace relaxps {
 
 RpcClient::RpcClient(const RpcClientOptions& options)
-    : options_(options), fault_rng_(options.faults.seed) {
+    : options_(options) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   CHECK_GE(wake_fd_, 0) << "eventfd failed";
   io_thread_ = std::thread([this] { IoLoop(); });
@@ -46,8 +45,7 @@ void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback do
   request.header.set_is_reply(false);
   request.header.set_deadline_unix_ms(NowUnixMs() + timeout_ms);
   const int64_t now = MonotonicMs();
-  Outgoing out{peer, std::move(request), now + timeout_ms, now + options_.faults.delay_ms,
-               std::move(done)};
+  Outgoing out{peer, std::move(request), now + timeout_ms, std::move(done)};
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) {
@@ -59,19 +57,6 @@ void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback do
   Wake();
 }
 
-StatusOr<Message> RpcClient::CallSync(int peer, Message request, int timeout_ms) {
-  auto promise = std::make_shared<std::promise<StatusOr<Message>>>();
-  auto future = promise->get_future();
-  Call(peer, std::move(request), timeout_ms, [promise](const Status& s, Message reply) {
-    if (s.ok()) {
-      promise->set_value(std::move(reply));
-    } else {
-      promise->set_value(s);
-    }
-  });
-  return future.get();
-}
-
 void RpcClient::CancelAll(const Status& status) {
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -80,21 +65,16 @@ void RpcClient::CancelAll(const Status& status) {
   Wake();
 }
 
-RpcClientStats RpcClient::stats() const {
-  RpcClientStats s;
+TransportStats RpcClient::stats() const {
+  TransportStats s;
   s.requests = requests_.load();
   s.bytes_sent = bytes_sent_.load();
   s.bytes_received = bytes_received_.load();
   s.timeouts = timeouts_.load();
-  s.dropped_by_faults = dropped_.load();
   return s;
 }
 
 void RpcClient::SendNow(Outgoing out) {
-  const FaultOptions& f = options_.faults;
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  const bool drop = f.drop_prob > 0 && u(fault_rng_) < f.drop_prob;
-  const bool dup = f.duplicate_prob > 0 && u(fault_rng_) < f.duplicate_prob;
   if (out.peer < 0 || out.peer >= static_cast<int>(sockets_.size())) {
     out.done(InvalidArgumentError("no such peer " + std::to_string(out.peer)), Message());
     return;
@@ -103,18 +83,8 @@ void RpcClient::SendNow(Outgoing out) {
   pending_.emplace(id, Pending{std::move(out.done), out.deadline_ms});
   deadlines_.emplace(out.deadline_ms, id);
   requests_.fetch_add(1);
-  if (drop) {
-    dropped_.fetch_add(1);
-    return;  // The deadline will fail it, as a lost packet would.
-  }
   zmq::socket_t& socket = sockets_[out.peer];
   const size_t bytes = out.msg.PayloadBytes() + out.msg.header.ByteSizeLong();
-  if (dup) {
-    Message copy;
-    copy.header = out.msg.header;
-    for (const Frame& fr : out.msg.frames) copy.frames.push_back(Frame::Copy(fr.data(), fr.size()));
-    SendMessage(socket, "", std::move(copy)).IgnoreError();
-  }
   Status s = SendMessage(socket, "", std::move(out.msg));
   if (!s.ok()) {
     auto it = pending_.find(id);
@@ -158,8 +128,6 @@ void RpcClient::ExpireDeadlines() {
 }
 
 void RpcClient::FailAll(const Status& status) {
-  for (auto& [send_at, out] : delayed_) out.done(status, Message());
-  delayed_.clear();
   std::vector<Outgoing> outbox;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -207,32 +175,18 @@ void RpcClient::IoLoop() {
     if (!cancel.ok()) {
       for (auto& out : outbox) out.done(cancel, Message());
       outbox.clear();
-      for (auto& [send_at, out] : delayed_) out.done(cancel, Message());
-      delayed_.clear();
       for (auto& [id, p] : pending_) p.done(cancel, Message());
       pending_.clear();
       deadlines_.clear();
     }
     const int64_t now = MonotonicMs();
-    for (auto& out : outbox) {
-      if (out.send_at_ms > now) {
-        delayed_.emplace(out.send_at_ms, std::move(out));
-      } else {
-        SendNow(std::move(out));
-      }
-    }
-    while (!delayed_.empty() && delayed_.begin()->first <= now) {
-      Outgoing out = std::move(delayed_.begin()->second);
-      delayed_.erase(delayed_.begin());
-      SendNow(std::move(out));
-    }
+    for (auto& out : outbox) SendNow(std::move(out));
 
     items.clear();
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
     for (auto& s : sockets_) items.push_back({static_cast<void*>(s), 0, ZMQ_POLLIN, 0});
     int64_t timeout = 100;
     if (!deadlines_.empty()) timeout = std::min(timeout, deadlines_.begin()->first - now);
-    if (!delayed_.empty()) timeout = std::min(timeout, delayed_.begin()->first - now);
     timeout = std::max<int64_t>(timeout, 0);
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));

@@ -1,0 +1,74 @@
+// Transport: the client side of the wire, as an interface.
+//
+// A Transport sends request Messages to peers (servers, the coordinator) and
+// delivers each reply, or a failure, to a callback exactly once. RpcClient is
+// the ZeroMQ implementation; FaultInjectingTransport wraps any Transport to
+// drop, delay, duplicate or partition traffic with a seeded generator, so
+// failure tests are reproducible (the leveldb EnvWrapper idea).
+//
+// Thread-safety: all methods are safe from any thread. Callbacks run on an
+// implementation thread and must not block on other requests of the same
+// transport.
+#ifndef RELAXPS_COMMON_TRANSPORT_H_
+#define RELAXPS_COMMON_TRANSPORT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/status.h"
+#include "common/wire.h"
+
+namespace relaxps {
+
+struct TransportStats {
+  uint64_t requests = 0;
+  uint64_t bytes_sent = 0;      // Header + payload bytes.
+  uint64_t bytes_received = 0;  // Header + payload bytes.
+  uint64_t timeouts = 0;
+  uint64_t dropped_by_faults = 0;
+};
+
+class Transport {
+ public:
+  // The reply's status is folded into `status` (transport failures and the
+  // peer's own error); `reply` is empty unless a reply arrived.
+  using ReplyCallback = std::function<void(const Status& status, Message reply)>;
+
+  Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+  virtual ~Transport() = default;
+
+  // Returns a handle for `endpoint`, connecting on first use (idempotent).
+  virtual int Connect(const std::string& endpoint) = 0;
+  // Sends `request` to `peer`, setting its request id and deadline
+  // (`timeout_ms` <= 0: the implementation's default). `done` runs exactly
+  // once: with the reply, DeadlineExceeded, or Aborted at shutdown.
+  virtual void Call(int peer, Message request, int timeout_ms, ReplyCallback done) = 0;
+  // Completes every request in flight now with `status` (e.g. the job failed).
+  virtual void CancelAll(const Status& status) = 0;
+  virtual TransportStats stats() const = 0;
+
+  // Blocking convenience for control traffic. REQUIRES: not on a callback.
+  StatusOr<Message> CallSync(int peer, Message request, int timeout_ms);
+};
+
+struct FaultOptions {
+  // Probability of silently dropping an outgoing request (it then fails with
+  // DeadlineExceeded at its deadline, as a lost packet would).
+  double drop_prob = 0.0;
+  // Probability of sending an outgoing request twice (the peer sees both;
+  // the caller gets one reply).
+  double duplicate_prob = 0.0;
+  // Extra delay before every outgoing request is sent.
+  int delay_ms = 0;
+  // Seed of the fault generator (never time-based).
+  uint64_t seed = 1;
+
+  bool any() const { return drop_prob > 0 || duplicate_prob > 0 || delay_ms > 0; }
+};
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_COMMON_TRANSPORT_H_

@@ -1,0 +1,128 @@
+// RpcClient against a real RpcServer, and the fault-injecting wrapper's
+// drop / duplicate / delay / partition behaviour, seeded and reproducible.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/fault_injecting_transport.h"
+#include "common/rpc_client.h"
+#include "common/rpc_server.h"
+
+namespace relaxps {
+namespace {
+
+// An echo server on a thread: answers every request OK, echoing its frames,
+// and counts what it received.
+class EchoServer {
+ public:
+  EchoServer() {
+    auto s = RpcServer::Bind(RpcServerOptions());
+    CHECK(s.ok()) << s.status();
+    server_ = std::move(s).value();
+    thread_ = std::thread([this] {
+      server_->Run([this](Request req) {
+        received_.fetch_add(1);
+        Message reply = MakeReply(req.msg.header, Status::OK());
+        for (const Frame& f : req.msg.frames) reply.frames.push_back(Frame::Copy(f.data(), f.size()));
+        server_->Reply(req, std::move(reply)).IgnoreError();
+      });
+    });
+  }
+  ~EchoServer() {
+    server_->Stop();
+    thread_.join();
+  }
+  const std::string& endpoint() const { return server_->endpoint(); }
+  int received() const { return received_.load(); }
+
+ private:
+  std::unique_ptr<RpcServer> server_;
+  std::atomic<int> received_{0};
+  std::thread thread_;
+};
+
+Message Ping(uint32_t payload) {
+  Message m;
+  m.header.set_type(wire::SERVER_STATS);
+  m.frames.push_back(Frame::Copy(&payload, sizeof(payload)));
+  return m;
+}
+
+TEST(RpcClientTest, EchoesPayloadAndTimesOutOnASilentPeer) {
+  EchoServer echo;
+  RpcClient rpc;
+  const int peer = rpc.Connect(echo.endpoint());
+  auto reply = rpc.CallSync(peer, Ping(42), 3000);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_EQ(reply->frames.size(), 1u);
+  EXPECT_EQ(*reply->frames[0].as<uint32_t>(), 42u);
+  // Nobody listens on this port: the deadline, not a hang.
+  const int dead = rpc.Connect("tcp://127.0.0.1:9");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto lost = rpc.CallSync(dead, Ping(1), 200);
+  EXPECT_EQ(lost.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_EQ(rpc.stats().timeouts, 1u);
+}
+
+TEST(FaultInjectingTransportTest, DropsFailAtTheDeadlineAndAreReproducible) {
+  EchoServer echo;
+  auto pattern = [&](uint64_t seed) {
+    FaultOptions f;
+    f.drop_prob = 0.5;
+    f.seed = seed;
+    auto t = FaultInjectingTransport::Wrap(std::make_unique<RpcClient>(), f);
+    const int peer = t->Connect(echo.endpoint());
+    std::string outcome;
+    for (int i = 0; i < 16; ++i) outcome += t->CallSync(peer, Ping(i), 100).ok() ? '1' : '0';
+    EXPECT_EQ(t->stats().dropped_by_faults,
+              static_cast<uint64_t>(std::count(outcome.begin(), outcome.end(), '0')));
+    return outcome;
+  };
+  const std::string a = pattern(7), b = pattern(7), c = pattern(8);
+  EXPECT_EQ(a, b) << "same seed, same faults";
+  EXPECT_NE(a, c) << "another seed, other faults";
+  EXPECT_NE(a.find('0'), std::string::npos);
+  EXPECT_NE(a.find('1'), std::string::npos);
+}
+
+TEST(FaultInjectingTransportTest, DuplicatesReachThePeerTwiceButReplyOnce) {
+  EchoServer echo;
+  FaultOptions f;
+  f.duplicate_prob = 1.0;
+  auto t = FaultInjectingTransport::Wrap(std::make_unique<RpcClient>(), f);
+  const int peer = t->Connect(echo.endpoint());
+  std::atomic<int> callbacks{0};
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(t->CallSync(peer, Ping(i), 2000).ok());
+  }
+  t->Call(peer, Ping(9), 2000, [&](const Status&, Message) { callbacks.fetch_add(1); });
+  for (int i = 0; i < 100 && echo.received() < 12; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(echo.received(), 12);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(callbacks.load(), 1);
+}
+
+TEST(FaultInjectingTransportTest, DelayAndPartition) {
+  EchoServer echo;
+  FaultOptions f;
+  f.delay_ms = 150;
+  auto t = FaultInjectingTransport::Wrap(std::make_unique<RpcClient>(), f);
+  const int peer = t->Connect(echo.endpoint());
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(t->CallSync(peer, Ping(1), 2000).ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
+
+  t->SetPartitioned(true);
+  EXPECT_EQ(t->CallSync(peer, Ping(2), 300).status().code(), StatusCode::kDeadlineExceeded);
+  t->SetPartitioned(false);
+  EXPECT_TRUE(t->CallSync(peer, Ping(3), 2000).ok());
+}
+
+}  // namespace
+}  // namespace relaxps
