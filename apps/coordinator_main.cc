@@ -12,7 +12,7 @@ DEFINE_int32(num_servers, 1, "Servers the job waits for before tables can be cre
 DEFINE_int32(num_workers, 0, "Workers expected (informational)");
 DEFINE_string(consistency, "async", "Consistency model: bsp, ssp or async");
 DEFINE_int32(staleness, 2, "SSP staleness bound in clocks");
-DEFINE_string(recovery, "none", "Recovery policy: none, checkpoint, chain or stateless");
+DEFINE_string(recovery, "none", "Recovery policy: none (a lost server ends the job) or checkpoint");
 DEFINE_int32(heartbeat_timeout_ms, 3000, "A member silent this long is declared dead");
 DEFINE_int64(checkpoint_every_clocks, 0,
              "Coordinated checkpoint when the slowest worker's clock reaches a multiple of "

@@ -10,6 +10,7 @@
 #include "consistency/consistency_policy.h"
 #include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/membership.h"
+#include "coordinator/recovery_policy.h"
 
 namespace relaxps {
 
@@ -18,11 +19,7 @@ Status CoordinatorOptions::Validate() const {
   if (num_workers < 0) return InvalidArgumentError("--num_workers must be >= 0");
   ConsistencyOptions co{consistency, staleness};
   RETURN_IF_ERROR(NewConsistencyPolicy(co).status());
-  if (recovery != "none" && recovery != "checkpoint" && recovery != "chain" &&
-      recovery != "stateless") {
-    return InvalidArgumentError("unknown recovery policy '" + recovery +
-                                "' (expected none, checkpoint, chain or stateless)");
-  }
+  RETURN_IF_ERROR(NewRecoveryPolicy(recovery).status());
   if (heartbeat_timeout_ms < 50) return InvalidArgumentError("--heartbeat_timeout_ms must be >= 50");
   if (checkpoint_every_clocks < 0 || checkpoint_every_s < 0) {
     return InvalidArgumentError("--checkpoint_every_clocks and --checkpoint_every_s must be >= 0");
@@ -43,6 +40,7 @@ class CoordinatorImpl final : public Coordinator {
                      MonotonicMs()) {}
 
   Status Init() {
+    ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(options_.recovery));
     RpcServerOptions ro;
     ro.bind = options_.bind;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
@@ -98,6 +96,7 @@ class CoordinatorImpl final : public Coordinator {
   const CoordinatorOptions options_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<RpcClient> servers_rpc_;
+  std::unique_ptr<RecoveryPolicy> recovery_;
   wire::JobConfig job_;
   int64_t start_ms_ = 0;
 
@@ -407,11 +406,10 @@ void CoordinatorImpl::CheckLiveness() {
                              std::to_string(options_.heartbeat_timeout_ms) + " ms";
     LOG(WARNING) << what;
     RebuildServerList();
-    if (options_.recovery == "none") {
-      FailJob(what + "; recovery policy 'none' ends the job");
-    } else if (options_.recovery == "checkpoint") {
-      LOG(WARNING) << "waiting for server " << id << " to restart with --server_id=" << id
-                   << " (and --restore_from=latest to roll back to the last checkpoint)";
+    if (recovery_->on_server_loss() == RecoveryPolicy::OnServerLoss::kFailJob) {
+      FailJob(what + "; recovery policy '" + recovery_->Name() + "' ends the job");
+    } else {
+      LOG(WARNING) << "waiting for server " << id << ": " << recovery_->RestartAdvice(id);
     }
   }
   if (checkpoints_.enabled() && job_error_.empty() &&

@@ -40,7 +40,7 @@ struct CoordinatorOptions {
   std::string consistency = "async";
   // SSP staleness bound in clocks.
   int staleness = 2;
-  // none | checkpoint | chain | stateless
+  // none | checkpoint (see coordinator/recovery_policy.h)
   std::string recovery = "none";
   // A member silent for longer is declared dead. Shorter detects failures
   // sooner; too short declares slow-but-alive processes dead.

@@ -1,0 +1,63 @@
+// Membership with a fake clock, and the recovery-policy factory.
+#include "coordinator/membership.h"
+
+#include <gtest/gtest.h>
+
+#include "coordinator/recovery_policy.h"
+
+namespace relaxps {
+namespace {
+
+TEST(MembershipTest, SilentMembersExpireAndTheWorkerSetVersionMoves) {
+  Membership m(/*heartbeat_timeout_ms=*/1000);
+  const uint64_t v0 = m.worker_set_version();
+  EXPECT_EQ(m.AddServer(-1, "tcp://a", 10, /*now=*/0), 0);
+  EXPECT_EQ(m.AddServer(-1, "tcp://b", 11, 0), 1);
+  EXPECT_EQ(m.AddWorker(-1, 0, 20, 0), 0);
+  EXPECT_EQ(m.AddWorker(-1, 0, 21, 0), 1);
+  EXPECT_GT(m.worker_set_version(), v0);
+
+  // Heartbeats keep members alive and carry worker clocks (never backwards).
+  EXPECT_TRUE(m.ServerHeartbeat(0, 900));
+  EXPECT_TRUE(m.WorkerHeartbeat(0, 7, 900));
+  EXPECT_TRUE(m.WorkerHeartbeat(0, 5, 950));
+  EXPECT_EQ(m.workers().at(0).clock, 7);
+  EXPECT_EQ(m.MinWorkerClock(), 0);
+
+  // At t=1500 the silent ones (server 1, worker 1) are dead; the others live.
+  const uint64_t v1 = m.worker_set_version();
+  EXPECT_EQ(m.ExpireServers(1500), std::vector<int>({1}));
+  EXPECT_EQ(m.ExpireWorkers(1500), std::vector<int>({1}));
+  EXPECT_GT(m.worker_set_version(), v1);
+  EXPECT_EQ(m.live_servers(), 1);
+  std::vector<int> ids;
+  std::vector<int64_t> clocks;
+  m.LiveWorkers(&ids, &clocks);
+  EXPECT_EQ(ids, std::vector<int>({0}));
+  EXPECT_EQ(clocks, std::vector<int64_t>({7}));
+  EXPECT_EQ(m.MinWorkerClock(), 7);
+  // A dead member's heartbeat is refused; it must re-register (same id).
+  EXPECT_FALSE(m.WorkerHeartbeat(1, 9, 1600));
+  EXPECT_EQ(m.AddWorker(1, m.MinWorkerClock(), 22, 1600), 1);
+  EXPECT_TRUE(m.WorkerHeartbeat(1, 9, 1700));
+  // Ids are never reused by new members.
+  EXPECT_EQ(m.AddWorker(-1, 0, 23, 1700), 2);
+}
+
+TEST(RecoveryPolicyTest, FactoryKnowsItsPolicies) {
+  auto none = NewRecoveryPolicy("none");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ((*none)->on_server_loss(), RecoveryPolicy::OnServerLoss::kFailJob);
+  auto ckpt = NewRecoveryPolicy("checkpoint");
+  ASSERT_TRUE(ckpt.ok());
+  EXPECT_EQ((*ckpt)->on_server_loss(), RecoveryPolicy::OnServerLoss::kAwaitRestart);
+  EXPECT_NE((*ckpt)->RestartAdvice(3).find("--server_id=3"), std::string::npos);
+  for (const char* name : {"chain", "stateless", "bogus", ""}) {
+    auto p = NewRecoveryPolicy(name);
+    ASSERT_FALSE(p.ok()) << name;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace relaxps
