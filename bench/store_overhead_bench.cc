@@ -93,6 +93,7 @@ double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n) {
   }
   (*server)->Stop();
   st.join();
+  server->reset();  // Closes the store: waits for its background flush.
   (*coordinator)->Stop();
   ct.join();
   std::filesystem::remove_all(data_dir);
