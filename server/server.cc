@@ -155,7 +155,9 @@ Status ServerImpl::Init() {
 Status ServerImpl::Run() {
   rpc_->Run([this](Request req) { Handle(std::move(req)); });
   StopHeartbeat();
+  // Flush starts a background job; wait until it is on disk.
   Status s = store_->Flush(last_flush_clock_);
+  if (s.ok()) s = store_->WaitForFlush();
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
   return s;
 }
