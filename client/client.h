@@ -25,7 +25,7 @@
 #include "common/buffer.h"
 #include "common/status.h"
 #include "common/table.h"
-#include "common/transport.h"
+#include "common/fault_options.h"
 
 namespace relaxps {
 

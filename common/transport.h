@@ -16,6 +16,7 @@
 #include <functional>
 #include <string>
 
+#include "common/fault_options.h"
 #include "common/status.h"
 #include "common/wire.h"
 
@@ -54,20 +55,6 @@ class Transport {
   StatusOr<Message> CallSync(int peer, Message request, int timeout_ms);
 };
 
-struct FaultOptions {
-  // Probability of silently dropping an outgoing request (it then fails with
-  // DeadlineExceeded at its deadline, as a lost packet would).
-  double drop_prob = 0.0;
-  // Probability of sending an outgoing request twice (the peer sees both;
-  // the caller gets one reply).
-  double duplicate_prob = 0.0;
-  // Extra delay before every outgoing request is sent.
-  int delay_ms = 0;
-  // Seed of the fault generator (never time-based).
-  uint64_t seed = 1;
-
-  bool any() const { return drop_prob > 0 || duplicate_prob > 0 || delay_ms > 0; }
-};
 
 }  // namespace relaxps
 
