@@ -51,6 +51,12 @@ class ServerImpl final : public Server {
   void HandleCheckpoint(const Request& req);
   // Replies with an error and counts the rejection.
   void Reject(const Request& req, const Status& status);
+  // False (after rejecting) unless the request has exactly `expected`
+  // payload frames.
+  bool CheckFrameCount(const Request& req, size_t expected);
+  // The n gradient values of `frame` as fp32, or nullptr after rejecting a
+  // wrong size/encoding or a NaN/Inf (counted as nonfinite_rejected).
+  const float* DecodeGradient(const Request& req, const Frame& frame, size_t n);
   void ReplyWith(const Request& req, Message reply);
   void OnTimer();
   // Flushes the store if a dense shard's clock advanced flush_every_clocks
@@ -291,6 +297,29 @@ void ServerImpl::Reject(const Request& req, const Status& status) {
   rpc_->Send(req.identity, std::move(reply)).IgnoreError();
 }
 
+bool ServerImpl::CheckFrameCount(const Request& req, size_t expected) {
+  if (req.msg.frames.size() == expected) return true;
+  Reject(req, InvalidArgumentError(wire::MsgType_Name(req.msg.header.type()) + " expects " +
+                                   std::to_string(expected) + " payload frame(s), got " +
+                                   std::to_string(req.msg.frames.size())));
+  return false;
+}
+
+const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, size_t n) {
+  StatusOr<const float*> values = server_internal::DecodeFloats(
+      frame, n, req.msg.header.encoding(), device_.get(), &decode_scratch_);
+  if (!values.ok()) {
+    Reject(req, values.status());
+    return nullptr;
+  }
+  if (!device_->AllFinite(*values, n)) {
+    stats_.set_nonfinite_rejected(stats_.nonfinite_rejected() + 1);
+    Reject(req, InvalidArgumentError("gradient contains non-finite values (NaN or Inf)"));
+    return nullptr;
+  }
+  return *values;
+}
+
 void ServerImpl::ReplyWith(const Request& req, Message reply) {
   stats_.set_bytes_out(stats_.bytes_out() + reply.PayloadBytes());
   reply.header.set_shard_map_version(map_version_);
@@ -414,25 +443,11 @@ void ServerImpl::HandleDense(Request req) {
                                      std::to_string(shard->num_slots()) + " slots)"));
     return;
   }
-  const size_t expected_frames = push ? 1 : 0;
-  if (req.msg.frames.size() != expected_frames) {
-    Reject(req, InvalidArgumentError(wire::MsgType_Name(h.type()) + " expects " +
-                                     std::to_string(expected_frames) + " payload frame(s), got " +
-                                     std::to_string(req.msg.frames.size())));
-    return;
-  }
+  if (!CheckFrameCount(req, push ? 1 : 0)) return;
   if (push) {
-    StatusOr<const float*> grads =
-        server_internal::DecodeFloats(req.msg.frames[0], n, h.encoding(), device_.get(),
-                                      &decode_scratch_);
-    if (!grads.ok()) {
-      if (grads.status().message().find("non-finite") != std::string::npos) {
-        stats_.set_nonfinite_rejected(stats_.nonfinite_rejected() + 1);
-      }
-      Reject(req, grads.status());
-      return;
-    }
-    s = shard->Push(h.sender(), h.clock(), h.key_begin(), *grads, n);
+    const float* grads = DecodeGradient(req, req.msg.frames[0], n);
+    if (grads == nullptr) return;
+    s = shard->Push(h.sender(), h.clock(), h.key_begin(), grads, n);
     if (!s.ok()) {
       Reject(req, s);
       return;
@@ -493,13 +508,7 @@ void ServerImpl::HandleSparse(Request req) {
                                      std::to_string(shard->num_slots()) + " slots)"));
     return;
   }
-  const size_t expected_frames = push ? 2 : 1;
-  if (req.msg.frames.size() != expected_frames) {
-    Reject(req, InvalidArgumentError(wire::MsgType_Name(h.type()) + " expects " +
-                                     std::to_string(expected_frames) + " payload frames, got " +
-                                     std::to_string(req.msg.frames.size())));
-    return;
-  }
+  if (!CheckFrameCount(req, push ? 2 : 1)) return;
   const Frame& ids_frame = req.msg.frames[0];
   if (ids_frame.size() % sizeof(uint64_t) != 0 || ids_frame.size() == 0 ||
       ids_frame.size() / sizeof(uint64_t) != h.key_count()) {
@@ -511,16 +520,9 @@ void ServerImpl::HandleSparse(Request req) {
   const size_t n = h.key_count();
   const uint64_t* ids = ids_frame.as<uint64_t>();
   if (push) {
-    StatusOr<const float*> grads = server_internal::DecodeFloats(
-        req.msg.frames[1], n * shard->width(), h.encoding(), device_.get(), &decode_scratch_);
-    if (!grads.ok()) {
-      if (grads.status().message().find("non-finite") != std::string::npos) {
-        stats_.set_nonfinite_rejected(stats_.nonfinite_rejected() + 1);
-      }
-      Reject(req, grads.status());
-      return;
-    }
-    Status s = shard->Push(ids, n, *grads);
+    const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
+    if (grads == nullptr) return;
+    Status s = shard->Push(ids, n, grads);
     if (!s.ok()) {
       Reject(req, s);
       return;

@@ -12,10 +12,10 @@
 namespace relaxps {
 namespace server_internal {
 
-// Validates that `frame` holds exactly n values in `encoding` and that all
-// are finite; returns a pointer to n fp32 values (the frame itself for fp32,
-// `scratch` after conversion for fp16). InvalidArgument otherwise; the message
-// of a NaN/Inf rejection contains "non-finite".
+// Validates that `frame` holds exactly n values in `encoding`; returns a
+// pointer to n fp32 values (the frame itself for fp32, `scratch` after
+// conversion for fp16). InvalidArgument otherwise. Values are not checked
+// for NaN/Inf here (the caller does, and counts it).
 StatusOr<const float*> DecodeFloats(const Frame& frame, size_t n, wire::Encoding encoding,
                                     kernels::Device* device, std::vector<float>* scratch);
 

@@ -11,19 +11,13 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "tests/kernels/kernel_test_util.h"
 #include "kernels/internal/scalar_math.h"
 
 namespace relaxps {
 namespace kernels {
 namespace {
 
-std::vector<float> RandomVector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 float BitsToFloat(uint32_t bits) {
   float f;

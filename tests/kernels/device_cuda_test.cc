@@ -20,18 +20,12 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace relaxps {
 namespace kernels {
 namespace {
 
-std::vector<float> RandomVector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 // Why CUDA tests cannot run here, or "" when they can.
 std::string CudaSkipReason() {
