@@ -6,8 +6,10 @@
 //   rocksdb/flush1     RocksDbStore, Flush after every clock
 //   rocksdb/flush10    RocksDbStore, Flush every 10 clocks (the default)
 //   rocksdb/noflush    RocksDbStore, Flush only at exit
-// The configurations are interleaved for --reps rounds and the best round of
-// each is kept, so machine noise hits all of them alike.
+// The configurations are interleaved for --reps rounds (rotating which goes
+// first) and each one's ratio to the memory store is taken within a round,
+// then the median over rounds is reported, so machine noise hits all of them
+// alike. --only=NAME runs just NAME and the memory baseline.
 //
 // Prints one JSON object: {"bench":"store_overhead","mb":..,"results":[{"name":
 //   "rocksdb/flush1","iters_per_s":..,"gb_per_s":..,"ratio_to_memory":..},...]}
@@ -16,6 +18,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,8 +34,9 @@
 #include "server/server.h"
 
 DEFINE_double(mb, 16, "Dense table size in MiB");
-DEFINE_double(seconds, 3, "Measuring time per configuration and round");
-DEFINE_int32(reps, 3, "Rounds (best kept)");
+DEFINE_double(seconds, 2, "Measuring time per configuration and round");
+DEFINE_int32(reps, 5, "Rounds (the median ratio is reported)");
+DEFINE_string(only, "", "Run only the configuration with this name (e.g. rocksdb/flush1)");
 DEFINE_string(dir, "", "Scratch directory for RocksDB (default: $TMPDIR or /tmp)");
 
 namespace relaxps {
@@ -103,34 +107,71 @@ double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n) {
 }  // namespace
 }  // namespace relaxps
 
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("Dense PushPull+Clock throughput: memory vs RocksDB store flush modes.");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_minloglevel = 1;
   using relaxps::Config;
+  if (FLAGS_mb <= 0 || FLAGS_seconds <= 0 || FLAGS_reps < 1) {
+    std::fprintf(stderr, "relaxps-bench-store: --mb and --seconds must be > 0, --reps >= 1\n");
+    return 2;
+  }
   std::string root = FLAGS_dir;
   if (root.empty()) root = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
   root += "/relaxps-store-bench." + std::to_string(getpid());
   const uint64_t n = static_cast<uint64_t>(FLAGS_mb * (1 << 20) / sizeof(float));
-  const std::vector<Config> configs = {{"memory", "memory", 0},
-                                       {"rocksdb/flush1", "rocksdb", 1},
-                                       {"rocksdb/flush10", "rocksdb", 10},
-                                       {"rocksdb/noflush", "rocksdb", 0}};
-  std::map<std::string, double> best;
-  for (int rep = 0; rep < FLAGS_reps; ++rep) {
-    for (const Config& c : configs) {
-      const double v = relaxps::RunOnce(c, root + "/db", n);
-      best[c.name] = std::max(best[c.name], v);
-      std::fprintf(stderr, "rep %d %-16s %.2f iters/s\n", rep, c.name.c_str(), v);
+  std::vector<Config> configs = {{"memory", "memory", 0},
+                                 {"rocksdb/flush1", "rocksdb", 1},
+                                 {"rocksdb/flush10", "rocksdb", 10},
+                                 {"rocksdb/noflush", "rocksdb", 0}};
+  if (!FLAGS_only.empty()) {
+    configs.erase(std::remove_if(configs.begin(), configs.end(),
+                                 [](const Config& c) {
+                                   return c.name != FLAGS_only && c.name != "memory";
+                                 }),
+                  configs.end());
+    if (configs.size() < 2) {
+      std::fprintf(stderr, "relaxps-bench-store: unknown --only=%s\n", FLAGS_only.c_str());
+      return 2;
     }
   }
+  // Each round runs every configuration once, starting at a different one so
+  // that no configuration always follows the same neighbour; the page cache
+  // is written back (sync) before each, so one run's writeback does not land
+  // in the next one's time. A configuration's figure is the median over the
+  // rounds of its ratio to the memory store in the same round.
+  std::map<std::string, std::vector<double>> rates, ratios;
+  for (int rep = 0; rep < FLAGS_reps; ++rep) {
+    std::map<std::string, double> round;
+    for (size_t k = 0; k < configs.size(); ++k) {
+      const Config& c = configs[(rep + k) % configs.size()];
+      sync();
+      const double v = relaxps::RunOnce(c, root + "/db", n);
+      round[c.name] = v;
+      rates[c.name].push_back(v);
+      std::fprintf(stderr, "round %d %-16s %.2f iters/s\n", rep, c.name.c_str(), v);
+    }
+    for (const Config& c : configs) ratios[c.name].push_back(round[c.name] / round["memory"]);
+  }
   std::filesystem::remove_all(root);
-  std::printf("{\"bench\":\"store_overhead\",\"mb\":%.1f,\"results\":[", FLAGS_mb);
+  std::printf("{\"bench\":\"store_overhead\",\"mb\":%.1f,\"rounds\":%d,\"results\":[", FLAGS_mb,
+              FLAGS_reps);
   for (size_t i = 0; i < configs.size(); ++i) {
-    const double v = best[configs[i].name];
+    const std::string& name = configs[i].name;
+    const double v = Median(rates[name]);
     std::printf("%s{\"name\":\"%s\",\"iters_per_s\":%.3f,\"gb_per_s\":%.3f,\"ratio_to_memory\":%.3f}",
-                i ? "," : "", configs[i].name.c_str(), v, v * 2 * n * 4 / 1e9, v / best["memory"]);
+                i ? "," : "", name.c_str(), v, v * 2 * n * 4 / 1e9, Median(ratios[name]));
   }
   std::printf("]}\n");
   return 0;

@@ -98,10 +98,11 @@ class ParamStore {
   // before returning; others may use it to track dirtiness.
   virtual Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) = 0;
   // Must be called before anything writes a dense shard's slot arrays in
-  // place (the optimizer step). A store whose Flush copies the arrays in the
-  // background blocks here until its copy of this shard is complete, so a
-  // flush persists the values as of its Flush call; usually the copy is long
-  // done and this returns at once. Reads (pulls) need no call. MemoryStore:
+  // place (the optimizer step): it marks the shard as written, so the next
+  // Flush persists it. A store whose Flush copies the arrays in the
+  // background also blocks here until its copy of this shard is complete, so
+  // a flush persists the values as of its Flush call; usually the copy is
+  // long done and this returns at once. Reads (pulls) need no call. MemoryStore:
   // no-op. REQUIRES: called on the thread that calls Flush.
   virtual void BeforeDenseWrite(DenseShard* shard) { (void)shard; }
 
@@ -119,19 +120,20 @@ class ParamStore {
   virtual StatusOr<uint64_t> NumRows(const std::string& table) = 0;
 
   // Persists every dense shard and dirty row, tagged with `clock`. No-op for
-  // MemoryStore.
+  // MemoryStore. A durable store may skip dense shards that nobody announced
+  // a write to (BeforeDenseWrite) since its last Flush.
   //
   // RocksDbStore without wal_per_update and without dirty sparse rows to
   // stage: Flush captures the table records and starts a background flush
-  // job, then returns; the job copies the dense arrays (see BeforeDenseWrite),
-  // writes the changed chunks and commits them. A Flush while the previous
-  // job is still running is coalesced: it starts nothing and is superseded by
-  // the next Flush (or completed synchronously by Checkpoint or the
+  // job, then returns; the job copies the written dense arrays (see
+  // BeforeDenseWrite), writes them and commits. A Flush while the previous
+  // job is still running is coalesced: it starts nothing and is superseded
+  // by the next Flush (or completed synchronously by Checkpoint or the
   // destructor). A reopened store thus reflects the state as of its last
   // *completed* flush; a background flush's error is returned by the next
-  // Flush, WaitForFlush or Checkpoint (which then starts nothing). With dirty sparse rows or
-  // wal_per_update, Flush waits for a running job and is synchronous: the
-  // data is durable when it returns OK.
+  // Flush, WaitForFlush or Checkpoint (which then starts nothing). With dirty
+  // sparse rows or wal_per_update, Flush waits for a running job and is
+  // synchronous: the data is durable when it returns OK.
   virtual Status Flush(int64_t clock) = 0;
   // Blocks until every Flush so far is durable: waits for a running
   // background flush and completes a coalesced one. Returns a background

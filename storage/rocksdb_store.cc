@@ -1,39 +1,43 @@
 // RocksDbStore: the durable ParamStore.
 //
 // Dense shards are served from aligned in-memory arrays and written to RocksDB
-// at Flush() as 64 KiB chunk keys plus a table record with spec, step and
-// clock. Flush hashes every chunk and writes only those that changed since
-// they were last committed, so it does not depend on DenseUpdated calls, and
-// a Checkpoint right after a Flush writes no dense data again. Sparse rows
-// live in RocksDB behind a byte-bounded LRU cache (RowCache), so a table may
-// be much larger than cache_mb.
+// at Flush() as 64 KiB chunk keys plus a table record with spec, step, clock
+// and generation. A table written since the last flush (BeforeDenseWrite
+// marks it) is written whole under a new generation; the flush record, the
+// store metadata and every table record go to a second SST file, and both are
+// ingested in one atomic IngestExternalFile. The new generation's key range
+// overlaps nothing, so its file lands in the bottom level and is never
+// compacted; once the commit is in, the older generations are dropped as
+// whole files (see store_format.h). Dense data is thus written once per
+// flush, with no WriteBatch, memtable, WAL or compaction copy. A table nobody
+// wrote is not written again, so a Checkpoint right after a Flush writes no
+// dense data. Sparse rows live in RocksDB behind a byte-bounded LRU cache
+// (RowCache), so a table may be much larger than cache_mb.
 //
 // Durability, without wal_per_update: the store on disk is exactly the state
 // of the last Flush. Dirty rows evicted between flushes go to "staged" keys
 // (see internal/store_format.h) that are not yet committed. Flush stages the
-// remaining dirty rows and flushes the memtable, then writes the commit -
-// changed dense chunks, every table record and a flush record - as one SST
-// file (SstFileWriter, fsynced) and ingests it atomically (a hard link and a
-// MANIFEST update). Dense data is thus written once, with no WriteBatch,
-// memtable or WAL copy. When there are no rows to stage (and no
-// wal_per_update), that commit runs on the store's flush thread so the
-// caller's event loop is not stalled: Flush captures the table records and
-// returns; the job copies the dense arrays into reused snapshot buffers
-// (writers wait in BeforeDenseWrite until their shard is copied), then
-// hashes, writes and ingests the snapshot. A Flush while a job runs is
-// coalesced into the next one; WaitForFlush, Checkpoint and the destructor
-// wait for the job and complete a coalesced Flush synchronously. If rows were staged, the flush record says "apply
-// pending" and Flush then moves the staged rows to their committed keys; a
-// crash during that move is finished on the next open, and staged rows
-// without a pending flush record are discarded on open.
+// remaining dirty rows and flushes the memtable, then commits. When there are
+// no rows to stage (and no wal_per_update), the commit runs on the store's
+// flush thread so the caller's event loop is not stalled: Flush captures the
+// table records and returns; the job copies the dirty tables' arrays into
+// reused snapshot buffers (writers wait in BeforeDenseWrite until their shard
+// is copied), then writes and ingests the snapshot. A Flush while a job runs
+// is coalesced into the next one; WaitForFlush, Checkpoint and the destructor
+// wait for the job and complete a coalesced Flush synchronously. If rows were
+// staged, the flush record says "apply pending" and Flush then moves the
+// staged rows to their committed keys; a crash during that move is finished
+// on the next open, and staged rows without a pending flush record are
+// discarded on open.
 //
 // With wal_per_update: WriteRows and DenseUpdated write the rows (or the dense
-// chunks touched, plus the shard's step/clock) to their committed keys through
-// the WAL with sync=true before returning. Cost: one fsync per call (about
-// 0.1-2 ms on SSDs, 5-10 ms on disks) plus 64 KiB per touched dense chunk and
-// slot, so per-update WAL suits sparse tables and small dense shards. Rows
-// created by ReadRows are written through the WAL without sync (a lost one is
-// recreated identically by the initializer).
+// chunks touched, in the table's current generation, plus the shard's
+// step/clock) to their committed keys through the WAL with sync=true before
+// returning. Cost: one fsync per call (about 0.1-2 ms on SSDs, 5-10 ms on
+// disks) plus 64 KiB per touched dense chunk and slot, so per-update WAL
+// suits sparse tables and small dense shards. Rows created by ReadRows are
+// written through the WAL without sync (a lost one is recreated identically
+// by the initializer).
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -45,7 +49,6 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
-#include "storage/internal/fast_hash.h"
 #include "storage/internal/rocksdb_store_impl.h"
 #include "storage/internal/rocksdb_util.h"
 #include "storage/internal/spec_util.h"
@@ -187,6 +190,7 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
   t->shard.spec = meta.dense;
   t->shard.step = meta.step;
   t->shard.clock = meta.clock;
+  t->generation = meta.generation;
   const DenseShardSpec& spec = t->shard.spec;
   const size_t n = spec.end - spec.begin;
   const uint64_t chunks = (n + kDenseChunkFloats - 1) / kDenseChunkFloats;
@@ -194,9 +198,9 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
     t->arrays.emplace_back(n);
     t->shard.slots.push_back(t->arrays.back().data());
   }
-  // Chunks never written hold their initial values.
   std::vector<bool> loaded(chunks * spec.num_slots, false);
-  const std::string lo = DensePrefix(meta.id), hi = DensePrefix(meta.id + 1);
+  const std::string lo = DensePrefix(meta.id, meta.generation);
+  const std::string hi = DensePrefix(meta.id, meta.generation + 1);
   rocksdb::Slice upper(hi);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper;
@@ -206,10 +210,12 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
   const std::string what = "dense table '" + spec.table + "' in " + Where();
   for (it->Seek(lo); it->Valid(); it->Next()) {
     uint32_t id;
+    uint64_t generation;
     int slot;
     uint64_t chunk;
-    if (!ParseDenseChunkKey(it->key().ToString(), &id, &slot, &chunk) || id != meta.id ||
-        slot >= spec.num_slots || chunk >= chunks) {
+    if (!ParseDenseChunkKey(it->key().ToString(), &id, &generation, &slot, &chunk) ||
+        id != meta.id || generation != meta.generation || slot >= spec.num_slots ||
+        chunk >= chunks) {
       return CorruptionError(what + ": unexpected chunk key");
     }
     const uint64_t first = chunk * kDenseChunkFloats;
@@ -226,12 +232,19 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
   for (int s = 0; s < spec.num_slots; ++s) {
     for (uint64_t c = 0; c < chunks; ++c) {
       if (loaded[s * chunks + c]) continue;
+      // Generation 0 was never flushed: its chunks (only those written
+      // through the per-update WAL) exist where written, the rest hold their
+      // initial values. A flushed generation is complete.
+      if (meta.generation != 0) {
+        return CorruptionError(what + ": chunk " + std::to_string(c) + " of slot " +
+                               std::to_string(s) + " of generation " +
+                               std::to_string(meta.generation) + " is missing");
+      }
       const uint64_t first = c * kDenseChunkFloats;
       const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
       InitDenseRange(spec, s, first, len, t->shard.slots[s] + first);
     }
   }
-  t->committed_hash = t->HashChunks();
   DenseTable* raw = t.get();
   unloaded_dense_.erase(spec.table);
   dense_.emplace(spec.table, std::move(t));
@@ -266,8 +279,7 @@ StatusOr<DenseShard*> RocksDbStore::DoCreateDense(const DenseShardSpec& spec) {
     InitDenseRange(spec, s, 0, n, t->arrays.back().data());
     t->shard.slots.push_back(t->arrays.back().data());
   }
-  // Chunks never written load as their initial values: nothing to write yet.
-  t->committed_hash = t->HashChunks();
+  // Generation 0 loads as the initial values: nothing to write until a write.
   DenseShard* shard = &t->shard;
   dense_.emplace(spec.table, std::move(t));
   return shard;
@@ -298,45 +310,20 @@ Status RocksDbStore::DoDenseUpdated(DenseShard* shard, size_t offset, size_t n) 
                                 std::to_string(shard->size()));
   }
   if (!options_.wal_per_update) return Status::OK();  // Flush writes whole shards.
+  DenseTable& t = *it->second;
   rocksdb::WriteBatch batch;
   if (n > 0) {
     for (int s = 0; s < shard->spec.num_slots; ++s) {
-      PutDenseChunks(*it->second, s, offset / kDenseChunkFloats,
-                     (offset + n - 1) / kDenseChunkFloats + 1, &batch);
+      PutDenseChunks(t, s, offset / kDenseChunkFloats, (offset + n - 1) / kDenseChunkFloats + 1,
+                     &batch);
     }
   }
-  PutDenseMeta(*it->second, &batch);
+  PutDenseMeta(t, &batch);
   RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/true, "dense update"));
-  DenseTable& t = *it->second;
-  if (n > 0) {
-    for (int s = 0; s < shard->spec.num_slots; ++s) {
-      for (uint64_t c = offset / kDenseChunkFloats; c <= (offset + n - 1) / kDenseChunkFloats; ++c) {
-        t.committed_hash[s * t.num_chunks() + c] = t.HashChunk(s, c);
-      }
-    }
-  }
+  // Durable now. (Writes outside [offset, offset + n) since the last flush
+  // would break the DenseUpdated contract; the server never makes them.)
+  t.dirty.store(false);
   return Status::OK();
-}
-
-uint64_t RocksDbStore::DenseTable::HashChunk(int slot, uint64_t chunk) const {
-  const uint64_t first = chunk * kDenseChunkFloats;
-  const size_t len = std::min<uint64_t>(kDenseChunkFloats, shard.size() - first);
-  return HashBytes(shard.slots[slot] + first, len * sizeof(float));
-}
-
-std::vector<uint64_t> RocksDbStore::DenseTable::HashChunksOf(
-    const std::vector<float*>& slots) const {
-  std::vector<uint64_t> h;
-  h.reserve(num_chunks() * slots.size());
-  const size_t n = shard.size();
-  for (size_t s = 0; s < slots.size(); ++s) {
-    for (uint64_t c = 0; c < num_chunks(); ++c) {
-      const uint64_t first = c * kDenseChunkFloats;
-      const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
-      h.push_back(HashBytes(slots[s] + first, len * sizeof(float)));
-    }
-  }
-  return h;
 }
 
 Status RocksDbStore::DoCreateSparse(const SparseTableSpec& spec) {

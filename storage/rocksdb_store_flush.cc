@@ -8,7 +8,10 @@
 #include <memory>
 #include <string>
 
+#include <pthread.h>
+
 #include <glog/logging.h>
+#include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
 #include <rocksdb/sst_file_writer.h>
 #include <rocksdb/utilities/checkpoint.h>
@@ -28,7 +31,7 @@ void RocksDbStore::PutDenseChunks(const DenseTable& t, int slot, uint64_t first_
   for (uint64_t c = first_chunk; c < end_chunk; ++c) {
     const uint64_t first = c * kDenseChunkFloats;
     const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
-    batch->Put(DenseChunkKey(t.id, slot, c),
+    batch->Put(DenseChunkKey(t.id, t.generation, slot, c),
                rocksdb::Slice(reinterpret_cast<const char*>(t.shard.slots[slot] + first),
                               len * sizeof(float)));
   }
@@ -41,6 +44,7 @@ std::string RocksDbStore::DenseMetaValue(const DenseTable& t) const {
   m.dense = t.shard.spec;
   m.step = t.shard.step;
   m.clock = t.shard.clock;
+  m.generation = t.generation;
   return EncodeTableMeta(m);
 }
 
@@ -89,22 +93,25 @@ Status RocksDbStore::DoFlush(int64_t clock) {
   RETURN_IF_ERROR(StageDirtyRows());
   // Staged rows are committed by the flush record and then moved; the loop
   // keeps staging rows meanwhile, so that stays on this thread. So does the
-  // per-update WAL, whose DenseUpdated also writes committed_hash.
+  // per-update WAL, whose DenseUpdated writes chunks of the committed
+  // generation (a running job has already moved t->generation on).
   if (staged_rows_ || options_.wal_per_update) return SyncFlush(clock);
   StartFlushJob(CaptureFlush(clock));
   return Status::OK();
 }
 
-RocksDbStore::FlushCapture RocksDbStore::CaptureFlush(int64_t clock) const {
+RocksDbStore::FlushCapture RocksDbStore::CaptureFlush(int64_t clock) {
   FlushCapture cap;
   cap.clock = clock;
   cap.apply_pending = staged_rows_;
   cap.store_meta = EncodeStoreMeta(meta_);
   for (const auto& [name, t] : dense_) {
-    cap.tables.push_back(t.get());
+    if (t->dirty.exchange(false)) {
+      ++t->generation;
+      cap.tables.push_back(t.get());
+    }
     cap.table_records.emplace(TableMetaKey(name), DenseMetaValue(*t));
   }
-  // SST keys must be added in order: "F" < "M" < "d" + id... < "t" + name.
   std::sort(cap.tables.begin(), cap.tables.end(),
             [](const DenseTable* a, const DenseTable* b) { return a->id < b->id; });
   for (const auto& [name, t] : sparse_) {
@@ -117,7 +124,17 @@ Status RocksDbStore::SyncFlush(int64_t clock) {
   // Staged rows must be durable before the commit that refers to them.
   RETURN_IF_ERROR(StageDirtyRows());
   if (staged_rows_) RETURN_IF_ERROR(FlushMemtables("flush staged rows"));
-  RETURN_IF_ERROR(CommitFlush(CaptureFlush(clock), /*from_snapshot=*/false));
+  const FlushCapture cap = CaptureFlush(clock);
+  Status s = CommitFlush(cap, /*from_snapshot=*/false);
+  if (!s.ok()) {
+    // Nothing landed: back to the committed generation, which the per-update
+    // WAL keeps writing; the next flush retries.
+    for (DenseTable* t : cap.tables) {
+      --t->generation;
+      t->dirty.store(true);
+    }
+    return s;
+  }
   if (staged_rows_) {
     RETURN_IF_ERROR(ApplyStagedRows(clock));
     staged_rows_ = false;
@@ -126,63 +143,84 @@ Status RocksDbStore::SyncFlush(int64_t clock) {
 }
 
 Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
-  // The commit is one SST file, ingested atomically: the changed dense chunks
-  // (skipping unchanged ones by content hash), every table record, the store
-  // metadata and the flush record. Written straight to the file, so dense
-  // data is not copied through a WriteBatch and a memtable.
-  struct Changed {
-    DenseTable* table;
-    const std::vector<float*>* slots;
-    std::vector<uint64_t> hashes;
-    std::vector<size_t> chunks;  // Indexes into hashes (slot * num_chunks + chunk), ascending.
-  };
-  std::vector<Changed> changed;
-  for (DenseTable* t : cap.tables) {
-    const std::vector<float*>* slots = from_snapshot ? &t->snapshot_slots : &t->shard.slots;
-    Changed c{t, slots, t->HashChunksOf(*slots), {}};
-    for (size_t i = 0; i < c.hashes.size(); ++i) {
-      if (c.hashes[i] != t->committed_hash[i]) c.chunks.push_back(i);
-    }
-    changed.push_back(std::move(c));
-  }
-
-  const std::string path = options_.data_dir + "/relaxps-flush.sst.tmp";
+  // One SST file per written table (its new generation) and one with the
+  // flush record, the store metadata and every table record, ingested by one
+  // IngestExternalFile call: one MANIFEST edit, so all or nothing lands. The
+  // files are written straight from the arrays (no WriteBatch or memtable
+  // copy) and fsynced by SstFileWriter::Finish; ingestion hard-links them.
+  std::vector<std::string> paths;
   Status s = [&]() -> Status {
+    for (DenseTable* t : cap.tables) {
+      paths.push_back(options_.data_dir + "/relaxps-flush-" + std::to_string(t->id) + ".sst.tmp");
+      RETURN_IF_ERROR(WriteDenseGeneration(
+          *t, from_snapshot ? t->snapshot_slots : t->shard.slots, paths.back()));
+    }
+    paths.push_back(options_.data_dir + "/relaxps-flush-meta.sst.tmp");
     rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), db_options_);
-    const std::string what = "cannot write " + path;
-    RETURN_IF_ERROR(FromRocks(writer.Open(path), what));
+    const std::string what = "cannot write " + paths.back();
+    RETURN_IF_ERROR(FromRocks(writer.Open(paths.back()), what));
+    // Keys in order: "F" < "M" < "t" + name.
     RETURN_IF_ERROR(FromRocks(
         writer.Put(kFlushKey, EncodeFlushRecord(FlushRecord{cap.clock, cap.apply_pending})),
         what));
     RETURN_IF_ERROR(FromRocks(writer.Put(kStoreMetaKey, cap.store_meta), what));
-    for (const Changed& c : changed) {
-      const DenseTable& t = *c.table;
-      const uint64_t chunks = t.num_chunks();
-      for (size_t i : c.chunks) {
-        const int slot = static_cast<int>(i / chunks);
-        const uint64_t chunk = i % chunks;
-        const uint64_t first = chunk * kDenseChunkFloats;
-        const size_t len = std::min<uint64_t>(kDenseChunkFloats, t.shard.size() - first);
-        RETURN_IF_ERROR(FromRocks(
-            writer.Put(DenseChunkKey(t.id, slot, chunk),
-                       rocksdb::Slice(reinterpret_cast<const char*>((*c.slots)[slot] + first),
-                                      len * sizeof(float))),
-            what));
-      }
-    }
     for (const auto& [key, value] : cap.table_records) {
       RETURN_IF_ERROR(FromRocks(writer.Put(key, value), what));
     }
-    RETURN_IF_ERROR(FromRocks(writer.Finish(), what));  // Also fsyncs the file.
+    RETURN_IF_ERROR(FromRocks(writer.Finish(), what));
     rocksdb::IngestExternalFileOptions ingest;
     ingest.move_files = true;           // Hard link, no copy.
-    ingest.allow_blocking_flush = true;  // Older values of these keys may sit in the memtable.
-    return FromRocks(db_->IngestExternalFile({path}, ingest), "cannot commit flush of " + Where());
+    ingest.allow_blocking_flush = true;  // Older records may sit in the memtable.
+    return FromRocks(db_->IngestExternalFile(paths, ingest), "cannot commit flush of " + Where());
   }();
-  RemoveAll(path).IgnoreError();
+  for (const std::string& path : paths) RemoveAll(path).IgnoreError();
   RETURN_IF_ERROR(s);
-  for (Changed& c : changed) c.table->committed_hash = std::move(c.hashes);
+  for (const DenseTable* t : cap.tables) {
+    // Only space is at stake: the commit no longer refers to these keys.
+    Status d = DropOldGenerations(*t);
+    if (!d.ok()) LOG(WARNING) << "flush of " << Where() << ": " << d;
+  }
   return Status::OK();
+}
+
+Status RocksDbStore::WriteDenseGeneration(const DenseTable& t, const std::vector<float*>& slots,
+                                          const std::string& path) {
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), db_options_);
+  const std::string what = "cannot write " + path;
+  RETURN_IF_ERROR(FromRocks(writer.Open(path), what));
+  const size_t n = t.shard.size();
+  for (size_t slot = 0; slot < slots.size(); ++slot) {
+    for (uint64_t c = 0; c < t.num_chunks(); ++c) {
+      const uint64_t first = c * kDenseChunkFloats;
+      const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
+      RETURN_IF_ERROR(FromRocks(
+          writer.Put(DenseChunkKey(t.id, t.generation, static_cast<int>(slot), c),
+                     rocksdb::Slice(reinterpret_cast<const char*>(slots[slot] + first),
+                                    len * sizeof(float))),
+          what));
+    }
+  }
+  return FromRocks(writer.Finish(), what);
+}
+
+Status RocksDbStore::DropOldGenerations(const DenseTable& t) {
+  const std::string lo = DensePrefix(t.id, 0), hi = DensePrefix(t.id, t.generation);
+  const rocksdb::Slice begin(lo), end(hi);
+  // Files still referenced by a running compaction's version are removed
+  // from disk when it ends.
+  RETURN_IF_ERROR(FromRocks(
+      rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &begin, &end,
+                                  /*include_end=*/false),
+      "cannot drop old generations of dense table " + t.shard.spec.table));
+  // With the per-update WAL, chunks of the old generation also sit in the
+  // memtable and in files shared with other keys: those need a tombstone.
+  // Without it, a generation's keys only ever live in its own file, and a
+  // tombstone would do harm: flushed to L0 and compacted down, it would drag
+  // the current generation's file into a compaction.
+  if (!options_.wal_per_update) return Status::OK();
+  rocksdb::WriteBatch batch;
+  batch.DeleteRange(lo, hi);
+  return Write(&batch, /*wal=*/false, /*sync=*/false, "drop old dense generations");
 }
 
 void RocksDbStore::StartFlushJob(FlushCapture cap) {
@@ -225,15 +263,17 @@ Status RocksDbStore::TakeFlushError() {
 }
 
 void RocksDbStore::BeforeDenseWrite(DenseShard* shard) {
-  if (copies_pending_.load() == 0) return;  // Pairs with the job's decrement.
   auto it = dense_.find(shard->spec.table);
   if (it == dense_.end() || &it->second->shard != shard) return;
   DenseTable* t = it->second.get();
+  t->dirty.store(true);
+  if (copies_pending_.load() == 0) return;  // Pairs with the job's decrement.
   std::unique_lock<std::mutex> l(flush_mu_);
   flush_cv_.wait(l, [&] { return !t->copy_pending; });
 }
 
 void RocksDbStore::FlushThreadMain() {
+  pthread_setname_np(pthread_self(), "relaxps-flush");  // Shows in top -H and perf.
   std::unique_lock<std::mutex> l(flush_mu_);
   while (true) {
     flush_cv_.wait(l, [&] { return flush_stop_ || flush_job_ != nullptr; });
@@ -247,6 +287,7 @@ void RocksDbStore::FlushThreadMain() {
         t->copy_pending = false;
         copies_pending_.fetch_sub(1);
       }
+      if (!s.ok()) t->dirty.store(true);  // Not committed: the next flush retries.
     }
     if (!s.ok()) flush_error_ = s;
     flush_running_ = false;
@@ -274,7 +315,7 @@ Status RocksDbStore::RunFlushJob(const FlushCapture& cap) {
     copies_pending_.fetch_sub(1);
     flush_cv_.notify_all();
   }
-  // 2. Hash, write and ingest the snapshot.
+  // 2. Write and ingest the snapshot.
   return CommitFlush(cap, /*from_snapshot=*/true);
 }
 

@@ -102,22 +102,19 @@ class RocksDbStore final : public ParamStore {
     uint32_t id = 0;
     DenseShard shard;  // shard.slots point into arrays.
     std::vector<AlignedFloats> arrays;
-    // HashBytes of each chunk (index slot * num_chunks() + chunk) as the
-    // store would load it now (a chunk never written loads as its initial
-    // values). Flush writes only chunks whose hash changed.
-    std::vector<uint64_t> committed_hash;
+    // The generation of its chunks named by the latest captured table record
+    // (store_format.h); the committed one once that flush has landed.
+    uint64_t generation = 0;
+    // Written since the last captured flush (set by BeforeDenseWrite, cleared
+    // by CaptureFlush and by a per-update WAL write). A failed background
+    // flush sets it again so the next flush rewrites the table.
+    std::atomic<bool> dirty{false};
     uint64_t num_chunks() const {
       return (shard.size() + kDenseChunkFloats - 1) / kDenseChunkFloats;
     }
-    // Hashes of the current contents, in committed_hash's order.
-    std::vector<uint64_t> HashChunks() const { return HashChunksOf(shard.slots); }
-    // The same for arrays of this shard's shape (the live slots or a snapshot).
-    std::vector<uint64_t> HashChunksOf(const std::vector<float*>& slots) const;
-    uint64_t HashChunk(int slot, uint64_t chunk) const;
 
-    // Flush job. committed_hash is also written by a running job: the loop
-    // touches it only while no job runs (or for tables no job has captured).
-    // Copy of the slots taken by the running job; only the job touches it.
+    // Flush job. Copy of the slots taken by the running job; only the job
+    // touches it.
     std::vector<AlignedFloats> snapshot;
     std::vector<float*> snapshot_slots;
     bool copy_pending = false;  // Guarded by flush_mu_.
@@ -127,8 +124,10 @@ class RocksDbStore final : public ParamStore {
     int64_t clock = 0;
     bool apply_pending = false;  // Staged rows to move after the commit.
     std::string store_meta;
-    std::vector<DenseTable*> tables;  // Every loaded dense table, by ascending id.
-    std::map<std::string, std::string> table_records;  // Key -> value.
+    // The dense tables written since the last capture, by ascending id; each
+    // is written whole under its (new) generation.
+    std::vector<DenseTable*> tables;
+    std::map<std::string, std::string> table_records;  // Key -> value, every table.
   };
   struct SparseTable {
     uint32_t id = 0;
@@ -157,14 +156,23 @@ class RocksDbStore final : public ParamStore {
   Status DoCheckpoint(const std::string& dir, int64_t clock);
 
   // Flushing (rocksdb_store_flush.cc).
-  FlushCapture CaptureFlush(int64_t clock) const;
+  // Takes the dirty tables (each gets a new generation) and every table
+  // record.
+  FlushCapture CaptureFlush(int64_t clock);
   // Flush on the caller's thread (stages dirty rows first).
   // REQUIRES: no flush job running.
   Status SyncFlush(int64_t clock);
-  // Hashes the dense data (the snapshots if from_snapshot, else the live
-  // slots), writes the changed chunks and the records as one SST file,
-  // ingests it and records the committed hashes. Does not move staged rows.
+  // Writes each captured table (its snapshot if from_snapshot, else the live
+  // slots) as one SST file of its new generation and the records as another,
+  // ingests them atomically, then drops the tables' older generations. Does
+  // not move staged rows.
   Status CommitFlush(const FlushCapture& cap, bool from_snapshot);
+  // Writes one table's generation to an SST file at path.
+  Status WriteDenseGeneration(const DenseTable& t, const std::vector<float*>& slots,
+                              const std::string& path);
+  // Removes generations [0, t.generation) of a committed table: whole files
+  // first (no compaction), then a range tombstone for any leftovers.
+  Status DropOldGenerations(const DenseTable& t);
   // Hands cap to the flush thread (started on first use).
   // REQUIRES: no flush job running.
   void StartFlushJob(FlushCapture cap);
@@ -189,7 +197,7 @@ class RocksDbStore final : public ParamStore {
   Status StageDirtyRows();
 
   // Writing.
-  // Chunks [first_chunk, end_chunk) of one slot.
+  // Chunks [first_chunk, end_chunk) of one slot, in the table's generation.
   void PutDenseChunks(const DenseTable& t, int slot, uint64_t first_chunk, uint64_t end_chunk,
                       rocksdb::WriteBatch* batch) const;
   std::string DenseMetaValue(const DenseTable& t) const;

@@ -138,6 +138,7 @@ std::string EncodeTableMeta(const TableMeta& t) {
     w.PutInit(s.init);
     w.Put<int64_t>(t.step);
     w.Put<int64_t>(t.clock);
+    w.Put<uint64_t>(t.generation);
     w.Put<uint32_t>(static_cast<uint32_t>(kDenseChunkFloats));
   } else {
     const SparseTableSpec& s = t.sparse;
@@ -165,7 +166,7 @@ Status DecodeTableMeta(const std::string& data, const std::string& what, TableMe
     uint32_t chunk_floats;
     if (!r.GetString(&s.table) || !r.Get(&s.begin) || !r.Get(&s.end) || !r.Get(&slots) ||
         !r.Get(&s.slot_init) || !r.GetInit(&s.init) || !r.Get(&t->step) || !r.Get(&t->clock) ||
-        !r.Get(&chunk_floats) || !r.done()) {
+        !r.Get(&t->generation) || !r.Get(&chunk_floats) || !r.done()) {
       return Malformed(what);
     }
     if (chunk_floats != kDenseChunkFloats) {
@@ -186,14 +187,15 @@ Status DecodeTableMeta(const std::string& data, const std::string& what, TableMe
 
 std::string TableMetaKey(const std::string& table) { return std::string(1, kTablePrefix) + table; }
 
-std::string DensePrefix(uint32_t table_id) {
+std::string DensePrefix(uint32_t table_id, uint64_t generation) {
   std::string k(1, kDensePrefix);
   PutBigEndian(&k, table_id, 4);
+  PutBigEndian(&k, generation, 8);
   return k;
 }
 
-std::string DenseChunkKey(uint32_t table_id, int slot, uint64_t chunk) {
-  std::string k = DensePrefix(table_id);
+std::string DenseChunkKey(uint32_t table_id, uint64_t generation, int slot, uint64_t chunk) {
+  std::string k = DensePrefix(table_id, generation);
   k.push_back(static_cast<char>(slot));
   PutBigEndian(&k, chunk, 8);
   return k;
@@ -206,11 +208,13 @@ std::string RowKey(char prefix, uint32_t table_id, uint64_t row) {
   return k;
 }
 
-bool ParseDenseChunkKey(const std::string& key, uint32_t* table_id, int* slot, uint64_t* chunk) {
-  if (key.size() != 14 || key[0] != kDensePrefix) return false;
+bool ParseDenseChunkKey(const std::string& key, uint32_t* table_id, uint64_t* generation,
+                        int* slot, uint64_t* chunk) {
+  if (key.size() != 22 || key[0] != kDensePrefix) return false;
   *table_id = static_cast<uint32_t>(GetBigEndian(key.data() + 1, 4));
-  *slot = static_cast<unsigned char>(key[5]);
-  *chunk = GetBigEndian(key.data() + 6, 8);
+  *generation = GetBigEndian(key.data() + 5, 8);
+  *slot = static_cast<unsigned char>(key[13]);
+  *chunk = GetBigEndian(key.data() + 14, 8);
   return true;
 }
 

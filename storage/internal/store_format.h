@@ -3,17 +3,27 @@
 //
 // Keys (one byte of kind, then big-endian integers so that a table's keys are
 // contiguous and ordered):
-//   "M"                               StoreMeta (format version, next table id)
-//   "F"                               FlushRecord (clock of the last Flush,
-//                                     staged rows still to be applied)
-//   "t" + table name                  TableMeta (kind, id, spec, step/clock or
-//                                     row count)
-//   "d" + be32 id + u8 slot + be64 i  dense chunk i of a slot: kDenseChunkFloats
-//                                     floats (the last one may be shorter)
-//   "r" + be32 id + be64 row          committed sparse row record (all slots)
-//   "s" + be32 id + be64 row          staged row: evicted from the cache since
-//                                     the last Flush; committed by the next one
+//   "M"                           StoreMeta (format version, next table id)
+//   "F"                           FlushRecord (clock of the last Flush, staged
+//                                 rows still to be applied)
+//   "t" + table name              TableMeta (kind, id, spec, step/clock and
+//                                 generation, or row count)
+//   "r" + be32 id + be64 row      committed sparse row record (all slots)
+//   "s" + be32 id + be64 row      staged row: evicted from the cache since the
+//                                 last Flush; committed by the next one
+//   "z" + be32 id + be64 gen      dense chunk i of a slot in generation gen:
+//       + u8 slot + be64 i        kDenseChunkFloats floats (the last one may
+//                                 be shorter)
 // Floats are stored in host (little-endian) byte order.
+//
+// Dense generations: a flush writes every chunk of a changed dense table
+// under a new generation and its table record names that generation, so the
+// previous generation's keys are garbage as soon as the commit lands. Each
+// generation is one contiguous key range that overlaps nothing else, and the
+// dense prefix sorts after every other kind, so a generation's SST file is
+// ingested straight into the bottom level and later dropped whole
+// (DeleteFilesInRange) instead of being rewritten by compactions. Generation
+// 0 means "never flushed": chunks absent from it hold their initial values.
 //
 // All functions are pure; safe to call from any thread.
 #ifndef RELAXPS_STORAGE_INTERNAL_STORE_FORMAT_H_
@@ -28,7 +38,7 @@
 namespace relaxps {
 namespace storage_internal {
 
-inline constexpr uint32_t kStoreFormatVersion = 1;
+inline constexpr uint32_t kStoreFormatVersion = 2;
 // 64 KiB per dense chunk: large enough for cheap sequential writes, small
 // enough that a wal_per_update write of a few keys stays small.
 inline constexpr size_t kDenseChunkFloats = 16384;
@@ -36,9 +46,9 @@ inline constexpr size_t kDenseChunkFloats = 16384;
 inline constexpr char kStoreMetaKey[] = "M";
 inline constexpr char kFlushKey[] = "F";
 inline constexpr char kTablePrefix = 't';
-inline constexpr char kDensePrefix = 'd';
 inline constexpr char kRowPrefix = 'r';
 inline constexpr char kStagedPrefix = 's';
+inline constexpr char kDensePrefix = 'z';  // Must sort after every other kind.
 
 struct StoreMeta {
   uint32_t version = kStoreFormatVersion;
@@ -60,6 +70,7 @@ struct TableMeta {
   DenseShardSpec dense;    // kind == kDense.
   int64_t step = 0;        // kind == kDense.
   int64_t clock = 0;       // kind == kDense.
+  uint64_t generation = 0;  // kind == kDense: where its chunks are.
   SparseTableSpec sparse;  // kind == kSparse.
   uint64_t num_rows = 0;   // kind == kSparse.
   const std::string& name() const { return kind == TableKind::kDense ? dense.table : sparse.table; }
@@ -74,12 +85,14 @@ Status DecodeFlushRecord(const std::string& data, const std::string& what, Flush
 Status DecodeTableMeta(const std::string& data, const std::string& what, TableMeta* t);
 
 std::string TableMetaKey(const std::string& table);
-std::string DenseChunkKey(uint32_t table_id, int slot, uint64_t chunk);
-// Prefix of all chunks of a dense table.
-std::string DensePrefix(uint32_t table_id);
+std::string DenseChunkKey(uint32_t table_id, uint64_t generation, int slot, uint64_t chunk);
+// Prefix of all chunks of one generation of a dense table; generations
+// [a, b) of a table are the keys [DensePrefix(id, a), DensePrefix(id, b)).
+std::string DensePrefix(uint32_t table_id, uint64_t generation);
 std::string RowKey(char prefix, uint32_t table_id, uint64_t row);
-// Parses a "d" key. false if malformed.
-bool ParseDenseChunkKey(const std::string& key, uint32_t* table_id, int* slot, uint64_t* chunk);
+// Parses a dense chunk key. false if malformed.
+bool ParseDenseChunkKey(const std::string& key, uint32_t* table_id, uint64_t* generation,
+                        int* slot, uint64_t* chunk);
 // Parses an "r" or "s" key. false if malformed.
 bool ParseRowKey(const std::string& key, uint32_t* table_id, uint64_t* row);
 

@@ -36,6 +36,7 @@ std::unique_ptr<ParamStore> OpenStore(const std::string& dir) {
 void Fill(ParamStore* store, int version) {
   StatusOr<DenseShard*> shard = store->CreateDense(kDense);
   ASSERT_TRUE(shard.ok()) << shard.status();
+  store->BeforeDenseWrite(*shard);
   for (int s = 0; s < 2; ++s) {
     for (size_t i = 0; i < (*shard)->size(); ++i) (*shard)->slots[s][i] = version * 10.0f + i + s;
   }

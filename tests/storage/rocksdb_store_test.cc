@@ -76,7 +76,9 @@ std::vector<float> InitialRow(const SparseTableSpec& spec, uint64_t id) {
   return row;
 }
 
-void SetDense(DenseShard* shard, int version) {
+// Writes every value, announcing the write first as a writer must.
+void SetDense(ParamStore* store, DenseShard* shard, int version) {
+  store->BeforeDenseWrite(shard);
   for (size_t s = 0; s < shard->slots.size(); ++s) {
     for (size_t i = 0; i < shard->size(); ++i) shard->slots[s][i] = RowValue(i, s, version);
   }
@@ -103,7 +105,7 @@ TEST_F(RocksDbStoreTest, DenseAndSparseRoundTrip) {
   StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
   ASSERT_TRUE(shard.ok()) << shard.status();
   EXPECT_EQ(reinterpret_cast<uintptr_t>((*shard)->slots[0]) % 64, 0u);
-  SetDense(*shard, 1);
+  SetDense(store.get(), *shard, 1);
   ASSERT_OK(store->DenseUpdated(*shard, 0, (*shard)->size()));
   EXPECT_EQ(store->DenseUpdated(*shard, 39999, 2).code(), StatusCode::kInvalidArgument);
 
@@ -165,7 +167,7 @@ TEST_F(RocksDbStoreTest, ReopenAfterFlushRestoresDataStateStepAndClock) {
     auto store = OpenStore(dir_);
     StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
     ASSERT_TRUE(shard.ok());
-    SetDense(*shard, 2);
+    SetDense(store.get(), *shard, 2);
     (*shard)->step = 17;
     (*shard)->clock = 9;
     ASSERT_OK(store->CreateSparse(spec));
@@ -203,7 +205,7 @@ TEST_F(RocksDbStoreTest, GetDenseLoadsPersistedShardLazily) {
     auto store = OpenStore(dir_);
     StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
     ASSERT_TRUE(shard.ok());
-    SetDense(*shard, 4);
+    SetDense(store.get(), *shard, 4);
     ASSERT_OK(store->Flush(1));
   }
   auto store = OpenStore(dir_);
@@ -221,15 +223,14 @@ TEST_F(RocksDbStoreTest, UnflushedDataIsAbsentAfterReopenWithoutWal) {
     auto store = OpenStore(dir_, /*cache_mb=*/1);
     StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
     ASSERT_TRUE(shard.ok());
-    SetDense(*shard, 1);
+    SetDense(store.get(), *shard, 1);
     ASSERT_OK(store->CreateSparse(spec));
     std::vector<float> v1 = MakeRows(ids, spec.row_floats(), 1);
     ASSERT_OK(store->WriteRows("emb", ids.data(), ids.size(), v1.data()));
     ASSERT_OK(store->Flush(1));
 
     // Version 2 everywhere, plus new rows; evictions stage some of it on disk.
-    store->BeforeDenseWrite(*shard);
-    SetDense(*shard, 2);
+    SetDense(store.get(), *shard, 2);
     (*shard)->step = 5;
     ASSERT_OK(store->DenseUpdated(*shard, 0, (*shard)->size()));
     std::vector<float> v2 = MakeRows(ids, spec.row_floats(), 2);
@@ -299,15 +300,15 @@ TEST_F(RocksDbStoreTest, LruCacheEvictsAndKeepsEveryRowOfATable8xTheCache) {
   }
 }
 
-TEST_F(RocksDbStoreTest, FlushWritesOnlyChangedChunksAndKeepsTheRest) {
+TEST_F(RocksDbStoreTest, FlushWritesTablesAnnouncedByBeforeDenseWrite) {
   {
     auto store = OpenStore(dir_);
     StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
     ASSERT_TRUE(shard.ok());
-    SetDense(*shard, 1);
+    SetDense(store.get(), *shard, 1);
     ASSERT_OK(store->Flush(1));
     // Change one key in the partial last chunk and one in slot 1, without
-    // DenseUpdated: Flush must notice by itself.
+    // DenseUpdated: BeforeDenseWrite is enough for Flush to write the table.
     store->BeforeDenseWrite(*shard);
     (*shard)->slots[0][39999] = -7.0f;
     (*shard)->slots[1][16384] = -8.0f;
@@ -336,13 +337,12 @@ TEST_F(RocksDbStoreTest, BackgroundFlushPersistsTheValuesAsOfTheFlushCall) {
     auto store = OpenStore(dir_);
     StatusOr<DenseShard*> shard = store->CreateDense(BigDenseSpec());
     ASSERT_TRUE(shard.ok()) << shard.status();
-    SetDense(*shard, 1);
+    SetDense(store.get(), *shard, 1);
     (*shard)->step = 5;
     (*shard)->clock = 1;
     ASSERT_OK(store->Flush(1));
     // Updated right away, as the server does with the next gradient.
-    store->BeforeDenseWrite(*shard);
-    SetDense(*shard, 2);
+    SetDense(store.get(), *shard, 2);
     (*shard)->step = 6;
     (*shard)->clock = 2;
     ASSERT_OK(store->WaitForFlush());
@@ -364,8 +364,7 @@ TEST_F(RocksDbStoreTest, ReopenAfterCompletedBackgroundFlushesRestoresTheLastOne
     // Back-to-back flushes: some are coalesced while the previous one runs;
     // the last one is still completed by WaitForFlush.
     for (int v = 1; v <= 4; ++v) {
-      store->BeforeDenseWrite(*shard);
-      SetDense(*shard, v);
+      SetDense(store.get(), *shard, v);
       (*shard)->step = v;
       (*shard)->clock = v;
       ASSERT_OK(store->Flush(v));
@@ -386,9 +385,9 @@ TEST_F(RocksDbStoreTest, BackgroundFlushErrorSurfacesAtTheNextFlush) {
     auto store = OpenStore(dir_);
     StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
     ASSERT_TRUE(shard.ok()) << shard.status();
-    SetDense(*shard, 1);
+    SetDense(store.get(), *shard, 1);
     // Injected write error: a directory where the flush writes its SST file.
-    const std::string blocker = dir_ + "/relaxps-flush.sst.tmp";
+    const std::string blocker = dir_ + "/relaxps-flush-meta.sst.tmp";
     std::filesystem::create_directories(blocker + "/x");
     ASSERT_OK(store->Flush(1));  // Only starts the job.
     // Flushes coalesced while the job runs return OK; the first one after it
@@ -399,10 +398,9 @@ TEST_F(RocksDbStoreTest, BackgroundFlushErrorSurfacesAtTheNextFlush) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     EXPECT_EQ(s.code(), StatusCode::kIOError) << s;
-    EXPECT_NE(s.ToString().find("relaxps-flush.sst.tmp"), std::string::npos) << s;
+    EXPECT_NE(s.ToString().find("relaxps-flush-meta.sst.tmp"), std::string::npos) << s;
     // Reported once; the failed job removed the blocker, so a retry commits.
-    store->BeforeDenseWrite(*shard);
-    SetDense(*shard, 2);
+    SetDense(store.get(), *shard, 2);
     ASSERT_OK(store->Flush(3));
     ASSERT_OK(store->WaitForFlush());
   }
@@ -600,6 +598,69 @@ TEST_F(RocksDbStoreTest, OpeningADamagedStoreFailsWithAnErrorNamingIt) {
               store.status().code() == StatusCode::kIOError)
       << store.status();
   EXPECT_NE(store.status().message().find(dir_), std::string::npos) << store.status();
+}
+
+uint64_t SstBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".sst") bytes += e.file_size();
+  }
+  return bytes;
+}
+
+// Each flush writes the table under a new generation and drops the older
+// ones as whole files, so the data on disk stays one copy of the table
+// instead of piling up until compactions rewrite it.
+TEST_F(RocksDbStoreTest, RepeatedFlushesKeepOneGenerationOnDisk) {
+  const DenseShardSpec spec = DenseSpec(0, 400000, 3);  // 4.8 MB per generation.
+  const uint64_t generation_bytes = 400000 * 3 * sizeof(float);
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(spec);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    for (int v = 1; v <= 8; ++v) {
+      SetDense(store.get(), *shard, v);
+      ASSERT_OK(store->Flush(v));
+      ASSERT_OK(store->WaitForFlush());
+      // A dropped file that a running compaction's version still references
+      // stays on disk until that compaction ends: at most one extra.
+      EXPECT_LT(SstBytes(dir_), 2 * generation_bytes + generation_bytes / 2)
+          << "after flush " << v;
+    }
+  }
+  auto store = OpenStore(dir_);
+  EXPECT_LT(SstBytes(dir_), generation_bytes + generation_bytes / 2);
+  StatusOr<DenseShard*> shard = store->CreateDense(spec);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ExpectDense(*shard, 8);
+}
+
+TEST_F(RocksDbStoreTest, MissingChunkOfAFlushedTableIsCorruptionNamingTheTable) {
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok());
+    SetDense(store.get(), *shard, 1);
+    ASSERT_OK(store->Flush(1));
+  }
+  {
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Options options;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir_, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    // The first table has id 1; its first flush wrote generation 1.
+    const std::string key = storage_internal::DenseChunkKey(1, 1, /*slot=*/2, /*chunk=*/1);
+    std::string value;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), key, &value).ok());
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), key).ok());
+  }
+  auto store = OpenStore(dir_);
+  StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+  ASSERT_FALSE(shard.ok());
+  EXPECT_EQ(shard.status().code(), StatusCode::kCorruption) << shard.status();
+  EXPECT_NE(shard.status().message().find("'w'"), std::string::npos) << shard.status();
+  EXPECT_NE(shard.status().message().find("chunk 1 of slot 2"), std::string::npos)
+      << shard.status();
 }
 
 TEST_F(RocksDbStoreTest, OpeningAGarbledCurrentFileFails) {
