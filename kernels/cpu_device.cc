@@ -176,6 +176,20 @@ void ConfigureBlasThreads(int threads) {
 
 // ---- The device ----------------------------------------------------------------
 
+// 64-byte aligned host memory (never a zero-size request, which
+// aligned_alloc need not support); released with std::free.
+void* AlignedAlloc(size_t bytes) {
+  // aligned_alloc requires a multiple of the alignment.
+  const size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  return std::aligned_alloc(64, rounded);
+}
+
+// Work completes inside each call, so an event carries no state.
+class CpuEvent final : public DeviceEvent {
+ public:
+  explicit CpuEvent(const Device* device) : DeviceEvent(device) {}
+};
+
 class CpuDevice final : public Device {
  public:
   explicit CpuDevice(const DeviceOptions& options) { ConfigureBlasThreads(options.cpu_threads); }
@@ -183,12 +197,21 @@ class CpuDevice final : public Device {
   std::string Name() const override { return "cpu"; }
   DeviceType type() const override { return DeviceType::kCpu; }
 
-  void* Alloc(size_t bytes) override {
-    // aligned_alloc requires a multiple of the alignment; never ask for 0.
-    const size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    return std::aligned_alloc(64, rounded);
-  }
+  void* Alloc(size_t bytes) override { return AlignedAlloc(bytes); }
   void Free(void* p) override { std::free(p); }
+  // Host and device memory are the same; nothing to pin.
+  void* AllocHost(size_t bytes) override { return AlignedAlloc(bytes); }
+  void FreeHost(void* p) override { std::free(p); }
+  void CopyToDeviceAsync(void* dst, const void* host_src, size_t bytes) override {
+    CopyToDevice(dst, host_src, bytes);
+  }
+  void CopyToHostAsync(void* host_dst, const void* src, size_t bytes) override {
+    CopyToHost(host_dst, src, bytes);
+  }
+  std::unique_ptr<DeviceEvent> NewEvent() override { return std::make_unique<CpuEvent>(this); }
+  void RecordEvent(Stream stream, DeviceEvent* event) override { CheckOwn(event); }
+  void WaitEvent(Stream stream, const DeviceEvent* event) override { CheckOwn(event); }
+  void HostWaitEvent(const DeviceEvent* event) override { CheckOwn(event); }
   void CopyToDevice(void* dst, const void* host_src, size_t bytes) override {
     if (bytes > 0) std::memcpy(dst, host_src, bytes);
   }
@@ -324,6 +347,12 @@ class CpuDevice final : public Device {
       const float* row = x + static_cast<size_t>(r) * cols;
       host_out[r] = static_cast<int32_t>(std::max_element(row, row + cols) - row);
     }
+  }
+
+ private:
+  // An event of another device is a programming error.
+  void CheckOwn(const DeviceEvent* event) const {
+    CHECK(event != nullptr && event->device() == this) << "event of another device";
   }
 };
 

@@ -8,12 +8,23 @@
 // memory for the CPU device, device memory (from Alloc) for CUDA. Use
 // CopyToDevice / CopyToHost to cross. All matrices are row-major.
 //
-// Work may be queued asynchronously (CUDA streams); Synchronize() waits for
-// it. Methods that return a value to the host (SoftmaxCrossEntropy,
-// AllFinite) synchronize implicitly.
+// Work may be queued asynchronously on two in-order streams (see Stream):
+// every method runs on the compute stream except the asynchronous copies,
+// which run on a copy stream so that a transfer can overlap computation.
+// Events order the two streams and let the host wait for a point in either.
+// Synchronize() waits for both. Methods that return a value to the host
+// (SoftmaxCrossEntropy, AllFinite, ArgmaxRows) and the synchronous copies
+// wait for the compute stream implicitly. On the CPU device everything has
+// completed when the call returns; events are no-ops there.
+//
+// Asynchronous copies need page-locked host memory (AllocHost) to be truly
+// asynchronous on CUDA; the synchronous copies accept any host memory.
 //
 // Thread-safety: a Device is used by one thread at a time (one per trainer or
-// per server shard thread). Create one per thread if needed.
+// per server shard thread). Create one per thread if needed. Exception:
+// AllocHost and FreeHost may be called from any thread at any time (a pinned
+// buffer handed to the transport is released by whichever thread drops its
+// last reference).
 #ifndef RELAXPS_KERNELS_DEVICE_H_
 #define RELAXPS_KERNELS_DEVICE_H_
 
@@ -51,6 +62,32 @@ struct AdamParams {
   int64_t step = 1;
 };
 
+// The two in-order work queues of a device. kCompute runs every method of
+// Device except the asynchronous copies, which run on kCopy. Work on one
+// stream is not ordered with work on the other unless an event orders it.
+enum class Stream { kCompute, kCopy };
+
+class Device;
+
+// A marker in a stream's work (a cudaEvent_t on CUDA), created by
+// Device::NewEvent and used only with that device. Owned by the caller;
+// destroy it before its device. A never-recorded event counts as complete.
+class DeviceEvent {
+ public:
+  DeviceEvent(const DeviceEvent&) = delete;
+  DeviceEvent& operator=(const DeviceEvent&) = delete;
+  virtual ~DeviceEvent() = default;
+
+  // The device that created the event.
+  const Device* device() const { return device_; }
+
+ protected:
+  explicit DeviceEvent(const Device* device) : device_(device) {}
+
+ private:
+  const Device* const device_;
+};
+
 class Device {
  public:
   Device() = default;
@@ -67,14 +104,49 @@ class Device {
   // nullptr on failure. Free(nullptr) is a no-op.
   virtual void* Alloc(size_t bytes) = 0;
   virtual void Free(void* p) = 0;
-  // Copies between host memory and this device's memory.
+  // Copies between host memory (any) and this device's memory, ordered after
+  // the work queued on the compute stream. Both return only when the host
+  // buffer may be reused (CopyToDevice) or read (CopyToHost).
   virtual void CopyToDevice(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void CopyToHost(void* host_dst, const void* src, size_t bytes) = 0;
   // Copies within this device's memory.
   virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual void Fill(float* x, size_t n, float value) = 0;
-  // Waits for all queued work.
+  // Waits for all queued work on both streams.
   virtual void Synchronize() = 0;
+
+  // ---- Page-locked host memory and asynchronous copies ---------------------
+  // Allocates `bytes` of host memory that the device can copy to and from
+  // asynchronously: page-locked (cudaMallocHost) on CUDA, ordinary 64-byte
+  // aligned memory on CPU. Returns nullptr on failure; page-locked memory is
+  // a limited system resource, so callers fall back to ordinary memory.
+  // FreeHost(nullptr) is a no-op. Callable from any thread; the device must
+  // outlive the memory.
+  virtual void* AllocHost(size_t bytes) = 0;
+  virtual void FreeHost(void* p) = 0;
+
+  // Queue a copy on the copy stream and return at once (CPU: copy and
+  // return). Not ordered with the compute stream: make the copy stream wait
+  // for the compute work that produces or last reads the device buffer, and
+  // make later readers wait for an event recorded after the copy. Until that
+  // event has completed, the host buffer must be neither freed nor written,
+  // and after CopyToHostAsync not read either. The host buffer should come
+  // from AllocHost; with other memory the copy is still correct but may
+  // block the caller until the transfer has finished.
+  virtual void CopyToDeviceAsync(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void CopyToHostAsync(void* host_dst, const void* src, size_t bytes) = 0;
+
+  // A new, never-recorded event of this device.
+  virtual std::unique_ptr<DeviceEvent> NewEvent() = 0;
+  // Marks the end of the work queued on `stream` so far; recording again
+  // moves the mark. REQUIRES: event->device() == this (also for the two
+  // methods below).
+  virtual void RecordEvent(Stream stream, DeviceEvent* event) = 0;
+  // Work queued on `stream` after this call starts only once the work marked
+  // by `event` has completed. Does not block the host.
+  virtual void WaitEvent(Stream stream, const DeviceEvent* event) = 0;
+  // Blocks the host until the work marked by `event` has completed.
+  virtual void HostWaitEvent(const DeviceEvent* event) = 0;
 
   // ---- Optimizer updates (element-wise over n parameters) -----------------
   // w -= lr * g

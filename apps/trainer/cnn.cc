@@ -141,8 +141,7 @@ StepResult CnnModel::Compute(Device* device, int capacity, const float* params,
   const float* W3 = params + w_fc1_;
   const float* W4 = params + w_fc2_;
 
-  device->CopyToDevice(ws->input.data(), images, sizeof(float) * b * s1);
-  device->CopyToDevice(ws->labels.data(), labels, sizeof(int32_t) * b);
+  UploadBatch(device, capacity, images, labels, b, ws->input.data(), ws->labels.data());
 
   // ---- conv1 + ReLU + pool ----
   for (int i = 0; i < b; ++i) {

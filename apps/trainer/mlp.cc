@@ -52,8 +52,7 @@ class MlpModel : public Model {
     Workspace::Init(ws, dims_);
     const int layers = num_layers();
     const int b = batch;
-    device->CopyToDevice(ws->input.data(), images, sizeof(float) * b * dims_[0]);
-    device->CopyToDevice(ws->labels.data(), labels, sizeof(int32_t) * b);
+    UploadBatch(device, capacity, images, labels, b, ws->input.data(), ws->labels.data());
 
     // ---- Forward ----
     const float* x = ws->input.data();

@@ -3,11 +3,89 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "apps/trainer/internal/models.h"
 
 namespace relaxps {
 namespace trainer {
+
+// Page-locked copies of one batch for a (device, capacity), and the events
+// that order their reuse.
+struct Model::BatchStaging {
+  BatchStaging(kernels::Device* device, int capacity, int input_size)
+      : device(device),
+        capacity(capacity),
+        images(static_cast<float*>(
+            device->AllocHost(sizeof(float) * static_cast<size_t>(capacity) * input_size))),
+        labels(static_cast<int32_t*>(
+            device->AllocHost(sizeof(int32_t) * static_cast<size_t>(capacity)))),
+        consumed(device->NewEvent()),
+        uploaded(device->NewEvent()) {}
+  BatchStaging(const BatchStaging&) = delete;
+  BatchStaging& operator=(const BatchStaging&) = delete;
+  ~BatchStaging() {
+    device->HostWaitEvent(uploaded.get());  // The last transfer reads the memory.
+    device->FreeHost(images);
+    device->FreeHost(labels);
+  }
+
+  kernels::Device* const device;
+  const int capacity;
+  float* const images;    // capacity * input_size floats, or nullptr.
+  int32_t* const labels;  // capacity ints, or nullptr.
+  // The computation that may read the destinations (compute stream).
+  const std::unique_ptr<kernels::DeviceEvent> consumed;
+  // The last transfer out of images/labels (copy stream).
+  const std::unique_ptr<kernels::DeviceEvent> uploaded;
+};
+
+Model::Model(const ModelOptions& options) : options_(options) {}
+
+Model::~Model() = default;
+
+Model::BatchStaging* Model::Staging(kernels::Device* device, int capacity) {
+  for (const auto& s : staging_) {
+    if (s->device == device && s->capacity == capacity) {
+      return s->images != nullptr && s->labels != nullptr ? s.get() : nullptr;
+    }
+  }
+  staging_.push_back(std::make_unique<BatchStaging>(device, capacity, input_size()));
+  const BatchStaging& s = *staging_.back();
+  if (s.images == nullptr || s.labels == nullptr) {
+    LOG(WARNING) << "no page-locked host memory for a batch of " << capacity << " on "
+                 << device->Name() << "; copying batches synchronously";
+    return nullptr;
+  }
+  return staging_.back().get();
+}
+
+void Model::UploadBatch(kernels::Device* device, int capacity, const float* images,
+                        const int32_t* labels, int batch, float* images_dst,
+                        int32_t* labels_dst) {
+  CHECK_LE(batch, capacity);
+  const size_t image_bytes = sizeof(float) * static_cast<size_t>(batch) * input_size();
+  const size_t label_bytes = sizeof(int32_t) * static_cast<size_t>(batch);
+  BatchStaging* staging =
+      device->type() == kernels::DeviceType::kCpu ? nullptr : Staging(device, capacity);
+  if (staging == nullptr) {
+    device->CopyToDevice(images_dst, images, image_bytes);
+    device->CopyToDevice(labels_dst, labels, label_bytes);
+    return;
+  }
+  using kernels::Stream;
+  device->HostWaitEvent(staging->uploaded.get());  // Before overwriting its source.
+  std::memcpy(staging->images, images, image_bytes);
+  std::memcpy(staging->labels, labels, label_bytes);
+  // The previous batch's computation (still queued when the parameter source
+  // does not wait for it, e.g. local training) may read the destinations.
+  device->RecordEvent(Stream::kCompute, staging->consumed.get());
+  device->WaitEvent(Stream::kCopy, staging->consumed.get());
+  device->CopyToDeviceAsync(images_dst, staging->images, image_bytes);
+  device->CopyToDeviceAsync(labels_dst, staging->labels, label_bytes);
+  device->RecordEvent(Stream::kCopy, staging->uploaded.get());
+  device->WaitEvent(Stream::kCompute, staging->uploaded.get());
+}
 
 Initializer Model::MakeInitializer(uint64_t seed) const {
   Initializer init;

@@ -10,7 +10,10 @@
 // capacity) and reused, so the training loop allocates nothing per step.
 //
 // All math runs through kernels::Device, so the same model runs on the CPU
-// back end (OpenBLAS) and on CUDA (cuBLAS).
+// back end (OpenBLAS) and on CUDA (cuBLAS). On CUDA, each batch's images and
+// labels cross to the device through a page-locked staging buffer on the
+// device's copy stream (one per device and batch capacity, owned by the
+// model), so the host does not wait for the transfer.
 //
 // Thread-safety: a Model is used by one thread at a time. The devices it
 // was used with must outlive it (the workspaces are freed through them).
@@ -80,7 +83,7 @@ class Model {
  public:
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
-  virtual ~Model() = default;
+  virtual ~Model();
 
   // "mlp-256" / "cnn", for logs and metadata.
   virtual std::string Name() const = 0;
@@ -116,7 +119,7 @@ class Model {
                       const int32_t* labels, size_t n, int eval_batch = 256);
 
  protected:
-  explicit Model(const ModelOptions& options) : options_(options) {}
+  explicit Model(const ModelOptions& options);
 
   // Appends a tensor to the layout.
   void AddParam(const std::string& name, size_t size, InitKind init, float a, float b);
@@ -131,11 +134,29 @@ class Model {
                              const float* images, const int32_t* labels, int batch,
                              float* grads, const StepOptions& step) = 0;
 
+  // For Compute: copies `batch` <= capacity examples, `images` (batch *
+  // input_size() floats) and `labels` (batch ints) in host memory, to
+  // `images_dst` / `labels_dst` in `device` memory, ordered before the
+  // computation queued after this call. CPU: plain copies. CUDA: through
+  // the (device, capacity) page-locked staging buffer on the copy stream,
+  // after the computation queued so far (which may still read the
+  // destinations); the host does not wait for the transfer. Falls back to
+  // the synchronous copies if page-locked memory runs out.
+  void UploadBatch(kernels::Device* device, int capacity, const float* images,
+                   const int32_t* labels, int batch, float* images_dst, int32_t* labels_dst);
+
   const ModelOptions options_;
 
  private:
+  struct BatchStaging;  // model.cc
+
+  // The staging buffers of (device, capacity), created on first use; nullptr
+  // if page-locked memory ran out (not retried).
+  BatchStaging* Staging(kernels::Device* device, int capacity);
+
   std::vector<ParamRange> layout_;
   size_t num_params_ = 0;
+  std::vector<std::unique_ptr<BatchStaging>> staging_;  // CUDA only.
 };
 
 // Creates a model. InvalidArgument for an unknown name, a non-positive batch

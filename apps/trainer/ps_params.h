@@ -8,10 +8,25 @@
 // clock on the servers.
 //
 // Buffers: on the CPU device the host FloatBuffers handed to the client are
-// the model's parameter/gradient memory (no copies); on CUDA they are host
-// staging buffers copied to and from device memory. A gradient buffer that
-// the client still holds after its request completed (e.g. queued for a
-// retry) is left to it and replaced by a fresh one.
+// the model's parameter/gradient memory (no copies). On CUDA they are
+// page-locked staging buffers (Device::AllocHost, wrapped zero-copy in
+// FloatBuffers whose last reference frees them with FreeHost; ordinary
+// memory if page-locked memory runs out), and the copies run on the
+// device's copy stream:
+//   - the gradient goes device -> host once the step's computation is done
+//     (an event), and Update() waits for it before sending;
+//   - received parameters go host -> device into whichever of two device
+//     buffers params() is not using, and the next step's computation waits
+//     for the upload (an event), not the host. In the async pipeline the
+//     upload is queued before the gradient's download, so it overlaps the
+//     end of the step's backward pass.
+// A gradient buffer that the client still holds after its request completed
+// (e.g. queued for a retry) is left to it and replaced by a fresh one (from
+// the same allocator).
+//
+// Lifetime: `client` and `device` must outlive the PsParams, and the device
+// must outlive the client too (the client may release page-locked buffers
+// it still holds after the PsParams is gone).
 //
 // Thread-safety: used by the one training thread; the Client may be shared.
 #ifndef RELAXPS_APPS_TRAINER_PS_PARAMS_H_
@@ -42,7 +57,7 @@ struct PsParamsOptions {
 };
 
 // Creates (or joins) the table and pulls its current values. `client` and
-// `device` must outlive the result. Errors from the server carry the name of
+// `device` must outlive the result (see Lifetime above). Errors from the server carry the name of
 // the failed operation ("create table 'model'", "pull table 'model'").
 StatusOr<std::unique_ptr<ParamSource>> NewPsParams(Client* client, kernels::Device* device,
                                                    const PsParamsOptions& options);

@@ -1,12 +1,13 @@
-// CUDA back end of kernels::Device: one stream and one cuBLAS handle per
-// device object; element-wise and layer work goes to the kernels in
-// cuda_kernels.cu, GEMM to cuBLAS.
+// CUDA back end of kernels::Device: per device object, a compute stream with
+// one cuBLAS handle and a copy stream for the asynchronous host transfers;
+// element-wise and layer work goes to the kernels in cuda_kernels.cu, GEMM to
+// cuBLAS. Events are cudaEvent_t created without timing.
 //
 // Errors: creation failures (no driver, no GPU, bad ordinal) are returned as
 // Unavailable. Once a device exists, a failing CUDA call means a broken
 // invariant or a dead GPU, which the void methods of Device cannot report, so
-// they CHECK-fail with the CUDA error string. Alloc returns nullptr on
-// out-of-memory as the interface promises.
+// they CHECK-fail with the CUDA error string. Alloc and AllocHost return
+// nullptr on out-of-memory as the interface promises.
 #include "kernels/cuda/cuda_device.h"
 
 #include <cublas_v2.h>
@@ -42,11 +43,30 @@ Status CudaUnavailable(const std::string& what, cudaError_t err) {
   return UnavailableError("no CUDA device: " + what + cudaGetErrorString(err));
 }
 
+// A cudaEvent_t of the device on GPU `ordinal`.
+class CudaEvent final : public DeviceEvent {
+ public:
+  CudaEvent(const Device* device, int ordinal, cudaEvent_t event)
+      : DeviceEvent(device), ordinal_(ordinal), event_(event) {}
+  // Best effort, like the device's destructor. Destroying an event whose
+  // work is still queued is allowed; CUDA releases it once it completes.
+  ~CudaEvent() override {
+    cudaSetDevice(ordinal_);
+    cudaEventDestroy(event_);
+    cudaGetLastError();
+  }
+  cudaEvent_t event() const { return event_; }
+
+ private:
+  const int ordinal_;
+  const cudaEvent_t event_;
+};
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
 
-  // Creates the stream, the cuBLAS handle and the AllFinite flag on the
+  // Creates the streams, the cuBLAS handle and the AllFinite flag on the
   // device made current by the caller. Returns Unavailable on failure; the
   // destructor then releases whatever was created.
   Status Init(int sm_count) {
@@ -54,6 +74,8 @@ class CudaDevice final : public Device {
     cudaError_t err = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
     if (err != cudaSuccess) return CudaUnavailable("cudaStreamCreate: ", err);
     launch_.stream = stream_;
+    err = cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking);
+    if (err != cudaSuccess) return CudaUnavailable("cudaStreamCreate: ", err);
     const cublasStatus_t st = cublasCreate(&cublas_);
     if (st != CUBLAS_STATUS_SUCCESS) {
       cublas_ = nullptr;
@@ -72,10 +94,12 @@ class CudaDevice final : public Device {
   ~CudaDevice() override {
     cudaSetDevice(ordinal_);
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
     FreeScratch();
     cudaFree(flag_);
     cudaFreeHost(host_flag_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     cudaGetLastError();
   }
@@ -124,6 +148,55 @@ class CudaDevice final : public Device {
   void Synchronize() override {
     Activate();
     RELAXPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RELAXPS_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+  }
+
+  // ---- Page-locked host memory, asynchronous copies, events ------------------------
+  // May run on any thread (see Device): touches no member but the constant
+  // ordinal_, and the CUDA runtime is thread-safe.
+  void* AllocHost(size_t bytes) override {
+    Activate();
+    void* p = nullptr;
+    if (cudaMallocHost(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) {
+      cudaGetLastError();  // Clear the (non-sticky) error so later checks pass.
+      return nullptr;
+    }
+    return p;
+  }
+  void FreeHost(void* p) override {
+    if (p == nullptr) return;
+    Activate();
+    RELAXPS_CUDA_CHECK(cudaFreeHost(p));
+  }
+  void CopyToDeviceAsync(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes == 0) return;
+    Activate();
+    RELAXPS_CUDA_CHECK(
+        cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, copy_stream_));
+  }
+  void CopyToHostAsync(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    Activate();
+    RELAXPS_CUDA_CHECK(
+        cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, copy_stream_));
+  }
+  std::unique_ptr<DeviceEvent> NewEvent() override {
+    Activate();
+    cudaEvent_t event = nullptr;
+    RELAXPS_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return std::make_unique<CudaEvent>(this, ordinal_, event);
+  }
+  void RecordEvent(Stream stream, DeviceEvent* event) override {
+    Activate();
+    RELAXPS_CUDA_CHECK(cudaEventRecord(EventOf(event), StreamOf(stream)));
+  }
+  void WaitEvent(Stream stream, const DeviceEvent* event) override {
+    Activate();
+    RELAXPS_CUDA_CHECK(cudaStreamWaitEvent(StreamOf(stream), EventOf(event), 0));
+  }
+  void HostWaitEvent(const DeviceEvent* event) override {
+    Activate();
+    RELAXPS_CUDA_CHECK(cudaEventSynchronize(EventOf(event)));
   }
 
   // ---- Optimizers ----------------------------------------------------------------
@@ -286,6 +359,15 @@ class CudaDevice final : public Device {
   // be used by a thread other than its creator).
   void Activate() const { RELAXPS_CUDA_CHECK(cudaSetDevice(ordinal_)); }
   static void CheckLaunch() { RELAXPS_CUDA_CHECK(cudaGetLastError()); }
+  cudaStream_t StreamOf(Stream stream) const {
+    return stream == Stream::kCopy ? copy_stream_ : stream_;
+  }
+  // The CUDA event behind `event`. CHECK-fails for another device's event
+  // (a programming error).
+  cudaEvent_t EventOf(const DeviceEvent* event) const {
+    CHECK(event != nullptr && event->device() == this) << "event of another device";
+    return static_cast<const CudaEvent*>(event)->event();
+  }
 
   // Grows the per-row scratch buffers to hold `rows` entries.
   void EnsureScratch(int rows) {
@@ -306,7 +388,8 @@ class CudaDevice final : public Device {
 
   // Constant after Init().
   const int ordinal_;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;       // Compute: every method but the async copies.
+  cudaStream_t copy_stream_ = nullptr;  // CopyToDeviceAsync / CopyToHostAsync.
   cublasHandle_t cublas_ = nullptr;
   cuda_impl::Launch launch_;
   int* flag_ = nullptr;       // Device; AllFinite's result.

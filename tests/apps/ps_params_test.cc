@@ -6,6 +6,7 @@
 #include "apps/trainer/ps_params.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cmath>
@@ -191,6 +192,88 @@ TEST_F(PsParamsTest, PipelinedAsyncUpdatesLagOneStepAndStillFailCleanly) {
   ASSERT_FALSE(s.ok());
   EXPECT_LT(waited, 10.0);
   EXPECT_NE(s.message().find("push-pull of table 'model'"), std::string::npos) << s;
+}
+
+// SSP: each Update pushes (the two gradient buffers alternate while a push is
+// in flight) and each Clock pulls; with staleness 0 and one worker the pull
+// reflects every push so far. Different gradients per step expose a buffer
+// reused too early.
+TEST_F(PsParamsTest, SspPushesEveryGradientOnceWithAlternatingBuffers) {
+  cluster_.reset();
+  const std::string ssp_dir = dir_ + "/ssp";  // Fresh logs and endpoint files.
+  ASSERT_EQ(::mkdir(ssp_dir.c_str(), 0755), 0);
+  LocalClusterOptions cluster_options;
+  cluster_options.num_servers = 2;
+  cluster_options.coordinator_flags = {"--consistency=ssp", "--staleness=0"};
+  auto cluster = LocalCluster::Start(ssp_dir, cluster_options);
+  ASSERT_OK(cluster);
+  cluster_ = std::move(*cluster);
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(client->job().consistency, "ssp");
+  auto made = NewPsParams(client.get(), device_.get(), Options("sgd"));
+  ASSERT_OK(made);
+  ParamSource* ps = made->get();
+  const size_t n = ps->size();
+  const std::vector<float> before(ps->params(), ps->params() + n);
+  for (int step = 1; step <= 4; ++step) {
+    float* g = ps->grads();
+    for (size_t i = 0; i < n; ++i) g[i] = 0.01f * step * static_cast<float>(i % 7);
+    ASSERT_OK(ps->Update());
+    ASSERT_OK(ps->Clock());
+    const float pushed = 0.01f * step * (step + 1) / 2;  // sum of the step factors
+    for (size_t i = 0; i < n; i += 97) {
+      EXPECT_NEAR(ps->params()[i], before[i] - 0.5f * pushed * (i % 7), 1e-5)
+          << "key " << i << " after step " << step;
+    }
+  }
+}
+
+// On CUDA the host buffers are page-locked staging buffers and the copies run
+// on the device's copy stream, ordered by events; parameters come out as on
+// the CPU, with the pipeline's double-buffered uploads and without.
+TEST_F(PsParamsTest, CudaStagesThroughPageLockedBuffers) {
+  if (kernels::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA GPU visible";
+  kernels::DeviceOptions cuda;
+  cuda.type = kernels::DeviceType::kCuda;
+  auto gpu = kernels::NewDevice(cuda);
+  ASSERT_OK(gpu);
+  kernels::Device* device = gpu->get();
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> initial(model_->num_params());
+  model_->MakeInitializer(42).Fill(0, initial.size(), initial.data());
+  for (bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "pipelined" : "one round trip per step");
+    PsParamsOptions options = Options("sgd");
+    options.table.name = pipeline ? "pipelined" : "plain";
+    options.pipeline_async = pipeline;
+    auto made = NewPsParams(client.get(), device, options);
+    ASSERT_OK(made);
+    ParamSource* ps = made->get();
+    const size_t n = ps->size();
+    auto read_params = [&] {
+      std::vector<float> host(n);
+      device->CopyToHost(host.data(), ps->params(), n * sizeof(float));
+      return host;
+    };
+    EXPECT_EQ(read_params(), initial);
+    std::vector<float> g(n);
+    for (int step = 1; step <= 4; ++step) {
+      for (size_t i = 0; i < n; ++i) g[i] = 0.01f * step * static_cast<float>(i % 7);
+      device->CopyToDevice(ps->grads(), g.data(), n * sizeof(float));
+      ASSERT_OK(ps->Update());
+      ASSERT_OK(ps->Clock());
+      // The pipeline's parameters lag one push behind.
+      const int applied = pipeline ? step - 1 : step;
+      const float pushed = 0.01f * applied * (applied + 1) / 2;
+      const std::vector<float> now = read_params();
+      for (size_t i = 0; i < n; i += 97) {
+        EXPECT_NEAR(now[i], initial[i] - 0.5f * pushed * (i % 7), 1e-5)
+            << "key " << i << " after step " << step;
+      }
+    }
+  }
 }
 
 // The worker binary in PS mode: two workers share the job and the data.

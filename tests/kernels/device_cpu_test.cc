@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/device.h"
@@ -78,6 +79,46 @@ TEST_F(CpuDeviceTest, AllocIsAlignedAndCopiesRoundTrip) {
   device_->Fill(b.data(), 37, 2.5f);
   EXPECT_TRUE(std::all_of(b.data(), b.data() + 37, [](float x) { return x == 2.5f; }));
   EXPECT_EQ(b.data()[37], src[37]);
+}
+
+TEST_F(CpuDeviceTest, AllocHostIsAlignedAndFreeableFromAnyThread) {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{1000}}) {
+    void* p = device_->AllocHost(bytes);
+    ASSERT_NE(p, nullptr) << bytes;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes;
+    std::memset(p, 0xab, bytes);
+    device_->FreeHost(p);
+  }
+  device_->FreeHost(nullptr);
+  // A buffer handed to the transport is released by its I/O thread.
+  void* p = device_->AllocHost(4096);
+  ASSERT_NE(p, nullptr);
+  std::thread([&] { device_->FreeHost(p); }).join();
+}
+
+TEST_F(CpuDeviceTest, AsyncCopiesOrderedByEventsRoundTrip) {
+  const std::vector<float> x = RandomVector(1000, 3);
+  std::vector<float> expected = x;
+  for (float& v : expected) v *= 8.0f;
+  EXPECT_EQ(AsyncScaleRoundTrip(device_.get(), x, 3), expected);
+
+  // Zero-byte copies are no-ops; a never-recorded event is complete.
+  const std::unique_ptr<DeviceEvent> event = device_->NewEvent();
+  EXPECT_EQ(event->device(), device_.get());
+  device_->CopyToDeviceAsync(nullptr, nullptr, 0);
+  device_->CopyToHostAsync(nullptr, nullptr, 0);
+  device_->HostWaitEvent(event.get());
+  device_->WaitEvent(Stream::kCompute, event.get());
+  device_->RecordEvent(Stream::kCompute, event.get());
+  device_->HostWaitEvent(event.get());
+  device_->Synchronize();
+}
+
+TEST_F(CpuDeviceTest, EventOfAnotherDeviceIsAProgrammingError) {
+  auto other = NewDevice(DeviceOptions{});
+  ASSERT_TRUE(other.ok()) << other.status();
+  const std::unique_ptr<DeviceEvent> event = (*other)->NewEvent();
+  EXPECT_DEATH(device_->HostWaitEvent(event.get()), "event of another device");
 }
 
 // ---- Optimizer updates vs scalar references -------------------------------------

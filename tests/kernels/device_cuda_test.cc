@@ -17,6 +17,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/device.h"
@@ -118,6 +119,93 @@ TEST_F(CudaVsCpuTest, NameAndMemory) {
   EXPECT_TRUE(std::all_of(filled.begin(), filled.end() - 1, [](float v) { return v == -3.0f; }));
   EXPECT_EQ(filled.back(), x.back());
   gpu_->Free(nullptr);
+}
+
+// Element-wise equality without printing millions of elements on failure.
+void ExpectIdentical(const std::vector<float>& cpu, const std::vector<float>& gpu,
+                     const char* what) {
+  ASSERT_EQ(cpu.size(), gpu.size()) << what;
+  const auto diff = std::mismatch(cpu.begin(), cpu.end(), gpu.begin());
+  EXPECT_TRUE(diff.first == cpu.end())
+      << what << ": first difference at " << (diff.first - cpu.begin()) << ": cpu "
+      << *diff.first << ", gpu " << *diff.second;
+}
+
+TEST_F(CudaVsCpuTest, AllocHostIsUsableAndFreeableFromAnyThread) {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{4096}, size_t{64} << 20}) {
+    void* p = gpu_->AllocHost(bytes);
+    ASSERT_NE(p, nullptr) << bytes;
+    std::memset(p, 0xab, bytes);
+    gpu_->FreeHost(p);
+  }
+  gpu_->FreeHost(nullptr);
+  // Page-locked memory takes part in the synchronous copies too.
+  const std::vector<float> x = RandomVector(1000, 6);
+  float* host = static_cast<float*>(gpu_->AllocHost(x.size() * sizeof(float)));
+  ASSERT_NE(host, nullptr);
+  std::copy(x.begin(), x.end(), host);
+  float* d = Upload(std::vector<float>(x.size(), 0.0f));
+  gpu_->CopyToDevice(d, host, x.size() * sizeof(float));
+  std::fill(host, host + x.size(), 0.0f);
+  gpu_->CopyToHost(host, d, x.size() * sizeof(float));
+  EXPECT_EQ(std::vector<float>(host, host + x.size()), x);
+  // A buffer handed to the transport is released by its I/O thread.
+  std::thread([&] { gpu_->FreeHost(host); }).join();
+}
+
+// 64 MB per transfer and per Scale: long enough that a missing or misplaced
+// wait would let a copy read or overwrite data the other stream has not
+// finished with.
+TEST_F(CudaVsCpuTest, AsyncCopiesOrderedByEventsRoundTrip) {
+  const std::vector<float> x = RandomVector((size_t{1} << 24) + 5, 7);
+  ExpectIdentical(AsyncScaleRoundTrip(cpu_.get(), x, 3), AsyncScaleRoundTrip(gpu_.get(), x, 3),
+                  "x * 8");
+
+  const std::unique_ptr<DeviceEvent> never = gpu_->NewEvent();
+  EXPECT_EQ(never->device(), gpu_.get());
+  gpu_->HostWaitEvent(never.get());  // Never recorded: complete.
+  gpu_->WaitEvent(Stream::kCopy, never.get());
+  gpu_->CopyToDeviceAsync(nullptr, nullptr, 0);
+  gpu_->CopyToHostAsync(nullptr, nullptr, 0);
+  gpu_->Synchronize();
+}
+
+// The PsParams pattern: while the compute stream works on buffer a, the copy
+// stream uploads into buffer b once the computation that last read b is done,
+// and later computation waits for the upload.
+TEST_F(CudaVsCpuTest, UploadIntoTheOtherBufferWhileComputing) {
+  const size_t n = (size_t{1} << 22) + 1;
+  const std::vector<float> a0 = RandomVector(n, 8), b0 = RandomVector(n, 9);
+  auto run = [&](Device* device) {
+    const size_t bytes = n * sizeof(float);
+    DeviceBuffer<float> a(device, n), b(device, n);
+    float* host = static_cast<float*>(device->AllocHost(bytes));
+    EXPECT_NE(host, nullptr);
+    if (host == nullptr) return std::vector<float>();
+    std::copy(a0.begin(), a0.end(), host);
+    device->CopyToDevice(a.data(), host, bytes);
+    device->Fill(b.data(), n, 1.0f);
+    device->Axpy(n, 1.0f, b.data(), a.data());  // The last read of b: a = a0 + 1.
+    const std::unique_ptr<DeviceEvent> released = device->NewEvent();
+    const std::unique_ptr<DeviceEvent> uploaded = device->NewEvent();
+    device->RecordEvent(Stream::kCompute, released.get());
+    for (int i = 0; i < 10; ++i) {  // Keeps the compute stream busy; exact.
+      device->Scale(n, 0.5f, a.data());
+      device->Scale(n, 2.0f, a.data());
+    }
+    std::copy(b0.begin(), b0.end(), host);
+    device->WaitEvent(Stream::kCopy, released.get());
+    device->CopyToDeviceAsync(b.data(), host, bytes);
+    device->RecordEvent(Stream::kCopy, uploaded.get());
+    device->WaitEvent(Stream::kCompute, uploaded.get());
+    device->Axpy(n, 2.0f, b.data(), a.data());  // a = a0 + 1 + 2 b0
+    std::vector<float> out(n);
+    device->CopyToHost(out.data(), a.data(), bytes);
+    device->HostWaitEvent(uploaded.get());  // Before freeing the upload's source.
+    device->FreeHost(host);
+    return out;
+  };
+  ExpectIdentical(run(cpu_.get()), run(gpu_.get()), "a0 + 1 + 2 b0");
 }
 
 TEST_F(CudaVsCpuTest, OptimizerUpdates) {
