@@ -55,6 +55,18 @@ def figures_of(bench, doc):
             out.append(figure(bench, f"optimizer/{dev}/memcpy/gbps", doc["memcpy_d2d_gbps"], "GB/s",
                               f"optimizer/{dev}/memcpy/gbps", doc["memcpy_d2d_gbps"]))
         return out
+    if bench.startswith("store"):
+        mb = doc.get("mb")
+        for r in doc.get("results", []):
+            if r["name"] == "memory":
+                continue
+            mem = next((m for m in doc["results"] if m["name"] == "memory"), {})
+            # The ratio is the median of per-round ratios, not value/yardstick.
+            out.append(figure(bench, f"store/{mb:g}MiB/{r['name']}/iters_per_s",
+                              r["iters_per_s"], "PushPull+Clock/s",
+                              f"store/{mb:g}MiB/memory/iters_per_s", mem.get("iters_per_s")))
+            out[-1]["ratio"] = r["ratio_to_memory"]
+        return out
     # Generic: any list of objects carrying name + value (+ ratio).
     for key, rows in doc.items():
         if not isinstance(rows, list):
@@ -98,6 +110,10 @@ def targets_of(figs):
         if f["name"].startswith("optimizer/") and f["name"].endswith("/gbps") \
                 and "/axpy/" not in f["name"] and "/memcpy/" not in f["name"]:
             target("optimizer update >= 0.7x axpy", f["name"], ">=", 0.7)
+    for f in figs:
+        if f["bench"].startswith("store") and "/rocksdb/flush1/" in f["name"]:
+            target("rocksdb store, flush every clock: PushPull+Clock >= 0.9x memory store",
+                   f["name"], ">=", 0.9)
     target("training overhead (1 worker, async, cnn) <= 15% slower than local",
            "training/cnn/ps_async_w1s1/samples_per_s", ">=", 0.85)
     return out

@@ -4,7 +4,7 @@
 # (see docs/benchmarks.md). The document is also written to
 # bench/results/bench-<timestamp>.json.
 #
-#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,overhead,consistency]
+#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,overhead,consistency]
 #
 # --quick: short time boxes, under 3 minutes on 2 cores; the default (full)
 # run takes under 15.
@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 QUICK=0
 SKIP_BUILD=0
-ONLY=zmq,ps,optimizer,checkpoint,overhead,consistency
+ONLY=zmq,ps,optimizer,checkpoint,store,overhead,consistency
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
@@ -67,6 +67,7 @@ if [ "$QUICK" = 1 ]; then
   ZMQ_ARGS=(--quick --sizes=4096,1048576)
   OPT_ARGS=(--iters=3 --reps=3)
   OVERHEAD_S=6
+  STORE_ARGS=(--mb=16 --seconds=1.5 --reps=3 --only=rocksdb/flush1)
   CONSISTENCY_S=8
 else
   # Sized to finish in under 15 minutes on 2 cores: every configuration and
@@ -77,6 +78,7 @@ else
   ZMQ_ARGS=()
   OPT_ARGS=()
   OVERHEAD_S=15
+  STORE_ARGS=(--mb=16 --seconds=2 --reps=5)
   CONSISTENCY_S=40
 fi
 
@@ -97,6 +99,12 @@ if want checkpoint && have relaxps-bench-checkpoint; then
     run checkpoint "$BIN/relaxps-bench-checkpoint" --quick
   else
     run checkpoint "$BIN/relaxps-bench-checkpoint"
+  fi
+fi
+if want store && have relaxps-bench-store; then
+  run store "$BIN/relaxps-bench-store" "${STORE_ARGS[@]}"
+  if [ "$QUICK" = 0 ]; then
+    run store_1MiB "$BIN/relaxps-bench-store" --mb=1 --seconds=2 --reps=5
   fi
 fi
 if want overhead; then

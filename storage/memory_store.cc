@@ -99,6 +99,11 @@ class MemoryStore final : public ParamStore {
     return it == sparse_.end() ? nullptr : &it->second.spec;
   }
 
+  int64_t* SparseStep(const std::string& table) override {
+    auto it = sparse_.find(table);
+    return it == sparse_.end() ? nullptr : &it->second.step;
+  }
+
   Status ReadRows(const std::string& table, const uint64_t* ids, size_t n,
                   float* out) override {
     auto it = sparse_.find(table);
@@ -156,6 +161,7 @@ class MemoryStore final : public ParamStore {
   };
   struct SparseTable {
     SparseTableSpec spec;
+    int64_t step = 0;
     std::unordered_map<uint64_t, std::vector<float>> rows;
   };
 

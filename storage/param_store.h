@@ -116,6 +116,11 @@ class ParamStore {
   // Writes n full rows (n * row_floats floats).
   virtual Status WriteRows(const std::string& table, const uint64_t* ids, size_t n,
                            const float* rows) = 0;
+  // Optimizer steps applied to a sparse table (Adam's bias correction), owned
+  // by the store and persisted with the table (by the next Flush, or with the
+  // next WriteRows under wal_per_update). nullptr for an unknown table; valid
+  // until the store is destroyed.
+  virtual int64_t* SparseStep(const std::string& table) = 0;
   // Number of rows that exist (created or loaded) in a sparse table.
   virtual StatusOr<uint64_t> NumRows(const std::string& table) = 0;
 

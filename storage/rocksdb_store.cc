@@ -144,6 +144,7 @@ Status RocksDbStore::Recover() {
       t->id = meta.id;
       t->spec = meta.sparse;
       t->num_rows = meta.num_rows;
+      t->step = meta.step;
       sparse_.emplace(t->spec.table, std::move(t));
     }
   }

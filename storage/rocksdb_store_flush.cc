@@ -54,6 +54,7 @@ std::string RocksDbStore::SparseMetaValue(const SparseTable& t, uint64_t num_row
   m.id = t.id;
   m.sparse = t.spec;
   m.num_rows = num_rows;
+  m.step = t.step;
   return EncodeTableMeta(m);
 }
 

@@ -43,12 +43,14 @@ Status SparseShardState::Push(const uint64_t* ids, size_t n, const float* grads)
   const size_t u = unique_ids.size();
   rows_.resize(u * rf);
   RETURN_IF_ERROR(store_->ReadRows(spec_.table, unique_ids.data(), u, rows_.data()));
-  ++step_;
+  int64_t* step = store_->SparseStep(spec_.table);
+  if (step == nullptr) return NotFoundError("no sparse table '" + spec_.table + "' in the store");
+  ++*step;
   std::vector<float*> state(spec_.num_slots - 1);
   for (size_t i = 0; i < u; ++i) {
     float* row = rows_.data() + i * rf;
     for (int s = 1; s < spec_.num_slots; ++s) state[s - 1] = row + s * w;
-    optimizer_->Apply(device_, row, state.data(), summed.data() + i * w, w, step_, 1.0f);
+    optimizer_->Apply(device_, row, state.data(), summed.data() + i * w, w, *step, 1.0f);
   }
   updates_applied_ += u;
   return store_->WriteRows(spec_.table, unique_ids.data(), u, rows_.data());

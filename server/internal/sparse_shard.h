@@ -47,7 +47,6 @@ class SparseShardState {
   kernels::Device* const device_;
   ParamStore* const store_;
 
-  int64_t step_ = 0;
   uint64_t updates_applied_ = 0;
   std::vector<float> rows_;  // Scratch: full row records.
 };

@@ -77,6 +77,10 @@ class RocksDbStore final : public ParamStore {
                    const float* rows) override {
     return Guarded("WriteRows", [&] { return DoWriteRows(table, ids, n, rows); });
   }
+  int64_t* SparseStep(const std::string& table) override {
+    auto it = sparse_.find(table);
+    return it == sparse_.end() ? nullptr : &it->second->step;
+  }
   StatusOr<uint64_t> NumRows(const std::string& table) override {
     auto it = sparse_.find(table);
     if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
@@ -133,6 +137,7 @@ class RocksDbStore final : public ParamStore {
     uint32_t id = 0;
     SparseTableSpec spec;
     uint64_t num_rows = 0;
+    int64_t step = 0;
   };
 
   explicit RocksDbStore(const ParamStoreOptions& options)

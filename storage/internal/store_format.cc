@@ -148,6 +148,7 @@ std::string EncodeTableMeta(const TableMeta& t) {
     w.Put<float>(s.slot_init);
     w.PutInit(s.init);
     w.Put<uint64_t>(t.num_rows);
+    w.Put<int64_t>(t.step);
   }
   return w.Take();
 }
@@ -177,7 +178,7 @@ Status DecodeTableMeta(const std::string& data, const std::string& what, TableMe
   } else {
     SparseTableSpec& s = t->sparse;
     if (!r.GetString(&s.table) || !r.Get(&s.width) || !r.Get(&slots) || !r.Get(&s.slot_init) ||
-        !r.GetInit(&s.init) || !r.Get(&t->num_rows) || !r.done()) {
+        !r.GetInit(&s.init) || !r.Get(&t->num_rows) || !r.Get(&t->step) || !r.done()) {
       return Malformed(what);
     }
     s.num_slots = slots;

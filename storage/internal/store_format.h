@@ -68,7 +68,7 @@ struct TableMeta {
   TableKind kind = TableKind::kDense;
   uint32_t id = 0;
   DenseShardSpec dense;    // kind == kDense.
-  int64_t step = 0;        // kind == kDense.
+  int64_t step = 0;        // Optimizer steps applied (both kinds).
   int64_t clock = 0;       // kind == kDense.
   uint64_t generation = 0;  // kind == kDense: where its chunks are.
   SparseTableSpec sparse;  // kind == kSparse.

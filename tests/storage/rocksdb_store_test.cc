@@ -600,6 +600,29 @@ TEST_F(RocksDbStoreTest, OpeningADamagedStoreFailsWithAnErrorNamingIt) {
   EXPECT_NE(store.status().message().find(dir_), std::string::npos) << store.status();
 }
 
+TEST_F(RocksDbStoreTest, SparseStepIsPersistedWithTheTable) {
+  for (bool wal : {false, true}) {
+    SCOPED_TRACE(wal ? "wal_per_update" : "flush");
+    std::filesystem::remove_all(dir_);
+    const std::vector<uint64_t> ids = {3};
+    {
+      auto store = OpenStore(dir_, 64, wal);
+      ASSERT_OK(store->CreateSparse(SparseSpec()));
+      EXPECT_EQ(store->SparseStep("nope"), nullptr);
+      int64_t* step = store->SparseStep("emb");
+      ASSERT_NE(step, nullptr);
+      EXPECT_EQ(*step, 0);
+      *step = 41;
+      ASSERT_OK(store->WriteRows("emb", ids.data(), 1,
+                                 MakeRows(ids, SparseSpec().row_floats(), 1).data()));
+      if (!wal) ASSERT_OK(store->Flush(1));
+    }
+    auto store = OpenStore(dir_, 64, wal);
+    ASSERT_NE(store->SparseStep("emb"), nullptr);
+    EXPECT_EQ(*store->SparseStep("emb"), 41);
+  }
+}
+
 uint64_t SstBytes(const std::string& dir) {
   uint64_t bytes = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
