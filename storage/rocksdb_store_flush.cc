@@ -186,22 +186,39 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
 
 Status RocksDbStore::WriteDenseGeneration(const DenseTable& t, const std::vector<float*>& slots,
                                           const std::string& path) {
-  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), db_options_);
+  // O_DIRECT: a generation is written once and read back only on open, so
+  // the page cache gains nothing from it, while buffering it costs a kernel
+  // copy and per-page bookkeeping (measured: about 40% of the flush thread's
+  // CPU at 16 MiB) and evicts hot sparse-row blocks. Filesystems without
+  // O_DIRECT (tmpfs) get buffered writes.
+  rocksdb::EnvOptions env_options;
+  env_options.use_direct_writes = direct_writes_;
+  std::unique_ptr<rocksdb::SstFileWriter> writer =
+      std::make_unique<rocksdb::SstFileWriter>(env_options, db_options_);
   const std::string what = "cannot write " + path;
-  RETURN_IF_ERROR(FromRocks(writer.Open(path), what));
+  rocksdb::Status opened = writer->Open(path);
+  if (!opened.ok() && direct_writes_) {
+    LOG(INFO) << Where() << ": no O_DIRECT writes here (" << opened.ToString()
+              << "); dense flushes use buffered writes";
+    direct_writes_ = false;
+    env_options.use_direct_writes = false;
+    writer = std::make_unique<rocksdb::SstFileWriter>(env_options, db_options_);
+    opened = writer->Open(path);
+  }
+  RETURN_IF_ERROR(FromRocks(opened, what));
   const size_t n = t.shard.size();
   for (size_t slot = 0; slot < slots.size(); ++slot) {
     for (uint64_t c = 0; c < t.num_chunks(); ++c) {
       const uint64_t first = c * kDenseChunkFloats;
       const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
       RETURN_IF_ERROR(FromRocks(
-          writer.Put(DenseChunkKey(t.id, t.generation, static_cast<int>(slot), c),
+          writer->Put(DenseChunkKey(t.id, t.generation, static_cast<int>(slot), c),
                      rocksdb::Slice(reinterpret_cast<const char*>(slots[slot] + first),
                                     len * sizeof(float))),
           what));
     }
   }
-  return FromRocks(writer.Finish(), what);
+  return FromRocks(writer->Finish(), what);
 }
 
 Status RocksDbStore::DropOldGenerations(const DenseTable& t) {

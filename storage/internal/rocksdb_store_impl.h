@@ -235,6 +235,9 @@ class RocksDbStore final : public ParamStore {
 
   // Flush job.
   std::thread flush_thread_;  // Started by the first StartFlushJob.
+  // Whether dense generations are written with O_DIRECT (cleared when the
+  // filesystem refuses it). Touched only by the one commit in progress.
+  bool direct_writes_ = true;
   // Number of captured tables whose copy_pending is set: lets
   // BeforeDenseWrite return without locking when no copy is in progress.
   std::atomic<int> copies_pending_{0};
