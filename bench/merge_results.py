@@ -55,6 +55,15 @@ def figures_of(bench, doc):
             out.append(figure(bench, f"optimizer/{dev}/memcpy/gbps", doc["memcpy_d2d_gbps"], "GB/s",
                               f"optimizer/{dev}/memcpy/gbps", doc["memcpy_d2d_gbps"]))
         return out
+    if bench == "checkpoint":
+        c = doc.get("checkpoint", {})
+        mb = c.get("bytes", 0) / 2**20
+        for key, unit_of in (("checkpoint_s", "seq_write_fsync_s"), ("restore_s", "seq_write_fsync_s"),
+                             ("flush_s", "seq_write_fsync_s"), ("async_stall_s", "memcpy_s")):
+            if key in c:
+                out.append(figure(bench, f"checkpoint/{mb:g}MiB/{key}", c[key], "s",
+                                  f"checkpoint/{mb:g}MiB/{unit_of}", c.get(unit_of), "lower"))
+        return out
     if bench.startswith("store"):
         mb = doc.get("mb")
         for r in doc.get("results", []):
@@ -114,6 +123,10 @@ def targets_of(figs):
         if f["bench"].startswith("store") and "/rocksdb/flush1/" in f["name"]:
             target("rocksdb store, flush every clock: PushPull+Clock >= 0.9x memory store",
                    f["name"], ">=", 0.9)
+    for f in figs:
+        if f["bench"] == "checkpoint" and f["name"].endswith("/async_stall_s"):
+            target("checkpoint stalls writers no longer than the snapshot copy (<= 1.5x memcpy)",
+                   f["name"], "<=", 1.5)
     target("training overhead (1 worker, async, cnn) <= 15% slower than local",
            "training/cnn/ps_async_w1s1/samples_per_s", ">=", 0.85)
     return out

@@ -48,7 +48,7 @@ class ServerImpl final : public Server {
   void HandleDense(Request req);
   void HandleSparse(Request req);
   void HandleStats(const Request& req);
-  void HandleCheckpoint(const Request& req);
+  void HandleCheckpoint(Request req);
   // Replies with an error and counts the rejection.
   void Reject(const Request& req, const Status& status);
   // False (after rejecting) unless the request has exactly `expected`
@@ -368,7 +368,7 @@ void ServerImpl::Handle(Request req) {
       HandleStats(req);
       return;
     case wire::CHECKPOINT:
-      HandleCheckpoint(req);
+      HandleCheckpoint(std::move(req));
       return;
     case wire::LIST_CHECKPOINTS: {
       Message reply = MakeReply(h, Status::OK());
@@ -392,7 +392,7 @@ void ServerImpl::HandleStats(const Request& req) {
   ReplyWith(req, std::move(reply));
 }
 
-void ServerImpl::HandleCheckpoint(const Request& req) {
+void ServerImpl::HandleCheckpoint(Request req) {
   const wire::Header& h = req.msg.header;
   if (!h.has_checkpoint_request()) {
     Reject(req, InvalidArgumentError("CHECKPOINT without checkpoint_request"));
@@ -403,20 +403,29 @@ void ServerImpl::HandleCheckpoint(const Request& req) {
     Reject(req, InvalidArgumentError("CHECKPOINT at negative clock " + std::to_string(clock)));
     return;
   }
-  StatusOr<wire::ShardCheckpoint> done = server_internal::WriteCheckpoint(
-      store_.get(), checkpoint_root_, clock, options_.keep_checkpoints, id_);
-  if (!done.ok()) {
-    LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << done.status();
-    Reject(req, done.status());
-    return;
-  }
-  // The checkpoint flushed the store.
+  // The checkpoint's flush covers what has been applied so far.
+  int64_t flushed_clock = last_flush_clock_;
   for (auto& [name, shard] : dense_) {
-    last_flush_clock_ = std::max(last_flush_clock_, shard->visible_clock());
+    flushed_clock = std::max(flushed_clock, shard->visible_clock());
   }
-  Message reply = MakeReply(h, Status::OK());
-  *reply.header.mutable_shard_checkpoint() = *done;
-  ReplyWith(req, std::move(reply));
+  // Written in the background; the reply waits for it on this loop.
+  auto shared_req = std::make_shared<Request>(std::move(req));
+  server_internal::WriteCheckpointAsync(
+      store_.get(), checkpoint_root_, clock, options_.keep_checkpoints, id_,
+      [this, shared_req, clock, flushed_clock](StatusOr<wire::ShardCheckpoint> done) {
+        rpc_->Post([this, shared_req, clock, flushed_clock, done = std::move(done)] {
+          const wire::Header& h = shared_req->msg.header;
+          if (!done.ok()) {
+            LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << done.status();
+            Reject(*shared_req, done.status());
+            return;
+          }
+          last_flush_clock_ = std::max(last_flush_clock_, flushed_clock);
+          Message reply = MakeReply(h, Status::OK());
+          *reply.header.mutable_shard_checkpoint() = *done;
+          ReplyWith(*shared_req, std::move(reply));
+        });
+      });
 }
 
 void ServerImpl::HandleDense(Request req) {

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -148,6 +149,17 @@ class ParamStore {
   // `dir` (which must not exist). Unavailable for stores without durable state.
   // Waits for a running background flush, then flushes synchronously.
   virtual Status Checkpoint(const std::string& dir, int64_t clock) = 0;
+  // Checkpoint that returns once the state to checkpoint is captured and
+  // writes it in the background where the store can: the caller's writes
+  // then wait only for the in-memory copy (BeforeDenseWrite), not for the
+  // disk. `done` runs exactly once with the result, on the caller's thread
+  // before CheckpointAsync returns or later on a store thread; it must not
+  // call into the store. A Flush while it runs is coalesced as with a
+  // background flush. Default: Checkpoint, then done.
+  virtual void CheckpointAsync(const std::string& dir, int64_t clock,
+                               std::function<void(Status)> done) {
+    done(Checkpoint(dir, clock));
+  }
 
   // Names of all tables (dense and sparse).
   virtual std::vector<std::string> Tables() const = 0;

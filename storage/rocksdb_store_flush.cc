@@ -299,6 +299,12 @@ void RocksDbStore::FlushThreadMain() {
     std::unique_ptr<FlushCapture> job = std::move(flush_job_);
     l.unlock();
     Status s = Guarded("background flush", [&] { return RunFlushJob(*job); });
+    Status checkpointed = s;
+    if (s.ok() && !job->checkpoint_dir.empty()) {
+      checkpointed = Guarded("background checkpoint", [&] {
+        return WriteCheckpointDir(job->checkpoint_dir, job->clock, job->checkpoint_tables);
+      });
+    }
     l.lock();
     for (DenseTable* t : job->tables) {  // Copies an exception left pending.
       if (t->copy_pending) {
@@ -310,6 +316,11 @@ void RocksDbStore::FlushThreadMain() {
     if (!s.ok()) flush_error_ = s;
     flush_running_ = false;
     flush_cv_.notify_all();
+    if (job->checkpoint_done) {
+      l.unlock();
+      job->checkpoint_done(checkpointed);
+      l.lock();
+    }
   }
 }
 
@@ -337,14 +348,48 @@ Status RocksDbStore::RunFlushJob(const FlushCapture& cap) {
   return CommitFlush(cap, /*from_snapshot=*/true);
 }
 
-Status RocksDbStore::DoCheckpoint(const std::string& dir, int64_t clock) {
+Status RocksDbStore::CheckCheckpointDir(const std::string& dir) const {
   if (dir.empty()) return InvalidArgumentError("checkpoint needs a directory");
   if (PathExists(dir)) return InvalidArgumentError("checkpoint directory " + dir + " already exists");
+  return Status::OK();
+}
+
+Status RocksDbStore::DoCheckpoint(const std::string& dir, int64_t clock) {
+  RETURN_IF_ERROR(CheckCheckpointDir(dir));
   WaitForFlushJob();
   deferred_flush_clock_.reset();  // Superseded by the flush below.
   RETURN_IF_ERROR(TakeFlushError());
   RETURN_IF_ERROR(SyncFlush(clock));
+  return WriteCheckpointDir(dir, clock, Tables());
+}
 
+void RocksDbStore::CheckpointAsync(const std::string& dir, int64_t clock,
+                                   std::function<void(Status)> done) {
+  bool started = false;
+  Status s = Guarded("CheckpointAsync", [&]() -> Status {
+    RETURN_IF_ERROR(CheckCheckpointDir(dir));
+    WaitForFlushJob();  // One job at a time: a running flush finishes first.
+    deferred_flush_clock_.reset();  // Superseded by this checkpoint's flush.
+    RETURN_IF_ERROR(TakeFlushError());
+    RETURN_IF_ERROR(StageDirtyRows());
+    // Staged rows and the per-update WAL keep flushes on this thread (DoFlush).
+    if (staged_rows_ || options_.wal_per_update) {
+      RETURN_IF_ERROR(SyncFlush(clock));
+      return WriteCheckpointDir(dir, clock, Tables());
+    }
+    FlushCapture cap = CaptureFlush(clock);
+    cap.checkpoint_dir = dir;
+    cap.checkpoint_tables = Tables();
+    cap.checkpoint_done = done;
+    StartFlushJob(std::move(cap));
+    started = true;
+    return Status::OK();
+  });
+  if (!started) done(s);
+}
+
+Status RocksDbStore::WriteCheckpointDir(const std::string& dir, int64_t clock,
+                                        const std::vector<std::string>& tables) {
   std::error_code ec;
   std::filesystem::create_directories(ParentDir(dir), ec);
   if (ec) return IOError("cannot create " + ParentDir(dir) + ": " + ec.message());
@@ -358,7 +403,7 @@ Status RocksDbStore::DoCheckpoint(const std::string& dir, int64_t clock) {
     std::unique_ptr<rocksdb::Checkpoint> cp(raw);
     RETURN_IF_ERROR(FromRocks(cp->CreateCheckpoint(partial, /*log_size_for_flush=*/0),
                               "cannot write checkpoint " + dir));
-    RETURN_IF_ERROR(WriteCheckpointManifest(partial, clock, Name(), Tables()));
+    RETURN_IF_ERROR(WriteCheckpointManifest(partial, clock, Name(), tables));
     if (std::rename(partial.c_str(), dir.c_str()) != 0) {
       return IOError("cannot rename " + partial + " to " + dir);
     }

@@ -45,12 +45,14 @@ Status RestoreDataDir(const std::string& restore_from, const std::string& root,
   return Status::OK();
 }
 
-StatusOr<wire::ShardCheckpoint> WriteCheckpoint(ParamStore* store, const std::string& root,
-                                                int64_t clock, int keep, int server_id) {
+void WriteCheckpointAsync(ParamStore* store, const std::string& root, int64_t clock, int keep,
+                          int server_id,
+                          std::function<void(StatusOr<wire::ShardCheckpoint>)> done) {
   if (root.empty()) {
-    return FailedPreconditionError("server " + std::to_string(server_id) +
-                                   " has no checkpoint directory (store " + store->Name() +
-                                   " without --data_dir / --checkpoint_dir)");
+    done(FailedPreconditionError("server " + std::to_string(server_id) +
+                                 " has no checkpoint directory (store " + store->Name() +
+                                 " without --data_dir / --checkpoint_dir)"));
+    return;
   }
   const std::string dir = root + "/" + CheckpointDirName(clock);
   const auto start = std::chrono::steady_clock::now();
@@ -59,23 +61,36 @@ StatusOr<wire::ShardCheckpoint> WriteCheckpoint(ParamStore* store, const std::st
     // A second checkpoint at the same clock (e.g. a manual one while workers
     // are idle): the newer state replaces the older snapshot.
     fs::remove_all(dir, ec);
-    if (ec) return IOError("cannot replace checkpoint " + dir + ": " + ec.message());
+    if (ec) {
+      done(IOError("cannot replace checkpoint " + dir + ": " + ec.message()));
+      return;
+    }
   }
-  RETURN_IF_ERROR(store->Checkpoint(dir, clock));
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(dir));
-  Status pruned = PruneCheckpoints(root, keep);
-  if (!pruned.ok()) LOG(WARNING) << "pruning checkpoints under " << root << ": " << pruned;
-  wire::ShardCheckpoint out;
-  out.set_server(server_id);
-  out.set_dir(fs::absolute(dir, ec).string());
-  out.set_clock(clock);
-  out.set_bytes(info.bytes);
-  out.set_seconds(seconds);
-  LOG(INFO) << "checkpoint " << out.dir() << " (clock " << clock << ", " << info.bytes
-            << " bytes) in " << seconds << " s";
-  return out;
+  store->CheckpointAsync(dir, clock, [=](Status s) {
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    StatusOr<CheckpointInfo> info = ReadCheckpointInfo(dir);
+    if (!info.ok()) {
+      done(info.status());
+      return;
+    }
+    Status pruned = PruneCheckpoints(root, keep);
+    if (!pruned.ok()) LOG(WARNING) << "pruning checkpoints under " << root << ": " << pruned;
+    wire::ShardCheckpoint out;
+    std::error_code abs_ec;
+    out.set_server(server_id);
+    out.set_dir(fs::absolute(dir, abs_ec).string());
+    out.set_clock(clock);
+    out.set_bytes(info->bytes);
+    out.set_seconds(seconds);
+    LOG(INFO) << "checkpoint " << out.dir() << " (clock " << clock << ", " << info->bytes
+              << " bytes) in " << seconds << " s";
+    done(std::move(out));
+  });
 }
 
 wire::CheckpointList ListShardCheckpoints(const std::string& root, int server_id) {

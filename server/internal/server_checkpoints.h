@@ -3,10 +3,13 @@
 // and listing the checkpoints on its disk.
 //
 // Thread-safety: stateless functions; callers serialize use of the store.
+// Checkpoints under one root are written one at a time (the store runs one
+// background job).
 #ifndef RELAXPS_SERVER_INTERNAL_SERVER_CHECKPOINTS_H_
 #define RELAXPS_SERVER_INTERNAL_SERVER_CHECKPOINTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -28,10 +31,13 @@ Status RestoreDataDir(const std::string& restore_from, const std::string& root,
                       const std::string& data_dir);
 
 // Writes "<root>/ckpt-<clock>" from `store` (replacing an older checkpoint
-// of the same clock) and then keeps only the newest `keep` under root.
-// Returns this server's part of the coordinated checkpoint.
-StatusOr<wire::ShardCheckpoint> WriteCheckpoint(ParamStore* store, const std::string& root,
-                                                int64_t clock, int keep, int server_id);
+// of the same clock) and then keeps only the newest `keep` under root, in
+// the background where the store allows (ParamStore::CheckpointAsync).
+// `done` gets this server's part of the coordinated checkpoint, on this
+// thread or on the store's; it must not call into the store.
+void WriteCheckpointAsync(ParamStore* store, const std::string& root, int64_t clock, int keep,
+                          int server_id,
+                          std::function<void(StatusOr<wire::ShardCheckpoint>)> done);
 
 // The valid checkpoints under root, oldest first.
 wire::CheckpointList ListShardCheckpoints(const std::string& root, int server_id);

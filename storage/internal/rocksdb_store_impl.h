@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -95,6 +96,8 @@ class RocksDbStore final : public ParamStore {
   Status Checkpoint(const std::string& dir, int64_t clock) override {
     return Guarded("Checkpoint", [&] { return DoCheckpoint(dir, clock); });
   }
+  void CheckpointAsync(const std::string& dir, int64_t clock,
+                       std::function<void(Status)> done) override;
   std::vector<std::string> Tables() const override;
 
   RowCacheStats CacheStats() const {
@@ -132,6 +135,11 @@ class RocksDbStore final : public ParamStore {
     // is written whole under its (new) generation.
     std::vector<DenseTable*> tables;
     std::map<std::string, std::string> table_records;  // Key -> value, every table.
+    // A checkpoint to write into this directory once the flush landed, and
+    // whom to tell (CheckpointAsync); empty if none.
+    std::string checkpoint_dir;
+    std::vector<std::string> checkpoint_tables;
+    std::function<void(Status)> checkpoint_done;
   };
   struct SparseTable {
     uint32_t id = 0;
@@ -159,6 +167,12 @@ class RocksDbStore final : public ParamStore {
   Status DoWriteRows(const std::string& table, const uint64_t* ids, size_t n, const float* rows);
   Status DoFlush(int64_t clock);
   Status DoCheckpoint(const std::string& dir, int64_t clock);
+  // Checks that a checkpoint may be written into dir.
+  Status CheckCheckpointDir(const std::string& dir) const;
+  // Writes the checkpoint of the last committed flush into dir (built under
+  // a temporary name, then renamed).
+  Status WriteCheckpointDir(const std::string& dir, int64_t clock,
+                            const std::vector<std::string>& tables);
 
   // Flushing (rocksdb_store_flush.cc).
   // Takes the dirty tables (each gets a new generation) and every table

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,9 @@ std::unique_ptr<ParamStore> OpenStore(const std::string& dir) {
   return store.ok() ? std::move(store).value() : nullptr;
 }
 
-// Sets every value of the store's tables to a function of `version`.
-void Fill(ParamStore* store, int version) {
+// Sets every dense value (parameters, optimizer state, step, clock) to a
+// function of `version`.
+void FillDense(ParamStore* store, int version) {
   StatusOr<DenseShard*> shard = store->CreateDense(kDense);
   ASSERT_TRUE(shard.ok()) << shard.status();
   store->BeforeDenseWrite(*shard);
@@ -42,6 +44,22 @@ void Fill(ParamStore* store, int version) {
   }
   (*shard)->step = version;
   (*shard)->clock = version;
+}
+
+void ExpectDenseVersion(ParamStore* store, int version) {
+  StatusOr<DenseShard*> shard = store->CreateDense(kDense);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  EXPECT_EQ((*shard)->step, version);
+  for (int s = 0; s < 2; ++s) {
+    for (size_t i = 0; i < (*shard)->size(); ++i) {
+      ASSERT_EQ((*shard)->slots[s][i], version * 10.0f + i + s) << s << "/" << i;
+    }
+  }
+}
+
+// Sets every value of the store's tables to a function of `version`.
+void Fill(ParamStore* store, int version) {
+  FillDense(store, version);
   ASSERT_OK(store->CreateSparse(kSparse));
   std::vector<uint64_t> ids(500);
   std::vector<float> rows(ids.size() * kSparse.row_floats());
@@ -55,14 +73,7 @@ void Fill(ParamStore* store, int version) {
 }
 
 void ExpectVersion(ParamStore* store, int version) {
-  StatusOr<DenseShard*> shard = store->CreateDense(kDense);
-  ASSERT_TRUE(shard.ok()) << shard.status();
-  EXPECT_EQ((*shard)->step, version);
-  for (int s = 0; s < 2; ++s) {
-    for (size_t i = 0; i < (*shard)->size(); ++i) {
-      ASSERT_EQ((*shard)->slots[s][i], version * 10.0f + i + s) << s << "/" << i;
-    }
-  }
+  ExpectDenseVersion(store, version);
   std::vector<uint64_t> ids(500);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = i * 31;
   std::vector<float> rows(ids.size() * kSparse.row_floats());
@@ -131,6 +142,29 @@ TEST_F(CheckpointTest, CheckpointAndRestoreRoundTrip) {
   ASSERT_OK(RestoreCheckpoint(ckpt_, fresh));
   auto store = OpenStore(fresh);
   ExpectVersion(store.get(), 1);
+}
+
+// The background checkpoint holds the state of the call: writes right after
+// it wait only for the in-memory copy and do not leak into the checkpoint.
+TEST_F(CheckpointTest, CheckpointAsyncCapturesTheStateAtTheCall) {
+  {
+    auto store = OpenStore(data_);
+    ASSERT_NE(store, nullptr);
+    FillDense(store.get(), 1);
+    std::promise<Status> done;
+    store->CheckpointAsync(ckpt_, 1, [&](Status s) { done.set_value(s); });
+    FillDense(store.get(), 2);
+    ASSERT_OK(done.get_future().get());
+    std::promise<Status> again;  // Errors reach `done` as well.
+    store->CheckpointAsync(ckpt_, 1, [&](Status s) { again.set_value(s); });
+    EXPECT_EQ(again.get_future().get().code(), StatusCode::kInvalidArgument);
+    ExpectDenseVersion(store.get(), 2);
+  }
+  const std::string fresh = tmp_.path() + "/fresh";
+  ASSERT_OK(RestoreCheckpoint(ckpt_, fresh));
+  auto store = OpenStore(fresh);
+  ASSERT_NE(store, nullptr);
+  ExpectDenseVersion(store.get(), 1);
 }
 
 TEST_F(CheckpointTest, MemoryStoreCannotCheckpoint) {
