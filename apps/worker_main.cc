@@ -41,6 +41,9 @@ DEFINE_bool(async_pipeline, true,
             "computation (parameters one update older, communication hidden)");
 DEFINE_string(wire_dtype, "fp32", "Payload encoding on the wire: fp32 or fp16 (PS mode)");
 DEFINE_int32(request_timeout_ms, 10000, "Deadline of each parameter-server request");
+DEFINE_int32(recovery_timeout_ms, 120000,
+             "Under --recovery=checkpoint (the coordinator's): how long a request whose server "
+             "died waits for the restarted server before the worker gives up");
 
 // ---- Model and optimizer ----
 DEFINE_string(model, "cnn", "mlp (784-256-10), mlp-<w1>-<w2>... or cnn (the paper's)");
@@ -149,6 +152,7 @@ void CheckFlagValues() {
   if (FLAGS_straggle_ms < 0) UsageError("--straggle_ms must be >= 0");
   if (FLAGS_cpu_threads < 0) UsageError("--cpu_threads must be >= 0");
   if (FLAGS_request_timeout_ms <= 0) UsageError("--request_timeout_ms must be positive");
+  if (FLAGS_recovery_timeout_ms <= 0) UsageError("--recovery_timeout_ms must be positive");
   if (FLAGS_wire_dtype != "fp32" && FLAGS_wire_dtype != "fp16") {
     UsageError("--wire_dtype must be fp32 or fp16");
   }
@@ -242,6 +246,7 @@ int Main(int argc, char** argv) {
     client_options.role = "worker";
     client_options.worker_id = FLAGS_worker_id;
     client_options.request_timeout_ms = FLAGS_request_timeout_ms;
+    client_options.recovery_timeout_ms = FLAGS_recovery_timeout_ms;
     client_options.wire_dtype = FLAGS_wire_dtype;
     StatusOr<std::unique_ptr<Client>> connected = Client::Connect(client_options);
     if (!connected.ok()) {
@@ -265,7 +270,10 @@ int Main(int argc, char** argv) {
     ps.table.size = (*model)->num_params();
     ps.table.optimizer = OptimizerFromFlags();
     ps.table.init = init;
+    // A request may wait out a dead server's restart (recovery_timeout_ms)
+    // on top of its own deadline; PsParams' bound only catches a lost reply.
     ps.wait_timeout_ms = FLAGS_request_timeout_ms + 10000;
+    if (client->job().recovery == "checkpoint") ps.wait_timeout_ms += FLAGS_recovery_timeout_ms;
     ps.pipeline_async = FLAGS_async_pipeline;
     StatusOr<std::unique_ptr<trainer::ParamSource>> s =
         trainer::NewPsParams(client.get(), device->get(), ps);

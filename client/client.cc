@@ -143,6 +143,16 @@ class ClientImpl final : public Client {
     return server < static_cast<int>(server_peers_.size()) ? server_peers_[server] : -1;
   }
   Status JobError() const;
+  // Sends one request part to a server; `make` builds it (again for a
+  // resend). Under --recovery=checkpoint a part that fails because its server
+  // is gone (Unavailable, DeadlineExceeded) is parked until the shard map
+  // names a new endpoint for that server (it restarted), then sent there;
+  // after options_.recovery_timeout_ms it fails with the original error.
+  void CallServer(int server, std::function<Message()> make, Transport::ReplyCallback done,
+                  int64_t give_up_ms = 0);
+  bool ResendsAcrossRestarts() const { return job_.recovery == "checkpoint"; }
+  // Fails parked parts past their give-up time, or all of them with `all`.
+  void ExpireParked(const Status& all);
   void Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
              FloatBuffer grads, FloatBuffer out, Callback done);
   void Sparse(wire::MsgType type, const std::string& table, KeyBuffer ids, FloatBuffer grads,
@@ -168,6 +178,16 @@ class ClientImpl final : public Client {
   std::vector<int> server_peers_;        // Guarded by mu_. Map index -> peer.
   std::vector<int64_t> last_push_clock_;  // Guarded by mu_. Per server.
   std::string job_error_;                // Guarded by mu_.
+  // A request part waiting for its server to come back (CallServer).
+  struct Parked {
+    int server;
+    std::string endpoint;  // The server's endpoint when it failed.
+    std::function<Message()> make;
+    Transport::ReplyCallback done;
+    int64_t give_up_ms;
+    Status error;  // Why it failed.
+  };
+  std::vector<Parked> parked_;  // Guarded by mu_.
 
   // SSP parameter cache: the last dense pull of each table.
   struct CacheEntry {
@@ -276,20 +296,117 @@ ClientImpl::~ClientImpl() {
     rpc_->CallSync(coordinator_peer_, std::move(bye), 1000).status().IgnoreError();
   }
   rpc_.reset();  // Fails anything still pending with Aborted.
+  ExpireParked(AbortedError("client is shutting down"));
 }
 
 Status ClientImpl::SetMap(const wire::ShardMap& proto) {
   ASSIGN_OR_RETURN(ShardMap m, ShardMap::FromProto(proto));
   auto next = std::make_shared<const ShardMap>(std::move(m));
-  std::lock_guard<std::mutex> l(mu_);
-  if (map_ && map_->version() >= next->version()) return Status::OK();
-  server_peers_.resize(next->num_servers(), -1);
-  last_push_clock_.resize(next->num_servers(), -1);
-  for (int i = 0; i < next->num_servers(); ++i) {
-    if (!next->server_endpoint(i).empty()) server_peers_[i] = rpc_->Connect(next->server_endpoint(i));
+  std::vector<std::pair<int, std::string>> moved;  // Old peer of a restarted server, its id.
+  std::vector<Parked> resend;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (map_ && map_->version() >= next->version()) return Status::OK();
+    server_peers_.resize(next->num_servers(), -1);
+    last_push_clock_.resize(next->num_servers(), -1);
+    for (int i = 0; i < next->num_servers(); ++i) {
+      const std::string& ep = next->server_endpoint(i);
+      if (map_ && i < map_->num_servers() && server_peers_[i] >= 0 && !ep.empty() &&
+          map_->server_endpoint(i) != ep) {
+        moved.emplace_back(server_peers_[i], "server " + std::to_string(i) + " moved to " + ep);
+      }
+      if (!ep.empty()) server_peers_[i] = rpc_->Connect(ep);
+    }
+    map_ = next;
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      if (next->server_endpoint(it->server) != it->endpoint &&
+          !next->server_endpoint(it->server).empty()) {
+        resend.push_back(std::move(*it));
+        it = parked_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
-  map_ = std::move(next);
+  // Requests still waiting on a dead server's old endpoint fail now (and are
+  // resent by CallServer) instead of at their deadlines.
+  for (const auto& [peer, why] : moved) {
+    LOG(INFO) << why << "; resending what it had not answered";
+    rpc_->CancelPeer(peer, UnavailableError(why));
+  }
+  for (Parked& p : resend) {
+    CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
+  }
   return Status::OK();
+}
+
+void ClientImpl::CallServer(int server, std::function<Message()> make,
+                            Transport::ReplyCallback done, int64_t give_up_ms) {
+  int peer = -1;
+  std::string endpoint;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (server < static_cast<int>(server_peers_.size())) {
+      peer = server_peers_[server];
+      endpoint = map_->server_endpoint(server);
+    }
+  }
+  if (peer < 0) {
+    done(UnavailableError("server " + std::to_string(server) + " has no endpoint in the shard map"),
+         Message());
+    return;
+  }
+  Message request = make();
+  rpc_->Call(peer, std::move(request), options_.request_timeout_ms,
+             [this, server, endpoint, give_up_ms, make = std::move(make),
+              done = std::move(done)](const Status& st, Message reply) mutable {
+               const bool lost = st.code() == StatusCode::kUnavailable ||
+                                 st.code() == StatusCode::kDeadlineExceeded;
+               if (st.ok() || !lost || !ResendsAcrossRestarts() || !JobError().ok()) {
+                 done(st, std::move(reply));
+                 return;
+               }
+               const int64_t now = MonotonicMs();
+               if (give_up_ms == 0) give_up_ms = now + options_.recovery_timeout_ms;
+               if (now >= give_up_ms) {
+                 done(st, Message());
+                 return;
+               }
+               bool restarted = false;
+               {
+                 std::lock_guard<std::mutex> l(mu_);
+                 const std::string& current = map_->server_endpoint(server);
+                 restarted = !current.empty() && current != endpoint;
+                 if (!restarted) {
+                   parked_.push_back(Parked{server, endpoint, std::move(make), std::move(done),
+                                            give_up_ms, st});
+                 }
+               }
+               if (restarted) CallServer(server, std::move(make), std::move(done), give_up_ms);
+             });
+}
+
+void ClientImpl::ExpireParked(const Status& all) {
+  std::vector<Parked> expired;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    const int64_t now = MonotonicMs();
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      if (!all.ok() || now >= it->give_up_ms) {
+        expired.push_back(std::move(*it));
+        it = parked_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Parked& p : expired) {
+    p.done(all.ok() ? p.error.WithPrefix("server " + std::to_string(p.server) +
+                                         " did not come back within " +
+                                         std::to_string(options_.recovery_timeout_ms) + " ms")
+                    : all,
+           Message());
+  }
 }
 
 Status ClientImpl::JobError() const {
@@ -298,6 +415,7 @@ Status ClientImpl::JobError() const {
 }
 
 void ClientImpl::Heartbeat() {
+  ExpireParked(JobError());
   Message hb;
   hb.header.set_type(wire::HEARTBEAT);
   hb.header.set_sender(job_.worker_id);
@@ -428,23 +546,22 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
   }
   auto join = std::make_shared<Join>(static_cast<int>(slices->size()), std::move(done));
   for (const DenseSlice& s : *slices) {
-    Message req = NewRequest(type, table, m->version());
-    req.header.set_key_begin(s.begin);
-    req.header.set_key_count(s.count);
-    if (type != wire::PULL) {
-      req.frames.push_back(EncodePayload(grads.Slice(s.offset, s.count)));
-      MarkPushed(s.server);
-    }
-    const int peer = PeerOf(s.server);
-    if (peer < 0) {
-      join->PartDone(UnavailableError("server " + std::to_string(s.server) +
-                                      " has no endpoint in the shard map"));
-      continue;
-    }
+    const bool with_payload = type != wire::PULL;
+    const FloatBuffer payload = with_payload ? grads.Slice(s.offset, s.count) : FloatBuffer();
+    if (with_payload) MarkPushed(s.server);
+    auto make = [this, type, table, begin = s.begin, count = s.count, with_payload, payload,
+                 clock = clock_.load()] {
+      Message req = NewRequest(type, table, map()->version());
+      req.header.set_clock(clock);  // A resend still belongs to the clock it was made at.
+      req.header.set_key_begin(begin);
+      req.header.set_key_count(count);
+      if (with_payload) req.frames.push_back(EncodePayload(payload));
+      return req;
+    };
     FloatBuffer dest = type == wire::PUSH ? FloatBuffer() : out.Slice(s.offset, s.count);
     const std::string where = "server " + std::to_string(s.server) + " (" +
                               m->server_endpoint(s.server) + ")";
-    rpc_->Call(peer, std::move(req), options_.request_timeout_ms,
+    CallServer(s.server, std::move(make),
                [this, join, dest, where, min_clock](const Status& st, Message reply) {
                  Status result = st;
                  if (result.ok() && !dest.empty()) {
@@ -502,25 +619,24 @@ void ClientImpl::Sparse(wire::MsgType type, const std::string& table, KeyBuffer 
     if (pos.empty()) continue;
     KeyBuffer part_ids = KeyBuffer::Uninitialized(pos.size());
     for (size_t i = 0; i < pos.size(); ++i) part_ids[i] = ids[pos[i]];
-    Message req = NewRequest(type, table, m->version());
-    req.header.set_key_count(pos.size());
-    req.frames.push_back(Frame::Share(part_ids));
+    FloatBuffer part;
     if (type == wire::PUSH_ROWS) {
-      FloatBuffer part = FloatBuffer::Uninitialized(pos.size() * width);
+      part = FloatBuffer::Uninitialized(pos.size() * width);
       for (size_t i = 0; i < pos.size(); ++i) {
         std::memcpy(part.data() + i * width, grads.data() + pos[i] * width, width * sizeof(float));
       }
-      req.frames.push_back(EncodePayload(part));
       MarkPushed(s);
     }
-    const int peer = PeerOf(s);
-    if (peer < 0) {
-      join->PartDone(UnavailableError("server " + std::to_string(s) +
-                                      " has no endpoint in the shard map"));
-      continue;
-    }
+    auto make = [this, type, table, part_ids, part, clock = clock_.load()] {
+      Message req = NewRequest(type, table, map()->version());
+      req.header.set_clock(clock);
+      req.header.set_key_count(part_ids.size());
+      req.frames.push_back(Frame::Share(part_ids));
+      if (type == wire::PUSH_ROWS) req.frames.push_back(EncodePayload(part));
+      return req;
+    };
     auto shared_pos = std::make_shared<std::vector<uint32_t>>(pos);
-    rpc_->Call(peer, std::move(req), options_.request_timeout_ms,
+    CallServer(s, std::move(make),
                [this, join, out, shared_pos, width, type, s](const Status& st, Message reply) {
                  Status result = st;
                  if (result.ok() && type == wire::PULL_ROWS) {
@@ -546,18 +662,24 @@ Status ClientImpl::Clock() {
   RETURN_IF_ERROR(JobError());
   const int64_t c = clock_.load();
   // Servers that got no push at this clock still need to learn it completed.
-  std::vector<int> peers;
+  std::vector<int> servers;
   {
     std::lock_guard<std::mutex> l(mu_);
     for (size_t s = 0; s < last_push_clock_.size(); ++s) {
-      if (last_push_clock_[s] != c && server_peers_[s] >= 0) peers.push_back(server_peers_[s]);
+      if (last_push_clock_[s] != c && server_peers_[s] >= 0) servers.push_back(static_cast<int>(s));
     }
   }
-  for (int peer : peers) {
-    Message m = NewRequest(wire::CLOCK, "", map()->version());
-    rpc_->Call(peer, std::move(m), options_.request_timeout_ms, [](const Status& s, Message) {
-      if (!s.ok()) VLOG(1) << "clock message failed: " << s;
-    });
+  for (int server : servers) {
+    CallServer(
+        server,
+        [this, c] {
+          Message m = NewRequest(wire::CLOCK, "", map()->version());
+          m.header.set_clock(c);
+          return m;
+        },
+        [](const Status& s, Message) {
+          if (!s.ok()) VLOG(1) << "clock message failed: " << s;
+        });
   }
   clock_.fetch_add(1);
   return Status::OK();

@@ -42,6 +42,12 @@ struct ClientOptions {
   int request_timeout_ms = 10000;
   // Heartbeat period to the coordinator.
   int heartbeat_ms = 200;
+  // Under a recovery policy that restarts lost servers (--recovery=checkpoint):
+  // a request whose server died waits for the coordinator to announce the
+  // restarted server, then is sent to it again, for at most this long before
+  // failing with the original error. Pushes are thus applied to the
+  // restored state instead of being lost with the dead server.
+  int recovery_timeout_ms = 120000;
   // Payload encoding of dense floats on the wire: "fp32" or "fp16" (half the
   // bytes, fp32 master copies stay on the servers).
   std::string wire_dtype = "fp32";

@@ -59,6 +59,7 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
   }
 
   void CancelAll(const Status& status) override { base_->CancelAll(status); }
+  void CancelPeer(int peer, const Status& status) override { base_->CancelPeer(peer, status); }
 
   TransportStats stats() const override {
     TransportStats s = base_->stats();

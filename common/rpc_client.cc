@@ -65,6 +65,14 @@ void RpcClient::CancelAll(const Status& status) {
   Wake();
 }
 
+void RpcClient::CancelPeer(int peer, const Status& status) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    cancel_peers_.emplace_back(peer, status.ok() ? AbortedError("cancelled") : status);
+  }
+  Wake();
+}
+
 TransportStats RpcClient::stats() const {
   TransportStats s;
   s.requests = requests_.load();
@@ -80,7 +88,7 @@ void RpcClient::SendNow(Outgoing out) {
     return;
   }
   const uint64_t id = out.msg.header.request_id();
-  pending_.emplace(id, Pending{std::move(out.done), out.deadline_ms});
+  pending_.emplace(id, Pending{std::move(out.done), out.deadline_ms, out.peer});
   deadlines_.emplace(out.deadline_ms, id);
   requests_.fetch_add(1);
   zmq::socket_t& socket = sockets_[out.peer];
@@ -146,11 +154,13 @@ void RpcClient::IoLoop() {
     std::vector<Outgoing> outbox;
     bool stopping;
     Status cancel;
+    std::vector<std::pair<int, Status>> cancel_peers;
     {
       std::lock_guard<std::mutex> l(mu_);
       stopping = stopping_;
       cancel = cancel_;
       cancel_ = Status::OK();
+      cancel_peers.swap(cancel_peers_);
       outbox.swap(outbox_);
       while (sockets_.size() < endpoints_.size()) {
         zmq::socket_t s(context_, zmq::socket_type::dealer);
@@ -179,6 +189,19 @@ void RpcClient::IoLoop() {
       pending_.clear();
       deadlines_.clear();
     }
+    for (const auto& [peer, status] : cancel_peers) {
+      // Sent first, then failed: the simplest way to keep one code path.
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        if (it->second.peer != peer) {
+          ++it;
+          continue;
+        }
+        ReplyCallback done = std::move(it->second.done);
+        it = pending_.erase(it);  // Its deadlines_ entry is skipped when it expires.
+        done(status, Message());
+      }
+    }
+    cancel_peers.clear();
     const int64_t now = MonotonicMs();
     for (auto& out : outbox) SendNow(std::move(out));
 

@@ -52,6 +52,7 @@ class RpcClient final : public Transport {
   void Call(int peer, Message request, int timeout_ms, ReplyCallback done) override;
   // Also fails requests queued but not yet sent. Later calls are unaffected.
   void CancelAll(const Status& status) override;
+  void CancelPeer(int peer, const Status& status) override;
   TransportStats stats() const override;
 
  private:
@@ -64,6 +65,7 @@ class RpcClient final : public Transport {
   struct Pending {
     ReplyCallback done;
     int64_t deadline_ms;
+    int peer;
   };
 
   void IoLoop();
@@ -83,6 +85,7 @@ class RpcClient final : public Transport {
   std::vector<Outgoing> outbox_;
   bool stopping_ = false;
   Status cancel_;  // Non-OK: fail everything pending with it, then reset.
+  std::vector<std::pair<int, Status>> cancel_peers_;  // CancelPeer requests.
 
   // I/O thread only.
   zmq::context_t context_{1};

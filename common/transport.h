@@ -49,6 +49,9 @@ class Transport {
   virtual void Call(int peer, Message request, int timeout_ms, ReplyCallback done) = 0;
   // Completes every request in flight now with `status` (e.g. the job failed).
   virtual void CancelAll(const Status& status) = 0;
+  // Completes every request in flight to `peer` now with `status` (e.g. the
+  // peer is known to be dead: no need to wait for the deadlines).
+  virtual void CancelPeer(int peer, const Status& status) = 0;
   virtual TransportStats stats() const = 0;
 
   // Blocking convenience for control traffic. REQUIRES: not on a callback.

@@ -5,9 +5,11 @@
 // corrupt checkpoints or stores refused with an error naming them.
 #include <signal.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <regex>
 #include <string>
 #include <thread>
@@ -168,6 +170,75 @@ TEST(CheckpointRestoreTest, KilledServerRestoresCheckpointExactly) {
   EXPECT_NE(list.output.find("server 1 holds 1 valid checkpoint(s)"), std::string::npos)
       << list.output;
   std::printf("%s", list.output.c_str());
+  if (!::testing::Test::HasFailure()) RemoveTree(dir);
+}
+
+// Under --recovery=checkpoint a worker rides out a server's restart: a push
+// issued while server 1 is dead waits, is resent to the restarted server and
+// lands exactly once on the restored checkpoint (and once on server 0).
+TEST(CheckpointRestoreTest, PushDuringAnOutageIsAppliedOnceToTheRestoredServer) {
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto cluster,
+                       RecoveryCluster::Start(dir, 2, {"--recovery=checkpoint",
+                                                       "--heartbeat_timeout_ms=1000"}));
+  for (int id = 0; id < 2; ++id) ASSERT_OK(cluster->StartServer(id, kServerFlags));
+  ASSERT_OK_AND_ASSIGN(auto client, cluster->Connect("worker"));
+  TableOptions t;
+  t.name = "s";
+  t.type = TableType::kDense;
+  t.size = kDenseSize;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = 1.0f;  // w -= g: exact in float, so "applied once" is checked bit for bit.
+  t.init.seed = 5;
+  t.init.segments.push_back(InitSegment{0, kDenseSize, InitKind::kUniform, -1.0f, 1.0f});
+  ASSERT_OK(client->CreateTable(t));
+  auto gradient = [](int round) {
+    FloatBuffer g(kDenseSize);
+    for (uint64_t i = 0; i < kDenseSize; ++i) g[i] = 0.125f * static_cast<float>((i + round) % 8);
+    return g;
+  };
+  ASSERT_OK(client->Push("s", 0, gradient(1)).get());
+  ASSERT_OK(client->Clock());
+  ASSERT_OK_AND_ASSIGN(CommandResult ck, cluster->Ctl({"checkpoint"}));
+  ASSERT_EQ(ck.exit_status, 0) << ck.output;
+  const auto ranges = ShardMap::AssignDense(kDenseSize, 2);
+  auto read = [&](int id) {
+    auto v = ReadDenseSlot(cluster->server_endpoint(id), "s", ranges[id].begin(),
+                           ranges[id].end() - ranges[id].begin(), 0);
+    EXPECT_OK(v);
+    return v.ok() ? *v : std::vector<float>();
+  };
+  const std::vector<float> checkpointed1 = read(1);
+  ASSERT_OK(client->Push("s", 0, gradient(2)).get());  // Lost with server 1: after the checkpoint.
+  ASSERT_OK(client->Clock());
+  const std::vector<float> before0 = read(0);
+
+  cluster->server(1)->Kill(SIGKILL);
+  ASSERT_OK(cluster->server(1)->Wait(Millis(10000)));
+  const FloatBuffer g3 = gradient(3);
+  std::future<Status> push = client->Push("s", 0, g3);
+  EXPECT_EQ(push.wait_for(std::chrono::milliseconds(1500)), std::future_status::timeout)
+      << "the push completed while its server was dead: " << push.get();
+  ASSERT_OK(cluster->StartServer(1, [] {
+    std::vector<std::string> f = kServerFlags;
+    f.push_back("--restore_from=latest");
+    return f;
+  }()));
+  ASSERT_EQ(push.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  ASSERT_OK(push.get());
+
+  const std::vector<float> after0 = read(0), after1 = read(1);
+  ASSERT_EQ(after1.size(), checkpointed1.size());
+  for (size_t i = 0; i < after1.size(); ++i) {
+    ASSERT_EQ(after1[i], checkpointed1[i] - g3[ranges[1].begin() + i]) << "server 1 key " << i;
+  }
+  ASSERT_EQ(after0.size(), before0.size());
+  for (size_t i = 0; i < after0.size(); ++i) {
+    ASSERT_EQ(after0[i], before0[i] - g3[i]) << "server 0 key " << i;
+  }
+  // The worker goes on as before.
+  ASSERT_OK(client->Clock());
+  ASSERT_OK(client->Push("s", 0, gradient(4)).get());
   if (!::testing::Test::HasFailure()) RemoveTree(dir);
 }
 
