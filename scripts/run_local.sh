@@ -15,9 +15,16 @@
 # --coordinator.X=Y pass any other flag; everything else goes to the workers
 # (--lr, --batch, --optimizer, --seed, --wire_dtype, --device, ...).
 #
+# Failure injection: --kill_server=ID@S (repeatable) SIGKILLs server ID S
+# seconds after the workers start; every kill and restart is logged to
+# <out_dir>/events.csv (time_s,event,server) for plotting.
+#
 # Prints a progress line every few seconds, stops every process it started on
-# any exit (Ctrl-C included), and exits non-zero naming what died if a
-# server or the coordinator dies.
+# any exit (Ctrl-C included), and exits non-zero naming what died if the
+# coordinator dies, or a server under --recovery=none (the default). Under
+# --recovery=checkpoint a dead server is restarted --restart_after_s seconds
+# later (default 1) from its latest checkpoint (or its last flush if it has
+# none), and the workers wait for it.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -33,8 +40,11 @@ COORD_ARGS=()
 SERVER_ARGS=()
 WORKER_ARGS=()
 SKIP_BUILD=${RELAXPS_SKIP_BUILD:-0}
+RECOVERY=none
+RESTART_AFTER_S=1
+KILLS=()  # "ID@S"
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in
@@ -48,7 +58,10 @@ for arg in "$@"; do
     --out_dir=*) OUT_DIR=${arg#*=} ;;
     --progress_s=*) PROGRESS_S=${arg#*=} ;;
     --skip_build) SKIP_BUILD=1 ;;
-    --consistency=*|--staleness=*|--recovery=*|--heartbeat_timeout_ms=*) COORD_ARGS+=("$arg") ;;
+    --recovery=*) RECOVERY=${arg#*=}; COORD_ARGS+=("$arg") ;;
+    --restart_after_s=*) RESTART_AFTER_S=${arg#*=} ;;
+    --kill_server=*) KILLS+=("${arg#*=}") ;;
+    --consistency=*|--staleness=*|--heartbeat_timeout_ms=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
     --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
     --keep_checkpoints=*|--restore_from=latest) SERVER_ARGS+=("$arg") ;;
@@ -58,8 +71,13 @@ for arg in "$@"; do
     *) echo "run_local.sh: unexpected argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
-for v in SERVERS WORKERS PORT PROGRESS_S; do
+for v in SERVERS WORKERS PORT PROGRESS_S RESTART_AFTER_S; do
   if ! [[ ${!v} =~ ^[0-9]+$ ]]; then echo "run_local.sh: --${v,,} must be a number" >&2; exit 2; fi
+done
+for k in "${KILLS[@]}"; do
+  if ! [[ $k =~ ^([0-9]+)@([0-9]+)$ ]] || [ "${BASH_REMATCH[1]}" -ge "$SERVERS" ]; then
+    echo "run_local.sh: --kill_server=$k: expected ID@SECONDS with ID < --servers" >&2; exit 2
+  fi
 done
 if [ "$SERVERS" -lt 1 ] || [ "$WORKERS" -lt 1 ]; then
   echo "run_local.sh: need at least one server and one worker" >&2; exit 2
@@ -137,10 +155,27 @@ done
 COORD=$(cat "$COORD_EP_FILE")
 
 # ---- Servers -------------------------------------------------------------------
+server_cmd() {  # server_cmd I EXTRA... : sets CMD to the command line of server I
+  local i=$1; shift
+  CMD=("$BIN/relaxps-server" --coordinator="$COORD" --server_id="$i"
+       --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}" "$@")
+}
 for i in $(seq 0 $((SERVERS - 1))); do
-  start "server $i" "$OUT_DIR/server-$i.log" "$BIN/relaxps-server" --coordinator="$COORD" \
-    --server_id="$i" --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}"
+  server_cmd "$i"
+  start "server $i" "$OUT_DIR/server-$i.log" "${CMD[@]}"
 done
+# Restarts server I in place (same id, data dir and slot in PIDS), from its
+# latest checkpoint when it has one.
+restart_server() {
+  local i=$1 from=()
+  if compgen -G "$OUT_DIR/data/checkpoints/server-$i/ckpt-*" >/dev/null; then
+    from=(--restore_from=latest)
+  fi
+  echo "==== restarted by run_local.sh at $(date +%T) ${from[*]}" >>"$OUT_DIR/server-$i.log"
+  server_cmd "$i" "${from[@]}"
+  "${CMD[@]}" >>"$OUT_DIR/server-$i.log" 2>&1 &
+  PIDS[$i + 1]=$!
+}
 
 # ---- Workers -------------------------------------------------------------------
 STOP_ARGS=()
@@ -159,15 +194,47 @@ echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), 
 
 # ---- Supervise -------------------------------------------------------------------
 declare -A REPORTED
+declare -A RESTART_AT  # server index -> epoch second of its restart
+declare -A KILLED      # index into KILLS -> done
 START=$(date +%s)
 LAST_PROGRESS=$START
+echo "time_s,event,server" >"$OUT_DIR/events.csv"
+event() { echo "$(( $(date +%s) - START )),$1,$2" >>"$OUT_DIR/events.csv"; }
 while true; do
-  # Control plane: any death ends the job.
+  now=$(date +%s)
+  # Failure injection.
+  for k in "${!KILLS[@]}"; do
+    [ -n "${KILLED[$k]:-}" ] && continue
+    id=${KILLS[$k]%@*} at=${KILLS[$k]#*@}
+    if [ $((now - START)) -ge "$at" ]; then
+      KILLED[$k]=1
+      echo "[$((now - START))s] run_local.sh: killing server $id (pid ${PIDS[$id + 1]}, --kill_server=${KILLS[$k]})" >&2
+      kill -KILL "${PIDS[$id + 1]}" 2>/dev/null
+      event kill "$id"
+    fi
+  done
+  # Control plane: the coordinator's death ends the job; a server's too,
+  # unless the recovery policy restarts it.
   for idx in $(seq 0 $((FIRST_WORKER - 1))); do
     pid=${PIDS[$idx]}
     if ! kill -0 "$pid" 2>/dev/null; then
-      wait "$pid" 2>/dev/null; code=$?
       name=${NAMES[$idx]}
+      if [ "$idx" -gt 0 ] && [ "$RECOVERY" = checkpoint ]; then
+        i=$((idx - 1))
+        if [ -z "${RESTART_AT[$i]:-}" ]; then
+          wait "$pid" 2>/dev/null; code=$?
+          RESTART_AT[$i]=$((now + RESTART_AFTER_S))
+          echo "[$((now - START))s] run_local.sh: $name (pid $pid) exited with code $code; restarting it in ${RESTART_AFTER_S} s" >&2
+          event down "$i"
+        elif [ "$now" -ge "${RESTART_AT[$i]}" ]; then
+          unset "RESTART_AT[$i]"
+          restart_server "$i"
+          echo "[$((now - START))s] run_local.sh: restarted $name (pid ${PIDS[$idx]})" >&2
+          event restart "$i"
+        fi
+        continue
+      fi
+      wait "$pid" 2>/dev/null; code=$?
       log="$OUT_DIR/${name// /-}.log"
       die "$name (pid $pid) died with exit code $code; last log lines:
 $(tail -n 5 "$log" 2>/dev/null)"

@@ -1,6 +1,8 @@
 // End to end: scripts/run_local.sh supervising a 2-server, 2-worker job. A
 // SIGKILLed relaxps-server must make run_local.sh exit non-zero within 10 s,
 // naming the dead server, and leave none of the processes it started running.
+// Under --recovery=checkpoint the script restarts the server from its latest
+// checkpoint instead and both workers train to the end.
 #include <signal.h>
 
 #include <algorithm>
@@ -65,6 +67,41 @@ TEST(e2e_ServerKill, RunLocalExitsNamingTheServerAndStopsEverything) {
   for (pid_t p : started) {
     EXPECT_FALSE(IsProcessAlive(p)) << "pid " << p << " still alive";
   }
+  if (!::testing::Test::HasFailure()) RemoveTree(dir);
+}
+
+TEST(e2e_ServerKill, CheckpointPolicyRestartsTheServerAndTrainingGoesOn) {
+  const std::string dir = MakeTempDir();
+  const std::string out = dir + "/run";
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<Subprocess> run,
+      StartRunLocal(dir, {"--servers=2", "--workers=2", "--model=mlp", "--duration_s=20",
+                          "--out_dir=" + out, "--progress_s=1", "--eval_every_s=0",
+                          "--log_every_s=0.5", "--recovery=checkpoint",
+                          "--checkpoint_every_s=2", "--kill_server=1@6",
+                          "--restart_after_s=2"}));
+  auto code = run->Wait(Millis(100000));
+  ASSERT_OK(code) << "run_local.sh did not finish; log:\n" << run->Log();
+  EXPECT_EQ(*code, 0) << run->Log();
+  const std::string log = run->Log();
+  EXPECT_TRUE(GrepLines(log, "exited with code [1-9]").size() == 1)  // Only server 1's 137.
+      << log;
+  EXPECT_FALSE(GrepLines(log, "restarted server 1").empty()) << log;
+
+  ASSERT_OK_AND_ASSIGN(std::string events, ReadFile(out + "/events.csv"));
+  for (const char* e : {"kill,1", "down,1", "restart,1"}) {
+    EXPECT_NE(events.find(e), std::string::npos) << e << " missing from events.csv:\n" << events;
+  }
+  ASSERT_OK_AND_ASSIGN(std::string server1, ReadFile(out + "/server-1.log"));
+  EXPECT_FALSE(GrepLines(server1, "restored .* from checkpoint").empty()) << server1;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(std::string w, ReadFile(out + "/worker-" + std::to_string(i) + ".log"));
+    EXPECT_FALSE(GrepLines(w, "^final worker=").empty()) << w;
+    EXPECT_TRUE(GrepLines(w, "^error ").empty()) << w;
+  }
+  std::vector<pid_t> left = FindProcesses(out);
+  EXPECT_TRUE(left.empty()) << "still running after run_local.sh exited:\n"
+                            << DescribeProcesses(left);
   if (!::testing::Test::HasFailure()) RemoveTree(dir);
 }
 
