@@ -18,6 +18,7 @@ DenseShardState::DenseShardState(DenseShard* shard,
       state_scratch_(shard->slots.size(), nullptr) {
   CHECK_EQ(static_cast<int>(shard->slots.size()), 1 + optimizer_->num_state_slots());
   applied_clock_ = shard->clock;
+  loaded_clock_ = shard->clock;
 }
 
 Status DenseShardState::CheckRange(uint64_t begin, uint64_t count) const {
@@ -32,7 +33,10 @@ Status DenseShardState::CheckRange(uint64_t begin, uint64_t count) const {
 }
 
 int64_t DenseShardState::visible_clock() const {
-  return policy_->AggregatesPushes() ? applied_clock_ : clocks_.Min();
+  // A shard loaded from disk (a restart, a restored checkpoint) holds every
+  // worker's updates up to the clock it was stored at, even before the live
+  // set and its clocks have arrived.
+  return policy_->AggregatesPushes() ? applied_clock_ : std::max(clocks_.Min(), loaded_clock_);
 }
 
 Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, float lr_scale) {

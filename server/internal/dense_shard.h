@@ -93,6 +93,7 @@ class DenseShardState {
 
   VectorClock clocks_;
   int64_t applied_clock_ = 0;  // BSP: rounds < applied_clock_ are applied.
+  int64_t loaded_clock_ = 0;   // The clock of the state the store loaded (0 if new).
   std::map<int64_t, Round> rounds_;  // BSP: clock -> aggregated gradients.
   std::vector<Waiter> waiters_;
   std::vector<float*> state_scratch_;
