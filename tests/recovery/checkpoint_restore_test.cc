@@ -105,6 +105,13 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
 const std::vector<std::string> kServerFlags = {"--store=rocksdb", "--flush_every_clocks=0",
                                                "--keep_checkpoints=2", "--heartbeat_ms=100"};
 
+// A killed server's restart: the same flags, rolled back to its last checkpoint.
+std::vector<std::string> RestartFlags() {
+  std::vector<std::string> f = kServerFlags;
+  f.push_back("--restore_from=latest");
+  return f;
+}
+
 TEST(CheckpointRestoreTest, KilledServerRestoresCheckpointExactly) {
   const std::string dir = MakeTempDir();
   ASSERT_OK_AND_ASSIGN(auto cluster,
@@ -139,11 +146,7 @@ TEST(CheckpointRestoreTest, KilledServerRestoresCheckpointExactly) {
 
   cluster->server(1)->Kill(SIGKILL);
   ASSERT_OK(cluster->server(1)->Wait(Millis(10000)));
-  ASSERT_OK(cluster->StartServer(1, [] {
-    std::vector<std::string> f = kServerFlags;
-    f.push_back("--restore_from=latest");
-    return f;
-  }()));
+  ASSERT_OK(cluster->StartServer(1, RestartFlags()));
   EXPECT_FALSE(GrepLines(cluster->server(1)->Log(), "restored .* from checkpoint .*" + ckpt_name).empty())
       << cluster->server(1)->Log();
 
@@ -219,11 +222,7 @@ TEST(CheckpointRestoreTest, PushDuringAnOutageIsAppliedOnceToTheRestoredServer) 
   std::future<Status> push = client->Push("s", 0, g3);
   EXPECT_EQ(push.wait_for(std::chrono::milliseconds(1500)), std::future_status::timeout)
       << "the push completed while its server was dead: " << push.get();
-  ASSERT_OK(cluster->StartServer(1, [] {
-    std::vector<std::string> f = kServerFlags;
-    f.push_back("--restore_from=latest");
-    return f;
-  }()));
+  ASSERT_OK(cluster->StartServer(1, RestartFlags()));
   ASSERT_EQ(push.wait_for(std::chrono::seconds(60)), std::future_status::ready);
   ASSERT_OK(push.get());
 
