@@ -137,11 +137,6 @@ class ClientImpl final : public Client {
     return map_;
   }
   Status SetMap(const wire::ShardMap& proto);
-  // RpcClient peer of a server index, or -1 if it has no endpoint.
-  int PeerOf(int server) const {
-    std::lock_guard<std::mutex> l(mu_);
-    return server < static_cast<int>(server_peers_.size()) ? server_peers_[server] : -1;
-  }
   Status JobError() const;
   // Sends one request part to a server; `make` builds it (again for a
   // resend). Under --recovery=checkpoint a part that fails because its server
