@@ -155,7 +155,10 @@ class ClientImpl final : public Client {
   Frame EncodePayload(const FloatBuffer& values) const;
   // Copies a reply payload of n floats into out.
   Status DecodePayload(const Message& reply, float* out, size_t n) const;
-  Message NewRequest(wire::MsgType type, const std::string& table, uint64_t map_version) const;
+  // A request made at `clock`, routed with the shard map of `map_version` (a
+  // resend keeps both: it belongs to the clock and the split it was made with).
+  Message NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
+                     uint64_t map_version) const;
   StatusOr<Message> CallCoordinator(Message msg, bool retry_unavailable);
   void Heartbeat();
   void MarkPushed(int server);
@@ -209,13 +212,13 @@ class ClientImpl final : public Client {
   std::unique_ptr<PeriodicThread> heartbeat_;
 };
 
-Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table,
+Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
                                uint64_t map_version) const {
   Message m;
   m.header.set_type(type);
   m.header.set_table(table);
   m.header.set_sender(job_.worker_id);
-  m.header.set_clock(clock_.load());
+  m.header.set_clock(clock);
   m.header.set_shard_map_version(map_version);
   m.header.set_encoding(encoding_);
   return m;
@@ -545,9 +548,8 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
     const FloatBuffer payload = with_payload ? grads.Slice(s.offset, s.count) : FloatBuffer();
     if (with_payload) MarkPushed(s.server);
     auto make = [this, type, table, begin = s.begin, count = s.count, with_payload, payload,
-                 clock = clock_.load()] {
-      Message req = NewRequest(type, table, map()->version());
-      req.header.set_clock(clock);  // A resend still belongs to the clock it was made at.
+                 clock = clock_.load(), version = m->version()] {
+      Message req = NewRequest(type, table, clock, version);
       req.header.set_key_begin(begin);
       req.header.set_key_count(count);
       if (with_payload) req.frames.push_back(EncodePayload(payload));
@@ -622,9 +624,9 @@ void ClientImpl::Sparse(wire::MsgType type, const std::string& table, KeyBuffer 
       }
       MarkPushed(s);
     }
-    auto make = [this, type, table, part_ids, part, clock = clock_.load()] {
-      Message req = NewRequest(type, table, map()->version());
-      req.header.set_clock(clock);
+    auto make = [this, type, table, part_ids, part, clock = clock_.load(),
+                 version = m->version()] {
+      Message req = NewRequest(type, table, clock, version);
       req.header.set_key_count(part_ids.size());
       req.frames.push_back(Frame::Share(part_ids));
       if (type == wire::PUSH_ROWS) req.frames.push_back(EncodePayload(part));
@@ -667,10 +669,8 @@ Status ClientImpl::Clock() {
   for (int server : servers) {
     CallServer(
         server,
-        [this, c] {
-          Message m = NewRequest(wire::CLOCK, "", map()->version());
-          m.header.set_clock(c);
-          return m;
+        [this, c, version = map()->version()] {
+          return NewRequest(wire::CLOCK, "", c, version);
         },
         [](const Status& s, Message) {
           if (!s.ok()) VLOG(1) << "clock message failed: " << s;

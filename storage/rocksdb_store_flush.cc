@@ -354,11 +354,15 @@ Status RocksDbStore::CheckCheckpointDir(const std::string& dir) const {
   return Status::OK();
 }
 
-Status RocksDbStore::DoCheckpoint(const std::string& dir, int64_t clock) {
+Status RocksDbStore::PrepareCheckpoint(const std::string& dir) {
   RETURN_IF_ERROR(CheckCheckpointDir(dir));
-  WaitForFlushJob();
-  deferred_flush_clock_.reset();  // Superseded by the flush below.
-  RETURN_IF_ERROR(TakeFlushError());
+  WaitForFlushJob();  // One job at a time: a running flush finishes first.
+  deferred_flush_clock_.reset();  // Superseded by the checkpoint's own flush.
+  return TakeFlushError();
+}
+
+Status RocksDbStore::DoCheckpoint(const std::string& dir, int64_t clock) {
+  RETURN_IF_ERROR(PrepareCheckpoint(dir));
   RETURN_IF_ERROR(SyncFlush(clock));
   return WriteCheckpointDir(dir, clock, Tables());
 }
@@ -367,10 +371,7 @@ void RocksDbStore::CheckpointAsync(const std::string& dir, int64_t clock,
                                    std::function<void(Status)> done) {
   bool started = false;
   Status s = Guarded("CheckpointAsync", [&]() -> Status {
-    RETURN_IF_ERROR(CheckCheckpointDir(dir));
-    WaitForFlushJob();  // One job at a time: a running flush finishes first.
-    deferred_flush_clock_.reset();  // Superseded by this checkpoint's flush.
-    RETURN_IF_ERROR(TakeFlushError());
+    RETURN_IF_ERROR(PrepareCheckpoint(dir));
     RETURN_IF_ERROR(StageDirtyRows());
     // Staged rows and the per-update WAL keep flushes on this thread (DoFlush).
     if (staged_rows_ || options_.wal_per_update) {

@@ -169,6 +169,9 @@ class RocksDbStore final : public ParamStore {
   Status DoCheckpoint(const std::string& dir, int64_t clock);
   // Checks that a checkpoint may be written into dir.
   Status CheckCheckpointDir(const std::string& dir) const;
+  // CheckCheckpointDir, then waits for a running flush job (taking its error)
+  // and drops a coalesced flush, which the checkpoint's flush supersedes.
+  Status PrepareCheckpoint(const std::string& dir);
   // Writes the checkpoint of the last committed flush into dir (built under
   // a temporary name, then renamed).
   Status WriteCheckpointDir(const std::string& dir, int64_t clock,
