@@ -88,6 +88,7 @@ class ServerImpl final : public Server {
   wire::ServerStats stats_;
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
+  std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
 
   // Heartbeat thread.
@@ -518,16 +519,14 @@ void ServerImpl::HandleSparse(Request req) {
     return;
   }
   if (!CheckFrameCount(req, push ? 2 : 1)) return;
-  const Frame& ids_frame = req.msg.frames[0];
-  if (ids_frame.size() % sizeof(uint64_t) != 0 || ids_frame.size() == 0 ||
-      ids_frame.size() / sizeof(uint64_t) != h.key_count()) {
-    Reject(req, InvalidArgumentError("row-id frame of " + std::to_string(ids_frame.size()) +
-                                     " bytes does not hold " + std::to_string(h.key_count()) +
-                                     " uint64 ids"));
+  StatusOr<const uint64_t*> decoded_ids =
+      server_internal::DecodeRowIds(req.msg.frames[0], h.key_count(), &ids_scratch_);
+  if (!decoded_ids.ok()) {
+    Reject(req, decoded_ids.status());
     return;
   }
   const size_t n = h.key_count();
-  const uint64_t* ids = ids_frame.as<uint64_t>();
+  const uint64_t* ids = *decoded_ids;
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
