@@ -17,8 +17,15 @@ StatusOr<const float*> DecodeFloats(const Frame& frame, uint64_t n, wire::Encodi
   }
   const float* values;
   if (encoding == wire::ENC_FP16) {
+    const uint16_t* half = frame.as<uint16_t>();
+    std::vector<uint16_t> aligned;
+    if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(uint16_t) != 0) {
+      aligned.resize(n);
+      std::memcpy(aligned.data(), frame.data(), n * sizeof(uint16_t));
+      half = aligned.data();
+    }
     scratch->resize(n);
-    device->HalfToFloat(frame.as<uint16_t>(), scratch->data(), n);
+    device->HalfToFloat(half, scratch->data(), n);
     values = scratch->data();
   } else if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(float) != 0) {
     scratch->resize(n);
