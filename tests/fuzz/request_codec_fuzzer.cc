@@ -155,7 +155,7 @@ void Sparse(const wire::Header& h, const std::vector<Frame>& frames,
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace relaxps;
-  fuzz::QuietProtobufLogs();
+  QuietProtobufLogs();
   fuzz::FuzzInput in(data, size);
   const uint8_t mode = in.Take<uint8_t>();
   const wire::Header h = TakeHeader(&in, mode % 2 == 0);

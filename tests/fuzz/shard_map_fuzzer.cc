@@ -93,7 +93,7 @@ void CheckRouting(const ShardMap& map, fuzz::FuzzInput* in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace relaxps;
-  fuzz::QuietProtobufLogs();
+  QuietProtobufLogs();
   fuzz::FuzzInput in(data, size);
   const uint8_t mode = in.Take<uint8_t>();
   const wire::ShardMap proto = TakeMap(&in, mode % 2 == 0);
