@@ -360,11 +360,17 @@ void ServerImpl::Handle(Request req) {
       SetLiveWorkers(h.live_workers());
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;
-    case wire::CLOCK:
+    case wire::CLOCK: {
+      Status s = server_internal::CheckClock(h.clock());
+      if (!s.ok()) {
+        Reject(req, s);
+        return;
+      }
       for (auto& [name, shard] : dense_) shard->AdvanceClock(h.sender(), h.clock());
       ReplyWith(req, MakeReply(h, Status::OK()));
       MaybeFlush();
       return;
+    }
     case wire::SERVER_STATS:
       HandleStats(req);
       return;
@@ -440,7 +446,8 @@ void ServerImpl::HandleDense(Request req) {
   }
   DenseShardState* shard = it->second.get();
   const uint64_t n = h.key_count();
-  Status s = shard->CheckRange(h.key_begin(), n);
+  Status s = server_internal::CheckClock(h.clock());
+  if (s.ok()) s = shard->CheckRange(h.key_begin(), n);
   if (!s.ok()) {
     Reject(req, s);
     return;

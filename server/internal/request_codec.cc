@@ -53,6 +53,13 @@ StatusOr<const uint64_t*> DecodeRowIds(const Frame& frame, uint64_t key_count,
   return scratch->data();
 }
 
+Status CheckClock(int64_t clock) {
+  if (clock < 0 || clock > kMaxRequestClock) {
+    return InvalidArgumentError("clock " + std::to_string(clock) + " is outside [0, 2^62]");
+  }
+  return Status::OK();
+}
+
 Frame EncodeFloats(const FloatBuffer& values, wire::Encoding encoding, kernels::Device* device) {
   if (encoding != wire::ENC_FP16) return Frame::Share(values);
   Buffer<uint16_t> half = Buffer<uint16_t>::Uninitialized(values.size());

@@ -31,6 +31,14 @@ StatusOr<const float*> DecodeFloats(const Frame& frame, uint64_t n, wire::Encodi
 StatusOr<const uint64_t*> DecodeRowIds(const Frame& frame, uint64_t key_count,
                                        std::vector<uint64_t>* scratch);
 
+// Largest worker clock a request may carry: far beyond any training run,
+// and far enough from INT64_MAX that clock + 1 and the consistency
+// arithmetic on clocks cannot overflow.
+inline constexpr int64_t kMaxRequestClock = int64_t{1} << 62;
+
+// InvalidArgument unless 0 <= clock <= kMaxRequestClock.
+Status CheckClock(int64_t clock);
+
 // A payload frame for `values` in `encoding` (zero-copy for fp32).
 Frame EncodeFloats(const FloatBuffer& values, wire::Encoding encoding, kernels::Device* device);
 

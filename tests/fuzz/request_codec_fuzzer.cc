@@ -15,6 +15,7 @@
 // wrong size, a request that passes the checks but reads out of bounds.
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -83,7 +84,11 @@ wire::Header TakeHeader(fuzz::FuzzInput* in, bool parse) {
                                             : in->Take<uint64_t>());
   h.set_key_count(in->Take<uint8_t>() < 200 ? in->Take<uint16_t>() % 400 : in->Take<uint64_t>());
   h.set_slot(in->Take<int8_t>());
-  h.set_clock(in->Take<uint8_t>() < 200 ? in->Take<uint8_t>() : in->Take<int64_t>());
+  const uint8_t clock_kind = in->Take<uint8_t>();
+  h.set_clock(clock_kind < 200   ? in->Take<uint8_t>()
+              : clock_kind < 220 ? std::numeric_limits<int64_t>::max() - in->Take<uint8_t>()
+              : clock_kind < 240 ? std::numeric_limits<int64_t>::min() + in->Take<uint8_t>()
+                                 : in->Take<int64_t>());
   h.set_sender(in->Take<uint8_t>() < 200 ? in->Take<uint8_t>() : in->Take<int32_t>());
   const uint8_t enc = in->Take<uint8_t>();
   h.set_encoding(static_cast<wire::Encoding>(enc < 250 ? enc % 2 : enc));
@@ -101,6 +106,7 @@ void Dense(const wire::Header& h, const std::vector<Frame>& frames, std::vector<
   server_internal::DenseShardState state(f.shard, std::move(optimizer), f.policy.get(),
                                          f.device.get(), f.store.get());
   const uint64_t n = h.key_count();
+  if (!server_internal::CheckClock(h.clock()).ok()) return;
   if (!state.CheckRange(h.key_begin(), n).ok()) return;
   FUZZ_CHECK(n > 0 && h.key_begin() >= kShardBegin && h.key_begin() + n <= kShardEnd);
   const bool push = h.type() != wire::PULL;
