@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -488,9 +489,14 @@ void ServerImpl::HandleDense(Request req) {
   // computation at clock c + 1.
   const bool push_pull = h.type() == wire::PUSH_PULL;
   const int64_t pull_clock = push_pull ? h.clock() + 1 : h.clock();
-  const int64_t deadline = h.deadline_unix_ms() > 0
-                               ? MonotonicMs() + std::max<int64_t>(0, h.deadline_unix_ms() - NowUnixMs())
-                               : MonotonicMs() + 60000;
+  // A hostile deadline near INT64_MAX must not overflow the sum: a pull
+  // waits at most a day.
+  constexpr int64_t kMaxPullWaitMs = 24 * 3600 * 1000;
+  const int64_t wait_ms =
+      h.deadline_unix_ms() > 0
+          ? std::clamp<int64_t>(h.deadline_unix_ms() - NowUnixMs(), 0, kMaxPullWaitMs)
+          : 60000;
+  const int64_t deadline = MonotonicMs() + wait_ms;
   auto shared_req = std::make_shared<Request>(std::move(req));
   shard->Pull(pull_clock, shared_req->msg.header.key_begin(), n, deadline,
               [this, shared_req](const Status& st, FloatBuffer params, int64_t params_clock) {
