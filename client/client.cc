@@ -145,7 +145,15 @@ class ClientImpl final : public Client {
   // after options_.recovery_timeout_ms it fails with the original error.
   void CallServer(int server, std::function<Message()> make, Transport::ReplyCallback done,
                   int64_t give_up_ms = 0);
-  bool ResendsAcrossRestarts() const { return job_.recovery == "checkpoint"; }
+  bool ResendsAcrossRestarts() const {
+    return job_.recovery == "checkpoint" || Chained();
+  }
+  // --recovery=chain: a dense request goes to the head of its range's chain
+  // in the current map, and a lost one is re-routed to the new head.
+  bool Chained() const { return job_.recovery == "chain"; }
+  // The server a request should go to now: the head of its range's chain
+  // (chain replication, dense requests), else `server`.
+  int RouteOf(const Message& request, int server) const;
   // Fails parked parts past their give-up time, or all of them with `all`.
   void ExpireParked(const Status& all);
   void Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
@@ -184,7 +192,14 @@ class ClientImpl final : public Client {
     Transport::ReplyCallback done;
     int64_t give_up_ms;
     Status error;  // Why it failed.
+    int64_t parked_ms = 0;
   };
+  // Chain replication: resends parts parked at or before `older_than_ms`
+  // (a server that refused them may have caught up with the map meanwhile).
+  void ResendParked(int64_t older_than_ms);
+  // Logs the first acknowledged resend of each epoch (failover time).
+  void LogFailover(int server);
+  std::atomic<uint64_t> failover_logged_epoch_{0};
   std::vector<Parked> parked_;  // Guarded by mu_.
 
   // SSP parameter cache: the last dense pull of each table.
@@ -208,6 +223,8 @@ class ClientImpl final : public Client {
   std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
 
+  uint64_t incarnation_ = 0;  // Constant after Init(): this registration.
+  std::atomic<uint64_t> next_push_id_{1};  // Exactly-once key of each push part.
   int heartbeat_failures_ = 0;  // Heartbeat thread only.
   std::unique_ptr<PeriodicThread> heartbeat_;
 };
@@ -221,6 +238,10 @@ Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int
   m.header.set_clock(clock);
   m.header.set_shard_map_version(map_version);
   m.header.set_encoding(encoding_);
+  if (Chained()) {
+    m.header.set_incarnation(incarnation_);
+    m.header.set_epoch(map()->epoch());
+  }
   return m;
 }
 
@@ -276,6 +297,7 @@ Status ClientImpl::Init() {
   job_.recovery = rr.job().recovery();
   job_.num_servers = rr.job().num_servers();
   job_.expected_workers = rr.job().num_workers();
+  incarnation_ = rr.incarnation();
   clock_.store(rr.start_clock());
   cache_enabled_ = options_.ssp_cache && job_.consistency == "ssp";
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
@@ -309,6 +331,11 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
     last_push_clock_.resize(next->num_servers(), -1);
     for (int i = 0; i < next->num_servers(); ++i) {
       const std::string& ep = next->server_endpoint(i);
+      if (Chained() && map_ && i < map_->num_servers() && server_peers_[i] >= 0 &&
+          map_->proto().servers(i).alive() && !next->proto().servers(i).alive()) {
+        moved.emplace_back(server_peers_[i], "server " + std::to_string(i) +
+                                                 " was removed from its chains");
+      }
       if (map_ && i < map_->num_servers() && server_peers_[i] >= 0 && !ep.empty() &&
           map_->server_endpoint(i) != ep) {
         moved.emplace_back(server_peers_[i], "server " + std::to_string(i) + " moved to " + ep);
@@ -317,8 +344,8 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
     }
     map_ = next;
     for (auto it = parked_.begin(); it != parked_.end();) {
-      if (next->server_endpoint(it->server) != it->endpoint &&
-          !next->server_endpoint(it->server).empty()) {
+      if (Chained() || (next->server_endpoint(it->server) != it->endpoint &&
+                        !next->server_endpoint(it->server).empty())) {
         resend.push_back(std::move(*it));
         it = parked_.erase(it);
       } else {
@@ -338,8 +365,18 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
   return Status::OK();
 }
 
+int ClientImpl::RouteOf(const Message& request, int server) const {
+  const wire::MsgType t = request.header.type();
+  if (!Chained() || (t != wire::PUSH && t != wire::PULL && t != wire::PUSH_PULL)) return server;
+  StatusOr<std::vector<DenseSlice>> head =
+      map()->SplitDense(request.header.table(), request.header.key_begin(), 1);
+  return head.ok() && !head->empty() ? head->front().server : server;
+}
+
 void ClientImpl::CallServer(int server, std::function<Message()> make,
                             Transport::ReplyCallback done, int64_t give_up_ms) {
+  Message request = make();
+  server = RouteOf(request, server);
   int peer = -1;
   std::string endpoint;
   {
@@ -354,34 +391,77 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
          Message());
     return;
   }
-  Message request = make();
+  const uint64_t epoch = map()->epoch();
+  if (Chained()) request.header.set_epoch(epoch);
   rpc_->Call(peer, std::move(request), options_.request_timeout_ms,
-             [this, server, endpoint, give_up_ms, make = std::move(make),
+             [this, server, endpoint, epoch, give_up_ms, make = std::move(make),
               done = std::move(done)](const Status& st, Message reply) mutable {
-               const bool lost = st.code() == StatusCode::kUnavailable ||
-                                 st.code() == StatusCode::kDeadlineExceeded;
-               if (st.ok() || !lost || !ResendsAcrossRestarts() || !JobError().ok()) {
-                 done(st, std::move(reply));
+               Status result = st;
+               if (Chained()) {
+                 if (result.ok() && !map()->proto().servers(server).alive()) {
+                   // A late reply of a server declared dead since: refused.
+                   result = UnavailableError("reply from server " + std::to_string(server) +
+                                             ", removed from its chains");
+                 } else if (result.code() == StatusCode::kNotFound &&
+                            reply.header.has_shard_map()) {
+                   // Not the head (any more): route with the map it sent.
+                   Status m = SetMap(reply.header.shard_map());
+                   if (!m.ok()) LOG(ERROR) << "bad shard map in a reply: " << m;
+                   result = UnavailableError(result.message());
+                 }
+               }
+               if (result.ok() && give_up_ms != 0 && Chained()) LogFailover(server);
+               const bool lost = result.code() == StatusCode::kUnavailable ||
+                                 result.code() == StatusCode::kDeadlineExceeded;
+               if (result.ok() || !lost || !ResendsAcrossRestarts() || !JobError().ok()) {
+                 done(result, std::move(reply));
                  return;
                }
                const int64_t now = MonotonicMs();
                if (give_up_ms == 0) give_up_ms = now + options_.recovery_timeout_ms;
                if (now >= give_up_ms) {
-                 done(st, Message());
+                 done(result, Message());
                  return;
                }
-               bool restarted = false;
-               {
+               // Chain replication: re-route at once if the map changed meanwhile.
+               bool resend_now = Chained() && (map()->epoch() > epoch ||
+                                               RouteOf(make(), server) != server);
+               if (!resend_now) {
                  std::lock_guard<std::mutex> l(mu_);
                  const std::string& current = map_->server_endpoint(server);
-                 restarted = !current.empty() && current != endpoint;
-                 if (!restarted) {
+                 resend_now = !current.empty() && current != endpoint;
+                 if (!resend_now) {
                    parked_.push_back(Parked{server, endpoint, std::move(make), std::move(done),
-                                            give_up_ms, st});
+                                            give_up_ms, result, now});
                  }
                }
-               if (restarted) CallServer(server, std::move(make), std::move(done), give_up_ms);
+               if (resend_now) CallServer(server, std::move(make), std::move(done), give_up_ms);
              });
+}
+
+void ClientImpl::LogFailover(int server) {
+  const uint64_t epoch = map()->epoch();
+  uint64_t logged = failover_logged_epoch_.load();
+  if (logged >= epoch || !failover_logged_epoch_.compare_exchange_strong(logged, epoch)) return;
+  // scripts/run_local.sh reads this line: kill -> first acknowledged resend.
+  LOG(INFO) << "chain failover: a resent request was acknowledged by server " << server
+            << " at unix_ms=" << NowUnixMs() << " (epoch " << epoch << ")";
+}
+
+void ClientImpl::ResendParked(int64_t older_than_ms) {
+  std::vector<Parked> resend;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      if (it->parked_ms <= older_than_ms) {
+        resend.push_back(std::move(*it));
+        it = parked_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Parked& p : resend) CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
 }
 
 void ClientImpl::ExpireParked(const Status& all) {
@@ -414,6 +494,7 @@ Status ClientImpl::JobError() const {
 
 void ClientImpl::Heartbeat() {
   ExpireParked(JobError());
+  if (Chained()) ResendParked(MonotonicMs() - options_.heartbeat_ms);
   Message hb;
   hb.header.set_type(wire::HEARTBEAT);
   hb.header.set_sender(job_.worker_id);
@@ -547,9 +628,11 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
     const bool with_payload = type != wire::PULL;
     const FloatBuffer payload = with_payload ? grads.Slice(s.offset, s.count) : FloatBuffer();
     if (with_payload) MarkPushed(s.server);
+    const uint64_t push_id = with_payload && Chained() ? next_push_id_.fetch_add(1) : 0;
     auto make = [this, type, table, begin = s.begin, count = s.count, with_payload, payload,
-                 clock = clock_.load(), version = m->version()] {
+                 clock = clock_.load(), version = m->version(), push_id] {
       Message req = NewRequest(type, table, clock, version);
+      req.header.set_push_id(push_id);
       req.header.set_key_begin(begin);
       req.header.set_key_count(count);
       if (with_payload) req.frames.push_back(EncodePayload(payload));

@@ -22,6 +22,7 @@ class RecoveryPolicy {
   enum class OnServerLoss {
     kFailJob,         // End the job with an error naming the server (never hang).
     kAwaitRestart,    // Keep the job; the server restarts (from a checkpoint) with its id.
+    kReconfigure,     // Remove it from its chains at once; a restart rejoins as tail.
   };
 
   RecoveryPolicy() = default;
@@ -37,9 +38,9 @@ class RecoveryPolicy {
   virtual std::string RestartAdvice(int server_id) const = 0;
 };
 
-// "none" or "checkpoint". InvalidArgument for an unknown name; "chain" and
-// "stateless" (designed in DESIGN.md, not built yet) are refused with a
-// message saying so rather than silently behaving like another policy.
+// "none", "checkpoint" or "chain". InvalidArgument for an unknown name;
+// "stateless" and "hybrid" (designed in DESIGN.md, not built yet) are refused
+// with a message saying so rather than silently behaving like another policy.
 StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(const std::string& name);
 
 }  // namespace relaxps

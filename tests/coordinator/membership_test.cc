@@ -52,7 +52,10 @@ TEST(RecoveryPolicyTest, FactoryKnowsItsPolicies) {
   ASSERT_TRUE(ckpt.ok());
   EXPECT_EQ((*ckpt)->on_server_loss(), RecoveryPolicy::OnServerLoss::kAwaitRestart);
   EXPECT_NE((*ckpt)->RestartAdvice(3).find("--server_id=3"), std::string::npos);
-  for (const char* name : {"chain", "stateless", "bogus", ""}) {
+  auto chain = NewRecoveryPolicy("chain");
+  ASSERT_TRUE(chain.ok());
+  EXPECT_EQ((*chain)->on_server_loss(), RecoveryPolicy::OnServerLoss::kReconfigure);
+  for (const char* name : {"stateless", "bogus", ""}) {
     auto p = NewRecoveryPolicy(name);
     ASSERT_FALSE(p.ok()) << name;
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
