@@ -34,18 +34,21 @@ class CoordinatorImpl final : public Coordinator {
  public:
   explicit CoordinatorImpl(const CoordinatorOptions& options)
       : options_(options),
+        clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
         checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
                                                 options.checkpoint_every_s, 16},
-                     MonotonicMs()) {}
+                     clock_->NowMs()) {}
 
   Status Init() {
     ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(options_.recovery));
     RpcServerOptions ro;
     ro.bind = options_.bind;
+    ro.clock = clock_;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
+    co.clock = clock_;
     servers_rpc_ = std::make_unique<RpcClient>(co);
     job_.set_consistency(ConsistencyModelName(options_.consistency));
     job_.set_staleness(options_.staleness);
@@ -55,7 +58,7 @@ class CoordinatorImpl final : public Coordinator {
     job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
     map_.set_version(1);
     rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
-    start_ms_ = MonotonicMs();
+    start_ms_ = clock_->NowMs();
     LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
               << ConsistencyModelName(options_.consistency) << " staleness " << options_.staleness
               << " recovery " << recovery_->Name() << ", waiting for " << options_.num_servers << " server(s)";
@@ -89,11 +92,14 @@ class CoordinatorImpl final : public Coordinator {
   // `waiters` (manual requests) when it ends. Queues them if one is running.
   void StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters);
   void BroadcastWorkerSet(std::function<void(const Status&)> done);
+  // The live worker set (ids, clocks, version) as sent to servers.
+  void FillLiveWorkers(wire::LiveWorkers* lw) const;
   void RebuildServerList();
   void FailJob(const std::string& reason);
 
   // Constant after Init().
   const CoordinatorOptions options_;
+  const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<RpcClient> servers_rpc_;
   std::unique_ptr<RecoveryPolicy> recovery_;
@@ -170,7 +176,7 @@ void CoordinatorImpl::RebuildServerList() {
 
 void CoordinatorImpl::HandleRegister(Request req) {
   const wire::RegisterRequest& r = req.msg.header.register_request();
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::RegisterReply* rr = reply.header.mutable_register_reply();
   *rr->mutable_job() = job_;
@@ -243,21 +249,13 @@ void CoordinatorImpl::HandleRegister(Request req) {
 
 void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   const wire::HeartbeatRequest& hb = req.msg.header.heartbeat();
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::HeartbeatReply* hr = reply.header.mutable_heartbeat_reply();
   bool known = true;
   if (hb.role() == "server") {
     known = members_.ServerHeartbeat(hb.id(), now);
-    std::vector<int> ids;
-    std::vector<int64_t> clocks;
-    members_.LiveWorkers(&ids, &clocks);
-    wire::LiveWorkers* lw = hr->mutable_live_workers();
-    lw->set_version(members_.worker_set_version());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      lw->add_ids(ids[i]);
-      lw->add_clocks(clocks[i]);
-    }
+    FillLiveWorkers(hr->mutable_live_workers());
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
   }
@@ -379,16 +377,19 @@ void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Sta
 void CoordinatorImpl::BroadcastWorkerSet(std::function<void(const Status&)> done) {
   Message msg;
   msg.header.set_type(wire::WORKER_SET);
+  FillLiveWorkers(msg.header.mutable_live_workers());
+  Broadcast(msg, std::move(done));
+}
+
+void CoordinatorImpl::FillLiveWorkers(wire::LiveWorkers* lw) const {
   std::vector<int> ids;
   std::vector<int64_t> clocks;
   members_.LiveWorkers(&ids, &clocks);
-  wire::LiveWorkers* lw = msg.header.mutable_live_workers();
   lw->set_version(members_.worker_set_version());
   for (size_t i = 0; i < ids.size(); ++i) {
     lw->add_ids(ids[i]);
     lw->add_clocks(clocks[i]);
   }
-  Broadcast(msg, std::move(done));
 }
 
 void CoordinatorImpl::FailJob(const std::string& reason) {
@@ -398,7 +399,7 @@ void CoordinatorImpl::FailJob(const std::string& reason) {
 }
 
 void CoordinatorImpl::CheckLiveness() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   for (int id : members_.ExpireServers(now)) {
     const MemberInfo& m = members_.servers().at(id);
     const std::string what = "server " + std::to_string(id) + " (" + m.endpoint + ", pid " +
@@ -453,7 +454,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
            nullptr);
     return;
   }
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   const int64_t clock = members_.MinWorkerClock();
   checkpoints_.Start(clock, now);
   LOG(INFO) << "checkpoint at clock " << clock << " started";
@@ -476,7 +477,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
                                     std::to_string(options_.num_servers) +
                                     " servers wrote the checkpoint");
         }
-        record->set_seconds((MonotonicMs() - now) / 1000.0);
+        record->set_seconds((clock_->NowMs() - now) / 1000.0);
         record->set_unix_s(NowUnixMs() / 1000.0);
         if (result.ok()) {
           LOG(INFO) << "checkpoint at clock " << clock << " complete on "
@@ -484,7 +485,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
         } else {
           LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << result;
         }
-        checkpoints_.Finish(result, *record, MonotonicMs());
+        checkpoints_.Finish(result, *record, clock_->NowMs());
         answer(*shared_waiters, result.WithPrefix("checkpoint at clock " + std::to_string(clock)),
                result.ok() ? record.get() : nullptr);
         if (!queued_checkpoint_requests_.empty()) {
@@ -502,7 +503,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::StatusReply* sr = reply.header.mutable_status_reply();
   *sr->mutable_job() = job_;

@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "consistency/consistency_policy.h"
 #include "recovery/recovery_policy.h"
@@ -54,6 +55,10 @@ struct CoordinatorOptions {
   double checkpoint_every_s = 0;
   // How long a coordinated checkpoint may take before it counts as failed.
   int checkpoint_timeout_ms = 120000;
+  // Time source of heartbeat timeouts, checkpoint schedules and deadlines
+  // (nullptr: real time). Tests pass a FakeClock. Must outlive the
+  // coordinator.
+  const Clock* clock = nullptr;
 
   Status Validate() const;
 };

@@ -15,6 +15,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer targets
   dataset-fashion-mnist
   python3
+  clang-14
 )
 
 missing=()

@@ -9,6 +9,7 @@
 
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
+#include "common/payload_codec.h"
 #include "common/rpc_server.h"
 #include "common/shard_map.h"
 #include "consistency/consistency_policy.h"
@@ -32,7 +33,8 @@ using server_internal::SparseShardState;
 
 class ServerImpl final : public Server {
  public:
-  explicit ServerImpl(const ServerOptions& options) : options_(options) {}
+  explicit ServerImpl(const ServerOptions& options)
+      : options_(options), clock_(ClockOrReal(options.clock)) {}
   ~ServerImpl() override { StopHeartbeat(); }
 
   Status Init();
@@ -70,6 +72,7 @@ class ServerImpl final : public Server {
 
   // Constant after Init().
   const ServerOptions options_;
+  const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<RpcClient> coordinator_;
   int coordinator_peer_ = -1;
@@ -101,6 +104,7 @@ class ServerImpl final : public Server {
 Status ServerImpl::Init() {
   if (options_.coordinator.empty()) return InvalidArgumentError("--coordinator is required");
   RpcServerOptions ro;
+  ro.clock = clock_;
   ro.bind = options_.bind;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
   // Shards live in host memory: host-side work (decoding, NaN checks, BSP
@@ -113,7 +117,7 @@ Status ServerImpl::Init() {
   if (options_.keep_checkpoints < 1) return InvalidArgumentError("--keep_checkpoints must be >= 1");
   checkpoint_root_ = options_.CheckpointRoot();
   if (!options_.restore_from.empty()) {
-    if (options_.store.kind != "rocksdb") {
+    if (options_.store.ResolvedKind() != "rocksdb") {
       return InvalidArgumentError("--restore_from needs --store=rocksdb");
     }
     RETURN_IF_ERROR(server_internal::RestoreDataDir(options_.restore_from, checkpoint_root_,
@@ -121,7 +125,9 @@ Status ServerImpl::Init() {
   }
   ASSIGN_OR_RETURN(store_, NewParamStore(options_.store));
 
-  coordinator_ = std::make_unique<RpcClient>();
+  RpcClientOptions rpc_options;
+  rpc_options.clock = clock_;
+  coordinator_ = std::make_unique<RpcClient>(rpc_options);
   coordinator_peer_ = coordinator_->Connect(options_.coordinator);
   Message req;
   req.header.set_type(wire::REGISTER);
@@ -130,13 +136,13 @@ Status ServerImpl::Init() {
   r->set_requested_id(options_.server_id);
   r->set_endpoint(rpc_->endpoint());
   r->set_pid(getpid());
-  const int64_t give_up = MonotonicMs() + options_.register_timeout_ms;
+  const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
   StatusOr<Message> reply = UnavailableError("not sent");
   while (true) {
     Message attempt;
     attempt.header = req.header;
     reply = coordinator_->CallSync(coordinator_peer_, std::move(attempt), 1000);
-    if (reply.ok() || MonotonicMs() > give_up) break;
+    if (reply.ok() || clock_->NowMs() > give_up) break;
     if (reply.status().code() != StatusCode::kDeadlineExceeded &&
         reply.status().code() != StatusCode::kUnavailable) {
       break;
@@ -155,7 +161,8 @@ Status ServerImpl::Init() {
   RETURN_IF_ERROR(InstallMap(rr.shard_map()));
   LOG(INFO) << "server " << id_ << " serving on " << rpc_->endpoint() << " (store "
             << store_->Name() << ", consistency " << policy_->Name() << ")";
-  heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); });
+  heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
+                                                clock_);
   rpc_->AddTimer(50, [this] { OnTimer(); });
   return Status::OK();
 }
@@ -262,16 +269,16 @@ void ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
 }
 
 void ServerImpl::OnTimer() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   for (auto& [name, shard] : dense_) shard->ExpireWaiters(now);
   MaybeFlush();
 }
 
 void ServerImpl::MaybeFlush() {
-  if (options_.flush_every_clocks > 0) {
+  if (options_.FlushEveryClocks() > 0) {
     int64_t clock = 0;
     for (auto& [name, shard] : dense_) clock = std::max(clock, shard->visible_clock());
-    if (clock >= last_flush_clock_ + options_.flush_every_clocks) {
+    if (clock >= last_flush_clock_ + options_.FlushEveryClocks()) {
       Status s = store_->Flush(clock);
       if (!s.ok()) {
         LOG(ERROR) << "flush at clock " << clock << " failed: " << s;
@@ -307,8 +314,8 @@ bool ServerImpl::CheckFrameCount(const Request& req, size_t expected) {
 }
 
 const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, size_t n) {
-  StatusOr<const float*> values = server_internal::DecodeFloats(
-      frame, n, req.msg.header.encoding(), device_.get(), &decode_scratch_);
+  StatusOr<const float*> values = DecodeFloats(frame, n, req.msg.header.encoding(),
+                                               &decode_scratch_);
   if (!values.ok()) {
     Reject(req, values.status());
     return nullptr;
@@ -479,8 +486,8 @@ void ServerImpl::HandleDense(Request req) {
     Message reply = MakeReply(h, Status::OK());
     reply.header.set_params_clock(shard->visible_clock());
     reply.header.set_encoding(h.encoding());
-    reply.frames.push_back(server_internal::EncodeFloats(
-        shard->CopySlot(h.slot(), h.key_begin(), n), h.encoding(), device_.get()));
+    reply.frames.push_back(EncodeFloats(
+        shard->CopySlot(h.slot(), h.key_begin(), n), h.encoding()));
     ReplyWith(req, std::move(reply));
     return;
   }
@@ -493,9 +500,9 @@ void ServerImpl::HandleDense(Request req) {
   constexpr int64_t kMaxPullWaitMs = 24 * 3600 * 1000;
   const int64_t wait_ms =
       h.deadline_unix_ms() > 0
-          ? std::clamp<int64_t>(h.deadline_unix_ms() - NowUnixMs(), 0, kMaxPullWaitMs)
+          ? std::clamp<int64_t>(h.deadline_unix_ms() - clock_->NowUnixMs(), 0, kMaxPullWaitMs)
           : 60000;
-  const int64_t deadline = MonotonicMs() + wait_ms;
+  const int64_t deadline = clock_->NowMs() + wait_ms;
   auto shared_req = std::make_shared<Request>(std::move(req));
   shard->Pull(pull_clock, shared_req->msg.header.key_begin(), n, deadline,
               [this, shared_req](const Status& st, FloatBuffer params, int64_t params_clock) {
@@ -506,8 +513,8 @@ void ServerImpl::HandleDense(Request req) {
                 Message reply = MakeReply(shared_req->msg.header, Status::OK());
                 reply.header.set_params_clock(params_clock);
                 reply.header.set_encoding(shared_req->msg.header.encoding());
-                reply.frames.push_back(server_internal::EncodeFloats(
-                    params, shared_req->msg.header.encoding(), device_.get()));
+                reply.frames.push_back(EncodeFloats(
+                    params, shared_req->msg.header.encoding()));
                 ReplyWith(*shared_req, std::move(reply));
               });
   if (push_pull) MaybeFlush();
@@ -557,7 +564,7 @@ void ServerImpl::HandleSparse(Request req) {
   }
   Message reply = MakeReply(h, Status::OK());
   reply.header.set_encoding(h.encoding());
-  reply.frames.push_back(server_internal::EncodeFloats(*rows, h.encoding(), device_.get()));
+  reply.frames.push_back(EncodeFloats(*rows, h.encoding()));
   ReplyWith(req, std::move(reply));
 }
 
