@@ -14,6 +14,7 @@ PACKAGES=(
   zlib1g-dev
   dataset-fashion-mnist
   python3
+  gnuplot-nox
 )
 
 missing=()

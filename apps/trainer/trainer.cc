@@ -98,6 +98,12 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
   };
   const int batch = model_->batch_size();
   const int worker = worker_id();
+  // The wall-clock origin of this worker's time_s, so launchers can line its
+  // rows up with other processes' (the evaluator's, kill events).
+  std::fprintf(options_.progress, "start worker=%d unix_s=%.3f\n", worker,
+               std::chrono::duration<double>(
+                   std::chrono::system_clock::now().time_since_epoch()).count());
+  std::fflush(options_.progress);
 
   TrainResult result;
   double eval_s = 0.0;  // total time in evaluations
