@@ -59,6 +59,21 @@ def num(x):
         return None
 
 
+def worker_offset(log, start_unix):
+    """When the worker's time_s was 0, in seconds after start_unix: the final line's
+    start_unix=, else the glog line just before training started, else 0."""
+    glog = None
+    with open(log, errors="replace") as f:
+        for line in f:
+            m = re.search(r"^final .* start_unix=([0-9.]+)", line) or \
+                re.match(r"start worker=\d+ unix_s=([0-9.]+)", line)
+            if m:
+                return float(m.group(1)) - start_unix
+            if glog is None and re.search(r"\] training \S+ \(\d+ parameters\)", line):
+                glog = glog_unix(line)
+    return 0.0 if glog is None else glog - start_unix
+
+
 def load_workers(run, start_unix):
     """worker id -> {'offset', 'steps': [(t, clock, staleness)], 'rows', 'sps'}"""
     workers = {}
@@ -67,12 +82,10 @@ def load_workers(run, start_unix):
         if not m:
             continue
         i = int(m.group(1))
-        offset, sps = 0.0, None
+        offset = worker_offset(os.path.join(run, name), start_unix)
+        sps = None
         with open(os.path.join(run, name), errors="replace") as f:
             for line in f:
-                s = re.match(r"start worker=\d+ unix_s=([0-9.]+)", line)
-                if s:
-                    offset = float(s.group(1)) - start_unix
                 fin = re.match(r"final .* samples_per_s=([0-9.]+)", line)
                 if fin:
                     sps = float(fin.group(1))

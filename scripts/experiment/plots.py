@@ -12,6 +12,7 @@ Returns the PNG names.
 """
 import os
 
+import analyze_run
 import ttf_reference
 
 COLORS = {"none": "#555555", "checkpoint": "#1f77b4", "chain": "#2ca02c",
@@ -49,11 +50,7 @@ def _curve_files(d, run):
 
 def _offset(run_dir, worker):
     start = float(open(os.path.join(run_dir, "start_unix")).read())
-    with open(os.path.join(run_dir, worker + ".log"), errors="replace") as f:
-        for line in f:
-            if line.startswith("start worker="):
-                return float(line.split("unix_s=")[1]) - start
-    return 0.0
+    return analyze_run.worker_offset(os.path.join(run_dir, worker + ".log"), start)
 
 
 def _events(run_dir):
