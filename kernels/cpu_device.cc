@@ -19,6 +19,7 @@
 #include "kernels/internal/scalar_math.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define RELAXPS_HAVE_F16C_PATH 1
 #endif
@@ -152,7 +153,12 @@ __attribute__((target("avx,f16c"))) void HalfToFloatF16c(const uint16_t* in, flo
 }
 
 bool CpuHasF16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // clang has no "f16c" for __builtin_cpu_supports: read CPUID leaf 1.
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+           (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 #endif

@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libopenblas-dev
   zlib1g-dev
+  clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer targets
   dataset-fashion-mnist
   python3
   gnuplot-nox

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -88,6 +89,7 @@ class ServerImpl final : public Server {
   wire::ServerStats stats_;
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
+  std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
 
   // Heartbeat thread.
@@ -147,7 +149,7 @@ Status ServerImpl::Init() {
   id_ = rr.id();
   job_ = rr.job();
   ConsistencyOptions co;
-  co.model = job_.consistency();
+  ASSIGN_OR_RETURN(co.model, ParseConsistencyModel(job_.consistency()));
   co.staleness = job_.staleness();
   ASSIGN_OR_RETURN(policy_, NewConsistencyPolicy(co));
   RETURN_IF_ERROR(InstallMap(rr.shard_map()));
@@ -286,13 +288,12 @@ void ServerImpl::Reject(const Request& req, const Status& status) {
                           << " from worker " << req.msg.header.sender() << ": " << status;
   Message reply = MakeReply(req.msg.header, status);
   const uint64_t sender_version = req.msg.header.shard_map_version();
-  const bool routing_error = status.code() == StatusCode::kNotFound ||
-                             status.message().find("not in this shard") != std::string::npos;
+  const bool routing_error =
+      status.code() == StatusCode::kWrongShard || status.code() == StatusCode::kNotFound;
   if (routing_error && sender_version != 0 && sender_version < map_version_) {
-    // The sender may be routing with an old map: send ours along ("moved").
+    // The sender routes with an old map (a key range or table this server
+    // does not hold): send ours along ("moved"); the client installs it.
     *reply.header.mutable_shard_map() = map_;
-    StatusToProto(FailedPreconditionError("moved: " + status.message()),
-                  reply.header.mutable_status());
   }
   rpc_->Send(req.identity, std::move(reply)).IgnoreError();
 }
@@ -359,11 +360,17 @@ void ServerImpl::Handle(Request req) {
       SetLiveWorkers(h.live_workers());
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;
-    case wire::CLOCK:
+    case wire::CLOCK: {
+      Status s = server_internal::CheckClock(h.clock());
+      if (!s.ok()) {
+        Reject(req, s);
+        return;
+      }
       for (auto& [name, shard] : dense_) shard->AdvanceClock(h.sender(), h.clock());
       ReplyWith(req, MakeReply(h, Status::OK()));
       MaybeFlush();
       return;
+    }
     case wire::SERVER_STATS:
       HandleStats(req);
       return;
@@ -439,7 +446,8 @@ void ServerImpl::HandleDense(Request req) {
   }
   DenseShardState* shard = it->second.get();
   const uint64_t n = h.key_count();
-  Status s = shard->CheckRange(h.key_begin(), n);
+  Status s = server_internal::CheckClock(h.clock());
+  if (s.ok()) s = shard->CheckRange(h.key_begin(), n);
   if (!s.ok()) {
     Reject(req, s);
     return;
@@ -480,9 +488,14 @@ void ServerImpl::HandleDense(Request req) {
   // computation at clock c + 1.
   const bool push_pull = h.type() == wire::PUSH_PULL;
   const int64_t pull_clock = push_pull ? h.clock() + 1 : h.clock();
-  const int64_t deadline = h.deadline_unix_ms() > 0
-                               ? MonotonicMs() + std::max<int64_t>(0, h.deadline_unix_ms() - NowUnixMs())
-                               : MonotonicMs() + 60000;
+  // A hostile deadline near INT64_MAX must not overflow the sum: a pull
+  // waits at most a day.
+  constexpr int64_t kMaxPullWaitMs = 24 * 3600 * 1000;
+  const int64_t wait_ms =
+      h.deadline_unix_ms() > 0
+          ? std::clamp<int64_t>(h.deadline_unix_ms() - NowUnixMs(), 0, kMaxPullWaitMs)
+          : 60000;
+  const int64_t deadline = MonotonicMs() + wait_ms;
   auto shared_req = std::make_shared<Request>(std::move(req));
   shard->Pull(pull_clock, shared_req->msg.header.key_begin(), n, deadline,
               [this, shared_req](const Status& st, FloatBuffer params, int64_t params_clock) {
@@ -518,16 +531,14 @@ void ServerImpl::HandleSparse(Request req) {
     return;
   }
   if (!CheckFrameCount(req, push ? 2 : 1)) return;
-  const Frame& ids_frame = req.msg.frames[0];
-  if (ids_frame.size() % sizeof(uint64_t) != 0 || ids_frame.size() == 0 ||
-      ids_frame.size() / sizeof(uint64_t) != h.key_count()) {
-    Reject(req, InvalidArgumentError("row-id frame of " + std::to_string(ids_frame.size()) +
-                                     " bytes does not hold " + std::to_string(h.key_count()) +
-                                     " uint64 ids"));
+  StatusOr<const uint64_t*> decoded_ids =
+      server_internal::DecodeRowIds(req.msg.frames[0], h.key_count(), &ids_scratch_);
+  if (!decoded_ids.ok()) {
+    Reject(req, decoded_ids.status());
     return;
   }
   const size_t n = h.key_count();
-  const uint64_t* ids = ids_frame.as<uint64_t>();
+  const uint64_t* ids = *decoded_ids;
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
