@@ -15,8 +15,9 @@
 #   --policies=none,checkpoint,chain,stateless,hybrid   --kills=0,1,2
 #   --consistency=async,bsp   --workers=1,4   --repeats=N   --duration_s=S
 #   --schedule=ttf|random --seed=S   (random: seeded fault times and targets)
-#   --faults=kill,stop,partition   (SIGKILL + restart; SIGSTOP/SIGCONT; see
-#          the README for partition)
+#   --faults=kill,stop,partition   (SIGKILL, restarted --down_s later;
+#          SIGSTOP, SIGCONT --down_s later; iptables DROP on the server's ports
+#          for --down_s, the job in its own network namespace)
 #   --model=cnn|mlp   --quick (a compressed schedule: 30 s runs, faults at 6 s
 #   and 16 s, back 5 s later)   --out=DIR (default runs/experiments/SET)
 #   --no_plots   --down_s=S (outage length)   --eval_every_s=S

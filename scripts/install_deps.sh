@@ -16,6 +16,7 @@ PACKAGES=(
   dataset-fashion-mnist
   python3
   gnuplot-nox
+  iptables iproute2
 )
 
 missing=()

@@ -17,7 +17,12 @@
 #
 # Failure injection: --kill_server=ID@S (repeatable) SIGKILLs server ID S
 # seconds after the workers start; --stop_server=ID@S+D (repeatable) SIGSTOPs
-# it at S and SIGCONTs it D seconds later (a hung server). Every fault and
+# it at S and SIGCONTs it D seconds later (a hung server);
+# --partition_server=ID@S+D (repeatable) cuts server ID off the network at S
+# for D seconds while it keeps running: iptables DROP rules on its TCP ports
+# (its listening port and its connections), which is why a job with a
+# partition runs in its own network namespace (unshare -n; the rules vanish
+# with it; needs root and iptables). Every fault and
 # restart is logged to <out_dir>/events.csv (time_s,event,server; time_s in
 # seconds since the workers were started, whose wall-clock time is in
 # <out_dir>/start_unix) for plotting.
@@ -51,9 +56,10 @@ RECOVERY=none
 RESTART_AFTER_S=1
 KILLS=()  # "ID@S"
 STOPS=()  # "ID@S+D"
+PARTS=()  # "ID@S+D"
 EVAL_EVERY_S=0
 
-usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in
@@ -71,6 +77,7 @@ for arg in "$@"; do
     --restart_after_s=*) RESTART_AFTER_S=${arg#*=} ;;
     --kill_server=*) KILLS+=("${arg#*=}") ;;
     --stop_server=*) STOPS+=("${arg#*=}") ;;
+    --partition_server=*) PARTS+=("${arg#*=}") ;;
     --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
     --consistency=*|--staleness=*|--heartbeat_timeout_ms=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
@@ -90,12 +97,22 @@ for k in "${KILLS[@]}"; do
     echo "run_local.sh: --kill_server=$k: expected ID@SECONDS with ID < --servers" >&2; exit 2
   fi
 done
-for k in "${STOPS[@]}"; do
+for k in "${STOPS[@]}" "${PARTS[@]}"; do
   if ! [[ $k =~ ^([0-9]+)@([0-9]+)\+([0-9]+)$ ]] || [ "${BASH_REMATCH[1]}" -ge "$SERVERS" ]; then
-    echo "run_local.sh: --stop_server=$k: expected ID@SECONDS+SECONDS with ID < --servers" >&2
+    echo "run_local.sh: --stop_server/--partition_server=$k: expected ID@SECONDS+SECONDS" \
+         "with ID < --servers" >&2
     exit 2
   fi
 done
+if [ ${#PARTS[@]} -gt 0 ] && [ "${RELAXPS_NETNS:-}" != 1 ]; then
+  for t in unshare iptables ss ip; do
+    command -v "$t" >/dev/null 2>&1 || {
+      echo "run_local.sh: --partition_server needs $t (and root): apt-get install iptables iproute2" >&2
+      exit 2; }
+  done
+  # The whole job in a private network namespace with its own loopback.
+  exec unshare -n env RELAXPS_NETNS=1 bash -c 'ip link set lo up && exec bash "$0" "$@"' "$0" "$@"
+fi
 if ! [[ $EVAL_EVERY_S =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
   echo "run_local.sh: --evaluator_every_s must be a number of seconds" >&2; exit 2
 fi
@@ -234,6 +251,15 @@ declare -A REPORTED
 declare -A RESTART_AT  # server index -> epoch second of its restart
 declare -A KILLED      # index into KILLS -> done
 declare -A STOPPED     # index into STOPS -> 1 stopped, 2 continued
+declare -A CUT         # index into PARTS -> "ports" while cut, "healed" after
+# partition_rules -A|-D PORTS...: DROP every TCP packet from or to the ports.
+partition_rules() {
+  local op=$1 p; shift
+  for p in "$@"; do
+    iptables "$op" INPUT -p tcp --dport "$p" -j DROP
+    iptables "$op" INPUT -p tcp --sport "$p" -j DROP
+  done
+}
 START=$((START_US / 1000000))
 LAST_PROGRESS=$START
 echo "time_s,event,server" >"$OUT_DIR/events.csv"
@@ -268,6 +294,24 @@ while true; do
       echo "[$((now - START))s] run_local.sh: continuing server $id (SIGCONT)" >&2
       kill -CONT "${PIDS[$id + 1]}" 2>/dev/null
       event cont "$id"
+    fi
+  done
+  for k in "${!PARTS[@]}"; do
+    [ "${CUT[$k]:-}" = healed ] && continue
+    [[ ${PARTS[$k]} =~ ^([0-9]+)@([0-9]+)\+([0-9]+)$ ]]
+    id=${BASH_REMATCH[1]} at=${BASH_REMATCH[2]} for=${BASH_REMATCH[3]}
+    if [ -z "${CUT[$k]:-}" ] && [ $((now - START)) -ge "$at" ]; then
+      pid=${PIDS[$id + 1]}
+      ports=$(ss -tanpH 2>/dev/null | grep "pid=$pid," | awk '{print $4}' | sed 's/.*://' | sort -u)
+      CUT[$k]=$(echo $ports)
+      echo "[$((now - START))s] run_local.sh: partitioning server $id for ${for} s (ports ${CUT[$k]})" >&2
+      partition_rules -A ${CUT[$k]}
+      event partition "$id"
+    elif [ -n "${CUT[$k]:-}" ] && [ $((now - START)) -ge $((at + for)) ]; then
+      echo "[$((now - START))s] run_local.sh: healing the partition of server $id" >&2
+      partition_rules -D ${CUT[$k]}
+      CUT[$k]=healed
+      event heal "$id"
     fi
   done
   # Control plane: the coordinator's death ends the job; a server's too,

@@ -47,6 +47,8 @@ probe_policies() {
   done
   if ! "$ROOT/scripts/run_local.sh" --help | grep -q -- '--partition_server'; then
     REFUSED[partition]="run_local.sh has no --partition_server"
+  elif ! command -v iptables >/dev/null || ! command -v unshare >/dev/null || [ "$(id -u)" != 0 ]; then
+    REFUSED[partition]="partitions need root, iptables and unshare (scripts/install_deps.sh)"
   fi
 }
 
