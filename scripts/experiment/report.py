@@ -45,6 +45,20 @@ def _acceptance(rows):
     return out
 
 
+def _fault_details(runs):
+    out = []
+    for r in sorted(runs, key=lambda r: r["id"]):
+        for f in r.get("faults", []):
+            lost = _f(f.get("lost_updates"), spec=".0f")
+            if f.get("lost_method"):
+                lost += f" ({f['lost_method']})"
+            out.append(f"| {r['id']} | {f['kind']} server {f['server']} | {_f(f['time_s'])} | "
+                       f"{_f(f.get('back_s'))} | {_f(f.get('recovery_s'))} | "
+                       f"{_f(f.get('pre_acc'), spec='.4f')} | {_f(f.get('regain_s'))} | {lost} | "
+                       f"{_f(f.get('idle_frac'), spec='.2f')} |")
+    return out
+
+
 def write(path, a, rows, runs, failed, skipped, pngs, with_ttf):
     lines = [f"# Experiment set `{a.set}`", "",
              f"Generated {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC by scripts/experiment.sh "
@@ -71,6 +85,12 @@ def write(path, a, rows, runs, failed, skipped, pngs, with_ttf):
                   f"| {r['policy']} | {r['kills']} | {r['fault']} | {r['workers']} | 0 | "
                   f"{r['status']} |" + " |" * 15 for r in sel]
         lines.append("")
+    details = _fault_details(runs)
+    if details:
+        lines += ["## Every fault", "",
+                  "| run | fault | at (s) | server back (s) | recovery (s) | accuracy before | "
+                  "regain (s) | acked updates lost | idle |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += details + [""]
     acc = _acceptance(rows)
     if acc:
         lines += ["## Final accuracy with faults vs the same policy without (issue 19: >= "
