@@ -103,6 +103,8 @@ def write(path, a, rows, runs, failed, skipped, pngs, with_ttf):
         "- **recovery**: fault → end of the step gap it caused (the first acknowledged push "
         "after it); fault → next step when training did not stop.",
         "- **regain**: recovery → first evaluation within 0.005 of the last pre-fault accuracy.",
+        "- **recovery**, **regain** and **idle** are means over a run's faults; **acked updates "
+        "lost** is their sum (per fault in the table above).",
         "- **acked updates lost** (checkpoint): pushes acknowledged after the restored "
         "checkpoint was written and before the kill, counted from the steps CSVs and the "
         "server's own checkpoint/restore log lines. (staleness): without a restore, the jump "
