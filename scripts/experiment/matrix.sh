@@ -7,6 +7,20 @@ RUN_IDS=()
 RUN_ARGS=()  # one string per run: the run_local.sh flags, NUL-free, space-separated
 FAILED=0
 T_START=$(date +%s)
+RUN_PID=""  # the running run_local.sh
+
+# Ctrl-C / SIGTERM: stop the running job (run_local.sh stops its processes)
+# and exit; finished runs are kept and the next invocation resumes.
+on_signal() {
+  trap - INT TERM
+  if [ -n "$RUN_PID" ]; then
+    kill -TERM "$RUN_PID" 2>/dev/null
+    wait "$RUN_PID" 2>/dev/null
+  fi
+  say "experiment.sh: interrupted; finished runs are kept, run the same command to resume"
+  exit 130
+}
+trap on_signal INT TERM
 
 servers_for() {  # servers_for POLICY
   case "$1" in chain|hybrid) echo 3 ;; *) echo 1 ;; esac
@@ -150,10 +164,14 @@ run_matrix() {
     mkdir -p "$dir"
     echo "${RUN_ARGS[$i]}" >"$dir/flags.txt"
     t0=$(date +%s)
+    # In the background, so that a signal reaches on_signal at once.
     # shellcheck disable=SC2086
     RELAXPS_BIN="$BIN" "$ROOT/scripts/run_local.sh" --skip_build --out_dir="$dir" ${RUN_ARGS[$i]} \
-      >"$dir/run_local.log" 2>&1
+      >"$dir/run_local.log" 2>&1 &
+    RUN_PID=$!
+    wait "$RUN_PID"
     rc=$?
+    RUN_PID=""
     wall=$(( $(date +%s) - t0 ))
     echo "$rc $wall" >"$dir/exit.txt"
     todo=$((todo - 1))
