@@ -25,6 +25,7 @@
 #include "apps/trainer/model.h"
 #include "apps/trainer/param_source.h"
 #include "apps/trainer/trainer.h"
+#include "apps/worker_evaluator.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
 #ifdef RELAXPS_TRAINER_WITH_CLIENT
@@ -175,6 +176,8 @@ int Main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   CheckFlagValues();
+  StatusOr<bool> evaluator_role = IsEvaluatorRole();
+  if (!evaluator_role.ok()) UsageError(evaluator_role.status().message());
   InstallSignalHandlers();
 
   // ---- Device and model ----
@@ -207,6 +210,9 @@ int Main(int argc, char** argv) {
   // ---- Data ----
   StatusOr<trainer::FashionMnist> data = trainer::LoadFashionMnist(FLAGS_data_dir);
   if (!data.ok()) Fail(kExitError, FLAGS_worker_index, "cannot load the data", data.status());
+
+  // --role=evaluator: evaluations only, off the training path.
+  if (*evaluator_role) return RunEvaluatorRole(device->get(), model->get(), &*data, &g_stop);
 
   // ---- Parameters: local or through the parameter server ----
   trainer::TrainerOptions options;
@@ -261,7 +267,7 @@ int Main(int argc, char** argv) {
     options.worker_index = id % options.num_workers;
     options.worker_id = id;
     LOG(INFO) << "worker " << id << " joined " << FLAGS_coordinator << " ("
-              << client->job().consistency << ", " << options.num_workers
+              << client->consistency_policy().Name() << ", " << options.num_workers
               << " workers); training on data part " << options.worker_index;
 
     trainer::PsParamsOptions ps;
@@ -273,7 +279,9 @@ int Main(int argc, char** argv) {
     // A request may wait out a dead server's restart (recovery_timeout_ms)
     // on top of its own deadline; PsParams' bound only catches a lost reply.
     ps.wait_timeout_ms = FLAGS_request_timeout_ms + 10000;
-    if (client->job().recovery == "checkpoint") ps.wait_timeout_ms += FLAGS_recovery_timeout_ms;
+    if (client->recovery_policy().ResendsAcrossRestarts()) {
+      ps.wait_timeout_ms += FLAGS_recovery_timeout_ms;
+    }
     ps.pipeline_async = FLAGS_async_pipeline;
     StatusOr<std::unique_ptr<trainer::ParamSource>> s =
         trainer::NewPsParams(client.get(), device->get(), ps);

@@ -10,8 +10,12 @@
 // float vector; a request spanning several shards is split and its parts sent
 // in parallel; its future completes when every part has.
 //
-// Thread-safety: all methods are safe to call from multiple threads. Callbacks
-// run on the client's I/O thread and must not block.
+// Thread-safety: all methods are safe to call from multiple threads. A
+// callback runs on the client's I/O thread when its request went to the
+// servers, or inline on the calling thread (before the call returns) when it
+// completes without a round trip: an argument error, a job that has failed,
+// an SSP cache hit, an empty sparse request, or a client shutting down.
+// Callbacks must not block, and must not assume they run on either thread.
 #ifndef RELAXPS_CLIENT_CLIENT_H_
 #define RELAXPS_CLIENT_CLIENT_H_
 
@@ -23,9 +27,12 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/clock.h"
 #include "common/status.h"
 #include "common/table.h"
 #include "common/fault_options.h"
+#include "consistency/consistency_policy.h"
+#include "recovery/recovery_policy.h"
 
 namespace relaxps {
 
@@ -60,14 +67,18 @@ struct ClientOptions {
   // coordinator are dropped / delayed / duplicated with a seeded generator.
   // Off by default.
   FaultOptions faults;
+  // Time source of heartbeats, request deadlines and the resend give-up
+  // time (nullptr: real time). Tests pass a FakeClock. Must outlive the
+  // client.
+  const Clock* clock = nullptr;
 };
 
 // What the coordinator told this client at registration.
 struct JobInfo {
   int worker_id = -1;
-  std::string consistency = "async";  // bsp | ssp | async
+  ConsistencyModel consistency = ConsistencyModel::kAsync;
   int staleness = 0;
-  std::string recovery = "none";
+  RecoveryMode recovery = RecoveryMode::kNone;
   int num_servers = 0;
   int expected_workers = 0;
 };
@@ -102,6 +113,10 @@ class Client {
   virtual ~Client() = default;
 
   virtual const JobInfo& job() const = 0;
+  // The job's policies, built from job() at registration; ask them rather
+  // than comparing job().consistency / job().recovery.
+  virtual const ConsistencyPolicy& consistency_policy() const = 0;
+  virtual const RecoveryPolicy& recovery_policy() const = 0;
   virtual int worker_id() const = 0;
 
   // Creates a table, or succeeds if an identical one exists (so every worker

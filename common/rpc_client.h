@@ -29,6 +29,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "common/transport.h"
 #include "common/wire.h"
@@ -45,6 +46,9 @@ struct RpcClientOptions {
   // disconnect is a hint (the socket reconnects by itself); confirm it, e.g.
   // with a probe, before acting. Must not block.
   std::function<void(int peer)> on_disconnect;
+  // Time source of deadlines and of the I/O loop's waits (nullptr: real
+  // time). Tests pass a FakeClock to expire deadlines without sleeping.
+  const Clock* clock = nullptr;
 };
 
 // Kept for readability at call sites that only use the ZeroMQ client.
@@ -84,6 +88,7 @@ class RpcClient final : public Transport {
 
   // Constant after construction.
   const RpcClientOptions options_;
+  const Clock* const clock_;
   int wake_fd_ = -1;
 
   std::mutex mu_;

@@ -10,7 +10,7 @@
 #include "consistency/consistency_policy.h"
 #include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/membership.h"
-#include "coordinator/recovery_policy.h"
+#include "recovery/recovery_policy.h"
 
 namespace relaxps {
 
@@ -25,7 +25,7 @@ Status CoordinatorOptions::Validate() const {
     return InvalidArgumentError("--checkpoint_every_clocks and --checkpoint_every_s must be >= 0");
   }
   if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
-  if (recovery == "chain" && (replicas < 2 || replicas > num_servers)) {
+  if (recovery == RecoveryMode::kChain && (replicas < 2 || replicas > num_servers)) {
     return InvalidArgumentError("--replicas must be between 2 and --num_servers (" +
                                 std::to_string(num_servers) + ") under --recovery=chain, got " +
                                 std::to_string(replicas));
@@ -40,26 +40,29 @@ class CoordinatorImpl final : public Coordinator {
  public:
   explicit CoordinatorImpl(const CoordinatorOptions& options)
       : options_(options),
+        clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
         checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
                                                 options.checkpoint_every_s, 16},
-                     MonotonicMs()) {}
+                     clock_->NowMs()) {}
 
   Status Init() {
     ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(options_.recovery));
     RpcServerOptions ro;
     ro.bind = options_.bind;
+    ro.clock = clock_;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
+    co.clock = clock_;
     if (chained()) {
       co.on_disconnect = [this](int peer) { rpc_->Post([this, peer] { OnDisconnect(peer); }); };
     }
     servers_rpc_ = std::make_unique<RpcClient>(co);
     next_incarnation_ = static_cast<uint64_t>(NowUnixMs()) * 1000;
-    job_.set_consistency(options_.consistency);
+    job_.set_consistency(ConsistencyModelName(options_.consistency));
     job_.set_staleness(options_.staleness);
-    job_.set_recovery(options_.recovery);
+    job_.set_recovery(RecoveryModeName(options_.recovery));
     job_.set_num_servers(options_.num_servers);
     job_.set_num_workers(options_.num_workers);
     job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
@@ -67,10 +70,10 @@ class CoordinatorImpl final : public Coordinator {
     map_.set_version(1);
     map_.set_epoch(1);
     rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
-    start_ms_ = MonotonicMs();
+    start_ms_ = clock_->NowMs();
     LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
-              << options_.consistency << " staleness " << options_.staleness << " recovery "
-              << options_.recovery << ", waiting for " << options_.num_servers << " server(s)";
+              << ConsistencyModelName(options_.consistency) << " staleness " << options_.staleness
+              << " recovery " << recovery_->Name() << ", waiting for " << options_.num_servers << " server(s)";
     if (checkpoints_.enabled()) {
       LOG(INFO) << "coordinated checkpoints every " << options_.checkpoint_every_clocks
                 << " clocks / " << options_.checkpoint_every_s << " s (0: off)";
@@ -101,9 +104,11 @@ class CoordinatorImpl final : public Coordinator {
   // `waiters` (manual requests) when it ends. Queues them if one is running.
   void StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters);
   void BroadcastWorkerSet(std::function<void(const Status&)> done);
+  // The live worker set (ids, clocks, version) as sent to servers.
+  void FillLiveWorkers(wire::LiveWorkers* lw) const;
   void RebuildServerList();
   void FailJob(const std::string& reason);
-  bool chained() const { return options_.recovery == "chain"; }
+  bool chained() const { return options_.recovery == RecoveryMode::kChain; }
   // Chain replication: the connection to a server closed; probe it.
   void OnDisconnect(int peer);
   // Chain replication: removes a dead server from its chains and installs
@@ -114,6 +119,7 @@ class CoordinatorImpl final : public Coordinator {
 
   // Constant after Init().
   const CoordinatorOptions options_;
+  const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<RpcClient> servers_rpc_;
   std::unique_ptr<RecoveryPolicy> recovery_;
@@ -191,7 +197,7 @@ void CoordinatorImpl::RebuildServerList() {
 
 void CoordinatorImpl::HandleRegister(Request req) {
   const wire::RegisterRequest& r = req.msg.header.register_request();
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::RegisterReply* rr = reply.header.mutable_register_reply();
   *rr->mutable_job() = job_;
@@ -280,21 +286,13 @@ void CoordinatorImpl::HandleRegister(Request req) {
 
 void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   const wire::HeartbeatRequest& hb = req.msg.header.heartbeat();
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::HeartbeatReply* hr = reply.header.mutable_heartbeat_reply();
   bool known = true;
   if (hb.role() == "server") {
     known = members_.ServerHeartbeat(hb.id(), now);
-    std::vector<int> ids;
-    std::vector<int64_t> clocks;
-    members_.LiveWorkers(&ids, &clocks);
-    wire::LiveWorkers* lw = hr->mutable_live_workers();
-    lw->set_version(members_.worker_set_version());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      lw->add_ids(ids[i]);
-      lw->add_clocks(clocks[i]);
-    }
+    FillLiveWorkers(hr->mutable_live_workers());
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
   }
@@ -425,16 +423,19 @@ void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Sta
 void CoordinatorImpl::BroadcastWorkerSet(std::function<void(const Status&)> done) {
   Message msg;
   msg.header.set_type(wire::WORKER_SET);
+  FillLiveWorkers(msg.header.mutable_live_workers());
+  Broadcast(msg, std::move(done));
+}
+
+void CoordinatorImpl::FillLiveWorkers(wire::LiveWorkers* lw) const {
   std::vector<int> ids;
   std::vector<int64_t> clocks;
   members_.LiveWorkers(&ids, &clocks);
-  wire::LiveWorkers* lw = msg.header.mutable_live_workers();
   lw->set_version(members_.worker_set_version());
   for (size_t i = 0; i < ids.size(); ++i) {
     lw->add_ids(ids[i]);
     lw->add_clocks(clocks[i]);
   }
-  Broadcast(msg, std::move(done));
 }
 
 void CoordinatorImpl::FailJob(const std::string& reason) {
@@ -444,7 +445,7 @@ void CoordinatorImpl::FailJob(const std::string& reason) {
 }
 
 void CoordinatorImpl::CheckLiveness() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   for (int id : members_.ExpireServers(now)) {
     const MemberInfo& m = members_.servers().at(id);
     const std::string what = "server " + std::to_string(id) + " (" + m.endpoint + ", pid " +
@@ -487,7 +488,7 @@ void CoordinatorImpl::OnDisconnect(int peer) {
   auto it = members_.servers().find(id);
   if (id < 0 || it == members_.servers().end() || !it->second.alive) return;
   const std::string endpoint = it->second.endpoint;
-  const int64_t since = MonotonicMs();
+  const int64_t since = clock_->NowMs();
   Message ping;
   ping.header.set_type(wire::PING);
   servers_rpc_->Call(peer, std::move(ping), options_.probe_timeout_ms,
@@ -504,7 +505,7 @@ void CoordinatorImpl::OnDisconnect(int peer) {
                          Reconfigure(id, "server " + std::to_string(id) + " (" + endpoint +
                                              ") closed its connection and did not answer a "
                                              "probe within " +
-                                             std::to_string(MonotonicMs() - since) + " ms");
+                                             std::to_string(clock_->NowMs() - since) + " ms");
                        });
                      });
 }
@@ -559,7 +560,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
            nullptr);
     return;
   }
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   const int64_t clock = members_.MinWorkerClock();
   checkpoints_.Start(clock, now);
   LOG(INFO) << "checkpoint at clock " << clock << " started";
@@ -582,7 +583,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
                                     std::to_string(options_.num_servers) +
                                     " servers wrote the checkpoint");
         }
-        record->set_seconds((MonotonicMs() - now) / 1000.0);
+        record->set_seconds((clock_->NowMs() - now) / 1000.0);
         record->set_unix_s(NowUnixMs() / 1000.0);
         if (result.ok()) {
           LOG(INFO) << "checkpoint at clock " << clock << " complete on "
@@ -590,7 +591,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
         } else {
           LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << result;
         }
-        checkpoints_.Finish(result, *record, MonotonicMs());
+        checkpoints_.Finish(result, *record, clock_->NowMs());
         answer(*shared_waiters, result.WithPrefix("checkpoint at clock " + std::to_string(clock)),
                result.ok() ? record.get() : nullptr);
         if (!queued_checkpoint_requests_.empty()) {
@@ -608,7 +609,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::StatusReply* sr = reply.header.mutable_status_reply();
   *sr->mutable_job() = job_;

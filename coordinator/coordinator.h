@@ -31,7 +31,10 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
+#include "consistency/consistency_policy.h"
+#include "recovery/recovery_policy.h"
 
 namespace relaxps {
 
@@ -42,12 +45,11 @@ struct CoordinatorOptions {
   int num_servers = 1;
   // Workers expected (reported by status; clients may wait for them).
   int num_workers = 0;
-  // bsp | ssp | async
-  std::string consistency = "async";
+  ConsistencyModel consistency = ConsistencyModel::kAsync;
   // SSP staleness bound in clocks.
   int staleness = 2;
-  // none | checkpoint | chain (see coordinator/recovery_policy.h)
-  std::string recovery = "none";
+  // See recovery/recovery_policy.h; Validate() refuses modes not built yet.
+  RecoveryMode recovery = RecoveryMode::kNone;
   // --recovery=chain: servers holding each dense range (R). More survives
   // more simultaneous failures; each push crosses R servers before it is
   // acknowledged. 2 <= replicas <= num_servers.
@@ -66,6 +68,10 @@ struct CoordinatorOptions {
   double checkpoint_every_s = 0;
   // How long a coordinated checkpoint may take before it counts as failed.
   int checkpoint_timeout_ms = 120000;
+  // Time source of heartbeat timeouts, checkpoint schedules and deadlines
+  // (nullptr: real time). Tests pass a FakeClock. Must outlive the
+  // coordinator.
+  const Clock* clock = nullptr;
 
   Status Validate() const;
 };

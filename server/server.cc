@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "common/payload_codec.h"
 #include "kernels/staged_optimizer.h"
 #include "server/internal/request_codec.h"
 #include "server/internal/server_checkpoints.h"
@@ -19,6 +22,7 @@ namespace server_internal {
 Status ServerImpl::Init() {
   if (options_.coordinator.empty()) return InvalidArgumentError("--coordinator is required");
   RpcServerOptions ro;
+  ro.clock = clock_;
   ro.bind = options_.bind;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
   // Shards live in host memory: host-side work (decoding, NaN checks, BSP
@@ -31,7 +35,7 @@ Status ServerImpl::Init() {
   if (options_.keep_checkpoints < 1) return InvalidArgumentError("--keep_checkpoints must be >= 1");
   checkpoint_root_ = options_.CheckpointRoot();
   if (!options_.restore_from.empty()) {
-    if (options_.store.kind != "rocksdb") {
+    if (options_.store.ResolvedKind() != "rocksdb") {
       return InvalidArgumentError("--restore_from needs --store=rocksdb");
     }
     RETURN_IF_ERROR(server_internal::RestoreDataDir(options_.restore_from, checkpoint_root_,
@@ -39,7 +43,9 @@ Status ServerImpl::Init() {
   }
   ASSIGN_OR_RETURN(store_, NewParamStore(options_.store));
 
-  coordinator_ = std::make_unique<RpcClient>();
+  RpcClientOptions rpc_options;
+  rpc_options.clock = clock_;
+  coordinator_ = std::make_unique<RpcClient>(rpc_options);
   coordinator_peer_ = coordinator_->Connect(options_.coordinator);
   Message req;
   req.header.set_type(wire::REGISTER);
@@ -48,13 +54,13 @@ Status ServerImpl::Init() {
   r->set_requested_id(options_.server_id);
   r->set_endpoint(rpc_->endpoint());
   r->set_pid(getpid());
-  const int64_t give_up = MonotonicMs() + options_.register_timeout_ms;
+  const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
   StatusOr<Message> reply = UnavailableError("not sent");
   while (true) {
     Message attempt;
     attempt.header = req.header;
     reply = coordinator_->CallSync(coordinator_peer_, std::move(attempt), 1000);
-    if (reply.ok() || MonotonicMs() > give_up) break;
+    if (reply.ok() || clock_->NowMs() > give_up) break;
     if (reply.status().code() != StatusCode::kDeadlineExceeded &&
         reply.status().code() != StatusCode::kUnavailable) {
       break;
@@ -70,17 +76,19 @@ Status ServerImpl::Init() {
   if (chained()) {
     RpcClientOptions po;
     po.default_timeout_ms = 5000;
+    po.clock = clock_;
     peers_ = std::make_unique<RpcClient>(po);
   }
   ConsistencyOptions co;
-  co.model = job_.consistency();
+  ASSIGN_OR_RETURN(co.model, ParseConsistencyModel(job_.consistency()));
   co.staleness = job_.staleness();
   ASSIGN_OR_RETURN(policy_, NewConsistencyPolicy(co));
   RETURN_IF_ERROR(InstallMap(rr.shard_map()));
   registered_ = true;
   LOG(INFO) << "server " << id_ << " serving on " << rpc_->endpoint() << " (store "
             << store_->Name() << ", consistency " << policy_->Name() << ")";
-  heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); });
+  heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
+                                                clock_);
   rpc_->AddTimer(50, [this] { OnTimer(); });
   return Status::OK();
 }
@@ -233,17 +241,17 @@ bool ServerImpl::HasDenseTable(const std::string& table) const {
 }
 
 void ServerImpl::OnTimer() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   for (auto& [key, range] : dense_) range.shard->ExpireWaiters(now);
   if (chained()) ResendStale();
   MaybeFlush();
 }
 
 void ServerImpl::MaybeFlush() {
-  if (options_.flush_every_clocks > 0) {
+  if (options_.FlushEveryClocks() > 0) {
     int64_t clock = 0;
     for (auto& [key, range] : dense_) clock = std::max(clock, range.shard->visible_clock());
-    if (clock >= last_flush_clock_ + options_.flush_every_clocks) {
+    if (clock >= last_flush_clock_ + options_.FlushEveryClocks()) {
       Status s = store_->Flush(clock);
       if (!s.ok()) {
         LOG(ERROR) << "flush at clock " << clock << " failed: " << s;
@@ -260,14 +268,13 @@ void ServerImpl::Reject(const Request& req, const Status& status) {
                           << " from worker " << req.msg.header.sender() << ": " << status;
   Message reply = MakeReply(req.msg.header, status);
   const uint64_t sender_version = req.msg.header.shard_map_version();
-  const bool routing_error = status.code() == StatusCode::kNotFound ||
-                             status.message().find("not in this shard") != std::string::npos;
-  if (routing_error && sender_version != 0 &&
-      (sender_version < map_version_ || chained())) {
-    // The sender may be routing with an old map: send ours along ("moved").
+  const bool routing_error =
+      status.code() == StatusCode::kWrongShard || status.code() == StatusCode::kNotFound;
+  if (routing_error && sender_version != 0 && (sender_version < map_version_ || chained())) {
+    // The sender routes with an old map (a key range or table this server
+    // does not hold, or under chain replication a range it does not head):
+    // send ours along ("moved"); the client installs it.
     *reply.header.mutable_shard_map() = map_;
-    StatusToProto(FailedPreconditionError("moved: " + status.message()),
-                  reply.header.mutable_status());
   }
   rpc_->Send(req.identity, std::move(reply)).IgnoreError();
 }
@@ -281,8 +288,8 @@ bool ServerImpl::CheckFrameCount(const Request& req, size_t expected) {
 }
 
 const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, size_t n) {
-  StatusOr<const float*> values = server_internal::DecodeFloats(
-      frame, n, req.msg.header.encoding(), device_.get(), &decode_scratch_);
+  StatusOr<const float*> values = DecodeFloats(frame, n, req.msg.header.encoding(),
+                                               &decode_scratch_);
   if (!values.ok()) {
     Reject(req, values.status());
     return nullptr;
@@ -343,9 +350,15 @@ void ServerImpl::Handle(Request req) {
       SetLiveWorkers(h.live_workers());
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;
-    case wire::CLOCK:
+    case wire::CLOCK: {
+      Status s = server_internal::CheckClock(h.clock());
+      if (!s.ok()) {
+        Reject(req, s);
+        return;
+      }
       HandleClock(req);
       return;
+    }
     case wire::PING:
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;
@@ -441,14 +454,15 @@ void ServerImpl::HandleDense(Request req) {
     Reject(req, sparse_.count(h.table())
                     ? InvalidArgumentError("table '" + h.table() + "' is sparse")
                 : HasDenseTable(h.table())
-                    ? NotFoundError("keys from " + std::to_string(h.key_begin()) + " of table '" +
-                                    h.table() + "' are not in this shard")
+                    ? WrongShardError("keys from " + std::to_string(h.key_begin()) + " of table '" +
+                                      h.table() + "' are not in this shard")
                     : NotFoundError("unknown dense table '" + h.table() + "'"));
     return;
   }
   DenseShardState* shard = range->shard.get();
   const uint64_t n = h.key_count();
-  Status s = shard->CheckRange(h.key_begin(), n);
+  Status s = server_internal::CheckClock(h.clock());
+  if (s.ok()) s = shard->CheckRange(h.key_begin(), n);
   if (!s.ok()) {
     Reject(req, s);
     return;
@@ -469,8 +483,7 @@ void ServerImpl::HandleDense(Request req) {
     Message reply = MakeReply(h, Status::OK());
     reply.header.set_params_clock(shard->visible_clock());
     reply.header.set_encoding(h.encoding());
-    reply.frames.push_back(server_internal::EncodeFloats(
-        shard->CopySlot(h.slot(), h.key_begin(), n), h.encoding(), device_.get()));
+    reply.frames.push_back(EncodeFloats(shard->CopySlot(h.slot(), h.key_begin(), n), h.encoding()));
     ReplyWith(req, std::move(reply));
     return;
   }
@@ -500,9 +513,14 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
   const wire::Header& h = req->msg.header;
   // A push at clock c is followed by computation at clock c + 1.
   const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
-  const int64_t deadline = h.deadline_unix_ms() > 0
-                               ? MonotonicMs() + std::max<int64_t>(0, h.deadline_unix_ms() - NowUnixMs())
-                               : MonotonicMs() + 60000;
+  // A hostile deadline near INT64_MAX must not overflow the sum: a pull
+  // waits at most a day.
+  constexpr int64_t kMaxPullWaitMs = 24 * 3600 * 1000;
+  const int64_t wait_ms =
+      h.deadline_unix_ms() > 0
+          ? std::clamp<int64_t>(h.deadline_unix_ms() - clock_->NowUnixMs(), 0, kMaxPullWaitMs)
+          : 60000;
+  const int64_t deadline = clock_->NowMs() + wait_ms;
   ChainReplica* chain = range->chain.get();
   range->shard->Pull(
       pull_clock, h.key_begin(), h.key_count(), deadline,
@@ -514,8 +532,7 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
         auto reply = std::make_shared<Message>(MakeReply(req->msg.header, Status::OK()));
         reply->header.set_params_clock(params_clock);
         reply->header.set_encoding(req->msg.header.encoding());
-        reply->frames.push_back(server_internal::EncodeFloats(
-            params, req->msg.header.encoding(), device_.get()));
+        reply->frames.push_back(EncodeFloats(params, req->msg.header.encoding()));
         if (chain == nullptr) {
           ReplyWith(*req, std::move(*reply));
           return;
@@ -544,16 +561,14 @@ void ServerImpl::HandleSparse(Request req) {
     return;
   }
   if (!CheckFrameCount(req, push ? 2 : 1)) return;
-  const Frame& ids_frame = req.msg.frames[0];
-  if (ids_frame.size() % sizeof(uint64_t) != 0 || ids_frame.size() == 0 ||
-      ids_frame.size() / sizeof(uint64_t) != h.key_count()) {
-    Reject(req, InvalidArgumentError("row-id frame of " + std::to_string(ids_frame.size()) +
-                                     " bytes does not hold " + std::to_string(h.key_count()) +
-                                     " uint64 ids"));
+  StatusOr<const uint64_t*> decoded_ids =
+      server_internal::DecodeRowIds(req.msg.frames[0], h.key_count(), &ids_scratch_);
+  if (!decoded_ids.ok()) {
+    Reject(req, decoded_ids.status());
     return;
   }
   const size_t n = h.key_count();
-  const uint64_t* ids = ids_frame.as<uint64_t>();
+  const uint64_t* ids = *decoded_ids;
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
@@ -572,7 +587,7 @@ void ServerImpl::HandleSparse(Request req) {
   }
   Message reply = MakeReply(h, Status::OK());
   reply.header.set_encoding(h.encoding());
-  reply.frames.push_back(server_internal::EncodeFloats(*rows, h.encoding(), device_.get()));
+  reply.frames.push_back(EncodeFloats(*rows, h.encoding()));
   ReplyWith(req, std::move(reply));
 }
 

@@ -100,7 +100,7 @@ void ServerImpl::Forward(RangeState* range, uint64_t seq, const Message& msg) {
   op.header.clear_request_id();
   op.header.clear_deadline_unix_ms();
   SendLogged(range, op);
-  range->chain->Logged(seq, std::move(op), MonotonicMs());
+  range->chain->Logged(seq, std::move(op), clock_->NowMs());
   stats_.set_forwarded(stats_.forwarded() + 1);
 }
 
@@ -112,7 +112,7 @@ void ServerImpl::SendLogged(RangeState* range, const LoggedOp& op) {
   const std::string table = op.header.table();
   const uint64_t begin = range->shard->spec().begin;
   const uint64_t seq = op.header.chain_seq();
-  range->chain->set_last_send_ms(MonotonicMs());
+  range->chain->set_last_send_ms(clock_->NowMs());
   peers_->Call(peer, std::move(msg), kForwardTimeoutMs,
                [this, table, begin, seq](const Status& st, Message reply) {
                  auto shared = std::make_shared<Message>(std::move(reply));
@@ -148,7 +148,7 @@ void ServerImpl::OnForwardReply(const std::string& table, uint64_t begin, uint64
 }
 
 void ServerImpl::ResendStale() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   for (auto& [key, range] : dense_) {
     if (range.chain == nullptr || range.chain->tail() || range.chain->unacked().empty()) continue;
     if (now - range.chain->last_send_ms() < kResendAfterMs) continue;
@@ -199,7 +199,7 @@ void ServerImpl::HandleChainDense(RangeState* range, Request req) {
   const wire::Header& h = req.msg.header;
   ChainReplica* chain = range->chain.get();
   if (!chain->head()) {
-    Reject(req, NotFoundError("keys from " + std::to_string(h.key_begin()) + " of table '" +
+    Reject(req, WrongShardError("keys from " + std::to_string(h.key_begin()) + " of table '" +
                               h.table() + "' are not in this shard: server " +
                               std::to_string(id_) + " is not the head of their chain"));
     return;

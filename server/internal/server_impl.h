@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
 #include "common/rpc_server.h"
@@ -38,7 +39,8 @@ struct RangeState {
 
 class ServerImpl final : public Server {
  public:
-  explicit ServerImpl(const ServerOptions& options) : options_(options) {}
+  explicit ServerImpl(const ServerOptions& options)
+      : options_(options), clock_(ClockOrReal(options.clock)) {}
   ~ServerImpl() override { StopHeartbeat(); }
 
   Status Init();
@@ -114,6 +116,7 @@ class ServerImpl final : public Server {
 
   // Constant after Init().
   const ServerOptions options_;
+  const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<RpcClient> coordinator_;
   int coordinator_peer_ = -1;
@@ -133,6 +136,7 @@ class ServerImpl final : public Server {
   wire::ServerStats stats_;
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
+  std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
   int replicas_ = 1;     // Constant after Init(): job's chain length.
   uint64_t epoch_ = 0;   // Job epoch of the installed map.

@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,7 +18,7 @@
 #include "common/wire.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
-#include "tests/recovery/recovery_util.h"
+#include "tests/recovery/chain_util.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -53,68 +51,6 @@ FloatBuffer Gradient(int w, int k) {
   return g;
 }
 
-struct Range {
-  uint64_t begin, end;
-  std::vector<int> chain;
-};
-
-// The chains of table "w" as relaxps-ctl status prints them.
-std::vector<Range> Chains(RecoveryCluster* cluster) {
-  std::vector<Range> out;
-  StatusOr<CommandResult> st = cluster->Ctl({"status"});
-  if (!st.ok()) return out;
-  std::regex line(R"(shard w \[(\d+), (\d+)\) -> server \d+ chain ([0-9 >-]+))");
-  std::istringstream in(st->output);
-  std::string l;
-  while (std::getline(in, l)) {
-    std::smatch m;
-    if (!std::regex_search(l, m, line)) continue;
-    Range r{std::stoull(m[1]), std::stoull(m[2]), {}};
-    std::regex num(R"(\d+)");
-    const std::string chain = m[3];
-    for (auto it = std::sregex_iterator(chain.begin(), chain.end(), num);
-         it != std::sregex_iterator(); ++it) {
-      r.chain.push_back(std::stoi(it->str()));
-    }
-    out.push_back(r);
-  }
-  return out;
-}
-
-// Waits until no chain holds server `gone` (gone >= 0), or until every chain
-// has `replicas` replicas again (gone < 0).
-bool WaitForChains(RecoveryCluster* cluster, int gone, size_t replicas, int timeout_ms) {
-  const int64_t until = MonotonicMs() + timeout_ms;
-  while (MonotonicMs() < until) {
-    std::vector<Range> ranges = Chains(cluster);
-    bool ok = !ranges.empty();
-    for (const Range& r : ranges) {
-      if (gone >= 0) {
-        ok = ok && std::find(r.chain.begin(), r.chain.end(), gone) == r.chain.end();
-      } else {
-        ok = ok && r.chain.size() == replicas;
-      }
-    }
-    if (ok) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
-
-// Stops and joins pushing threads however the test ends.
-class Pushers {
- public:
-  ~Pushers() { Join(); }
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  void Join() {
-    stop = true;
-    for (auto& t : threads) {
-      if (t.joinable()) t.join();
-    }
-  }
-};
-
 class ChainExactlyOnceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -128,17 +64,17 @@ class ChainExactlyOnceTest : public ::testing::Test {
   // it is back in all its chains.
   void KillAndRestart(int id) {
     cluster_->server(id)->Kill(SIGKILL);
-    ASSERT_TRUE(WaitForChains(cluster_.get(), id, 0, 10000)) << "no failover after killing " << id;
+    ASSERT_TRUE(WaitForChains(cluster_.get(), "w", id, 0, 10000)) << "no failover after killing " << id;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     ASSERT_OK(cluster_->StartServer(id, ServerFlags()));
-    ASSERT_TRUE(WaitForChains(cluster_.get(), -1, 2, 10000)) << "server " << id << " did not rejoin";
+    ASSERT_TRUE(WaitForChains(cluster_.get(), "w", -1, 2, 10000)) << "server " << id << " did not rejoin";
   }
 
   // Every slot of every range on every replica of its chain.
   void ExpectReplicas(int slots, const std::vector<std::vector<float>>& expected) {
-    std::vector<Range> ranges = Chains(cluster_.get());
+    std::vector<ChainRange> ranges = Chains(cluster_.get(), "w");
     ASSERT_FALSE(ranges.empty());
-    for (const Range& r : ranges) {
+    for (const ChainRange& r : ranges) {
       for (int server : r.chain) {
         for (int slot = 0; slot < slots; ++slot) {
           ASSERT_OK_AND_ASSIGN(std::vector<float> got,
@@ -153,56 +89,103 @@ class ChainExactlyOnceTest : public ::testing::Test {
     }
   }
 
+  // Two workers push integer gradients (SGD, lr 1) as fast as they can.
+  void StartSgdWorkers(float init) {
+    for (int w = 0; w < 2; ++w) {
+      ASSERT_OK_AND_ASSIGN(auto c, cluster_->Connect("worker"));
+      workers_.push_back(std::move(c));
+    }
+    ASSERT_OK(workers_[0]->CreateTable(Table("sgd", init)));
+    ASSERT_OK(workers_[1]->CreateTable(Table("sgd", init)));
+    sums_.assign(2, std::vector<double>(kSize, 0.0));
+    for (auto& p : pushes_) p = 0;
+    errors_.assign(2, Status::OK());
+    for (int w = 0; w < 2; ++w) {
+      pushers_.threads.emplace_back([this, w] {
+        for (int k = 0; !pushers_.stop.load(); ++k) {
+          FloatBuffer g = Gradient(w, k);
+          // The client resends a lost push (same exactly-once key) until
+          // the new head acknowledges it.
+          Status s = workers_[w]->Push("w", 0, g).get();
+          if (!s.ok()) {
+            errors_[w] = s;
+            return;
+          }
+          for (uint64_t i = 0; i < kSize; ++i) sums_[w][i] += g[i];
+          pushes_[w].fetch_add(1);
+        }
+      });
+    }
+  }
+
+  // Stops the workers; every live replica must hold init - (each
+  // acknowledged push, once).
+  void FinishSgd(float init) {
+    pushers_.Join();
+    for (int w = 0; w < 2; ++w) ASSERT_OK(errors_[w]) << "worker " << w;
+    LOG(INFO) << "pushes acknowledged: " << pushes_[0] << " + " << pushes_[1];
+    ASSERT_GT(pushes_[0] + pushes_[1], 20);
+    std::vector<std::vector<float>> expected(1, std::vector<float>(kSize));
+    for (uint64_t i = 0; i < kSize; ++i) {
+      const double v = init - sums_[0][i] - sums_[1][i];
+      ASSERT_LT(std::abs(v), 1 << 24);
+      expected[0][i] = static_cast<float>(v);
+    }
+    ExpectReplicas(1, expected);
+  }
+  int64_t Pushes() { return pushes_[0].load() + pushes_[1].load(); }
+
   std::string dir_;
   std::unique_ptr<RecoveryCluster> cluster_;
+  std::vector<std::unique_ptr<Client>> workers_;
+  std::vector<std::vector<double>> sums_;
+  std::atomic<int64_t> pushes_[2];
+  std::vector<Status> errors_;
+  Pushers pushers_;  // Declared last: joined before the workers go.
 };
 
 TEST_F(ChainExactlyOnceTest, SgdPushesAppliedExactlyOnceOnEveryReplica) {
   constexpr float kInit = 1000.0f;
-  std::vector<std::unique_ptr<Client>> workers;
-  for (int w = 0; w < 2; ++w) {
-    ASSERT_OK_AND_ASSIGN(auto c, cluster_->Connect("worker"));
-    workers.push_back(std::move(c));
-  }
-  ASSERT_OK(workers[0]->CreateTable(Table("sgd", kInit)));
-  ASSERT_OK(workers[1]->CreateTable(Table("sgd", kInit)));
-  std::vector<std::vector<double>> sums(2, std::vector<double>(kSize, 0.0));
-  std::vector<int> pushes(2, 0);
-  std::vector<Status> errors(2);
-  Pushers pushers;
-  for (int w = 0; w < 2; ++w) {
-    pushers.threads.emplace_back([&, w] {
-      for (int k = 0; !pushers.stop.load(); ++k) {
-        FloatBuffer g = Gradient(w, k);
-        // The client resends a lost push (same exactly-once key) until the
-        // new head acknowledges it.
-        Status s = workers[w]->Push("w", 0, g).get();
-        if (!s.ok()) {
-          errors[w] = s;
-          return;
-        }
-        for (uint64_t i = 0; i < kSize; ++i) sums[w][i] += g[i];
-        ++pushes[w];
-      }
-    });
-  }
+  StartSgdWorkers(kInit);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   KillAndRestart(1);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // Server 1 holds the ranges it rejoined only through the state transfer.
   cluster_->server(2)->Kill(SIGKILL);
-  ASSERT_TRUE(WaitForChains(cluster_.get(), 2, 0, 10000));
+  ASSERT_TRUE(WaitForChains(cluster_.get(), "w", 2, 0, 10000));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  pushers.Join();
-  for (int w = 0; w < 2; ++w) ASSERT_OK(errors[w]) << "worker " << w;
-  LOG(INFO) << "pushes acknowledged: " << pushes[0] << " + " << pushes[1];
-  ASSERT_GT(pushes[0] + pushes[1], 20);
-  std::vector<std::vector<float>> expected(1, std::vector<float>(kSize));
-  for (uint64_t i = 0; i < kSize; ++i) {
-    const double v = kInit - sums[0][i] - sums[1][i];
-    ASSERT_LT(std::abs(v), 1 << 24);
-    expected[0][i] = static_cast<float>(v);
+  FinishSgd(kInit);
+}
+
+// Acceptance 5: a server paused for 5 s is routed around after the heartbeat
+// timeout, fenced when it resumes (its late updates refused by epoch), and
+// training goes on with nothing lost or applied twice.
+TEST_F(ChainExactlyOnceTest, PausedServerRoutedAroundThenFenced) {
+  constexpr float kInit = 1000.0f;
+  StartSgdWorkers(kInit);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  cluster_->server(0)->Kill(SIGSTOP);
+  const int64_t stopped = MonotonicMs();
+  ASSERT_TRUE(WaitForChains(cluster_.get(), "w", 0, 0, 5000)) << "paused server not routed around";
+  const int64_t routed_ms = MonotonicMs() - stopped;
+  const int64_t before = Pushes();
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(0, 5000 - routed_ms)));
+  const int64_t during = Pushes() - before;
+  cluster_->server(0)->Kill(SIGCONT);
+  ASSERT_OK_AND_ASSIGN(int code, cluster_->server(0)->Wait(Millis(10000)));
+  EXPECT_NE(code, 0);
+  ASSERT_OK_AND_ASSIGN(std::string log0, ReadFile(cluster_->server(0)->log_path()));
+  EXPECT_FALSE(GrepLines(log0, "fenced at epoch").empty()) << log0;
+  std::string refused;
+  for (int id : {1, 2}) {
+    ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(cluster_->server(id)->log_path()));
+    for (const std::string& l : GrepLines(log, "refused at epoch")) refused += l + "\n";
   }
-  ExpectReplicas(1, expected);
+  LOG(INFO) << "paused server routed around after " << routed_ms << " ms; " << during
+            << " pushes acknowledged during the pause; refused late updates:\n" << refused;
+  EXPECT_GT(during, 0) << "training stalled during the pause";
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  FinishSgd(kInit);
 }
 
 TEST_F(ChainExactlyOnceTest, AdamSlotsIdenticalToOneProcessAfterFailover) {
@@ -235,7 +218,7 @@ TEST_F(ChainExactlyOnceTest, AdamSlotsIdenticalToOneProcessAfterFailover) {
   std::vector<std::vector<float>> expected(3, std::vector<float>(kSize, 0.0f));
   expected[0].assign(kSize, 0.5f);
   // Range by range, as the servers apply it (same vector loop boundaries).
-  for (const Range& r : Chains(cluster_.get())) {
+  for (const ChainRange& r : Chains(cluster_.get(), "w")) {
     std::vector<float*> state = {expected[1].data() + r.begin, expected[2].data() + r.begin};
     for (size_t t = 0; t < applied.size(); ++t) {
       adam->Apply(device.get(), expected[0].data() + r.begin, state.data(),
