@@ -16,7 +16,7 @@ DEFINE_string(recovery, "none",
               "Recovery policy: none (a lost server ends the job), checkpoint, or chain "
               "(every dense range replicated on --replicas servers)");
 DEFINE_int32(replicas, 2, "--recovery=chain: servers per chain (2 .. --num_servers)");
-DEFINE_int32(probe_timeout_ms, 200,
+DEFINE_int32(probe_timeout_ms, 100,
              "--recovery=chain: a server whose connection closed and that does not answer a "
              "probe this long is declared dead");
 DEFINE_int32(heartbeat_timeout_ms, 3000, "A member silent this long is declared dead");
