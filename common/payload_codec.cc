@@ -49,11 +49,11 @@ __attribute__((target("avx,f16c"))) void HalfToFloatF16c(const uint16_t* in, flo
 }
 
 bool CpuHasF16c() {
-  // AVX (which includes the OS's saving of the ymm registers) plus the F16C
-  // cpuid bit; clang has no __builtin_cpu_supports("f16c").
+  // clang has no "f16c" for __builtin_cpu_supports: read CPUID leaf 1.
   static const bool has = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+           (ecx & bit_F16C) != 0;
   }();
   return has;
 }
@@ -71,9 +71,11 @@ size_t ElementBytes(wire::Encoding encoding) {
 Status CheckSize(const Frame& frame, size_t n, wire::Encoding encoding) {
   const size_t elem = ElementBytes(encoding);
   if (elem == 0) return InvalidArgumentError("unknown payload encoding " + std::to_string(encoding));
-  if (frame.size() != n * elem) {
+  // n * elem can overflow for a hostile n: compare by division.
+  if (frame.size() % elem != 0 || frame.size() / elem != n) {
     return InvalidArgumentError("payload of " + std::to_string(frame.size()) + " bytes, expected " +
-                                std::to_string(n * elem) + " (" + std::to_string(n) + " values)");
+                                std::to_string(n) + " values of " + std::to_string(elem) +
+                                " bytes");
   }
   return Status::OK();
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "consistency/consistency_policy.h"
 #include "kernels/staged_optimizer.h"
 #include "server/internal/dense_shard.h"
+#include "server/internal/request_codec.h"
 #include "server/internal/server_checkpoints.h"
 #include "server/internal/sparse_shard.h"
 
@@ -90,6 +92,7 @@ class ServerImpl final : public Server {
   wire::ServerStats stats_;
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
+  std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
 
   // Heartbeat thread.
@@ -364,11 +367,17 @@ void ServerImpl::Handle(Request req) {
       SetLiveWorkers(h.live_workers());
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;
-    case wire::CLOCK:
+    case wire::CLOCK: {
+      Status s = server_internal::CheckClock(h.clock());
+      if (!s.ok()) {
+        Reject(req, s);
+        return;
+      }
       for (auto& [name, shard] : dense_) shard->AdvanceClock(h.sender(), h.clock());
       ReplyWith(req, MakeReply(h, Status::OK()));
       MaybeFlush();
       return;
+    }
     case wire::SERVER_STATS:
       HandleStats(req);
       return;
@@ -444,7 +453,8 @@ void ServerImpl::HandleDense(Request req) {
   }
   DenseShardState* shard = it->second.get();
   const uint64_t n = h.key_count();
-  Status s = shard->CheckRange(h.key_begin(), n);
+  Status s = server_internal::CheckClock(h.clock());
+  if (s.ok()) s = shard->CheckRange(h.key_begin(), n);
   if (!s.ok()) {
     Reject(req, s);
     return;
@@ -485,9 +495,14 @@ void ServerImpl::HandleDense(Request req) {
   // computation at clock c + 1.
   const bool push_pull = h.type() == wire::PUSH_PULL;
   const int64_t pull_clock = push_pull ? h.clock() + 1 : h.clock();
-  const int64_t deadline = h.deadline_unix_ms() > 0
-                               ? clock_->NowMs() + std::max<int64_t>(0, h.deadline_unix_ms() - clock_->NowUnixMs())
-                               : clock_->NowMs() + 60000;
+  // A hostile deadline near INT64_MAX must not overflow the sum: a pull
+  // waits at most a day.
+  constexpr int64_t kMaxPullWaitMs = 24 * 3600 * 1000;
+  const int64_t wait_ms =
+      h.deadline_unix_ms() > 0
+          ? std::clamp<int64_t>(h.deadline_unix_ms() - clock_->NowUnixMs(), 0, kMaxPullWaitMs)
+          : 60000;
+  const int64_t deadline = clock_->NowMs() + wait_ms;
   auto shared_req = std::make_shared<Request>(std::move(req));
   shard->Pull(pull_clock, shared_req->msg.header.key_begin(), n, deadline,
               [this, shared_req](const Status& st, FloatBuffer params, int64_t params_clock) {
@@ -523,16 +538,14 @@ void ServerImpl::HandleSparse(Request req) {
     return;
   }
   if (!CheckFrameCount(req, push ? 2 : 1)) return;
-  const Frame& ids_frame = req.msg.frames[0];
-  if (ids_frame.size() % sizeof(uint64_t) != 0 || ids_frame.size() == 0 ||
-      ids_frame.size() / sizeof(uint64_t) != h.key_count()) {
-    Reject(req, InvalidArgumentError("row-id frame of " + std::to_string(ids_frame.size()) +
-                                     " bytes does not hold " + std::to_string(h.key_count()) +
-                                     " uint64 ids"));
+  StatusOr<const uint64_t*> decoded_ids =
+      server_internal::DecodeRowIds(req.msg.frames[0], h.key_count(), &ids_scratch_);
+  if (!decoded_ids.ok()) {
+    Reject(req, decoded_ids.status());
     return;
   }
   const size_t n = h.key_count();
-  const uint64_t* ids = ids_frame.as<uint64_t>();
+  const uint64_t* ids = *decoded_ids;
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
