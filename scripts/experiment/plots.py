@@ -33,11 +33,11 @@ def _curve_files(d, run):
                 o.write(f"{t} {a}\n")
     times = []
     for name in os.listdir(run["dir"]):
-        if name.endswith(".steps.csv"):
-            off = _offset(run["dir"], name.split(".")[0])
-            with open(os.path.join(run["dir"], name)) as f:
-                next(f)
-                times += [float(l.split(",", 1)[0]) + off for l in f if l.strip()]
+        if name.endswith(".steps.csv") or name.endswith(".steps.csv.gz"):
+            worker = name.split(".")[0]
+            off = _offset(run["dir"], worker)
+            rows = analyze_run.read_csv(os.path.join(run["dir"], worker + ".steps.csv"))
+            times += [float(r["time_s"]) + off for r in rows]
     times.sort()
     with open(os.path.join(d, grads), "w") as o:
         last = -1.0
