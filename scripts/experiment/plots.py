@@ -116,7 +116,7 @@ def _bars(gp, d, rows, png, specs):
     gp.append(f"set multiplot layout 1,{len(specs)}")
     gp.append("unset arrow; set style data histograms; set style fill solid 0.8 border -1")
     gp.append("set boxwidth 0.8; set xtics rotate by -30; set key off; set grid ytics")
-    gp.append("set yrange [0:*]; set xlabel ''")
+    gp.append("set yrange [0:1<*]; set xlabel ''")
     for i, (col, label) in enumerate(specs):
         gp.append(f"set title '{label}'; set ylabel '{label}'")
         gp.append(f"plot '{name}' using {i + 2}:xtic(1) lc rgb '#1f77b4'")
