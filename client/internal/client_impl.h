@@ -173,7 +173,9 @@ class ClientImpl final : public Client {
   std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
 
-  int heartbeat_failures_ = 0;  // Heartbeat thread only.
+  std::atomic<bool> shutting_down_{false};
+  // Heartbeat thread only (read by the destructor once the thread stopped).
+  int heartbeat_failures_ = 0;
   std::unique_ptr<PeriodicThread> heartbeat_;
 };
 
