@@ -22,8 +22,8 @@ std::pair<Client::Callback, std::future<Status>> MakePromise() {
   return {[p](const Status& s) { p->set_value(s); }, std::move(f)};
 }
 
-// A deregistration to a coordinator that is gone delays shutdown this long.
-constexpr int kDeregisterTimeoutMs = 1000;
+// Longest wait for the coordinator's answer to a goodbye at shutdown.
+constexpr int kDeregisterTimeoutMs = 300;
 
 }  // namespace
 
@@ -137,16 +137,25 @@ Status ClientImpl::Init() {
 }
 
 ClientImpl::~ClientImpl() {
+  // Prompt even when the servers and the coordinator are gone: nothing here
+  // waits for a deadline. In-flight requests (a heartbeat included) fail
+  // with Aborted now, parked ones too, and the goodbye is sent only to a
+  // coordinator that answered the last heartbeat, bounded by a short wait.
+  shutting_down_.store(true);
+  if (rpc_ != nullptr) rpc_->CancelAll(AbortedError("client is shutting down"));
+  if (resender_ != nullptr) resender_->FailExpired(AbortedError("client is shutting down"));
   if (heartbeat_ != nullptr) {
     heartbeat_->Stop();
-    Message bye;
-    bye.header.set_type(wire::DEREGISTER);
-    bye.header.set_sender(job_.worker_id);
-    // Best effort, bounded: a coordinator that is gone costs at most this.
-    rpc_->CallSync(coordinator_peer_, std::move(bye), kDeregisterTimeoutMs).status().IgnoreError();
+    if (heartbeat_failures_ == 0) {
+      Message bye;
+      bye.header.set_type(wire::DEREGISTER);
+      bye.header.set_sender(job_.worker_id);
+      rpc_->CallSync(coordinator_peer_, std::move(bye), kDeregisterTimeoutMs)
+          .status()
+          .IgnoreError();
+    }
   }
-  rpc_.reset();  // Fails anything still pending with Aborted.
-  if (resender_ != nullptr) resender_->FailExpired(AbortedError("client is shutting down"));
+  rpc_.reset();  // Fails anything sent meanwhile with Aborted.
 }
 
 Status ClientImpl::SetMap(const wire::ShardMap& proto) {
@@ -171,6 +180,7 @@ Status ClientImpl::JobError() const {
 }
 
 void ClientImpl::Heartbeat() {
+  if (shutting_down_.load()) return;
   resender_->FailExpired(JobError());
   if (Chained()) {
     // Parts a server refused for now (an epoch it had not installed yet, a
@@ -191,6 +201,7 @@ void ClientImpl::Heartbeat() {
   StatusOr<Message> reply =
       rpc_->CallSync(coordinator_peer_, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
   if (!reply.ok()) {
+    if (shutting_down_.load()) return;  // Cancelled by the destructor.
     if (++heartbeat_failures_ % 10 == 1) {
       LOG(WARNING) << "heartbeat to coordinator failed: " << reply.status();
     }

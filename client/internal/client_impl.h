@@ -186,10 +186,12 @@ class ClientImpl final : public Client {
   std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
 
+  std::atomic<bool> shutting_down_{false};
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
   std::atomic<uint64_t> next_push_id_{1};
   std::atomic<uint64_t> failover_logged_epoch_{0};
-  int heartbeat_failures_ = 0;  // Heartbeat thread only.
+  // Heartbeat thread only (read by the destructor once the thread stopped).
+  int heartbeat_failures_ = 0;
   std::unique_ptr<PeriodicThread> heartbeat_;
 };
 
