@@ -16,7 +16,7 @@ RpcClient::RpcClient(const RpcClientOptions& options)
 
 RpcClient::~RpcClient() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stopping_ = true;
   }
   Wake();
@@ -30,7 +30,7 @@ void RpcClient::Wake() {
 }
 
 int RpcClient::Connect(const std::string& endpoint) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     if (endpoints_[i] == endpoint) return static_cast<int>(i);
   }
@@ -47,7 +47,7 @@ void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback do
   const int64_t now = clock_->NowMs();
   Outgoing out{peer, std::move(request), now + timeout_ms, std::move(done)};
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (stopping_) {
       out.done(AbortedError("rpc client is shutting down"), Message());
       return;
@@ -59,7 +59,7 @@ void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback do
 
 void RpcClient::CancelAll(const Status& status) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     cancel_ = status.ok() ? AbortedError("cancelled") : status;
   }
   Wake();
@@ -67,7 +67,7 @@ void RpcClient::CancelAll(const Status& status) {
 
 void RpcClient::CancelPeer(int peer, const Status& status) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     cancel_peers_.emplace_back(peer, status.ok() ? AbortedError("cancelled") : status);
   }
   Wake();
@@ -98,7 +98,12 @@ void RpcClient::SendNow(Outgoing out) {
     auto it = pending_.find(id);
     ReplyCallback done = std::move(it->second.done);
     pending_.erase(it);
-    done(s.WithPrefix("send to " + endpoints_[out.peer]), Message());
+    std::string endpoint;
+    {
+      MutexLock l(&mu_);  // Connect() may be appending meanwhile.
+      endpoint = endpoints_[out.peer];
+    }
+    done(s.WithPrefix("send to " + endpoint), Message());
     return;
   }
   bytes_sent_.fetch_add(bytes);
@@ -138,7 +143,7 @@ void RpcClient::ExpireDeadlines() {
 void RpcClient::FailAll(const Status& status) {
   std::vector<Outgoing> outbox;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     outbox.swap(outbox_);
   }
   for (auto& out : outbox) out.done(status, Message());
@@ -156,7 +161,7 @@ void RpcClient::IoLoop() {
     Status cancel;
     std::vector<std::pair<int, Status>> cancel_peers;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       stopping = stopping_;
       cancel = cancel_;
       cancel_ = Status::OK();
