@@ -121,6 +121,7 @@ Status ClientImpl::Init() {
   ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(job_.recovery));
   job_.num_servers = rr.job().num_servers();
   job_.expected_workers = rr.job().num_workers();
+  incarnation_ = rr.incarnation();
   clock_.store(rr.start_clock());
   resender_ = std::make_unique<client_internal::Resender>(recovery_.get(), clock_source_,
                                                           options_.recovery_timeout_ms);
@@ -158,7 +159,8 @@ ClientImpl::~ClientImpl() {
 }
 
 Status ClientImpl::SetMap(const wire::ShardMap& proto) {
-  ASSIGN_OR_RETURN(std::vector<client_internal::Router::Moved> moved, router_->Install(proto));
+  ASSIGN_OR_RETURN(std::vector<client_internal::Router::Moved> moved,
+                   router_->Install(proto, /*cancel_dead=*/Chained()));
   // Requests still waiting on a dead server's old endpoint fail now (and are
   // resent by CallServer) instead of at their deadlines.
   for (const client_internal::Router::Moved& m : moved) {
@@ -180,6 +182,14 @@ Status ClientImpl::JobError() const {
 void ClientImpl::Heartbeat() {
   if (shutting_down_.load()) return;
   resender_->FailExpired(JobError());
+  if (Chained()) {
+    // Parts a server refused for now (an epoch it had not installed yet, a
+    // replica still awaiting its state) are tried again.
+    for (client_internal::Resender::Parked& p :
+         resender_->TakeParkedBefore(resender_->NowMs() - options_.heartbeat_ms)) {
+      CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
+    }
+  }
   Message hb;
   hb.header.set_type(wire::HEARTBEAT);
   hb.header.set_sender(job_.worker_id);
