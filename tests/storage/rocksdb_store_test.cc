@@ -29,7 +29,6 @@ namespace relaxps {
 namespace {
 
 using namespace testing_storage;  // NOLINT: the shared store fixtures.
-#define ASSERT_OK RELAXPS_STORAGE_ASSERT_OK
 
 class RocksDbStoreTest : public ::testing::Test {
  protected:
@@ -560,7 +559,9 @@ TEST_F(RocksDbStoreTest, SparseStepIsPersistedWithTheTable) {
       *step = 41;
       ASSERT_OK(store->WriteRows("emb", ids.data(), 1,
                                  MakeRows(ids, SparseSpec().row_floats(), 1).data()));
-      if (!wal) ASSERT_OK(store->Flush(1));
+      if (!wal) {
+        ASSERT_OK(store->Flush(1));
+      }
     }
     auto store = OpenStore(dir_, 64, wal);
     ASSERT_NE(store->SparseStep("emb"), nullptr);
