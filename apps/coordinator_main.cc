@@ -12,7 +12,13 @@ DEFINE_int32(num_servers, 1, "Servers the job waits for before tables can be cre
 DEFINE_int32(num_workers, 0, "Workers expected (informational)");
 DEFINE_string(consistency, "async", "Consistency model: bsp, ssp or async");
 DEFINE_int32(staleness, 2, "SSP staleness bound in clocks");
-DEFINE_string(recovery, "none", "Recovery policy: none (a lost server ends the job) or checkpoint");
+DEFINE_string(recovery, "none",
+              "Recovery policy: none (a lost server ends the job), checkpoint, or chain "
+              "(every dense range replicated on --replicas servers)");
+DEFINE_int32(replicas, 2, "--recovery=chain: servers per chain (2 .. --num_servers)");
+DEFINE_int32(probe_timeout_ms, 100,
+             "--recovery=chain: a server whose connection closed and that does not answer a "
+             "probe this long is declared dead");
 DEFINE_int32(heartbeat_timeout_ms, 3000, "A member silent this long is declared dead");
 DEFINE_int64(checkpoint_every_clocks, 0,
              "Coordinated checkpoint when the slowest worker's clock reaches a multiple of "
@@ -51,6 +57,8 @@ int main(int argc, char** argv) {
   relaxps::StatusOr<relaxps::RecoveryMode> recovery = relaxps::ParseRecoveryMode(FLAGS_recovery);
   if (!recovery.ok()) return relaxps::Fail("relaxps-coordinator", recovery.status(), 2);
   options.recovery = *recovery;
+  options.replicas = FLAGS_replicas;
+  options.probe_timeout_ms = FLAGS_probe_timeout_ms;
   options.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   options.checkpoint_every_clocks = FLAGS_checkpoint_every_clocks;
   options.checkpoint_every_s = FLAGS_checkpoint_every_s;

@@ -12,13 +12,20 @@
 #include <mutex>
 #include <thread>
 
+#include "common/clock.h"
+#include "common/thread_annotations.h"
+
 namespace relaxps {
 
 class PeriodicThread {
  public:
-  // Starts the thread; the first call happens one period after start.
-  PeriodicThread(int period_ms, std::function<void()> fn)
-      : period_(period_ms), fn_(std::move(fn)), thread_([this] { Loop(); }) {}
+  // Starts the thread; the first call happens one period (of `clock`'s time,
+  // nullptr: real time) after start. `clock` must outlive the thread.
+  PeriodicThread(int period_ms, std::function<void()> fn, const Clock* clock = nullptr)
+      : period_ms_(period_ms),
+        fn_(std::move(fn)),
+        clock_(ClockOrReal(clock)),
+        thread_([this] { Loop(); }) {}
   PeriodicThread(const PeriodicThread&) = delete;
   PeriodicThread& operator=(const PeriodicThread&) = delete;
   ~PeriodicThread() { Stop(); }
@@ -26,7 +33,7 @@ class PeriodicThread {
   // Waits for a running call to finish; no call starts afterwards. Idempotent.
   void Stop() {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -35,19 +42,28 @@ class PeriodicThread {
 
  private:
   void Loop() {
-    std::unique_lock<std::mutex> l(mu_);
-    while (!cv_.wait_for(l, period_, [this] { return stop_; })) {
-      l.unlock();
+    int64_t next = clock_->NowMs() + period_ms_;
+    while (true) {
+      {
+        MutexLock l(&mu_);
+        if (stop_) return;
+        const int64_t wait = next - clock_->NowMs();
+        if (wait > 0) {
+          cv_.wait_for(mu_, std::chrono::milliseconds(clock_->RealWaitMs(wait)));
+          continue;
+        }
+      }
       fn_();
-      l.lock();
+      next = clock_->NowMs() + period_ms_;
     }
   }
 
-  const std::chrono::milliseconds period_;
+  const int64_t period_ms_;
   const std::function<void()> fn_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // Guarded by mu_.
+  const Clock* const clock_;
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;  // Last: starts after the members it uses exist.
 };
 

@@ -4,11 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace relaxps {
 
 RpcClient::RpcClient(const RpcClientOptions& options)
-    : options_(options) {
+    : options_(options), clock_(ClockOrReal(options.clock)) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   CHECK_GE(wake_fd_, 0) << "eventfd failed";
   io_thread_ = std::thread([this] { IoLoop(); });
@@ -16,7 +17,7 @@ RpcClient::RpcClient(const RpcClientOptions& options)
 
 RpcClient::~RpcClient() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stopping_ = true;
   }
   Wake();
@@ -30,7 +31,7 @@ void RpcClient::Wake() {
 }
 
 int RpcClient::Connect(const std::string& endpoint) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     if (endpoints_[i] == endpoint) return static_cast<int>(i);
   }
@@ -43,11 +44,11 @@ void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback do
   const uint64_t id = next_request_id_.fetch_add(1);
   request.header.set_request_id(id);
   request.header.set_is_reply(false);
-  request.header.set_deadline_unix_ms(NowUnixMs() + timeout_ms);
-  const int64_t now = MonotonicMs();
+  request.header.set_deadline_unix_ms(clock_->NowUnixMs() + timeout_ms);
+  const int64_t now = clock_->NowMs();
   Outgoing out{peer, std::move(request), now + timeout_ms, std::move(done)};
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (stopping_) {
       out.done(AbortedError("rpc client is shutting down"), Message());
       return;
@@ -59,7 +60,7 @@ void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback do
 
 void RpcClient::CancelAll(const Status& status) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     cancel_ = status.ok() ? AbortedError("cancelled") : status;
   }
   Wake();
@@ -67,7 +68,7 @@ void RpcClient::CancelAll(const Status& status) {
 
 void RpcClient::CancelPeer(int peer, const Status& status) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     cancel_peers_.emplace_back(peer, status.ok() ? AbortedError("cancelled") : status);
   }
   Wake();
@@ -98,7 +99,12 @@ void RpcClient::SendNow(Outgoing out) {
     auto it = pending_.find(id);
     ReplyCallback done = std::move(it->second.done);
     pending_.erase(it);
-    done(s.WithPrefix("send to " + endpoints_[out.peer]), Message());
+    std::string endpoint;
+    {
+      MutexLock l(&mu_);  // Connect() may be appending meanwhile.
+      endpoint = endpoints_[out.peer];
+    }
+    done(s.WithPrefix("send to " + endpoint), Message());
     return;
   }
   bytes_sent_.fetch_add(bytes);
@@ -122,7 +128,7 @@ void RpcClient::OnReply(std::vector<zmq::message_t>& parts) {
 }
 
 void RpcClient::ExpireDeadlines() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     const uint64_t id = deadlines_.begin()->second;
     deadlines_.erase(deadlines_.begin());
@@ -138,7 +144,7 @@ void RpcClient::ExpireDeadlines() {
 void RpcClient::FailAll(const Status& status) {
   std::vector<Outgoing> outbox;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     outbox.swap(outbox_);
   }
   for (auto& out : outbox) out.done(status, Message());
@@ -156,7 +162,7 @@ void RpcClient::IoLoop() {
     Status cancel;
     std::vector<std::pair<int, Status>> cancel_peers;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       stopping = stopping_;
       cancel = cancel_;
       cancel_ = Status::OK();
@@ -169,6 +175,17 @@ void RpcClient::IoLoop() {
         s.set(zmq::sockopt::rcvhwm, 100000);
         s.set(zmq::sockopt::reconnect_ivl, 100);
         s.set(zmq::sockopt::reconnect_ivl_max, 1000);
+        if (options_.on_disconnect) {
+          const std::string addr = "inproc://relaxps-monitor-" +
+                                   std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +
+                                   std::to_string(sockets_.size());
+          zmq::socket_t mon(context_, zmq::socket_type::pair);
+          mon.set(zmq::sockopt::linger, 0);
+          if (zmq_socket_monitor(s.handle(), addr.c_str(), ZMQ_EVENT_DISCONNECTED) == 0) {
+            mon.connect(addr);
+          }
+          monitors_.push_back(std::move(mon));
+        }
         try {
           s.connect(endpoints_[sockets_.size()]);
         } catch (const zmq::error_t& e) {
@@ -202,15 +219,16 @@ void RpcClient::IoLoop() {
       }
     }
     cancel_peers.clear();
-    const int64_t now = MonotonicMs();
+    const int64_t now = clock_->NowMs();
     for (auto& out : outbox) SendNow(std::move(out));
 
     items.clear();
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
     for (auto& s : sockets_) items.push_back({static_cast<void*>(s), 0, ZMQ_POLLIN, 0});
+    for (auto& m : monitors_) items.push_back({static_cast<void*>(m), 0, ZMQ_POLLIN, 0});
     int64_t timeout = 100;
     if (!deadlines_.empty()) timeout = std::min(timeout, deadlines_.begin()->first - now);
-    timeout = std::max<int64_t>(timeout, 0);
+    timeout = std::max<int64_t>(clock_->RealWaitMs(std::max<int64_t>(timeout, 0)), 0);
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
     } catch (const zmq::error_t& e) {
@@ -221,7 +239,26 @@ void RpcClient::IoLoop() {
       uint64_t v;
       (void)!read(wake_fd_, &v, sizeof(v));
     }
-    for (size_t i = 1; i < items.size(); ++i) {
+    for (size_t m = 0; m < monitors_.size(); ++m) {
+      if (!(items[1 + sockets_.size() + m].revents & ZMQ_POLLIN)) continue;
+      while (true) {
+        parts.clear();
+        zmq::recv_result_t r;
+        try {
+          r = zmq::recv_multipart(monitors_[m], std::back_inserter(parts),
+                                  zmq::recv_flags::dontwait);
+        } catch (const zmq::error_t&) {
+          break;
+        }
+        if (!r) break;
+        uint16_t event = 0;
+        if (!parts.empty() && parts[0].size() >= sizeof(event)) {
+          std::memcpy(&event, parts[0].data(), sizeof(event));
+        }
+        if (event == ZMQ_EVENT_DISCONNECTED) options_.on_disconnect(static_cast<int>(m));
+      }
+    }
+    for (size_t i = 1; i < 1 + sockets_.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
       for (int n = 0; n < 1024; ++n) {
         parts.clear();

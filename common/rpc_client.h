@@ -29,7 +29,9 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "common/clock.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "common/transport.h"
 #include "common/wire.h"
 
@@ -38,6 +40,16 @@ namespace relaxps {
 struct RpcClientOptions {
   // Default deadline of a request when Call() gets timeout_ms <= 0.
   int default_timeout_ms = 10000;
+  // When set, called on the I/O thread with the peer handle whenever the TCP
+  // connection of that peer's DEALER socket closes (ZeroMQ socket monitor,
+  // ZMQ_EVENT_DISCONNECTED): a process killed by any signal closes its
+  // connections at once, so this detects crashes within milliseconds. A
+  // disconnect is a hint (the socket reconnects by itself); confirm it, e.g.
+  // with a probe, before acting. Must not block.
+  std::function<void(int peer)> on_disconnect;
+  // Time source of deadlines and of the I/O loop's waits (nullptr: real
+  // time). Tests pass a FakeClock to expire deadlines without sleeping.
+  const Clock* clock = nullptr;
 };
 
 // Kept for readability at call sites that only use the ZeroMQ client.
@@ -77,19 +89,21 @@ class RpcClient final : public Transport {
 
   // Constant after construction.
   const RpcClientOptions options_;
+  const Clock* const clock_;
   int wake_fd_ = -1;
 
-  std::mutex mu_;
-  // Guarded by mu_.
-  std::vector<std::string> endpoints_;  // Handle -> endpoint.
-  std::vector<Outgoing> outbox_;
-  bool stopping_ = false;
-  Status cancel_;  // Non-OK: fail everything pending with it, then reset.
-  std::vector<std::pair<int, Status>> cancel_peers_;  // CancelPeer requests.
+  Mutex mu_;
+  std::vector<std::string> endpoints_ GUARDED_BY(mu_);  // Handle -> endpoint.
+  std::vector<Outgoing> outbox_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  // Non-OK: fail everything pending with it, then reset.
+  Status cancel_ GUARDED_BY(mu_);
+  std::vector<std::pair<int, Status>> cancel_peers_ GUARDED_BY(mu_);  // CancelPeer requests.
 
   // I/O thread only.
   zmq::context_t context_{1};
   std::vector<zmq::socket_t> sockets_;  // Parallel to endpoints_ once connected.
+  std::vector<zmq::socket_t> monitors_;  // Parallel to sockets_ with on_disconnect.
   std::unordered_map<uint64_t, Pending> pending_;
   std::multimap<int64_t, uint64_t> deadlines_;  // deadline -> request id
 

@@ -25,6 +25,12 @@ Status CoordinatorOptions::Validate() const {
     return InvalidArgumentError("--checkpoint_every_clocks and --checkpoint_every_s must be >= 0");
   }
   if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
+  if (recovery == RecoveryMode::kChain && (replicas < 2 || replicas > num_servers)) {
+    return InvalidArgumentError("--replicas must be between 2 and --num_servers (" +
+                                std::to_string(num_servers) + ") under --recovery=chain, got " +
+                                std::to_string(replicas));
+  }
+  if (probe_timeout_ms < 1) return InvalidArgumentError("probe_timeout_ms must be > 0");
   return Status::OK();
 }
 
@@ -34,28 +40,37 @@ class CoordinatorImpl final : public Coordinator {
  public:
   explicit CoordinatorImpl(const CoordinatorOptions& options)
       : options_(options),
+        clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
         checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
                                                 options.checkpoint_every_s, 16},
-                     MonotonicMs()) {}
+                     clock_->NowMs()) {}
 
   Status Init() {
     ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(options_.recovery));
     RpcServerOptions ro;
     ro.bind = options_.bind;
+    ro.clock = clock_;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
+    co.clock = clock_;
+    if (chained()) {
+      co.on_disconnect = [this](int peer) { rpc_->Post([this, peer] { OnDisconnect(peer); }); };
+    }
     servers_rpc_ = std::make_unique<RpcClient>(co);
+    next_incarnation_ = static_cast<uint64_t>(NowUnixMs()) * 1000;
     job_.set_consistency(ConsistencyModelName(options_.consistency));
     job_.set_staleness(options_.staleness);
     job_.set_recovery(RecoveryModeName(options_.recovery));
     job_.set_num_servers(options_.num_servers);
     job_.set_num_workers(options_.num_workers);
     job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
+    job_.set_replicas(chained() ? options_.replicas : 1);
     map_.set_version(1);
+    map_.set_epoch(1);
     rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
-    start_ms_ = MonotonicMs();
+    start_ms_ = clock_->NowMs();
     LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
               << ConsistencyModelName(options_.consistency) << " staleness " << options_.staleness
               << " recovery " << recovery_->Name() << ", waiting for " << options_.num_servers << " server(s)";
@@ -89,11 +104,22 @@ class CoordinatorImpl final : public Coordinator {
   // `waiters` (manual requests) when it ends. Queues them if one is running.
   void StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters);
   void BroadcastWorkerSet(std::function<void(const Status&)> done);
+  // The live worker set (ids, clocks, version) as sent to servers.
+  void FillLiveWorkers(wire::LiveWorkers* lw) const;
   void RebuildServerList();
   void FailJob(const std::string& reason);
+  bool chained() const { return options_.recovery == RecoveryMode::kChain; }
+  // Chain replication: the connection to a server closed; probe it.
+  void OnDisconnect(int peer);
+  // Chain replication: removes a dead server from its chains and installs
+  // the new map (epoch + 1) on every live server.
+  void Reconfigure(int server_id, const std::string& why);
+  // Sends the current map to every live server.
+  void PushMap(const std::string& why);
 
   // Constant after Init().
   const CoordinatorOptions options_;
+  const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<RpcClient> servers_rpc_;
   std::unique_ptr<RecoveryPolicy> recovery_;
@@ -105,6 +131,7 @@ class CoordinatorImpl final : public Coordinator {
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
   std::string job_error_;
+  uint64_t next_incarnation_ = 1;
   CheckpointScheduler checkpoints_;
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
@@ -170,7 +197,7 @@ void CoordinatorImpl::RebuildServerList() {
 
 void CoordinatorImpl::HandleRegister(Request req) {
   const wire::RegisterRequest& r = req.msg.header.register_request();
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::RegisterReply* rr = reply.header.mutable_register_reply();
   *rr->mutable_job() = job_;
@@ -202,14 +229,29 @@ void CoordinatorImpl::HandleRegister(Request req) {
                 << (old->second.alive ? "alive" : "dead") << ", pid " << old->second.pid
                 << "); it takes back its shards";
     }
+    const bool was_live = old != members_.servers().end() && old->second.alive;
     const int id = members_.AddServer(r.requested_id(), r.endpoint(), r.pid(), now);
     server_peer_[id] = servers_rpc_->Connect(r.endpoint());
+    int joined = 0;
+    if (chained() && map_.tables_size() > 0) {
+      if (was_live) {
+        StatusOr<int> removed = RemoveFromChains(&map_, id, options_.replicas);
+        if (!removed.ok()) {
+          FailJob(removed.status().message());
+        }
+      }
+      joined = JoinChains(&map_, id, options_.num_servers, options_.replicas);
+      map_.set_epoch(map_.epoch() + 1);
+      LOG(INFO) << "server " << id << " joins " << joined << " chain(s) as tail; epoch "
+                << map_.epoch();
+    }
     RebuildServerList();
     LOG(INFO) << "server " << id << " registered at " << r.endpoint() << " (pid " << r.pid()
               << "); " << members_.live_servers() << "/" << options_.num_servers << " live";
     rr->set_id(id);
     *rr->mutable_shard_map() = map_;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
+    if (joined > 0) PushMap("server " + std::to_string(id) + " rejoined");
     return;
   }
   if (r.role() == "worker") {
@@ -219,6 +261,7 @@ void CoordinatorImpl::HandleRegister(Request req) {
               << start_clock;
     rr->set_id(id);
     rr->set_start_clock(start_clock);
+    rr->set_incarnation(next_incarnation_++);
     *rr->mutable_shard_map() = map_;
     auto shared = std::make_shared<Request>(std::move(req));
     auto shared_reply = std::make_shared<Message>(std::move(reply));
@@ -243,21 +286,13 @@ void CoordinatorImpl::HandleRegister(Request req) {
 
 void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   const wire::HeartbeatRequest& hb = req.msg.header.heartbeat();
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::HeartbeatReply* hr = reply.header.mutable_heartbeat_reply();
   bool known = true;
   if (hb.role() == "server") {
     known = members_.ServerHeartbeat(hb.id(), now);
-    std::vector<int> ids;
-    std::vector<int64_t> clocks;
-    members_.LiveWorkers(&ids, &clocks);
-    wire::LiveWorkers* lw = hr->mutable_live_workers();
-    lw->set_version(members_.worker_set_version());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      lw->add_ids(ids[i]);
-      lw->add_clocks(clocks[i]);
-    }
+    FillLiveWorkers(hr->mutable_live_workers());
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
   }
@@ -301,6 +336,14 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
     return;
   }
+  if (chained() && t.type == TableType::kSparse) {
+    rpc_->ReplyStatus(req, InvalidArgumentError("table '" + t.name +
+                                                "': sparse tables are not chain-replicated in "
+                                                "this version (--recovery=chain holds dense "
+                                                "tables only)"))
+        .IgnoreError();
+    return;
+  }
   if (members_.live_servers() < options_.num_servers) {
     rpc_->ReplyStatus(req, UnavailableError("waiting for servers: " +
                                             std::to_string(members_.live_servers()) + " of " +
@@ -315,7 +358,8 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     wire::TableShards* ts = map_.add_tables();
     TableToProto(t, ts->mutable_table());
     if (t.type == TableType::kDense) {
-      for (const wire::DenseRange& r : ShardMap::AssignDense(t.size, options_.num_servers)) {
+      for (const wire::DenseRange& r :
+           ShardMap::AssignDense(t.size, options_.num_servers, job_.replicas())) {
         *ts->add_ranges() = r;
       }
     }
@@ -379,16 +423,19 @@ void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Sta
 void CoordinatorImpl::BroadcastWorkerSet(std::function<void(const Status&)> done) {
   Message msg;
   msg.header.set_type(wire::WORKER_SET);
+  FillLiveWorkers(msg.header.mutable_live_workers());
+  Broadcast(msg, std::move(done));
+}
+
+void CoordinatorImpl::FillLiveWorkers(wire::LiveWorkers* lw) const {
   std::vector<int> ids;
   std::vector<int64_t> clocks;
   members_.LiveWorkers(&ids, &clocks);
-  wire::LiveWorkers* lw = msg.header.mutable_live_workers();
   lw->set_version(members_.worker_set_version());
   for (size_t i = 0; i < ids.size(); ++i) {
     lw->add_ids(ids[i]);
     lw->add_clocks(clocks[i]);
   }
-  Broadcast(msg, std::move(done));
 }
 
 void CoordinatorImpl::FailJob(const std::string& reason) {
@@ -398,13 +445,17 @@ void CoordinatorImpl::FailJob(const std::string& reason) {
 }
 
 void CoordinatorImpl::CheckLiveness() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   for (int id : members_.ExpireServers(now)) {
     const MemberInfo& m = members_.servers().at(id);
     const std::string what = "server " + std::to_string(id) + " (" + m.endpoint + ", pid " +
                              std::to_string(m.pid) + ") missed heartbeats for " +
                              std::to_string(options_.heartbeat_timeout_ms) + " ms";
     LOG(WARNING) << what;
+    if (recovery_->on_server_loss() == RecoveryPolicy::OnServerLoss::kReconfigure) {
+      Reconfigure(id, what);
+      continue;
+    }
     RebuildServerList();
     if (recovery_->on_server_loss() == RecoveryPolicy::OnServerLoss::kFailJob) {
       FailJob(what + "; recovery policy '" + recovery_->Name() + "' ends the job");
@@ -427,6 +478,62 @@ void CoordinatorImpl::CheckLiveness() {
       if (!s.ok()) LOG(WARNING) << "announcing live workers: " << s;
     });
   }
+}
+
+void CoordinatorImpl::OnDisconnect(int peer) {
+  int id = -1;
+  for (const auto& [server, p] : server_peer_) {
+    if (p == peer) id = server;
+  }
+  auto it = members_.servers().find(id);
+  if (id < 0 || it == members_.servers().end() || !it->second.alive) return;
+  const std::string endpoint = it->second.endpoint;
+  const int64_t since = clock_->NowMs();
+  Message ping;
+  ping.header.set_type(wire::PING);
+  servers_rpc_->Call(peer, std::move(ping), options_.probe_timeout_ms,
+                     [this, id, endpoint, since](const Status& s, Message) {
+                       if (s.ok()) return;
+                       rpc_->Post([this, id, endpoint, since, s] {
+                         auto it = members_.servers().find(id);
+                         // Still the same incarnation of the server, still live?
+                         if (it == members_.servers().end() || !it->second.alive ||
+                             it->second.endpoint != endpoint) {
+                           return;
+                         }
+                         members_.MarkServerDead(id);
+                         Reconfigure(id, "server " + std::to_string(id) + " (" + endpoint +
+                                             ") closed its connection and did not answer a "
+                                             "probe within " +
+                                             std::to_string(clock_->NowMs() - since) + " ms");
+                       });
+                     });
+}
+
+void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
+  LOG(WARNING) << why;
+  StatusOr<int> changed = RemoveFromChains(&map_, server_id, options_.replicas);
+  if (!changed.ok()) {
+    RebuildServerList();
+    FailJob(why + "; " + changed.status().message() + ": every replica is lost");
+    return;
+  }
+  map_.set_epoch(map_.epoch() + 1);
+  RebuildServerList();
+  LOG(WARNING) << "server " << server_id << " removed from " << *changed
+               << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version()
+               << ". " << recovery_->RestartAdvice(server_id);
+  PushMap("server " + std::to_string(server_id) + " lost");
+}
+
+void CoordinatorImpl::PushMap(const std::string& why) {
+  Message install;
+  install.header.set_type(wire::INSTALL_MAP);
+  *install.header.mutable_shard_map() = map_;
+  const uint64_t epoch = map_.epoch();
+  Broadcast(install, [why, epoch](const Status& s) {
+    if (!s.ok()) LOG(WARNING) << "installing the map of epoch " << epoch << " (" << why << "): " << s;
+  }, 2000);
 }
 
 void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters) {
@@ -453,7 +560,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
            nullptr);
     return;
   }
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   const int64_t clock = members_.MinWorkerClock();
   checkpoints_.Start(clock, now);
   LOG(INFO) << "checkpoint at clock " << clock << " started";
@@ -476,7 +583,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
                                     std::to_string(options_.num_servers) +
                                     " servers wrote the checkpoint");
         }
-        record->set_seconds((MonotonicMs() - now) / 1000.0);
+        record->set_seconds((clock_->NowMs() - now) / 1000.0);
         record->set_unix_s(NowUnixMs() / 1000.0);
         if (result.ok()) {
           LOG(INFO) << "checkpoint at clock " << clock << " complete on "
@@ -484,7 +591,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
         } else {
           LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << result;
         }
-        checkpoints_.Finish(result, *record, MonotonicMs());
+        checkpoints_.Finish(result, *record, clock_->NowMs());
         answer(*shared_waiters, result.WithPrefix("checkpoint at clock " + std::to_string(clock)),
                result.ok() ? record.get() : nullptr);
         if (!queued_checkpoint_requests_.empty()) {
@@ -502,7 +609,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::StatusReply* sr = reply.header.mutable_status_reply();
   *sr->mutable_job() = job_;

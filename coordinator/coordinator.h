@@ -10,7 +10,13 @@
 // With recovery policy "none", a server that misses its heartbeats fails the
 // job: every client learns the reason from its next heartbeat. With
 // "checkpoint", the job waits for the server to come back: a server that
-// registers again with its old id (--server_id) gets the same shards.
+// registers again with its old id (--server_id) gets the same shards. With
+// "chain", every dense range is held by a chain of `replicas` servers; a
+// server that dies (its connection closes and a probe confirms, or it misses
+// its heartbeats) is removed from every chain at once: the job epoch and map
+// version are bumped and the new map is installed on every live server; a
+// server that registers again with its id joins its chains as tail after a
+// state transfer from its predecessor.
 //
 // Coordinated checkpoints (CheckpointScheduler): every
 // checkpoint_every_clocks clocks of the slowest live worker, every
@@ -25,6 +31,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "consistency/consistency_policy.h"
 #include "recovery/recovery_policy.h"
@@ -43,6 +50,13 @@ struct CoordinatorOptions {
   int staleness = 2;
   // See recovery/recovery_policy.h; Validate() refuses modes not built yet.
   RecoveryMode recovery = RecoveryMode::kNone;
+  // --recovery=chain: servers holding each dense range (R). More survives
+  // more simultaneous failures; each push crosses R servers before it is
+  // acknowledged. 2 <= replicas <= num_servers.
+  int replicas = 2;
+  // --recovery=chain: a server whose connection closed is probed; no answer
+  // within this long confirms the crash. Shorter fails over sooner.
+  int probe_timeout_ms = 100;
   // A member silent for longer is declared dead. Shorter detects failures
   // sooner; too short declares slow-but-alive processes dead.
   int heartbeat_timeout_ms = 3000;
@@ -54,6 +68,10 @@ struct CoordinatorOptions {
   double checkpoint_every_s = 0;
   // How long a coordinated checkpoint may take before it counts as failed.
   int checkpoint_timeout_ms = 120000;
+  // Time source of heartbeat timeouts, checkpoint schedules and deadlines
+  // (nullptr: real time). Tests pass a FakeClock. Must outlive the
+  // coordinator.
+  const Clock* clock = nullptr;
 
   Status Validate() const;
 };

@@ -34,6 +34,7 @@ class RecoveryPolicy {
   enum class OnServerLoss {
     kFailJob,         // End the job with an error naming the server (never hang).
     kAwaitRestart,    // Keep the job; the server restarts (from a checkpoint) with its id.
+    kReconfigure,     // Remove it from its chains at once; a restart rejoins as tail.
   };
 
   RecoveryPolicy() = default;
@@ -52,10 +53,15 @@ class RecoveryPolicy {
   // DeadlineExceeded) is parked until the shard map names the server's new
   // endpoint and then sent again, instead of failing at once.
   virtual bool ResendsAcrossRestarts() const = 0;
+  // True if dense ranges are held by chains of replicas (chain, and later
+  // hybrid): clients send a range's requests to the head of its chain in the
+  // current map, tag pushes with an exactly-once key, and re-route lost
+  // requests to the new head after a reconfiguration.
+  virtual bool ReplicatesServers() const { return false; }
 };
 
-// InvalidArgument for a mode not available in this version (chain,
-// stateless, hybrid are refused with a message saying so rather than
+// InvalidArgument for a mode not available in this version (stateless and
+// hybrid are refused with a message saying so rather than
 // silently behaving like another policy).
 StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(RecoveryMode mode);
 

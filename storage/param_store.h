@@ -32,6 +32,10 @@
 #include "common/status.h"
 #include "common/initializer.h"
 
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
+
 namespace relaxps {
 
 struct DenseShardSpec {
@@ -66,8 +70,9 @@ struct SparseTableSpec {
 };
 
 struct ParamStoreOptions {
-  // "memory" or "rocksdb".
-  std::string kind = "rocksdb";
+  // "memory", "rocksdb", or "" (the default): rocksdb when data_dir is set,
+  // memory otherwise (the rule of relaxps-server's --store).
+  std::string kind;
   // Directory of the RocksDB database (rocksdb only). Created if missing.
   std::string data_dir;
   // Budget of the sparse-row LRU cache in MiB (rocksdb only). Larger keeps
@@ -77,6 +82,15 @@ struct ParamStoreOptions {
   // synced before it is acknowledged (nothing acknowledged is ever lost, at
   // the cost of one fsync per update). false: data is persisted at Flush().
   bool wal_per_update = false;
+  // The file system the rocksdb store writes through (nullptr: the real
+  // one). Tests pass a FaultInjectingFileSystem (storage/fault_injecting_fs.h)
+  // to fail, delay or lose writes.
+  std::shared_ptr<rocksdb::FileSystem> file_system;
+
+  // kind, or what "" stands for.
+  std::string ResolvedKind() const {
+    return !kind.empty() ? kind : data_dir.empty() ? "memory" : "rocksdb";
+  }
 };
 
 class ParamStore {

@@ -1,7 +1,7 @@
 // Fuzz target: what a server does with a data request once protobuf has
 // parsed its header (PUSH, PULL, PUSH_PULL, PUSH_ROWS, PULL_ROWS): the
 // range, slot and frame-count checks, row-id and payload decoding (sizes,
-// encodings, alignment: server/internal/request_codec), and the dense
+// encodings, alignment: common/payload_codec and server/internal/request_codec), and the dense
 // shard's push/pull with the decoded values, in the order of
 // ServerImpl::HandleDense / HandleSparse.
 //
@@ -24,6 +24,7 @@
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
 #include "server/internal/dense_shard.h"
+#include "common/payload_codec.h"
 #include "server/internal/request_codec.h"
 #include "storage/param_store.h"
 #include "tests/fuzz/fuzz_input.h"
@@ -114,7 +115,7 @@ void Dense(const wire::Header& h, const std::vector<Frame>& frames, std::vector<
   if (frames.size() != (push ? 1u : 0u)) return;
   if (push) {
     StatusOr<const float*> grads =
-        server_internal::DecodeFloats(frames[0], n, h.encoding(), f.device.get(), scratch);
+        DecodeFloats(frames[0], n, h.encoding(), scratch);
     if (!grads.ok()) return;
     FUZZ_CHECK(frames[0].size() == n * (h.encoding() == wire::ENC_FP16 ? 2 : 4));
     ReadAll(*grads, n);
@@ -129,7 +130,7 @@ void Dense(const wire::Header& h, const std::vector<Frame>& frames, std::vector<
                answered = true;
                if (!s.ok()) return;
                FUZZ_CHECK(params.size() == n);
-               Frame reply = server_internal::EncodeFloats(params, h.encoding(), f.device.get());
+               Frame reply = EncodeFloats(params, h.encoding());
                FUZZ_CHECK(reply.size() == n * (h.encoding() == wire::ENC_FP16 ? 2 : 4));
              });
   FUZZ_CHECK(answered);  // Async: never queued.
@@ -150,8 +151,7 @@ void Sparse(const wire::Header& h, const std::vector<Frame>& frames,
   volatile uint64_t sink = 0;
   for (size_t i = 0; i < n; ++i) sink = sink ^ (*ids)[i];
   if (!push) return;
-  StatusOr<const float*> grads = server_internal::DecodeFloats(
-      frames[1], n * kRowWidth, h.encoding(), f.device.get(), scratch);
+  StatusOr<const float*> grads = DecodeFloats(frames[1], n * kRowWidth, h.encoding(), scratch);
   if (!grads.ok()) return;
   ReadAll(*grads, n * kRowWidth);
 }
