@@ -216,6 +216,20 @@ void CoordinatorImpl::HandleRegister(Request req) {
           .IgnoreError();
       return;
     }
+    // A retry of a REGISTER that was applied but whose reply came too late
+    // (a slow or loaded server gives up after its timeout and asks again):
+    // the same process, at the same endpoint, gets the same answer instead of
+    // "job already has N servers".
+    for (const auto& [id, m] : members_.servers()) {
+      if (m.alive && m.endpoint == r.endpoint() && m.pid == r.pid() &&
+          (r.requested_id() < 0 || r.requested_id() == id)) {
+        LOG(INFO) << "server " << id << " (pid " << r.pid() << ") repeated its registration";
+        rr->set_id(id);
+        *rr->mutable_shard_map() = map_;
+        rpc_->Reply(req, std::move(reply)).IgnoreError();
+        return;
+      }
+    }
     if (r.requested_id() < 0 && members_.live_servers() >= options_.num_servers) {
       rpc_->ReplyStatus(req, FailedPreconditionError(
                                  "job already has " + std::to_string(options_.num_servers) +
@@ -452,6 +466,10 @@ void CoordinatorImpl::CheckLiveness() {
                              std::to_string(m.pid) + ") missed heartbeats for " +
                              std::to_string(options_.heartbeat_timeout_ms) + " ms";
     LOG(WARNING) << what;
+    // Whatever waits on the dead server (a checkpoint in flight) fails now,
+    // not at its deadline: a checkpoint that waited out its 120 s blocked
+    // every later one, so a second kill rolled back to before the first.
+    servers_rpc_->CancelPeer(server_peer_[id], UnavailableError(what));
     if (recovery_->on_server_loss() == RecoveryPolicy::OnServerLoss::kReconfigure) {
       Reconfigure(id, what);
       continue;
@@ -502,6 +520,9 @@ void CoordinatorImpl::OnDisconnect(int peer) {
                            return;
                          }
                          members_.MarkServerDead(id);
+                         servers_rpc_->CancelPeer(
+                             server_peer_[id],
+                             UnavailableError("server " + std::to_string(id) + " is dead"));
                          Reconfigure(id, "server " + std::to_string(id) + " (" + endpoint +
                                              ") closed its connection and did not answer a "
                                              "probe within " +

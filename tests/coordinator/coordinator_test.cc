@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -153,6 +154,91 @@ TEST(CoordinatorClockTest, CheckpointsFollowCheckpointEverySecondsOfClockTime) {
   client->reset();
   (*server)->Stop();
   serving.join();
+}
+
+// A checkpoint in flight when a server dies fails as soon as the server is
+// declared dead, not at the checkpoint deadline (120 s): until it finished,
+// no later checkpoint could start, so a second failure rolled back to the
+// checkpoint taken before the first one.
+TEST(CoordinatorClockTest, CheckpointInFlightFailsWhenItsServerIsDeclaredDead) {
+  FakeClock clock;
+  CoordinatorOptions co;
+  co.num_servers = 1;
+  co.heartbeat_timeout_ms = 3000;
+  co.recovery = RecoveryMode::kCheckpoint;
+  co.checkpoint_timeout_ms = 120000;
+  co.clock = &clock;
+  RunningCoordinator coordinator(co);
+
+  // A "server" whose endpoint nobody listens on: the CHECKPOINT sent to it is
+  // never answered, and it never heartbeats. (The promise outlives the
+  // client, whose destructor completes what is still in flight.)
+  std::promise<StatusOr<Message>> answered;
+  RpcClient rpc;
+  const int peer = rpc.Connect(coordinator.endpoint());
+  Message reg;
+  reg.header.set_type(wire::REGISTER);
+  reg.header.mutable_register_request()->set_role("server");
+  reg.header.mutable_register_request()->set_requested_id(-1);
+  reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:9");
+  reg.header.mutable_register_request()->set_pid(getpid());
+  ASSERT_TRUE(rpc.CallSync(peer, std::move(reg), 5000).ok());
+
+  Message trigger;
+  trigger.header.set_type(wire::TRIGGER_CHECKPOINT);
+  rpc.Call(peer, std::move(trigger), 60000,
+           [&answered](const Status& s, Message reply) {
+             if (s.ok()) {
+               answered.set_value(std::move(reply));
+             } else {
+               answered.set_value(s);
+             }
+           });
+  std::future<StatusOr<Message>> reply = answered.get_future();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(reply.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+      << "the checkpoint was answered before its server could have written it";
+
+  // Past the heartbeat timeout of clock time (far from the 120 s deadline):
+  // the server is declared dead and the checkpoint fails, naming why.
+  clock.AdvanceMs(3700);
+  ASSERT_EQ(reply.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  // The refusal comes back as the call's status.
+  const Status st = reply.get().status();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st;
+  EXPECT_NE(st.message().find("missed heartbeats"), std::string::npos) << st;
+  EXPECT_EQ(GetStatus(&rpc, peer).checkpoints_failed(), 1u);
+}
+
+// A server whose REGISTER reply came too late retries: the coordinator
+// answers the same process at the same endpoint with the id it already has
+// (it used to refuse: "job already has 1 server(s)"), and a different
+// process is still refused.
+TEST(CoordinatorTest, RepeatedServerRegistrationOfTheSameProcessGetsTheSameId) {
+  CoordinatorOptions co;
+  co.num_servers = 1;
+  RunningCoordinator coordinator(co);
+  RpcClient rpc;
+  const int peer = rpc.Connect(coordinator.endpoint());
+  auto register_server = [&](int pid) {
+    Message reg;
+    reg.header.set_type(wire::REGISTER);
+    reg.header.mutable_register_request()->set_role("server");
+    reg.header.mutable_register_request()->set_requested_id(-1);
+    reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:9");
+    reg.header.mutable_register_request()->set_pid(pid);
+    // A refusal comes back as the call's status.
+    return rpc.CallSync(peer, std::move(reg), 5000).status();
+  };
+  ASSERT_TRUE(register_server(getpid()).ok());
+  Status again = register_server(getpid());
+  EXPECT_TRUE(again.ok()) << again;
+  wire::StatusReply st = GetStatus(&rpc, peer);
+  ASSERT_EQ(st.servers_size(), 1);
+  EXPECT_EQ(st.servers(0).info().id(), 0);
+  Status stranger = register_server(getpid() + 1);
+  EXPECT_FALSE(stranger.ok());
+  EXPECT_NE(stranger.message().find("already has 1 server"), std::string::npos) << stranger;
 }
 
 }  // namespace
