@@ -43,9 +43,14 @@ int main(int argc, char** argv) {
   options.bind = FLAGS_bind;
   options.num_servers = FLAGS_num_servers;
   options.num_workers = FLAGS_num_workers;
-  options.consistency = FLAGS_consistency;
+  relaxps::StatusOr<relaxps::ConsistencyModel> consistency =
+      relaxps::ParseConsistencyModel(FLAGS_consistency);
+  if (!consistency.ok()) return relaxps::Fail("relaxps-coordinator", consistency.status(), 2);
+  options.consistency = *consistency;
   options.staleness = FLAGS_staleness;
-  options.recovery = FLAGS_recovery;
+  relaxps::StatusOr<relaxps::RecoveryMode> recovery = relaxps::ParseRecoveryMode(FLAGS_recovery);
+  if (!recovery.ok()) return relaxps::Fail("relaxps-coordinator", recovery.status(), 2);
+  options.recovery = *recovery;
   options.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   options.checkpoint_every_clocks = FLAGS_checkpoint_every_clocks;
   options.checkpoint_every_s = FLAGS_checkpoint_every_s;

@@ -261,7 +261,7 @@ int Main(int argc, char** argv) {
     options.worker_index = id % options.num_workers;
     options.worker_id = id;
     LOG(INFO) << "worker " << id << " joined " << FLAGS_coordinator << " ("
-              << client->job().consistency << ", " << options.num_workers
+              << client->consistency_policy().Name() << ", " << options.num_workers
               << " workers); training on data part " << options.worker_index;
 
     trainer::PsParamsOptions ps;
@@ -273,7 +273,9 @@ int Main(int argc, char** argv) {
     // A request may wait out a dead server's restart (recovery_timeout_ms)
     // on top of its own deadline; PsParams' bound only catches a lost reply.
     ps.wait_timeout_ms = FLAGS_request_timeout_ms + 10000;
-    if (client->job().recovery == "checkpoint") ps.wait_timeout_ms += FLAGS_recovery_timeout_ms;
+    if (client->recovery_policy().ResendsAcrossRestarts()) {
+      ps.wait_timeout_ms += FLAGS_recovery_timeout_ms;
+    }
     ps.pipeline_async = FLAGS_async_pipeline;
     StatusOr<std::unique_ptr<trainer::ParamSource>> s =
         trainer::NewPsParams(client.get(), device->get(), ps);

@@ -83,7 +83,7 @@ class Cluster {
     CoordinatorOptions co;
     co.num_servers = servers;
     co.num_workers = workers;
-    co.consistency = "async";
+    co.consistency = ConsistencyModel::kAsync;
     auto c = Coordinator::Start(co);
     CHECK(c.ok()) << c.status().ToString();
     coordinator_ = std::move(c).value();

@@ -51,7 +51,7 @@ struct Config {
 double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n) {
   std::filesystem::remove_all(data_dir);
   CoordinatorOptions co;
-  co.consistency = "async";
+  co.consistency = ConsistencyModel::kAsync;
   auto coordinator = Coordinator::Start(co);
   CHECK(coordinator.ok()) << coordinator.status();
   std::thread ct([&] { (*coordinator)->Run(); });

@@ -92,6 +92,8 @@ class ClientImpl final : public Client {
   Status Init();
 
   const JobInfo& job() const override { return job_; }
+  const ConsistencyPolicy& consistency_policy() const override { return *consistency_; }
+  const RecoveryPolicy& recovery_policy() const override { return *recovery_; }
   int worker_id() const override { return job_.worker_id; }
   Status CreateTable(const TableOptions& options) override;
   StatusOr<TableInfo> GetTable(const std::string& name) override;
@@ -145,7 +147,7 @@ class ClientImpl final : public Client {
   // after options_.recovery_timeout_ms it fails with the original error.
   void CallServer(int server, std::function<Message()> make, Transport::ReplyCallback done,
                   int64_t give_up_ms = 0);
-  bool ResendsAcrossRestarts() const { return job_.recovery == "checkpoint"; }
+  bool ResendsAcrossRestarts() const { return recovery_->ResendsAcrossRestarts(); }
   // Fails parked parts past their give-up time, or all of them with `all`.
   void ExpireParked(const Status& all);
   void Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
@@ -166,6 +168,8 @@ class ClientImpl final : public Client {
   // Constant after Init().
   const ClientOptions options_;
   JobInfo job_;
+  std::unique_ptr<ConsistencyPolicy> consistency_;
+  std::unique_ptr<RecoveryPolicy> recovery_;
   std::unique_ptr<Transport> rpc_;
   int coordinator_peer_ = -1;
   wire::Encoding encoding_ = wire::ENC_FP32;
@@ -271,13 +275,15 @@ Status ClientImpl::Init() {
   ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(reg), true));
   const wire::RegisterReply& rr = reply.header.register_reply();
   job_.worker_id = rr.id();
-  job_.consistency = rr.job().consistency();
+  ASSIGN_OR_RETURN(job_.consistency, ParseConsistencyModel(rr.job().consistency()));
   job_.staleness = rr.job().staleness();
-  job_.recovery = rr.job().recovery();
+  ASSIGN_OR_RETURN(job_.recovery, ParseRecoveryMode(rr.job().recovery()));
+  ASSIGN_OR_RETURN(consistency_, NewConsistencyPolicy({job_.consistency, job_.staleness}));
+  ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(job_.recovery));
   job_.num_servers = rr.job().num_servers();
   job_.expected_workers = rr.job().num_workers();
   clock_.store(rr.start_clock());
-  cache_enabled_ = options_.ssp_cache && job_.consistency == "ssp";
+  cache_enabled_ = options_.ssp_cache && consistency_->ServesCachedReads();
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
   if (options_.role == "worker") {
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); });
@@ -358,6 +364,11 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
   rpc_->Call(peer, std::move(request), options_.request_timeout_ms,
              [this, server, endpoint, give_up_ms, make = std::move(make),
               done = std::move(done)](const Status& st, Message reply) mutable {
+               if (st.code() == StatusCode::kWrongShard && reply.header.has_shard_map()) {
+                 // "Moved": the server routes with a newer map; adopt it.
+                 Status s = SetMap(reply.header.shard_map());
+                 if (!s.ok()) LOG(ERROR) << "bad shard map from server " << server << ": " << s;
+               }
                const bool lost = st.code() == StatusCode::kUnavailable ||
                                  st.code() == StatusCode::kDeadlineExceeded;
                if (st.ok() || !lost || !ResendsAcrossRestarts() || !JobError().ok()) {
@@ -682,7 +693,7 @@ Status ClientImpl::Clock() {
 
 bool ClientImpl::ServeFromCache(const std::string& table, uint64_t offset,
                                 const FloatBuffer& out) {
-  const int64_t needed = clock_.load() - job_.staleness;
+  const int64_t needed = clock_.load() - consistency_->staleness_bound();
   {
     std::lock_guard<std::mutex> l(cache_mu_);
     auto it = cache_.find(table);

@@ -26,6 +26,8 @@
 #include "common/status.h"
 #include "common/table.h"
 #include "common/fault_options.h"
+#include "consistency/consistency_policy.h"
+#include "recovery/recovery_policy.h"
 
 namespace relaxps {
 
@@ -65,9 +67,9 @@ struct ClientOptions {
 // What the coordinator told this client at registration.
 struct JobInfo {
   int worker_id = -1;
-  std::string consistency = "async";  // bsp | ssp | async
+  ConsistencyModel consistency = ConsistencyModel::kAsync;
   int staleness = 0;
-  std::string recovery = "none";
+  RecoveryMode recovery = RecoveryMode::kNone;
   int num_servers = 0;
   int expected_workers = 0;
 };
@@ -102,6 +104,10 @@ class Client {
   virtual ~Client() = default;
 
   virtual const JobInfo& job() const = 0;
+  // The job's policies, built from job() at registration; ask them rather
+  // than comparing job().consistency / job().recovery.
+  virtual const ConsistencyPolicy& consistency_policy() const = 0;
+  virtual const RecoveryPolicy& recovery_policy() const = 0;
   virtual int worker_id() const = 0;
 
   // Creates a table, or succeeds if an identical one exists (so every worker

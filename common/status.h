@@ -33,6 +33,9 @@ enum class StatusCode : int {
   kDeadlineExceeded = 7,  // No answer before the request's deadline.
   kFailedPrecondition = 8,  // State does not allow the call (e.g. stale map).
   kInternal = 9,          // A bug or an unexpected library exception.
+  kWrongShard = 10,       // Routing: the keys or table are not served by this
+                          // server (the sender's shard map is stale).
+  kMaxCode = kWrongShard,
 };
 
 // Returns "InvalidArgument", "NotFound", ... for logs and wire messages.
@@ -83,6 +86,7 @@ inline Status AbortedError(std::string m) { return Status(StatusCode::kAborted, 
 inline Status DeadlineExceededError(std::string m) { return Status(StatusCode::kDeadlineExceeded, std::move(m)); }
 inline Status FailedPreconditionError(std::string m) { return Status(StatusCode::kFailedPrecondition, std::move(m)); }
 inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+inline Status WrongShardError(std::string m) { return Status(StatusCode::kWrongShard, std::move(m)); }
 
 // Holds either a T or a non-OK Status.
 template <typename T>

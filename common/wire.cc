@@ -34,7 +34,7 @@ void StatusToProto(const Status& s, wire::StatusProto* out) {
 
 Status StatusFromProto(const wire::StatusProto& p) {
   if (p.code() == 0) return Status::OK();
-  if (p.code() < 0 || p.code() > static_cast<int>(StatusCode::kInternal)) {
+  if (p.code() < 0 || p.code() > static_cast<int>(StatusCode::kMaxCode)) {
     return InternalError("unknown status code " + std::to_string(p.code()) + ": " + p.message());
   }
   return Status(static_cast<StatusCode>(p.code()), p.message());

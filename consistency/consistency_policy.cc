@@ -7,21 +7,23 @@ namespace {
 
 class BspPolicy final : public ConsistencyPolicy {
  public:
-  const char* Name() const override { return "bsp"; }
+  ConsistencyModel model() const override { return ConsistencyModel::kBsp; }
   bool AggregatesPushes() const override { return true; }
   int64_t RequiredMinClock(int64_t worker_clock) const override { return worker_clock; }
   int staleness_bound() const override { return 0; }
+  bool ServesCachedReads() const override { return false; }
 };
 
 class SspPolicy final : public ConsistencyPolicy {
  public:
   explicit SspPolicy(int staleness) : staleness_(staleness) {}
-  const char* Name() const override { return "ssp"; }
+  ConsistencyModel model() const override { return ConsistencyModel::kSsp; }
   bool AggregatesPushes() const override { return false; }
   int64_t RequiredMinClock(int64_t worker_clock) const override {
     return worker_clock - staleness_;
   }
   int staleness_bound() const override { return staleness_; }
+  bool ServesCachedReads() const override { return true; }
 
  private:
   const int staleness_;
@@ -29,26 +31,45 @@ class SspPolicy final : public ConsistencyPolicy {
 
 class AsyncPolicy final : public ConsistencyPolicy {
  public:
-  const char* Name() const override { return "async"; }
+  ConsistencyModel model() const override { return ConsistencyModel::kAsync; }
   bool AggregatesPushes() const override { return false; }
   int64_t RequiredMinClock(int64_t) const override {
     return std::numeric_limits<int64_t>::min();
   }
   int staleness_bound() const override { return -1; }
+  bool ServesCachedReads() const override { return false; }
 };
 
 }  // namespace
 
+const char* ConsistencyModelName(ConsistencyModel model) {
+  switch (model) {
+    case ConsistencyModel::kBsp: return "bsp";
+    case ConsistencyModel::kSsp: return "ssp";
+    case ConsistencyModel::kAsync: return "async";
+  }
+  return "unknown";
+}
+
+StatusOr<ConsistencyModel> ParseConsistencyModel(const std::string& name) {
+  for (ConsistencyModel m : {ConsistencyModel::kBsp, ConsistencyModel::kSsp,
+                             ConsistencyModel::kAsync}) {
+    if (name == ConsistencyModelName(m)) return m;
+  }
+  return InvalidArgumentError("unknown consistency model '" + name +
+                              "' (expected bsp, ssp or async)");
+}
+
 StatusOr<std::unique_ptr<ConsistencyPolicy>> NewConsistencyPolicy(
     const ConsistencyOptions& options) {
   if (options.staleness < 0) return InvalidArgumentError("staleness must be >= 0");
-  if (options.model == "bsp") return std::unique_ptr<ConsistencyPolicy>(new BspPolicy());
-  if (options.model == "ssp") {
-    return std::unique_ptr<ConsistencyPolicy>(new SspPolicy(options.staleness));
+  switch (options.model) {
+    case ConsistencyModel::kBsp: return std::unique_ptr<ConsistencyPolicy>(new BspPolicy());
+    case ConsistencyModel::kSsp:
+      return std::unique_ptr<ConsistencyPolicy>(new SspPolicy(options.staleness));
+    case ConsistencyModel::kAsync: return std::unique_ptr<ConsistencyPolicy>(new AsyncPolicy());
   }
-  if (options.model == "async") return std::unique_ptr<ConsistencyPolicy>(new AsyncPolicy());
-  return InvalidArgumentError("unknown consistency model '" + options.model +
-                              "' (expected bsp, ssp or async)");
+  return InvalidArgumentError("unknown consistency model");
 }
 
 }  // namespace relaxps

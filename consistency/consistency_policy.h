@@ -23,9 +23,17 @@
 
 namespace relaxps {
 
+// The consistency models of DESIGN.md.
+enum class ConsistencyModel { kBsp, kSsp, kAsync };
+
+// "bsp", "ssp" or "async" -> the model; InvalidArgument naming the bad value
+// otherwise.
+StatusOr<ConsistencyModel> ParseConsistencyModel(const std::string& name);
+// The name ParseConsistencyModel accepts for `model`.
+const char* ConsistencyModelName(ConsistencyModel model);
+
 struct ConsistencyOptions {
-  // "bsp", "ssp" or "async".
-  std::string model = "async";
+  ConsistencyModel model = ConsistencyModel::kAsync;
   // SSP bound in clocks (ignored by bsp/async). 0 makes SSP behave like a
   // barrier without aggregation; larger trades freshness for less waiting.
   int staleness = 2;
@@ -38,7 +46,8 @@ class ConsistencyPolicy {
   ConsistencyPolicy& operator=(const ConsistencyPolicy&) = delete;
   virtual ~ConsistencyPolicy() = default;
 
-  virtual const char* Name() const = 0;
+  virtual ConsistencyModel model() const = 0;
+  const char* Name() const { return ConsistencyModelName(model()); }
   // True if pushes of one clock are aggregated and applied as one step once
   // every live worker has pushed (BSP); false if applied on arrival.
   virtual bool AggregatesPushes() const = 0;
@@ -49,9 +58,13 @@ class ConsistencyPolicy {
   // The staleness bound a worker may assume of parameters it was answered
   // (for the client-side cache): 0 for BSP, s for SSP, -1 (unbounded) async.
   virtual int staleness_bound() const = 0;
+  // True if a worker may answer a pull from its own copy of parameters it
+  // was answered earlier while they are within staleness_bound() (SSP's
+  // client-side cache); false if every pull goes to the servers.
+  virtual bool ServesCachedReads() const = 0;
 };
 
-// InvalidArgument for an unknown model or a negative staleness.
+// InvalidArgument for a negative staleness.
 StatusOr<std::unique_ptr<ConsistencyPolicy>> NewConsistencyPolicy(
     const ConsistencyOptions& options);
 

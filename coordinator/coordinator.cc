@@ -10,7 +10,7 @@
 #include "consistency/consistency_policy.h"
 #include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/membership.h"
-#include "coordinator/recovery_policy.h"
+#include "recovery/recovery_policy.h"
 
 namespace relaxps {
 
@@ -47,9 +47,9 @@ class CoordinatorImpl final : public Coordinator {
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
     servers_rpc_ = std::make_unique<RpcClient>(co);
-    job_.set_consistency(options_.consistency);
+    job_.set_consistency(ConsistencyModelName(options_.consistency));
     job_.set_staleness(options_.staleness);
-    job_.set_recovery(options_.recovery);
+    job_.set_recovery(RecoveryModeName(options_.recovery));
     job_.set_num_servers(options_.num_servers);
     job_.set_num_workers(options_.num_workers);
     job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
@@ -57,8 +57,8 @@ class CoordinatorImpl final : public Coordinator {
     rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
     start_ms_ = MonotonicMs();
     LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
-              << options_.consistency << " staleness " << options_.staleness << " recovery "
-              << options_.recovery << ", waiting for " << options_.num_servers << " server(s)";
+              << ConsistencyModelName(options_.consistency) << " staleness " << options_.staleness
+              << " recovery " << recovery_->Name() << ", waiting for " << options_.num_servers << " server(s)";
     if (checkpoints_.enabled()) {
       LOG(INFO) << "coordinated checkpoints every " << options_.checkpoint_every_clocks
                 << " clocks / " << options_.checkpoint_every_s << " s (0: off)";

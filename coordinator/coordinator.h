@@ -26,6 +26,8 @@
 #include <string>
 
 #include "common/status.h"
+#include "consistency/consistency_policy.h"
+#include "recovery/recovery_policy.h"
 
 namespace relaxps {
 
@@ -36,12 +38,11 @@ struct CoordinatorOptions {
   int num_servers = 1;
   // Workers expected (reported by status; clients may wait for them).
   int num_workers = 0;
-  // bsp | ssp | async
-  std::string consistency = "async";
+  ConsistencyModel consistency = ConsistencyModel::kAsync;
   // SSP staleness bound in clocks.
   int staleness = 2;
-  // none | checkpoint (see coordinator/recovery_policy.h)
-  std::string recovery = "none";
+  // See recovery/recovery_policy.h; Validate() refuses modes not built yet.
+  RecoveryMode recovery = RecoveryMode::kNone;
   // A member silent for longer is declared dead. Shorter detects failures
   // sooner; too short declares slow-but-alive processes dead.
   int heartbeat_timeout_ms = 3000;

@@ -147,7 +147,7 @@ Status ServerImpl::Init() {
   id_ = rr.id();
   job_ = rr.job();
   ConsistencyOptions co;
-  co.model = job_.consistency();
+  ASSIGN_OR_RETURN(co.model, ParseConsistencyModel(job_.consistency()));
   co.staleness = job_.staleness();
   ASSIGN_OR_RETURN(policy_, NewConsistencyPolicy(co));
   RETURN_IF_ERROR(InstallMap(rr.shard_map()));
@@ -286,13 +286,12 @@ void ServerImpl::Reject(const Request& req, const Status& status) {
                           << " from worker " << req.msg.header.sender() << ": " << status;
   Message reply = MakeReply(req.msg.header, status);
   const uint64_t sender_version = req.msg.header.shard_map_version();
-  const bool routing_error = status.code() == StatusCode::kNotFound ||
-                             status.message().find("not in this shard") != std::string::npos;
+  const bool routing_error =
+      status.code() == StatusCode::kWrongShard || status.code() == StatusCode::kNotFound;
   if (routing_error && sender_version != 0 && sender_version < map_version_) {
-    // The sender may be routing with an old map: send ours along ("moved").
+    // The sender routes with an old map (a key range or table this server
+    // does not hold): send ours along ("moved"); the client installs it.
     *reply.header.mutable_shard_map() = map_;
-    StatusToProto(FailedPreconditionError("moved: " + status.message()),
-                  reply.header.mutable_status());
   }
   rpc_->Send(req.identity, std::move(reply)).IgnoreError();
 }

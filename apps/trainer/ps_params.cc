@@ -23,8 +23,9 @@ class PsParams final : public ParamSource {
         options_(options),
         size_(options.table.size),
         on_host_(device->type() == kernels::DeviceType::kCpu),
-        split_(client->job().consistency == "ssp"),
-        pipeline_(client->job().consistency == "async" && options.pipeline_async),
+        split_(client->consistency_policy().ServesCachedReads()),
+        // Unbounded staleness (async): nothing waits, so overlap is free.
+        pipeline_(client->consistency_policy().staleness_bound() < 0 && options.pipeline_async),
         params_host_(NewHostBuffer()),
         incoming_(NewHostBuffer()),
         grads_host_(NewHostBuffer()),

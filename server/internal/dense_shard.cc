@@ -24,7 +24,7 @@ DenseShardState::DenseShardState(DenseShard* shard,
 Status DenseShardState::CheckRange(uint64_t begin, uint64_t count) const {
   const DenseShardSpec& s = shard_->spec;
   if (count == 0 || begin < s.begin || begin > s.end || count > s.end - begin) {
-    return InvalidArgumentError("keys [" + std::to_string(begin) + ", " +
+    return WrongShardError("keys [" + std::to_string(begin) + ", " +
                                 std::to_string(begin + count) + ") are not in this shard [" +
                                 std::to_string(s.begin) + ", " + std::to_string(s.end) +
                                 ") of table '" + s.table + "'");

@@ -210,7 +210,7 @@ TEST_F(PsParamsTest, SspPushesEveryGradientOnceWithAlternatingBuffers) {
   cluster_ = std::move(*cluster);
   auto client = Connect();
   ASSERT_NE(client, nullptr);
-  ASSERT_EQ(client->job().consistency, "ssp");
+  ASSERT_EQ(client->job().consistency, ConsistencyModel::kSsp);
   auto made = NewPsParams(client.get(), device_.get(), Options("sgd"));
   ASSERT_OK(made);
   ParamSource* ps = made->get();

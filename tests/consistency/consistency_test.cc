@@ -40,17 +40,29 @@ TEST(VectorClockTest, MinTracksSlowestLiveWorker) {
 }
 
 TEST(ConsistencyPolicyTest, GatesFollowTheModel) {
-  auto bsp = NewConsistencyPolicy({"bsp", 0});
-  auto ssp = NewConsistencyPolicy({"ssp", 2});
-  auto async = NewConsistencyPolicy({"async", 0});
+  auto bsp = NewConsistencyPolicy({ConsistencyModel::kBsp, 0});
+  auto ssp = NewConsistencyPolicy({ConsistencyModel::kSsp, 2});
+  auto async = NewConsistencyPolicy({ConsistencyModel::kAsync, 0});
   ASSERT_TRUE(bsp.ok() && ssp.ok() && async.ok());
   EXPECT_TRUE((*bsp)->AggregatesPushes());
   EXPECT_EQ((*bsp)->RequiredMinClock(5), 5);
   EXPECT_FALSE((*ssp)->AggregatesPushes());
   EXPECT_EQ((*ssp)->RequiredMinClock(5), 3);
   EXPECT_LT((*async)->RequiredMinClock(5), -1000000);
-  EXPECT_FALSE(NewConsistencyPolicy({"eventual", 0}).ok());
-  EXPECT_FALSE(NewConsistencyPolicy({"ssp", -1}).ok());
+  EXPECT_FALSE((*bsp)->ServesCachedReads());
+  EXPECT_TRUE((*ssp)->ServesCachedReads());
+  EXPECT_FALSE((*async)->ServesCachedReads());
+  EXPECT_EQ((*ssp)->staleness_bound(), 2);
+  EXPECT_LT((*async)->staleness_bound(), 0);
+  for (const char* name : {"bsp", "ssp", "async"}) {
+    auto model = ParseConsistencyModel(name);
+    ASSERT_TRUE(model.ok()) << name;
+    EXPECT_STREQ(ConsistencyModelName(*model), name);
+  }
+  auto bad = ParseConsistencyModel("eventual");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'eventual'"), std::string::npos);
+  EXPECT_FALSE(NewConsistencyPolicy({ConsistencyModel::kSsp, -1}).ok());
 }
 
 // A least-squares problem: y = x . w* with deterministic data.
@@ -103,7 +115,7 @@ std::unique_ptr<Client> Connect(const std::string& coordinator) {
 // Trains `steps` BSP steps with `workers` workers of batch `batch` each and
 // returns the final parameters.
 std::vector<float> TrainBsp(int workers, int batch, int steps, const std::string& optimizer) {
-  InProcessCluster cluster(2, "bsp");
+  InProcessCluster cluster(2, ConsistencyModel::kBsp);
   std::vector<std::unique_ptr<Client>> clients;
   for (int k = 0; k < workers; ++k) clients.push_back(Connect(cluster.coordinator()));
   for (auto& c : clients) CHECK(c->CreateTable(Model(optimizer)).ok());
@@ -171,7 +183,7 @@ struct StalenessRun {
 };
 
 // A fast worker and a straggler (sleep per step); returns what the fast one saw.
-StalenessRun RunWithStraggler(const std::string& model, int staleness) {
+StalenessRun RunWithStraggler(ConsistencyModel model, int staleness) {
   InProcessCluster cluster(1, model, staleness);
   auto fast = Connect(cluster.coordinator());
   auto slow = Connect(cluster.coordinator());
@@ -205,11 +217,11 @@ StalenessRun RunWithStraggler(const std::string& model, int staleness) {
 }
 
 TEST(SspTest, FastWorkerNeverExceedsTheBoundAndBlocks) {
-  StalenessRun ssp = RunWithStraggler("ssp", 2);
+  StalenessRun ssp = RunWithStraggler(ConsistencyModel::kSsp, 2);
   EXPECT_LE(ssp.max_staleness, 2);
   EXPECT_EQ(ssp.max_staleness, 2);  // It did run ahead as far as allowed...
   EXPECT_GT(ssp.blocked_s, 0.2);    // ...and waited for the straggler.
-  StalenessRun async = RunWithStraggler("async", 2);
+  StalenessRun async = RunWithStraggler(ConsistencyModel::kAsync, 2);
   EXPECT_GT(async.max_staleness, 2);
   EXPECT_LT(async.blocked_s, ssp.blocked_s);
   std::printf("ssp(2): max staleness %lld, blocked %.2f s; async: max staleness %lld, blocked %.2f s\n",

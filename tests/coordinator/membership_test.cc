@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "coordinator/recovery_policy.h"
+#include "recovery/recovery_policy.h"
 
 namespace relaxps {
 namespace {
@@ -45,17 +45,36 @@ TEST(MembershipTest, SilentMembersExpireAndTheWorkerSetVersionMoves) {
 }
 
 TEST(RecoveryPolicyTest, FactoryKnowsItsPolicies) {
-  auto none = NewRecoveryPolicy("none");
+  auto none = NewRecoveryPolicy(RecoveryMode::kNone);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ((*none)->on_server_loss(), RecoveryPolicy::OnServerLoss::kFailJob);
-  auto ckpt = NewRecoveryPolicy("checkpoint");
+  auto ckpt = NewRecoveryPolicy(RecoveryMode::kCheckpoint);
   ASSERT_TRUE(ckpt.ok());
   EXPECT_EQ((*ckpt)->on_server_loss(), RecoveryPolicy::OnServerLoss::kAwaitRestart);
   EXPECT_NE((*ckpt)->RestartAdvice(3).find("--server_id=3"), std::string::npos);
-  for (const char* name : {"chain", "stateless", "bogus", ""}) {
-    auto p = NewRecoveryPolicy(name);
-    ASSERT_FALSE(p.ok()) << name;
+  EXPECT_FALSE((*none)->ResendsAcrossRestarts());
+  EXPECT_TRUE((*ckpt)->ResendsAcrossRestarts());
+  for (const char* name : {"none", "checkpoint", "chain", "stateless", "hybrid"}) {
+    auto mode = ParseRecoveryMode(name);
+    ASSERT_TRUE(mode.ok()) << name;
+    EXPECT_STREQ(RecoveryModeName(*mode), name);
+  }
+  for (const char* name : {"bogus", "", "Checkpoint"}) {
+    auto mode = ParseRecoveryMode(name);
+    ASSERT_FALSE(mode.ok()) << name;
+    EXPECT_EQ(mode.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(mode.status().message().find("'" + std::string(name) + "'"), std::string::npos);
+  }
+  auto stateless = NewRecoveryPolicy(RecoveryMode::kStateless);
+  ASSERT_TRUE(stateless.ok());
+  EXPECT_TRUE((*stateless)->TrainsThroughServerLoss());
+  EXPECT_FALSE((*stateless)->ResendsAcrossRestarts());
+  EXPECT_FALSE((*ckpt)->TrainsThroughServerLoss());
+  for (RecoveryMode mode : {RecoveryMode::kChain, RecoveryMode::kHybrid}) {
+    auto p = NewRecoveryPolicy(mode);
+    ASSERT_FALSE(p.ok()) << RecoveryModeName(mode);
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find("not available"), std::string::npos);
   }
 }
 

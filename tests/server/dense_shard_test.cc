@@ -20,7 +20,7 @@ class DenseShardClockTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     ConsistencyOptions co;
-    co.model = GetParam();
+    co.model = ParseConsistencyModel(GetParam()).value();
     co.staleness = 2;
     auto policy = NewConsistencyPolicy(co);
     ASSERT_TRUE(policy.ok()) << policy.status();

@@ -18,7 +18,7 @@ namespace relaxps {
 class InProcessCluster {
  public:
   // Starts a coordinator and `num_servers` memory-store servers.
-  InProcessCluster(int num_servers, const std::string& consistency = "async",
+  InProcessCluster(int num_servers, ConsistencyModel consistency = ConsistencyModel::kAsync,
                    int staleness = 2, int heartbeat_timeout_ms = 1000) {
     CoordinatorOptions co;
     co.num_servers = num_servers;

@@ -222,7 +222,7 @@ TEST(ServerTest, MalformedInputIsRejectedAndHarmless) {
   wire::Header outside = push;
   outside.set_key_begin(n - 2);
   peer.SendRequest(outside, {four_floats});
-  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kWrongShard);
 
   // 5. NaN and Inf gradients.
   float bad[4] = {1.0f, std::numeric_limits<float>::quiet_NaN(), 0.0f, 0.0f};

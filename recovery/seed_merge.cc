@@ -1,4 +1,4 @@
-#include "coordinator/seed_merge.h"
+#include "recovery/seed_merge.h"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 // The seeding and merge rules of stateless re-seeding, on small exact inputs
 // (values that are sums of powers of two, so float results are exact).
-#include "coordinator/seed_merge.h"
+#include "recovery/seed_merge.h"
 
 #include <gtest/gtest.h>
 

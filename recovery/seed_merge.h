@@ -28,8 +28,8 @@
 // The merged range reflects max_w c_w: clocks never roll back.
 //
 // Thread-safety: pure functions.
-#ifndef RELAXPS_COORDINATOR_SEED_MERGE_H_
-#define RELAXPS_COORDINATOR_SEED_MERGE_H_
+#ifndef RELAXPS_RECOVERY_SEED_MERGE_H_
+#define RELAXPS_RECOVERY_SEED_MERGE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -76,4 +76,4 @@ StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t 
 
 }  // namespace relaxps
 
-#endif  // RELAXPS_COORDINATOR_SEED_MERGE_H_
+#endif  // RELAXPS_RECOVERY_SEED_MERGE_H_

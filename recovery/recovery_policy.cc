@@ -1,0 +1,76 @@
+#include "recovery/recovery_policy.h"
+
+namespace relaxps {
+namespace {
+
+class NoRecovery final : public RecoveryPolicy {
+ public:
+  RecoveryMode mode() const override { return RecoveryMode::kNone; }
+  OnServerLoss on_server_loss() const override { return OnServerLoss::kFailJob; }
+  std::string RestartAdvice(int) const override { return ""; }
+  bool ResendsAcrossRestarts() const override { return false; }
+};
+
+class CheckpointRestart final : public RecoveryPolicy {
+ public:
+  RecoveryMode mode() const override { return RecoveryMode::kCheckpoint; }
+  OnServerLoss on_server_loss() const override { return OnServerLoss::kAwaitRestart; }
+  std::string RestartAdvice(int id) const override {
+    return "restart it with --server_id=" + std::to_string(id) +
+           " --restore_from=latest to roll it back to the last complete checkpoint";
+  }
+  bool ResendsAcrossRestarts() const override { return true; }
+};
+
+class StatelessServers final : public RecoveryPolicy {
+ public:
+  RecoveryMode mode() const override { return RecoveryMode::kStateless; }
+  OnServerLoss on_server_loss() const override { return OnServerLoss::kAwaitRestart; }
+  std::string RestartAdvice(int id) const override {
+    return "workers train on their own copies meanwhile; start a server with --server_id=" +
+           std::to_string(id) + " and it is seeded from them";
+  }
+  // Requests are served locally instead of waiting for the restart.
+  bool ResendsAcrossRestarts() const override { return false; }
+  bool TrainsThroughServerLoss() const override { return true; }
+};
+
+constexpr RecoveryMode kAllModes[] = {RecoveryMode::kNone, RecoveryMode::kCheckpoint,
+                                      RecoveryMode::kChain, RecoveryMode::kStateless,
+                                      RecoveryMode::kHybrid};
+
+}  // namespace
+
+const char* RecoveryModeName(RecoveryMode mode) {
+  switch (mode) {
+    case RecoveryMode::kNone: return "none";
+    case RecoveryMode::kCheckpoint: return "checkpoint";
+    case RecoveryMode::kChain: return "chain";
+    case RecoveryMode::kStateless: return "stateless";
+    case RecoveryMode::kHybrid: return "hybrid";
+  }
+  return "unknown";
+}
+
+StatusOr<RecoveryMode> ParseRecoveryMode(const std::string& name) {
+  for (RecoveryMode m : kAllModes) {
+    if (name == RecoveryModeName(m)) return m;
+  }
+  return InvalidArgumentError("unknown recovery policy '" + name +
+                              "' (expected none, checkpoint, chain, stateless or hybrid)");
+}
+
+StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(RecoveryMode mode) {
+  switch (mode) {
+    case RecoveryMode::kNone: return std::unique_ptr<RecoveryPolicy>(new NoRecovery());
+    case RecoveryMode::kCheckpoint: return std::unique_ptr<RecoveryPolicy>(new CheckpointRestart());
+    case RecoveryMode::kStateless: return std::unique_ptr<RecoveryPolicy>(new StatelessServers());
+    case RecoveryMode::kChain:
+    case RecoveryMode::kHybrid:
+      break;
+  }
+  return InvalidArgumentError(std::string("recovery policy '") + RecoveryModeName(mode) +
+                              "' is not available in this version (use none, checkpoint or stateless)");
+}
+
+}  // namespace relaxps
