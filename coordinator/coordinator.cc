@@ -10,6 +10,7 @@
 #include "consistency/consistency_policy.h"
 #include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/membership.h"
+#include "coordinator/reseeder.h"
 #include "recovery/recovery_policy.h"
 
 namespace relaxps {
@@ -25,6 +26,7 @@ Status CoordinatorOptions::Validate() const {
     return InvalidArgumentError("--checkpoint_every_clocks and --checkpoint_every_s must be >= 0");
   }
   if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
+  if (reseed_timeout_ms < 1) return InvalidArgumentError("--reseed_timeout_ms must be > 0");
   return Status::OK();
 }
 
@@ -35,6 +37,8 @@ class CoordinatorImpl final : public Coordinator {
   explicit CoordinatorImpl(const CoordinatorOptions& options)
       : options_(options),
         members_(options.heartbeat_timeout_ms),
+        reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
+                                options.reseed_timeout_ms}),
         checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
                                                 options.checkpoint_every_s, 16},
                      MonotonicMs()) {}
@@ -91,6 +95,10 @@ class CoordinatorImpl final : public Coordinator {
   void BroadcastWorkerSet(std::function<void(const Status&)> done);
   void RebuildServerList();
   void FailJob(const std::string& reason);
+  // Stateless recovery: a SEED_COPY from a worker; finishing rounds whose
+  // copies are in (or timed out) by sending SEED to their server.
+  void HandleSeedCopy(Request req);
+  void FinishReseeds();
 
   // Constant after Init().
   const CoordinatorOptions options_;
@@ -106,6 +114,9 @@ class CoordinatorImpl final : public Coordinator {
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
   std::string job_error_;
   CheckpointScheduler checkpoints_;
+  Reseeder reseeder_;
+  // Servers being seeded: registered, shown dead in the map until seeded.
+  std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
 };
@@ -130,6 +141,9 @@ void CoordinatorImpl::Handle(Request req) {
     }
     case wire::GET_STATUS:
       HandleStatus(req);
+      return;
+    case wire::SEED_COPY:
+      HandleSeedCopy(std::move(req));
       return;
     case wire::TRIGGER_CHECKPOINT:
       StartCheckpoint({std::make_shared<Request>(std::move(req))});
@@ -162,7 +176,7 @@ void CoordinatorImpl::RebuildServerList() {
     auto it = members_.servers().find(id);
     if (it != members_.servers().end()) {
       s->set_endpoint(it->second.endpoint);
-      s->set_alive(it->second.alive);
+      s->set_alive(it->second.alive && !seeding_.count(id));
     }
   }
   map_.set_version(map_.version() + 1);
@@ -202,9 +216,24 @@ void CoordinatorImpl::HandleRegister(Request req) {
                 << (old->second.alive ? "alive" : "dead") << ", pid " << old->second.pid
                 << "); it takes back its shards";
     }
+    const bool replaces = old != members_.servers().end();
     const int id = members_.AddServer(r.requested_id(), r.endpoint(), r.pid(), now);
     server_peer_[id] = servers_rpc_->Connect(r.endpoint());
+    // Stateless: a server in place of a known one starts empty; it is seeded
+    // from the workers' copies before anyone routes to it.
+    const bool seed = recovery_->TrainsThroughServerLoss() && replaces && map_.tables_size() > 0;
+    if (seed) seeding_[id] = now;
     RebuildServerList();
+    if (seed) {
+      std::vector<int> workers;
+      std::vector<int64_t> clocks;
+      members_.LiveWorkers(&workers, &clocks);
+      reseeder_.Begin(id, map_.version(), workers, now);
+      rr->set_awaits_seed(true);
+      LOG(INFO) << "server " << id << " replaces a lost one: asking " << workers.size()
+                << " worker(s) for their copies of its ranges (map version " << map_.version()
+                << ")";
+    }
     LOG(INFO) << "server " << id << " registered at " << r.endpoint() << " (pid " << r.pid()
               << "); " << members_.live_servers() << "/" << options_.num_servers << " live";
     rr->set_id(id);
@@ -260,6 +289,7 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
     }
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
+    for (const wire::ReseedRequest& q : reseeder_.RequestsFor(hb.id())) *hr->add_reseed() = q;
   }
   if (!known && job_error_.empty()) {
     StatusToProto(NotFoundError(hb.role() + " " + std::to_string(hb.id()) +
@@ -397,8 +427,52 @@ void CoordinatorImpl::FailJob(const std::string& reason) {
   LOG(ERROR) << "job failed: " << reason;
 }
 
+void CoordinatorImpl::HandleSeedCopy(Request req) {
+  const int worker = req.msg.header.seed_data().worker();
+  Status s = reseeder_.AddCopy(std::move(req.msg));
+  if (!s.ok()) LOG(WARNING) << "SEED_COPY from worker " << worker << ": " << s;
+  rpc_->ReplyStatus(req, s).IgnoreError();
+  FinishReseeds();
+}
+
+void CoordinatorImpl::FinishReseeds() {
+  if (reseeder_.empty()) return;
+  std::vector<int> workers;
+  std::vector<int64_t> clocks;
+  members_.LiveWorkers(&workers, &clocks);
+  for (int server : reseeder_.Ready(workers, MonotonicMs())) {
+    ReseedSummary summary;
+    StatusOr<Message> seed = reseeder_.Finish(server, map_, &summary);
+    if (!seed.ok()) {
+      FailJob("re-seeding server " + std::to_string(server) + ": " + seed.status().ToString());
+      continue;
+    }
+    auto peer = server_peer_.find(server);
+    if (peer == server_peer_.end()) continue;
+    const int64_t registered = seeding_.count(server) ? seeding_[server] : MonotonicMs();
+    auto shared_summary = std::make_shared<ReseedSummary>(summary);
+    servers_rpc_->Call(
+        peer->second, std::move(seed).value(), 10000,
+        [this, server, registered, shared_summary](const Status& s, Message) {
+          rpc_->Post([this, server, registered, shared_summary, s] {
+            if (!s.ok()) {
+              // The new server died too: the next one to register is seeded.
+              LOG(WARNING) << "seeding server " << server << " failed: " << s;
+              return;
+            }
+            seeding_.erase(server);
+            RebuildServerList();
+            LOG(INFO) << "RESEED " << shared_summary->ToString() << " seconds="
+                      << (MonotonicMs() - registered) / 1000.0 << " map_version="
+                      << map_.version();
+          });
+        });
+  }
+}
+
 void CoordinatorImpl::CheckLiveness() {
   const int64_t now = MonotonicMs();
+  FinishReseeds();
   for (int id : members_.ExpireServers(now)) {
     const MemberInfo& m = members_.servers().at(id);
     const std::string what = "server " + std::to_string(id) + " (" + m.endpoint + ", pid " +
