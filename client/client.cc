@@ -14,6 +14,8 @@
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
 #include "common/shard_map.h"
+#include "client/internal/local_replica.h"
+#include "common/table.h"
 #include "kernels/device.h"
 
 namespace relaxps {
@@ -165,6 +167,32 @@ class ClientImpl final : public Client {
   void Heartbeat();
   void MarkPushed(int server);
 
+  // Sends one dense part (or, stateless, serves it locally); decodes the
+  // reply into `dest` and completes the part on `join`.
+  void SendDensePart(const std::string& table, const DenseSlice& slice,
+                     std::function<Message()> make, FloatBuffer payload, FloatBuffer dest,
+                     std::shared_ptr<std::atomic<int64_t>> min_clock, std::shared_ptr<Join> join);
+
+  // ---- Stateless recovery (replica_ != nullptr) ----
+  // Deadline of a request of `type` to a server.
+  int ServerTimeoutMs(wire::MsgType type) const;
+  // Starts training locally on `server`'s ranges (lost at `endpoint`).
+  void GoLocal(int server, const std::string& endpoint, bool stalled, const std::string& why);
+  // Serves one dense part from the local copy; lowers *min_clock to the
+  // copy's clock.
+  Status ServeLocally(const std::string& table, const DenseSlice& s, const FloatBuffer& grads,
+                      const FloatBuffer& dest, std::atomic<int64_t>* min_clock);
+  // After a map change: local servers that are back (seeded, at a new
+  // endpoint) are used again; servers the map shows dead go local.
+  void FollowMap(const ShardMap& m);
+  // Ends local mode for `server`; what was changed locally since the last
+  // copy sent to the coordinator goes to it as raw deltas.
+  void Rejoin(int server, const char* why);
+  // Heartbeat thread: answers the coordinator's re-seed requests, and
+  // probes servers lost by a stall that the map still shows alive.
+  void StatelessHeartbeat(const wire::HeartbeatReply& hr);
+  std::unique_ptr<client_internal::LocalReplica> replica_;  // Set in Init().
+
   // Constant after Init().
   const ClientOptions options_;
   JobInfo job_;
@@ -284,6 +312,10 @@ Status ClientImpl::Init() {
   job_.expected_workers = rr.job().num_workers();
   clock_.store(rr.start_clock());
   cache_enabled_ = options_.ssp_cache && consistency_->ServesCachedReads();
+  if (recovery_->TrainsThroughServerLoss() && options_.role == "worker") {
+    if (options_.local_after_ms < 1) return InvalidArgumentError("local_after_ms must be >= 1");
+    replica_ = std::make_unique<client_internal::LocalReplica>(cpu_.get());
+  }
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
   if (options_.role == "worker") {
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); });
@@ -341,7 +373,129 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
   for (Parked& p : resend) {
     CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
   }
+  if (replica_ != nullptr) FollowMap(*next);
   return Status::OK();
+}
+
+// ---- Stateless recovery ---------------------------------------------------------
+
+int ClientImpl::ServerTimeoutMs(wire::MsgType type) const {
+  if (replica_ == nullptr) return options_.request_timeout_ms;
+  const bool gated = (type == wire::PULL || type == wire::PUSH_PULL) &&
+                     consistency_->model() != ConsistencyModel::kAsync;
+  return gated ? options_.request_timeout_ms
+               : std::min(options_.request_timeout_ms, options_.local_after_ms);
+}
+
+void ClientImpl::GoLocal(int server, const std::string& endpoint, bool stalled,
+                         const std::string& why) {
+  if (!replica_->GoLocal(server, endpoint, stalled)) return;
+  LOG(WARNING) << "server " << server << " (" << endpoint << ") lost: " << why
+               << "; training on this worker's copy of its ranges until it is replaced";
+  int peer = -1;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (server < static_cast<int>(server_peers_.size())) peer = server_peers_[server];
+  }
+  // Whatever else waits on it is served locally now, not at its deadline.
+  if (peer >= 0) rpc_->CancelPeer(peer, UnavailableError("server " + std::to_string(server) + " lost"));
+}
+
+Status ClientImpl::ServeLocally(const std::string& table, const DenseSlice& s,
+                                const FloatBuffer& grads, const FloatBuffer& dest,
+                                std::atomic<int64_t>* min_clock) {
+  const wire::TableShards* ts = map()->FindTable(table);
+  if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
+  StatusOr<int64_t> clock =
+      replica_->Serve(s.server, table, s.range_begin, TableFromProto(ts->table()).optimizer,
+                      s.begin, grads.empty() ? nullptr : grads.data(),
+                      dest.empty() ? nullptr : dest.data(), s.count);
+  if (!clock.ok()) {
+    errors_.fetch_add(1);
+    return clock.status();
+  }
+  int64_t seen = min_clock->load();
+  while (*clock < seen && !min_clock->compare_exchange_weak(seen, *clock)) {
+  }
+  return Status::OK();
+}
+
+void ClientImpl::FollowMap(const ShardMap& m) {
+  for (int i = 0; i < m.num_servers(); ++i) {
+    const wire::ServerInfo& info = m.proto().servers(i);
+    std::string lost_at;
+    bool stalled = false;
+    if (!replica_->LostAt(i, &lost_at, &stalled)) {
+      if (!info.alive() && !info.endpoint().empty()) {
+        GoLocal(i, info.endpoint(), false, "the coordinator declared it dead");
+      }
+    } else if (info.alive() && !info.endpoint().empty() && info.endpoint() != lost_at) {
+      Rejoin(i, "it was replaced and seeded");
+    }
+  }
+}
+
+void ClientImpl::Rejoin(int server, const char* why) {
+  std::vector<client_internal::RangeDelta> deltas = replica_->Rejoin(server);
+  LOG(INFO) << "server " << server << " is back (" << why << "); " << deltas.size()
+            << " range(s) changed locally since the last copy go to it as raw deltas";
+  const uint64_t version = map()->version();
+  for (client_internal::RangeDelta& d : deltas) {
+    const int64_t clock = clock_.load();
+    FloatBuffer delta = std::move(d.delta);
+    CallServer(
+        server,
+        [this, table = d.table, begin = d.begin, delta, clock, version] {
+          Message req = NewRequest(wire::PUSH, table, clock, version);
+          req.header.set_key_begin(begin);
+          req.header.set_key_count(delta.size());
+          req.header.set_raw_delta(true);
+          req.frames.push_back(EncodePayload(delta));
+          return req;
+        },
+        [server](const Status& s, Message) {
+          if (!s.ok()) LOG(WARNING) << "local change for server " << server << " lost: " << s;
+        });
+  }
+}
+
+void ClientImpl::StatelessHeartbeat(const wire::HeartbeatReply& hr) {
+  for (const wire::ReseedRequest& q : hr.reseed()) {
+    Message copy;
+    copy.header.set_type(wire::SEED_COPY);
+    copy.header.set_sender(job_.worker_id);
+    wire::SeedData* d = copy.header.mutable_seed_data();
+    d->set_server(q.server());
+    d->set_map_version(q.map_version());
+    d->set_worker(job_.worker_id);
+    d->set_worker_clock(clock_.load());
+    replica_->FillSeedCopy(q.server(), d, &copy.frames);
+    LOG(INFO) << "sending the coordinator this worker's copy of server " << q.server()
+              << "'s " << d->ranges_size() << " range(s) at clock " << d->worker_clock();
+    StatusOr<Message> reply = rpc_->CallSync(coordinator_peer_, std::move(copy), 3000);
+    if (!reply.ok()) LOG(WARNING) << "SEED_COPY for server " << q.server() << ": " << reply.status();
+  }
+  // A server lost by a stall that the map still shows alive at the same
+  // endpoint may just have been slow: probe it, and hand back the change.
+  std::shared_ptr<const ShardMap> m = map();
+  for (int i = 0; i < m->num_servers(); ++i) {
+    std::string lost_at;
+    bool stalled = false;
+    if (!replica_->LostAt(i, &lost_at, &stalled) || !stalled) continue;
+    const wire::ServerInfo& info = m->proto().servers(i);
+    if (!info.alive() || info.endpoint() != lost_at) continue;
+    int peer = -1;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      peer = server_peers_[i];
+    }
+    Message probe;
+    probe.header.set_type(wire::SERVER_STATS);
+    probe.header.set_sender(job_.worker_id);
+    if (rpc_->CallSync(peer, std::move(probe), options_.local_after_ms).ok()) {
+      Rejoin(i, "it answered a probe: it was slow, not lost");
+    }
+  }
 }
 
 void ClientImpl::CallServer(int server, std::function<Message()> make,
@@ -361,7 +515,8 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
     return;
   }
   Message request = make();
-  rpc_->Call(peer, std::move(request), options_.request_timeout_ms,
+  const int timeout_ms = ServerTimeoutMs(request.header.type());
+  rpc_->Call(peer, std::move(request), timeout_ms,
              [this, server, endpoint, give_up_ms, make = std::move(make),
               done = std::move(done)](const Status& st, Message reply) mutable {
                if (st.code() == StatusCode::kWrongShard && reply.header.has_shard_map()) {
@@ -461,6 +616,7 @@ void ClientImpl::Heartbeat() {
     Status s = SetMap(hr.shard_map());
     if (!s.ok()) LOG(ERROR) << "bad shard map from coordinator: " << s;
   }
+  if (replica_ != nullptr) StatelessHeartbeat(hr);
 }
 
 Status ClientImpl::CreateTable(const TableOptions& options) {
@@ -567,25 +723,67 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
       return req;
     };
     FloatBuffer dest = type == wire::PUSH ? FloatBuffer() : out.Slice(s.offset, s.count);
-    const std::string where = "server " + std::to_string(s.server) + " (" +
-                              m->server_endpoint(s.server) + ")";
-    CallServer(s.server, std::move(make),
-               [this, join, dest, where, min_clock](const Status& st, Message reply) {
-                 Status result = st;
-                 if (result.ok() && !dest.empty()) {
-                   result = DecodePayload(reply, dest.data(), dest.size());
-                   int64_t seen = min_clock->load();
-                   const int64_t mine = reply.header.params_clock();
-                   while (mine < seen && !min_clock->compare_exchange_weak(seen, mine)) {
-                   }
-                 }
-                 if (!result.ok()) {
-                   errors_.fetch_add(1);
-                   result = result.WithPrefix(where);
-                 }
-                 join->PartDone(result);
-               });
+    SendDensePart(table, s, std::move(make), payload, dest, min_clock, join);
   }
+}
+
+void ClientImpl::SendDensePart(const std::string& table, const DenseSlice& slice,
+                               std::function<Message()> make, FloatBuffer payload,
+                               FloatBuffer dest, std::shared_ptr<std::atomic<int64_t>> min_clock,
+                               std::shared_ptr<Join> join) {
+  if (replica_ != nullptr && replica_->IsLocal(slice.server)) {
+    join->PartDone(ServeLocally(table, slice, payload, dest, min_clock.get()));
+    return;
+  }
+  const std::string endpoint = map()->server_endpoint(slice.server);
+  const std::string where = "server " + std::to_string(slice.server) + " (" + endpoint + ")";
+  std::function<Message()> resend = replica_ != nullptr ? make : nullptr;
+  CallServer(
+      slice.server, std::move(make),
+      [this, join, dest, where, min_clock, table, slice, payload, endpoint,
+       resend = std::move(resend)](const Status& st, Message reply) {
+        Status result = st;
+        const bool lost = st.code() == StatusCode::kUnavailable ||
+                          st.code() == StatusCode::kDeadlineExceeded;
+        if (replica_ != nullptr && lost && JobError().ok()) {
+          // Stateless: never wait for a lost server. A part sent to an
+          // endpoint the map has replaced since goes to the new server
+          // (which holds nothing of the old one's state); otherwise the
+          // server goes local and the part is served from the copy.
+          std::shared_ptr<const ShardMap> now = map();
+          const std::string current = now->server_endpoint(slice.server);
+          if (current != endpoint && !current.empty() &&
+              now->proto().servers(slice.server).alive()) {
+            SendDensePart(table, slice, resend, payload, dest, min_clock, join);
+            return;
+          }
+          GoLocal(slice.server, endpoint, st.code() == StatusCode::kDeadlineExceeded,
+                  st.ToString());
+          join->PartDone(ServeLocally(table, slice, payload, dest, min_clock.get()));
+          return;
+        }
+        if (result.ok() && !dest.empty()) {
+          result = DecodePayload(reply, dest.data(), dest.size());
+          int64_t seen = min_clock->load();
+          const int64_t mine = reply.header.params_clock();
+          while (mine < seen && !min_clock->compare_exchange_weak(seen, mine)) {
+          }
+          if (result.ok() && replica_ != nullptr) {
+            replica_->Remember(slice.server, table, slice.range_begin, slice.range_end,
+                               slice.begin, dest.data(), dest.size(), mine);
+            // Clocks never roll back: a server seeded at a higher clock than
+            // this worker's moves it forward.
+            int64_t c = clock_.load();
+            while (mine > c && !clock_.compare_exchange_weak(c, mine)) {
+            }
+          }
+        }
+        if (!result.ok()) {
+          errors_.fetch_add(1);
+          result = result.WithPrefix(where);
+        }
+        join->PartDone(result);
+      });
 }
 
 void ClientImpl::Sparse(wire::MsgType type, const std::string& table, KeyBuffer ids,
@@ -674,7 +872,10 @@ Status ClientImpl::Clock() {
   {
     std::lock_guard<std::mutex> l(mu_);
     for (size_t s = 0; s < last_push_clock_.size(); ++s) {
-      if (last_push_clock_[s] != c && server_peers_[s] >= 0) servers.push_back(static_cast<int>(s));
+      if (last_push_clock_[s] != c && server_peers_[s] >= 0 &&
+          (replica_ == nullptr || !replica_->IsLocal(static_cast<int>(s)))) {
+        servers.push_back(static_cast<int>(s));
+      }
     }
   }
   for (int server : servers) {
@@ -731,6 +932,7 @@ ClientStats ClientImpl::stats() const {
   s.errors = errors_.load();
   s.cache_hits = cache_hits_.load();
   s.cache_misses = cache_misses_.load();
+  s.local_steps = replica_ != nullptr ? replica_->local_steps() : 0;
   return s;
 }
 

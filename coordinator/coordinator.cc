@@ -429,7 +429,10 @@ void CoordinatorImpl::FailJob(const std::string& reason) {
 
 void CoordinatorImpl::HandleSeedCopy(Request req) {
   const int worker = req.msg.header.seed_data().worker();
-  Status s = reseeder_.AddCopy(std::move(req.msg));
+  Message msg;
+  msg.header = req.msg.header;
+  msg.frames = std::move(req.msg.frames);
+  Status s = reseeder_.AddCopy(std::move(msg));
   if (!s.ok()) LOG(WARNING) << "SEED_COPY from worker " << worker << ": " << s;
   rpc_->ReplyStatus(req, s).IgnoreError();
   FinishReseeds();
