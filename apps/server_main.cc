@@ -56,24 +56,22 @@ int main(int argc, char** argv) {
       FLAGS_keep_checkpoints < 1) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError("--cache_mb, --heartbeat_ms and --keep_checkpoints must be > 0, --flush_every_clocks >= 0"), 2);
   }
-  std::string store = FLAGS_store;
-  if (store.empty()) store = FLAGS_data_dir.empty() ? "memory" : "rocksdb";
+  relaxps::ServerOptions options;
+  options.store.kind = FLAGS_store;
+  options.store.data_dir = FLAGS_data_dir;
+  const std::string store = options.store.ResolvedKind();
   if (store != "memory" && store != "rocksdb") {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError("--store must be rocksdb or memory, got '" + store + "'"), 2);
   }
   if (store == "rocksdb" && FLAGS_data_dir.empty()) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError("--store=rocksdb needs --data_dir"), 2);
   }
-  relaxps::ServerOptions options;
   options.coordinator = FLAGS_coordinator;
   options.bind = FLAGS_bind;
   options.server_id = FLAGS_server_id;
-  options.store.kind = store;
-  options.store.data_dir = FLAGS_data_dir;
   options.store.cache_mb = static_cast<size_t>(FLAGS_cache_mb);
   options.store.wal_per_update = FLAGS_wal_per_update;
-  options.flush_every_clocks =
-      FLAGS_flush_every_clocks >= 0 ? FLAGS_flush_every_clocks : (store == "rocksdb" ? 10 : 0);
+  options.flush_every_clocks = FLAGS_flush_every_clocks;  // -1: the library's default.
   options.checkpoint_dir = FLAGS_checkpoint_dir;
   options.keep_checkpoints = FLAGS_keep_checkpoints;
   options.restore_from = FLAGS_restore_from;

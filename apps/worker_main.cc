@@ -25,6 +25,7 @@
 #include "apps/trainer/model.h"
 #include "apps/trainer/param_source.h"
 #include "apps/trainer/trainer.h"
+#include "apps/worker_evaluator.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
 #ifdef RELAXPS_TRAINER_WITH_CLIENT
@@ -175,6 +176,8 @@ int Main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   CheckFlagValues();
+  StatusOr<bool> evaluator_role = IsEvaluatorRole();
+  if (!evaluator_role.ok()) UsageError(evaluator_role.status().message());
   InstallSignalHandlers();
 
   // ---- Device and model ----
@@ -207,6 +210,9 @@ int Main(int argc, char** argv) {
   // ---- Data ----
   StatusOr<trainer::FashionMnist> data = trainer::LoadFashionMnist(FLAGS_data_dir);
   if (!data.ok()) Fail(kExitError, FLAGS_worker_index, "cannot load the data", data.status());
+
+  // --role=evaluator: evaluations only, off the training path.
+  if (*evaluator_role) return RunEvaluatorRole(device->get(), model->get(), &*data, &g_stop);
 
   // ---- Parameters: local or through the parameter server ----
   trainer::TrainerOptions options;

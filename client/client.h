@@ -10,8 +10,12 @@
 // float vector; a request spanning several shards is split and its parts sent
 // in parallel; its future completes when every part has.
 //
-// Thread-safety: all methods are safe to call from multiple threads. Callbacks
-// run on the client's I/O thread and must not block.
+// Thread-safety: all methods are safe to call from multiple threads. A
+// callback runs on the client's I/O thread when its request went to the
+// servers, or inline on the calling thread (before the call returns) when it
+// completes without a round trip: an argument error, a job that has failed,
+// an SSP cache hit, an empty sparse request, or a client shutting down.
+// Callbacks must not block, and must not assume they run on either thread.
 #ifndef RELAXPS_CLIENT_CLIENT_H_
 #define RELAXPS_CLIENT_CLIENT_H_
 
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/clock.h"
 #include "common/status.h"
 #include "common/table.h"
 #include "common/fault_options.h"
@@ -70,6 +75,10 @@ struct ClientOptions {
   // coordinator are dropped / delayed / duplicated with a seeded generator.
   // Off by default.
   FaultOptions faults;
+  // Time source of heartbeats, request deadlines and the resend give-up
+  // time (nullptr: real time). Tests pass a FakeClock. Must outlive the
+  // client.
+  const Clock* clock = nullptr;
 };
 
 // What the coordinator told this client at registration.

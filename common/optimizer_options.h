@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "common/status.h"
+
 namespace relaxps {
 
 struct OptimizerOptions {
@@ -20,6 +22,13 @@ struct OptimizerOptions {
   // Denominator guard (adam, adagrad).
   float eps = 1e-8f;
 };
+
+// The one check of an optimizer configuration (tables at creation, servers
+// and trainers building a kernels::Optimizer): a known name, a positive
+// finite lr, and, for the fields the named rule uses, momentum / beta1 /
+// beta2 in [0, 1) and a positive finite eps. InvalidArgument naming the
+// field and its value otherwise.
+Status ValidateOptimizerOptions(const OptimizerOptions& options);
 
 }  // namespace relaxps
 

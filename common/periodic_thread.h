@@ -12,13 +12,19 @@
 #include <mutex>
 #include <thread>
 
+#include "common/clock.h"
+
 namespace relaxps {
 
 class PeriodicThread {
  public:
-  // Starts the thread; the first call happens one period after start.
-  PeriodicThread(int period_ms, std::function<void()> fn)
-      : period_(period_ms), fn_(std::move(fn)), thread_([this] { Loop(); }) {}
+  // Starts the thread; the first call happens one period (of `clock`'s time,
+  // nullptr: real time) after start. `clock` must outlive the thread.
+  PeriodicThread(int period_ms, std::function<void()> fn, const Clock* clock = nullptr)
+      : period_ms_(period_ms),
+        fn_(std::move(fn)),
+        clock_(ClockOrReal(clock)),
+        thread_([this] { Loop(); }) {}
   PeriodicThread(const PeriodicThread&) = delete;
   PeriodicThread& operator=(const PeriodicThread&) = delete;
   ~PeriodicThread() { Stop(); }
@@ -36,15 +42,23 @@ class PeriodicThread {
  private:
   void Loop() {
     std::unique_lock<std::mutex> l(mu_);
-    while (!cv_.wait_for(l, period_, [this] { return stop_; })) {
+    int64_t next = clock_->NowMs() + period_ms_;
+    while (!stop_) {
+      const int64_t wait = next - clock_->NowMs();
+      if (wait > 0) {
+        cv_.wait_for(l, std::chrono::milliseconds(clock_->RealWaitMs(wait)));
+        continue;
+      }
       l.unlock();
       fn_();
       l.lock();
+      next = clock_->NowMs() + period_ms_;
     }
   }
 
-  const std::chrono::milliseconds period_;
+  const int64_t period_ms_;
   const std::function<void()> fn_;
+  const Clock* const clock_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // Guarded by mu_.

@@ -8,7 +8,7 @@
 namespace relaxps {
 
 RpcClient::RpcClient(const RpcClientOptions& options)
-    : options_(options) {
+    : options_(options), clock_(ClockOrReal(options.clock)) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   CHECK_GE(wake_fd_, 0) << "eventfd failed";
   io_thread_ = std::thread([this] { IoLoop(); });
@@ -43,8 +43,8 @@ void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback do
   const uint64_t id = next_request_id_.fetch_add(1);
   request.header.set_request_id(id);
   request.header.set_is_reply(false);
-  request.header.set_deadline_unix_ms(NowUnixMs() + timeout_ms);
-  const int64_t now = MonotonicMs();
+  request.header.set_deadline_unix_ms(clock_->NowUnixMs() + timeout_ms);
+  const int64_t now = clock_->NowMs();
   Outgoing out{peer, std::move(request), now + timeout_ms, std::move(done)};
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -122,7 +122,7 @@ void RpcClient::OnReply(std::vector<zmq::message_t>& parts) {
 }
 
 void RpcClient::ExpireDeadlines() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     const uint64_t id = deadlines_.begin()->second;
     deadlines_.erase(deadlines_.begin());
@@ -202,7 +202,7 @@ void RpcClient::IoLoop() {
       }
     }
     cancel_peers.clear();
-    const int64_t now = MonotonicMs();
+    const int64_t now = clock_->NowMs();
     for (auto& out : outbox) SendNow(std::move(out));
 
     items.clear();
@@ -210,7 +210,7 @@ void RpcClient::IoLoop() {
     for (auto& s : sockets_) items.push_back({static_cast<void*>(s), 0, ZMQ_POLLIN, 0});
     int64_t timeout = 100;
     if (!deadlines_.empty()) timeout = std::min(timeout, deadlines_.begin()->first - now);
-    timeout = std::max<int64_t>(timeout, 0);
+    timeout = std::max<int64_t>(clock_->RealWaitMs(std::max<int64_t>(timeout, 0)), 0);
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
     } catch (const zmq::error_t& e) {

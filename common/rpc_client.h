@@ -29,6 +29,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "common/transport.h"
 #include "common/wire.h"
@@ -38,6 +39,9 @@ namespace relaxps {
 struct RpcClientOptions {
   // Default deadline of a request when Call() gets timeout_ms <= 0.
   int default_timeout_ms = 10000;
+  // Time source of deadlines and of the I/O loop's waits (nullptr: real
+  // time). Tests pass a FakeClock to expire deadlines without sleeping.
+  const Clock* clock = nullptr;
 };
 
 // Kept for readability at call sites that only use the ZeroMQ client.
@@ -77,6 +81,7 @@ class RpcClient final : public Transport {
 
   // Constant after construction.
   const RpcClientOptions options_;
+  const Clock* const clock_;
   int wake_fd_ = -1;
 
   std::mutex mu_;

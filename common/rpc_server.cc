@@ -10,6 +10,7 @@ namespace relaxps {
 
 StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const RpcServerOptions& options) {
   std::unique_ptr<RpcServer> s(new RpcServer());
+  s->clock_ = ClockOrReal(options.clock);
   try {
     s->socket_ = zmq::socket_t(s->context_, zmq::socket_type::router);
     s->socket_.set(zmq::sockopt::router_mandatory, 1);
@@ -39,7 +40,7 @@ void RpcServer::Stop() {
 
 void RpcServer::Post(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     posted_.push_back(std::move(task));
   }
   uint64_t one = 1;
@@ -47,7 +48,7 @@ void RpcServer::Post(std::function<void()> task) {
 }
 
 void RpcServer::AddTimer(int period_ms, std::function<void()> fn) {
-  timers_.push_back(Timer{period_ms, MonotonicMs() + period_ms, std::move(fn)});
+  timers_.push_back(Timer{period_ms, clock_->NowMs() + period_ms, std::move(fn)});
 }
 
 void RpcServer::RunPosted() {
@@ -55,22 +56,22 @@ void RpcServer::RunPosted() {
   (void)!read(wake_fd_, &v, sizeof(v));
   std::deque<std::function<void()>> tasks;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     tasks.swap(posted_);
   }
   for (auto& t : tasks) t();
 }
 
 int RpcServer::NextTimerDelayMs() const {
-  if (timers_.empty()) return 1000;
-  const int64_t now = MonotonicMs();
+  if (timers_.empty()) return clock_->RealWaitMs(1000);
+  const int64_t now = clock_->NowMs();
   int64_t best = INT64_MAX;
   for (const Timer& t : timers_) best = std::min(best, t.next_ms - now);
-  return static_cast<int>(std::clamp<int64_t>(best, 0, 1000));
+  return clock_->RealWaitMs(std::clamp<int64_t>(best, 0, 1000));
 }
 
 void RpcServer::RunDueTimers() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   for (size_t i = 0; i < timers_.size(); ++i) {
     if (timers_[i].next_ms <= now) {
       timers_[i].next_ms = now + timers_[i].period_ms;

@@ -28,7 +28,9 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "common/clock.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "common/wire.h"
 
 namespace relaxps {
@@ -39,6 +41,9 @@ struct RpcServerOptions {
   // Largest accepted message in bytes (ZMQ_MAXMSGSIZE); bigger messages drop
   // the connection instead of exhausting memory. -1: unlimited.
   int64_t max_message_bytes = int64_t{1} << 31;
+  // Time source of the timers (AddTimer) and of the loop's waits (nullptr:
+  // real time). With a FakeClock, timers fire when the test advances it.
+  const Clock* clock = nullptr;
 };
 
 // A received request and the identity of the peer that sent it.
@@ -95,6 +100,7 @@ class RpcServer {
   };
 
   // Constant after Bind().
+  const Clock* clock_ = RealClock();
   zmq::context_t context_{1};
   zmq::socket_t socket_;
   std::string endpoint_;
@@ -105,8 +111,8 @@ class RpcServer {
   uint64_t malformed_ = 0;
 
   std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::deque<std::function<void()>> posted_;  // Guarded by mu_.
+  Mutex mu_;
+  std::deque<std::function<void()>> posted_ GUARDED_BY(mu_);
 };
 
 }  // namespace relaxps

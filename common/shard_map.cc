@@ -14,7 +14,17 @@ StatusOr<ShardMap> ShardMap::FromProto(const wire::ShardMap& proto) {
     if (!m.table_index_.emplace(name, t).second) {
       return InvalidArgumentError("shard map lists table '" + name + "' twice");
     }
-    if (ts.table().type() != static_cast<int>(TableType::kDense)) continue;
+    if (ts.table().type() == static_cast<int>(TableType::kSparse)) {
+      // Rows are hashed over the servers: there must be one.
+      if (n == 0) {
+        return InvalidArgumentError("shard map has sparse table '" + name + "' but no server");
+      }
+      continue;
+    }
+    if (ts.table().type() != static_cast<int>(TableType::kDense)) {
+      return InvalidArgumentError("shard map gives table '" + name + "' unknown type " +
+                                  std::to_string(ts.table().type()));
+    }
     uint64_t expect = 0;
     for (const wire::DenseRange& r : ts.ranges()) {
       if (r.begin() != expect || r.end() <= r.begin() || r.server() < 0 || r.server() >= n) {

@@ -37,8 +37,9 @@ struct DenseSlice {
 class ShardMap {
  public:
   ShardMap() = default;
-  // Validates the ranges of every table. InvalidArgument on gaps/overlaps or
-  // server indices out of range.
+  // Validates the ranges of every table. InvalidArgument on gaps/overlaps,
+  // server indices out of range, an unknown table type or a sparse table
+  // without any server.
   static StatusOr<ShardMap> FromProto(const wire::ShardMap& proto);
 
   const wire::ShardMap& proto() const { return proto_; }

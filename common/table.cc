@@ -15,18 +15,7 @@ Status TableOptions::Validate() const {
                                   "' may only contain letters, digits, '_', '-' and '.'");
     }
   }
-  const OptimizerOptions& o = optimizer;
-  if (o.name != "sgd" && o.name != "momentum" && o.name != "adam" && o.name != "adagrad") {
-    return InvalidArgumentError("unknown optimizer '" + o.name +
-                                "' (expected sgd, momentum, adam or adagrad)");
-  }
-  if (!(std::isfinite(o.lr) && o.lr > 0)) {
-    return InvalidArgumentError("learning rate must be a positive finite number");
-  }
-  if (!(o.momentum >= 0 && o.momentum < 1) || !(o.beta1 >= 0 && o.beta1 < 1) ||
-      !(o.beta2 >= 0 && o.beta2 < 1) || !(o.eps > 0 && std::isfinite(o.eps))) {
-    return InvalidArgumentError("optimizer hyper-parameters out of range");
-  }
+  RETURN_IF_ERROR(ValidateOptimizerOptions(optimizer).WithPrefix("table '" + name + "'"));
   if (type == TableType::kDense) {
     if (size == 0 || size > (uint64_t{1} << 34)) {
       return InvalidArgumentError("dense table size must be in [1, 2^34]");

@@ -36,20 +36,23 @@ class CoordinatorImpl final : public Coordinator {
  public:
   explicit CoordinatorImpl(const CoordinatorOptions& options)
       : options_(options),
+        clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
         reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
                                 options.reseed_timeout_ms}),
         checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
                                                 options.checkpoint_every_s, 16},
-                     MonotonicMs()) {}
+                     clock_->NowMs()) {}
 
   Status Init() {
     ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(options_.recovery));
     RpcServerOptions ro;
     ro.bind = options_.bind;
+    ro.clock = clock_;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
+    co.clock = clock_;
     servers_rpc_ = std::make_unique<RpcClient>(co);
     job_.set_consistency(ConsistencyModelName(options_.consistency));
     job_.set_staleness(options_.staleness);
@@ -59,7 +62,7 @@ class CoordinatorImpl final : public Coordinator {
     job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
     map_.set_version(1);
     rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
-    start_ms_ = MonotonicMs();
+    start_ms_ = clock_->NowMs();
     LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
               << ConsistencyModelName(options_.consistency) << " staleness " << options_.staleness
               << " recovery " << recovery_->Name() << ", waiting for " << options_.num_servers << " server(s)";
@@ -93,6 +96,8 @@ class CoordinatorImpl final : public Coordinator {
   // `waiters` (manual requests) when it ends. Queues them if one is running.
   void StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters);
   void BroadcastWorkerSet(std::function<void(const Status&)> done);
+  // The live worker set (ids, clocks, version) as sent to servers.
+  void FillLiveWorkers(wire::LiveWorkers* lw) const;
   void RebuildServerList();
   void FailJob(const std::string& reason);
   // Stateless recovery: a SEED_COPY from a worker; finishing rounds whose
@@ -102,6 +107,7 @@ class CoordinatorImpl final : public Coordinator {
 
   // Constant after Init().
   const CoordinatorOptions options_;
+  const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<RpcClient> servers_rpc_;
   std::unique_ptr<RecoveryPolicy> recovery_;
@@ -184,7 +190,7 @@ void CoordinatorImpl::RebuildServerList() {
 
 void CoordinatorImpl::HandleRegister(Request req) {
   const wire::RegisterRequest& r = req.msg.header.register_request();
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::RegisterReply* rr = reply.header.mutable_register_reply();
   *rr->mutable_job() = job_;
@@ -272,21 +278,13 @@ void CoordinatorImpl::HandleRegister(Request req) {
 
 void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   const wire::HeartbeatRequest& hb = req.msg.header.heartbeat();
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::HeartbeatReply* hr = reply.header.mutable_heartbeat_reply();
   bool known = true;
   if (hb.role() == "server") {
     known = members_.ServerHeartbeat(hb.id(), now);
-    std::vector<int> ids;
-    std::vector<int64_t> clocks;
-    members_.LiveWorkers(&ids, &clocks);
-    wire::LiveWorkers* lw = hr->mutable_live_workers();
-    lw->set_version(members_.worker_set_version());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      lw->add_ids(ids[i]);
-      lw->add_clocks(clocks[i]);
-    }
+    FillLiveWorkers(hr->mutable_live_workers());
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
     for (const wire::ReseedRequest& q : reseeder_.RequestsFor(hb.id())) *hr->add_reseed() = q;
@@ -409,16 +407,19 @@ void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Sta
 void CoordinatorImpl::BroadcastWorkerSet(std::function<void(const Status&)> done) {
   Message msg;
   msg.header.set_type(wire::WORKER_SET);
+  FillLiveWorkers(msg.header.mutable_live_workers());
+  Broadcast(msg, std::move(done));
+}
+
+void CoordinatorImpl::FillLiveWorkers(wire::LiveWorkers* lw) const {
   std::vector<int> ids;
   std::vector<int64_t> clocks;
   members_.LiveWorkers(&ids, &clocks);
-  wire::LiveWorkers* lw = msg.header.mutable_live_workers();
   lw->set_version(members_.worker_set_version());
   for (size_t i = 0; i < ids.size(); ++i) {
     lw->add_ids(ids[i]);
     lw->add_clocks(clocks[i]);
   }
-  Broadcast(msg, std::move(done));
 }
 
 void CoordinatorImpl::FailJob(const std::string& reason) {
@@ -443,7 +444,7 @@ void CoordinatorImpl::FinishReseeds() {
   std::vector<int> workers;
   std::vector<int64_t> clocks;
   members_.LiveWorkers(&workers, &clocks);
-  for (int server : reseeder_.Ready(workers, MonotonicMs())) {
+  for (int server : reseeder_.Ready(workers, clock_->NowMs())) {
     ReseedSummary summary;
     StatusOr<Message> seed = reseeder_.Finish(server, map_, &summary);
     if (!seed.ok()) {
@@ -452,7 +453,7 @@ void CoordinatorImpl::FinishReseeds() {
     }
     auto peer = server_peer_.find(server);
     if (peer == server_peer_.end()) continue;
-    const int64_t registered = seeding_.count(server) ? seeding_[server] : MonotonicMs();
+    const int64_t registered = seeding_.count(server) ? seeding_[server] : clock_->NowMs();
     auto shared_summary = std::make_shared<ReseedSummary>(summary);
     servers_rpc_->Call(
         peer->second, std::move(seed).value(), 10000,
@@ -466,7 +467,7 @@ void CoordinatorImpl::FinishReseeds() {
             seeding_.erase(server);
             RebuildServerList();
             LOG(INFO) << "RESEED " << shared_summary->ToString() << " seconds="
-                      << (MonotonicMs() - registered) / 1000.0 << " map_version="
+                      << (clock_->NowMs() - registered) / 1000.0 << " map_version="
                       << map_.version();
           });
         });
@@ -474,7 +475,7 @@ void CoordinatorImpl::FinishReseeds() {
 }
 
 void CoordinatorImpl::CheckLiveness() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   FinishReseeds();
   for (int id : members_.ExpireServers(now)) {
     const MemberInfo& m = members_.servers().at(id);
@@ -530,7 +531,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
            nullptr);
     return;
   }
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   const int64_t clock = members_.MinWorkerClock();
   checkpoints_.Start(clock, now);
   LOG(INFO) << "checkpoint at clock " << clock << " started";
@@ -553,7 +554,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
                                     std::to_string(options_.num_servers) +
                                     " servers wrote the checkpoint");
         }
-        record->set_seconds((MonotonicMs() - now) / 1000.0);
+        record->set_seconds((clock_->NowMs() - now) / 1000.0);
         record->set_unix_s(NowUnixMs() / 1000.0);
         if (result.ok()) {
           LOG(INFO) << "checkpoint at clock " << clock << " complete on "
@@ -561,7 +562,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
         } else {
           LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << result;
         }
-        checkpoints_.Finish(result, *record, MonotonicMs());
+        checkpoints_.Finish(result, *record, clock_->NowMs());
         answer(*shared_waiters, result.WithPrefix("checkpoint at clock " + std::to_string(clock)),
                result.ok() ? record.get() : nullptr);
         if (!queued_checkpoint_requests_.empty()) {
@@ -579,7 +580,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::StatusReply* sr = reply.header.mutable_status_reply();
   *sr->mutable_job() = job_;

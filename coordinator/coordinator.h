@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "consistency/consistency_policy.h"
 #include "recovery/recovery_policy.h"
@@ -65,6 +66,10 @@ struct CoordinatorOptions {
   SeedRule seed_rule = SeedRule::kFreshest;
   MergeRule merge_rule = MergeRule::kStaleness;
   int reseed_timeout_ms = 3000;
+  // Time source of heartbeat timeouts, checkpoint schedules and deadlines
+  // (nullptr: real time). Tests pass a FakeClock. Must outlive the
+  // coordinator.
+  const Clock* clock = nullptr;
 
   Status Validate() const;
 };

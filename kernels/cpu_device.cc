@@ -3,9 +3,9 @@
 // Element-wise work is written as simple loops over __restrict pointers so
 // that the compiler vectorizes them (this file is built with -O3
 // -fno-math-errno; see kernels/CMakeLists.txt). Each optimizer update is one
-// fused pass over its arrays. GEMM goes to OpenBLAS. fp16 conversion uses
-// F16C when the CPU has it (checked at run time) and an exact bit-twiddling
-// fallback otherwise; both round to nearest even.
+// fused pass over its arrays. GEMM goes to OpenBLAS. fp16 conversion is the
+// host codec's (common/payload_codec.h: F16C when the CPU has it, an exact
+// bit-twiddling fallback otherwise; both round to nearest even).
 #include "kernels/internal/cpu_device.h"
 
 #include <cblas.h>
@@ -16,12 +16,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/payload_codec.h"  // Host fp16 conversion.
 #include "kernels/internal/scalar_math.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define RELAXPS_HAVE_F16C_PATH 1
-#endif
 
 namespace relaxps {
 namespace kernels {
@@ -113,49 +110,6 @@ uint32_t CountNonFinite(const float* __restrict x, size_t n) {
 void MultiplyLoop(float* __restrict x, const float* __restrict mask, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] *= mask[i];
 }
-
-// ---- fp16 ------------------------------------------------------------------
-
-void FloatToHalfPortable(const float* __restrict in, uint16_t* __restrict out, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &in[i], sizeof(bits));
-    out[i] = internal::FloatBitsToHalfBits(bits);
-  }
-}
-
-void HalfToFloatPortable(const uint16_t* __restrict in, float* __restrict out, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t bits = internal::HalfBitsToFloatBits(in[i]);
-    std::memcpy(&out[i], &bits, sizeof(bits));
-  }
-}
-
-#if defined(RELAXPS_HAVE_F16C_PATH)
-__attribute__((target("avx,f16c"))) void FloatToHalfF16c(const float* in, uint16_t* out, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(in + i);
-    const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
-  }
-  FloatToHalfPortable(in + i, out + i, n - i);
-}
-
-__attribute__((target("avx,f16c"))) void HalfToFloatF16c(const uint16_t* in, float* out, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-  }
-  HalfToFloatPortable(in + i, out + i, n - i);
-}
-
-bool CpuHasF16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  return has;
-}
-#endif
 
 // ---- OpenBLAS threads --------------------------------------------------------
 
@@ -250,16 +204,10 @@ class CpuDevice final : public Device {
     return true;
   }
   void FloatToHalf(const float* in, uint16_t* out, size_t n) override {
-#if defined(RELAXPS_HAVE_F16C_PATH)
-    if (CpuHasF16c()) return FloatToHalfF16c(in, out, n);
-#endif
-    FloatToHalfPortable(in, out, n);
+    relaxps::FloatToHalf(in, out, n);
   }
   void HalfToFloat(const uint16_t* in, float* out, size_t n) override {
-#if defined(RELAXPS_HAVE_F16C_PATH)
-    if (CpuHasF16c()) return HalfToFloatF16c(in, out, n);
-#endif
-    HalfToFloatPortable(in, out, n);
+    relaxps::HalfToFloat(in, out, n);
   }
 
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,

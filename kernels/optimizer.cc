@@ -60,43 +60,14 @@ class AdagradOptimizer final : public Optimizer {
   }
 };
 
-// Returns InvalidArgument naming the field unless lo <= value < hi and finite.
-Status CheckRange(const char* field, float value, float lo, float hi) {
-  if (std::isfinite(value) && value >= lo && value < hi) return Status::OK();
-  std::ostringstream msg;
-  msg << "optimizer option " << field << "=" << value << " is outside [" << lo << ", " << hi << ")";
-  return InvalidArgumentError(msg.str());
-}
-
-// eps guards a division by sqrt(state), which is 0 for a zero gradient.
-Status CheckPositive(const char* field, float value) {
-  if (std::isfinite(value) && value > 0.0f) return Status::OK();
-  std::ostringstream msg;
-  msg << "optimizer option " << field << "=" << value << " must be positive and finite";
-  return InvalidArgumentError(msg.str());
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Optimizer>> NewOptimizer(const OptimizerOptions& options) {
-  RETURN_IF_ERROR(CheckPositive("lr", options.lr));
-  if (options.name == "sgd") return std::unique_ptr<Optimizer>(new SgdOptimizer(options));
-  if (options.name == "momentum") {
-    RETURN_IF_ERROR(CheckRange("momentum", options.momentum, 0.0f, 1.0f));
-    return std::unique_ptr<Optimizer>(new MomentumOptimizer(options));
-  }
-  if (options.name == "adam") {
-    RETURN_IF_ERROR(CheckRange("beta1", options.beta1, 0.0f, 1.0f));
-    RETURN_IF_ERROR(CheckRange("beta2", options.beta2, 0.0f, 1.0f));
-    RETURN_IF_ERROR(CheckPositive("eps", options.eps));
-    return std::unique_ptr<Optimizer>(new AdamOptimizer(options));
-  }
-  if (options.name == "adagrad") {
-    RETURN_IF_ERROR(CheckPositive("eps", options.eps));
-    return std::unique_ptr<Optimizer>(new AdagradOptimizer(options));
-  }
-  return InvalidArgumentError("unknown optimizer '" + options.name +
-                              "' (expected sgd, momentum, adam or adagrad)");
+  RETURN_IF_ERROR(ValidateOptimizerOptions(options));
+  if (options.name == "momentum") return std::unique_ptr<Optimizer>(new MomentumOptimizer(options));
+  if (options.name == "adam") return std::unique_ptr<Optimizer>(new AdamOptimizer(options));
+  if (options.name == "adagrad") return std::unique_ptr<Optimizer>(new AdagradOptimizer(options));
+  return std::unique_ptr<Optimizer>(new SgdOptimizer(options));
 }
 
 }  // namespace kernels

@@ -12,8 +12,11 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libopenblas-dev
   zlib1g-dev
+  clang-14 libclang-rt-14-dev  # scripts/fuzz.sh (libFuzzer), scripts/test.sh --clang-tsa
   dataset-fashion-mnist
   python3
+  gnuplot-nox                 # scripts/experiment.sh plots
+  iptables iproute2           # run_local.sh --partition_server
 )
 
 missing=()

@@ -16,15 +16,32 @@
 # (--lr, --batch, --optimizer, --seed, --wire_dtype, --device, ...).
 #
 # Failure injection: --kill_server=ID@S (repeatable) SIGKILLs server ID S
-# seconds after the workers start; every kill and restart is logged to
-# <out_dir>/events.csv (time_s,event,server) for plotting.
+# seconds after the workers start; --stop_server=ID@S+D (repeatable) SIGSTOPs
+# it at S and SIGCONTs it D seconds later (a hung server);
+# --partition_server=ID@S+D (repeatable) cuts server ID off the network at S
+# for D seconds while it keeps running: iptables DROP rules on its TCP ports
+# (its listening port and its connections), which is why a job with a
+# partition runs in its own network namespace (unshare -n; the rules vanish
+# with it; needs root and iptables). Every fault and
+# restart is logged to <out_dir>/events.csv (time_s,event,server,detail;
+# time_s in seconds since the workers were started, whose wall-clock time is
+# in <out_dir>/start_unix) for plotting. Under --recovery=stateless (servers
+# keep their state in memory: --store=memory unless --store is given) each
+# re-seed of a restarted server is a "reseed" event whose detail is the
+# coordinator's RESEED line: seconds from the new server's registration to
+# its seed, the seed's source, and per worker id:local_steps:weight of its
+# merged change (--coordinator.seed_rule, --coordinator.merge_rule).
+#
+# --evaluator_every_s=S starts `relaxps-worker --role=evaluator`, which pulls
+# the model every S seconds and evaluates it on the whole test set into
+# <out_dir>/evaluator.csv; the workers then do not evaluate themselves.
 #
 # Prints a progress line every few seconds, stops every process it started on
 # any exit (Ctrl-C included), and exits non-zero naming what died if the
 # coordinator dies, or a server under --recovery=none (the default). Under
-# --recovery=checkpoint a dead server is restarted --restart_after_s seconds
-# later (default 1) from its latest checkpoint (or its last flush if it has
-# none), and the workers wait for it.
+# any other --recovery a dead server is restarted --restart_after_s seconds
+# later (default 1), from its latest checkpoint if it has one (else its last
+# flush), and the workers wait for it.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -43,8 +60,11 @@ SKIP_BUILD=${RELAXPS_SKIP_BUILD:-0}
 RECOVERY=none
 RESTART_AFTER_S=1
 KILLS=()  # "ID@S"
+STOPS=()  # "ID@S+D"
+PARTS=()  # "ID@S+D"
+EVAL_EVERY_S=0
 
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in
@@ -61,6 +81,9 @@ for arg in "$@"; do
     --recovery=*) RECOVERY=${arg#*=}; COORD_ARGS+=("$arg") ;;
     --restart_after_s=*) RESTART_AFTER_S=${arg#*=} ;;
     --kill_server=*) KILLS+=("${arg#*=}") ;;
+    --stop_server=*) STOPS+=("${arg#*=}") ;;
+    --partition_server=*) PARTS+=("${arg#*=}") ;;
+    --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
     --consistency=*|--staleness=*|--heartbeat_timeout_ms=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
     --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
@@ -79,10 +102,33 @@ for k in "${KILLS[@]}"; do
     echo "run_local.sh: --kill_server=$k: expected ID@SECONDS with ID < --servers" >&2; exit 2
   fi
 done
+for k in "${STOPS[@]}" "${PARTS[@]}"; do
+  if ! [[ $k =~ ^([0-9]+)@([0-9]+)\+([0-9]+)$ ]] || [ "${BASH_REMATCH[1]}" -ge "$SERVERS" ]; then
+    echo "run_local.sh: --stop_server/--partition_server=$k: expected ID@SECONDS+SECONDS" \
+         "with ID < --servers" >&2
+    exit 2
+  fi
+done
+if [ ${#PARTS[@]} -gt 0 ] && [ "${RELAXPS_NETNS:-}" != 1 ]; then
+  for t in unshare iptables ss ip; do
+    command -v "$t" >/dev/null 2>&1 || {
+      echo "run_local.sh: --partition_server needs $t (and root): apt-get install iptables iproute2" >&2
+      exit 2; }
+  done
+  # The whole job in a private network namespace with its own loopback.
+  exec unshare -n env RELAXPS_NETNS=1 bash -c 'ip link set lo up && exec bash "$0" "$@"' "$0" "$@"
+fi
+if ! [[ $EVAL_EVERY_S =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+  echo "run_local.sh: --evaluator_every_s must be a number of seconds" >&2; exit 2
+fi
 if [ "$SERVERS" -lt 1 ] || [ "$WORKERS" -lt 1 ]; then
   echo "run_local.sh: need at least one server and one worker" >&2; exit 2
 fi
 if [ -z "$DURATION_S" ] && [ -z "$EPOCHS" ]; then DURATION_S=120; fi
+# Stateless servers keep their state in memory only.
+if [ "$RECOVERY" = stateless ] && [[ " ${SERVER_ARGS[*]} " != *" --store="* ]]; then
+  SERVER_ARGS+=(--store=memory)
+fi
 
 if [ "$SKIP_BUILD" != 1 ]; then
   "$ROOT/scripts/install_deps.sh" || exit 1
@@ -100,11 +146,13 @@ OUT_DIR=$(cd "$OUT_DIR" && pwd)
 
 PIDS=()
 NAMES=()
-# Stops the given pids: SIGTERM, up to 3 s of grace, then SIGKILL.
+EVAL_PID=""
+# Stops the given pids: SIGTERM, up to GRACE_DS tenths of a second of grace
+# (default 3 s), then SIGKILL. A stopped (SIGSTOP) process is continued first.
 stop_pids() {
   local p
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
-  for _ in $(seq 1 30); do
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null; kill -CONT "$p" 2>/dev/null; done
+  for _ in $(seq 1 "${GRACE_DS:-30}"); do
     local alive=0
     for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
     [ $alive = 0 ] && return
@@ -118,8 +166,11 @@ cleanup() {
   # the servers still answer; then servers and coordinator.
   if [ -n "${FIRST_WORKER:-}" ]; then
     stop_pids "${PIDS[@]:$FIRST_WORKER}"
+    # The evaluator's last evaluation needs the servers.
+    [ -n "$EVAL_PID" ] && GRACE_DS=600 stop_pids "$EVAL_PID"
     stop_pids "${PIDS[@]:0:$FIRST_WORKER}"
   fi
+  [ -n "$EVAL_PID" ] && stop_pids "$EVAL_PID"
   stop_pids "${PIDS[@]}"
   wait 2>/dev/null
 }
@@ -168,7 +219,8 @@ done
 # latest checkpoint when it has one.
 restart_server() {
   local i=$1 from=()
-  if compgen -G "$OUT_DIR/data/checkpoints/server-$i/ckpt-*" >/dev/null; then
+  if [ "$RECOVERY" != stateless ] &&
+     compgen -G "$OUT_DIR/data/checkpoints/server-$i/ckpt-*" >/dev/null; then
     from=(--restore_from=latest)
   fi
   echo "==== restarted by run_local.sh at $(date +%T) ${from[*]}" >>"$OUT_DIR/server-$i.log"
@@ -179,6 +231,10 @@ restart_server() {
 
 # ---- Workers -------------------------------------------------------------------
 STOP_ARGS=()
+EVAL_ARGS=()
+[ "$EVAL_EVERY_S" != 0 ] && EVAL_ARGS+=(--eval_every_s=0 --final_eval=false)
+START_US=${EPOCHREALTIME/./}
+echo "${EPOCHREALTIME}" >"$OUT_DIR/start_unix"
 [ -n "$DURATION_S" ] && STOP_ARGS+=(--duration_s="$DURATION_S")
 [ -n "$EPOCHS" ] && STOP_ARGS+=(--epochs="$EPOCHS")
 FIRST_WORKER=${#PIDS[@]}
@@ -186,8 +242,16 @@ for i in $(seq 0 $((WORKERS - 1))); do
   start "worker $i" "$OUT_DIR/worker-$i.log" "$BIN/relaxps-worker" --coordinator="$COORD" \
     --worker_id="$i" --model="$MODEL" --num_workers="$WORKERS" \
     --metrics_csv="$OUT_DIR/worker-$i.csv" --steps_csv="$OUT_DIR/worker-$i.steps.csv" \
-    "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}"
+    "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
 done
+if [ "$EVAL_EVERY_S" != 0 ]; then
+  # Same model flags as the workers; it runs until stopped after them.
+  "$BIN/relaxps-worker" --role=evaluator --coordinator="$COORD" --model="$MODEL" \
+    "${WORKER_ARGS[@]}" --eval_every_s="$EVAL_EVERY_S" --duration_s=0 \
+    --time_origin_unix="$(cat "$OUT_DIR/start_unix")" \
+    --metrics_csv="$OUT_DIR/evaluator.csv" >"$OUT_DIR/evaluator.log" 2>&1 &
+  EVAL_PID=$!
+fi
 
 echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), model $MODEL" \
      "${COORD_ARGS[*]} ${WORKER_ARGS[*]}; logs in $OUT_DIR"
@@ -196,10 +260,38 @@ echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), 
 declare -A REPORTED
 declare -A RESTART_AT  # server index -> epoch second of its restart
 declare -A KILLED      # index into KILLS -> done
-START=$(date +%s)
+declare -A STOPPED     # index into STOPS -> 1 stopped, 2 continued
+declare -A CUT         # index into PARTS -> "ports" while cut, "healed" after
+# partition_rules -A|-D PORTS...: DROP every TCP packet from or to the ports.
+partition_rules() {
+  local op=$1 p; shift
+  for p in "$@"; do
+    iptables "$op" INPUT -p tcp --dport "$p" -j DROP
+    iptables "$op" INPUT -p tcp --sport "$p" -j DROP
+  done
+}
+START=$((START_US / 1000000))
 LAST_PROGRESS=$START
-echo "time_s,event,server" >"$OUT_DIR/events.csv"
-event() { echo "$(( $(date +%s) - START )),$1,$2" >>"$OUT_DIR/events.csv"; }
+echo "time_s,event,server,detail" >"$OUT_DIR/events.csv"
+event() {  # event NAME SERVER [DETAIL]
+  local d=$(( ${EPOCHREALTIME/./} - START_US ))
+  printf '%d.%03d,%s,%s,%s\n' $((d / 1000000)) $((d % 1000000 / 1000)) "$1" "$2" "${3:-}" \
+    >>"$OUT_DIR/events.csv"
+}
+RESEEDS_SEEN=0
+# Stateless re-seeds the coordinator has logged since the last look.
+log_reseeds() {
+  local lines n
+  lines=$(grep -a 'RESEED server=' "$OUT_DIR/coordinator.log" 2>/dev/null)
+  n=$(printf '%s' "$lines" | grep -c 'RESEED' )
+  [ "$n" -gt "$RESEEDS_SEEN" ] || return
+  printf '%s\n' "$lines" | tail -n $((n - RESEEDS_SEEN)) | while IFS= read -r l; do
+    l=${l#*RESEED }
+    local server=${l#server=}; server=${server%% *}
+    event reseed "$server" "${l//,/;}"
+  done
+  RESEEDS_SEEN=$n
+}
 while true; do
   now=$(date +%s)
   # Failure injection.
@@ -213,13 +305,48 @@ while true; do
       event kill "$id"
     fi
   done
+  for k in "${!STOPS[@]}"; do
+    [ "${STOPPED[$k]:-0}" = 2 ] && continue
+    [[ ${STOPS[$k]} =~ ^([0-9]+)@([0-9]+)\+([0-9]+)$ ]]
+    id=${BASH_REMATCH[1]} at=${BASH_REMATCH[2]} for=${BASH_REMATCH[3]}
+    if [ "${STOPPED[$k]:-0}" = 0 ] && [ $((now - START)) -ge "$at" ]; then
+      STOPPED[$k]=1
+      echo "[$((now - START))s] run_local.sh: stopping server $id for ${for} s (SIGSTOP)" >&2
+      kill -STOP "${PIDS[$id + 1]}" 2>/dev/null
+      event stop "$id"
+    elif [ "${STOPPED[$k]:-0}" = 1 ] && [ $((now - START)) -ge $((at + for)) ]; then
+      STOPPED[$k]=2
+      echo "[$((now - START))s] run_local.sh: continuing server $id (SIGCONT)" >&2
+      kill -CONT "${PIDS[$id + 1]}" 2>/dev/null
+      event cont "$id"
+    fi
+  done
+  for k in "${!PARTS[@]}"; do
+    [ "${CUT[$k]:-}" = healed ] && continue
+    [[ ${PARTS[$k]} =~ ^([0-9]+)@([0-9]+)\+([0-9]+)$ ]]
+    id=${BASH_REMATCH[1]} at=${BASH_REMATCH[2]} for=${BASH_REMATCH[3]}
+    if [ -z "${CUT[$k]:-}" ] && [ $((now - START)) -ge "$at" ]; then
+      pid=${PIDS[$id + 1]}
+      ports=$(ss -tanpH 2>/dev/null | grep "pid=$pid," | awk '{print $4}' | sed 's/.*://' | sort -u)
+      CUT[$k]=$(echo $ports)
+      echo "[$((now - START))s] run_local.sh: partitioning server $id for ${for} s (ports ${CUT[$k]})" >&2
+      partition_rules -A ${CUT[$k]}
+      event partition "$id"
+    elif [ -n "${CUT[$k]:-}" ] && [ $((now - START)) -ge $((at + for)) ]; then
+      echo "[$((now - START))s] run_local.sh: healing the partition of server $id" >&2
+      partition_rules -D ${CUT[$k]}
+      CUT[$k]=healed
+      event heal "$id"
+    fi
+  done
+  [ "$RECOVERY" = stateless ] && log_reseeds
   # Control plane: the coordinator's death ends the job; a server's too,
   # unless the recovery policy restarts it.
   for idx in $(seq 0 $((FIRST_WORKER - 1))); do
     pid=${PIDS[$idx]}
     if ! kill -0 "$pid" 2>/dev/null; then
       name=${NAMES[$idx]}
-      if [ "$idx" -gt 0 ] && [ "$RECOVERY" = checkpoint ]; then
+      if [ "$idx" -gt 0 ] && [ "$RECOVERY" != none ]; then
         i=$((idx - 1))
         if [ -z "${RESTART_AT[$i]:-}" ]; then
           wait "$pid" 2>/dev/null; code=$?
@@ -262,11 +389,21 @@ $(tail -n 5 "$log" 2>/dev/null)"
       line=$(grep -a '^progress ' "$OUT_DIR/worker-$i.log" 2>/dev/null | tail -n 1)
       [ -n "$line" ] && echo "[$((now - START))s] $line"
     done
+    if [ -n "$EVAL_PID" ]; then
+      line=$(grep -a '^evaluator ' "$OUT_DIR/evaluator.log" 2>/dev/null | tail -n 1)
+      [ -n "$line" ] && echo "[$((now - START))s] $line"
+    fi
   fi
   sleep 0.5
 done
 
 # ---- Summary ----------------------------------------------------------------------
+if [ -n "$EVAL_PID" ]; then
+  # Its last evaluation, of the final model, before the servers go.
+  GRACE_DS=600 stop_pids "$EVAL_PID"
+  wait "$EVAL_PID" 2>/dev/null
+  EVAL_PID=""
+fi
 failed=0
 for idx in $(seq "$FIRST_WORKER" $((${#PIDS[@]} - 1))); do
   [ "${REPORTED[$idx]:-0}" != 0 ] && failed=$((failed + 1))
@@ -275,8 +412,8 @@ for i in $(seq 0 $((WORKERS - 1))); do
   line=$(grep -a '^final ' "$OUT_DIR/worker-$i.log" 2>/dev/null | tail -n 1)
   [ -n "$line" ] && echo "$line"
 done
-# Worker 0 evaluates; fall back to any worker that printed a number.
-acc=$(grep -ah '^final ' "$OUT_DIR"/worker-*.log 2>/dev/null | grep -o ' test_acc=[0-9][0-9.]*' | head -n 1 | cut -d= -f2)
+# The evaluator's last evaluation, else worker 0's, else any worker's number.
+acc=$(grep -ah '^final ' "$OUT_DIR"/evaluator.log "$OUT_DIR"/worker-*.log 2>/dev/null | grep -o ' test_acc=[0-9][0-9.]*' | head -n 1 | cut -d= -f2)
 total_sps=$(grep -ah '^final ' "$OUT_DIR"/worker-*.log 2>/dev/null | grep -o ' samples_per_s=[0-9.]*' | cut -d= -f2 | awk '{s += $1} END {if (NR) printf "%.1f", s}')
 echo "run_local.sh: final test accuracy ${acc:-unknown}; total samples/s ${total_sps:-unknown}"
 echo "run_local.sh: logs and metrics CSVs in $OUT_DIR"

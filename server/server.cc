@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
 
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
+#include "common/payload_codec.h"
 #include "common/rpc_server.h"
 #include "common/shard_map.h"
 #include "consistency/consistency_policy.h"
@@ -31,7 +33,8 @@ using server_internal::SparseShardState;
 
 class ServerImpl final : public Server {
  public:
-  explicit ServerImpl(const ServerOptions& options) : options_(options) {}
+  explicit ServerImpl(const ServerOptions& options)
+      : options_(options), clock_(ClockOrReal(options.clock)) {}
   ~ServerImpl() override { StopHeartbeat(); }
 
   Status Init();
@@ -72,6 +75,7 @@ class ServerImpl final : public Server {
 
   // Constant after Init().
   const ServerOptions options_;
+  const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<RpcClient> coordinator_;
   int coordinator_peer_ = -1;
@@ -91,6 +95,7 @@ class ServerImpl final : public Server {
   wire::ServerStats stats_;
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
+  std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
   // Stateless recovery: this server replaced a lost one and has not been
   // seeded yet; data requests are refused with Unavailable meanwhile.
@@ -105,6 +110,7 @@ class ServerImpl final : public Server {
 Status ServerImpl::Init() {
   if (options_.coordinator.empty()) return InvalidArgumentError("--coordinator is required");
   RpcServerOptions ro;
+  ro.clock = clock_;
   ro.bind = options_.bind;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
   // Shards live in host memory: host-side work (decoding, NaN checks, BSP
@@ -117,7 +123,7 @@ Status ServerImpl::Init() {
   if (options_.keep_checkpoints < 1) return InvalidArgumentError("--keep_checkpoints must be >= 1");
   checkpoint_root_ = options_.CheckpointRoot();
   if (!options_.restore_from.empty()) {
-    if (options_.store.kind != "rocksdb") {
+    if (options_.store.ResolvedKind() != "rocksdb") {
       return InvalidArgumentError("--restore_from needs --store=rocksdb");
     }
     RETURN_IF_ERROR(server_internal::RestoreDataDir(options_.restore_from, checkpoint_root_,
@@ -125,7 +131,9 @@ Status ServerImpl::Init() {
   }
   ASSIGN_OR_RETURN(store_, NewParamStore(options_.store));
 
-  coordinator_ = std::make_unique<RpcClient>();
+  RpcClientOptions rpc_options;
+  rpc_options.clock = clock_;
+  coordinator_ = std::make_unique<RpcClient>(rpc_options);
   coordinator_peer_ = coordinator_->Connect(options_.coordinator);
   Message req;
   req.header.set_type(wire::REGISTER);
@@ -134,13 +142,13 @@ Status ServerImpl::Init() {
   r->set_requested_id(options_.server_id);
   r->set_endpoint(rpc_->endpoint());
   r->set_pid(getpid());
-  const int64_t give_up = MonotonicMs() + options_.register_timeout_ms;
+  const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
   StatusOr<Message> reply = UnavailableError("not sent");
   while (true) {
     Message attempt;
     attempt.header = req.header;
     reply = coordinator_->CallSync(coordinator_peer_, std::move(attempt), 1000);
-    if (reply.ok() || MonotonicMs() > give_up) break;
+    if (reply.ok() || clock_->NowMs() > give_up) break;
     if (reply.status().code() != StatusCode::kDeadlineExceeded &&
         reply.status().code() != StatusCode::kUnavailable) {
       break;
@@ -161,7 +169,8 @@ Status ServerImpl::Init() {
   if (awaiting_seed_) LOG(INFO) << "server " << id_ << " waits to be seeded from the workers";
   LOG(INFO) << "server " << id_ << " serving on " << rpc_->endpoint() << " (store "
             << store_->Name() << ", consistency " << policy_->Name() << ")";
-  heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); });
+  heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
+                                                clock_);
   rpc_->AddTimer(50, [this] { OnTimer(); });
   return Status::OK();
 }
@@ -268,16 +277,16 @@ void ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
 }
 
 void ServerImpl::OnTimer() {
-  const int64_t now = MonotonicMs();
+  const int64_t now = clock_->NowMs();
   for (auto& [name, shard] : dense_) shard->ExpireWaiters(now);
   MaybeFlush();
 }
 
 void ServerImpl::MaybeFlush() {
-  if (options_.flush_every_clocks > 0) {
+  if (options_.FlushEveryClocks() > 0) {
     int64_t clock = 0;
     for (auto& [name, shard] : dense_) clock = std::max(clock, shard->visible_clock());
-    if (clock >= last_flush_clock_ + options_.flush_every_clocks) {
+    if (clock >= last_flush_clock_ + options_.FlushEveryClocks()) {
       Status s = store_->Flush(clock);
       if (!s.ok()) {
         LOG(ERROR) << "flush at clock " << clock << " failed: " << s;
@@ -313,8 +322,8 @@ bool ServerImpl::CheckFrameCount(const Request& req, size_t expected) {
 }
 
 const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, size_t n) {
-  StatusOr<const float*> values = server_internal::DecodeFloats(
-      frame, n, req.msg.header.encoding(), device_.get(), &decode_scratch_);
+  StatusOr<const float*> values = DecodeFloats(frame, n, req.msg.header.encoding(),
+                                               &decode_scratch_);
   if (!values.ok()) {
     Reject(req, values.status());
     return nullptr;
@@ -359,6 +368,11 @@ void ServerImpl::Handle(Request req) {
       } else if (h.type() != wire::CLOCK) {
         HandleDense(std::move(req));
       } else {
+        Status s = server_internal::CheckClock(h.clock());
+        if (!s.ok()) {
+          Reject(req, s);
+          return;
+        }
         for (auto& [name, shard] : dense_) shard->AdvanceClock(h.sender(), h.clock());
         ReplyWith(req, MakeReply(h, Status::OK()));
         MaybeFlush();
@@ -504,7 +518,8 @@ void ServerImpl::HandleDense(Request req) {
   }
   DenseShardState* shard = it->second.get();
   const uint64_t n = h.key_count();
-  Status s = shard->CheckRange(h.key_begin(), n);
+  Status s = server_internal::CheckClock(h.clock());
+  if (s.ok()) s = shard->CheckRange(h.key_begin(), n);
   if (!s.ok()) {
     Reject(req, s);
     return;
@@ -538,8 +553,8 @@ void ServerImpl::HandleDense(Request req) {
     Message reply = MakeReply(h, Status::OK());
     reply.header.set_params_clock(shard->visible_clock());
     reply.header.set_encoding(h.encoding());
-    reply.frames.push_back(server_internal::EncodeFloats(
-        shard->CopySlot(h.slot(), h.key_begin(), n), h.encoding(), device_.get()));
+    reply.frames.push_back(EncodeFloats(
+        shard->CopySlot(h.slot(), h.key_begin(), n), h.encoding()));
     ReplyWith(req, std::move(reply));
     return;
   }
@@ -547,9 +562,14 @@ void ServerImpl::HandleDense(Request req) {
   // computation at clock c + 1.
   const bool push_pull = h.type() == wire::PUSH_PULL;
   const int64_t pull_clock = push_pull ? h.clock() + 1 : h.clock();
-  const int64_t deadline = h.deadline_unix_ms() > 0
-                               ? MonotonicMs() + std::max<int64_t>(0, h.deadline_unix_ms() - NowUnixMs())
-                               : MonotonicMs() + 60000;
+  // A hostile deadline near INT64_MAX must not overflow the sum: a pull
+  // waits at most a day.
+  constexpr int64_t kMaxPullWaitMs = 24 * 3600 * 1000;
+  const int64_t wait_ms =
+      h.deadline_unix_ms() > 0
+          ? std::clamp<int64_t>(h.deadline_unix_ms() - clock_->NowUnixMs(), 0, kMaxPullWaitMs)
+          : 60000;
+  const int64_t deadline = clock_->NowMs() + wait_ms;
   auto shared_req = std::make_shared<Request>(std::move(req));
   shard->Pull(pull_clock, shared_req->msg.header.key_begin(), n, deadline,
               [this, shared_req](const Status& st, FloatBuffer params, int64_t params_clock) {
@@ -560,8 +580,8 @@ void ServerImpl::HandleDense(Request req) {
                 Message reply = MakeReply(shared_req->msg.header, Status::OK());
                 reply.header.set_params_clock(params_clock);
                 reply.header.set_encoding(shared_req->msg.header.encoding());
-                reply.frames.push_back(server_internal::EncodeFloats(
-                    params, shared_req->msg.header.encoding(), device_.get()));
+                reply.frames.push_back(EncodeFloats(
+                    params, shared_req->msg.header.encoding()));
                 ReplyWith(*shared_req, std::move(reply));
               });
   if (push_pull) MaybeFlush();
@@ -585,16 +605,14 @@ void ServerImpl::HandleSparse(Request req) {
     return;
   }
   if (!CheckFrameCount(req, push ? 2 : 1)) return;
-  const Frame& ids_frame = req.msg.frames[0];
-  if (ids_frame.size() % sizeof(uint64_t) != 0 || ids_frame.size() == 0 ||
-      ids_frame.size() / sizeof(uint64_t) != h.key_count()) {
-    Reject(req, InvalidArgumentError("row-id frame of " + std::to_string(ids_frame.size()) +
-                                     " bytes does not hold " + std::to_string(h.key_count()) +
-                                     " uint64 ids"));
+  StatusOr<const uint64_t*> decoded_ids =
+      server_internal::DecodeRowIds(req.msg.frames[0], h.key_count(), &ids_scratch_);
+  if (!decoded_ids.ok()) {
+    Reject(req, decoded_ids.status());
     return;
   }
   const size_t n = h.key_count();
-  const uint64_t* ids = ids_frame.as<uint64_t>();
+  const uint64_t* ids = *decoded_ids;
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
@@ -613,7 +631,7 @@ void ServerImpl::HandleSparse(Request req) {
   }
   Message reply = MakeReply(h, Status::OK());
   reply.header.set_encoding(h.encoding());
-  reply.frames.push_back(server_internal::EncodeFloats(*rows, h.encoding(), device_.get()));
+  reply.frames.push_back(EncodeFloats(*rows, h.encoding()));
   ReplyWith(req, std::move(reply));
 }
 

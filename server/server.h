@@ -16,9 +16,15 @@
 // to) or, with store.wal_per_update, every update is synced before it is
 // acknowledged. On a CHECKPOINT request from the coordinator the server
 // writes "<checkpoint_dir>/ckpt-<clock>" (a flush plus RocksDB's hard-linked
-// checkpoint, on the loop thread: training pauses for that long) and prunes
-// all but the newest `keep_checkpoints`. `restore_from` replaces data_dir with
-// a checkpoint before the store is opened.
+// checkpoint) and prunes all but the newest `keep_checkpoints`. Flushes and
+// checkpoints do not pause the loop for their writes: the loop thread only
+// captures what to write (the changed dense chunks) and the store writes it
+// in the background (ParamStore::Flush / CheckpointAsync); the CHECKPOINT
+// reply is sent from the loop once the checkpoint is complete. A failed flush
+// or checkpoint is logged and reported (the CHECKPOINT reply carries the
+// error); the server goes on serving from memory and the previous
+// checkpoint stays valid. `restore_from` replaces data_dir with a checkpoint
+// before the store is opened.
 //
 // Thread-safety: Start() and Run() from one thread; Stop() from any thread.
 #ifndef RELAXPS_SERVER_SERVER_H_
@@ -27,6 +33,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "kernels/device.h"
 #include "storage/param_store.h"
@@ -48,10 +55,11 @@ struct ServerOptions {
   // How long to keep retrying registration before giving up.
   int register_timeout_ms = 15000;
   // Flush the store every this many clocks of a table's shard (0: never; the
-  // store then persists only at checkpoints or shutdown). Smaller loses less
-  // on a crash; each flush writes the changed 64 KiB dense chunks and dirty
-  // rows and pauses the loop while it does.
-  int flush_every_clocks = 0;
+  // store then persists only at checkpoints or shutdown; -1, the default: 10
+  // for a rocksdb store, 0 for memory, as relaxps-server). Smaller loses less
+  // on a crash; each flush captures the changed 64 KiB dense chunks on the
+  // loop thread and writes them in the background.
+  int flush_every_clocks = -1;
   // Root of this server's checkpoints ("<root>/ckpt-<clock>"). Empty: derived
   // from store.data_dir as "<parent of data_dir>/checkpoints/<name of
   // data_dir>", e.g. out/data/server-0 -> out/data/checkpoints/server-0.
@@ -62,6 +70,16 @@ struct ServerOptions {
   // checkpoint under checkpoint_dir; NotFound if none) or a checkpoint
   // directory. A bad checkpoint fails Start() with Corruption naming it.
   std::string restore_from;
+  // Time source of request deadlines (pulls waiting at the consistency
+  // gate), heartbeats and the loop's timers (nullptr: real time). Tests
+  // pass a FakeClock. Must outlive the server.
+  const Clock* clock = nullptr;
+
+  // flush_every_clocks, or what -1 stands for.
+  int FlushEveryClocks() const {
+    return flush_every_clocks >= 0 ? flush_every_clocks
+                                   : store.ResolvedKind() == "rocksdb" ? 10 : 0;
+  }
 
   // The checkpoint root in effect (checkpoint_dir or the derived default; ""
   // for a store without data_dir).

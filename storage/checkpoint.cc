@@ -85,55 +85,6 @@ bool ParseCheckpointDirName(const std::string& name, int64_t* clock) {
   return true;
 }
 
-Status ParseManifest(const std::string& path, const std::string& text, CheckpointInfo* info) {
-  auto bad = [&](const std::string& why) {
-    return CorruptionError("checkpoint manifest " + path + " is corrupt: " + why);
-  };
-  const size_t crc_pos = text.rfind("crc32c ");
-  if (crc_pos == std::string::npos || (crc_pos > 0 && text[crc_pos - 1] != '\n')) {
-    return bad("no checksum line (truncated?)");
-  }
-  std::string crc_line = text.substr(crc_pos + 7);
-  if (crc_line.size() != 9 || crc_line.back() != '\n') return bad("malformed checksum line");
-  crc_line.pop_back();
-  if (crc_line != Hex32(Crc32c(0, text.data(), crc_pos))) return bad("checksum mismatch");
-
-  std::istringstream in(text.substr(0, crc_pos));
-  std::string line;
-  if (!std::getline(in, line) || line != kManifestHeader) return bad("unknown header");
-  bool have_clock = false;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string kind, a, extra;
-    fields >> kind >> a;
-    if (kind == "clock") {
-      char* end = nullptr;
-      info->clock = std::strtoll(a.c_str(), &end, 10);
-      if (a.empty() || *end != '\0') return bad("bad clock");
-      have_clock = true;
-    } else if (kind == "store") {
-      info->store = a;
-    } else if (kind == "table") {
-      std::string name;
-      if (!PercentDecode(a, &name)) return bad("bad table name");
-      info->tables.push_back(name);
-    } else if (kind == "file") {
-      CheckpointFile f;
-      f.name = a;
-      if (!(fields >> f.size) || f.name.empty() || f.name.find('/') != std::string::npos) {
-        return bad("bad file line");
-      }
-      info->bytes += f.size;
-      info->files.push_back(f);
-    } else {
-      return bad("unknown record '" + kind + "'");
-    }
-    if (fields >> extra) return bad("trailing data on line '" + line + "'");
-  }
-  if (!have_clock || info->store.empty()) return bad("missing clock or store");
-  return Status::OK();
-}
-
 Status VerifyRestoredStore(const std::string& dir) {
   rocksdb::Options options = storage_internal::MakeDbOptions(ParamStoreOptions{});
   options.create_if_missing = false;
@@ -186,6 +137,56 @@ Status WriteCheckpointManifest(const std::string& dir, int64_t clock, const std:
   return WriteFileAtomic(dir + "/" + kCheckpointManifestName, text);
 }
 
+Status ParseCheckpointManifest(const std::string& path, const std::string& text,
+                               CheckpointInfo* info) {
+  auto bad = [&](const std::string& why) {
+    return CorruptionError("checkpoint manifest " + path + " is corrupt: " + why);
+  };
+  const size_t crc_pos = text.rfind("crc32c ");
+  if (crc_pos == std::string::npos || (crc_pos > 0 && text[crc_pos - 1] != '\n')) {
+    return bad("no checksum line (truncated?)");
+  }
+  std::string crc_line = text.substr(crc_pos + 7);
+  if (crc_line.size() != 9 || crc_line.back() != '\n') return bad("malformed checksum line");
+  crc_line.pop_back();
+  if (crc_line != Hex32(Crc32c(0, text.data(), crc_pos))) return bad("checksum mismatch");
+
+  std::istringstream in(text.substr(0, crc_pos));
+  std::string line;
+  if (!std::getline(in, line) || line != kManifestHeader) return bad("unknown header");
+  bool have_clock = false;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string kind, a, extra;
+    fields >> kind >> a;
+    if (kind == "clock") {
+      char* end = nullptr;
+      info->clock = std::strtoll(a.c_str(), &end, 10);
+      if (a.empty() || *end != '\0') return bad("bad clock");
+      have_clock = true;
+    } else if (kind == "store") {
+      info->store = a;
+    } else if (kind == "table") {
+      std::string name;
+      if (!PercentDecode(a, &name)) return bad("bad table name");
+      info->tables.push_back(name);
+    } else if (kind == "file") {
+      CheckpointFile f;
+      f.name = a;
+      if (!(fields >> f.size) || f.name.empty() || f.name.find('/') != std::string::npos) {
+        return bad("bad file line");
+      }
+      info->bytes += f.size;
+      info->files.push_back(f);
+    } else {
+      return bad("unknown record '" + kind + "'");
+    }
+    if (fields >> extra) return bad("trailing data on line '" + line + "'");
+  }
+  if (!have_clock || info->store.empty()) return bad("missing clock or store");
+  return Status::OK();
+}
+
 }  // namespace storage_internal
 
 std::string CheckpointDirName(int64_t clock) { return kCheckpointPrefix + std::to_string(clock); }
@@ -203,7 +204,7 @@ StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
     RETURN_IF_ERROR(s);
     CheckpointInfo info;
     info.dir = dir;
-    RETURN_IF_ERROR(ParseManifest(path, text, &info));
+    RETURN_IF_ERROR(storage_internal::ParseCheckpointManifest(path, text, &info));
     for (const CheckpointFile& f : info.files) {
       const std::string file = dir + "/" + f.name;
       const uint64_t size = fs::file_size(file, ec);

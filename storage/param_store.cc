@@ -6,9 +6,13 @@
 namespace relaxps {
 
 StatusOr<std::unique_ptr<ParamStore>> NewParamStore(const ParamStoreOptions& options) {
-  if (options.kind == "memory") return NewMemoryStore();
-  if (options.kind == "rocksdb") return storage_internal::NewRocksDbStore(options);
-  return InvalidArgumentError("unknown param store kind '" + options.kind +
+  const std::string kind = options.ResolvedKind();
+  if (kind == "memory") return NewMemoryStore();
+  if (kind == "rocksdb") {
+    if (options.data_dir.empty()) return InvalidArgumentError("store 'rocksdb' needs a data_dir");
+    return storage_internal::NewRocksDbStore(options);
+  }
+  return InvalidArgumentError("unknown param store kind '" + kind +
                               "' (expected 'memory' or 'rocksdb')");
 }
 

@@ -66,8 +66,9 @@ struct SparseTableSpec {
 };
 
 struct ParamStoreOptions {
-  // "memory" or "rocksdb".
-  std::string kind = "rocksdb";
+  // "memory", "rocksdb", or "" (the default): rocksdb when data_dir is set,
+  // memory otherwise (the rule of relaxps-server's --store).
+  std::string kind;
   // Directory of the RocksDB database (rocksdb only). Created if missing.
   std::string data_dir;
   // Budget of the sparse-row LRU cache in MiB (rocksdb only). Larger keeps
@@ -77,6 +78,11 @@ struct ParamStoreOptions {
   // synced before it is acknowledged (nothing acknowledged is ever lost, at
   // the cost of one fsync per update). false: data is persisted at Flush().
   bool wal_per_update = false;
+
+  // kind, or what "" stands for.
+  std::string ResolvedKind() const {
+    return !kind.empty() ? kind : data_dir.empty() ? "memory" : "rocksdb";
+  }
 };
 
 class ParamStore {

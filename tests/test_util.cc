@@ -82,6 +82,17 @@ std::string SourcePath(const std::string& relative) {
   return std::string(RELAXPS_SOURCE_DIR) + "/" + relative;
 }
 
+int TimeScale() {
+  static const int scale = [] {
+    const char* v = std::getenv("RELAXPS_TEST_TIME_SCALE");
+    const int parsed = v == nullptr ? 1 : std::atoi(v);
+    return parsed >= 1 ? parsed : 1;
+  }();
+  return scale;
+}
+
+Millis Scaled(Millis t) { return t * TimeScale(); }
+
 std::string MakeTempDir() {
   const char* tmp = std::getenv("TMPDIR");
   std::string base = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";

@@ -73,6 +73,22 @@ namespace test {
 
 using Millis = std::chrono::milliseconds;
 
+// True in sanitizer builds whose runtime inflates a process's memory (ASan's
+// redzones and quarantine, TSan's shadow): tests that bound a peak RSS still
+// check everything else, but not the bound (scripts/test.sh --sanitize=...).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizerInflatesMemory = true;
+#else
+inline constexpr bool kSanitizerInflatesMemory = false;
+#endif
+
+// How much slower this build runs than a Release build: the environment's
+// RELAXPS_TEST_TIME_SCALE (CMake's RELAXPS_TEST_TIMEOUT_SCALE, 3 under ASan,
+// 5 under TSan), 1 when unset or invalid. Scaled(t) is t times that: for a
+// test's own waits on work to happen, never for how fast something must be.
+int TimeScale();
+Millis Scaled(Millis t);
+
 // Paths of the build's binaries and of the source tree (compile definitions
 // of relaxps_test_util).
 std::string BinPath(const std::string& binary);     // RELAXPS_BIN_DIR/binary

@@ -93,6 +93,9 @@ EvalResult Trainer::EvaluateTest(size_t examples) {
 StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
   using SteadyClock = std::chrono::steady_clock;
   const SteadyClock::time_point start = SteadyClock::now();
+  // The wall-clock origin of time_s, for lining rows up with other processes.
+  const double start_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto elapsed = [start] {
     return std::chrono::duration<double>(SteadyClock::now() - start).count();
   };
@@ -237,9 +240,10 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
   const double bytes_per_step =
       result.steps > 0 ? static_cast<double>(source_->stats().bytes_sent) / result.steps : 0.0;
   std::snprintf(extra, sizeof(extra),
-                " test_loss=%.4f wall_samples_per_s=%.1f eval_s=%.1f bytes_sent_per_step=%.0f%s",
+                " test_loss=%.4f wall_samples_per_s=%.1f eval_s=%.1f bytes_sent_per_step=%.0f%s"
+                " start_unix=%.3f",
                 result.test_loss, result.samples_per_s, eval_s, bytes_per_step,
-                result.stopped ? " stopped=1" : " stopped=0");
+                result.stopped ? " stopped=1" : " stopped=0", start_unix);
   std::fprintf(options_.progress, "%s%s\n", line.c_str(), extra);
   std::fflush(options_.progress);
   return result;

@@ -6,7 +6,8 @@
 //   every eval_every_s: evaluate on the test set (worker 0, or every worker)
 //   every log_every_s: a metrics CSV row and a `progress ...` line
 //   at the end (duration, epochs, or a stop request): a final evaluation on
-//   the full test set, a last row and a `final ...` line.
+//   the full test set, a last row and a `final ...` line (ending with
+//   start_unix=, the wall-clock time at which time_s was 0).
 //
 // The trainer owns the per-worker data order (partition + per-epoch shuffle)
 // and the metrics; it borrows the device, model, parameter source and data,

@@ -8,7 +8,7 @@ namespace client_internal {
 void LocalReplica::Remember(int server, const std::string& table, uint64_t range_begin,
                             uint64_t range_end, uint64_t begin, const float* values, size_t n,
                             int64_t params_clock) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (lost_.count(server)) return;
   Range& r = ranges_[{table, range_begin}];
   if (r.params.size() != range_end - range_begin) {
@@ -26,7 +26,7 @@ void LocalReplica::Remember(int server, const std::string& table, uint64_t range
 }
 
 bool LocalReplica::GoLocal(int server, const std::string& endpoint, bool stalled) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (lost_.count(server)) return false;
   lost_[server] = Lost{endpoint, stalled};
   for (auto& [key, r] : ranges_) {
@@ -34,20 +34,17 @@ bool LocalReplica::GoLocal(int server, const std::string& endpoint, bool stalled
     r.delta.assign(r.params.size(), 0.0f);
     r.local_steps = 0;
     r.unsent_steps = 0;
-    r.optimizer.reset();
-    r.slots.clear();
-    r.step = 0;
   }
   return true;
 }
 
 bool LocalReplica::IsLocal(int server) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return lost_.count(server) > 0;
 }
 
 bool LocalReplica::LostAt(int server, std::string* endpoint, bool* stalled) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = lost_.find(server);
   if (it == lost_.end()) return false;
   *endpoint = it->second.endpoint;
@@ -56,9 +53,9 @@ bool LocalReplica::LostAt(int server, std::string* endpoint, bool* stalled) cons
 }
 
 StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint64_t range_begin,
-                                      const OptimizerOptions& optimizer, uint64_t begin,
+                                      float lr, uint64_t begin,
                                       const float* grads, float* out, size_t n) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = ranges_.find({table, range_begin});
   if (it == ranges_.end() || !it->second.have || it->second.server != server) {
     return UnavailableError("server " + std::to_string(server) + " is lost and this worker holds "
@@ -71,20 +68,14 @@ StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint
     return InvalidArgumentError("keys outside the range held locally");
   }
   if (grads != nullptr) {
-    if (r.optimizer == nullptr) {
-      ASSIGN_OR_RETURN(r.optimizer, kernels::NewOptimizer(optimizer));
-      r.slots.resize(r.optimizer->num_state_slots());
-      for (size_t s = 0; s < r.slots.size(); ++s) {
-        r.slots[s].assign(r.params.size(), r.optimizer->state_init(static_cast<int>(s)));
-      }
-    }
     if (r.delta.size() != r.params.size()) r.delta.assign(r.params.size(), 0.0f);
-    std::vector<float> before(r.params.begin() + offset, r.params.begin() + offset + n);
-    std::vector<float*> state;
-    for (auto& s : r.slots) state.push_back(s.data() + offset);
-    r.step += 1;
-    r.optimizer->Apply(cpu_, r.params.data() + offset, state.data(), grads, n, r.step, 1.0f);
-    for (size_t i = 0; i < n; ++i) r.delta[offset + i] += r.params[offset + i] - before[i];
+    float* w = r.params.data() + offset;
+    float* d = r.delta.data() + offset;
+    for (size_t i = 0; i < n; ++i) {
+      const float before = w[i];
+      w[i] = before - lr * grads[i];
+      d[i] += w[i] - before;
+    }
     r.local_steps += 1;
     r.unsent_steps += 1;
     local_steps_ += 1;
@@ -94,7 +85,7 @@ StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint
 }
 
 void LocalReplica::FillSeedCopy(int server, wire::SeedData* data, std::vector<Frame>* frames) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (auto& [key, r] : ranges_) {
     if (r.server != server) continue;
     wire::SeedRange* sr = data->add_ranges();
@@ -114,7 +105,7 @@ void LocalReplica::FillSeedCopy(int server, wire::SeedData* data, std::vector<Fr
 }
 
 std::vector<RangeDelta> LocalReplica::Rejoin(int server) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<RangeDelta> out;
   if (lost_.erase(server) == 0) return out;
   for (auto& [key, r] : ranges_) {
@@ -131,14 +122,12 @@ std::vector<RangeDelta> LocalReplica::Rejoin(int server) {
     r.delta.clear();
     r.local_steps = 0;
     r.unsent_steps = 0;
-    r.optimizer.reset();
-    r.slots.clear();
   }
   return out;
 }
 
 uint64_t LocalReplica::local_steps() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return local_steps_;
 }
 

@@ -5,10 +5,10 @@
 // client remembers the last parameters every dense range returned. When a
 // range's server is lost (its request failed or timed out, or the shard map
 // says it is dead) the server goes "local": pushes to its ranges are applied
-// to the copy with a local instance of the table's optimizer (state slots
-// starting at zero) and pulls are answered from the copy, so training never
-// waits. The change made since the last successful pull is accumulated per
-// range; it goes to the coordinator with the copy when a new server is
+// to the copy with plain SGD at the table's learning rate (docs/stateless.md
+// says why) and pulls are answered from the copy, so training never waits.
+// The change made since the last successful pull is accumulated per range;
+// it goes to the coordinator with the copy when a new server is
 // seeded (SEED_COPY), and whatever was changed after that copy is handed to
 // the seeded server as a raw delta when the worker switches back to it.
 //
@@ -19,17 +19,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/buffer.h"
-#include "common/optimizer_options.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "common/wire.h"
-#include "kernels/device.h"
-#include "kernels/optimizer.h"
 
 namespace relaxps {
 namespace client_internal {
@@ -44,8 +41,9 @@ struct RangeDelta {
 
 class LocalReplica {
  public:
-  // REQUIRES: `cpu` outlives this object.
-  explicit LocalReplica(kernels::Device* cpu) : cpu_(cpu) {}
+  LocalReplica() = default;
+  LocalReplica(const LocalReplica&) = delete;
+  LocalReplica& operator=(const LocalReplica&) = delete;
 
   // Parameters keys [begin, begin + n) of the range [range_begin, range_end)
   // of `table` (held by `server`) returned from a server, reflecting
@@ -62,13 +60,13 @@ class LocalReplica {
   // The endpoint `server` was lost at and whether by a stall; false if not local.
   bool LostAt(int server, std::string* endpoint, bool* stalled) const;
 
-  // Serves a part of a request locally: with `grads` (push) applies one step
-  // of `optimizer` to keys [begin, begin + n) of the range; with `out` copies
+  // Serves a part of a request locally: with `grads` (push) applies one SGD
+  // step at learning rate `lr` to keys [begin, begin + n) of the range; with `out` copies
   // the range's keys there. Returns the clock of the last pull.
   // Unavailable if this worker never pulled the whole range (nothing to
   // train on).
   StatusOr<int64_t> Serve(int server, const std::string& table, uint64_t range_begin,
-                          const OptimizerOptions& optimizer, uint64_t begin, const float* grads,
+                          float lr, uint64_t begin, const float* grads,
                           float* out, size_t n);
 
   // The SEED_COPY body and frames for `server`'s ranges: per range the copy
@@ -93,10 +91,6 @@ class LocalReplica {
     std::vector<float> delta;
     int64_t local_steps = 0;     // Since the last pull.
     int64_t unsent_steps = 0;    // Since the last SEED_COPY.
-    // Local optimizer, created when the server goes local.
-    std::unique_ptr<kernels::Optimizer> optimizer;
-    std::vector<std::vector<float>> slots;
-    int64_t step = 0;
   };
   struct Lost {
     std::string endpoint;
@@ -104,11 +98,10 @@ class LocalReplica {
   };
   using Key = std::pair<std::string, uint64_t>;  // (table, range begin)
 
-  kernels::Device* const cpu_;
-  mutable std::mutex mu_;
-  std::map<Key, Range> ranges_;  // Guarded by mu_.
-  std::map<int, Lost> lost_;     // Guarded by mu_. Local servers.
-  uint64_t local_steps_ = 0;     // Guarded by mu_.
+  mutable Mutex mu_;
+  std::map<Key, Range> ranges_ GUARDED_BY(mu_);
+  std::map<int, Lost> lost_ GUARDED_BY(mu_);  // Local servers.
+  uint64_t local_steps_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace client_internal

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "storage/internal/spec_util.h"
+
 namespace relaxps {
 namespace storage_internal {
 namespace {
@@ -183,6 +185,12 @@ Status DecodeTableMeta(const std::string& data, const std::string& what, TableMe
     }
     s.num_slots = slots;
   }
+  // A well-formed record can still describe a table no store can hold (no
+  // slots, an empty or inverted range, a bad initializer): refuse it here
+  // instead of allocating from it on load.
+  Status valid = t->kind == TableKind::kDense ? ValidateDenseSpec(t->dense)
+                                              : ValidateSparseSpec(t->sparse);
+  if (!valid.ok()) return CorruptionError(what + ": " + valid.message());
   return Status::OK();
 }
 

@@ -79,7 +79,8 @@ struct TableMeta {
 std::string EncodeStoreMeta(const StoreMeta& m);
 std::string EncodeFlushRecord(const FlushRecord& f);
 std::string EncodeTableMeta(const TableMeta& t);
-// Corruption (mentioning `what`) for a truncated or malformed record.
+// Corruption (mentioning `what`) for a truncated or malformed record, and
+// for a table record whose spec fails ValidateDenseSpec/ValidateSparseSpec.
 Status DecodeStoreMeta(const std::string& data, const std::string& what, StoreMeta* m);
 Status DecodeFlushRecord(const std::string& data, const std::string& what, FlushRecord* f);
 Status DecodeTableMeta(const std::string& data, const std::string& what, TableMeta* t);

@@ -89,7 +89,9 @@ TEST(WalDurabilityTest, AcknowledgedUpdatesSurviveSigkill) {
   });
 
   // Let the load run, then kill the server in the middle of it.
-  for (int i = 0; i < 300 && acked.load() < 400; ++i) std::this_thread::sleep_for(Millis(20));
+  for (int i = 0; i < 300 * TimeScale() && acked.load() < 400; ++i) {
+    std::this_thread::sleep_for(Millis(20));
+  }
   ASSERT_GT(acked.load(), 50u) << "the load did not get going";
   cluster->server(0)->Kill(SIGKILL);
   const uint64_t acked_at_kill = acked.load();

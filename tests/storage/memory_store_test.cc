@@ -112,6 +112,15 @@ TEST(MemoryStoreTest, FactoryPicksKind) {
   EXPECT_STREQ((*store)->Name(), "memory");
   options.kind = "floppy";
   EXPECT_EQ(NewParamStore(options).status().code(), StatusCode::kInvalidArgument);
+  options.kind = "rocksdb";  // Without a data_dir.
+  EXPECT_EQ(NewParamStore(options).status().code(), StatusCode::kInvalidArgument);
+  // The default kind follows data_dir, as relaxps-server's --store does.
+  ParamStoreOptions defaults;
+  auto by_default = NewParamStore(defaults);
+  ASSERT_TRUE(by_default.ok()) << by_default.status();
+  EXPECT_STREQ((*by_default)->Name(), "memory");
+  defaults.data_dir = "/some/dir";
+  EXPECT_EQ(defaults.ResolvedKind(), "rocksdb");
 }
 
 }  // namespace

@@ -1,0 +1,208 @@
+// ClientImpl: the implementation behind relaxps::Client (client/client.h).
+//
+// Split by responsibility: client/client.cc holds registration, heartbeats,
+// the coordinator calls and table metadata; client/internal/requests.cc the
+// data path (dense and sparse requests, Clock). Routing by shard map is
+// client/internal/router.h, parking and resending across server restarts
+// client/internal/resender.h, the SSP parameter cache
+// client/internal/ssp_cache.h.
+//
+// Thread-safety: as Client: every public method is safe from any thread.
+// A request's callback runs on the transport's I/O thread, or inline on the
+// calling thread when the request fails or is answered before it is sent
+// (a local error, a cache hit).
+#ifndef RELAXPS_CLIENT_INTERNAL_CLIENT_IMPL_H_
+#define RELAXPS_CLIENT_INTERNAL_CLIENT_IMPL_H_
+
+#include <atomic>
+#include <climits>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "client/internal/local_replica.h"
+#include "client/internal/resender.h"
+#include "client/internal/router.h"
+#include "client/internal/ssp_cache.h"
+#include "common/clock.h"
+#include "common/periodic_thread.h"
+#include "common/shard_map.h"
+#include "common/thread_annotations.h"
+#include "common/transport.h"
+
+namespace relaxps {
+namespace client_internal {
+
+// Completes a multi-part request: runs `done` once, after the last part, with
+// the first error.
+class Join {
+ public:
+  Join(int parts, Client::Callback done) : remaining_(parts), done_(std::move(done)) {}
+  void PartDone(const Status& s) {
+    {
+      MutexLock l(&mu_);
+      if (!s.ok() && first_error_.ok()) first_error_ = s;
+    }
+    if (remaining_.fetch_sub(1) == 1) done_(FirstError());
+  }
+
+ private:
+  Status FirstError() {
+    MutexLock l(&mu_);
+    return first_error_;
+  }
+
+  std::atomic<int> remaining_;
+  Client::Callback done_;
+  Mutex mu_;
+  Status first_error_ GUARDED_BY(mu_);
+};
+
+class ClientImpl final : public Client {
+ public:
+  explicit ClientImpl(const ClientOptions& options)
+      : options_(options), clock_source_(ClockOrReal(options.clock)) {}
+  ~ClientImpl() override;
+
+  Status Init();
+
+  const JobInfo& job() const override { return job_; }
+  const ConsistencyPolicy& consistency_policy() const override { return *consistency_; }
+  const RecoveryPolicy& recovery_policy() const override { return *recovery_; }
+  int worker_id() const override { return job_.worker_id; }
+  Status CreateTable(const TableOptions& options) override;
+  StatusOr<TableInfo> GetTable(const std::string& name) override;
+  StatusOr<std::vector<TableInfo>> ListTables() override;
+
+  void Push(const std::string& table, uint64_t offset, FloatBuffer grads,
+            Callback done) override {
+    const size_t n = grads.size();
+    Dense(wire::PUSH, table, offset, n, std::move(grads), FloatBuffer(), std::move(done));
+  }
+  void Pull(const std::string& table, uint64_t offset, FloatBuffer out, Callback done) override {
+    const size_t n = out.size();
+    Dense(wire::PULL, table, offset, n, FloatBuffer(), std::move(out), std::move(done));
+  }
+  void PushPull(const std::string& table, uint64_t offset, FloatBuffer grads, FloatBuffer out,
+                Callback done) override {
+    if (grads.size() != out.size()) {
+      done(InvalidArgumentError("PushPull needs grads and out of the same size"));
+      return;
+    }
+    const size_t n = out.size();
+    Dense(wire::PUSH_PULL, table, offset, n, std::move(grads), std::move(out), std::move(done));
+  }
+  void PullRows(const std::string& table, KeyBuffer ids, FloatBuffer out,
+                Callback done) override {
+    Sparse(wire::PULL_ROWS, table, std::move(ids), FloatBuffer(), std::move(out),
+           std::move(done));
+  }
+  void PushRows(const std::string& table, KeyBuffer ids, FloatBuffer grads,
+                Callback done) override {
+    Sparse(wire::PUSH_ROWS, table, std::move(ids), std::move(grads), FloatBuffer(),
+           std::move(done));
+  }
+
+  Status Clock() override;
+  int64_t clock() const override { return clock_.load(); }
+  int64_t last_params_clock() const override { return last_params_clock_.load(); }
+  ClientStats stats() const override;
+
+ private:
+  // A dense request being routed: what every part of it shares.
+  struct DenseOp {
+    wire::MsgType type;
+    std::string table;
+    FloatBuffer grads, out;  // Whole-request buffers (out empty for PUSH).
+    int64_t clock;
+    std::atomic<int64_t> min_params_clock{INT64_MAX};
+  };
+  // A "moved" reply may re-route a part this many times.
+  static constexpr int kMaxReroutes = 3;
+
+  // Installs `proto` if newer; fails what is in flight to servers that moved
+  // (so it is resent there) and resends parts parked for them.
+  Status SetMap(const wire::ShardMap& proto);
+  Status JobError() const;
+  // Sends one request part to a server; `make` builds it (again for a
+  // resend). A part whose server is lost waits in resender_ while the
+  // recovery policy resends across restarts (see client/internal/resender.h).
+  void CallServer(int server, std::function<Message()> make, Transport::ReplyCallback done,
+                  int64_t give_up_ms = 0);
+  // Routes keys [begin, begin + count) of op (at `offset` within its
+  // buffers) with `map` and completes `done` when every part has.
+  void SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> map,
+                 uint64_t begin, uint64_t offset, uint64_t count, int reroutes, Callback done);
+  void Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
+             FloatBuffer grads, FloatBuffer out, Callback done);
+  // Routes the rows at `positions` of ids/grads/out with `map`.
+  void SendRows(wire::MsgType type, const std::string& table, const KeyBuffer& ids,
+                const FloatBuffer& grads, const FloatBuffer& out, size_t width, int64_t clock,
+                const std::vector<uint32_t>& positions, std::shared_ptr<const ShardMap> map,
+                int reroutes, Callback done);
+  void Sparse(wire::MsgType type, const std::string& table, KeyBuffer ids, FloatBuffer grads,
+              FloatBuffer out, Callback done);
+  // True (and the map installed) if a failed part should be routed again:
+  // the server sent a newer map with a routing error.
+  bool Rerouted(const Status& st, const Message& reply, uint64_t version, int reroutes);
+  // A request made at `clock`, routed with the shard map of `map_version` (a
+  // resend keeps both: it belongs to the clock and the split it was made with).
+  Message NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
+                     uint64_t map_version) const;
+  StatusOr<Message> CallCoordinator(Message msg, bool retry_unavailable);
+  void Heartbeat();
+
+  // ---- Stateless recovery (client/internal/stateless.cc; replica_ set) ----
+  // Deadline of a request of `type` to a server.
+  int ServerTimeoutMs(wire::MsgType type) const;
+  // Starts training locally on `server`'s ranges (lost at `endpoint`).
+  void GoLocal(int server, const std::string& endpoint, bool stalled, const std::string& why);
+  // Serves one dense part from the local copy (op's buffers at `at`);
+  // lowers op->min_params_clock to the copy's clock.
+  Status ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at);
+  // A dense part's reply arrived: remember the parameters and move the clock
+  // up to a seeded server's.
+  void RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
+                     int64_t params_clock);
+  // After a map change: local servers that are back (seeded, at a new
+  // endpoint) are used again; servers the map shows dead go local.
+  void FollowMap(const ShardMap& m);
+  // Ends local mode for `server`; what was changed locally since the last
+  // copy sent to the coordinator goes to it as raw deltas.
+  void Rejoin(int server, const char* why);
+  // Heartbeat thread: answers the coordinator's re-seed requests and probes
+  // servers lost by a stall that the map still shows alive.
+  void StatelessHeartbeat(const wire::HeartbeatReply& hr);
+
+  // Constant after Init().
+  const ClientOptions options_;
+  const relaxps::Clock* const clock_source_;
+  JobInfo job_;
+  std::unique_ptr<ConsistencyPolicy> consistency_;
+  std::unique_ptr<RecoveryPolicy> recovery_;
+  std::unique_ptr<Transport> rpc_;
+  int coordinator_peer_ = -1;
+  wire::Encoding encoding_ = wire::ENC_FP32;
+  std::unique_ptr<client_internal::Router> router_;
+  std::unique_ptr<client_internal::Resender> resender_;
+  std::unique_ptr<client_internal::SspCache> cache_;  // Null unless the policy caches reads.
+  // Null unless the policy trains through server loss (stateless).
+  std::unique_ptr<client_internal::LocalReplica> replica_;
+
+  mutable Mutex mu_;
+  std::string job_error_ GUARDED_BY(mu_);
+
+  std::atomic<int64_t> clock_{0};
+  std::atomic<int64_t> last_params_clock_{-1};
+  std::atomic<uint64_t> errors_{0};
+
+  int heartbeat_failures_ = 0;  // Heartbeat thread only.
+  std::unique_ptr<PeriodicThread> heartbeat_;
+};
+
+}  // namespace client_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_CLIENT_INTERNAL_CLIENT_IMPL_H_

@@ -1,0 +1,299 @@
+// The data path of ClientImpl: dense and sparse requests split by owner,
+// re-routed on "moved" replies, parked across server restarts; Clock().
+#include <cstring>
+
+#include "client/internal/client_impl.h"
+#include "common/payload_codec.h"
+
+namespace relaxps {
+namespace client_internal {
+namespace {
+
+// Copies the single payload frame of a pull reply (n floats) into out.
+Status DecodeReply(const Message& reply, float* out, size_t n) {
+  if (reply.frames.size() != 1) {
+    return InvalidArgumentError("reply has " + std::to_string(reply.frames.size()) +
+                                " payload frames, expected 1");
+  }
+  return DecodeFloatsInto(reply.frames[0], reply.header.encoding(), out, n);
+}
+
+}  // namespace
+
+Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
+                               uint64_t map_version) const {
+  Message m;
+  m.header.set_type(type);
+  m.header.set_table(table);
+  m.header.set_sender(job_.worker_id);
+  m.header.set_clock(clock);
+  m.header.set_shard_map_version(map_version);
+  m.header.set_encoding(encoding_);
+  return m;
+}
+
+void ClientImpl::CallServer(int server, std::function<Message()> make,
+                            Transport::ReplyCallback done, int64_t give_up_ms) {
+  std::string endpoint;
+  const int peer = router_->Peer(server, &endpoint);
+  if (peer < 0) {
+    done(UnavailableError("server " + std::to_string(server) + " has no endpoint in the shard map"),
+         Message());
+    return;
+  }
+  Message request = make();
+  const int timeout_ms = ServerTimeoutMs(request.header.type());
+  rpc_->Call(peer, std::move(request), timeout_ms,
+             [this, server, endpoint, give_up_ms, make = std::move(make),
+              done = std::move(done)](const Status& st, Message reply) mutable {
+               if (st.ok() || !resender_->ShouldWait(st) || !JobError().ok()) {
+                 done(st, std::move(reply));
+                 return;
+               }
+               give_up_ms = resender_->GiveUpTime(give_up_ms);
+               if (resender_->NowMs() >= give_up_ms) {
+                 done(st, Message());
+                 return;
+               }
+               resender_->Park({server, endpoint, std::move(make), std::move(done), give_up_ms, st});
+               // The map may have named the restarted server before the part
+               // was parked: resend what it already names.
+               for (client_internal::Resender::Parked& p :
+                    resender_->TakeRestarted(*router_->map())) {
+                 CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
+               }
+             });
+}
+
+bool ClientImpl::Rerouted(const Status& st, const Message& reply, uint64_t version,
+                          int reroutes) {
+  if (!client_internal::Router::IsMoved(st, reply) || reroutes >= kMaxReroutes) return false;
+  Status s = SetMap(reply.header.shard_map());
+  if (!s.ok()) {
+    LOG(ERROR) << "bad shard map in a moved reply: " << s;
+    return false;
+  }
+  return router_->map()->version() > version;
+}
+
+void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
+                       FloatBuffer grads, FloatBuffer out, Callback done) {
+  Status err = JobError();
+  if (!err.ok()) {
+    done(err);
+    return;
+  }
+  if (type == wire::PULL && cache_ != nullptr) {
+    int64_t params_clock = -1;
+    if (cache_->Serve(table, offset, out, clock_.load(), &params_clock)) {
+      last_params_clock_.store(params_clock);
+      done(Status::OK());
+      return;
+    }
+  }
+  auto op = std::make_shared<DenseOp>();
+  op->type = type;
+  op->table = table;
+  op->grads = std::move(grads);
+  op->out = out;
+  op->clock = clock_.load();
+  // Parts report the clock their shard reflects; the request reflects the
+  // minimum, published when the last part completes.
+  if (type != wire::PUSH) {
+    done = [this, op, offset, done = std::move(done)](const Status& st) {
+      if (st.ok()) {
+        last_params_clock_.store(op->min_params_clock.load());
+        if (cache_ != nullptr) cache_->Fill(op->table, offset, op->out, op->min_params_clock.load());
+      }
+      done(st);
+    };
+  }
+  SendDense(op, router_->map(), offset, 0, n, 0, std::move(done));
+}
+
+void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> m,
+                           uint64_t begin, uint64_t offset, uint64_t count, int reroutes,
+                           Callback done) {
+  StatusOr<std::vector<DenseSlice>> slices = m->SplitDense(op->table, begin, count);
+  if (!slices.ok()) {
+    errors_.fetch_add(1);
+    done(slices.status());
+    return;
+  }
+  auto join = std::make_shared<Join>(static_cast<int>(slices->size()), std::move(done));
+  for (const DenseSlice& s : *slices) {
+    const uint64_t at = offset + s.offset;  // Position within the request's buffers.
+    const bool with_payload = op->type != wire::PULL;
+    const FloatBuffer payload = with_payload ? op->grads.Slice(at, s.count) : FloatBuffer();
+    if (with_payload) router_->MarkPushed(s.server, op->clock);
+    auto make = [this, op, begin = s.begin, count = s.count, payload, version = m->version()] {
+      Message req = NewRequest(op->type, op->table, op->clock, version);
+      req.header.set_key_begin(begin);
+      req.header.set_key_count(count);
+      if (op->type != wire::PULL) req.frames.push_back(EncodeFloats(payload, encoding_));
+      return req;
+    };
+    if (replica_ != nullptr && replica_->IsLocal(s.server)) {
+      join->PartDone(ServeLocally(op, s, at));
+      continue;
+    }
+    const std::string endpoint = m->server_endpoint(s.server);
+    const std::string where = "server " + std::to_string(s.server) + " (" + endpoint + ")";
+    CallServer(s.server, std::move(make),
+               [this, op, join, s, at, where, endpoint, reroutes, version = m->version()](
+                   const Status& st, Message reply) {
+                 if (Rerouted(st, reply, version, reroutes)) {
+                   SendDense(op, router_->map(), s.begin, at, s.count, reroutes + 1,
+                             [join](const Status& r) { join->PartDone(r); });
+                   return;
+                 }
+                 if (replica_ != nullptr && JobError().ok() &&
+                     (st.code() == StatusCode::kUnavailable ||
+                      st.code() == StatusCode::kDeadlineExceeded)) {
+                   // Stateless: never wait for a lost server. A part sent to
+                   // an endpoint the map has replaced since goes to the new
+                   // server (which holds nothing of the old one's state);
+                   // otherwise the server goes local and the part is served
+                   // from this worker's copy.
+                   std::shared_ptr<const ShardMap> now = router_->map();
+                   const std::string current = now->server_endpoint(s.server);
+                   if (current != endpoint && !current.empty() &&
+                       now->proto().servers(s.server).alive() && reroutes < kMaxReroutes) {
+                     SendDense(op, now, s.begin, at, s.count, reroutes + 1,
+                               [join](const Status& r) { join->PartDone(r); });
+                     return;
+                   }
+                   GoLocal(s.server, endpoint, st.code() == StatusCode::kDeadlineExceeded,
+                           st.ToString());
+                   join->PartDone(ServeLocally(op, s, at));
+                   return;
+                 }
+                 Status result = st;
+                 if (result.ok() && op->type != wire::PUSH) {
+                   result = DecodeReply(reply, op->out.data() + at, s.count);
+                   int64_t seen = op->min_params_clock.load();
+                   const int64_t mine = reply.header.params_clock();
+                   while (mine < seen && !op->min_params_clock.compare_exchange_weak(seen, mine)) {
+                   }
+                   if (result.ok() && replica_ != nullptr) RememberReply(op, s, at, mine);
+                 }
+                 if (!result.ok()) {
+                   errors_.fetch_add(1);
+                   result = result.WithPrefix(where);
+                 }
+                 join->PartDone(result);
+               });
+  }
+}
+
+void ClientImpl::Sparse(wire::MsgType type, const std::string& table, KeyBuffer ids,
+                        FloatBuffer grads, FloatBuffer out, Callback done) {
+  Status err = JobError();
+  if (!err.ok()) {
+    done(err);
+    return;
+  }
+  std::shared_ptr<const ShardMap> m = router_->map();
+  const wire::TableShards* ts = m->FindTable(table);
+  if (ts == nullptr || ts->table().type() != static_cast<int>(TableType::kSparse)) {
+    done(ts == nullptr ? NotFoundError("unknown table '" + table + "'")
+                       : InvalidArgumentError("table '" + table + "' is not sparse"));
+    return;
+  }
+  const size_t width = ts->table().row_width();
+  const size_t n = ids.size();
+  if (n == 0) {
+    done(Status::OK());
+    return;
+  }
+  const FloatBuffer& values = type == wire::PUSH_ROWS ? grads : out;
+  if (values.size() != n * width) {
+    done(InvalidArgumentError("expected " + std::to_string(n * width) + " floats for " +
+                              std::to_string(n) + " rows of width " + std::to_string(width) +
+                              ", got " + std::to_string(values.size())));
+    return;
+  }
+  std::vector<uint32_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = static_cast<uint32_t>(i);
+  SendRows(type, table, ids, grads, out, width, clock_.load(), all, std::move(m), 0,
+           std::move(done));
+}
+
+void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const KeyBuffer& ids,
+                          const FloatBuffer& grads, const FloatBuffer& out, size_t width,
+                          int64_t clock, const std::vector<uint32_t>& positions,
+                          std::shared_ptr<const ShardMap> m, int reroutes, Callback done) {
+  // Group the rows' positions by owner.
+  std::vector<std::vector<uint32_t>> by_server(m->num_servers());
+  for (uint32_t p : positions) by_server[m->SparseServer(ids[p])].push_back(p);
+  int parts = 0;
+  for (const auto& p : by_server) parts += p.empty() ? 0 : 1;
+  auto join = std::make_shared<Join>(parts, std::move(done));
+  for (int s = 0; s < m->num_servers(); ++s) {
+    auto pos = std::make_shared<const std::vector<uint32_t>>(std::move(by_server[s]));
+    if (pos->empty()) continue;
+    KeyBuffer part_ids = KeyBuffer::Uninitialized(pos->size());
+    for (size_t i = 0; i < pos->size(); ++i) part_ids[i] = ids[(*pos)[i]];
+    FloatBuffer part;
+    if (type == wire::PUSH_ROWS) {
+      part = FloatBuffer::Uninitialized(pos->size() * width);
+      for (size_t i = 0; i < pos->size(); ++i) {
+        std::memcpy(part.data() + i * width, grads.data() + (*pos)[i] * width,
+                    width * sizeof(float));
+      }
+      router_->MarkPushed(s, clock);
+    }
+    auto make = [this, type, table, part_ids, part, clock, version = m->version()] {
+      Message req = NewRequest(type, table, clock, version);
+      req.header.set_key_count(part_ids.size());
+      req.frames.push_back(Frame::Share(part_ids));
+      if (type == wire::PUSH_ROWS) req.frames.push_back(EncodeFloats(part, encoding_));
+      return req;
+    };
+    CallServer(s, std::move(make),
+               [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes,
+                version = m->version()](const Status& st, Message reply) {
+                 if (Rerouted(st, reply, version, reroutes)) {
+                   SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
+                            reroutes + 1, [join](const Status& r) { join->PartDone(r); });
+                   return;
+                 }
+                 Status result = st;
+                 if (result.ok() && type == wire::PULL_ROWS) {
+                   std::vector<float> tmp(pos->size() * width);
+                   result = DecodeReply(reply, tmp.data(), tmp.size());
+                   if (result.ok()) {
+                     for (size_t i = 0; i < pos->size(); ++i) {
+                       std::memcpy(out.data() + (*pos)[i] * width, tmp.data() + i * width,
+                                   width * sizeof(float));
+                     }
+                   }
+                 }
+                 if (!result.ok()) {
+                   errors_.fetch_add(1);
+                   result = result.WithPrefix("server " + std::to_string(s));
+                 }
+                 join->PartDone(result);
+               });
+  }
+}
+
+Status ClientImpl::Clock() {
+  RETURN_IF_ERROR(JobError());
+  const int64_t c = clock_.load();
+  // Servers that got no push at this clock still need to learn it completed.
+  const uint64_t version = router_->map()->version();
+  for (int server : router_->ServersWithoutPushAt(c)) {
+    if (replica_ != nullptr && replica_->IsLocal(server)) continue;
+    CallServer(
+        server, [this, c, version] { return NewRequest(wire::CLOCK, "", c, version); },
+        [](const Status& s, Message) {
+          if (!s.ok()) VLOG(1) << "clock message failed: " << s;
+        });
+  }
+  clock_.fetch_add(1);
+  return Status::OK();
+}
+
+}  // namespace client_internal
+}  // namespace relaxps

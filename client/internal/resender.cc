@@ -1,0 +1,63 @@
+#include "client/internal/resender.h"
+
+namespace relaxps {
+namespace client_internal {
+
+bool Resender::ShouldWait(const Status& status) const {
+  const bool lost = status.code() == StatusCode::kUnavailable ||
+                    status.code() == StatusCode::kDeadlineExceeded;
+  return lost && policy_->ResendsAcrossRestarts();
+}
+
+int64_t Resender::GiveUpTime(int64_t give_up_ms) const {
+  return give_up_ms != 0 ? give_up_ms : clock_->NowMs() + recovery_timeout_ms_;
+}
+
+void Resender::Park(Parked part) {
+  MutexLock l(&mu_);
+  parked_.push_back(std::move(part));
+}
+
+std::vector<Resender::Parked> Resender::TakeRestarted(const ShardMap& map) {
+  std::vector<Parked> taken;
+  MutexLock l(&mu_);
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    const std::string ep =
+        it->server < map.num_servers() ? map.server_endpoint(it->server) : std::string();
+    if (!ep.empty() && ep != it->endpoint) {
+      taken.push_back(std::move(*it));
+      it = parked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
+std::vector<Resender::Parked> Resender::TakeExpired(bool all) {
+  std::vector<Parked> taken;
+  const int64_t now = clock_->NowMs();
+  MutexLock l(&mu_);
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    if (all || now >= it->give_up_ms) {
+      taken.push_back(std::move(*it));
+      it = parked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
+void Resender::FailExpired(const Status& all) {
+  for (Parked& p : TakeExpired(!all.ok())) {
+    p.done(all.ok() ? p.error.WithPrefix("server " + std::to_string(p.server) +
+                                         " did not come back within " +
+                                         std::to_string(recovery_timeout_ms_) + " ms")
+                    : all,
+           Message());
+  }
+}
+
+}  // namespace client_internal
+}  // namespace relaxps

@@ -1,0 +1,77 @@
+// Resender: request parts parked while their server is down, resent when it
+// is back (the client's side of a recovery policy that restarts servers).
+//
+// Under a RecoveryPolicy whose ResendsAcrossRestarts() is true, a part that
+// fails because its server is gone (Unavailable, DeadlineExceeded) is parked
+// with the endpoint it failed on. When a newer shard map names a different
+// endpoint for that server (it restarted), the part is taken out and sent
+// again (its `make` builds the request anew). A part still parked at its
+// give-up time fails with its original error.
+//
+// Thread-safety: all methods are safe from any thread; callbacks of taken
+// parts are run by the caller, never under the resender's lock.
+#ifndef RELAXPS_CLIENT_INTERNAL_RESENDER_H_
+#define RELAXPS_CLIENT_INTERNAL_RESENDER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/shard_map.h"
+#include "common/thread_annotations.h"
+#include "common/transport.h"
+#include "recovery/recovery_policy.h"
+
+namespace relaxps {
+namespace client_internal {
+
+class Resender {
+ public:
+  // A request part waiting for its server to come back.
+  struct Parked {
+    int server;
+    std::string endpoint;  // The server's endpoint when it failed.
+    std::function<Message()> make;
+    Transport::ReplyCallback done;
+    int64_t give_up_ms;  // On `clock`'s time line.
+    Status error;        // Why it failed.
+  };
+
+  // `policy` and `clock` must outlive the resender.
+  Resender(const RecoveryPolicy* policy, const Clock* clock, int recovery_timeout_ms)
+      : policy_(policy), clock_(clock), recovery_timeout_ms_(recovery_timeout_ms) {}
+  Resender(const Resender&) = delete;
+  Resender& operator=(const Resender&) = delete;
+
+  // True if a part that failed with `status` should wait for its server
+  // rather than fail: the server looks lost and the policy resends.
+  bool ShouldWait(const Status& status) const;
+  // The give-up time of a part first failing now (`give_up_ms` == 0), or its
+  // existing one; a part past it fails.
+  int64_t GiveUpTime(int64_t give_up_ms) const;
+  int64_t NowMs() const { return clock_->NowMs(); }
+
+  void Park(Parked part);
+  // Takes the parts whose server `map` names a new, non-empty endpoint for.
+  std::vector<Parked> TakeRestarted(const ShardMap& map);
+  // Takes the parts past their give-up time, or every part if `all`.
+  std::vector<Parked> TakeExpired(bool all);
+  // Runs `done` of expired parts: with `all` if not OK, else with their own
+  // error prefixed by how long the server was waited for.
+  void FailExpired(const Status& all);
+
+ private:
+  const RecoveryPolicy* const policy_;
+  const Clock* const clock_;
+  const int recovery_timeout_ms_;
+
+  Mutex mu_;
+  std::vector<Parked> parked_ GUARDED_BY(mu_);
+};
+
+}  // namespace client_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_CLIENT_INTERNAL_RESENDER_H_

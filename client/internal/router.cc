@@ -1,0 +1,65 @@
+#include "client/internal/router.h"
+
+namespace relaxps {
+namespace client_internal {
+
+StatusOr<std::vector<Router::Moved>> Router::Install(const wire::ShardMap& proto) {
+  ASSIGN_OR_RETURN(ShardMap m, ShardMap::FromProto(proto));
+  auto next = std::make_shared<const ShardMap>(std::move(m));
+  std::vector<Moved> moved;
+  MutexLock l(&mu_);
+  if (map_ && map_->version() >= next->version()) return moved;
+  peers_.resize(next->num_servers(), -1);
+  last_push_clock_.resize(next->num_servers(), -1);
+  for (int i = 0; i < next->num_servers(); ++i) {
+    const std::string& ep = next->server_endpoint(i);
+    if (map_ && i < map_->num_servers() && peers_[i] >= 0 && !ep.empty() &&
+        map_->server_endpoint(i) != ep) {
+      moved.push_back(Moved{i, peers_[i], ep});
+    }
+    if (!ep.empty()) peers_[i] = transport_->Connect(ep);
+  }
+  map_ = std::move(next);
+  return moved;
+}
+
+std::shared_ptr<const ShardMap> Router::map() const {
+  MutexLock l(&mu_);
+  return map_;
+}
+
+int Router::Peer(int server, std::string* endpoint) const {
+  MutexLock l(&mu_);
+  if (server < 0 || server >= static_cast<int>(peers_.size())) return -1;
+  *endpoint = map_->server_endpoint(server);
+  return peers_[server];
+}
+
+void Router::MarkPushed(int server, int64_t clock) {
+  MutexLock l(&mu_);
+  if (server < static_cast<int>(last_push_clock_.size())) last_push_clock_[server] = clock;
+}
+
+std::vector<int> Router::ServersWithoutPushAt(int64_t clock) const {
+  std::vector<int> servers;
+  MutexLock l(&mu_);
+  for (size_t s = 0; s < last_push_clock_.size(); ++s) {
+    if (last_push_clock_[s] != clock && peers_[s] >= 0) servers.push_back(static_cast<int>(s));
+  }
+  return servers;
+}
+
+std::vector<std::vector<uint32_t>> Router::GroupRows(const ShardMap& map, const KeyBuffer& ids) {
+  std::vector<std::vector<uint32_t>> positions(map.num_servers());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    positions[map.SparseServer(ids[i])].push_back(static_cast<uint32_t>(i));
+  }
+  return positions;
+}
+
+bool Router::IsMoved(const Status& status, const Message& reply) {
+  return status.code() == StatusCode::kWrongShard && reply.header.has_shard_map();
+}
+
+}  // namespace client_internal
+}  // namespace relaxps

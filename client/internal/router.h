@@ -1,0 +1,79 @@
+// Router: the client's view of the shard map and its connections to servers.
+//
+// Holds the newest shard map the client has seen (from registration, the
+// coordinator's heartbeat replies, or a server's "moved" reply) and one
+// transport peer per server. Splits requests by owner: dense key ranges via
+// ShardMap::SplitDense, sparse rows via GroupRows. When a server restarts on
+// a new endpoint, Install() reports the old peer so the caller can fail what
+// is still in flight there.
+//
+// Thread-safety: all methods are safe from any thread.
+#ifndef RELAXPS_CLIENT_INTERNAL_ROUTER_H_
+#define RELAXPS_CLIENT_INTERNAL_ROUTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/shard_map.h"
+#include "common/thread_annotations.h"
+#include "common/transport.h"
+
+namespace relaxps {
+namespace client_internal {
+
+class Router {
+ public:
+  // `transport` must outlive the router.
+  explicit Router(Transport* transport) : transport_(transport) {}
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  // A server whose endpoint changed with a newly installed map.
+  struct Moved {
+    int server;
+    int old_peer;          // Peer of its previous endpoint.
+    std::string endpoint;  // Its new endpoint.
+  };
+
+  // Installs `proto` if its version is newer than the current map's and
+  // returns the servers that moved (empty if not newer). InvalidArgument for
+  // a malformed map (the current one stays).
+  StatusOr<std::vector<Moved>> Install(const wire::ShardMap& proto);
+
+  // Never null after the first successful Install().
+  std::shared_ptr<const ShardMap> map() const;
+
+  // The peer of `server` and, in *endpoint, its current endpoint; -1 when
+  // the map names none.
+  int Peer(int server, std::string* endpoint) const;
+
+  // Records that a push for `clock` went to `server`.
+  void MarkPushed(int server, int64_t clock);
+  // Servers with an endpoint that got no push at `clock` (they still need to
+  // learn that the clock completed).
+  std::vector<int> ServersWithoutPushAt(int64_t clock) const;
+
+  // Row positions of `ids` grouped by owning server (index = server).
+  static std::vector<std::vector<uint32_t>> GroupRows(const ShardMap& map, const KeyBuffer& ids);
+
+  // True if a failed part was refused because the sender's shard map was
+  // stale and the reply carries the server's newer map ("moved").
+  static bool IsMoved(const Status& status, const Message& reply);
+
+ private:
+  Transport* const transport_;
+
+  mutable Mutex mu_;
+  std::shared_ptr<const ShardMap> map_ GUARDED_BY(mu_);
+  std::vector<int> peers_ GUARDED_BY(mu_);              // Server index -> peer.
+  std::vector<int64_t> last_push_clock_ GUARDED_BY(mu_);  // Per server.
+};
+
+}  // namespace client_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_CLIENT_INTERNAL_ROUTER_H_
