@@ -75,6 +75,17 @@ void LocalSteps(Worker* w, int worker, int k) {
   EXPECT_EQ(w->client->stats().local_steps, static_cast<uint64_t>(k));
 }
 
+// Pulls until the client reads from the seeded server (its parameters reflect
+// at least `clock`, the seed's), for at most 30 s.
+void PullUntilSeeded(Client* c, int64_t clock) {
+  for (int i = 0; i < 300 && c->last_params_clock() < clock; ++i) {
+    FloatBuffer p(kSize);
+    ASSERT_OK(c->Pull("w", 0, p).get());
+    if (c->last_params_clock() < clock) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(c->last_params_clock(), clock);
+}
+
 TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   const std::string dir = MakeTempDir();
   ASSERT_OK_AND_ASSIGN(auto cluster,
@@ -138,24 +149,10 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
 
   // Both workers switch back to the server (B's first reply moves its clock
   // up to the seed's: no rollback), and an update applies on the seed.
-  for (int i = 0; i < 300 && b.client->last_params_clock() < clock_a; ++i) {
-    FloatBuffer p(kSize);
-    ASSERT_OK(b.client->Pull("w", 0, p).get());
-    if (b.client->last_params_clock() < clock_a) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+  for (Worker* w : {&b, &a}) {
+    ASSERT_NO_FATAL_FAILURE(PullUntilSeeded(w->client.get(), clock_a));
+    EXPECT_GE(w->client->clock(), clock_a);
   }
-  ASSERT_GE(b.client->last_params_clock(), clock_a);
-  EXPECT_GE(b.client->clock(), clock_a);
-  for (int i = 0; i < 300 && a.client->last_params_clock() < clock_a; ++i) {
-    FloatBuffer p(kSize);
-    ASSERT_OK(a.client->Pull("w", 0, p).get());
-    if (a.client->last_params_clock() < clock_a) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  ASSERT_GE(a.client->last_params_clock(), clock_a);
-  EXPECT_GE(a.client->clock(), clock_a);
   FloatBuffer g = Gradient(0, 99);
   FloatBuffer out(kSize);
   ASSERT_OK(a.client->PushPull("w", 0, g, out).get());
