@@ -14,8 +14,12 @@ DEFINE_string(consistency, "async", "Consistency model: bsp, ssp or async");
 DEFINE_int32(staleness, 2, "SSP staleness bound in clocks");
 DEFINE_string(recovery, "none",
               "Recovery policy: none (a lost server ends the job), checkpoint (restart from the "
-              "latest checkpoint) or stateless (workers train through the loss and re-seed the "
-              "new server)");
+              "latest checkpoint), chain (every dense range replicated on --replicas servers) "
+              "or stateless (workers train through the loss and re-seed the new server)");
+DEFINE_int32(replicas, 2, "--recovery=chain: servers per chain (2 .. --num_servers)");
+DEFINE_int32(probe_timeout_ms, 200,
+             "--recovery=chain: a server whose connection closed and that does not answer a "
+             "probe this long is declared dead");
 DEFINE_string(seed_rule, "freshest",
               "--recovery=stateless: seed a new server from the freshest worker copy "
               "(freshest) or a clock-weighted average of the copies (average)");
@@ -62,6 +66,8 @@ int main(int argc, char** argv) {
   relaxps::StatusOr<relaxps::RecoveryMode> recovery = relaxps::ParseRecoveryMode(FLAGS_recovery);
   if (!recovery.ok()) return relaxps::Fail("relaxps-coordinator", recovery.status(), 2);
   options.recovery = *recovery;
+  options.replicas = FLAGS_replicas;
+  options.probe_timeout_ms = FLAGS_probe_timeout_ms;
   options.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   relaxps::StatusOr<relaxps::SeedRule> seed_rule = relaxps::ParseSeedRule(FLAGS_seed_rule);
   if (!seed_rule.ok()) return relaxps::Fail("relaxps-coordinator", seed_rule.status(), 2);

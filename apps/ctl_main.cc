@@ -44,6 +44,10 @@ int Status_(RpcClient* rpc, int peer) {
   if (!st->job_error().empty()) std::printf("job_error: %s\n", st->job_error().c_str());
   std::printf("shard_map_version: %llu\n",
               static_cast<unsigned long long>(st->shard_map().version()));
+  if (j.recovery() == "chain") {
+    std::printf("chain: replicas=%d epoch=%llu\n", j.replicas(),
+                static_cast<unsigned long long>(st->shard_map().epoch()));
+  }
   for (const wire::ServerState& s : st->servers()) {
     std::printf("server %d %s %s pid=%d last_heartbeat_ms_ago=%lld\n", s.info().id(),
                 s.info().endpoint().c_str(), s.info().alive() ? "alive" : "DEAD", s.pid(),
@@ -70,9 +74,11 @@ int Status_(RpcClient* rpc, int peer) {
   }
   for (const wire::TableShards& t : st->shard_map().tables()) {
     for (const wire::DenseRange& r : t.ranges()) {
-      std::printf("shard %s [%llu, %llu) -> server %d\n", t.table().name().c_str(),
+      std::string chain;
+      for (int c : r.chain()) chain += (chain.empty() ? " chain " : " -> ") + std::to_string(c);
+      std::printf("shard %s [%llu, %llu) -> server %d%s\n", t.table().name().c_str(),
                   static_cast<unsigned long long>(r.begin()),
-                  static_cast<unsigned long long>(r.end()), r.server());
+                  static_cast<unsigned long long>(r.end()), r.server(), chain.c_str());
     }
   }
   return 0;

@@ -7,9 +7,6 @@
 // 2 bad flags or an unavailable --device, 3 the parameter server failed
 // (Unavailable, DeadlineExceeded or Aborted). Errors are one line on stderr
 // and an `error worker=... code=...` line on stdout.
-#include <signal.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -94,40 +91,23 @@ constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitPsFailed = 3;
 
+constexpr char kName[] = "relaxps-worker";
+
 std::atomic<bool> g_stop{false};
 
-void OnStopSignal(int) { g_stop.store(true); }
+void Stop() { g_stop.store(true); }
 
-void InstallSignalHandlers() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = OnStopSignal;
-  sigemptyset(&sa.sa_mask);
-  // A second signal gets the default action: kill the worker at once.
-  sa.sa_flags = SA_RESETHAND;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-}
-
-// Exits without running destructors: a client whose server is gone may
-// otherwise block in its shutdown, and its threads may still be running.
-// Metrics rows are flushed as they are written.
-[[noreturn]] void ExitNow(int code) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  _exit(code);
-}
-
-[[noreturn]] void Fail(int code, int worker, const std::string& what, const Status& status) {
-  std::fprintf(stderr, "relaxps-worker: %s: %s\n", what.c_str(), status.ToString().c_str());
+// One line on stderr and an `error worker=... code=...` line on stdout (for
+// scripts collecting per-worker outcomes); returns the exit status.
+int FailWorker(int code, int worker, const std::string& what, const Status& status) {
   std::fprintf(stdout, "error worker=%d code=%s exit=%d\n", worker,
                StatusCodeName(status.code()), code);
-  ExitNow(code);
+  std::fflush(stdout);
+  return Fail(kName, status.WithPrefix(what), code);
 }
 
-[[noreturn]] void UsageError(const std::string& message) {
-  std::fprintf(stderr, "relaxps-worker: %s (see --help)\n", message.c_str());
-  ExitNow(kExitUsage);
+int UsageError(const std::string& message) {
+  return Fail(kName, InvalidArgumentError(message + " (see --help)"), kExitUsage);
 }
 
 bool IsPsFailure(const Status& s) {
@@ -136,31 +116,33 @@ bool IsPsFailure(const Status& s) {
 }
 
 // Range checks of flag values that gflags cannot express.
-void CheckFlagValues() {
+Status CheckFlagValues() {
+  auto bad = [](const std::string& m) { return InvalidArgumentError(m); };
   if (FLAGS_local == !FLAGS_coordinator.empty()) {
-    UsageError("pass exactly one of --local and --coordinator=tcp://host:port");
+    return bad("pass exactly one of --local and --coordinator=tcp://host:port");
   }
-  if (FLAGS_batch <= 0) UsageError("--batch must be positive");
-  if (!(FLAGS_lr > 0) || !std::isfinite(FLAGS_lr)) UsageError("--lr must be positive");
-  if (!(FLAGS_dropout >= 0 && FLAGS_dropout < 1)) UsageError("--dropout must be in [0, 1)");
+  if (FLAGS_batch <= 0) return bad("--batch must be positive");
+  if (!(FLAGS_lr > 0) || !std::isfinite(FLAGS_lr)) return bad("--lr must be positive");
+  if (!(FLAGS_dropout >= 0 && FLAGS_dropout < 1)) return bad("--dropout must be in [0, 1)");
   if (FLAGS_num_workers <= 0 || FLAGS_worker_index < 0 ||
       FLAGS_worker_index >= FLAGS_num_workers) {
-    UsageError("need 0 <= --worker_index < --num_workers");
+    return bad("need 0 <= --worker_index < --num_workers");
   }
   if (!(FLAGS_duration_s >= 0) || FLAGS_epochs < 0) {
-    UsageError("--duration_s and --epochs must be >= 0");
+    return bad("--duration_s and --epochs must be >= 0");
   }
   if (!(FLAGS_eval_every_s >= 0) || !(FLAGS_log_every_s >= 0) || FLAGS_eval_batch <= 0) {
-    UsageError("--eval_every_s and --log_every_s must be >= 0, --eval_batch > 0");
+    return bad("--eval_every_s and --log_every_s must be >= 0, --eval_batch > 0");
   }
-  if (FLAGS_straggle_ms < 0) UsageError("--straggle_ms must be >= 0");
-  if (FLAGS_cpu_threads < 0) UsageError("--cpu_threads must be >= 0");
-  if (FLAGS_request_timeout_ms <= 0) UsageError("--request_timeout_ms must be positive");
-  if (FLAGS_recovery_timeout_ms <= 0) UsageError("--recovery_timeout_ms must be positive");
-  if (FLAGS_local_after_ms <= 0) UsageError("--local_after_ms must be positive");
+  if (FLAGS_straggle_ms < 0) return bad("--straggle_ms must be >= 0");
+  if (FLAGS_cpu_threads < 0) return bad("--cpu_threads must be >= 0");
+  if (FLAGS_request_timeout_ms <= 0) return bad("--request_timeout_ms must be positive");
+  if (FLAGS_recovery_timeout_ms <= 0) return bad("--recovery_timeout_ms must be positive");
+  if (FLAGS_local_after_ms <= 0) return bad("--local_after_ms must be positive");
   if (FLAGS_wire_dtype != "fp32" && FLAGS_wire_dtype != "fp16") {
-    UsageError("--wire_dtype must be fp32 or fp16");
+    return bad("--wire_dtype must be fp32 or fp16");
   }
+  return Status::OK();
 }
 
 OptimizerOptions OptimizerFromFlags() {
@@ -175,27 +157,26 @@ int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "relaxps-worker (--local | --coordinator=tcp://host:port) [--model=cnn|mlp] "
       "[--duration_s=N | --epochs=N] [flags]");
-  if (Status s = CheckCommandLine(argc, argv); !s.ok()) UsageError(s.message());
+  if (Status s = CheckCommandLine(argc, argv); !s.ok()) return UsageError(s.message());
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  CheckFlagValues();
+  InitLogging(argv[0]);
+  if (Status s = CheckFlagValues(); !s.ok()) return UsageError(s.message());
   StatusOr<bool> evaluator_role = IsEvaluatorRole();
-  if (!evaluator_role.ok()) UsageError(evaluator_role.status().message());
-  InstallSignalHandlers();
+  if (!evaluator_role.ok()) return UsageError(evaluator_role.status().message());
+  // A second signal gets the default action: kills the worker at once.
+  StopOnSignals(&Stop, /*second_signal_kills=*/true);
 
   // ---- Device and model ----
   StatusOr<kernels::DeviceType> type = kernels::ParseDeviceType(FLAGS_device);
-  if (!type.ok()) UsageError("--device: " + type.status().message());
+  if (!type.ok()) return UsageError("--device: " + type.status().message());
   kernels::DeviceOptions device_options;
   device_options.type = *type;
   device_options.cuda_device = FLAGS_cuda_device;
   device_options.cpu_threads = FLAGS_cpu_threads;
   StatusOr<std::unique_ptr<kernels::Device>> device = kernels::NewDevice(device_options);
   if (!device.ok()) {
-    std::fprintf(stderr, "relaxps-worker: --device=%s is not available: %s\n",
-                 FLAGS_device.c_str(), device.status().message().c_str());
-    return kExitUsage;
+    return Fail(kName, device.status().WithPrefix("--device=" + FLAGS_device + " is not available"),
+                kExitUsage);
   }
 
   trainer::ModelOptions model_options;
@@ -203,17 +184,17 @@ int Main(int argc, char** argv) {
   model_options.batch_size = FLAGS_batch;
   model_options.dropout = static_cast<float>(FLAGS_dropout);
   StatusOr<std::unique_ptr<trainer::Model>> model = trainer::NewModel(model_options);
-  if (!model.ok()) UsageError("--model: " + model.status().message());
+  if (!model.ok()) return UsageError("--model: " + model.status().message());
   {
     // Reject a bad optimizer name or rate before loading or connecting.
     StatusOr<std::unique_ptr<kernels::Optimizer>> probe =
         kernels::NewOptimizer(OptimizerFromFlags());
-    if (!probe.ok()) UsageError("--optimizer/--lr: " + probe.status().message());
+    if (!probe.ok()) return UsageError("--optimizer/--lr: " + probe.status().message());
   }
 
   // ---- Data ----
   StatusOr<trainer::FashionMnist> data = trainer::LoadFashionMnist(FLAGS_data_dir);
-  if (!data.ok()) Fail(kExitError, FLAGS_worker_index, "cannot load the data", data.status());
+  if (!data.ok()) return FailWorker(kExitError, FLAGS_worker_index, "cannot load the data", data.status());
 
   // --role=evaluator: evaluations only, off the training path.
   if (*evaluator_role) return RunEvaluatorRole(device->get(), model->get(), &*data, &g_stop);
@@ -247,7 +228,7 @@ int Main(int argc, char** argv) {
     local.optimizer = OptimizerFromFlags();
     StatusOr<std::unique_ptr<trainer::ParamSource>> s =
         trainer::NewLocalParams(device->get(), local);
-    if (!s.ok()) UsageError(s.status().message());
+    if (!s.ok()) return UsageError(s.status().message());
     source = std::move(*s);
   } else {
 #ifdef RELAXPS_TRAINER_WITH_CLIENT
@@ -261,7 +242,7 @@ int Main(int argc, char** argv) {
     client_options.wire_dtype = FLAGS_wire_dtype;
     StatusOr<std::unique_ptr<Client>> connected = Client::Connect(client_options);
     if (!connected.ok()) {
-      Fail(IsPsFailure(connected.status()) ? kExitPsFailed : kExitError, -1,
+      return FailWorker(IsPsFailure(connected.status()) ? kExitPsFailed : kExitError, -1,
            "cannot join the job at " + FLAGS_coordinator, connected.status());
     }
     client = std::move(*connected);
@@ -291,18 +272,18 @@ int Main(int argc, char** argv) {
     StatusOr<std::unique_ptr<trainer::ParamSource>> s =
         trainer::NewPsParams(client.get(), device->get(), ps);
     if (!s.ok()) {
-      Fail(IsPsFailure(s.status()) ? kExitPsFailed : kExitError, id,
+      return FailWorker(IsPsFailure(s.status()) ? kExitPsFailed : kExitError, id,
            "worker " + std::to_string(id) + ": parameter server", s.status());
     }
     source = std::move(*s);
 #else
-    UsageError("this build has no parameter-server client; use --local");
+    return UsageError("this build has no parameter-server client; use --local");
 #endif
   }
 
   StatusOr<std::unique_ptr<trainer::Trainer>> t = trainer::Trainer::Create(
       options, device->get(), model->get(), source.get(), &*data);
-  if (!t.ok()) UsageError(t.status().message());
+  if (!t.ok()) return UsageError(t.status().message());
   const int metrics_worker = options.worker_id >= 0 ? options.worker_id : options.worker_index;
   LOG(INFO) << "training " << (*model)->Name() << " (" << (*model)->num_params()
             << " parameters) on " << (*device)->Name() << ", " << source->Name()
@@ -311,7 +292,7 @@ int Main(int argc, char** argv) {
   StatusOr<trainer::TrainResult> result = (*t)->Run(&g_stop);
   if (!result.ok()) {
     const bool ps = IsPsFailure(result.status()) && !FLAGS_local;
-    Fail(ps ? kExitPsFailed : kExitError, metrics_worker,
+    return FailWorker(ps ? kExitPsFailed : kExitError, metrics_worker,
          ps ? "parameter server failed" : "training failed", result.status());
   }
   return 0;

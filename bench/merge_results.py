@@ -127,6 +127,12 @@ def targets_of(figs):
         if f["bench"] == "checkpoint" and f["name"].endswith("/async_stall_s"):
             target("checkpoint stalls writers no longer than the snapshot copy (<= 1.5x memcpy)",
                    f["name"], "<=", 1.5)
+    target("chain R=2 vs R=1, dense 16 MiB PushPull (w1s3): >= 0.5x",
+           "chain/r2/dense_16MiB_pushpull_w1s3/gbps", ">=", 0.5)
+    target("chain R=2 vs R=1, 4 KiB PushPull p50 latency (w1s3): <= 2x",
+           "chain/r2/dense_4KiB_pushpull_w1s3/p50_us", "<=", 2.0)
+    target("chain R=2 vs R=1, cnn training samples/s (1 worker, 3 servers): >= 0.9x",
+           "chain/r2/cnn_async_w1s3/samples_per_s", ">=", 0.9)
     target("training overhead (1 worker, async, cnn) <= 15% slower than local",
            "training/cnn/ps_async_w1s1/samples_per_s", ">=", 0.85)
     return out

@@ -48,6 +48,9 @@ DEFINE_bool(quick, false,
             "Short run: --seconds=0.2 --reps=2 --configs=1x1 --deep_max_bytes=1048576 unless given "
             "explicitly.");
 DEFINE_string(configs, "1x1,1x2,2x1,2x2", "Comma-separated WxS (workers x servers) to run.");
+DEFINE_int32(replicas, 1,
+             "Chain replication: servers per range (1: none; >= 2 runs the cluster with "
+             "--recovery=chain --replicas=N, every push crossing N servers)");
 DEFINE_string(sizes, "4096,1048576,16777216,67108864", "Dense table sizes in bytes.");
 DEFINE_string(in_flight, "1,8", "Operations kept in flight per client.");
 DEFINE_uint64(deep_max_bytes, 0,
@@ -84,6 +87,10 @@ class Cluster {
     co.num_servers = servers;
     co.num_workers = workers;
     co.consistency = ConsistencyModel::kAsync;
+    if (FLAGS_replicas > 1) {
+      co.recovery = RecoveryMode::kChain;
+      co.replicas = FLAGS_replicas;
+    }
     auto c = Coordinator::Start(co);
     CHECK(c.ok()) << c.status().ToString();
     coordinator_ = std::move(c).value();

@@ -22,8 +22,8 @@ std::pair<Client::Callback, std::future<Status>> MakePromise() {
   return {[p](const Status& s) { p->set_value(s); }, std::move(f)};
 }
 
-// A deregistration to a coordinator that is gone delays shutdown this long.
-constexpr int kDeregisterTimeoutMs = 1000;
+// Longest wait for the coordinator's answer to a goodbye at shutdown.
+constexpr int kDeregisterTimeoutMs = 300;
 
 }  // namespace
 
@@ -121,6 +121,7 @@ Status ClientImpl::Init() {
   ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(job_.recovery));
   job_.num_servers = rr.job().num_servers();
   job_.expected_workers = rr.job().num_workers();
+  incarnation_ = rr.incarnation();
   clock_.store(rr.start_clock());
   resender_ = std::make_unique<client_internal::Resender>(recovery_.get(), clock_source_,
                                                           options_.recovery_timeout_ms);
@@ -140,20 +141,30 @@ Status ClientImpl::Init() {
 }
 
 ClientImpl::~ClientImpl() {
+  // Prompt even when the servers and the coordinator are gone: nothing here
+  // waits for a deadline. In-flight requests (a heartbeat included) fail
+  // with Aborted now, parked ones too, and the goodbye is sent only to a
+  // coordinator that answered the last heartbeat, bounded by a short wait.
+  shutting_down_.store(true);
+  if (rpc_ != nullptr) rpc_->CancelAll(AbortedError("client is shutting down"));
+  if (resender_ != nullptr) resender_->FailExpired(AbortedError("client is shutting down"));
   if (heartbeat_ != nullptr) {
     heartbeat_->Stop();
-    Message bye;
-    bye.header.set_type(wire::DEREGISTER);
-    bye.header.set_sender(job_.worker_id);
-    // Best effort, bounded: a coordinator that is gone costs at most this.
-    rpc_->CallSync(coordinator_peer_, std::move(bye), kDeregisterTimeoutMs).status().IgnoreError();
+    if (heartbeat_failures_ == 0) {
+      Message bye;
+      bye.header.set_type(wire::DEREGISTER);
+      bye.header.set_sender(job_.worker_id);
+      rpc_->CallSync(coordinator_peer_, std::move(bye), kDeregisterTimeoutMs)
+          .status()
+          .IgnoreError();
+    }
   }
-  rpc_.reset();  // Fails anything still pending with Aborted.
-  if (resender_ != nullptr) resender_->FailExpired(AbortedError("client is shutting down"));
+  rpc_.reset();  // Fails anything sent meanwhile with Aborted.
 }
 
 Status ClientImpl::SetMap(const wire::ShardMap& proto) {
-  ASSIGN_OR_RETURN(std::vector<client_internal::Router::Moved> moved, router_->Install(proto));
+  ASSIGN_OR_RETURN(std::vector<client_internal::Router::Moved> moved,
+                   router_->Install(proto, /*cancel_dead=*/Chained()));
   // Requests still waiting on a dead server's old endpoint fail now (and are
   // resent by CallServer) instead of at their deadlines.
   for (const client_internal::Router::Moved& m : moved) {
@@ -174,7 +185,16 @@ Status ClientImpl::JobError() const {
 }
 
 void ClientImpl::Heartbeat() {
+  if (shutting_down_.load()) return;
   resender_->FailExpired(JobError());
+  if (Chained()) {
+    // Parts a server refused for now (an epoch it had not installed yet, a
+    // replica still awaiting its state) are tried again.
+    for (client_internal::Resender::Parked& p :
+         resender_->TakeParkedBefore(resender_->NowMs() - options_.heartbeat_ms)) {
+      CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
+    }
+  }
   Message hb;
   hb.header.set_type(wire::HEARTBEAT);
   hb.header.set_sender(job_.worker_id);
@@ -186,6 +206,7 @@ void ClientImpl::Heartbeat() {
   StatusOr<Message> reply =
       rpc_->CallSync(coordinator_peer_, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
   if (!reply.ok()) {
+    if (shutting_down_.load()) return;  // Cancelled by the destructor.
     if (++heartbeat_failures_ % 10 == 1) {
       LOG(WARNING) << "heartbeat to coordinator failed: " << reply.status();
     }

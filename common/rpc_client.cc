@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace relaxps {
 
@@ -169,6 +170,17 @@ void RpcClient::IoLoop() {
         s.set(zmq::sockopt::rcvhwm, 100000);
         s.set(zmq::sockopt::reconnect_ivl, 100);
         s.set(zmq::sockopt::reconnect_ivl_max, 1000);
+        if (options_.on_disconnect) {
+          const std::string addr = "inproc://relaxps-monitor-" +
+                                   std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +
+                                   std::to_string(sockets_.size());
+          zmq::socket_t mon(context_, zmq::socket_type::pair);
+          mon.set(zmq::sockopt::linger, 0);
+          if (zmq_socket_monitor(s.handle(), addr.c_str(), ZMQ_EVENT_DISCONNECTED) == 0) {
+            mon.connect(addr);
+          }
+          monitors_.push_back(std::move(mon));
+        }
         try {
           s.connect(endpoints_[sockets_.size()]);
         } catch (const zmq::error_t& e) {
@@ -208,6 +220,7 @@ void RpcClient::IoLoop() {
     items.clear();
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
     for (auto& s : sockets_) items.push_back({static_cast<void*>(s), 0, ZMQ_POLLIN, 0});
+    for (auto& m : monitors_) items.push_back({static_cast<void*>(m), 0, ZMQ_POLLIN, 0});
     int64_t timeout = 100;
     if (!deadlines_.empty()) timeout = std::min(timeout, deadlines_.begin()->first - now);
     timeout = std::max<int64_t>(clock_->RealWaitMs(std::max<int64_t>(timeout, 0)), 0);
@@ -221,7 +234,26 @@ void RpcClient::IoLoop() {
       uint64_t v;
       (void)!read(wake_fd_, &v, sizeof(v));
     }
-    for (size_t i = 1; i < items.size(); ++i) {
+    for (size_t m = 0; m < monitors_.size(); ++m) {
+      if (!(items[1 + sockets_.size() + m].revents & ZMQ_POLLIN)) continue;
+      while (true) {
+        parts.clear();
+        zmq::recv_result_t r;
+        try {
+          r = zmq::recv_multipart(monitors_[m], std::back_inserter(parts),
+                                  zmq::recv_flags::dontwait);
+        } catch (const zmq::error_t&) {
+          break;
+        }
+        if (!r) break;
+        uint16_t event = 0;
+        if (!parts.empty() && parts[0].size() >= sizeof(event)) {
+          std::memcpy(&event, parts[0].data(), sizeof(event));
+        }
+        if (event == ZMQ_EVENT_DISCONNECTED) options_.on_disconnect(static_cast<int>(m));
+      }
+    }
+    for (size_t i = 1; i < 1 + sockets_.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
       for (int n = 0; n < 1024; ++n) {
         parts.clear();

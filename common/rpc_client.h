@@ -39,6 +39,13 @@ namespace relaxps {
 struct RpcClientOptions {
   // Default deadline of a request when Call() gets timeout_ms <= 0.
   int default_timeout_ms = 10000;
+  // When set, called on the I/O thread with the peer handle whenever the TCP
+  // connection of that peer's DEALER socket closes (ZeroMQ socket monitor,
+  // ZMQ_EVENT_DISCONNECTED): a process killed by any signal closes its
+  // connections at once, so this detects crashes within milliseconds. A
+  // disconnect is a hint (the socket reconnects by itself); confirm it, e.g.
+  // with a probe, before acting. Must not block.
+  std::function<void(int peer)> on_disconnect;
   // Time source of deadlines and of the I/O loop's waits (nullptr: real
   // time). Tests pass a FakeClock to expire deadlines without sleeping.
   const Clock* clock = nullptr;
@@ -95,6 +102,7 @@ class RpcClient final : public Transport {
   // I/O thread only.
   zmq::context_t context_{1};
   std::vector<zmq::socket_t> sockets_;  // Parallel to endpoints_ once connected.
+  std::vector<zmq::socket_t> monitors_;  // Parallel to sockets_ with on_disconnect.
   std::unordered_map<uint64_t, Pending> pending_;
   std::multimap<int64_t, uint64_t> deadlines_;  // deadline -> request id
 

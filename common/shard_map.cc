@@ -30,6 +30,11 @@ StatusOr<ShardMap> ShardMap::FromProto(const wire::ShardMap& proto) {
       if (r.begin() != expect || r.end() <= r.begin() || r.server() < 0 || r.server() >= n) {
         return InvalidArgumentError("shard map has a bad range for table '" + name + "'");
       }
+      for (int i = 0; i < r.chain_size(); ++i) {
+        if (r.chain(i) < 0 || r.chain(i) >= n || (i == 0 && r.chain(0) != r.server())) {
+          return InvalidArgumentError("shard map has a bad chain for table '" + name + "'");
+        }
+      }
       expect = r.end();
     }
     if (expect != ts.table().size()) {
@@ -81,7 +86,56 @@ int SparseOwner(uint64_t row_id, int num_servers) {
 
 int ShardMap::SparseServer(uint64_t row_id) const { return SparseOwner(row_id, num_servers()); }
 
-std::vector<wire::DenseRange> ShardMap::AssignDense(uint64_t size, int num_servers) {
+std::vector<int> ShardMap::HomeChain(int range, int num_servers, int replicas) {
+  std::vector<int> chain;
+  for (int k = 0; k < std::min(replicas, num_servers); ++k) chain.push_back((range + k) % num_servers);
+  return chain;
+}
+
+StatusOr<int> RemoveFromChains(wire::ShardMap* map, int server, int replicas) {
+  if (replicas <= 1) return 0;
+  for (const wire::TableShards& ts : map->tables()) {
+    for (const wire::DenseRange& r : ts.ranges()) {
+      if (r.chain_size() == 1 && r.chain(0) == server) {
+        return FailedPreconditionError("server " + std::to_string(server) +
+                                       " holds the last replica of keys [" +
+                                       std::to_string(r.begin()) + ", " + std::to_string(r.end()) +
+                                       ") of table '" + ts.table().name() + "'");
+      }
+    }
+  }
+  int changed = 0;
+  for (wire::TableShards& ts : *map->mutable_tables()) {
+    for (wire::DenseRange& r : *ts.mutable_ranges()) {
+      auto* chain = r.mutable_chain();
+      auto it = std::find(chain->begin(), chain->end(), server);
+      if (it == chain->end()) continue;
+      chain->erase(it);
+      r.set_server(r.chain(0));
+      ++changed;
+    }
+  }
+  return changed;
+}
+
+int JoinChains(wire::ShardMap* map, int server, int num_servers, int replicas) {
+  if (replicas <= 1) return 0;
+  int joined = 0;
+  for (wire::TableShards& ts : *map->mutable_tables()) {
+    for (int i = 0; i < ts.ranges_size(); ++i) {
+      wire::DenseRange* r = ts.mutable_ranges(i);
+      const std::vector<int> home = ShardMap::HomeChain(i, num_servers, replicas);
+      if (std::find(home.begin(), home.end(), server) == home.end()) continue;
+      if (std::find(r->chain().begin(), r->chain().end(), server) != r->chain().end()) continue;
+      r->add_chain(server);
+      ++joined;
+    }
+  }
+  return joined;
+}
+
+std::vector<wire::DenseRange> ShardMap::AssignDense(uint64_t size, int num_servers,
+                                                    int replicas) {
   std::vector<wire::DenseRange> out;
   const uint64_t chunks = (size + kDenseChunk - 1) / kDenseChunk;
   const uint64_t n = std::max<uint64_t>(1, std::min<uint64_t>(num_servers, chunks));
@@ -93,6 +147,9 @@ std::vector<wire::DenseRange> ShardMap::AssignDense(uint64_t size, int num_serve
     r.set_begin(begin);
     r.set_end(end);
     r.set_server(static_cast<int>(s));
+    if (replicas > 1) {
+      for (int c : HomeChain(static_cast<int>(s), num_servers, replicas)) r.add_chain(c);
+    }
     out.push_back(r);
     begin = end;
   }

@@ -44,6 +44,8 @@ class ShardMap {
 
   const wire::ShardMap& proto() const { return proto_; }
   uint64_t version() const { return proto_.version(); }
+  // Job epoch (bumped at every chain reconfiguration; 0 without chains).
+  uint64_t epoch() const { return proto_.epoch(); }
   int num_servers() const { return proto_.servers_size(); }
   const std::string& server_endpoint(int i) const { return proto_.servers(i).endpoint(); }
 
@@ -58,12 +60,28 @@ class ShardMap {
   int SparseServer(uint64_t row_id) const;
 
   // Balanced contiguous ranges of `size` keys over `num_servers` servers.
-  static std::vector<wire::DenseRange> AssignDense(uint64_t size, int num_servers);
+  // With replicas > 1 (chain replication) range i is held by the chain
+  // servers i, i+1, ..., i+replicas-1 (mod num_servers), head first, as in
+  // the OSDI'14 parameter server.
+  static std::vector<wire::DenseRange> AssignDense(uint64_t size, int num_servers,
+                                                   int replicas = 1);
+  // The home chain of the range with index `range` (see AssignDense).
+  static std::vector<int> HomeChain(int range, int num_servers, int replicas);
 
  private:
   wire::ShardMap proto_;
   std::unordered_map<std::string, int> table_index_;
 };
+
+// Chain reconfiguration on a shard-map proto (coordinator side; they do not
+// bump the version or epoch). RemoveFromChains drops `server` from every
+// chain; a range whose head it was gets the next replica as head. Returns the
+// number of chains changed, or FailedPrecondition naming a range that would be
+// left without any replica (the map is then unchanged).
+StatusOr<int> RemoveFromChains(wire::ShardMap* map, int server, int replicas);
+// Appends `server` as tail to every chain of its home placement that lacks
+// it. Returns the number of chains it joined.
+int JoinChains(wire::ShardMap* map, int server, int num_servers, int replicas);
 
 // Owner index of a sparse row among n servers (stable, well mixed).
 int SparseOwner(uint64_t row_id, int num_servers);

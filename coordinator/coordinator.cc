@@ -27,6 +27,12 @@ Status CoordinatorOptions::Validate() const {
   }
   if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
   if (reseed_timeout_ms < 1) return InvalidArgumentError("--reseed_timeout_ms must be > 0");
+  if (recovery == RecoveryMode::kChain && (replicas < 2 || replicas > num_servers)) {
+    return InvalidArgumentError("--replicas must be between 2 and --num_servers (" +
+                                std::to_string(num_servers) + ") under --recovery=chain, got " +
+                                std::to_string(replicas));
+  }
+  if (probe_timeout_ms < 1) return InvalidArgumentError("probe_timeout_ms must be > 0");
   return Status::OK();
 }
 
@@ -53,14 +59,20 @@ class CoordinatorImpl final : public Coordinator {
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
     co.clock = clock_;
+    if (chained()) {
+      co.on_disconnect = [this](int peer) { rpc_->Post([this, peer] { OnDisconnect(peer); }); };
+    }
     servers_rpc_ = std::make_unique<RpcClient>(co);
+    next_incarnation_ = static_cast<uint64_t>(NowUnixMs()) * 1000;
     job_.set_consistency(ConsistencyModelName(options_.consistency));
     job_.set_staleness(options_.staleness);
     job_.set_recovery(RecoveryModeName(options_.recovery));
     job_.set_num_servers(options_.num_servers);
     job_.set_num_workers(options_.num_workers);
     job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
+    job_.set_replicas(chained() ? options_.replicas : 1);
     map_.set_version(1);
+    map_.set_epoch(1);
     rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
     start_ms_ = clock_->NowMs();
     LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
@@ -104,6 +116,14 @@ class CoordinatorImpl final : public Coordinator {
   // copies are in (or timed out) by sending SEED to their server.
   void HandleSeedCopy(Request req);
   void FinishReseeds();
+  bool chained() const { return options_.recovery == RecoveryMode::kChain; }
+  // Chain replication: the connection to a server closed; probe it.
+  void OnDisconnect(int peer);
+  // Chain replication: removes a dead server from its chains and installs
+  // the new map (epoch + 1) on every live server.
+  void Reconfigure(int server_id, const std::string& why);
+  // Sends the current map to every live server.
+  void PushMap(const std::string& why);
 
   // Constant after Init().
   const CoordinatorOptions options_;
@@ -119,6 +139,7 @@ class CoordinatorImpl final : public Coordinator {
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
   std::string job_error_;
+  uint64_t next_incarnation_ = 1;
   CheckpointScheduler checkpoints_;
   Reseeder reseeder_;
   // Servers being seeded: registered, shown dead in the map until seeded.
@@ -222,6 +243,7 @@ void CoordinatorImpl::HandleRegister(Request req) {
                 << (old->second.alive ? "alive" : "dead") << ", pid " << old->second.pid
                 << "); it takes back its shards";
     }
+    const bool was_live = old != members_.servers().end() && old->second.alive;
     const bool replaces = old != members_.servers().end();
     const int id = members_.AddServer(r.requested_id(), r.endpoint(), r.pid(), now);
     server_peer_[id] = servers_rpc_->Connect(r.endpoint());
@@ -229,6 +251,19 @@ void CoordinatorImpl::HandleRegister(Request req) {
     // from the workers' copies before anyone routes to it.
     const bool seed = recovery_->TrainsThroughServerLoss() && replaces && map_.tables_size() > 0;
     if (seed) seeding_[id] = now;
+    int joined = 0;
+    if (chained() && map_.tables_size() > 0) {
+      if (was_live) {
+        StatusOr<int> removed = RemoveFromChains(&map_, id, options_.replicas);
+        if (!removed.ok()) {
+          FailJob(removed.status().message());
+        }
+      }
+      joined = JoinChains(&map_, id, options_.num_servers, options_.replicas);
+      map_.set_epoch(map_.epoch() + 1);
+      LOG(INFO) << "server " << id << " joins " << joined << " chain(s) as tail; epoch "
+                << map_.epoch();
+    }
     RebuildServerList();
     if (seed) {
       std::vector<int> workers;
@@ -245,6 +280,7 @@ void CoordinatorImpl::HandleRegister(Request req) {
     rr->set_id(id);
     *rr->mutable_shard_map() = map_;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
+    if (joined > 0) PushMap("server " + std::to_string(id) + " rejoined");
     return;
   }
   if (r.role() == "worker") {
@@ -254,6 +290,7 @@ void CoordinatorImpl::HandleRegister(Request req) {
               << start_clock;
     rr->set_id(id);
     rr->set_start_clock(start_clock);
+    rr->set_incarnation(next_incarnation_++);
     *rr->mutable_shard_map() = map_;
     auto shared = std::make_shared<Request>(std::move(req));
     auto shared_reply = std::make_shared<Message>(std::move(reply));
@@ -329,6 +366,14 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
     return;
   }
+  if (chained() && t.type == TableType::kSparse) {
+    rpc_->ReplyStatus(req, InvalidArgumentError("table '" + t.name +
+                                                "': sparse tables are not chain-replicated in "
+                                                "this version (--recovery=chain holds dense "
+                                                "tables only)"))
+        .IgnoreError();
+    return;
+  }
   if (members_.live_servers() < options_.num_servers) {
     rpc_->ReplyStatus(req, UnavailableError("waiting for servers: " +
                                             std::to_string(members_.live_servers()) + " of " +
@@ -343,7 +388,8 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     wire::TableShards* ts = map_.add_tables();
     TableToProto(t, ts->mutable_table());
     if (t.type == TableType::kDense) {
-      for (const wire::DenseRange& r : ShardMap::AssignDense(t.size, options_.num_servers)) {
+      for (const wire::DenseRange& r :
+           ShardMap::AssignDense(t.size, options_.num_servers, job_.replicas())) {
         *ts->add_ranges() = r;
       }
     }
@@ -483,6 +529,10 @@ void CoordinatorImpl::CheckLiveness() {
                              std::to_string(m.pid) + ") missed heartbeats for " +
                              std::to_string(options_.heartbeat_timeout_ms) + " ms";
     LOG(WARNING) << what;
+    if (recovery_->on_server_loss() == RecoveryPolicy::OnServerLoss::kReconfigure) {
+      Reconfigure(id, what);
+      continue;
+    }
     RebuildServerList();
     if (recovery_->on_server_loss() == RecoveryPolicy::OnServerLoss::kFailJob) {
       FailJob(what + "; recovery policy '" + recovery_->Name() + "' ends the job");
@@ -505,6 +555,62 @@ void CoordinatorImpl::CheckLiveness() {
       if (!s.ok()) LOG(WARNING) << "announcing live workers: " << s;
     });
   }
+}
+
+void CoordinatorImpl::OnDisconnect(int peer) {
+  int id = -1;
+  for (const auto& [server, p] : server_peer_) {
+    if (p == peer) id = server;
+  }
+  auto it = members_.servers().find(id);
+  if (id < 0 || it == members_.servers().end() || !it->second.alive) return;
+  const std::string endpoint = it->second.endpoint;
+  const int64_t since = clock_->NowMs();
+  Message ping;
+  ping.header.set_type(wire::PING);
+  servers_rpc_->Call(peer, std::move(ping), options_.probe_timeout_ms,
+                     [this, id, endpoint, since](const Status& s, Message) {
+                       if (s.ok()) return;
+                       rpc_->Post([this, id, endpoint, since, s] {
+                         auto it = members_.servers().find(id);
+                         // Still the same incarnation of the server, still live?
+                         if (it == members_.servers().end() || !it->second.alive ||
+                             it->second.endpoint != endpoint) {
+                           return;
+                         }
+                         members_.MarkServerDead(id);
+                         Reconfigure(id, "server " + std::to_string(id) + " (" + endpoint +
+                                             ") closed its connection and did not answer a "
+                                             "probe within " +
+                                             std::to_string(clock_->NowMs() - since) + " ms");
+                       });
+                     });
+}
+
+void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
+  LOG(WARNING) << why;
+  StatusOr<int> changed = RemoveFromChains(&map_, server_id, options_.replicas);
+  if (!changed.ok()) {
+    RebuildServerList();
+    FailJob(why + "; " + changed.status().message() + ": every replica is lost");
+    return;
+  }
+  map_.set_epoch(map_.epoch() + 1);
+  RebuildServerList();
+  LOG(WARNING) << "server " << server_id << " removed from " << *changed
+               << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version()
+               << ". " << recovery_->RestartAdvice(server_id);
+  PushMap("server " + std::to_string(server_id) + " lost");
+}
+
+void CoordinatorImpl::PushMap(const std::string& why) {
+  Message install;
+  install.header.set_type(wire::INSTALL_MAP);
+  *install.header.mutable_shard_map() = map_;
+  const uint64_t epoch = map_.epoch();
+  Broadcast(install, [why, epoch](const Status& s) {
+    if (!s.ok()) LOG(WARNING) << "installing the map of epoch " << epoch << " (" << why << "): " << s;
+  }, 2000);
 }
 
 void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters) {

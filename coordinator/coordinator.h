@@ -10,7 +10,13 @@
 // With recovery policy "none", a server that misses its heartbeats fails the
 // job: every client learns the reason from its next heartbeat. With
 // "checkpoint", the job waits for the server to come back: a server that
-// registers again with its old id (--server_id) gets the same shards.
+// registers again with its old id (--server_id) gets the same shards. With
+// "chain", every dense range is held by a chain of `replicas` servers; a
+// server that dies (its connection closes and a probe confirms, or it misses
+// its heartbeats) is removed from every chain at once: the job epoch and map
+// version are bumped and the new map is installed on every live server; a
+// server that registers again with its id joins its chains as tail after a
+// state transfer from its predecessor.
 // With "stateless", the job goes on while the server is lost (workers train
 // on their own copies); a server that registers with the lost id is seeded
 // from the workers' copies (coordinator/reseeder.h) before the shard map
@@ -49,6 +55,13 @@ struct CoordinatorOptions {
   int staleness = 2;
   // See recovery/recovery_policy.h; Validate() refuses modes not built yet.
   RecoveryMode recovery = RecoveryMode::kNone;
+  // --recovery=chain: servers holding each dense range (R). More survives
+  // more simultaneous failures; each push crosses R servers before it is
+  // acknowledged. 2 <= replicas <= num_servers.
+  int replicas = 2;
+  // --recovery=chain: a server whose connection closed is probed; no answer
+  // within this long confirms the crash. Shorter fails over sooner.
+  int probe_timeout_ms = 200;
   // A member silent for longer is declared dead. Shorter detects failures
   // sooner; too short declares slow-but-alive processes dead.
   int heartbeat_timeout_ms = 3000;

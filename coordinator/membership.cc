@@ -59,6 +59,13 @@ std::vector<int> Membership::Expire(std::map<int, MemberInfo>* members, int64_t 
   return dead;
 }
 
+bool Membership::MarkServerDead(int id) {
+  auto it = servers_.find(id);
+  if (it == servers_.end() || !it->second.alive) return false;
+  it->second.alive = false;
+  return true;
+}
+
 std::vector<int> Membership::ExpireServers(int64_t now_ms) { return Expire(&servers_, now_ms); }
 std::vector<int> Membership::ExpireWorkers(int64_t now_ms) {
   std::vector<int> dead = Expire(&workers_, now_ms);

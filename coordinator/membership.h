@@ -39,6 +39,10 @@ class Membership {
   bool ServerHeartbeat(int id, int64_t now_ms);
   bool WorkerHeartbeat(int id, int64_t clock, int64_t now_ms);
 
+  // Marks a live server dead (a confirmed crash). Returns false if it was not
+  // a live server.
+  bool MarkServerDead(int id);
+
   // Marks members silent for too long as dead and returns their ids.
   std::vector<int> ExpireServers(int64_t now_ms);
   std::vector<int> ExpireWorkers(int64_t now_ms);

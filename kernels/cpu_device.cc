@@ -29,8 +29,10 @@ namespace {
 // only on parameters. RELAXPS_VECTOR_CLONES builds an AVX2 copy next to the
 // baseline (SSE2) one, picked at load time: with SSE2 only, sqrt and division
 // make Adam compute-bound on some CPUs. Both copies round identically (no FMA
-// contraction), so results do not depend on the CPU.
-#if defined(__x86_64__) && defined(__has_attribute)
+// contraction), so results do not depend on the CPU. Not under TSan: the
+// clones' ifunc resolvers run during relocation, before the TSan runtime is
+// initialized, and its instrumentation of them crashes every binary at load.
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__SANITIZE_THREAD__)
 #if __has_attribute(target_clones)
 #define RELAXPS_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #endif

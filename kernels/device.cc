@@ -21,7 +21,7 @@ struct CudaPlugin {
   std::string error;  // Why it could not be loaded.
 };
 
-const CudaPlugin& LoadCudaPlugin() {
+[[maybe_unused]] const CudaPlugin& LoadCudaPlugin() {
   static const CudaPlugin* const plugin = [] {
     auto* p = new CudaPlugin();
     std::vector<std::string> candidates;
@@ -59,7 +59,7 @@ const CudaPlugin& LoadCudaPlugin() {
   return *plugin;
 }
 
-StatusOr<std::unique_ptr<Device>> NewCudaDeviceFromPlugin(const DeviceOptions& options) {
+[[maybe_unused]] StatusOr<std::unique_ptr<Device>> NewCudaDeviceFromPlugin(const DeviceOptions& options) {
   const CudaPlugin& plugin = LoadCudaPlugin();
   if (plugin.new_device == nullptr) return UnavailableError("no CUDA device: " + plugin.error);
   std::string error;

@@ -22,6 +22,18 @@ class CheckpointRestart final : public RecoveryPolicy {
   bool ResendsAcrossRestarts() const override { return true; }
 };
 
+class ChainReplication final : public RecoveryPolicy {
+ public:
+  RecoveryMode mode() const override { return RecoveryMode::kChain; }
+  OnServerLoss on_server_loss() const override { return OnServerLoss::kReconfigure; }
+  std::string RestartAdvice(int id) const override {
+    return "restart it with --server_id=" + std::to_string(id) +
+           " to copy its ranges from a live replica and rejoin its chains as tail";
+  }
+  bool ResendsAcrossRestarts() const override { return true; }
+  bool ReplicatesServers() const override { return true; }
+};
+
 class StatelessServers final : public RecoveryPolicy {
  public:
   RecoveryMode mode() const override { return RecoveryMode::kStateless; }
@@ -64,13 +76,13 @@ StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(RecoveryMode mode) {
   switch (mode) {
     case RecoveryMode::kNone: return std::unique_ptr<RecoveryPolicy>(new NoRecovery());
     case RecoveryMode::kCheckpoint: return std::unique_ptr<RecoveryPolicy>(new CheckpointRestart());
+    case RecoveryMode::kChain: return std::unique_ptr<RecoveryPolicy>(new ChainReplication());
     case RecoveryMode::kStateless: return std::unique_ptr<RecoveryPolicy>(new StatelessServers());
-    case RecoveryMode::kChain:
     case RecoveryMode::kHybrid:
       break;
   }
   return InvalidArgumentError(std::string("recovery policy '") + RecoveryModeName(mode) +
-                              "' is not available in this version (use none, checkpoint or stateless)");
+                              "' is not available in this version (use none, checkpoint, chain or stateless)");
 }
 
 }  // namespace relaxps

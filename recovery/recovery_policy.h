@@ -18,7 +18,7 @@
 
 namespace relaxps {
 
-// The recovery policies of DESIGN.md. kChain and kHybrid are
+// The recovery policies of DESIGN.md. kHybrid is
 // named here so that flags and wire messages can carry them; the factory
 // refuses those not built yet.
 enum class RecoveryMode { kNone, kCheckpoint, kChain, kStateless, kHybrid };
@@ -34,6 +34,7 @@ class RecoveryPolicy {
   enum class OnServerLoss {
     kFailJob,         // End the job with an error naming the server (never hang).
     kAwaitRestart,    // Keep the job; the server restarts (from a checkpoint) with its id.
+    kReconfigure,     // Remove it from its chains at once; a restart rejoins as tail.
   };
 
   RecoveryPolicy() = default;
@@ -52,6 +53,11 @@ class RecoveryPolicy {
   // DeadlineExceeded) is parked until the shard map names the server's new
   // endpoint and then sent again, instead of failing at once.
   virtual bool ResendsAcrossRestarts() const = 0;
+  // True if dense ranges are held by chains of replicas (chain, and later
+  // hybrid): clients send a range's requests to the head of its chain in the
+  // current map, tag pushes with an exactly-once key, and re-route lost
+  // requests to the new head after a reconfiguration.
+  virtual bool ReplicatesServers() const { return false; }
   // Stateless servers: a server holds its ranges in memory only. While one
   // is lost, every worker trains on its own copy of the lost ranges (client:
   // Push / PushPull served locally); a server that registers for the lost
@@ -60,8 +66,8 @@ class RecoveryPolicy {
   virtual bool TrainsThroughServerLoss() const { return false; }
 };
 
-// InvalidArgument for a mode not available in this version (chain and
-// hybrid are refused with a message saying so rather than
+// InvalidArgument for a mode not available in this version (hybrid is
+// refused with a message saying so rather than
 // silently behaving like another policy).
 StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(RecoveryMode mode);
 

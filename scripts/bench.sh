@@ -4,7 +4,7 @@
 # (see docs/benchmarks.md). The document is also written to
 # bench/results/bench-<timestamp>.json.
 #
-#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,overhead,consistency]
+#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,overhead,consistency,chain]
 #
 # --quick: short time boxes, under 3 minutes on 2 cores; the default (full)
 # run takes under 15.
@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 QUICK=0
 SKIP_BUILD=0
-ONLY=zmq,ps,optimizer,checkpoint,store,overhead,consistency
+ONLY=zmq,ps,optimizer,checkpoint,store,overhead,consistency,chain
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
@@ -69,6 +69,7 @@ if [ "$QUICK" = 1 ]; then
   OVERHEAD_S=6
   STORE_ARGS=(--mb=16 --seconds=1.5 --reps=3 --only=rocksdb/flush1)
   CONSISTENCY_S=8
+  CHAIN_S=8
 else
   # Sized to finish in under 15 minutes on 2 cores: every configuration and
   # size, shorter time boxes, and 8 in flight only up to 16 MiB (64 MiB x 8
@@ -80,6 +81,7 @@ else
   OVERHEAD_S=15
   STORE_ARGS=(--mb=16 --seconds=2 --reps=5)
   CONSISTENCY_S=40
+  CHAIN_S=20
 fi
 
 if want zmq; then
@@ -114,6 +116,11 @@ fi
 if want consistency; then
   run consistency "$ROOT/bench/consistency_bench.sh" --duration_s="$CONSISTENCY_S" \
     --out_dir="$WORK/consistency"
+fi
+
+if want chain; then
+  # Chain replication R=2 against R=1 on the same 3 servers (ratios inside).
+  run chain "$ROOT/bench/chain_bench.sh" --duration_s="$CHAIN_S" --out_dir="$WORK/chain"
 fi
 
 OUT="$ROOT/bench/results/bench-$STAMP.json"

@@ -139,7 +139,8 @@ build_matrix
 run_matrix
 "$PY" "$EXP_PY/summarize.py" --out="$OUT" --set="$SET" --ttf_csv="$TTF_CSV" \
     --fault_at="${FAULT_AT[*]}" --down_s="$DOWN_S" --duration_s="$DURATION_S" \
-    --skipped="$OUT/skipped.txt" --kills="$KILLS" || { echo "experiment.sh: summary failed" >&2; exit 1; }
+    --skipped="$OUT/skipped.txt" --kills="$KILLS" \
+    --schedule="$([ "$SCHEDULE" = ttf ] && echo ttf || echo "random, seed $SEED")" || { echo "experiment.sh: summary failed" >&2; exit 1; }
 if [ "$PLOTS" = 1 ]; then
   if command -v gnuplot >/dev/null 2>&1; then
     (cd "$OUT/plots" && gnuplot plots.gp) || { echo "experiment.sh: gnuplot failed" >&2; exit 1; }

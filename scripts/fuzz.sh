@@ -8,8 +8,10 @@
 #                  checkpoint_manifest); repeat for several; default all
 #     -flag=value  any other argument goes to libFuzzer
 # Builds with clang-14 (ASan + UBSan + libFuzzer) into build-fuzz/. Per
-# target it fuzzes from a copy of the corpus, then merges (-merge=1) only
-# the new inputs that add coverage, and prints "<target>: N inputs in S s".
+# target it fuzzes from a copy of the corpus, then merges (-merge=1
+# -use_counters=0) only the new inputs that reach new code edges (hit
+# counts do not earn a file, which keeps the corpus small), and prints
+# "<target>: N inputs in S s".
 # A finding (crash, sanitizer report, FUZZ_CHECK, leak, timeout) stops the
 # script with a non-zero status; the input is in build-fuzz/findings/<target>/.
 # Run it under `nice -n 10` on a shared machine.
@@ -65,7 +67,7 @@ for t in "${TARGETS[@]}"; do
   secs=$(( $(date +%s) - start ))
   runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo "?")
   before=$(ls "$corpus" | wc -l)
-  "$bin" -merge=1 "$corpus" "$work" >>"$log" 2>&1
+  "$bin" -merge=1 -use_counters=0 "$corpus" "$work" >>"$log" 2>&1
   after=$(ls "$corpus" | wc -l)
   echo "$t: $runs inputs in ${secs} s, corpus $before -> $after files (log $log)"
 done

@@ -42,6 +42,10 @@
 # any other --recovery a dead server is restarted --restart_after_s seconds
 # later (default 1), from its latest checkpoint if it has one (else its last
 # flush), and the workers wait for it.
+# Under --recovery=chain (--replicas=R, default 2) a dead server is routed
+# around at once and rejoins its chains after a state transfer when it is
+# restarted; events.csv then also gets failover_ms=N rows: kill -> the first
+# push a worker resent and the new head acknowledged.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -84,7 +88,7 @@ for arg in "$@"; do
     --stop_server=*) STOPS+=("${arg#*=}") ;;
     --partition_server=*) PARTS+=("${arg#*=}") ;;
     --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
-    --consistency=*|--staleness=*|--heartbeat_timeout_ms=*) COORD_ARGS+=("$arg") ;;
+    --consistency=*|--staleness=*|--heartbeat_timeout_ms=*|--replicas=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
     --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
     --keep_checkpoints=*|--restore_from=latest) SERVER_ARGS+=("$arg") ;;
@@ -219,8 +223,7 @@ done
 # latest checkpoint when it has one.
 restart_server() {
   local i=$1 from=()
-  if [ "$RECOVERY" != stateless ] &&
-     compgen -G "$OUT_DIR/data/checkpoints/server-$i/ckpt-*" >/dev/null; then
+  if [ "$RECOVERY" = checkpoint ] && compgen -G "$OUT_DIR/data/checkpoints/server-$i/ckpt-*" >/dev/null; then
     from=(--restore_from=latest)
   fi
   echo "==== restarted by run_local.sh at $(date +%T) ${from[*]}" >>"$OUT_DIR/server-$i.log"
@@ -260,6 +263,7 @@ echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), 
 declare -A REPORTED
 declare -A RESTART_AT  # server index -> epoch second of its restart
 declare -A KILLED      # index into KILLS -> done
+KILL_MS=()             # "unix_ms@server" of each kill
 declare -A STOPPED     # index into STOPS -> 1 stopped, 2 continued
 declare -A CUT         # index into PARTS -> "ports" while cut, "healed" after
 # partition_rules -A|-D PORTS...: DROP every TCP packet from or to the ports.
@@ -303,6 +307,7 @@ while true; do
       echo "[$((now - START))s] run_local.sh: killing server $id (pid ${PIDS[$id + 1]}, --kill_server=${KILLS[$k]})" >&2
       kill -KILL "${PIDS[$id + 1]}" 2>/dev/null
       event kill "$id"
+      KILL_MS+=("$(date +%s%3N)@$id")
     fi
   done
   for k in "${!STOPS[@]}"; do
@@ -396,6 +401,22 @@ $(tail -n 5 "$log" 2>/dev/null)"
   fi
   sleep 0.5
 done
+
+# ---- Failover times (chain) ------------------------------------------------------
+# For each kill: the first "chain failover" acknowledgement any worker logged
+# after it.
+if [ "$RECOVERY" = chain ]; then
+  acks=$(grep -aho 'chain failover: .* at unix_ms=[0-9]*' "$OUT_DIR"/worker-*.log 2>/dev/null |
+         grep -o '[0-9]*$' | sort -n)
+  for k in "${KILL_MS[@]}"; do
+    kms=${k%@*} kid=${k#*@}
+    first=$(echo "$acks" | awk -v t="$kms" '$1 >= t {print; exit}')
+    if [ -n "$first" ]; then
+      echo "$(( kms / 1000 - START )),failover_ms=$((first - kms)),$kid" >>"$OUT_DIR/events.csv"
+      echo "run_local.sh: server $kid killed; first resent push acknowledged by the new head after $((first - kms)) ms" >&2
+    fi
+  done
+fi
 
 # ---- Summary ----------------------------------------------------------------------
 if [ -n "$EVAL_PID" ]; then

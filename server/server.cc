@@ -3,21 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <map>
-#include <mutex>
 
-#include "common/periodic_thread.h"
-#include "common/rpc_client.h"
 #include "common/payload_codec.h"
-#include "common/rpc_server.h"
-#include "common/shard_map.h"
-#include "consistency/consistency_policy.h"
 #include "kernels/staged_optimizer.h"
-#include "server/internal/dense_shard.h"
 #include "server/internal/request_codec.h"
 #include "server/internal/server_checkpoints.h"
-#include "server/internal/sparse_shard.h"
+#include "server/internal/server_impl.h"
 
 namespace relaxps {
 
@@ -26,86 +17,7 @@ std::string ServerOptions::CheckpointRoot() const {
                                 : checkpoint_dir;
 }
 
-namespace {
-
-using server_internal::DenseShardState;
-using server_internal::SparseShardState;
-
-class ServerImpl final : public Server {
- public:
-  explicit ServerImpl(const ServerOptions& options)
-      : options_(options), clock_(ClockOrReal(options.clock)) {}
-  ~ServerImpl() override { StopHeartbeat(); }
-
-  Status Init();
-  const std::string& endpoint() const override { return rpc_->endpoint(); }
-  int id() const override { return id_; }
-  Status Run() override;
-  void Stop() override { rpc_->Stop(); }
-
- private:
-  // ---- Loop thread ----
-  void Handle(Request req);
-  Status InstallMap(const wire::ShardMap& map);
-  void SetLiveWorkers(const wire::LiveWorkers& live);
-  void HandleDense(Request req);
-  void HandleSparse(Request req);
-  void HandleStats(const Request& req);
-  void HandleCheckpoint(Request req);
-  // SEED (stateless recovery): installs the merged parameters of this
-  // server's dense ranges and starts serving.
-  void HandleSeed(const Request& req);
-  // Replies with an error and counts the rejection.
-  void Reject(const Request& req, const Status& status);
-  // False (after rejecting) unless the request has exactly `expected`
-  // payload frames.
-  bool CheckFrameCount(const Request& req, size_t expected);
-  // The n gradient values of `frame` as fp32, or nullptr after rejecting a
-  // wrong size/encoding or a NaN/Inf (counted as nonfinite_rejected).
-  const float* DecodeGradient(const Request& req, const Frame& frame, size_t n);
-  void ReplyWith(const Request& req, Message reply);
-  void OnTimer();
-  // Flushes the store if a dense shard's clock advanced flush_every_clocks
-  // past the last flush.
-  void MaybeFlush();
-
-  // ---- Heartbeat thread ----
-  void Heartbeat();
-  void StopHeartbeat();
-
-  // Constant after Init().
-  const ServerOptions options_;
-  const Clock* const clock_;
-  std::unique_ptr<RpcServer> rpc_;
-  std::unique_ptr<RpcClient> coordinator_;
-  int coordinator_peer_ = -1;
-  int id_ = -1;
-  wire::JobConfig job_;
-  std::unique_ptr<ConsistencyPolicy> policy_;
-  std::unique_ptr<kernels::Device> device_;         // CPU: host-memory work.
-  std::unique_ptr<kernels::Device> update_device_;  // Optional GPU for updates.
-  std::unique_ptr<ParamStore> store_;
-  std::string checkpoint_root_;
-
-  // Loop thread only.
-  uint64_t map_version_ = 0;
-  wire::ShardMap map_;
-  std::map<std::string, std::unique_ptr<DenseShardState>> dense_;
-  std::map<std::string, std::unique_ptr<SparseShardState>> sparse_;
-  wire::ServerStats stats_;
-  wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
-  std::vector<float> decode_scratch_;
-  std::vector<uint64_t> ids_scratch_;
-  int64_t last_flush_clock_ = 0;
-  // Stateless recovery: this server replaced a lost one and has not been
-  // seeded yet; data requests are refused with Unavailable meanwhile.
-  bool awaiting_seed_ = false;
-
-  // Heartbeat thread.
-  int heartbeat_failures_ = 0;  // Heartbeat thread only.
-  std::unique_ptr<PeriodicThread> heartbeat_;
-  std::atomic<uint64_t> seen_map_version_{0};
-};
+namespace server_internal {
 
 Status ServerImpl::Init() {
   if (options_.coordinator.empty()) return InvalidArgumentError("--coordinator is required");
@@ -160,11 +72,19 @@ Status ServerImpl::Init() {
   const wire::RegisterReply& rr = reply->header.register_reply();
   id_ = rr.id();
   job_ = rr.job();
+  replicas_ = job_.recovery() == "chain" ? std::max(1, job_.replicas()) : 1;
+  if (chained()) {
+    RpcClientOptions po;
+    po.default_timeout_ms = 5000;
+    po.clock = clock_;
+    peers_ = std::make_unique<RpcClient>(po);
+  }
   ConsistencyOptions co;
   ASSIGN_OR_RETURN(co.model, ParseConsistencyModel(job_.consistency()));
   co.staleness = job_.staleness();
   ASSIGN_OR_RETURN(policy_, NewConsistencyPolicy(co));
   RETURN_IF_ERROR(InstallMap(rr.shard_map()));
+  registered_ = true;
   awaiting_seed_ = rr.awaits_seed();
   if (awaiting_seed_) LOG(INFO) << "server " << id_ << " waits to be seeded from the workers";
   LOG(INFO) << "server " << id_ << " serving on " << rpc_->endpoint() << " (store "
@@ -178,6 +98,10 @@ Status ServerImpl::Init() {
 Status ServerImpl::Run() {
   rpc_->Run([this](Request req) { Handle(std::move(req)); });
   StopHeartbeat();
+  if (fenced_.load()) {
+    return AbortedError("server " + std::to_string(id_) +
+                        " was declared dead by the coordinator and stopped (fenced)");
+  }
   // Flush starts a background job; wait until it is on disk.
   Status s = store_->Flush(last_flush_clock_);
   if (s.ok()) s = store_->WaitForFlush();
@@ -200,6 +124,11 @@ void ServerImpl::Heartbeat() {
   StatusOr<Message> reply =
       coordinator_->CallSync(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5);
   if (!reply.ok()) {
+    if (chained() && reply.status().code() == StatusCode::kNotFound) {
+      const std::string why = reply.status().message();
+      rpc_->Post([this, why] { Fence(why); });
+      return;
+    }
     if (++heartbeat_failures_ % 10 == 1) {
       LOG(WARNING) << "coordinator heartbeat failed: " << reply.status();
     }
@@ -221,34 +150,51 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   (void)checked;
   for (const wire::TableShards& ts : map.tables()) {
     const TableOptions t = TableFromProto(ts.table());
-    if (dense_.count(t.name) || sparse_.count(t.name)) continue;
-    ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer,
-                     kernels::NewOptimizer(t.optimizer));
-    if (update_device_ != nullptr) {
-      optimizer = kernels::NewStagedOptimizer(std::move(optimizer), update_device_.get());
-    }
+    if (sparse_.count(t.name)) continue;
+    auto make_optimizer = [&]() -> StatusOr<std::unique_ptr<kernels::Optimizer>> {
+      ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> o, kernels::NewOptimizer(t.optimizer));
+      if (update_device_ != nullptr) o = kernels::NewStagedOptimizer(std::move(o), update_device_.get());
+      return o;
+    };
+    ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer, make_optimizer());
     const int slots = 1 + optimizer->num_state_slots();
     if (t.type == TableType::kDense) {
       for (const wire::DenseRange& r : ts.ranges()) {
-        if (r.server() != id_) continue;
+        const bool mine = chained() ? std::find(r.chain().begin(), r.chain().end(), id_) !=
+                                          r.chain().end()
+                                    : r.server() == id_;
+        if (!mine || dense_.count({t.name, r.begin()})) continue;
         DenseShardSpec spec;
-        spec.table = t.name;
+        // Under replication a server holds several ranges of a table: each
+        // is its own store shard.
+        spec.table = chained() ? t.name + "@" + std::to_string(r.begin()) : t.name;
         spec.begin = r.begin();
         spec.end = r.end();
         spec.num_slots = slots;
         spec.init = t.init;
         ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
-        auto state = std::make_unique<DenseShardState>(shard, std::move(optimizer),
-                                                       policy_.get(), device_.get(),
-                                                       store_.get());
+        ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> range_optimizer, make_optimizer());
+        RangeState range;
+        range.shard = std::make_unique<DenseShardState>(shard, std::move(range_optimizer),
+                                                        policy_.get(), device_.get(),
+                                                        store_.get());
         // A shard created after workers joined starts from the known live set.
-        state->SetLiveWorkers(
+        range.shard->SetLiveWorkers(
             std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
             std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
-        dense_[t.name] = std::move(state);
+        range.forwarded_applied_clock = range.shard->applied_clock();
+        if (chained()) {
+          range.chain = std::make_unique<ChainReplica>();
+          // A table that existed before this server registered is held by the
+          // other replicas: its state comes as a snapshot from the predecessor.
+          range.chain->set_has_state(registered_);
+          range.shard->SetFollower(true);
+        }
+        dense_.emplace(std::make_pair(t.name, r.begin()), std::move(range));
         LOG(INFO) << "table '" << t.name << "': dense keys [" << spec.begin << ", " << spec.end
-                  << ") with " << t.optimizer.name;
-        break;
+                  << ") with " << t.optimizer.name
+                  << (chained() ? " (chain replica" + std::string(registered_ ? ")" : ", awaiting state)")
+                                : "");
       }
     } else {
       SparseTableSpec spec;
@@ -265,6 +211,10 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   map_ = map;
   map_version_ = map.version();
   seen_map_version_.store(map_version_);
+  if (chained()) {
+    epoch_ = std::max(epoch_, map.epoch());
+    ApplyChainRoles(map);
+  }
   return Status::OK();
 }
 
@@ -273,19 +223,36 @@ void ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
   live_workers_ = live;
   std::vector<int> ids(live.ids().begin(), live.ids().end());
   std::vector<int64_t> clocks(live.clocks().begin(), live.clocks().end());
-  for (auto& [name, shard] : dense_) shard->SetLiveWorkers(ids, clocks);
+  for (auto& [key, range] : dense_) {
+    range.shard->SetLiveWorkers(ids, clocks);
+    if (range.chain != nullptr) MaybeForwardCompletion(&range);
+  }
+}
+
+RangeState* ServerImpl::FindRange(const std::string& table, uint64_t key) {
+  auto it = dense_.upper_bound({table, key});
+  if (it == dense_.begin()) return nullptr;
+  --it;
+  if (it->first.first != table || key >= it->second.shard->spec().end) return nullptr;
+  return &it->second;
+}
+
+bool ServerImpl::HasDenseTable(const std::string& table) const {
+  auto it = dense_.lower_bound({table, 0});
+  return it != dense_.end() && it->first.first == table;
 }
 
 void ServerImpl::OnTimer() {
   const int64_t now = clock_->NowMs();
-  for (auto& [name, shard] : dense_) shard->ExpireWaiters(now);
+  for (auto& [key, range] : dense_) range.shard->ExpireWaiters(now);
+  if (chained()) ResendStale();
   MaybeFlush();
 }
 
 void ServerImpl::MaybeFlush() {
   if (options_.FlushEveryClocks() > 0) {
     int64_t clock = 0;
-    for (auto& [name, shard] : dense_) clock = std::max(clock, shard->visible_clock());
+    for (auto& [key, range] : dense_) clock = std::max(clock, range.shard->visible_clock());
     if (clock >= last_flush_clock_ + options_.FlushEveryClocks()) {
       Status s = store_->Flush(clock);
       if (!s.ok()) {
@@ -305,9 +272,10 @@ void ServerImpl::Reject(const Request& req, const Status& status) {
   const uint64_t sender_version = req.msg.header.shard_map_version();
   const bool routing_error =
       status.code() == StatusCode::kWrongShard || status.code() == StatusCode::kNotFound;
-  if (routing_error && sender_version != 0 && sender_version < map_version_) {
+  if (routing_error && sender_version != 0 && (sender_version < map_version_ || chained())) {
     // The sender routes with an old map (a key range or table this server
-    // does not hold): send ours along ("moved"); the client installs it.
+    // does not hold, or under chain replication a range it does not head):
+    // send ours along ("moved"); the client installs it.
     *reply.header.mutable_shard_map() = map_;
   }
   rpc_->Send(req.identity, std::move(reply)).IgnoreError();
@@ -339,6 +307,7 @@ const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, 
 void ServerImpl::ReplyWith(const Request& req, Message reply) {
   stats_.set_bytes_out(stats_.bytes_out() + reply.PayloadBytes());
   reply.header.set_shard_map_version(map_version_);
+  reply.header.set_epoch(epoch_);
   Status s = rpc_->Reply(req, std::move(reply));
   if (!s.ok()) VLOG(1) << "reply dropped: " << s;
 }
@@ -349,6 +318,14 @@ void ServerImpl::Handle(Request req) {
   stats_.set_bytes_in(stats_.bytes_in() + req.msg.PayloadBytes());
   if (h.is_reply()) {
     Reject(req, InvalidArgumentError("unexpected reply message"));
+    return;
+  }
+  if (h.forwarded() || h.type() == wire::CHAIN_SNAPSHOT || h.type() == wire::CHAIN_COMPLETE) {
+    if (!chained()) {
+      Reject(req, FailedPreconditionError("chain message to a server without replication"));
+      return;
+    }
+    HandleForwarded(std::move(req));
     return;
   }
   switch (h.type()) {
@@ -373,9 +350,7 @@ void ServerImpl::Handle(Request req) {
           Reject(req, s);
           return;
         }
-        for (auto& [name, shard] : dense_) shard->AdvanceClock(h.sender(), h.clock());
-        ReplyWith(req, MakeReply(h, Status::OK()));
-        MaybeFlush();
+        HandleClock(req);
       }
       return;
     case wire::SEED:
@@ -393,6 +368,9 @@ void ServerImpl::Handle(Request req) {
     }
     case wire::WORKER_SET:
       SetLiveWorkers(h.live_workers());
+      ReplyWith(req, MakeReply(h, Status::OK()));
+      return;
+    case wire::PING:
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;
     case wire::SERVER_STATS:
@@ -413,10 +391,31 @@ void ServerImpl::Handle(Request req) {
   }
 }
 
+void ServerImpl::HandleClock(const Request& req) {
+  const wire::Header& h = req.msg.header;
+  for (auto& [key, range] : dense_) {
+    if (range.chain == nullptr) {
+      range.shard->AdvanceClock(h.sender(), h.clock());
+      continue;
+    }
+    // Replicated like a push: only the head takes it from a worker.
+    if (!range.chain->head() || !range.chain->has_state()) continue;
+    range.shard->AdvanceClock(h.sender(), h.clock());
+    Message op;
+    op.header = h;
+    op.header.set_table(key.first);
+    op.header.set_key_begin(key.second);
+    ForwardNew(&range, op);
+    MaybeForwardCompletion(&range);
+  }
+  ReplyWith(req, MakeReply(h, Status::OK()));
+  MaybeFlush();
+}
+
 void ServerImpl::HandleStats(const Request& req) {
   Message reply = MakeReply(req.msg.header, Status::OK());
   uint64_t applied = 0;
-  for (auto& [n, s] : dense_) applied += s->updates_applied();
+  for (auto& [k, r] : dense_) applied += r.shard->updates_applied();
   for (auto& [n, s] : sparse_) applied += s->updates_applied();
   stats_.set_updates_applied(applied);
   *reply.header.mutable_server_stats() = stats_;
@@ -437,9 +436,8 @@ void ServerImpl::HandleSeed(const Request& req) {
   std::vector<std::pair<DenseShardState*, const Frame*>> todo;
   size_t f = 0;
   for (const wire::SeedRange& r : seed.ranges()) {
-    auto it = dense_.find(r.table());
-    if (it == dense_.end() || it->second->spec().begin != r.begin() ||
-        it->second->spec().end != r.end()) {
+    auto it = dense_.find({r.table(), r.begin()});
+    if (it == dense_.end() || it->second.shard->spec().end != r.end()) {
       Reject(req, InvalidArgumentError("seed for '" + r.table() + "' [" +
                                        std::to_string(r.begin()) + ", " +
                                        std::to_string(r.end()) + ") matches no shard here"));
@@ -453,7 +451,7 @@ void ServerImpl::HandleSeed(const Request& req) {
                                        " floats"));
       return;
     }
-    todo.emplace_back(it->second.get(), &frame);
+    todo.emplace_back(it->second.shard.get(), &frame);
   }
   size_t i = 0;
   for (const wire::SeedRange& r : seed.ranges()) {
@@ -484,8 +482,8 @@ void ServerImpl::HandleCheckpoint(Request req) {
   }
   // The checkpoint's flush covers what has been applied so far.
   int64_t flushed_clock = last_flush_clock_;
-  for (auto& [name, shard] : dense_) {
-    flushed_clock = std::max(flushed_clock, shard->visible_clock());
+  for (auto& [key, range] : dense_) {
+    flushed_clock = std::max(flushed_clock, range.shard->visible_clock());
   }
   // Written in the background; the reply waits for it on this loop.
   auto shared_req = std::make_shared<Request>(std::move(req));
@@ -509,14 +507,17 @@ void ServerImpl::HandleCheckpoint(Request req) {
 
 void ServerImpl::HandleDense(Request req) {
   const wire::Header& h = req.msg.header;
-  auto it = dense_.find(h.table());
-  if (it == dense_.end()) {
+  RangeState* range = FindRange(h.table(), h.key_begin());
+  if (range == nullptr) {
     Reject(req, sparse_.count(h.table())
                     ? InvalidArgumentError("table '" + h.table() + "' is sparse")
+                : HasDenseTable(h.table())
+                    ? WrongShardError("keys from " + std::to_string(h.key_begin()) + " of table '" +
+                                      h.table() + "' are not in this shard")
                     : NotFoundError("unknown dense table '" + h.table() + "'"));
     return;
   }
-  DenseShardState* shard = it->second.get();
+  DenseShardState* shard = range->shard.get();
   const uint64_t n = h.key_count();
   Status s = server_internal::CheckClock(h.clock());
   if (s.ok()) s = shard->CheckRange(h.key_begin(), n);
@@ -533,6 +534,21 @@ void ServerImpl::HandleDense(Request req) {
     return;
   }
   if (!CheckFrameCount(req, push ? 1 : 0)) return;
+  // Inspection: a state slot, or on a chain replica a pull by no worker
+  // (sender -1: relaxps-ctl, tests comparing replicas) reads this replica's
+  // copy at once, without the gate.
+  if (h.slot() != 0 || (range->chain != nullptr && h.type() == wire::PULL && h.sender() < 0)) {
+    Message reply = MakeReply(h, Status::OK());
+    reply.header.set_params_clock(shard->visible_clock());
+    reply.header.set_encoding(h.encoding());
+    reply.frames.push_back(EncodeFloats(shard->CopySlot(h.slot(), h.key_begin(), n), h.encoding()));
+    ReplyWith(req, std::move(reply));
+    return;
+  }
+  if (range->chain != nullptr) {
+    HandleChainDense(range, std::move(req));
+    return;
+  }
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[0], n);
     if (grads == nullptr) return;
@@ -549,19 +565,14 @@ void ServerImpl::HandleDense(Request req) {
       return;
     }
   }
-  if (h.slot() != 0) {
-    Message reply = MakeReply(h, Status::OK());
-    reply.header.set_params_clock(shard->visible_clock());
-    reply.header.set_encoding(h.encoding());
-    reply.frames.push_back(EncodeFloats(
-        shard->CopySlot(h.slot(), h.key_begin(), n), h.encoding()));
-    ReplyWith(req, std::move(reply));
-    return;
-  }
-  // Pull or the pull half of PushPull. A push at clock c is followed by
-  // computation at clock c + 1.
-  const bool push_pull = h.type() == wire::PUSH_PULL;
-  const int64_t pull_clock = push_pull ? h.clock() + 1 : h.clock();
+  ServePull(range, std::make_shared<Request>(std::move(req)));
+  if (push) MaybeFlush();
+}
+
+void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
+  const wire::Header& h = req->msg.header;
+  // A push at clock c is followed by computation at clock c + 1.
+  const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
   // A hostile deadline near INT64_MAX must not overflow the sum: a pull
   // waits at most a day.
   constexpr int64_t kMaxPullWaitMs = 24 * 3600 * 1000;
@@ -570,28 +581,33 @@ void ServerImpl::HandleDense(Request req) {
           ? std::clamp<int64_t>(h.deadline_unix_ms() - clock_->NowUnixMs(), 0, kMaxPullWaitMs)
           : 60000;
   const int64_t deadline = clock_->NowMs() + wait_ms;
-  auto shared_req = std::make_shared<Request>(std::move(req));
-  shard->Pull(pull_clock, shared_req->msg.header.key_begin(), n, deadline,
-              [this, shared_req](const Status& st, FloatBuffer params, int64_t params_clock) {
-                if (!st.ok()) {
-                  Reject(*shared_req, st);
-                  return;
-                }
-                Message reply = MakeReply(shared_req->msg.header, Status::OK());
-                reply.header.set_params_clock(params_clock);
-                reply.header.set_encoding(shared_req->msg.header.encoding());
-                reply.frames.push_back(EncodeFloats(
-                    params, shared_req->msg.header.encoding()));
-                ReplyWith(*shared_req, std::move(reply));
-              });
-  if (push_pull) MaybeFlush();
+  ChainReplica* chain = range->chain.get();
+  range->shard->Pull(
+      pull_clock, h.key_begin(), h.key_count(), deadline,
+      [this, req, chain](const Status& st, FloatBuffer params, int64_t params_clock) {
+        if (!st.ok()) {
+          Reject(*req, st);
+          return;
+        }
+        auto reply = std::make_shared<Message>(MakeReply(req->msg.header, Status::OK()));
+        reply->header.set_params_clock(params_clock);
+        reply->header.set_encoding(req->msg.header.encoding());
+        reply->frames.push_back(EncodeFloats(params, req->msg.header.encoding()));
+        if (chain == nullptr) {
+          ReplyWith(*req, std::move(*reply));
+          return;
+        }
+        // Everything these parameters reflect must survive a failover.
+        chain->WhenAcked(chain->applied_seq(),
+                         [this, req, reply] { ReplyWith(*req, std::move(*reply)); });
+      });
 }
 
 void ServerImpl::HandleSparse(Request req) {
   const wire::Header& h = req.msg.header;
   auto it = sparse_.find(h.table());
   if (it == sparse_.end()) {
-    Reject(req, dense_.count(h.table())
+    Reject(req, HasDenseTable(h.table())
                     ? InvalidArgumentError("table '" + h.table() + "' is dense")
                     : NotFoundError("unknown sparse table '" + h.table() + "'"));
     return;
@@ -635,10 +651,10 @@ void ServerImpl::HandleSparse(Request req) {
   ReplyWith(req, std::move(reply));
 }
 
-}  // namespace
+}  // namespace server_internal
 
 StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
-  auto server = std::make_unique<ServerImpl>(options);
+  auto server = std::make_unique<server_internal::ServerImpl>(options);
   RETURN_IF_ERROR(server->Init());
   return std::unique_ptr<Server>(std::move(server));
 }

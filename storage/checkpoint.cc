@@ -112,8 +112,8 @@ std::string ReplaceAll(std::string s, const std::string& from, const std::string
 
 namespace storage_internal {
 
-Status WriteCheckpointManifest(const std::string& dir, int64_t clock, const std::string& store,
-                               const std::vector<std::string>& tables) {
+Status WriteCheckpointManifest(rocksdb::FileSystem* fs, const std::string& dir, int64_t clock,
+                               const std::string& store, const std::vector<std::string>& tables) {
   std::vector<CheckpointFile> files;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -134,7 +134,7 @@ Status WriteCheckpointManifest(const std::string& dir, int64_t clock, const std:
     text += "file " + f.name + " " + std::to_string(f.size) + "\n";
   }
   text += "crc32c " + Hex32(Crc32c(0, text.data(), text.size())) + "\n";
-  return WriteFileAtomic(dir + "/" + kCheckpointManifestName, text);
+  return WriteFileAtomic(fs, dir + "/" + kCheckpointManifestName, text);
 }
 
 Status ParseCheckpointManifest(const std::string& path, const std::string& text,

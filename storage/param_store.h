@@ -32,6 +32,10 @@
 #include "common/status.h"
 #include "common/initializer.h"
 
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
+
 namespace relaxps {
 
 struct DenseShardSpec {
@@ -78,6 +82,10 @@ struct ParamStoreOptions {
   // synced before it is acknowledged (nothing acknowledged is ever lost, at
   // the cost of one fsync per update). false: data is persisted at Flush().
   bool wal_per_update = false;
+  // The file system the rocksdb store writes through (nullptr: the real
+  // one). Tests pass a FaultInjectingFileSystem (storage/fault_injecting_fs.h)
+  // to fail, delay or lose writes.
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 
   // kind, or what "" stands for.
   std::string ResolvedKind() const {

@@ -404,11 +404,10 @@ Status RocksDbStore::WriteCheckpointDir(const std::string& dir, int64_t clock,
     std::unique_ptr<rocksdb::Checkpoint> cp(raw);
     RETURN_IF_ERROR(FromRocks(cp->CreateCheckpoint(partial, /*log_size_for_flush=*/0),
                               "cannot write checkpoint " + dir));
-    RETURN_IF_ERROR(WriteCheckpointManifest(partial, clock, Name(), tables));
-    if (std::rename(partial.c_str(), dir.c_str()) != 0) {
-      return IOError("cannot rename " + partial + " to " + dir);
-    }
-    return SyncPath(ParentDir(dir));
+    RETURN_IF_ERROR(WriteCheckpointManifest(fs(), partial, clock, Name(), tables));
+    RETURN_IF_ERROR(FromRocks(fs()->RenameFile(partial, dir, rocksdb::IOOptions(), nullptr),
+                              "cannot rename " + partial + " to " + dir));
+    return SyncDir(fs(), ParentDir(dir));
   }();
   if (!s.ok()) RemoveAll(partial).IgnoreError();
   return s;

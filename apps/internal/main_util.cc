@@ -20,11 +20,12 @@ void InitLogging(const char* argv0) {
   google::InitGoogleLogging(argv0);
 }
 
-void StopOnSignals(void (*stop)()) {
+void StopOnSignals(void (*stop)(), bool second_signal_kills) {
   g_stop = stop;
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
+  if (second_signal_kills) sa.sa_flags = SA_RESETHAND;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);

@@ -12,9 +12,11 @@ namespace relaxps {
 // Initializes glog (to stderr) for a binary.
 void InitLogging(const char* argv0);
 
-// Runs `stop` (which must be async-signal-safe) on SIGINT and SIGTERM.
+// Runs `stop` (which must be async-signal-safe) on SIGINT and SIGTERM. With
+// `second_signal_kills`, the handler is reset after the first signal, so a
+// second one gets the default action (ends the process at once).
 // REQUIRES: called once per process.
-void StopOnSignals(void (*stop)());
+void StopOnSignals(void (*stop)(), bool second_signal_kills = false);
 
 // Atomically writes `content` + "\n" to `path` (write to a temp file, rename),
 // so a script polling for the file never reads half of it. No-op for "".

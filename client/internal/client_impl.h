@@ -133,8 +133,11 @@ class ClientImpl final : public Client {
                   int64_t give_up_ms = 0);
   // Routes keys [begin, begin + count) of op (at `offset` within its
   // buffers) with `map` and completes `done` when every part has.
+  // `push_id`: the exactly-once key of a re-routed part (0: new parts get
+  // fresh ids).
   void SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> map,
-                 uint64_t begin, uint64_t offset, uint64_t count, int reroutes, Callback done);
+                 uint64_t begin, uint64_t offset, uint64_t count, int reroutes, Callback done,
+                 uint64_t push_id = 0);
   void Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
              FloatBuffer grads, FloatBuffer out, Callback done);
   // Routes the rows at `positions` of ids/grads/out with `map`.
@@ -152,6 +155,16 @@ class ClientImpl final : public Client {
   Message NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
                      uint64_t map_version) const;
   StatusOr<Message> CallCoordinator(Message msg, bool retry_unavailable);
+  // Chain replication (RecoveryPolicy::ReplicatesServers): dense requests go
+  // to the head of their range's chain in the current map; a lost one is
+  // re-routed to the new head with its exactly-once key.
+  bool Chained() const { return recovery_->ReplicatesServers(); }
+  // The server `request` should go to now: the head of its range's chain
+  // (chained dense requests), else `server`.
+  int RouteOf(const Message& request, int server) const;
+  // Logs the first acknowledged resend of each epoch (scripts/run_local.sh
+  // reads it: kill -> first push acknowledged by the new head).
+  void LogFailover(int server);
   void Heartbeat();
 
   // ---- Stateless recovery (client/internal/stateless.cc; replica_ set) ----
@@ -198,7 +211,12 @@ class ClientImpl final : public Client {
   std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
 
-  int heartbeat_failures_ = 0;  // Heartbeat thread only.
+  std::atomic<bool> shutting_down_{false};
+  uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
+  std::atomic<uint64_t> next_push_id_{1};
+  std::atomic<uint64_t> failover_logged_epoch_{0};
+  // Heartbeat thread only (read by the destructor once the thread stopped).
+  int heartbeat_failures_ = 0;
   std::unique_ptr<PeriodicThread> heartbeat_;
 };
 

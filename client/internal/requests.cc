@@ -29,11 +29,33 @@ Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int
   m.header.set_clock(clock);
   m.header.set_shard_map_version(map_version);
   m.header.set_encoding(encoding_);
+  if (Chained()) {
+    m.header.set_incarnation(incarnation_);
+    m.header.set_epoch(router_->map()->epoch());
+  }
   return m;
+}
+
+int ClientImpl::RouteOf(const Message& request, int server) const {
+  const wire::MsgType t = request.header.type();
+  if (!Chained() || (t != wire::PUSH && t != wire::PULL && t != wire::PUSH_PULL)) return server;
+  StatusOr<std::vector<DenseSlice>> head =
+      router_->map()->SplitDense(request.header.table(), request.header.key_begin(), 1);
+  return head.ok() && !head->empty() ? head->front().server : server;
+}
+
+void ClientImpl::LogFailover(int server) {
+  const uint64_t epoch = router_->map()->epoch();
+  uint64_t logged = failover_logged_epoch_.load();
+  if (logged >= epoch || !failover_logged_epoch_.compare_exchange_strong(logged, epoch)) return;
+  LOG(INFO) << "chain failover: a resent request was acknowledged by server " << server
+            << " at unix_ms=" << clock_source_->NowUnixMs() << " (epoch " << epoch << ")";
 }
 
 void ClientImpl::CallServer(int server, std::function<Message()> make,
                             Transport::ReplyCallback done, int64_t give_up_ms) {
+  Message request = make();
+  server = RouteOf(request, server);
   std::string endpoint;
   const int peer = router_->Peer(server, &endpoint);
   if (peer < 0) {
@@ -41,13 +63,30 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
          Message());
     return;
   }
-  Message request = make();
+  const uint64_t epoch = router_->map()->epoch();
+  if (Chained()) request.header.set_epoch(epoch);
   const int timeout_ms = ServerTimeoutMs(request.header.type());
   rpc_->Call(peer, std::move(request), timeout_ms,
-             [this, server, endpoint, give_up_ms, make = std::move(make),
-              done = std::move(done)](const Status& st, Message reply) mutable {
+             [this, server, endpoint, epoch, give_up_ms, make = std::move(make),
+              done = std::move(done)](Status st, Message reply) mutable {
+               if (Chained()) {
+                 if (st.ok() && !router_->map()->proto().servers(server).alive()) {
+                   // A late reply of a server declared dead since: refused.
+                   st = UnavailableError("reply from server " + std::to_string(server) +
+                                         ", removed from its chains");
+                 } else if (st.ok() && give_up_ms != 0) {
+                   LogFailover(server);
+                 }
+               }
                if (st.ok() || !resender_->ShouldWait(st) || !JobError().ok()) {
                  done(st, std::move(reply));
+                 return;
+               }
+               if (Chained() && (router_->map()->epoch() > epoch ||
+                                 RouteOf(make(), server) != server)) {
+                 // The map changed meanwhile: re-route to the new head now.
+                 CallServer(server, std::move(make), std::move(done),
+                            resender_->GiveUpTime(give_up_ms));
                  return;
                }
                give_up_ms = resender_->GiveUpTime(give_up_ms);
@@ -57,7 +96,9 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
                }
                resender_->Park({server, endpoint, std::move(make), std::move(done), give_up_ms, st});
                // The map may have named the restarted server before the part
-               // was parked: resend what it already names.
+               // was parked: resend what it already names. (Chain parts are
+               // retried by the heartbeat and on every new map instead.)
+               if (Chained()) return;
                for (client_internal::Resender::Parked& p :
                     resender_->TakeRestarted(*router_->map())) {
                  CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
@@ -113,7 +154,7 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
 
 void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> m,
                            uint64_t begin, uint64_t offset, uint64_t count, int reroutes,
-                           Callback done) {
+                           Callback done, uint64_t push_id) {
   StatusOr<std::vector<DenseSlice>> slices = m->SplitDense(op->table, begin, count);
   if (!slices.ok()) {
     errors_.fetch_add(1);
@@ -126,8 +167,14 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
     const bool with_payload = op->type != wire::PULL;
     const FloatBuffer payload = with_payload ? op->grads.Slice(at, s.count) : FloatBuffer();
     if (with_payload) router_->MarkPushed(s.server, op->clock);
-    auto make = [this, op, begin = s.begin, count = s.count, payload, version = m->version()] {
+    // Exactly-once key of the part (chain replication): kept by resends and
+    // by a re-route of the same range.
+    const uint64_t part_id =
+        with_payload && Chained() ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1)) : 0;
+    auto make = [this, op, begin = s.begin, count = s.count, payload, version = m->version(),
+                 part_id] {
       Message req = NewRequest(op->type, op->table, op->clock, version);
+      req.header.set_push_id(part_id);
       req.header.set_key_begin(begin);
       req.header.set_key_count(count);
       if (op->type != wire::PULL) req.frames.push_back(EncodeFloats(payload, encoding_));
@@ -140,11 +187,11 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
     const std::string endpoint = m->server_endpoint(s.server);
     const std::string where = "server " + std::to_string(s.server) + " (" + endpoint + ")";
     CallServer(s.server, std::move(make),
-               [this, op, join, s, at, where, endpoint, reroutes, version = m->version()](
+               [this, op, join, s, at, where, endpoint, reroutes, part_id, version = m->version()](
                    const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendDense(op, router_->map(), s.begin, at, s.count, reroutes + 1,
-                             [join](const Status& r) { join->PartDone(r); });
+                             [join](const Status& r) { join->PartDone(r); }, part_id);
                    return;
                  }
                  if (replica_ != nullptr && JobError().ok() &&

@@ -14,8 +14,23 @@ int64_t Resender::GiveUpTime(int64_t give_up_ms) const {
 }
 
 void Resender::Park(Parked part) {
+  part.parked_ms = clock_->NowMs();
   MutexLock l(&mu_);
   parked_.push_back(std::move(part));
+}
+
+std::vector<Resender::Parked> Resender::TakeParkedBefore(int64_t ms) {
+  std::vector<Parked> taken;
+  MutexLock l(&mu_);
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    if (it->parked_ms <= ms) {
+      taken.push_back(std::move(*it));
+      it = parked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
 }
 
 std::vector<Resender::Parked> Resender::TakeRestarted(const ShardMap& map) {
@@ -24,7 +39,7 @@ std::vector<Resender::Parked> Resender::TakeRestarted(const ShardMap& map) {
   for (auto it = parked_.begin(); it != parked_.end();) {
     const std::string ep =
         it->server < map.num_servers() ? map.server_endpoint(it->server) : std::string();
-    if (!ep.empty() && ep != it->endpoint) {
+    if (policy_->ReplicatesServers() || (!ep.empty() && ep != it->endpoint)) {
       taken.push_back(std::move(*it));
       it = parked_.erase(it);
     } else {

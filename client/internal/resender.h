@@ -37,6 +37,7 @@ class Resender {
     Transport::ReplyCallback done;
     int64_t give_up_ms;  // On `clock`'s time line.
     Status error;        // Why it failed.
+    int64_t parked_ms = 0;  // When it was parked (Park() sets it).
   };
 
   // `policy` and `clock` must outlive the resender.
@@ -54,8 +55,12 @@ class Resender {
   int64_t NowMs() const { return clock_->NowMs(); }
 
   void Park(Parked part);
-  // Takes the parts whose server `map` names a new, non-empty endpoint for.
+  // Takes the parts whose server `map` names a new, non-empty endpoint for;
+  // under chain replication (the policy ReplicatesServers) every part: a new
+  // map may name a new head for it.
   std::vector<Parked> TakeRestarted(const ShardMap& map);
+  // Takes the parts parked at or before `ms`.
+  std::vector<Parked> TakeParkedBefore(int64_t ms);
   // Takes the parts past their give-up time, or every part if `all`.
   std::vector<Parked> TakeExpired(bool all);
   // Runs `done` of expired parts: with `all` if not OK, else with their own

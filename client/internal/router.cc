@@ -3,7 +3,8 @@
 namespace relaxps {
 namespace client_internal {
 
-StatusOr<std::vector<Router::Moved>> Router::Install(const wire::ShardMap& proto) {
+StatusOr<std::vector<Router::Moved>> Router::Install(const wire::ShardMap& proto,
+                                                     bool cancel_dead) {
   ASSIGN_OR_RETURN(ShardMap m, ShardMap::FromProto(proto));
   auto next = std::make_shared<const ShardMap>(std::move(m));
   std::vector<Moved> moved;
@@ -15,6 +16,9 @@ StatusOr<std::vector<Router::Moved>> Router::Install(const wire::ShardMap& proto
     const std::string& ep = next->server_endpoint(i);
     if (map_ && i < map_->num_servers() && peers_[i] >= 0 && !ep.empty() &&
         map_->server_endpoint(i) != ep) {
+      moved.push_back(Moved{i, peers_[i], ep});
+    } else if (cancel_dead && map_ && i < map_->num_servers() && peers_[i] >= 0 &&
+               map_->proto().servers(i).alive() && !next->proto().servers(i).alive()) {
       moved.push_back(Moved{i, peers_[i], ep});
     }
     if (!ep.empty()) peers_[i] = transport_->Connect(ep);

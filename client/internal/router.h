@@ -42,7 +42,10 @@ class Router {
   // Installs `proto` if its version is newer than the current map's and
   // returns the servers that moved (empty if not newer). InvalidArgument for
   // a malformed map (the current one stays).
-  StatusOr<std::vector<Moved>> Install(const wire::ShardMap& proto);
+  // With `cancel_dead` (chain replication), a server the new map marks dead
+  // is reported too (endpoint unchanged): what is in flight there is
+  // re-routed to the new heads.
+  StatusOr<std::vector<Moved>> Install(const wire::ShardMap& proto, bool cancel_dead = false);
 
   // Never null after the first successful Install().
   std::shared_ptr<const ShardMap> map() const;

@@ -27,6 +27,7 @@ Measures (definitions also in report.md):
 """
 import csv
 import datetime
+import gzip
 import json
 import os
 import re
@@ -38,10 +39,21 @@ BACKS = ("restart", "cont", "heal")
 GLOG_TIME = re.compile(r"^[IWEF](\d{8} \d\d:\d\d:\d\d\.\d+)")
 
 
+def open_text(path):
+    """Opens path, or path.gz when only that exists (committed results keep the
+    big per-step CSVs compressed); None when neither does."""
+    if os.path.exists(path):
+        return open(path, newline="", errors="replace")
+    if os.path.exists(path + ".gz"):
+        return gzip.open(path + ".gz", "rt", newline="", errors="replace")
+    return None
+
+
 def read_csv(path):
-    if not os.path.exists(path):
+    f = open_text(path)
+    if f is None:
         return []
-    with open(path, newline="") as f:
+    with f:
         return list(csv.DictReader(f))
 
 

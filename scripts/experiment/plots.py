@@ -33,11 +33,11 @@ def _curve_files(d, run):
                 o.write(f"{t} {a}\n")
     times = []
     for name in os.listdir(run["dir"]):
-        if name.endswith(".steps.csv"):
-            off = _offset(run["dir"], name.split(".")[0])
-            with open(os.path.join(run["dir"], name)) as f:
-                next(f)
-                times += [float(l.split(",", 1)[0]) + off for l in f if l.strip()]
+        if name.endswith(".steps.csv") or name.endswith(".steps.csv.gz"):
+            worker = name.split(".")[0]
+            off = _offset(run["dir"], worker)
+            rows = analyze_run.read_csv(os.path.join(run["dir"], worker + ".steps.csv"))
+            times += [float(r["time_s"]) + off for r in rows]
     times.sort()
     with open(os.path.join(d, grads), "w") as o:
         last = -1.0
@@ -117,7 +117,7 @@ def _bars(gp, d, rows, png, specs):
     gp.append(f"set multiplot layout 1,{len(specs)}")
     gp.append("unset arrow; set style data histograms; set style fill solid 0.8 border -1")
     gp.append("set boxwidth 0.8; set xtics rotate by -30; set key off; set grid ytics")
-    gp.append("set yrange [0:*]; set xlabel ''")
+    gp.append("set yrange [0:1<*]; set xlabel ''")
     for i, (col, label) in enumerate(specs):
         gp.append(f"set title '{label}'; set ylabel '{label}'")
         gp.append(f"plot '{name}' using {i + 2}:xtic(1) lc rgb '#1f77b4'")

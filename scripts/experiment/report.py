@@ -62,8 +62,10 @@ def _fault_details(runs):
 def write(path, a, rows, runs, failed, skipped, pngs, with_ttf):
     lines = [f"# Experiment set `{a.set}`", "",
              f"Generated {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC by scripts/experiment.sh "
-             f"from {len(runs)} run(s): {a.duration_s:.0f} s per run, faults at "
-             f"{a.fault_at.replace(' ', ' s, ')} s, servers back {a.down_s:.0f} s later. "
+             f"from {len(runs)} run(s): {a.duration_s:.0f} s per run, "
+             + (f"faults at {a.fault_at.replace(' ', ' s, ')} s" if a.schedule == "ttf" else
+                f"faults at seeded random times ({a.schedule})")
+             + f", servers back {a.down_s:.0f} s later. "
              "Times are seconds since run_local.sh started the workers. Mean ± sample standard "
              "deviation over repeats.", ""]
     for kind, name, reason in skipped:

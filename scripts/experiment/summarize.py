@@ -147,6 +147,7 @@ def main():
     ap.add_argument("--duration_s", type=float, default=210)
     ap.add_argument("--skipped", default="")
     ap.add_argument("--kills", default="0,1,2")
+    ap.add_argument("--schedule", default="ttf")
     a = ap.parse_args()
     runs, failed = load_runs(a.out)
     skipped = read_skipped(a.skipped)

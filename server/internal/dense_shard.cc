@@ -106,6 +106,7 @@ Status DenseShardState::Seed(const float* params, size_t n, int64_t clock) {
 }
 
 Status DenseShardState::CompleteRounds() {
+  if (follower_) return Status::OK();  // The head decides (CompleteRoundsBelow).
   // Round c is complete once every live worker has completed clock c.
   while (!rounds_.empty() && clocks_.Min() > rounds_.begin()->first) {
     auto it = rounds_.begin();
@@ -119,6 +120,87 @@ Status DenseShardState::CompleteRounds() {
   }
   // No pending round: everything every live worker completed is applied.
   if (rounds_.empty()) applied_clock_ = std::max(applied_clock_, clocks_.Min());
+  return Status::OK();
+}
+
+void DenseShardState::SetFollower(bool follower) {
+  follower_ = follower;
+  if (!follower_ && policy_->AggregatesPushes()) {
+    Status s = CompleteRounds();
+    if (!s.ok()) LOG(ERROR) << "completing BSP rounds after promotion: " << s;
+  }
+  ServeWaiters();
+}
+
+Status DenseShardState::CompleteRoundsBelow(int64_t clock) {
+  while (!rounds_.empty() && rounds_.begin()->first < clock) {
+    auto it = rounds_.begin();
+    Round& r = it->second;
+    const float inv = 1.0f / static_cast<float>(r.contributors.size());
+    device_->Scale(r.sum.size(), inv, r.sum.data());
+    RETURN_IF_ERROR(Apply(0, r.sum.data(), r.sum.size(), 1.0f));
+    rounds_.erase(it);
+  }
+  applied_clock_ = std::max(applied_clock_, clock);
+  shard_->clock = std::max(shard_->clock, applied_clock_);
+  ServeWaiters();
+  return Status::OK();
+}
+
+void DenseShardState::SaveState(wire::ChainSnapshot* snap,
+                                std::vector<FloatBuffer>* frames) const {
+  snap->set_step(shard_->step);
+  snap->set_shard_clock(shard_->clock);
+  snap->set_applied_clock(applied_clock_);
+  for (const auto& [worker, clock] : clocks_.entries()) {
+    snap->mutable_clocks()->add_ids(worker);
+    snap->mutable_clocks()->add_clocks(clock);
+  }
+  for (size_t s = 0; s < shard_->slots.size(); ++s) frames->push_back(CopySlot(s, spec().begin, shard_->size()));
+  for (const auto& [clock, round] : rounds_) {
+    snap->add_round_clocks(clock);
+    wire::RoundContributors* rc = snap->add_rounds();
+    for (int w : round.contributors) rc->add_workers(w);
+    FloatBuffer sum = FloatBuffer::Uninitialized(round.sum.size());
+    std::memcpy(sum.data(), round.sum.data(), sum.bytes());
+    frames->push_back(std::move(sum));
+  }
+}
+
+Status DenseShardState::LoadState(const wire::ChainSnapshot& snap,
+                                  const std::vector<const float*>& frames,
+                                  const std::vector<size_t>& sizes) {
+  const size_t slots = shard_->slots.size();
+  if (frames.size() != slots + static_cast<size_t>(snap.round_clocks_size()) ||
+      snap.rounds_size() != snap.round_clocks_size()) {
+    return InvalidArgumentError("chain snapshot of table '" + spec().table + "' has " +
+                                std::to_string(frames.size()) + " frames, expected " +
+                                std::to_string(slots + snap.round_clocks_size()));
+  }
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (sizes[i] != shard_->size()) {
+      return InvalidArgumentError("chain snapshot frame " + std::to_string(i) + " holds " +
+                                  std::to_string(sizes[i]) + " floats, the shard " +
+                                  std::to_string(shard_->size()));
+    }
+  }
+  store_->BeforeDenseWrite(shard_);
+  for (size_t s = 0; s < slots; ++s) {
+    std::memcpy(shard_->slots[s], frames[s], shard_->size() * sizeof(float));
+  }
+  RETURN_IF_ERROR(store_->DenseUpdated(shard_, 0, shard_->size()));
+  shard_->step = snap.step();
+  shard_->clock = snap.shard_clock();
+  applied_clock_ = snap.applied_clock();
+  rounds_.clear();
+  for (int r = 0; r < snap.round_clocks_size(); ++r) {
+    Round& round = rounds_[snap.round_clocks(r)];
+    round.sum.assign(frames[slots + r], frames[slots + r] + shard_->size());
+    round.contributors.insert(snap.rounds(r).workers().begin(), snap.rounds(r).workers().end());
+  }
+  for (int i = 0; i < snap.clocks().ids_size(); ++i) {
+    clocks_.Advance(snap.clocks().ids(i), snap.clocks().clocks(i) - 1);  // Stores clock + 1.
+  }
   return Status::OK();
 }
 

@@ -22,6 +22,7 @@
 #include "consistency/vector_clock.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
+#include "proto/relaxps.pb.h"
 #include "storage/param_store.h"
 
 namespace relaxps {
@@ -77,6 +78,27 @@ class DenseShardState {
   FloatBuffer CopySlot(int slot, uint64_t begin, size_t n) const;
   uint64_t updates_applied() const { return updates_applied_; }
 
+  // ---- Chain replication ----
+  // A follower (a chain replica that is not the head) applies what its
+  // predecessor forwards and never closes a BSP round on its own: the head
+  // decides when a round is complete (it depends on the live set, which
+  // reaches each server at a different time) and forwards CompleteRoundsBelow.
+  // Turning a follower into the head (promotion) closes the rounds the live
+  // set allows.
+  void SetFollower(bool follower);
+  bool follower() const { return follower_; }
+  // BSP rounds below this clock are applied.
+  int64_t applied_clock() const { return applied_clock_; }
+  // Follower: applies every pending round below `clock`, as the head did.
+  Status CompleteRoundsBelow(int64_t clock);
+  // The replicated state (parameters, optimizer slots, step, clocks, pending
+  // BSP rounds) into `snap` and `frames` (slots, then one sum per round).
+  void SaveState(wire::ChainSnapshot* snap, std::vector<FloatBuffer>* frames) const;
+  // Replaces the state with a snapshot from SaveState. InvalidArgument when
+  // the frames do not fit this shard.
+  Status LoadState(const wire::ChainSnapshot& snap, const std::vector<const float*>& frames,
+                   const std::vector<size_t>& sizes);
+
  private:
   struct Round {
     std::vector<float> sum;
@@ -109,6 +131,7 @@ class DenseShardState {
   std::vector<Waiter> waiters_;
   std::vector<float*> state_scratch_;
   uint64_t updates_applied_ = 0;
+  bool follower_ = false;
 };
 
 }  // namespace server_internal

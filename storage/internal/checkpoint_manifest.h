@@ -11,12 +11,17 @@
 #include "common/status.h"
 #include "storage/checkpoint.h"
 
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
+
 namespace relaxps {
 namespace storage_internal {
 
-// Lists the regular files of `dir` and writes its manifest atomically.
-Status WriteCheckpointManifest(const std::string& dir, int64_t clock, const std::string& store,
-                               const std::vector<std::string>& tables);
+// Lists the regular files of `dir` and writes its manifest atomically
+// through `fs` (the store's file system: the disk seam tests fail or delay).
+Status WriteCheckpointManifest(rocksdb::FileSystem* fs, const std::string& dir, int64_t clock,
+                               const std::string& store, const std::vector<std::string>& tables);
 
 // Parses the manifest `text` (read from `path`, named in errors) into
 // `info`'s clock, store, tables, files and bytes. Corruption unless the

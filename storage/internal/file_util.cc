@@ -67,19 +67,6 @@ std::string ParentDir(const std::string& path) {
   return parent.empty() ? "." : parent;
 }
 
-Status WriteFileAtomic(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return ErrnoError("cannot create", tmp, errno);
-    RETURN_IF_ERROR(WriteAll(fd.get(), contents.data(), contents.size(), tmp));
-    if (::fsync(fd.get()) != 0) return ErrnoError("cannot fsync", tmp, errno);
-    if (fd.Close() != 0) return ErrnoError("cannot close", tmp, errno);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError("cannot rename to", path, errno);
-  return SyncPath(ParentDir(path));
-}
-
 Status ReadFile(const std::string& path, std::string* contents) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoError("cannot open", path, errno);

@@ -13,9 +13,6 @@ namespace storage_internal {
 
 // fsyncs a file or a directory.
 Status SyncPath(const std::string& path);
-// Writes `contents` to `path` atomically: a temporary file in the same
-// directory, fsync, rename over `path`, fsync of the directory.
-Status WriteFileAtomic(const std::string& path, const std::string& contents);
 // Reads a whole file. NotFound if it does not exist.
 Status ReadFile(const std::string& path, std::string* contents);
 // Copies a regular file and fsyncs the copy. `dst` must not exist.

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/write_batch.h>
 
 #include "storage/internal/aligned_floats.h"
@@ -150,7 +152,8 @@ class RocksDbStore final : public ParamStore {
 
   explicit RocksDbStore(const ParamStoreOptions& options)
       : options_(options),
-        db_options_(MakeDbOptions(options)),
+        env_(options.file_system ? rocksdb::NewCompositeEnv(options.file_system) : nullptr),
+        db_options_(MakeDbOptions(options, env_.get())),
         cache_(std::max<size_t>(options.cache_mb, 1) << 20) {}
 
   // Opening.
@@ -234,7 +237,12 @@ class RocksDbStore final : public ParamStore {
 
   // Constant after construction.
   const ParamStoreOptions options_;
+  // The Env over options_.file_system (nullptr: rocksdb's default).
+  const std::unique_ptr<rocksdb::Env> env_;
   const rocksdb::Options db_options_;  // What db_ was opened with.
+  // Every disk write of the store goes through this file system: the
+  // database, the SST writer and checkpoint directories and manifests.
+  rocksdb::FileSystem* fs() const { return db_options_.env->GetFileSystem().get(); }
   std::unique_ptr<rocksdb::DB> db_;
 
   // Not synchronized: the server serializes calls per store (param_store.h).

@@ -1,10 +1,13 @@
 #include "storage/internal/rocksdb_util.h"
 
 #include <algorithm>
+#include <memory>
 
 #include <rocksdb/cache.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
+
+#include "storage/internal/file_util.h"
 
 namespace relaxps {
 namespace storage_internal {
@@ -20,12 +23,13 @@ Status FromRocks(const rocksdb::Status& s, const std::string& context) {
   return IOError(std::move(m));
 }
 
-rocksdb::Options MakeDbOptions(const ParamStoreOptions& options) {
+rocksdb::Options MakeDbOptions(const ParamStoreOptions& options, rocksdb::Env* env) {
   constexpr size_t kMiB = size_t{1} << 20;
   const size_t cache_bytes = std::max<size_t>(options.cache_mb, 1) * kMiB;
   const size_t eighth = cache_bytes / 8;
 
   rocksdb::Options o;
+  if (env != nullptr) o.env = env;
   o.create_if_missing = true;
   // Verify file sizes and checksums at open, so a truncated store fails with
   // Corruption instead of serving garbage.
@@ -53,6 +57,32 @@ rocksdb::Options MakeDbOptions(const ParamStoreOptions& options) {
   t.block_size = 16 * 1024;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
   return o;
+}
+
+Status SyncDir(rocksdb::FileSystem* fs, const std::string& dir) {
+  std::unique_ptr<rocksdb::FSDirectory> d;
+  RETURN_IF_ERROR(FromRocks(fs->NewDirectory(dir, rocksdb::IOOptions(), &d, nullptr),
+                            "cannot open directory " + dir));
+  return FromRocks(d->Fsync(rocksdb::IOOptions(), nullptr), "cannot fsync directory " + dir);
+}
+
+Status WriteFileAtomic(rocksdb::FileSystem* fs, const std::string& path,
+                       const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  const rocksdb::IOOptions io;
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  RETURN_IF_ERROR(FromRocks(fs->NewWritableFile(tmp, rocksdb::FileOptions(), &file, nullptr),
+                            "cannot create " + tmp));
+  Status s = FromRocks(file->Append(contents, io, nullptr), "cannot write " + tmp);
+  if (s.ok()) s = FromRocks(file->Sync(io, nullptr), "cannot sync " + tmp);
+  const Status closed = FromRocks(file->Close(io, nullptr), "cannot close " + tmp);
+  if (s.ok()) s = closed;
+  if (s.ok()) s = FromRocks(fs->RenameFile(tmp, path, io, nullptr), "cannot rename to " + path);
+  if (!s.ok()) {
+    fs->DeleteFile(tmp, io, nullptr).PermitUncheckedError();
+    return s;
+  }
+  return SyncDir(fs, ParentDir(path));
 }
 
 }  // namespace storage_internal

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 #include <rocksdb/status.h>
 
@@ -22,7 +23,19 @@ Status FromRocks(const rocksdb::Status& s, const std::string& context);
 // cache_mb: block cache and each of the two memtables get cache_mb / 8
 // (clamped to [4, 256] MiB and [4, 64] MiB), index and filter blocks are
 // charged to the block cache, and at most 256 files are kept open.
-rocksdb::Options MakeDbOptions(const ParamStoreOptions& options);
+// `env` (nullptr: rocksdb's default) carries the file system of every file
+// the database reads and writes.
+rocksdb::Options MakeDbOptions(const ParamStoreOptions& options, rocksdb::Env* env = nullptr);
+
+// ---- Writes through a store's file system (the disk seam) ----
+// Writes `contents` to `path` atomically through `fs`: a temporary file in
+// the same directory, sync, rename over `path`, fsync of the directory.
+// IOError naming the file (and the injected ENOSPC/EIO, if any) on failure;
+// `path` is then untouched.
+Status WriteFileAtomic(rocksdb::FileSystem* fs, const std::string& path,
+                       const std::string& contents);
+// fsyncs directory `dir` through `fs` (makes renames into it durable).
+Status SyncDir(rocksdb::FileSystem* fs, const std::string& dir);
 
 }  // namespace storage_internal
 }  // namespace relaxps

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "common/clock.h"
 #include "common/fault_injecting_transport.h"
 #include "common/rpc_client.h"
 #include "common/rpc_server.h"
@@ -65,6 +67,29 @@ TEST(RpcClientTest, EchoesPayloadAndTimesOutOnASilentPeer) {
   auto lost = rpc.CallSync(dead, Ping(1), 200);
   EXPECT_EQ(lost.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_EQ(rpc.stats().timeouts, 1u);
+}
+
+// A request's deadline is measured on the client's clock: with a FakeClock a
+// one-minute deadline expires when the clock passes it, not after a minute.
+TEST(RpcClientTest, DeadlinesFollowTheClock) {
+  FakeClock clock;
+  RpcClientOptions options;
+  options.clock = &clock;
+  RpcClient rpc(options);
+  const int dead = rpc.Connect("tcp://127.0.0.1:9");  // Nobody answers.
+  std::promise<Status> result;
+  std::future<Status> done = result.get_future();
+  rpc.Call(dead, Ping(1), /*timeout_ms=*/60000,
+           [&result](const Status& s, Message) { result.set_value(s); });
+  clock.AdvanceMs(59999);
+  // The I/O loop checks deadlines every few ms under a fake clock.
+  EXPECT_EQ(done.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  const auto t0 = std::chrono::steady_clock::now();
+  clock.AdvanceMs(1);
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(done.get().code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(rpc.stats().timeouts, 1u);
 }
 

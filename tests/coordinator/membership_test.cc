@@ -70,7 +70,12 @@ TEST(RecoveryPolicyTest, FactoryKnowsItsPolicies) {
   EXPECT_TRUE((*stateless)->TrainsThroughServerLoss());
   EXPECT_FALSE((*stateless)->ResendsAcrossRestarts());
   EXPECT_FALSE((*ckpt)->TrainsThroughServerLoss());
-  for (RecoveryMode mode : {RecoveryMode::kChain, RecoveryMode::kHybrid}) {
+  auto chain = NewRecoveryPolicy(RecoveryMode::kChain);
+  ASSERT_TRUE(chain.ok());
+  EXPECT_EQ((*chain)->on_server_loss(), RecoveryPolicy::OnServerLoss::kReconfigure);
+  EXPECT_TRUE((*chain)->ReplicatesServers());
+  EXPECT_FALSE((*ckpt)->ReplicatesServers());
+  for (RecoveryMode mode : {RecoveryMode::kHybrid}) {
     auto p = NewRecoveryPolicy(mode);
     ASSERT_FALSE(p.ok()) << RecoveryModeName(mode);
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);

@@ -17,81 +17,18 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include "storage/fault_injecting_fs.h"
 #include "storage/internal/rocksdb_store.h"
 #include "storage/internal/store_format.h"
 #include "storage/param_store.h"
+#include "tests/storage/rocksdb_store_test_util.h"
 #include "tests/storage/storage_test_util.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
 namespace {
 
-using testing_storage::ScopedTempDir;
-#define ASSERT_OK RELAXPS_STORAGE_ASSERT_OK
-
-Initializer Uniform(uint64_t seed, uint64_t end) {
-  Initializer init;
-  init.seed = seed;
-  init.segments.push_back({0, end, InitKind::kUniform, -0.5f, 0.5f});
-  return init;
-}
-
-DenseShardSpec DenseSpec(uint64_t begin = 0, uint64_t end = 40000, int slots = 3) {
-  // 40000 keys: three 64 KiB chunks, the last one partial.
-  return {"w", begin, end, slots, Uniform(11, 1 << 20), 0.125f};
-}
-
-SparseTableSpec SparseSpec(uint32_t width = 8, int slots = 2) {
-  return {"emb", width, slots, Uniform(5, width), 0.0f};
-}
-
-std::unique_ptr<ParamStore> OpenStore(const std::string& dir, size_t cache_mb = 64,
-                                      bool wal = false) {
-  ParamStoreOptions o;
-  o.kind = "rocksdb";
-  o.data_dir = dir;
-  o.cache_mb = cache_mb;
-  o.wal_per_update = wal;
-  StatusOr<std::unique_ptr<ParamStore>> store = NewParamStore(o);
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? std::move(store).value() : nullptr;
-}
-
-// A value that differs per (row, column) and per "version" of the data.
-float RowValue(uint64_t row, size_t col, int version) {
-  return static_cast<float>(row % 10007) * 0.25f + static_cast<float>(col) * 0.001f +
-         static_cast<float>(version) * 1000.0f;
-}
-
-std::vector<float> MakeRows(const std::vector<uint64_t>& ids, size_t row_floats, int version) {
-  std::vector<float> rows(ids.size() * row_floats);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    for (size_t c = 0; c < row_floats; ++c) rows[i * row_floats + c] = RowValue(ids[i], c, version);
-  }
-  return rows;
-}
-
-std::vector<float> InitialRow(const SparseTableSpec& spec, uint64_t id) {
-  std::vector<float> row(spec.row_floats(), spec.slot_init);
-  spec.init.FillRow(id, spec.width, row.data());
-  return row;
-}
-
-// Writes every value, announcing the write first as a writer must.
-void SetDense(ParamStore* store, DenseShard* shard, int version) {
-  store->BeforeDenseWrite(shard);
-  for (size_t s = 0; s < shard->slots.size(); ++s) {
-    for (size_t i = 0; i < shard->size(); ++i) shard->slots[s][i] = RowValue(i, s, version);
-  }
-}
-
-void ExpectDense(const DenseShard* shard, int version) {
-  for (size_t s = 0; s < shard->slots.size(); ++s) {
-    for (size_t i = 0; i < shard->size(); ++i) {
-      ASSERT_EQ(shard->slots[s][i], RowValue(i, s, version)) << "slot " << s << " key " << i;
-    }
-  }
-}
+using namespace testing_storage;  // NOLINT: the shared store fixtures.
 
 class RocksDbStoreTest : public ::testing::Test {
  protected:
@@ -381,34 +318,39 @@ TEST_F(RocksDbStoreTest, ReopenAfterCompletedBackgroundFlushesRestoresTheLastOne
   EXPECT_EQ((*shard)->clock, 4);
 }
 
-TEST_F(RocksDbStoreTest, BackgroundFlushErrorSurfacesAtTheNextFlush) {
+TEST_F(RocksDbStoreTest, BackgroundFlushErrorIsReportedOnceAndARetryCommits) {
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
   {
-    auto store = OpenStore(dir_);
+    auto store = OpenStore(dir_, 64, false, fs);
     StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
     ASSERT_TRUE(shard.ok()) << shard.status();
     SetDense(store.get(), *shard, 1);
-    // Injected write error: a directory where the flush writes its SST file.
-    const std::string blocker = dir_ + "/relaxps-flush-meta.sst.tmp";
-    std::filesystem::create_directories(blocker + "/x");
-    ASSERT_OK(store->Flush(1));  // Only starts the job.
-    // Flushes coalesced while the job runs return OK; the first one after it
-    // ends returns its error.
-    Status s;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while ((s = store->Flush(2)).ok() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    ASSERT_OK(store->Flush(1));
+    ASSERT_OK(store->WaitForFlush());
+    // Injected EIO where the flush writes its SST file.
+    fs->SetWriteError(FaultInjectingFileSystem::WriteError::kIO, "relaxps-flush-meta.sst.tmp");
+    SetDense(store.get(), *shard, 2);
+    ASSERT_OK(store->Flush(2));  // Only starts the job.
+    // The job's error comes back exactly once: from the next Flush if the job
+    // ended before it, else from WaitForFlush.
+    Status next = store->Flush(3);
+    Status waited = store->WaitForFlush();
+    ASSERT_NE(next.ok(), waited.ok()) << next << " / " << waited;
+    const Status& s = next.ok() ? waited : next;
     EXPECT_EQ(s.code(), StatusCode::kIOError) << s;
     EXPECT_NE(s.ToString().find("relaxps-flush-meta.sst.tmp"), std::string::npos) << s;
-    // Reported once; the failed job removed the blocker, so a retry commits.
-    SetDense(store.get(), *shard, 2);
-    ASSERT_OK(store->Flush(3));
+    EXPECT_NE(s.ToString().find("injected EIO"), std::string::npos) << s;
+    EXPECT_GT(fs->injected_errors(), 0u);
+    // The disk recovers: a retry commits.
+    fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
+    SetDense(store.get(), *shard, 3);
+    ASSERT_OK(store->Flush(4));
     ASSERT_OK(store->WaitForFlush());
   }
   auto store = OpenStore(dir_);
   StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
   ASSERT_TRUE(shard.ok()) << shard.status();
-  ExpectDense(*shard, 2);
+  ExpectDense(*shard, 3);
 }
 
 // Simulates a crash between a Flush's commit and the move of its staged rows
@@ -617,7 +559,9 @@ TEST_F(RocksDbStoreTest, SparseStepIsPersistedWithTheTable) {
       *step = 41;
       ASSERT_OK(store->WriteRows("emb", ids.data(), 1,
                                  MakeRows(ids, SparseSpec().row_floats(), 1).data()));
-      if (!wal) ASSERT_OK(store->Flush(1));
+      if (!wal) {
+        ASSERT_OK(store->Flush(1));
+      }
     }
     auto store = OpenStore(dir_, 64, wal);
     ASSERT_NE(store->SparseStep("emb"), nullptr);

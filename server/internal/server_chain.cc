@@ -1,0 +1,368 @@
+// Chain replication of dense ranges (--recovery=chain): the server side.
+//
+// The head of a range's chain takes pushes (and CLOCKs) from workers, applies
+// each, gives it the next sequence number and forwards it, with the worker's
+// exactly-once key, to its successor; every replica applies the updates in
+// sequence order and forwards them on; the tail acknowledges, and each
+// replica acknowledges upstream once its successor did. The worker's push is
+// answered when the head's acknowledgement arrives, so every live replica has
+// it. Pulls are answered by the head, after the consistency gate, once every
+// update they reflect is acknowledged (see docs/chain_replication.md).
+#include <algorithm>
+
+#include "server/internal/request_codec.h"
+#include "server/internal/server_impl.h"
+
+namespace relaxps {
+namespace server_internal {
+
+namespace {
+// An unacknowledged update is resent to the successor after this long (a
+// successor that refused it for an epoch it had not installed yet, or lost it).
+constexpr int64_t kResendAfterMs = 300;
+constexpr int kForwardTimeoutMs = 5000;
+}  // namespace
+
+int ServerImpl::PeerOf(int server) {
+  if (server < 0 || server >= map_.servers_size()) return -1;
+  const std::string& endpoint = map_.servers(server).endpoint();
+  if (endpoint.empty()) return -1;
+  auto it = peer_of_.find(server);
+  if (it == peer_of_.end() || it->second.first != endpoint) {
+    peer_of_[server] = {endpoint, peers_->Connect(endpoint)};
+  }
+  return peer_of_[server].second;
+}
+
+void ServerImpl::Fence(const std::string& why) {
+  if (fenced_.exchange(true)) return;
+  LOG(ERROR) << "server " << id_ << " fenced at epoch " << epoch_ << ": " << why
+             << "; stopping (restart it to rejoin its chains)";
+  rpc_->Stop();
+}
+
+void ServerImpl::ApplyChainRoles(const wire::ShardMap& map) {
+  for (const wire::TableShards& ts : map.tables()) {
+    for (const wire::DenseRange& r : ts.ranges()) {
+      auto it = dense_.find({ts.table().name(), r.begin()});
+      if (it == dense_.end()) continue;
+      RangeState& range = it->second;
+      std::vector<int> members(r.chain().begin(), r.chain().end());
+      auto me = std::find(members.begin(), members.end(), id_);
+      if (me == members.end()) continue;  // Dropped from this chain: fenced by heartbeat.
+      const bool head = me == members.begin();
+      const int successor = me + 1 == members.end() ? -1 : *(me + 1);
+      const std::vector<int> old_members = range.members;
+      const int old_successor = range.chain->successor();
+      const bool was_head = range.chain->head();
+      range.members = members;
+      range.chain->SetRole(head, successor);
+      if (head && !was_head) {
+        LOG(INFO) << "head of table '" << ts.table().name() << "' keys [" << r.begin() << ", "
+                  << r.end() << ") at epoch " << map.epoch() << " (seq "
+                  << range.chain->applied_seq() << ")";
+        range.shard->SetFollower(false);
+        MaybeForwardCompletion(&range);
+      }
+      if (successor < 0 || !range.chain->has_state()) continue;
+      const bool joining =
+          std::find(old_members.begin(), old_members.end(), successor) == old_members.end();
+      if (joining && !old_members.empty()) {
+        SendSnapshot(&range);
+      } else if (successor != old_successor || !range.chain->unacked().empty()) {
+        // A new successor (the old one died): it has a prefix of what was
+        // forwarded; resend the rest in order (it skips what it has).
+        for (const auto& [seq, op] : range.chain->unacked()) SendLogged(&range, op);
+      }
+    }
+  }
+}
+
+uint64_t ServerImpl::ForwardNew(RangeState* range, const Message& msg) {
+  const uint64_t seq = range->chain->NextSeq();
+  Commit(range, seq, msg);
+  return seq;
+}
+
+void ServerImpl::Commit(RangeState* range, uint64_t seq, const Message& msg) {
+  if (range->chain->tail()) {
+    range->chain->SetApplied(seq);
+  } else {
+    Forward(range, seq, msg);
+  }
+}
+
+void ServerImpl::Forward(RangeState* range, uint64_t seq, const Message& msg) {
+  LoggedOp op = LoggedOp::From(msg);
+  op.header.set_forwarded(true);
+  op.header.set_chain_seq(seq);
+  op.header.set_epoch(epoch_);
+  op.header.clear_request_id();
+  op.header.clear_deadline_unix_ms();
+  SendLogged(range, op);
+  range->chain->Logged(seq, std::move(op), clock_->NowMs());
+  stats_.set_forwarded(stats_.forwarded() + 1);
+}
+
+void ServerImpl::SendLogged(RangeState* range, const LoggedOp& op) {
+  const int peer = PeerOf(range->chain->successor());
+  if (peer < 0) return;
+  Message msg = op.ToMessage();
+  msg.header.set_epoch(epoch_);  // A resend after a reconfiguration carries the new epoch.
+  const std::string table = op.header.table();
+  const uint64_t begin = range->shard->spec().begin;
+  const uint64_t seq = op.header.chain_seq();
+  range->chain->set_last_send_ms(clock_->NowMs());
+  peers_->Call(peer, std::move(msg), kForwardTimeoutMs,
+               [this, table, begin, seq](const Status& st, Message reply) {
+                 auto shared = std::make_shared<Message>(std::move(reply));
+                 rpc_->Post([this, table, begin, seq, st, shared] {
+                   OnForwardReply(table, begin, seq, st, *shared);
+                 });
+               });
+}
+
+void ServerImpl::OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
+                                const Status& status, const Message& reply) {
+  auto it = dense_.find({table, begin});
+  if (it == dense_.end()) return;
+  RangeState& range = it->second;
+  if (!status.ok()) {
+    const bool snapshot_pending =
+        !range.chain->unacked().empty() &&
+        range.chain->unacked().front().second.header.type() == wire::CHAIN_SNAPSHOT;
+    if (status.code() == StatusCode::kFailedPrecondition && !snapshot_pending &&
+        status.message().find("awaiting state") != std::string::npos) {
+      SendSnapshot(&range);
+    } else {
+      VLOG(1) << "forward of seq " << seq << " failed: " << status;  // Resent by the timer.
+    }
+    return;
+  }
+  if (reply.header.epoch() < epoch_) {
+    // A late acknowledgement from a replica fenced since: its word no longer counts.
+    stats_.set_stale_epoch_refused(stats_.stale_epoch_refused() + 1);
+    return;
+  }
+  range.chain->OnAcked(seq);
+}
+
+void ServerImpl::ResendStale() {
+  const int64_t now = clock_->NowMs();
+  for (auto& [key, range] : dense_) {
+    if (range.chain == nullptr || range.chain->tail() || range.chain->unacked().empty()) continue;
+    if (now - range.chain->last_send_ms() < kResendAfterMs) continue;
+    for (const auto& [seq, op] : range.chain->unacked()) SendLogged(&range, op);
+  }
+}
+
+void ServerImpl::SendSnapshot(RangeState* range) {
+  Message msg;
+  msg.header.set_type(wire::CHAIN_SNAPSHOT);
+  msg.header.set_table(TableOf(*range));
+  msg.header.set_key_begin(range->shard->spec().begin);
+  msg.header.set_key_count(range->shard->spec().end - range->shard->spec().begin);
+  wire::ChainSnapshot* snap = msg.header.mutable_chain_snapshot();
+  std::vector<FloatBuffer> frames;
+  range->shard->SaveState(snap, &frames);
+  range->chain->SaveDedup(snap);
+  const uint64_t seq = range->chain->applied_seq();
+  snap->set_seq(seq);
+  for (const FloatBuffer& f : frames) msg.frames.push_back(Frame::Share(f));
+  LOG(INFO) << "state transfer of table '" << msg.header.table() << "' keys ["
+            << msg.header.key_begin() << ", " << range->shard->spec().end << ") at seq " << seq
+            << " to server " << range->chain->successor();
+  // The snapshot stands for every update up to seq: it replaces the log.
+  range->chain->ClearLog();
+  Forward(range, seq, msg);
+}
+
+void ServerImpl::MaybeForwardCompletion(RangeState* range) {
+  if (range->chain == nullptr || !range->chain->head() || !range->chain->has_state()) return;
+  const int64_t applied = range->shard->applied_clock();
+  if (applied <= range->forwarded_applied_clock) return;
+  range->forwarded_applied_clock = applied;
+  Message op;
+  op.header.set_type(wire::CHAIN_COMPLETE);
+  op.header.set_table(TableOf(*range));
+  op.header.set_key_begin(range->shard->spec().begin);
+  op.header.set_clock(applied);
+  ForwardNew(range, op);
+}
+
+std::string ServerImpl::TableOf(const RangeState& range) {
+  const std::string& name = range.shard->spec().table;  // "<table>@<begin>"
+  return name.substr(0, name.rfind('@'));
+}
+
+void ServerImpl::HandleChainDense(RangeState* range, Request req) {
+  const wire::Header& h = req.msg.header;
+  ChainReplica* chain = range->chain.get();
+  if (!chain->head()) {
+    Reject(req, WrongShardError("keys from " + std::to_string(h.key_begin()) + " of table '" +
+                              h.table() + "' are not in this shard: server " +
+                              std::to_string(id_) + " is not the head of their chain"));
+    return;
+  }
+  if (h.epoch() > epoch_) {
+    Reject(req, UnavailableError("server " + std::to_string(id_) + " is at epoch " +
+                                 std::to_string(epoch_) + ", the request at " +
+                                 std::to_string(h.epoch())));
+    return;
+  }
+  if (!chain->has_state()) {
+    Reject(req, UnavailableError("server " + std::to_string(id_) + " is awaiting state"));
+    return;
+  }
+  DenseShardState* shard = range->shard.get();
+  auto shared = std::make_shared<Request>(std::move(req));  // `h` is gone from here on.
+  const wire::Header& sh = shared->msg.header;
+  if (sh.type() != wire::PULL) {
+    const uint64_t done_at =
+        sh.push_id() > 0 ? chain->FindApplied(sh.sender(), sh.incarnation(), sh.push_id()) : 0;
+    if (done_at > 0) {
+      // A resend (after a failover or a lost reply): applied once already.
+      stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+      if (sh.type() == wire::PUSH) {
+        chain->WhenAcked(done_at, [this, shared] {
+          ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK()));
+        });
+        return;
+      }
+    } else {
+      const float* grads = DecodeGradient(*shared, shared->msg.frames[0], sh.key_count());
+      if (grads == nullptr) return;
+      // Numbered before it is applied: pulls the push releases wait for it.
+      const uint64_t seq = chain->NextSeq();
+      Status s = shard->Push(sh.sender(), sh.clock(), sh.key_begin(), grads, sh.key_count());
+      if (!s.ok()) {
+        // Keep the sequence gap-free with an update that changes nothing.
+        Message filler;
+        filler.header.set_type(wire::CHAIN_COMPLETE);
+        filler.header.set_table(sh.table());
+        filler.header.set_key_begin(shard->spec().begin);
+        filler.header.set_clock(shard->applied_clock());
+        Commit(range, seq, filler);
+        Reject(*shared, s);
+        return;
+      }
+      if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
+      Commit(range, seq, shared->msg);
+      MaybeForwardCompletion(range);
+      if (sh.type() == wire::PUSH) {
+        chain->WhenAcked(seq, [this, shared] {
+          ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK()));
+        });
+        MaybeFlush();
+        return;
+      }
+    }
+  }
+  ServePull(range, shared);
+}
+
+void ServerImpl::HandleForwarded(Request req) {
+  const wire::Header& h = req.msg.header;
+  if (h.epoch() < epoch_) {
+    stats_.set_stale_epoch_refused(stats_.stale_epoch_refused() + 1);
+    Reject(req, AbortedError("update from epoch " + std::to_string(h.epoch()) +
+                             " refused at epoch " + std::to_string(epoch_) +
+                             ": its sender was removed from the chain"));
+    return;
+  }
+  if (h.epoch() > epoch_) {
+    Reject(req, UnavailableError("server " + std::to_string(id_) + " is at epoch " +
+                                 std::to_string(epoch_) + ", the update at " +
+                                 std::to_string(h.epoch())));
+    return;
+  }
+  RangeState* range = FindRange(h.table(), h.key_begin());
+  if (range == nullptr || range->chain == nullptr ||
+      range->shard->spec().begin != h.key_begin()) {
+    Reject(req, NotFoundError("no replica of table '" + h.table() + "' keys from " +
+                              std::to_string(h.key_begin()) + " here"));
+    return;
+  }
+  ChainReplica* chain = range->chain.get();
+  if (chain->head()) {
+    Reject(req, FailedPreconditionError("server " + std::to_string(id_) +
+                                        " heads this chain; it takes no forwarded updates"));
+    return;
+  }
+  const uint64_t seq = h.chain_seq();
+  const wire::MsgType type = h.type();
+  auto shared = std::make_shared<Request>(std::move(req));  // `h` is gone from here on.
+  const wire::Header& sh = shared->msg.header;
+  auto ack = [this, shared] { ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK())); };
+  DenseShardState* shard = range->shard.get();
+  if (type == wire::CHAIN_SNAPSHOT) {
+    if (!chain->has_state() || chain->applied_seq() < seq) {
+      std::vector<const float*> frames;
+      std::vector<size_t> sizes;
+      for (const Frame& f : shared->msg.frames) {
+        frames.push_back(f.as<float>());
+        sizes.push_back(f.size() / sizeof(float));
+      }
+      Status s = shard->LoadState(shared->msg.header.chain_snapshot(), frames, sizes);
+      if (!s.ok()) {
+        Reject(*shared, s);
+        return;
+      }
+      chain->LoadDedup(shared->msg.header.chain_snapshot());
+      chain->set_has_state(true);
+      chain->SetApplied(seq);
+      range->forwarded_applied_clock = shard->applied_clock();
+      LOG(INFO) << "state of table '" << sh.table() << "' keys [" << sh.key_begin() << ", "
+                << shard->spec().end << ") received at seq " << seq << "; replica in sync";
+      if (!chain->tail()) Forward(range, seq, shared->msg);
+    }
+    chain->WhenAcked(seq, ack);
+    return;
+  }
+  if (!chain->has_state()) {
+    Reject(*shared, FailedPreconditionError("replica is awaiting state"));
+    return;
+  }
+  if (seq <= chain->applied_seq()) {  // Resent after a reconfiguration.
+    chain->WhenAcked(seq, ack);
+    return;
+  }
+  if (seq != chain->applied_seq() + 1) {
+    Reject(*shared, InternalError("update " + std::to_string(seq) + " after " +
+                                  std::to_string(chain->applied_seq()) + ": a gap"));
+    return;
+  }
+  switch (sh.type()) {
+    case wire::PUSH:
+    case wire::PUSH_PULL: {
+      if (shared->msg.frames.size() != 1) {
+        Reject(*shared, InvalidArgumentError("forwarded push without its payload"));
+        return;
+      }
+      const float* grads = DecodeGradient(*shared, shared->msg.frames[0], sh.key_count());
+      if (grads == nullptr) return;
+      Status s = shard->Push(sh.sender(), sh.clock(), sh.key_begin(), grads, sh.key_count());
+      if (!s.ok()) LOG(ERROR) << "replica could not apply forwarded update " << seq << ": " << s;
+      if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
+      break;
+    }
+    case wire::CLOCK:
+      shard->AdvanceClock(sh.sender(), sh.clock());
+      break;
+    case wire::CHAIN_COMPLETE: {
+      Status s = shard->CompleteRoundsBelow(sh.clock());
+      if (!s.ok()) LOG(ERROR) << "replica could not complete BSP rounds: " << s;
+      range->forwarded_applied_clock = std::max(range->forwarded_applied_clock, sh.clock());
+      break;
+    }
+    default:
+      Reject(*shared, InvalidArgumentError("cannot replicate " + wire::MsgType_Name(sh.type())));
+      return;
+  }
+  chain->SetApplied(seq);
+  if (!chain->tail()) Forward(range, seq, shared->msg);
+  chain->WhenAcked(seq, ack);
+}
+
+}  // namespace server_internal
+}  // namespace relaxps

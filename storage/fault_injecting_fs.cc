@@ -1,0 +1,215 @@
+#include "storage/fault_injecting_fs.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+// Returns the fault (a non-OK IOStatus) from the enclosing function.
+#define RETURN_FAULT(expr)               \
+  do {                                   \
+    ::rocksdb::IOStatus fault_ = (expr); \
+    if (!fault_.ok()) return fault_;     \
+  } while (0)
+
+namespace relaxps {
+namespace {
+
+using rocksdb::IODebugContext;
+using rocksdb::IOOptions;
+using rocksdb::IOStatus;
+using rocksdb::Slice;
+
+// Forwards to the real file, asking the file system first whether a write
+// fails, and reporting appends and syncs for SimulateCrash().
+class FaultInjectingWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  FaultInjectingWritableFile(std::unique_ptr<rocksdb::FSWritableFile> file, std::string path,
+                             FaultInjectingFileSystem* fs)
+      : FSWritableFileOwnerWrapper(std::move(file)), path_(std::move(path)), fs_(fs) {}
+
+  IOStatus Append(const Slice& data, const IOOptions& options, IODebugContext* dbg) override {
+    fs_->Delay();
+    RETURN_FAULT(fs_->WriteFault(path_));
+    IOStatus s = target()->Append(data, options, dbg);
+    if (s.ok()) fs_->Appended(path_, data.size());
+    return s;
+  }
+  IOStatus Append(const Slice& data, const IOOptions& options,
+                  const rocksdb::DataVerificationInfo&, IODebugContext* dbg) override {
+    return Append(data, options, dbg);
+  }
+  IOStatus PositionedAppend(const Slice& data, uint64_t offset, const IOOptions& options,
+                            IODebugContext* dbg) override {
+    fs_->Delay();
+    RETURN_FAULT(fs_->WriteFault(path_));
+    IOStatus s = target()->PositionedAppend(data, offset, options, dbg);
+    if (s.ok()) fs_->Appended(path_, data.size());
+    return s;
+  }
+  IOStatus PositionedAppend(const Slice& data, uint64_t offset, const IOOptions& options,
+                            const rocksdb::DataVerificationInfo&, IODebugContext* dbg) override {
+    return PositionedAppend(data, offset, options, dbg);
+  }
+  IOStatus Sync(const IOOptions& options, IODebugContext* dbg) override {
+    fs_->Delay();
+    RETURN_FAULT(fs_->WriteFault(path_));
+    IOStatus s = target()->Sync(options, dbg);
+    if (s.ok()) fs_->Synced(path_);
+    return s;
+  }
+  IOStatus Fsync(const IOOptions& options, IODebugContext* dbg) override {
+    fs_->Delay();
+    RETURN_FAULT(fs_->WriteFault(path_));
+    IOStatus s = target()->Fsync(options, dbg);
+    if (s.ok()) fs_->Synced(path_);
+    return s;
+  }
+  IOStatus Close(const IOOptions& options, IODebugContext* dbg) override {
+    IOStatus fault = fs_->WriteFault(path_);
+    IOStatus s = target()->Close(options, dbg);  // Always release the descriptor.
+    return fault.ok() ? s : fault;
+  }
+
+ private:
+  const std::string path_;
+  FaultInjectingFileSystem* const fs_;
+};
+
+}  // namespace
+
+FaultInjectingFileSystem::FaultInjectingFileSystem(std::shared_ptr<rocksdb::FileSystem> target)
+    : FileSystemWrapper(target ? std::move(target) : rocksdb::FileSystem::Default()) {}
+
+void FaultInjectingFileSystem::SetWriteError(WriteError error, const std::string& path_part) {
+  MutexLock l(&mu_);
+  error_ = error;
+  error_path_part_ = path_part;
+}
+
+IOStatus FaultInjectingFileSystem::WriteFault(const std::string& path) {
+  MutexLock l(&mu_);
+  if (!active_) {
+    injected_errors_.fetch_add(1);
+    return IOStatus::IOError("injected: file system inactive after a simulated crash", path);
+  }
+  if (error_ == WriteError::kNone || path.find(error_path_part_) == std::string::npos) {
+    return IOStatus::OK();
+  }
+  injected_errors_.fetch_add(1);
+  if (error_ == WriteError::kNoSpace) {
+    return IOStatus::NoSpace("injected ENOSPC: No space left on device", path);
+  }
+  return IOStatus::IOError("injected EIO: Input/output error", path);
+}
+
+void FaultInjectingFileSystem::Delay() const {
+  const int ms = delay_ms_.load();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+void FaultInjectingFileSystem::Appended(const std::string& path, uint64_t bytes) {
+  MutexLock l(&mu_);
+  files_[path].size += bytes;
+}
+
+void FaultInjectingFileSystem::Synced(const std::string& path) {
+  MutexLock l(&mu_);
+  FileState& f = files_[path];
+  f.synced = f.size;
+  f.ever_synced = true;
+}
+
+IOStatus FaultInjectingFileSystem::Wrap(const std::string& fname, IOStatus opened,
+                                        std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                        bool truncated) {
+  if (!opened.ok()) return opened;
+  {
+    MutexLock l(&mu_);
+    FileState& f = files_[fname];
+    if (truncated) f = FileState();
+  }
+  result->reset(new FaultInjectingWritableFile(std::move(*result), fname, this));
+  return IOStatus::OK();
+}
+
+IOStatus FaultInjectingFileSystem::NewWritableFile(const std::string& fname,
+                                                   const rocksdb::FileOptions& options,
+                                                   std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                                   IODebugContext* dbg) {
+  RETURN_FAULT(WriteFault(fname));
+  return Wrap(fname, target()->NewWritableFile(fname, options, result, dbg), result, true);
+}
+
+IOStatus FaultInjectingFileSystem::ReopenWritableFile(
+    const std::string& fname, const rocksdb::FileOptions& options,
+    std::unique_ptr<rocksdb::FSWritableFile>* result, IODebugContext* dbg) {
+  RETURN_FAULT(WriteFault(fname));
+  return Wrap(fname, target()->ReopenWritableFile(fname, options, result, dbg), result, false);
+}
+
+IOStatus FaultInjectingFileSystem::ReuseWritableFile(
+    const std::string& fname, const std::string& old_fname, const rocksdb::FileOptions& options,
+    std::unique_ptr<rocksdb::FSWritableFile>* result, IODebugContext* dbg) {
+  RETURN_FAULT(WriteFault(fname));
+  return Wrap(fname, target()->ReuseWritableFile(fname, old_fname, options, result, dbg), result,
+              true);
+}
+
+IOStatus FaultInjectingFileSystem::RenameFile(const std::string& src, const std::string& dst,
+                                              const IOOptions& options, IODebugContext* dbg) {
+  RETURN_FAULT(WriteFault(dst));
+  IOStatus s = target()->RenameFile(src, dst, options, dbg);
+  if (s.ok()) {
+    MutexLock l(&mu_);
+    auto it = files_.find(src);
+    if (it != files_.end()) {
+      files_[dst] = it->second;
+      files_.erase(it);
+    } else {
+      files_.erase(dst);
+    }
+  }
+  return s;
+}
+
+IOStatus FaultInjectingFileSystem::LinkFile(const std::string& src, const std::string& dst,
+                                            const IOOptions& options, IODebugContext* dbg) {
+  RETURN_FAULT(WriteFault(dst));
+  return target()->LinkFile(src, dst, options, dbg);
+}
+
+IOStatus FaultInjectingFileSystem::DeleteFile(const std::string& fname, const IOOptions& options,
+                                              IODebugContext* dbg) {
+  {
+    MutexLock l(&mu_);
+    if (!active_) {
+      injected_errors_.fetch_add(1);
+      return IOStatus::IOError("injected: file system inactive after a simulated crash", fname);
+    }
+    files_.erase(fname);
+  }
+  return target()->DeleteFile(fname, options, dbg);
+}
+
+void FaultInjectingFileSystem::SimulateCrash() {
+  MutexLock l(&mu_);
+  active_ = false;
+  for (const auto& [path, f] : files_) {
+    if (!f.ever_synced) {
+      ::unlink(path.c_str());
+    } else if (f.synced < f.size) {
+      if (::truncate(path.c_str(), static_cast<off_t>(f.synced)) != 0) {
+        // Deleted meanwhile; nothing to drop.
+      }
+    }
+  }
+  files_.clear();
+}
+
+void FaultInjectingFileSystem::Reactivate() {
+  MutexLock l(&mu_);
+  active_ = true;
+}
+
+}  // namespace relaxps

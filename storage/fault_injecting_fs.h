@@ -1,0 +1,104 @@
+// FaultInjectingFileSystem: the disk seam of the stores, for failure tests.
+//
+// A rocksdb::FileSystemWrapper (Debian's RocksDB ships no
+// FaultInjectionTestFS) that forwards to a real file system and, on demand:
+//  - fails writes with ENOSPC ("no space left") or EIO, for every file or
+//    only files whose path contains a given substring: creating a writable
+//    file, Append, Sync/Fsync, Close, and renames/links onto such a path;
+//  - delays every Append and Sync by a fixed time (a slow disk);
+//  - tracks, per file written through it, how many bytes were synced, and on
+//    SimulateCrash() drops what was not: files never synced are deleted,
+//    others truncated to their last synced size; until Reactivate() every
+//    write then fails, so the dying process cannot add anything.
+// RocksDbStore uses it through ParamStoreOptions::file_system for its
+// database, its SST writer (the O_DIRECT generation files) and its
+// checkpoint directories and manifests, so a test reaches every disk write
+// of the store through one seam. Deterministic: no randomness, no clock.
+//
+// Thread-safety: all methods are safe from any thread.
+#ifndef RELAXPS_STORAGE_FAULT_INJECTING_FS_H_
+#define RELAXPS_STORAGE_FAULT_INJECTING_FS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <rocksdb/file_system.h>
+
+#include "common/thread_annotations.h"
+
+namespace relaxps {
+
+class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
+ public:
+  enum class WriteError { kNone, kNoSpace, kIO };
+
+  // Wraps `target` (nullptr: rocksdb::FileSystem::Default()).
+  explicit FaultInjectingFileSystem(std::shared_ptr<rocksdb::FileSystem> target = nullptr);
+
+  static const char* kClassName() { return "RelaxpsFaultInjectingFileSystem"; }
+  const char* Name() const override { return kClassName(); }
+
+  // From now on, writes to paths containing `path_part` ("" : every path)
+  // fail with `error` (kNone: stop failing).
+  void SetWriteError(WriteError error, const std::string& path_part = "");
+  // Every Append and Sync waits this long first (0: no delay).
+  void SetWriteDelayMs(int ms) { delay_ms_.store(ms); }
+  // Drops every write not covered by a Sync (see the header comment) and
+  // deactivates the file system until Reactivate().
+  void SimulateCrash();
+  void Reactivate();
+  // Writes failed on purpose so far.
+  uint64_t injected_errors() const { return injected_errors_.load(); }
+
+  // Internal, for the wrapped files: the error to return for a write to
+  // `path` now (OK if none), counting it.
+  rocksdb::IOStatus WriteFault(const std::string& path);
+  void Delay() const;
+  void Appended(const std::string& path, uint64_t bytes);
+  void Synced(const std::string& path);
+
+  // ---- rocksdb::FileSystem ----
+  rocksdb::IOStatus NewWritableFile(const std::string& fname, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                    rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus ReopenWritableFile(const std::string& fname,
+                                       const rocksdb::FileOptions& options,
+                                       std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                       rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus ReuseWritableFile(const std::string& fname, const std::string& old_fname,
+                                      const rocksdb::FileOptions& options,
+                                      std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                      rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus RenameFile(const std::string& src, const std::string& target,
+                               const rocksdb::IOOptions& options,
+                               rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus LinkFile(const std::string& src, const std::string& target,
+                             const rocksdb::IOOptions& options,
+                             rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus DeleteFile(const std::string& fname, const rocksdb::IOOptions& options,
+                               rocksdb::IODebugContext* dbg) override;
+
+ private:
+  struct FileState {
+    uint64_t size = 0;    // Bytes appended through us.
+    uint64_t synced = 0;  // Bytes covered by the last Sync.
+    bool ever_synced = false;
+  };
+  rocksdb::IOStatus Wrap(const std::string& fname, rocksdb::IOStatus opened,
+                         std::unique_ptr<rocksdb::FSWritableFile>* result, bool truncated);
+
+  std::atomic<int> delay_ms_{0};
+  std::atomic<uint64_t> injected_errors_{0};
+  Mutex mu_;
+  WriteError error_ GUARDED_BY(mu_) = WriteError::kNone;
+  std::string error_path_part_ GUARDED_BY(mu_);
+  bool active_ GUARDED_BY(mu_) = true;
+  std::map<std::string, FileState> files_ GUARDED_BY(mu_);
+};
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_STORAGE_FAULT_INJECTING_FS_H_

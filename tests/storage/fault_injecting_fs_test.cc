@@ -1,0 +1,162 @@
+// Disk faults through the store's file-system seam (FaultInjectingFileSystem):
+// ENOSPC and EIO during a flush and during a checkpoint leave the last good
+// state readable and the previous checkpoint valid, and a crash that loses
+// every unsynced write keeps exactly what the store had made durable.
+#include "storage/fault_injecting_fs.h"
+
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "storage/checkpoint.h"
+#include "storage/param_store.h"
+#include "tests/storage/rocksdb_store_test_util.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace relaxps {
+namespace {
+
+using namespace testing_storage;  // NOLINT: the shared store fixtures.
+#define ASSERT_OK RELAXPS_STORAGE_ASSERT_OK
+using WriteError = FaultInjectingFileSystem::WriteError;
+
+class DiskFaultTest : public ::testing::TestWithParam<WriteError> {
+ protected:
+  // The message each kind of fault carries up to the caller.
+  std::string Expected() const {
+    return GetParam() == WriteError::kNoSpace ? "No space left on device" : "Input/output error";
+  }
+
+  ScopedTempDir tmp_{"fault_fs_test"};
+  std::string dir_ = tmp_.path() + "/db";
+  std::shared_ptr<FaultInjectingFileSystem> fs_ = std::make_shared<FaultInjectingFileSystem>();
+};
+
+TEST_P(DiskFaultTest, FailedFlushReportsTheErrorAndTheLastFlushStaysReadable) {
+  {
+    auto store = OpenStore(dir_, 64, false, fs_);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    SetDense(store.get(), *shard, 1);
+    ASSERT_OK(store->Flush(1));
+    ASSERT_OK(store->WaitForFlush());
+
+    // Every file the flush writes fails (its SST files are relaxps-flush-*).
+    fs_->SetWriteError(GetParam(), "relaxps-flush-");
+    SetDense(store.get(), *shard, 2);
+    ASSERT_OK(store->Flush(2));  // Starts the background job.
+    Status s = store->WaitForFlush();
+    EXPECT_EQ(s.code(), StatusCode::kIOError) << s;
+    EXPECT_NE(s.ToString().find(Expected()), std::string::npos) << s;
+    EXPECT_NE(s.ToString().find("relaxps-flush-"), std::string::npos) << s;
+    // The store keeps serving from memory.
+    ExpectDense(*shard, 2);
+  }  // Closing with the fault still on: its final flush fails too (logged).
+  fs_->SetWriteError(WriteError::kNone);
+  auto store = OpenStore(dir_, 64, false, fs_);
+  ASSERT_NE(store, nullptr);
+  StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ExpectDense(*shard, 1);  // The last completed flush, intact.
+}
+
+TEST_P(DiskFaultTest, FailedCheckpointLeavesThePreviousOneValidAndARetryWorks) {
+  const std::string ckpt1 = tmp_.path() + "/ckpt/" + CheckpointDirName(1);
+  const std::string ckpt2 = tmp_.path() + "/ckpt/" + CheckpointDirName(2);
+  auto store = OpenStore(dir_, 64, false, fs_);
+  StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  SetDense(store.get(), *shard, 1);
+  ASSERT_OK(store->Checkpoint(ckpt1, 1));
+
+  // The second checkpoint's files fail: links, manifest, everything under it.
+  fs_->SetWriteError(GetParam(), CheckpointDirName(2));
+  SetDense(store.get(), *shard, 2);
+  std::promise<Status> result;
+  store->CheckpointAsync(ckpt2, 2, [&result](Status s) { result.set_value(s); });
+  Status s = result.get_future().get();
+  EXPECT_EQ(s.code(), StatusCode::kIOError) << s;
+  EXPECT_NE(s.ToString().find(Expected()), std::string::npos) << s;
+  EXPECT_GT(fs_->injected_errors(), 0u);
+  // Nothing half-written is left where a restore would look.
+  EXPECT_FALSE(std::filesystem::exists(ckpt2));
+  EXPECT_FALSE(std::filesystem::exists(ckpt2 + ".partial"));
+  StatusOr<CheckpointInfo> first = ReadCheckpointInfo(ckpt1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->clock, 1);
+  const std::vector<CheckpointInfo> listed = ListCheckpoints(tmp_.path() + "/ckpt");
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].clock, 1);
+
+  // The disk recovers: the same checkpoint succeeds, and restores clock 2.
+  fs_->SetWriteError(WriteError::kNone);
+  ASSERT_OK(store->Checkpoint(ckpt2, 2));
+  store.reset();
+  const std::string restored = tmp_.path() + "/restored";
+  ASSERT_OK(RestoreCheckpoint(ckpt2, restored));
+  auto back = OpenStore(restored);
+  StatusOr<DenseShard*> back_shard = back->CreateDense(DenseSpec());
+  ASSERT_TRUE(back_shard.ok()) << back_shard.status();
+  ExpectDense(*back_shard, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Errors, DiskFaultTest,
+                         ::testing::Values(WriteError::kNoSpace, WriteError::kIO),
+                         [](const ::testing::TestParamInfo<WriteError>& info) {
+                           return info.param == WriteError::kNoSpace ? std::string("ENOSPC")
+                                                                     : std::string("EIO");
+                         });
+
+// A crash that loses every write not covered by a sync: what Flush made
+// durable (and, with wal_per_update, every acknowledged update) survives;
+// the rest is gone, and the store opens cleanly.
+class LostUnsyncedWritesTest : public ::testing::TestWithParam<bool> {
+ protected:
+  ScopedTempDir tmp_{"fault_fs_crash_test"};
+  std::string dir_ = tmp_.path() + "/db";
+  std::shared_ptr<FaultInjectingFileSystem> fs_ = std::make_shared<FaultInjectingFileSystem>();
+};
+
+TEST_P(LostUnsyncedWritesTest, OnlySyncedStateSurvives) {
+  const bool wal = GetParam();
+  const std::vector<uint64_t> ids = {10, 20, 30};
+  const size_t row_floats = SparseSpec().row_floats();
+  {
+    auto store = OpenStore(dir_, 64, wal, fs_);
+    ASSERT_OK(store->CreateSparse(SparseSpec()));
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    SetDense(store.get(), *shard, 1);
+    std::vector<float> v1 = MakeRows(ids, row_floats, 1);
+    ASSERT_OK(store->WriteRows("emb", ids.data(), ids.size(), v1.data()));
+    ASSERT_OK(store->Flush(1));
+    ASSERT_OK(store->WaitForFlush());
+    // Acknowledged after the flush: durable only through the per-update WAL.
+    std::vector<float> v2 = MakeRows(ids, row_floats, 2);
+    ASSERT_OK(store->WriteRows("emb", ids.data(), ids.size(), v2.data()));
+    fs_->SimulateCrash();
+  }  // The dying store's own writes fail: the file system is inactive.
+  fs_->Reactivate();
+  auto store = OpenStore(dir_, 64, wal, fs_);
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->CreateSparse(SparseSpec()));
+  StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ExpectDense(*shard, 1);
+  std::vector<float> back(ids.size() * row_floats);
+  ASSERT_OK(store->ReadRows("emb", ids.data(), ids.size(), back.data()));
+  EXPECT_EQ(back, MakeRows(ids, row_floats, wal ? 2 : 1));
+}
+
+INSTANTIATE_TEST_SUITE_P(Wal, LostUnsyncedWritesTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("WalPerUpdate")
+                                             : std::string("FlushOnly");
+                         });
+
+}  // namespace
+}  // namespace relaxps
