@@ -17,7 +17,7 @@ DEFINE_string(recovery, "none",
               "latest checkpoint), chain (every dense range replicated on --replicas servers) "
               "or stateless (workers train through the loss and re-seed the new server)");
 DEFINE_int32(replicas, 2, "--recovery=chain: servers per chain (2 .. --num_servers)");
-DEFINE_int32(probe_timeout_ms, 200,
+DEFINE_int32(probe_timeout_ms, 100,
              "--recovery=chain: a server whose connection closed and that does not answer a "
              "probe this long is declared dead");
 DEFINE_string(seed_rule, "freshest",

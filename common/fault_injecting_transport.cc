@@ -1,5 +1,7 @@
 #include "common/fault_injecting_transport.h"
 
+#include "common/thread_annotations.h"
+
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -18,7 +20,7 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
 
   ~FaultInjectingTransportImpl() override {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -34,7 +36,7 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
     if (timeout_ms <= 0) timeout_ms = 10000;
     bool drop, dup;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       std::uniform_real_distribution<double> u(0.0, 1.0);
       // Draw both every time so one fault's probability never shifts the
       // sequence of the other.
@@ -68,7 +70,7 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
   }
 
   void SetPartitioned(bool partitioned) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     partitioned_ = partitioned;
   }
 
@@ -94,29 +96,31 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
 
   void Schedule(int after_ms, Task task) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       tasks_.emplace(MonotonicMs() + after_ms, std::move(task));
     }
     cv_.notify_all();
   }
 
   void SchedulerLoop() {
-    std::unique_lock<std::mutex> l(mu_);
-    while (!stop_) {
-      if (tasks_.empty()) {
-        cv_.wait(l);
-        continue;
+    while (true) {
+      Task task;
+      {
+        MutexLock l(&mu_);
+        if (stop_) return;
+        if (tasks_.empty()) {
+          cv_.wait(mu_);
+          continue;
+        }
+        const int64_t wait = tasks_.begin()->first - MonotonicMs();
+        if (wait > 0) {
+          cv_.wait_for(mu_, std::chrono::milliseconds(wait));
+          continue;
+        }
+        task = std::move(tasks_.begin()->second);
+        tasks_.erase(tasks_.begin());
       }
-      const int64_t wait = tasks_.begin()->first - MonotonicMs();
-      if (wait > 0) {
-        cv_.wait_for(l, std::chrono::milliseconds(wait));
-        continue;
-      }
-      Task task = std::move(tasks_.begin()->second);
-      tasks_.erase(tasks_.begin());
-      l.unlock();
       task(/*shutdown=*/false);
-      l.lock();
     }
   }
 
@@ -124,12 +128,12 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
   const std::unique_ptr<Transport> base_;
   const FaultOptions faults_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::mt19937_64 rng_;                 // Guarded by mu_.
-  bool partitioned_ = false;            // Guarded by mu_.
-  bool stop_ = false;                   // Guarded by mu_.
-  std::multimap<int64_t, Task> tasks_;  // Guarded by mu_. Due time -> task.
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  std::mt19937_64 rng_ GUARDED_BY(mu_);
+  bool partitioned_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::multimap<int64_t, Task> tasks_ GUARDED_BY(mu_);  // Due time -> task.
   std::atomic<uint64_t> dropped_{0};
   std::thread scheduler_;  // Last: starts once the members above exist.
 };

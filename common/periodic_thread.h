@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 
 namespace relaxps {
 
@@ -32,7 +33,7 @@ class PeriodicThread {
   // Waits for a running call to finish; no call starts afterwards. Idempotent.
   void Stop() {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -41,17 +42,18 @@ class PeriodicThread {
 
  private:
   void Loop() {
-    std::unique_lock<std::mutex> l(mu_);
     int64_t next = clock_->NowMs() + period_ms_;
-    while (!stop_) {
-      const int64_t wait = next - clock_->NowMs();
-      if (wait > 0) {
-        cv_.wait_for(l, std::chrono::milliseconds(clock_->RealWaitMs(wait)));
-        continue;
+    while (true) {
+      {
+        MutexLock l(&mu_);
+        if (stop_) return;
+        const int64_t wait = next - clock_->NowMs();
+        if (wait > 0) {
+          cv_.wait_for(mu_, std::chrono::milliseconds(clock_->RealWaitMs(wait)));
+          continue;
+        }
       }
-      l.unlock();
       fn_();
-      l.lock();
       next = clock_->NowMs() + period_ms_;
     }
   }
@@ -59,9 +61,9 @@ class PeriodicThread {
   const int64_t period_ms_;
   const std::function<void()> fn_;
   const Clock* const clock_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // Guarded by mu_.
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;  // Last: starts after the members it uses exist.
 };
 

@@ -17,7 +17,7 @@ RpcClient::RpcClient(const RpcClientOptions& options)
 
 RpcClient::~RpcClient() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stopping_ = true;
   }
   Wake();
@@ -31,7 +31,7 @@ void RpcClient::Wake() {
 }
 
 int RpcClient::Connect(const std::string& endpoint) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     if (endpoints_[i] == endpoint) return static_cast<int>(i);
   }
@@ -48,7 +48,7 @@ void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback do
   const int64_t now = clock_->NowMs();
   Outgoing out{peer, std::move(request), now + timeout_ms, std::move(done)};
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (stopping_) {
       out.done(AbortedError("rpc client is shutting down"), Message());
       return;
@@ -60,7 +60,7 @@ void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback do
 
 void RpcClient::CancelAll(const Status& status) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     cancel_ = status.ok() ? AbortedError("cancelled") : status;
   }
   Wake();
@@ -68,7 +68,7 @@ void RpcClient::CancelAll(const Status& status) {
 
 void RpcClient::CancelPeer(int peer, const Status& status) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     cancel_peers_.emplace_back(peer, status.ok() ? AbortedError("cancelled") : status);
   }
   Wake();
@@ -99,7 +99,12 @@ void RpcClient::SendNow(Outgoing out) {
     auto it = pending_.find(id);
     ReplyCallback done = std::move(it->second.done);
     pending_.erase(it);
-    done(s.WithPrefix("send to " + endpoints_[out.peer]), Message());
+    std::string endpoint;
+    {
+      MutexLock l(&mu_);  // Connect() may be appending meanwhile.
+      endpoint = endpoints_[out.peer];
+    }
+    done(s.WithPrefix("send to " + endpoint), Message());
     return;
   }
   bytes_sent_.fetch_add(bytes);
@@ -139,7 +144,7 @@ void RpcClient::ExpireDeadlines() {
 void RpcClient::FailAll(const Status& status) {
   std::vector<Outgoing> outbox;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     outbox.swap(outbox_);
   }
   for (auto& out : outbox) out.done(status, Message());
@@ -157,7 +162,7 @@ void RpcClient::IoLoop() {
     Status cancel;
     std::vector<std::pair<int, Status>> cancel_peers;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       stopping = stopping_;
       cancel = cancel_;
       cancel_ = Status::OK();

@@ -31,6 +31,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "common/transport.h"
 #include "common/wire.h"
 
@@ -91,13 +92,13 @@ class RpcClient final : public Transport {
   const Clock* const clock_;
   int wake_fd_ = -1;
 
-  std::mutex mu_;
-  // Guarded by mu_.
-  std::vector<std::string> endpoints_;  // Handle -> endpoint.
-  std::vector<Outgoing> outbox_;
-  bool stopping_ = false;
-  Status cancel_;  // Non-OK: fail everything pending with it, then reset.
-  std::vector<std::pair<int, Status>> cancel_peers_;  // CancelPeer requests.
+  Mutex mu_;
+  std::vector<std::string> endpoints_ GUARDED_BY(mu_);  // Handle -> endpoint.
+  std::vector<Outgoing> outbox_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  // Non-OK: fail everything pending with it, then reset.
+  Status cancel_ GUARDED_BY(mu_);
+  std::vector<std::pair<int, Status>> cancel_peers_ GUARDED_BY(mu_);  // CancelPeer requests.
 
   // I/O thread only.
   zmq::context_t context_{1};

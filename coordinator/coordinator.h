@@ -61,7 +61,7 @@ struct CoordinatorOptions {
   int replicas = 2;
   // --recovery=chain: a server whose connection closed is probed; no answer
   // within this long confirms the crash. Shorter fails over sooner.
-  int probe_timeout_ms = 200;
+  int probe_timeout_ms = 100;
   // A member silent for longer is declared dead. Shorter detects failures
   // sooner; too short declares slow-but-alive processes dead.
   int heartbeat_timeout_ms = 3000;

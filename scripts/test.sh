@@ -57,7 +57,7 @@ export BUILD_DIR=${BUILD_DIR:-build}
 scripts/build.sh "${CMAKE_ARGS[@]+"${CMAKE_ARGS[@]}"}"
 cd "$BUILD_DIR"
 REPORTS=sanitizer-logs
-if [ -n "$SANITIZE" ]; then rm -f "$REPORTS"/report.*; fi
+if [ -n "$SANITIZE" ]; then mkdir -p "$REPORTS" && rm -f "$REPORTS"/report.*; fi
 status=0
 # Two jobs: the multi-process tests each start a small cluster on 127.0.0.1.
 ctest --output-on-failure -j "${CTEST_JOBS:-2}" --timeout 600 \

@@ -29,11 +29,7 @@ class FaultInjectingWritableFile final : public rocksdb::FSWritableFileOwnerWrap
       : FSWritableFileOwnerWrapper(std::move(file)), path_(std::move(path)), fs_(fs) {}
 
   IOStatus Append(const Slice& data, const IOOptions& options, IODebugContext* dbg) override {
-    fs_->Delay();
-    RETURN_FAULT(fs_->WriteFault(path_));
-    IOStatus s = target()->Append(data, options, dbg);
-    if (s.ok()) fs_->Appended(path_, data.size());
-    return s;
+    return Write(data.size(), [&] { return target()->Append(data, options, dbg); });
   }
   IOStatus Append(const Slice& data, const IOOptions& options,
                   const rocksdb::DataVerificationInfo&, IODebugContext* dbg) override {
@@ -41,29 +37,18 @@ class FaultInjectingWritableFile final : public rocksdb::FSWritableFileOwnerWrap
   }
   IOStatus PositionedAppend(const Slice& data, uint64_t offset, const IOOptions& options,
                             IODebugContext* dbg) override {
-    fs_->Delay();
-    RETURN_FAULT(fs_->WriteFault(path_));
-    IOStatus s = target()->PositionedAppend(data, offset, options, dbg);
-    if (s.ok()) fs_->Appended(path_, data.size());
-    return s;
+    return Write(data.size(),
+                 [&] { return target()->PositionedAppend(data, offset, options, dbg); });
   }
   IOStatus PositionedAppend(const Slice& data, uint64_t offset, const IOOptions& options,
                             const rocksdb::DataVerificationInfo&, IODebugContext* dbg) override {
     return PositionedAppend(data, offset, options, dbg);
   }
   IOStatus Sync(const IOOptions& options, IODebugContext* dbg) override {
-    fs_->Delay();
-    RETURN_FAULT(fs_->WriteFault(path_));
-    IOStatus s = target()->Sync(options, dbg);
-    if (s.ok()) fs_->Synced(path_);
-    return s;
+    return Write(kSync, [&] { return target()->Sync(options, dbg); });
   }
   IOStatus Fsync(const IOOptions& options, IODebugContext* dbg) override {
-    fs_->Delay();
-    RETURN_FAULT(fs_->WriteFault(path_));
-    IOStatus s = target()->Fsync(options, dbg);
-    if (s.ok()) fs_->Synced(path_);
-    return s;
+    return Write(kSync, [&] { return target()->Fsync(options, dbg); });
   }
   IOStatus Close(const IOOptions& options, IODebugContext* dbg) override {
     IOStatus fault = fs_->WriteFault(path_);
@@ -72,6 +57,20 @@ class FaultInjectingWritableFile final : public rocksdb::FSWritableFileOwnerWrap
   }
 
  private:
+  static constexpr uint64_t kSync = ~uint64_t{0};
+
+  // Delays, asks the file system whether this write fails, else runs `op`
+  // on the real file and records an append of `bytes` (kSync: a sync).
+  template <typename Op>
+  IOStatus Write(uint64_t bytes, Op op) {
+    fs_->Delay();
+    RETURN_FAULT(fs_->WriteFault(path_));
+    IOStatus s = op();
+    if (s.ok() && bytes == kSync) fs_->Synced(path_);
+    if (s.ok() && bytes != kSync) fs_->Appended(path_, bytes);
+    return s;
+  }
+
   const std::string path_;
   FaultInjectingFileSystem* const fs_;
 };

@@ -84,7 +84,7 @@ RocksDbStore::~RocksDbStore() {
     }
   }
   {
-    std::lock_guard<std::mutex> l(flush_mu_);
+    MutexLock l(&flush_mu_);
     flush_stop_ = true;
   }
   flush_cv_.notify_all();

@@ -243,7 +243,7 @@ Status RocksDbStore::DropOldGenerations(const DenseTable& t) {
 
 void RocksDbStore::StartFlushJob(FlushCapture cap) {
   {
-    std::lock_guard<std::mutex> l(flush_mu_);
+    MutexLock l(&flush_mu_);
     CHECK(!flush_running_) << "StartFlushJob while a flush job runs";
     for (DenseTable* t : cap.tables) t->copy_pending = true;
     copies_pending_.fetch_add(static_cast<int>(cap.tables.size()));
@@ -264,17 +264,17 @@ Status RocksDbStore::DoWaitForFlush() {
 }
 
 bool RocksDbStore::FlushJobRunning() {
-  std::lock_guard<std::mutex> l(flush_mu_);
+  MutexLock l(&flush_mu_);
   return flush_running_;
 }
 
 void RocksDbStore::WaitForFlushJob() {
-  std::unique_lock<std::mutex> l(flush_mu_);
-  flush_cv_.wait(l, [&] { return !flush_running_; });
+  MutexLock l(&flush_mu_);
+  while (flush_running_) flush_cv_.wait(flush_mu_);
 }
 
 Status RocksDbStore::TakeFlushError() {
-  std::lock_guard<std::mutex> l(flush_mu_);
+  MutexLock l(&flush_mu_);
   Status s = std::move(flush_error_);
   flush_error_ = Status::OK();
   return s;
@@ -286,18 +286,20 @@ void RocksDbStore::BeforeDenseWrite(DenseShard* shard) {
   DenseTable* t = it->second.get();
   t->dirty.store(true);
   if (copies_pending_.load() == 0) return;  // Pairs with the job's decrement.
-  std::unique_lock<std::mutex> l(flush_mu_);
-  flush_cv_.wait(l, [&] { return !t->copy_pending; });
+  MutexLock l(&flush_mu_);
+  while (t->copy_pending) flush_cv_.wait(flush_mu_);
 }
 
 void RocksDbStore::FlushThreadMain() {
   pthread_setname_np(pthread_self(), "relaxps-flush");  // Shows in top -H and perf.
-  std::unique_lock<std::mutex> l(flush_mu_);
   while (true) {
-    flush_cv_.wait(l, [&] { return flush_stop_ || flush_job_ != nullptr; });
-    if (flush_job_ == nullptr) return;  // Stopping, nothing queued.
-    std::unique_ptr<FlushCapture> job = std::move(flush_job_);
-    l.unlock();
+    std::unique_ptr<FlushCapture> job;
+    {
+      MutexLock l(&flush_mu_);
+      while (!flush_stop_ && flush_job_ == nullptr) flush_cv_.wait(flush_mu_);
+      if (flush_job_ == nullptr) return;  // Stopping, nothing queued.
+      job = std::move(flush_job_);
+    }
     Status s = Guarded("background flush", [&] { return RunFlushJob(*job); });
     Status checkpointed = s;
     if (s.ok() && !job->checkpoint_dir.empty()) {
@@ -305,22 +307,20 @@ void RocksDbStore::FlushThreadMain() {
         return WriteCheckpointDir(job->checkpoint_dir, job->clock, job->checkpoint_tables);
       });
     }
-    l.lock();
-    for (DenseTable* t : job->tables) {  // Copies an exception left pending.
-      if (t->copy_pending) {
-        t->copy_pending = false;
-        copies_pending_.fetch_sub(1);
+    {
+      MutexLock l(&flush_mu_);
+      for (DenseTable* t : job->tables) {  // Copies an exception left pending.
+        if (t->copy_pending) {
+          t->copy_pending = false;
+          copies_pending_.fetch_sub(1);
+        }
+        if (!s.ok()) t->dirty.store(true);  // Not committed: the next flush retries.
       }
-      if (!s.ok()) t->dirty.store(true);  // Not committed: the next flush retries.
+      if (!s.ok()) flush_error_ = s;
+      flush_running_ = false;
+      flush_cv_.notify_all();
     }
-    if (!s.ok()) flush_error_ = s;
-    flush_running_ = false;
-    flush_cv_.notify_all();
-    if (job->checkpoint_done) {
-      l.unlock();
-      job->checkpoint_done(checkpointed);
-      l.lock();
-    }
+    if (job->checkpoint_done) job->checkpoint_done(checkpointed);
   }
 }
 
@@ -339,7 +339,7 @@ Status RocksDbStore::RunFlushJob(const FlushCapture& cap) {
     for (size_t s = 0; s < t->shard.slots.size(); ++s) {
       std::memcpy(t->snapshot_slots[s], t->shard.slots[s], n * sizeof(float));
     }
-    std::lock_guard<std::mutex> l(flush_mu_);
+    MutexLock l(&flush_mu_);
     t->copy_pending = false;
     copies_pending_.fetch_sub(1);
     flush_cv_.notify_all();

@@ -121,7 +121,7 @@ StatusOr<Dataset> LoadIdxDataset(const std::string& images_path,
   RETURN_IF_ERROR(ReadMagic(&labels, labels_path, kLabelsMagic));
   uint32_t num_labels = 0;
   RETURN_IF_ERROR(labels.ReadBigEndian32(&num_labels, "the IDX header"));
-  if (num_labels == 0 || num_labels > kMaxPayloadBytes) {
+  if (num_labels == 0) {  // A uint32 count is always within kMaxPayloadBytes.
     return CorruptionError(labels_path + ": implausible label count " +
                            std::to_string(num_labels));
   }

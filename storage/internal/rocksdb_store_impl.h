@@ -25,6 +25,7 @@
 #include <rocksdb/file_system.h>
 #include <rocksdb/write_batch.h>
 
+#include "common/thread_annotations.h"
 #include "storage/internal/aligned_floats.h"
 #include "storage/internal/rocksdb_store.h"
 #include "storage/internal/rocksdb_util.h"
@@ -126,7 +127,9 @@ class RocksDbStore final : public ParamStore {
     // touches it.
     std::vector<AlignedFloats> snapshot;
     std::vector<float*> snapshot_slots;
-    bool copy_pending = false;  // Guarded by flush_mu_.
+    // Guarded by the store's flush_mu_ (not expressible as GUARDED_BY from
+    // this nested struct).
+    bool copy_pending = false;
   };
   // What one flush commits, captured on the caller's thread by Flush.
   struct FlushCapture {
@@ -266,12 +269,12 @@ class RocksDbStore final : public ParamStore {
   // Number of captured tables whose copy_pending is set: lets
   // BeforeDenseWrite return without locking when no copy is in progress.
   std::atomic<int> copies_pending_{0};
-  std::mutex flush_mu_;
-  std::condition_variable flush_cv_;
-  std::unique_ptr<FlushCapture> flush_job_;  // Guarded by flush_mu_: queued, not yet taken.
-  bool flush_running_ = false;               // Guarded by flush_mu_: queued or running.
-  bool flush_stop_ = false;                  // Guarded by flush_mu_.
-  Status flush_error_;                       // Guarded by flush_mu_.
+  Mutex flush_mu_;
+  std::condition_variable_any flush_cv_;
+  std::unique_ptr<FlushCapture> flush_job_ GUARDED_BY(flush_mu_);  // Queued, not yet taken.
+  bool flush_running_ GUARDED_BY(flush_mu_) = false;               // Queued or running.
+  bool flush_stop_ GUARDED_BY(flush_mu_) = false;
+  Status flush_error_ GUARDED_BY(flush_mu_);
 };
 
 }  // namespace storage_internal

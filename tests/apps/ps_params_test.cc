@@ -53,7 +53,7 @@ class PsParamsTest : public ::testing::Test {
   std::unique_ptr<Client> Connect(int timeout_ms = 5000) {
     ClientOptions options;
     options.coordinator = cluster_->coordinator_endpoint();
-    options.request_timeout_ms = timeout_ms;
+    options.request_timeout_ms = timeout_ms * test::TimeScale();
     auto client = Client::Connect(options);
     EXPECT_OK(client);
     return client.ok() ? std::move(*client) : nullptr;

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/device.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -62,8 +63,8 @@ class Worker {
 
   // Exit status, or -1 after timeout_s (the worker is then killed).
   int Wait(double timeout_s) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration<double>(timeout_s * relaxps::test::TimeScale());
     while (std::chrono::steady_clock::now() < deadline) {
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -154,8 +155,20 @@ TEST(WorkerTest, SigtermFinishesTheStepWritesTheFinalRowAndExitsZero) {
   const std::string csv = dir + "/m.csv";
   Worker w({"--local", "--model=mlp", "--duration_s=120", "--log_every_s=0.2",
             "--metrics_csv=" + csv});
-  // Wait for training to be under way.
-  for (int i = 0; i < 600 && w.Stdout().find("progress worker=0") == std::string::npos; ++i) {
+  // Wait for training to be under way: TimeScale() progress lines (0.2 s of
+  // training each), so a slower sanitizer build trains as many steps.
+  auto progress_lines = [&w] {
+    const std::string out = w.Stdout();
+    int n = 0;
+    for (size_t at = out.find("progress worker=0"); at != std::string::npos;
+         at = out.find("progress worker=0", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  for (int i = 0; i < 600 * relaxps::test::TimeScale() &&
+                  progress_lines() < relaxps::test::TimeScale();
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_NE(w.Stdout().find("progress worker=0"), std::string::npos) << w.Stderr();

@@ -17,6 +17,10 @@ cmake --install "$BUILD" --prefix "$TMP/prefix" >/dev/null
 cmake -S "$SRC/examples" -B "$TMP/build" -DCMAKE_PREFIX_PATH="$TMP/prefix" \
   -DCMAKE_BUILD_TYPE=Release >"$TMP/configure.log" 2>&1 || { cat "$TMP/configure.log"; exit 1; }
 cmake --build "$TMP/build" -j 2 >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log"; exit 1; }
+# The client library needs no kernels/ and so no BLAS (fp16 is the host codec).
+if ldd "$TMP/build/linear_trainer" | grep -qi blas; then
+  echo "linear_trainer links BLAS:"; ldd "$TMP/build/linear_trainer"; exit 1
+fi
 
 "$TMP/prefix/bin/relaxps-coordinator" --endpoint_file="$TMP/coord" --num_servers=1 \
   >"$TMP/coord.log" 2>&1 &

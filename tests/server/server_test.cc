@@ -11,7 +11,9 @@
 #include "client/client.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
+#include "storage/fault_injecting_fs.h"
 #include "tests/server/in_process_cluster.h"
+#include "tests/storage/storage_test_util.h"
 
 namespace relaxps {
 namespace {
@@ -285,6 +287,63 @@ TEST(ServerTest, OutOfRangeServerIdIsRefused) {
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), StatusCode::kInvalidArgument) << server.status();
   EXPECT_NE(server.status().message().find("out of range"), std::string::npos);
+}
+
+// A disk that fails (ENOSPC) during a coordinated checkpoint: the server
+// reports the error (the checkpoint fails, naming it), keeps serving from
+// its last good state, and the next checkpoint on a recovered disk works.
+TEST(ServerTest, CheckpointOnAFullDiskFailsAndTheServerGoesOn) {
+  testing_storage::ScopedTempDir dir("server_disk_fault");
+  CoordinatorOptions co;
+  co.num_servers = 1;
+  auto coordinator = Coordinator::Start(co);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  std::thread coordinating([&] { (*coordinator)->Run(); });
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  ServerOptions so;
+  so.coordinator = (*coordinator)->endpoint();
+  so.store.data_dir = dir.path() + "/data/server-0";
+  so.store.file_system = fs;
+  so.heartbeat_ms = 100;
+  auto server = Server::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::thread serving([&] { (*server)->Run().IgnoreError(); });
+  {
+    ClientOptions cli;
+    cli.coordinator = (*coordinator)->endpoint();
+    auto client = Client::Connect(cli);
+    ASSERT_TRUE(client.ok()) << client.status();
+    TableOptions t = DenseTable("w", 100);
+    ASSERT_TRUE((*client)->CreateTable(t).ok());
+    ASSERT_TRUE((*client)->Push("w", 0, FloatBuffer(100)).get().ok());
+
+    RpcClient rpc;
+    const int peer = rpc.Connect((*coordinator)->endpoint());
+    auto trigger = [&] {
+      Message m;
+      m.header.set_type(wire::TRIGGER_CHECKPOINT);
+      return rpc.CallSync(peer, std::move(m), 60000).status();
+    };
+    fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace, "/checkpoints/");
+    Status failed = trigger();
+    EXPECT_FALSE(failed.ok());
+    EXPECT_NE(failed.ToString().find("No space left on device"), std::string::npos) << failed;
+    // Still serving, from memory: a push and a pull go through.
+    FloatBuffer grads(100);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = 1.0f;
+    ASSERT_TRUE((*client)->Push("w", 0, grads).get().ok());
+    FloatBuffer out(100);
+    ASSERT_TRUE((*client)->Pull("w", 0, out).get().ok());
+    EXPECT_NE(out[0], 0.0f);
+
+    fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
+    Status ok = trigger();
+    EXPECT_TRUE(ok.ok()) << ok;
+  }
+  (*server)->Stop();
+  serving.join();
+  (*coordinator)->Stop();
+  coordinating.join();
 }
 
 }  // namespace
