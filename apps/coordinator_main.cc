@@ -13,12 +13,21 @@ DEFINE_int32(num_workers, 0, "Workers expected (informational)");
 DEFINE_string(consistency, "async", "Consistency model: bsp, ssp or async");
 DEFINE_int32(staleness, 2, "SSP staleness bound in clocks");
 DEFINE_string(recovery, "none",
-              "Recovery policy: none (a lost server ends the job), checkpoint, or chain "
-              "(every dense range replicated on --replicas servers)");
+              "Recovery policy: none (a lost server ends the job), checkpoint (restart from the "
+              "latest checkpoint), chain (every dense range replicated on --replicas servers) "
+              "or stateless (workers train through the loss and re-seed the new server)");
 DEFINE_int32(replicas, 2, "--recovery=chain: servers per chain (2 .. --num_servers)");
 DEFINE_int32(probe_timeout_ms, 100,
              "--recovery=chain: a server whose connection closed and that does not answer a "
              "probe this long is declared dead");
+DEFINE_string(seed_rule, "freshest",
+              "--recovery=stateless: seed a new server from the freshest worker copy "
+              "(freshest) or a clock-weighted average of the copies (average)");
+DEFINE_string(merge_rule, "staleness",
+              "--recovery=stateless: weight of the other workers' changes: staleness "
+              "(1/staleness), average (1/workers, local SGD) or sum (TTF's blind sum)");
+DEFINE_int32(reseed_timeout_ms, 3000,
+             "--recovery=stateless: how long a re-seed waits for the workers' copies");
 DEFINE_int32(heartbeat_timeout_ms, 3000, "A member silent this long is declared dead");
 DEFINE_int64(checkpoint_every_clocks, 0,
              "Coordinated checkpoint when the slowest worker's clock reaches a multiple of "
@@ -60,6 +69,13 @@ int main(int argc, char** argv) {
   options.replicas = FLAGS_replicas;
   options.probe_timeout_ms = FLAGS_probe_timeout_ms;
   options.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  relaxps::StatusOr<relaxps::SeedRule> seed_rule = relaxps::ParseSeedRule(FLAGS_seed_rule);
+  if (!seed_rule.ok()) return relaxps::Fail("relaxps-coordinator", seed_rule.status(), 2);
+  options.seed_rule = *seed_rule;
+  relaxps::StatusOr<relaxps::MergeRule> merge_rule = relaxps::ParseMergeRule(FLAGS_merge_rule);
+  if (!merge_rule.ok()) return relaxps::Fail("relaxps-coordinator", merge_rule.status(), 2);
+  options.merge_rule = *merge_rule;
+  options.reseed_timeout_ms = FLAGS_reseed_timeout_ms;
   options.checkpoint_every_clocks = FLAGS_checkpoint_every_clocks;
   options.checkpoint_every_s = FLAGS_checkpoint_every_s;
   auto coordinator = relaxps::Coordinator::Start(options);

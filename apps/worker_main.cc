@@ -72,6 +72,9 @@ DEFINE_bool(eval_all_workers, false, "Evaluate on every worker, not only worker 
 DEFINE_bool(final_eval, true, "Evaluate on the full test set at the end");
 DEFINE_double(log_every_s, 5, "Progress line and metrics row every this many seconds");
 DEFINE_string(metrics_csv, "", "Write per-interval metrics to this CSV file");
+DEFINE_int32(local_after_ms, 200,
+             "Under --recovery=stateless (the coordinator's): a server that has not answered "
+             "a request for this long counts as lost and the worker trains on its own copy");
 DEFINE_string(steps_csv, "",
               "Write one row per step (staleness, gate wait, cache hit, loss) to this CSV file");
 DEFINE_int32(straggle_ms, 0, "Sleep this long every step (straggler experiments)");
@@ -135,6 +138,7 @@ Status CheckFlagValues() {
   if (FLAGS_cpu_threads < 0) return bad("--cpu_threads must be >= 0");
   if (FLAGS_request_timeout_ms <= 0) return bad("--request_timeout_ms must be positive");
   if (FLAGS_recovery_timeout_ms <= 0) return bad("--recovery_timeout_ms must be positive");
+  if (FLAGS_local_after_ms <= 0) return bad("--local_after_ms must be positive");
   if (FLAGS_wire_dtype != "fp32" && FLAGS_wire_dtype != "fp16") {
     return bad("--wire_dtype must be fp32 or fp16");
   }
@@ -234,6 +238,7 @@ int Main(int argc, char** argv) {
     client_options.worker_id = FLAGS_worker_id;
     client_options.request_timeout_ms = FLAGS_request_timeout_ms;
     client_options.recovery_timeout_ms = FLAGS_recovery_timeout_ms;
+    client_options.local_after_ms = FLAGS_local_after_ms;
     client_options.wire_dtype = FLAGS_wire_dtype;
     StatusOr<std::unique_ptr<Client>> connected = Client::Connect(client_options);
     if (!connected.ok()) {

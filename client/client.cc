@@ -128,6 +128,10 @@ Status ClientImpl::Init() {
   if (options_.ssp_cache && consistency_->ServesCachedReads()) {
     cache_ = std::make_unique<client_internal::SspCache>(consistency_->staleness_bound());
   }
+  if (recovery_->TrainsThroughServerLoss() && options_.role == "worker") {
+    if (options_.local_after_ms <= 0) return InvalidArgumentError("local_after_ms must be positive");
+    replica_ = std::make_unique<client_internal::LocalReplica>();
+  }
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
   if (options_.role == "worker") {
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
@@ -171,6 +175,7 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
   for (client_internal::Resender::Parked& p : resender_->TakeRestarted(*router_->map())) {
     CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
   }
+  if (replica_ != nullptr) FollowMap(*router_->map());
   return Status::OK();
 }
 
@@ -227,6 +232,7 @@ void ClientImpl::Heartbeat() {
     Status s = SetMap(hr.shard_map());
     if (!s.ok()) LOG(ERROR) << "bad shard map from coordinator: " << s;
   }
+  if (replica_ != nullptr) StatelessHeartbeat(hr);
 }
 
 Status ClientImpl::CreateTable(const TableOptions& options) {
@@ -273,6 +279,7 @@ ClientStats ClientImpl::stats() const {
     s.cache_hits = cache_->hits();
     s.cache_misses = cache_->misses();
   }
+  if (replica_ != nullptr) s.local_steps = replica_->local_steps();
   return s;
 }
 

@@ -63,6 +63,14 @@ struct ClientOptions {
   // Petuum/Bosen parameter cache). Saves pulls at the cost of one copy per
   // pull; reads within the bound may miss this worker's own recent pushes.
   bool ssp_cache = true;
+  // Under --recovery=stateless: a request to a server that has not answered
+  // after this long counts the server as lost, and the worker trains on its
+  // own copy of that server's ranges (async; under BSP/SSP only pushes and
+  // clock messages, since a pull may legitimately wait at the gate: there
+  // the coordinator's word or a closed connection decides). Shorter reacts
+  // sooner; too short mistakes a slow server for a dead one (the worker then
+  // hands its local change back once the server answers a probe).
+  int local_after_ms = 200;
   // Fault injection for failure tests: requests to servers and the
   // coordinator are dropped / delayed / duplicated with a seeded generator.
   // Off by default.
@@ -96,6 +104,9 @@ struct ClientStats {
   // SSP parameter cache: pulls answered locally / sent to servers.
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
+  // --recovery=stateless: pushes applied to the worker's own copy while
+  // their server was lost.
+  uint64_t local_steps = 0;
 };
 
 class Client {

@@ -71,7 +71,7 @@ StatusOr<std::vector<DenseSlice>> ShardMap::SplitDense(const std::string& table,
   for (; it != ranges.end() && it->begin() < end; ++it) {
     const uint64_t lo = std::max<uint64_t>(offset, it->begin());
     const uint64_t hi = std::min<uint64_t>(end, it->end());
-    out.push_back(DenseSlice{it->server(), lo, hi - lo, lo - offset});
+    out.push_back(DenseSlice{it->server(), lo, hi - lo, lo - offset, it->begin(), it->end()});
   }
   return out;
 }

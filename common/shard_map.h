@@ -30,6 +30,8 @@ struct DenseSlice {
   uint64_t begin = 0;     // Global first key.
   uint64_t count = 0;     // Keys.
   uint64_t offset = 0;    // Offset of `begin` within the caller's range.
+  uint64_t range_begin = 0;  // The shard range the slice lies in.
+  uint64_t range_end = 0;
 };
 
 class ShardMap {

@@ -10,6 +10,7 @@
 #include "consistency/consistency_policy.h"
 #include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/membership.h"
+#include "coordinator/reseeder.h"
 #include "recovery/recovery_policy.h"
 
 namespace relaxps {
@@ -25,6 +26,7 @@ Status CoordinatorOptions::Validate() const {
     return InvalidArgumentError("--checkpoint_every_clocks and --checkpoint_every_s must be >= 0");
   }
   if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
+  if (reseed_timeout_ms < 1) return InvalidArgumentError("--reseed_timeout_ms must be > 0");
   if (recovery == RecoveryMode::kChain && (replicas < 2 || replicas > num_servers)) {
     return InvalidArgumentError("--replicas must be between 2 and --num_servers (" +
                                 std::to_string(num_servers) + ") under --recovery=chain, got " +
@@ -42,6 +44,8 @@ class CoordinatorImpl final : public Coordinator {
       : options_(options),
         clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
+        reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
+                                options.reseed_timeout_ms}),
         checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
                                                 options.checkpoint_every_s, 16},
                      clock_->NowMs()) {}
@@ -108,6 +112,10 @@ class CoordinatorImpl final : public Coordinator {
   void FillLiveWorkers(wire::LiveWorkers* lw) const;
   void RebuildServerList();
   void FailJob(const std::string& reason);
+  // Stateless recovery: a SEED_COPY from a worker; finishing rounds whose
+  // copies are in (or timed out) by sending SEED to their server.
+  void HandleSeedCopy(Request req);
+  void FinishReseeds();
   bool chained() const { return options_.recovery == RecoveryMode::kChain; }
   // Chain replication: the connection to a server closed; probe it.
   void OnDisconnect(int peer);
@@ -133,6 +141,9 @@ class CoordinatorImpl final : public Coordinator {
   std::string job_error_;
   uint64_t next_incarnation_ = 1;
   CheckpointScheduler checkpoints_;
+  Reseeder reseeder_;
+  // Servers being seeded: registered, shown dead in the map until seeded.
+  std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
 };
@@ -157,6 +168,9 @@ void CoordinatorImpl::Handle(Request req) {
     }
     case wire::GET_STATUS:
       HandleStatus(req);
+      return;
+    case wire::SEED_COPY:
+      HandleSeedCopy(std::move(req));
       return;
     case wire::TRIGGER_CHECKPOINT:
       StartCheckpoint({std::make_shared<Request>(std::move(req))});
@@ -189,7 +203,7 @@ void CoordinatorImpl::RebuildServerList() {
     auto it = members_.servers().find(id);
     if (it != members_.servers().end()) {
       s->set_endpoint(it->second.endpoint);
-      s->set_alive(it->second.alive);
+      s->set_alive(it->second.alive && !seeding_.count(id));
     }
   }
   map_.set_version(map_.version() + 1);
@@ -244,8 +258,13 @@ void CoordinatorImpl::HandleRegister(Request req) {
                 << "); it takes back its shards";
     }
     const bool was_live = old != members_.servers().end() && old->second.alive;
+    const bool replaces = old != members_.servers().end();
     const int id = members_.AddServer(r.requested_id(), r.endpoint(), r.pid(), now);
     server_peer_[id] = servers_rpc_->Connect(r.endpoint());
+    // Stateless: a server in place of a known one starts empty; it is seeded
+    // from the workers' copies before anyone routes to it.
+    const bool seed = recovery_->TrainsThroughServerLoss() && replaces && map_.tables_size() > 0;
+    if (seed) seeding_[id] = now;
     int joined = 0;
     if (chained() && map_.tables_size() > 0) {
       if (was_live) {
@@ -260,6 +279,16 @@ void CoordinatorImpl::HandleRegister(Request req) {
                 << map_.epoch();
     }
     RebuildServerList();
+    if (seed) {
+      std::vector<int> workers;
+      std::vector<int64_t> clocks;
+      members_.LiveWorkers(&workers, &clocks);
+      reseeder_.Begin(id, map_.version(), workers, now);
+      rr->set_awaits_seed(true);
+      LOG(INFO) << "server " << id << " replaces a lost one: asking " << workers.size()
+                << " worker(s) for their copies of its ranges (map version " << map_.version()
+                << ")";
+    }
     LOG(INFO) << "server " << id << " registered at " << r.endpoint() << " (pid " << r.pid()
               << "); " << members_.live_servers() << "/" << options_.num_servers << " live";
     rr->set_id(id);
@@ -309,6 +338,7 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
     FillLiveWorkers(hr->mutable_live_workers());
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
+    for (const wire::ReseedRequest& q : reseeder_.RequestsFor(hb.id())) *hr->add_reseed() = q;
   }
   if (!known && job_error_.empty()) {
     StatusToProto(NotFoundError(hb.role() + " " + std::to_string(hb.id()) +
@@ -458,8 +488,55 @@ void CoordinatorImpl::FailJob(const std::string& reason) {
   LOG(ERROR) << "job failed: " << reason;
 }
 
+void CoordinatorImpl::HandleSeedCopy(Request req) {
+  const int worker = req.msg.header.seed_data().worker();
+  Message msg;
+  msg.header = req.msg.header;
+  msg.frames = std::move(req.msg.frames);
+  Status s = reseeder_.AddCopy(std::move(msg));
+  if (!s.ok()) LOG(WARNING) << "SEED_COPY from worker " << worker << ": " << s;
+  rpc_->ReplyStatus(req, s).IgnoreError();
+  FinishReseeds();
+}
+
+void CoordinatorImpl::FinishReseeds() {
+  if (reseeder_.empty()) return;
+  std::vector<int> workers;
+  std::vector<int64_t> clocks;
+  members_.LiveWorkers(&workers, &clocks);
+  for (int server : reseeder_.Ready(workers, clock_->NowMs())) {
+    ReseedSummary summary;
+    StatusOr<Message> seed = reseeder_.Finish(server, map_, &summary);
+    if (!seed.ok()) {
+      FailJob("re-seeding server " + std::to_string(server) + ": " + seed.status().ToString());
+      continue;
+    }
+    auto peer = server_peer_.find(server);
+    if (peer == server_peer_.end()) continue;
+    const int64_t registered = seeding_.count(server) ? seeding_[server] : clock_->NowMs();
+    auto shared_summary = std::make_shared<ReseedSummary>(summary);
+    servers_rpc_->Call(
+        peer->second, std::move(seed).value(), 10000,
+        [this, server, registered, shared_summary](const Status& s, Message) {
+          rpc_->Post([this, server, registered, shared_summary, s] {
+            if (!s.ok()) {
+              // The new server died too: the next one to register is seeded.
+              LOG(WARNING) << "seeding server " << server << " failed: " << s;
+              return;
+            }
+            seeding_.erase(server);
+            RebuildServerList();
+            LOG(INFO) << "RESEED " << shared_summary->ToString() << " seconds="
+                      << (clock_->NowMs() - registered) / 1000.0 << " map_version="
+                      << map_.version();
+          });
+        });
+  }
+}
+
 void CoordinatorImpl::CheckLiveness() {
   const int64_t now = clock_->NowMs();
+  FinishReseeds();
   for (int id : members_.ExpireServers(now)) {
     const MemberInfo& m = members_.servers().at(id);
     const std::string what = "server " + std::to_string(id) + " (" + m.endpoint + ", pid " +

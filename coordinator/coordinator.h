@@ -17,6 +17,10 @@
 // version are bumped and the new map is installed on every live server; a
 // server that registers again with its id joins its chains as tail after a
 // state transfer from its predecessor.
+// With "stateless", the job goes on while the server is lost (workers train
+// on their own copies); a server that registers with the lost id is seeded
+// from the workers' copies (coordinator/reseeder.h) before the shard map
+// routes to it again. Each re-seed is logged as a "RESEED ..." line.
 //
 // Coordinated checkpoints (CheckpointScheduler): every
 // checkpoint_every_clocks clocks of the slowest live worker, every
@@ -35,6 +39,7 @@
 #include "common/status.h"
 #include "consistency/consistency_policy.h"
 #include "recovery/recovery_policy.h"
+#include "recovery/seed_merge.h"
 
 namespace relaxps {
 
@@ -68,6 +73,12 @@ struct CoordinatorOptions {
   double checkpoint_every_s = 0;
   // How long a coordinated checkpoint may take before it counts as failed.
   int checkpoint_timeout_ms = 120000;
+  // --recovery=stateless: how a re-registered server's ranges are rebuilt
+  // from the workers' copies (recovery/seed_merge.h), and how long the
+  // coordinator waits for the copies.
+  SeedRule seed_rule = SeedRule::kFreshest;
+  MergeRule merge_rule = MergeRule::kStaleness;
+  int reseed_timeout_ms = 3000;
   // Time source of heartbeat timeouts, checkpoint schedules and deadlines
   // (nullptr: real time). Tests pass a FakeClock. Must outlive the
   // coordinator.

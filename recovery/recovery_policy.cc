@@ -34,6 +34,19 @@ class ChainReplication final : public RecoveryPolicy {
   bool ReplicatesServers() const override { return true; }
 };
 
+class StatelessServers final : public RecoveryPolicy {
+ public:
+  RecoveryMode mode() const override { return RecoveryMode::kStateless; }
+  OnServerLoss on_server_loss() const override { return OnServerLoss::kAwaitRestart; }
+  std::string RestartAdvice(int id) const override {
+    return "workers train on their own copies meanwhile; start a server with --server_id=" +
+           std::to_string(id) + " and it is seeded from them";
+  }
+  // Requests are served locally instead of waiting for the restart.
+  bool ResendsAcrossRestarts() const override { return false; }
+  bool TrainsThroughServerLoss() const override { return true; }
+};
+
 constexpr RecoveryMode kAllModes[] = {RecoveryMode::kNone, RecoveryMode::kCheckpoint,
                                       RecoveryMode::kChain, RecoveryMode::kStateless,
                                       RecoveryMode::kHybrid};
@@ -64,12 +77,12 @@ StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(RecoveryMode mode) {
     case RecoveryMode::kNone: return std::unique_ptr<RecoveryPolicy>(new NoRecovery());
     case RecoveryMode::kCheckpoint: return std::unique_ptr<RecoveryPolicy>(new CheckpointRestart());
     case RecoveryMode::kChain: return std::unique_ptr<RecoveryPolicy>(new ChainReplication());
-    case RecoveryMode::kStateless:
+    case RecoveryMode::kStateless: return std::unique_ptr<RecoveryPolicy>(new StatelessServers());
     case RecoveryMode::kHybrid:
       break;
   }
   return InvalidArgumentError(std::string("recovery policy '") + RecoveryModeName(mode) +
-                              "' is not available in this version (use none, checkpoint or chain)");
+                              "' is not available in this version (use none, checkpoint, chain or stateless)");
 }
 
 }  // namespace relaxps

@@ -18,7 +18,7 @@
 
 namespace relaxps {
 
-// The recovery policies of DESIGN.md. kChain, kStateless and kHybrid are
+// The recovery policies of DESIGN.md. kHybrid is
 // named here so that flags and wire messages can carry them; the factory
 // refuses those not built yet.
 enum class RecoveryMode { kNone, kCheckpoint, kChain, kStateless, kHybrid };
@@ -58,10 +58,16 @@ class RecoveryPolicy {
   // current map, tag pushes with an exactly-once key, and re-route lost
   // requests to the new head after a reconfiguration.
   virtual bool ReplicatesServers() const { return false; }
+  // Stateless servers: a server holds its ranges in memory only. While one
+  // is lost, every worker trains on its own copy of the lost ranges (client:
+  // Push / PushPull served locally); a server that registers for the lost
+  // ranges is seeded by the coordinator from the workers' copies
+  // (recovery/seed_merge.h) before anyone routes to it.
+  virtual bool TrainsThroughServerLoss() const { return false; }
 };
 
-// InvalidArgument for a mode not available in this version (stateless and
-// hybrid are refused with a message saying so rather than
+// InvalidArgument for a mode not available in this version (hybrid is
+// refused with a message saying so rather than
 // silently behaving like another policy).
 StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(RecoveryMode mode);
 

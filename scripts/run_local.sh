@@ -23,9 +23,14 @@
 # (its listening port and its connections), which is why a job with a
 # partition runs in its own network namespace (unshare -n; the rules vanish
 # with it; needs root and iptables). Every fault and
-# restart is logged to <out_dir>/events.csv (time_s,event,server; time_s in
-# seconds since the workers were started, whose wall-clock time is in
-# <out_dir>/start_unix) for plotting.
+# restart is logged to <out_dir>/events.csv (time_s,event,server,detail;
+# time_s in seconds since the workers were started, whose wall-clock time is
+# in <out_dir>/start_unix) for plotting. Under --recovery=stateless (servers
+# keep their state in memory: --store=memory unless --store is given) each
+# re-seed of a restarted server is a "reseed" event whose detail is the
+# coordinator's RESEED line: seconds from the new server's registration to
+# its seed, the seed's source, and per worker id:local_steps:weight of its
+# merged change (--coordinator.seed_rule, --coordinator.merge_rule).
 #
 # --evaluator_every_s=S starts `relaxps-worker --role=evaluator`, which pulls
 # the model every S seconds and evaluates it on the whole test set into
@@ -124,6 +129,10 @@ if [ "$SERVERS" -lt 1 ] || [ "$WORKERS" -lt 1 ]; then
   echo "run_local.sh: need at least one server and one worker" >&2; exit 2
 fi
 if [ -z "$DURATION_S" ] && [ -z "$EPOCHS" ]; then DURATION_S=120; fi
+# Stateless servers keep their state in memory only.
+if [ "$RECOVERY" = stateless ] && [[ " ${SERVER_ARGS[*]} " != *" --store="* ]]; then
+  SERVER_ARGS+=(--store=memory)
+fi
 
 if [ "$SKIP_BUILD" != 1 ]; then
   "$ROOT/scripts/install_deps.sh" || exit 1
@@ -267,10 +276,25 @@ partition_rules() {
 }
 START=$((START_US / 1000000))
 LAST_PROGRESS=$START
-echo "time_s,event,server" >"$OUT_DIR/events.csv"
-event() {
+echo "time_s,event,server,detail" >"$OUT_DIR/events.csv"
+event() {  # event NAME SERVER [DETAIL]
   local d=$(( ${EPOCHREALTIME/./} - START_US ))
-  printf '%d.%03d,%s,%s\n' $((d / 1000000)) $((d % 1000000 / 1000)) "$1" "$2" >>"$OUT_DIR/events.csv"
+  printf '%d.%03d,%s,%s,%s\n' $((d / 1000000)) $((d % 1000000 / 1000)) "$1" "$2" "${3:-}" \
+    >>"$OUT_DIR/events.csv"
+}
+RESEEDS_SEEN=0
+# Stateless re-seeds the coordinator has logged since the last look.
+log_reseeds() {
+  local lines n
+  lines=$(grep -a 'RESEED server=' "$OUT_DIR/coordinator.log" 2>/dev/null)
+  n=$(printf '%s' "$lines" | grep -c 'RESEED' )
+  [ "$n" -gt "$RESEEDS_SEEN" ] || return
+  printf '%s\n' "$lines" | tail -n $((n - RESEEDS_SEEN)) | while IFS= read -r l; do
+    l=${l#*RESEED }
+    local server=${l#server=}; server=${server%% *}
+    event reseed "$server" "${l//,/;}"
+  done
+  RESEEDS_SEEN=$n
 }
 while true; do
   now=$(date +%s)
@@ -320,6 +344,7 @@ while true; do
       event heal "$id"
     fi
   done
+  [ "$RECOVERY" = stateless ] && log_reseeds
   # Control plane: the coordinator's death ends the job; a server's too,
   # unless the recovery policy restarts it.
   for idx in $(seq 0 $((FIRST_WORKER - 1))); do

@@ -85,6 +85,8 @@ Status ServerImpl::Init() {
   ASSIGN_OR_RETURN(policy_, NewConsistencyPolicy(co));
   RETURN_IF_ERROR(InstallMap(rr.shard_map()));
   registered_ = true;
+  awaiting_seed_ = rr.awaits_seed();
+  if (awaiting_seed_) LOG(INFO) << "server " << id_ << " waits to be seeded from the workers";
   LOG(INFO) << "server " << id_ << " serving on " << rpc_->endpoint() << " (store "
             << store_->Name() << ", consistency " << policy_->Name() << ")";
   heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
@@ -330,11 +332,29 @@ void ServerImpl::Handle(Request req) {
     case wire::PUSH:
     case wire::PULL:
     case wire::PUSH_PULL:
-      HandleDense(std::move(req));
-      return;
     case wire::PUSH_ROWS:
     case wire::PULL_ROWS:
-      HandleSparse(std::move(req));
+    case wire::CLOCK:
+      if (awaiting_seed_) {
+        Reject(req, UnavailableError("server " + std::to_string(id_) +
+                                     " is waiting to be seeded from the workers"));
+        return;
+      }
+      if (h.type() == wire::PUSH_ROWS || h.type() == wire::PULL_ROWS) {
+        HandleSparse(std::move(req));
+      } else if (h.type() != wire::CLOCK) {
+        HandleDense(std::move(req));
+      } else {
+        Status s = server_internal::CheckClock(h.clock());
+        if (!s.ok()) {
+          Reject(req, s);
+          return;
+        }
+        HandleClock(req);
+      }
+      return;
+    case wire::SEED:
+      HandleSeed(req);
       return;
     case wire::INSTALL_MAP: {
       Status s = h.has_shard_map() ? InstallMap(h.shard_map())
@@ -350,15 +370,6 @@ void ServerImpl::Handle(Request req) {
       SetLiveWorkers(h.live_workers());
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;
-    case wire::CLOCK: {
-      Status s = server_internal::CheckClock(h.clock());
-      if (!s.ok()) {
-        Reject(req, s);
-        return;
-      }
-      HandleClock(req);
-      return;
-    }
     case wire::PING:
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;
@@ -409,6 +420,53 @@ void ServerImpl::HandleStats(const Request& req) {
   stats_.set_updates_applied(applied);
   *reply.header.mutable_server_stats() = stats_;
   ReplyWith(req, std::move(reply));
+}
+
+void ServerImpl::HandleSeed(const Request& req) {
+  const wire::Header& h = req.msg.header;
+  if (!h.has_seed_data()) {
+    Reject(req, InvalidArgumentError("SEED without seed_data"));
+    return;
+  }
+  const wire::SeedData& seed = h.seed_data();
+  size_t frames = 0;
+  for (const wire::SeedRange& r : seed.ranges()) frames += r.has_copy() ? 1 : 0;
+  if (!CheckFrameCount(req, frames)) return;
+  // Check every range before changing anything.
+  std::vector<std::pair<DenseShardState*, const Frame*>> todo;
+  size_t f = 0;
+  for (const wire::SeedRange& r : seed.ranges()) {
+    auto it = dense_.find({r.table(), r.begin()});
+    if (it == dense_.end() || it->second.shard->spec().end != r.end()) {
+      Reject(req, InvalidArgumentError("seed for '" + r.table() + "' [" +
+                                       std::to_string(r.begin()) + ", " +
+                                       std::to_string(r.end()) + ") matches no shard here"));
+      return;
+    }
+    if (!r.has_copy()) continue;  // No worker held it: keep the initializer's values.
+    const Frame& frame = req.msg.frames[f++];
+    if (frame.size() != (r.end() - r.begin()) * sizeof(float)) {
+      Reject(req, InvalidArgumentError("seed frame of " + std::to_string(frame.size()) +
+                                       " bytes for " + std::to_string(r.end() - r.begin()) +
+                                       " floats"));
+      return;
+    }
+    todo.emplace_back(it->second.shard.get(), &frame);
+  }
+  size_t i = 0;
+  for (const wire::SeedRange& r : seed.ranges()) {
+    if (!r.has_copy()) continue;
+    auto [shard, frame] = todo[i++];
+    Status s = shard->Seed(frame->as<float>(), r.end() - r.begin(), r.clock());
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    LOG(INFO) << "seeded '" << r.table() << "' [" << r.begin() << ", " << r.end()
+              << ") at clock " << r.clock();
+  }
+  awaiting_seed_ = false;
+  ReplyWith(req, MakeReply(h, Status::OK()));
 }
 
 void ServerImpl::HandleCheckpoint(Request req) {
@@ -494,7 +552,9 @@ void ServerImpl::HandleDense(Request req) {
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[0], n);
     if (grads == nullptr) return;
-    s = shard->Push(h.sender(), h.clock(), h.key_begin(), grads, n);
+    s = h.raw_delta() && h.type() == wire::PUSH
+            ? shard->AddDelta(h.key_begin(), grads, n)
+            : shard->Push(h.sender(), h.clock(), h.key_begin(), grads, n);
     if (!s.ok()) {
       Reject(req, s);
       return;

@@ -35,6 +35,9 @@ struct TrafficStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t cache_hits = 0;  // SSP parameter-cache hits (cumulative).
+  // --recovery=stateless: pushes applied to the worker's own copy while a
+  // server was lost (cumulative).
+  uint64_t local_steps = 0;
 };
 
 // What the last completed step (Update + Clock) observed.

@@ -129,6 +129,7 @@ class PsParams final : public ParamSource {
     t.bytes_sent = c.bytes_sent;
     t.bytes_received = c.bytes_received;
     t.cache_hits = c.cache_hits;
+    t.local_steps = c.local_steps;
     return t;
   }
 

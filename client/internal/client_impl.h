@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "client/internal/local_replica.h"
 #include "client/internal/resender.h"
 #include "client/internal/router.h"
 #include "client/internal/ssp_cache.h"
@@ -166,6 +167,28 @@ class ClientImpl final : public Client {
   void LogFailover(int server);
   void Heartbeat();
 
+  // ---- Stateless recovery (client/internal/stateless.cc; replica_ set) ----
+  // Deadline of a request of `type` to a server.
+  int ServerTimeoutMs(wire::MsgType type) const;
+  // Starts training locally on `server`'s ranges (lost at `endpoint`).
+  void GoLocal(int server, const std::string& endpoint, bool stalled, const std::string& why);
+  // Serves one dense part from the local copy (op's buffers at `at`);
+  // lowers op->min_params_clock to the copy's clock.
+  Status ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at);
+  // A dense part's reply arrived: remember the parameters and move the clock
+  // up to a seeded server's.
+  void RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
+                     int64_t params_clock);
+  // After a map change: local servers that are back (seeded, at a new
+  // endpoint) are used again; servers the map shows dead go local.
+  void FollowMap(const ShardMap& m);
+  // Ends local mode for `server`; what was changed locally since the last
+  // copy sent to the coordinator goes to it as raw deltas.
+  void Rejoin(int server, const char* why);
+  // Heartbeat thread: answers the coordinator's re-seed requests and probes
+  // servers lost by a stall that the map still shows alive.
+  void StatelessHeartbeat(const wire::HeartbeatReply& hr);
+
   // Constant after Init().
   const ClientOptions options_;
   const relaxps::Clock* const clock_source_;
@@ -178,6 +201,8 @@ class ClientImpl final : public Client {
   std::unique_ptr<client_internal::Router> router_;
   std::unique_ptr<client_internal::Resender> resender_;
   std::unique_ptr<client_internal::SspCache> cache_;  // Null unless the policy caches reads.
+  // Null unless the policy trains through server loss (stateless).
+  std::unique_ptr<client_internal::LocalReplica> replica_;
 
   mutable Mutex mu_;
   std::string job_error_ GUARDED_BY(mu_);

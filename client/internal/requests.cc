@@ -65,7 +65,8 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
   }
   const uint64_t epoch = router_->map()->epoch();
   if (Chained()) request.header.set_epoch(epoch);
-  rpc_->Call(peer, std::move(request), options_.request_timeout_ms,
+  const int timeout_ms = ServerTimeoutMs(request.header.type());
+  rpc_->Call(peer, std::move(request), timeout_ms,
              [this, server, endpoint, epoch, give_up_ms, make = std::move(make),
               done = std::move(done)](Status st, Message reply) mutable {
                if (Chained()) {
@@ -179,14 +180,39 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
       if (op->type != wire::PULL) req.frames.push_back(EncodeFloats(payload, encoding_));
       return req;
     };
-    const std::string where =
-        "server " + std::to_string(s.server) + " (" + m->server_endpoint(s.server) + ")";
+    if (replica_ != nullptr && replica_->IsLocal(s.server)) {
+      join->PartDone(ServeLocally(op, s, at));
+      continue;
+    }
+    const std::string endpoint = m->server_endpoint(s.server);
+    const std::string where = "server " + std::to_string(s.server) + " (" + endpoint + ")";
     CallServer(s.server, std::move(make),
-               [this, op, join, s, at, where, reroutes, part_id, version = m->version()](
+               [this, op, join, s, at, where, endpoint, reroutes, part_id, version = m->version()](
                    const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendDense(op, router_->map(), s.begin, at, s.count, reroutes + 1,
                              [join](const Status& r) { join->PartDone(r); }, part_id);
+                   return;
+                 }
+                 if (replica_ != nullptr && JobError().ok() &&
+                     (st.code() == StatusCode::kUnavailable ||
+                      st.code() == StatusCode::kDeadlineExceeded)) {
+                   // Stateless: never wait for a lost server. A part sent to
+                   // an endpoint the map has replaced since goes to the new
+                   // server (which holds nothing of the old one's state);
+                   // otherwise the server goes local and the part is served
+                   // from this worker's copy.
+                   std::shared_ptr<const ShardMap> now = router_->map();
+                   const std::string current = now->server_endpoint(s.server);
+                   if (current != endpoint && !current.empty() &&
+                       now->proto().servers(s.server).alive() && reroutes < kMaxReroutes) {
+                     SendDense(op, now, s.begin, at, s.count, reroutes + 1,
+                               [join](const Status& r) { join->PartDone(r); });
+                     return;
+                   }
+                   GoLocal(s.server, endpoint, st.code() == StatusCode::kDeadlineExceeded,
+                           st.ToString());
+                   join->PartDone(ServeLocally(op, s, at));
                    return;
                  }
                  Status result = st;
@@ -196,6 +222,7 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                    const int64_t mine = reply.header.params_clock();
                    while (mine < seen && !op->min_params_clock.compare_exchange_weak(seen, mine)) {
                    }
+                   if (result.ok() && replica_ != nullptr) RememberReply(op, s, at, mine);
                  }
                  if (!result.ok()) {
                    errors_.fetch_add(1);
@@ -304,6 +331,7 @@ Status ClientImpl::Clock() {
   // Servers that got no push at this clock still need to learn it completed.
   const uint64_t version = router_->map()->version();
   for (int server : router_->ServersWithoutPushAt(c)) {
+    if (replica_ != nullptr && replica_->IsLocal(server)) continue;
     CallServer(
         server, [this, c, version] { return NewRequest(wire::CLOCK, "", c, version); },
         [](const Status& s, Message) {

@@ -58,7 +58,8 @@ def _events(run_dir):
     with open(os.path.join(run_dir, "events.csv")) as f:
         next(f)
         for line in f:
-            t, ev, _ = line.strip().split(",")
+            # time_s,event,server[,detail]
+            t, ev = line.strip().split(",")[:2]
             out.append((float(t), ev))
     return out
 

@@ -74,6 +74,37 @@ Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const fl
   return Status::OK();
 }
 
+Status DenseShardState::AddDelta(uint64_t begin, const float* delta, size_t n) {
+  const uint64_t offset = begin - shard_->spec.begin;
+  store_->BeforeDenseWrite(shard_);
+  device_->Axpy(n, 1.0f, delta, shard_->slots[0] + offset);
+  ++updates_applied_;
+  RETURN_IF_ERROR(store_->DenseUpdated(shard_, offset, n));
+  ServeWaiters();
+  return Status::OK();
+}
+
+Status DenseShardState::Seed(const float* params, size_t n, int64_t clock) {
+  if (n != shard_->size()) {
+    return InvalidArgumentError("seed of " + std::to_string(n) + " floats for a shard of " +
+                                std::to_string(shard_->size()));
+  }
+  store_->BeforeDenseWrite(shard_);
+  std::memcpy(shard_->slots[0], params, n * sizeof(float));
+  for (size_t s = 1; s < shard_->slots.size(); ++s) {
+    std::fill(shard_->slots[s], shard_->slots[s] + n,
+              optimizer_->state_init(static_cast<int>(s) - 1));
+  }
+  shard_->step = 0;
+  shard_->clock = std::max(shard_->clock, clock);
+  loaded_clock_ = std::max(loaded_clock_, clock);
+  applied_clock_ = std::max(applied_clock_, clock);
+  rounds_.clear();
+  RETURN_IF_ERROR(store_->DenseUpdated(shard_, 0, n));
+  ServeWaiters();
+  return Status::OK();
+}
+
 Status DenseShardState::CompleteRounds() {
   if (follower_) return Status::OK();  // The head decides (CompleteRoundsBelow).
   // Round c is complete once every live worker has completed clock c.

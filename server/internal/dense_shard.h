@@ -47,6 +47,17 @@ class DenseShardState {
   // computed by `worker` at `clock`. REQUIRES: CheckRange OK, grads finite.
   Status Push(int worker, int64_t clock, uint64_t begin, const float* grads, size_t n);
 
+  // Adds `delta` to keys [begin, begin+n) as is (no optimizer): the change a
+  // stateless worker made locally while it could not reach this server.
+  // Counts as one update. REQUIRES: CheckRange OK, delta finite.
+  Status AddDelta(uint64_t begin, const float* delta, size_t n);
+
+  // Replaces the whole shard with `params` (size() floats) reflecting
+  // `clock`: a re-seed under stateless recovery. Optimizer state is reset
+  // (zero slots, step 0) and pending BSP rounds are dropped; visible_clock()
+  // is at least `clock` from now on.
+  Status Seed(const float* params, size_t n, int64_t clock);
+
   // Answers now if the gate allows a pull by a worker at `worker_clock`,
   // otherwise queues it until `deadline_ms` (monotonic).
   void Pull(int64_t worker_clock, uint64_t begin, size_t n, int64_t deadline_ms, PullReply done);

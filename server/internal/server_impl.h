@@ -58,6 +58,9 @@ class ServerImpl final : public Server {
   void HandleSparse(Request req);
   void HandleStats(const Request& req);
   void HandleCheckpoint(Request req);
+  // SEED (stateless recovery): installs the merged parameters of this
+  // server's dense ranges and starts serving.
+  void HandleSeed(const Request& req);
   void HandleClock(const Request& req);
   // Replies with an error and counts the rejection.
   void Reject(const Request& req, const Status& status);
@@ -141,6 +144,9 @@ class ServerImpl final : public Server {
   int replicas_ = 1;     // Constant after Init(): job's chain length.
   uint64_t epoch_ = 0;   // Job epoch of the installed map.
   bool registered_ = false;  // Ranges created after registration are new tables.
+  // Stateless recovery: this server replaced a lost one and has not been
+  // seeded yet; data requests are refused with Unavailable meanwhile.
+  bool awaiting_seed_ = false;
   std::unique_ptr<RpcClient> peers_;  // Successors; created in Init().
   std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
   std::atomic<bool> fenced_{false};

@@ -65,12 +65,17 @@ TEST(RecoveryPolicyTest, FactoryKnowsItsPolicies) {
     EXPECT_EQ(mode.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(mode.status().message().find("'" + std::string(name) + "'"), std::string::npos);
   }
+  auto stateless = NewRecoveryPolicy(RecoveryMode::kStateless);
+  ASSERT_TRUE(stateless.ok());
+  EXPECT_TRUE((*stateless)->TrainsThroughServerLoss());
+  EXPECT_FALSE((*stateless)->ResendsAcrossRestarts());
+  EXPECT_FALSE((*ckpt)->TrainsThroughServerLoss());
   auto chain = NewRecoveryPolicy(RecoveryMode::kChain);
   ASSERT_TRUE(chain.ok());
   EXPECT_EQ((*chain)->on_server_loss(), RecoveryPolicy::OnServerLoss::kReconfigure);
   EXPECT_TRUE((*chain)->ReplicatesServers());
   EXPECT_FALSE((*ckpt)->ReplicatesServers());
-  for (RecoveryMode mode : {RecoveryMode::kStateless, RecoveryMode::kHybrid}) {
+  for (RecoveryMode mode : {RecoveryMode::kHybrid}) {
     auto p = NewRecoveryPolicy(mode);
     ASSERT_FALSE(p.ok()) << RecoveryModeName(mode);
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);

@@ -1,0 +1,135 @@
+#include "client/internal/local_replica.h"
+
+#include <cstring>
+
+namespace relaxps {
+namespace client_internal {
+
+void LocalReplica::Remember(int server, const std::string& table, uint64_t range_begin,
+                            uint64_t range_end, uint64_t begin, const float* values, size_t n,
+                            int64_t params_clock) {
+  MutexLock l(&mu_);
+  if (lost_.count(server)) return;
+  Range& r = ranges_[{table, range_begin}];
+  if (r.params.size() != range_end - range_begin) {
+    r = Range();
+    r.params.assign(range_end - range_begin, 0.0f);
+  }
+  r.server = server;
+  r.begin = range_begin;
+  r.end = range_end;
+  std::memcpy(r.params.data() + (begin - range_begin), values, n * sizeof(float));
+  if (begin == range_begin && n == range_end - range_begin) r.have = true;
+  r.base_clock = params_clock;
+  r.local_steps = 0;
+  r.unsent_steps = 0;
+}
+
+bool LocalReplica::GoLocal(int server, const std::string& endpoint, bool stalled) {
+  MutexLock l(&mu_);
+  if (lost_.count(server)) return false;
+  lost_[server] = Lost{endpoint, stalled};
+  for (auto& [key, r] : ranges_) {
+    if (r.server != server) continue;
+    r.delta.assign(r.params.size(), 0.0f);
+    r.local_steps = 0;
+    r.unsent_steps = 0;
+  }
+  return true;
+}
+
+bool LocalReplica::IsLocal(int server) const {
+  MutexLock l(&mu_);
+  return lost_.count(server) > 0;
+}
+
+bool LocalReplica::LostAt(int server, std::string* endpoint, bool* stalled) const {
+  MutexLock l(&mu_);
+  auto it = lost_.find(server);
+  if (it == lost_.end()) return false;
+  *endpoint = it->second.endpoint;
+  *stalled = it->second.stalled;
+  return true;
+}
+
+StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint64_t range_begin,
+                                      float lr, uint64_t begin,
+                                      const float* grads, float* out, size_t n) {
+  MutexLock l(&mu_);
+  auto it = ranges_.find({table, range_begin});
+  if (it == ranges_.end() || !it->second.have || it->second.server != server) {
+    return UnavailableError("server " + std::to_string(server) + " is lost and this worker holds "
+                            "no copy of table '" + table + "' at key " +
+                            std::to_string(range_begin) + " to train on");
+  }
+  Range& r = it->second;
+  const size_t offset = begin - r.begin;
+  if (offset > r.params.size() || n > r.params.size() - offset) {
+    return InvalidArgumentError("keys outside the range held locally");
+  }
+  if (grads != nullptr) {
+    if (r.delta.size() != r.params.size()) r.delta.assign(r.params.size(), 0.0f);
+    float* w = r.params.data() + offset;
+    float* d = r.delta.data() + offset;
+    for (size_t i = 0; i < n; ++i) {
+      const float before = w[i];
+      w[i] = before - lr * grads[i];
+      d[i] += w[i] - before;
+    }
+    r.local_steps += 1;
+    r.unsent_steps += 1;
+    local_steps_ += 1;
+  }
+  if (out != nullptr) std::memcpy(out, r.params.data() + offset, n * sizeof(float));
+  return r.base_clock;
+}
+
+void LocalReplica::FillSeedCopy(int server, wire::SeedData* data, std::vector<Frame>* frames) {
+  MutexLock l(&mu_);
+  for (auto& [key, r] : ranges_) {
+    if (r.server != server) continue;
+    wire::SeedRange* sr = data->add_ranges();
+    sr->set_table(key.first);
+    sr->set_begin(r.begin);
+    sr->set_end(r.end);
+    sr->set_has_copy(r.have);
+    if (!r.have) continue;
+    sr->set_clock(r.base_clock);
+    sr->set_local_steps(r.local_steps);
+    if (r.delta.size() != r.params.size()) r.delta.assign(r.params.size(), 0.0f);
+    frames->push_back(Frame::Copy(r.params.data(), r.params.size() * sizeof(float)));
+    frames->push_back(Frame::Copy(r.delta.data(), r.delta.size() * sizeof(float)));
+    std::fill(r.delta.begin(), r.delta.end(), 0.0f);
+    r.unsent_steps = 0;
+  }
+}
+
+std::vector<RangeDelta> LocalReplica::Rejoin(int server) {
+  MutexLock l(&mu_);
+  std::vector<RangeDelta> out;
+  if (lost_.erase(server) == 0) return out;
+  for (auto& [key, r] : ranges_) {
+    if (r.server != server) continue;
+    if (r.unsent_steps > 0 && r.delta.size() == r.params.size()) {
+      RangeDelta d;
+      d.table = key.first;
+      d.begin = r.begin;
+      d.delta = FloatBuffer::Uninitialized(r.delta.size());
+      std::memcpy(d.delta.data(), r.delta.data(), r.delta.size() * sizeof(float));
+      d.local_steps = r.unsent_steps;
+      out.push_back(std::move(d));
+    }
+    r.delta.clear();
+    r.local_steps = 0;
+    r.unsent_steps = 0;
+  }
+  return out;
+}
+
+uint64_t LocalReplica::local_steps() const {
+  MutexLock l(&mu_);
+  return local_steps_;
+}
+
+}  // namespace client_internal
+}  // namespace relaxps

@@ -1,0 +1,110 @@
+// LocalReplica: a stateless-recovery worker's own copy of the dense ranges it
+// trains on, and what it changed while their server was lost.
+//
+// Under --recovery=stateless (RecoveryPolicy::TrainsThroughServerLoss) the
+// client remembers the last parameters every dense range returned. When a
+// range's server is lost (its request failed or timed out, or the shard map
+// says it is dead) the server goes "local": pushes to its ranges are applied
+// to the copy with plain SGD at the table's learning rate (docs/stateless.md
+// says why) and pulls are answered from the copy, so training never waits.
+// The change made since the last successful pull is accumulated per range;
+// it goes to the coordinator with the copy when a new server is
+// seeded (SEED_COPY), and whatever was changed after that copy is handed to
+// the seeded server as a raw delta when the worker switches back to it.
+//
+// Thread-safety: all methods are safe to call from multiple threads.
+#ifndef RELAXPS_CLIENT_INTERNAL_LOCAL_REPLICA_H_
+#define RELAXPS_CLIENT_INTERNAL_LOCAL_REPLICA_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/status.h"
+#include "common/thread_annotations.h"
+#include "common/wire.h"
+
+namespace relaxps {
+namespace client_internal {
+
+// A dense range's accumulated change, handed back to its server.
+struct RangeDelta {
+  std::string table;
+  uint64_t begin = 0;
+  FloatBuffer delta;
+  int64_t local_steps = 0;
+};
+
+class LocalReplica {
+ public:
+  LocalReplica() = default;
+  LocalReplica(const LocalReplica&) = delete;
+  LocalReplica& operator=(const LocalReplica&) = delete;
+
+  // Parameters keys [begin, begin + n) of the range [range_begin, range_end)
+  // of `table` (held by `server`) returned from a server, reflecting
+  // `params_clock`. Ignored while the server is local.
+  void Remember(int server, const std::string& table, uint64_t range_begin, uint64_t range_end,
+                uint64_t begin, const float* values, size_t n, int64_t params_clock);
+
+  // Marks `server` (last seen at `endpoint`) lost; from now on its ranges are
+  // served locally. Returns false if it already was. `stalled`: lost by a
+  // timeout (it may still be alive) rather than a closed connection or the
+  // coordinator's word.
+  bool GoLocal(int server, const std::string& endpoint, bool stalled);
+  bool IsLocal(int server) const;
+  // The endpoint `server` was lost at and whether by a stall; false if not local.
+  bool LostAt(int server, std::string* endpoint, bool* stalled) const;
+
+  // Serves a part of a request locally: with `grads` (push) applies one SGD
+  // step at learning rate `lr` to keys [begin, begin + n) of the range; with `out` copies
+  // the range's keys there. Returns the clock of the last pull.
+  // Unavailable if this worker never pulled the whole range (nothing to
+  // train on).
+  StatusOr<int64_t> Serve(int server, const std::string& table, uint64_t range_begin,
+                          float lr, uint64_t begin, const float* grads,
+                          float* out, size_t n);
+
+  // The SEED_COPY body and frames for `server`'s ranges: per range the copy
+  // and the change since the last pull; the change restarts from zero (what
+  // follows goes to the seeded server as a raw delta).
+  void FillSeedCopy(int server, wire::SeedData* data, std::vector<Frame>* frames);
+
+  // Ends local mode for `server` and returns the changes made since the last
+  // SEED_COPY (or since going local) with at least one local step.
+  std::vector<RangeDelta> Rejoin(int server);
+
+  // Pushes served locally, ever.
+  uint64_t local_steps() const;
+
+ private:
+  struct Range {
+    int server = -1;
+    uint64_t begin = 0, end = 0;
+    bool have = false;  // The whole range was pulled at least once.
+    int64_t base_clock = -1;
+    std::vector<float> params;
+    std::vector<float> delta;
+    int64_t local_steps = 0;     // Since the last pull.
+    int64_t unsent_steps = 0;    // Since the last SEED_COPY.
+  };
+  struct Lost {
+    std::string endpoint;
+    bool stalled = false;
+  };
+  using Key = std::pair<std::string, uint64_t>;  // (table, range begin)
+
+  mutable Mutex mu_;
+  std::map<Key, Range> ranges_ GUARDED_BY(mu_);
+  std::map<int, Lost> lost_ GUARDED_BY(mu_);  // Local servers.
+  uint64_t local_steps_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace client_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_CLIENT_INTERNAL_LOCAL_REPLICA_H_

@@ -1,0 +1,144 @@
+// Stateless recovery on the worker's side (--recovery=stateless): going local
+// when a server is lost, serving its ranges from client_internal::LocalReplica,
+// answering the coordinator's re-seed requests, and switching back to a
+// seeded (or merely slow) server.
+#include <algorithm>
+
+#include "client/internal/client_impl.h"
+#include "common/payload_codec.h"
+#include "common/table.h"
+
+namespace relaxps {
+namespace client_internal {
+
+int ClientImpl::ServerTimeoutMs(wire::MsgType type) const {
+  if (replica_ == nullptr) return options_.request_timeout_ms;
+  // A pull may wait at the BSP/SSP gate for slower workers: only the
+  // coordinator's word or a closed connection takes its server away.
+  const bool gated = (type == wire::PULL || type == wire::PUSH_PULL) &&
+                     consistency_->model() != ConsistencyModel::kAsync;
+  return gated ? options_.request_timeout_ms
+               : std::min(options_.request_timeout_ms, options_.local_after_ms);
+}
+
+void ClientImpl::GoLocal(int server, const std::string& endpoint, bool stalled,
+                         const std::string& why) {
+  if (!replica_->GoLocal(server, endpoint, stalled)) return;
+  LOG(WARNING) << "server " << server << " (" << endpoint << ") lost: " << why
+               << "; training on this worker's copy of its ranges until it is replaced";
+  std::string current;
+  const int peer = router_->Peer(server, &current);
+  // Whatever else waits on it is served locally now, not at its deadline.
+  if (peer >= 0 && current == endpoint) {
+    rpc_->CancelPeer(peer, UnavailableError("server " + std::to_string(server) + " lost"));
+  }
+}
+
+Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s,
+                                uint64_t at) {
+  const wire::TableShards* ts = router_->map()->FindTable(op->table);
+  if (ts == nullptr) return NotFoundError("unknown table '" + op->table + "'");
+  const bool push = op->type != wire::PULL;
+  const bool pull = op->type != wire::PUSH;
+  StatusOr<int64_t> clock = replica_->Serve(
+      s.server, op->table, s.range_begin, ts->table().optimizer().lr(), s.begin,
+      push ? op->grads.data() + at : nullptr, pull ? op->out.data() + at : nullptr, s.count);
+  if (!clock.ok()) {
+    errors_.fetch_add(1);
+    return clock.status();
+  }
+  int64_t seen = op->min_params_clock.load();
+  while (*clock < seen && !op->min_params_clock.compare_exchange_weak(seen, *clock)) {
+  }
+  return Status::OK();
+}
+
+void ClientImpl::RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s,
+                               uint64_t at, int64_t params_clock) {
+  replica_->Remember(s.server, op->table, s.range_begin, s.range_end, s.begin,
+                     op->out.data() + at, s.count, params_clock);
+  // Clocks never roll back: a server seeded at a higher clock than this
+  // worker's moves it forward.
+  int64_t c = clock_.load();
+  while (params_clock > c && !clock_.compare_exchange_weak(c, params_clock)) {
+  }
+}
+
+void ClientImpl::FollowMap(const ShardMap& m) {
+  for (int i = 0; i < m.num_servers(); ++i) {
+    const wire::ServerInfo& info = m.proto().servers(i);
+    std::string lost_at;
+    bool stalled = false;
+    if (!replica_->LostAt(i, &lost_at, &stalled)) {
+      if (!info.alive() && !info.endpoint().empty()) {
+        GoLocal(i, info.endpoint(), false, "the coordinator declared it dead");
+      }
+    } else if (info.alive() && !info.endpoint().empty() && info.endpoint() != lost_at) {
+      Rejoin(i, "it was replaced and seeded");
+    }
+  }
+}
+
+void ClientImpl::Rejoin(int server, const char* why) {
+  std::vector<RangeDelta> deltas = replica_->Rejoin(server);
+  LOG(INFO) << "server " << server << " is back (" << why << "); " << deltas.size()
+            << " range(s) changed locally since the last copy go to it as raw deltas";
+  const uint64_t version = router_->map()->version();
+  for (RangeDelta& d : deltas) {
+    const int64_t clock = clock_.load();
+    FloatBuffer delta = std::move(d.delta);
+    CallServer(
+        server,
+        [this, table = d.table, begin = d.begin, delta, clock, version] {
+          Message req = NewRequest(wire::PUSH, table, clock, version);
+          req.header.set_key_begin(begin);
+          req.header.set_key_count(delta.size());
+          req.header.set_raw_delta(true);
+          req.frames.push_back(EncodeFloats(delta, encoding_));
+          return req;
+        },
+        [server](const Status& s, Message) {
+          if (!s.ok()) LOG(WARNING) << "local change for server " << server << " lost: " << s;
+        });
+  }
+}
+
+void ClientImpl::StatelessHeartbeat(const wire::HeartbeatReply& hr) {
+  for (const wire::ReseedRequest& q : hr.reseed()) {
+    Message copy;
+    copy.header.set_type(wire::SEED_COPY);
+    copy.header.set_sender(job_.worker_id);
+    wire::SeedData* d = copy.header.mutable_seed_data();
+    d->set_server(q.server());
+    d->set_map_version(q.map_version());
+    d->set_worker(job_.worker_id);
+    d->set_worker_clock(clock_.load());
+    replica_->FillSeedCopy(q.server(), d, &copy.frames);
+    LOG(INFO) << "sending the coordinator this worker's copy of server " << q.server() << "'s "
+              << d->ranges_size() << " range(s) at clock " << d->worker_clock();
+    StatusOr<Message> reply = rpc_->CallSync(coordinator_peer_, std::move(copy), 3000);
+    if (!reply.ok()) LOG(WARNING) << "SEED_COPY for server " << q.server() << ": " << reply.status();
+  }
+  // A server lost by a stall that the map still shows alive at the same
+  // endpoint may just have been slow: probe it, and hand back the change.
+  std::shared_ptr<const ShardMap> m = router_->map();
+  for (int i = 0; i < m->num_servers(); ++i) {
+    std::string lost_at;
+    bool stalled = false;
+    if (!replica_->LostAt(i, &lost_at, &stalled) || !stalled) continue;
+    const wire::ServerInfo& info = m->proto().servers(i);
+    if (!info.alive() || info.endpoint() != lost_at) continue;
+    std::string endpoint;
+    const int peer = router_->Peer(i, &endpoint);
+    if (peer < 0 || endpoint != lost_at) continue;
+    Message probe;
+    probe.header.set_type(wire::SERVER_STATS);
+    probe.header.set_sender(job_.worker_id);
+    if (rpc_->CallSync(peer, std::move(probe), options_.local_after_ms).ok()) {
+      Rejoin(i, "it answered a probe: it was slow, not lost");
+    }
+  }
+}
+
+}  // namespace client_internal
+}  // namespace relaxps

@@ -1,0 +1,148 @@
+#include "coordinator/reseeder.h"
+
+#include <cstdio>
+
+#include "common/table.h"
+
+namespace relaxps {
+
+std::string ReseedSummary::ToString() const {
+  std::string s = "server=" + std::to_string(server) + " source=" + source +
+                  " clock=" + std::to_string(clock) + " missing_workers=" +
+                  std::to_string(missing_workers) + " contributions=";
+  bool first = true;
+  for (const auto& [worker, c] : contributions) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "%s%d:%lld:%.4g", first ? "" : ";", worker,
+                  static_cast<long long>(c.first), c.second);
+    s += buf;
+    first = false;
+  }
+  if (first) s += "none";
+  return s;
+}
+
+void Reseeder::Begin(int server, uint64_t map_version, const std::vector<int>& workers,
+                     int64_t now_ms) {
+  Round& r = rounds_[server];
+  r = Round();
+  r.map_version = map_version;
+  r.started_ms = now_ms;
+  r.expected.insert(workers.begin(), workers.end());
+}
+
+std::vector<wire::ReseedRequest> Reseeder::RequestsFor(int worker) const {
+  std::vector<wire::ReseedRequest> out;
+  for (const auto& [server, r] : rounds_) {
+    if (!r.expected.count(worker) || r.copies.count(worker)) continue;
+    wire::ReseedRequest q;
+    q.set_server(server);
+    q.set_map_version(r.map_version);
+    out.push_back(q);
+  }
+  return out;
+}
+
+Status Reseeder::AddCopy(Message msg) {
+  if (!msg.header.has_seed_data()) return InvalidArgumentError("SEED_COPY without seed_data");
+  const wire::SeedData& d = msg.header.seed_data();
+  auto it = rounds_.find(d.server());
+  if (it == rounds_.end() || it->second.map_version != d.map_version()) {
+    return FailedPreconditionError("no re-seed of server " + std::to_string(d.server()) +
+                                   " at map version " + std::to_string(d.map_version()) +
+                                   " is in progress");
+  }
+  size_t frames = 0;
+  for (const wire::SeedRange& r : d.ranges()) {
+    if (r.end() <= r.begin()) return InvalidArgumentError("empty seed range");
+    if (!r.has_copy()) continue;
+    const size_t bytes = (r.end() - r.begin()) * sizeof(float);
+    if (frames + 2 > msg.frames.size() || msg.frames[frames].size() != bytes ||
+        msg.frames[frames + 1].size() != bytes) {
+      return InvalidArgumentError("SEED_COPY frames do not match its ranges");
+    }
+    frames += 2;
+  }
+  if (frames != msg.frames.size()) {
+    return InvalidArgumentError("SEED_COPY has " + std::to_string(msg.frames.size()) +
+                                " frames, its ranges need " + std::to_string(frames));
+  }
+  const int worker = d.worker();
+  it->second.copies[worker] = std::move(msg);
+  return Status::OK();
+}
+
+std::vector<int> Reseeder::Ready(const std::vector<int>& live, int64_t now_ms) const {
+  std::vector<int> out;
+  for (const auto& [server, r] : rounds_) {
+    bool all = true;
+    for (int w : live) {
+      if (r.expected.count(w) && !r.copies.count(w)) all = false;
+    }
+    if (all || now_ms - r.started_ms >= options_.timeout_ms) out.push_back(server);
+  }
+  return out;
+}
+
+StatusOr<Message> Reseeder::Finish(int server, const wire::ShardMap& map,
+                                   ReseedSummary* summary) {
+  auto it = rounds_.find(server);
+  CHECK(it != rounds_.end()) << "no re-seed round for server " << server;
+  Round round = std::move(it->second);
+  rounds_.erase(it);
+  *summary = ReseedSummary();
+  summary->server = server;
+  summary->source = "initializer";
+  for (int w : round.expected) summary->missing_workers += round.copies.count(w) ? 0 : 1;
+
+  Message seed;
+  seed.header.set_type(wire::SEED);
+  wire::SeedData* out = seed.header.mutable_seed_data();
+  out->set_server(server);
+  out->set_map_version(round.map_version);
+  for (const wire::TableShards& ts : map.tables()) {
+    if (ts.table().type() != static_cast<int>(TableType::kDense)) continue;
+    for (const wire::DenseRange& range : ts.ranges()) {
+      if (range.server() != server) continue;
+      const size_t n = range.end() - range.begin();
+      std::vector<WorkerCopy> copies;
+      for (const auto& [worker, msg] : round.copies) {
+        const wire::SeedData& d = msg.header.seed_data();
+        size_t frame = 0;
+        for (const wire::SeedRange& r : d.ranges()) {
+          if (r.table() == ts.table().name() && r.begin() == range.begin() &&
+              r.end() == range.end() && r.has_copy()) {
+            copies.push_back(WorkerCopy{worker, d.worker_clock(), r.clock(), r.local_steps(),
+                                        msg.frames[frame].as<float>(),
+                                        msg.frames[frame + 1].as<float>()});
+            break;
+          }
+          if (r.has_copy()) frame += 2;
+        }
+      }
+      wire::SeedRange* sr = out->add_ranges();
+      sr->set_table(ts.table().name());
+      sr->set_begin(range.begin());
+      sr->set_end(range.end());
+      if (copies.empty()) continue;  // No worker held it: the initializer's values stay.
+      ASSIGN_OR_RETURN(MergeResult merged,
+                       MergeCopies(copies, n, options_.seed_rule, options_.merge_rule));
+      sr->set_has_copy(true);
+      sr->set_clock(merged.clock);
+      seed.frames.push_back(Frame::Copy(merged.params.data(), n * sizeof(float)));
+      summary->clock = std::max(summary->clock, merged.clock);
+      summary->seed_worker = merged.seed_worker;
+      summary->source = options_.seed_rule == SeedRule::kFreshest
+                            ? "worker:" + std::to_string(merged.seed_worker)
+                            : std::string("average");
+      for (size_t i = 0; i < copies.size(); ++i) {
+        auto& c = summary->contributions[copies[i].worker];
+        c.first = std::max(c.first, copies[i].local_steps);
+        c.second = merged.change_weights[i];
+      }
+    }
+  }
+  return seed;
+}
+
+}  // namespace relaxps

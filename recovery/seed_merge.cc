@@ -1,0 +1,119 @@
+#include "recovery/seed_merge.h"
+
+#include <algorithm>
+
+namespace relaxps {
+
+StatusOr<SeedRule> ParseSeedRule(const std::string& name) {
+  if (name == "freshest") return SeedRule::kFreshest;
+  if (name == "average") return SeedRule::kWeightedAverage;
+  return InvalidArgumentError("unknown seed rule '" + name + "' (expected freshest or average)");
+}
+
+const char* SeedRuleName(SeedRule rule) {
+  return rule == SeedRule::kFreshest ? "freshest" : "average";
+}
+
+StatusOr<MergeRule> ParseMergeRule(const std::string& name) {
+  if (name == "staleness") return MergeRule::kStaleness;
+  if (name == "average") return MergeRule::kAverage;
+  if (name == "sum") return MergeRule::kSum;
+  return InvalidArgumentError("unknown merge rule '" + name +
+                              "' (expected staleness, average or sum)");
+}
+
+const char* MergeRuleName(MergeRule rule) {
+  switch (rule) {
+    case MergeRule::kStaleness:
+      return "staleness";
+    case MergeRule::kAverage:
+      return "average";
+    case MergeRule::kSum:
+      return "sum";
+  }
+  return "?";
+}
+
+namespace {
+
+// Index of the freshest copy: highest clock, then most local steps, then
+// lowest worker id.
+size_t Freshest(const std::vector<WorkerCopy>& copies) {
+  size_t best = 0;
+  for (size_t i = 1; i < copies.size(); ++i) {
+    const WorkerCopy& a = copies[i];
+    const WorkerCopy& b = copies[best];
+    if (a.clock != b.clock ? a.clock > b.clock
+                           : a.local_steps != b.local_steps ? a.local_steps > b.local_steps
+                                                            : a.worker < b.worker) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t n,
+                                  SeedRule seed_rule, MergeRule merge_rule) {
+  if (copies.empty()) return InvalidArgumentError("no worker copy to merge");
+  for (const WorkerCopy& c : copies) {
+    if (c.params == nullptr || c.delta == nullptr) {
+      return InvalidArgumentError("copy of worker " + std::to_string(c.worker) +
+                                  " has no parameters or change");
+    }
+  }
+  const size_t k = copies.size();
+  const size_t s = Freshest(copies);
+  MergeResult r;
+  r.seed_worker = copies[s].worker;
+  r.clock = copies[s].clock;
+  r.seed_weights.assign(k, 0.0);
+  r.change_weights.assign(k, 0.0);
+
+  if (seed_rule == SeedRule::kFreshest) {
+    r.seed_weights[s] = 1.0;
+  } else {
+    double total = 0;
+    for (size_t i = 0; i < k; ++i) {
+      r.seed_weights[i] = 1.0 / static_cast<double>(1 + r.clock - copies[i].clock);
+      total += r.seed_weights[i];
+    }
+    for (double& e : r.seed_weights) e /= total;
+  }
+  for (size_t i = 0; i < k; ++i) {
+    switch (merge_rule) {
+      case MergeRule::kStaleness: {
+        const int64_t staleness = r.clock - copies[i].base_clock;
+        r.change_weights[i] = i == s ? 1.0 : 1.0 / static_cast<double>(std::max<int64_t>(1, staleness));
+        break;
+      }
+      case MergeRule::kAverage:
+        r.change_weights[i] = 1.0 / static_cast<double>(k);
+        break;
+      case MergeRule::kSum:
+        r.change_weights[i] = 1.0;
+        break;
+    }
+  }
+
+  // x = sum e_w x_w + sum (a_w - e_w) d_w, in worker order; a single seed
+  // copy is taken as is.
+  if (seed_rule == SeedRule::kFreshest) {
+    r.params.assign(copies[s].params, copies[s].params + n);
+  } else {
+    r.params.assign(n, 0.0f);
+    for (size_t i = 0; i < k; ++i) {
+      const float e = static_cast<float>(r.seed_weights[i]);
+      for (size_t j = 0; j < n; ++j) r.params[j] += e * copies[i].params[j];
+    }
+  }
+  for (size_t i = 0; i < k; ++i) {
+    const float a = static_cast<float>(r.change_weights[i] - r.seed_weights[i]);
+    if (a == 0.0f) continue;
+    for (size_t j = 0; j < n; ++j) r.params[j] += a * copies[i].delta[j];
+  }
+  return r;
+}
+
+}  // namespace relaxps

@@ -1,0 +1,79 @@
+// Seed merge: how a re-registered server's empty dense range is rebuilt from
+// the workers' copies under --recovery=stateless.
+//
+// While the range's server was lost, each live worker trained on its own
+// copy x_w of the range, starting from the parameters b_w it last pulled (at
+// base clock p_w). It reports x_w, its accumulated change d_w = x_w - b_w,
+// its clock c_w and its local step count. The merged range is
+//
+//   x = sum_w e_w * x_w + sum_w (a_w - e_w) * d_w
+//     = sum_w e_w * b_w + sum_w a_w * d_w
+//
+// where the seeding rule picks the base weights e (summing to 1) and the
+// merge rule picks how much of each worker's change a_w survives. Every
+// change therefore counts exactly a_w times: the seeding worker's own
+// changes, already inside its copy, are not added twice.
+//
+// Seeding rules:
+//   kFreshest: e = 1 for the freshest copy (highest clock, then most local
+//     steps, then lowest worker id), 0 for the others.
+//   kWeightedAverage: e_w proportional to 1 / (1 + c_max - c_w): fresher
+//     copies weigh more; equal clocks give the plain average.
+// Merge rules (s is the freshest worker):
+//   kStaleness: staleness-aware async SGD (Zhang et al., IJCAI'16): a change
+//     is scaled by 1 / its staleness, the clocks of progress of the seed it
+//     did not see: a_s = 1, a_w = 1 / max(1, c_s - p_w).
+//   kAverage: local SGD / model averaging: a_w = 1 / n for every copy.
+//   kSum: TTF's blind sum, a_w = 1 (kept as a baseline to measure against).
+// The merged range reflects max_w c_w: clocks never roll back.
+//
+// Thread-safety: pure functions.
+#ifndef RELAXPS_RECOVERY_SEED_MERGE_H_
+#define RELAXPS_RECOVERY_SEED_MERGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace relaxps {
+
+enum class SeedRule { kFreshest, kWeightedAverage };
+enum class MergeRule { kStaleness, kAverage, kSum };
+
+// "freshest" | "average"; InvalidArgument naming the value otherwise.
+StatusOr<SeedRule> ParseSeedRule(const std::string& name);
+const char* SeedRuleName(SeedRule rule);
+// "staleness" | "average" | "sum".
+StatusOr<MergeRule> ParseMergeRule(const std::string& name);
+const char* MergeRuleName(MergeRule rule);
+
+// One worker's copy of a range. Pointers are not owned and hold n floats.
+struct WorkerCopy {
+  int worker = -1;
+  int64_t clock = 0;        // c_w: the worker's clock when it reported.
+  int64_t base_clock = 0;   // p_w: clock of the parameters it last pulled.
+  int64_t local_steps = 0;  // Updates it applied locally since then.
+  const float* params = nullptr;  // x_w.
+  const float* delta = nullptr;   // d_w.
+};
+
+struct MergeResult {
+  std::vector<float> params;
+  int64_t clock = 0;        // max_w c_w.
+  int seed_worker = -1;     // The freshest worker (the seed under kFreshest).
+  // Parallel to the input: e_w and a_w.
+  std::vector<double> seed_weights;
+  std::vector<double> change_weights;
+};
+
+// Merges `copies` of an n-float range. InvalidArgument if copies is empty or
+// a pointer is null.
+StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t n,
+                                  SeedRule seed_rule, MergeRule merge_rule);
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_RECOVERY_SEED_MERGE_H_

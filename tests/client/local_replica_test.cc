@@ -1,0 +1,85 @@
+// LocalReplica: local SGD steps on a lost server's ranges, the accumulated
+// change, SEED_COPY contents and the change handed back on rejoin.
+#include "client/internal/local_replica.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/test_util.h"
+
+namespace relaxps {
+namespace client_internal {
+namespace {
+
+std::vector<float> FrameFloats(const Frame& f) {
+  return std::vector<float>(f.as<float>(), f.as<float>() + f.size() / sizeof(float));
+}
+
+TEST(LocalReplicaTest, TrainsLocallyAndReportsCopyAndChange) {
+  LocalReplica r;
+  const float pulled[4] = {8, 8, 8, 8};
+  r.Remember(/*server=*/1, "w", 4, 8, 4, pulled, 4, /*params_clock=*/10);
+  const float g[2] = {2, -4};
+  float out[4];
+  // Nothing is local before the server is lost; no copy of an unknown range.
+  EXPECT_FALSE(r.IsLocal(1));
+  EXPECT_EQ(r.Serve(1, "w", 0, 0.5f, 0, g, out, 2).status().code(), StatusCode::kUnavailable);
+
+  ASSERT_TRUE(r.GoLocal(1, "tcp://a", /*stalled=*/true));
+  EXPECT_FALSE(r.GoLocal(1, "tcp://a", true));  // Already local.
+  std::string at;
+  bool stalled = false;
+  ASSERT_TRUE(r.LostAt(1, &at, &stalled));
+  EXPECT_EQ(at, "tcp://a");
+  EXPECT_TRUE(stalled);
+  // A push to keys [5, 7) then a pull of the whole range, both local.
+  ASSERT_OK_AND_ASSIGN(int64_t c, r.Serve(1, "w", 4, 0.5f, 5, g, nullptr, 2));
+  EXPECT_EQ(c, 10);
+  ASSERT_OK(r.Serve(1, "w", 4, 0.5f, 4, nullptr, out, 4).status());
+  EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{8, 7, 10, 8}));
+  EXPECT_EQ(r.local_steps(), 1u);
+  // A pull reply arriving late for a local server does not overwrite the copy.
+  const float late[4] = {0, 0, 0, 0};
+  r.Remember(1, "w", 4, 8, 4, late, 4, 11);
+
+  wire::SeedData data;
+  std::vector<Frame> frames;
+  r.FillSeedCopy(1, &data, &frames);
+  ASSERT_EQ(data.ranges_size(), 1);
+  EXPECT_TRUE(data.ranges(0).has_copy());
+  EXPECT_EQ(data.ranges(0).clock(), 10);
+  EXPECT_EQ(data.ranges(0).local_steps(), 1);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(FrameFloats(frames[0]), (std::vector<float>{8, 7, 10, 8}));
+  EXPECT_EQ(FrameFloats(frames[1]), (std::vector<float>{0, -1, 2, 0}));
+
+  // One more local step after the copy: that change goes back on rejoin.
+  ASSERT_OK(r.Serve(1, "w", 4, 0.5f, 4, g, nullptr, 2).status());
+  std::vector<RangeDelta> back = r.Rejoin(1);
+  EXPECT_FALSE(r.IsLocal(1));
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].begin, 4u);
+  EXPECT_EQ(back[0].local_steps, 1);
+  EXPECT_EQ(std::vector<float>(back[0].delta.data(), back[0].delta.data() + 4),
+            (std::vector<float>{-1, 2, 0, 0}));
+  EXPECT_TRUE(r.Rejoin(1).empty());  // Not local any more.
+}
+
+TEST(LocalReplicaTest, RangesNeverPulledWholeHaveNoCopy) {
+  LocalReplica r;
+  const float part[2] = {1, 2};
+  r.Remember(0, "w", 0, 4, 0, part, 2, 3);  // Half the range only.
+  ASSERT_TRUE(r.GoLocal(0, "tcp://b", false));
+  float out[2];
+  EXPECT_EQ(r.Serve(0, "w", 0, 1.0f, 0, nullptr, out, 2).status().code(),
+            StatusCode::kUnavailable);
+  wire::SeedData data;
+  std::vector<Frame> frames;
+  r.FillSeedCopy(0, &data, &frames);
+  ASSERT_EQ(data.ranges_size(), 1);
+  EXPECT_FALSE(data.ranges(0).has_copy());
+  EXPECT_TRUE(frames.empty());
+}
+
+}  // namespace
+}  // namespace client_internal
+}  // namespace relaxps

@@ -1,0 +1,170 @@
+// Stateless recovery through real processes (acceptance 1 of the stateless
+// issue): one server, two workers, SGD on fixed integer gradients. The server
+// is SIGKILLed; both workers keep taking steps on their own copies (every
+// PushPull completes, served locally); a new server registers with the lost
+// id and comes up with exactly the merge rule applied to the workers' copies;
+// training goes on from there without rolling any clock back.
+#include <signal.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "recovery/seed_merge.h"
+#include "tests/recovery/recovery_util.h"
+#include "tests/test_util.h"
+
+namespace relaxps {
+namespace test {
+namespace {
+
+constexpr uint64_t kSize = 64;
+constexpr float kLr = 0.5f;
+
+TableOptions DenseSgd() {
+  TableOptions t;
+  t.name = "w";
+  t.type = TableType::kDense;
+  t.size = kSize;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = kLr;
+  t.init.segments.push_back(InitSegment{0, kSize, InitKind::kConstant, 8.0f, 0.0f});
+  return t;
+}
+
+// Integer gradient of `worker` at local step `step`.
+FloatBuffer Gradient(int worker, int step) {
+  FloatBuffer g(kSize);
+  for (uint64_t i = 0; i < kSize; ++i) {
+    g[i] = static_cast<float>(static_cast<int>((i * 3 + step * 5 + worker * 7) % 9) - 4);
+  }
+  return g;
+}
+
+// What a worker holds after its local steps: copy, change, clock, base clock.
+struct Worker {
+  std::unique_ptr<Client> client;
+  std::vector<float> copy;
+  std::vector<float> change = std::vector<float>(kSize, 0.0f);
+  int64_t base_clock = 0;
+  int steps = 0;
+};
+
+void LocalSteps(Worker* w, int worker, int k) {
+  for (int step = 0; step < k; ++step) {
+    FloatBuffer g = Gradient(worker, step);
+    FloatBuffer out(kSize);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_OK(w->client->PushPull("w", 0, g, out).get());
+    // Never waits for the dead server longer than the local_after_ms bound
+    // (plus scheduling slack on a loaded machine).
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    for (uint64_t i = 0; i < kSize; ++i) {
+      const float before = w->copy[i];
+      w->copy[i] = before - kLr * g[i];
+      w->change[i] += w->copy[i] - before;
+    }
+    EXPECT_EQ(std::vector<float>(out.data(), out.data() + kSize), w->copy) << "step " << step;
+    ASSERT_OK(w->client->Clock());
+    ++w->steps;
+  }
+  EXPECT_EQ(w->client->stats().local_steps, static_cast<uint64_t>(k));
+}
+
+// Pulls until the client reads from the seeded server (its parameters reflect
+// at least `clock`, the seed's), for at most 30 s.
+void PullUntilSeeded(Client* c, int64_t clock) {
+  for (int i = 0; i < 300 && c->last_params_clock() < clock; ++i) {
+    FloatBuffer p(kSize);
+    ASSERT_OK(c->Pull("w", 0, p).get());
+    if (c->last_params_clock() < clock) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(c->last_params_clock(), clock);
+}
+
+TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto cluster,
+                       RecoveryCluster::Start(dir, 1, {"--recovery=stateless",
+                                                       "--heartbeat_timeout_ms=1000",
+                                                       "--reseed_timeout_ms=30000"}));
+  const std::vector<std::string> server_flags = {"--store=memory", "--heartbeat_ms=100"};
+  ASSERT_OK(cluster->StartServer(0, server_flags));
+  Worker a, b;
+  ASSERT_OK_AND_ASSIGN(a.client, cluster->Connect("worker"));
+  ASSERT_OK_AND_ASSIGN(b.client, cluster->Connect("worker"));
+  ASSERT_OK(a.client->CreateTable(DenseSgd()));
+  ASSERT_OK(b.client->CreateTable(DenseSgd()));
+
+  // A few ordinary steps through the server, then both pull the same state.
+  for (int round = 0; round < 2; ++round) {
+    for (Worker* w : {&a, &b}) {
+      ASSERT_OK(w->client->Push("w", 0, Gradient(w == &a ? 10 : 11, round)).get());
+      ASSERT_OK(w->client->Clock());
+    }
+  }
+  for (Worker* w : {&a, &b}) {
+    FloatBuffer p(kSize);
+    ASSERT_OK(w->client->Pull("w", 0, p).get());
+    w->copy.assign(p.data(), p.data() + kSize);
+    w->base_clock = w->client->last_params_clock();
+  }
+  ASSERT_EQ(a.copy, b.copy);
+
+  cluster->server(0)->Kill(SIGKILL);
+  ASSERT_OK(cluster->server(0)->Wait(Millis(10000)).status());
+  LocalSteps(&a, 0, 3);  // The freshest copy: it seeds the new server.
+  LocalSteps(&b, 1, 2);
+  const int64_t clock_a = a.client->clock();
+  ASSERT_GT(clock_a, b.client->clock());
+
+  // A new server for the lost id: refuses data until seeded, then holds the
+  // merged copies.
+  ASSERT_OK(cluster->StartServer(0, server_flags));
+  StatusOr<std::vector<float>> seeded = UnavailableError("not read");
+  for (int i = 0; i < 300 && !seeded.ok(); ++i) {
+    seeded = ReadDenseSlot(cluster->server_endpoint(0), "w", 0, kSize, 0);
+    if (!seeded.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_OK(seeded);
+
+  // The rule (freshest seed, staleness-weighted changes), applied to the
+  // copies computed here independently of the client.
+  std::vector<WorkerCopy> copies = {
+      WorkerCopy{a.client->worker_id(), clock_a, a.base_clock, 3, a.copy.data(), a.change.data()},
+      WorkerCopy{b.client->worker_id(), b.client->clock(), b.base_clock, 2, b.copy.data(),
+                 b.change.data()}};
+  ASSERT_OK_AND_ASSIGN(MergeResult expected,
+                       MergeCopies(copies, kSize, SeedRule::kFreshest, MergeRule::kStaleness));
+  EXPECT_EQ(expected.seed_worker, a.client->worker_id());
+  EXPECT_EQ(*seeded, expected.params);  // Exactly, float for float.
+  const float weight = static_cast<float>(1.0 / std::max<int64_t>(1, clock_a - b.base_clock));
+  for (uint64_t i = 0; i < kSize; ++i) {
+    EXPECT_FLOAT_EQ((*seeded)[i], a.copy[i] + weight * b.change[i]) << i;
+  }
+
+  // Both workers switch back to the server (B's first reply moves its clock
+  // up to the seed's: no rollback), and an update applies on the seed.
+  for (Worker* w : {&b, &a}) {
+    ASSERT_NO_FATAL_FAILURE(PullUntilSeeded(w->client.get(), clock_a));
+    EXPECT_GE(w->client->clock(), clock_a);
+  }
+  FloatBuffer g = Gradient(0, 99);
+  FloatBuffer out(kSize);
+  ASSERT_OK(a.client->PushPull("w", 0, g, out).get());
+  for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], (*seeded)[i] - kLr * g[i]) << i;
+  EXPECT_EQ(a.client->stats().local_steps, 3u);  // Served by the server again.
+  ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(dir + "/coordinator.log"));
+  EXPECT_NE(log.find("RESEED server=0 source=worker:" + std::to_string(a.client->worker_id())),
+            std::string::npos)
+      << log;
+  RemoveTree(dir);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace relaxps
