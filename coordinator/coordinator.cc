@@ -239,6 +239,7 @@ void CoordinatorImpl::HandleRegister(Request req) {
           (r.requested_id() < 0 || r.requested_id() == id)) {
         LOG(INFO) << "server " << id << " (pid " << r.pid() << ") repeated its registration";
         rr->set_id(id);
+        rr->set_awaits_seed(seeding_.count(id) > 0);  // Stateless: still waiting for its seed.
         *rr->mutable_shard_map() = map_;
         rpc_->Reply(req, std::move(reply)).IgnoreError();
         return;
