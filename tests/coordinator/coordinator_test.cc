@@ -51,6 +51,19 @@ wire::StatusReply GetStatus(RpcClient* rpc, int peer) {
   return reply.ok() ? reply->header.status_reply() : wire::StatusReply();
 }
 
+// Registers a "server" at an endpoint nobody listens on (so nothing sent to
+// it is ever answered) for process `pid`. A refusal comes back as the
+// call's status.
+Status RegisterSilentServer(RpcClient* rpc, int peer, int pid) {
+  Message reg;
+  reg.header.set_type(wire::REGISTER);
+  reg.header.mutable_register_request()->set_role("server");
+  reg.header.mutable_register_request()->set_requested_id(-1);
+  reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:9");
+  reg.header.mutable_register_request()->set_pid(pid);
+  return rpc->CallSync(peer, std::move(reg), 5000).status();
+}
+
 // Polls `done` (real time, bounded) and returns whether it became true.
 bool Eventually(const std::function<bool()>& done, int max_ms = 20000) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
@@ -72,14 +85,8 @@ TEST(CoordinatorClockTest, SilentServerIsDeclaredDeadAfterTheHeartbeatTimeoutOfC
   // A "server" that registers and then never heartbeats.
   RpcClient rpc;
   const int peer = rpc.Connect(coordinator.endpoint());
-  Message reg;
-  reg.header.set_type(wire::REGISTER);
-  reg.header.mutable_register_request()->set_role("server");
-  reg.header.mutable_register_request()->set_requested_id(-1);
-  reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:9");
-  reg.header.mutable_register_request()->set_pid(getpid());
-  StatusOr<Message> registered = rpc.CallSync(peer, std::move(reg), 5000);
-  ASSERT_TRUE(registered.ok()) << registered.status();
+  const Status registered = RegisterSilentServer(&rpc, peer, getpid());
+  ASSERT_TRUE(registered.ok()) << registered;
 
   // 2.9 s of clock time: still alive, however long the loop runs meanwhile.
   clock.AdvanceMs(2900);
@@ -176,13 +183,7 @@ TEST(CoordinatorClockTest, CheckpointInFlightFailsWhenItsServerIsDeclaredDead) {
   std::promise<StatusOr<Message>> answered;
   RpcClient rpc;
   const int peer = rpc.Connect(coordinator.endpoint());
-  Message reg;
-  reg.header.set_type(wire::REGISTER);
-  reg.header.mutable_register_request()->set_role("server");
-  reg.header.mutable_register_request()->set_requested_id(-1);
-  reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:9");
-  reg.header.mutable_register_request()->set_pid(getpid());
-  ASSERT_TRUE(rpc.CallSync(peer, std::move(reg), 5000).ok());
+  ASSERT_TRUE(RegisterSilentServer(&rpc, peer, getpid()).ok());
 
   Message trigger;
   trigger.header.set_type(wire::TRIGGER_CHECKPOINT);
@@ -220,16 +221,7 @@ TEST(CoordinatorTest, RepeatedServerRegistrationOfTheSameProcessGetsTheSameId) {
   RunningCoordinator coordinator(co);
   RpcClient rpc;
   const int peer = rpc.Connect(coordinator.endpoint());
-  auto register_server = [&](int pid) {
-    Message reg;
-    reg.header.set_type(wire::REGISTER);
-    reg.header.mutable_register_request()->set_role("server");
-    reg.header.mutable_register_request()->set_requested_id(-1);
-    reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:9");
-    reg.header.mutable_register_request()->set_pid(pid);
-    // A refusal comes back as the call's status.
-    return rpc.CallSync(peer, std::move(reg), 5000).status();
-  };
+  auto register_server = [&](int pid) { return RegisterSilentServer(&rpc, peer, pid); };
   ASSERT_TRUE(register_server(getpid()).ok());
   Status again = register_server(getpid());
   EXPECT_TRUE(again.ok()) << again;
