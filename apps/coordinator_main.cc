@@ -20,6 +20,12 @@ DEFINE_int32(replicas, 2, "--recovery=chain: servers per chain (2 .. --num_serve
 DEFINE_int32(probe_timeout_ms, 100,
              "--recovery=chain: a server whose connection closed and that does not answer a "
              "probe this long is declared dead");
+DEFINE_int32(takeover_probe_ms, 500,
+             "A server registering with the id of a live one is refused if the old one answers "
+             "a probe within this long");
+DEFINE_int32(max_workers, 0,
+             "Most live workers; more registrations are refused (0: 2 * --num_workers, at "
+             "least --num_workers + 4, or 4096 without --num_workers)");
 DEFINE_string(seed_rule, "freshest",
               "--recovery=stateless: seed a new server from the freshest worker copy "
               "(freshest) or a clock-weighted average of the copies (average)");
@@ -68,6 +74,8 @@ int main(int argc, char** argv) {
   options.recovery = *recovery;
   options.replicas = FLAGS_replicas;
   options.probe_timeout_ms = FLAGS_probe_timeout_ms;
+  options.takeover_probe_ms = FLAGS_takeover_probe_ms;
+  options.max_workers = FLAGS_max_workers;
   options.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   relaxps::StatusOr<relaxps::SeedRule> seed_rule = relaxps::ParseSeedRule(FLAGS_seed_rule);
   if (!seed_rule.ok()) return relaxps::Fail("relaxps-coordinator", seed_rule.status(), 2);

@@ -111,6 +111,7 @@ Status ClientImpl::Init() {
   r->set_role(options_.role);
   r->set_requested_id(options_.worker_id);
   r->set_pid(getpid());
+  r->set_protocol_version(kProtocolVersion);
   ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(reg), true));
   const wire::RegisterReply& rr = reply.header.register_reply();
   job_.worker_id = rr.id();

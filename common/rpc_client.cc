@@ -175,6 +175,8 @@ void RpcClient::IoLoop() {
         s.set(zmq::sockopt::rcvhwm, 100000);
         s.set(zmq::sockopt::reconnect_ivl, 100);
         s.set(zmq::sockopt::reconnect_ivl_max, 1000);
+        s.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
+        if (!options_.routing_id.empty()) s.set(zmq::sockopt::routing_id, options_.routing_id);
         if (options_.on_disconnect) {
           const std::string addr = "inproc://relaxps-monitor-" +
                                    std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +

@@ -50,6 +50,13 @@ struct RpcClientOptions {
   // Time source of deadlines and of the I/O loop's waits (nullptr: real
   // time). Tests pass a FakeClock to expire deadlines without sleeping.
   const Clock* clock = nullptr;
+  // ZeroMQ routing id of every DEALER socket (ZMQ_ROUTING_ID); empty:
+  // ZeroMQ's own. The coordinator sets a random one that only the servers
+  // learn, so they can tell its connection from anyone else's.
+  std::string routing_id;
+  // Largest reply accepted, in bytes (ZMQ_MAXMSGSIZE); a peer sending a
+  // bigger one is disconnected instead of exhausting memory. -1: unlimited.
+  int64_t max_message_bytes = int64_t{1} << 30;
 };
 
 // Kept for readability at call sites that only use the ZeroMQ client.

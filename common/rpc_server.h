@@ -40,7 +40,7 @@ struct RpcServerOptions {
   std::string bind = "tcp://127.0.0.1:*";
   // Largest accepted message in bytes (ZMQ_MAXMSGSIZE); bigger messages drop
   // the connection instead of exhausting memory. -1: unlimited.
-  int64_t max_message_bytes = int64_t{1} << 31;
+  int64_t max_message_bytes = int64_t{1} << 30;
   // Time source of the timers (AddTimer) and of the loop's waits (nullptr:
   // real time). With a FakeClock, timers fire when the test advances it.
   const Clock* clock = nullptr;

@@ -35,7 +35,9 @@ enum class StatusCode : int {
   kInternal = 9,          // A bug or an unexpected library exception.
   kWrongShard = 10,       // Routing: the keys or table are not served by this
                           // server (the sender's shard map is stale).
-  kMaxCode = kWrongShard,
+  kPermissionDenied = 11,  // The sender may not send this (wrong role, key or
+                           // connection; a forged control message).
+  kMaxCode = kPermissionDenied,
 };
 
 // Returns "InvalidArgument", "NotFound", ... for logs and wire messages.
@@ -87,6 +89,7 @@ inline Status DeadlineExceededError(std::string m) { return Status(StatusCode::k
 inline Status FailedPreconditionError(std::string m) { return Status(StatusCode::kFailedPrecondition, std::move(m)); }
 inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 inline Status WrongShardError(std::string m) { return Status(StatusCode::kWrongShard, std::move(m)); }
+inline Status PermissionDeniedError(std::string m) { return Status(StatusCode::kPermissionDenied, std::move(m)); }
 
 // Holds either a T or a non-OK Status.
 template <typename T>

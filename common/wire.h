@@ -22,6 +22,16 @@
 
 namespace relaxps {
 
+// Version of the wire protocol, sent in every REGISTER. Bump it at any change
+// that an older peer would misread; the coordinator refuses a mismatch.
+// 2: REGISTER carries the version (builds before it send 0).
+constexpr int kProtocolVersion = 2;
+
+// Largest step a shard-map version, job epoch or live-worker-set version may
+// take in one control message. A real coordinator moves them by one per
+// change; a jump by more is a forged or corrupted message and is refused.
+constexpr uint64_t kMaxVersionStep = uint64_t{1} << 20;
+
 // One raw payload frame.
 class Frame {
  public:

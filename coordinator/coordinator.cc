@@ -1,6 +1,7 @@
 #include "coordinator/coordinator.h"
 
 #include <map>
+#include <random>
 #include <vector>
 
 #include "common/rpc_client.h"
@@ -33,6 +34,8 @@ Status CoordinatorOptions::Validate() const {
                                 std::to_string(replicas));
   }
   if (probe_timeout_ms < 1) return InvalidArgumentError("probe_timeout_ms must be > 0");
+  if (takeover_probe_ms < 1) return InvalidArgumentError("--takeover_probe_ms must be > 0");
+  if (max_workers < 0) return InvalidArgumentError("--max_workers must be >= 0");
   return Status::OK();
 }
 
@@ -59,6 +62,12 @@ class CoordinatorImpl final : public Coordinator {
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
     co.clock = clock_;
+    // Servers accept control messages only from this routing id, which they
+    // learn from their registration reply.
+    std::random_device rd;
+    identity_ = "coordinator-";
+    for (int i = 0; i < 4; ++i) identity_ += std::to_string(rd());
+    co.routing_id = identity_;
     if (chained()) {
       co.on_disconnect = [this](int peer) { rpc_->Post([this, peer] { OnDisconnect(peer); }); };
     }
@@ -93,7 +102,13 @@ class CoordinatorImpl final : public Coordinator {
 
  private:
   void Handle(Request req);
-  void HandleRegister(Request req);
+  // `old_confirmed_dead`: a server registering with the id of a live one
+  // whose instance did not answer a probe (see takeover_probe_ms).
+  void HandleRegister(Request req, bool old_confirmed_dead = false);
+  // Probes the live server `id` before `req` may take its id: refused if it
+  // answers, registered if not.
+  void ProbeBeforeTakeover(Request req, int id);
+  int MaxWorkers() const;
   void HandleHeartbeat(const Request& req);
   void HandleCreateTable(Request req);
   void HandleStatus(const Request& req);
@@ -133,6 +148,7 @@ class CoordinatorImpl final : public Coordinator {
   std::unique_ptr<RecoveryPolicy> recovery_;
   wire::JobConfig job_;
   int64_t start_ms_ = 0;
+  std::string identity_;  // Routing id of servers_rpc_ (see RegisterReply).
 
   // Loop thread only.
   Membership members_;
@@ -209,9 +225,60 @@ void CoordinatorImpl::RebuildServerList() {
   map_.set_version(map_.version() + 1);
 }
 
-void CoordinatorImpl::HandleRegister(Request req) {
+int CoordinatorImpl::MaxWorkers() const {
+  if (options_.max_workers > 0) return options_.max_workers;
+  // Room for replacements registering before the old worker expires.
+  return options_.num_workers > 0 ? std::max(2 * options_.num_workers, options_.num_workers + 4)
+                                  : 4096;
+}
+
+void CoordinatorImpl::ProbeBeforeTakeover(Request req, int id) {
+  const MemberInfo& m = members_.servers().at(id);
+  const std::string who = "server " + std::to_string(id) + " (" + m.endpoint + ", pid " +
+                          std::to_string(m.pid) + ")";
+  Message ping;
+  ping.header.set_type(wire::PING);
+  auto shared = std::make_shared<Request>(std::move(req));
+  servers_rpc_->Call(server_peer_[id], std::move(ping), options_.takeover_probe_ms,
+                     [this, shared, who](const Status& s, Message) {
+                       rpc_->Post([this, shared, who, s] {
+                         const wire::RegisterRequest& r = shared->msg.header.register_request();
+                         if (s.ok()) {
+                           LOG_EVERY_T(WARNING, 1)
+                               << "refused a REGISTER for the id of live " << who << " from "
+                               << r.endpoint() << " (pid " << r.pid() << ")";
+                           rpc_->ReplyStatus(*shared, PermissionDeniedError(
+                                                          who + " is alive and answered a probe; "
+                                                          "another process may not take its id"))
+                               .IgnoreError();
+                           return;
+                         }
+                         LOG(WARNING) << who << " did not answer a probe within "
+                                      << options_.takeover_probe_ms << " ms (" << s
+                                      << "): pid " << r.pid() << " at " << r.endpoint()
+                                      << " takes its id";
+                         HandleRegister(std::move(*shared), /*old_confirmed_dead=*/true);
+                       });
+                     });
+}
+
+void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
   const wire::RegisterRequest& r = req.msg.header.register_request();
   const int64_t now = clock_->NowMs();
+  if (r.protocol_version() != kProtocolVersion) {
+    LOG_EVERY_T(WARNING, 1) << "refused a " << r.role() << " REGISTER with protocol version "
+                            << r.protocol_version();
+    rpc_->ReplyStatus(req, FailedPreconditionError(
+                               "protocol version mismatch: this coordinator speaks relaxps "
+                               "protocol " + std::to_string(kProtocolVersion) + ", the " +
+                               (r.role().empty() ? std::string("peer") : r.role()) +
+                               " sent version " + std::to_string(r.protocol_version()) +
+                               (r.protocol_version() == 0 ? " (a build from before protocol "
+                                                            "versions)" : "") +
+                               "; run binaries of the same release"))
+        .IgnoreError();
+    return;
+  }
   Message reply = MakeReply(req.msg.header, Status::OK());
   wire::RegisterReply* rr = reply.header.mutable_register_reply();
   *rr->mutable_job() = job_;
@@ -239,6 +306,7 @@ void CoordinatorImpl::HandleRegister(Request req) {
           (r.requested_id() < 0 || r.requested_id() == id)) {
         LOG(INFO) << "server " << id << " (pid " << r.pid() << ") repeated its registration";
         rr->set_id(id);
+        rr->set_coordinator_identity(identity_);
         rr->set_awaits_seed(seeding_.count(id) > 0);  // Stateless: still waiting for its seed.
         *rr->mutable_shard_map() = map_;
         rpc_->Reply(req, std::move(reply)).IgnoreError();
@@ -253,6 +321,13 @@ void CoordinatorImpl::HandleRegister(Request req) {
       return;
     }
     auto old = members_.servers().find(r.requested_id());
+    if (old != members_.servers().end() && old->second.alive && !old_confirmed_dead) {
+      // Another process wants the id of a live server (a forged REGISTER, or
+      // a restart before the old one was declared dead): only if the old
+      // instance does not answer.
+      ProbeBeforeTakeover(std::move(req), old->first);
+      return;
+    }
     if (old != members_.servers().end()) {
       LOG(INFO) << "server " << r.requested_id() << " registers again (was "
                 << (old->second.alive ? "alive" : "dead") << ", pid " << old->second.pid
@@ -293,12 +368,28 @@ void CoordinatorImpl::HandleRegister(Request req) {
     LOG(INFO) << "server " << id << " registered at " << r.endpoint() << " (pid " << r.pid()
               << "); " << members_.live_servers() << "/" << options_.num_servers << " live";
     rr->set_id(id);
+    rr->set_coordinator_identity(identity_);
     *rr->mutable_shard_map() = map_;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
     if (joined > 0) PushMap("server " + std::to_string(id) + " rejoined");
     return;
   }
   if (r.role() == "worker") {
+    std::vector<int> live_ids;
+    std::vector<int64_t> live_clocks;
+    members_.LiveWorkers(&live_ids, &live_clocks);
+    const bool replaces = std::find(live_ids.begin(), live_ids.end(), r.requested_id()) !=
+                          live_ids.end();
+    if (!replaces && static_cast<int>(live_ids.size()) >= MaxWorkers()) {
+      LOG_EVERY_T(WARNING, 1) << "refused a worker REGISTER (pid " << r.pid() << "): "
+                              << live_ids.size() << " live workers";
+      rpc_->ReplyStatus(req, FailedPreconditionError(
+                                 "job already has " + std::to_string(live_ids.size()) +
+                                 " live workers, the most it admits (--max_workers=" +
+                                 std::to_string(MaxWorkers()) + ")"))
+          .IgnoreError();
+      return;
+    }
     const int64_t start_clock = members_.MinWorkerClock();
     const int id = members_.AddWorker(r.requested_id(), start_clock, r.pid(), now);
     LOG(INFO) << "worker " << id << " registered (pid " << r.pid() << ") at clock "

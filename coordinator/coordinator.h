@@ -62,6 +62,17 @@ struct CoordinatorOptions {
   // --recovery=chain: a server whose connection closed is probed; no answer
   // within this long confirms the crash. Shorter fails over sooner.
   int probe_timeout_ms = 100;
+  // A server registering with the id of a live server (a restart before the
+  // old one was declared dead, or a forged REGISTER) is accepted only if the
+  // old instance does not answer a probe within this long; otherwise it is
+  // refused with PermissionDenied. Longer is safer on a loaded machine;
+  // shorter lets a restarted server in sooner.
+  int takeover_probe_ms = 500;
+  // Most live workers at once; registrations beyond are refused
+  // (FailedPrecondition). 0: 2 * num_workers (at least num_workers + 4) when
+  // num_workers is set, else 4096. Bounds what a flood of fake
+  // registrations can add to a BSP barrier.
+  int max_workers = 0;
   // A member silent for longer is declared dead. Shorter detects failures
   // sooner; too short declares slow-but-alive processes dead.
   int heartbeat_timeout_ms = 3000;

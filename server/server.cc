@@ -54,6 +54,7 @@ Status ServerImpl::Init() {
   r->set_requested_id(options_.server_id);
   r->set_endpoint(rpc_->endpoint());
   r->set_pid(getpid());
+  r->set_protocol_version(kProtocolVersion);
   const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
   StatusOr<Message> reply = UnavailableError("not sent");
   while (true) {
@@ -72,6 +73,7 @@ Status ServerImpl::Init() {
   const wire::RegisterReply& rr = reply->header.register_reply();
   id_ = rr.id();
   job_ = rr.job();
+  coordinator_identity_ = rr.coordinator_identity();
   replicas_ = job_.recovery() == "chain" ? std::max(1, job_.replicas()) : 1;
   if (chained()) {
     RpcClientOptions po;
@@ -141,13 +143,25 @@ void ServerImpl::Heartbeat() {
       Status s = InstallMap(body->shard_map());
       if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
     }
-    if (body->has_live_workers()) SetLiveWorkers(body->live_workers());
+    if (body->has_live_workers()) {
+      Status s = SetLiveWorkers(body->live_workers());
+      if (!s.ok()) LOG(ERROR) << "live worker set from the coordinator: " << s;
+    }
   });
 }
 
 Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   ASSIGN_OR_RETURN(ShardMap checked, ShardMap::FromProto(map));
   (void)checked;
+  if (map_version_ > 0 && map.version() < map_version_) return Status::OK();  // Reordered.
+  if (map_version_ > 0 && map.version() - map_version_ > kMaxVersionStep) {
+    return InvalidArgumentError("shard map version " + std::to_string(map.version()) +
+                                " jumps too far ahead of " + std::to_string(map_version_));
+  }
+  if (epoch_ > 0 && map.epoch() > epoch_ && map.epoch() - epoch_ > kMaxVersionStep) {
+    return InvalidArgumentError("job epoch " + std::to_string(map.epoch()) +
+                                " jumps too far ahead of " + std::to_string(epoch_));
+  }
   for (const wire::TableShards& ts : map.tables()) {
     const TableOptions t = TableFromProto(ts.table());
     if (sparse_.count(t.name)) continue;
@@ -218,8 +232,17 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   return Status::OK();
 }
 
-void ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
-  if (live.version() < live_workers_.version()) return;  // Stale (reordered) update.
+Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
+  if (live.version() < live_workers_.version()) return Status::OK();  // Stale (reordered).
+  if (live_workers_.version() > 0 && live.version() - live_workers_.version() > kMaxVersionStep) {
+    return InvalidArgumentError("live worker set version " + std::to_string(live.version()) +
+                                " jumps too far ahead of " +
+                                std::to_string(live_workers_.version()));
+  }
+  if (live.ids_size() != live.clocks_size()) {
+    return InvalidArgumentError("live worker set with " + std::to_string(live.ids_size()) +
+                                " ids and " + std::to_string(live.clocks_size()) + " clocks");
+  }
   live_workers_ = live;
   std::vector<int> ids(live.ids().begin(), live.ids().end());
   std::vector<int64_t> clocks(live.clocks().begin(), live.clocks().end());
@@ -227,6 +250,13 @@ void ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
     range.shard->SetLiveWorkers(ids, clocks);
     if (range.chain != nullptr) MaybeForwardCompletion(&range);
   }
+  return Status::OK();
+}
+
+Status ServerImpl::CheckFromCoordinator(const Request& req) const {
+  if (!coordinator_identity_.empty() && req.identity == coordinator_identity_) return Status::OK();
+  return PermissionDeniedError(wire::MsgType_Name(req.msg.header.type()) +
+                               " is accepted only from the coordinator's connection");
 }
 
 RangeState* ServerImpl::FindRange(const std::string& table, uint64_t key) {
@@ -354,11 +384,27 @@ void ServerImpl::Handle(Request req) {
       }
       return;
     case wire::SEED:
+    case wire::INSTALL_MAP:
+    case wire::WORKER_SET:
+    case wire::CHECKPOINT:
+      if (Status s = CheckFromCoordinator(req); !s.ok()) {
+        Reject(req, s);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  switch (h.type()) {
+    case wire::SEED:
       HandleSeed(req);
       return;
-    case wire::INSTALL_MAP: {
-      Status s = h.has_shard_map() ? InstallMap(h.shard_map())
-                                   : InvalidArgumentError("INSTALL_MAP without a shard map");
+    case wire::INSTALL_MAP:
+    case wire::WORKER_SET: {
+      Status s = h.type() == wire::WORKER_SET
+                     ? SetLiveWorkers(h.live_workers())
+                 : h.has_shard_map() ? InstallMap(h.shard_map())
+                                     : InvalidArgumentError("INSTALL_MAP without a shard map");
       if (!s.ok()) {
         Reject(req, s);
       } else {
@@ -366,10 +412,6 @@ void ServerImpl::Handle(Request req) {
       }
       return;
     }
-    case wire::WORKER_SET:
-      SetLiveWorkers(h.live_workers());
-      ReplyWith(req, MakeReply(h, Status::OK()));
-      return;
     case wire::PING:
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;

@@ -53,7 +53,9 @@ class ServerImpl final : public Server {
   // ---- Loop thread ----
   void Handle(Request req);
   Status InstallMap(const wire::ShardMap& map);
-  void SetLiveWorkers(const wire::LiveWorkers& live);
+  // Installs a newer live worker set (an older one is ignored); refuses a
+  // malformed one or a version jump beyond kMaxVersionStep.
+  Status SetLiveWorkers(const wire::LiveWorkers& live);
   void HandleDense(Request req);
   void HandleSparse(Request req);
   void HandleStats(const Request& req);
@@ -62,6 +64,8 @@ class ServerImpl final : public Server {
   // server's dense ranges and starts serving.
   void HandleSeed(const Request& req);
   void HandleClock(const Request& req);
+  // OK if `req` came over the coordinator's connection.
+  Status CheckFromCoordinator(const Request& req) const;
   // Replies with an error and counts the rejection.
   void Reject(const Request& req, const Status& status);
   // False (after rejecting) unless the request has exactly `expected`
@@ -125,6 +129,10 @@ class ServerImpl final : public Server {
   int coordinator_peer_ = -1;
   int id_ = -1;
   wire::JobConfig job_;
+  // Routing id of the coordinator's connection (RegisterReply): control
+  // messages (INSTALL_MAP, WORKER_SET, CHECKPOINT, SEED) from anyone else are
+  // refused with PermissionDenied.
+  std::string coordinator_identity_;
   std::unique_ptr<ConsistencyPolicy> policy_;
   std::unique_ptr<kernels::Device> device_;         // CPU: host-memory work.
   std::unique_ptr<kernels::Device> update_device_;  // Optional GPU for updates.

@@ -61,6 +61,7 @@ Status RegisterSilentServer(RpcClient* rpc, int peer, int pid) {
   reg.header.mutable_register_request()->set_requested_id(-1);
   reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:9");
   reg.header.mutable_register_request()->set_pid(pid);
+  reg.header.mutable_register_request()->set_protocol_version(kProtocolVersion);
   return rpc->CallSync(peer, std::move(reg), 5000).status();
 }
 
