@@ -26,6 +26,10 @@ DEFINE_int32(takeover_probe_ms, 500,
 DEFINE_int32(max_workers, 0,
              "Most live workers; more registrations are refused (0: 2 * --num_workers, at "
              "least --num_workers + 4, or 4096 without --num_workers)");
+DEFINE_int64(max_table_mb, 4096,
+             "Largest dense table admitted, in MiB of parameters (0: unlimited)");
+DEFINE_int64(max_message_mb, 1024,
+             "Largest message accepted, in MiB; a peer sending a bigger one is disconnected");
 DEFINE_string(seed_rule, "freshest",
               "--recovery=stateless: seed a new server from the freshest worker copy "
               "(freshest) or a clock-weighted average of the copies (average)");
@@ -76,6 +80,14 @@ int main(int argc, char** argv) {
   options.probe_timeout_ms = FLAGS_probe_timeout_ms;
   options.takeover_probe_ms = FLAGS_takeover_probe_ms;
   options.max_workers = FLAGS_max_workers;
+  if (FLAGS_max_table_mb < 0 || FLAGS_max_message_mb < 1) {
+    return relaxps::Fail("relaxps-coordinator",
+                         relaxps::InvalidArgumentError(
+                             "--max_table_mb must be >= 0 and --max_message_mb >= 1"),
+                         2);
+  }
+  options.max_table_bytes = static_cast<uint64_t>(FLAGS_max_table_mb) << 20;
+  options.max_message_bytes = FLAGS_max_message_mb << 20;
   options.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   relaxps::StatusOr<relaxps::SeedRule> seed_rule = relaxps::ParseSeedRule(FLAGS_seed_rule);
   if (!seed_rule.ok()) return relaxps::Fail("relaxps-coordinator", seed_rule.status(), 2);

@@ -30,6 +30,16 @@ DEFINE_string(restore_from, "",
               "one under --checkpoint_dir) or a checkpoint directory");
 DEFINE_string(device, "cpu", "Device for optimizer updates: cpu or cuda");
 DEFINE_int32(heartbeat_ms, 200, "Heartbeat period to the coordinator");
+DEFINE_int64(max_server_mb, 16384,
+             "Most MiB of dense shards (parameters and optimizer state) this server holds; a "
+             "table past it is refused (0: unlimited)");
+DEFINE_int32(max_clocks_ahead, 4,
+             "BSP/SSP: a push or clock more than staleness + this many clocks ahead of the "
+             "shard is refused");
+DEFINE_int32(max_queued_replies, 128,
+             "Most replies queued for a peer that does not read them; more are dropped");
+DEFINE_int64(max_message_mb, 1024,
+             "Largest message accepted, in MiB; a peer sending a bigger one is disconnected");
 
 namespace {
 relaxps::Server* g_server = nullptr;
@@ -76,6 +86,17 @@ int main(int argc, char** argv) {
   options.keep_checkpoints = FLAGS_keep_checkpoints;
   options.restore_from = FLAGS_restore_from;
   options.heartbeat_ms = FLAGS_heartbeat_ms;
+  if (FLAGS_max_server_mb < 0 || FLAGS_max_clocks_ahead < 0 || FLAGS_max_queued_replies < 1 ||
+      FLAGS_max_message_mb < 1) {
+    return relaxps::Fail(kName, relaxps::InvalidArgumentError(
+                                    "--max_server_mb and --max_clocks_ahead must be >= 0, "
+                                    "--max_queued_replies and --max_message_mb >= 1"),
+                         2);
+  }
+  options.max_bytes = static_cast<uint64_t>(FLAGS_max_server_mb) << 20;
+  options.max_clocks_ahead = FLAGS_max_clocks_ahead;
+  options.max_queued_replies = FLAGS_max_queued_replies;
+  options.max_message_bytes = FLAGS_max_message_mb << 20;
   auto device = relaxps::kernels::ParseDeviceType(FLAGS_device);
   if (!device.ok()) return relaxps::Fail(kName, device.status(), 2);
   options.device.type = *device;

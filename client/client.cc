@@ -98,6 +98,7 @@ Status ClientImpl::Init() {
   RpcClientOptions ro;
   ro.default_timeout_ms = options_.request_timeout_ms;
   ro.clock = clock_source_;
+  ro.max_message_bytes = options_.max_message_bytes;
   rpc_ = std::make_unique<RpcClient>(ro);
   if (options_.faults.any()) {
     rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), options_.faults);

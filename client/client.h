@@ -75,6 +75,9 @@ struct ClientOptions {
   // coordinator are dropped / delayed / duplicated with a seeded generator.
   // Off by default.
   FaultOptions faults;
+  // Largest reply accepted, in bytes (ZMQ_MAXMSGSIZE); a peer sending a
+  // bigger one is disconnected. Must exceed the largest pull.
+  int64_t max_message_bytes = int64_t{1} << 30;
   // Time source of heartbeats, request deadlines and the resend give-up
   // time (nullptr: real time). Tests pass a FakeClock. Must outlive the
   // client.

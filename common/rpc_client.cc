@@ -116,7 +116,7 @@ void RpcClient::OnReply(std::vector<zmq::message_t>& parts) {
   bytes_received_.fetch_add(bytes);
   StatusOr<Message> msg = ParseMessage(parts, 0);
   if (!msg.ok()) {
-    LOG(WARNING) << "ignoring malformed reply: " << msg.status();
+    LOG_EVERY_T(WARNING, 1) << "ignoring malformed reply: " << msg.status();
     return;
   }
   auto it = pending_.find(msg->header.request_id());

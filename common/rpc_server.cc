@@ -11,12 +11,13 @@ namespace relaxps {
 StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const RpcServerOptions& options) {
   std::unique_ptr<RpcServer> s(new RpcServer());
   s->clock_ = ClockOrReal(options.clock);
+  s->log_limiter_ = LogLimiter(s->clock_);
   try {
     s->socket_ = zmq::socket_t(s->context_, zmq::socket_type::router);
     s->socket_.set(zmq::sockopt::router_mandatory, 1);
     s->socket_.set(zmq::sockopt::linger, 0);
-    s->socket_.set(zmq::sockopt::sndhwm, 100000);
-    s->socket_.set(zmq::sockopt::rcvhwm, 100000);
+    s->socket_.set(zmq::sockopt::sndhwm, options.max_queued_messages);
+    s->socket_.set(zmq::sockopt::rcvhwm, options.max_queued_messages);
     s->socket_.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
     s->socket_.bind(options.bind);
     s->endpoint_ = s->socket_.get(zmq::sockopt::last_endpoint);
@@ -107,14 +108,22 @@ void RpcServer::Run(Handler handler) {
         if (!r) break;
         if (parts.size() < 2) {
           ++malformed_;
-          LOG(WARNING) << "dropping message with " << parts.size() << " frame(s): no header";
+          uint64_t more = 0;
+          if (log_limiter_.Allow("no header", &more)) {
+            LOG(WARNING) << "dropping message with " << parts.size() << " frame(s): no header ("
+                         << more << " more since the last such line)";
+          }
           continue;
         }
         std::string identity = parts[0].to_string();
         StatusOr<Message> msg = ParseMessage(parts, 1);
         if (!msg.ok()) {
           ++malformed_;
-          LOG(WARNING) << "malformed request: " << msg.status();
+          uint64_t more = 0;
+          if (log_limiter_.Allow("malformed", &more)) {
+            LOG(WARNING) << "malformed request: " << msg.status() << " (" << more
+                         << " more since the last such line)";
+          }
           Message reply;
           reply.header.set_is_reply(true);
           StatusToProto(msg.status(), reply.header.mutable_status());

@@ -29,6 +29,7 @@
 #include <zmq_addon.hpp>
 
 #include "common/clock.h"
+#include "common/log_limiter.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 #include "common/wire.h"
@@ -41,6 +42,10 @@ struct RpcServerOptions {
   // Largest accepted message in bytes (ZMQ_MAXMSGSIZE); bigger messages drop
   // the connection instead of exhausting memory. -1: unlimited.
   int64_t max_message_bytes = int64_t{1} << 30;
+  // Most messages queued for one peer (ZMQ_SNDHWM): once a peer stops
+  // reading, Send() to it fails with Unavailable instead of queueing without
+  // bound. Incoming requests are bounded alike (ZMQ_RCVHWM: back-pressure).
+  int max_queued_messages = 1000;
   // Time source of the timers (AddTimer) and of the loop's waits (nullptr:
   // real time). With a FakeClock, timers fire when the test advances it.
   const Clock* clock = nullptr;
@@ -87,6 +92,10 @@ class RpcServer {
   // Counters (loop thread).
   uint64_t malformed_count() const { return malformed_; }
 
+  // Loop thread: a log limiter for handlers' rejection lines (one a second
+  // per reason), on this server's clock.
+  LogLimiter* log_limiter() { return &log_limiter_; }
+
  private:
   RpcServer() = default;
   void RunPosted();
@@ -109,6 +118,7 @@ class RpcServer {
   // Loop thread only.
   std::vector<Timer> timers_;
   uint64_t malformed_ = 0;
+  LogLimiter log_limiter_;  // Malformed-input lines: one a second per reason.
 
   std::atomic<bool> stop_{false};
   Mutex mu_;

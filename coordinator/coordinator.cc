@@ -58,6 +58,7 @@ class CoordinatorImpl final : public Coordinator {
     RpcServerOptions ro;
     ro.bind = options_.bind;
     ro.clock = clock_;
+    ro.max_message_bytes = options_.max_message_bytes;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
@@ -68,6 +69,7 @@ class CoordinatorImpl final : public Coordinator {
     identity_ = "coordinator-";
     for (int i = 0; i < 4; ++i) identity_ += std::to_string(rd());
     co.routing_id = identity_;
+    co.max_message_bytes = options_.max_message_bytes;
     if (chained()) {
       co.on_disconnect = [this](int peer) { rpc_->Post([this, peer] { OnDisconnect(peer); }); };
     }
@@ -127,6 +129,9 @@ class CoordinatorImpl final : public Coordinator {
   void FillLiveWorkers(wire::LiveWorkers* lw) const;
   void RebuildServerList();
   void FailJob(const std::string& reason);
+  // Removes table `name` from the map (its creation failed with `why`) and
+  // sends the map without it to the servers.
+  void DropTable(const std::string& name, const Status& why);
   // Stateless recovery: a SEED_COPY from a worker; finishing rounds whose
   // copies are in (or timed out) by sending SEED to their server.
   void HandleSeedCopy(Request req);
@@ -201,7 +206,7 @@ void CoordinatorImpl::Handle(Request req) {
       return;
     }
     default:
-      LOG(WARNING) << "coordinator: unknown message type " << h.type();
+      LOG_EVERY_T(WARNING, 1) << "coordinator: unknown message type " << h.type();
       rpc_->ReplyStatus(req, InvalidArgumentError("unknown message type " +
                                                   std::to_string(h.type())))
           .IgnoreError();
@@ -446,6 +451,12 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
 void CoordinatorImpl::HandleCreateTable(Request req) {
   const TableOptions t = TableFromProto(req.msg.header.create_table());
   Status valid = t.Validate();
+  if (valid.ok() && t.type == TableType::kDense && options_.max_table_bytes > 0 &&
+      t.size > options_.max_table_bytes / sizeof(float)) {
+    valid = InvalidArgumentError("table '" + t.name + "' of " + std::to_string(t.size) +
+                                 " floats is larger than the job admits (--max_table_mb=" +
+                                 std::to_string(options_.max_table_bytes >> 20) + ")");
+  }
   if (!valid.ok()) {
     rpc_->ReplyStatus(req, valid).IgnoreError();
     return;
@@ -487,10 +498,10 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
         .IgnoreError();
     return;
   }
-  if (map_.tables_size() == 0 || std::none_of(map_.tables().begin(), map_.tables().end(),
-                                              [&](const wire::TableShards& ts) {
-                                                return ts.table().name() == t.name;
-                                              })) {
+  const bool created =
+      std::none_of(map_.tables().begin(), map_.tables().end(),
+                   [&](const wire::TableShards& ts) { return ts.table().name() == t.name; });
+  if (created) {
     wire::TableShards* ts = map_.add_tables();
     TableToProto(t, ts->mutable_table());
     if (t.type == TableType::kDense) {
@@ -509,8 +520,12 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
   install.header.set_type(wire::INSTALL_MAP);
   *install.header.mutable_shard_map() = map_;
   auto shared = std::make_shared<Request>(std::move(req));
-  Broadcast(install, [this, shared](const Status& s) {
+  Broadcast(install, [this, shared, created, name = t.name](const Status& s) {
     if (!s.ok()) {
+      // A table a server could not create (over its quota, out of memory)
+      // leaves no trace: servers would otherwise retry it at every
+      // heartbeat and every later CREATE_TABLE would fail too.
+      if (created) DropTable(name, s);
       rpc_->ReplyStatus(*shared, s.WithPrefix("installing shard map")).IgnoreError();
       return;
     }
@@ -571,6 +586,19 @@ void CoordinatorImpl::FillLiveWorkers(wire::LiveWorkers* lw) const {
   for (size_t i = 0; i < ids.size(); ++i) {
     lw->add_ids(ids[i]);
     lw->add_clocks(clocks[i]);
+  }
+}
+
+void CoordinatorImpl::DropTable(const std::string& name, const Status& why) {
+  auto* tables = map_.mutable_tables();
+  for (int i = 0; i < tables->size(); ++i) {
+    if (tables->Get(i).table().name() != name) continue;
+    tables->DeleteSubrange(i, 1);
+    map_.set_version(map_.version() + 1);
+    LOG(WARNING) << "table '" << name << "' dropped from the map (version " << map_.version()
+                 << "): " << why;
+    PushMap("table '" + name + "' dropped");
+    return;
   }
 }
 

@@ -73,6 +73,12 @@ struct CoordinatorOptions {
   // num_workers is set, else 4096. Bounds what a flood of fake
   // registrations can add to a BSP barrier.
   int max_workers = 0;
+  // Largest dense table admitted, in bytes of parameters; a bigger
+  // CREATE_TABLE is refused before anything is allocated. 0: unlimited
+  // (servers still enforce their own --max_server_mb).
+  uint64_t max_table_bytes = uint64_t{4} << 30;
+  // Largest message accepted on any socket (ZMQ_MAXMSGSIZE), in bytes.
+  int64_t max_message_bytes = int64_t{1} << 30;
   // A member silent for longer is declared dead. Shorter detects failures
   // sooner; too short declares slow-but-alive processes dead.
   int heartbeat_timeout_ms = 3000;

@@ -21,9 +21,14 @@ namespace server_internal {
 
 Status ServerImpl::Init() {
   if (options_.coordinator.empty()) return InvalidArgumentError("--coordinator is required");
+  if (options_.max_clocks_ahead < 0 || options_.max_queued_replies < 1) {
+    return InvalidArgumentError("--max_clocks_ahead must be >= 0 and --max_queued_replies >= 1");
+  }
   RpcServerOptions ro;
   ro.clock = clock_;
   ro.bind = options_.bind;
+  ro.max_message_bytes = options_.max_message_bytes;
+  ro.max_queued_messages = options_.max_queued_replies;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
   // Shards live in host memory: host-side work (decoding, NaN checks, BSP
   // sums) runs on the CPU device; optimizer updates run on options_.device
@@ -45,6 +50,7 @@ Status ServerImpl::Init() {
 
   RpcClientOptions rpc_options;
   rpc_options.clock = clock_;
+  rpc_options.max_message_bytes = options_.max_message_bytes;
   coordinator_ = std::make_unique<RpcClient>(rpc_options);
   coordinator_peer_ = coordinator_->Connect(options_.coordinator);
   Message req;
@@ -79,6 +85,7 @@ Status ServerImpl::Init() {
     RpcClientOptions po;
     po.default_timeout_ms = 5000;
     po.clock = clock_;
+    po.max_message_bytes = options_.max_message_bytes;
     peers_ = std::make_unique<RpcClient>(po);
   }
   ConsistencyOptions co;
@@ -162,6 +169,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
     return InvalidArgumentError("job epoch " + std::to_string(map.epoch()) +
                                 " jumps too far ahead of " + std::to_string(epoch_));
   }
+  RETURN_IF_ERROR(CheckByteQuota(map));
   for (const wire::TableShards& ts : map.tables()) {
     const TableOptions t = TableFromProto(ts.table());
     if (sparse_.count(t.name)) continue;
@@ -187,6 +195,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
         spec.num_slots = slots;
         spec.init = t.init;
         ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
+        held_bytes_ += DenseBytes(spec.end - spec.begin, slots);
         ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> range_optimizer, make_optimizer());
         RangeState range;
         range.shard = std::make_unique<DenseShardState>(shard, std::move(range_optimizer),
@@ -253,6 +262,48 @@ Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
   return Status::OK();
 }
 
+uint64_t ServerImpl::DenseBytes(uint64_t keys, int slots) {
+  return keys * sizeof(float) * static_cast<uint64_t>(slots);
+}
+
+Status ServerImpl::CheckByteQuota(const wire::ShardMap& map) const {
+  if (options_.max_bytes == 0) return Status::OK();
+  uint64_t added = 0;
+  for (const wire::TableShards& ts : map.tables()) {
+    const TableOptions t = TableFromProto(ts.table());
+    if (t.type != TableType::kDense) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer,
+                     kernels::NewOptimizer(t.optimizer));
+    const int slots = 1 + optimizer->num_state_slots();
+    for (const wire::DenseRange& r : ts.ranges()) {
+      const bool mine = chained() ? std::find(r.chain().begin(), r.chain().end(), id_) !=
+                                        r.chain().end()
+                                  : r.server() == id_;
+      if (!mine || dense_.count({t.name, r.begin()}) || r.end() < r.begin()) continue;
+      added += DenseBytes(r.end() - r.begin(), slots);
+    }
+  }
+  if (held_bytes_ + added <= options_.max_bytes) return Status::OK();
+  return FailedPreconditionError(
+      "server " + std::to_string(id_) + " would hold " +
+      std::to_string((held_bytes_ + added) >> 20) + " MiB of dense shards (" +
+      std::to_string(added >> 20) + " MiB new), over its quota of " +
+      std::to_string(options_.max_bytes >> 20) + " MiB (--max_server_mb)");
+}
+
+Status ServerImpl::CheckClockAhead(const DenseShardState& shard, int64_t clock) const {
+  if (!policy_->AggregatesPushes() && policy_->staleness_bound() < 0) return Status::OK();
+  const int64_t window = std::max(0, policy_->staleness_bound()) + options_.max_clocks_ahead;
+  // What the shard has seen of its workers: a legitimate worker is never
+  // further ahead than the staleness bound (plus pushes without pulls).
+  const int64_t base = std::max(shard.visible_clock(), shard.min_worker_clock());
+  if (clock <= base + window) return Status::OK();
+  return FailedPreconditionError("clock " + std::to_string(clock) + " is more than " +
+                                 std::to_string(window) + " clocks ahead of shard '" +
+                                 shard.spec().table + "' (at clock " + std::to_string(base) +
+                                 "; staleness + --max_clocks_ahead)");
+}
+
 Status ServerImpl::CheckFromCoordinator(const Request& req) const {
   if (!coordinator_identity_.empty() && req.identity == coordinator_identity_) return Status::OK();
   return PermissionDeniedError(wire::MsgType_Name(req.msg.header.type()) +
@@ -296,8 +347,17 @@ void ServerImpl::MaybeFlush() {
 
 void ServerImpl::Reject(const Request& req, const Status& status) {
   stats_.set_rejected(stats_.rejected() + 1);
-  LOG_EVERY_N(WARNING, 1) << "rejected " << wire::MsgType_Name(req.msg.header.type())
-                          << " from worker " << req.msg.header.sender() << ": " << status;
+  if (status.code() == StatusCode::kPermissionDenied ||
+      status.code() == StatusCode::kFailedPrecondition) {
+    stats_.set_quota_rejected(stats_.quota_rejected() + 1);
+  }
+  uint64_t more = 0;
+  const std::string type = wire::MsgType_Name(req.msg.header.type());
+  if (rpc_->log_limiter()->Allow(type + "/" + StatusCodeName(status.code()), &more)) {
+    LOG(WARNING) << "rejected " << (type.empty() ? "a message" : type) << " from worker "
+                 << req.msg.header.sender() << ": " << status << " (" << more
+                 << " more like it since the last such line)";
+  }
   Message reply = MakeReply(req.msg.header, status);
   const uint64_t sender_version = req.msg.header.shard_map_version();
   const bool routing_error =
@@ -339,7 +399,12 @@ void ServerImpl::ReplyWith(const Request& req, Message reply) {
   reply.header.set_shard_map_version(map_version_);
   reply.header.set_epoch(epoch_);
   Status s = rpc_->Reply(req, std::move(reply));
-  if (!s.ok()) VLOG(1) << "reply dropped: " << s;
+  if (!s.ok()) {
+    // The peer does not read its replies (or is gone): bounded by
+    // max_queued_replies instead of memory.
+    stats_.set_replies_dropped(stats_.replies_dropped() + 1);
+    VLOG(1) << "reply dropped: " << s;
+  }
 }
 
 void ServerImpl::Handle(Request req) {
@@ -376,6 +441,9 @@ void ServerImpl::Handle(Request req) {
         HandleDense(std::move(req));
       } else {
         Status s = server_internal::CheckClock(h.clock());
+        for (auto it = dense_.begin(); s.ok() && it != dense_.end(); ++it) {
+          s = CheckClockAhead(*it->second.shard, h.clock());
+        }
         if (!s.ok()) {
           Reject(req, s);
           return;
@@ -563,6 +631,7 @@ void ServerImpl::HandleDense(Request req) {
   const uint64_t n = h.key_count();
   Status s = server_internal::CheckClock(h.clock());
   if (s.ok()) s = shard->CheckRange(h.key_begin(), n);
+  if (s.ok() && h.type() != wire::PULL) s = CheckClockAhead(*shard, h.clock());
   if (!s.ok()) {
     Reject(req, s);
     return;

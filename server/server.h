@@ -70,6 +70,22 @@ struct ServerOptions {
   // checkpoint under checkpoint_dir; NotFound if none) or a checkpoint
   // directory. A bad checkpoint fails Start() with Corruption naming it.
   std::string restore_from;
+  // Quotas (issue 13). Most bytes of dense shards (parameters and optimizer
+  // state) this server holds; a table that would take it past this is
+  // refused (the coordinator then drops it from the map). 0: unlimited.
+  uint64_t max_bytes = uint64_t{16} << 30;
+  // BSP/SSP: a push or clock more than staleness + this many clocks ahead of
+  // the shard (BSP: its applied rounds; SSP: its slowest live worker) is
+  // refused, so nobody can make the server hold a round buffer per future
+  // clock. Larger tolerates workers that push several clocks without pulling.
+  int max_clocks_ahead = 4;
+  // Most replies queued for one peer that does not read them (ZMQ_SNDHWM);
+  // beyond, further replies to it are dropped (counted in replies_dropped)
+  // and it times out. Bounds memory to about this many times the largest reply.
+  int max_queued_replies = 128;
+  // Largest message accepted or received, in bytes (ZMQ_MAXMSGSIZE); a peer
+  // sending a bigger one is disconnected. Must exceed the largest push.
+  int64_t max_message_bytes = int64_t{1} << 30;
   // Time source of request deadlines (pulls waiting at the consistency
   // gate), heartbeats and the loop's timers (nullptr: real time). Tests
   // pass a FakeClock. Must outlive the server.

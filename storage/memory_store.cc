@@ -121,6 +121,23 @@ class MemoryStore final : public ParamStore {
     return Status::OK();
   }
 
+  Status PeekRows(const std::string& table, const uint64_t* ids, size_t n,
+                  float* out) override {
+    auto it = sparse_.find(table);
+    if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
+    SparseTable& t = it->second;
+    const size_t rf = t.spec.row_floats();
+    for (size_t i = 0; i < n; ++i) {
+      auto row = t.rows.find(ids[i]);
+      if (row == t.rows.end()) {
+        storage_internal::InitRow(t.spec, ids[i], out + i * rf);
+      } else {
+        std::copy(row->second.begin(), row->second.end(), out + i * rf);
+      }
+    }
+    return Status::OK();
+  }
+
   Status WriteRows(const std::string& table, const uint64_t* ids, size_t n,
                    const float* rows) override {
     auto it = sparse_.find(table);

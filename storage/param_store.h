@@ -128,6 +128,11 @@ class ParamStore {
   // the initializer. NotFound for an unknown table.
   virtual Status ReadRows(const std::string& table, const uint64_t* ids, size_t n,
                           float* out) = 0;
+  // Like ReadRows, but a missing row is not created: `out` gets the values
+  // the initializer would give it, and the store does not grow (a read of
+  // random ids costs no memory or disk). NotFound for an unknown table.
+  virtual Status PeekRows(const std::string& table, const uint64_t* ids, size_t n,
+                          float* out) = 0;
   // Writes n full rows (n * row_floats floats).
   virtual Status WriteRows(const std::string& table, const uint64_t* ids, size_t n,
                            const float* rows) = 0;

@@ -94,6 +94,25 @@ Status RocksDbStore::StageDirtyRows() {
   return Status::OK();
 }
 
+Status RocksDbStore::DoPeekRows(const std::string& table, const uint64_t* ids, size_t n,
+                                float* out) {
+  ASSIGN_OR_RETURN(SparseTable * t, FindSparse(table));
+  if (n > 0 && (ids == nullptr || out == nullptr)) {
+    return InvalidArgumentError("PeekRows: null ids or output");
+  }
+  const size_t rf = t->spec.row_floats();
+  for (size_t i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(RowCache::Entry * e, FetchRow(*t, ids[i]));
+    if (e == nullptr) {
+      InitRow(t->spec, ids[i], out + i * rf);
+      continue;
+    }
+    std::memcpy(out + i * rf, e->data.get(), rf * sizeof(float));
+    RETURN_IF_ERROR(EvictIfNeeded());
+  }
+  return Status::OK();
+}
+
 Status RocksDbStore::DoReadRows(const std::string& table, const uint64_t* ids, size_t n,
                                 float* out) {
   ASSIGN_OR_RETURN(SparseTable * t, FindSparse(table));

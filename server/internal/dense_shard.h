@@ -71,6 +71,8 @@ class DenseShardState {
 
   // Clock every parameter of this shard reflects.
   int64_t visible_clock() const;
+  // Minimum completed clock over the live workers (0 if none).
+  int64_t min_worker_clock() const { return clocks_.Min(); }
   size_t waiting_pulls() const { return waiters_.size(); }
   size_t num_slots() const { return shard_->slots.size(); }
   // A copy of keys [begin, begin + n) of `slot` (0: parameters, 1..: optimizer

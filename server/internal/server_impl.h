@@ -64,6 +64,12 @@ class ServerImpl final : public Server {
   // server's dense ranges and starts serving.
   void HandleSeed(const Request& req);
   void HandleClock(const Request& req);
+  // Quotas: FailedPrecondition if installing `map` would take the dense
+  // shards here past options_.max_bytes; a push or clock too far ahead of
+  // `shard` (see ServerOptions::max_clocks_ahead).
+  Status CheckByteQuota(const wire::ShardMap& map) const;
+  Status CheckClockAhead(const DenseShardState& shard, int64_t clock) const;
+  static uint64_t DenseBytes(uint64_t keys, int slots);
   // OK if `req` came over the coordinator's connection.
   Status CheckFromCoordinator(const Request& req) const;
   // Replies with an error and counts the rejection.
@@ -149,6 +155,7 @@ class ServerImpl final : public Server {
   std::vector<float> decode_scratch_;
   std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
+  uint64_t held_bytes_ = 0;  // Dense shards created here (all slots).
   int replicas_ = 1;     // Constant after Init(): job's chain length.
   uint64_t epoch_ = 0;   // Job epoch of the installed map.
   bool registered_ = false;  // Ranges created after registration are new tables.

@@ -14,7 +14,8 @@ SparseShardState::SparseShardState(SparseTableSpec spec,
 StatusOr<FloatBuffer> SparseShardState::Pull(const uint64_t* ids, size_t n, int slot) {
   const size_t rf = spec_.row_floats();
   rows_.resize(n * rf);
-  RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, n, rows_.data()));
+  // A read creates no rows: random ids must not grow the store.
+  RETURN_IF_ERROR(store_->PeekRows(spec_.table, ids, n, rows_.data()));
   FloatBuffer out(n * spec_.width);
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(out.data() + i * spec_.width, rows_.data() + i * rf + slot * spec_.width,

@@ -77,6 +77,10 @@ class RocksDbStore final : public ParamStore {
                   float* out) override {
     return Guarded("ReadRows", [&] { return DoReadRows(table, ids, n, out); });
   }
+  Status PeekRows(const std::string& table, const uint64_t* ids, size_t n,
+                  float* out) override {
+    return Guarded("PeekRows", [&] { return DoPeekRows(table, ids, n, out); });
+  }
   Status WriteRows(const std::string& table, const uint64_t* ids, size_t n,
                    const float* rows) override {
     return Guarded("WriteRows", [&] { return DoWriteRows(table, ids, n, rows); });
@@ -170,6 +174,7 @@ class RocksDbStore final : public ParamStore {
   Status DoDenseUpdated(DenseShard* shard, size_t offset, size_t n);
   Status DoCreateSparse(const SparseTableSpec& spec);
   Status DoReadRows(const std::string& table, const uint64_t* ids, size_t n, float* out);
+  Status DoPeekRows(const std::string& table, const uint64_t* ids, size_t n, float* out);
   Status DoWriteRows(const std::string& table, const uint64_t* ids, size_t n, const float* rows);
   Status DoFlush(int64_t clock);
   Status DoCheckpoint(const std::string& dir, int64_t clock);

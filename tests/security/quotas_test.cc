@@ -1,0 +1,324 @@
+// Quotas and limits (issue 13), without --security=curve: what one peer that
+// knows an endpoint can make a server or the coordinator hold is bounded,
+// and the job goes on.
+//  * A table over the job's --max_table_mb or a server's --max_server_mb is
+//    refused and leaves no trace in the map; later tables still work.
+//  * BSP pushes at distinct future clocks: refused beyond the window.
+//  * Sparse reads of random ids create no rows (both stores).
+//  * Unread replies: bounded per peer, the excess dropped and counted.
+//  * 100k rejected requests write less than 1 MB of log.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include <glog/logging.h>
+#include <gtest/gtest.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "client/client.h"
+#include "common/rpc_client.h"
+#include "coordinator/coordinator.h"
+#include "server/server.h"
+#include "storage/param_store.h"
+#include "tests/test_util.h"
+
+namespace relaxps {
+namespace {
+
+// A coordinator and servers in this process, with the options a test gives.
+class Cluster {
+ public:
+  Cluster(CoordinatorOptions co, ServerOptions so, int num_servers) {
+    co.num_servers = num_servers;
+    auto c = Coordinator::Start(co);
+    CHECK(c.ok()) << c.status();
+    coordinator_ = std::move(c).value();
+    threads_.emplace_back([this] { coordinator_->Run(); });
+    so.coordinator = coordinator_->endpoint();
+    so.store.kind = "memory";
+    so.heartbeat_ms = 100;
+    for (int i = 0; i < num_servers; ++i) {
+      auto s = Server::Start(so);
+      CHECK(s.ok()) << s.status();
+      servers_.push_back(std::move(s).value());
+      Server* raw = servers_.back().get();
+      threads_.emplace_back([raw] { raw->Run().IgnoreError(); });
+    }
+  }
+  ~Cluster() {
+    for (auto& s : servers_) s->Stop();
+    coordinator_->Stop();
+    for (auto& t : threads_) t.join();
+  }
+  const std::string& coordinator() const { return coordinator_->endpoint(); }
+  const std::string& server(int i) const { return servers_[i]->endpoint(); }
+
+ private:
+  std::unique_ptr<Coordinator> coordinator_;
+  std::vector<std::unique_ptr<Server>> servers_;
+  std::vector<std::thread> threads_;
+};
+
+std::unique_ptr<Client> ConnectWorker(const std::string& coordinator) {
+  ClientOptions o;
+  o.coordinator = coordinator;
+  o.request_timeout_ms = static_cast<int>(test::Scaled(test::Millis(10000)).count());
+  auto c = Client::Connect(o);
+  CHECK(c.ok()) << c.status();
+  return std::move(c).value();
+}
+
+TableOptions Dense(const std::string& name, uint64_t size) {
+  TableOptions t;
+  t.name = name;
+  t.size = size;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = 1.0f;
+  return t;
+}
+
+wire::ServerStats Stats(const std::string& server) {
+  RpcClient rpc;
+  Message m;
+  m.header.set_type(wire::SERVER_STATS);
+  auto reply = rpc.CallSync(rpc.Connect(server), std::move(m), 10000);
+  CHECK(reply.ok()) << reply.status();
+  return reply->header.server_stats();
+}
+
+std::vector<std::string> TableNames(const std::string& coordinator) {
+  RpcClient rpc;
+  Message m;
+  m.header.set_type(wire::GET_SHARD_MAP);
+  auto reply = rpc.CallSync(rpc.Connect(coordinator), std::move(m), 10000);
+  CHECK(reply.ok()) << reply.status();
+  std::vector<std::string> names;
+  for (const auto& t : reply->header.shard_map().tables()) names.push_back(t.table().name());
+  return names;
+}
+
+// A DEALER that sends raw requests and may never read the replies.
+class RawPeer {
+ public:
+  explicit RawPeer(const std::string& endpoint, int rcvhwm = 1000)
+      : socket_(ctx_, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvhwm, rcvhwm);
+    socket_.set(zmq::sockopt::rcvbuf, 4096);
+    socket_.set(zmq::sockopt::sndhwm, 1000000);
+    socket_.connect(endpoint);
+  }
+  void Send(const wire::Header& h, const std::string& payload = "") {
+    std::string hs;
+    h.SerializeToString(&hs);
+    if (payload.empty()) {
+      socket_.send(zmq::buffer(hs), zmq::send_flags::none);
+      return;
+    }
+    socket_.send(zmq::buffer(hs), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(payload), zmq::send_flags::none);
+  }
+
+ private:
+  zmq::context_t ctx_{1};
+  zmq::socket_t socket_;
+};
+
+TEST(QuotasTest, TablesOverTheQuotasAreRefusedAndLeaveNoTrace) {
+  CoordinatorOptions co;
+  co.max_table_bytes = uint64_t{64} << 20;
+  ServerOptions so;
+  so.max_bytes = uint64_t{8} << 20;  // Per server; sgd holds 4 bytes per key.
+  Cluster cluster(co, so, 2);
+  auto worker = ConnectWorker(cluster.coordinator());
+
+  // Over the job's largest table (the issue's 2^34 floats): refused at once.
+  Status s = worker->CreateTable(Dense("huge", uint64_t{1} << 34));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("--max_table_mb=64"), std::string::npos) << s;
+  // Under it, but over what each server admits (3M floats = 12 MiB each).
+  s = worker->CreateTable(Dense("big", uint64_t{6} << 20));
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("--max_server_mb"), std::string::npos) << s;
+  EXPECT_TRUE(TableNames(cluster.coordinator()).empty());
+
+  // Later tables still work, up to the quota.
+  ASSERT_OK(worker->CreateTable(Dense("ok", uint64_t{2} << 20)));
+  EXPECT_EQ(TableNames(cluster.coordinator()), std::vector<std::string>{"ok"});
+  FloatBuffer g(16), out(16);
+  for (auto& v : g) v = 1.0f;
+  ASSERT_OK(worker->PushPull("ok", 0, g, out).get());
+  for (float v : out) EXPECT_FLOAT_EQ(v, -1.0f);
+}
+
+TEST(QuotasTest, BspPushesFarInTheFutureAreRefused) {
+  CoordinatorOptions co;
+  co.consistency = ConsistencyModel::kBsp;
+  co.staleness = 0;
+  ServerOptions so;
+  so.max_clocks_ahead = 4;
+  Cluster cluster(co, so, 1);
+  auto worker = ConnectWorker(cluster.coordinator());
+  auto other = ConnectWorker(cluster.coordinator());  // Stays at clock 0 meanwhile.
+  ASSERT_OK(worker->CreateTable(Dense("w", 1000)));
+  ASSERT_OK(other->GetTable("w"));
+
+  // The attack of the issue: 500 pushes of 1 float at distinct future clocks
+  // (each would hold a round buffer of the whole shard).
+  RawPeer peer(cluster.server(0));
+  wire::Header push;
+  push.set_type(wire::PUSH);
+  push.set_table("w");
+  push.set_key_begin(0);
+  push.set_key_count(1);
+  push.set_sender(worker->worker_id());
+  const float one = 1.0f;
+  for (int c = 1; c <= 500; ++c) {
+    push.set_request_id(c);
+    push.set_clock(c);
+    peer.Send(push, std::string(reinterpret_cast<const char*>(&one), sizeof(one)));
+  }
+  wire::ServerStats stats;
+  const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(20000));
+  do {
+    stats = Stats(cluster.server(0));
+  } while (stats.requests() < 500 && std::chrono::steady_clock::now() < give_up);
+  // Clocks 1..4 fit the window (staleness 0 + 4); the other 496 are refused.
+  EXPECT_GE(stats.quota_rejected(), 496u);
+
+  // The real workers' round at clock 0 still closes.
+  FloatBuffer g(1000), out(1000), g2(1000), out2(1000);
+  for (auto& v : g) v = 1.0f;
+  for (auto& v : g2) v = 3.0f;
+  auto a = worker->PushPull("w", 0, g, out);
+  auto b = other->PushPull("w", 0, g2, out2);
+  const Status sa = a.get(), sb = b.get();
+  ASSERT_OK(sb);
+  ASSERT_OK(sa);
+  EXPECT_FLOAT_EQ(out2[500], -2.0f);  // The mean of 1 and 3.
+}
+
+TEST(QuotasTest, SparseReadsCreateNoRows) {
+  const std::string dir = test::MakeTempDir();
+  for (const char* kind : {"memory", "rocksdb"}) {
+    SCOPED_TRACE(kind);
+    ParamStoreOptions o;
+    o.kind = kind;
+    o.data_dir = dir + "/" + kind;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<ParamStore> store, NewParamStore(o));
+    SparseTableSpec spec;
+    spec.table = "emb";
+    spec.width = 4;
+    spec.num_slots = 1;
+    spec.init.seed = 3;
+    spec.init.segments.push_back({0, 4, InitKind::kUniform, -1.0f, 1.0f});
+    ASSERT_OK(store->CreateSparse(spec));
+    std::mt19937_64 rng(7);
+    std::vector<uint64_t> ids(4000);
+    for (auto& id : ids) id = rng();
+    std::vector<float> peeked(ids.size() * 4), read(ids.size() * 4);
+    ASSERT_OK(store->PeekRows("emb", ids.data(), ids.size(), peeked.data()));
+    ASSERT_OK_AND_ASSIGN(uint64_t rows, store->NumRows("emb"));
+    EXPECT_EQ(rows, 0u);
+    // The values are what a created row would hold.
+    ASSERT_OK(store->ReadRows("emb", ids.data(), ids.size(), read.data()));
+    EXPECT_EQ(peeked, read);
+    ASSERT_OK_AND_ASSIGN(rows, store->NumRows("emb"));
+    EXPECT_EQ(rows, ids.size());
+  }
+  test::RemoveTree(dir);
+}
+
+TEST(QuotasTest, UnreadRepliesAreBoundedPerPeer) {
+  CoordinatorOptions co;
+  ServerOptions so;
+  so.max_queued_replies = 16;
+  Cluster cluster(co, so, 1);
+  auto worker = ConnectWorker(cluster.coordinator());
+  const uint64_t n = 100000;  // 400 KB per pull reply.
+  ASSERT_OK(worker->CreateTable(Dense("p", n)));
+
+  // 1,000 pulls whose replies are never read (the issue: 396 MB held).
+  RawPeer peer(cluster.server(0), /*rcvhwm=*/1);
+  wire::Header pull;
+  pull.set_type(wire::PULL);
+  pull.set_table("p");
+  pull.set_key_begin(0);
+  pull.set_key_count(n);
+  pull.set_sender(-1);
+  for (int i = 1; i <= 1000; ++i) {
+    pull.set_request_id(i);
+    peer.Send(pull);
+  }
+  wire::ServerStats stats;
+  const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(30000));
+  do {
+    stats = Stats(cluster.server(0));
+  } while (stats.requests() < 1000 && std::chrono::steady_clock::now() < give_up);
+  std::printf("1000 unread 400 KB pulls: %llu replies dropped\n",
+              static_cast<unsigned long long>(stats.replies_dropped()));
+  // At most the queue (16) plus what the kernel's socket buffers took.
+  EXPECT_GE(stats.replies_dropped(), 900u);
+  FloatBuffer out(n);
+  ASSERT_OK(worker->Pull("p", 0, out).get());
+}
+
+// Counts the bytes of WARNING lines glog writes.
+class CountingSink : public google::LogSink {
+ public:
+  void send(google::LogSeverity severity, const char*, const char*, int, const struct ::tm*,
+            const char* message, size_t message_len) override {
+    if (severity >= google::GLOG_WARNING) {
+      bytes_ += message_len + 60;  // Plus glog's line prefix.
+      lines_ += 1;
+    }
+  }
+  uint64_t bytes() const { return bytes_.load(); }
+  uint64_t lines() const { return lines_.load(); }
+
+ private:
+  std::atomic<uint64_t> bytes_{0}, lines_{0};
+};
+
+TEST(QuotasTest, HundredThousandRejectedRequestsLogUnderOneMegabyte) {
+  Cluster cluster(CoordinatorOptions(), ServerOptions(), 1);
+  auto worker = ConnectWorker(cluster.coordinator());
+  ASSERT_OK(worker->CreateTable(Dense("p", 100)));
+  CountingSink sink;
+  google::AddLogSink(&sink);
+  RawPeer peer(cluster.server(0), /*rcvhwm=*/1);
+  const auto start = std::chrono::steady_clock::now();
+  wire::Header bad;
+  bad.set_table("nope");
+  for (int i = 1; i <= 100000; ++i) {
+    bad.set_request_id(i);
+    // Four reasons: unknown table (push, pull), a forged WORKER_SET, garbage.
+    bad.set_type(i % 4 == 0 ? wire::PUSH : i % 4 == 1 ? wire::PULL : wire::WORKER_SET);
+    if (i % 4 == 3) bad.set_type(static_cast<wire::MsgType>(77));
+    peer.Send(bad);
+  }
+  wire::ServerStats stats;
+  const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(60000));
+  do {
+    stats = Stats(cluster.server(0));
+  } while (stats.rejected() < 100000 && std::chrono::steady_clock::now() < give_up);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  google::RemoveLogSink(&sink);
+  std::printf("100000 rejected requests in %.1f s: %llu WARNING lines, %llu bytes of log\n",
+              seconds, static_cast<unsigned long long>(sink.lines()),
+              static_cast<unsigned long long>(sink.bytes()));
+  EXPECT_GE(stats.rejected(), 100000u);
+  EXPECT_LT(sink.bytes(), 1000000u);
+  // One line a second per reason (4 reasons), plus a little slack.
+  EXPECT_LE(sink.lines(), 4 * (static_cast<uint64_t>(seconds) + 2) + 10);
+  FloatBuffer out(100);
+  ASSERT_OK(worker->Pull("p", 0, out).get());
+}
+
+}  // namespace
+}  // namespace relaxps
