@@ -30,6 +30,12 @@ DEFINE_int64(max_table_mb, 4096,
              "Largest dense table admitted, in MiB of parameters (0: unlimited)");
 DEFINE_int64(max_message_mb, 1024,
              "Largest message accepted, in MiB; a peer sending a bigger one is disconnected");
+DEFINE_bool(exit_when_done, true,
+            "End the job once --num_workers workers have left (servers flush and exit, then "
+            "the coordinator); relaxps-ctl shutdown ends it either way");
+DEFINE_int32(failed_exit_ms, 10000,
+             "Exit (code 1) this long after the job failed, once clients could learn why "
+             "(0: keep serving)");
 DEFINE_string(seed_rule, "freshest",
               "--recovery=stateless: seed a new server from the freshest worker copy "
               "(freshest) or a clock-weighted average of the copies (average)");
@@ -80,6 +86,8 @@ int main(int argc, char** argv) {
   options.probe_timeout_ms = FLAGS_probe_timeout_ms;
   options.takeover_probe_ms = FLAGS_takeover_probe_ms;
   options.max_workers = FLAGS_max_workers;
+  options.exit_when_done = FLAGS_exit_when_done;
+  options.failed_exit_ms = FLAGS_failed_exit_ms;
   if (FLAGS_max_table_mb < 0 || FLAGS_max_message_mb < 1) {
     return relaxps::Fail("relaxps-coordinator",
                          relaxps::InvalidArgumentError(
@@ -111,5 +119,6 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   (*coordinator)->Run();
   g_coordinator = nullptr;
-  return 0;
+  const relaxps::Status result = (*coordinator)->result();
+  return result.ok() ? 0 : relaxps::Fail("relaxps-coordinator", result, 1);
 }

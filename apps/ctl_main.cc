@@ -6,6 +6,8 @@
 //   relaxps-ctl --coordinator=EP stats         per-server request counters
 //   relaxps-ctl --coordinator=EP checkpoint    take a coordinated checkpoint now
 //   relaxps-ctl --coordinator=EP checkpoints   complete checkpoints + what servers hold
+//   relaxps-ctl --coordinator=EP shutdown      end the job in order: workers finish their
+//                                              step, servers flush, everyone exits 0
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -202,12 +204,22 @@ int Pull(const std::string& table, const std::string& path) {
 }
 
 }  // namespace
+int Shutdown(RpcClient* rpc, int peer) {
+  Message m;
+  m.header.set_type(wire::SHUTDOWN);
+  StatusOr<Message> reply = rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms);
+  if (!reply.ok()) return Fail(kName, reply.status(), 1);
+  std::printf("shutdown requested: workers finish their step and leave, then servers flush "
+              "and exit, then the coordinator\n");
+  return 0;
+}
+
 }  // namespace relaxps
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
-      "relaxps-ctl --coordinator=EP <status | tables | stats | checkpoint | checkpoints | pull "
-      "TABLE FILE>");
+      "relaxps-ctl --coordinator=EP <status | tables | stats | checkpoint | checkpoints | shutdown | "
+      "pull TABLE FILE>");
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, true); !s.ok()) {
     return relaxps::Fail("relaxps-ctl", s, 2);
   }
@@ -216,7 +228,7 @@ int main(int argc, char** argv) {
   using relaxps::Fail;
   using relaxps::InvalidArgumentError;
   if (FLAGS_coordinator.empty()) return Fail(relaxps::kName, InvalidArgumentError("--coordinator is required"), 2);
-  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints or pull"), 2);
+  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown or pull"), 2);
   const std::string cmd = argv[1];
   if (cmd == "pull") {
     if (argc != 4) return Fail(relaxps::kName, InvalidArgumentError("usage: pull TABLE FILE"), 2);
@@ -229,5 +241,6 @@ int main(int argc, char** argv) {
   if (cmd == "stats") return relaxps::Stats(&rpc, peer);
   if (cmd == "checkpoint") return relaxps::Checkpoint(&rpc, peer);
   if (cmd == "checkpoints") return relaxps::Checkpoints(&rpc, peer);
+  if (cmd == "shutdown") return relaxps::Shutdown(&rpc, peer);
   return Fail(relaxps::kName, InvalidArgumentError("unknown command '" + cmd + "'"), 2);
 }

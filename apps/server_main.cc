@@ -30,6 +30,8 @@ DEFINE_string(restore_from, "",
               "one under --checkpoint_dir) or a checkpoint directory");
 DEFINE_string(device, "cpu", "Device for optimizer updates: cpu or cuda");
 DEFINE_int32(heartbeat_ms, 200, "Heartbeat period to the coordinator");
+DEFINE_int32(coordinator_timeout_ms, 30000,
+             "Exit (code 1) after this long without an answer from the coordinator");
 DEFINE_int64(max_server_mb, 16384,
              "Most MiB of dense shards (parameters and optimizer state) this server holds; a "
              "table past it is refused (0: unlimited)");
@@ -95,6 +97,7 @@ int main(int argc, char** argv) {
   }
   options.max_bytes = static_cast<uint64_t>(FLAGS_max_server_mb) << 20;
   options.max_clocks_ahead = FLAGS_max_clocks_ahead;
+  options.coordinator_timeout_ms = FLAGS_coordinator_timeout_ms;
   options.max_queued_replies = FLAGS_max_queued_replies;
   options.max_message_bytes = FLAGS_max_message_mb << 20;
   auto device = relaxps::kernels::ParseDeviceType(FLAGS_device);

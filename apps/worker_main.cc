@@ -39,6 +39,8 @@ DEFINE_bool(async_pipeline, true,
             "computation (parameters one update older, communication hidden)");
 DEFINE_string(wire_dtype, "fp32", "Payload encoding on the wire: fp32 or fp16 (PS mode)");
 DEFINE_int32(request_timeout_ms, 10000, "Deadline of each parameter-server request");
+DEFINE_int32(coordinator_timeout_ms, 30000,
+             "Fail (exit non-zero) after this long without an answer from the coordinator");
 DEFINE_int32(recovery_timeout_ms, 120000,
              "Under --recovery=checkpoint (the coordinator's): how long a request whose server "
              "died waits for the restarted server before the worker gives up");
@@ -240,6 +242,9 @@ int Main(int argc, char** argv) {
     client_options.recovery_timeout_ms = FLAGS_recovery_timeout_ms;
     client_options.local_after_ms = FLAGS_local_after_ms;
     client_options.wire_dtype = FLAGS_wire_dtype;
+    client_options.coordinator_timeout_ms = FLAGS_coordinator_timeout_ms;
+    // relaxps-ctl shutdown: finish the step and leave, as on SIGTERM.
+    client_options.on_job_done = [] { Stop(); };
     StatusOr<std::unique_ptr<Client>> connected = Client::Connect(client_options);
     if (!connected.ok()) {
       return FailWorker(IsPsFailure(connected.status()) ? kExitPsFailed : kExitError, -1,

@@ -21,7 +21,7 @@ cluster_start() {  # OUT_DIR SERVERS WORKERS [coordinator flags...]
   CLUSTER_PIDS=(); CLUSTER_WORKER_PIDS=(); CLUSTER_COORD=""
   rm -f "$out/coordinator.endpoint"
   "$BIN/relaxps-coordinator" --bind='tcp://127.0.0.1:*' --endpoint_file="$out/coordinator.endpoint" \
-    --num_servers="$servers" --num_workers="$workers" "$@" >"$out/coordinator.log" 2>&1 &
+    --num_servers="$servers" --num_workers="$workers" --exit_when_done=false "$@" >"$out/coordinator.log" 2>&1 &
   CLUSTER_PIDS+=($!)
   local i
   for i in $(seq 1 100); do

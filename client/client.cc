@@ -91,9 +91,10 @@ Status ClientImpl::Init() {
     return InvalidArgumentError("wire_dtype must be fp32 or fp16, got '" + options_.wire_dtype + "'");
   }
   if (options_.request_timeout_ms <= 0 || options_.heartbeat_ms <= 0 ||
-      options_.recovery_timeout_ms <= 0) {
+      options_.recovery_timeout_ms <= 0 || options_.coordinator_timeout_ms <= 0) {
     return InvalidArgumentError(
-        "request_timeout_ms, heartbeat_ms and recovery_timeout_ms must be positive");
+        "request_timeout_ms, heartbeat_ms, recovery_timeout_ms and coordinator_timeout_ms must "
+        "be positive");
   }
   RpcClientOptions ro;
   ro.default_timeout_ms = options_.request_timeout_ms;
@@ -136,6 +137,7 @@ Status ClientImpl::Init() {
   }
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
   if (options_.role == "worker") {
+    last_heartbeat_ok_ms_ = clock_source_->NowMs();
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
                                                   clock_source_);
   }
@@ -181,6 +183,18 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
   return Status::OK();
 }
 
+void ClientImpl::SetJobError(const std::string& reason) {
+  {
+    MutexLock l(&mu_);
+    if (!job_error_.empty()) return;
+    job_error_ = reason;
+  }
+  LOG(ERROR) << "job failed: " << reason;
+  // Requests waiting on a dead server would otherwise wait for their
+  // deadlines; fail them now.
+  rpc_->CancelAll(AbortedError("job failed: " + reason));
+}
+
 Status ClientImpl::JobError() const {
   MutexLock l(&mu_);
   return job_error_.empty() ? Status::OK() : AbortedError("job failed: " + job_error_);
@@ -209,26 +223,25 @@ void ClientImpl::Heartbeat() {
       rpc_->CallSync(coordinator_peer_, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
   if (!reply.ok()) {
     if (shutting_down_.load()) return;  // Cancelled by the destructor.
+    const int64_t silent_ms = clock_source_->NowMs() - last_heartbeat_ok_ms_;
+    if (silent_ms > options_.coordinator_timeout_ms) {
+      SetJobError("no answer from the coordinator " + options_.coordinator + " for " +
+                  std::to_string(silent_ms) + " ms (--coordinator_timeout_ms=" +
+                  std::to_string(options_.coordinator_timeout_ms) + ")");
+    }
     if (++heartbeat_failures_ % 10 == 1) {
       LOG(WARNING) << "heartbeat to coordinator failed: " << reply.status();
     }
     return;
   }
   heartbeat_failures_ = 0;
+  last_heartbeat_ok_ms_ = clock_source_->NowMs();
   const wire::HeartbeatReply& hr = reply->header.heartbeat_reply();
-  if (!hr.job_error().empty()) {
-    bool first = false;
-    {
-      MutexLock l(&mu_);
-      first = job_error_.empty();
-      job_error_ = hr.job_error();
-    }
-    if (first) {
-      LOG(ERROR) << "job failed: " << hr.job_error();
-      // Requests waiting on a dead server would otherwise wait for their
-      // deadlines; fail them now. The coordinator stays reachable.
-      rpc_->CancelAll(AbortedError("job failed: " + hr.job_error()));
-    }
+  if (!hr.job_error().empty()) SetJobError(hr.job_error());
+  if (hr.job_done() && !job_done_seen_) {
+    job_done_seen_ = true;
+    LOG(INFO) << "the coordinator ended the job: finishing the current step";
+    if (options_.on_job_done) options_.on_job_done();
   }
   if (hr.has_shard_map()) {
     Status s = SetMap(hr.shard_map());

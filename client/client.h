@@ -75,6 +75,14 @@ struct ClientOptions {
   // coordinator are dropped / delayed / duplicated with a seeded generator.
   // Off by default.
   FaultOptions faults;
+  // Workers: with no answer from the coordinator for this long the job
+  // counts as failed (every request fails with Aborted naming why), so a
+  // worker whose coordinator is gone exits instead of waiting forever.
+  int coordinator_timeout_ms = 30000;
+  // Workers: called once (on the heartbeat thread) when the coordinator
+  // reports that the job is over (relaxps-ctl shutdown): finish the current
+  // step and leave. Must not block.
+  std::function<void()> on_job_done;
   // Largest reply accepted, in bytes (ZMQ_MAXMSGSIZE); a peer sending a
   // bigger one is disconnected. Must exceed the largest pull.
   int64_t max_message_bytes = int64_t{1} << 30;

@@ -36,6 +36,9 @@ Status CoordinatorOptions::Validate() const {
   if (probe_timeout_ms < 1) return InvalidArgumentError("probe_timeout_ms must be > 0");
   if (takeover_probe_ms < 1) return InvalidArgumentError("--takeover_probe_ms must be > 0");
   if (max_workers < 0) return InvalidArgumentError("--max_workers must be >= 0");
+  if (failed_exit_ms < 0 || done_grace_ms < 1) {
+    return InvalidArgumentError("--failed_exit_ms must be >= 0 and done_grace_ms > 0");
+  }
   return Status::OK();
 }
 
@@ -101,8 +104,14 @@ class CoordinatorImpl final : public Coordinator {
     rpc_->Run([this](Request r) { Handle(std::move(r)); });
   }
   void Stop() override { rpc_->Stop(); }
+  Status result() const override { return result_; }
 
  private:
+  // Ends the job in order (SHUTDOWN or every worker left).
+  void EndJob(const std::string& why);
+  // Loop timer: returns from Run() once an ended job's processes left, or
+  // a failed job's clients had time to learn why.
+  void MaybeExit(int64_t now);
   void Handle(Request req);
   // `old_confirmed_dead`: a server registering with the id of a live one
   // whose instance did not answer a probe (see takeover_probe_ms).
@@ -154,12 +163,17 @@ class CoordinatorImpl final : public Coordinator {
   wire::JobConfig job_;
   int64_t start_ms_ = 0;
   std::string identity_;  // Routing id of servers_rpc_ (see RegisterReply).
+  Status result_;         // Set before Run() returns.
 
   // Loop thread only.
   Membership members_;
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
   std::string job_error_;
+  int64_t failed_at_ms_ = 0;
+  bool job_done_ = false;
+  int64_t done_at_ms_ = 0;
+  int workers_left_ = 0;  // Orderly DEREGISTERs of workers.
   uint64_t next_incarnation_ = 1;
   CheckpointScheduler checkpoints_;
   Reseeder reseeder_;
@@ -196,8 +210,21 @@ void CoordinatorImpl::Handle(Request req) {
     case wire::TRIGGER_CHECKPOINT:
       StartCheckpoint({std::make_shared<Request>(std::move(req))});
       return;
+    case wire::SHUTDOWN:
+      EndJob("relaxps-ctl shutdown");
+      rpc_->ReplyStatus(req, Status::OK()).IgnoreError();
+      return;
     case wire::DEREGISTER: {
+      if (h.heartbeat().role() == "server") {
+        if (members_.MarkServerDead(h.heartbeat().id())) {
+          LOG(INFO) << "server " << h.heartbeat().id() << " left";
+          RebuildServerList();
+        }
+        rpc_->ReplyStatus(req, Status::OK()).IgnoreError();
+        return;
+      }
       members_.RemoveWorker(h.sender());
+      ++workers_left_;
       LOG(INFO) << "worker " << h.sender() << " left";
       auto shared = std::make_shared<Request>(std::move(req));
       BroadcastWorkerSet([this, shared](const Status& s) {
@@ -379,6 +406,12 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     if (joined > 0) PushMap("server " + std::to_string(id) + " rejoined");
     return;
   }
+  if (r.role() == "worker" && job_done_) {
+    rpc_->ReplyStatus(req, FailedPreconditionError("the job is over (relaxps-ctl shutdown, or "
+                                                   "every worker left)"))
+        .IgnoreError();
+    return;
+  }
   if (r.role() == "worker") {
     std::vector<int> live_ids;
     std::vector<int64_t> live_clocks;
@@ -444,6 +477,7 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   }
   hr->set_shard_map_version(map_.version());
   hr->set_job_error(job_error_);
+  hr->set_job_done(job_done_);
   if (hb.shard_map_version() < map_.version()) *hr->mutable_shard_map() = map_;
   rpc_->Reply(req, std::move(reply)).IgnoreError();
 }
@@ -602,9 +636,41 @@ void CoordinatorImpl::DropTable(const std::string& name, const Status& why) {
   }
 }
 
+void CoordinatorImpl::EndJob(const std::string& why) {
+  if (job_done_) return;
+  job_done_ = true;
+  done_at_ms_ = clock_->NowMs();
+  LOG(INFO) << "job over (" << why << "): workers finish their step and leave, then servers "
+            << "flush and exit";
+}
+
+void CoordinatorImpl::MaybeExit(int64_t now) {
+  if (!job_error_.empty() && options_.failed_exit_ms > 0 &&
+      now - failed_at_ms_ >= options_.failed_exit_ms) {
+    LOG(ERROR) << "exiting: the job failed " << (now - failed_at_ms_) << " ms ago: " << job_error_;
+    result_ = AbortedError("job failed: " + job_error_);
+    rpc_->Stop();
+    return;
+  }
+  if (!job_done_) return;
+  std::vector<int> ids;
+  std::vector<int64_t> clocks;
+  members_.LiveWorkers(&ids, &clocks);
+  if (ids.empty() && members_.live_servers() == 0) {
+    LOG(INFO) << "exiting: the job is over and every process left";
+    rpc_->Stop();
+  } else if (now - done_at_ms_ >= options_.done_grace_ms) {
+    LOG(WARNING) << "exiting: the job is over; " << ids.size() << " worker(s) and "
+                 << members_.live_servers() << " server(s) did not leave within "
+                 << options_.done_grace_ms << " ms";
+    rpc_->Stop();
+  }
+}
+
 void CoordinatorImpl::FailJob(const std::string& reason) {
   if (!job_error_.empty()) return;
   job_error_ = reason;
+  failed_at_ms_ = clock_->NowMs();
   LOG(ERROR) << "job failed: " << reason;
 }
 
@@ -657,7 +723,16 @@ void CoordinatorImpl::FinishReseeds() {
 void CoordinatorImpl::CheckLiveness() {
   const int64_t now = clock_->NowMs();
   FinishReseeds();
+  if (options_.exit_when_done && options_.num_workers > 0 && !job_done_ &&
+      workers_left_ >= options_.num_workers) {
+    std::vector<int> ids;
+    std::vector<int64_t> clocks;
+    members_.LiveWorkers(&ids, &clocks);
+    if (ids.empty()) EndJob("all " + std::to_string(workers_left_) + " workers left");
+  }
+  MaybeExit(now);
   for (int id : members_.ExpireServers(now)) {
+    if (job_done_) continue;  // Leaving at the end is not a failure.
     const MemberInfo& m = members_.servers().at(id);
     const std::string what = "server " + std::to_string(id) + " (" + m.endpoint + ", pid " +
                              std::to_string(m.pid) + ") missed heartbeats for " +

@@ -96,6 +96,18 @@ struct CoordinatorOptions {
   SeedRule seed_rule = SeedRule::kFreshest;
   MergeRule merge_rule = MergeRule::kStaleness;
   int reseed_timeout_ms = 3000;
+  // Lifecycle. A job is over on `relaxps-ctl shutdown` (SHUTDOWN) or, with
+  // exit_when_done and num_workers set, once num_workers workers have left
+  // in order and none is live: workers are told to finish their step and
+  // leave, servers to flush and exit, and Run() returns (result() OK) once
+  // they have, or done_grace_ms after the job ended. Launchers that manage
+  // the processes themselves (run_local.sh) turn exit_when_done off.
+  bool exit_when_done = true;
+  int done_grace_ms = 30000;
+  // After the job failed, Run() returns (result() Aborted with the reason)
+  // this long later: time for every client to learn why from a heartbeat.
+  // 0: keep serving.
+  int failed_exit_ms = 10000;
   // Time source of heartbeat timeouts, checkpoint schedules and deadlines
   // (nullptr: real time). Tests pass a FakeClock. Must outlive the
   // coordinator.
@@ -113,9 +125,13 @@ class Coordinator {
   virtual ~Coordinator() = default;
 
   virtual const std::string& endpoint() const = 0;
-  // Serves until Stop().
+  // Serves until Stop(), the end of the job or its failure (see
+  // CoordinatorOptions::exit_when_done and failed_exit_ms).
   virtual void Run() = 0;
   virtual void Stop() = 0;
+  // After Run() returned: OK (stopped, or the job ended in order) or
+  // Aborted naming why the job failed.
+  virtual Status result() const = 0;
 
  protected:
   Coordinator() = default;

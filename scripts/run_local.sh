@@ -200,7 +200,7 @@ COORD_EP_FILE="$OUT_DIR/coordinator.endpoint"
 rm -f "$COORD_EP_FILE"
 start coordinator "$OUT_DIR/coordinator.log" "$BIN/relaxps-coordinator" \
   --bind="tcp://127.0.0.1:${PORT/#0/*}" --endpoint_file="$COORD_EP_FILE" \
-  --num_servers="$SERVERS" --num_workers="$WORKERS" "${COORD_ARGS[@]}"
+  --num_servers="$SERVERS" --num_workers="$WORKERS" --exit_when_done=false "${COORD_ARGS[@]}"
 for _ in $(seq 1 100); do
   [ -s "$COORD_EP_FILE" ] && break
   kill -0 "${PIDS[0]}" 2>/dev/null || die "coordinator exited at start-up: $(tail -n 3 "$OUT_DIR/coordinator.log")"

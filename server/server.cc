@@ -21,6 +21,9 @@ namespace server_internal {
 
 Status ServerImpl::Init() {
   if (options_.coordinator.empty()) return InvalidArgumentError("--coordinator is required");
+  if (options_.coordinator_timeout_ms < 1) {
+    return InvalidArgumentError("--coordinator_timeout_ms must be > 0");
+  }
   if (options_.max_clocks_ahead < 0 || options_.max_queued_replies < 1) {
     return InvalidArgumentError("--max_clocks_ahead must be >= 0 and --max_queued_replies >= 1");
   }
@@ -98,6 +101,7 @@ Status ServerImpl::Init() {
   if (awaiting_seed_) LOG(INFO) << "server " << id_ << " waits to be seeded from the workers";
   LOG(INFO) << "server " << id_ << " serving on " << rpc_->endpoint() << " (store "
             << store_->Name() << ", consistency " << policy_->Name() << ")";
+  last_heartbeat_ok_ms_ = clock_->NowMs();
   heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
                                                 clock_);
   rpc_->AddTimer(50, [this] { OnTimer(); });
@@ -115,7 +119,23 @@ Status ServerImpl::Run() {
   Status s = store_->Flush(last_flush_clock_);
   if (s.ok()) s = store_->WaitForFlush();
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
-  return s;
+  if (job_done_) {
+    // Tell the coordinator this server left in order (bounded wait).
+    Message bye;
+    bye.header.set_type(wire::DEREGISTER);
+    bye.header.set_sender(id_);
+    bye.header.mutable_heartbeat()->set_role("server");
+    bye.header.mutable_heartbeat()->set_id(id_);
+    coordinator_->CallSync(coordinator_peer_, std::move(bye), 300).status().IgnoreError();
+    LOG(INFO) << "server " << id_ << ": the job is over; flushed and exiting";
+  }
+  return exit_status_.ok() ? s : exit_status_;
+}
+
+void ServerImpl::Exit(const Status& why) {
+  if (!why.ok()) LOG(ERROR) << "server " << id_ << " stops: " << why;
+  if (exit_status_.ok()) exit_status_ = why;
+  rpc_->Stop();
 }
 
 void ServerImpl::StopHeartbeat() {
@@ -133,9 +153,30 @@ void ServerImpl::Heartbeat() {
   StatusOr<Message> reply =
       coordinator_->CallSync(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5);
   if (!reply.ok()) {
-    if (chained() && reply.status().code() == StatusCode::kNotFound) {
+    if (reply.status().code() == StatusCode::kNotFound) {
       const std::string why = reply.status().message();
-      rpc_->Post([this, why] { Fence(why); });
+      if (chained()) {
+        rpc_->Post([this, why] { Fence(why); });
+        return;
+      }
+      // Declared dead (e.g. paused past the heartbeat timeout): its shards
+      // may have moved on without it. Exit, so that a supervisor restarts
+      // it with its id from the latest checkpoint (run_local.sh does).
+      const Status s = AbortedError(
+          "server " + std::to_string(id_) + " was declared dead by the coordinator (" + why +
+          "); exiting: restart it with --server_id=" + std::to_string(id_) +
+          (job_.recovery() == "checkpoint" ? " --restore_from=latest" : "") +
+          " to rejoin (under --recovery=none the job has failed)");
+      rpc_->Post([this, s] { Exit(s); });
+      return;
+    }
+    const int64_t silent_ms = clock_->NowMs() - last_heartbeat_ok_ms_;
+    if (silent_ms > options_.coordinator_timeout_ms) {
+      const Status s = UnavailableError(
+          "no answer from the coordinator " + options_.coordinator + " for " +
+          std::to_string(silent_ms) + " ms (--coordinator_timeout_ms=" +
+          std::to_string(options_.coordinator_timeout_ms) + "): " + reply.status().ToString());
+      rpc_->Post([this, s] { Exit(s); });
       return;
     }
     if (++heartbeat_failures_ % 10 == 1) {
@@ -144,8 +185,19 @@ void ServerImpl::Heartbeat() {
     return;
   }
   heartbeat_failures_ = 0;
+  last_heartbeat_ok_ms_ = clock_->NowMs();
   auto body = std::make_shared<wire::HeartbeatReply>(reply->header.heartbeat_reply());
+  if (!body->job_error().empty()) {
+    const Status s = AbortedError("the job failed: " + body->job_error());
+    rpc_->Post([this, s] { Exit(s); });
+    return;
+  }
   rpc_->Post([this, body] {
+    if (body->job_done() && body->has_live_workers() && body->live_workers().ids_size() == 0) {
+      job_done_ = true;
+      Exit(Status::OK());
+      return;
+    }
     if (body->has_shard_map() && body->shard_map().version() > map_version_) {
       Status s = InstallMap(body->shard_map());
       if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;

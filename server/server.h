@@ -70,6 +70,14 @@ struct ServerOptions {
   // checkpoint under checkpoint_dir; NotFound if none) or a checkpoint
   // directory. A bad checkpoint fails Start() with Corruption naming it.
   std::string restore_from;
+  // Lifecycle: with no answer from the coordinator for this long the server
+  // stops and Run() returns Unavailable (longer than a coordinator takeover,
+  // when there is one). The server also stops when the coordinator reports
+  // that the job failed (Run() returns Aborted), that it declared this
+  // server dead (Aborted; a supervisor restarts it from its latest
+  // checkpoint), or that the job is over and no worker is live (Run()
+  // returns OK after the final flush).
+  int coordinator_timeout_ms = 30000;
   // Quotas (issue 13). Most bytes of dense shards (parameters and optimizer
   // state) this server holds; a table that would take it past this is
   // refused (the coordinator then drops it from the map). 0: unlimited.
@@ -114,7 +122,8 @@ class Server {
 
   virtual const std::string& endpoint() const = 0;
   virtual int id() const = 0;
-  // Serves until Stop(); flushes the store on the way out.
+  // Serves until Stop() or the end of the job (see coordinator_timeout_ms);
+  // flushes the store on the way out.
   virtual Status Run() = 0;
   virtual void Stop() = 0;
 

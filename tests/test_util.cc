@@ -458,7 +458,9 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::string& d
   const std::string coord_ep_file = dir + "/coordinator.endpoint";
   std::vector<std::string> argv = {BinPath("relaxps-coordinator"), "--bind=tcp://127.0.0.1:*",
                                    "--endpoint_file=" + coord_ep_file,
-                                   "--num_servers=" + std::to_string(options.num_servers)};
+                                   "--num_servers=" + std::to_string(options.num_servers),
+                                   // The test stops the processes itself.
+                                   "--exit_when_done=false"};
   if (options.num_workers > 0) argv.push_back("--num_workers=" + std::to_string(options.num_workers));
   for (const std::string& f : options.coordinator_flags) argv.push_back(f);
   ASSIGN_OR_RETURN(c->coordinator_, Subprocess::Start(argv, dir + "/coordinator.log"));

@@ -215,8 +215,13 @@ class ClientImpl final : public Client {
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
   std::atomic<uint64_t> next_push_id_{1};
   std::atomic<uint64_t> failover_logged_epoch_{0};
+  // Records that the job failed (first reason wins) and fails what waits.
+  void SetJobError(const std::string& reason);
+
   // Heartbeat thread only (read by the destructor once the thread stopped).
   int heartbeat_failures_ = 0;
+  int64_t last_heartbeat_ok_ms_ = 0;
+  bool job_done_seen_ = false;
   std::unique_ptr<PeriodicThread> heartbeat_;
 };
 

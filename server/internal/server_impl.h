@@ -123,6 +123,9 @@ class ServerImpl final : public Server {
   // Declared dead by the coordinator: stop serving (never a split brain).
   void Fence(const std::string& why);
 
+  // Loop thread: Run() returns `why` (after the final flush).
+  void Exit(const Status& why);
+
   // ---- Heartbeat thread ----
   void Heartbeat();
   void StopHeartbeat();
@@ -166,8 +169,12 @@ class ServerImpl final : public Server {
   std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
   std::atomic<bool> fenced_{false};
 
+  Status exit_status_;   // Loop thread: what Run() returns.
+  bool job_done_ = false;  // Loop thread: left in order at the end of the job.
+
   // Heartbeat thread.
   int heartbeat_failures_ = 0;  // Heartbeat thread only.
+  int64_t last_heartbeat_ok_ms_ = 0;  // Heartbeat thread only.
   std::unique_ptr<PeriodicThread> heartbeat_;
   std::atomic<uint64_t> seen_map_version_{0};
 };
