@@ -10,6 +10,7 @@
 // update they reflect is acknowledged (see docs/chain_replication.md).
 #include <algorithm>
 
+#include "common/payload_codec.h"
 #include "server/internal/request_codec.h"
 #include "server/internal/server_impl.h"
 
@@ -299,8 +300,17 @@ void ServerImpl::HandleForwarded(Request req) {
     if (!chain->has_state() || chain->applied_seq() < seq) {
       std::vector<const float*> frames;
       std::vector<size_t> sizes;
-      for (const Frame& f : shared->msg.frames) {
-        frames.push_back(f.as<float>());
+      // Frames need not be float-aligned: unaligned ones are read from copies.
+      std::vector<std::vector<float>> scratch(shared->msg.frames.size());
+      for (size_t i = 0; i < shared->msg.frames.size(); ++i) {
+        const Frame& f = shared->msg.frames[i];
+        StatusOr<const float*> values =
+            DecodeFloats(f, f.size() / sizeof(float), wire::ENC_FP32, &scratch[i]);
+        if (!values.ok()) {
+          Reject(*shared, values.status());
+          return;
+        }
+        frames.push_back(*values);
         sizes.push_back(f.size() / sizeof(float));
       }
       Status s = shard->LoadState(shared->msg.header.chain_snapshot(), frames, sizes);
