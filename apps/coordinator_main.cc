@@ -30,6 +30,12 @@ DEFINE_int64(max_table_mb, 4096,
              "Largest dense table admitted, in MiB of parameters (0: unlimited)");
 DEFINE_int64(max_message_mb, 1024,
              "Largest message accepted, in MiB; a peer sending a bigger one is disconnected");
+DEFINE_string(security, "plain",
+              "plain (no authentication: anyone who reaches an endpoint can read and change the "
+              "model) or curve (CurveZMQ: only the job's keys, roles bound to keys)");
+DEFINE_string(keys_dir, "", "--security=curve: the job's keys (relaxps-ctl keygen DIR)");
+DEFINE_bool(insecure_bind_public, false,
+            "Allow --bind on a non-loopback address without --security=curve");
 DEFINE_bool(exit_when_done, true,
             "End the job once --num_workers workers have left (servers flush and exit, then "
             "the coordinator); relaxps-ctl shutdown ends it either way");
@@ -87,6 +93,14 @@ int main(int argc, char** argv) {
   options.takeover_probe_ms = FLAGS_takeover_probe_ms;
   options.max_workers = FLAGS_max_workers;
   options.exit_when_done = FLAGS_exit_when_done;
+  auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, "coordinator");
+  if (!curve.ok()) return relaxps::Fail("relaxps-coordinator", curve.status(), 2);
+  options.curve = *curve;
+  if (relaxps::Status b = relaxps::CheckBindIsSafe(FLAGS_bind, curve->enabled(),
+                                                   FLAGS_insecure_bind_public);
+      !b.ok()) {
+    return relaxps::Fail("relaxps-coordinator", b, 2);
+  }
   options.failed_exit_ms = FLAGS_failed_exit_ms;
   if (FLAGS_max_table_mb < 0 || FLAGS_max_message_mb < 1) {
     return relaxps::Fail("relaxps-coordinator",

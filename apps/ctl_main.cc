@@ -6,6 +6,7 @@
 //   relaxps-ctl --coordinator=EP stats         per-server request counters
 //   relaxps-ctl --coordinator=EP checkpoint    take a coordinated checkpoint now
 //   relaxps-ctl --coordinator=EP checkpoints   complete checkpoints + what servers hold
+//   relaxps-ctl keygen DIR [--servers=N --workers=M]   CurveZMQ keys of a job
 //   relaxps-ctl --coordinator=EP shutdown      end the job in order: workers finish their
 //                                              step, servers flush, everyone exits 0
 #include <cmath>
@@ -22,6 +23,10 @@
 DEFINE_string(coordinator, "", "Coordinator endpoint (required)");
 DEFINE_int32(timeout_ms, 5000, "Deadline of each request");
 DEFINE_int32(checkpoint_timeout_ms, 180000, "Deadline of `checkpoint`");
+DEFINE_string(security, "plain", "plain or curve (then --keys_dir: the job's keys, key 'ctl')");
+DEFINE_string(keys_dir, "", "--security=curve: the job's keys (relaxps-ctl keygen DIR)");
+DEFINE_int32(servers, 1, "keygen: server keys to write (server-0 ..)");
+DEFINE_int32(workers, 1, "keygen: worker keys to write (worker-0 ..)");
 
 namespace relaxps {
 namespace {
@@ -175,8 +180,23 @@ int Checkpoints(RpcClient* rpc, int peer) {
   return errors == 0 ? 0 : 1;
 }
 
+CurveOptions g_curve;  // Set in main() from --security / --keys_dir.
+
+int Keygen(const std::string& dir) {
+  if (FLAGS_servers < 0 || FLAGS_workers < 0) {
+    return Fail(kName, InvalidArgumentError("--servers and --workers must be >= 0"), 2);
+  }
+  Status s = GenerateCurveKeys(dir, JobPrincipals(FLAGS_servers, FLAGS_workers));
+  if (!s.ok()) return Fail(kName, s, 1);
+  std::printf("wrote CurveZMQ keys of %d server(s) and %d worker(s) to %s (*.key secret, "
+              "*.pub public)\n",
+              FLAGS_servers, FLAGS_workers, dir.c_str());
+  return 0;
+}
+
 int Pull(const std::string& table, const std::string& path) {
   ClientOptions co;
+  co.curve = g_curve;
   co.coordinator = FLAGS_coordinator;
   co.role = "observer";
   co.request_timeout_ms = FLAGS_timeout_ms;
@@ -219,7 +239,7 @@ int Shutdown(RpcClient* rpc, int peer) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "relaxps-ctl --coordinator=EP <status | tables | stats | checkpoint | checkpoints | shutdown | "
-      "pull TABLE FILE>");
+      "pull TABLE FILE> | relaxps-ctl keygen DIR [--servers=N --workers=M]");
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, true); !s.ok()) {
     return relaxps::Fail("relaxps-ctl", s, 2);
   }
@@ -227,14 +247,22 @@ int main(int argc, char** argv) {
   relaxps::InitLogging(argv[0]);
   using relaxps::Fail;
   using relaxps::InvalidArgumentError;
+  if (argc == 3 && std::string(argv[1]) == "keygen") return relaxps::Keygen(argv[2]);
   if (FLAGS_coordinator.empty()) return Fail(relaxps::kName, InvalidArgumentError("--coordinator is required"), 2);
+  auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, "ctl");
+  if (!curve.ok()) return Fail(relaxps::kName, curve.status(), 2);
+  relaxps::g_curve = *curve;
   if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown or pull"), 2);
   const std::string cmd = argv[1];
   if (cmd == "pull") {
     if (argc != 4) return Fail(relaxps::kName, InvalidArgumentError("usage: pull TABLE FILE"), 2);
     return relaxps::Pull(argv[2], argv[3]);
   }
-  relaxps::RpcClient rpc;
+  relaxps::RpcClientOptions rpc_options;
+  if (relaxps::Status s = rpc_options.UseCurve(relaxps::g_curve); !s.ok()) {
+    return Fail(relaxps::kName, s, 2);
+  }
+  relaxps::RpcClient rpc(rpc_options);
   const int peer = rpc.Connect(FLAGS_coordinator);
   if (cmd == "status") return relaxps::Status_(&rpc, peer);
   if (cmd == "tables") return relaxps::Tables(&rpc, peer);

@@ -30,6 +30,12 @@ DEFINE_string(restore_from, "",
               "one under --checkpoint_dir) or a checkpoint directory");
 DEFINE_string(device, "cpu", "Device for optimizer updates: cpu or cuda");
 DEFINE_int32(heartbeat_ms, 200, "Heartbeat period to the coordinator");
+DEFINE_string(security, "plain",
+              "plain (no authentication: anyone who reaches an endpoint can read and change the "
+              "model) or curve (CurveZMQ: only the job's keys, roles bound to keys)");
+DEFINE_string(keys_dir, "", "--security=curve: the job's keys (relaxps-ctl keygen DIR)");
+DEFINE_bool(insecure_bind_public, false,
+            "Allow --bind on a non-loopback address without --security=curve");
 DEFINE_int32(coordinator_timeout_ms, 30000,
              "Exit (code 1) after this long without an answer from the coordinator");
 DEFINE_int64(max_server_mb, 16384,
@@ -98,6 +104,15 @@ int main(int argc, char** argv) {
   options.max_bytes = static_cast<uint64_t>(FLAGS_max_server_mb) << 20;
   options.max_clocks_ahead = FLAGS_max_clocks_ahead;
   options.coordinator_timeout_ms = FLAGS_coordinator_timeout_ms;
+  auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir,
+                                          "server-" + std::to_string(FLAGS_server_id));
+  if (!curve.ok()) return relaxps::Fail(kName, curve.status(), 2);
+  options.curve = *curve;
+  if (relaxps::Status b = relaxps::CheckBindIsSafe(FLAGS_bind, curve->enabled(),
+                                                   FLAGS_insecure_bind_public);
+      !b.ok()) {
+    return relaxps::Fail(kName, b, 2);
+  }
   options.max_queued_replies = FLAGS_max_queued_replies;
   options.max_message_bytes = FLAGS_max_message_mb << 20;
   auto device = relaxps::kernels::ParseDeviceType(FLAGS_device);

@@ -7,6 +7,8 @@
 // --request_timeout_ms, --wire_dtype); adds --time_origin_unix.
 #include "apps/worker_evaluator.h"
 
+#include "apps/internal/main_util.h"
+
 #include <cstdio>
 #include <string>
 
@@ -25,6 +27,8 @@ DEFINE_double(time_origin_unix, 0,
               "--role=evaluator: origin of the CSV's time_s in seconds since the epoch (0: the "
               "evaluator's start), e.g. the launcher's start time");
 
+DECLARE_string(security);
+DECLARE_string(keys_dir);
 DECLARE_string(coordinator);
 DECLARE_string(table);
 DECLARE_string(wire_dtype);
@@ -59,6 +63,12 @@ int RunEvaluatorRole(kernels::Device* device, trainer::Model* model,
   client_options.role = "observer";
   client_options.request_timeout_ms = FLAGS_request_timeout_ms;
   client_options.wire_dtype = FLAGS_wire_dtype;
+  StatusOr<CurveOptions> curve = SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, "observer");
+  if (!curve.ok()) {
+    std::fprintf(stderr, "relaxps-worker: evaluator: %s\n", curve.status().ToString().c_str());
+    return 2;
+  }
+  client_options.curve = *curve;
   StatusOr<std::unique_ptr<Client>> client = Client::Connect(client_options);
   if (!client.ok()) {
     std::fprintf(stderr, "relaxps-worker: evaluator: cannot join the job at %s: %s\n",

@@ -39,6 +39,10 @@ DEFINE_bool(async_pipeline, true,
             "computation (parameters one update older, communication hidden)");
 DEFINE_string(wire_dtype, "fp32", "Payload encoding on the wire: fp32 or fp16 (PS mode)");
 DEFINE_int32(request_timeout_ms, 10000, "Deadline of each parameter-server request");
+DEFINE_string(security, "plain",
+              "plain (no authentication: anyone who reaches an endpoint can read and change the "
+              "model) or curve (CurveZMQ: only the job's keys, roles bound to keys)");
+DEFINE_string(keys_dir, "", "--security=curve: the job's keys (relaxps-ctl keygen DIR)");
 DEFINE_int32(coordinator_timeout_ms, 30000,
              "Fail (exit non-zero) after this long without an answer from the coordinator");
 DEFINE_int32(recovery_timeout_ms, 120000,
@@ -243,6 +247,10 @@ int Main(int argc, char** argv) {
     client_options.local_after_ms = FLAGS_local_after_ms;
     client_options.wire_dtype = FLAGS_wire_dtype;
     client_options.coordinator_timeout_ms = FLAGS_coordinator_timeout_ms;
+    StatusOr<CurveOptions> curve = SecurityFromFlags(
+        FLAGS_security, FLAGS_keys_dir, "worker-" + std::to_string(FLAGS_worker_id));
+    if (!curve.ok()) return UsageError(curve.status().message());
+    client_options.curve = *curve;
     // relaxps-ctl shutdown: finish the step and leave, as on SIGTERM.
     client_options.on_job_done = [] { Stop(); };
     StatusOr<std::unique_ptr<Client>> connected = Client::Connect(client_options);

@@ -100,6 +100,10 @@ Status ClientImpl::Init() {
   ro.default_timeout_ms = options_.request_timeout_ms;
   ro.clock = clock_source_;
   ro.max_message_bytes = options_.max_message_bytes;
+  if (options_.curve.enabled() && options_.role == "worker" && options_.worker_id < 0) {
+    return InvalidArgumentError("--security=curve needs --worker_id (the id of the worker's key)");
+  }
+  RETURN_IF_ERROR(ro.UseCurve(options_.curve));
   rpc_ = std::make_unique<RpcClient>(ro);
   if (options_.faults.any()) {
     rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), options_.faults);

@@ -28,6 +28,7 @@
 
 #include "common/buffer.h"
 #include "common/clock.h"
+#include "common/curve_auth.h"
 #include "common/status.h"
 #include "common/table.h"
 #include "common/fault_options.h"
@@ -83,6 +84,10 @@ struct ClientOptions {
   // reports that the job is over (relaxps-ctl shutdown): finish the current
   // step and leave. Must not block.
   std::function<void()> on_job_done;
+  // --security=curve: the job's keys directory and this client's principal
+  // ("worker-<worker_id>", "observer" or "ctl"); a worker then needs
+  // worker_id. Empty keys_dir: plain TCP.
+  CurveOptions curve;
   // Largest reply accepted, in bytes (ZMQ_MAXMSGSIZE); a peer sending a
   // bigger one is disconnected. Must exceed the largest pull.
   int64_t max_message_bytes = int64_t{1} << 30;

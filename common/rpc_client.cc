@@ -8,6 +8,17 @@
 
 namespace relaxps {
 
+Status RpcClientOptions::UseCurve(const CurveOptions& curve) {
+  if (!curve.enabled()) return Status::OK();
+  ASSIGN_OR_RETURN(curve_keys, LoadCurveKeys(curve.keys_dir, curve.name));
+  ASSIGN_OR_RETURN(auto admitted, LoadAdmittedKeys(curve.keys_dir));
+  for (const auto& [pub, name] : admitted) {
+    if (name == "router") curve_server_key = pub;
+  }
+  if (curve_server_key.empty()) return NotFoundError("no router.pub in " + curve.keys_dir);
+  return Status::OK();
+}
+
 RpcClient::RpcClient(const RpcClientOptions& options)
     : options_(options), clock_(ClockOrReal(options.clock)) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -177,6 +188,11 @@ void RpcClient::IoLoop() {
         s.set(zmq::sockopt::reconnect_ivl_max, 1000);
         s.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
         if (!options_.routing_id.empty()) s.set(zmq::sockopt::routing_id, options_.routing_id);
+        if (!options_.curve_server_key.empty()) {
+          s.set(zmq::sockopt::curve_serverkey, options_.curve_server_key);
+          s.set(zmq::sockopt::curve_publickey, options_.curve_keys.public_key);
+          s.set(zmq::sockopt::curve_secretkey, options_.curve_keys.secret_key);
+        }
         if (options_.on_disconnect) {
           const std::string addr = "inproc://relaxps-monitor-" +
                                    std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +

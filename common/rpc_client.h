@@ -30,6 +30,7 @@
 #include <zmq_addon.hpp>
 
 #include "common/clock.h"
+#include "common/curve_auth.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 #include "common/transport.h"
@@ -57,6 +58,15 @@ struct RpcClientOptions {
   // Largest reply accepted, in bytes (ZMQ_MAXMSGSIZE); a peer sending a
   // bigger one is disconnected instead of exhausting memory. -1: unlimited.
   int64_t max_message_bytes = int64_t{1} << 30;
+  // --security=curve: every DEALER is a CURVE client with this key pair,
+  // trusting only a peer with curve_server_key (the job's router key). Empty:
+  // plain TCP. Set both with UseCurve().
+  CurveKeys curve_keys;
+  std::string curve_server_key;
+
+  // Loads curve.name's keys and the router's public key from curve.keys_dir
+  // (no-op when curve is not enabled).
+  Status UseCurve(const CurveOptions& curve);
 };
 
 // Kept for readability at call sites that only use the ZeroMQ client.

@@ -12,8 +12,19 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const RpcServerOptions& opt
   std::unique_ptr<RpcServer> s(new RpcServer());
   s->clock_ = ClockOrReal(options.clock);
   s->log_limiter_ = LogLimiter(s->clock_);
+  CurveKeys router;
+  if (options.curve.enabled()) {
+    ASSIGN_OR_RETURN(router, LoadCurveKeys(options.curve.keys_dir, "router"));
+    ASSIGN_OR_RETURN(auto admitted, LoadAdmittedKeys(options.curve.keys_dir));
+    ASSIGN_OR_RETURN(s->zap_, ZapHandler::Start(&s->context_, std::move(admitted)));
+  }
   try {
     s->socket_ = zmq::socket_t(s->context_, zmq::socket_type::router);
+    if (options.curve.enabled()) {
+      s->socket_.set(zmq::sockopt::curve_server, 1);
+      s->socket_.set(zmq::sockopt::curve_secretkey, router.secret_key);
+      s->socket_.set(zmq::sockopt::zap_domain, "relaxps");
+    }
     s->socket_.set(zmq::sockopt::router_mandatory, 1);
     s->socket_.set(zmq::sockopt::linger, 0);
     s->socket_.set(zmq::sockopt::sndhwm, options.max_queued_messages);
@@ -116,6 +127,11 @@ void RpcServer::Run(Handler handler) {
           continue;
         }
         std::string identity = parts[0].to_string();
+        std::string user_id;
+        if (zap_ != nullptr) {
+          const char* u = zmq_msg_gets(parts[1].handle(), "User-Id");
+          if (u != nullptr) user_id = u;
+        }
         StatusOr<Message> msg = ParseMessage(parts, 1);
         if (!msg.ok()) {
           ++malformed_;
@@ -130,7 +146,7 @@ void RpcServer::Run(Handler handler) {
           Send(identity, std::move(reply)).IgnoreError();
           continue;
         }
-        handler(Request{std::move(identity), std::move(msg).value()});
+        handler(Request{std::move(identity), std::move(msg).value(), std::move(user_id)});
       }
     }
     RunDueTimers();

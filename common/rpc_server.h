@@ -29,6 +29,7 @@
 #include <zmq_addon.hpp>
 
 #include "common/clock.h"
+#include "common/curve_auth.h"
 #include "common/log_limiter.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
@@ -49,12 +50,18 @@ struct RpcServerOptions {
   // Time source of the timers (AddTimer) and of the loop's waits (nullptr:
   // real time). With a FakeClock, timers fire when the test advances it.
   const Clock* clock = nullptr;
+  // --security=curve: the socket is a CURVE server with the job's router
+  // key and admits only the keys in curve.keys_dir (curve_auth.h).
+  CurveOptions curve;
 };
 
 // A received request and the identity of the peer that sent it.
 struct Request {
   std::string identity;
   Message msg;
+  // The sender's authenticated principal (curve: its key's name, e.g.
+  // "worker-1"); empty under plain TCP. See RoleAllows().
+  std::string user_id;
 };
 
 class RpcServer {
@@ -111,6 +118,7 @@ class RpcServer {
   // Constant after Bind().
   const Clock* clock_ = RealClock();
   zmq::context_t context_{1};
+  std::unique_ptr<ZapHandler> zap_;  // Curve only; before socket_ binds.
   zmq::socket_t socket_;
   std::string endpoint_;
   int wake_fd_ = -1;  // eventfd signalled by Post()/Stop().

@@ -62,6 +62,7 @@ class CoordinatorImpl final : public Coordinator {
     ro.bind = options_.bind;
     ro.clock = clock_;
     ro.max_message_bytes = options_.max_message_bytes;
+    ro.curve = options_.curve;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
@@ -73,6 +74,7 @@ class CoordinatorImpl final : public Coordinator {
     for (int i = 0; i < 4; ++i) identity_ += std::to_string(rd());
     co.routing_id = identity_;
     co.max_message_bytes = options_.max_message_bytes;
+    RETURN_IF_ERROR(co.UseCurve(options_.curve));
     if (chained()) {
       co.on_disconnect = [this](int peer) { rpc_->Post([this, peer] { OnDisconnect(peer); }); };
     }
@@ -113,6 +115,9 @@ class CoordinatorImpl final : public Coordinator {
   // a failed job's clients had time to learn why.
   void MaybeExit(int64_t now);
   void Handle(Request req);
+  // --security=curve: PermissionDenied unless the sender's key may send
+  // this message in the role and with the id it claims.
+  Status CheckRole(const Request& req) const;
   // `old_confirmed_dead`: a server registering with the id of a live one
   // whose instance did not answer a probe (see takeover_probe_ms).
   void HandleRegister(Request req, bool old_confirmed_dead = false);
@@ -183,8 +188,51 @@ class CoordinatorImpl final : public Coordinator {
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
 };
 
+Status CoordinatorImpl::CheckRole(const Request& req) const {
+  const std::string& u = req.user_id;
+  if (u.empty()) return Status::OK();  // Plain TCP.
+  const wire::Header& h = req.msg.header;
+  bool ok = true;
+  switch (h.type()) {
+    case wire::REGISTER: {
+      const wire::RegisterRequest& r = h.register_request();
+      ok = r.role() == "observer" ? RoleAllows(u, "observer")
+                                  : r.requested_id() >= 0 && RoleAllows(u, r.role(), r.requested_id());
+      break;
+    }
+    case wire::HEARTBEAT:
+      ok = RoleAllows(u, h.heartbeat().role(), h.heartbeat().id());
+      break;
+    case wire::DEREGISTER:
+      ok = h.heartbeat().role() == "server" ? RoleAllows(u, "server", h.heartbeat().id())
+                                            : RoleAllows(u, "worker", h.sender());
+      break;
+    case wire::SHUTDOWN:
+    case wire::TRIGGER_CHECKPOINT:
+      ok = RoleAllows(u, "ctl");
+      break;
+    case wire::CREATE_TABLE:
+      ok = RoleAllows(u, "worker") || RoleAllows(u, "ctl");
+      break;
+    case wire::SEED_COPY:
+      ok = RoleAllows(u, "worker", h.seed_data().worker());
+      break;
+    default:
+      break;  // Reads: any key of the job.
+  }
+  if (ok) return Status::OK();
+  return PermissionDeniedError("key '" + u + "' may not send " + wire::MsgType_Name(h.type()) +
+                               " as claimed (under --security=curve a server or worker "
+                               "registers with the id of its key)");
+}
+
 void CoordinatorImpl::Handle(Request req) {
   const wire::Header& h = req.msg.header;
+  if (Status s = CheckRole(req); !s.ok()) {
+    LOG_EVERY_T(WARNING, 1) << "refused: " << s;
+    rpc_->ReplyStatus(req, s).IgnoreError();
+    return;
+  }
   switch (h.type()) {
     case wire::REGISTER:
       HandleRegister(std::move(req));

@@ -36,6 +36,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/curve_auth.h"
 #include "common/status.h"
 #include "consistency/consistency_policy.h"
 #include "recovery/recovery_policy.h"
@@ -77,6 +78,8 @@ struct CoordinatorOptions {
   // CREATE_TABLE is refused before anything is allocated. 0: unlimited
   // (servers still enforce their own --max_server_mb).
   uint64_t max_table_bytes = uint64_t{4} << 30;
+  // --security=curve (curve.name is "coordinator"); empty keys_dir: plain.
+  CurveOptions curve;
   // Largest message accepted on any socket (ZMQ_MAXMSGSIZE), in bytes.
   int64_t max_message_bytes = int64_t{1} << 30;
   // A member silent for longer is declared dead. Shorter detects failures

@@ -21,6 +21,9 @@ namespace server_internal {
 
 Status ServerImpl::Init() {
   if (options_.coordinator.empty()) return InvalidArgumentError("--coordinator is required");
+  if (options_.curve.enabled() && options_.server_id < 0) {
+    return InvalidArgumentError("--security=curve needs --server_id (the id of the server's key)");
+  }
   if (options_.coordinator_timeout_ms < 1) {
     return InvalidArgumentError("--coordinator_timeout_ms must be > 0");
   }
@@ -32,6 +35,7 @@ Status ServerImpl::Init() {
   ro.bind = options_.bind;
   ro.max_message_bytes = options_.max_message_bytes;
   ro.max_queued_messages = options_.max_queued_replies;
+  ro.curve = options_.curve;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
   // Shards live in host memory: host-side work (decoding, NaN checks, BSP
   // sums) runs on the CPU device; optimizer updates run on options_.device
@@ -54,6 +58,7 @@ Status ServerImpl::Init() {
   RpcClientOptions rpc_options;
   rpc_options.clock = clock_;
   rpc_options.max_message_bytes = options_.max_message_bytes;
+  RETURN_IF_ERROR(rpc_options.UseCurve(options_.curve));
   coordinator_ = std::make_unique<RpcClient>(rpc_options);
   coordinator_peer_ = coordinator_->Connect(options_.coordinator);
   Message req;
@@ -89,6 +94,7 @@ Status ServerImpl::Init() {
     po.default_timeout_ms = 5000;
     po.clock = clock_;
     po.max_message_bytes = options_.max_message_bytes;
+    RETURN_IF_ERROR(po.UseCurve(options_.curve));
     peers_ = std::make_unique<RpcClient>(po);
   }
   ConsistencyOptions co;
@@ -356,7 +362,40 @@ Status ServerImpl::CheckClockAhead(const DenseShardState& shard, int64_t clock) 
                                  "; staleness + --max_clocks_ahead)");
 }
 
+Status ServerImpl::CheckRole(const Request& req) const {
+  const std::string& u = req.user_id;
+  if (u.empty()) return Status::OK();  // Plain TCP.
+  const wire::Header& h = req.msg.header;
+  bool ok = true;
+  if (h.forwarded() || h.type() == wire::CHAIN_SNAPSHOT || h.type() == wire::CHAIN_COMPLETE) {
+    ok = RoleAllows(u, "server");
+  } else {
+    switch (h.type()) {
+      case wire::PULL:
+      case wire::PULL_ROWS:
+        ok = h.sender() < 0 ? RoleAllows(u, "observer") : RoleAllows(u, "worker", h.sender());
+        break;
+      case wire::PUSH:
+      case wire::PUSH_PULL:
+      case wire::PUSH_ROWS:
+      case wire::CLOCK:
+        ok = RoleAllows(u, "worker", h.sender());
+        break;
+      default:
+        break;  // Control messages: CheckFromCoordinator; stats and probes: any key.
+    }
+  }
+  if (ok) return Status::OK();
+  return PermissionDeniedError("key '" + u + "' may not send " + wire::MsgType_Name(h.type()) +
+                               " as worker " + std::to_string(h.sender()));
+}
+
 Status ServerImpl::CheckFromCoordinator(const Request& req) const {
+  if (!req.user_id.empty() && !RoleAllows(req.user_id, "coordinator")) {
+    return PermissionDeniedError(wire::MsgType_Name(req.msg.header.type()) +
+                                 " is accepted only from the coordinator's key, not '" +
+                                 req.user_id + "'");
+  }
   if (!coordinator_identity_.empty() && req.identity == coordinator_identity_) return Status::OK();
   return PermissionDeniedError(wire::MsgType_Name(req.msg.header.type()) +
                                " is accepted only from the coordinator's connection");
@@ -465,6 +504,10 @@ void ServerImpl::Handle(Request req) {
   stats_.set_bytes_in(stats_.bytes_in() + req.msg.PayloadBytes());
   if (h.is_reply()) {
     Reject(req, InvalidArgumentError("unexpected reply message"));
+    return;
+  }
+  if (Status s = CheckRole(req); !s.ok()) {
+    Reject(req, s);
     return;
   }
   if (h.forwarded() || h.type() == wire::CHAIN_SNAPSHOT || h.type() == wire::CHAIN_COMPLETE) {

@@ -34,6 +34,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/curve_auth.h"
 #include "common/status.h"
 #include "kernels/device.h"
 #include "storage/param_store.h"
@@ -70,6 +71,9 @@ struct ServerOptions {
   // checkpoint under checkpoint_dir; NotFound if none) or a checkpoint
   // directory. A bad checkpoint fails Start() with Corruption naming it.
   std::string restore_from;
+  // --security=curve (curve.name "server-<server_id>"; server_id is then
+  // required); empty keys_dir: plain TCP.
+  CurveOptions curve;
   // Lifecycle: with no answer from the coordinator for this long the server
   // stops and Run() returns Unavailable (longer than a coordinator takeover,
   // when there is one). The server also stops when the coordinator reports

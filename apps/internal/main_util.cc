@@ -88,4 +88,17 @@ int Fail(const char* binary, const Status& status, int code) {
   return code;
 }
 
+StatusOr<CurveOptions> SecurityFromFlags(const std::string& security, const std::string& keys_dir,
+                                         const std::string& name) {
+  if (security == "plain") return CurveOptions();
+  if (security != "curve") {
+    return InvalidArgumentError("--security must be plain or curve, got '" + security + "'");
+  }
+  if (keys_dir.empty()) {
+    return InvalidArgumentError("--security=curve needs --keys_dir (relaxps-ctl keygen DIR)");
+  }
+  RETURN_IF_ERROR(LoadCurveKeys(keys_dir, name).status());
+  return CurveOptions{keys_dir, name};
+}
+
 }  // namespace relaxps

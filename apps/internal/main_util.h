@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "common/curve_auth.h"
 #include "common/status.h"
 
 namespace relaxps {
@@ -28,6 +29,13 @@ Status WriteFileAtomically(const std::string& path, const std::string& content);
 // naming the flag. Also rejects positional arguments unless
 // `allow_positional`.
 Status CheckCommandLine(int argc, char** argv, bool allow_positional = false);
+
+// --security=plain|curve and --keys_dir of a binary whose principal is
+// `name` (curve_auth.h): the CurveOptions to use (keys_dir empty for plain).
+// InvalidArgument for another mode, or curve without --keys_dir; NotFound if
+// the principal's key is missing.
+StatusOr<CurveOptions> SecurityFromFlags(const std::string& security, const std::string& keys_dir,
+                                         const std::string& name);
 
 // Prints "<binary>: <status>" to stderr and returns `code` (for main()).
 int Fail(const char* binary, const Status& status, int code);

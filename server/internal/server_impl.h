@@ -70,6 +70,9 @@ class ServerImpl final : public Server {
   Status CheckByteQuota(const wire::ShardMap& map) const;
   Status CheckClockAhead(const DenseShardState& shard, int64_t clock) const;
   static uint64_t DenseBytes(uint64_t keys, int slots);
+  // --security=curve: PermissionDenied unless the sender's key may send
+  // this message as the worker (or server) it claims to be.
+  Status CheckRole(const Request& req) const;
   // OK if `req` came over the coordinator's connection.
   Status CheckFromCoordinator(const Request& req) const;
   // Replies with an error and counts the rejection.

@@ -1,0 +1,95 @@
+// CurveZMQ authentication of a relaxps job (--security=curve).
+//
+// Keys: `relaxps-ctl keygen DIR` writes one key pair per principal, named by
+// role: "coordinator", "router" (the CURVE server key shared by every ROUTER
+// of the job: the coordinator's and the servers'), "server-<id>",
+// "worker-<id>", "ctl" (relaxps-ctl: admin) and "observer" (read-only
+// tools, the evaluator). DIR/<name>.key holds the public and secret key (Z85,
+// one per line, mode 0600); DIR/<name>.pub the public key alone.
+//
+// Every ROUTER is a CURVE server with the router key and admits, through a
+// ZAP handler, only the public keys found in DIR/*.pub; the handler gives
+// each connection the key's name as ZeroMQ's "User-Id" (Request::user_id),
+// which handlers check against the role a message claims (RoleAllows).
+// Every DEALER is a CURVE client with its own key and the router public key.
+//
+// Thread-safety: CurveKeys and CurveOptions are values; ZapHandler runs its
+// own thread and is safe to destroy from any thread.
+#ifndef RELAXPS_COMMON_CURVE_AUTH_H_
+#define RELAXPS_COMMON_CURVE_AUTH_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "common/status.h"
+
+namespace relaxps {
+
+struct CurveKeys {
+  std::string public_key;  // Z85, 40 characters.
+  std::string secret_key;  // Z85, 40 characters.
+};
+
+// What a process needs for --security=curve; empty keys_dir: plain TCP.
+struct CurveOptions {
+  // Directory written by `relaxps-ctl keygen`.
+  std::string keys_dir;
+  // This process's principal ("coordinator", "server-0", "worker-1", "ctl").
+  std::string name;
+
+  bool enabled() const { return !keys_dir.empty(); }
+};
+
+// Writes key pairs for `names` into `dir` (created if needed).
+Status GenerateCurveKeys(const std::string& dir, const std::vector<std::string>& names);
+// The principals `relaxps-ctl keygen` writes for a job of this size.
+std::vector<std::string> JobPrincipals(int num_servers, int num_workers);
+// Reads DIR/<name>.key. NotFound naming the file if it is missing.
+StatusOr<CurveKeys> LoadCurveKeys(const std::string& dir, const std::string& name);
+// Public key -> name of every DIR/*.pub.
+StatusOr<std::map<std::string, std::string>> LoadAdmittedKeys(const std::string& dir);
+
+// The ZAP handler of one ZeroMQ context: admits the CURVE keys in
+// `admitted` (public key -> name, given as User-Id) and refuses everything
+// else. Must be created before the context's sockets bind.
+class ZapHandler {
+ public:
+  static StatusOr<std::unique_ptr<ZapHandler>> Start(zmq::context_t* context,
+                                                     std::map<std::string, std::string> admitted);
+  ZapHandler(const ZapHandler&) = delete;
+  ZapHandler& operator=(const ZapHandler&) = delete;
+  ~ZapHandler();
+
+  uint64_t refused() const { return refused_.load(); }
+
+ private:
+  ZapHandler() = default;
+  void Loop();
+
+  // Constant after Start().
+  std::map<std::string, std::string> admitted_;
+  zmq::socket_t socket_;  // REP on inproc://zeromq.zap.01; handler thread only.
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> refused_{0};
+  std::thread thread_;
+};
+
+// Role binding: may the principal `user_id` ("" under plain TCP: anyone)
+// act as `role` ("server", "worker", "observer", "coordinator", "ctl") with
+// `id` (-1: any)? "worker-3" may act only as worker 3, "server-1" only as
+// server 1; "ctl" may also act as an observer.
+bool RoleAllows(const std::string& user_id, const std::string& role, int id = -1);
+
+// Refuses a --bind on a non-loopback address without curve, unless
+// `insecure_bind_public`.
+Status CheckBindIsSafe(const std::string& bind, bool curve, bool insecure_bind_public);
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_COMMON_CURVE_AUTH_H_

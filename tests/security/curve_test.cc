@@ -1,0 +1,173 @@
+// --security=curve (issue 13): a job whose coordinator and server admit
+// only the job's keys.
+//  * The job's worker key trains (create, push, pull).
+//  * A client without keys, or with a key of another keygen (knowing the
+//    router's public key), can neither register, pull nor push.
+//  * A worker key cannot send WORKER_SET or INSTALL_MAP, act as another
+//    worker, or register as a server.
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "client/client.h"
+#include "common/curve_auth.h"
+#include "common/rpc_client.h"
+#include "coordinator/coordinator.h"
+#include "server/server.h"
+#include "tests/test_util.h"
+
+namespace relaxps {
+namespace {
+
+class CurveJob {
+ public:
+  explicit CurveJob(const std::string& keys) {
+    CoordinatorOptions co;
+    co.curve = CurveOptions{keys, "coordinator"};
+    auto c = Coordinator::Start(co);
+    CHECK(c.ok()) << c.status();
+    coordinator_ = std::move(c).value();
+    threads_.emplace_back([this] { coordinator_->Run(); });
+    ServerOptions so;
+    so.coordinator = coordinator_->endpoint();
+    so.server_id = 0;
+    so.store.kind = "memory";
+    so.heartbeat_ms = 100;
+    so.curve = CurveOptions{keys, "server-0"};
+    auto s = Server::Start(so);
+    CHECK(s.ok()) << s.status();
+    server_ = std::move(s).value();
+    threads_.emplace_back([this] { server_->Run().IgnoreError(); });
+  }
+  ~CurveJob() {
+    server_->Stop();
+    coordinator_->Stop();
+    for (auto& t : threads_) t.join();
+  }
+  const std::string& coordinator() const { return coordinator_->endpoint(); }
+  const std::string& server() const { return server_->endpoint(); }
+
+ private:
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<Server> server_;
+  std::vector<std::thread> threads_;
+};
+
+StatusOr<std::unique_ptr<Client>> Connect(const std::string& coordinator, CurveOptions curve,
+                                          int worker_id, int timeout_ms) {
+  ClientOptions o;
+  o.coordinator = coordinator;
+  o.worker_id = worker_id;
+  o.request_timeout_ms = timeout_ms;
+  o.curve = std::move(curve);
+  return Client::Connect(o);
+}
+
+std::unique_ptr<RpcClient> RawClient(const CurveOptions& curve) {
+  RpcClientOptions o;
+  CHECK(o.UseCurve(curve).ok());
+  return std::make_unique<RpcClient>(o);
+}
+
+Message Pull(uint64_t n, int sender) {
+  Message m;
+  m.header.set_type(wire::PULL);
+  m.header.set_table("w");
+  m.header.set_key_count(n);
+  m.header.set_sender(sender);
+  return m;
+}
+
+TEST(CurveTest, OnlyTheJobsKeysGetInAndRolesAreBoundToKeys) {
+  const std::string dir = test::MakeTempDir();
+  const std::string keys = dir + "/keys";
+  ASSERT_OK(GenerateCurveKeys(keys, JobPrincipals(1, 2)));
+  CurveJob job(keys);
+  const int timeout_ms = static_cast<int>(test::Scaled(test::Millis(10000)).count());
+
+  // The job's worker key trains.
+  ASSERT_OK_AND_ASSIGN(auto worker,
+                       Connect(job.coordinator(), CurveOptions{keys, "worker-0"}, 0, timeout_ms));
+  TableOptions t;
+  t.name = "w";
+  t.size = 64;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = 1.0f;
+  ASSERT_OK(worker->CreateTable(t));
+  FloatBuffer g(64), out(64);
+  for (auto& v : g) v = 1.0f;
+  ASSERT_OK(worker->PushPull("w", 0, g, out).get());
+  EXPECT_FLOAT_EQ(out[0], -1.0f);
+
+  // No keys: the handshake never completes, so nothing is answered.
+  StatusOr<std::unique_ptr<Client>> plain = Connect(job.coordinator(), CurveOptions(), -1, 1500);
+  EXPECT_FALSE(plain.ok());
+  RpcClient raw;
+  StatusOr<Message> r = raw.CallSync(raw.Connect(job.server()), Pull(64, -1), 1500);
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
+
+  // A key of another keygen, though it knows the router's public key.
+  const std::string stranger = dir + "/stranger";
+  ASSERT_OK(GenerateCurveKeys(stranger, {"worker-0"}));
+  ASSERT_OK_AND_ASSIGN(std::string router_pub, test::ReadFile(keys + "/router.pub"));
+  {
+    std::ofstream f(stranger + "/router.pub");
+    f << router_pub;
+  }
+  StatusOr<std::unique_ptr<Client>> impostor =
+      Connect(job.coordinator(), CurveOptions{stranger, "worker-0"}, 0, 1500);
+  EXPECT_FALSE(impostor.ok());
+  auto stranger_rpc = RawClient(CurveOptions{stranger, "worker-0"});
+  Message push = Pull(64, 0);
+  push.header.set_type(wire::PUSH);
+  push.frames.push_back(Frame::Copy(g.data(), 64 * sizeof(float)));
+  r = stranger_rpc->CallSync(stranger_rpc->Connect(job.server()), std::move(push), 1500);
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
+
+  // A worker key may not send the coordinator's control messages ...
+  auto worker1 = RawClient(CurveOptions{keys, "worker-1"});
+  const int server = worker1->Connect(job.server());
+  Message worker_set;
+  worker_set.header.set_type(wire::WORKER_SET);
+  worker_set.header.mutable_live_workers()->set_version(99);
+  r = worker1->CallSync(server, std::move(worker_set), timeout_ms);
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << r.status();
+  Message install;
+  install.header.set_type(wire::INSTALL_MAP);
+  install.header.mutable_shard_map()->set_version(1000);
+  r = worker1->CallSync(server, std::move(install), timeout_ms);
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << r.status();
+  // ... nor pull or push as another worker ...
+  r = worker1->CallSync(server, Pull(64, 0), timeout_ms);
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << r.status();
+  // ... nor register as another worker or as a server.
+  const int coordinator = worker1->Connect(job.coordinator());
+  for (const char* role : {"worker", "server"}) {
+    Message reg;
+    reg.header.set_type(wire::REGISTER);
+    reg.header.mutable_register_request()->set_role(role);
+    reg.header.mutable_register_request()->set_requested_id(0);
+    reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:9");
+    reg.header.mutable_register_request()->set_protocol_version(kProtocolVersion);
+    r = worker1->CallSync(coordinator, std::move(reg), timeout_ms);
+    EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << role << ": " << r.status();
+  }
+  // Its own pulls work.
+  r = worker1->CallSync(server, Pull(64, 1), timeout_ms);
+  EXPECT_OK(r.status());
+  if (!::testing::Test::HasFailure()) test::RemoveTree(dir);
+}
+
+TEST(CurveTest, PublicBindNeedsCurveOrAnExplicitOptOut) {
+  EXPECT_OK(CheckBindIsSafe("tcp://127.0.0.1:*", false, false));
+  Status s = CheckBindIsSafe("tcp://0.0.0.0:5555", false, false);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("--insecure_bind_public"), std::string::npos) << s;
+  EXPECT_OK(CheckBindIsSafe("tcp://0.0.0.0:5555", true, false));
+  EXPECT_OK(CheckBindIsSafe("tcp://0.0.0.0:5555", false, true));
+}
+
+}  // namespace
+}  // namespace relaxps
