@@ -15,6 +15,10 @@
 # --coordinator.X=Y pass any other flag; everything else goes to the workers
 # (--lr, --batch, --optimizer, --seed, --wire_dtype, --device, ...).
 #
+# --security=curve generates CurveZMQ keys for the run under <out_dir>/keys
+# and starts every process with them (README, Security); relaxps-ctl then
+# needs --security=curve --keys_dir=<out_dir>/keys.
+#
 # Failure injection: --kill_server=ID@S (repeatable) SIGKILLs server ID S
 # seconds after the workers start; --stop_server=ID@S+D (repeatable) SIGSTOPs
 # it at S and SIGCONTs it D seconds later (a hung server);
@@ -67,8 +71,9 @@ KILLS=()  # "ID@S"
 STOPS=()  # "ID@S+D"
 PARTS=()  # "ID@S+D"
 EVAL_EVERY_S=0
+SECURITY=plain
 
-usage() { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in
@@ -88,6 +93,7 @@ for arg in "$@"; do
     --stop_server=*) STOPS+=("${arg#*=}") ;;
     --partition_server=*) PARTS+=("${arg#*=}") ;;
     --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
+    --security=*) SECURITY=${arg#*=} ;;
     --consistency=*|--staleness=*|--heartbeat_timeout_ms=*|--replicas=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
     --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
@@ -147,6 +153,17 @@ done
 [ -n "$OUT_DIR" ] || OUT_DIR="$ROOT/runs/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT_DIR" || exit 1
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
+
+# --security=curve: fresh CurveZMQ keys for this run, one per process.
+case "$SECURITY" in
+  plain) ;;
+  curve)
+    "$BIN/relaxps-ctl" keygen "$OUT_DIR/keys" --servers="$SERVERS" --workers="$WORKERS" \
+      >/dev/null || { echo "run_local.sh: relaxps-ctl keygen failed" >&2; exit 1; }
+    SEC=(--security=curve --keys_dir="$OUT_DIR/keys")
+    COORD_ARGS+=("${SEC[@]}"); SERVER_ARGS+=("${SEC[@]}"); WORKER_ARGS+=("${SEC[@]}") ;;
+  *) echo "run_local.sh: --security must be plain or curve, got '$SECURITY'" >&2; exit 2 ;;
+esac
 
 PIDS=()
 NAMES=()
