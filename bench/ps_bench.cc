@@ -27,6 +27,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -61,6 +62,8 @@ DEFINE_int32(row_width, 64, "Floats per sparse row.");
 DEFINE_uint64(sparse_ids, 1 << 20, "Sparse ids are drawn from [0, sparse_ids).");
 DEFINE_double(zipf_s, 1.0, "Exponent of the Zipf id distribution.");
 DEFINE_uint64(seed, 1, "Seed of the sparse id streams.");
+DEFINE_string(security, "plain",
+              "plain or curve (every socket CurveZMQ with fresh keys; scripts/bench.sh compares)");
 
 namespace relaxps {
 namespace bench {
@@ -83,7 +86,17 @@ std::vector<std::string> SplitCsv(const std::string& csv) {
 class Cluster {
  public:
   Cluster(int servers, int workers) {
+    CurveOptions curve;
+    if (FLAGS_security == "curve") {
+      char tmpl[] = "/tmp/relaxps-bench-keys-XXXXXX";
+      CHECK(mkdtemp(tmpl) != nullptr);
+      curve.keys_dir = tmpl;
+      Status k = GenerateCurveKeys(curve.keys_dir, JobPrincipals(servers, workers));
+      CHECK(k.ok()) << k.ToString();
+    }
     CoordinatorOptions co;
+    co.curve = curve;
+    if (curve.enabled()) co.curve.name = "coordinator";
     co.num_servers = servers;
     co.num_workers = workers;
     co.consistency = ConsistencyModel::kAsync;
@@ -99,6 +112,10 @@ class Cluster {
       ServerOptions so;
       so.coordinator = coordinator_->endpoint();
       so.store.kind = "memory";
+      if (curve.enabled()) {
+        so.server_id = i;
+        so.curve = CurveOptions{curve.keys_dir, "server-" + std::to_string(i)};
+      }
       auto s = Server::Start(so);
       CHECK(s.ok()) << s.status().ToString();
       servers_.push_back(std::move(s).value());
@@ -109,6 +126,10 @@ class Cluster {
       ClientOptions o;
       o.coordinator = coordinator_->endpoint();
       o.request_timeout_ms = 120000;
+      if (curve.enabled()) {
+        o.worker_id = i;
+        o.curve = CurveOptions{curve.keys_dir, "worker-" + std::to_string(i)};
+      }
       auto client = Client::Connect(o);
       CHECK(client.ok()) << client.status().ToString();
       clients_.push_back(std::move(client).value());

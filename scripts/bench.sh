@@ -4,7 +4,7 @@
 # (see docs/benchmarks.md). The document is also written to
 # bench/results/bench-<timestamp>.json.
 #
-#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,overhead,consistency,chain]
+#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,overhead,consistency,chain,curve]
 #
 # --quick: short time boxes, under 3 minutes on 2 cores; the default (full)
 # run takes under 15.
@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 QUICK=0
 SKIP_BUILD=0
-ONLY=zmq,ps,optimizer,checkpoint,store,overhead,consistency,chain
+ONLY=zmq,ps,optimizer,checkpoint,store,overhead,consistency,chain,curve
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
@@ -121,6 +121,12 @@ fi
 if want chain; then
   # Chain replication R=2 against R=1 on the same 3 servers (ratios inside).
   run chain "$ROOT/bench/chain_bench.sh" --duration_s="$CHAIN_S" --out_dir="$WORK/chain"
+fi
+
+if want curve && have relaxps-bench-ps; then
+  # --security=curve against plain TCP, same process layout (ratios inside).
+  if [ "$QUICK" = 1 ]; then run curve "$ROOT/bench/curve_bench.sh" --seconds=0.5 --reps=2;
+  else run curve "$ROOT/bench/curve_bench.sh" --seconds=1 --reps=3; fi
 fi
 
 OUT="$ROOT/bench/results/bench-$STAMP.json"
