@@ -33,6 +33,10 @@ Status CoordinatorOptions::Validate() const {
                                 std::to_string(replicas));
   }
   if (probe_timeout_ms < 1) return InvalidArgumentError("probe_timeout_ms must be > 0");
+  if (sparse_buckets < 0 || sparse_buckets > 65536) {
+    return InvalidArgumentError("--sparse_buckets must be between 0 and 65536, got " +
+                                std::to_string(sparse_buckets));
+  }
   return Status::OK();
 }
 
@@ -381,14 +385,6 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
     return;
   }
-  if (chained() && t.type == TableType::kSparse) {
-    rpc_->ReplyStatus(req, InvalidArgumentError("table '" + t.name +
-                                                "': sparse tables are not chain-replicated in "
-                                                "this version (--recovery=chain holds dense "
-                                                "tables only)"))
-        .IgnoreError();
-    return;
-  }
   if (members_.live_servers() < options_.num_servers) {
     rpc_->ReplyStatus(req, UnavailableError("waiting for servers: " +
                                             std::to_string(members_.live_servers()) + " of " +
@@ -406,6 +402,13 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
       for (const wire::DenseRange& r :
            ShardMap::AssignDense(t.size, options_.num_servers, job_.replicas())) {
         *ts->add_ranges() = r;
+      }
+    } else {
+      const int buckets =
+          options_.sparse_buckets > 0 ? options_.sparse_buckets : options_.num_servers;
+      for (const wire::SparseBucket& b :
+           ShardMap::AssignBuckets(buckets, options_.num_servers, job_.replicas())) {
+        *ts->add_buckets() = b;
       }
     }
     map_.set_version(map_.version() + 1);

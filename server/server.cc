@@ -175,6 +175,8 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
         ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
         ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> range_optimizer, make_optimizer());
         RangeState range;
+        range.table = t.name;
+        range.key = r.begin();
         range.shard = std::make_unique<DenseShardState>(shard, std::move(range_optimizer),
                                                         policy_.get(), device_.get(),
                                                         store_.get());
@@ -196,6 +198,8 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
                   << (chained() ? " (chain replica" + std::string(registered_ ? ")" : ", awaiting state)")
                                 : "");
       }
+    } else if (chained()) {
+      RETURN_IF_ERROR(CreateBuckets(t, ts, slots));
     } else {
       SparseTableSpec spec;
       spec.table = t.name;
@@ -417,6 +421,7 @@ void ServerImpl::HandleStats(const Request& req) {
   uint64_t applied = 0;
   for (auto& [k, r] : dense_) applied += r.shard->updates_applied();
   for (auto& [n, s] : sparse_) applied += s->updates_applied();
+  for (auto& [k, b] : buckets_) applied += b.bucket->shard()->updates_applied();
   stats_.set_updates_applied(applied);
   *reply.header.mutable_server_stats() = stats_;
   ReplyWith(req, std::move(reply));
@@ -604,6 +609,10 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
 }
 
 void ServerImpl::HandleSparse(Request req) {
+  if (chained()) {
+    HandleChainSparse(std::move(req));
+    return;
+  }
   const wire::Header& h = req.msg.header;
   auto it = sparse_.find(h.table());
   if (it == sparse_.end()) {

@@ -22,15 +22,22 @@
 #include "consistency/consistency_policy.h"
 #include "server/internal/chain_replica.h"
 #include "server/internal/dense_shard.h"
+#include "server/internal/sparse_bucket.h"
 #include "server/internal/sparse_shard.h"
 #include "server/server.h"
 
 namespace relaxps {
 namespace server_internal {
 
-// One dense key range held by this server.
+// One dense key range held by this server, or under chain replication one
+// sparse hash bucket (a replicated unit either way).
 struct RangeState {
-  std::unique_ptr<DenseShardState> shard;
+  std::unique_ptr<DenseShardState> shard;    // Dense ranges (else null).
+  std::unique_ptr<SparseBucketState> bucket;  // Sparse buckets (else null).
+  std::string table;
+  // Dense: the range's first key; sparse: the bucket index. Chain messages
+  // of the unit carry it as key_begin.
+  uint64_t key = 0;
   // Chain replication only (null otherwise).
   std::unique_ptr<ChainReplica> chain;
   std::vector<int> members;  // Current chain, head first.
@@ -92,6 +99,27 @@ class ServerImpl final : public Server {
   void ApplyChainRoles(const wire::ShardMap& map);
   // A client push / pull / push-pull at the head of a chain.
   void HandleChainDense(RangeState* range, Request req);
+  // PUSH_ROWS / PULL_ROWS of a sparse table under chain replication: at the
+  // head of the bucket the request names (server_chain_sparse.cc).
+  void HandleChainSparse(Request req);
+  // Applies a forwarded update (or snapshot) of a dense range / a sparse
+  // bucket at a follower; false (after rejecting) when it could not be.
+  bool ApplyForwardedDense(RangeState* range, const Request& req);
+  bool ApplyForwardedSparse(RangeState* range, const Request& req);
+  // Creates this server's replicas of the buckets of sparse table `t`.
+  Status CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots);
+  // The replicated unit (dense range or sparse bucket) whose chain messages
+  // carry (table, key); nullptr if this server holds none.
+  RangeState* FindReplica(const std::string& table, uint64_t key);
+  // Runs fn on every replicated unit (dense ranges, then sparse buckets).
+  template <typename Fn>
+  void ForEachReplica(Fn fn) {
+    for (auto& [key, range] : dense_) fn(&range);
+    for (auto& [key, range] : buckets_) fn(&range);
+  }
+  // Applies the chain position `members` (head first) of the unit, if this
+  // server holds it (see ApplyChainRoles).
+  void ApplyChainRole(RangeState* range, const std::vector<int>& members, uint64_t epoch);
   // An update, completion or snapshot forwarded by the predecessor.
   void HandleForwarded(Request req);
   // Head: gives `msg` the next sequence number and forwards it.
@@ -100,7 +128,6 @@ class ServerImpl final : public Server {
   // is acknowledged at once.
   void Commit(RangeState* range, uint64_t seq, const Message& msg);
   void Forward(RangeState* range, uint64_t seq, const Message& msg);
-  static std::string TableOf(const RangeState& range);
   void SendLogged(RangeState* range, const server_internal::LoggedOp& op);
   void OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
                       const Status& status, const Message& reply);
@@ -135,7 +162,9 @@ class ServerImpl final : public Server {
   uint64_t map_version_ = 0;
   wire::ShardMap map_;
   std::map<std::pair<std::string, uint64_t>, RangeState> dense_;  // (table, begin).
-  std::map<std::string, std::unique_ptr<SparseShardState>> sparse_;
+  std::map<std::string, std::unique_ptr<SparseShardState>> sparse_;  // Without chains.
+  // Chain replication: the sparse buckets held here, by (table, bucket).
+  std::map<std::pair<std::string, uint64_t>, RangeState> buckets_;
   wire::ServerStats stats_;
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;

@@ -1,9 +1,11 @@
 // Chain replication through real processes (--recovery=chain --replicas=2 on
-// 3 servers): workers push as fast as they can while servers are SIGKILLed
-// and restarted; afterwards every replica of every range holds exactly the
-// initial value minus every acknowledged push, once (SGD, lr 1, integer
-// gradients: float sums are exact), and, under Adam, exactly what one
-// process applying the same pushes in order computes, slots included.
+// 3 servers): workers push as fast as they can, to a dense table and to a
+// sparse one (8 hash buckets, each its own chain), while servers are
+// SIGKILLed and restarted; afterwards every replica of every range and
+// bucket holds exactly the initial value minus every acknowledged push, once
+// (SGD, lr 1, integer gradients: float sums are exact), and, under Adam,
+// exactly what one process applying the same pushes in order computes, slots
+// included.
 #include <signal.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/shard_map.h"
 #include "common/wire.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
@@ -26,10 +29,40 @@ namespace test {
 namespace {
 
 constexpr uint64_t kSize = 3 * 4096 + 1000;  // Three ranges, one per server.
+// The sparse table: rows [0, kRows) of kWidth floats, kRowsPerPush per push.
+constexpr uint64_t kRows = 500;
+constexpr uint32_t kWidth = 4;
+constexpr int kRowsPerPush = 32;
+constexpr int kBuckets = 8;
 
 std::vector<std::string> CoordinatorFlags() {
   return {"--recovery=chain", "--replicas=2", "--consistency=async",
-          "--heartbeat_timeout_ms=1000"};
+          "--heartbeat_timeout_ms=1000", "--sparse_buckets=" + std::to_string(kBuckets)};
+}
+
+TableOptions SparseTable(float init) {
+  TableOptions t;
+  t.name = "e";
+  t.type = TableType::kSparse;
+  t.row_width = kWidth;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = 1.0f;
+  t.init.seed = 6;
+  t.init.segments.push_back(InitSegment{0, kWidth, InitKind::kConstant, init, 0.0f});
+  return t;
+}
+
+// Row ids (with repeats) and integer gradients of sparse push `k` by worker `w`.
+void SparseGradient(int w, int k, KeyBuffer* ids, FloatBuffer* grads) {
+  *ids = KeyBuffer(kRowsPerPush);
+  *grads = FloatBuffer(kRowsPerPush * kWidth);
+  for (int j = 0; j < kRowsPerPush; ++j) {
+    const uint64_t id = (static_cast<uint64_t>(k) * 37 + w * 101 + j * 13) % kRows;
+    (*ids)[j] = id;
+    for (uint32_t c = 0; c < kWidth; ++c) {
+      (*grads)[j * kWidth + c] = static_cast<float>((id * 3 + c + k) % 4) - 1.0f;
+    }
+  }
 }
 
 TableOptions Table(const std::string& optimizer, float init) {
@@ -97,7 +130,10 @@ class ChainExactlyOnceTest : public ::testing::Test {
     }
     ASSERT_OK(workers_[0]->CreateTable(Table("sgd", init)));
     ASSERT_OK(workers_[1]->CreateTable(Table("sgd", init)));
+    ASSERT_OK(workers_[0]->CreateTable(SparseTable(init)));
+    ASSERT_OK(workers_[1]->CreateTable(SparseTable(init)));
     sums_.assign(2, std::vector<double>(kSize, 0.0));
+    row_sums_.assign(2, std::vector<double>(kRows * kWidth, 0.0));
     for (auto& p : pushes_) p = 0;
     errors_.assign(2, Status::OK());
     for (int w = 0; w < 2; ++w) {
@@ -112,6 +148,19 @@ class ChainExactlyOnceTest : public ::testing::Test {
             return;
           }
           for (uint64_t i = 0; i < kSize; ++i) sums_[w][i] += g[i];
+          KeyBuffer ids;
+          FloatBuffer rows;
+          SparseGradient(w, k, &ids, &rows);
+          s = workers_[w]->PushRows("e", ids, rows).get();
+          if (!s.ok()) {
+            errors_[w] = s;
+            return;
+          }
+          for (int j = 0; j < kRowsPerPush; ++j) {
+            for (uint32_t c = 0; c < kWidth; ++c) {
+              row_sums_[w][ids[j] * kWidth + c] += rows[j * kWidth + c];
+            }
+          }
           pushes_[w].fetch_add(1);
         }
       });
@@ -132,6 +181,42 @@ class ChainExactlyOnceTest : public ::testing::Test {
       expected[0][i] = static_cast<float>(v);
     }
     ExpectReplicas(1, expected);
+    ExpectSparseReplicas(init);
+  }
+
+  // Every row of every bucket of the sparse table on every replica of the
+  // bucket's chain: init - (each acknowledged push, once).
+  void ExpectSparseReplicas(float init) {
+    std::vector<ChainRange> buckets = BucketChains(cluster_.get(), "e");
+    ASSERT_EQ(buckets.size(), static_cast<size_t>(kBuckets));
+    size_t rows_checked = 0, rows_expected = 0;
+    for (const ChainRange& b : buckets) {
+      ASSERT_FALSE(b.chain.empty()) << "bucket " << b.begin;
+      std::vector<uint64_t> ids;
+      for (uint64_t r = 0; r < kRows; ++r) {
+        if (SparseOwner(r, kBuckets) == static_cast<int>(b.begin)) ids.push_back(r);
+      }
+      for (int server : b.chain) {
+        ASSERT_OK_AND_ASSIGN(
+            std::vector<float> got,
+            ReadRowsSlot(cluster_->server_endpoint(server), "e", ids, 0, b.begin));
+        ASSERT_EQ(got.size(), ids.size() * kWidth);
+        for (size_t i = 0; i < ids.size(); ++i) {
+          for (uint32_t c = 0; c < kWidth; ++c) {
+            const size_t at = ids[i] * kWidth + c;
+            const double v = init - row_sums_[0][at] - row_sums_[1][at];
+            ASSERT_LT(std::abs(v), 1 << 24);
+            ASSERT_EQ(got[i * kWidth + c], static_cast<float>(v))
+                << "server " << server << " bucket " << b.begin << " row " << ids[i] << " col "
+                << c;
+          }
+        }
+        rows_checked += ids.size();
+      }
+      rows_expected += b.chain.size() * ids.size();
+    }
+    EXPECT_EQ(rows_checked, rows_expected);
+    EXPECT_GE(rows_checked, kRows);  // Every row, on every live replica.
   }
   int64_t Pushes() { return pushes_[0].load() + pushes_[1].load(); }
 
@@ -139,6 +224,7 @@ class ChainExactlyOnceTest : public ::testing::Test {
   std::unique_ptr<RecoveryCluster> cluster_;
   std::vector<std::unique_ptr<Client>> workers_;
   std::vector<std::vector<double>> sums_;
+  std::vector<std::vector<double>> row_sums_;  // Per worker: kRows x kWidth.
   std::atomic<int64_t> pushes_[2];
   std::vector<Status> errors_;
   Pushers pushers_;  // Declared last: joined before the workers go.

@@ -24,6 +24,9 @@ struct ChainRange {
 
 // The chains of dense table `table` from `relaxps-ctl status` (empty on error).
 std::vector<ChainRange> Chains(RecoveryCluster* cluster, const std::string& table);
+// The chains of the buckets of sparse table `table`: begin is the bucket,
+// end the number of buckets.
+std::vector<ChainRange> BucketChains(RecoveryCluster* cluster, const std::string& table);
 
 // Waits until no chain of `table` holds server `gone` (gone >= 0), or until
 // every chain has `replicas` replicas (gone < 0). False on timeout.
