@@ -9,6 +9,7 @@
 #include "common/table.h"
 #include "consistency/consistency_policy.h"
 #include "coordinator/checkpoint_scheduler.h"
+#include "coordinator/map_watchers.h"
 #include "coordinator/membership.h"
 #include "coordinator/reseeder.h"
 #include "recovery/recovery_policy.h"
@@ -60,6 +61,7 @@ class CoordinatorImpl final : public Coordinator {
     ro.bind = options_.bind;
     ro.clock = clock_;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
+    watchers_ = std::make_unique<MapWatchers>(rpc_.get());
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
     co.clock = clock_;
@@ -97,6 +99,9 @@ class CoordinatorImpl final : public Coordinator {
 
  private:
   void Handle(Request req);
+  // Handles one request (Dispatch), then answers the map watches the
+  // request made stale.
+  void Dispatch(Request req);
   void HandleRegister(Request req);
   void HandleHeartbeat(const Request& req);
   void HandleCreateTable(Request req);
@@ -139,6 +144,7 @@ class CoordinatorImpl final : public Coordinator {
   int64_t start_ms_ = 0;
 
   // Loop thread only.
+  std::unique_ptr<MapWatchers> watchers_;  // Created in Init().
   Membership members_;
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
@@ -153,6 +159,11 @@ class CoordinatorImpl final : public Coordinator {
 };
 
 void CoordinatorImpl::Handle(Request req) {
+  Dispatch(std::move(req));
+  watchers_->Notify(map_);  // The request may have changed the map.
+}
+
+void CoordinatorImpl::Dispatch(Request req) {
   const wire::Header& h = req.msg.header;
   switch (h.type()) {
     case wire::REGISTER:
@@ -165,6 +176,10 @@ void CoordinatorImpl::Handle(Request req) {
       HandleCreateTable(std::move(req));
       return;
     case wire::GET_SHARD_MAP: {
+      if (h.watch_ms() > 0) {
+        watchers_->Add(std::move(req), map_, clock_->NowMs());
+        return;
+      }
       Message reply = MakeReply(h, Status::OK());
       *reply.header.mutable_shard_map() = map_;
       rpc_->Reply(req, std::move(reply)).IgnoreError();
@@ -540,6 +555,7 @@ void CoordinatorImpl::FinishReseeds() {
 
 void CoordinatorImpl::CheckLiveness() {
   const int64_t now = clock_->NowMs();
+  watchers_->Expire(map_, now);
   FinishReseeds();
   for (int id : members_.ExpireServers(now)) {
     const MemberInfo& m = members_.servers().at(id);
@@ -577,6 +593,7 @@ void CoordinatorImpl::CheckLiveness() {
       if (!s.ok()) LOG(WARNING) << "announcing live workers: " << s;
     });
   }
+  watchers_->Notify(map_);
 }
 
 void CoordinatorImpl::OnDisconnect(int peer) {
@@ -626,6 +643,7 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
                << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version()
                << ". " << recovery_->RestartAdvice(server_id);
   PushMap("server " + std::to_string(server_id) + " lost");
+  watchers_->Notify(map_);
 }
 
 void CoordinatorImpl::PushMap(const std::string& why) {

@@ -170,6 +170,12 @@ class ClientImpl final : public Client {
   // reads it: kill -> first push acknowledged by the new head).
   void LogFailover(int server);
   void Heartbeat();
+  // Chain replication, workers: keeps one map watch (a GET_SHARD_MAP the
+  // coordinator holds until its map changes, coordinator/map_watchers.h)
+  // outstanding, so a failover's map arrives within a message delay of the
+  // coordinator's decision, not at the next heartbeat. Re-armed by each
+  // answer; after an error, by the next heartbeat. No-op while one is out.
+  void WatchMap();
 
   // ---- Stateless recovery (client/internal/stateless.cc; replica_ set) ----
   // Deadline of a request of `type` to a server.
@@ -219,6 +225,7 @@ class ClientImpl final : public Client {
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
   std::atomic<uint64_t> next_push_id_{1};
   std::atomic<uint64_t> failover_logged_epoch_{0};
+  std::atomic<bool> watching_map_{false};  // A map watch is outstanding.
   // Heartbeat thread only (read by the destructor once the thread stopped).
   int heartbeat_failures_ = 0;
   std::unique_ptr<PeriodicThread> heartbeat_;
