@@ -47,29 +47,7 @@ Status ServerImpl::Init() {
   rpc_options.clock = clock_;
   coordinator_ = std::make_unique<RpcClient>(rpc_options);
   coordinator_peer_ = coordinator_->Connect(options_.coordinator);
-  Message req;
-  req.header.set_type(wire::REGISTER);
-  wire::RegisterRequest* r = req.header.mutable_register_request();
-  r->set_role("server");
-  r->set_requested_id(options_.server_id);
-  r->set_endpoint(rpc_->endpoint());
-  r->set_pid(getpid());
-  const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
-  StatusOr<Message> reply = UnavailableError("not sent");
-  while (true) {
-    Message attempt;
-    attempt.header = req.header;
-    reply = coordinator_->CallSync(coordinator_peer_, std::move(attempt), 1000);
-    if (reply.ok() || clock_->NowMs() > give_up) break;
-    if (reply.status().code() != StatusCode::kDeadlineExceeded &&
-        reply.status().code() != StatusCode::kUnavailable) {
-      break;
-    }
-  }
-  if (!reply.ok()) {
-    return reply.status().WithPrefix("registering with coordinator " + options_.coordinator);
-  }
-  const wire::RegisterReply& rr = reply->header.register_reply();
+  ASSIGN_OR_RETURN(wire::RegisterReply rr, Register(options_.server_id));
   id_ = rr.id();
   job_ = rr.job();
   replicas_ = job_.recovery() == "chain" ? std::max(1, job_.replicas()) : 1;
@@ -93,6 +71,32 @@ Status ServerImpl::Init() {
                                                 clock_);
   rpc_->AddTimer(50, [this] { OnTimer(); });
   return Status::OK();
+}
+
+StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
+  Message req;
+  req.header.set_type(wire::REGISTER);
+  wire::RegisterRequest* r = req.header.mutable_register_request();
+  r->set_role("server");
+  r->set_requested_id(requested_id);
+  r->set_endpoint(rpc_->endpoint());
+  r->set_pid(getpid());
+  const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
+  StatusOr<Message> reply = UnavailableError("not sent");
+  while (true) {
+    Message attempt;
+    attempt.header = req.header;
+    reply = coordinator_->CallSync(coordinator_peer_, std::move(attempt), 1000);
+    if (reply.ok() || clock_->NowMs() > give_up) break;
+    if (reply.status().code() != StatusCode::kDeadlineExceeded &&
+        reply.status().code() != StatusCode::kUnavailable) {
+      break;
+    }
+  }
+  if (!reply.ok()) {
+    return reply.status().WithPrefix("registering with coordinator " + options_.coordinator);
+  }
+  return reply->header.register_reply();
 }
 
 Status ServerImpl::Run() {
@@ -125,8 +129,7 @@ void ServerImpl::Heartbeat() {
       coordinator_->CallSync(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5);
   if (!reply.ok()) {
     if (chained() && reply.status().code() == StatusCode::kNotFound) {
-      const std::string why = reply.status().message();
-      rpc_->Post([this, why] { Fence(why); });
+      RejoinAfterFence(reply.status().message());
       return;
     }
     if (++heartbeat_failures_ % 10 == 1) {
@@ -543,6 +546,10 @@ void ServerImpl::HandleDense(Request req) {
   // (sender -1: relaxps-ctl, tests comparing replicas) reads this replica's
   // copy at once, without the gate.
   if (h.slot() != 0 || (range->chain != nullptr && h.type() == wire::PULL && h.sender() < 0)) {
+    if (range->chain != nullptr && !range->chain->has_state()) {
+      Reject(req, UnavailableError("server " + std::to_string(id_) + " is awaiting state"));
+      return;
+    }
     Message reply = MakeReply(h, Status::OK());
     reply.header.set_params_clock(shard->visible_clock());
     reply.header.set_encoding(h.encoding());

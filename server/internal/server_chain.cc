@@ -9,6 +9,8 @@
 // it. Pulls are answered by the head, after the consistency gate, once every
 // update they reflect is acknowledged (see docs/chain_replication.md).
 #include <algorithm>
+#include <chrono>
+#include <future>
 
 #include "server/internal/request_codec.h"
 #include "server/internal/server_impl.h"
@@ -35,10 +37,44 @@ int ServerImpl::PeerOf(int server) {
 }
 
 void ServerImpl::Fence(const std::string& why) {
-  if (fenced_.exchange(true)) return;
   LOG(ERROR) << "server " << id_ << " fenced at epoch " << epoch_ << ": " << why
-             << "; stopping (restart it to rejoin its chains)";
-  rpc_->Stop();
+             << "; dropping its replicas to rejoin its chains as tail";
+  ForEachReplica([](RangeState* range) {
+    // Replies waiting for acknowledgements are dropped: the workers refuse
+    // replies from a server their map marks dead and resend elsewhere.
+    range->chain = std::make_unique<ChainReplica>();
+    range->chain->set_has_state(false);
+    range->members.clear();
+    if (range->shard != nullptr) range->shard->SetFollower(true);
+  });
+}
+
+void ServerImpl::RejoinAfterFence(const std::string& why) {
+  auto fenced = std::make_shared<std::promise<void>>();
+  std::future<void> done = fenced->get_future();
+  rpc_->Post([this, why, fenced] {
+    Fence(why);
+    fenced->set_value();
+  });
+  // Register only once the replicas are fenced: the map that comes back
+  // makes this server a tail awaiting state.
+  if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return;
+  StatusOr<wire::RegisterReply> rr = Register(id_);
+  if (!rr.ok()) {
+    LOG(ERROR) << "server " << id_ << " could not rejoin after being fenced: " << rr.status()
+               << "; stopping";
+    fenced_.store(true);
+    rpc_->Stop();
+    return;
+  }
+  auto map = std::make_shared<wire::ShardMap>(rr->shard_map());
+  rpc_->Post([this, map] {
+    LOG(INFO) << "server " << id_ << " registered again after being fenced; rejoining at epoch "
+              << map->epoch();
+    if (map->version() <= map_version_) return;  // The coordinator's push came first.
+    Status s = InstallMap(*map);
+    if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
+  });
 }
 
 void ServerImpl::ApplyChainRoles(const wire::ShardMap& map) {

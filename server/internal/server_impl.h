@@ -137,11 +137,22 @@ class ServerImpl final : public Server {
   // Resends unacknowledged updates that waited too long (timer).
   void ResendStale();
   int PeerOf(int server);
-  // Declared dead by the coordinator: stop serving (never a split brain).
+  // Declared dead by the coordinator: drops every replica's state and chain
+  // position (never a split brain: it holds nothing until a predecessor's
+  // snapshot arrives), so it can rejoin as a fresh tail.
   void Fence(const std::string& why);
 
   // ---- Heartbeat thread ----
   void Heartbeat();
+  // REGISTER with the coordinator (retried while it is unreachable, up to
+  // register_timeout_ms). Also used by Init().
+  StatusOr<wire::RegisterReply> Register(int requested_id);
+  // The coordinator answered a heartbeat NotFound (declared dead, e.g. after
+  // a SIGSTOP): fences the replicas on the loop, registers again with this
+  // id and installs the map it gets, in which this server joins its chains
+  // as tail (state transfer from the predecessors). Stops the server if the
+  // registration fails.
+  void RejoinAfterFence(const std::string& why);
   void StopHeartbeat();
 
   // Constant after Init().
@@ -178,6 +189,7 @@ class ServerImpl final : public Server {
   bool awaiting_seed_ = false;
   std::unique_ptr<RpcClient> peers_;  // Successors; created in Init().
   std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
+  // Set when the server stops because it was fenced and could not rejoin.
   std::atomic<bool> fenced_{false};
 
   // Heartbeat thread.

@@ -61,10 +61,26 @@ Status SparseBucketState::Load(const wire::ChainSnapshot& snap, const std::vecto
   KeyBuffer ids = KeyBuffer::CopyOf(frames[0].as<uint64_t>(), n);
   FloatBuffer rows = FloatBuffer::CopyOf(frames[1].as<float>(), n * spec->row_floats());
   RETURN_IF_ERROR(store_->WriteRows(store_table_, ids.data(), n, rows.data()));
+  // Every row any replica of the chain ever updated is in the snapshot. A
+  // row this replica updated that is not (an update it applied as a head
+  // that was fenced before anyone acknowledged it) goes back to its
+  // initializer's values, as on every other replica.
+  const std::unordered_set<uint64_t> kept(ids.data(), ids.data() + n);
+  std::vector<uint64_t> reset;
+  for (uint64_t id : touched_) {
+    if (!kept.count(id)) reset.push_back(id);
+  }
+  if (!reset.empty()) {
+    std::vector<float> init(reset.size() * spec->row_floats());
+    for (size_t i = 0; i < reset.size(); ++i) {
+      float* row = init.data() + i * spec->row_floats();
+      spec->init.FillRow(reset[i], spec->width, row);
+      std::fill(row + spec->width, row + spec->row_floats(), spec->slot_init);
+    }
+    RETURN_IF_ERROR(store_->WriteRows(store_table_, reset.data(), reset.size(), init.data()));
+  }
   *step = snap.step();
-  // Every row any replica of the chain ever updated is in the snapshot.
-  touched_.clear();
-  touched_.insert(ids.data(), ids.data() + n);
+  touched_ = kept;
   return Status::OK();
 }
 

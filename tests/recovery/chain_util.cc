@@ -49,6 +49,17 @@ std::vector<ChainRange> BucketChains(RecoveryCluster* cluster, const std::string
                                          R"( #(\d+) of (\d+) -> server \d+ chain ([0-9 >-]+))"));
 }
 
+StatusOr<std::vector<float>> WhenInSync(
+    const std::function<StatusOr<std::vector<float>>()>& read) {
+  const int64_t until = MonotonicMs() + 10000;
+  StatusOr<std::vector<float>> got = read();
+  while (!got.ok() && got.status().code() == StatusCode::kUnavailable && MonotonicMs() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    got = read();
+  }
+  return got;
+}
+
 bool WaitForChains(RecoveryCluster* cluster, const std::string& table, int gone,
                    size_t replicas, int timeout_ms) {
   const int64_t until = MonotonicMs() + timeout_ms;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +33,10 @@ std::vector<ChainRange> BucketChains(RecoveryCluster* cluster, const std::string
 // every chain has `replicas` replicas (gone < 0). False on timeout.
 bool WaitForChains(RecoveryCluster* cluster, const std::string& table, int gone,
                    size_t replicas, int timeout_ms);
+
+// Runs `read` (a read of one replica's copy) again while the replica is
+// still awaiting its state transfer (Unavailable), for up to 10 s.
+StatusOr<std::vector<float>> WhenInSync(const std::function<StatusOr<std::vector<float>>()>& read);
 
 // Pushing threads, stopped and joined however the test ends.
 class Pushers {
