@@ -164,23 +164,39 @@ std::vector<int> ShardMap::HomeChain(int range, int num_servers, int replicas) {
   return chain;
 }
 
-StatusOr<int> RemoveFromChains(wire::ShardMap* map, int server, int replicas) {
+StatusOr<int> RemoveFromChains(wire::ShardMap* map, int server, int replicas,
+                               const std::set<int>& syncing) {
   if (replicas <= 1) return 0;
+  // The chain (members) of `what` loses `server`: it must keep a replica
+  // that holds the state.
+  auto check = [&](const google::protobuf::RepeatedField<int32_t>& chain,
+                   const std::string& what) -> Status {
+    if (std::find(chain.begin(), chain.end(), server) == chain.end()) return Status::OK();
+    std::string waiting;
+    for (int c : chain) {
+      if (c == server) continue;
+      if (!syncing.count(c)) return Status::OK();
+      waiting += (waiting.empty() ? "" : ", ") + std::to_string(c);
+    }
+    if (waiting.empty()) {
+      return FailedPreconditionError("server " + std::to_string(server) +
+                                     " holds the last replica of " + what);
+    }
+    return FailedPreconditionError("server " + std::to_string(server) +
+                                   " holds the last replica with state of " + what +
+                                   ": server(s) " + waiting +
+                                   " joined its chain but had not received the state transfer");
+  };
   for (const wire::TableShards& ts : map->tables()) {
     for (const wire::DenseRange& r : ts.ranges()) {
-      if (r.chain_size() == 1 && r.chain(0) == server) {
-        return FailedPreconditionError("server " + std::to_string(server) +
-                                       " holds the last replica of keys [" +
-                                       std::to_string(r.begin()) + ", " + std::to_string(r.end()) +
-                                       ") of table '" + ts.table().name() + "'");
-      }
+      RETURN_IF_ERROR(check(r.chain(), "keys [" + std::to_string(r.begin()) + ", " +
+                                           std::to_string(r.end()) + ") of table '" +
+                                           ts.table().name() + "'"));
     }
     for (int b = 0; b < ts.buckets_size(); ++b) {
-      if (ts.buckets(b).chain_size() == 1 && ts.buckets(b).chain(0) == server) {
-        return FailedPreconditionError("server " + std::to_string(server) +
-                                       " holds the last replica of bucket " + std::to_string(b) +
-                                       " of sparse table '" + ts.table().name() + "'");
-      }
+      RETURN_IF_ERROR(check(ts.buckets(b).chain(), "bucket " + std::to_string(b) +
+                                                       " of sparse table '" +
+                                                       ts.table().name() + "'"));
     }
   }
   int changed = 0;

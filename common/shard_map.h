@@ -12,6 +12,7 @@
 #define RELAXPS_COMMON_SHARD_MAP_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -94,7 +95,10 @@ class ShardMap {
 // range whose head it was gets the next replica as head. Returns the number
 // of chains changed, or FailedPrecondition naming a range or bucket that would
 // be left without any replica (the map is then unchanged).
-StatusOr<int> RemoveFromChains(wire::ShardMap* map, int server, int replicas);
+// `syncing`: servers that joined chains and may not hold their state yet
+// (a chain left with only those has lost its data as well).
+StatusOr<int> RemoveFromChains(wire::ShardMap* map, int server, int replicas,
+                               const std::set<int>& syncing = {});
 // Appends `server` as tail to every chain of its home placement that lacks
 // it. Returns the number of chains it joined.
 int JoinChains(wire::ShardMap* map, int server, int num_servers, int replicas);

@@ -1,6 +1,7 @@
 #include "coordinator/coordinator.h"
 
 #include <map>
+#include <set>
 #include <vector>
 
 #include "common/rpc_client.h"
@@ -133,6 +134,13 @@ class CoordinatorImpl final : public Coordinator {
   void Reconfigure(int server_id, const std::string& why);
   // Sends the current map to every live server.
   void PushMap(const std::string& why);
+  // Chain replication: servers that joined chains and have not yet reported
+  // (heartbeat awaiting_state false) that every state transfer arrived.
+  std::set<int> Syncing() const {
+    std::set<int> ids;
+    for (const auto& [id, version] : syncing_) ids.insert(id);
+    return ids;
+  }
 
   // Constant after Init().
   const CoordinatorOptions options_;
@@ -154,6 +162,9 @@ class CoordinatorImpl final : public Coordinator {
   Reseeder reseeder_;
   // Servers being seeded: registered, shown dead in the map until seeded.
   std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
+  // Chain replication: joined servers still receiving their state, with the
+  // map version of their join (see Syncing()).
+  std::map<int, uint64_t> syncing_;
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
 };
@@ -287,8 +298,9 @@ void CoordinatorImpl::HandleRegister(Request req) {
     if (seed) seeding_[id] = now;
     int joined = 0;
     if (chained() && map_.tables_size() > 0) {
+      syncing_.erase(id);
       if (was_live) {
-        StatusOr<int> removed = RemoveFromChains(&map_, id, options_.replicas);
+        StatusOr<int> removed = RemoveFromChains(&map_, id, options_.replicas, Syncing());
         if (!removed.ok()) {
           FailJob(removed.status().message());
         }
@@ -299,6 +311,9 @@ void CoordinatorImpl::HandleRegister(Request req) {
                 << map_.epoch();
     }
     RebuildServerList();
+    // Until it reports its state transfers done, it is no copy of those
+    // chains (RemoveFromChains).
+    if (joined > 0) syncing_[id] = map_.version();
     if (seed) {
       std::vector<int> workers;
       std::vector<int64_t> clocks;
@@ -356,6 +371,12 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   if (hb.role() == "server") {
     known = members_.ServerHeartbeat(hb.id(), now);
     FillLiveWorkers(hr->mutable_live_workers());
+    auto syncing = syncing_.find(hb.id());
+    if (known && syncing != syncing_.end() && hb.shard_map_version() >= syncing->second &&
+        !hb.awaiting_state()) {
+      LOG(INFO) << "server " << hb.id() << " holds the state of every chain it joined";
+      syncing_.erase(syncing);
+    }
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
     for (const wire::ReseedRequest& q : reseeder_.RequestsFor(hb.id())) *hr->add_reseed() = q;
@@ -631,7 +652,8 @@ void CoordinatorImpl::OnDisconnect(int peer) {
 
 void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
   LOG(WARNING) << why;
-  StatusOr<int> changed = RemoveFromChains(&map_, server_id, options_.replicas);
+  syncing_.erase(server_id);
+  StatusOr<int> changed = RemoveFromChains(&map_, server_id, options_.replicas, Syncing());
   if (!changed.ok()) {
     RebuildServerList();
     FailJob(why + "; " + changed.status().message() + ": every replica is lost");

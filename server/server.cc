@@ -124,7 +124,10 @@ void ServerImpl::Heartbeat() {
   wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
   h->set_role("server");
   h->set_id(id_);
+  // The version first: awaiting_state_ is updated before a new version is
+  // published (InstallMap), so the pair never claims a new map's state early.
   h->set_shard_map_version(seen_map_version_.load());
+  h->set_awaiting_state(awaiting_state_.load());
   StatusOr<Message> reply =
       coordinator_->CallSync(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5);
   if (!reply.ok()) {
@@ -217,11 +220,12 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   }
   map_ = map;
   map_version_ = map.version();
-  seen_map_version_.store(map_version_);
   if (chained()) {
     epoch_ = std::max(epoch_, map.epoch());
     ApplyChainRoles(map);
+    UpdateAwaitingState();
   }
+  seen_map_version_.store(map_version_);
   return Status::OK();
 }
 

@@ -47,6 +47,17 @@ void ServerImpl::Fence(const std::string& why) {
     range->members.clear();
     if (range->shard != nullptr) range->shard->SetFollower(true);
   });
+  awaiting_state_.store(true);
+}
+
+void ServerImpl::UpdateAwaitingState() {
+  bool awaiting = false;
+  ForEachReplica([&](RangeState* range) {
+    const bool member =
+        std::find(range->members.begin(), range->members.end(), id_) != range->members.end();
+    if (member && !range->chain->has_state()) awaiting = true;
+  });
+  awaiting_state_.store(awaiting);
 }
 
 void ServerImpl::RejoinAfterFence(const std::string& why) {
@@ -371,6 +382,7 @@ void ServerImpl::HandleForwarded(Request req) {
       LOG(INFO) << "state of table '" << sh.table() << "' "
                 << (range->bucket ? "bucket " : "keys from ") << sh.key_begin()
                 << " received at seq " << seq << "; replica in sync";
+      UpdateAwaitingState();
       if (!chain->tail()) Forward(range, seq, shared->msg);
     }
     chain->WhenAcked(seq, ack);

@@ -134,6 +134,9 @@ class ServerImpl final : public Server {
   void SendSnapshot(RangeState* range);
   // Head under BSP: forwards the rounds the shard completed since last time.
   void MaybeForwardCompletion(RangeState* range);
+  // Publishes (awaiting_state_) whether a replica in a chain of the current
+  // map still waits for its state transfer.
+  void UpdateAwaitingState();
   // Resends unacknowledged updates that waited too long (timer).
   void ResendStale();
   int PeerOf(int server);
@@ -196,6 +199,7 @@ class ServerImpl final : public Server {
   int heartbeat_failures_ = 0;  // Heartbeat thread only.
   std::unique_ptr<PeriodicThread> heartbeat_;
   std::atomic<uint64_t> seen_map_version_{0};
+  std::atomic<bool> awaiting_state_{false};  // Written on the loop thread.
 };
 
 }  // namespace server_internal

@@ -371,6 +371,52 @@ TEST_F(ChainExactlyOnceTest, AdamSlotsIdenticalToOneProcessAfterFailover) {
   ExpectReplicas(3, expected);
 }
 
+// A server rejoins as tail while the only other replica of a range is paused
+// (so the state transfer cannot arrive); that replica then dies. The range
+// would be left on a server that holds none of its state: the job fails with
+// an error naming the range and the waiting server, instead of training on
+// silently lost parameters.
+TEST_F(ChainExactlyOnceTest, LastSyncedReplicaDyingBeforeTheStateTransferFailsTheJob) {
+  // A heartbeat timeout long enough that the paused server is only found
+  // dead when it is killed.
+  cluster_.reset();
+  std::vector<std::string> flags = CoordinatorFlags();
+  flags.push_back("--heartbeat_timeout_ms=10000");
+  ASSERT_OK_AND_ASSIGN(cluster_, RecoveryCluster::Start(MakeTempDir(), 3, flags));
+  for (int id = 0; id < 3; ++id) ASSERT_OK(cluster_->StartServer(id, ServerFlags()));
+  ASSERT_OK_AND_ASSIGN(auto worker, cluster_->Connect("worker"));
+  ASSERT_OK(worker->CreateTable(Table("sgd", 1.0f)));
+  ASSERT_OK(worker->Push("w", 0, Gradient(0, 0)).get());
+  cluster_->server(1)->Kill(SIGKILL);
+  ASSERT_TRUE(WaitForChains(cluster_.get(), "w", 1, 0, 10000));
+  // Range 0 is on server 0 alone now; with server 0 paused, server 1 rejoins
+  // its chain (0 -> 1) but cannot get its state.
+  cluster_->server(0)->Kill(SIGSTOP);
+  ASSERT_OK(cluster_->StartServer(1, ServerFlags()));
+  ASSERT_TRUE(WaitForChains(cluster_.get(), "w", -1, 2, 10000)) << "server 1 did not rejoin";
+  StatusOr<CommandResult> before = cluster_->Ctl({"status"});
+  ASSERT_OK(before.status());
+  EXPECT_EQ(before->output.find("job_error"), std::string::npos) << before->output;
+  cluster_->server(0)->Kill(SIGKILL);
+  std::string error;
+  const int64_t until = MonotonicMs() + 10000;
+  while (error.empty() && MonotonicMs() < until) {
+    StatusOr<CommandResult> st = cluster_->Ctl({"status"});
+    if (st.ok()) {
+      for (const std::string& l : GrepLines(st->output, "job_error")) error += l;
+    }
+    if (error.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(error.find("server 0 holds the last replica with state of keys [0, 8192) of table "
+                       "'w': server(s) 1 joined its chain but had not received the state "
+                       "transfer"),
+            std::string::npos)
+      << error;
+  // The worker learns it too, instead of training on.
+  Status pushed = worker->Push("w", 0, Gradient(0, 1)).get();
+  EXPECT_EQ(pushed.code(), StatusCode::kAborted) << pushed;
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace relaxps
