@@ -416,7 +416,7 @@ void ServerImpl::HandleClock(const Request& req) {
     op.header = h;
     op.header.set_table(key.first);
     op.header.set_key_begin(key.second);
-    ForwardNew(&range, op);
+    ForwardNew(&range, &op);
     MaybeForwardCompletion(&range);
   }
   ReplyWith(req, MakeReply(h, Status::OK()));

@@ -143,13 +143,13 @@ RangeState* ServerImpl::FindReplica(const std::string& table, uint64_t key) {
   return d == dense_.end() || d->second.chain == nullptr ? nullptr : &d->second;
 }
 
-uint64_t ServerImpl::ForwardNew(RangeState* range, const Message& msg) {
+uint64_t ServerImpl::ForwardNew(RangeState* range, Message* msg) {
   const uint64_t seq = range->chain->NextSeq();
   Commit(range, seq, msg);
   return seq;
 }
 
-void ServerImpl::Commit(RangeState* range, uint64_t seq, const Message& msg) {
+void ServerImpl::Commit(RangeState* range, uint64_t seq, Message* msg) {
   if (range->chain->tail()) {
     range->chain->SetApplied(seq);
   } else {
@@ -157,7 +157,7 @@ void ServerImpl::Commit(RangeState* range, uint64_t seq, const Message& msg) {
   }
 }
 
-void ServerImpl::Forward(RangeState* range, uint64_t seq, const Message& msg) {
+void ServerImpl::Forward(RangeState* range, uint64_t seq, Message* msg) {
   LoggedOp op = LoggedOp::From(msg);
   op.header.set_forwarded(true);
   op.header.set_chain_seq(seq);
@@ -253,7 +253,7 @@ void ServerImpl::SendSnapshot(RangeState* range) {
             << range->chain->successor();
   // The snapshot stands for every update up to seq: it replaces the log.
   range->chain->ClearLog();
-  Forward(range, seq, msg);
+  Forward(range, seq, &msg);
 }
 
 void ServerImpl::MaybeForwardCompletion(RangeState* range) {
@@ -266,7 +266,7 @@ void ServerImpl::MaybeForwardCompletion(RangeState* range) {
   op.header.set_table(range->table);
   op.header.set_key_begin(range->key);
   op.header.set_clock(applied);
-  ForwardNew(range, op);
+  ForwardNew(range, &op);
 }
 
 void ServerImpl::HandleChainDense(RangeState* range, Request req) {
@@ -318,12 +318,12 @@ void ServerImpl::HandleChainDense(RangeState* range, Request req) {
         filler.header.set_table(sh.table());
         filler.header.set_key_begin(shard->spec().begin);
         filler.header.set_clock(shard->applied_clock());
-        Commit(range, seq, filler);
+        Commit(range, seq, &filler);
         Reject(*shared, s);
         return;
       }
       if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
-      Commit(range, seq, shared->msg);
+      Commit(range, seq, &shared->msg);
       MaybeForwardCompletion(range);
       if (sh.type() == wire::PUSH) {
         chain->WhenAcked(seq, [this, shared] {
@@ -383,7 +383,7 @@ void ServerImpl::HandleForwarded(Request req) {
                 << (range->bucket ? "bucket " : "keys from ") << sh.key_begin()
                 << " received at seq " << seq << "; replica in sync";
       UpdateAwaitingState();
-      if (!chain->tail()) Forward(range, seq, shared->msg);
+      if (!chain->tail()) Forward(range, seq, &shared->msg);
     }
     chain->WhenAcked(seq, ack);
     return;
@@ -404,7 +404,7 @@ void ServerImpl::HandleForwarded(Request req) {
   if (!apply(*shared)) return;
   if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
   chain->SetApplied(seq);
-  if (!chain->tail()) Forward(range, seq, shared->msg);
+  if (!chain->tail()) Forward(range, seq, &shared->msg);
   chain->WhenAcked(seq, ack);
 }
 

@@ -152,12 +152,12 @@ void ServerImpl::HandleChainSparse(Request req) {
     filler.header.set_type(wire::CHAIN_COMPLETE);
     filler.header.set_table(sh.table());
     filler.header.set_key_begin(range->key);
-    Commit(range, seq, filler);
+    Commit(range, seq, &filler);
     Reject(*shared, s);
     return;
   }
   if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
-  Commit(range, seq, shared->msg);
+  Commit(range, seq, &shared->msg);
   chain->WhenAcked(seq, ack);
 }
 

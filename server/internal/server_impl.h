@@ -123,11 +123,12 @@ class ServerImpl final : public Server {
   // An update, completion or snapshot forwarded by the predecessor.
   void HandleForwarded(Request req);
   // Head: gives `msg` the next sequence number and forwards it.
-  uint64_t ForwardNew(RangeState* range, const Message& msg);
+  uint64_t ForwardNew(RangeState* range, Message* msg);
   // Update `seq` (already applied here) goes down the chain; at the tail it
   // is acknowledged at once.
-  void Commit(RangeState* range, uint64_t seq, const Message& msg);
-  void Forward(RangeState* range, uint64_t seq, const Message& msg);
+  // `msg`'s frames are shared with the log (Message stays valid).
+  void Commit(RangeState* range, uint64_t seq, Message* msg);
+  void Forward(RangeState* range, uint64_t seq, Message* msg);
   void SendLogged(RangeState* range, const server_internal::LoggedOp& op);
   void OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
                       const Status& status, const Message& reply);

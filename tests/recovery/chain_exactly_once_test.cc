@@ -247,6 +247,10 @@ TEST_F(ChainExactlyOnceTest, SgdPushesAppliedExactlyOnceOnEveryReplica) {
   FinishSgd(kInit);
 }
 
+std::string TailOf(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(s.size() - n);
+}
+
 // Sum of a counter of SERVER_STATS over `servers`.
 uint64_t StaleEpochRefused(RecoveryCluster* cluster, const std::vector<int>& servers) {
   uint64_t total = 0;
@@ -309,7 +313,9 @@ TEST_F(ChainExactlyOnceTest, PausedServerRoutedAroundThenFencedAndRejoins) {
   EXPECT_EQ(StaleEpochRefused(cluster_.get(), {1, 2}), 0u);
   cluster_->server(0)->Kill(SIGCONT);
   // Fenced, then back in every chain of its home placement, in process.
-  ASSERT_TRUE(WaitForChains(cluster_.get(), "w", -1, 2, 10000)) << "fenced server did not rejoin";
+  ASSERT_TRUE(WaitForChains(cluster_.get(), "w", -1, 2, 10000))
+      << "fenced server did not rejoin; its log ends:\n"
+      << TailOf(cluster_->server(0)->Log(), 3000);
   EXPECT_TRUE(cluster_->server(0)->IsRunning());
   // The late push was applied and forwarded by the fenced head at its old
   // epoch: refused by its old successor, never acknowledged.
