@@ -433,7 +433,8 @@ bool ServerImpl::ApplyForwardedDense(RangeState* range, const Request& req) {
         Reject(req, InvalidArgumentError("forwarded push without its payload"));
         return false;
       }
-      const float* grads = DecodeGradient(req, req.msg.frames[0], h.key_count());
+      const float* grads =
+          DecodeGradient(req, req.msg.frames[0], h.key_count(), /*check_finite=*/false);
       if (grads == nullptr) return false;
       Status s = shard->Push(h.sender(), h.clock(), h.key_begin(), grads, h.key_count());
       if (!s.ok()) {

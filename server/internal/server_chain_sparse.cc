@@ -185,7 +185,8 @@ bool ServerImpl::ApplyForwardedSparse(RangeState* range, const Request& req) {
         return false;
       }
       const float* grads =
-          DecodeGradient(req, req.msg.frames[1], h.key_count() * bucket->shard()->width());
+          DecodeGradient(req, req.msg.frames[1], h.key_count() * bucket->shard()->width(),
+                         /*check_finite=*/false);
       if (grads == nullptr) return false;
       Status s = bucket->Push(*ids, h.key_count(), grads);
       if (!s.ok()) {

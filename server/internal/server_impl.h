@@ -76,7 +76,10 @@ class ServerImpl final : public Server {
   bool CheckFrameCount(const Request& req, size_t expected);
   // The n gradient values of `frame` as fp32, or nullptr after rejecting a
   // wrong size/encoding or a NaN/Inf (counted as nonfinite_rejected).
-  const float* DecodeGradient(const Request& req, const Frame& frame, size_t n);
+  // `check_finite` false: an update forwarded down a chain, which its head
+  // checked already (saves a pass over the payload on every replica).
+  const float* DecodeGradient(const Request& req, const Frame& frame, size_t n,
+                              bool check_finite = true);
   void ReplyWith(const Request& req, Message reply);
   void OnTimer();
   // Flushes the store if a dense shard's clock advanced flush_every_clocks
