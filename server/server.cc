@@ -467,10 +467,14 @@ void ServerImpl::HandleSeed(const Request& req) {
     todo.emplace_back(it->second.shard.get(), &frame);
   }
   size_t i = 0;
+  std::vector<float> scratch;  // For a frame that is not float-aligned.
   for (const wire::SeedRange& r : seed.ranges()) {
     if (!r.has_copy()) continue;
     auto [shard, frame] = todo[i++];
-    Status s = shard->Seed(frame->as<float>(), r.end() - r.begin(), r.clock());
+    StatusOr<const float*> values =
+        DecodeFloats(*frame, r.end() - r.begin(), wire::ENC_FP32, &scratch);
+    Status s = values.ok() ? shard->Seed(*values, r.end() - r.begin(), r.clock())
+                           : values.status();
     if (!s.ok()) {
       Reject(req, s);
       return;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <future>
 
+#include "common/payload_codec.h"
 #include "server/internal/request_codec.h"
 #include "server/internal/server_impl.h"
 
@@ -415,8 +416,17 @@ bool ServerImpl::ApplyForwardedDense(RangeState* range, const Request& req) {
     case wire::CHAIN_SNAPSHOT: {
       std::vector<const float*> frames;
       std::vector<size_t> sizes;
-      for (const Frame& f : req.msg.frames) {
-        frames.push_back(f.as<float>());
+      // Frames need not be float-aligned: unaligned ones are read from copies.
+      std::vector<std::vector<float>> scratch(req.msg.frames.size());
+      for (size_t i = 0; i < req.msg.frames.size(); ++i) {
+        const Frame& f = req.msg.frames[i];
+        StatusOr<const float*> values =
+            DecodeFloats(f, f.size() / sizeof(float), wire::ENC_FP32, &scratch[i]);
+        if (!values.ok()) {
+          Reject(req, values.status());
+          return false;
+        }
+        frames.push_back(*values);
         sizes.push_back(f.size() / sizeof(float));
       }
       Status s = shard->LoadState(h.chain_snapshot(), frames, sizes);
