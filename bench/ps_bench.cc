@@ -40,6 +40,7 @@
 #include "bench/internal/bench_util.h"
 #include "bench/internal/zmq_echo.h"
 #include "client/client.h"
+#include "common/curve_auth.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
 

@@ -28,7 +28,7 @@
 
 #include "common/buffer.h"
 #include "common/clock.h"
-#include "common/curve_auth.h"
+#include "common/curve_options.h"
 #include "common/status.h"
 #include "common/table.h"
 #include "common/fault_options.h"

@@ -27,6 +27,7 @@
 
 #include <zmq.hpp>
 
+#include "common/curve_options.h"
 #include "common/status.h"
 
 namespace relaxps {
@@ -34,16 +35,6 @@ namespace relaxps {
 struct CurveKeys {
   std::string public_key;  // Z85, 40 characters.
   std::string secret_key;  // Z85, 40 characters.
-};
-
-// What a process needs for --security=curve; empty keys_dir: plain TCP.
-struct CurveOptions {
-  // Directory written by `relaxps-ctl keygen`.
-  std::string keys_dir;
-  // This process's principal ("coordinator", "server-0", "worker-1", "ctl").
-  std::string name;
-
-  bool enabled() const { return !keys_dir.empty(); }
 };
 
 // Writes key pairs for `names` into `dir` (created if needed).

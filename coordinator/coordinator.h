@@ -37,7 +37,7 @@
 #include <string>
 
 #include "common/clock.h"
-#include "common/curve_auth.h"
+#include "common/curve_options.h"
 #include "common/status.h"
 #include "consistency/consistency_policy.h"
 #include "recovery/recovery_policy.h"

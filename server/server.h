@@ -34,7 +34,7 @@
 #include <string>
 
 #include "common/clock.h"
-#include "common/curve_auth.h"
+#include "common/curve_options.h"
 #include "common/status.h"
 #include "kernels/device.h"
 #include "storage/param_store.h"
