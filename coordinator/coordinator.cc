@@ -812,11 +812,21 @@ void CoordinatorImpl::CheckLiveness() {
   watchers_->Expire(map_, now);
   FinishReseeds();
   if (options_.exit_when_done && options_.num_workers > 0 && !job_done_ &&
-      workers_left_ >= options_.num_workers) {
+      static_cast<int>(members_.workers().size()) >= options_.num_workers) {
     std::vector<int> ids;
     std::vector<int64_t> clocks;
     members_.LiveWorkers(&ids, &clocks);
-    if (ids.empty()) EndJob("all " + std::to_string(workers_left_) + " workers left");
+    if (ids.empty()) {
+      // Every worker is gone: nothing will use the servers again. Workers
+      // that went silent instead of saying goodbye make the exit non-zero.
+      const int lost = static_cast<int>(members_.workers().size()) - workers_left_;
+      EndJob(std::to_string(workers_left_) + " worker(s) left, " +
+             std::to_string(std::max(0, lost)) + " lost");
+      if (lost > 0) {
+        result_ = AbortedError(std::to_string(lost) +
+                               " worker(s) went silent without leaving; the job is over");
+      }
+    }
   }
   MaybeExit(now);
   for (int id : members_.ExpireServers(now)) {

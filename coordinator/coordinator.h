@@ -106,8 +106,9 @@ struct CoordinatorOptions {
   MergeRule merge_rule = MergeRule::kStaleness;
   int reseed_timeout_ms = 3000;
   // Lifecycle. A job is over on `relaxps-ctl shutdown` (SHUTDOWN) or, with
-  // exit_when_done and num_workers set, once num_workers workers have left
-  // in order and none is live: workers are told to finish their step and
+  // exit_when_done and num_workers set, once num_workers workers have
+  // registered and none is live (result() is then Aborted if some went
+  // silent instead of leaving): workers are told to finish their step and
   // leave, servers to flush and exit, and Run() returns (result() OK) once
   // they have, or done_grace_ms after the job ended. Launchers that manage
   // the processes themselves (run_local.sh) turn exit_when_done off.
