@@ -4,6 +4,7 @@
 #include <gflags/gflags.h>
 
 #include "apps/internal/main_util.h"
+#include "common/buffer_pool.h"
 #include "server/server.h"
 
 DEFINE_string(coordinator, "", "Coordinator endpoint (required), e.g. tcp://127.0.0.1:5555");
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   relaxps::InitLogging(argv[0]);
+  relaxps::TuneMallocForLargeMessages();
   const char* kName = "relaxps-server";
   if (argc > 1) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError(std::string("unexpected argument '") + argv[1] + "'"), 2);

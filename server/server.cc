@@ -177,7 +177,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
         RangeState range;
         range.shard = std::make_unique<DenseShardState>(shard, std::move(range_optimizer),
                                                         policy_.get(), device_.get(),
-                                                        store_.get());
+                                                        store_.get(), &buffer_pool_);
         // A shard created after workers joined starts from the known live set.
         range.shard->SetLiveWorkers(
             std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
@@ -203,8 +203,8 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
       spec.num_slots = slots;
       spec.init = t.init;
       RETURN_IF_ERROR(store_->CreateSparse(spec));
-      sparse_[t.name] = std::make_unique<SparseShardState>(spec, std::move(optimizer),
-                                                            device_.get(), store_.get());
+      sparse_[t.name] = std::make_unique<SparseShardState>(
+          spec, std::move(optimizer), device_.get(), store_.get(), &buffer_pool_);
       LOG(INFO) << "table '" << t.name << "': sparse rows of width " << spec.width;
     }
   }

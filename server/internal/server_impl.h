@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/buffer_pool.h"
 #include "common/clock.h"
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
@@ -130,6 +131,9 @@ class ServerImpl final : public Server {
   std::unique_ptr<kernels::Device> update_device_;  // Optional GPU for updates.
   std::unique_ptr<ParamStore> store_;
   std::string checkpoint_root_;
+  // Pull snapshots and sparse replies: reused, pre-faulted pages instead of
+  // a large malloc (and its page faults) per reply.
+  BufferPool buffer_pool_;
 
   // Loop thread only.
   uint64_t map_version_ = 0;
