@@ -320,8 +320,8 @@ Status RocksDbStore::DoDenseUpdated(DenseShard* shard, size_t offset, size_t n) 
     }
   }
   PutDenseMeta(t, &batch);
-  RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/true, "dense update"));
-  // Durable now. (Writes outside [offset, offset + n) since the last flush
+  RETURN_IF_ERROR(WriteUpdate(&batch, "dense update"));
+  // Durable now (group commit: at the next SyncWal). (Writes outside [offset, offset + n) since the last flush
   // would break the DenseUpdated contract; the server never makes them.)
   t.dirty.store(false);
   return Status::OK();

@@ -76,6 +76,20 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* batch, bool wal, bool sync, cons
   return FromRocks(db_->Write(wo, batch), std::string(what) + " in " + Where());
 }
 
+Status RocksDbStore::WriteUpdate(rocksdb::WriteBatch* batch, const char* what) {
+  if (!options_.wal_group_commit) return Write(batch, /*wal=*/true, /*sync=*/true, what);
+  RETURN_IF_ERROR(Write(batch, /*wal=*/true, /*sync=*/false, what));
+  wal_unsynced_ = true;
+  return Status::OK();
+}
+
+Status RocksDbStore::DoSyncWal() {
+  if (!wal_unsynced_) return Status::OK();
+  RETURN_IF_ERROR(FromRocks(db_->FlushWAL(/*sync=*/true), "sync WAL of " + Where()));
+  wal_unsynced_ = false;
+  return Status::OK();
+}
+
 Status RocksDbStore::FlushMemtables(const char* what) {
   rocksdb::FlushOptions fo;
   fo.wait = true;

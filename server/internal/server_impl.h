@@ -71,7 +71,14 @@ class ServerImpl final : public Server {
   // The n gradient values of `frame` as fp32, or nullptr after rejecting a
   // wrong size/encoding or a NaN/Inf (counted as nonfinite_rejected).
   const float* DecodeGradient(const Request& req, const Frame& frame, size_t n);
+  // Sends a reply; while the store holds updates not yet synced (WAL group
+  // commit) it is queued until SyncAndRelease(), so nothing is acknowledged
+  // before it is durable and replies keep their order.
   void ReplyWith(const Request& req, Message reply);
+  // After each batch of requests: one WAL sync for every update the batch
+  // wrote, then the queued replies (each failed with the sync's error if it
+  // failed).
+  void SyncAndRelease();
   void OnTimer();
   // Flushes the store if a dense shard's clock advanced flush_every_clocks
   // past the last flush.
@@ -143,6 +150,8 @@ class ServerImpl final : public Server {
   wire::ServerStats stats_;
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
+  // Replies waiting for the WAL sync (group commit): (peer identity, reply).
+  std::vector<std::pair<std::string, Message>> unsynced_replies_;
   std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
   int replicas_ = 1;     // Constant after Init(): job's chain length.
