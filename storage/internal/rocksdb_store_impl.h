@@ -123,6 +123,11 @@ class RocksDbStore final : public ParamStore {
     // by CaptureFlush and by a per-update WAL write). A failed background
     // flush sets it again so the next flush rewrites the table.
     std::atomic<bool> dirty{false};
+    // Group commit: chunks [wal_first_chunk, wal_end_chunk) were updated
+    // since the last SyncWal(), which writes them (one batch for all the
+    // updates) before it syncs. Loop thread only.
+    uint64_t wal_first_chunk = 0;
+    uint64_t wal_end_chunk = 0;  // == wal_first_chunk: none pending.
     uint64_t num_chunks() const {
       return (shard.size() + kDenseChunkFloats - 1) / kDenseChunkFloats;
     }
@@ -266,6 +271,8 @@ class RocksDbStore final : public ParamStore {
   // Rows were written to staged keys since the last Flush.
   bool staged_rows_ = false;
   bool wal_unsynced_ = false;  // Group commit: updates written since SyncWal().
+  // Group commit: dense tables with chunks pending for the next SyncWal().
+  std::vector<std::string> wal_pending_dense_;
   // A Flush coalesced while a job ran; completed by Checkpoint / destructor
   // unless a later Flush supersedes it.
   std::optional<int64_t> deferred_flush_clock_;
