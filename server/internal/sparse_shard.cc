@@ -8,14 +8,23 @@ namespace server_internal {
 
 SparseShardState::SparseShardState(SparseTableSpec spec,
                                    std::unique_ptr<kernels::Optimizer> optimizer,
-                                   kernels::Device* device, ParamStore* store)
-    : spec_(std::move(spec)), optimizer_(std::move(optimizer)), device_(device), store_(store) {}
+                                   kernels::Device* device, ParamStore* store, BufferPool* pool)
+    : spec_(std::move(spec)),
+      optimizer_(std::move(optimizer)),
+      device_(device),
+      store_(store),
+      pool_(pool) {}
 
 StatusOr<FloatBuffer> SparseShardState::Pull(const uint64_t* ids, size_t n, int slot) {
   const size_t rf = spec_.row_floats();
+  FloatBuffer out = pool_ != nullptr ? pool_->Acquire<float>(n * spec_.width)
+                                     : FloatBuffer::Uninitialized(n * spec_.width);
+  if (rf == spec_.width) {  // No optimizer state: the records are the reply.
+    RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, n, out.data()));
+    return out;
+  }
   rows_.resize(n * rf);
   RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, n, rows_.data()));
-  FloatBuffer out(n * spec_.width);
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(out.data() + i * spec_.width, rows_.data() + i * rf + slot * spec_.width,
                 spec_.width * sizeof(float));
@@ -31,6 +40,8 @@ Status SparseShardState::Push(const uint64_t* ids, size_t n, const float* grads)
   std::vector<uint64_t> unique_ids;
   std::vector<float> summed;
   index.reserve(n);
+  unique_ids.reserve(n);
+  summed.reserve(n * w);
   for (size_t i = 0; i < n; ++i) {
     auto [it, inserted] = index.emplace(ids[i], unique_ids.size());
     if (inserted) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/buffer_pool.h"
 #include "common/status.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
@@ -24,9 +25,10 @@ namespace server_internal {
 
 class SparseShardState {
  public:
-  // REQUIRES: store has the table `spec.table`; pointers outlive this.
+  // REQUIRES: store has the table `spec.table`; pointers outlive this. Pull
+  // replies come from `pool` (nullptr: plain allocations).
   SparseShardState(SparseTableSpec spec, std::unique_ptr<kernels::Optimizer> optimizer,
-                   kernels::Device* device, ParamStore* store);
+                   kernels::Device* device, ParamStore* store, BufferPool* pool = nullptr);
 
   uint32_t width() const { return spec_.width; }
   int num_slots() const { return spec_.num_slots; }
@@ -46,6 +48,7 @@ class SparseShardState {
   const std::unique_ptr<kernels::Optimizer> optimizer_;
   kernels::Device* const device_;
   ParamStore* const store_;
+  BufferPool* const pool_;
 
   uint64_t updates_applied_ = 0;
   std::vector<float> rows_;  // Scratch: full row records.
