@@ -91,9 +91,10 @@ Status ClientImpl::Init() {
     return InvalidArgumentError("wire_dtype must be fp32 or fp16, got '" + options_.wire_dtype + "'");
   }
   if (options_.request_timeout_ms <= 0 || options_.heartbeat_ms <= 0 ||
-      options_.recovery_timeout_ms <= 0) {
+      options_.recovery_timeout_ms <= 0 || options_.barrier_timeout_ms <= 0) {
     return InvalidArgumentError(
-        "request_timeout_ms, heartbeat_ms and recovery_timeout_ms must be positive");
+        "request_timeout_ms, heartbeat_ms, recovery_timeout_ms and barrier_timeout_ms must be "
+        "positive");
   }
   RpcClientOptions ro;
   ro.default_timeout_ms = options_.request_timeout_ms;
@@ -118,10 +119,13 @@ Status ClientImpl::Init() {
   job_.staleness = rr.job().staleness();
   ASSIGN_OR_RETURN(job_.recovery, ParseRecoveryMode(rr.job().recovery()));
   ASSIGN_OR_RETURN(consistency_, NewConsistencyPolicy({job_.consistency, job_.staleness}));
+  // The bound workers actually get: BSP is SSP with staleness 0.
+  if (job_.consistency == ConsistencyModel::kBsp) job_.staleness = 0;
   ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(job_.recovery));
   job_.num_servers = rr.job().num_servers();
   job_.expected_workers = rr.job().num_workers();
   incarnation_ = rr.incarnation();
+  barrier_generation_.store(rr.barrier_generation());
   clock_.store(rr.start_clock());
   resender_ = std::make_unique<client_internal::Resender>(recovery_.get(), clock_source_,
                                                           options_.recovery_timeout_ms);
@@ -136,8 +140,37 @@ Status ClientImpl::Init() {
   if (options_.role == "worker") {
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
                                                   clock_source_);
+    // The start barrier (BSP/SSP with --num_workers): held by the
+    // coordinator until the job's workers are live; a no-op otherwise.
+    if (job_.expected_workers > 0 && job_.consistency != ConsistencyModel::kAsync) {
+      RETURN_IF_ERROR(WaitAtBarrier(true, 0, rr.job().start_barrier_timeout_ms()));
+    }
   }
   return Status::OK();
+}
+
+Status ClientImpl::WaitAtBarrier(bool start, int64_t generation, int timeout_ms) {
+  Message m;
+  m.header.set_type(wire::BARRIER);
+  m.header.set_sender(job_.worker_id);
+  wire::BarrierRequest* b = m.header.mutable_barrier();
+  b->set_start(start);
+  b->set_generation(generation);
+  b->set_timeout_ms(std::max(1, timeout_ms));
+  // The coordinator answers at its timeout with who is missing; the
+  // client's own deadline is a little later, for a coordinator that is gone.
+  constexpr int kGraceMs = 5000;
+  StatusOr<Message> reply = rpc_->CallSync(coordinator_peer_, std::move(m),
+                                           std::max(1, timeout_ms) + kGraceMs);
+  if (!reply.ok()) return reply.status().WithPrefix("coordinator " + options_.coordinator);
+  return Status::OK();
+}
+
+Status ClientImpl::Barrier() {
+  RETURN_IF_ERROR(JobError());
+  if (options_.role != "worker") return InvalidArgumentError("Barrier() is for workers only");
+  const int64_t generation = barrier_generation_.fetch_add(1);
+  return WaitAtBarrier(false, generation, options_.barrier_timeout_ms);
 }
 
 ClientImpl::~ClientImpl() {

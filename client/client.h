@@ -71,6 +71,9 @@ struct ClientOptions {
   // sooner; too short mistakes a slow server for a dead one (the worker then
   // hands its local change back once the server answers a probe).
   int local_after_ms = 200;
+  // How long Barrier() waits for the other workers before failing with
+  // DeadlineExceeded (naming the missing workers).
+  int barrier_timeout_ms = 600000;
   // Fault injection for failure tests: requests to servers and the
   // coordinator are dropped / delayed / duplicated with a seeded generator.
   // Off by default.
@@ -85,9 +88,13 @@ struct ClientOptions {
 struct JobInfo {
   int worker_id = -1;
   ConsistencyModel consistency = ConsistencyModel::kAsync;
+  // Staleness bound in clocks a worker's reads may have: 0 under BSP, the
+  // job's bound under SSP (unused under async).
   int staleness = 0;
   RecoveryMode recovery = RecoveryMode::kNone;
   int num_servers = 0;
+  // The coordinator's --num_workers (0: not given). Under BSP and SSP it is
+  // also the start barrier.
   int expected_workers = 0;
 };
 
@@ -171,6 +178,20 @@ class Client {
   // carry the clock at which their gradient was computed.
   virtual Status Clock() = 0;
   virtual int64_t clock() const = 0;
+
+  // ---- Barrier ----------------------------------------------------------------
+  // Blocks until every live worker has called Barrier() as often as this
+  // one (e.g. before an evaluation, or after loading data). A worker that
+  // dies is not waited for; one that joins late starts after the barriers
+  // already passed. DeadlineExceeded after ClientOptions::barrier_timeout_ms,
+  // naming the workers still missing. Workers only.
+  //
+  // The start barrier needs no call: under BSP and SSP with the
+  // coordinator's --num_workers=N, Connect() returns only once N workers are
+  // live (DeadlineExceeded after the coordinator's
+  // --start_barrier_timeout_ms). Workers joining later (replacements, extra
+  // workers) start at once, at the slowest live worker's clock.
+  virtual Status Barrier() = 0;
   // The clock that the parameters returned by the most recently completed
   // dense Pull / PushPull are guaranteed to reflect: every live worker's
   // pushes for clocks below it were applied (minimum over the shards that

@@ -8,6 +8,7 @@
 #include "common/shard_map.h"
 #include "common/table.h"
 #include "consistency/consistency_policy.h"
+#include "coordinator/barriers.h"
 #include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/membership.h"
 #include "coordinator/reseeder.h"
@@ -18,6 +19,9 @@ namespace relaxps {
 Status CoordinatorOptions::Validate() const {
   if (num_servers < 1) return InvalidArgumentError("--num_servers must be >= 1");
   if (num_workers < 0) return InvalidArgumentError("--num_workers must be >= 0");
+  if (start_barrier_timeout_ms < 1) {
+    return InvalidArgumentError("--start_barrier_timeout_ms must be > 0");
+  }
   ConsistencyOptions co{consistency, staleness};
   RETURN_IF_ERROR(NewConsistencyPolicy(co).status());
   RETURN_IF_ERROR(NewRecoveryPolicy(recovery).status());
@@ -44,6 +48,7 @@ class CoordinatorImpl final : public Coordinator {
       : options_(options),
         clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
+        barriers_(options.consistency == ConsistencyModel::kAsync ? 0 : options.num_workers),
         reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
                                 options.reseed_timeout_ms}),
         checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
@@ -69,6 +74,7 @@ class CoordinatorImpl final : public Coordinator {
     job_.set_recovery(RecoveryModeName(options_.recovery));
     job_.set_num_servers(options_.num_servers);
     job_.set_num_workers(options_.num_workers);
+    job_.set_start_barrier_timeout_ms(options_.start_barrier_timeout_ms);
     job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
     job_.set_replicas(chained() ? options_.replicas : 1);
     map_.set_version(1);
@@ -97,6 +103,8 @@ class CoordinatorImpl final : public Coordinator {
   void HandleHeartbeat(const Request& req);
   void HandleCreateTable(Request req);
   void HandleStatus(const Request& req);
+  // BARRIER: held in barriers_ until passed or timed out.
+  void HandleBarrier(Request req);
   void CheckLiveness();
   // Sends `msg` to every live server; `done` runs on the loop thread with the
   // first error or OK once all answered; `on_reply` (optional) runs on the
@@ -136,6 +144,11 @@ class CoordinatorImpl final : public Coordinator {
 
   // Loop thread only.
   Membership members_;
+  Barriers barriers_;
+  // The live workers of the last worker set every server acknowledged (the
+  // barriers count these: a worker counts once the servers count it too).
+  std::vector<int> announced_workers_;
+  uint64_t announced_version_ = 0;
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
   std::string job_error_;
@@ -171,6 +184,9 @@ void CoordinatorImpl::Handle(Request req) {
       return;
     case wire::SEED_COPY:
       HandleSeedCopy(std::move(req));
+      return;
+    case wire::BARRIER:
+      HandleBarrier(std::move(req));
       return;
     case wire::TRIGGER_CHECKPOINT:
       StartCheckpoint({std::make_shared<Request>(std::move(req))});
@@ -305,6 +321,7 @@ void CoordinatorImpl::HandleRegister(Request req) {
               << start_clock;
     rr->set_id(id);
     rr->set_start_clock(start_clock);
+    rr->set_barrier_generation(barriers_.generation());
     rr->set_incarnation(next_incarnation_++);
     *rr->mutable_shard_map() = map_;
     auto shared = std::make_shared<Request>(std::move(req));
@@ -469,7 +486,43 @@ void CoordinatorImpl::BroadcastWorkerSet(std::function<void(const Status&)> done
   Message msg;
   msg.header.set_type(wire::WORKER_SET);
   FillLiveWorkers(msg.header.mutable_live_workers());
-  Broadcast(msg, std::move(done));
+  auto live = std::make_shared<wire::LiveWorkers>(msg.header.live_workers());
+  Broadcast(msg, [this, live, done = std::move(done)](const Status& s) {
+    if (live->version() >= announced_version_) {
+      announced_version_ = live->version();
+      announced_workers_.assign(live->ids().begin(), live->ids().end());
+      barriers_.Update(announced_workers_, clock_->NowMs());
+    }
+    done(s);
+  });
+}
+
+void CoordinatorImpl::HandleBarrier(Request req) {
+  const wire::Header& h = req.msg.header;
+  if (!h.has_barrier() || h.barrier().timeout_ms() <= 0) {
+    rpc_->ReplyStatus(req, InvalidArgumentError("BARRIER needs a barrier body with a positive "
+                                                "timeout_ms"))
+        .IgnoreError();
+    return;
+  }
+  const wire::BarrierRequest b = h.barrier();  // Copies: req moves below.
+  const int worker = h.sender();
+  const int64_t now = clock_->NowMs();
+  auto shared = std::make_shared<Request>(std::move(req));
+  Barriers::Release release = [this, shared](const Status& s) {
+    rpc_->ReplyStatus(*shared, s).IgnoreError();
+  };
+  if (b.start()) {
+    barriers_.WaitStart(now + b.timeout_ms(), std::move(release));
+  } else if (auto w = members_.workers().find(worker);
+             w == members_.workers().end() || !w->second.alive) {
+    release(NotFoundError("worker " + std::to_string(worker) +
+                          " is not a live member and cannot join a barrier"));
+    return;
+  } else {
+    barriers_.Arrive(worker, b.generation(), now + b.timeout_ms(), std::move(release));
+  }
+  barriers_.Update(announced_workers_, now);
 }
 
 void CoordinatorImpl::FillLiveWorkers(wire::LiveWorkers* lw) const {
@@ -564,6 +617,7 @@ void CoordinatorImpl::CheckLiveness() {
       checkpoints_.Due(members_.MinWorkerClock(), now)) {
     StartCheckpoint({});
   }
+  barriers_.Update(announced_workers_, now);  // Expires held barrier requests.
   std::vector<int> dead_workers = members_.ExpireWorkers(now);
   for (int id : dead_workers) {
     LOG(WARNING) << "worker " << id << " missed heartbeats for "

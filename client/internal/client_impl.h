@@ -106,6 +106,7 @@ class ClientImpl final : public Client {
   }
 
   Status Clock() override;
+  Status Barrier() override;
   int64_t clock() const override { return clock_.load(); }
   int64_t last_params_clock() const override { return last_params_clock_.load(); }
   ClientStats stats() const override;
@@ -155,6 +156,9 @@ class ClientImpl final : public Client {
   Message NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
                      uint64_t map_version) const;
   StatusOr<Message> CallCoordinator(Message msg, bool retry_unavailable);
+  // Holds at a barrier (the start barrier, or worker barrier `generation`)
+  // until the coordinator lets it pass or answers at `timeout_ms`.
+  Status WaitAtBarrier(bool start, int64_t generation, int timeout_ms);
   // Chain replication (RecoveryPolicy::ReplicatesServers): dense requests go
   // to the head of their range's chain in the current map; a lost one is
   // re-routed to the new head with its exactly-once key.
@@ -214,6 +218,7 @@ class ClientImpl final : public Client {
   std::atomic<bool> shutting_down_{false};
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
   std::atomic<uint64_t> next_push_id_{1};
+  std::atomic<int64_t> barrier_generation_{0};  // This worker's next Barrier().
   std::atomic<uint64_t> failover_logged_epoch_{0};
   // Heartbeat thread only (read by the destructor once the thread stopped).
   int heartbeat_failures_ = 0;

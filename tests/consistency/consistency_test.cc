@@ -182,22 +182,34 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, BspEquivalenceTest, ::testing::Values("sgd"
 // Trains BSP with 2 workers that push each step's gradient layer by layer:
 // one Push per [layer_ends[i-1], layer_ends[i]), all in flight together, then
 // Clock() and a Pull of the whole model.
-std::vector<float> TrainBspByLayer(const std::vector<uint64_t>& layer_ends, int steps) {
+// With `start_barrier`, the coordinator gets --num_workers=2 and each worker
+// connects, creates the table and trains in its own thread, the second one
+// `late_ms` after the first.
+std::vector<float> TrainBspByLayer(const std::vector<uint64_t>& layer_ends, int steps,
+                                   bool start_barrier = false, int late_ms = 0) {
   const int kWorkers = 2;
   const int kBatch = 4;
-  InProcessCluster cluster(2, ConsistencyModel::kBsp);
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int k = 0; k < kWorkers; ++k) clients.push_back(Connect(cluster.coordinator()));
-  for (auto& c : clients) CHECK(c->CreateTable(Model("adam")).ok());
+  InProcessCluster cluster(2, ConsistencyModel::kBsp, 2, 1000, start_barrier ? kWorkers : 0);
+  std::vector<std::unique_ptr<Client>> clients(kWorkers);
+  if (!start_barrier) {
+    for (auto& c : clients) c = Connect(cluster.coordinator());
+    for (auto& c : clients) CHECK(c->CreateTable(Model("adam")).ok());
+  }
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int k = 0; k < kWorkers; ++k) {
     threads.emplace_back([&, k] {
+      if (start_barrier) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(k * late_ms));
+        clients[k] = Connect(cluster.coordinator());  // Returns once both are live.
+        if (!clients[k]->CreateTable(Model("adam")).ok()) ++failures;
+      }
       Client* c = clients[k].get();
+      const int part = c->worker_id();  // Data split by worker id.
       FloatBuffer w(kDim), g(kDim);
       if (!c->Pull("w", 0, w).get().ok()) ++failures;
       for (int t = 0; t < steps; ++t) {
-        Gradient(w.data(), (t * kWorkers + k) * kBatch, kBatch, g.data());
+        Gradient(w.data(), (t * kWorkers + part) * kBatch, kBatch, g.data());
         std::vector<std::future<Status>> pushes;
         uint64_t begin = 0;
         for (uint64_t end : layer_ends) {
@@ -220,6 +232,31 @@ std::vector<float> TrainBspByLayer(const std::vector<uint64_t>& layer_ends, int 
   FloatBuffer out(kDim);
   CHECK(clients[0]->Pull("w", 0, out).get().ok());
   return std::vector<float>(out.begin(), out.end());
+}
+
+// The start barrier: a second worker starting 300 ms late changes nothing,
+// since the first one's Connect() returns only once both are live (without
+// it the first would run BSP rounds alone).
+TEST(StartBarrierTest, LateSecondWorkerUnderBspChangesNothing) {
+  const int kSteps = 20;
+  std::vector<float> together = TrainBspByLayer({kDim}, kSteps);
+  std::vector<float> late = TrainBspByLayer({kDim}, kSteps, /*start_barrier=*/true, 300);
+  size_t differing = 0;
+  for (int d = 0; d < kDim; ++d) differing += std::memcmp(&together[d], &late[d], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0u);
+  std::printf("start barrier: %zu of %d parameters differ with the second worker 300 ms late\n",
+              differing, kDim);
+}
+
+TEST(StartBarrierTest, TooFewWorkersFailConnectWithTheCount) {
+  InProcessCluster cluster(1, ConsistencyModel::kSsp, 2, 1000, /*num_workers=*/2,
+                           /*start_barrier_timeout_ms=*/300);
+  ClientOptions o;
+  o.coordinator = cluster.coordinator();
+  auto c = Client::Connect(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kDeadlineExceeded) << c.status();
+  EXPECT_NE(c.status().message().find("1 of 2 workers"), std::string::npos) << c.status();
 }
 
 // Per-layer pushes (how frameworks overlap communication with the backward
