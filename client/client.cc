@@ -4,9 +4,11 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <thread>
 
 #include "client/internal/client_impl.h"
+#include "client/testing.h"
 #include "common/fault_injecting_transport.h"
 #include "common/rpc_client.h"
 
@@ -24,6 +26,24 @@ std::pair<Client::Callback, std::future<Status>> MakePromise() {
 
 // Longest wait for the coordinator's answer to a goodbye at shutdown.
 constexpr int kDeregisterTimeoutMs = 300;
+
+// "tcp://host:port" or "ipc://path": refused at once rather than after the
+// registration timeout.
+Status ValidateEndpoint(const std::string& endpoint) {
+  const std::string why = "coordinator endpoint '" + endpoint + "' is not ";
+  if (endpoint.rfind("ipc://", 0) == 0 && endpoint.size() > 6) return Status::OK();
+  if (endpoint.rfind("tcp://", 0) != 0) {
+    return InvalidArgumentError(why + "tcp://host:port (or ipc://path)");
+  }
+  const size_t colon = endpoint.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
+  if (colon <= 6 || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) == 0 ||
+      std::stoi(port) > 65535) {
+    return InvalidArgumentError(why + "tcp://host:port with a port in 1..65535");
+  }
+  return Status::OK();
+}
 
 }  // namespace
 
@@ -81,7 +101,7 @@ StatusOr<Message> ClientImpl::CallCoordinator(Message msg, bool retry_unavailabl
 }
 
 Status ClientImpl::Init() {
-  if (options_.coordinator.empty()) return InvalidArgumentError("coordinator endpoint is empty");
+  RETURN_IF_ERROR(ValidateEndpoint(options_.coordinator));
   if (options_.role != "worker" && options_.role != "observer") {
     return InvalidArgumentError("role must be worker or observer");
   }
@@ -100,9 +120,7 @@ Status ClientImpl::Init() {
   ro.default_timeout_ms = options_.request_timeout_ms;
   ro.clock = clock_source_;
   rpc_ = std::make_unique<RpcClient>(ro);
-  if (options_.faults.any()) {
-    rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), options_.faults);
-  }
+  if (faults_.any()) rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), faults_);
   coordinator_peer_ = rpc_->Connect(options_.coordinator);
   router_ = std::make_unique<client_internal::Router>(rpc_.get());
 
@@ -240,12 +258,12 @@ void ClientImpl::Heartbeat() {
       rpc_->CallSync(coordinator_peer_, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
   if (!reply.ok()) {
     if (shutting_down_.load()) return;  // Cancelled by the destructor.
-    if (++heartbeat_failures_ % 10 == 1) {
+    if (heartbeat_failures_.fetch_add(1) % 10 == 0) {
       LOG(WARNING) << "heartbeat to coordinator failed: " << reply.status();
     }
     return;
   }
-  heartbeat_failures_ = 0;
+  heartbeat_failures_.store(0);
   const wire::HeartbeatReply& hr = reply->header.heartbeat_reply();
   if (!hr.job_error().empty()) {
     bool first = false;
@@ -274,6 +292,20 @@ Status ClientImpl::CreateTable(const TableOptions& options) {
   m.header.set_type(wire::CREATE_TABLE);
   m.header.set_sender(job_.worker_id);
   TableToProto(options, m.header.mutable_create_table());
+  ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(m), true));
+  return SetMap(reply.header.shard_map());
+}
+
+Status ClientImpl::SetLearningRate(const std::string& table, float lr) {
+  if (!(lr > 0) || !std::isfinite(lr)) {
+    return InvalidArgumentError("learning rate must be positive and finite");
+  }
+  Message m;
+  m.header.set_type(wire::SET_LEARNING_RATE);
+  m.header.set_sender(job_.worker_id);
+  m.header.set_table(table);
+  m.header.mutable_lr_change()->set_from_clock(clock_.load());
+  m.header.mutable_lr_change()->set_lr(lr);
   ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(m), true));
   return SetMap(reply.header.shard_map());
 }
@@ -319,7 +351,12 @@ ClientStats ClientImpl::stats() const {
 }  // namespace client_internal
 
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
-  auto c = std::make_unique<client_internal::ClientImpl>(options);
+  return ConnectWithFaults(options, FaultOptions{});
+}
+
+StatusOr<std::unique_ptr<Client>> ConnectWithFaults(const ClientOptions& options,
+                                                    const FaultOptions& faults) {
+  auto c = std::make_unique<client_internal::ClientImpl>(options, faults);
   RETURN_IF_ERROR(c->Init());
   return std::unique_ptr<Client>(std::move(c));
 }

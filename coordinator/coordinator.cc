@@ -1,5 +1,7 @@
 #include "coordinator/coordinator.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -105,6 +107,11 @@ class CoordinatorImpl final : public Coordinator {
   void HandleStatus(const Request& req);
   // BARRIER: held in barriers_ until passed or timed out.
   void HandleBarrier(Request req);
+  // SET_LEARNING_RATE: records the change in the table and installs the map
+  // on every server before answering.
+  void HandleSetLearningRate(Request req);
+  // Installs map_ on every live server, then answers `req` (with the map).
+  void InstallMapAndReply(Request req, const std::string& what);
   void CheckLiveness();
   // Sends `msg` to every live server; `done` runs on the loop thread with the
   // first error or OK once all answered; `on_reply` (optional) runs on the
@@ -187,6 +194,9 @@ void CoordinatorImpl::Handle(Request req) {
       return;
     case wire::BARRIER:
       HandleBarrier(std::move(req));
+      return;
+    case wire::SET_LEARNING_RATE:
+      HandleSetLearningRate(std::move(req));
       return;
     case wire::TRIGGER_CHECKPOINT:
       StartCheckpoint({std::make_shared<Request>(std::move(req))});
@@ -379,9 +389,11 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
   for (const wire::TableShards& ts : map_.tables()) {
     if (ts.table().name() != t.name) continue;
     std::string a, b;
-    wire::TableProto requested;
+    wire::TableProto requested, existing = ts.table();
     TableToProto(t, &requested);
-    ts.table().SerializeToString(&a);
+    existing.clear_lr_changes();  // Later SetLearningRate calls are not part of the identity.
+    requested.clear_lr_changes();
+    existing.SerializeToString(&a);
     requested.SerializeToString(&b);
     Status s = a == b ? Status::OK()
                       : InvalidArgumentError("table '" + t.name +
@@ -431,19 +443,57 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
               << t.optimizer.name << " lr " << t.optimizer.lr << "), map version "
               << map_.version();
   }
+  InstallMapAndReply(std::move(req), "installing shard map");
+}
+
+void CoordinatorImpl::InstallMapAndReply(Request req, const std::string& what) {
   Message install;
   install.header.set_type(wire::INSTALL_MAP);
   *install.header.mutable_shard_map() = map_;
   auto shared = std::make_shared<Request>(std::move(req));
-  Broadcast(install, [this, shared](const Status& s) {
+  Broadcast(install, [this, shared, what](const Status& s) {
     if (!s.ok()) {
-      rpc_->ReplyStatus(*shared, s.WithPrefix("installing shard map")).IgnoreError();
+      rpc_->ReplyStatus(*shared, s.WithPrefix(what)).IgnoreError();
       return;
     }
     Message reply = MakeReply(shared->msg.header, Status::OK());
     *reply.header.mutable_shard_map() = map_;
     rpc_->Reply(*shared, std::move(reply)).IgnoreError();
   });
+}
+
+void CoordinatorImpl::HandleSetLearningRate(Request req) {
+  const wire::Header& h = req.msg.header;
+  const wire::LrChange& c = h.lr_change();
+  Status bad;
+  if (!h.has_lr_change() || !(c.lr() > 0) || !std::isfinite(c.lr()) || c.from_clock() < 0) {
+    bad = InvalidArgumentError("SET_LEARNING_RATE needs a positive finite lr and a clock >= 0");
+  } else if (!job_error_.empty()) {
+    bad = AbortedError(job_error_);
+  }
+  wire::TableProto* table = nullptr;
+  for (wire::TableShards& ts : *map_.mutable_tables()) {
+    if (ts.table().name() == h.table()) table = ts.mutable_table();
+  }
+  if (bad.ok() && table == nullptr) bad = NotFoundError("unknown table '" + h.table() + "'");
+  if (!bad.ok()) {
+    rpc_->ReplyStatus(req, bad).IgnoreError();
+    return;
+  }
+  // Sorted by clock; a second change at the same clock replaces the first.
+  TableOptions t = TableFromProto(*table);
+  auto at = std::lower_bound(t.lr_changes.begin(), t.lr_changes.end(),
+                             std::make_pair(c.from_clock(), -1.0f));
+  if (at != t.lr_changes.end() && at->first == c.from_clock()) {
+    at->second = c.lr();
+  } else {
+    t.lr_changes.insert(at, {c.from_clock(), c.lr()});
+  }
+  TableToProto(t, table);
+  map_.set_version(map_.version() + 1);
+  LOG(INFO) << "table '" << t.name << "': learning rate " << c.lr() << " from clock "
+            << c.from_clock() << " (worker " << h.sender() << "), map version " << map_.version();
+  InstallMapAndReply(std::move(req), "installing the new learning rate");
 }
 
 void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Status&)> done,

@@ -74,7 +74,7 @@ Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const fl
   if (!policy_->AggregatesPushes() || clock < applied_clock_) {
     // Async / SSP, or a BSP push for a round already closed (a worker that
     // fell behind and rejoined): apply on arrival.
-    RETURN_IF_ERROR(Apply(offset, grads, n, 1.0f));
+    RETURN_IF_ERROR(Apply(offset, grads, n, LrScale(clock)));
     shard_->clock = std::max(shard_->clock, clock + 1);
     if (CoveredByPushes(worker, clock, n)) clocks_.Advance(worker, clock);
     ServeWaiters();
@@ -127,7 +127,7 @@ Status DenseShardState::Seed(const float* params, size_t n, int64_t clock) {
   return Status::OK();
 }
 
-Status DenseShardState::ApplyRound(Round* round) {
+Status DenseShardState::ApplyRound(Round* round, int64_t clock) {
   std::vector<float>& sum = round->sum;
   bool whole = true;
   for (const auto& [worker, covered] : round->covered) whole &= covered.keys == sum.size();
@@ -145,7 +145,7 @@ Status DenseShardState::ApplyRound(Round* round) {
       if (pushers[k] > 1) sum[k] *= 1.0f / static_cast<float>(pushers[k]);
     }
   }
-  return Apply(0, sum.data(), sum.size(), 1.0f);
+  return Apply(0, sum.data(), sum.size(), LrScale(clock));
 }
 
 Status DenseShardState::CompleteRounds() {
@@ -153,7 +153,7 @@ Status DenseShardState::CompleteRounds() {
   // Round c is complete once every live worker has completed clock c.
   while (!rounds_.empty() && clocks_.Min() > rounds_.begin()->first) {
     auto it = rounds_.begin();
-    RETURN_IF_ERROR(ApplyRound(&it->second));
+    RETURN_IF_ERROR(ApplyRound(&it->second, it->first));
     applied_clock_ = it->first + 1;
     shard_->clock = applied_clock_;
     rounds_.erase(it);
@@ -175,7 +175,7 @@ void DenseShardState::SetFollower(bool follower) {
 Status DenseShardState::CompleteRoundsBelow(int64_t clock) {
   while (!rounds_.empty() && rounds_.begin()->first < clock) {
     auto it = rounds_.begin();
-    RETURN_IF_ERROR(ApplyRound(&it->second));
+    RETURN_IF_ERROR(ApplyRound(&it->second, it->first));
     rounds_.erase(it);
   }
   applied_clock_ = std::max(applied_clock_, clock);

@@ -18,6 +18,7 @@
 
 #include "common/buffer.h"
 #include "common/status.h"
+#include "common/table.h"
 #include "consistency/consistency_policy.h"
 #include "consistency/vector_clock.h"
 #include "kernels/device.h"
@@ -39,6 +40,9 @@ class DenseShardState {
                   const ConsistencyPolicy* policy, kernels::Device* device, ParamStore* store);
 
   const DenseShardSpec& spec() const { return shard_->spec; }
+  // The table's learning rate by clock: pushes (and BSP rounds) of clock c
+  // are applied with lr_scale table.LrScaleAt(c). Constant until set.
+  void set_rates(const TableOptions& table) { rates_ = table; }
 
   // Checks that [begin, begin + count) lies inside this shard.
   Status CheckRange(uint64_t begin, uint64_t count) const;
@@ -130,7 +134,8 @@ class DenseShardState {
   Status Apply(uint64_t offset, const float* grads, size_t n, float lr_scale);
   // Averages the round's sum (per key, over the workers that pushed the key)
   // and applies it.
-  Status ApplyRound(Round* round);
+  Status ApplyRound(Round* round, int64_t clock);
+  float LrScale(int64_t clock) const { return static_cast<float>(rates_.LrScaleAt(clock)); }
   // Not BSP: records a push of n keys; true once `worker`'s pushes for
   // `clock` cover the shard.
   bool CoveredByPushes(int worker, int64_t clock, size_t n);
@@ -155,6 +160,7 @@ class DenseShardState {
   std::vector<float*> state_scratch_;
   uint64_t updates_applied_ = 0;
   bool follower_ = false;
+  TableOptions rates_;  // Learning rate by clock (LrScaleAt).
 };
 
 }  // namespace server_internal

@@ -96,6 +96,35 @@ TEST(ClientTest, BarrierTimesOutNamingTheMissingWorker) {
   EXPECT_NE(s.message().find(missing), std::string::npos) << s;
 }
 
+TEST(ClientTest, MalformedEndpointIsRefusedAtOnce) {
+  for (const char* endpoint : {"", "127.0.0.1:5555", "tcp://127.0.0.1", "tcp://:5555",
+                               "tcp://127.0.0.1:0", "tcp://127.0.0.1:70000", "udp://h:1"}) {
+    ClientOptions options;
+    options.coordinator = endpoint;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto c = Client::Connect(options);
+    ASSERT_FALSE(c.ok()) << endpoint;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << endpoint << ": " << c.status();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500)) << endpoint;
+  }
+}
+
+TEST(ClientTest, CoordinatorLossIsVisibleAsUnhealthy) {
+  auto cluster = std::make_unique<InProcessCluster>(1);
+  ClientOptions options;
+  options.coordinator = cluster->coordinator();
+  options.heartbeat_ms = 50;
+  auto c = Client::Connect(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE((*c)->coordinator_healthy());
+  cluster.reset();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((*c)->coordinator_healthy() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE((*c)->coordinator_healthy());
+}
+
 TEST(ClientTest, JobInfoStalenessIsZeroUnderBsp) {
   InProcessCluster cluster(1, ConsistencyModel::kBsp, /*staleness=*/2);
   ClientOptions options;
