@@ -30,17 +30,17 @@ StatusOr<FloatBuffer> SparseShardState::Read(const uint64_t* ids, size_t n, int 
 }
 
 int64_t SparseShardState::visible_clock() const {
-  return policy_->AggregatesPushes() ? applied_clock_ : clocks_.Min();
+  return aggregates() ? applied_clock_ : clocks_.Min();
 }
 
 void SparseShardState::Pull(int64_t worker_clock, std::vector<uint64_t> ids,
                             int64_t deadline_ms, RowsReply done) {
-  const int64_t required = policy_->RequiredMinClock(worker_clock);
-  if (visible_clock() >= required) {
+  if (policy_ == nullptr || visible_clock() >= policy_->RequiredMinClock(worker_clock)) {
     done(Read(ids.data(), ids.size()));
     return;
   }
-  waiters_.push_back(Waiter{required, std::move(ids), deadline_ms, std::move(done)});
+  waiters_.push_back(
+      Waiter{policy_->RequiredMinClock(worker_clock), std::move(ids), deadline_ms, std::move(done)});
 }
 
 Status SparseShardState::ApplyRows(const uint64_t* ids, size_t u, const float* grads,
@@ -66,7 +66,7 @@ Status SparseShardState::ApplyRows(const uint64_t* ids, size_t u, const float* g
 Status SparseShardState::Push(int worker, int64_t clock, const uint64_t* ids, size_t n,
                               const float* grads) {
   const size_t w = spec_.width;
-  const bool aggregate = policy_->AggregatesPushes() && clock >= applied_clock_;
+  const bool aggregate = aggregates() && clock >= applied_clock_;
   // Sum the gradients of duplicate ids: per push, or into the clock's round.
   Round single;
   Round& r = aggregate ? rounds_[clock] : single;
@@ -132,7 +132,7 @@ void SparseShardState::AdvanceClock(int worker, int64_t clock) {
 }
 
 void SparseShardState::ClocksMoved() {
-  if (policy_->AggregatesPushes()) {
+  if (aggregates()) {
     Status s = CompleteRounds();
     if (!s.ok()) LOG(ERROR) << "completing BSP rounds of sparse table '" << spec_.table << "': " << s;
   }

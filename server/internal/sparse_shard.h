@@ -44,6 +44,8 @@ using RowsReply = std::function<void(StatusOr<FloatBuffer> rows)>;
 class SparseShardState {
  public:
   // REQUIRES: store has the table `spec.table`; pointers outlive this.
+  // `policy` null: every push is applied on arrival and pulls never wait
+  // (the chain-replicated buckets of server/internal/sparse_bucket.h).
   SparseShardState(SparseTableSpec spec, std::unique_ptr<kernels::Optimizer> optimizer,
                    const ConsistencyPolicy* policy, kernels::Device* device, ParamStore* store);
 
@@ -90,6 +92,7 @@ class SparseShardState {
     RowsReply done;
   };
 
+  bool aggregates() const { return policy_ != nullptr && policy_->AggregatesPushes(); }
   // One optimizer step on each of the u distinct rows `ids` with `grads`.
   Status ApplyRows(const uint64_t* ids, size_t u, const float* grads, int64_t clock);
   Status CompleteRounds();
