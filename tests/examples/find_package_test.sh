@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Installs relaxps into a temporary prefix, builds examples/ against it with
+# find_package_test.sh SRC BUILD [install|deb]
+# Installs relaxps into a fresh temporary prefix (install: cmake --install;
+# deb: cpack -G DEB, then the relaxps and librelaxps-dev packages unpacked
+# with dpkg -x into an empty root), builds examples/ against it with
 # find_package(relaxps COMPONENTS client) and with pkg-config relaxps (both
-# -Wall -Werror), checks what they link, and trains both against a real
-# local job.
+# -Wall -Wextra -Werror), checks what they link, and trains both, and the
+# README's snippet, against a job of the installed binaries.
 set -euo pipefail
 SRC=$1
 BUILD=$2
+MODE=${3:-install}
 TMP=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -15,12 +19,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cmake --install "$BUILD" --prefix "$TMP/prefix" >/dev/null
+if [ "$MODE" = deb ]; then
+  (cd "$BUILD" && cpack -G DEB -B "$TMP/debs" >"$TMP/cpack.log" 2>&1) || { cat "$TMP/cpack.log"; exit 1; }
+  for deb in "$TMP"/debs/*.deb; do
+    echo "$(basename "$deb"): $(dpkg-deb -f "$deb" Package Version Depends | tr '\n' ' ')"
+    dpkg -x "$deb" "$TMP/root"
+  done
+  [ -e "$TMP/root/usr/include/relaxps/client.h" ] || { echo "no librelaxps-dev content"; exit 1; }
+  [ -x "$TMP/root/usr/bin/relaxps-server" ] || { echo "no relaxps binaries"; exit 1; }
+  ln -s "$TMP/root/usr" "$TMP/prefix"
+else
+  cmake --install "$BUILD" --prefix "$TMP/prefix" >/dev/null
+fi
 cmake -S "$SRC/examples" -B "$TMP/build" -DCMAKE_PREFIX_PATH="$TMP/prefix" \
   -DCMAKE_BUILD_TYPE=Release >"$TMP/configure.log" 2>&1 || { cat "$TMP/configure.log"; exit 1; }
 cmake --build "$TMP/build" -j 2 >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log"; exit 1; }
 # Only the public headers are installed, none of them includes glog.
-if find "$TMP/prefix/include" -type f | grep -v "^$TMP/prefix/include/relaxps/"; then
+if find "$TMP/prefix/include/" -type f | grep -v "^$TMP/prefix/include/relaxps/"; then
   echo "headers installed outside include/relaxps"; exit 1
 fi
 if grep -rl "glog\|gflags" "$TMP/prefix/include"; then echo "public headers name glog"; exit 1; fi
@@ -67,4 +82,5 @@ if out=$(timeout 5 "$TMP/readme_snippet" "127.0.0.1:1" 2>&1); then
   echo "connect to a malformed endpoint succeeded"; exit 1
 fi
 echo "$out" | grep -q "InvalidArgument" || { echo "malformed endpoint: $out"; exit 1; }
-echo "find_package(relaxps COMPONENTS client) and pkg-config relaxps examples trained through the installed librelaxps_client.so"
+echo "$MODE: find_package(relaxps COMPONENTS client) and pkg-config relaxps trainers and the README snippet trained through the installed librelaxps_client.so"
+ldd "$TMP/build/linear_trainer" | awk '{print "  " $1}' | tr '\n' ' '; echo
