@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/buffer_pool.h"
 #include "common/status.h"
 #include "common/table.h"
 #include "consistency/consistency_policy.h"
@@ -35,9 +36,11 @@ using PullReply = std::function<void(const Status&, FloatBuffer params, int64_t 
 
 class DenseShardState {
  public:
-  // REQUIRES: all pointers outlive this object.
+  // REQUIRES: all pointers outlive this object. Pull snapshots come from
+  // `pool` (nullptr: plain allocations).
   DenseShardState(DenseShard* shard, std::unique_ptr<kernels::Optimizer> optimizer,
-                  const ConsistencyPolicy* policy, kernels::Device* device, ParamStore* store);
+                  const ConsistencyPolicy* policy, kernels::Device* device, ParamStore* store,
+                  BufferPool* pool = nullptr);
 
   const DenseShardSpec& spec() const { return shard_->spec; }
   // The table's learning rate by clock: pushes (and BSP rounds) of clock c
@@ -149,6 +152,7 @@ class DenseShardState {
   const ConsistencyPolicy* const policy_;
   kernels::Device* const device_;
   ParamStore* const store_;
+  BufferPool* const pool_;
 
   VectorClock clocks_;
   int64_t applied_clock_ = 0;  // BSP: rounds < applied_clock_ are applied.

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/buffer_pool.h"
 #include "common/status.h"
 #include "common/table.h"
 #include "consistency/consistency_policy.h"
@@ -45,9 +46,11 @@ class SparseShardState {
  public:
   // REQUIRES: store has the table `spec.table`; pointers outlive this.
   // `policy` null: every push is applied on arrival and pulls never wait
-  // (the chain-replicated buckets of server/internal/sparse_bucket.h).
+  // (the chain-replicated buckets of server/internal/sparse_bucket.h). Pull
+  // replies come from `pool` (nullptr: plain allocations).
   SparseShardState(SparseTableSpec spec, std::unique_ptr<kernels::Optimizer> optimizer,
-                   const ConsistencyPolicy* policy, kernels::Device* device, ParamStore* store);
+                   const ConsistencyPolicy* policy, kernels::Device* device, ParamStore* store,
+                   BufferPool* pool = nullptr);
 
   uint32_t width() const { return spec_.width; }
   // As DenseShardState::set_rates.
@@ -106,6 +109,7 @@ class SparseShardState {
   const ConsistencyPolicy* const policy_;
   kernels::Device* const device_;
   ParamStore* const store_;
+  BufferPool* const pool_;
 
   VectorClock clocks_;
   int64_t applied_clock_ = 0;  // BSP: rounds below it are applied.
