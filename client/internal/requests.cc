@@ -203,7 +203,6 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
     const uint64_t at = offset + s.offset;  // Position within the request's buffers.
     const bool with_payload = op->type != wire::PULL;
     const FloatBuffer payload = with_payload ? op->grads.Slice(at, s.count) : FloatBuffer();
-    if (with_payload) router_->MarkPushed(s.server, op->clock);
     // Exactly-once key of the part (chain replication): kept by resends and
     // by a re-route of the same range.
     const uint64_t part_id =
@@ -348,7 +347,6 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
         std::memcpy(part.data() + i * width, grads.data() + (*pos)[i] * width,
                     width * sizeof(float));
       }
-      router_->MarkPushed(s, clock);
     }
     auto make = [this, type, table, part_ids, part, clock, bucket, part_id,
                  version = m->version()] {
@@ -386,9 +384,11 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
 Status ClientImpl::Clock() {
   RETURN_IF_ERROR(JobError());
   const int64_t c = clock_.load();
-  // Servers that got no push at this clock still need to learn it completed.
+  // Every server learns that the clock completed: one that got no push, one
+  // whose ranges this worker pushed only in part (per-layer pushes), and the
+  // sparse tables' rounds.
   const uint64_t version = router_->map()->version();
-  for (int server : router_->ServersWithoutPushAt(c)) {
+  for (int server : router_->ServersWithEndpoint()) {
     if (replica_ != nullptr && replica_->IsLocal(server)) continue;
     CallServer(
         server, [this, c, version] { return NewRequest(wire::CLOCK, "", c, version); },

@@ -64,6 +64,9 @@ class ServerImpl final : public Server {
   void SetLiveWorkers(const wire::LiveWorkers& live);
   void HandleDense(Request req);
   void HandleSparse(Request req);
+  // Monotonic deadline of a pull waiting at the consistency gate: the
+  // request's own deadline, at most a day away.
+  int64_t PullDeadlineMs(const wire::Header& h) const;
   void HandleStats(const Request& req);
   void HandleCheckpoint(Request req);
   // SEED (stateless recovery): installs the merged parameters of this

@@ -18,8 +18,9 @@ SparseBucketState::SparseBucketState(std::unique_ptr<SparseShardState> shard, Pa
       bucket_(bucket),
       num_buckets_(num_buckets) {}
 
-Status SparseBucketState::Push(const uint64_t* ids, size_t n, const float* grads) {
-  RETURN_IF_ERROR(shard_->Push(ids, n, grads));
+Status SparseBucketState::Push(int worker, int64_t clock, const uint64_t* ids, size_t n,
+                               const float* grads) {
+  RETURN_IF_ERROR(shard_->Push(worker, clock, ids, n, grads));
   touched_.insert(ids, ids + n);
   return Status::OK();
 }
