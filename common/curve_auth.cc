@@ -121,9 +121,12 @@ void ZapHandler::Loop() {
     }
     if (code != "200") {
       refused_.fetch_add(1);
-      LOG_EVERY_T(WARNING, 1) << "refused a CURVE connection from "
-                              << (parts.size() > 3 ? parts[3].to_string() : "?")
-                              << ": key not among the job's";
+      uint64_t more = 0;
+      if (log_limiter_.Allow("refused", &more)) {
+        LOG(WARNING) << "refused a CURVE connection from "
+                     << (parts.size() > 3 ? parts[3].to_string() : "?")
+                     << ": key not among the job's (" << more << " more since the last line)";
+      }
     }
     const std::string version = parts.empty() ? "1.0" : parts[0].to_string();
     const std::string request_id = parts.size() > 1 ? parts[1].to_string() : "";

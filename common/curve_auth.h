@@ -27,7 +27,8 @@
 
 #include <zmq.hpp>
 
-#include "common/curve_options.h"
+#include "relaxps/curve_options.h"
+#include "common/log_limiter.h"
 #include "common/status.h"
 
 namespace relaxps {
@@ -68,6 +69,7 @@ class ZapHandler {
   zmq::socket_t socket_;  // REP on inproc://zeromq.zap.01; handler thread only.
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> refused_{0};
+  LogLimiter log_limiter_;  // Handler thread only.
   std::thread thread_;
 };
 

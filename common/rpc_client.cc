@@ -127,7 +127,11 @@ void RpcClient::OnReply(std::vector<zmq::message_t>& parts) {
   bytes_received_.fetch_add(bytes);
   StatusOr<Message> msg = ParseMessage(parts, 0);
   if (!msg.ok()) {
-    LOG_EVERY_T(WARNING, 1) << "ignoring malformed reply: " << msg.status();
+    uint64_t more = 0;
+    if (log_limiter_.Allow("malformed reply", &more)) {
+      LOG(WARNING) << "ignoring malformed reply: " << msg.status() << " (" << more
+                   << " more since the last such line)";
+    }
     return;
   }
   auto it = pending_.find(msg->header.request_id());

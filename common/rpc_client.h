@@ -31,6 +31,7 @@
 
 #include "common/clock.h"
 #include "common/curve_auth.h"
+#include "common/log_limiter.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 #include "common/transport.h"
@@ -123,6 +124,7 @@ class RpcClient final : public Transport {
   std::vector<zmq::socket_t> monitors_;  // Parallel to sockets_ with on_disconnect.
   std::unordered_map<uint64_t, Pending> pending_;
   std::multimap<int64_t, uint64_t> deadlines_;  // deadline -> request id
+  LogLimiter log_limiter_;  // Malformed replies: one line a second.
 
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<uint64_t> requests_{0}, bytes_sent_{0}, bytes_received_{0}, timeouts_{0};

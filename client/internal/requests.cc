@@ -18,6 +18,24 @@ Status DecodeReply(const Message& reply, float* out, size_t n) {
   return DecodeFloatsInto(reply.frames[0], reply.header.encoding(), out, n);
 }
 
+// Copies the rows of a PULL_ROWS reply (pos.size() rows of `width` floats)
+// to their positions in `out`, straight from the frame when it can be read
+// in place.
+Status ScatterRows(const Message& reply, const std::vector<uint32_t>& pos, size_t width,
+                   float* out) {
+  if (reply.frames.size() != 1) {
+    return InvalidArgumentError("reply has " + std::to_string(reply.frames.size()) +
+                                " payload frames, expected 1");
+  }
+  std::vector<float> scratch;
+  ASSIGN_OR_RETURN(const float* rows, DecodeFloats(reply.frames[0], pos.size() * width,
+                                                   reply.header.encoding(), &scratch));
+  for (size_t i = 0; i < pos.size(); ++i) {
+    std::memcpy(out + pos[i] * width, rows + i * width, width * sizeof(float));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
@@ -78,6 +96,16 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
   rpc_->Call(peer, std::move(request), timeout_ms,
              [this, server, endpoint, epoch, give_up_ms, make = std::move(make),
               done = std::move(done)](Status st, Message reply) mutable {
+               if (Chained() && st.code() == StatusCode::kWrongShard &&
+                   reply.header.has_shard_map()) {
+                 // Not (or no longer) the head: install the map the server
+                 // sent if it is newer, then re-route to the head it names,
+                 // or wait for a newer map (the part is resent, with its
+                 // exactly-once key, never failed for this).
+                 Status installed = SetMap(reply.header.shard_map());
+                 if (!installed.ok()) LOG(ERROR) << "bad shard map in a reply: " << installed;
+                 st = UnavailableError(st.message() + "; re-routing");
+               }
                if (Chained()) {
                  if (st.ok() && !router_->map()->proto().servers(server).alive()) {
                    // A late reply of a server declared dead since: refused.
@@ -175,7 +203,6 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
     const uint64_t at = offset + s.offset;  // Position within the request's buffers.
     const bool with_payload = op->type != wire::PULL;
     const FloatBuffer payload = with_payload ? op->grads.Slice(at, s.count) : FloatBuffer();
-    if (with_payload) router_->MarkPushed(s.server, op->clock);
     // Exactly-once key of the part (chain replication): kept by resends and
     // by a re-route of the same range.
     const uint64_t part_id =
@@ -306,16 +333,20 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     const uint64_t part_id = type == wire::PUSH_ROWS && by_bucket
                                  ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1))
                                  : 0;
-    KeyBuffer part_ids = KeyBuffer::Uninitialized(pos->size());
-    for (size_t i = 0; i < pos->size(); ++i) part_ids[i] = ids[(*pos)[i]];
+    // Positions are distinct and in order: all of them means every row goes
+    // to this part, and the caller's buffers are sent (and filled) as they are.
+    const bool whole = pos->size() == ids.size();
+    KeyBuffer part_ids = whole ? ids : KeyBuffer::Uninitialized(pos->size());
+    if (!whole) {
+      for (size_t i = 0; i < pos->size(); ++i) part_ids[i] = ids[(*pos)[i]];
+    }
     FloatBuffer part;
     if (type == wire::PUSH_ROWS) {
-      part = FloatBuffer::Uninitialized(pos->size() * width);
-      for (size_t i = 0; i < pos->size(); ++i) {
+      part = whole ? grads : FloatBuffer::Uninitialized(pos->size() * width);
+      for (size_t i = 0; !whole && i < pos->size(); ++i) {
         std::memcpy(part.data() + i * width, grads.data() + (*pos)[i] * width,
                     width * sizeof(float));
       }
-      router_->MarkPushed(s, clock);
     }
     auto make = [this, type, table, part_ids, part, clock, bucket, part_id,
                  version = m->version()] {
@@ -329,7 +360,7 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     };
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
-                version = m->version()](const Status& st, Message reply) {
+                whole, version = m->version()](const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
                             reroutes + 1, [join](const Status& r) { join->PartDone(r); },
@@ -338,14 +369,8 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                  }
                  Status result = st;
                  if (result.ok() && type == wire::PULL_ROWS) {
-                   std::vector<float> tmp(pos->size() * width);
-                   result = DecodeReply(reply, tmp.data(), tmp.size());
-                   if (result.ok()) {
-                     for (size_t i = 0; i < pos->size(); ++i) {
-                       std::memcpy(out.data() + (*pos)[i] * width, tmp.data() + i * width,
-                                   width * sizeof(float));
-                     }
-                   }
+                   result = whole ? DecodeReply(reply, out.data(), out.size())
+                                  : ScatterRows(reply, *pos, width, out.data());
                  }
                  if (!result.ok()) {
                    errors_.fetch_add(1);
@@ -359,9 +384,11 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
 Status ClientImpl::Clock() {
   RETURN_IF_ERROR(JobError());
   const int64_t c = clock_.load();
-  // Servers that got no push at this clock still need to learn it completed.
+  // Every server learns that the clock completed: one that got no push, one
+  // whose ranges this worker pushed only in part (per-layer pushes), and the
+  // sparse tables' rounds.
   const uint64_t version = router_->map()->version();
-  for (int server : router_->ServersWithoutPushAt(c)) {
+  for (int server : router_->ServersWithEndpoint()) {
     if (replica_ != nullptr && replica_->IsLocal(server)) continue;
     CallServer(
         server, [this, c, version] { return NewRequest(wire::CLOCK, "", c, version); },

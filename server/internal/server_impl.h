@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/buffer_pool.h"
 #include "common/clock.h"
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
@@ -65,6 +66,9 @@ class ServerImpl final : public Server {
   Status SetLiveWorkers(const wire::LiveWorkers& live);
   void HandleDense(Request req);
   void HandleSparse(Request req);
+  // Monotonic deadline of a pull waiting at the consistency gate: the
+  // request's own deadline, at most a day away.
+  int64_t PullDeadlineMs(const wire::Header& h) const;
   void HandleStats(const Request& req);
   void HandleCheckpoint(Request req);
   // SEED (stateless recovery): installs the merged parameters of this
@@ -93,7 +97,14 @@ class ServerImpl final : public Server {
   // checked already (saves a pass over the payload on every replica).
   const float* DecodeGradient(const Request& req, const Frame& frame, size_t n,
                               bool check_finite = true);
+  // Sends a reply; while the store holds updates not yet synced (WAL group
+  // commit) it is queued until SyncAndRelease(), so nothing is acknowledged
+  // before it is durable and replies keep their order.
   void ReplyWith(const Request& req, Message reply);
+  // After each batch of requests: one WAL sync for every update the batch
+  // wrote, then the queued replies (each failed with the sync's error if it
+  // failed).
+  void SyncAndRelease();
   void OnTimer();
   // Flushes the store if a dense shard's clock advanced flush_every_clocks
   // past the last flush.
@@ -159,8 +170,9 @@ class ServerImpl final : public Server {
   int PeerOf(int server);
   // Declared dead by the coordinator: drops every replica's state and chain
   // position (never a split brain: it holds nothing until a predecessor's
-  // snapshot arrives), so it can rejoin as a fresh tail.
-  void Fence(const std::string& why);
+  // snapshot arrives), so it can rejoin as a fresh tail. Run by InstallMap
+  // when fence_pending_ is set.
+  void Fence();
 
   // Loop thread: Run() returns `why` (after the final flush).
   void Exit(const Status& why);
@@ -171,10 +183,10 @@ class ServerImpl final : public Server {
   // register_timeout_ms). Also used by Init().
   StatusOr<wire::RegisterReply> Register(int requested_id);
   // The coordinator answered a heartbeat NotFound (declared dead, e.g. after
-  // a SIGSTOP): fences the replicas on the loop, registers again with this
-  // id and installs the map it gets, in which this server joins its chains
-  // as tail (state transfer from the predecessors). Stops the server if the
-  // registration fails.
+  // a SIGSTOP): registers again with this id and installs the map it gets, in
+  // which this server joins its chains as tail (state transfer from the
+  // predecessors); the next map installed fences the replicas first. Stops
+  // the server if the registration fails.
   void RejoinAfterFence(const std::string& why);
   void StopHeartbeat();
 
@@ -195,6 +207,9 @@ class ServerImpl final : public Server {
   std::unique_ptr<kernels::Device> update_device_;  // Optional GPU for updates.
   std::unique_ptr<ParamStore> store_;
   std::string checkpoint_root_;
+  // Pull snapshots and sparse replies: reused, pre-faulted pages instead of
+  // a large malloc (and its page faults) per reply.
+  BufferPool buffer_pool_;
 
   // Loop thread only.
   uint64_t map_version_ = 0;
@@ -206,6 +221,8 @@ class ServerImpl final : public Server {
   wire::ServerStats stats_;
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
+  // Replies waiting for the WAL sync (group commit): (peer identity, reply).
+  std::vector<std::pair<std::string, Message>> unsynced_replies_;
   std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
   uint64_t held_bytes_ = 0;  // Dense shards created here (all slots).
@@ -219,6 +236,9 @@ class ServerImpl final : public Server {
   std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
   // Set when the server stops because it was fenced and could not rejoin.
   std::atomic<bool> fenced_{false};
+  // Set by the heartbeat thread when declared dead: the next InstallMap
+  // fences the replicas before it applies the map.
+  std::atomic<bool> fence_pending_{false};
 
   Status exit_status_;   // Loop thread: what Run() returns.
   bool job_done_ = false;  // Loop thread: left in order at the end of the job.

@@ -1,8 +1,8 @@
 // CurveOptions: what a process needs for --security=curve (see
 // common/curve_auth.h). A value type; no ZeroMQ headers, so public headers
 // (client.h) can carry it.
-#ifndef RELAXPS_COMMON_CURVE_OPTIONS_H_
-#define RELAXPS_COMMON_CURVE_OPTIONS_H_
+#ifndef RELAXPS_CURVE_OPTIONS_H_
+#define RELAXPS_CURVE_OPTIONS_H_
 
 #include <string>
 
@@ -20,4 +20,4 @@ struct CurveOptions {
 
 }  // namespace relaxps
 
-#endif  // RELAXPS_COMMON_CURVE_OPTIONS_H_
+#endif  // RELAXPS_CURVE_OPTIONS_H_
