@@ -72,7 +72,9 @@ Status ServerImpl::Init() {
   const wire::RegisterReply& rr = reply->header.register_reply();
   id_ = rr.id();
   job_ = rr.job();
-  replicas_ = job_.recovery() == "chain" ? std::max(1, job_.replicas()) : 1;
+  // The coordinator sets replicas > 1 only for the policies that replicate
+  // (chain, hybrid).
+  replicas_ = std::max(1, job_.replicas());
   if (chained()) {
     RpcClientOptions po;
     po.default_timeout_ms = 5000;
@@ -455,7 +457,17 @@ void ServerImpl::HandleSeed(const Request& req) {
   }
   size_t i = 0;
   for (const wire::SeedRange& r : seed.ranges()) {
-    if (!r.has_copy()) continue;
+    // Hybrid: the seeded range heads its chain from here on (a range no
+    // worker held keeps what the store loaded: a restored checkpoint, the
+    // last flush, or the initializer).
+    RangeState& state = dense_.at({r.table(), r.begin()});
+    if (state.chain != nullptr) state.chain->set_has_state(true);
+    if (!r.has_copy()) {
+      LOG(INFO) << "'" << r.table() << "' [" << r.begin() << ", " << r.end()
+                << "): no worker copy; keeping the values loaded at start"
+                << (options_.restore_from.empty() ? "" : " (restored checkpoint)");
+      continue;
+    }
     auto [shard, frame] = todo[i++];
     Status s = shard->Seed(frame->as<float>(), r.end() - r.begin(), r.clock());
     if (!s.ok()) {

@@ -170,6 +170,13 @@ class ClientImpl final : public Client {
   // ---- Stateless recovery (client/internal/stateless.cc; replica_ set) ----
   // Deadline of a request of `type` to a server.
   int ServerTimeoutMs(wire::MsgType type) const;
+  // The server holding the dense range of `table` that starts at
+  // `range_begin`: the head of its chain in the current map (chain, hybrid),
+  // else `server` (ranges do not move).
+  int HolderOf(const std::string& table, uint64_t range_begin, int server) const;
+  // Hybrid: true if `server` is dead in the current map while it still heads
+  // a chain: the ranges it holds have no live replica left.
+  bool Stranded(int server) const;
   // Starts training locally on `server`'s ranges (lost at `endpoint`).
   void GoLocal(int server, const std::string& endpoint, bool stalled, const std::string& why);
   // Serves one dense part from the local copy (op's buffers at `at`);
@@ -180,7 +187,8 @@ class ClientImpl final : public Client {
   void RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
                      int64_t params_clock);
   // After a map change: local servers that are back (seeded, at a new
-  // endpoint) are used again; servers the map shows dead go local.
+  // endpoint) are used again; servers the map shows dead go local (under
+  // hybrid only those still heading a chain: the others were spliced out).
   void FollowMap(const ShardMap& m);
   // Ends local mode for `server`; what was changed locally since the last
   // copy sent to the coordinator goes to it as raw deltas.

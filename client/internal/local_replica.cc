@@ -38,6 +38,19 @@ bool LocalReplica::GoLocal(int server, const std::string& endpoint, bool stalled
   return true;
 }
 
+void LocalReplica::Reassign(const std::string& table, uint64_t range_begin, int server) {
+  MutexLock l(&mu_);
+  auto it = ranges_.find({table, range_begin});
+  if (it == ranges_.end() || it->second.server == server) return;
+  Range& r = it->second;
+  r.server = server;
+  if (lost_.count(server) && r.delta.size() != r.params.size()) {
+    r.delta.assign(r.params.size(), 0.0f);
+    r.local_steps = 0;
+    r.unsent_steps = 0;
+  }
+}
+
 bool LocalReplica::IsLocal(int server) const {
   MutexLock l(&mu_);
   return lost_.count(server) > 0;

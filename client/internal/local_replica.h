@@ -57,6 +57,10 @@ class LocalReplica {
   // coordinator's word.
   bool GoLocal(int server, const std::string& endpoint, bool stalled);
   bool IsLocal(int server) const;
+  // Hybrid: the range at (table, range_begin) is now held by `server` (its
+  // chain's last replica). Its copy and base stay; if `server` is already
+  // local the range's change starts from zero. No-op for an unknown range.
+  void Reassign(const std::string& table, uint64_t range_begin, int server);
   // The endpoint `server` was lost at and whether by a stall; false if not local.
   bool LostAt(int server, std::string* endpoint, bool* stalled) const;
 

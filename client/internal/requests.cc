@@ -65,6 +65,13 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
   }
   const uint64_t epoch = router_->map()->epoch();
   if (Chained()) request.header.set_epoch(epoch);
+  if (Chained() && replica_ != nullptr && Stranded(server)) {
+    // Hybrid: no live replica holds the range; the caller serves it locally.
+    done(UnavailableError("server " + std::to_string(server) +
+                          " held the last replica of the range and is lost"),
+         Message());
+    return;
+  }
   const int timeout_ms = ServerTimeoutMs(request.header.type());
   rpc_->Call(peer, std::move(request), timeout_ms,
              [this, server, endpoint, epoch, give_up_ms, make = std::move(make),
@@ -204,16 +211,20 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                    // from this worker's copy.
                    std::shared_ptr<const ShardMap> now = router_->map();
                    const std::string current = now->server_endpoint(s.server);
-                   if (current != endpoint && !current.empty() &&
+                   const int holder = HolderOf(op->table, s.range_begin, s.server);
+                   if (!Chained() && current != endpoint && !current.empty() &&
                        now->proto().servers(s.server).alive() && reroutes < kMaxReroutes) {
                      SendDense(op, now, s.begin, at, s.count, reroutes + 1,
                                [join](const Status& r) { join->PartDone(r); });
                      return;
                    }
-                   GoLocal(s.server, endpoint, st.code() == StatusCode::kDeadlineExceeded,
-                           st.ToString());
-                   join->PartDone(ServeLocally(op, s, at));
-                   return;
+                   // Hybrid: only a range whose every replica is lost.
+                   if (!Chained() || Stranded(holder)) {
+                     GoLocal(holder, Chained() ? now->server_endpoint(holder) : endpoint,
+                             st.code() == StatusCode::kDeadlineExceeded, st.ToString());
+                     join->PartDone(ServeLocally(op, s, at));
+                     return;
+                   }
                  }
                  Status result = st;
                  if (result.ok() && op->type != wire::PUSH) {

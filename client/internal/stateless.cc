@@ -12,7 +12,10 @@ namespace relaxps {
 namespace client_internal {
 
 int ClientImpl::ServerTimeoutMs(wire::MsgType type) const {
-  if (replica_ == nullptr) return options_.request_timeout_ms;
+  // Hybrid: a slow or lost head is chain replication's business (resent with
+  // its exactly-once key to the new head); a range goes local only once the
+  // map shows its whole chain lost.
+  if (replica_ == nullptr || Chained()) return options_.request_timeout_ms;
   // A pull may wait at the BSP/SSP gate for slower workers: only the
   // coordinator's word or a closed connection takes its server away.
   const bool gated = (type == wire::PULL || type == wire::PUSH_PULL) &&
@@ -34,6 +37,23 @@ void ClientImpl::GoLocal(int server, const std::string& endpoint, bool stalled,
   }
 }
 
+int ClientImpl::HolderOf(const std::string& table, uint64_t range_begin, int server) const {
+  if (!Chained()) return server;
+  StatusOr<std::vector<DenseSlice>> head = router_->map()->SplitDense(table, range_begin, 1);
+  return head.ok() && !head->empty() ? head->front().server : server;
+}
+
+bool ClientImpl::Stranded(int server) const {
+  std::shared_ptr<const ShardMap> m = router_->map();
+  if (server < 0 || server >= m->num_servers() || m->proto().servers(server).alive()) return false;
+  for (const wire::TableShards& ts : m->proto().tables()) {
+    for (const wire::DenseRange& r : ts.ranges()) {
+      if (r.server() == server) return true;
+    }
+  }
+  return false;
+}
+
 Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s,
                                 uint64_t at) {
   const wire::TableShards* ts = router_->map()->FindTable(op->table);
@@ -41,7 +61,7 @@ Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseS
   const bool push = op->type != wire::PULL;
   const bool pull = op->type != wire::PUSH;
   StatusOr<int64_t> clock = replica_->Serve(
-      s.server, op->table, s.range_begin, ts->table().optimizer().lr(), s.begin,
+      HolderOf(op->table, s.range_begin, s.server), op->table, s.range_begin, ts->table().optimizer().lr(), s.begin,
       push ? op->grads.data() + at : nullptr, pull ? op->out.data() + at : nullptr, s.count);
   if (!clock.ok()) {
     errors_.fetch_add(1);
@@ -55,7 +75,7 @@ Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseS
 
 void ClientImpl::RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s,
                                uint64_t at, int64_t params_clock) {
-  replica_->Remember(s.server, op->table, s.range_begin, s.range_end, s.begin,
+  replica_->Remember(HolderOf(op->table, s.range_begin, s.server), op->table, s.range_begin, s.range_end, s.begin,
                      op->out.data() + at, s.count, params_clock);
   // Clocks never roll back: a server seeded at a higher clock than this
   // worker's moves it forward.
@@ -65,6 +85,29 @@ void ClientImpl::RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSl
 }
 
 void ClientImpl::FollowMap(const ShardMap& m) {
+  if (Chained()) {
+    // Hybrid: a range whose head is dead has lost every replica (a dead
+    // server that still had another replica was spliced out of the chain).
+    for (const wire::TableShards& ts : m.proto().tables()) {
+      for (const wire::DenseRange& r : ts.ranges()) {
+        if (!m.proto().servers(r.server()).alive()) {
+          replica_->Reassign(ts.table().name(), r.begin(), r.server());
+        }
+      }
+    }
+    for (int i = 0; i < m.num_servers(); ++i) {
+      const wire::ServerInfo& info = m.proto().servers(i);
+      std::string lost_at;
+      bool stalled = false;
+      const bool local = replica_->LostAt(i, &lost_at, &stalled);
+      if (!local && Stranded(i)) {
+        GoLocal(i, info.endpoint(), false, "every replica of its ranges is lost");
+      } else if (local && info.alive() && info.endpoint() != lost_at) {
+        Rejoin(i, "it was restarted and seeded");
+      }
+    }
+    return;
+  }
   for (int i = 0; i < m.num_servers(); ++i) {
     const wire::ServerInfo& info = m.proto().servers(i);
     std::string lost_at;

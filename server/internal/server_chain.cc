@@ -190,6 +190,13 @@ void ServerImpl::MaybeForwardCompletion(RangeState* range) {
   ForwardNew(range, op);
 }
 
+Status ServerImpl::ApplyPush(DenseShardState* shard, const wire::Header& h, const float* grads) {
+  // Hybrid: a worker hands back what it changed on its own copy while the
+  // range was stranded as a raw delta, replicated like any push.
+  if (h.raw_delta() && h.type() == wire::PUSH) return shard->AddDelta(h.key_begin(), grads, h.key_count());
+  return shard->Push(h.sender(), h.clock(), h.key_begin(), grads, h.key_count());
+}
+
 std::string ServerImpl::TableOf(const RangeState& range) {
   const std::string& name = range.shard->spec().table;  // "<table>@<begin>"
   return name.substr(0, name.rfind('@'));
@@ -234,7 +241,7 @@ void ServerImpl::HandleChainDense(RangeState* range, Request req) {
       if (grads == nullptr) return;
       // Numbered before it is applied: pulls the push releases wait for it.
       const uint64_t seq = chain->NextSeq();
-      Status s = shard->Push(sh.sender(), sh.clock(), sh.key_begin(), grads, sh.key_count());
+      Status s = ApplyPush(shard, sh, grads);
       if (!s.ok()) {
         // Keep the sequence gap-free with an update that changes nothing.
         Message filler;
@@ -341,7 +348,7 @@ void ServerImpl::HandleForwarded(Request req) {
       }
       const float* grads = DecodeGradient(*shared, shared->msg.frames[0], sh.key_count());
       if (grads == nullptr) return;
-      Status s = shard->Push(sh.sender(), sh.clock(), sh.key_begin(), grads, sh.key_count());
+      Status s = ApplyPush(shard, sh, grads);
       if (!s.ok()) LOG(ERROR) << "replica could not apply forwarded update " << seq << ": " << s;
       if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
       break;

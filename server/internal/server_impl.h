@@ -101,6 +101,8 @@ class ServerImpl final : public Server {
   void Commit(RangeState* range, uint64_t seq, const Message& msg);
   void Forward(RangeState* range, uint64_t seq, const Message& msg);
   static std::string TableOf(const RangeState& range);
+  // A client push (or a raw delta) on `shard`, at the head or forwarded.
+  static Status ApplyPush(DenseShardState* shard, const wire::Header& h, const float* grads);
   void SendLogged(RangeState* range, const server_internal::LoggedOp& op);
   void OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
                       const Status& status, const Message& reply);
