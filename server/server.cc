@@ -150,6 +150,13 @@ void ServerImpl::Heartbeat() {
 Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   ASSIGN_OR_RETURN(ShardMap checked, ShardMap::FromProto(map));
   (void)checked;
+  // Tables of the map installed before this one.
+  auto known_table = [this](const std::string& name) {
+    for (const wire::TableShards& ts : map_.tables()) {
+      if (ts.table().name() == name) return true;
+    }
+    return false;
+  };
   for (const wire::TableShards& ts : map.tables()) {
     const TableOptions t = TableFromProto(ts.table());
     if (sparse_.count(t.name)) continue;
@@ -187,15 +194,19 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
         range.forwarded_applied_clock = range.shard->applied_clock();
         if (chained()) {
           range.chain = std::make_unique<ChainReplica>();
-          // A table that existed before this server registered is held by the
-          // other replicas: its state comes as a snapshot from the predecessor.
-          range.chain->set_has_state(registered_);
+          // A table that existed before this server registered, or before
+          // this map (hybrid: joining a chain once it was seeded), is held by
+          // the other replicas: its state comes as a snapshot from the
+          // predecessor. Only a table new in this map starts from its
+          // initializer.
+          range.chain->set_has_state(registered_ && !known_table(t.name));
           range.shard->SetFollower(true);
         }
+        const bool awaiting = range.chain != nullptr && !range.chain->has_state();
         dense_.emplace(std::make_pair(t.name, r.begin()), std::move(range));
         LOG(INFO) << "table '" << t.name << "': dense keys [" << spec.begin << ", " << spec.end
                   << ") with " << t.optimizer.name
-                  << (chained() ? " (chain replica" + std::string(registered_ ? ")" : ", awaiting state)")
+                  << (chained() ? " (chain replica" + std::string(awaiting ? ", awaiting state)" : ")")
                                 : "");
       }
     } else {
