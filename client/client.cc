@@ -98,6 +98,9 @@ Status ClientImpl::Init() {
   RpcClientOptions ro;
   ro.default_timeout_ms = options_.request_timeout_ms;
   ro.clock = clock_source_;
+  // The policy is known only after registering: the hook ignores
+  // disconnects until Init() enabled it.
+  ro.on_disconnect = [this](int peer) { OnDisconnect(peer); };
   rpc_ = std::make_unique<RpcClient>(ro);
   if (options_.faults.any()) {
     rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), options_.faults);
@@ -129,10 +132,13 @@ Status ClientImpl::Init() {
     cache_ = std::make_unique<client_internal::SspCache>(consistency_->staleness_bound());
   }
   if (recovery_->TrainsThroughServerLoss() && options_.role == "worker") {
-    if (options_.local_after_ms <= 0) return InvalidArgumentError("local_after_ms must be positive");
+    if (options_.local_after_ms <= 0 || options_.disconnect_probe_ms <= 0) {
+      return InvalidArgumentError("local_after_ms and disconnect_probe_ms must be positive");
+    }
     replica_ = std::make_unique<client_internal::LocalReplica>();
   }
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
+  local_on_disconnect_.store(replica_ != nullptr && !Chained());
   if (options_.role == "worker") {
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
                                                   clock_source_);

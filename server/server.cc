@@ -572,7 +572,11 @@ void ServerImpl::HandleDense(Request req) {
     HandleChainDense(range, std::move(req));
     return;
   }
-  if (push) {
+  // A stateless worker's resend of a push it gave up on (exactly once).
+  const bool seen = push && h.push_id() > 0 &&
+                    pushes_seen_.Applied(h.sender(), h.incarnation(), h.push_id());
+  if (seen) stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+  if (push && !seen) {
     const float* grads = DecodeGradient(req, req.msg.frames[0], n);
     if (grads == nullptr) return;
     s = h.raw_delta() && h.type() == wire::PUSH
@@ -582,6 +586,9 @@ void ServerImpl::HandleDense(Request req) {
       Reject(req, s);
       return;
     }
+    if (h.push_id() > 0) pushes_seen_.Record(h.sender(), h.incarnation(), h.push_id());
+  }
+  if (push) {
     if (h.type() == wire::PUSH) {
       ReplyWith(req, MakeReply(h, Status::OK()));
       MaybeFlush();

@@ -118,6 +118,7 @@ class ClientImpl final : public Client {
     FloatBuffer grads, out;  // Whole-request buffers (out empty for PUSH).
     int64_t clock;
     std::atomic<int64_t> min_params_clock{INT64_MAX};
+    std::atomic<bool> served_locally{false};  // Counted once in local_steps.
   };
   // A "moved" reply may re-route a part this many times.
   static constexpr int kMaxReroutes = 3;
@@ -180,8 +181,11 @@ class ClientImpl final : public Client {
   // Starts training locally on `server`'s ranges (lost at `endpoint`).
   void GoLocal(int server, const std::string& endpoint, bool stalled, const std::string& why);
   // Serves one dense part from the local copy (op's buffers at `at`);
-  // lowers op->min_params_clock to the copy's clock.
-  Status ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at);
+  // lowers op->min_params_clock to the copy's clock. `doubtful_id` != 0:
+  // the part's push was sent under that exactly-once key and may still be
+  // applied by the server (client_internal::DoubtfulPush).
+  Status ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
+                      uint64_t doubtful_id = 0);
   // A dense part's reply arrived: remember the parameters and move the clock
   // up to a seeded server's.
   void RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
@@ -191,8 +195,14 @@ class ClientImpl final : public Client {
   // hybrid only those still heading a chain: the others were spliced out).
   void FollowMap(const ShardMap& m);
   // Ends local mode for `server`; what was changed locally since the last
-  // copy sent to the coordinator goes to it as raw deltas.
-  void Rejoin(int server, const char* why);
+  // copy sent to the coordinator goes to it as raw deltas. `same_server`:
+  // the server was slow, not lost; the pushes it may have applied are resent
+  // with their exactly-once keys rather than as part of the deltas.
+  void Rejoin(int server, bool same_server, const char* why);
+  // I/O thread (RpcClientOptions::on_disconnect): the connection of `peer`
+  // closed; a stateless worker probes the server and goes local if it does
+  // not answer within disconnect_probe_ms.
+  void OnDisconnect(int peer);
   // Heartbeat thread: answers the coordinator's re-seed requests and probes
   // servers lost by a stall that the map still shows alive.
   void StatelessHeartbeat(const wire::HeartbeatReply& hr);
@@ -220,6 +230,9 @@ class ClientImpl final : public Client {
   std::atomic<uint64_t> errors_{0};
 
   std::atomic<bool> shutting_down_{false};
+  // Set at the end of Init() when the worker goes local on a closed
+  // connection (stateless, not hybrid: there chain failover handles it).
+  std::atomic<bool> local_on_disconnect_{false};
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
   std::atomic<uint64_t> next_push_id_{1};
   std::atomic<uint64_t> failover_logged_epoch_{0};

@@ -29,10 +29,10 @@ Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int
   m.header.set_clock(clock);
   m.header.set_shard_map_version(map_version);
   m.header.set_encoding(encoding_);
-  if (Chained()) {
-    m.header.set_incarnation(incarnation_);
-    m.header.set_epoch(router_->map()->epoch());
-  }
+  // Exactly-once keys: chain resends, and a stateless worker's resend of a
+  // push it gave up on (client/internal/local_replica.h, DoubtfulPush).
+  if (Chained() || replica_ != nullptr) m.header.set_incarnation(incarnation_);
+  if (Chained()) m.header.set_epoch(router_->map()->epoch());
   return m;
 }
 
@@ -176,8 +176,9 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
     if (with_payload) router_->MarkPushed(s.server, op->clock);
     // Exactly-once key of the part (chain replication): kept by resends and
     // by a re-route of the same range.
-    const uint64_t part_id =
-        with_payload && Chained() ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1)) : 0;
+    const uint64_t part_id = with_payload && (Chained() || replica_ != nullptr)
+                                 ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1))
+                                 : 0;
     auto make = [this, op, begin = s.begin, count = s.count, payload, version = m->version(),
                  part_id] {
       Message req = NewRequest(op->type, op->table, op->clock, version);
@@ -222,7 +223,8 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                    if (!Chained() || Stranded(holder)) {
                      GoLocal(holder, Chained() ? now->server_endpoint(holder) : endpoint,
                              st.code() == StatusCode::kDeadlineExceeded, st.ToString());
-                     join->PartDone(ServeLocally(op, s, at));
+                     // The part was sent: the server may still apply it.
+                     join->PartDone(ServeLocally(op, s, at, part_id));
                      return;
                    }
                  }

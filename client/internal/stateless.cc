@@ -55,18 +55,20 @@ bool ClientImpl::Stranded(int server) const {
 }
 
 Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s,
-                                uint64_t at) {
+                                uint64_t at, uint64_t doubtful_id) {
   const wire::TableShards* ts = router_->map()->FindTable(op->table);
   if (ts == nullptr) return NotFoundError("unknown table '" + op->table + "'");
   const bool push = op->type != wire::PULL;
   const bool pull = op->type != wire::PUSH;
   StatusOr<int64_t> clock = replica_->Serve(
       HolderOf(op->table, s.range_begin, s.server), op->table, s.range_begin, ts->table().optimizer().lr(), s.begin,
-      push ? op->grads.data() + at : nullptr, pull ? op->out.data() + at : nullptr, s.count);
+      push ? op->grads.data() + at : nullptr, pull ? op->out.data() + at : nullptr, s.count,
+      push ? doubtful_id : 0, push && doubtful_id != 0 ? op->grads.Slice(at, s.count) : FloatBuffer());
   if (!clock.ok()) {
     errors_.fetch_add(1);
     return clock.status();
   }
+  if (push && !op->served_locally.exchange(true)) replica_->CountLocalStep();
   int64_t seen = op->min_params_clock.load();
   while (*clock < seen && !op->min_params_clock.compare_exchange_weak(seen, *clock)) {
   }
@@ -103,7 +105,7 @@ void ClientImpl::FollowMap(const ShardMap& m) {
       if (!local && Stranded(i)) {
         GoLocal(i, info.endpoint(), false, "every replica of its ranges is lost");
       } else if (local && info.alive() && info.endpoint() != lost_at) {
-        Rejoin(i, "it was restarted and seeded");
+        Rejoin(i, false, "it was restarted and seeded");
       }
     }
     return;
@@ -117,16 +119,34 @@ void ClientImpl::FollowMap(const ShardMap& m) {
         GoLocal(i, info.endpoint(), false, "the coordinator declared it dead");
       }
     } else if (info.alive() && !info.endpoint().empty() && info.endpoint() != lost_at) {
-      Rejoin(i, "it was replaced and seeded");
+      Rejoin(i, false, "it was replaced and seeded");
     }
   }
 }
 
-void ClientImpl::Rejoin(int server, const char* why) {
-  std::vector<RangeDelta> deltas = replica_->Rejoin(server);
+void ClientImpl::Rejoin(int server, bool same_server, const char* why) {
+  std::vector<DoubtfulPush> resend;
+  std::vector<RangeDelta> deltas = replica_->Rejoin(server, same_server, &resend);
   LOG(INFO) << "server " << server << " is back (" << why << "); " << deltas.size()
-            << " range(s) changed locally since the last copy go to it as raw deltas";
+            << " range(s) changed locally since the last copy go to it as raw deltas, "
+            << resend.size() << " push(es) it may have applied are resent with their keys";
   const uint64_t version = router_->map()->version();
+  for (DoubtfulPush& p : resend) {
+    const int64_t clock = clock_.load();
+    CallServer(
+        server,
+        [this, p, clock, version] {
+          Message req = NewRequest(wire::PUSH, p.table, clock, version);
+          req.header.set_push_id(p.push_id);
+          req.header.set_key_begin(p.begin);
+          req.header.set_key_count(p.grads.size());
+          req.frames.push_back(EncodeFloats(p.grads, encoding_));
+          return req;
+        },
+        [server](const Status& s, Message) {
+          if (!s.ok()) LOG(WARNING) << "resending a push to server " << server << ": " << s;
+        });
+  }
   for (RangeDelta& d : deltas) {
     const int64_t clock = clock_.load();
     FloatBuffer delta = std::move(d.delta);
@@ -143,6 +163,27 @@ void ClientImpl::Rejoin(int server, const char* why) {
         [server](const Status& s, Message) {
           if (!s.ok()) LOG(WARNING) << "local change for server " << server << " lost: " << s;
         });
+  }
+}
+
+void ClientImpl::OnDisconnect(int peer) {
+  if (!local_on_disconnect_.load() || shutting_down_.load()) return;
+  std::shared_ptr<const ShardMap> m = router_->map();
+  for (int i = 0; i < m->num_servers(); ++i) {
+    std::string endpoint;
+    if (router_->Peer(i, &endpoint) != peer || replica_->IsLocal(i)) continue;
+    // A disconnect is a hint (ZeroMQ reconnects by itself): confirm it.
+    Message probe;
+    probe.header.set_type(wire::PING);
+    probe.header.set_sender(job_.worker_id);
+    const int probe_ms = options_.disconnect_probe_ms;
+    rpc_->Call(peer, std::move(probe), probe_ms,
+               [this, i, endpoint, probe_ms](const Status& s, Message) {
+                 if (s.ok() || shutting_down_.load()) return;
+                 GoLocal(i, endpoint, false,
+                         "its connection closed and it did not answer a probe within " +
+                             std::to_string(probe_ms) + " ms (" + s.ToString() + ")");
+               });
   }
 }
 
@@ -178,7 +219,7 @@ void ClientImpl::StatelessHeartbeat(const wire::HeartbeatReply& hr) {
     probe.header.set_type(wire::SERVER_STATS);
     probe.header.set_sender(job_.worker_id);
     if (rpc_->CallSync(peer, std::move(probe), options_.local_after_ms).ok()) {
-      Rejoin(i, "it answered a probe: it was slow, not lost");
+      Rejoin(i, true, "it answered a probe: it was slow, not lost");
     }
   }
 }

@@ -22,6 +22,7 @@
 #include "consistency/consistency_policy.h"
 #include "server/internal/chain_replica.h"
 #include "server/internal/dense_shard.h"
+#include "server/internal/push_dedup.h"
 #include "server/internal/sparse_shard.h"
 #include "server/server.h"
 
@@ -149,6 +150,8 @@ class ServerImpl final : public Server {
   // Stateless recovery: this server replaced a lost one and has not been
   // seeded yet; data requests are refused with Unavailable meanwhile.
   bool awaiting_seed_ = false;
+  // Unreplicated dense pushes with an exactly-once key (stateless workers).
+  PushDedup pushes_seen_;
   std::unique_ptr<RpcClient> peers_;  // Successors; created in Init().
   std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
   std::atomic<bool> fenced_{false};

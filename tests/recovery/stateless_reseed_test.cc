@@ -21,6 +21,7 @@
 #include "recovery/seed_merge.h"
 #include "tests/recovery/chain_util.h"
 #include "tests/recovery/recovery_util.h"
+#include "tests/recovery/stateless_util.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -30,25 +31,8 @@ namespace {
 constexpr uint64_t kSize = 64;
 constexpr float kLr = 0.5f;
 
-TableOptions DenseSgd() {
-  TableOptions t;
-  t.name = "w";
-  t.type = TableType::kDense;
-  t.size = kSize;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = kLr;
-  t.init.segments.push_back(InitSegment{0, kSize, InitKind::kConstant, 8.0f, 0.0f});
-  return t;
-}
-
-// Integer gradient of `worker` at local step `step`.
-FloatBuffer Gradient(int worker, int step) {
-  FloatBuffer g(kSize);
-  for (uint64_t i = 0; i < kSize; ++i) {
-    g[i] = static_cast<float>(static_cast<int>((i * 3 + step * 5 + worker * 7) % 9) - 4);
-  }
-  return g;
-}
+TableOptions DenseSgd() { return SgdTable(kSize, kLr, 8.0f); }
+FloatBuffer Gradient(int worker, int step) { return IntegerGradient(kSize, worker, step); }
 
 // What a worker holds after its local steps: copy, change, clock, base clock.
 struct Worker {

@@ -1,0 +1,58 @@
+// How fast and how exactly a stateless worker (--recovery=stateless) takes
+// over from a server, through real processes: a closed connection makes it go
+// local at once (the transport's socket monitor and a probe), long before any
+// request timeout or the coordinator's heartbeat timeout.
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/recovery/recovery_util.h"
+#include "tests/recovery/stateless_util.h"
+#include "tests/test_util.h"
+
+namespace relaxps {
+namespace test {
+namespace {
+
+constexpr uint64_t kSize = 64;
+constexpr float kLr = 0.5f;
+
+TEST(StatelessDetectionTest, ClosedConnectionGoesLocalWithoutWaitingForATimeout) {
+  const std::string dir = MakeTempDir();
+  // Neither the coordinator (60 s heartbeat timeout) nor the request
+  // deadlines (60 s) can take the server away within the test's bound.
+  ASSERT_OK_AND_ASSIGN(auto cluster,
+                       RecoveryCluster::Start(dir, 1, {"--recovery=stateless",
+                                                       "--heartbeat_timeout_ms=60000"}));
+  ASSERT_OK(cluster->StartServer(0, {"--store=memory", "--heartbeat_ms=100"}));
+  ClientOptions o;
+  o.coordinator = cluster->coordinator_endpoint();
+  o.request_timeout_ms = 60000;
+  o.local_after_ms = 60000;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
+  ASSERT_OK(c->CreateTable(SgdTable(kSize, kLr, 8.0f)));
+  FloatBuffer copy(kSize);
+  ASSERT_OK(c->PushPull("w", 0, IntegerGradient(kSize, 0, 0), copy).get());
+
+  cluster->server(0)->Kill(SIGKILL);
+  ASSERT_OK(cluster->server(0)->Wait(Millis(10000)).status());
+  const auto t0 = std::chrono::steady_clock::now();
+  FloatBuffer g = IntegerGradient(kSize, 0, 1);
+  FloatBuffer out(kSize);
+  ASSERT_OK(c->PushPull("w", 0, g, out).get());
+  // Served locally: far below the 60 s timeouts (the bound leaves room for a
+  // loaded machine; the probe itself waits 100 ms).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, Scaled(Millis(10000)));
+  EXPECT_EQ(c->stats().local_steps, 1u);
+  for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], copy[i] - kLr * g[i]) << i;
+  c.reset();
+  RemoveTree(dir);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace relaxps

@@ -1,0 +1,27 @@
+// Helpers of the stateless and hybrid recovery tests: a dense SGD table with
+// a constant initializer, and integer gradients (float sums and SGD steps
+// with lr 0.5 stay exact, so the tests compare floats exactly).
+//
+// Thread-safety: pure functions.
+#ifndef RELAXPS_TESTS_RECOVERY_STATELESS_UTIL_H_
+#define RELAXPS_TESTS_RECOVERY_STATELESS_UTIL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/buffer.h"
+#include "common/table.h"
+
+namespace relaxps {
+namespace test {
+
+// Dense table "w" of `size` keys, SGD at `lr`, every key `init`.
+TableOptions SgdTable(uint64_t size, float lr, float init);
+
+// Integer gradient in [-4, 4] of `worker` at step `step`.
+FloatBuffer IntegerGradient(uint64_t size, int worker, int step);
+
+}  // namespace test
+}  // namespace relaxps
+
+#endif  // RELAXPS_TESTS_RECOVERY_STATELESS_UTIL_H_
