@@ -1,11 +1,14 @@
 // How fast and how exactly a stateless worker (--recovery=stateless) takes
 // over from a server, through real processes: a closed connection makes it go
 // local at once (the transport's socket monitor and a probe), long before any
-// request timeout or the coordinator's heartbeat timeout.
+// request timeout or the coordinator's heartbeat timeout; a push that timed
+// out against a paused (SIGSTOP) server, which applies it when it wakes up,
+// counts exactly once.
 #include <signal.h>
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -49,6 +52,56 @@ TEST(StatelessDetectionTest, ClosedConnectionGoesLocalWithoutWaitingForATimeout)
   EXPECT_LT(std::chrono::steady_clock::now() - t0, Scaled(Millis(10000)));
   EXPECT_EQ(c->stats().local_steps, 1u);
   for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], copy[i] - kLr * g[i]) << i;
+  c.reset();
+  RemoveTree(dir);
+}
+
+TEST(StatelessDetectionTest, PushThatTimedOutAgainstAPausedServerCountsOnce) {
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto cluster,
+                       RecoveryCluster::Start(dir, 1, {"--recovery=stateless",
+                                                       "--heartbeat_timeout_ms=60000"}));
+  ASSERT_OK(cluster->StartServer(0, {"--store=memory", "--heartbeat_ms=100"}));
+  ClientOptions o;
+  o.coordinator = cluster->coordinator_endpoint();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
+  ASSERT_OK(c->CreateTable(SgdTable(kSize, kLr, 8.0f)));
+  std::vector<float> expected(kSize, 8.0f);  // Init minus every push, once.
+  auto push = [&](int step) {
+    FloatBuffer g = IntegerGradient(kSize, 0, step);
+    ASSERT_OK(c->Push("w", 0, g).get());
+    for (uint64_t i = 0; i < kSize; ++i) expected[i] -= kLr * g[i];
+  };
+  push(0);
+  FloatBuffer copy(kSize);
+  ASSERT_OK(c->Pull("w", 0, copy).get());  // The copy the worker trains on.
+
+  // Paused: the first push waits local_after_ms and is served locally, but it
+  // sits in the server's socket and is applied when the server wakes up.
+  cluster->server(0)->Kill(SIGSTOP);
+  for (int step = 1; step <= 3; ++step) ASSERT_NO_FATAL_FAILURE(push(step));
+  EXPECT_EQ(c->stats().local_steps, 3u);
+  cluster->server(0)->Kill(SIGCONT);
+
+  // The worker's probe finds it alive: the timed-out push is resent with its
+  // key (skipped, applied already), the other two go back as a raw delta.
+  bool equal = false;
+  std::vector<float> got;
+  for (int i = 0; i < 300 && !equal; ++i) {
+    ASSERT_OK_AND_ASSIGN(got, ReadDenseSlot(cluster->server_endpoint(0), "w", 0, kSize, 0));
+    equal = got == expected;
+    if (!equal) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(equal) << "key 0: server " << got[0] << ", expected " << expected[0];
+  std::this_thread::sleep_for(Scaled(Millis(1000)));  // Nothing arrives twice later.
+  ASSERT_OK_AND_ASSIGN(got, ReadDenseSlot(cluster->server_endpoint(0), "w", 0, kSize, 0));
+  EXPECT_EQ(got, expected);
+  // Served by the server again.
+  FloatBuffer g = IntegerGradient(kSize, 0, 9);
+  FloatBuffer out(kSize);
+  ASSERT_OK(c->PushPull("w", 0, g, out).get());
+  for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], expected[i] - kLr * g[i]) << i;
+  EXPECT_EQ(c->stats().local_steps, 3u);
   c.reset();
   RemoveTree(dir);
 }
