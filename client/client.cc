@@ -136,6 +136,7 @@ Status ClientImpl::Init() {
       return InvalidArgumentError("local_after_ms and disconnect_probe_ms must be positive");
     }
     replica_ = std::make_unique<client_internal::LocalReplica>();
+    rows_ = std::make_unique<client_internal::LocalRows>();
   }
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
   local_on_disconnect_.store(replica_ != nullptr && !Chained());

@@ -444,7 +444,24 @@ void ServerImpl::HandleSeed(const Request& req) {
   const wire::SeedData& seed = h.seed_data();
   size_t frames = 0;
   for (const wire::SeedRange& r : seed.ranges()) frames += r.has_copy() ? 1 : 0;
+  const size_t row_frames = frames;  // Sparse rows' frames follow the ranges'.
+  for (const wire::SeedRows& r : seed.rows()) frames += r.count() > 0 ? 2 : 0;
   if (!CheckFrameCount(req, frames)) return;
+  // Rows: the merged changes of the workers, on top of this server's rows.
+  std::vector<std::pair<SparseShardState*, const wire::SeedRows*>> rows;
+  for (size_t k = 0, f = row_frames; k < static_cast<size_t>(seed.rows_size()); ++k) {
+    const wire::SeedRows& r = seed.rows(k);
+    if (r.count() == 0) continue;
+    auto it = sparse_.find(r.table());
+    if (it == sparse_.end() || req.msg.frames[f].size() != r.count() * sizeof(uint64_t) ||
+        req.msg.frames[f + 1].size() != r.count() * it->second->width() * sizeof(float)) {
+      Reject(req, InvalidArgumentError("seed rows of '" + r.table() + "' match no sparse table "
+                                       "here or have frames of the wrong size"));
+      return;
+    }
+    rows.emplace_back(it->second.get(), &r);
+    f += 2;
+  }
   // Check every range before changing anything.
   std::vector<std::pair<DenseShardState*, const Frame*>> todo;
   size_t f = 0;
@@ -487,6 +504,21 @@ void ServerImpl::HandleSeed(const Request& req) {
     }
     LOG(INFO) << "seeded '" << r.table() << "' [" << r.begin() << ", " << r.end()
               << ") at clock " << r.clock();
+  }
+  for (size_t k = 0, f = row_frames; k < rows.size(); ++k, f += 2) {
+    auto [shard, r] = rows[k];
+    StatusOr<const uint64_t*> ids =
+        server_internal::DecodeRowIds(req.msg.frames[f], r->count(), &ids_scratch_);
+    Status s = ids.ok() ? shard->AddDelta(*ids, r->count(), req.msg.frames[f + 1].as<float>())
+                        : ids.status();
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    LOG(INFO) << "seeded " << r->count() << " row(s) of '" << r->table()
+              << "' with the workers' merged changes on top of "
+              << (options_.restore_from.empty() ? "the rows it holds (the initializer's)"
+                                                : "the restored checkpoint");
   }
   awaiting_seed_ = false;
   ReplyWith(req, MakeReply(h, Status::OK()));
@@ -662,7 +694,8 @@ void ServerImpl::HandleSparse(Request req) {
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
-    Status s = shard->Push(ids, n, grads);
+    // A stateless worker's row changes made while this server was lost.
+    Status s = h.raw_delta() ? shard->AddDelta(ids, n, grads) : shard->Push(ids, n, grads);
     if (!s.ok()) {
       Reject(req, s);
       return;

@@ -23,6 +23,7 @@
 
 #include "client/client.h"
 #include "client/internal/local_replica.h"
+#include "client/internal/local_rows.h"
 #include "client/internal/resender.h"
 #include "client/internal/router.h"
 #include "client/internal/ssp_cache.h"
@@ -186,6 +187,12 @@ class ClientImpl final : public Client {
   // applied by the server (client_internal::DoubtfulPush).
   Status ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
                       uint64_t doubtful_id = 0);
+  // Serves the rows `ids` of `table` (PUSH_ROWS with `grads`, or PULL_ROWS
+  // into `out` at `positions`) held by the lost `server` from this worker's
+  // row copies (client/internal/local_rows.h).
+  Status ServeRowsLocally(int server, wire::MsgType type, const std::string& table, size_t width,
+                          const KeyBuffer& ids, const FloatBuffer& grads, const FloatBuffer& out,
+                          const std::vector<uint32_t>& positions);
   // A dense part's reply arrived: remember the parameters and move the clock
   // up to a seeded server's.
   void RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
@@ -221,6 +228,7 @@ class ClientImpl final : public Client {
   std::unique_ptr<client_internal::SspCache> cache_;  // Null unless the policy caches reads.
   // Null unless the policy trains through server loss (stateless).
   std::unique_ptr<client_internal::LocalReplica> replica_;
+  std::unique_ptr<client_internal::LocalRows> rows_;  // With replica_.
 
   mutable Mutex mu_;
   std::string job_error_ GUARDED_BY(mu_);

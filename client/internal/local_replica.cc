@@ -31,10 +31,11 @@ void LocalReplica::Remember(int server, const std::string& table, uint64_t range
   r.unsent_steps = 0;
 }
 
-bool LocalReplica::GoLocal(int server, const std::string& endpoint, bool stalled) {
+bool LocalReplica::GoLocal(int server, const std::string& endpoint, bool stalled,
+                           int64_t clock) {
   MutexLock l(&mu_);
   if (lost_.count(server)) return false;
-  lost_[server] = Lost{endpoint, stalled};
+  lost_[server] = Lost{endpoint, stalled, clock};
   for (auto& [key, r] : ranges_) {
     if (r.server != server) continue;
     Zero(&r.delta, r.params.size());
@@ -58,6 +59,12 @@ void LocalReplica::Reassign(const std::string& table, uint64_t range_begin, int 
     r.local_steps = 0;
     r.unsent_steps = 0;
   }
+}
+
+int64_t LocalReplica::LocalSince(int server) const {
+  MutexLock l(&mu_);
+  auto it = lost_.find(server);
+  return it == lost_.end() ? 0 : it->second.clock;
 }
 
 bool LocalReplica::IsLocal(int server) const {

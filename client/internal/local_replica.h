@@ -66,7 +66,10 @@ class LocalReplica {
   // served locally. Returns false if it already was. `stalled`: lost by a
   // timeout (it may still be alive) rather than a closed connection or the
   // coordinator's word.
-  bool GoLocal(int server, const std::string& endpoint, bool stalled);
+  // `clock`: this worker's clock at that moment (the base of its row changes).
+  bool GoLocal(int server, const std::string& endpoint, bool stalled, int64_t clock = 0);
+  // The clock at which `server` went local (0 if it is not local).
+  int64_t LocalSince(int server) const;
   bool IsLocal(int server) const;
   // Hybrid: the range at (table, range_begin) is now held by `server` (its
   // chain's last replica). Its copy and base stay; if `server` is already
@@ -120,6 +123,7 @@ class LocalReplica {
   struct Lost {
     std::string endpoint;
     bool stalled = false;
+    int64_t clock = 0;
   };
   using Key = std::pair<std::string, uint64_t>;  // (table, range begin)
 

@@ -310,18 +310,37 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
       if (type == wire::PUSH_ROWS) req.frames.push_back(EncodeFloats(part, encoding_));
       return req;
     };
+    // Stateless: the rows of a lost server are served from this worker's
+    // row copies (a stateless server holds no chains: the row owner is it).
+    const bool stateless = replica_ != nullptr && !Chained();
+    if (stateless && replica_->IsLocal(s)) {
+      join->PartDone(ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos));
+      continue;
+    }
+    const std::string endpoint = m->server_endpoint(s);
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes,
+                part_ids, part, stateless, endpoint,
                 version = m->version()](const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
                             reroutes + 1, [join](const Status& r) { join->PartDone(r); });
                    return;
                  }
+                 if (stateless && JobError().ok() &&
+                     (st.code() == StatusCode::kUnavailable ||
+                      st.code() == StatusCode::kDeadlineExceeded)) {
+                   GoLocal(s, endpoint, st.code() == StatusCode::kDeadlineExceeded, st.ToString());
+                   join->PartDone(ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos));
+                   return;
+                 }
                  Status result = st;
                  if (result.ok() && type == wire::PULL_ROWS) {
                    std::vector<float> tmp(pos->size() * width);
                    result = DecodeReply(reply, tmp.data(), tmp.size());
+                   if (result.ok() && rows_ != nullptr) {
+                     rows_->Remember(table, width, part_ids.data(), tmp.data(), pos->size());
+                   }
                    if (result.ok()) {
                      for (size_t i = 0; i < pos->size(); ++i) {
                        std::memcpy(out.data() + (*pos)[i] * width, tmp.data() + i * width,

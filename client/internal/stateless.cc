@@ -3,6 +3,7 @@
 // answering the coordinator's re-seed requests, and switching back to a
 // seeded (or merely slow) server.
 #include <algorithm>
+#include <cstring>
 
 #include "client/internal/client_impl.h"
 #include "common/payload_codec.h"
@@ -26,7 +27,7 @@ int ClientImpl::ServerTimeoutMs(wire::MsgType type) const {
 
 void ClientImpl::GoLocal(int server, const std::string& endpoint, bool stalled,
                          const std::string& why) {
-  if (!replica_->GoLocal(server, endpoint, stalled)) return;
+  if (!replica_->GoLocal(server, endpoint, stalled, clock_.load())) return;
   LOG(WARNING) << "server " << server << " (" << endpoint << ") lost: " << why
                << "; training on this worker's copy of its ranges until it is replaced";
   std::string current;
@@ -71,6 +72,23 @@ Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseS
   if (push && !op->served_locally.exchange(true)) replica_->CountLocalStep();
   int64_t seen = op->min_params_clock.load();
   while (*clock < seen && !op->min_params_clock.compare_exchange_weak(seen, *clock)) {
+  }
+  return Status::OK();
+}
+
+Status ClientImpl::ServeRowsLocally(int server, wire::MsgType type, const std::string& table,
+                                    size_t width, const KeyBuffer& ids, const FloatBuffer& grads,
+                                    const FloatBuffer& out, const std::vector<uint32_t>& positions) {
+  const wire::TableShards* ts = router_->map()->FindTable(table);
+  if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
+  const TableOptions t = TableFromProto(ts->table());
+  const bool push = type == wire::PUSH_ROWS;
+  std::vector<float> rows(push ? 0 : ids.size() * width);
+  rows_->Serve(server, table, t.init, width, t.optimizer.lr, ids.data(), ids.size(),
+               push ? grads.data() : nullptr, push ? nullptr : rows.data());
+  if (push) replica_->CountLocalStep();
+  for (size_t i = 0; i < positions.size() && !push; ++i) {
+    std::memcpy(out.data() + positions[i] * width, rows.data() + i * width, width * sizeof(float));
   }
   return Status::OK();
 }
@@ -131,6 +149,22 @@ void ClientImpl::Rejoin(int server, bool same_server, const char* why) {
             << " range(s) changed locally since the last copy go to it as raw deltas, "
             << resend.size() << " push(es) it may have applied are resent with their keys";
   const uint64_t version = router_->map()->version();
+  for (RowsDelta& d : rows_->Take(server)) {
+    const int64_t clock = clock_.load();
+    CallServer(
+        server,
+        [this, d, clock, version] {
+          Message req = NewRequest(wire::PUSH_ROWS, d.table, clock, version);
+          req.header.set_key_count(d.ids.size());
+          req.header.set_raw_delta(true);
+          req.frames.push_back(Frame::Share(d.ids));
+          req.frames.push_back(EncodeFloats(d.delta, encoding_));
+          return req;
+        },
+        [server](const Status& s, Message) {
+          if (!s.ok()) LOG(WARNING) << "local row changes for server " << server << " lost: " << s;
+        });
+  }
   for (DoubtfulPush& p : resend) {
     const int64_t clock = clock_.load();
     CallServer(
@@ -198,6 +232,7 @@ void ClientImpl::StatelessHeartbeat(const wire::HeartbeatReply& hr) {
     d->set_worker(job_.worker_id);
     d->set_worker_clock(clock_.load());
     replica_->FillSeedCopy(q.server(), d, &copy.frames);
+    rows_->FillSeedCopy(q.server(), replica_->LocalSince(q.server()), d, &copy.frames);
     LOG(INFO) << "sending the coordinator this worker's copy of server " << q.server() << "'s "
               << d->ranges_size() << " range(s) at clock " << d->worker_clock();
     StatusOr<Message> reply = rpc_->CallSync(coordinator_peer_, std::move(copy), 3000);

@@ -23,23 +23,41 @@ StatusOr<FloatBuffer> SparseShardState::Pull(const uint64_t* ids, size_t n, int 
   return out;
 }
 
+void SparseShardState::SumDuplicates(const uint64_t* ids, size_t n, const float* values) {
+  const size_t w = spec_.width;
+  std::unordered_map<uint64_t, size_t> index;
+  unique_ids_.clear();
+  summed_.clear();
+  index.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto [it, inserted] = index.emplace(ids[i], unique_ids_.size());
+    if (inserted) {
+      unique_ids_.push_back(ids[i]);
+      summed_.insert(summed_.end(), values + i * w, values + (i + 1) * w);
+    } else {
+      device_->Axpy(w, 1.0f, values + i * w, summed_.data() + it->second * w);
+    }
+  }
+}
+
+Status SparseShardState::AddDelta(const uint64_t* ids, size_t n, const float* deltas) {
+  const size_t w = spec_.width;
+  const size_t rf = spec_.row_floats();
+  SumDuplicates(ids, n, deltas);
+  const size_t u = unique_ids_.size();
+  rows_.resize(u * rf);
+  RETURN_IF_ERROR(store_->ReadRows(spec_.table, unique_ids_.data(), u, rows_.data()));
+  for (size_t i = 0; i < u; ++i) device_->Axpy(w, 1.0f, summed_.data() + i * w, rows_.data() + i * rf);
+  return store_->WriteRows(spec_.table, unique_ids_.data(), u, rows_.data());
+}
+
 Status SparseShardState::Push(const uint64_t* ids, size_t n, const float* grads) {
   const size_t w = spec_.width;
   const size_t rf = spec_.row_floats();
   // Sum gradients of duplicate ids so every row is read and stepped once.
-  std::unordered_map<uint64_t, size_t> index;
-  std::vector<uint64_t> unique_ids;
-  std::vector<float> summed;
-  index.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = index.emplace(ids[i], unique_ids.size());
-    if (inserted) {
-      unique_ids.push_back(ids[i]);
-      summed.insert(summed.end(), grads + i * w, grads + (i + 1) * w);
-    } else {
-      device_->Axpy(w, 1.0f, grads + i * w, summed.data() + it->second * w);
-    }
-  }
+  SumDuplicates(ids, n, grads);
+  const std::vector<uint64_t>& unique_ids = unique_ids_;
+  const std::vector<float>& summed = summed_;
   const size_t u = unique_ids.size();
   rows_.resize(u * rf);
   RETURN_IF_ERROR(store_->ReadRows(spec_.table, unique_ids.data(), u, rows_.data()));

@@ -37,6 +37,9 @@ class SparseShardState {
   // Applies one optimizer step per distinct row. REQUIRES: grads finite,
   // n * width floats.
   Status Push(const uint64_t* ids, size_t n, const float* grads);
+  // Adds `deltas` (n * width floats) to the rows' parameters, without an
+  // optimizer step (stateless recovery: a worker's row changes).
+  Status AddDelta(const uint64_t* ids, size_t n, const float* deltas);
 
   uint64_t updates_applied() const { return updates_applied_; }
 
@@ -47,7 +50,12 @@ class SparseShardState {
   kernels::Device* const device_;
   ParamStore* const store_;
 
+  // Sums the values of duplicate ids of n rows into unique_ids_/summed_.
+  void SumDuplicates(const uint64_t* ids, size_t n, const float* values);
+
   uint64_t updates_applied_ = 0;
+  std::vector<uint64_t> unique_ids_;  // Scratch of SumDuplicates.
+  std::vector<float> summed_;
   std::vector<float> rows_;  // Scratch: full row records.
 };
 
