@@ -28,10 +28,7 @@ TEST(StatelessDetectionTest, ClosedConnectionGoesLocalWithoutWaitingForATimeout)
   const std::string dir = MakeTempDir();
   // Neither the coordinator (60 s heartbeat timeout) nor the request
   // deadlines (60 s) can take the server away within the test's bound.
-  ASSERT_OK_AND_ASSIGN(auto cluster,
-                       RecoveryCluster::Start(dir, 1, {"--recovery=stateless",
-                                                       "--heartbeat_timeout_ms=60000"}));
-  ASSERT_OK(cluster->StartServer(0, {"--store=memory", "--heartbeat_ms=100"}));
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 60000, 3000));
   ClientOptions o;
   o.coordinator = cluster->coordinator_endpoint();
   o.request_timeout_ms = 60000;
@@ -58,10 +55,7 @@ TEST(StatelessDetectionTest, ClosedConnectionGoesLocalWithoutWaitingForATimeout)
 
 TEST(StatelessDetectionTest, PushThatTimedOutAgainstAPausedServerCountsOnce) {
   const std::string dir = MakeTempDir();
-  ASSERT_OK_AND_ASSIGN(auto cluster,
-                       RecoveryCluster::Start(dir, 1, {"--recovery=stateless",
-                                                       "--heartbeat_timeout_ms=60000"}));
-  ASSERT_OK(cluster->StartServer(0, {"--store=memory", "--heartbeat_ms=100"}));
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 60000, 3000));
   ClientOptions o;
   o.coordinator = cluster->coordinator_endpoint();
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));

@@ -75,14 +75,23 @@ void PullUntilSeeded(Client* c, int64_t clock) {
   ASSERT_GE(c->last_params_clock(), clock);
 }
 
+// Both workers read from the seeded server (parameters at `clock` or later,
+// their clocks moved up: no rollback) and a's next update applies on `seeded`.
+void ExpectTrainingGoesOn(Worker* a, Worker* b, int64_t clock, const std::vector<float>& seeded) {
+  for (Worker* w : {b, a}) {
+    ASSERT_NO_FATAL_FAILURE(PullUntilSeeded(w->client.get(), clock));
+    EXPECT_GE(w->client->clock(), clock);
+  }
+  FloatBuffer g = Gradient(0, 99);
+  FloatBuffer out(kSize);
+  ASSERT_OK(a->client->PushPull("w", 0, g, out).get());
+  for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], seeded[i] - kLr * g[i]) << i;
+}
+
 TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   const std::string dir = MakeTempDir();
-  ASSERT_OK_AND_ASSIGN(auto cluster,
-                       RecoveryCluster::Start(dir, 1, {"--recovery=stateless",
-                                                       "--heartbeat_timeout_ms=1000",
-                                                       "--reseed_timeout_ms=30000"}));
-  const std::vector<std::string> server_flags = {"--store=memory", "--heartbeat_ms=100"};
-  ASSERT_OK(cluster->StartServer(0, server_flags));
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 1000, 30000));
+  const std::vector<std::string> server_flags = StatelessServerFlags();
   Worker a, b;
   ASSERT_OK_AND_ASSIGN(a.client, cluster->Connect("worker"));
   ASSERT_OK_AND_ASSIGN(b.client, cluster->Connect("worker"));
@@ -138,14 +147,7 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
 
   // Both workers switch back to the server (B's first reply moves its clock
   // up to the seed's: no rollback), and an update applies on the seed.
-  for (Worker* w : {&b, &a}) {
-    ASSERT_NO_FATAL_FAILURE(PullUntilSeeded(w->client.get(), clock_a));
-    EXPECT_GE(w->client->clock(), clock_a);
-  }
-  FloatBuffer g = Gradient(0, 99);
-  FloatBuffer out(kSize);
-  ASSERT_OK(a.client->PushPull("w", 0, g, out).get());
-  for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], (*seeded)[i] - kLr * g[i]) << i;
+  ASSERT_NO_FATAL_FAILURE(ExpectTrainingGoesOn(&a, &b, clock_a, *seeded));
   EXPECT_EQ(a.client->stats().local_steps, 3u);  // Served by the server again.
   ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(dir + "/coordinator.log"));
   EXPECT_NE(log.find("RESEED server=0 source=worker:" + std::to_string(a.client->worker_id())),
@@ -250,14 +252,7 @@ TEST(StatelessReseedTest, HybridFailsOverOnOneLossAndReseedsWhenEveryReplicaIsLo
                      [&](const std::vector<float>& v) { return v == seeded; }).status());
 
   // Training goes on through the chain from the seed, without rollback.
-  for (Worker* w : {&b, &a}) {
-    ASSERT_NO_FATAL_FAILURE(PullUntilSeeded(w->client.get(), clock_a));
-    EXPECT_GE(w->client->clock(), clock_a);
-  }
-  FloatBuffer g = Gradient(0, 99);
-  FloatBuffer out(kSize);
-  ASSERT_OK(a.client->PushPull("w", 0, g, out).get());
-  for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], seeded[i] - kLr * g[i]) << i;
+  ASSERT_NO_FATAL_FAILURE(ExpectTrainingGoesOn(&a, &b, clock_a, seeded));
   EXPECT_EQ(a.client->stats().local_steps, 3u);
   ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(dir + "/coordinator.log"));
   EXPECT_NE(log.find("RESEED server=" + std::to_string(holder) + " source=worker:" +

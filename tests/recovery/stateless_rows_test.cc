@@ -16,6 +16,7 @@
 
 #include "recovery/seed_merge.h"
 #include "tests/recovery/recovery_util.h"
+#include "tests/recovery/stateless_util.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -72,12 +73,7 @@ void LocalPush(const std::vector<uint64_t>& ids, const FloatBuffer& g, Rows* row
 
 TEST(StatelessRowsTest, LostRowsAreServedLocallyAndTheirChangesMergedOntoTheNewServer) {
   const std::string dir = MakeTempDir();
-  ASSERT_OK_AND_ASSIGN(auto cluster,
-                       RecoveryCluster::Start(dir, 1, {"--recovery=stateless",
-                                                       "--heartbeat_timeout_ms=1000",
-                                                       "--reseed_timeout_ms=30000"}));
-  const std::vector<std::string> server_flags = {"--store=memory", "--heartbeat_ms=100"};
-  ASSERT_OK(cluster->StartServer(0, server_flags));
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 1000, 30000));
   std::unique_ptr<Client> w[2];
   Rows rows[2], change[2];  // What each worker holds locally, and its change.
   for (int i = 0; i < 2; ++i) {
@@ -126,7 +122,7 @@ TEST(StatelessRowsTest, LostRowsAreServedLocallyAndTheirChangesMergedOntoTheNewS
   // The new server: the initializer's rows plus the merged changes. Worker 0
   // is the freshest (clock base + 2): weight 1; worker 1's change is
   // 2 clocks stale: weight 1/2 (staleness rule).
-  ASSERT_OK(cluster->StartServer(0, server_flags));
+  ASSERT_OK(cluster->StartServer(0, StatelessServerFlags()));
   const std::vector<double> a =
       ChangeWeights({WorkerCopy{w[0]->worker_id(), base + 2, base, 2, nullptr, nullptr},
                      WorkerCopy{w[1]->worker_id(), base + 1, base, 1, nullptr, nullptr}},

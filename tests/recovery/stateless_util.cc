@@ -14,6 +14,21 @@ TableOptions SgdTable(uint64_t size, float lr, float init) {
   return t;
 }
 
+std::vector<std::string> StatelessServerFlags() { return {"--store=memory", "--heartbeat_ms=100"}; }
+
+StatusOr<std::unique_ptr<RecoveryCluster>> StartStatelessCluster(const std::string& dir,
+                                                                 int heartbeat_timeout_ms,
+                                                                 int reseed_timeout_ms) {
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<RecoveryCluster> cluster,
+      RecoveryCluster::Start(dir, 1,
+                             {"--recovery=stateless",
+                              "--heartbeat_timeout_ms=" + std::to_string(heartbeat_timeout_ms),
+                              "--reseed_timeout_ms=" + std::to_string(reseed_timeout_ms)}));
+  RETURN_IF_ERROR(cluster->StartServer(0, StatelessServerFlags()));
+  return cluster;
+}
+
 FloatBuffer IntegerGradient(uint64_t size, int worker, int step) {
   FloatBuffer g(size);
   for (uint64_t i = 0; i < size; ++i) {
