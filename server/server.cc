@@ -694,12 +694,20 @@ void ServerImpl::HandleSparse(Request req) {
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
-    // A stateless worker's row changes made while this server was lost.
+    // A stateless worker's resend of a row push it gave up on (exactly once).
+    if (h.push_id() > 0 && pushes_seen_.Applied(h.sender(), h.incarnation(), h.push_id())) {
+      stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+      ReplyWith(req, MakeReply(h, Status::OK()));
+      return;
+    }
+    // A raw delta: a stateless worker's row changes made while this server
+    // was lost.
     Status s = h.raw_delta() ? shard->AddDelta(ids, n, grads) : shard->Push(ids, n, grads);
     if (!s.ok()) {
       Reject(req, s);
       return;
     }
+    if (h.push_id() > 0) pushes_seen_.Record(h.sender(), h.incarnation(), h.push_id());
     ReplyWith(req, MakeReply(h, Status::OK()));
     return;
   }

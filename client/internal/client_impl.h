@@ -190,9 +190,10 @@ class ClientImpl final : public Client {
   // Serves the rows `ids` of `table` (PUSH_ROWS with `grads`, or PULL_ROWS
   // into `out` at `positions`) held by the lost `server` from this worker's
   // row copies (client/internal/local_rows.h).
+  // `doubtful_id` as for ServeLocally.
   Status ServeRowsLocally(int server, wire::MsgType type, const std::string& table, size_t width,
                           const KeyBuffer& ids, const FloatBuffer& grads, const FloatBuffer& out,
-                          const std::vector<uint32_t>& positions);
+                          const std::vector<uint32_t>& positions, uint64_t doubtful_id = 0);
   // A dense part's reply arrived: remember the parameters and move the clock
   // up to a seeded server's.
   void RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,

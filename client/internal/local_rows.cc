@@ -18,35 +18,48 @@ void LocalRows::Remember(const std::string& table, size_t width, const uint64_t*
 }
 
 void LocalRows::Serve(int server, const std::string& table, const Initializer& init,
-                      size_t width, float lr, const uint64_t* ids, size_t n, const float* grads,
-                      float* out) {
+                      size_t width, float lr, const KeyBuffer& ids, const FloatBuffer& grads,
+                      float* out, uint64_t doubtful_id) {
   MutexLock l(&mu_);
   Table& t = tables_[table];
   t.width = width;
+  const size_t n = ids.size();
+  const bool push = grads.size() > 0;
   for (size_t i = 0; i < n; ++i) {
     Row& r = t.rows[ids[i]];
     if (r.value.size() != width) {
       r.value.resize(width);
       init.FillRow(ids[i], width, r.value.data());
     }
-    if (grads != nullptr) {
+    if (push) {
       if (r.delta.empty()) r.delta.assign(width, 0.0f);
+      if (doubtful_id != 0 && r.doubtful_delta.empty()) r.doubtful_delta.assign(width, 0.0f);
+      float* d = doubtful_id != 0 ? r.doubtful_delta.data() : r.delta.data();
       r.server = server;
       for (size_t j = 0; j < width; ++j) {
         const float before = r.value[j];
         r.value[j] = before - lr * grads[i * width + j];
-        r.delta[j] += r.value[j] - before;
+        d[j] += r.value[j] - before;
       }
+    } else {
+      std::memcpy(out + i * width, r.value.data(), width * sizeof(float));
     }
-    if (out != nullptr) std::memcpy(out + i * width, r.value.data(), width * sizeof(float));
   }
-  if (grads != nullptr) t.local_steps[server] += 1;
+  if (!push) return;
+  t.local_steps[server] += 1;
+  if (doubtful_id != 0) t.doubtful[server].push_back(DoubtfulRowPush{table, ids, grads, doubtful_id});
 }
 
-void LocalRows::TakePending(int server, Table* t, KeyBuffer* ids, FloatBuffer* delta) {
+void LocalRows::TakePending(int server, bool without_doubtful, Table* t, KeyBuffer* ids,
+                            FloatBuffer* delta) {
   std::vector<uint64_t> pending;
-  for (const auto& [id, r] : t->rows) {
-    if (!r.delta.empty() && r.server == server) pending.push_back(id);
+  for (auto& [id, r] : t->rows) {
+    if (r.delta.empty() || r.server != server) continue;
+    if (!without_doubtful) {
+      for (size_t j = 0; j < r.doubtful_delta.size(); ++j) r.delta[j] += r.doubtful_delta[j];
+    }
+    r.doubtful_delta.clear();
+    pending.push_back(id);
   }
   *ids = KeyBuffer::Uninitialized(pending.size());
   *delta = FloatBuffer::Uninitialized(pending.size() * t->width);
@@ -57,6 +70,7 @@ void LocalRows::TakePending(int server, Table* t, KeyBuffer* ids, FloatBuffer* d
     r.delta.clear();
   }
   t->local_steps.erase(server);
+  t->doubtful.erase(server);
 }
 
 void LocalRows::FillSeedCopy(int server, int64_t base_clock, wire::SeedData* data,
@@ -66,7 +80,8 @@ void LocalRows::FillSeedCopy(int server, int64_t base_clock, wire::SeedData* dat
     const int64_t steps = t.local_steps.count(server) ? t.local_steps[server] : 0;
     KeyBuffer ids;
     FloatBuffer delta;
-    TakePending(server, &t, &ids, &delta);
+    // A new server never saw the doubtful pushes: changes like any.
+    TakePending(server, /*without_doubtful=*/false, &t, &ids, &delta);
     if (ids.size() == 0) continue;
     wire::SeedRows* sr = data->add_rows();
     sr->set_table(name);
@@ -78,14 +93,18 @@ void LocalRows::FillSeedCopy(int server, int64_t base_clock, wire::SeedData* dat
   }
 }
 
-std::vector<RowsDelta> LocalRows::Take(int server) {
+std::vector<RowsDelta> LocalRows::Take(int server, bool same_server,
+                                       std::vector<DoubtfulRowPush>* resend) {
   MutexLock l(&mu_);
   std::vector<RowsDelta> out;
   for (auto& [name, t] : tables_) {
     RowsDelta d;
     d.table = name;
     d.local_steps = t.local_steps.count(server) ? t.local_steps[server] : 0;
-    TakePending(server, &t, &d.ids, &d.delta);
+    if (same_server && t.doubtful.count(server)) {
+      for (DoubtfulRowPush& p : t.doubtful[server]) resend->push_back(std::move(p));
+    }
+    TakePending(server, same_server, &t, &d.ids, &d.delta);
     if (d.ids.size() > 0) out.push_back(std::move(d));
   }
   return out;

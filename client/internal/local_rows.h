@@ -32,6 +32,15 @@
 namespace relaxps {
 namespace client_internal {
 
+// A row push that was sent to a server and then served locally because the
+// server did not answer in time (see DoubtfulPush in local_replica.h).
+struct DoubtfulRowPush {
+  std::string table;
+  KeyBuffer ids;
+  FloatBuffer grads;
+  uint64_t push_id = 0;
+};
+
 // Pending changes to rows of one table, handed back to their server.
 struct RowsDelta {
   std::string table;
@@ -50,11 +59,14 @@ class LocalRows {
   void Remember(const std::string& table, size_t width, const uint64_t* ids,
                 const float* values, size_t n);
 
-  // Serves n rows of `table` held by the lost `server` locally: with `grads`
-  // applies one SGD step at `lr` to each, with `out` copies them there. A row
-  // never pulled starts from `init`.
+  // Serves the rows `ids` of `table` held by the lost `server` locally: with
+  // `grads` (non-empty) applies one SGD step at `lr` to each, else copies
+  // them to `out`. A row
+  // never pulled starts from `init`. `doubtful_id` != 0: the push was sent
+  // under that key and the server may still apply it (kept apart, see Take).
   void Serve(int server, const std::string& table, const Initializer& init, size_t width,
-             float lr, const uint64_t* ids, size_t n, const float* grads, float* out);
+             float lr, const KeyBuffer& ids, const FloatBuffer& grads, float* out,
+             uint64_t doubtful_id = 0);
 
   // Appends the pending changes to `server`'s rows to a SEED_COPY (SeedRows
   // and two frames per table) and forgets them. `base_clock`: the clock at
@@ -62,23 +74,29 @@ class LocalRows {
   void FillSeedCopy(int server, int64_t base_clock, wire::SeedData* data,
                     std::vector<Frame>* frames);
 
-  // Takes the pending changes to `server`'s rows (after a rejoin).
-  std::vector<RowsDelta> Take(int server);
+  // Takes the pending changes to `server`'s rows (after a rejoin). With
+  // `same_server` (it was slow, not lost) the doubtful pushes are left out of
+  // the changes and moved to *resend; otherwise they are part of them.
+  std::vector<RowsDelta> Take(int server, bool same_server, std::vector<DoubtfulRowPush>* resend);
 
  private:
   struct Row {
     std::vector<float> value;
     std::vector<float> delta;  // Empty when nothing is pending.
+    std::vector<float> doubtful_delta;  // Doubtful pushes' part (empty if none).
     int server = -1;           // Of the pending change.
   };
   struct Table {
     size_t width = 0;
     std::unordered_map<uint64_t, Row> rows;
     std::map<int, int64_t> local_steps;  // Per server, since the last copy.
+    std::map<int, std::vector<DoubtfulRowPush>> doubtful;  // Per server.
   };
 
-  // The pending rows of `server` in `t`, as ids and changes; clears them.
-  static void TakePending(int server, Table* t, KeyBuffer* ids, FloatBuffer* delta);
+  // The pending rows of `server` in `t`, as ids and changes (with the
+  // doubtful pushes' unless `without_doubtful`); clears them.
+  static void TakePending(int server, bool without_doubtful, Table* t, KeyBuffer* ids,
+                          FloatBuffer* delta);
 
   Mutex mu_;
   std::map<std::string, Table> tables_ GUARDED_BY(mu_);

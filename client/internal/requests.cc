@@ -303,8 +303,12 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
       }
       router_->MarkPushed(s, clock);
     }
-    auto make = [this, type, table, part_ids, part, clock, version = m->version()] {
+    // Stateless: the exactly-once key of a row push (see DoubtfulRowPush).
+    const uint64_t part_id =
+        type == wire::PUSH_ROWS && replica_ != nullptr ? next_push_id_.fetch_add(1) : 0;
+    auto make = [this, type, table, part_ids, part, clock, part_id, version = m->version()] {
       Message req = NewRequest(type, table, clock, version);
+      req.header.set_push_id(part_id);
       req.header.set_key_count(part_ids.size());
       req.frames.push_back(Frame::Share(part_ids));
       if (type == wire::PUSH_ROWS) req.frames.push_back(EncodeFloats(part, encoding_));
@@ -320,7 +324,7 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     const std::string endpoint = m->server_endpoint(s);
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes,
-                part_ids, part, stateless, endpoint,
+                part_ids, part, stateless, endpoint, part_id,
                 version = m->version()](const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
@@ -331,7 +335,9 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                      (st.code() == StatusCode::kUnavailable ||
                       st.code() == StatusCode::kDeadlineExceeded)) {
                    GoLocal(s, endpoint, st.code() == StatusCode::kDeadlineExceeded, st.ToString());
-                   join->PartDone(ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos));
+                   // The part was sent: the server may still apply it.
+                   join->PartDone(
+                       ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos, part_id));
                    return;
                  }
                  Status result = st;

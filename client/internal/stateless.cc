@@ -78,14 +78,15 @@ Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseS
 
 Status ClientImpl::ServeRowsLocally(int server, wire::MsgType type, const std::string& table,
                                     size_t width, const KeyBuffer& ids, const FloatBuffer& grads,
-                                    const FloatBuffer& out, const std::vector<uint32_t>& positions) {
+                                    const FloatBuffer& out, const std::vector<uint32_t>& positions,
+                                    uint64_t doubtful_id) {
   const wire::TableShards* ts = router_->map()->FindTable(table);
   if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
   const TableOptions t = TableFromProto(ts->table());
   const bool push = type == wire::PUSH_ROWS;
   std::vector<float> rows(push ? 0 : ids.size() * width);
-  rows_->Serve(server, table, t.init, width, t.optimizer.lr, ids.data(), ids.size(),
-               push ? grads.data() : nullptr, push ? nullptr : rows.data());
+  rows_->Serve(server, table, t.init, width, t.optimizer.lr, ids, grads,
+               push ? nullptr : rows.data(), push ? doubtful_id : 0);
   if (push) replica_->CountLocalStep();
   for (size_t i = 0; i < positions.size() && !push; ++i) {
     std::memcpy(out.data() + positions[i] * width, rows.data() + i * width, width * sizeof(float));
@@ -144,59 +145,59 @@ void ClientImpl::FollowMap(const ShardMap& m) {
 
 void ClientImpl::Rejoin(int server, bool same_server, const char* why) {
   std::vector<DoubtfulPush> resend;
+  std::vector<DoubtfulRowPush> resend_rows;
   std::vector<RangeDelta> deltas = replica_->Rejoin(server, same_server, &resend);
-  LOG(INFO) << "server " << server << " is back (" << why << "); " << deltas.size()
-            << " range(s) changed locally since the last copy go to it as raw deltas, "
-            << resend.size() << " push(es) it may have applied are resent with their keys";
+  std::vector<RowsDelta> row_deltas = rows_->Take(server, same_server, &resend_rows);
+  LOG(INFO) << "server " << server << " is back (" << why << "); " << deltas.size() << " range(s) and "
+            << row_deltas.size() << " sparse table(s) changed locally since the last copy go to "
+            << "it as raw deltas, " << resend.size() + resend_rows.size()
+            << " push(es) it may have applied are resent with their keys";
   const uint64_t version = router_->map()->version();
-  for (RowsDelta& d : rows_->Take(server)) {
-    const int64_t clock = clock_.load();
-    CallServer(
-        server,
-        [this, d, clock, version] {
-          Message req = NewRequest(wire::PUSH_ROWS, d.table, clock, version);
-          req.header.set_key_count(d.ids.size());
-          req.header.set_raw_delta(true);
-          req.frames.push_back(Frame::Share(d.ids));
-          req.frames.push_back(EncodeFloats(d.delta, encoding_));
-          return req;
-        },
-        [server](const Status& s, Message) {
-          if (!s.ok()) LOG(WARNING) << "local row changes for server " << server << " lost: " << s;
-        });
+  const int64_t clock = clock_.load();
+  auto send = [this, server](const char* what, std::function<Message()> make) {
+    CallServer(server, std::move(make), [server, what](const Status& s, Message) {
+      if (!s.ok()) LOG(WARNING) << what << " for server " << server << " lost: " << s;
+    });
+  };
+  for (const DoubtfulPush& p : resend) {
+    send("a resent push", [this, p, clock, version] {
+      Message req = NewRequest(wire::PUSH, p.table, clock, version);
+      req.header.set_push_id(p.push_id);
+      req.header.set_key_begin(p.begin);
+      req.header.set_key_count(p.grads.size());
+      req.frames.push_back(EncodeFloats(p.grads, encoding_));
+      return req;
+    });
   }
-  for (DoubtfulPush& p : resend) {
-    const int64_t clock = clock_.load();
-    CallServer(
-        server,
-        [this, p, clock, version] {
-          Message req = NewRequest(wire::PUSH, p.table, clock, version);
-          req.header.set_push_id(p.push_id);
-          req.header.set_key_begin(p.begin);
-          req.header.set_key_count(p.grads.size());
-          req.frames.push_back(EncodeFloats(p.grads, encoding_));
-          return req;
-        },
-        [server](const Status& s, Message) {
-          if (!s.ok()) LOG(WARNING) << "resending a push to server " << server << ": " << s;
-        });
+  for (const DoubtfulRowPush& p : resend_rows) {
+    send("a resent row push", [this, p, clock, version] {
+      Message req = NewRequest(wire::PUSH_ROWS, p.table, clock, version);
+      req.header.set_push_id(p.push_id);
+      req.header.set_key_count(p.ids.size());
+      req.frames.push_back(Frame::Share(p.ids));
+      req.frames.push_back(EncodeFloats(p.grads, encoding_));
+      return req;
+    });
   }
-  for (RangeDelta& d : deltas) {
-    const int64_t clock = clock_.load();
-    FloatBuffer delta = std::move(d.delta);
-    CallServer(
-        server,
-        [this, table = d.table, begin = d.begin, delta, clock, version] {
-          Message req = NewRequest(wire::PUSH, table, clock, version);
-          req.header.set_key_begin(begin);
-          req.header.set_key_count(delta.size());
-          req.header.set_raw_delta(true);
-          req.frames.push_back(EncodeFloats(delta, encoding_));
-          return req;
-        },
-        [server](const Status& s, Message) {
-          if (!s.ok()) LOG(WARNING) << "local change for server " << server << " lost: " << s;
-        });
+  for (const RangeDelta& d : deltas) {
+    send("a local change", [this, d, clock, version] {
+      Message req = NewRequest(wire::PUSH, d.table, clock, version);
+      req.header.set_key_begin(d.begin);
+      req.header.set_key_count(d.delta.size());
+      req.header.set_raw_delta(true);
+      req.frames.push_back(EncodeFloats(d.delta, encoding_));
+      return req;
+    });
+  }
+  for (const RowsDelta& d : row_deltas) {
+    send("local row changes", [this, d, clock, version] {
+      Message req = NewRequest(wire::PUSH_ROWS, d.table, clock, version);
+      req.header.set_key_count(d.ids.size());
+      req.header.set_raw_delta(true);
+      req.frames.push_back(Frame::Share(d.ids));
+      req.frames.push_back(EncodeFloats(d.delta, encoding_));
+      return req;
+    });
   }
 }
 

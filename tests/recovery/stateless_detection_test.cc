@@ -100,6 +100,47 @@ TEST(StatelessDetectionTest, PushThatTimedOutAgainstAPausedServerCountsOnce) {
   RemoveTree(dir);
 }
 
+// The same for a row push: resent with its key, skipped by the server that
+// applied it on waking up.
+TEST(StatelessDetectionTest, RowPushThatTimedOutAgainstAPausedServerCountsOnce) {
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 60000, 3000));
+  ClientOptions o;
+  o.coordinator = cluster->coordinator_endpoint();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
+  constexpr size_t kWidth = 4;
+  ASSERT_OK(c->CreateTable(SparseSgdTable(kWidth, kLr, 1.0f)));
+  KeyBuffer ids(2);
+  ids[0] = 5;
+  ids[1] = 9;
+  std::vector<float> expected(2 * kWidth, 1.0f);
+  auto push = [&](int step) {
+    FloatBuffer g = IntegerGradient(2 * kWidth, 0, step);
+    ASSERT_OK(c->PushRows("s", ids, g).get());
+    for (size_t i = 0; i < g.size(); ++i) expected[i] -= kLr * g[i];
+  };
+  push(0);
+  FloatBuffer rows(2 * kWidth);
+  ASSERT_OK(c->PullRows("s", ids, rows).get());
+  cluster->server(0)->Kill(SIGSTOP);
+  for (int step = 1; step <= 3; ++step) ASSERT_NO_FATAL_FAILURE(push(step));
+  EXPECT_EQ(c->stats().local_steps, 3u);
+  cluster->server(0)->Kill(SIGCONT);
+  bool equal = false;
+  std::vector<float> got;
+  for (int i = 0; i < 300 && !equal; ++i) {
+    ASSERT_OK_AND_ASSIGN(got, ReadRowsSlot(cluster->server_endpoint(0), "s", {5, 9}, 0));
+    equal = got == expected;
+    if (!equal) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(equal) << "row 5: server " << got[0] << ", expected " << expected[0];
+  std::this_thread::sleep_for(Scaled(Millis(1000)));
+  ASSERT_OK_AND_ASSIGN(got, ReadRowsSlot(cluster->server_endpoint(0), "s", {5, 9}, 0));
+  EXPECT_EQ(got, expected);
+  c.reset();
+  RemoveTree(dir);
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace relaxps

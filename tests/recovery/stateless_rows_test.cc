@@ -27,16 +27,7 @@ constexpr size_t kWidth = 4;
 constexpr float kLr = 0.5f;
 constexpr float kInit = 1.0f;
 
-TableOptions SparseSgd() {
-  TableOptions t;
-  t.name = "s";
-  t.type = TableType::kSparse;
-  t.row_width = kWidth;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = kLr;
-  t.init.segments.push_back(InitSegment{0, kWidth, InitKind::kConstant, kInit, 0.0f});
-  return t;
-}
+TableOptions SparseSgd() { return SparseSgdTable(kWidth, kLr, kInit); }
 
 // Integer row gradients of `worker` at `step` for `ids`.
 FloatBuffer RowGradients(const std::vector<uint64_t>& ids, int worker, int step) {

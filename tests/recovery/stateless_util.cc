@@ -14,6 +14,17 @@ TableOptions SgdTable(uint64_t size, float lr, float init) {
   return t;
 }
 
+TableOptions SparseSgdTable(size_t width, float lr, float init) {
+  TableOptions t;
+  t.name = "s";
+  t.type = TableType::kSparse;
+  t.row_width = width;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = lr;
+  t.init.segments.push_back(InitSegment{0, width, InitKind::kConstant, init, 0.0f});
+  return t;
+}
+
 std::vector<std::string> StatelessServerFlags() { return {"--store=memory", "--heartbeat_ms=100"}; }
 
 StatusOr<std::unique_ptr<RecoveryCluster>> StartStatelessCluster(const std::string& dir,

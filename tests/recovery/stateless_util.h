@@ -30,6 +30,9 @@ StatusOr<std::unique_ptr<RecoveryCluster>> StartStatelessCluster(const std::stri
 // The flags of its servers (for restarts).
 std::vector<std::string> StatelessServerFlags();
 
+// Sparse table "s" of rows of `width`, SGD at `lr`, every value `init`.
+TableOptions SparseSgdTable(size_t width, float lr, float init);
+
 // Integer gradient in [-4, 4] of `worker` at step `step`.
 FloatBuffer IntegerGradient(uint64_t size, int worker, int step);
 
