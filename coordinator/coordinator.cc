@@ -10,6 +10,7 @@
 #include "common/table.h"
 #include "consistency/consistency_policy.h"
 #include "coordinator/checkpoint_scheduler.h"
+#include "coordinator/map_watchers.h"
 #include "coordinator/membership.h"
 #include "coordinator/reseeder.h"
 #include "recovery/hybrid_fallback.h"
@@ -35,6 +36,10 @@ Status CoordinatorOptions::Validate() const {
                                 policy->Name() + ", got " + std::to_string(replicas));
   }
   if (probe_timeout_ms < 1) return InvalidArgumentError("probe_timeout_ms must be > 0");
+  if (sparse_buckets < 0 || sparse_buckets > 65536) {
+    return InvalidArgumentError("--sparse_buckets must be between 0 and 65536, got " +
+                                std::to_string(sparse_buckets));
+  }
   return Status::OK();
 }
 
@@ -58,6 +63,7 @@ class CoordinatorImpl final : public Coordinator {
     ro.bind = options_.bind;
     ro.clock = clock_;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
+    watchers_ = std::make_unique<MapWatchers>(rpc_.get());
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
     co.clock = clock_;
@@ -95,6 +101,9 @@ class CoordinatorImpl final : public Coordinator {
 
  private:
   void Handle(Request req);
+  // Handles one request (Dispatch), then answers the map watches the
+  // request made stale.
+  void Dispatch(Request req);
   void HandleRegister(Request req);
   void HandleHeartbeat(const Request& req);
   void HandleCreateTable(Request req);
@@ -132,6 +141,13 @@ class CoordinatorImpl final : public Coordinator {
   void Reconfigure(int server_id, const std::string& why);
   // Sends the current map to every live server.
   void PushMap(const std::string& why);
+  // Chain replication: servers that joined chains and have not yet reported
+  // (heartbeat awaiting_state false) that every state transfer arrived.
+  std::set<int> Syncing() const {
+    std::set<int> ids;
+    for (const auto& [id, version] : syncing_) ids.insert(id);
+    return ids;
+  }
 
   // Constant after Init().
   const CoordinatorOptions options_;
@@ -143,6 +159,7 @@ class CoordinatorImpl final : public Coordinator {
   int64_t start_ms_ = 0;
 
   // Loop thread only.
+  std::unique_ptr<MapWatchers> watchers_;  // Created in Init().
   Membership members_;
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
@@ -154,11 +171,19 @@ class CoordinatorImpl final : public Coordinator {
   std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
   // Hybrid: lost servers that held ranges alone (stranded, awaiting a seed).
   std::set<int> stranded_holders_;
+  // Chain replication: joined servers still receiving their state, with the
+  // map version of their join (see Syncing()).
+  std::map<int, uint64_t> syncing_;
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
 };
 
 void CoordinatorImpl::Handle(Request req) {
+  Dispatch(std::move(req));
+  watchers_->Notify(map_);  // The request may have changed the map.
+}
+
+void CoordinatorImpl::Dispatch(Request req) {
   const wire::Header& h = req.msg.header;
   switch (h.type()) {
     case wire::REGISTER:
@@ -171,6 +196,10 @@ void CoordinatorImpl::Handle(Request req) {
       HandleCreateTable(std::move(req));
       return;
     case wire::GET_SHARD_MAP: {
+      if (h.watch_ms() > 0) {
+        watchers_->Add(std::move(req), map_, clock_->NowMs());
+        return;
+      }
       Message reply = MakeReply(h, Status::OK());
       *reply.header.mutable_shard_map() = map_;
       rpc_->Reply(req, std::move(reply)).IgnoreError();
@@ -276,7 +305,7 @@ void CoordinatorImpl::HandleRegister(Request req) {
     // from the workers' copies before anyone routes to it.
     if (hybrid() && was_live && map_.tables_size() > 0) {
       // Its state is gone: what it held alone is stranded like a loss.
-      if (!SpliceOrStrand(&map_, id).stranded.empty()) stranded_holders_.insert(id);
+      if (!SpliceOrStrand(&map_, id, Syncing()).stranded.empty()) stranded_holders_.insert(id);
     }
     // Under hybrid only a server whose ranges are stranded is seeded; the
     // others rejoin their chains by state transfer.
@@ -285,8 +314,9 @@ void CoordinatorImpl::HandleRegister(Request req) {
     if (seed) seeding_[id] = now;
     int joined = 0;
     if (chained() && map_.tables_size() > 0) {
+      syncing_.erase(id);
       if (was_live && !hybrid()) {
-        StatusOr<int> removed = RemoveFromChains(&map_, id, options_.replicas);
+        StatusOr<int> removed = RemoveFromChains(&map_, id, options_.replicas, Syncing());
         if (!removed.ok()) {
           FailJob(removed.status().message());
         }
@@ -307,6 +337,9 @@ void CoordinatorImpl::HandleRegister(Request req) {
                 << map_.epoch();
     }
     RebuildServerList();
+    // Until it reports its state transfers done, it is no copy of those
+    // chains (RemoveFromChains).
+    if (joined > 0) syncing_[id] = map_.version();
     if (seed) {
       std::vector<int> workers;
       std::vector<int64_t> clocks;
@@ -364,6 +397,12 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   if (hb.role() == "server") {
     known = members_.ServerHeartbeat(hb.id(), now);
     FillLiveWorkers(hr->mutable_live_workers());
+    auto syncing = syncing_.find(hb.id());
+    if (known && syncing != syncing_.end() && hb.shard_map_version() >= syncing->second &&
+        !hb.awaiting_state()) {
+      LOG(INFO) << "server " << hb.id() << " holds the state of every chain it joined";
+      syncing_.erase(syncing);
+    }
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
     for (const wire::ReseedRequest& q : reseeder_.RequestsFor(hb.id())) *hr->add_reseed() = q;
@@ -408,11 +447,12 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
     return;
   }
-  if (chained() && t.type == TableType::kSparse) {
+  if (hybrid() && t.type == TableType::kSparse) {
+    // Stranding and re-seeding cover dense ranges only so far.
     rpc_->ReplyStatus(req, InvalidArgumentError("table '" + t.name +
-                                                "': sparse tables are not chain-replicated in "
-                                                "this version (--recovery=chain holds dense "
-                                                "tables only)"))
+                                                "': sparse tables are not supported under "
+                                                "--recovery=hybrid in this version (use chain "
+                                                "or stateless)"))
         .IgnoreError();
     return;
   }
@@ -433,6 +473,13 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
       for (const wire::DenseRange& r :
            ShardMap::AssignDense(t.size, options_.num_servers, job_.replicas())) {
         *ts->add_ranges() = r;
+      }
+    } else {
+      const int buckets =
+          options_.sparse_buckets > 0 ? options_.sparse_buckets : options_.num_servers;
+      for (const wire::SparseBucket& b :
+           ShardMap::AssignBuckets(buckets, options_.num_servers, job_.replicas())) {
+        *ts->add_buckets() = b;
       }
     }
     map_.set_version(map_.version() + 1);
@@ -576,6 +623,7 @@ void CoordinatorImpl::FinishReseeds() {
 
 void CoordinatorImpl::CheckLiveness() {
   const int64_t now = clock_->NowMs();
+  watchers_->Expire(map_, now);
   FinishReseeds();
   for (int id : members_.ExpireServers(now)) {
     const MemberInfo& m = members_.servers().at(id);
@@ -613,6 +661,7 @@ void CoordinatorImpl::CheckLiveness() {
       if (!s.ok()) LOG(WARNING) << "announcing live workers: " << s;
     });
   }
+  watchers_->Notify(map_);
 }
 
 void CoordinatorImpl::OnDisconnect(int peer) {
@@ -650,8 +699,9 @@ void CoordinatorImpl::OnDisconnect(int peer) {
 
 void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
   LOG(WARNING) << why;
+  syncing_.erase(server_id);
   if (hybrid()) {
-    const SpliceResult r = SpliceOrStrand(&map_, server_id);
+    const SpliceResult r = SpliceOrStrand(&map_, server_id, Syncing());
     map_.set_epoch(map_.epoch() + 1);
     RebuildServerList();
     LOG(WARNING) << "server " << server_id << " removed from " << r.changed
@@ -666,9 +716,10 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
     }
     LOG(WARNING) << recovery_->RestartAdvice(server_id);
     PushMap("server " + std::to_string(server_id) + " lost");
+    watchers_->Notify(map_);
     return;
   }
-  StatusOr<int> changed = RemoveFromChains(&map_, server_id, options_.replicas);
+  StatusOr<int> changed = RemoveFromChains(&map_, server_id, options_.replicas, Syncing());
   if (!changed.ok()) {
     RebuildServerList();
     FailJob(why + "; " + changed.status().message() + ": every replica is lost");
@@ -680,23 +731,30 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
                << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version()
                << ". " << recovery_->RestartAdvice(server_id);
   PushMap("server " + std::to_string(server_id) + " lost");
+  watchers_->Notify(map_);
 }
 
 void CoordinatorImpl::RejoinAfterSeed(int seeded) {
   stranded_holders_.erase(seeded);
   int joined = 0;
+  std::vector<int> joiners;
   for (const auto& [id, m] : members_.servers()) {
     if (!m.alive || seeding_.count(id) || stranded_holders_.count(id)) continue;
-    joined += JoinChains(&map_, id, options_.num_servers, options_.replicas);
-    joined -= LeaveStrandedChains(&map_, id, stranded_holders_);
+    const int n = JoinChains(&map_, id, options_.num_servers, options_.replicas) -
+                  LeaveStrandedChains(&map_, id, stranded_holders_);
+    if (n > 0) joiners.push_back(id);
+    joined += n;
   }
   if (joined > 0) {
     map_.set_epoch(map_.epoch() + 1);
     map_.set_version(map_.version() + 1);
+    // They hold no state of those chains until their state transfers arrive.
+    for (int id : joiners) syncing_[id] = map_.version();
     LOG(INFO) << joined << " replica(s) join the chains seeded on server " << seeded << " as tail; epoch "
               << map_.epoch();
   }
   PushMap("server " + std::to_string(seeded) + " seeded");
+  watchers_->Notify(map_);
 }
 
 void CoordinatorImpl::PushMap(const std::string& why) {

@@ -4,14 +4,23 @@
 
 namespace relaxps {
 
-SpliceResult SpliceOrStrand(wire::ShardMap* map, int server) {
+SpliceResult SpliceOrStrand(wire::ShardMap* map, int server, const std::set<int>& syncing) {
   SpliceResult out;
   for (wire::TableShards& ts : *map->mutable_tables()) {
     for (wire::DenseRange& r : *ts.mutable_ranges()) {
       auto* chain = r.mutable_chain();
       auto it = std::find(chain->begin(), chain->end(), server);
       if (it == chain->end()) continue;
-      if (chain->size() == 1) {
+      const bool other_with_state = std::any_of(chain->begin(), chain->end(), [&](int c) {
+        return c != server && !syncing.count(c);
+      });
+      if (!other_with_state) {
+        if (chain->size() > 1) {
+          chain->Clear();
+          chain->Add(server);
+          r.set_server(server);
+          ++out.changed;
+        }
         out.stranded.push_back(StrandedRange{ts.table().name(), r.begin(), r.end()});
         continue;
       }

@@ -35,10 +35,13 @@ struct SpliceResult {
   std::vector<StrandedRange> stranded;  // Ranges it held alone (left with it).
 };
 
-// Removes `server` from every chain that has another replica (a range it
-// headed gets the next replica as head); ranges it held alone stay with it.
-// Does not bump the version or epoch.
-SpliceResult SpliceOrStrand(wire::ShardMap* map, int server);
+// Removes `server` from every chain that has another replica with state (a
+// range it headed gets the next replica as head); a range it held alone, or
+// whose other replicas are all in `syncing` (joined, state transfer not
+// done: they hold nothing yet), stays with it as a chain of one (the syncing
+// replicas leave it; they join again once it is seeded). Does not bump the
+// version or epoch.
+SpliceResult SpliceOrStrand(wire::ShardMap* map, int server, const std::set<int>& syncing = {});
 
 // The ranges `server` holds alone in `map`.
 std::vector<StrandedRange> RangesHeldAlone(const wire::ShardMap& map, int server);

@@ -45,8 +45,10 @@
 # flush), and the workers wait for it.
 # Under --recovery=chain (--replicas=R, default 2) a dead server is routed
 # around at once and rejoins its chains after a state transfer when it is
-# restarted; events.csv then also gets failover_ms=N rows: kill -> the first
-# push a worker resent and the new head acknowledged.
+# restarted; a server paused (--stop_server) long enough to be declared dead
+# is fenced when it resumes and rejoins in process (it is not restarted).
+# events.csv then also gets failover_ms=N rows: kill -> the first push a
+# worker resent and the new head acknowledged.
 # Under --recovery=hybrid (chains, --replicas=R) the same; when every replica
 # of a range is lost the coordinator falls back to re-seeding it from the
 # workers' copies (or, without any, to the latest checkpoint: a restarted
@@ -75,7 +77,7 @@ STOPS=()  # "ID@S+D"
 PARTS=()  # "ID@S+D"
 EVAL_EVERY_S=0
 
-usage() { sed -n '2,56p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in

@@ -50,6 +50,18 @@ TEST(HybridFallbackTest, FirstLossIsSplicedSecondStrandsWithTheLastHolder) {
   EXPECT_EQ(DescribeRanges({}), "none");
 }
 
+TEST(HybridFallbackTest, ReplicasStillAwaitingTheirStateDoNotCount) {
+  wire::ShardMap m = TwoByTwo();
+  // Server 1 rejoined both chains as tail and has not received their state:
+  // losing server 0 loses the data, so both ranges stay with server 0 alone.
+  SpliceResult r = SpliceOrStrand(&m, 0, {1});
+  EXPECT_EQ(r.stranded.size(), 2u);
+  EXPECT_EQ(r.changed, 2);
+  EXPECT_EQ(ChainOf(m, 0), std::vector<int>({0}));
+  EXPECT_EQ(ChainOf(m, 1), std::vector<int>({0}));
+  EXPECT_EQ(m.tables(0).ranges(1).server(), 0);
+}
+
 TEST(HybridFallbackTest, AJoiningServerStaysOutOfChainsThatAwaitTheirSeed) {
   wire::ShardMap m = TwoByTwo();
   SpliceOrStrand(&m, 0);
