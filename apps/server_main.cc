@@ -4,6 +4,7 @@
 #include <gflags/gflags.h>
 
 #include "apps/internal/main_util.h"
+#include "common/buffer_pool.h"
 #include "server/server.h"
 
 DEFINE_string(coordinator, "", "Coordinator endpoint (required), e.g. tcp://127.0.0.1:5555");
@@ -16,8 +17,11 @@ DEFINE_string(store, "",
 DEFINE_string(data_dir, "", "RocksDB directory (store=rocksdb)");
 DEFINE_int32(cache_mb, 256, "Sparse-row cache budget in MiB (store=rocksdb)");
 DEFINE_bool(wal_per_update, false,
-            "Sync every update to the WAL before acknowledging it (nothing acknowledged is "
-            "lost; one fsync per update)");
+            "Write every update to the WAL and sync it before acknowledging the update "
+            "(nothing acknowledged is lost)");
+DEFINE_bool(wal_group_commit, true,
+            "With --wal_per_update: one WAL sync per batch of received requests, after which "
+            "the batch's updates are acknowledged (false: one sync per update)");
 DEFINE_int32(flush_every_clocks, -1,
              "Flush the store every N clocks; a crash loses at most N clocks (-1: 10 for "
              "store=rocksdb, 0 for memory; 0: only at checkpoints and exit)");
@@ -45,6 +49,7 @@ int main(int argc, char** argv) {
   }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   relaxps::InitLogging(argv[0]);
+  relaxps::TuneMallocForLargeMessages();
   const char* kName = "relaxps-server";
   if (argc > 1) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError(std::string("unexpected argument '") + argv[1] + "'"), 2);
@@ -71,6 +76,7 @@ int main(int argc, char** argv) {
   options.server_id = FLAGS_server_id;
   options.store.cache_mb = static_cast<size_t>(FLAGS_cache_mb);
   options.store.wal_per_update = FLAGS_wal_per_update;
+  options.store.wal_group_commit = FLAGS_wal_group_commit;
   options.flush_every_clocks = FLAGS_flush_every_clocks;  // -1: the library's default.
   options.checkpoint_dir = FLAGS_checkpoint_dir;
   options.keep_checkpoints = FLAGS_keep_checkpoints;

@@ -18,6 +18,7 @@
 #include <glog/logging.h>
 
 #include "apps/internal/main_util.h"
+#include "common/buffer_pool.h"
 #include "apps/trainer/mnist.h"
 #include "apps/trainer/model.h"
 #include "apps/trainer/param_source.h"
@@ -160,6 +161,7 @@ int Main(int argc, char** argv) {
   if (Status s = CheckCommandLine(argc, argv); !s.ok()) return UsageError(s.message());
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   InitLogging(argv[0]);
+  TuneMallocForLargeMessages();
   if (Status s = CheckFlagValues(); !s.ok()) return UsageError(s.message());
   StatusOr<bool> evaluator_role = IsEvaluatorRole();
   if (!evaluator_role.ok()) return UsageError(evaluator_role.status().message());

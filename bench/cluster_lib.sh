@@ -13,6 +13,9 @@
 
 CLUSTER_PIDS=()
 CLUSTER_WORKER_PIDS=()
+# Extra flags for every server cluster_start starts (after --store=memory, so
+# e.g. --store=rocksdb --data_dir=D overrides it); {i} becomes the server index.
+CLUSTER_SERVER_ARGS=()
 CLUSTER_COORD=""
 
 cluster_start() {  # OUT_DIR SERVERS WORKERS [coordinator flags...]
@@ -35,7 +38,7 @@ cluster_start() {  # OUT_DIR SERVERS WORKERS [coordinator flags...]
   CLUSTER_COORD=$(cat "$out/coordinator.endpoint")
   for i in $(seq 0 $((servers - 1))); do
     "$BIN/relaxps-server" --coordinator="$CLUSTER_COORD" --server_id="$i" --store=memory \
-      >"$out/server-$i.log" 2>&1 &
+      "${CLUSTER_SERVER_ARGS[@]//\{i\}/$i}" >"$out/server-$i.log" 2>&1 &
     CLUSTER_PIDS+=($!)
   done
 }

@@ -135,6 +135,33 @@ def targets_of(figs):
            "chain/r2/cnn_async_w1s3/samples_per_s", ">=", 0.9)
     target("training overhead (1 worker, async, cnn) <= 15% slower than local",
            "training/cnn/ps_async_w1s1/samples_per_s", ">=", 0.85)
+
+    # Issue 15: against the bare ZeroMQ echo of the same run.
+    target("issue 15: dense 16 MiB PushPull w1s1 >= 0.9x echo",
+           "dense/pushpull/w1s1/16MiB/if1/gbps", ">=", 0.9)
+    target("issue 15: dense 16 MiB push then pull w1s1 >= 0.85x echo",
+           "dense/push_then_pull/w1s1/16MiB/if1/gbps", ">=", 0.85)
+    target("issue 15: dense 1 MiB PushPull w1s1 >= 0.7x echo",
+           "dense/pushpull/w1s1/1MiB/if1/gbps", ">=", 0.7)
+    target("issue 15: 4 KiB PushPull ops/s w1s1, 1 in flight >= 0.9x echo",
+           "dense/pushpull/w1s1/4KiB/if1/gbps", ">=", 0.9)
+    target("issue 15: 4 KiB pushes/s w1s1, 8 in flight >= 0.9x echo",
+           "dense/push/w1s1/4KiB/if8/ops_per_s", ">=", 0.9)
+    # The multi-worker collapse: cost per byte at 2x2 against 1x1.
+    for mode in ("push_then_pull", "pushpull"):
+        fig = f"dense/{mode}/w2s2/16MiB/if1"
+        target(f"issue 15: w2s2 16 MiB {mode}: CPU s per GB <= 1.2x w1s1",
+               fig + "/cpu_s_per_gb", "<=", 1.2)
+        target(f"issue 15: w2s2 16 MiB {mode}: page faults per GB <= 2x w1s1",
+               fig + "/faults_per_gb", "<=", 2.0)
+        target(f"issue 15: w2s2 16 MiB {mode}: aggregate GB/s >= w1s1",
+               fig + "/gbps_vs_w1s1", ">=", 1.0)
+    for f in figs:
+        if f["name"].startswith("wal/group_commit/"):
+            target("issue 15: --wal_per_update, 2 workers x 8 in flight: group commit >= 3x "
+                   "one sync per push", f["name"], ">=", 3.0)
+    target("issue 15: cnn through the PS (w1s1, async) >= 0.9x --local",
+           "training/cnn/ps_async_w1s1/samples_per_s", ">=", 0.9)
     return out
 
 

@@ -39,6 +39,7 @@
 #include "bench/internal/bench_util.h"
 #include "bench/internal/zmq_echo.h"
 #include "client/client.h"
+#include "common/buffer_pool.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
 
@@ -47,7 +48,9 @@ DEFINE_int32(reps, 3, "Repetitions per configuration; the best one is reported."
 DEFINE_bool(quick, false,
             "Short run: --seconds=0.2 --reps=2 --configs=1x1 --deep_max_bytes=1048576 unless given "
             "explicitly.");
-DEFINE_string(configs, "1x1,1x2,2x1,2x2", "Comma-separated WxS (workers x servers) to run.");
+DEFINE_string(configs, "1x1,1x2,2x1,2x2,4x2",
+              "Comma-separated WxS (workers x servers) to run; 1x1 first (the other "
+              "configurations' CPU and page faults per GB are compared with it).");
 DEFINE_int32(replicas, 1,
              "Chain replication: servers per range (1: none; >= 2 runs the cluster with "
              "--recovery=chain --replicas=N, every push crossing N servers)");
@@ -61,6 +64,9 @@ DEFINE_int32(row_width, 64, "Floats per sparse row.");
 DEFINE_uint64(sparse_ids, 1 << 20, "Sparse ids are drawn from [0, sparse_ids).");
 DEFINE_double(zipf_s, 1.0, "Exponent of the Zipf id distribution.");
 DEFINE_uint64(seed, 1, "Seed of the sparse id streams.");
+DEFINE_bool(tune_malloc, true,
+            "Call TuneMallocForLargeMessages() as relaxps-server and relaxps-worker do (false: "
+            "glibc's defaults, for comparison).");
 
 namespace relaxps {
 namespace bench {
@@ -181,6 +187,7 @@ struct RunOptions {
 struct ClientRun {
   Clock::time_point end;
   uint64_t ops = 0;
+  uint64_t drained = 0;  // Ops completed after the window (for CPU per byte).
   std::vector<double> latencies_us;
   Status status;
 };
@@ -209,8 +216,11 @@ class Driver {
     }
     return slot;
   }
-  void Drain() {
-    while (outstanding_ > 0) Step();
+  // Waits for every op in flight; returns how many completed.
+  uint64_t Drain() {
+    uint64_t completed = 0;
+    while (outstanding_ > 0) completed += Step() >= 0 ? 1 : 0;
+    return completed;
   }
   double MicrosSinceStart(int slot) const {
     return std::chrono::duration<double, std::micro>(Clock::now() - started_[slot]).count();
@@ -255,7 +265,7 @@ ClientRun DriveClient(Workload* w, const RunOptions& o, std::atomic<int>* ready,
     }
   }
   r.end = Clock::now();
-  d.Drain();
+  r.drained = d.Drain();
   r.status = d.status();
   return r;
 }
@@ -272,12 +282,25 @@ Measurement Drive(const std::vector<Workload*>& workloads, const RunOptions& o) 
   while (ready.load() < int(workloads.size())) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+  const ProcessUsage usage = ProcessUsage::Now();
   const auto start = Clock::now();
   go = true;
   while (SecondsSince(start) < o.seconds) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   stop = true;
   for (auto& t : threads) t.join();
   Measurement m;
+  m.SetUsageSince(usage);
+  // The usage covers the drained ops too: scale it to the counted ones.
+  uint64_t counted = 0, drained = 0;
+  for (const ClientRun& r : runs) {
+    counted += r.ops;
+    drained += r.drained;
+  }
+  if (counted + drained > 0) {
+    const double share = double(counted) / double(counted + drained);
+    m.cpu_s *= share;
+    m.faults = uint64_t(m.faults * share);
+  }
   for (size_t i = 0; i < runs.size(); ++i) {
     CHECK(runs[i].status.ok()) << "relaxps request failed: " << runs[i].status.ToString();
     m.seconds = std::max(m.seconds, std::chrono::duration<double>(runs[i].end - start).count());
@@ -292,13 +315,14 @@ Measurement Drive(const std::vector<Workload*>& workloads, const RunOptions& o) 
 
 // ---- Workloads ---------------------------------------------------------------------
 
-enum class DenseMode { kPushPull, kPushThenPull, kPull };
+enum class DenseMode { kPushPull, kPushThenPull, kPull, kPush };
 
 const char* DenseModeName(DenseMode m) {
   switch (m) {
     case DenseMode::kPushPull: return "pushpull";
     case DenseMode::kPushThenPull: return "push_then_pull";
     case DenseMode::kPull: return "pull";
+    case DenseMode::kPush: return "push";
   }
   return "?";
 }
@@ -325,11 +349,15 @@ class DenseWorkload : public Workload {
         if (stage > 0) return false;
         client_->Pull(table_, 0, out_[slot], std::move(done));
         return true;
+      case DenseMode::kPush:
+        if (stage > 0) return false;
+        client_->Push(table_, 0, grads_, std::move(done));
+        return true;
     }
     return false;
   }
   uint64_t bytes_per_op() const override {
-    return grads_.bytes() * (mode_ == DenseMode::kPull ? 1 : 2);
+    return grads_.bytes() * (mode_ == DenseMode::kPull || mode_ == DenseMode::kPush ? 1 : 2);
   }
 
  private:
@@ -462,6 +490,10 @@ class PsBench {
         EchoOptions eo = Echo(workers, servers, bytes, bytes, in_flight, ro.record_latency);
         std::vector<DenseMode> modes = {DenseMode::kPushPull, DenseMode::kPushThenPull};
         if (in_flight == 1 && bytes <= 4096) modes.push_back(DenseMode::kPull);
+        // Pushes alone (an ack back): against an echo of the same request
+        // bytes with a 16-byte answer per server, compared by ops/s.
+        if (bytes <= 4096) modes.push_back(DenseMode::kPush);
+        const EchoOptions push_eo = Echo(workers, servers, bytes, 16 * servers, in_flight, false);
         std::vector<std::vector<std::unique_ptr<DenseWorkload>>> loads(modes.size());
         for (size_t m = 0; m < modes.size(); ++m) {
           for (int c = 0; c < workers; ++c) {
@@ -469,16 +501,26 @@ class PsBench {
                                                                t.size, in_flight, modes[m]));
           }
         }
-        BestOf echo;
+        BestOf echo, push_echo;
         std::vector<BestOf> ps(modes.size());
         for (int rep = 0; rep < FLAGS_reps; ++rep) {
           echo.Add(RunEcho(eo));
+          if (bytes <= 4096) push_echo.Add(RunEcho(push_eo));
           for (size_t m = 0; m < modes.size(); ++m) ps[m].Add(Drive(Raw(loads[m]), ro));
         }
         const std::string suffix = cfg + "/" + SizeLabel(bytes) + "/if" + std::to_string(in_flight);
         const std::string yname = "zmq_echo/zerocopy/" + suffix;
         for (size_t m = 0; m < modes.size(); ++m) {
           const std::string name = std::string("dense/") + DenseModeName(modes[m]) + "/" + suffix;
+          if (modes[m] == DenseMode::kPush) {
+            Figure f{name + "/ops_per_s", ps[m].best().ops_per_s(), "ops/s",
+                     "zmq_echo/zerocopy/" + cfg + "/" + SizeLabel(bytes) + "_to_" +
+                         SizeLabel(push_eo.reply_bytes) + "/if" + std::to_string(in_flight) +
+                         "/ops_per_s",
+                     push_echo.best().ops_per_s(), true, {}};
+            WriteFigure(json_, f);
+            continue;
+          }
           if (modes[m] != DenseMode::kPull) {
             Figure f{name + "/gbps", ps[m].best().gbps(), "GB/s", yname + "/gbps",
                      echo.best().gbps(), true, {}};
@@ -487,6 +529,7 @@ class PsBench {
             WriteFigure(json_, f);
             ops_per_s_[name] = ps[m].best().ops_per_s();
             ops_per_s_[yname] = echo.best().ops_per_s();
+            if (bytes >= (1u << 20)) WriteUsage(name, workers, servers, ps[m].best(), echo.best());
           }
           if (ro.record_latency) {
             Figure f{name + "/p50_us", ps[m].p50_us(), "us", yname + "/p50_us", echo.p50_us(),
@@ -592,8 +635,36 @@ class PsBench {
     }
   }
 
+  // CPU seconds and page faults per GB moved, as figures. For w1s1 the
+  // yardstick is the echo's; for larger configurations it is the w1s1 figure
+  // of the same operation (how the cost per byte scales with the cluster),
+  // plus the aggregate throughput against w1s1's.
+  void WriteUsage(const std::string& name, int workers, int servers, const Measurement& m,
+                  const Measurement& echo) {
+    const std::string cfg = ConfigLabel(workers, servers);
+    const std::string base = ConfigLabel(1, 1);
+    const bool single = cfg == base;
+    std::string ref = name;
+    ref.replace(ref.find(cfg), cfg.size(), base);
+    const auto it = usage_.find(ref);
+    if (!single && it == usage_.end()) return;  // No w1s1 run to compare with.
+    const Measurement& y = single ? echo : it->second;
+    const std::string yname = single ? "zmq_echo/zerocopy" + name.substr(name.find('/', 6)) : ref;
+    WriteFigure(json_, Figure{name + "/cpu_s_per_gb", m.cpu_s_per_gb(), "CPU s/GB",
+                              yname + "/cpu_s_per_gb", y.cpu_s_per_gb(), false, {}});
+    WriteFigure(json_, Figure{name + "/faults_per_gb", m.faults_per_gb(), "faults/GB",
+                              yname + "/faults_per_gb", y.faults_per_gb(), false, {}});
+    if (single) {
+      usage_[name] = m;
+    } else {
+      WriteFigure(json_, Figure{name + "/gbps_vs_w1s1", m.gbps(), "GB/s", ref + "/gbps", y.gbps(),
+                                true, {}});
+    }
+  }
+
   JsonWriter* const json_;
   std::map<std::string, double> ops_per_s_;
+  std::map<std::string, Measurement> usage_;  // w1s1 figures by name.
 };
 
 int Main() {
@@ -625,6 +696,7 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
+  if (FLAGS_tune_malloc) relaxps::TuneMallocForLargeMessages();
   if (FLAGS_quick) {
     if (gflags::GetCommandLineFlagInfoOrDie("seconds").is_default) FLAGS_seconds = 0.2;
     if (gflags::GetCommandLineFlagInfoOrDie("reps").is_default) FLAGS_reps = 2;

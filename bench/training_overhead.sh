@@ -6,8 +6,12 @@
 # yardstick: ratio = ps / local (1.0 = no overhead). Runs alternate local, ps,
 # local, ps... (--reps pairs) and the best of each is kept, so that a burst of
 # load from other processes does not land on one side only.
+# For the --wal_models (default mlp) a third run goes through a RocksDB server
+# with --wal_per_update (WAL group commit): its figure has the plain ps run
+# as yardstick (what per-update durability costs training).
 #
-#   bench/training_overhead.sh [--duration_s=30] [--reps=2] [--models=mlp,cnn] [--out_dir=DIR]
+#   bench/training_overhead.sh [--duration_s=30] [--reps=2] [--models=mlp,cnn]
+#                              [--wal_models=mlp] [--out_dir=DIR]
 #
 # Environment: BIN (default build/bin). Prints one JSON object on stdout.
 set -uo pipefail
@@ -15,12 +19,14 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/${BUILD_DIR:-build}/bin}
 DURATION_S=30
 MODELS=mlp,cnn
+WAL_MODELS=mlp
 REPS=2
 OUT_DIR=""
 for arg in "$@"; do
   case "$arg" in
     --duration_s=*) DURATION_S=${arg#*=} ;;
     --models=*) MODELS=${arg#*=} ;;
+    --wal_models=*) WAL_MODELS=${arg#*=} ;;
     --reps=*) REPS=${arg#*=} ;;
     --out_dir=*) OUT_DIR=${arg#*=} ;;
     *) echo "training_overhead.sh: unknown argument $arg" >&2; exit 2 ;;
@@ -41,6 +47,9 @@ rows=()
 for model in ${MODELS//,/ }; do
   local_best=0
   ps_best=0
+  wal_best=0
+  wal=0
+  [[ ",$WAL_MODELS," == *",$model,"* ]] && wal=1
   for rep in $(seq 1 "$REPS"); do
     dir="$OUT_DIR/$model/rep$rep"
     mkdir -p "$dir"
@@ -53,11 +62,24 @@ for model in ${MODELS//,/ }; do
     cluster_wait_workers
     cluster_stop
     ps_sps=$(final_field "$dir/ps/worker-0.log" samples_per_s)
-    echo "training_overhead: $model rep $rep: local ${local_sps:-?} samples/s, ps ${ps_sps:-?} samples/s" >&2
+    wal_sps=0
+    if [ "$wal" = 1 ]; then
+      CLUSTER_SERVER_ARGS=(--store=rocksdb --data_dir="$dir/wal/data-{i}" --wal_per_update
+                           --flush_every_clocks=0)
+      cluster_start "$dir/wal" 1 1 --consistency=async || exit 1
+      CLUSTER_SERVER_ARGS=()
+      cluster_worker "$dir/wal" 0 --model="$model" --num_workers=1 "${COMMON[@]}"
+      cluster_wait_workers
+      cluster_stop
+      wal_sps=$(final_field "$dir/wal/worker-0.log" samples_per_s)
+      rm -rf "$dir/wal"/data-*
+    fi
+    echo "training_overhead: $model rep $rep: local ${local_sps:-?} samples/s, ps ${ps_sps:-?} samples/s, ps+wal ${wal_sps:-?} samples/s" >&2
     local_best=$(best "$local_best" "$local_sps")
     ps_best=$(best "$ps_best" "$ps_sps")
+    wal_best=$(best "$wal_best" "$wal_sps")
   done
-  rows+=("$model $local_best $ps_best")
+  rows+=("$model $local_best $ps_best $wal $wal_best")
 done
 
 python3 - "$DURATION_S" "$OUT_DIR" "${rows[@]}" <<'PY'
@@ -65,8 +87,8 @@ import json, sys
 duration, out_dir, rows = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
 results = []
 for r in rows:
-    model, local, ps = r.split()
-    local, ps = float(local), float(ps)
+    model, local, ps, wal, wal_ps = r.split()
+    local, ps, wal_ps = float(local), float(ps), float(wal_ps)
     results.append({
         "name": f"training/{model}/ps_async_w1s1/samples_per_s",
         "value": ps, "unit": "samples/s",
@@ -74,6 +96,13 @@ for r in rows:
         "ratio": ps / local if local > 0 else 0.0, "better": "higher",
         "overhead_pct": 100.0 * (1 - ps / local) if local > 0 else None,
     })
+    if wal == "1":
+        results.append({
+            "name": f"training/{model}/ps_async_w1s1_wal_per_update/samples_per_s",
+            "value": wal_ps, "unit": "samples/s",
+            "yardstick": f"training/{model}/ps_async_w1s1/samples_per_s", "yardstick_value": ps,
+            "ratio": wal_ps / ps if ps > 0 else 0.0, "better": "higher",
+        })
 print(json.dumps({"bench": "training_overhead", "duration_s": duration, "logs": out_dir,
                   "results": results}))
 PY

@@ -144,7 +144,8 @@ class Client {
   virtual StatusOr<std::vector<TableInfo>> ListTables() = 0;
 
   // ---- Dense ----------------------------------------------------------------
-  // Sends gradients for keys [offset, offset + grads.size()).
+  // Sends gradients for keys [offset, offset + grads.size()). `grads` is sent
+  // without a copy: leave it untouched until `done` runs.
   virtual void Push(const std::string& table, uint64_t offset, FloatBuffer grads,
                     Callback done) = 0;
   // Fills `out` with keys [offset, offset + out.size()). `out` must stay
@@ -162,10 +163,14 @@ class Client {
                                FloatBuffer out);
 
   // ---- Sparse ---------------------------------------------------------------
-  // out receives ids.size() * row_width floats (parameters only).
+  // out receives ids.size() * row_width floats (parameters only). `ids` may
+  // be sent without a copy and `out` is written until `done` runs: leave
+  // both untouched until then.
   virtual void PullRows(const std::string& table, KeyBuffer ids, FloatBuffer out,
                         Callback done) = 0;
-  // grads holds ids.size() * row_width floats.
+  // grads holds ids.size() * row_width floats. `ids` and `grads` may be sent
+  // without a copy (always when one server holds every row): leave them
+  // untouched until `done` runs.
   virtual void PushRows(const std::string& table, KeyBuffer ids, FloatBuffer grads,
                         Callback done) = 0;
 

@@ -80,7 +80,7 @@ void RpcServer::RunDueTimers() {
   }
 }
 
-void RpcServer::Run(Handler handler) {
+void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
   zmq::pollitem_t items[2] = {{static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0},
                               {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
   std::vector<zmq::message_t> parts;
@@ -125,6 +125,7 @@ void RpcServer::Run(Handler handler) {
       }
     }
     RunDueTimers();
+    if (after_batch) after_batch();
   }
 }
 
@@ -132,12 +133,16 @@ Status RpcServer::Send(const std::string& identity, Message msg) {
   return SendMessage(socket_, identity, std::move(msg));
 }
 
-Status RpcServer::Reply(const Request& request, Message reply) {
-  wire::Header& h = reply.header;
+void RpcServer::FillReplyHeader(const Request& request, Message* reply) {
+  wire::Header& h = reply->header;
   h.set_type(request.msg.header.type());
   h.set_is_reply(true);
   h.set_request_id(request.msg.header.request_id());
   if (!h.has_status()) StatusToProto(Status::OK(), h.mutable_status());
+}
+
+Status RpcServer::Reply(const Request& request, Message reply) {
+  FillReplyHeader(request, &reply);
   return Send(request.identity, std::move(reply));
 }
 

@@ -66,8 +66,12 @@ class RpcServer {
   // The resolved endpoint (with the OS-chosen port), e.g. tcp://127.0.0.1:40123.
   const std::string& endpoint() const { return endpoint_; }
 
-  // Runs the loop until Stop(). REQUIRES: called once.
-  void Run(Handler handler);
+  // Runs the loop until Stop(). REQUIRES: called once. `after_batch`, when
+  // set, runs on the loop thread after each batch of received requests,
+  // posted tasks and due timers, before the loop waits again: the place to
+  // finish work that many requests share (a server syncs its WAL once there
+  // and then releases the acknowledgements of every update in the batch).
+  void Run(Handler handler, std::function<void()> after_batch = nullptr);
   // Makes Run() return after the current iteration. Safe from any thread and
   // from signal-safe contexts that call it through a flag poller.
   void Stop();
@@ -83,6 +87,9 @@ class RpcServer {
   // type and is_reply are filled in from the request).
   Status Reply(const Request& request, Message reply);
   Status ReplyStatus(const Request& request, const Status& status);
+  // Fills in `reply`'s request id, type, is_reply and (if unset) an OK
+  // status from `request`, as Reply() does; for replies sent later by Send().
+  static void FillReplyHeader(const Request& request, Message* reply);
 
   // Counters (loop thread).
   uint64_t malformed_count() const { return malformed_; }

@@ -4,7 +4,7 @@
 # (see docs/benchmarks.md). The document is also written to
 # bench/results/bench-<timestamp>.json.
 #
-#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,overhead,consistency,chain]
+#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,wal,overhead,consistency,chain]
 #
 # --quick: short time boxes, under 3 minutes on 2 cores; the default (full)
 # run takes under 15.
@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 QUICK=0
 SKIP_BUILD=0
-ONLY=zmq,ps,optimizer,checkpoint,store,overhead,consistency,chain
+ONLY=zmq,ps,optimizer,checkpoint,store,wal,overhead,consistency,chain
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
@@ -68,6 +68,7 @@ if [ "$QUICK" = 1 ]; then
   OPT_ARGS=(--iters=3 --reps=3)
   OVERHEAD_S=6
   STORE_ARGS=(--mb=16 --seconds=1.5 --reps=3 --only=rocksdb/flush1)
+  WAL_ARGS=(--seconds=1 --reps=1)
   CONSISTENCY_S=8
   CHAIN_S=8
 else
@@ -80,6 +81,7 @@ else
   OPT_ARGS=()
   OVERHEAD_S=15
   STORE_ARGS=(--mb=16 --seconds=2 --reps=5)
+  WAL_ARGS=(--seconds=2 --reps=3)
   CONSISTENCY_S=40
   CHAIN_S=20
 fi
@@ -108,6 +110,10 @@ if want store && have relaxps-bench-store; then
   if [ "$QUICK" = 0 ]; then
     run store_1MiB "$BIN/relaxps-bench-store" --mb=1 --seconds=2 --reps=5
   fi
+fi
+if want wal && have relaxps-bench-wal; then
+  # --wal_per_update: group commit against one WAL sync per push (wal/...).
+  run wal "$BIN/relaxps-bench-wal" "${WAL_ARGS[@]}"
 fi
 if want overhead; then
   run overhead "$ROOT/bench/training_overhead.sh" --duration_s="$OVERHEAD_S" \

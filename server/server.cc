@@ -102,7 +102,8 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
 }
 
 Status ServerImpl::Run() {
-  rpc_->Run([this](Request req) { Handle(std::move(req)); });
+  rpc_->Run([this](Request req) { Handle(std::move(req)); }, [this] { SyncAndRelease(); });
+  SyncAndRelease();
   StopHeartbeat();
   if (fenced_.load()) {
     return AbortedError("server " + std::to_string(id_) +
@@ -194,7 +195,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
         range.key = r.begin();
         range.shard = std::make_unique<DenseShardState>(shard, std::move(range_optimizer),
                                                         policy_.get(), device_.get(),
-                                                        store_.get());
+                                                        store_.get(), &buffer_pool_);
         // A shard created after workers joined starts from the known live set.
         range.shard->SetLiveWorkers(
             std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
@@ -226,8 +227,8 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
       spec.num_slots = slots;
       spec.init = t.init;
       RETURN_IF_ERROR(store_->CreateSparse(spec));
-      sparse_[t.name] = std::make_unique<SparseShardState>(spec, std::move(optimizer),
-                                                            device_.get(), store_.get());
+      sparse_[t.name] = std::make_unique<SparseShardState>(
+          spec, std::move(optimizer), device_.get(), store_.get(), &buffer_pool_);
       LOG(INFO) << "table '" << t.name << "': sparse rows of width " << spec.width;
     }
   }
@@ -333,8 +334,29 @@ void ServerImpl::ReplyWith(const Request& req, Message reply) {
   stats_.set_bytes_out(stats_.bytes_out() + reply.PayloadBytes());
   reply.header.set_shard_map_version(map_version_);
   reply.header.set_epoch(epoch_);
+  if (!unsynced_replies_.empty() || store_->HasUnsyncedUpdates()) {
+    RpcServer::FillReplyHeader(req, &reply);
+    unsynced_replies_.emplace_back(req.identity, std::move(reply));
+    return;
+  }
   Status s = rpc_->Reply(req, std::move(reply));
   if (!s.ok()) VLOG(1) << "reply dropped: " << s;
+}
+
+void ServerImpl::SyncAndRelease() {
+  if (unsynced_replies_.empty() && !store_->HasUnsyncedUpdates()) return;
+  const Status synced = store_->SyncWal();
+  if (!synced.ok()) LOG(ERROR) << "WAL sync failed; failing the replies it covered: " << synced;
+  std::vector<std::pair<std::string, Message>> replies;
+  replies.swap(unsynced_replies_);
+  for (auto& [identity, reply] : replies) {
+    if (!synced.ok()) {
+      reply.frames.clear();
+      StatusToProto(synced.WithPrefix("not durable"), reply.header.mutable_status());
+    }
+    Status s = rpc_->Send(identity, std::move(reply));
+    if (!s.ok()) VLOG(1) << "reply dropped: " << s;
+  }
 }
 
 void ServerImpl::Handle(Request req) {

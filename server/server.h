@@ -14,7 +14,8 @@
 // Durability (store "rocksdb"): the store is flushed every
 // `flush_every_clocks` clocks (what a restart on the same data_dir comes back
 // to) or, with store.wal_per_update, every update is synced before it is
-// acknowledged. On a CHECKPOINT request from the coordinator the server
+// acknowledged (with store.wal_group_commit, by one WAL sync per batch of
+// received requests, after which the batch's replies are sent). On a CHECKPOINT request from the coordinator the server
 // writes "<checkpoint_dir>/ckpt-<clock>" (a flush plus RocksDB's hard-linked
 // checkpoint) and prunes all but the newest `keep_checkpoints`. Flushes and
 // checkpoints do not pause the loop for their writes: the loop thread only

@@ -82,6 +82,13 @@ struct ParamStoreOptions {
   // synced before it is acknowledged (nothing acknowledged is ever lost, at
   // the cost of one fsync per update). false: data is persisted at Flush().
   bool wal_per_update = false;
+  // With wal_per_update: group commit. WriteRows and DenseUpdated write
+  // through the WAL without syncing it, and SyncWal() makes everything
+  // written so far durable with one sync; the caller acknowledges an update
+  // only after the SyncWal() that follows it returned OK. Many updates then
+  // share one fsync (a server syncs once per batch of requests it received).
+  // false: every WriteRows / DenseUpdated syncs before it returns.
+  bool wal_group_commit = false;
   // The file system the rocksdb store writes through (nullptr: the real
   // one). Tests pass a FaultInjectingFileSystem (storage/fault_injecting_fs.h)
   // to fail, delay or lose writes.
@@ -155,6 +162,16 @@ class ParamStore {
   // sparse rows or wal_per_update, Flush waits for a running job and is
   // synchronous: the data is durable when it returns OK.
   virtual Status Flush(int64_t clock) = 0;
+
+  // Group commit (ParamStoreOptions::wal_group_commit): true when updates
+  // were written to the WAL since the last SyncWal(), i.e. some update is not
+  // durable yet. Always false for stores that sync as they write.
+  virtual bool HasUnsyncedUpdates() const { return false; }
+  // Syncs the WAL: every update written before the call is durable when it
+  // returns OK. IOError if the sync failed (then nothing written since the
+  // previous successful sync may be acknowledged). No-op when
+  // HasUnsyncedUpdates() is false.
+  virtual Status SyncWal() { return Status::OK(); }
   // Blocks until every Flush so far is durable: waits for a running
   // background flush and completes a coalesced one. Returns a background
   // flush's error (once). No-op for stores that flush synchronously.

@@ -312,6 +312,23 @@ Status RocksDbStore::DoDenseUpdated(DenseShard* shard, size_t offset, size_t n) 
   }
   if (!options_.wal_per_update) return Status::OK();  // Flush writes whole shards.
   DenseTable& t = *it->second;
+  if (options_.wal_group_commit) {
+    // Dirty chunks: the pushes of a batch usually touch the same chunks;
+    // SyncWal() writes each once, with the values of the last update.
+    if (n == 0) return Status::OK();
+    const uint64_t first = offset / kDenseChunkFloats;
+    const uint64_t end = (offset + n - 1) / kDenseChunkFloats + 1;
+    if (t.wal_end_chunk == t.wal_first_chunk) {
+      wal_pending_dense_.push_back(shard->spec.table);
+      t.wal_first_chunk = first;
+      t.wal_end_chunk = end;
+    } else {
+      t.wal_first_chunk = std::min(t.wal_first_chunk, first);
+      t.wal_end_chunk = std::max(t.wal_end_chunk, end);
+    }
+    wal_unsynced_ = true;
+    return Status::OK();
+  }
   rocksdb::WriteBatch batch;
   if (n > 0) {
     for (int s = 0; s < shard->spec.num_slots; ++s) {

@@ -76,6 +76,40 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* batch, bool wal, bool sync, cons
   return FromRocks(db_->Write(wo, batch), std::string(what) + " in " + Where());
 }
 
+Status RocksDbStore::WriteUpdate(rocksdb::WriteBatch* batch, const char* what) {
+  if (!options_.wal_group_commit) return Write(batch, /*wal=*/true, /*sync=*/true, what);
+  RETURN_IF_ERROR(Write(batch, /*wal=*/true, /*sync=*/false, what));
+  wal_unsynced_ = true;
+  return Status::OK();
+}
+
+Status RocksDbStore::DoSyncWal() {
+  if (!wal_unsynced_) return Status::OK();
+  std::vector<DenseTable*> written;
+  if (!wal_pending_dense_.empty()) {
+    rocksdb::WriteBatch batch;
+    for (const std::string& name : wal_pending_dense_) {
+      auto it = dense_.find(name);
+      if (it == dense_.end()) continue;
+      DenseTable& t = *it->second;
+      for (int s = 0; s < t.shard.spec.num_slots; ++s) {
+        PutDenseChunks(t, s, t.wal_first_chunk, t.wal_end_chunk, &batch);
+      }
+      PutDenseMeta(t, &batch);
+      written.push_back(&t);
+    }
+    RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/false, "dense updates"));
+    for (DenseTable* t : written) t->wal_end_chunk = t->wal_first_chunk;
+    wal_pending_dense_.clear();
+  }
+  RETURN_IF_ERROR(FromRocks(db_->FlushWAL(/*sync=*/true), "sync WAL of " + Where()));
+  wal_unsynced_ = false;
+  // Durable now. (Writes outside the updated ranges since the last flush
+  // would break the DenseUpdated contract; the server never makes them.)
+  for (DenseTable* t : written) t->dirty.store(false);
+  return Status::OK();
+}
+
 Status RocksDbStore::FlushMemtables(const char* what) {
   rocksdb::FlushOptions fo;
   fo.wait = true;

@@ -169,7 +169,8 @@ Status RocksDbStore::DoWriteRows(const std::string& table, const uint64_t* ids, 
     return Status::OK();
   }
   // wal_per_update: one synced batch with every row and the row count; the
-  // cache is updated only once the batch is durable.
+  // cache is updated only once the batch is durable (group commit: once it
+  // is in the WAL; the caller acknowledges after SyncWal).
   rocksdb::WriteBatch batch;
   std::unordered_set<uint64_t> new_ids;
   for (size_t i = 0; i < n; ++i) {
@@ -181,7 +182,7 @@ Status RocksDbStore::DoWriteRows(const std::string& table, const uint64_t* ids, 
     batch.Put(RowKey(kRowPrefix, t->id, ids[i]), FloatSlice(rows + i * rf, rf));
   }
   PutSparseMeta(*t, t->num_rows + new_ids.size(), &batch);
-  RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/true, "write rows"));
+  RETURN_IF_ERROR(WriteUpdate(&batch, "write rows"));
   t->num_rows += new_ids.size();
   for (size_t i = 0; i < n; ++i) {
     RowCache::Entry* e = cache_.Lookup(t->id, ids[i]);

@@ -1,5 +1,7 @@
 #include "bench/internal/bench_util.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +15,22 @@ double Quantile(std::vector<double>* samples, double q) {
   size_t rank = static_cast<size_t>(std::ceil(q * samples->size()));
   rank = std::min(std::max<size_t>(rank, 1), samples->size());
   return (*samples)[rank - 1];
+}
+
+ProcessUsage ProcessUsage::Now() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  ProcessUsage u;
+  u.cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec +
+            ru.ru_stime.tv_usec * 1e-6;
+  u.faults = static_cast<uint64_t>(ru.ru_minflt) + static_cast<uint64_t>(ru.ru_majflt);
+  return u;
+}
+
+void Measurement::SetUsageSince(const ProcessUsage& start) {
+  const ProcessUsage now = ProcessUsage::Now();
+  cpu_s = now.cpu_s - start.cpu_s;
+  faults = now.faults - start.faults;
 }
 
 void BestOf::Add(Measurement m) {

@@ -24,6 +24,14 @@ inline double SecondsSince(Clock::time_point start) {
 // Sorts `samples` in place.
 double Quantile(std::vector<double>* samples, double q);
 
+// CPU time (user + system, all threads) and page faults (minor + major) of
+// this process so far.
+struct ProcessUsage {
+  double cpu_s = 0;
+  uint64_t faults = 0;
+  static ProcessUsage Now();
+};
+
 // One time-boxed measurement of a request/response workload.
 struct Measurement {
   double seconds = 0;        // Wall time of the timed window.
@@ -31,6 +39,15 @@ struct Measurement {
   uint64_t bytes = 0;        // Payload bytes sent + received.
   uint64_t items = 0;        // Workload-specific units (rows for sparse).
   std::vector<double> latencies_us;  // Per-operation latency, if recorded.
+  // Process-wide CPU seconds and page faults during the window (the benches
+  // run clients and servers in one process, so both sides count).
+  double cpu_s = 0;
+  uint64_t faults = 0;
+
+  // Started at `start`: sets cpu_s and faults to the usage since then.
+  void SetUsageSince(const ProcessUsage& start);
+  double cpu_s_per_gb() const { return bytes > 0 ? cpu_s / (bytes / 1e9) : 0; }
+  double faults_per_gb() const { return bytes > 0 ? faults / (bytes / 1e9) : 0; }
 
   double ops_per_s() const { return seconds > 0 ? ops / seconds : 0; }
   double gbps() const { return seconds > 0 ? bytes / seconds / 1e9 : 0; }

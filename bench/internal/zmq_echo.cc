@@ -218,6 +218,7 @@ Measurement RunEcho(const EchoOptions& options) {
     threads.emplace_back([&, i] { results[i] = clients[i]->Run(&ready, &go, &stop); });
   }
   while (ready.load() < options.clients) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  const ProcessUsage usage = ProcessUsage::Now();
   const auto start = Clock::now();
   go = true;
   while (SecondsSince(start) < options.seconds) {
@@ -233,6 +234,7 @@ Measurement RunEcho(const EchoOptions& options) {
     m.latencies_us.insert(m.latencies_us.end(), r.latencies_us.begin(), r.latencies_us.end());
   }
   m.items = m.ops;
+  m.SetUsageSince(usage);
   clients.clear();
   servers.clear();
   return m;

@@ -107,7 +107,11 @@ StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint
       w[i] = before - lr * grads[i];
       d[i] += w[i] - before;
     }
-    if (doubtful_id != 0) r.doubtful.push_back(DoubtfulPush{table, begin, doubtful_id, doubtful_grads});
+    // A copy: the caller may reuse its buffer once the push completed.
+    if (doubtful_id != 0) {
+      r.doubtful.push_back(DoubtfulPush{
+          table, begin, doubtful_id, FloatBuffer::CopyOf(doubtful_grads.data(), doubtful_grads.size())});
+    }
     r.local_steps += 1;
     r.unsent_steps += 1;
   }

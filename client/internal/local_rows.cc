@@ -47,7 +47,12 @@ void LocalRows::Serve(int server, const std::string& table, const Initializer& i
   }
   if (!push) return;
   t.local_steps[server] += 1;
-  if (doubtful_id != 0) t.doubtful[server].push_back(DoubtfulRowPush{table, ids, grads, doubtful_id});
+  // Copies: the caller may reuse its buffers once the push completed.
+  if (doubtful_id != 0) {
+    t.doubtful[server].push_back(DoubtfulRowPush{table, KeyBuffer::CopyOf(ids.data(), ids.size()),
+                                                 FloatBuffer::CopyOf(grads.data(), grads.size()),
+                                                 doubtful_id});
+  }
 }
 
 void LocalRows::TakePending(int server, bool without_doubtful, Table* t, KeyBuffer* ids,

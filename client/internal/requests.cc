@@ -18,6 +18,24 @@ Status DecodeReply(const Message& reply, float* out, size_t n) {
   return DecodeFloatsInto(reply.frames[0], reply.header.encoding(), out, n);
 }
 
+// Copies the rows of a PULL_ROWS reply (pos.size() rows of `width` floats)
+// to their positions in `out`, straight from the frame when it can be read
+// in place.
+Status ScatterRows(const Message& reply, const std::vector<uint32_t>& pos, size_t width,
+                   float* out) {
+  if (reply.frames.size() != 1) {
+    return InvalidArgumentError("reply has " + std::to_string(reply.frames.size()) +
+                                " payload frames, expected 1");
+  }
+  std::vector<float> scratch;
+  ASSIGN_OR_RETURN(const float* rows, DecodeFloats(reply.frames[0], pos.size() * width,
+                                                   reply.header.encoding(), &scratch));
+  for (size_t i = 0; i < pos.size(); ++i) {
+    std::memcpy(out + pos[i] * width, rows + i * width, width * sizeof(float));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
@@ -320,12 +338,17 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     const uint64_t part_id = type == wire::PUSH_ROWS && (by_bucket || replica_ != nullptr)
                                  ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1))
                                  : 0;
-    KeyBuffer part_ids = KeyBuffer::Uninitialized(pos->size());
-    for (size_t i = 0; i < pos->size(); ++i) part_ids[i] = ids[(*pos)[i]];
+    // Positions are distinct and in order: all of them means every row goes
+    // to this part, and the caller's buffers are sent (and filled) as they are.
+    const bool whole = pos->size() == ids.size();
+    KeyBuffer part_ids = whole ? ids : KeyBuffer::Uninitialized(pos->size());
+    if (!whole) {
+      for (size_t i = 0; i < pos->size(); ++i) part_ids[i] = ids[(*pos)[i]];
+    }
     FloatBuffer part;
     if (type == wire::PUSH_ROWS) {
-      part = FloatBuffer::Uninitialized(pos->size() * width);
-      for (size_t i = 0; i < pos->size(); ++i) {
+      part = whole ? grads : FloatBuffer::Uninitialized(pos->size() * width);
+      for (size_t i = 0; !whole && i < pos->size(); ++i) {
         std::memcpy(part.data() + i * width, grads.data() + (*pos)[i] * width,
                     width * sizeof(float));
       }
@@ -351,7 +374,7 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     const std::string endpoint = m->server_endpoint(s);
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
-                part_ids, part, stateless, endpoint,
+                part_ids, part, stateless, endpoint, whole,
                 version = m->version()](const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
@@ -370,15 +393,12 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                  }
                  Status result = st;
                  if (result.ok() && type == wire::PULL_ROWS) {
-                   std::vector<float> tmp(pos->size() * width);
-                   result = DecodeReply(reply, tmp.data(), tmp.size());
-                   if (result.ok() && rows_ != nullptr) {
-                     rows_->Remember(table, width, part_ids.data(), tmp.data(), pos->size());
-                   }
-                   if (result.ok()) {
+                   result = whole ? DecodeReply(reply, out.data(), out.size())
+                                  : ScatterRows(reply, *pos, width, out.data());
+                   if (result.ok() && rows_ != nullptr) {  // Stateless: keep the rows.
                      for (size_t i = 0; i < pos->size(); ++i) {
-                       std::memcpy(out.data() + (*pos)[i] * width, tmp.data() + i * width,
-                                   width * sizeof(float));
+                       rows_->Remember(table, width, part_ids.data() + i,
+                                       out.data() + (*pos)[i] * width, 1);
                      }
                    }
                  }

@@ -9,12 +9,13 @@ namespace server_internal {
 DenseShardState::DenseShardState(DenseShard* shard,
                                  std::unique_ptr<kernels::Optimizer> optimizer,
                                  const ConsistencyPolicy* policy, kernels::Device* device,
-                                 ParamStore* store)
+                                 ParamStore* store, BufferPool* pool)
     : shard_(shard),
       optimizer_(std::move(optimizer)),
       policy_(policy),
       device_(device),
       store_(store),
+      pool_(pool),
       state_scratch_(shard->slots.size(), nullptr) {
   CHECK_EQ(static_cast<int>(shard->slots.size()), 1 + optimizer_->num_state_slots());
   applied_clock_ = shard->clock;
@@ -207,7 +208,9 @@ Status DenseShardState::LoadState(const wire::ChainSnapshot& snap,
 FloatBuffer DenseShardState::Copy(uint64_t begin, size_t n) const { return CopySlot(0, begin, n); }
 
 FloatBuffer DenseShardState::CopySlot(int slot, uint64_t begin, size_t n) const {
-  FloatBuffer out = FloatBuffer::Uninitialized(n);
+  // One copy: the snapshot ZeroMQ sends while the next update may change
+  // the shard.
+  FloatBuffer out = pool_ != nullptr ? pool_->Acquire<float>(n) : FloatBuffer::Uninitialized(n);
   std::memcpy(out.data(), shard_->slots[slot] + (begin - shard_->spec.begin), n * sizeof(float));
   return out;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/buffer_pool.h"
 #include "common/status.h"
 #include "consistency/consistency_policy.h"
 #include "consistency/vector_clock.h"
@@ -34,9 +35,11 @@ using PullReply = std::function<void(const Status&, FloatBuffer params, int64_t 
 
 class DenseShardState {
  public:
-  // REQUIRES: all pointers outlive this object.
+  // REQUIRES: all pointers outlive this object. Pull snapshots come from
+  // `pool` (nullptr: plain allocations).
   DenseShardState(DenseShard* shard, std::unique_ptr<kernels::Optimizer> optimizer,
-                  const ConsistencyPolicy* policy, kernels::Device* device, ParamStore* store);
+                  const ConsistencyPolicy* policy, kernels::Device* device, ParamStore* store,
+                  BufferPool* pool = nullptr);
 
   const DenseShardSpec& spec() const { return shard_->spec; }
 
@@ -123,6 +126,7 @@ class DenseShardState {
   const ConsistencyPolicy* const policy_;
   kernels::Device* const device_;
   ParamStore* const store_;
+  BufferPool* const pool_;
 
   VectorClock clocks_;
   int64_t applied_clock_ = 0;  // BSP: rounds < applied_clock_ are applied.

@@ -80,9 +80,13 @@ void ServerImpl::RejoinAfterFence(const std::string& why) {
     return;
   }
   auto map = std::make_shared<wire::ShardMap>(rr->shard_map());
-  rpc_->Post([this, map] {
+  const bool awaits_seed = rr->awaits_seed();
+  rpc_->Post([this, map, awaits_seed] {
     LOG(INFO) << "server " << id_ << " registered again after being fenced; rejoining at epoch "
               << map->epoch();
+    // Hybrid: it held ranges alone when it was declared dead; they are
+    // seeded from the workers before it serves them.
+    if (awaits_seed) awaiting_seed_ = true;
     if (map->version() <= map_version_) return;  // The coordinator's push came first.
     Status s = InstallMap(*map);
     if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;

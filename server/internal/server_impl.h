@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/buffer_pool.h"
 #include "common/clock.h"
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
@@ -81,7 +82,14 @@ class ServerImpl final : public Server {
   // checked already (saves a pass over the payload on every replica).
   const float* DecodeGradient(const Request& req, const Frame& frame, size_t n,
                               bool check_finite = true);
+  // Sends a reply; while the store holds updates not yet synced (WAL group
+  // commit) it is queued until SyncAndRelease(), so nothing is acknowledged
+  // before it is durable and replies keep their order.
   void ReplyWith(const Request& req, Message reply);
+  // After each batch of requests: one WAL sync for every update the batch
+  // wrote, then the queued replies (each failed with the sync's error if it
+  // failed).
+  void SyncAndRelease();
   void OnTimer();
   // Flushes the store if a dense shard's clock advanced flush_every_clocks
   // past the last flush.
@@ -178,6 +186,9 @@ class ServerImpl final : public Server {
   std::unique_ptr<kernels::Device> update_device_;  // Optional GPU for updates.
   std::unique_ptr<ParamStore> store_;
   std::string checkpoint_root_;
+  // Pull snapshots and sparse replies: reused, pre-faulted pages instead of
+  // a large malloc (and its page faults) per reply.
+  BufferPool buffer_pool_;
 
   // Loop thread only.
   uint64_t map_version_ = 0;
@@ -189,6 +200,8 @@ class ServerImpl final : public Server {
   wire::ServerStats stats_;
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
+  // Replies waiting for the WAL sync (group commit): (peer identity, reply).
+  std::vector<std::pair<std::string, Message>> unsynced_replies_;
   std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
   int replicas_ = 1;     // Constant after Init(): job's chain length.

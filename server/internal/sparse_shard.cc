@@ -8,14 +8,23 @@ namespace server_internal {
 
 SparseShardState::SparseShardState(SparseTableSpec spec,
                                    std::unique_ptr<kernels::Optimizer> optimizer,
-                                   kernels::Device* device, ParamStore* store)
-    : spec_(std::move(spec)), optimizer_(std::move(optimizer)), device_(device), store_(store) {}
+                                   kernels::Device* device, ParamStore* store, BufferPool* pool)
+    : spec_(std::move(spec)),
+      optimizer_(std::move(optimizer)),
+      device_(device),
+      store_(store),
+      pool_(pool) {}
 
 StatusOr<FloatBuffer> SparseShardState::Pull(const uint64_t* ids, size_t n, int slot) {
   const size_t rf = spec_.row_floats();
+  FloatBuffer out = pool_ != nullptr ? pool_->Acquire<float>(n * spec_.width)
+                                     : FloatBuffer::Uninitialized(n * spec_.width);
+  if (rf == spec_.width) {  // No optimizer state: the records are the reply.
+    RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, n, out.data()));
+    return out;
+  }
   rows_.resize(n * rf);
   RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, n, rows_.data()));
-  FloatBuffer out(n * spec_.width);
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(out.data() + i * spec_.width, rows_.data() + i * rf + slot * spec_.width,
                 spec_.width * sizeof(float));
@@ -29,6 +38,8 @@ void SparseShardState::SumDuplicates(const uint64_t* ids, size_t n, const float*
   unique_ids_.clear();
   summed_.clear();
   index.reserve(n);
+  unique_ids_.reserve(n);
+  summed_.reserve(n * w);
   for (size_t i = 0; i < n; ++i) {
     auto [it, inserted] = index.emplace(ids[i], unique_ids_.size());
     if (inserted) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/buffer_pool.h"
 #include "common/status.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
@@ -24,9 +25,10 @@ namespace server_internal {
 
 class SparseShardState {
  public:
-  // REQUIRES: store has the table `spec.table`; pointers outlive this.
+  // REQUIRES: store has the table `spec.table`; pointers outlive this. Pull
+  // replies come from `pool` (nullptr: plain allocations).
   SparseShardState(SparseTableSpec spec, std::unique_ptr<kernels::Optimizer> optimizer,
-                   kernels::Device* device, ParamStore* store);
+                   kernels::Device* device, ParamStore* store, BufferPool* pool = nullptr);
 
   uint32_t width() const { return spec_.width; }
   int num_slots() const { return spec_.num_slots; }
@@ -49,6 +51,7 @@ class SparseShardState {
   const std::unique_ptr<kernels::Optimizer> optimizer_;
   kernels::Device* const device_;
   ParamStore* const store_;
+  BufferPool* const pool_;
 
   // Sums the values of duplicate ids of n rows into unique_ids_/summed_.
   void SumDuplicates(const uint64_t* ids, size_t n, const float* values);

@@ -90,6 +90,10 @@ class RocksDbStore final : public ParamStore {
     if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
     return it->second->num_rows;
   }
+  bool HasUnsyncedUpdates() const override { return wal_unsynced_; }
+  Status SyncWal() override {
+    return Guarded("SyncWal", [&] { return DoSyncWal(); });
+  }
   Status Flush(int64_t clock) override {
     return Guarded("Flush", [&] { return DoFlush(clock); });
   }
@@ -119,6 +123,11 @@ class RocksDbStore final : public ParamStore {
     // by CaptureFlush and by a per-update WAL write). A failed background
     // flush sets it again so the next flush rewrites the table.
     std::atomic<bool> dirty{false};
+    // Group commit: chunks [wal_first_chunk, wal_end_chunk) were updated
+    // since the last SyncWal(), which writes them (one batch for all the
+    // updates) before it syncs. Loop thread only.
+    uint64_t wal_first_chunk = 0;
+    uint64_t wal_end_chunk = 0;  // == wal_first_chunk: none pending.
     uint64_t num_chunks() const {
       return (shard.size() + kDenseChunkFloats - 1) / kDenseChunkFloats;
     }
@@ -172,6 +181,10 @@ class RocksDbStore final : public ParamStore {
   Status DoReadRows(const std::string& table, const uint64_t* ids, size_t n, float* out);
   Status DoWriteRows(const std::string& table, const uint64_t* ids, size_t n, const float* rows);
   Status DoFlush(int64_t clock);
+  Status DoSyncWal();
+  // Writes an update batch through the WAL: synced now, or (group commit)
+  // left for the next SyncWal().
+  Status WriteUpdate(rocksdb::WriteBatch* batch, const char* what);
   Status DoCheckpoint(const std::string& dir, int64_t clock);
   // Checks that a checkpoint may be written into dir.
   Status CheckCheckpointDir(const std::string& dir) const;
@@ -257,6 +270,9 @@ class RocksDbStore final : public ParamStore {
   RowCache cache_;
   // Rows were written to staged keys since the last Flush.
   bool staged_rows_ = false;
+  bool wal_unsynced_ = false;  // Group commit: updates written since SyncWal().
+  // Group commit: dense tables with chunks pending for the next SyncWal().
+  std::vector<std::string> wal_pending_dense_;
   // A Flush coalesced while a job ran; completed by Checkpoint / destructor
   // unless a later Flush supersedes it.
   std::optional<int64_t> deferred_flush_clock_;

@@ -1,0 +1,117 @@
+#include "common/buffer_pool.h"
+
+#include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "common/thread_annotations.h"
+
+namespace relaxps {
+namespace {
+
+size_t PageBytes() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// Size classes: 4 per power of two (at most 25% slack), rounded to pages,
+// so payloads of similar sizes share a free list.
+size_t ClassBytes(size_t bytes) {
+  size_t pow2 = PageBytes();
+  while (pow2 * 2 <= bytes) pow2 *= 2;
+  const size_t step = std::max(pow2 / 4, PageBytes());
+  return (bytes + step - 1) / step * step;
+}
+
+}  // namespace
+
+struct BufferPool::Core {
+  explicit Core(const BufferPoolOptions& o) : options(o) {}
+  ~Core() {
+    for (auto& [bytes, list] : free_lists) {
+      for (void* p : list) munmap(p, bytes);
+    }
+  }
+
+  void* Take(size_t bytes) {
+    {
+      MutexLock l(&mu);
+      ++stats.acquired;
+      auto it = free_lists.find(bytes);
+      if (it != free_lists.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        stats.cached_bytes -= bytes;
+        ++stats.reused;
+        return p;
+      }
+      ++stats.mapped;
+    }
+    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (options.prefault ? MAP_POPULATE : 0);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    CHECK(p != MAP_FAILED) << "BufferPool: mmap of " << bytes << " bytes failed";
+    return p;
+  }
+
+  void Give(void* p, size_t bytes) {
+    {
+      MutexLock l(&mu);
+      if (!closed && stats.cached_bytes + bytes <= options.max_cached_bytes) {
+        free_lists[bytes].push_back(p);
+        stats.cached_bytes += bytes;
+        return;
+      }
+      ++stats.unmapped;
+    }
+    munmap(p, bytes);
+  }
+
+  const BufferPoolOptions options;
+  mutable Mutex mu;
+  bool closed GUARDED_BY(mu) = false;  // The BufferPool object is gone.
+  std::map<size_t, std::vector<void*>> free_lists GUARDED_BY(mu);
+  BufferPoolStats stats GUARDED_BY(mu);
+};
+
+BufferPool::BufferPool(const BufferPoolOptions& options)
+    : options_(options), core_(std::make_shared<Core>(options)) {}
+
+BufferPool::~BufferPool() {
+  std::map<size_t, std::vector<void*>> lists;
+  {
+    MutexLock l(&core_->mu);
+    core_->closed = true;
+    lists.swap(core_->free_lists);
+    core_->stats.cached_bytes = 0;
+  }
+  for (auto& [bytes, list] : lists) {
+    for (void* p : list) munmap(p, bytes);
+  }
+}
+
+std::shared_ptr<void> BufferPool::AcquireBytes(size_t bytes) {
+  const size_t cls = ClassBytes(bytes);
+  void* p = core_->Take(cls);
+  return std::shared_ptr<void>(p, [core = core_, cls](void* q) { core->Give(q, cls); });
+}
+
+BufferPoolStats BufferPool::stats() const {
+  MutexLock l(&core_->mu);
+  return core_->stats;
+}
+
+void TuneMallocForLargeMessages() {
+  // 32 MiB is glibc's largest mmap threshold on 64-bit (HEAP_MAX_SIZE / 2).
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1) LOG(WARNING) << "mallopt(M_MMAP_THRESHOLD) failed";
+  // Keep up to 1 GiB of freed memory at the top of the heaps instead of
+  // returning it to the kernel after every large message.
+  if (mallopt(M_TRIM_THRESHOLD, 1 << 30) != 1) LOG(WARNING) << "mallopt(M_TRIM_THRESHOLD) failed";
+}
+
+}  // namespace relaxps

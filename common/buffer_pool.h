@@ -1,0 +1,91 @@
+// BufferPool: reusable, page-aligned, pre-faulted memory for large payloads.
+//
+// A parameter server moves the same large tensors again and again: every
+// pull reply is a fresh snapshot of a shard, handed to ZeroMQ zero-copy and
+// released on ZeroMQ's I/O thread when the bytes are on the wire. Taking
+// each snapshot from malloc costs an mmap, a page fault per 4 KiB page while
+// the snapshot is written, and an munmap when it is freed (glibc returns
+// large blocks to the kernel): with two workers this dominated the server's
+// profile. The pool keeps released buffers on per-size free lists and hands
+// them out again, so a buffer's pages are faulted in once (at creation, with
+// MAP_POPULATE) and then reused.
+//
+// Buffers are Buffer<T>s (common/buffer.h) whose release returns the memory
+// to the pool; the pool's state is shared with every buffer it handed out,
+// so a buffer may outlive the BufferPool object (it is then unmapped when
+// released). Requests below `min_pooled_bytes` come from new[] as before:
+// glibc keeps small blocks in its bins without faulting.
+//
+// Thread-safety: all methods are safe from any thread; a buffer may be
+// released on any thread (ZeroMQ's I/O thread does).
+#ifndef RELAXPS_COMMON_BUFFER_POOL_H_
+#define RELAXPS_COMMON_BUFFER_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/buffer.h"
+
+namespace relaxps {
+
+struct BufferPoolOptions {
+  // Smaller requests bypass the pool (plain new[]). Lower: more requests
+  // pooled, more size classes kept; higher: more faults for mid-size payloads.
+  size_t min_pooled_bytes = size_t{64} << 10;
+  // Most bytes kept on the free lists; a buffer released beyond this is
+  // unmapped. Higher: fewer faults under bursts, more resident memory.
+  size_t max_cached_bytes = size_t{1} << 30;
+  // Populate the pages of a new buffer at mmap time (MAP_POPULATE): one
+  // kernel call instead of one fault per page when it is first written.
+  bool prefault = true;
+};
+
+struct BufferPoolStats {
+  uint64_t acquired = 0;      // Pooled buffers handed out.
+  uint64_t reused = 0;        // ...of which came from a free list.
+  uint64_t mapped = 0;        // ...of which were mapped fresh.
+  uint64_t unmapped = 0;      // Buffers returned to the kernel (over the cap).
+  uint64_t cached_bytes = 0;  // Bytes on the free lists now.
+};
+
+class BufferPool {
+ public:
+  explicit BufferPool(const BufferPoolOptions& options = BufferPoolOptions());
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+  // Unmaps the free lists; buffers still in use are unmapped when released.
+  ~BufferPool();
+
+  // `n` uninitialized elements, page-aligned when pooled. Never fails short
+  // of the process running out of memory (then it aborts, like new[]).
+  template <typename T>
+  Buffer<T> Acquire(size_t n) {
+    if (n == 0) return Buffer<T>();
+    if (n * sizeof(T) < options_.min_pooled_bytes) return Buffer<T>::Uninitialized(n);
+    std::shared_ptr<void> block = AcquireBytes(n * sizeof(T));
+    T* data = static_cast<T*>(block.get());
+    return Buffer<T>::Wrap(data, n, [block = std::move(block)]() mutable { block.reset(); });
+  }
+
+  BufferPoolStats stats() const;
+
+ private:
+  struct Core;
+  // A pooled block of at least `bytes`; its deleter returns it to the pool.
+  std::shared_ptr<void> AcquireBytes(size_t bytes);
+
+  const BufferPoolOptions options_;
+  std::shared_ptr<Core> core_;
+};
+
+// Tunes glibc's malloc for a process that receives large messages: ZeroMQ
+// allocates every received message with malloc, and with glibc's defaults a
+// multi-MiB block is mmapped and unmapped per message (a page fault per 4 KiB
+// received). Raises the mmap threshold to its maximum (32 MiB) and keeps
+// freed memory instead of trimming it. Process-wide: call from main() only.
+void TuneMallocForLargeMessages();
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_COMMON_BUFFER_POOL_H_

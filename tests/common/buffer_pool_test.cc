@@ -1,0 +1,92 @@
+#include "common/buffer_pool.h"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace relaxps {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+TEST(BufferPoolTest, ReleasedBufferIsHandedOutAgain) {
+  BufferPool pool;
+  float* first = nullptr;
+  {
+    FloatBuffer b = pool.Acquire<float>(kMiB / sizeof(float));
+    ASSERT_EQ(b.size(), kMiB / sizeof(float));
+    first = b.data();
+    b[0] = 1.0f;
+    b[b.size() - 1] = 2.0f;  // Every element is addressable.
+  }
+  FloatBuffer again = pool.Acquire<float>(kMiB / sizeof(float));
+  EXPECT_EQ(again.data(), first);
+  const BufferPoolStats s = pool.stats();
+  EXPECT_EQ(s.acquired, 2u);
+  EXPECT_EQ(s.mapped, 1u);
+  EXPECT_EQ(s.reused, 1u);
+  EXPECT_EQ(s.cached_bytes, 0u);
+}
+
+TEST(BufferPoolTest, PooledBuffersArePageAligned) {
+  BufferPool pool;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (size_t bytes : {size_t{64} << 10, kMiB + 12, 3 * kMiB + 4}) {
+    Buffer<uint8_t> b = pool.Acquire<uint8_t>(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % page, 0u) << bytes;
+  }
+}
+
+TEST(BufferPoolTest, SimilarSizesShareAClassAndSlicesKeepTheBufferAlive) {
+  BufferPool pool;
+  FloatBuffer slice;
+  {
+    FloatBuffer b = pool.Acquire<float>(kMiB / sizeof(float) + 3);
+    slice = b.Slice(10, 5);
+  }
+  EXPECT_EQ(pool.stats().cached_bytes, 0u) << "a live slice must keep its buffer out of the pool";
+  slice = FloatBuffer();
+  EXPECT_GT(pool.stats().cached_bytes, 0u);
+  FloatBuffer b = pool.Acquire<float>(kMiB / sizeof(float) + 100);  // Same size class.
+  EXPECT_EQ(pool.stats().reused, 1u);
+}
+
+TEST(BufferPoolTest, SmallRequestsBypassThePool) {
+  BufferPoolOptions o;
+  o.min_pooled_bytes = 64 << 10;
+  BufferPool pool(o);
+  { FloatBuffer b = pool.Acquire<float>(100); ASSERT_EQ(b.size(), 100u); }
+  EXPECT_EQ(pool.stats().acquired, 0u);
+  EXPECT_TRUE(pool.Acquire<float>(0).empty());
+}
+
+TEST(BufferPoolTest, CachedBytesStayUnderTheCap) {
+  BufferPoolOptions o;
+  o.max_cached_bytes = 2 * kMiB;
+  BufferPool pool(o);
+  {
+    std::vector<Buffer<uint8_t>> held;
+    for (int i = 0; i < 4; ++i) held.push_back(pool.Acquire<uint8_t>(kMiB));
+  }
+  const BufferPoolStats s = pool.stats();
+  EXPECT_EQ(s.cached_bytes, 2 * kMiB);
+  EXPECT_EQ(s.unmapped, 2u);
+}
+
+TEST(BufferPoolTest, BufferMayOutliveThePoolAndBeReleasedOnAnotherThread) {
+  Buffer<uint8_t> survivor;
+  {
+    BufferPool pool;
+    survivor = pool.Acquire<uint8_t>(kMiB);
+    survivor[0] = 7;
+  }
+  EXPECT_EQ(survivor[0], 7);
+  std::thread([b = std::move(survivor)]() mutable { b = Buffer<uint8_t>(); }).join();
+}
+
+}  // namespace
+}  // namespace relaxps
