@@ -14,9 +14,12 @@ DEFINE_string(consistency, "async", "Consistency model: bsp, ssp or async");
 DEFINE_int32(staleness, 2, "SSP staleness bound in clocks");
 DEFINE_string(recovery, "none",
               "Recovery policy: none (a lost server ends the job), checkpoint (restart from the "
-              "latest checkpoint), chain (every dense range replicated on --replicas servers) "
+              "latest checkpoint), chain (every dense range and sparse bucket replicated on --replicas servers) "
               "or stateless (workers train through the loss and re-seed the new server)");
 DEFINE_int32(replicas, 2, "--recovery=chain: servers per chain (2 .. --num_servers)");
+DEFINE_int32(sparse_buckets, 0,
+             "Hash buckets of every sparse table, fixed at its creation and placed like dense "
+             "ranges (0: one per server)");
 DEFINE_int32(probe_timeout_ms, 100,
              "--recovery=chain: a server whose connection closed and that does not answer a "
              "probe this long is declared dead");
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
   options.recovery = *recovery;
   options.replicas = FLAGS_replicas;
   options.probe_timeout_ms = FLAGS_probe_timeout_ms;
+  options.sparse_buckets = FLAGS_sparse_buckets;
   options.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   relaxps::StatusOr<relaxps::SeedRule> seed_rule = relaxps::ParseSeedRule(FLAGS_seed_rule);
   if (!seed_rule.ok()) return relaxps::Fail("relaxps-coordinator", seed_rule.status(), 2);

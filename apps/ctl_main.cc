@@ -72,13 +72,21 @@ int Status_(RpcClient* rpc, int peer) {
     std::printf("checkpoints_failed: %llu\n",
                 static_cast<unsigned long long>(st->checkpoints_failed()));
   }
+  auto describe = [](const google::protobuf::RepeatedField<int32_t>& members) {
+    std::string chain;
+    for (int c : members) chain += (chain.empty() ? " chain " : " -> ") + std::to_string(c);
+    return chain;
+  };
   for (const wire::TableShards& t : st->shard_map().tables()) {
     for (const wire::DenseRange& r : t.ranges()) {
-      std::string chain;
-      for (int c : r.chain()) chain += (chain.empty() ? " chain " : " -> ") + std::to_string(c);
       std::printf("shard %s [%llu, %llu) -> server %d%s\n", t.table().name().c_str(),
                   static_cast<unsigned long long>(r.begin()),
-                  static_cast<unsigned long long>(r.end()), r.server(), chain.c_str());
+                  static_cast<unsigned long long>(r.end()), r.server(),
+                  describe(r.chain()).c_str());
+    }
+    for (int b = 0; b < t.buckets_size(); ++b) {
+      std::printf("bucket %s #%d of %d -> server %d%s\n", t.table().name().c_str(), b,
+                  t.buckets_size(), t.buckets(b).server(), describe(t.buckets(b).chain()).c_str());
     }
   }
   return 0;
@@ -92,7 +100,9 @@ int Tables(RpcClient* rpc, int peer) {
     std::printf("%s %s size=%llu row_width=%u optimizer=%s lr=%g shards=%d\n", p.name().c_str(),
                 p.type() == 0 ? "dense" : "sparse", static_cast<unsigned long long>(p.size()),
                 p.row_width(), p.optimizer().name().c_str(), p.optimizer().lr(),
-                p.type() == 0 ? t.ranges_size() : st->shard_map().servers_size());
+                p.type() == 0 ? t.ranges_size()
+                : t.buckets_size() > 0 ? t.buckets_size()
+                                       : st->shard_map().servers_size());
   }
   return 0;
 }

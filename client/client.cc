@@ -24,6 +24,8 @@ std::pair<Client::Callback, std::future<Status>> MakePromise() {
 
 // Longest wait for the coordinator's answer to a goodbye at shutdown.
 constexpr int kDeregisterTimeoutMs = 300;
+// How long the coordinator holds a map watch before answering it unchanged.
+constexpr int kMapWatchMs = 10000;
 
 }  // namespace
 
@@ -136,8 +138,28 @@ Status ClientImpl::Init() {
   if (options_.role == "worker") {
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
                                                   clock_source_);
+    if (Chained()) WatchMap();
   }
   return Status::OK();
+}
+
+void ClientImpl::WatchMap() {
+  if (shutting_down_.load() || watching_map_.exchange(true)) return;
+  Message watch;
+  watch.header.set_type(wire::GET_SHARD_MAP);
+  watch.header.set_sender(job_.worker_id);
+  watch.header.set_shard_map_version(router_->map()->version());
+  watch.header.set_watch_ms(kMapWatchMs);
+  rpc_->Call(coordinator_peer_, std::move(watch), kMapWatchMs + 5000,
+             [this](const Status& st, Message reply) {
+               watching_map_.store(false);
+               if (shutting_down_.load() || !st.ok()) return;  // The heartbeat re-arms it.
+               if (reply.header.has_shard_map()) {
+                 Status s = SetMap(reply.header.shard_map());
+                 if (!s.ok()) LOG(ERROR) << "bad shard map from coordinator: " << s;
+               }
+               WatchMap();
+             });
 }
 
 ClientImpl::~ClientImpl() {
@@ -188,6 +210,7 @@ void ClientImpl::Heartbeat() {
   if (shutting_down_.load()) return;
   resender_->FailExpired(JobError());
   if (Chained()) {
+    WatchMap();
     // Parts a server refused for now (an epoch it had not installed yet, a
     // replica still awaiting its state) are tried again.
     for (client_internal::Resender::Parked& p :

@@ -3,6 +3,51 @@
 #include <algorithm>
 
 namespace relaxps {
+namespace {
+
+// A holder (server index) and its chain: both name servers of the map, the
+// chain starts at the holder and names no server twice.
+Status CheckChain(int server, const google::protobuf::RepeatedField<int32_t>& chain,
+                  int num_servers) {
+  if (server < 0 || server >= num_servers) {
+    return InvalidArgumentError("server " + std::to_string(server) + " of " +
+                                std::to_string(num_servers));
+  }
+  for (int i = 0; i < chain.size(); ++i) {
+    if (chain[i] < 0 || chain[i] >= num_servers || (i == 0 && chain[0] != server) ||
+        std::find(chain.begin(), chain.begin() + i, chain[i]) != chain.begin() + i) {
+      return InvalidArgumentError("chain names server " + std::to_string(chain[i]) +
+                                  (i == 0 ? " first, not its owner " + std::to_string(server)
+                                          : " at position " + std::to_string(i)));
+    }
+  }
+  return Status::OK();
+}
+
+// Drops `server` from a chain; the next replica becomes the owner. True if
+// the chain held it.
+template <typename Holder>
+bool DropFromChain(Holder* h, int server) {
+  auto* chain = h->mutable_chain();
+  auto it = std::find(chain->begin(), chain->end(), server);
+  if (it == chain->end()) return false;
+  chain->erase(it);
+  h->set_server(h->chain(0));
+  return true;
+}
+
+// Appends `server` as tail of the chain of the holder with index `index` if
+// its home chain names it and the chain lacks it. True if it joined.
+template <typename Holder>
+bool JoinChain(Holder* h, int index, int server, int num_servers, int replicas) {
+  const std::vector<int> home = ShardMap::HomeChain(index, num_servers, replicas);
+  if (std::find(home.begin(), home.end(), server) == home.end()) return false;
+  if (std::find(h->chain().begin(), h->chain().end(), server) != h->chain().end()) return false;
+  h->add_chain(server);
+  return true;
+}
+
+}  // namespace
 
 StatusOr<ShardMap> ShardMap::FromProto(const wire::ShardMap& proto) {
   ShardMap m;
@@ -15,9 +60,17 @@ StatusOr<ShardMap> ShardMap::FromProto(const wire::ShardMap& proto) {
       return InvalidArgumentError("shard map lists table '" + name + "' twice");
     }
     if (ts.table().type() == static_cast<int>(TableType::kSparse)) {
-      // Rows are hashed over the servers: there must be one.
+      // Rows are hashed over the buckets (or the servers): there must be one.
       if (n == 0) {
         return InvalidArgumentError("shard map has sparse table '" + name + "' but no server");
+      }
+      for (int b = 0; b < ts.buckets_size(); ++b) {
+        RETURN_IF_ERROR(CheckChain(ts.buckets(b).server(), ts.buckets(b).chain(), n)
+                            .WithPrefix("shard map has a bad bucket " + std::to_string(b) +
+                                        " for table '" + name + "'"));
+      }
+      if (!ts.ranges().empty()) {
+        return InvalidArgumentError("shard map gives sparse table '" + name + "' dense ranges");
       }
       continue;
     }
@@ -27,14 +80,11 @@ StatusOr<ShardMap> ShardMap::FromProto(const wire::ShardMap& proto) {
     }
     uint64_t expect = 0;
     for (const wire::DenseRange& r : ts.ranges()) {
-      if (r.begin() != expect || r.end() <= r.begin() || r.server() < 0 || r.server() >= n) {
+      if (r.begin() != expect || r.end() <= r.begin()) {
         return InvalidArgumentError("shard map has a bad range for table '" + name + "'");
       }
-      for (int i = 0; i < r.chain_size(); ++i) {
-        if (r.chain(i) < 0 || r.chain(i) >= n || (i == 0 && r.chain(0) != r.server())) {
-          return InvalidArgumentError("shard map has a bad chain for table '" + name + "'");
-        }
-      }
+      RETURN_IF_ERROR(CheckChain(r.server(), r.chain(), n)
+                          .WithPrefix("shard map has a bad range for table '" + name + "'"));
       expect = r.end();
     }
     if (expect != ts.table().size()) {
@@ -84,7 +134,29 @@ int SparseOwner(uint64_t row_id, int num_servers) {
   return static_cast<int>(x % static_cast<uint64_t>(num_servers));
 }
 
-int ShardMap::SparseServer(uint64_t row_id) const { return SparseOwner(row_id, num_servers()); }
+int ShardMap::NumBuckets(const wire::TableShards& ts) const {
+  return ts.buckets_size() > 0 ? ts.buckets_size() : num_servers();
+}
+
+int ShardMap::SparseBucket(const wire::TableShards& ts, uint64_t row_id) const {
+  return SparseOwner(row_id, NumBuckets(ts));
+}
+
+int ShardMap::BucketServer(const wire::TableShards& ts, int bucket) const {
+  return ts.buckets_size() > 0 ? ts.buckets(bucket).server() : bucket;
+}
+
+std::vector<wire::SparseBucket> ShardMap::AssignBuckets(int num_buckets, int num_servers,
+                                                        int replicas) {
+  std::vector<wire::SparseBucket> out(std::max(1, num_buckets));
+  for (int b = 0; b < static_cast<int>(out.size()); ++b) {
+    out[b].set_server(b % std::max(1, num_servers));
+    if (replicas > 1) {
+      for (int c : HomeChain(b, num_servers, replicas)) out[b].add_chain(c);
+    }
+  }
+  return out;
+}
 
 std::vector<int> ShardMap::HomeChain(int range, int num_servers, int replicas) {
   std::vector<int> chain;
@@ -92,28 +164,45 @@ std::vector<int> ShardMap::HomeChain(int range, int num_servers, int replicas) {
   return chain;
 }
 
-StatusOr<int> RemoveFromChains(wire::ShardMap* map, int server, int replicas) {
+StatusOr<int> RemoveFromChains(wire::ShardMap* map, int server, int replicas,
+                               const std::set<int>& syncing) {
   if (replicas <= 1) return 0;
+  // The chain (members) of `what` loses `server`: it must keep a replica
+  // that holds the state.
+  auto check = [&](const google::protobuf::RepeatedField<int32_t>& chain,
+                   const std::string& what) -> Status {
+    if (std::find(chain.begin(), chain.end(), server) == chain.end()) return Status::OK();
+    std::string waiting;
+    for (int c : chain) {
+      if (c == server) continue;
+      if (!syncing.count(c)) return Status::OK();
+      waiting += (waiting.empty() ? "" : ", ") + std::to_string(c);
+    }
+    if (waiting.empty()) {
+      return FailedPreconditionError("server " + std::to_string(server) +
+                                     " holds the last replica of " + what);
+    }
+    return FailedPreconditionError("server " + std::to_string(server) +
+                                   " holds the last replica with state of " + what +
+                                   ": server(s) " + waiting +
+                                   " joined its chain but had not received the state transfer");
+  };
   for (const wire::TableShards& ts : map->tables()) {
     for (const wire::DenseRange& r : ts.ranges()) {
-      if (r.chain_size() == 1 && r.chain(0) == server) {
-        return FailedPreconditionError("server " + std::to_string(server) +
-                                       " holds the last replica of keys [" +
-                                       std::to_string(r.begin()) + ", " + std::to_string(r.end()) +
-                                       ") of table '" + ts.table().name() + "'");
-      }
+      RETURN_IF_ERROR(check(r.chain(), "keys [" + std::to_string(r.begin()) + ", " +
+                                           std::to_string(r.end()) + ") of table '" +
+                                           ts.table().name() + "'"));
+    }
+    for (int b = 0; b < ts.buckets_size(); ++b) {
+      RETURN_IF_ERROR(check(ts.buckets(b).chain(), "bucket " + std::to_string(b) +
+                                                       " of sparse table '" +
+                                                       ts.table().name() + "'"));
     }
   }
   int changed = 0;
   for (wire::TableShards& ts : *map->mutable_tables()) {
-    for (wire::DenseRange& r : *ts.mutable_ranges()) {
-      auto* chain = r.mutable_chain();
-      auto it = std::find(chain->begin(), chain->end(), server);
-      if (it == chain->end()) continue;
-      chain->erase(it);
-      r.set_server(r.chain(0));
-      ++changed;
-    }
+    for (wire::DenseRange& r : *ts.mutable_ranges()) changed += DropFromChain(&r, server) ? 1 : 0;
+    for (wire::SparseBucket& b : *ts.mutable_buckets()) changed += DropFromChain(&b, server) ? 1 : 0;
   }
   return changed;
 }
@@ -123,12 +212,10 @@ int JoinChains(wire::ShardMap* map, int server, int num_servers, int replicas) {
   int joined = 0;
   for (wire::TableShards& ts : *map->mutable_tables()) {
     for (int i = 0; i < ts.ranges_size(); ++i) {
-      wire::DenseRange* r = ts.mutable_ranges(i);
-      const std::vector<int> home = ShardMap::HomeChain(i, num_servers, replicas);
-      if (std::find(home.begin(), home.end(), server) == home.end()) continue;
-      if (std::find(r->chain().begin(), r->chain().end(), server) != r->chain().end()) continue;
-      r->add_chain(server);
-      ++joined;
+      joined += JoinChain(ts.mutable_ranges(i), i, server, num_servers, replicas) ? 1 : 0;
+    }
+    for (int b = 0; b < ts.buckets_size(); ++b) {
+      joined += JoinChain(ts.mutable_buckets(b), b, server, num_servers, replicas) ? 1 : 0;
     }
   }
   return joined;

@@ -1,8 +1,9 @@
 // ShardMap: which server owns which part of which table.
 //
 // Dense tables are split into contiguous key ranges, balanced in units of
-// `kDenseChunk` keys across the servers; sparse rows are hash-partitioned by
-// row id. The map has a version bumped by the coordinator at every change;
+// `kDenseChunk` keys across the servers; sparse rows are hashed by row id
+// into a fixed number of buckets, each placed on a server (or, under chain
+// replication, a chain of servers) like a dense range. The map has a version bumped by the coordinator at every change;
 // requests carry it and a server seeing a newer one refreshes.
 //
 // Thread-safety: immutable after construction; share it via
@@ -11,6 +12,7 @@
 #define RELAXPS_COMMON_SHARD_MAP_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -56,8 +58,17 @@ class ShardMap {
   // NotFound for an unknown table, InvalidArgument for a range outside it.
   StatusOr<std::vector<DenseSlice>> SplitDense(const std::string& table, uint64_t offset,
                                               uint64_t count) const;
-  // Owner of a sparse row.
-  int SparseServer(uint64_t row_id) const;
+  // Sparse routing. The bucket of `row_id` in sparse table `ts` (one of this
+  // map's tables), in [0, NumBuckets(ts)); and the server holding (heading)
+  // a bucket. A table without buckets (a map of an older version) has one
+  // per server: bucket b is on server b.
+  int SparseBucket(const wire::TableShards& ts, uint64_t row_id) const;
+  int NumBuckets(const wire::TableShards& ts) const;
+  int BucketServer(const wire::TableShards& ts, int bucket) const;
+  // The server holding (heading) row `row_id` of `ts`.
+  int SparseServer(const wire::TableShards& ts, uint64_t row_id) const {
+    return BucketServer(ts, SparseBucket(ts, row_id));
+  }
 
   // Balanced contiguous ranges of `size` keys over `num_servers` servers.
   // With replicas > 1 (chain replication) range i is held by the chain
@@ -65,7 +76,12 @@ class ShardMap {
   // the OSDI'14 parameter server.
   static std::vector<wire::DenseRange> AssignDense(uint64_t size, int num_servers,
                                                    int replicas = 1);
-  // The home chain of the range with index `range` (see AssignDense).
+  // `num_buckets` hash buckets of a sparse table placed like dense ranges:
+  // bucket b on server b mod num_servers, or the chain starting there.
+  static std::vector<wire::SparseBucket> AssignBuckets(int num_buckets, int num_servers,
+                                                       int replicas = 1);
+  // The home chain of the range (or bucket) with index `range` (see
+  // AssignDense).
   static std::vector<int> HomeChain(int range, int num_servers, int replicas);
 
  private:
@@ -74,16 +90,20 @@ class ShardMap {
 };
 
 // Chain reconfiguration on a shard-map proto (coordinator side; they do not
-// bump the version or epoch). RemoveFromChains drops `server` from every
-// chain; a range whose head it was gets the next replica as head. Returns the
-// number of chains changed, or FailedPrecondition naming a range that would be
-// left without any replica (the map is then unchanged).
-StatusOr<int> RemoveFromChains(wire::ShardMap* map, int server, int replicas);
+// bump the version or epoch); both act on the chains of dense ranges and of
+// sparse buckets alike. RemoveFromChains drops `server` from every chain; a
+// range whose head it was gets the next replica as head. Returns the number
+// of chains changed, or FailedPrecondition naming a range or bucket that would
+// be left without any replica (the map is then unchanged).
+// `syncing`: servers that joined chains and may not hold their state yet
+// (a chain left with only those has lost its data as well).
+StatusOr<int> RemoveFromChains(wire::ShardMap* map, int server, int replicas,
+                               const std::set<int>& syncing = {});
 // Appends `server` as tail to every chain of its home placement that lacks
 // it. Returns the number of chains it joined.
 int JoinChains(wire::ShardMap* map, int server, int num_servers, int replicas);
 
-// Owner index of a sparse row among n servers (stable, well mixed).
+// Index of a sparse row among n buckets (or servers): stable, well mixed.
 int SparseOwner(uint64_t row_id, int num_servers);
 
 // TableOptions <-> wire.

@@ -14,6 +14,19 @@ Frame Frame::Copy(const void* data, size_t bytes) {
   return Frame(zmq::message_t(data, bytes));
 }
 
+Buffer<uint8_t> Frame::ShareBytes() {
+  if (has_msg_) {
+    auto owned = std::make_shared<zmq::message_t>(std::move(msg_));
+    has_msg_ = false;
+    data_ = owned->data();
+    size_ = owned->size();
+    keepalive_ = std::move(owned);
+  }
+  if (size_ == 0) return Buffer<uint8_t>();
+  return Buffer<uint8_t>::Wrap(static_cast<uint8_t*>(const_cast<void*>(data_)), size_,
+                               [keep = keepalive_] {});
+}
+
 zmq::message_t Frame::ToZmq() && {
   if (has_msg_) return std::move(msg_);
   if (size_ == 0) return zmq::message_t();

@@ -40,6 +40,12 @@ class Frame {
   // Copies bytes.
   static Frame Copy(const void* data, size_t bytes);
 
+  // A buffer sharing this frame's bytes, without copying: a received message
+  // is first moved into shared ownership (this frame stays valid and shares
+  // them too). For payloads kept after their message is sent on (a chain
+  // replica's log of forwarded updates).
+  Buffer<uint8_t> ShareBytes();
+
   Frame(Frame&&) = default;
   Frame& operator=(Frame&&) = default;
 

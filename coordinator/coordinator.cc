@@ -1,6 +1,7 @@
 #include "coordinator/coordinator.h"
 
 #include <map>
+#include <set>
 #include <vector>
 
 #include "common/rpc_client.h"
@@ -9,6 +10,7 @@
 #include "common/table.h"
 #include "consistency/consistency_policy.h"
 #include "coordinator/checkpoint_scheduler.h"
+#include "coordinator/map_watchers.h"
 #include "coordinator/membership.h"
 #include "coordinator/reseeder.h"
 #include "recovery/recovery_policy.h"
@@ -33,6 +35,10 @@ Status CoordinatorOptions::Validate() const {
                                 std::to_string(replicas));
   }
   if (probe_timeout_ms < 1) return InvalidArgumentError("probe_timeout_ms must be > 0");
+  if (sparse_buckets < 0 || sparse_buckets > 65536) {
+    return InvalidArgumentError("--sparse_buckets must be between 0 and 65536, got " +
+                                std::to_string(sparse_buckets));
+  }
   return Status::OK();
 }
 
@@ -56,6 +62,7 @@ class CoordinatorImpl final : public Coordinator {
     ro.bind = options_.bind;
     ro.clock = clock_;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
+    watchers_ = std::make_unique<MapWatchers>(rpc_.get());
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
     co.clock = clock_;
@@ -93,6 +100,9 @@ class CoordinatorImpl final : public Coordinator {
 
  private:
   void Handle(Request req);
+  // Handles one request (Dispatch), then answers the map watches the
+  // request made stale.
+  void Dispatch(Request req);
   void HandleRegister(Request req);
   void HandleHeartbeat(const Request& req);
   void HandleCreateTable(Request req);
@@ -124,6 +134,13 @@ class CoordinatorImpl final : public Coordinator {
   void Reconfigure(int server_id, const std::string& why);
   // Sends the current map to every live server.
   void PushMap(const std::string& why);
+  // Chain replication: servers that joined chains and have not yet reported
+  // (heartbeat awaiting_state false) that every state transfer arrived.
+  std::set<int> Syncing() const {
+    std::set<int> ids;
+    for (const auto& [id, version] : syncing_) ids.insert(id);
+    return ids;
+  }
 
   // Constant after Init().
   const CoordinatorOptions options_;
@@ -135,6 +152,7 @@ class CoordinatorImpl final : public Coordinator {
   int64_t start_ms_ = 0;
 
   // Loop thread only.
+  std::unique_ptr<MapWatchers> watchers_;  // Created in Init().
   Membership members_;
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
@@ -144,11 +162,19 @@ class CoordinatorImpl final : public Coordinator {
   Reseeder reseeder_;
   // Servers being seeded: registered, shown dead in the map until seeded.
   std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
+  // Chain replication: joined servers still receiving their state, with the
+  // map version of their join (see Syncing()).
+  std::map<int, uint64_t> syncing_;
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
 };
 
 void CoordinatorImpl::Handle(Request req) {
+  Dispatch(std::move(req));
+  watchers_->Notify(map_);  // The request may have changed the map.
+}
+
+void CoordinatorImpl::Dispatch(Request req) {
   const wire::Header& h = req.msg.header;
   switch (h.type()) {
     case wire::REGISTER:
@@ -161,6 +187,10 @@ void CoordinatorImpl::Handle(Request req) {
       HandleCreateTable(std::move(req));
       return;
     case wire::GET_SHARD_MAP: {
+      if (h.watch_ms() > 0) {
+        watchers_->Add(std::move(req), map_, clock_->NowMs());
+        return;
+      }
       Message reply = MakeReply(h, Status::OK());
       *reply.header.mutable_shard_map() = map_;
       rpc_->Reply(req, std::move(reply)).IgnoreError();
@@ -268,8 +298,9 @@ void CoordinatorImpl::HandleRegister(Request req) {
     if (seed) seeding_[id] = now;
     int joined = 0;
     if (chained() && map_.tables_size() > 0) {
+      syncing_.erase(id);
       if (was_live) {
-        StatusOr<int> removed = RemoveFromChains(&map_, id, options_.replicas);
+        StatusOr<int> removed = RemoveFromChains(&map_, id, options_.replicas, Syncing());
         if (!removed.ok()) {
           FailJob(removed.status().message());
         }
@@ -280,6 +311,9 @@ void CoordinatorImpl::HandleRegister(Request req) {
                 << map_.epoch();
     }
     RebuildServerList();
+    // Until it reports its state transfers done, it is no copy of those
+    // chains (RemoveFromChains).
+    if (joined > 0) syncing_[id] = map_.version();
     if (seed) {
       std::vector<int> workers;
       std::vector<int64_t> clocks;
@@ -337,6 +371,12 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   if (hb.role() == "server") {
     known = members_.ServerHeartbeat(hb.id(), now);
     FillLiveWorkers(hr->mutable_live_workers());
+    auto syncing = syncing_.find(hb.id());
+    if (known && syncing != syncing_.end() && hb.shard_map_version() >= syncing->second &&
+        !hb.awaiting_state()) {
+      LOG(INFO) << "server " << hb.id() << " holds the state of every chain it joined";
+      syncing_.erase(syncing);
+    }
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
     for (const wire::ReseedRequest& q : reseeder_.RequestsFor(hb.id())) *hr->add_reseed() = q;
@@ -381,14 +421,6 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
     return;
   }
-  if (chained() && t.type == TableType::kSparse) {
-    rpc_->ReplyStatus(req, InvalidArgumentError("table '" + t.name +
-                                                "': sparse tables are not chain-replicated in "
-                                                "this version (--recovery=chain holds dense "
-                                                "tables only)"))
-        .IgnoreError();
-    return;
-  }
   if (members_.live_servers() < options_.num_servers) {
     rpc_->ReplyStatus(req, UnavailableError("waiting for servers: " +
                                             std::to_string(members_.live_servers()) + " of " +
@@ -406,6 +438,13 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
       for (const wire::DenseRange& r :
            ShardMap::AssignDense(t.size, options_.num_servers, job_.replicas())) {
         *ts->add_ranges() = r;
+      }
+    } else {
+      const int buckets =
+          options_.sparse_buckets > 0 ? options_.sparse_buckets : options_.num_servers;
+      for (const wire::SparseBucket& b :
+           ShardMap::AssignBuckets(buckets, options_.num_servers, job_.replicas())) {
+        *ts->add_buckets() = b;
       }
     }
     map_.set_version(map_.version() + 1);
@@ -537,6 +576,7 @@ void CoordinatorImpl::FinishReseeds() {
 
 void CoordinatorImpl::CheckLiveness() {
   const int64_t now = clock_->NowMs();
+  watchers_->Expire(map_, now);
   FinishReseeds();
   for (int id : members_.ExpireServers(now)) {
     const MemberInfo& m = members_.servers().at(id);
@@ -574,6 +614,7 @@ void CoordinatorImpl::CheckLiveness() {
       if (!s.ok()) LOG(WARNING) << "announcing live workers: " << s;
     });
   }
+  watchers_->Notify(map_);
 }
 
 void CoordinatorImpl::OnDisconnect(int peer) {
@@ -611,7 +652,8 @@ void CoordinatorImpl::OnDisconnect(int peer) {
 
 void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
   LOG(WARNING) << why;
-  StatusOr<int> changed = RemoveFromChains(&map_, server_id, options_.replicas);
+  syncing_.erase(server_id);
+  StatusOr<int> changed = RemoveFromChains(&map_, server_id, options_.replicas, Syncing());
   if (!changed.ok()) {
     RebuildServerList();
     FailJob(why + "; " + changed.status().message() + ": every replica is lost");
@@ -623,6 +665,7 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
                << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version()
                << ". " << recovery_->RestartAdvice(server_id);
   PushMap("server " + std::to_string(server_id) + " lost");
+  watchers_->Notify(map_);
 }
 
 void CoordinatorImpl::PushMap(const std::string& why) {

@@ -11,7 +11,8 @@
 // job: every client learns the reason from its next heartbeat. With
 // "checkpoint", the job waits for the server to come back: a server that
 // registers again with its old id (--server_id) gets the same shards. With
-// "chain", every dense range is held by a chain of `replicas` servers; a
+// "chain", every dense range and every sparse bucket is held by a chain of
+// `replicas` servers; a
 // server that dies (its connection closes and a probe confirms, or it misses
 // its heartbeats) is removed from every chain at once: the job epoch and map
 // version are bumped and the new map is installed on every live server; a
@@ -59,6 +60,11 @@ struct CoordinatorOptions {
   // more simultaneous failures; each push crosses R servers before it is
   // acknowledged. 2 <= replicas <= num_servers.
   int replicas = 2;
+  // Hash buckets of every sparse table, fixed when the table is created and
+  // placed like dense ranges (0: one per server). More buckets spread a
+  // table's load and re-replication over more chains; each bucket of a
+  // request is one message.
+  int sparse_buckets = 0;
   // --recovery=chain: a server whose connection closed is probed; no answer
   // within this long confirms the crash. Shorter fails over sooner.
   int probe_timeout_ms = 100;

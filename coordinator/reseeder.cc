@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "common/payload_codec.h"
 #include "common/table.h"
 
 namespace relaxps {
@@ -106,15 +107,21 @@ StatusOr<Message> Reseeder::Finish(int server, const wire::ShardMap& map,
       if (range.server() != server) continue;
       const size_t n = range.end() - range.begin();
       std::vector<WorkerCopy> copies;
+      // Frames need not be float-aligned: unaligned ones are read from copies.
+      std::vector<std::vector<float>> scratch(2 * round.copies.size());
       for (const auto& [worker, msg] : round.copies) {
         const wire::SeedData& d = msg.header.seed_data();
         size_t frame = 0;
         for (const wire::SeedRange& r : d.ranges()) {
           if (r.table() == ts.table().name() && r.begin() == range.begin() &&
               r.end() == range.end() && r.has_copy()) {
-            copies.push_back(WorkerCopy{worker, d.worker_clock(), r.clock(), r.local_steps(),
-                                        msg.frames[frame].as<float>(),
-                                        msg.frames[frame + 1].as<float>()});
+            std::vector<float>* tmp = &scratch[2 * copies.size()];
+            ASSIGN_OR_RETURN(const float* params,
+                             DecodeFloats(msg.frames[frame], n, wire::ENC_FP32, tmp));
+            ASSIGN_OR_RETURN(const float* delta,
+                             DecodeFloats(msg.frames[frame + 1], n, wire::ENC_FP32, tmp + 1));
+            copies.push_back(
+                WorkerCopy{worker, d.worker_clock(), r.clock(), r.local_steps(), params, delta});
             break;
           }
           if (r.has_copy()) frame += 2;

@@ -44,8 +44,10 @@
 # flush), and the workers wait for it.
 # Under --recovery=chain (--replicas=R, default 2) a dead server is routed
 # around at once and rejoins its chains after a state transfer when it is
-# restarted; events.csv then also gets failover_ms=N rows: kill -> the first
-# push a worker resent and the new head acknowledged.
+# restarted; a server paused (--stop_server) long enough to be declared dead
+# is fenced when it resumes and rejoins in process (it is not restarted).
+# events.csv then also gets failover_ms=N rows: kill -> the first push a
+# worker resent and the new head acknowledged.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 

@@ -47,29 +47,7 @@ Status ServerImpl::Init() {
   rpc_options.clock = clock_;
   coordinator_ = std::make_unique<RpcClient>(rpc_options);
   coordinator_peer_ = coordinator_->Connect(options_.coordinator);
-  Message req;
-  req.header.set_type(wire::REGISTER);
-  wire::RegisterRequest* r = req.header.mutable_register_request();
-  r->set_role("server");
-  r->set_requested_id(options_.server_id);
-  r->set_endpoint(rpc_->endpoint());
-  r->set_pid(getpid());
-  const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
-  StatusOr<Message> reply = UnavailableError("not sent");
-  while (true) {
-    Message attempt;
-    attempt.header = req.header;
-    reply = coordinator_->CallSync(coordinator_peer_, std::move(attempt), 1000);
-    if (reply.ok() || clock_->NowMs() > give_up) break;
-    if (reply.status().code() != StatusCode::kDeadlineExceeded &&
-        reply.status().code() != StatusCode::kUnavailable) {
-      break;
-    }
-  }
-  if (!reply.ok()) {
-    return reply.status().WithPrefix("registering with coordinator " + options_.coordinator);
-  }
-  const wire::RegisterReply& rr = reply->header.register_reply();
+  ASSIGN_OR_RETURN(wire::RegisterReply rr, Register(options_.server_id));
   id_ = rr.id();
   job_ = rr.job();
   replicas_ = job_.recovery() == "chain" ? std::max(1, job_.replicas()) : 1;
@@ -93,6 +71,32 @@ Status ServerImpl::Init() {
                                                 clock_);
   rpc_->AddTimer(50, [this] { OnTimer(); });
   return Status::OK();
+}
+
+StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
+  Message req;
+  req.header.set_type(wire::REGISTER);
+  wire::RegisterRequest* r = req.header.mutable_register_request();
+  r->set_role("server");
+  r->set_requested_id(requested_id);
+  r->set_endpoint(rpc_->endpoint());
+  r->set_pid(getpid());
+  const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
+  StatusOr<Message> reply = UnavailableError("not sent");
+  while (true) {
+    Message attempt;
+    attempt.header = req.header;
+    reply = coordinator_->CallSync(coordinator_peer_, std::move(attempt), 1000);
+    if (reply.ok() || clock_->NowMs() > give_up) break;
+    if (reply.status().code() != StatusCode::kDeadlineExceeded &&
+        reply.status().code() != StatusCode::kUnavailable) {
+      break;
+    }
+  }
+  if (!reply.ok()) {
+    return reply.status().WithPrefix("registering with coordinator " + options_.coordinator);
+  }
+  return reply->header.register_reply();
 }
 
 Status ServerImpl::Run() {
@@ -121,13 +125,15 @@ void ServerImpl::Heartbeat() {
   wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
   h->set_role("server");
   h->set_id(id_);
+  // The version first: awaiting_state_ is updated before a new version is
+  // published (InstallMap), so the pair never claims a new map's state early.
   h->set_shard_map_version(seen_map_version_.load());
+  h->set_awaiting_state(awaiting_state_.load());
   StatusOr<Message> reply =
       coordinator_->CallSync(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5);
   if (!reply.ok()) {
     if (chained() && reply.status().code() == StatusCode::kNotFound) {
-      const std::string why = reply.status().message();
-      rpc_->Post([this, why] { Fence(why); });
+      RejoinAfterFence(reply.status().message());
       return;
     }
     if (++heartbeat_failures_ % 10 == 1) {
@@ -176,6 +182,8 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
         ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
         ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> range_optimizer, make_optimizer());
         RangeState range;
+        range.table = t.name;
+        range.key = r.begin();
         range.shard = std::make_unique<DenseShardState>(shard, std::move(range_optimizer),
                                                         policy_.get(), device_.get(),
                                                         store_.get(), &buffer_pool_);
@@ -197,6 +205,8 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
                   << (chained() ? " (chain replica" + std::string(registered_ ? ")" : ", awaiting state)")
                                 : "");
       }
+    } else if (chained()) {
+      RETURN_IF_ERROR(CreateBuckets(t, ts, slots));
     } else {
       SparseTableSpec spec;
       spec.table = t.name;
@@ -211,11 +221,12 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   }
   map_ = map;
   map_version_ = map.version();
-  seen_map_version_.store(map_version_);
   if (chained()) {
     epoch_ = std::max(epoch_, map.epoch());
     ApplyChainRoles(map);
+    UpdateAwaitingState();
   }
+  seen_map_version_.store(map_version_);
   return Status::OK();
 }
 
@@ -290,14 +301,15 @@ bool ServerImpl::CheckFrameCount(const Request& req, size_t expected) {
   return false;
 }
 
-const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, size_t n) {
+const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, size_t n,
+                                        bool check_finite) {
   StatusOr<const float*> values = DecodeFloats(frame, n, req.msg.header.encoding(),
                                                &decode_scratch_);
   if (!values.ok()) {
     Reject(req, values.status());
     return nullptr;
   }
-  if (!device_->AllFinite(*values, n)) {
+  if (check_finite && !device_->AllFinite(*values, n)) {
     stats_.set_nonfinite_rejected(stats_.nonfinite_rejected() + 1);
     Reject(req, InvalidArgumentError("gradient contains non-finite values (NaN or Inf)"));
     return nullptr;
@@ -427,7 +439,7 @@ void ServerImpl::HandleClock(const Request& req) {
     op.header = h;
     op.header.set_table(key.first);
     op.header.set_key_begin(key.second);
-    ForwardNew(&range, op);
+    ForwardNew(&range, &op);
     MaybeForwardCompletion(&range);
   }
   ReplyWith(req, MakeReply(h, Status::OK()));
@@ -439,6 +451,7 @@ void ServerImpl::HandleStats(const Request& req) {
   uint64_t applied = 0;
   for (auto& [k, r] : dense_) applied += r.shard->updates_applied();
   for (auto& [n, s] : sparse_) applied += s->updates_applied();
+  for (auto& [k, b] : buckets_) applied += b.bucket->shard()->updates_applied();
   stats_.set_updates_applied(applied);
   *reply.header.mutable_server_stats() = stats_;
   ReplyWith(req, std::move(reply));
@@ -476,10 +489,14 @@ void ServerImpl::HandleSeed(const Request& req) {
     todo.emplace_back(it->second.shard.get(), &frame);
   }
   size_t i = 0;
+  std::vector<float> scratch;  // For a frame that is not float-aligned.
   for (const wire::SeedRange& r : seed.ranges()) {
     if (!r.has_copy()) continue;
     auto [shard, frame] = todo[i++];
-    Status s = shard->Seed(frame->as<float>(), r.end() - r.begin(), r.clock());
+    StatusOr<const float*> values =
+        DecodeFloats(*frame, r.end() - r.begin(), wire::ENC_FP32, &scratch);
+    Status s = values.ok() ? shard->Seed(*values, r.end() - r.begin(), r.clock())
+                           : values.status();
     if (!s.ok()) {
       Reject(req, s);
       return;
@@ -560,6 +577,10 @@ void ServerImpl::HandleDense(Request req) {
   // (sender -1: relaxps-ctl, tests comparing replicas) reads this replica's
   // copy at once, without the gate.
   if (h.slot() != 0 || (range->chain != nullptr && h.type() == wire::PULL && h.sender() < 0)) {
+    if (range->chain != nullptr && !range->chain->has_state()) {
+      Reject(req, UnavailableError("server " + std::to_string(id_) + " is awaiting state"));
+      return;
+    }
     Message reply = MakeReply(h, Status::OK());
     reply.header.set_params_clock(shard->visible_clock());
     reply.header.set_encoding(h.encoding());
@@ -626,6 +647,10 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
 }
 
 void ServerImpl::HandleSparse(Request req) {
+  if (chained()) {
+    HandleChainSparse(std::move(req));
+    return;
+  }
   const wire::Header& h = req.msg.header;
   auto it = sparse_.find(h.table());
   if (it == sparse_.end()) {

@@ -140,11 +140,14 @@ class ClientImpl final : public Client {
                  uint64_t push_id = 0);
   void Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
              FloatBuffer grads, FloatBuffer out, Callback done);
-  // Routes the rows at `positions` of ids/grads/out with `map`.
+  // Routes the rows at `positions` of ids/grads/out with `map`: by owner,
+  // or under chain replication by bucket (one part per bucket, to its head,
+  // the bucket in key_begin). `push_id`: the exactly-once key of a re-routed
+  // part (0: new parts get fresh ids).
   void SendRows(wire::MsgType type, const std::string& table, const KeyBuffer& ids,
                 const FloatBuffer& grads, const FloatBuffer& out, size_t width, int64_t clock,
                 const std::vector<uint32_t>& positions, std::shared_ptr<const ShardMap> map,
-                int reroutes, Callback done);
+                int reroutes, Callback done, uint64_t push_id);
   void Sparse(wire::MsgType type, const std::string& table, KeyBuffer ids, FloatBuffer grads,
               FloatBuffer out, Callback done);
   // True (and the map installed) if a failed part should be routed again:
@@ -156,16 +159,23 @@ class ClientImpl final : public Client {
                      uint64_t map_version) const;
   StatusOr<Message> CallCoordinator(Message msg, bool retry_unavailable);
   // Chain replication (RecoveryPolicy::ReplicatesServers): dense requests go
-  // to the head of their range's chain in the current map; a lost one is
-  // re-routed to the new head with its exactly-once key.
+  // to the head of their range's chain in the current map, sparse ones to the
+  // head of their bucket's; a lost one is re-routed to the new head with its
+  // exactly-once key.
   bool Chained() const { return recovery_->ReplicatesServers(); }
-  // The server `request` should go to now: the head of its range's chain
-  // (chained dense requests), else `server`.
+  // The server `request` should go to now: the head of its range's or
+  // bucket's chain (chained data requests), else `server`.
   int RouteOf(const Message& request, int server) const;
   // Logs the first acknowledged resend of each epoch (scripts/run_local.sh
   // reads it: kill -> first push acknowledged by the new head).
   void LogFailover(int server);
   void Heartbeat();
+  // Chain replication, workers: keeps one map watch (a GET_SHARD_MAP the
+  // coordinator holds until its map changes, coordinator/map_watchers.h)
+  // outstanding, so a failover's map arrives within a message delay of the
+  // coordinator's decision, not at the next heartbeat. Re-armed by each
+  // answer; after an error, by the next heartbeat. No-op while one is out.
+  void WatchMap();
 
   // ---- Stateless recovery (client/internal/stateless.cc; replica_ set) ----
   // Deadline of a request of `type` to a server.
@@ -215,6 +225,7 @@ class ClientImpl final : public Client {
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
   std::atomic<uint64_t> next_push_id_{1};
   std::atomic<uint64_t> failover_logged_epoch_{0};
+  std::atomic<bool> watching_map_{false};  // A map watch is outstanding.
   // Heartbeat thread only (read by the destructor once the thread stopped).
   int heartbeat_failures_ = 0;
   std::unique_ptr<PeriodicThread> heartbeat_;

@@ -56,9 +56,18 @@ Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int
 
 int ClientImpl::RouteOf(const Message& request, int server) const {
   const wire::MsgType t = request.header.type();
-  if (!Chained() || (t != wire::PUSH && t != wire::PULL && t != wire::PUSH_PULL)) return server;
+  if (!Chained()) return server;
+  std::shared_ptr<const ShardMap> m = router_->map();
+  if (t == wire::PUSH_ROWS || t == wire::PULL_ROWS) {
+    // The head of the request's bucket.
+    const wire::TableShards* ts = m->FindTable(request.header.table());
+    const uint64_t bucket = request.header.key_begin();
+    if (ts == nullptr || bucket >= static_cast<uint64_t>(ts->buckets_size())) return server;
+    return ts->buckets(static_cast<int>(bucket)).server();
+  }
+  if (t != wire::PUSH && t != wire::PULL && t != wire::PUSH_PULL) return server;
   StatusOr<std::vector<DenseSlice>> head =
-      router_->map()->SplitDense(request.header.table(), request.header.key_begin(), 1);
+      m->SplitDense(request.header.table(), request.header.key_begin(), 1);
   return head.ok() && !head->empty() ? head->front().server : server;
 }
 
@@ -281,24 +290,42 @@ void ClientImpl::Sparse(wire::MsgType type, const std::string& table, KeyBuffer 
   std::vector<uint32_t> all(n);
   for (size_t i = 0; i < n; ++i) all[i] = static_cast<uint32_t>(i);
   SendRows(type, table, ids, grads, out, width, clock_.load(), all, std::move(m), 0,
-           std::move(done));
+           std::move(done), 0);
 }
 
 void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const KeyBuffer& ids,
                           const FloatBuffer& grads, const FloatBuffer& out, size_t width,
                           int64_t clock, const std::vector<uint32_t>& positions,
-                          std::shared_ptr<const ShardMap> m, int reroutes, Callback done) {
-  // Group the rows' positions by owner.
-  std::vector<std::vector<uint32_t>> by_server(m->num_servers());
-  for (uint32_t p : positions) by_server[m->SparseServer(ids[p])].push_back(p);
+                          std::shared_ptr<const ShardMap> m, int reroutes, Callback done,
+                          uint64_t push_id) {
+  const wire::TableShards* ts = m->FindTable(table);
+  if (ts == nullptr) {
+    done(NotFoundError("unknown table '" + table + "'"));
+    return;
+  }
+  // Group the rows' positions by owner; under chain replication by bucket
+  // (each bucket has its own chain, head and exactly-once record).
+  const bool by_bucket = Chained() && ts->buckets_size() > 0;
+  std::vector<std::vector<uint32_t>> groups(by_bucket ? m->NumBuckets(*ts) : m->num_servers());
+  for (uint32_t p : positions) {
+    const int bucket = m->SparseBucket(*ts, ids[p]);
+    groups[by_bucket ? bucket : m->BucketServer(*ts, bucket)].push_back(p);
+  }
   int parts = 0;
-  for (const auto& p : by_server) parts += p.empty() ? 0 : 1;
+  for (const auto& p : groups) parts += p.empty() ? 0 : 1;
   auto join = std::make_shared<Join>(parts, std::move(done));
-  for (int s = 0; s < m->num_servers(); ++s) {
-    auto pos = std::make_shared<const std::vector<uint32_t>>(std::move(by_server[s]));
+  for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
+    auto pos = std::make_shared<const std::vector<uint32_t>>(std::move(groups[g]));
     if (pos->empty()) continue;
+    const int s = by_bucket ? m->BucketServer(*ts, g) : g;
+    const uint64_t bucket = by_bucket ? static_cast<uint64_t>(g) : 0;
+    // Exactly-once key of the part (chain replication), kept by resends and
+    // by a re-route of the same bucket.
+    const uint64_t part_id = type == wire::PUSH_ROWS && by_bucket
+                                 ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1))
+                                 : 0;
     // Positions are distinct and in order: all of them means every row goes
-    // to this server, and the caller's buffers are sent (and filled) as they are.
+    // to this part, and the caller's buffers are sent (and filled) as they are.
     const bool whole = pos->size() == ids.size();
     KeyBuffer part_ids = whole ? ids : KeyBuffer::Uninitialized(pos->size());
     if (!whole) {
@@ -313,19 +340,23 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
       }
       router_->MarkPushed(s, clock);
     }
-    auto make = [this, type, table, part_ids, part, clock, version = m->version()] {
+    auto make = [this, type, table, part_ids, part, clock, bucket, part_id,
+                 version = m->version()] {
       Message req = NewRequest(type, table, clock, version);
+      req.header.set_key_begin(bucket);
+      req.header.set_push_id(part_id);
       req.header.set_key_count(part_ids.size());
       req.frames.push_back(Frame::Share(part_ids));
       if (type == wire::PUSH_ROWS) req.frames.push_back(EncodeFloats(part, encoding_));
       return req;
     };
     CallServer(s, std::move(make),
-               [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, whole,
-                version = m->version()](const Status& st, Message reply) {
+               [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
+                whole, version = m->version()](const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
-                            reroutes + 1, [join](const Status& r) { join->PartDone(r); });
+                            reroutes + 1, [join](const Status& r) { join->PartDone(r); },
+                            part_id);
                    return;
                  }
                  Status result = st;

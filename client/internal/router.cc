@@ -53,14 +53,6 @@ std::vector<int> Router::ServersWithoutPushAt(int64_t clock) const {
   return servers;
 }
 
-std::vector<std::vector<uint32_t>> Router::GroupRows(const ShardMap& map, const KeyBuffer& ids) {
-  std::vector<std::vector<uint32_t>> positions(map.num_servers());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    positions[map.SparseServer(ids[i])].push_back(static_cast<uint32_t>(i));
-  }
-  return positions;
-}
-
 bool Router::IsMoved(const Status& status, const Message& reply) {
   return status.code() == StatusCode::kWrongShard && reply.header.has_shard_map();
 }

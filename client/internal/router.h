@@ -3,7 +3,7 @@
 // Holds the newest shard map the client has seen (from registration, the
 // coordinator's heartbeat replies, or a server's "moved" reply) and one
 // transport peer per server. Splits requests by owner: dense key ranges via
-// ShardMap::SplitDense, sparse rows via GroupRows. When a server restarts on
+// ShardMap::SplitDense, sparse rows by bucket (ShardMap::SparseBucket). When a server restarts on
 // a new endpoint, Install() reports the old peer so the caller can fail what
 // is still in flight there.
 //
@@ -59,9 +59,6 @@ class Router {
   // Servers with an endpoint that got no push at `clock` (they still need to
   // learn that the clock completed).
   std::vector<int> ServersWithoutPushAt(int64_t clock) const;
-
-  // Row positions of `ids` grouped by owning server (index = server).
-  static std::vector<std::vector<uint32_t>> GroupRows(const ShardMap& map, const KeyBuffer& ids);
 
   // True if a failed part was refused because the sender's shard map was
   // stale and the reply carries the server's newer map ("moved").

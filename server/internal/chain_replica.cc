@@ -57,12 +57,10 @@ void ChainReplica::OnAcked(uint64_t seq) {
   for (auto& fn : ready) fn();
 }
 
-LoggedOp LoggedOp::From(const Message& msg) {
+LoggedOp LoggedOp::From(Message* msg) {
   LoggedOp op;
-  op.header = msg.header;
-  for (const Frame& f : msg.frames) {
-    op.payload.push_back(Buffer<uint8_t>::CopyOf(f.as<uint8_t>(), f.size()));
-  }
+  op.header = msg->header;
+  for (Frame& f : msg->frames) op.payload.push_back(f.ShareBytes());
   return op;
 }
 

@@ -37,12 +37,14 @@ namespace relaxps {
 namespace server_internal {
 
 // A forwarded update kept until the successor acknowledges it: the header
-// and copies of the payload frames (shared again for every resend).
+// and the payload frames, shared (not copied) with the message they came in,
+// and again with every resend.
 struct LoggedOp {
   wire::Header header;
   std::vector<Buffer<uint8_t>> payload;
 
-  static LoggedOp From(const Message& msg);
+  // Shares msg's frames (ShareBytes: msg stays valid).
+  static LoggedOp From(Message* msg);
   Message ToMessage() const;
 };
 

@@ -9,7 +9,10 @@
 // it. Pulls are answered by the head, after the consistency gate, once every
 // update they reflect is acknowledged (see docs/chain_replication.md).
 #include <algorithm>
+#include <chrono>
+#include <future>
 
+#include "common/payload_codec.h"
 #include "server/internal/request_codec.h"
 #include "server/internal/server_impl.h"
 
@@ -35,10 +38,55 @@ int ServerImpl::PeerOf(int server) {
 }
 
 void ServerImpl::Fence(const std::string& why) {
-  if (fenced_.exchange(true)) return;
   LOG(ERROR) << "server " << id_ << " fenced at epoch " << epoch_ << ": " << why
-             << "; stopping (restart it to rejoin its chains)";
-  rpc_->Stop();
+             << "; dropping its replicas to rejoin its chains as tail";
+  ForEachReplica([](RangeState* range) {
+    // Replies waiting for acknowledgements are dropped: the workers refuse
+    // replies from a server their map marks dead and resend elsewhere.
+    range->chain = std::make_unique<ChainReplica>();
+    range->chain->set_has_state(false);
+    range->members.clear();
+    if (range->shard != nullptr) range->shard->SetFollower(true);
+  });
+  awaiting_state_.store(true);
+}
+
+void ServerImpl::UpdateAwaitingState() {
+  bool awaiting = false;
+  ForEachReplica([&](RangeState* range) {
+    const bool member =
+        std::find(range->members.begin(), range->members.end(), id_) != range->members.end();
+    if (member && !range->chain->has_state()) awaiting = true;
+  });
+  awaiting_state_.store(awaiting);
+}
+
+void ServerImpl::RejoinAfterFence(const std::string& why) {
+  auto fenced = std::make_shared<std::promise<void>>();
+  std::future<void> done = fenced->get_future();
+  rpc_->Post([this, why, fenced] {
+    Fence(why);
+    fenced->set_value();
+  });
+  // Register only once the replicas are fenced: the map that comes back
+  // makes this server a tail awaiting state.
+  if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return;
+  StatusOr<wire::RegisterReply> rr = Register(id_);
+  if (!rr.ok()) {
+    LOG(ERROR) << "server " << id_ << " could not rejoin after being fenced: " << rr.status()
+               << "; stopping";
+    fenced_.store(true);
+    rpc_->Stop();
+    return;
+  }
+  auto map = std::make_shared<wire::ShardMap>(rr->shard_map());
+  rpc_->Post([this, map] {
+    LOG(INFO) << "server " << id_ << " registered again after being fenced; rejoining at epoch "
+              << map->epoch();
+    if (map->version() <= map_version_) return;  // The coordinator's push came first.
+    Status s = InstallMap(*map);
+    if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
+  });
 }
 
 void ServerImpl::ApplyChainRoles(const wire::ShardMap& map) {
@@ -46,45 +94,63 @@ void ServerImpl::ApplyChainRoles(const wire::ShardMap& map) {
     for (const wire::DenseRange& r : ts.ranges()) {
       auto it = dense_.find({ts.table().name(), r.begin()});
       if (it == dense_.end()) continue;
-      RangeState& range = it->second;
-      std::vector<int> members(r.chain().begin(), r.chain().end());
-      auto me = std::find(members.begin(), members.end(), id_);
-      if (me == members.end()) continue;  // Dropped from this chain: fenced by heartbeat.
-      const bool head = me == members.begin();
-      const int successor = me + 1 == members.end() ? -1 : *(me + 1);
-      const std::vector<int> old_members = range.members;
-      const int old_successor = range.chain->successor();
-      const bool was_head = range.chain->head();
-      range.members = members;
-      range.chain->SetRole(head, successor);
-      if (head && !was_head) {
-        LOG(INFO) << "head of table '" << ts.table().name() << "' keys [" << r.begin() << ", "
-                  << r.end() << ") at epoch " << map.epoch() << " (seq "
-                  << range.chain->applied_seq() << ")";
-        range.shard->SetFollower(false);
-        MaybeForwardCompletion(&range);
-      }
-      if (successor < 0 || !range.chain->has_state()) continue;
-      const bool joining =
-          std::find(old_members.begin(), old_members.end(), successor) == old_members.end();
-      if (joining && !old_members.empty()) {
-        SendSnapshot(&range);
-      } else if (successor != old_successor || !range.chain->unacked().empty()) {
-        // A new successor (the old one died): it has a prefix of what was
-        // forwarded; resend the rest in order (it skips what it has).
-        for (const auto& [seq, op] : range.chain->unacked()) SendLogged(&range, op);
-      }
+      ApplyChainRole(&it->second, std::vector<int>(r.chain().begin(), r.chain().end()),
+                     map.epoch());
+    }
+    for (int b = 0; b < ts.buckets_size(); ++b) {
+      auto it = buckets_.find({ts.table().name(), static_cast<uint64_t>(b)});
+      if (it == buckets_.end()) continue;
+      const wire::SparseBucket& sb = ts.buckets(b);
+      ApplyChainRole(&it->second, std::vector<int>(sb.chain().begin(), sb.chain().end()),
+                     map.epoch());
     }
   }
 }
 
-uint64_t ServerImpl::ForwardNew(RangeState* range, const Message& msg) {
+void ServerImpl::ApplyChainRole(RangeState* range, const std::vector<int>& members,
+                                uint64_t epoch) {
+  auto me = std::find(members.begin(), members.end(), id_);
+  if (me == members.end()) return;  // Dropped from this chain: fenced by heartbeat.
+  const bool head = me == members.begin();
+  const int successor = me + 1 == members.end() ? -1 : *(me + 1);
+  const std::vector<int> old_members = range->members;
+  const int old_successor = range->chain->successor();
+  const bool was_head = range->chain->head();
+  range->members = members;
+  range->chain->SetRole(head, successor);
+  if (head && !was_head) {
+    LOG(INFO) << "head of table '" << range->table << "' "
+              << (range->bucket ? "bucket " : "keys from ") << range->key << " at epoch "
+              << epoch << " (seq " << range->chain->applied_seq() << ")";
+    if (range->shard != nullptr) range->shard->SetFollower(false);
+    MaybeForwardCompletion(range);
+  }
+  if (successor < 0 || !range->chain->has_state()) return;
+  const bool joining =
+      std::find(old_members.begin(), old_members.end(), successor) == old_members.end();
+  if (joining && !old_members.empty()) {
+    SendSnapshot(range);
+  } else if (successor != old_successor || !range->chain->unacked().empty()) {
+    // A new successor (the old one died): it has a prefix of what was
+    // forwarded; resend the rest in order (it skips what it has).
+    for (const auto& [seq, op] : range->chain->unacked()) SendLogged(range, op);
+  }
+}
+
+RangeState* ServerImpl::FindReplica(const std::string& table, uint64_t key) {
+  auto b = buckets_.find({table, key});
+  if (b != buckets_.end()) return &b->second;
+  auto d = dense_.find({table, key});
+  return d == dense_.end() || d->second.chain == nullptr ? nullptr : &d->second;
+}
+
+uint64_t ServerImpl::ForwardNew(RangeState* range, Message* msg) {
   const uint64_t seq = range->chain->NextSeq();
   Commit(range, seq, msg);
   return seq;
 }
 
-void ServerImpl::Commit(RangeState* range, uint64_t seq, const Message& msg) {
+void ServerImpl::Commit(RangeState* range, uint64_t seq, Message* msg) {
   if (range->chain->tail()) {
     range->chain->SetApplied(seq);
   } else {
@@ -92,7 +158,7 @@ void ServerImpl::Commit(RangeState* range, uint64_t seq, const Message& msg) {
   }
 }
 
-void ServerImpl::Forward(RangeState* range, uint64_t seq, const Message& msg) {
+void ServerImpl::Forward(RangeState* range, uint64_t seq, Message* msg) {
   LoggedOp op = LoggedOp::From(msg);
   op.header.set_forwarded(true);
   op.header.set_chain_seq(seq);
@@ -109,8 +175,8 @@ void ServerImpl::SendLogged(RangeState* range, const LoggedOp& op) {
   if (peer < 0) return;
   Message msg = op.ToMessage();
   msg.header.set_epoch(epoch_);  // A resend after a reconfiguration carries the new epoch.
-  const std::string table = op.header.table();
-  const uint64_t begin = range->shard->spec().begin;
+  const std::string table = range->table;
+  const uint64_t begin = range->key;
   const uint64_t seq = op.header.chain_seq();
   range->chain->set_last_send_ms(clock_->NowMs());
   peers_->Call(peer, std::move(msg), kForwardTimeoutMs,
@@ -124,9 +190,9 @@ void ServerImpl::SendLogged(RangeState* range, const LoggedOp& op) {
 
 void ServerImpl::OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
                                 const Status& status, const Message& reply) {
-  auto it = dense_.find({table, begin});
-  if (it == dense_.end()) return;
-  RangeState& range = it->second;
+  RangeState* found = FindReplica(table, begin);
+  if (found == nullptr) return;
+  RangeState& range = *found;
   if (!status.ok()) {
     const bool snapshot_pending =
         !range.chain->unacked().empty() &&
@@ -149,65 +215,76 @@ void ServerImpl::OnForwardReply(const std::string& table, uint64_t begin, uint64
 
 void ServerImpl::ResendStale() {
   const int64_t now = clock_->NowMs();
-  for (auto& [key, range] : dense_) {
-    if (range.chain == nullptr || range.chain->tail() || range.chain->unacked().empty()) continue;
-    if (now - range.chain->last_send_ms() < kResendAfterMs) continue;
-    for (const auto& [seq, op] : range.chain->unacked()) SendLogged(&range, op);
-  }
+  ForEachReplica([this, now](RangeState* range) {
+    if (range->chain == nullptr || range->chain->tail() || range->chain->unacked().empty()) return;
+    if (now - range->chain->last_send_ms() < kResendAfterMs) return;
+    for (const auto& [seq, op] : range->chain->unacked()) SendLogged(range, op);
+  });
 }
 
 void ServerImpl::SendSnapshot(RangeState* range) {
   Message msg;
   msg.header.set_type(wire::CHAIN_SNAPSHOT);
-  msg.header.set_table(TableOf(*range));
-  msg.header.set_key_begin(range->shard->spec().begin);
-  msg.header.set_key_count(range->shard->spec().end - range->shard->spec().begin);
+  msg.header.set_table(range->table);
+  msg.header.set_key_begin(range->key);
   wire::ChainSnapshot* snap = msg.header.mutable_chain_snapshot();
-  std::vector<FloatBuffer> frames;
-  range->shard->SaveState(snap, &frames);
+  if (range->shard != nullptr) {
+    msg.header.set_key_count(range->shard->spec().end - range->shard->spec().begin);
+    std::vector<FloatBuffer> frames;
+    range->shard->SaveState(snap, &frames);
+    for (const FloatBuffer& f : frames) msg.frames.push_back(Frame::Share(f));
+  } else {
+    Status s = range->bucket->Save(snap, &msg.frames);
+    if (!s.ok()) {
+      // The successor stays without state and refuses updates; the timer
+      // resends nothing until the next map. Never expected: the store lost
+      // its own table.
+      LOG(ERROR) << "cannot snapshot bucket " << range->key << " of '" << range->table
+                 << "': " << s;
+      return;
+    }
+    msg.header.set_key_count(range->bucket->rows_updated());
+  }
   range->chain->SaveDedup(snap);
   const uint64_t seq = range->chain->applied_seq();
   snap->set_seq(seq);
-  for (const FloatBuffer& f : frames) msg.frames.push_back(Frame::Share(f));
-  LOG(INFO) << "state transfer of table '" << msg.header.table() << "' keys ["
-            << msg.header.key_begin() << ", " << range->shard->spec().end << ") at seq " << seq
-            << " to server " << range->chain->successor();
+  LOG(INFO) << "state transfer of table '" << range->table << "' "
+            << (range->bucket ? "bucket " : "keys from ") << range->key << " ("
+            << msg.PayloadBytes() << " bytes) at seq " << seq << " to server "
+            << range->chain->successor();
   // The snapshot stands for every update up to seq: it replaces the log.
   range->chain->ClearLog();
-  Forward(range, seq, msg);
+  Forward(range, seq, &msg);
 }
 
 void ServerImpl::MaybeForwardCompletion(RangeState* range) {
-  if (range->chain == nullptr || !range->chain->head() || !range->chain->has_state()) return;
+  if (range->shard == nullptr || range->chain == nullptr || !range->chain->head() || !range->chain->has_state()) return;
   const int64_t applied = range->shard->applied_clock();
   if (applied <= range->forwarded_applied_clock) return;
   range->forwarded_applied_clock = applied;
   Message op;
   op.header.set_type(wire::CHAIN_COMPLETE);
-  op.header.set_table(TableOf(*range));
-  op.header.set_key_begin(range->shard->spec().begin);
+  op.header.set_table(range->table);
+  op.header.set_key_begin(range->key);
   op.header.set_clock(applied);
-  ForwardNew(range, op);
-}
-
-std::string ServerImpl::TableOf(const RangeState& range) {
-  const std::string& name = range.shard->spec().table;  // "<table>@<begin>"
-  return name.substr(0, name.rfind('@'));
+  ForwardNew(range, &op);
 }
 
 void ServerImpl::HandleChainDense(RangeState* range, Request req) {
   const wire::Header& h = req.msg.header;
   ChainReplica* chain = range->chain.get();
-  if (!chain->head()) {
-    Reject(req, WrongShardError("keys from " + std::to_string(h.key_begin()) + " of table '" +
-                              h.table() + "' are not in this shard: server " +
-                              std::to_string(id_) + " is not the head of their chain"));
-    return;
-  }
+  // A request routed with a newer map than ours waits for it (the client
+  // retries): judged by our older map, we may not be the head yet.
   if (h.epoch() > epoch_) {
     Reject(req, UnavailableError("server " + std::to_string(id_) + " is at epoch " +
                                  std::to_string(epoch_) + ", the request at " +
                                  std::to_string(h.epoch())));
+    return;
+  }
+  if (!chain->head()) {
+    Reject(req, WrongShardError("keys from " + std::to_string(h.key_begin()) + " of table '" +
+                              h.table() + "' are not in this shard: server " +
+                              std::to_string(id_) + " is not the head of their chain"));
     return;
   }
   if (!chain->has_state()) {
@@ -242,12 +319,12 @@ void ServerImpl::HandleChainDense(RangeState* range, Request req) {
         filler.header.set_table(sh.table());
         filler.header.set_key_begin(shard->spec().begin);
         filler.header.set_clock(shard->applied_clock());
-        Commit(range, seq, filler);
+        Commit(range, seq, &filler);
         Reject(*shared, s);
         return;
       }
       if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
-      Commit(range, seq, shared->msg);
+      Commit(range, seq, &shared->msg);
       MaybeForwardCompletion(range);
       if (sh.type() == wire::PUSH) {
         chain->WhenAcked(seq, [this, shared] {
@@ -276,10 +353,9 @@ void ServerImpl::HandleForwarded(Request req) {
                                  std::to_string(h.epoch())));
     return;
   }
-  RangeState* range = FindRange(h.table(), h.key_begin());
-  if (range == nullptr || range->chain == nullptr ||
-      range->shard->spec().begin != h.key_begin()) {
-    Reject(req, NotFoundError("no replica of table '" + h.table() + "' keys from " +
+  RangeState* range = FindReplica(h.table(), h.key_begin());
+  if (range == nullptr) {
+    Reject(req, NotFoundError("no replica of table '" + h.table() + "' keys (or bucket) " +
                               std::to_string(h.key_begin()) + " here"));
     return;
   }
@@ -294,27 +370,21 @@ void ServerImpl::HandleForwarded(Request req) {
   auto shared = std::make_shared<Request>(std::move(req));  // `h` is gone from here on.
   const wire::Header& sh = shared->msg.header;
   auto ack = [this, shared] { ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK())); };
-  DenseShardState* shard = range->shard.get();
+  auto apply = [this, range](const Request& r) {
+    return range->bucket != nullptr ? ApplyForwardedSparse(range, r)
+                                    : ApplyForwardedDense(range, r);
+  };
   if (type == wire::CHAIN_SNAPSHOT) {
     if (!chain->has_state() || chain->applied_seq() < seq) {
-      std::vector<const float*> frames;
-      std::vector<size_t> sizes;
-      for (const Frame& f : shared->msg.frames) {
-        frames.push_back(f.as<float>());
-        sizes.push_back(f.size() / sizeof(float));
-      }
-      Status s = shard->LoadState(shared->msg.header.chain_snapshot(), frames, sizes);
-      if (!s.ok()) {
-        Reject(*shared, s);
-        return;
-      }
-      chain->LoadDedup(shared->msg.header.chain_snapshot());
+      if (!apply(*shared)) return;
+      chain->LoadDedup(sh.chain_snapshot());
       chain->set_has_state(true);
       chain->SetApplied(seq);
-      range->forwarded_applied_clock = shard->applied_clock();
-      LOG(INFO) << "state of table '" << sh.table() << "' keys [" << sh.key_begin() << ", "
-                << shard->spec().end << ") received at seq " << seq << "; replica in sync";
-      if (!chain->tail()) Forward(range, seq, shared->msg);
+      LOG(INFO) << "state of table '" << sh.table() << "' "
+                << (range->bucket ? "bucket " : "keys from ") << sh.key_begin()
+                << " received at seq " << seq << "; replica in sync";
+      UpdateAwaitingState();
+      if (!chain->tail()) Forward(range, seq, &shared->msg);
     }
     chain->WhenAcked(seq, ack);
     return;
@@ -332,36 +402,69 @@ void ServerImpl::HandleForwarded(Request req) {
                                   std::to_string(chain->applied_seq()) + ": a gap"));
     return;
   }
-  switch (sh.type()) {
+  if (!apply(*shared)) return;
+  if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
+  chain->SetApplied(seq);
+  if (!chain->tail()) Forward(range, seq, &shared->msg);
+  chain->WhenAcked(seq, ack);
+}
+
+bool ServerImpl::ApplyForwardedDense(RangeState* range, const Request& req) {
+  const wire::Header& h = req.msg.header;
+  DenseShardState* shard = range->shard.get();
+  switch (h.type()) {
+    case wire::CHAIN_SNAPSHOT: {
+      std::vector<const float*> frames;
+      std::vector<size_t> sizes;
+      // Frames need not be float-aligned: unaligned ones are read from copies.
+      std::vector<std::vector<float>> scratch(req.msg.frames.size());
+      for (size_t i = 0; i < req.msg.frames.size(); ++i) {
+        const Frame& f = req.msg.frames[i];
+        StatusOr<const float*> values =
+            DecodeFloats(f, f.size() / sizeof(float), wire::ENC_FP32, &scratch[i]);
+        if (!values.ok()) {
+          Reject(req, values.status());
+          return false;
+        }
+        frames.push_back(*values);
+        sizes.push_back(f.size() / sizeof(float));
+      }
+      Status s = shard->LoadState(h.chain_snapshot(), frames, sizes);
+      if (!s.ok()) {
+        Reject(req, s);
+        return false;
+      }
+      range->forwarded_applied_clock = shard->applied_clock();
+      return true;
+    }
     case wire::PUSH:
     case wire::PUSH_PULL: {
-      if (shared->msg.frames.size() != 1) {
-        Reject(*shared, InvalidArgumentError("forwarded push without its payload"));
-        return;
+      if (req.msg.frames.size() != 1) {
+        Reject(req, InvalidArgumentError("forwarded push without its payload"));
+        return false;
       }
-      const float* grads = DecodeGradient(*shared, shared->msg.frames[0], sh.key_count());
-      if (grads == nullptr) return;
-      Status s = shard->Push(sh.sender(), sh.clock(), sh.key_begin(), grads, sh.key_count());
-      if (!s.ok()) LOG(ERROR) << "replica could not apply forwarded update " << seq << ": " << s;
-      if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
-      break;
+      const float* grads =
+          DecodeGradient(req, req.msg.frames[0], h.key_count(), /*check_finite=*/false);
+      if (grads == nullptr) return false;
+      Status s = shard->Push(h.sender(), h.clock(), h.key_begin(), grads, h.key_count());
+      if (!s.ok()) {
+        LOG(ERROR) << "replica could not apply forwarded update " << h.chain_seq() << ": " << s;
+      }
+      return true;
     }
     case wire::CLOCK:
-      shard->AdvanceClock(sh.sender(), sh.clock());
-      break;
+      shard->AdvanceClock(h.sender(), h.clock());
+      return true;
     case wire::CHAIN_COMPLETE: {
-      Status s = shard->CompleteRoundsBelow(sh.clock());
+      Status s = shard->CompleteRoundsBelow(h.clock());
       if (!s.ok()) LOG(ERROR) << "replica could not complete BSP rounds: " << s;
-      range->forwarded_applied_clock = std::max(range->forwarded_applied_clock, sh.clock());
-      break;
+      range->forwarded_applied_clock = std::max(range->forwarded_applied_clock, h.clock());
+      return true;
     }
     default:
-      Reject(*shared, InvalidArgumentError("cannot replicate " + wire::MsgType_Name(sh.type())));
-      return;
+      Reject(req, InvalidArgumentError("cannot replicate " + wire::MsgType_Name(h.type())));
+      return false;
   }
-  chain->SetApplied(seq);
-  if (!chain->tail()) Forward(range, seq, shared->msg);
-  chain->WhenAcked(seq, ack);
 }
 
 }  // namespace server_internal

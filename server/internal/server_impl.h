@@ -23,15 +23,22 @@
 #include "consistency/consistency_policy.h"
 #include "server/internal/chain_replica.h"
 #include "server/internal/dense_shard.h"
+#include "server/internal/sparse_bucket.h"
 #include "server/internal/sparse_shard.h"
 #include "server/server.h"
 
 namespace relaxps {
 namespace server_internal {
 
-// One dense key range held by this server.
+// One dense key range held by this server, or under chain replication one
+// sparse hash bucket (a replicated unit either way).
 struct RangeState {
-  std::unique_ptr<DenseShardState> shard;
+  std::unique_ptr<DenseShardState> shard;    // Dense ranges (else null).
+  std::unique_ptr<SparseBucketState> bucket;  // Sparse buckets (else null).
+  std::string table;
+  // Dense: the range's first key; sparse: the bucket index. Chain messages
+  // of the unit carry it as key_begin.
+  uint64_t key = 0;
   // Chain replication only (null otherwise).
   std::unique_ptr<ChainReplica> chain;
   std::vector<int> members;  // Current chain, head first.
@@ -70,7 +77,10 @@ class ServerImpl final : public Server {
   bool CheckFrameCount(const Request& req, size_t expected);
   // The n gradient values of `frame` as fp32, or nullptr after rejecting a
   // wrong size/encoding or a NaN/Inf (counted as nonfinite_rejected).
-  const float* DecodeGradient(const Request& req, const Frame& frame, size_t n);
+  // `check_finite` false: an update forwarded down a chain, which its head
+  // checked already (saves a pass over the payload on every replica).
+  const float* DecodeGradient(const Request& req, const Frame& frame, size_t n,
+                              bool check_finite = true);
   // Sends a reply; while the store holds updates not yet synced (WAL group
   // commit) it is queued until SyncAndRelease(), so nothing is acknowledged
   // before it is durable and replies keep their order.
@@ -100,29 +110,64 @@ class ServerImpl final : public Server {
   void ApplyChainRoles(const wire::ShardMap& map);
   // A client push / pull / push-pull at the head of a chain.
   void HandleChainDense(RangeState* range, Request req);
+  // PUSH_ROWS / PULL_ROWS of a sparse table under chain replication: at the
+  // head of the bucket the request names (server_chain_sparse.cc).
+  void HandleChainSparse(Request req);
+  // Applies a forwarded update (or snapshot) of a dense range / a sparse
+  // bucket at a follower; false (after rejecting) when it could not be.
+  bool ApplyForwardedDense(RangeState* range, const Request& req);
+  bool ApplyForwardedSparse(RangeState* range, const Request& req);
+  // Creates this server's replicas of the buckets of sparse table `t`.
+  Status CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots);
+  // The replicated unit (dense range or sparse bucket) whose chain messages
+  // carry (table, key); nullptr if this server holds none.
+  RangeState* FindReplica(const std::string& table, uint64_t key);
+  // Runs fn on every replicated unit (dense ranges, then sparse buckets).
+  template <typename Fn>
+  void ForEachReplica(Fn fn) {
+    for (auto& [key, range] : dense_) fn(&range);
+    for (auto& [key, range] : buckets_) fn(&range);
+  }
+  // Applies the chain position `members` (head first) of the unit, if this
+  // server holds it (see ApplyChainRoles).
+  void ApplyChainRole(RangeState* range, const std::vector<int>& members, uint64_t epoch);
   // An update, completion or snapshot forwarded by the predecessor.
   void HandleForwarded(Request req);
   // Head: gives `msg` the next sequence number and forwards it.
-  uint64_t ForwardNew(RangeState* range, const Message& msg);
+  uint64_t ForwardNew(RangeState* range, Message* msg);
   // Update `seq` (already applied here) goes down the chain; at the tail it
   // is acknowledged at once.
-  void Commit(RangeState* range, uint64_t seq, const Message& msg);
-  void Forward(RangeState* range, uint64_t seq, const Message& msg);
-  static std::string TableOf(const RangeState& range);
+  // `msg`'s frames are shared with the log (Message stays valid).
+  void Commit(RangeState* range, uint64_t seq, Message* msg);
+  void Forward(RangeState* range, uint64_t seq, Message* msg);
   void SendLogged(RangeState* range, const server_internal::LoggedOp& op);
   void OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
                       const Status& status, const Message& reply);
   void SendSnapshot(RangeState* range);
   // Head under BSP: forwards the rounds the shard completed since last time.
   void MaybeForwardCompletion(RangeState* range);
+  // Publishes (awaiting_state_) whether a replica in a chain of the current
+  // map still waits for its state transfer.
+  void UpdateAwaitingState();
   // Resends unacknowledged updates that waited too long (timer).
   void ResendStale();
   int PeerOf(int server);
-  // Declared dead by the coordinator: stop serving (never a split brain).
+  // Declared dead by the coordinator: drops every replica's state and chain
+  // position (never a split brain: it holds nothing until a predecessor's
+  // snapshot arrives), so it can rejoin as a fresh tail.
   void Fence(const std::string& why);
 
   // ---- Heartbeat thread ----
   void Heartbeat();
+  // REGISTER with the coordinator (retried while it is unreachable, up to
+  // register_timeout_ms). Also used by Init().
+  StatusOr<wire::RegisterReply> Register(int requested_id);
+  // The coordinator answered a heartbeat NotFound (declared dead, e.g. after
+  // a SIGSTOP): fences the replicas on the loop, registers again with this
+  // id and installs the map it gets, in which this server joins its chains
+  // as tail (state transfer from the predecessors). Stops the server if the
+  // registration fails.
+  void RejoinAfterFence(const std::string& why);
   void StopHeartbeat();
 
   // Constant after Init().
@@ -146,7 +191,9 @@ class ServerImpl final : public Server {
   uint64_t map_version_ = 0;
   wire::ShardMap map_;
   std::map<std::pair<std::string, uint64_t>, RangeState> dense_;  // (table, begin).
-  std::map<std::string, std::unique_ptr<SparseShardState>> sparse_;
+  std::map<std::string, std::unique_ptr<SparseShardState>> sparse_;  // Without chains.
+  // Chain replication: the sparse buckets held here, by (table, bucket).
+  std::map<std::pair<std::string, uint64_t>, RangeState> buckets_;
   wire::ServerStats stats_;
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
@@ -162,12 +209,14 @@ class ServerImpl final : public Server {
   bool awaiting_seed_ = false;
   std::unique_ptr<RpcClient> peers_;  // Successors; created in Init().
   std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
+  // Set when the server stops because it was fenced and could not rejoin.
   std::atomic<bool> fenced_{false};
 
   // Heartbeat thread.
   int heartbeat_failures_ = 0;  // Heartbeat thread only.
   std::unique_ptr<PeriodicThread> heartbeat_;
   std::atomic<uint64_t> seen_map_version_{0};
+  std::atomic<bool> awaiting_state_{false};  // Written on the loop thread.
 };
 
 }  // namespace server_internal

@@ -1,6 +1,6 @@
 // ShardMap chains (--recovery=chain): home placement, validation, removal of
 // a dead server (promotion of the next replica, refusal of the last replica)
-// and rejoin as tail.
+// and rejoin as tail, for dense ranges and sparse buckets.
 #include "common/shard_map.h"
 
 #include <gtest/gtest.h>
@@ -72,6 +72,76 @@ TEST(ShardMapChainTest, RemovingAServerPromotesItsSuccessorAndRejoinAppendsAsTai
   EXPECT_EQ(ChainOf(m, 0), (std::vector<int>{1, 0}));
   EXPECT_EQ(ChainOf(m, 2), (std::vector<int>{2, 0}));
   EXPECT_EQ(JoinChains(&m, 0, 3, 2), 0);  // Idempotent.
+}
+
+// A map with sparse table "e" of `buckets` buckets over `servers` servers.
+wire::ShardMap SparseMap(int servers, int buckets, int replicas) {
+  wire::ShardMap m = ChainMap(servers, replicas);
+  wire::TableShards* ts = m.add_tables();
+  ts->mutable_table()->set_name("e");
+  ts->mutable_table()->set_type(static_cast<int>(TableType::kSparse));
+  ts->mutable_table()->set_row_width(4);
+  for (const wire::SparseBucket& b : ShardMap::AssignBuckets(buckets, servers, replicas)) {
+    *ts->add_buckets() = b;
+  }
+  return m;
+}
+
+std::vector<int> BucketChain(const wire::ShardMap& m, int bucket) {
+  const auto& c = m.tables(1).buckets(bucket).chain();
+  return std::vector<int>(c.begin(), c.end());
+}
+
+TEST(ShardMapChainTest, SparseRowsHashIntoFixedBucketsPlacedLikeRanges) {
+  wire::ShardMap m = SparseMap(3, 8, 2);
+  ASSERT_OK_AND_ASSIGN(ShardMap map, ShardMap::FromProto(m));
+  const wire::TableShards& e = map.proto().tables(1);
+  EXPECT_EQ(map.NumBuckets(e), 8);
+  EXPECT_EQ(BucketChain(m, 0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(BucketChain(m, 5), (std::vector<int>{2, 0}));
+  std::vector<int> rows_per_bucket(8, 0);
+  for (uint64_t r = 0; r < 8000; ++r) {
+    const int b = map.SparseBucket(e, r);
+    ASSERT_GE(b, 0);
+    ASSERT_LT(b, 8);
+    ++rows_per_bucket[b];
+    EXPECT_EQ(map.SparseServer(e, r), m.tables(1).buckets(b).server());
+  }
+  for (int n : rows_per_bucket) EXPECT_GT(n, 800);  // Well mixed.
+  // A server loss moves no row to another bucket: only the heads change.
+  ASSERT_OK_AND_ASSIGN(int changed, RemoveFromChains(&m, 0, 2));
+  EXPECT_EQ(changed, 2 + 5);  // Two dense ranges, buckets 0, 2, 3, 5, 6.
+  ASSERT_OK_AND_ASSIGN(ShardMap after, ShardMap::FromProto(m));
+  for (uint64_t r = 0; r < 8000; ++r) {
+    EXPECT_EQ(after.SparseBucket(after.proto().tables(1), r), map.SparseBucket(e, r));
+  }
+  EXPECT_EQ(BucketChain(m, 0), (std::vector<int>{1}));
+  EXPECT_EQ(m.tables(1).buckets(0).server(), 1);  // Promoted.
+  EXPECT_EQ(JoinChains(&m, 0, 3, 2), 2 + 5);
+  EXPECT_EQ(BucketChain(m, 0), (std::vector<int>{1, 0}));
+  // Without buckets (a map of an older version) row r is on server hash % n.
+  m.mutable_tables(1)->clear_buckets();
+  ASSERT_OK_AND_ASSIGN(ShardMap legacy, ShardMap::FromProto(m));
+  EXPECT_EQ(legacy.SparseServer(legacy.proto().tables(1), 12345), SparseOwner(12345, 3));
+}
+
+TEST(ShardMapChainTest, RejectsBadBuckets) {
+  wire::ShardMap m = SparseMap(3, 4, 2);
+  m.mutable_tables(1)->mutable_buckets(2)->set_server(1);  // Chain starts at 2.
+  EXPECT_EQ(ShardMap::FromProto(m).status().code(), StatusCode::kInvalidArgument);
+  m = SparseMap(3, 4, 2);
+  m.mutable_tables(1)->mutable_buckets(1)->set_server(3);
+  EXPECT_EQ(ShardMap::FromProto(m).status().code(), StatusCode::kInvalidArgument);
+  m = SparseMap(3, 4, 2);
+  m.mutable_tables(1)->mutable_buckets(1)->add_chain(1);  // Named twice.
+  EXPECT_EQ(ShardMap::FromProto(m).status().code(), StatusCode::kInvalidArgument);
+  m = SparseMap(3, 4, 2);
+  *m.mutable_tables(1)->add_ranges() = m.tables(0).ranges(0);
+  EXPECT_EQ(ShardMap::FromProto(m).status().code(), StatusCode::kInvalidArgument);
+  // The last replica of a bucket cannot be removed.
+  m = SparseMap(2, 2, 2);
+  ASSERT_OK(RemoveFromChains(&m, 0, 2).status());
+  EXPECT_EQ(RemoveFromChains(&m, 1, 2).status().code(), StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

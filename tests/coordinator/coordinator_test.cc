@@ -233,5 +233,57 @@ TEST(CoordinatorTest, RepeatedServerRegistrationOfTheSameProcessGetsTheSameId) {
   EXPECT_NE(stranger.message().find("already has 1 server"), std::string::npos) << stranger;
 }
 
+// A worker's map watch (GET_SHARD_MAP with watch_ms) is held while the map
+// is unchanged, answered as soon as the map changes (here: a server
+// registers), and answered unchanged when it expires (clock time).
+TEST(CoordinatorClockTest, MapWatchIsAnsweredWhenTheMapChangesOrItExpires) {
+  FakeClock clock;
+  CoordinatorOptions co;
+  co.num_servers = 1;
+  co.heartbeat_timeout_ms = 60000;
+  co.clock = &clock;
+  RunningCoordinator coordinator(co);
+  RpcClient rpc;
+  const int peer = rpc.Connect(coordinator.endpoint());
+  auto watch = [&](uint64_t version) {
+    auto done = std::make_shared<std::promise<StatusOr<Message>>>();
+    Message m;
+    m.header.set_type(wire::GET_SHARD_MAP);
+    m.header.set_shard_map_version(version);
+    m.header.set_watch_ms(10000);
+    rpc.Call(peer, std::move(m), 60000, [done](const Status& st, Message reply) {
+      done->set_value(st.ok() ? StatusOr<Message>(std::move(reply)) : StatusOr<Message>(st));
+    });
+    return done->get_future();
+  };
+  const uint64_t v0 = GetStatus(&rpc, peer).shard_map().version();
+  // Older than the map: answered at once.
+  auto stale = watch(v0 - 1);
+  ASSERT_EQ(stale.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(stale.get()->header.shard_map().version(), v0);
+  // Current: held until the map changes.
+  auto held = watch(v0);
+  EXPECT_EQ(held.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  ASSERT_TRUE(RegisterSilentServer(&rpc, peer, getpid()).ok());
+  ASSERT_EQ(held.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  StatusOr<Message> changed = held.get();
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  const uint64_t v1 = changed->header.shard_map().version();
+  EXPECT_GT(v1, v0);
+  EXPECT_EQ(changed->header.shard_map().servers_size(), 1);
+  // Unchanged: answered when the watch expires (at the first liveness check,
+  // every 60000 / 5 ms of clock time, past its 10 s), not before. The watch
+  // may reach the coordinator after the first advance: its deadline is then
+  // at most 19 s of clock time.
+  auto expiring = watch(v1);
+  clock.AdvanceMs(9000);
+  EXPECT_EQ(expiring.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  clock.AdvanceMs(12000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  clock.AdvanceMs(12000);
+  ASSERT_EQ(expiring.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(expiring.get()->header.shard_map().version(), v1);
+}
+
 }  // namespace
 }  // namespace relaxps

@@ -7,12 +7,14 @@
 #   experiment_harness_test.sh SOURCE_DIR BIN_DIR
 set -uo pipefail
 SRC=$1 BIN=$2
+# Sanitizer builds run slower (RELAXPS_TEST_TIME_SCALE, see tests/test_util.h).
+SCALE=${RELAXPS_TEST_TIME_SCALE:-1}
 OUT=$(mktemp -d /tmp/relaxps_experiment_test_XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*"; echo "--- progress.log"; cat "$OUT/progress.log" 2>/dev/null; exit 1; }
 ARGS=(ttf --quick --model=mlp --policies=checkpoint --kills=0,1 --duration_s=16 --down_s=3
       --out="$OUT")
-RELAXPS_BIN=$BIN timeout 150 "$SRC/scripts/experiment.sh" "${ARGS[@]}" || fail "experiment.sh exited with $?"
+RELAXPS_BIN=$BIN timeout $((150 * SCALE)) "$SRC/scripts/experiment.sh" "${ARGS[@]}" || fail "experiment.sh exited with $?"
 
 /usr/bin/python3 - "$OUT" <<'PY' || fail "summary checks"
 import csv, os, sys
@@ -54,7 +56,7 @@ if command -v gnuplot >/dev/null 2>&1; then
   [ "$n" -ge 3 ] || fail "expected >= 3 PNGs, found $n"
 fi
 # Resumable: nothing is run again.
-RELAXPS_BIN=$BIN timeout 60 "$SRC/scripts/experiment.sh" "${ARGS[@]}" >"$OUT/second.log" 2>&1 ||
+RELAXPS_BIN=$BIN timeout $((60 * SCALE)) "$SRC/scripts/experiment.sh" "${ARGS[@]}" >"$OUT/second.log" 2>&1 ||
   fail "second invocation exited with $?: $(cat "$OUT/second.log")"
 [ "$(grep -c 'results exist, skipped' "$OUT/second.log")" = 2 ] || fail "not resumed: $(cat "$OUT/second.log")"
 grep -q 'starting' "$OUT/second.log" && fail "a run was started again"

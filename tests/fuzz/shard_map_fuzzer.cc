@@ -48,15 +48,22 @@ wire::ShardMap TakeMap(fuzz::FuzzInput* in, bool parse) {
       range->set_server(static_cast<int>(in->TakeInRange(0, 5)) - 1);
       begin += len;
     }
+    const int buckets = static_cast<int>(in->TakeInRange(0, 4));
+    for (int b = 0; b < buckets; ++b) {
+      wire::SparseBucket* bucket = ts->add_buckets();
+      bucket->set_server(static_cast<int>(in->TakeInRange(0, 5)) - 1);
+      const int chain = static_cast<int>(in->TakeInRange(0, 3));
+      for (int c = 0; c < chain; ++c) bucket->add_chain(static_cast<int>(in->TakeInRange(0, 5)) - 1);
+    }
     table->set_size(in->Take<uint8_t>() < 240 ? begin : in->Take<uint64_t>());
   }
   return m;
 }
 
 void CheckRouting(const ShardMap& map, fuzz::FuzzInput* in) {
-  bool has_sparse = false;
+  const wire::TableShards* sparse = nullptr;
   for (const wire::TableShards& ts : map.proto().tables()) {
-    has_sparse |= ts.table().type() == static_cast<int>(TableType::kSparse);
+    if (ts.table().type() == static_cast<int>(TableType::kSparse)) sparse = &ts;
     FUZZ_CHECK(map.FindTable(ts.table().name()) != nullptr);
     wire::TableProto round_trip;
     TableToProto(TableFromProto(ts.table()), &round_trip);
@@ -82,8 +89,11 @@ void CheckRouting(const ShardMap& map, fuzz::FuzzInput* in) {
     FUZZ_CHECK(next == offset + count);
   }
   // Clients route rows of a map that has a sparse table.
-  for (int i = 0; has_sparse && i < 4; ++i) {
-    const int owner = map.SparseServer(in->Take<uint64_t>());
+  for (int i = 0; sparse != nullptr && i < 4; ++i) {
+    const uint64_t row = in->Take<uint64_t>();
+    const int bucket = map.SparseBucket(*sparse, row);
+    FUZZ_CHECK(bucket >= 0 && bucket < map.NumBuckets(*sparse));
+    const int owner = map.SparseServer(*sparse, row);
     FUZZ_CHECK(owner >= 0 && owner < map.num_servers());
   }
 }

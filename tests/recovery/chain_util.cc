@@ -10,11 +10,14 @@
 namespace relaxps {
 namespace test {
 
-std::vector<ChainRange> Chains(RecoveryCluster* cluster, const std::string& table) {
+namespace {
+
+// The lines of `relaxps-ctl status` matching `line` (two numbers, then a
+// chain) as ChainRanges.
+std::vector<ChainRange> ParseChains(RecoveryCluster* cluster, const std::regex& line) {
   std::vector<ChainRange> out;
   StatusOr<CommandResult> st = cluster->Ctl({"status"});
   if (!st.ok() || st->exit_status != 0) return out;
-  const std::regex line("shard " + table + R"( \[(\d+), (\d+)\) -> server \d+ chain ([0-9 >-]+))");
   const std::regex num(R"(\d+)");
   std::istringstream in(st->output);
   std::string l;
@@ -32,6 +35,29 @@ std::vector<ChainRange> Chains(RecoveryCluster* cluster, const std::string& tabl
     out.push_back(r);
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<ChainRange> Chains(RecoveryCluster* cluster, const std::string& table) {
+  return ParseChains(cluster, std::regex("shard " + table +
+                                         R"( \[(\d+), (\d+)\) -> server \d+ chain ([0-9 >-]+))"));
+}
+
+std::vector<ChainRange> BucketChains(RecoveryCluster* cluster, const std::string& table) {
+  return ParseChains(cluster, std::regex("bucket " + table +
+                                         R"( #(\d+) of (\d+) -> server \d+ chain ([0-9 >-]+))"));
+}
+
+StatusOr<std::vector<float>> WhenInSync(
+    const std::function<StatusOr<std::vector<float>>()>& read) {
+  const int64_t until = MonotonicMs() + 10000;
+  StatusOr<std::vector<float>> got = read();
+  while (!got.ok() && got.status().code() == StatusCode::kUnavailable && MonotonicMs() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    got = read();
+  }
+  return got;
 }
 
 bool WaitForChains(RecoveryCluster* cluster, const std::string& table, int gone,

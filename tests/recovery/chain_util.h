@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,11 +25,18 @@ struct ChainRange {
 
 // The chains of dense table `table` from `relaxps-ctl status` (empty on error).
 std::vector<ChainRange> Chains(RecoveryCluster* cluster, const std::string& table);
+// The chains of the buckets of sparse table `table`: begin is the bucket,
+// end the number of buckets.
+std::vector<ChainRange> BucketChains(RecoveryCluster* cluster, const std::string& table);
 
 // Waits until no chain of `table` holds server `gone` (gone >= 0), or until
 // every chain has `replicas` replicas (gone < 0). False on timeout.
 bool WaitForChains(RecoveryCluster* cluster, const std::string& table, int gone,
                    size_t replicas, int timeout_ms);
+
+// Runs `read` (a read of one replica's copy) again while the replica is
+// still awaiting its state transfer (Unavailable), for up to 10 s.
+StatusOr<std::vector<float>> WhenInSync(const std::function<StatusOr<std::vector<float>>()>& read);
 
 // Pushing threads, stopped and joined however the test ends.
 class Pushers {

@@ -117,11 +117,13 @@ StatusOr<std::vector<float>> ReadDenseSlot(const std::string& endpoint, const st
 }
 
 StatusOr<std::vector<float>> ReadRowsSlot(const std::string& endpoint, const std::string& table,
-                                          const std::vector<uint64_t>& ids, int slot) {
+                                          const std::vector<uint64_t>& ids, int slot,
+                                          uint64_t bucket) {
   Message m;
   m.header.set_type(wire::PULL_ROWS);
   m.header.set_sender(-1);
   m.header.set_table(table);
+  m.header.set_key_begin(bucket);
   m.header.set_key_count(ids.size());
   m.header.set_slot(slot);
   m.frames.push_back(Frame::Copy(ids.data(), ids.size() * sizeof(uint64_t)));

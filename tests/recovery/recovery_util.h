@@ -63,9 +63,12 @@ class RecoveryCluster {
 // state) of a dense table straight from the server at `endpoint`.
 StatusOr<std::vector<float>> ReadDenseSlot(const std::string& endpoint, const std::string& table,
                                            uint64_t begin, uint64_t n, int slot);
-// Reads `slot` of sparse rows `ids` from the server at `endpoint`.
+// Reads `slot` of sparse rows `ids` from the server at `endpoint`; under
+// chain replication every id must lie in hash bucket `bucket`, and the rows
+// are that replica's copy.
 StatusOr<std::vector<float>> ReadRowsSlot(const std::string& endpoint, const std::string& table,
-                                          const std::vector<uint64_t>& ids, int slot);
+                                          const std::vector<uint64_t>& ids, int slot,
+                                          uint64_t bucket = 0);
 
 // VmHWM (peak resident set) of a live process in KiB; -1 if unreadable.
 int64_t PeakRssKb(pid_t pid);

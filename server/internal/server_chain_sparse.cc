@@ -1,0 +1,207 @@
+// Chain replication of sparse tables (--recovery=chain): the server side.
+//
+// Rows hash into a fixed number of buckets (ShardMap::SparseBucket); each
+// bucket is replicated like a dense range, by its own chain, with its own
+// sequence numbers, exactly-once record and state transfer. A worker sends
+// the rows of one bucket in one request, naming the bucket in key_begin, to
+// the bucket's head; the head applies the update, numbers it and forwards
+// the same ids and gradients; the push is answered once every live replica
+// applied it. Pulls are answered by the head once everything they reflect is
+// acknowledged, as for dense ranges (docs/chain_replication.md).
+#include <algorithm>
+
+#include "common/payload_codec.h"
+#include "kernels/staged_optimizer.h"
+#include "server/internal/request_codec.h"
+#include "server/internal/server_impl.h"
+
+namespace relaxps {
+namespace server_internal {
+
+Status ServerImpl::CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots) {
+  for (int b = 0; b < ts.buckets_size(); ++b) {
+    const auto& chain = ts.buckets(b).chain();
+    if (std::find(chain.begin(), chain.end(), id_) == chain.end()) continue;
+    if (buckets_.count({t.name, static_cast<uint64_t>(b)})) continue;
+    SparseTableSpec spec;
+    spec.table = BucketStoreTable(t.name, b);
+    spec.width = t.row_width;
+    spec.num_slots = slots;
+    spec.init = t.init;
+    RETURN_IF_ERROR(store_->CreateSparse(spec));
+    ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer,
+                     kernels::NewOptimizer(t.optimizer));
+    if (update_device_ != nullptr) {
+      optimizer = kernels::NewStagedOptimizer(std::move(optimizer), update_device_.get());
+    }
+    auto shard = std::make_unique<SparseShardState>(spec, std::move(optimizer), device_.get(),
+                                                    store_.get(), &buffer_pool_);
+    RangeState range;
+    range.bucket = std::make_unique<SparseBucketState>(std::move(shard), store_.get(), spec.table,
+                                                       b, ts.buckets_size());
+    range.table = t.name;
+    range.key = static_cast<uint64_t>(b);
+    range.chain = std::make_unique<ChainReplica>();
+    // A table that existed before this server registered is held by the
+    // other replicas: its state comes as a snapshot from the predecessor.
+    range.chain->set_has_state(registered_);
+    buckets_.emplace(std::make_pair(t.name, static_cast<uint64_t>(b)), std::move(range));
+    LOG(INFO) << "table '" << t.name << "': sparse bucket " << b << " of " << ts.buckets_size()
+              << ", rows of width " << t.row_width << " (chain replica"
+              << (registered_ ? ")" : ", awaiting state)");
+  }
+  return Status::OK();
+}
+
+void ServerImpl::HandleChainSparse(Request req) {
+  const wire::Header& h = req.msg.header;
+  auto it = buckets_.find({h.table(), h.key_begin()});
+  if (it == buckets_.end()) {
+    const wire::TableShards* ts = nullptr;
+    for (const wire::TableShards& t : map_.tables()) {
+      if (t.table().name() == h.table()) ts = &t;
+    }
+    Reject(req, ts == nullptr ? NotFoundError("unknown sparse table '" + h.table() + "'")
+                : ts->table().type() != static_cast<int>(TableType::kSparse)
+                    ? InvalidArgumentError("table '" + h.table() + "' is dense")
+                    : WrongShardError("bucket " + std::to_string(h.key_begin()) + " of table '" +
+                                      h.table() + "' is not held by server " +
+                                      std::to_string(id_)));
+    return;
+  }
+  RangeState* range = &it->second;
+  SparseBucketState* bucket = range->bucket.get();
+  ChainReplica* chain = range->chain.get();
+  const bool push = h.type() == wire::PUSH_ROWS;
+  // Inspection (a state slot, or a read by no worker): this replica's copy.
+  const bool inspect = !push && (h.slot() != 0 || h.sender() < 0);
+  if (h.epoch() > epoch_) {
+    Reject(req, UnavailableError("server " + std::to_string(id_) + " is at epoch " +
+                                 std::to_string(epoch_) + ", the request at " +
+                                 std::to_string(h.epoch())));
+    return;
+  }
+  if (!inspect && !chain->head()) {
+    Reject(req, WrongShardError("bucket " + std::to_string(h.key_begin()) + " of table '" +
+                                h.table() + "': server " + std::to_string(id_) +
+                                " is not the head of its chain"));
+    return;
+  }
+  if (!chain->has_state()) {
+    Reject(req, UnavailableError("server " + std::to_string(id_) + " is awaiting state"));
+    return;
+  }
+  SparseShardState* shard = bucket->shard();
+  if (h.slot() != 0 && (push || h.slot() < 0 || h.slot() >= shard->num_slots())) {
+    Reject(req, InvalidArgumentError("slot " + std::to_string(h.slot()) + " of table '" +
+                                     h.table() + "' cannot be read (PULL_ROWS only; the table has " +
+                                     std::to_string(shard->num_slots()) + " slots)"));
+    return;
+  }
+  if (!CheckFrameCount(req, push ? 2 : 1)) return;
+  StatusOr<const uint64_t*> ids = DecodeRowIds(req.msg.frames[0], h.key_count(), &ids_scratch_);
+  if (!ids.ok()) {
+    Reject(req, ids.status());
+    return;
+  }
+  const size_t n = h.key_count();
+  for (size_t i = 0; i < n; ++i) {
+    if (SparseOwner((*ids)[i], bucket->num_buckets()) != bucket->bucket()) {
+      Reject(req, InvalidArgumentError("row " + std::to_string((*ids)[i]) + " of table '" +
+                                       h.table() + "' is not in bucket " +
+                                       std::to_string(bucket->bucket())));
+      return;
+    }
+  }
+  auto shared = std::make_shared<Request>(std::move(req));  // `h` is gone from here on.
+  const wire::Header& sh = shared->msg.header;
+  if (!push) {
+    StatusOr<FloatBuffer> rows = shard->Pull(*ids, n, sh.slot());
+    if (!rows.ok()) {
+      Reject(*shared, rows.status());
+      return;
+    }
+    auto reply = std::make_shared<Message>(MakeReply(sh, Status::OK()));
+    reply->header.set_encoding(sh.encoding());
+    reply->frames.push_back(EncodeFloats(*rows, sh.encoding()));
+    auto answer = [this, shared, reply] { ReplyWith(*shared, std::move(*reply)); };
+    if (inspect) {
+      answer();
+    } else {
+      // Everything these rows reflect must survive a failover.
+      chain->WhenAcked(chain->applied_seq(), answer);
+    }
+    return;
+  }
+  auto ack = [this, shared] { ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK())); };
+  const uint64_t done_at =
+      sh.push_id() > 0 ? chain->FindApplied(sh.sender(), sh.incarnation(), sh.push_id()) : 0;
+  if (done_at > 0) {
+    // A resend (after a failover or a lost reply): applied once already.
+    stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+    chain->WhenAcked(done_at, ack);
+    return;
+  }
+  const float* grads = DecodeGradient(*shared, shared->msg.frames[1], n * shard->width());
+  if (grads == nullptr) return;
+  const uint64_t seq = chain->NextSeq();
+  Status s = bucket->Push(*ids, n, grads);
+  if (!s.ok()) {
+    // Keep the sequence gap-free with an update that changes nothing.
+    Message filler;
+    filler.header.set_type(wire::CHAIN_COMPLETE);
+    filler.header.set_table(sh.table());
+    filler.header.set_key_begin(range->key);
+    Commit(range, seq, &filler);
+    Reject(*shared, s);
+    return;
+  }
+  if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
+  Commit(range, seq, &shared->msg);
+  chain->WhenAcked(seq, ack);
+}
+
+bool ServerImpl::ApplyForwardedSparse(RangeState* range, const Request& req) {
+  const wire::Header& h = req.msg.header;
+  SparseBucketState* bucket = range->bucket.get();
+  switch (h.type()) {
+    case wire::CHAIN_SNAPSHOT: {
+      Status s = bucket->Load(h.chain_snapshot(), req.msg.frames);
+      if (!s.ok()) {
+        Reject(req, s);
+        return false;
+      }
+      return true;
+    }
+    case wire::PUSH_ROWS: {
+      if (req.msg.frames.size() != 2) {
+        Reject(req, InvalidArgumentError("forwarded PUSH_ROWS without ids and gradients"));
+        return false;
+      }
+      StatusOr<const uint64_t*> ids =
+          DecodeRowIds(req.msg.frames[0], h.key_count(), &ids_scratch_);
+      if (!ids.ok()) {
+        Reject(req, ids.status());
+        return false;
+      }
+      const float* grads =
+          DecodeGradient(req, req.msg.frames[1], h.key_count() * bucket->shard()->width(),
+                         /*check_finite=*/false);
+      if (grads == nullptr) return false;
+      Status s = bucket->Push(*ids, h.key_count(), grads);
+      if (!s.ok()) {
+        LOG(ERROR) << "replica could not apply forwarded update " << h.chain_seq() << ": " << s;
+      }
+      return true;
+    }
+    case wire::CHAIN_COMPLETE:  // A filler keeping the sequence gap-free.
+      return true;
+    default:
+      Reject(req, InvalidArgumentError("cannot replicate " + wire::MsgType_Name(h.type()) +
+                                       " in a sparse bucket"));
+      return false;
+  }
+}
+
+}  // namespace server_internal
+}  // namespace relaxps
