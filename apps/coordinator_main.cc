@@ -9,7 +9,11 @@
 DEFINE_string(bind, "tcp://127.0.0.1:*", "ZeroMQ endpoint to bind ('*' port: OS-chosen)");
 DEFINE_string(endpoint_file, "", "If set, the bound endpoint is written to this file");
 DEFINE_int32(num_servers, 1, "Servers the job waits for before tables can be created");
-DEFINE_int32(num_workers, 0, "Workers expected (informational)");
+DEFINE_int32(num_workers, 0,
+             "Workers expected; under bsp/ssp a start barrier: workers start once this many "
+             "registered (0: no barrier)");
+DEFINE_int32(start_barrier_timeout_ms, 300000,
+             "How long workers wait at the start barrier before failing");
 DEFINE_string(consistency, "async", "Consistency model: bsp, ssp or async");
 DEFINE_int32(staleness, 2, "SSP staleness bound in clocks");
 DEFINE_string(recovery, "none",
@@ -61,6 +65,7 @@ int main(int argc, char** argv) {
   options.bind = FLAGS_bind;
   options.num_servers = FLAGS_num_servers;
   options.num_workers = FLAGS_num_workers;
+  options.start_barrier_timeout_ms = FLAGS_start_barrier_timeout_ms;
   relaxps::StatusOr<relaxps::ConsistencyModel> consistency =
       relaxps::ParseConsistencyModel(FLAGS_consistency);
   if (!consistency.ok()) return relaxps::Fail("relaxps-coordinator", consistency.status(), 2);

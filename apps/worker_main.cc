@@ -49,6 +49,10 @@ DEFINE_string(model, "cnn", "mlp (784-256-10), mlp-<w1>-<w2>... or cnn (the pape
 DEFINE_int32(batch, 32, "Mini-batch size per worker");
 DEFINE_double(lr, 0.01, "Learning rate");
 DEFINE_string(optimizer, "momentum", "sgd, momentum, adam or adagrad");
+DEFINE_string(lr_schedule, "constant",
+              "Learning rate by clock, applied by the servers (PS mode): constant, "
+              "step:every=N,gamma=G or cosine:clocks=N[,min=M], each with an optional "
+              ",warmup=W");
 DEFINE_double(momentum, 0.9, "Momentum coefficient (--optimizer=momentum)");
 DEFINE_double(dropout, 0.25, "Dropout probability after the CNN's fc512 (0 disables)");
 DEFINE_uint64(seed, 1, "Seed of the initialization, data partition, shuffles and dropout");
@@ -123,6 +127,11 @@ Status CheckFlagValues() {
     return bad("pass exactly one of --local and --coordinator=tcp://host:port");
   }
   if (FLAGS_batch <= 0) return bad("--batch must be positive");
+  StatusOr<LrSchedule> schedule = ParseLrSchedule(FLAGS_lr_schedule);
+  if (!schedule.ok()) return bad("--lr_schedule: " + schedule.status().message());
+  if (FLAGS_local && FLAGS_lr_schedule != "constant") {
+    return bad("--lr_schedule is applied by the parameter servers; --local trains at --lr");
+  }
   if (!(FLAGS_lr > 0) || !std::isfinite(FLAGS_lr)) return bad("--lr must be positive");
   if (!(FLAGS_dropout >= 0 && FLAGS_dropout < 1)) return bad("--dropout must be in [0, 1)");
   if (FLAGS_num_workers <= 0 || FLAGS_worker_index < 0 ||
@@ -263,6 +272,7 @@ int Main(int argc, char** argv) {
     ps.table.type = TableType::kDense;
     ps.table.size = (*model)->num_params();
     ps.table.optimizer = OptimizerFromFlags();
+    ps.table.lr_schedule = ParseLrSchedule(FLAGS_lr_schedule).value();  // Checked above.
     ps.table.init = init;
     // A request may wait out a dead server's restart (recovery_timeout_ms)
     // on top of its own deadline; PsParams' bound only catches a lost reply.

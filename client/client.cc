@@ -4,9 +4,11 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <thread>
 
 #include "client/internal/client_impl.h"
+#include "client/testing.h"
 #include "common/fault_injecting_transport.h"
 #include "common/rpc_client.h"
 
@@ -26,6 +28,24 @@ std::pair<Client::Callback, std::future<Status>> MakePromise() {
 constexpr int kDeregisterTimeoutMs = 300;
 // How long the coordinator holds a map watch before answering it unchanged.
 constexpr int kMapWatchMs = 10000;
+
+// "tcp://host:port" or "ipc://path": refused at once rather than after the
+// registration timeout.
+Status ValidateEndpoint(const std::string& endpoint) {
+  const std::string why = "coordinator endpoint '" + endpoint + "' is not ";
+  if (endpoint.rfind("ipc://", 0) == 0 && endpoint.size() > 6) return Status::OK();
+  if (endpoint.rfind("tcp://", 0) != 0) {
+    return InvalidArgumentError(why + "tcp://host:port (or ipc://path)");
+  }
+  const size_t colon = endpoint.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
+  if (colon <= 6 || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) == 0 ||
+      std::stoi(port) > 65535) {
+    return InvalidArgumentError(why + "tcp://host:port with a port in 1..65535");
+  }
+  return Status::OK();
+}
 
 }  // namespace
 
@@ -83,7 +103,7 @@ StatusOr<Message> ClientImpl::CallCoordinator(Message msg, bool retry_unavailabl
 }
 
 Status ClientImpl::Init() {
-  if (options_.coordinator.empty()) return InvalidArgumentError("coordinator endpoint is empty");
+  RETURN_IF_ERROR(ValidateEndpoint(options_.coordinator));
   if (options_.role != "worker" && options_.role != "observer") {
     return InvalidArgumentError("role must be worker or observer");
   }
@@ -93,17 +113,16 @@ Status ClientImpl::Init() {
     return InvalidArgumentError("wire_dtype must be fp32 or fp16, got '" + options_.wire_dtype + "'");
   }
   if (options_.request_timeout_ms <= 0 || options_.heartbeat_ms <= 0 ||
-      options_.recovery_timeout_ms <= 0) {
+      options_.recovery_timeout_ms <= 0 || options_.barrier_timeout_ms <= 0) {
     return InvalidArgumentError(
-        "request_timeout_ms, heartbeat_ms and recovery_timeout_ms must be positive");
+        "request_timeout_ms, heartbeat_ms, recovery_timeout_ms and barrier_timeout_ms must be "
+        "positive");
   }
   RpcClientOptions ro;
   ro.default_timeout_ms = options_.request_timeout_ms;
   ro.clock = clock_source_;
   rpc_ = std::make_unique<RpcClient>(ro);
-  if (options_.faults.any()) {
-    rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), options_.faults);
-  }
+  if (faults_.any()) rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), faults_);
   coordinator_peer_ = rpc_->Connect(options_.coordinator);
   router_ = std::make_unique<client_internal::Router>(rpc_.get());
 
@@ -120,10 +139,13 @@ Status ClientImpl::Init() {
   job_.staleness = rr.job().staleness();
   ASSIGN_OR_RETURN(job_.recovery, ParseRecoveryMode(rr.job().recovery()));
   ASSIGN_OR_RETURN(consistency_, NewConsistencyPolicy({job_.consistency, job_.staleness}));
+  // The bound workers actually get: BSP is SSP with staleness 0.
+  if (job_.consistency == ConsistencyModel::kBsp) job_.staleness = 0;
   ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(job_.recovery));
   job_.num_servers = rr.job().num_servers();
   job_.expected_workers = rr.job().num_workers();
   incarnation_ = rr.incarnation();
+  barrier_generation_.store(rr.barrier_generation());
   clock_.store(rr.start_clock());
   resender_ = std::make_unique<client_internal::Resender>(recovery_.get(), clock_source_,
                                                           options_.recovery_timeout_ms);
@@ -139,8 +161,37 @@ Status ClientImpl::Init() {
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
                                                   clock_source_);
     if (Chained()) WatchMap();
+    // The start barrier (BSP/SSP with --num_workers): held by the
+    // coordinator until the job's workers are live; a no-op otherwise.
+    if (job_.expected_workers > 0 && job_.consistency != ConsistencyModel::kAsync) {
+      RETURN_IF_ERROR(WaitAtBarrier(true, 0, rr.job().start_barrier_timeout_ms()));
+    }
   }
   return Status::OK();
+}
+
+Status ClientImpl::WaitAtBarrier(bool start, int64_t generation, int timeout_ms) {
+  Message m;
+  m.header.set_type(wire::BARRIER);
+  m.header.set_sender(job_.worker_id);
+  wire::BarrierRequest* b = m.header.mutable_barrier();
+  b->set_start(start);
+  b->set_generation(generation);
+  b->set_timeout_ms(std::max(1, timeout_ms));
+  // The coordinator answers at its timeout with who is missing; the
+  // client's own deadline is a little later, for a coordinator that is gone.
+  constexpr int kGraceMs = 5000;
+  StatusOr<Message> reply = rpc_->CallSync(coordinator_peer_, std::move(m),
+                                           std::max(1, timeout_ms) + kGraceMs);
+  if (!reply.ok()) return reply.status().WithPrefix("coordinator " + options_.coordinator);
+  return Status::OK();
+}
+
+Status ClientImpl::Barrier() {
+  RETURN_IF_ERROR(JobError());
+  if (options_.role != "worker") return InvalidArgumentError("Barrier() is for workers only");
+  const int64_t generation = barrier_generation_.fetch_add(1);
+  return WaitAtBarrier(false, generation, options_.barrier_timeout_ms);
 }
 
 void ClientImpl::WatchMap() {
@@ -230,12 +281,12 @@ void ClientImpl::Heartbeat() {
       rpc_->CallSync(coordinator_peer_, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
   if (!reply.ok()) {
     if (shutting_down_.load()) return;  // Cancelled by the destructor.
-    if (++heartbeat_failures_ % 10 == 1) {
+    if (heartbeat_failures_.fetch_add(1) % 10 == 0) {
       LOG(WARNING) << "heartbeat to coordinator failed: " << reply.status();
     }
     return;
   }
-  heartbeat_failures_ = 0;
+  heartbeat_failures_.store(0);
   const wire::HeartbeatReply& hr = reply->header.heartbeat_reply();
   if (!hr.job_error().empty()) {
     bool first = false;
@@ -264,6 +315,20 @@ Status ClientImpl::CreateTable(const TableOptions& options) {
   m.header.set_type(wire::CREATE_TABLE);
   m.header.set_sender(job_.worker_id);
   TableToProto(options, m.header.mutable_create_table());
+  ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(m), true));
+  return SetMap(reply.header.shard_map());
+}
+
+Status ClientImpl::SetLearningRate(const std::string& table, float lr) {
+  if (!(lr > 0) || !std::isfinite(lr)) {
+    return InvalidArgumentError("learning rate must be positive and finite");
+  }
+  Message m;
+  m.header.set_type(wire::SET_LEARNING_RATE);
+  m.header.set_sender(job_.worker_id);
+  m.header.set_table(table);
+  m.header.mutable_lr_change()->set_from_clock(clock_.load());
+  m.header.mutable_lr_change()->set_lr(lr);
   ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(m), true));
   return SetMap(reply.header.shard_map());
 }
@@ -309,7 +374,12 @@ ClientStats ClientImpl::stats() const {
 }  // namespace client_internal
 
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
-  auto c = std::make_unique<client_internal::ClientImpl>(options);
+  return ConnectWithFaults(options, FaultOptions{});
+}
+
+StatusOr<std::unique_ptr<Client>> ConnectWithFaults(const ClientOptions& options,
+                                                    const FaultOptions& faults) {
+  auto c = std::make_unique<client_internal::ClientImpl>(options, faults);
   RETURN_IF_ERROR(c->Init());
   return std::unique_ptr<Client>(std::move(c));
 }

@@ -265,6 +265,21 @@ void TableToProto(const TableOptions& t, wire::TableProto* out) {
     p->set_a(s.a);
     p->set_b(s.b);
   }
+  out->clear_lr_changes();
+  for (const auto& [from_clock, lr] : t.lr_changes) {
+    wire::LrChange* c = out->add_lr_changes();
+    c->set_from_clock(from_clock);
+    c->set_lr(lr);
+  }
+  if (t.lr_schedule.kind != LrSchedule::Kind::kConstant || t.lr_schedule.warmup_clocks > 0) {
+    wire::LrScheduleProto* l = out->mutable_lr_schedule();
+    l->set_kind(static_cast<int>(t.lr_schedule.kind));
+    l->set_warmup_clocks(t.lr_schedule.warmup_clocks);
+    l->set_step_every_clocks(t.lr_schedule.step_every_clocks);
+    l->set_step_gamma(t.lr_schedule.step_gamma);
+    l->set_decay_clocks(t.lr_schedule.decay_clocks);
+    l->set_min_factor(t.lr_schedule.min_factor);
+  }
 }
 
 TableOptions TableFromProto(const wire::TableProto& p) {
@@ -283,6 +298,18 @@ TableOptions TableFromProto(const wire::TableProto& p) {
   for (const wire::InitSegmentProto& s : p.init()) {
     t.init.segments.push_back(
         InitSegment{s.begin(), s.end(), static_cast<InitKind>(s.kind()), s.a(), s.b()});
+  }
+  for (const wire::LrChange& c : p.lr_changes()) t.lr_changes.emplace_back(c.from_clock(), c.lr());
+  if (p.has_lr_schedule()) {
+    const wire::LrScheduleProto& l = p.lr_schedule();
+    t.lr_schedule.kind = l.kind() == 1   ? LrSchedule::Kind::kStep
+                         : l.kind() == 2 ? LrSchedule::Kind::kCosine
+                                         : LrSchedule::Kind::kConstant;
+    t.lr_schedule.warmup_clocks = l.warmup_clocks();
+    t.lr_schedule.step_every_clocks = l.step_every_clocks();
+    t.lr_schedule.step_gamma = l.step_gamma();
+    t.lr_schedule.decay_clocks = l.decay_clocks();
+    t.lr_schedule.min_factor = l.min_factor();
   }
   return t;
 }

@@ -1,5 +1,7 @@
 #include "coordinator/coordinator.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "common/shard_map.h"
 #include "common/table.h"
 #include "consistency/consistency_policy.h"
+#include "coordinator/barriers.h"
 #include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/map_watchers.h"
 #include "coordinator/membership.h"
@@ -20,6 +23,9 @@ namespace relaxps {
 Status CoordinatorOptions::Validate() const {
   if (num_servers < 1) return InvalidArgumentError("--num_servers must be >= 1");
   if (num_workers < 0) return InvalidArgumentError("--num_workers must be >= 0");
+  if (start_barrier_timeout_ms < 1) {
+    return InvalidArgumentError("--start_barrier_timeout_ms must be > 0");
+  }
   ConsistencyOptions co{consistency, staleness};
   RETURN_IF_ERROR(NewConsistencyPolicy(co).status());
   RETURN_IF_ERROR(NewRecoveryPolicy(recovery).status());
@@ -50,6 +56,7 @@ class CoordinatorImpl final : public Coordinator {
       : options_(options),
         clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
+        barriers_(options.consistency == ConsistencyModel::kAsync ? 0 : options.num_workers),
         reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
                                 options.reseed_timeout_ms}),
         checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
@@ -76,6 +83,7 @@ class CoordinatorImpl final : public Coordinator {
     job_.set_recovery(RecoveryModeName(options_.recovery));
     job_.set_num_servers(options_.num_servers);
     job_.set_num_workers(options_.num_workers);
+    job_.set_start_barrier_timeout_ms(options_.start_barrier_timeout_ms);
     job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
     job_.set_replicas(chained() ? options_.replicas : 1);
     map_.set_version(1);
@@ -107,6 +115,13 @@ class CoordinatorImpl final : public Coordinator {
   void HandleHeartbeat(const Request& req);
   void HandleCreateTable(Request req);
   void HandleStatus(const Request& req);
+  // BARRIER: held in barriers_ until passed or timed out.
+  void HandleBarrier(Request req);
+  // SET_LEARNING_RATE: records the change in the table and installs the map
+  // on every server before answering.
+  void HandleSetLearningRate(Request req);
+  // Installs map_ on every live server, then answers `req` (with the map).
+  void InstallMapAndReply(Request req, const std::string& what);
   void CheckLiveness();
   // Sends `msg` to every live server; `done` runs on the loop thread with the
   // first error or OK once all answered; `on_reply` (optional) runs on the
@@ -154,6 +169,11 @@ class CoordinatorImpl final : public Coordinator {
   // Loop thread only.
   std::unique_ptr<MapWatchers> watchers_;  // Created in Init().
   Membership members_;
+  Barriers barriers_;
+  // The live workers of the last worker set every server acknowledged (the
+  // barriers count these: a worker counts once the servers count it too).
+  std::vector<int> announced_workers_;
+  uint64_t announced_version_ = 0;
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
   std::string job_error_;
@@ -201,6 +221,12 @@ void CoordinatorImpl::Dispatch(Request req) {
       return;
     case wire::SEED_COPY:
       HandleSeedCopy(std::move(req));
+      return;
+    case wire::BARRIER:
+      HandleBarrier(std::move(req));
+      return;
+    case wire::SET_LEARNING_RATE:
+      HandleSetLearningRate(std::move(req));
       return;
     case wire::TRIGGER_CHECKPOINT:
       StartCheckpoint({std::make_shared<Request>(std::move(req))});
@@ -339,6 +365,7 @@ void CoordinatorImpl::HandleRegister(Request req) {
               << start_clock;
     rr->set_id(id);
     rr->set_start_clock(start_clock);
+    rr->set_barrier_generation(barriers_.generation());
     rr->set_incarnation(next_incarnation_++);
     *rr->mutable_shard_map() = map_;
     auto shared = std::make_shared<Request>(std::move(req));
@@ -402,9 +429,11 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
   for (const wire::TableShards& ts : map_.tables()) {
     if (ts.table().name() != t.name) continue;
     std::string a, b;
-    wire::TableProto requested;
+    wire::TableProto requested, existing = ts.table();
     TableToProto(t, &requested);
-    ts.table().SerializeToString(&a);
+    existing.clear_lr_changes();  // Later SetLearningRate calls are not part of the identity.
+    requested.clear_lr_changes();
+    existing.SerializeToString(&a);
     requested.SerializeToString(&b);
     Status s = a == b ? Status::OK()
                       : InvalidArgumentError("table '" + t.name +
@@ -453,19 +482,57 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
               << t.optimizer.name << " lr " << t.optimizer.lr << "), map version "
               << map_.version();
   }
+  InstallMapAndReply(std::move(req), "installing shard map");
+}
+
+void CoordinatorImpl::InstallMapAndReply(Request req, const std::string& what) {
   Message install;
   install.header.set_type(wire::INSTALL_MAP);
   *install.header.mutable_shard_map() = map_;
   auto shared = std::make_shared<Request>(std::move(req));
-  Broadcast(install, [this, shared](const Status& s) {
+  Broadcast(install, [this, shared, what](const Status& s) {
     if (!s.ok()) {
-      rpc_->ReplyStatus(*shared, s.WithPrefix("installing shard map")).IgnoreError();
+      rpc_->ReplyStatus(*shared, s.WithPrefix(what)).IgnoreError();
       return;
     }
     Message reply = MakeReply(shared->msg.header, Status::OK());
     *reply.header.mutable_shard_map() = map_;
     rpc_->Reply(*shared, std::move(reply)).IgnoreError();
   });
+}
+
+void CoordinatorImpl::HandleSetLearningRate(Request req) {
+  const wire::Header& h = req.msg.header;
+  const wire::LrChange& c = h.lr_change();
+  Status bad;
+  if (!h.has_lr_change() || !(c.lr() > 0) || !std::isfinite(c.lr()) || c.from_clock() < 0) {
+    bad = InvalidArgumentError("SET_LEARNING_RATE needs a positive finite lr and a clock >= 0");
+  } else if (!job_error_.empty()) {
+    bad = AbortedError(job_error_);
+  }
+  wire::TableProto* table = nullptr;
+  for (wire::TableShards& ts : *map_.mutable_tables()) {
+    if (ts.table().name() == h.table()) table = ts.mutable_table();
+  }
+  if (bad.ok() && table == nullptr) bad = NotFoundError("unknown table '" + h.table() + "'");
+  if (!bad.ok()) {
+    rpc_->ReplyStatus(req, bad).IgnoreError();
+    return;
+  }
+  // Sorted by clock; a second change at the same clock replaces the first.
+  TableOptions t = TableFromProto(*table);
+  auto at = std::lower_bound(t.lr_changes.begin(), t.lr_changes.end(),
+                             std::make_pair(c.from_clock(), -1.0f));
+  if (at != t.lr_changes.end() && at->first == c.from_clock()) {
+    at->second = c.lr();
+  } else {
+    t.lr_changes.insert(at, {c.from_clock(), c.lr()});
+  }
+  TableToProto(t, table);
+  map_.set_version(map_.version() + 1);
+  LOG(INFO) << "table '" << t.name << "': learning rate " << c.lr() << " from clock "
+            << c.from_clock() << " (worker " << h.sender() << "), map version " << map_.version();
+  InstallMapAndReply(std::move(req), "installing the new learning rate");
 }
 
 void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Status&)> done,
@@ -508,7 +575,43 @@ void CoordinatorImpl::BroadcastWorkerSet(std::function<void(const Status&)> done
   Message msg;
   msg.header.set_type(wire::WORKER_SET);
   FillLiveWorkers(msg.header.mutable_live_workers());
-  Broadcast(msg, std::move(done));
+  auto live = std::make_shared<wire::LiveWorkers>(msg.header.live_workers());
+  Broadcast(msg, [this, live, done = std::move(done)](const Status& s) {
+    if (live->version() >= announced_version_) {
+      announced_version_ = live->version();
+      announced_workers_.assign(live->ids().begin(), live->ids().end());
+      barriers_.Update(announced_workers_, clock_->NowMs());
+    }
+    done(s);
+  });
+}
+
+void CoordinatorImpl::HandleBarrier(Request req) {
+  const wire::Header& h = req.msg.header;
+  if (!h.has_barrier() || h.barrier().timeout_ms() <= 0) {
+    rpc_->ReplyStatus(req, InvalidArgumentError("BARRIER needs a barrier body with a positive "
+                                                "timeout_ms"))
+        .IgnoreError();
+    return;
+  }
+  const wire::BarrierRequest b = h.barrier();  // Copies: req moves below.
+  const int worker = h.sender();
+  const int64_t now = clock_->NowMs();
+  auto shared = std::make_shared<Request>(std::move(req));
+  Barriers::Release release = [this, shared](const Status& s) {
+    rpc_->ReplyStatus(*shared, s).IgnoreError();
+  };
+  if (b.start()) {
+    barriers_.WaitStart(now + b.timeout_ms(), std::move(release));
+  } else if (auto w = members_.workers().find(worker);
+             w == members_.workers().end() || !w->second.alive) {
+    release(NotFoundError("worker " + std::to_string(worker) +
+                          " is not a live member and cannot join a barrier"));
+    return;
+  } else {
+    barriers_.Arrive(worker, b.generation(), now + b.timeout_ms(), std::move(release));
+  }
+  barriers_.Update(announced_workers_, now);
 }
 
 void CoordinatorImpl::FillLiveWorkers(wire::LiveWorkers* lw) const {
@@ -604,6 +707,7 @@ void CoordinatorImpl::CheckLiveness() {
       checkpoints_.Due(members_.MinWorkerClock(), now)) {
     StartCheckpoint({});
   }
+  barriers_.Update(announced_workers_, now);  // Expires held barrier requests.
   std::vector<int> dead_workers = members_.ExpireWorkers(now);
   for (int id : dead_workers) {
     LOG(WARNING) << "worker " << id << " missed heartbeats for "

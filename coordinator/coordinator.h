@@ -49,8 +49,14 @@ struct CoordinatorOptions {
   std::string bind = "tcp://127.0.0.1:*";
   // Servers the job waits for before tables can be created.
   int num_servers = 1;
-  // Workers expected (reported by status; clients may wait for them).
+  // Workers expected. Under BSP and SSP a value > 0 is a start barrier:
+  // each worker's Client::Connect() returns only once this many workers are
+  // live (coordinator/barriers.h), so no worker runs rounds alone. 0: no
+  // start barrier (workers start as they come).
   int num_workers = 0;
+  // How long a worker waits at the start barrier before its Connect() fails
+  // with DeadlineExceeded naming how many registered.
+  int start_barrier_timeout_ms = 300000;
   ConsistencyModel consistency = ConsistencyModel::kAsync;
   // SSP staleness bound in clocks.
   int staleness = 2;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "client/client.h"
+#include <relaxps/client.h>
 
 namespace {
 
@@ -29,7 +29,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int steps = argc > 2 ? std::atoi(argv[2]) : 200;
-  google::InitGoogleLogging(argv[0]);
 
   relaxps::ClientOptions options;
   options.coordinator = argv[1];

@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
+  dpkg-dev  # cpack -G DEB: dpkg-shlibdeps computes the relaxps package's Depends
   libzmq3-dev cppzmq-dev
   libprotobuf-dev protobuf-compiler
   librocksdb-dev

@@ -155,9 +155,22 @@ void ServerImpl::Heartbeat() {
 Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   ASSIGN_OR_RETURN(ShardMap checked, ShardMap::FromProto(map));
   (void)checked;
+  if (chained() && fence_pending_.exchange(false)) Fence();
   for (const wire::TableShards& ts : map.tables()) {
     const TableOptions t = TableFromProto(ts.table());
-    if (sparse_.count(t.name)) continue;
+    // Rates change after creation (SetLearningRate): every install updates them.
+    if (auto it = sparse_.find(t.name); it != sparse_.end()) {
+      it->second->set_rates(t);
+      continue;
+    }
+    for (auto it = dense_.lower_bound({t.name, 0}); it != dense_.end() && it->first.first == t.name;
+         ++it) {
+      it->second.shard->set_rates(t);
+    }
+    for (auto it = buckets_.lower_bound({t.name, 0});
+         it != buckets_.end() && it->first.first == t.name; ++it) {
+      it->second.bucket->shard()->set_rates(t);
+    }
     auto make_optimizer = [&]() -> StatusOr<std::unique_ptr<kernels::Optimizer>> {
       ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> o, kernels::NewOptimizer(t.optimizer));
       if (update_device_ != nullptr) o = kernels::NewStagedOptimizer(std::move(o), update_device_.get());
@@ -187,6 +200,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
         range.shard = std::make_unique<DenseShardState>(shard, std::move(range_optimizer),
                                                         policy_.get(), device_.get(),
                                                         store_.get(), &buffer_pool_);
+        range.shard->set_rates(t);
         // A shard created after workers joined starts from the known live set.
         range.shard->SetLiveWorkers(
             std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
@@ -214,8 +228,13 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
       spec.num_slots = slots;
       spec.init = t.init;
       RETURN_IF_ERROR(store_->CreateSparse(spec));
-      sparse_[t.name] = std::make_unique<SparseShardState>(
-          spec, std::move(optimizer), device_.get(), store_.get(), &buffer_pool_);
+      auto sparse = std::make_unique<SparseShardState>(
+          spec, std::move(optimizer), policy_.get(), device_.get(), store_.get(), &buffer_pool_);
+      sparse->SetLiveWorkers(
+          std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
+          std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
+      sparse->set_rates(t);
+      sparse_[t.name] = std::move(sparse);
       LOG(INFO) << "table '" << t.name << "': sparse rows of width " << spec.width;
     }
   }
@@ -239,6 +258,7 @@ void ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
     range.shard->SetLiveWorkers(ids, clocks);
     if (range.chain != nullptr) MaybeForwardCompletion(&range);
   }
+  for (auto& [name, table] : sparse_) table->SetLiveWorkers(ids, clocks);
 }
 
 RangeState* ServerImpl::FindRange(const std::string& table, uint64_t key) {
@@ -257,6 +277,7 @@ bool ServerImpl::HasDenseTable(const std::string& table) const {
 void ServerImpl::OnTimer() {
   const int64_t now = clock_->NowMs();
   for (auto& [key, range] : dense_) range.shard->ExpireWaiters(now);
+  for (auto& [name, table] : sparse_) table->ExpireWaiters(now);
   if (chained()) ResendStale();
   MaybeFlush();
 }
@@ -442,6 +463,7 @@ void ServerImpl::HandleClock(const Request& req) {
     ForwardNew(&range, &op);
     MaybeForwardCompletion(&range);
   }
+  for (auto& [name, table] : sparse_) table->AdvanceClock(h.sender(), h.clock());
   ReplyWith(req, MakeReply(h, Status::OK()));
   MaybeFlush();
 }
@@ -612,10 +634,7 @@ void ServerImpl::HandleDense(Request req) {
   if (push) MaybeFlush();
 }
 
-void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
-  const wire::Header& h = req->msg.header;
-  // A push at clock c is followed by computation at clock c + 1.
-  const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
+int64_t ServerImpl::PullDeadlineMs(const wire::Header& h) const {
   // A hostile deadline near INT64_MAX must not overflow the sum: a pull
   // waits at most a day.
   constexpr int64_t kMaxPullWaitMs = 24 * 3600 * 1000;
@@ -623,7 +642,14 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
       h.deadline_unix_ms() > 0
           ? std::clamp<int64_t>(h.deadline_unix_ms() - clock_->NowUnixMs(), 0, kMaxPullWaitMs)
           : 60000;
-  const int64_t deadline = clock_->NowMs() + wait_ms;
+  return clock_->NowMs() + wait_ms;
+}
+
+void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
+  const wire::Header& h = req->msg.header;
+  // A push at clock c is followed by computation at clock c + 1.
+  const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
+  const int64_t deadline = PullDeadlineMs(h);
   ChainReplica* chain = range->chain.get();
   range->shard->Pull(
       pull_clock, h.key_begin(), h.key_count(), deadline,
@@ -676,10 +702,15 @@ void ServerImpl::HandleSparse(Request req) {
   }
   const size_t n = h.key_count();
   const uint64_t* ids = *decoded_ids;
+  Status clock_ok = server_internal::CheckClock(h.clock());
+  if (!clock_ok.ok()) {
+    Reject(req, clock_ok);
+    return;
+  }
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
-    Status s = shard->Push(ids, n, grads);
+    Status s = shard->Push(h.sender(), h.clock(), ids, n, grads);
     if (!s.ok()) {
       Reject(req, s);
       return;
@@ -687,15 +718,28 @@ void ServerImpl::HandleSparse(Request req) {
     ReplyWith(req, MakeReply(h, Status::OK()));
     return;
   }
-  StatusOr<FloatBuffer> rows = shard->Pull(ids, n, h.slot());
-  if (!rows.ok()) {
-    Reject(req, rows.status());
+  // Everything the gate needs, taken before the request moves.
+  const bool inspect = h.slot() != 0 || h.sender() < 0;  // Inspection reads skip the gate.
+  const int slot = h.slot();
+  const int64_t worker_clock = h.clock();
+  const int64_t deadline = PullDeadlineMs(h);
+  std::vector<uint64_t> wanted(ids, ids + n);
+  auto shared = std::make_shared<Request>(std::move(req));
+  RowsReply reply_rows = [this, shared](StatusOr<FloatBuffer> rows) {
+    if (!rows.ok()) {
+      Reject(*shared, rows.status());
+      return;
+    }
+    Message reply = MakeReply(shared->msg.header, Status::OK());
+    reply.header.set_encoding(shared->msg.header.encoding());
+    reply.frames.push_back(EncodeFloats(*rows, shared->msg.header.encoding()));
+    ReplyWith(*shared, std::move(reply));
+  };
+  if (inspect) {
+    reply_rows(shard->Read(wanted.data(), wanted.size(), slot));
     return;
   }
-  Message reply = MakeReply(h, Status::OK());
-  reply.header.set_encoding(h.encoding());
-  reply.frames.push_back(EncodeFloats(*rows, h.encoding()));
-  ReplyWith(req, std::move(reply));
+  shard->Pull(worker_clock, std::move(wanted), deadline, std::move(reply_rows));
 }
 
 }  // namespace server_internal

@@ -27,6 +27,7 @@
 #include "client/internal/router.h"
 #include "client/internal/ssp_cache.h"
 #include "common/clock.h"
+#include "common/fault_options.h"
 #include "common/periodic_thread.h"
 #include "common/shard_map.h"
 #include "common/thread_annotations.h"
@@ -62,8 +63,8 @@ class Join {
 
 class ClientImpl final : public Client {
  public:
-  explicit ClientImpl(const ClientOptions& options)
-      : options_(options), clock_source_(ClockOrReal(options.clock)) {}
+  ClientImpl(const ClientOptions& options, const FaultOptions& faults)
+      : options_(options), faults_(faults), clock_source_(ClockOrReal(options.clock)) {}
   ~ClientImpl() override;
 
   Status Init();
@@ -72,9 +73,13 @@ class ClientImpl final : public Client {
   const ConsistencyPolicy& consistency_policy() const override { return *consistency_; }
   const RecoveryPolicy& recovery_policy() const override { return *recovery_; }
   int worker_id() const override { return job_.worker_id; }
+  bool coordinator_healthy() const override {
+    return heartbeat_failures_.load() == 0 && JobError().ok();
+  }
   Status CreateTable(const TableOptions& options) override;
   StatusOr<TableInfo> GetTable(const std::string& name) override;
   StatusOr<std::vector<TableInfo>> ListTables() override;
+  Status SetLearningRate(const std::string& table, float lr) override;
 
   void Push(const std::string& table, uint64_t offset, FloatBuffer grads,
             Callback done) override {
@@ -106,6 +111,7 @@ class ClientImpl final : public Client {
   }
 
   Status Clock() override;
+  Status Barrier() override;
   int64_t clock() const override { return clock_.load(); }
   int64_t last_params_clock() const override { return last_params_clock_.load(); }
   ClientStats stats() const override;
@@ -158,6 +164,9 @@ class ClientImpl final : public Client {
   Message NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
                      uint64_t map_version) const;
   StatusOr<Message> CallCoordinator(Message msg, bool retry_unavailable);
+  // Holds at a barrier (the start barrier, or worker barrier `generation`)
+  // until the coordinator lets it pass or answers at `timeout_ms`.
+  Status WaitAtBarrier(bool start, int64_t generation, int timeout_ms);
   // Chain replication (RecoveryPolicy::ReplicatesServers): dense requests go
   // to the head of their range's chain in the current map, sparse ones to the
   // head of their bucket's; a lost one is re-routed to the new head with its
@@ -201,6 +210,7 @@ class ClientImpl final : public Client {
 
   // Constant after Init().
   const ClientOptions options_;
+  const FaultOptions faults_;
   const relaxps::Clock* const clock_source_;
   JobInfo job_;
   std::unique_ptr<ConsistencyPolicy> consistency_;
@@ -224,10 +234,12 @@ class ClientImpl final : public Client {
   std::atomic<bool> shutting_down_{false};
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
   std::atomic<uint64_t> next_push_id_{1};
+  std::atomic<int64_t> barrier_generation_{0};  // This worker's next Barrier().
   std::atomic<uint64_t> failover_logged_epoch_{0};
   std::atomic<bool> watching_map_{false};  // A map watch is outstanding.
-  // Heartbeat thread only (read by the destructor once the thread stopped).
-  int heartbeat_failures_ = 0;
+  // Written by the heartbeat thread; read by coordinator_healthy() and the
+  // destructor.
+  std::atomic<int> heartbeat_failures_{0};
   std::unique_ptr<PeriodicThread> heartbeat_;
 };
 

@@ -96,6 +96,16 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
   rpc_->Call(peer, std::move(request), timeout_ms,
              [this, server, endpoint, epoch, give_up_ms, make = std::move(make),
               done = std::move(done)](Status st, Message reply) mutable {
+               if (Chained() && st.code() == StatusCode::kWrongShard &&
+                   reply.header.has_shard_map()) {
+                 // Not (or no longer) the head: install the map the server
+                 // sent if it is newer, then re-route to the head it names,
+                 // or wait for a newer map (the part is resent, with its
+                 // exactly-once key, never failed for this).
+                 Status installed = SetMap(reply.header.shard_map());
+                 if (!installed.ok()) LOG(ERROR) << "bad shard map in a reply: " << installed;
+                 st = UnavailableError(st.message() + "; re-routing");
+               }
                if (Chained()) {
                  if (st.ok() && !router_->map()->proto().servers(server).alive()) {
                    // A late reply of a server declared dead since: refused.
@@ -193,7 +203,6 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
     const uint64_t at = offset + s.offset;  // Position within the request's buffers.
     const bool with_payload = op->type != wire::PULL;
     const FloatBuffer payload = with_payload ? op->grads.Slice(at, s.count) : FloatBuffer();
-    if (with_payload) router_->MarkPushed(s.server, op->clock);
     // Exactly-once key of the part (chain replication): kept by resends and
     // by a re-route of the same range.
     const uint64_t part_id =
@@ -338,7 +347,6 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
         std::memcpy(part.data() + i * width, grads.data() + (*pos)[i] * width,
                     width * sizeof(float));
       }
-      router_->MarkPushed(s, clock);
     }
     auto make = [this, type, table, part_ids, part, clock, bucket, part_id,
                  version = m->version()] {
@@ -376,9 +384,11 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
 Status ClientImpl::Clock() {
   RETURN_IF_ERROR(JobError());
   const int64_t c = clock_.load();
-  // Servers that got no push at this clock still need to learn it completed.
+  // Every server learns that the clock completed: one that got no push, one
+  // whose ranges this worker pushed only in part (per-layer pushes), and the
+  // sparse tables' rounds.
   const uint64_t version = router_->map()->version();
-  for (int server : router_->ServersWithoutPushAt(c)) {
+  for (int server : router_->ServersWithEndpoint()) {
     if (replica_ != nullptr && replica_->IsLocal(server)) continue;
     CallServer(
         server, [this, c, version] { return NewRequest(wire::CLOCK, "", c, version); },

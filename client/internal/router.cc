@@ -11,7 +11,6 @@ StatusOr<std::vector<Router::Moved>> Router::Install(const wire::ShardMap& proto
   MutexLock l(&mu_);
   if (map_ && map_->version() >= next->version()) return moved;
   peers_.resize(next->num_servers(), -1);
-  last_push_clock_.resize(next->num_servers(), -1);
   for (int i = 0; i < next->num_servers(); ++i) {
     const std::string& ep = next->server_endpoint(i);
     if (map_ && i < map_->num_servers() && peers_[i] >= 0 && !ep.empty() &&
@@ -39,16 +38,11 @@ int Router::Peer(int server, std::string* endpoint) const {
   return peers_[server];
 }
 
-void Router::MarkPushed(int server, int64_t clock) {
-  MutexLock l(&mu_);
-  if (server < static_cast<int>(last_push_clock_.size())) last_push_clock_[server] = clock;
-}
-
-std::vector<int> Router::ServersWithoutPushAt(int64_t clock) const {
+std::vector<int> Router::ServersWithEndpoint() const {
   std::vector<int> servers;
   MutexLock l(&mu_);
-  for (size_t s = 0; s < last_push_clock_.size(); ++s) {
-    if (last_push_clock_[s] != clock && peers_[s] >= 0) servers.push_back(static_cast<int>(s));
+  for (size_t s = 0; s < peers_.size(); ++s) {
+    if (peers_[s] >= 0) servers.push_back(static_cast<int>(s));
   }
   return servers;
 }

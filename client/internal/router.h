@@ -54,11 +54,8 @@ class Router {
   // the map names none.
   int Peer(int server, std::string* endpoint) const;
 
-  // Records that a push for `clock` went to `server`.
-  void MarkPushed(int server, int64_t clock);
-  // Servers with an endpoint that got no push at `clock` (they still need to
-  // learn that the clock completed).
-  std::vector<int> ServersWithoutPushAt(int64_t clock) const;
+  // Servers with an endpoint in the current map.
+  std::vector<int> ServersWithEndpoint() const;
 
   // True if a failed part was refused because the sender's shard map was
   // stale and the reply carries the server's newer map ("moved").
@@ -70,7 +67,6 @@ class Router {
   mutable Mutex mu_;
   std::shared_ptr<const ShardMap> map_ GUARDED_BY(mu_);
   std::vector<int> peers_ GUARDED_BY(mu_);              // Server index -> peer.
-  std::vector<int64_t> last_push_clock_ GUARDED_BY(mu_);  // Per server.
 };
 
 }  // namespace client_internal

@@ -50,26 +50,48 @@ Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, flo
   return store_->DenseUpdated(shard_, offset, n);
 }
 
+bool DenseShardState::Coverage::Add(uint64_t begin, uint64_t end) {
+  auto next = intervals.lower_bound(begin);
+  if (next != intervals.end() && next->first < end) return false;
+  if (next != intervals.begin() && std::prev(next)->second > begin) return false;
+  intervals.emplace(begin, end);
+  keys += end - begin;
+  return true;
+}
+
+bool DenseShardState::CoveredByPushes(int worker, int64_t clock, size_t n) {
+  auto& [at, keys] = pushed_keys_[worker];
+  if (at != clock) {
+    at = clock;
+    keys = 0;
+  }
+  keys += n;
+  return keys >= shard_->size();
+}
+
 Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const float* grads,
                              size_t n) {
   const uint64_t offset = begin - shard_->spec.begin;
   if (!policy_->AggregatesPushes() || clock < applied_clock_) {
     // Async / SSP, or a BSP push for a round already closed (a worker that
     // fell behind and rejoined): apply on arrival.
-    RETURN_IF_ERROR(Apply(offset, grads, n, 1.0f));
+    RETURN_IF_ERROR(Apply(offset, grads, n, LrScale(clock)));
     shard_->clock = std::max(shard_->clock, clock + 1);
-    clocks_.Advance(worker, clock);
+    if (CoveredByPushes(worker, clock, n)) clocks_.Advance(worker, clock);
     ServeWaiters();
     return Status::OK();
   }
   Round& round = rounds_[clock];
   if (round.sum.empty()) round.sum.assign(shard_->size(), 0.0f);
-  if (!round.contributors.insert(worker).second) {
-    return InvalidArgumentError("worker " + std::to_string(worker) +
-                                " pushed twice for clock " + std::to_string(clock));
+  Coverage& covered = round.covered[worker];
+  if (!covered.Add(offset, offset + n)) {
+    return InvalidArgumentError("worker " + std::to_string(worker) + " pushed keys [" +
+                                std::to_string(begin) + ", " + std::to_string(begin + n) +
+                                ") of table '" + spec().table + "' twice for clock " +
+                                std::to_string(clock));
   }
   device_->Axpy(n, 1.0f, grads, round.sum.data() + offset);
-  clocks_.Advance(worker, clock);
+  if (covered.keys == shard_->size()) clocks_.Advance(worker, clock);
   RETURN_IF_ERROR(CompleteRounds());
   ServeWaiters();
   return Status::OK();
@@ -106,15 +128,33 @@ Status DenseShardState::Seed(const float* params, size_t n, int64_t clock) {
   return Status::OK();
 }
 
+Status DenseShardState::ApplyRound(Round* round, int64_t clock) {
+  std::vector<float>& sum = round->sum;
+  bool whole = true;
+  for (const auto& [worker, covered] : round->covered) whole &= covered.keys == sum.size();
+  if (whole) {
+    // Every contributor pushed every key: one factor (the common case).
+    device_->Scale(sum.size(), 1.0f / static_cast<float>(round->covered.size()), sum.data());
+  } else {
+    std::vector<uint32_t> pushers(sum.size(), 0);
+    for (const auto& [worker, covered] : round->covered) {
+      for (const auto& [b, e] : covered.intervals) {
+        for (uint64_t k = b; k < e; ++k) ++pushers[k];
+      }
+    }
+    for (size_t k = 0; k < sum.size(); ++k) {
+      if (pushers[k] > 1) sum[k] *= 1.0f / static_cast<float>(pushers[k]);
+    }
+  }
+  return Apply(0, sum.data(), sum.size(), LrScale(clock));
+}
+
 Status DenseShardState::CompleteRounds() {
   if (follower_) return Status::OK();  // The head decides (CompleteRoundsBelow).
   // Round c is complete once every live worker has completed clock c.
   while (!rounds_.empty() && clocks_.Min() > rounds_.begin()->first) {
     auto it = rounds_.begin();
-    Round& r = it->second;
-    const float inv = 1.0f / static_cast<float>(r.contributors.size());
-    device_->Scale(r.sum.size(), inv, r.sum.data());
-    RETURN_IF_ERROR(Apply(0, r.sum.data(), r.sum.size(), 1.0f));
+    RETURN_IF_ERROR(ApplyRound(&it->second, it->first));
     applied_clock_ = it->first + 1;
     shard_->clock = applied_clock_;
     rounds_.erase(it);
@@ -136,10 +176,7 @@ void DenseShardState::SetFollower(bool follower) {
 Status DenseShardState::CompleteRoundsBelow(int64_t clock) {
   while (!rounds_.empty() && rounds_.begin()->first < clock) {
     auto it = rounds_.begin();
-    Round& r = it->second;
-    const float inv = 1.0f / static_cast<float>(r.contributors.size());
-    device_->Scale(r.sum.size(), inv, r.sum.data());
-    RETURN_IF_ERROR(Apply(0, r.sum.data(), r.sum.size(), 1.0f));
+    RETURN_IF_ERROR(ApplyRound(&it->second, it->first));
     rounds_.erase(it);
   }
   applied_clock_ = std::max(applied_clock_, clock);
@@ -161,7 +198,14 @@ void DenseShardState::SaveState(wire::ChainSnapshot* snap,
   for (const auto& [clock, round] : rounds_) {
     snap->add_round_clocks(clock);
     wire::RoundContributors* rc = snap->add_rounds();
-    for (int w : round.contributors) rc->add_workers(w);
+    for (const auto& [w, covered] : round.covered) {
+      rc->add_workers(w);
+      wire::KeyIntervals* keys = rc->add_covered();
+      for (const auto& [b, e] : covered.intervals) {
+        keys->add_begin(b);
+        keys->add_end(e);
+      }
+    }
     FloatBuffer sum = FloatBuffer::Uninitialized(round.sum.size());
     std::memcpy(sum.data(), round.sum.data(), sum.bytes());
     frames->push_back(std::move(sum));
@@ -197,7 +241,23 @@ Status DenseShardState::LoadState(const wire::ChainSnapshot& snap,
   for (int r = 0; r < snap.round_clocks_size(); ++r) {
     Round& round = rounds_[snap.round_clocks(r)];
     round.sum.assign(frames[slots + r], frames[slots + r] + shard_->size());
-    round.contributors.insert(snap.rounds(r).workers().begin(), snap.rounds(r).workers().end());
+    const wire::RoundContributors& rc = snap.rounds(r);
+    for (int i = 0; i < rc.workers_size(); ++i) {
+      Coverage& covered = round.covered[rc.workers(i)];
+      if (i >= rc.covered_size()) {  // A snapshot of whole-shard pushes only.
+        covered.Add(0, shard_->size());
+        continue;
+      }
+      const wire::KeyIntervals& keys = rc.covered(i);
+      for (int k = 0; k < keys.begin_size() && k < keys.end_size(); ++k) {
+        if (keys.begin(k) >= keys.end(k) || keys.end(k) > shard_->size() ||
+            !covered.Add(keys.begin(k), keys.end(k))) {
+          return InvalidArgumentError("chain snapshot of table '" + spec().table +
+                                      "' has bad key intervals for worker " +
+                                      std::to_string(rc.workers(i)));
+        }
+      }
+    }
   }
   for (int i = 0; i < snap.clocks().ids_size(); ++i) {
     clocks_.Advance(snap.clocks().ids(i), snap.clocks().clocks(i) - 1);  // Stores clock + 1.

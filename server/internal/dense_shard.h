@@ -19,6 +19,7 @@
 #include "common/buffer.h"
 #include "common/buffer_pool.h"
 #include "common/status.h"
+#include "common/table.h"
 #include "consistency/consistency_policy.h"
 #include "consistency/vector_clock.h"
 #include "kernels/device.h"
@@ -42,12 +43,22 @@ class DenseShardState {
                   BufferPool* pool = nullptr);
 
   const DenseShardSpec& spec() const { return shard_->spec; }
+  // The table's learning rate by clock: pushes (and BSP rounds) of clock c
+  // are applied with lr_scale table.LrScaleAt(c). Constant until set.
+  void set_rates(const TableOptions& table) { rates_ = table; }
 
   // Checks that [begin, begin + count) lies inside this shard.
   Status CheckRange(uint64_t begin, uint64_t count) const;
 
   // Applies (or, under BSP, aggregates) a gradient for keys [begin, begin+n)
   // computed by `worker` at `clock`. REQUIRES: CheckRange OK, grads finite.
+  //
+  // A clock may carry several pushes of one worker to disjoint key ranges
+  // (per-layer pushes). The worker counts as done with `clock` here once its
+  // pushes for it cover the whole shard, or when its CLOCK arrives
+  // (AdvanceClock). Under BSP a round's sum is averaged per key over the
+  // workers that pushed that key; InvalidArgument if a worker pushes a key
+  // twice for one clock.
   Status Push(int worker, int64_t clock, uint64_t begin, const float* grads, size_t n);
 
   // Adds `delta` to keys [begin, begin+n) as is (no optimizer): the change a
@@ -103,9 +114,17 @@ class DenseShardState {
                    const std::vector<size_t>& sizes);
 
  private:
+  // Keys (offsets in the shard) one worker pushed for one clock, as
+  // disjoint intervals begin -> end.
+  struct Coverage {
+    std::map<uint64_t, uint64_t> intervals;
+    uint64_t keys = 0;
+    // Adds [begin, end); false (and nothing added) if it overlaps.
+    bool Add(uint64_t begin, uint64_t end);
+  };
   struct Round {
     std::vector<float> sum;
-    std::set<int> contributors;
+    std::map<int, Coverage> covered;  // Contributing worker -> its keys.
   };
   struct Waiter {
     int64_t required;
@@ -116,6 +135,13 @@ class DenseShardState {
   };
 
   Status Apply(uint64_t offset, const float* grads, size_t n, float lr_scale);
+  // Averages the round's sum (per key, over the workers that pushed the key)
+  // and applies it.
+  Status ApplyRound(Round* round, int64_t clock);
+  float LrScale(int64_t clock) const { return static_cast<float>(rates_.LrScaleAt(clock)); }
+  // Not BSP: records a push of n keys; true once `worker`'s pushes for
+  // `clock` cover the shard.
+  bool CoveredByPushes(int worker, int64_t clock, size_t n);
   Status CompleteRounds();
   void ServeWaiters();
   FloatBuffer Copy(uint64_t begin, size_t n) const;
@@ -132,10 +158,13 @@ class DenseShardState {
   int64_t applied_clock_ = 0;  // BSP: rounds < applied_clock_ are applied.
   int64_t loaded_clock_ = 0;   // The clock of the state the store loaded (0 if new).
   std::map<int64_t, Round> rounds_;  // BSP: clock -> aggregated gradients.
+  // SSP / async: worker -> (clock, keys it pushed at that clock so far).
+  std::map<int, std::pair<int64_t, uint64_t>> pushed_keys_;
   std::vector<Waiter> waiters_;
   std::vector<float*> state_scratch_;
   uint64_t updates_applied_ = 0;
   bool follower_ = false;
+  TableOptions rates_;  // Learning rate by clock (LrScaleAt).
 };
 
 }  // namespace server_internal

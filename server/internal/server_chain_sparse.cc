@@ -34,8 +34,10 @@ Status ServerImpl::CreateBuckets(const TableOptions& t, const wire::TableShards&
     if (update_device_ != nullptr) {
       optimizer = kernels::NewStagedOptimizer(std::move(optimizer), update_device_.get());
     }
-    auto shard = std::make_unique<SparseShardState>(spec, std::move(optimizer), device_.get(),
-                                                    store_.get(), &buffer_pool_);
+    // Buckets apply every push on arrival (no BSP/SSP gate under chain).
+    auto shard = std::make_unique<SparseShardState>(spec, std::move(optimizer), /*policy=*/nullptr,
+                                                    device_.get(), store_.get(), &buffer_pool_);
+    shard->set_rates(t);
     RangeState range;
     range.bucket = std::make_unique<SparseBucketState>(std::move(shard), store_.get(), spec.table,
                                                        b, ts.buckets_size());
@@ -116,7 +118,7 @@ void ServerImpl::HandleChainSparse(Request req) {
   auto shared = std::make_shared<Request>(std::move(req));  // `h` is gone from here on.
   const wire::Header& sh = shared->msg.header;
   if (!push) {
-    StatusOr<FloatBuffer> rows = shard->Pull(*ids, n, sh.slot());
+    StatusOr<FloatBuffer> rows = shard->Read(*ids, n, sh.slot());
     if (!rows.ok()) {
       Reject(*shared, rows.status());
       return;
@@ -145,7 +147,7 @@ void ServerImpl::HandleChainSparse(Request req) {
   const float* grads = DecodeGradient(*shared, shared->msg.frames[1], n * shard->width());
   if (grads == nullptr) return;
   const uint64_t seq = chain->NextSeq();
-  Status s = bucket->Push(*ids, n, grads);
+  Status s = bucket->Push(sh.sender(), sh.clock(), *ids, n, grads);
   if (!s.ok()) {
     // Keep the sequence gap-free with an update that changes nothing.
     Message filler;
@@ -188,7 +190,7 @@ bool ServerImpl::ApplyForwardedSparse(RangeState* range, const Request& req) {
           DecodeGradient(req, req.msg.frames[1], h.key_count() * bucket->shard()->width(),
                          /*check_finite=*/false);
       if (grads == nullptr) return false;
-      Status s = bucket->Push(*ids, h.key_count(), grads);
+      Status s = bucket->Push(h.sender(), h.clock(), *ids, h.key_count(), grads);
       if (!s.ok()) {
         LOG(ERROR) << "replica could not apply forwarded update " << h.chain_seq() << ": " << s;
       }

@@ -47,7 +47,7 @@ class SparseBucketState {
   uint64_t rows_updated() const { return touched_.size(); }
 
   // SparseShardState::Push, remembering the rows it touched.
-  Status Push(const uint64_t* ids, size_t n, const float* grads);
+  Status Push(int worker, int64_t clock, const uint64_t* ids, size_t n, const float* grads);
 
   // Snapshot of the bucket: the step counter in *snap, and two frames: the
   // ids of every updated row, then those rows (all slots).

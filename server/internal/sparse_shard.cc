@@ -1,21 +1,24 @@
 #include "server/internal/sparse_shard.h"
 
+#include <algorithm>
 #include <cstring>
-#include <unordered_map>
+#include <string>
 
 namespace relaxps {
 namespace server_internal {
 
 SparseShardState::SparseShardState(SparseTableSpec spec,
                                    std::unique_ptr<kernels::Optimizer> optimizer,
-                                   kernels::Device* device, ParamStore* store, BufferPool* pool)
+                                   const ConsistencyPolicy* policy, kernels::Device* device,
+                                   ParamStore* store, BufferPool* pool)
     : spec_(std::move(spec)),
       optimizer_(std::move(optimizer)),
+      policy_(policy),
       device_(device),
       store_(store),
       pool_(pool) {}
 
-StatusOr<FloatBuffer> SparseShardState::Pull(const uint64_t* ids, size_t n, int slot) {
+StatusOr<FloatBuffer> SparseShardState::Read(const uint64_t* ids, size_t n, int slot) {
   const size_t rf = spec_.row_floats();
   FloatBuffer out = pool_ != nullptr ? pool_->Acquire<float>(n * spec_.width)
                                      : FloatBuffer::Uninitialized(n * spec_.width);
@@ -32,28 +35,27 @@ StatusOr<FloatBuffer> SparseShardState::Pull(const uint64_t* ids, size_t n, int 
   return out;
 }
 
-Status SparseShardState::Push(const uint64_t* ids, size_t n, const float* grads) {
+int64_t SparseShardState::visible_clock() const {
+  return aggregates() ? applied_clock_ : clocks_.Min();
+}
+
+void SparseShardState::Pull(int64_t worker_clock, std::vector<uint64_t> ids,
+                            int64_t deadline_ms, RowsReply done) {
+  if (policy_ == nullptr || visible_clock() >= policy_->RequiredMinClock(worker_clock)) {
+    done(Read(ids.data(), ids.size()));
+    return;
+  }
+  waiters_.push_back(
+      Waiter{policy_->RequiredMinClock(worker_clock), std::move(ids), deadline_ms, std::move(done)});
+}
+
+Status SparseShardState::ApplyRows(const uint64_t* ids, size_t u, const float* grads,
+                                   int64_t clock) {
+  const float lr_scale = static_cast<float>(rates_.LrScaleAt(clock));
   const size_t w = spec_.width;
   const size_t rf = spec_.row_floats();
-  // Sum gradients of duplicate ids so every row is read and stepped once.
-  std::unordered_map<uint64_t, size_t> index;
-  std::vector<uint64_t> unique_ids;
-  std::vector<float> summed;
-  index.reserve(n);
-  unique_ids.reserve(n);
-  summed.reserve(n * w);
-  for (size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = index.emplace(ids[i], unique_ids.size());
-    if (inserted) {
-      unique_ids.push_back(ids[i]);
-      summed.insert(summed.end(), grads + i * w, grads + (i + 1) * w);
-    } else {
-      device_->Axpy(w, 1.0f, grads + i * w, summed.data() + it->second * w);
-    }
-  }
-  const size_t u = unique_ids.size();
   rows_.resize(u * rf);
-  RETURN_IF_ERROR(store_->ReadRows(spec_.table, unique_ids.data(), u, rows_.data()));
+  RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, u, rows_.data()));
   int64_t* step = store_->SparseStep(spec_.table);
   if (step == nullptr) return NotFoundError("no sparse table '" + spec_.table + "' in the store");
   ++*step;
@@ -61,10 +63,100 @@ Status SparseShardState::Push(const uint64_t* ids, size_t n, const float* grads)
   for (size_t i = 0; i < u; ++i) {
     float* row = rows_.data() + i * rf;
     for (int s = 1; s < spec_.num_slots; ++s) state[s - 1] = row + s * w;
-    optimizer_->Apply(device_, row, state.data(), summed.data() + i * w, w, *step, 1.0f);
+    optimizer_->Apply(device_, row, state.data(), grads + i * w, w, *step, lr_scale);
   }
   updates_applied_ += u;
-  return store_->WriteRows(spec_.table, unique_ids.data(), u, rows_.data());
+  return store_->WriteRows(spec_.table, ids, u, rows_.data());
+}
+
+Status SparseShardState::Push(int worker, int64_t clock, const uint64_t* ids, size_t n,
+                              const float* grads) {
+  const size_t w = spec_.width;
+  const bool aggregate = aggregates() && clock >= applied_clock_;
+  // Sum the gradients of duplicate ids: per push, or into the clock's round.
+  Round single;
+  Round& r = aggregate ? rounds_[clock] : single;
+  r.index.reserve(r.index.size() + n);
+  for (size_t i = 0; i < n; ++i) {
+    auto [it, inserted] = r.index.emplace(ids[i], r.ids.size());
+    if (inserted) {
+      r.ids.push_back(ids[i]);
+      r.sum.insert(r.sum.end(), grads + i * w, grads + (i + 1) * w);
+      r.pushers.push_back({worker});
+    } else {
+      device_->Axpy(w, 1.0f, grads + i * w, r.sum.data() + it->second * w);
+      std::vector<int>& p = r.pushers[it->second];
+      if (std::find(p.begin(), p.end(), worker) == p.end()) p.push_back(worker);
+    }
+  }
+  if (aggregate) return Status::OK();  // Applied when the round completes.
+  RETURN_IF_ERROR(ApplyRows(r.ids.data(), r.ids.size(), r.sum.data(), clock));
+  ServeWaiters();
+  return Status::OK();
+}
+
+Status SparseShardState::CompleteRounds() {
+  // Round c is complete once every live worker has completed clock c.
+  while (!rounds_.empty() && clocks_.Min() > rounds_.begin()->first) {
+    auto it = rounds_.begin();
+    Round& r = it->second;
+    const size_t w = spec_.width;
+    for (size_t i = 0; i < r.ids.size(); ++i) {
+      if (r.pushers[i].size() > 1) {
+        device_->Scale(w, 1.0f / static_cast<float>(r.pushers[i].size()), r.sum.data() + i * w);
+      }
+    }
+    Status s = r.ids.empty() ? Status::OK()
+                             : ApplyRows(r.ids.data(), r.ids.size(), r.sum.data(), it->first);
+    applied_clock_ = it->first + 1;
+    rounds_.erase(it);
+    RETURN_IF_ERROR(s);
+  }
+  if (rounds_.empty()) applied_clock_ = std::max(applied_clock_, clocks_.Min());
+  return Status::OK();
+}
+
+void SparseShardState::ServeWaiters() {
+  if (waiters_.empty()) return;
+  const int64_t visible = visible_clock();
+  std::vector<Waiter> still;
+  std::vector<Waiter> ready;
+  for (Waiter& w : waiters_) (w.required <= visible ? ready : still).push_back(std::move(w));
+  waiters_.swap(still);
+  for (Waiter& w : ready) w.done(Read(w.ids.data(), w.ids.size()));
+}
+
+void SparseShardState::SetLiveWorkers(const std::vector<int>& ids,
+                                      const std::vector<int64_t>& clocks) {
+  clocks_.SetLive(ids, clocks);
+  ClocksMoved();
+}
+
+void SparseShardState::AdvanceClock(int worker, int64_t clock) {
+  clocks_.Advance(worker, clock);
+  ClocksMoved();
+}
+
+void SparseShardState::ClocksMoved() {
+  if (aggregates()) {
+    Status s = CompleteRounds();
+    if (!s.ok()) LOG(ERROR) << "completing BSP rounds of sparse table '" << spec_.table << "': " << s;
+  }
+  ServeWaiters();
+}
+
+void SparseShardState::ExpireWaiters(int64_t now_ms) {
+  if (waiters_.empty()) return;
+  std::vector<Waiter> still;
+  std::vector<Waiter> expired;
+  for (Waiter& w : waiters_) (w.deadline_ms <= now_ms ? expired : still).push_back(std::move(w));
+  waiters_.swap(still);
+  for (Waiter& w : expired) {
+    w.done(DeadlineExceededError("pull of sparse table '" + spec_.table + "' waited for clock " +
+                                 std::to_string(w.required) +
+                                 " but the slowest live worker is at " +
+                                 std::to_string(visible_clock())));
+  }
 }
 
 }  // namespace server_internal

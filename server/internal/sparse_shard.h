@@ -1,21 +1,37 @@
 // Sparse table logic of a server: the rows of one sparse table that hash to
-// this server, read and updated through the ParamStore.
+// this server, read and updated through the ParamStore, under the job's
+// consistency model.
 //
-// Sparse pushes are applied on arrival under every consistency model (the
-// BSP/SSP gates cover dense tables); duplicate ids within one push are summed
-// first so each row gets one optimizer step per push.
+//  - async: a push is applied on arrival; pulls never wait.
+//  - SSP: a push is applied on arrival; a pull by a worker at clock c waits
+//    until every live worker has completed clock c - s - 1 (its CLOCK, sent
+//    to every server at the end of each clock, has arrived).
+//  - BSP: pushes of clock c are aggregated per row and applied together,
+//    as one optimizer step per row with the mean over the workers that
+//    pushed the row, once every live worker has completed clock c; a pull
+//    at clock c waits for the rounds below c.
+// A worker's pushes to this table within one clock are summed (duplicate ids
+// within one push too), so each row gets one optimizer step per push (async,
+// SSP) or per round (BSP). Pending BSP rounds are not checkpointed: a
+// restarted server applies what the workers send again.
 //
 // Thread-safety: not synchronized; used only on the server's loop thread.
 #ifndef RELAXPS_SERVER_INTERNAL_SPARSE_SHARD_H_
 #define RELAXPS_SERVER_INTERNAL_SPARSE_SHARD_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "common/buffer.h"
 #include "common/buffer_pool.h"
 #include "common/status.h"
+#include "common/table.h"
+#include "consistency/consistency_policy.h"
+#include "consistency/vector_clock.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
 #include "storage/param_store.h"
@@ -23,34 +39,84 @@
 namespace relaxps {
 namespace server_internal {
 
+// Answers a pull of rows: the rows (slot 0) or the error.
+using RowsReply = std::function<void(StatusOr<FloatBuffer> rows)>;
+
 class SparseShardState {
  public:
-  // REQUIRES: store has the table `spec.table`; pointers outlive this. Pull
+  // REQUIRES: store has the table `spec.table`; pointers outlive this.
+  // `policy` null: every push is applied on arrival and pulls never wait
+  // (the chain-replicated buckets of server/internal/sparse_bucket.h). Pull
   // replies come from `pool` (nullptr: plain allocations).
   SparseShardState(SparseTableSpec spec, std::unique_ptr<kernels::Optimizer> optimizer,
-                   kernels::Device* device, ParamStore* store, BufferPool* pool = nullptr);
+                   const ConsistencyPolicy* policy, kernels::Device* device, ParamStore* store,
+                   BufferPool* pool = nullptr);
 
   uint32_t width() const { return spec_.width; }
+  // As DenseShardState::set_rates.
+  void set_rates(const TableOptions& table) { rates_ = table; }
   int num_slots() const { return spec_.num_slots; }
 
-  // Reads `slot` (0: parameters, 1..: optimizer state) of n rows into a new
-  // buffer. REQUIRES: 0 <= slot < num_slots().
-  StatusOr<FloatBuffer> Pull(const uint64_t* ids, size_t n, int slot = 0);
-  // Applies one optimizer step per distinct row. REQUIRES: grads finite,
-  // n * width floats.
-  Status Push(const uint64_t* ids, size_t n, const float* grads);
+  // Reads `slot` (0: parameters, 1..: optimizer state) of n rows now, without
+  // the consistency gate. REQUIRES: 0 <= slot < num_slots().
+  StatusOr<FloatBuffer> Read(const uint64_t* ids, size_t n, int slot = 0);
+  // Reads the parameters of `ids` for a worker at `worker_clock` once the
+  // gate allows it (at once, or when the clocks move), or fails at
+  // `deadline_ms` (monotonic).
+  void Pull(int64_t worker_clock, std::vector<uint64_t> ids, int64_t deadline_ms,
+            RowsReply done);
+  // A gradient for n rows (n * width floats) from `worker` at `clock`.
+  // REQUIRES: grads finite.
+  Status Push(int worker, int64_t clock, const uint64_t* ids, size_t n, const float* grads);
 
+  // The coordinator's live worker set changed.
+  void SetLiveWorkers(const std::vector<int>& ids, const std::vector<int64_t>& clocks);
+  // `worker` completed `clock` (its CLOCK message).
+  void AdvanceClock(int worker, int64_t clock);
+  // Fails waiting pulls whose deadline passed.
+  void ExpireWaiters(int64_t now_ms);
+
+  // Clock every row of this table reflects.
+  int64_t visible_clock() const;
   uint64_t updates_applied() const { return updates_applied_; }
 
  private:
+  // BSP: the summed gradients of one clock, per row.
+  struct Round {
+    std::unordered_map<uint64_t, size_t> index;  // Row id -> position.
+    std::vector<uint64_t> ids;
+    std::vector<float> sum;                      // ids.size() * width.
+    std::vector<std::vector<int>> pushers;       // Distinct workers per row.
+  };
+  struct Waiter {
+    int64_t required;
+    std::vector<uint64_t> ids;
+    int64_t deadline_ms;
+    RowsReply done;
+  };
+
+  bool aggregates() const { return policy_ != nullptr && policy_->AggregatesPushes(); }
+  // One optimizer step on each of the u distinct rows `ids` with `grads`.
+  Status ApplyRows(const uint64_t* ids, size_t u, const float* grads, int64_t clock);
+  Status CompleteRounds();
+  // After the vector clock changed: completes rounds, answers waiters.
+  void ClocksMoved();
+  void ServeWaiters();
+
   // Constant after construction.
   const SparseTableSpec spec_;
   const std::unique_ptr<kernels::Optimizer> optimizer_;
+  const ConsistencyPolicy* const policy_;
   kernels::Device* const device_;
   ParamStore* const store_;
   BufferPool* const pool_;
 
+  VectorClock clocks_;
+  int64_t applied_clock_ = 0;  // BSP: rounds below it are applied.
+  std::map<int64_t, Round> rounds_;
+  std::vector<Waiter> waiters_;
   uint64_t updates_applied_ = 0;
+  TableOptions rates_;  // Learning rate by clock (LrScaleAt).
   std::vector<float> rows_;  // Scratch: full row records.
 };
 

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -176,6 +178,246 @@ TEST_P(BspEquivalenceTest, NWorkersMatchOneWorkerWithNTimesTheBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, BspEquivalenceTest, ::testing::Values("sgd", "adam"));
+
+// Trains BSP with 2 workers that push each step's gradient layer by layer:
+// one Push per [layer_ends[i-1], layer_ends[i]), all in flight together, then
+// Clock() and a Pull of the whole model.
+// With `start_barrier`, the coordinator gets --num_workers=2 and each worker
+// connects, creates the table and trains in its own thread, the second one
+// `late_ms` after the first.
+std::vector<float> TrainBspByLayer(const std::vector<uint64_t>& layer_ends, int steps,
+                                   bool start_barrier = false, int late_ms = 0) {
+  const int kWorkers = 2;
+  const int kBatch = 4;
+  InProcessCluster cluster(2, ConsistencyModel::kBsp, 2, 1000, start_barrier ? kWorkers : 0);
+  std::vector<std::unique_ptr<Client>> clients(kWorkers);
+  if (!start_barrier) {
+    for (auto& c : clients) c = Connect(cluster.coordinator());
+    for (auto& c : clients) CHECK(c->CreateTable(Model("adam")).ok());
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int k = 0; k < kWorkers; ++k) {
+    threads.emplace_back([&, k] {
+      if (start_barrier) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(k * late_ms));
+        clients[k] = Connect(cluster.coordinator());  // Returns once both are live.
+        if (!clients[k]->CreateTable(Model("adam")).ok()) ++failures;
+      }
+      Client* c = clients[k].get();
+      const int part = c->worker_id();  // Data split by worker id.
+      FloatBuffer w(kDim), g(kDim);
+      if (!c->Pull("w", 0, w).get().ok()) ++failures;
+      for (int t = 0; t < steps; ++t) {
+        Gradient(w.data(), (t * kWorkers + part) * kBatch, kBatch, g.data());
+        std::vector<std::future<Status>> pushes;
+        uint64_t begin = 0;
+        for (uint64_t end : layer_ends) {
+          pushes.push_back(c->Push("w", begin, g.Slice(begin, end - begin)));
+          begin = end;
+        }
+        for (auto& p : pushes) {
+          Status s = p.get();
+          if (!s.ok()) {
+            ADD_FAILURE() << s;
+            ++failures;
+          }
+        }
+        if (!c->Clock().ok() || !c->Pull("w", 0, w).get().ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  FloatBuffer out(kDim);
+  CHECK(clients[0]->Pull("w", 0, out).get().ok());
+  return std::vector<float>(out.begin(), out.end());
+}
+
+// The start barrier: a second worker starting 300 ms late changes nothing,
+// since the first one's Connect() returns only once both are live (without
+// it the first would run BSP rounds alone).
+TEST(StartBarrierTest, LateSecondWorkerUnderBspChangesNothing) {
+  const int kSteps = 20;
+  std::vector<float> together = TrainBspByLayer({kDim}, kSteps);
+  std::vector<float> late = TrainBspByLayer({kDim}, kSteps, /*start_barrier=*/true, 300);
+  size_t differing = 0;
+  for (int d = 0; d < kDim; ++d) differing += std::memcmp(&together[d], &late[d], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0u);
+  std::printf("start barrier: %zu of %d parameters differ with the second worker 300 ms late\n",
+              differing, kDim);
+}
+
+TEST(StartBarrierTest, TooFewWorkersFailConnectWithTheCount) {
+  InProcessCluster cluster(1, ConsistencyModel::kSsp, 2, 1000, /*num_workers=*/2,
+                           /*start_barrier_timeout_ms=*/300);
+  ClientOptions o;
+  o.coordinator = cluster.coordinator();
+  auto c = Client::Connect(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kDeadlineExceeded) << c.status();
+  EXPECT_NE(c.status().message().find("1 of 2 workers"), std::string::npos) << c.status();
+}
+
+// Per-layer pushes (how frameworks overlap communication with the backward
+// pass) give the very same rounds as one push of the whole model. The layer
+// boundary 2500 lies inside the first server's range [0, 4096), so that
+// shard's round needs both pieces of every worker.
+TEST(BspPerLayerTest, LayerByLayerPushesAreBitIdenticalToWholeModelPushes) {
+  const int kSteps = 20;
+  std::vector<float> whole = TrainBspByLayer({kDim}, kSteps);
+  std::vector<float> layered = TrainBspByLayer({2500, kDim}, kSteps);
+  std::vector<float> init(kDim);
+  Model("adam").init.Fill(0, kDim, init.data());
+  ASSERT_GT(RelativeError(whole, init), 1e-2);
+  size_t differing = 0;
+  for (int d = 0; d < kDim; ++d) differing += std::memcmp(&whole[d], &layered[d], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0u);
+  std::printf("bsp per-layer: %zu of %d parameters differ from whole-model pushes after %d steps\n",
+              differing, kDim, kSteps);
+}
+
+// A step schedule with warm-up, applied by the servers by push clock: after
+// every clock, every key of both shards moved by exactly the same amount,
+// lr * Factor(clock), whether rounds (BSP, 2 workers) or pushes on arrival
+// (async, 1 worker) carry the gradient.
+class LrScheduleTest : public ::testing::TestWithParam<ConsistencyModel> {};
+
+TEST_P(LrScheduleTest, EveryShardSwitchesRateAtTheSameClock) {
+  const int workers = GetParam() == ConsistencyModel::kBsp ? 2 : 1;
+  InProcessCluster cluster(2, GetParam());
+  TableOptions t;
+  t.name = "w";
+  t.size = kDim;  // Both servers hold a range.
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = 0.5f;
+  auto schedule = ParseLrSchedule("step:every=3,gamma=0.5,warmup=2");
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  t.lr_schedule = *schedule;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int k = 0; k < workers; ++k) {
+    clients.push_back(Connect(cluster.coordinator()));
+    ASSERT_TRUE(clients.back()->CreateTable(t).ok());
+  }
+  auto info = clients[0]->GetTable("w");  // The record carries the schedule.
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->options.lr_schedule.step_every_clocks, 3);
+  const int kClocks = 10;
+  std::vector<std::vector<float>> seen(kClocks);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < workers; ++k) {
+    threads.emplace_back([&, k] {
+      FloatBuffer g(kDim), w(kDim);
+      for (float& x : g) x = 1.0f;
+      for (int c = 0; c < kClocks; ++c) {
+        ASSERT_TRUE(clients[k]->Push("w", 0, g).get().ok());
+        ASSERT_TRUE(clients[k]->Clock().ok());
+        ASSERT_TRUE(clients[k]->Pull("w", 0, w).get().ok());
+        if (k == 0) seen[c].assign(w.begin(), w.end());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  double expected = 0;
+  for (int c = 0; c < kClocks; ++c) {
+    const double factor = t.lr_schedule.Factor(c);
+    expected -= 0.5 * factor;
+    ASSERT_EQ(seen[c].size(), static_cast<size_t>(kDim));
+    size_t differing = 0;  // Keys that moved differently from key 0 (either shard).
+    for (int d = 1; d < kDim; ++d) differing += seen[c][d] != seen[c][0];
+    EXPECT_EQ(differing, 0u) << "clock " << c;
+    EXPECT_NEAR(seen[c][0], expected, 1e-5) << "clock " << c << " factor " << factor;
+    if (GetParam() == ConsistencyModel::kBsp) {
+      std::printf("lr schedule: clock %d factor %.3f w[0]=%.6f w[%d]=%.6f\n", c, factor,
+                  seen[c][0], kDim - 1, seen[c][kDim - 1]);
+    }
+  }
+  // The schedule did change the rate: warm-up 0.5, 1, then halvings.
+  EXPECT_DOUBLE_EQ(t.lr_schedule.Factor(0), 0.5);
+  EXPECT_DOUBLE_EQ(t.lr_schedule.Factor(5), 0.5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, LrScheduleTest,
+                         ::testing::Values(ConsistencyModel::kBsp, ConsistencyModel::kAsync));
+
+// Client::SetLearningRate under BSP: worker 0 changes the rate before its
+// push of clock 4; every key of both shards takes the new rate from round 4
+// on, and the table record shows the change.
+TEST(SetLearningRateTest, EveryShardSwitchesAtTheCallersClock) {
+  InProcessCluster cluster(2, ConsistencyModel::kBsp);
+  TableOptions t;
+  t.name = "w";
+  t.size = kDim;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = 0.5f;
+  std::unique_ptr<Client> clients[2] = {Connect(cluster.coordinator()),
+                                        Connect(cluster.coordinator())};
+  for (auto& c : clients) ASSERT_TRUE(c->CreateTable(t).ok());
+  const int kClocks = 8;
+  std::vector<std::vector<float>> seen(kClocks);
+  std::thread other([&] {
+    FloatBuffer g(kDim), w(kDim);
+    for (float& x : g) x = 1.0f;
+    for (int c = 0; c < kClocks; ++c) {
+      ASSERT_TRUE(clients[1]->Push("w", 0, g).get().ok());
+      ASSERT_TRUE(clients[1]->Clock().ok());
+      ASSERT_TRUE(clients[1]->Pull("w", 0, w).get().ok());
+    }
+  });
+  FloatBuffer g(kDim), w(kDim);
+  for (float& x : g) x = 1.0f;
+  for (int c = 0; c < kClocks; ++c) {
+    if (c == 4) {
+      ASSERT_TRUE(clients[0]->SetLearningRate("w", 0.125f).ok());
+    }
+    ASSERT_TRUE(clients[0]->Push("w", 0, g).get().ok());
+    ASSERT_TRUE(clients[0]->Clock().ok());
+    ASSERT_TRUE(clients[0]->Pull("w", 0, w).get().ok());
+    seen[c].assign(w.begin(), w.end());
+  }
+  other.join();
+  float expected = 0;
+  for (int c = 0; c < kClocks; ++c) {
+    expected -= c < 4 ? 0.5f : 0.125f;
+    size_t differing = 0;
+    for (int d = 1; d < kDim; ++d) differing += seen[c][d] != seen[c][0];
+    EXPECT_EQ(differing, 0u) << "clock " << c;
+    EXPECT_FLOAT_EQ(seen[c][0], expected) << "clock " << c;
+  }
+  auto info = clients[0]->GetTable("w");  // Its map came with the reply.
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->options.lr_changes.size(), 1u);
+  EXPECT_EQ(info->options.lr_changes[0].first, 4);
+  EXPECT_EQ(info->options.lr_changes[0].second, 0.125f);
+  // CreateTable with the original options still succeeds.
+  EXPECT_TRUE(clients[1]->CreateTable(t).ok());
+  EXPECT_EQ(clients[0]->SetLearningRate("w", -1.0f).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(clients[0]->SetLearningRate("nope", 0.1f).code(), StatusCode::kNotFound);
+}
+
+TEST(LrScheduleParseTest, SchedulesAndErrors) {
+  auto cosine = ParseLrSchedule("cosine:clocks=100,min=0.1");
+  ASSERT_TRUE(cosine.ok()) << cosine.status();
+  EXPECT_DOUBLE_EQ(cosine->Factor(0), 1.0);
+  EXPECT_NEAR(cosine->Factor(50), 0.55, 1e-6);  // min is stored as a float.
+  EXPECT_NEAR(cosine->Factor(1000), 0.1, 1e-6);
+  auto warm = ParseLrSchedule("warmup=4");
+  ASSERT_TRUE(warm.ok());
+  EXPECT_DOUBLE_EQ(warm->Factor(0), 0.25);
+  EXPECT_DOUBLE_EQ(warm->Factor(3), 1.0);
+  EXPECT_DOUBLE_EQ(warm->Factor(100), 1.0);
+  for (const char* bad : {"linear", "step", "step:every=0,gamma=0.5", "step:every=2,gamma=2",
+                          "cosine:clocks=10,min=2", "step:every=x", "constant:gamma=1"}) {
+    auto s = ParseLrSchedule(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  TableOptions t;
+  t.name = "w";
+  t.size = 10;
+  t.lr_schedule.kind = LrSchedule::Kind::kStep;  // No period.
+  EXPECT_FALSE(t.Validate().ok());
+}
 
 struct StalenessRun {
   int64_t max_staleness = 0;

@@ -18,9 +18,13 @@ namespace relaxps {
 class InProcessCluster {
  public:
   // Starts a coordinator and `num_servers` memory-store servers.
+  // `num_workers` > 0: the coordinator's start barrier (BSP/SSP).
   InProcessCluster(int num_servers, ConsistencyModel consistency = ConsistencyModel::kAsync,
-                   int staleness = 2, int heartbeat_timeout_ms = 1000) {
+                   int staleness = 2, int heartbeat_timeout_ms = 1000, int num_workers = 0,
+                   int start_barrier_timeout_ms = 300000) {
     CoordinatorOptions co;
+    co.num_workers = num_workers;
+    co.start_barrier_timeout_ms = start_barrier_timeout_ms;
     co.num_servers = num_servers;
     co.consistency = consistency;
     co.staleness = staleness;

@@ -1,0 +1,225 @@
+// relaxps::Client: the worker-side API of the parameter server.
+//
+// A Client registers with the coordinator, learns the job configuration and
+// the shard map, keeps a heartbeat going, and routes dense key ranges and
+// sparse row ids to the servers that own them. Data operations are
+// asynchronous: each returns a std::future<Status> (or takes a callback) and
+// payloads travel as refcounted Buffers without copies on the send path.
+//
+// Dense tables are addressed by [offset, offset + n) of the table's flat
+// float vector; a request spanning several shards is split and its parts sent
+// in parallel; its future completes when every part has.
+//
+// Thread-safety: all methods are safe to call from multiple threads. A
+// callback runs on the client's I/O thread when its request went to the
+// servers, or inline on the calling thread (before the call returns) when it
+// completes without a round trip: an argument error, a job that has failed,
+// an SSP cache hit, an empty sparse request, or a client shutting down.
+// Callbacks must not block, and must not assume they run on either thread.
+#ifndef RELAXPS_CLIENT_H_
+#define RELAXPS_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "relaxps/buffer.h"
+#include "relaxps/clock.h"
+#include "relaxps/consistency_policy.h"
+#include "relaxps/recovery_policy.h"
+#include "relaxps/status.h"
+#include "relaxps/table.h"
+
+namespace relaxps {
+
+struct ClientOptions {
+  // Coordinator endpoint, "tcp://host:port" (e.g. "tcp://127.0.0.1:5555") or
+  // "ipc://path"; anything else fails Connect() at once with InvalidArgument.
+  std::string coordinator;
+  // "worker" joins the job's live worker set (clock, heartbeats, barriers);
+  // "observer" (relaxps-ctl, tools) only reads.
+  std::string role = "worker";
+  // Requested worker id; -1 lets the coordinator assign the next free one.
+  int worker_id = -1;
+  // Deadline of each request. Longer tolerates slow servers; shorter detects
+  // dead ones sooner.
+  int request_timeout_ms = 10000;
+  // Heartbeat period to the coordinator.
+  int heartbeat_ms = 200;
+  // Under a recovery policy that restarts lost servers (--recovery=checkpoint):
+  // a request whose server died waits for the coordinator to announce the
+  // restarted server, then is sent to it again, for at most this long before
+  // failing with the original error. Pushes are thus applied to the
+  // restored state instead of being lost with the dead server.
+  int recovery_timeout_ms = 120000;
+  // Payload encoding of dense floats on the wire: "fp32" or "fp16" (half the
+  // bytes, fp32 master copies stay on the servers).
+  std::string wire_dtype = "fp32";
+  // SSP only: keep the parameters of each table's last dense pull and serve
+  // a Pull from them while they reflect clock >= clock() - staleness (the
+  // Petuum/Bosen parameter cache). Saves pulls at the cost of one copy per
+  // pull; reads within the bound may miss this worker's own recent pushes.
+  bool ssp_cache = true;
+  // Under --recovery=stateless: a request to a server that has not answered
+  // after this long counts the server as lost, and the worker trains on its
+  // own copy of that server's ranges (async; under BSP/SSP only pushes and
+  // clock messages, since a pull may legitimately wait at the gate: there
+  // the coordinator's word or a closed connection decides). Shorter reacts
+  // sooner; too short mistakes a slow server for a dead one (the worker then
+  // hands its local change back once the server answers a probe).
+  int local_after_ms = 200;
+  // How long Barrier() waits for the other workers before failing with
+  // DeadlineExceeded (naming the missing workers).
+  int barrier_timeout_ms = 600000;
+  // Time source of heartbeats, request deadlines and the resend give-up
+  // time (nullptr: real time). Tests pass a FakeClock. Must outlive the
+  // client.
+  const Clock* clock = nullptr;
+};
+
+// What the coordinator told this client at registration.
+struct JobInfo {
+  int worker_id = -1;
+  ConsistencyModel consistency = ConsistencyModel::kAsync;
+  // Staleness bound in clocks a worker's reads may have: 0 under BSP, the
+  // job's bound under SSP (unused under async).
+  int staleness = 0;
+  RecoveryMode recovery = RecoveryMode::kNone;
+  int num_servers = 0;
+  // The coordinator's --num_workers (0: not given). Under BSP and SSP it is
+  // also the start barrier.
+  int expected_workers = 0;
+};
+
+struct TableInfo {
+  TableOptions options;
+};
+
+// Counters since Connect().
+struct ClientStats {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t requests = 0;
+  uint64_t errors = 0;
+  // SSP parameter cache: pulls answered locally / sent to servers.
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  // --recovery=stateless: pushes applied to the worker's own copy while
+  // their server was lost.
+  uint64_t local_steps = 0;
+};
+
+class Client {
+ public:
+  using Callback = std::function<void(const Status&)>;
+
+  // Registers with the coordinator (retrying until request_timeout_ms) and
+  // starts the I/O and heartbeat threads.
+  static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  // Deregisters (best effort) and stops the threads; pending futures fail
+  // with Aborted.
+  virtual ~Client() = default;
+
+  virtual const JobInfo& job() const = 0;
+  // The job's policies, built from job() at registration; ask them rather
+  // than comparing job().consistency / job().recovery.
+  virtual const ConsistencyPolicy& consistency_policy() const = 0;
+  virtual const RecoveryPolicy& recovery_policy() const = 0;
+  virtual int worker_id() const = 0;
+  // False while heartbeats to the coordinator fail (it died or is
+  // unreachable; requests that need it, like CreateTable, will fail) or once
+  // the job has failed. Data requests to the servers go on meanwhile.
+  virtual bool coordinator_healthy() const = 0;
+
+  // Creates a table, or succeeds if an identical one exists (so every worker
+  // may call it). InvalidArgument if it exists with different options.
+  virtual Status CreateTable(const TableOptions& options) = 0;
+  // NotFound if the table does not exist.
+  virtual StatusOr<TableInfo> GetTable(const std::string& name) = 0;
+  virtual StatusOr<std::vector<TableInfo>> ListTables() = 0;
+  // Sets `table`'s learning rate to `lr` for every push of clock >= clock()
+  // (this worker's current clock), on every shard; the table's lr_schedule
+  // factor still applies on top. Stored in the table record (GetTable shows
+  // it in lr_changes), so a restored or replicated shard applies the same
+  // rate. Returns once every server has it. Under BSP call it before this
+  // worker's first push of the clock: the round of that clock then uses the
+  // new rate everywhere. Under SSP/async a push of another worker for that
+  // clock that reached a server before the change keeps the old rate.
+  // InvalidArgument for lr <= 0, NotFound for an unknown table.
+  virtual Status SetLearningRate(const std::string& table, float lr) = 0;
+
+  // ---- Dense ----------------------------------------------------------------
+  // Sends gradients for keys [offset, offset + grads.size()). `grads` is sent
+  // without a copy: leave it untouched until `done` runs.
+  virtual void Push(const std::string& table, uint64_t offset, FloatBuffer grads,
+                    Callback done) = 0;
+  // Fills `out` with keys [offset, offset + out.size()). `out` must stay
+  // untouched by the caller until `done` runs.
+  virtual void Pull(const std::string& table, uint64_t offset, FloatBuffer out,
+                    Callback done) = 0;
+  // Push then pull of the same range in one round trip per shard; `out`
+  // receives the parameters after the push was applied.
+  virtual void PushPull(const std::string& table, uint64_t offset, FloatBuffer grads,
+                        FloatBuffer out, Callback done) = 0;
+
+  std::future<Status> Push(const std::string& table, uint64_t offset, FloatBuffer grads);
+  std::future<Status> Pull(const std::string& table, uint64_t offset, FloatBuffer out);
+  std::future<Status> PushPull(const std::string& table, uint64_t offset, FloatBuffer grads,
+                               FloatBuffer out);
+
+  // ---- Sparse ---------------------------------------------------------------
+  // out receives ids.size() * row_width floats (parameters only). `ids` may
+  // be sent without a copy and `out` is written until `done` runs: leave
+  // both untouched until then.
+  virtual void PullRows(const std::string& table, KeyBuffer ids, FloatBuffer out,
+                        Callback done) = 0;
+  // grads holds ids.size() * row_width floats. `ids` and `grads` may be sent
+  // without a copy (always when one server holds every row): leave them
+  // untouched until `done` runs.
+  virtual void PushRows(const std::string& table, KeyBuffer ids, FloatBuffer grads,
+                        Callback done) = 0;
+
+  std::future<Status> PullRows(const std::string& table, KeyBuffer ids, FloatBuffer out);
+  std::future<Status> PushRows(const std::string& table, KeyBuffer ids, FloatBuffer grads);
+
+  // ---- Clock ------------------------------------------------------------------
+  // Ends the current iteration: advances this worker's clock by one. Pushes
+  // carry the clock at which their gradient was computed.
+  virtual Status Clock() = 0;
+  virtual int64_t clock() const = 0;
+
+  // ---- Barrier ----------------------------------------------------------------
+  // Blocks until every live worker has called Barrier() as often as this
+  // one (e.g. before an evaluation, or after loading data). A worker that
+  // dies is not waited for; one that joins late starts after the barriers
+  // already passed. DeadlineExceeded after ClientOptions::barrier_timeout_ms,
+  // naming the workers still missing. Workers only.
+  //
+  // The start barrier needs no call: under BSP and SSP with the
+  // coordinator's --num_workers=N, Connect() returns only once N workers are
+  // live (DeadlineExceeded after the coordinator's
+  // --start_barrier_timeout_ms). Workers joining later (replacements, extra
+  // workers) start at once, at the slowest live worker's clock.
+  virtual Status Barrier() = 0;
+  // The clock that the parameters returned by the most recently completed
+  // dense Pull / PushPull are guaranteed to reflect: every live worker's
+  // pushes for clocks below it were applied (minimum over the shards that
+  // answered). clock() - last_params_clock() is the staleness of those
+  // parameters. -1 before the first pull.
+  virtual int64_t last_params_clock() const = 0;
+
+  virtual ClientStats stats() const = 0;
+
+ protected:
+  Client() = default;
+};
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_CLIENT_H_
