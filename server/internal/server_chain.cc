@@ -56,7 +56,21 @@ void ServerImpl::UpdateAwaitingState() {
         std::find(range->members.begin(), range->members.end(), id_) != range->members.end();
     if (member && !range->chain->has_state()) awaiting = true;
   });
-  awaiting_state_.store(awaiting);
+  const bool was_awaiting = awaiting_state_.exchange(awaiting);
+  if (was_awaiting && !awaiting && registered_) {
+    // Tell the coordinator now, not at the next heartbeat: until it knows,
+    // it does not count this server as a copy of the chains it joined.
+    Message hb;
+    hb.header.set_type(wire::HEARTBEAT);
+    hb.header.set_sender(id_);
+    wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
+    h->set_role("server");
+    h->set_id(id_);
+    h->set_shard_map_version(map_version_);
+    h->set_awaiting_state(false);
+    coordinator_->Call(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5,
+                       [](const Status&, Message) {});
+  }
 }
 
 void ServerImpl::RejoinAfterFence(const std::string& why) {
