@@ -155,6 +155,7 @@ void ServerImpl::Heartbeat() {
 Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   ASSIGN_OR_RETURN(ShardMap checked, ShardMap::FromProto(map));
   (void)checked;
+  if (chained() && fence_pending_.exchange(false)) Fence();
   for (const wire::TableShards& ts : map.tables()) {
     const TableOptions t = TableFromProto(ts.table());
     // Rates change after creation (SetLearningRate): every install updates them.

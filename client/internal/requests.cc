@@ -96,6 +96,16 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
   rpc_->Call(peer, std::move(request), timeout_ms,
              [this, server, endpoint, epoch, give_up_ms, make = std::move(make),
               done = std::move(done)](Status st, Message reply) mutable {
+               if (Chained() && st.code() == StatusCode::kWrongShard &&
+                   reply.header.has_shard_map()) {
+                 // Not (or no longer) the head: install the map the server
+                 // sent if it is newer, then re-route to the head it names,
+                 // or wait for a newer map (the part is resent, with its
+                 // exactly-once key, never failed for this).
+                 Status installed = SetMap(reply.header.shard_map());
+                 if (!installed.ok()) LOG(ERROR) << "bad shard map in a reply: " << installed;
+                 st = UnavailableError(st.message() + "; re-routing");
+               }
                if (Chained()) {
                  if (st.ok() && !router_->map()->proto().servers(server).alive()) {
                    // A late reply of a server declared dead since: refused.

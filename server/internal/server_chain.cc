@@ -9,8 +9,6 @@
 // it. Pulls are answered by the head, after the consistency gate, once every
 // update they reflect is acknowledged (see docs/chain_replication.md).
 #include <algorithm>
-#include <chrono>
-#include <future>
 
 #include "common/payload_codec.h"
 #include "server/internal/request_codec.h"
@@ -37,9 +35,9 @@ int ServerImpl::PeerOf(int server) {
   return peer_of_[server].second;
 }
 
-void ServerImpl::Fence(const std::string& why) {
-  LOG(ERROR) << "server " << id_ << " fenced at epoch " << epoch_ << ": " << why
-             << "; dropping its replicas to rejoin its chains as tail";
+void ServerImpl::Fence() {
+  LOG(ERROR) << "server " << id_ << " fenced at epoch " << epoch_
+             << ": dropping its replicas to rejoin its chains as tail";
   ForEachReplica([](RangeState* range) {
     // Replies waiting for acknowledgements are dropped: the workers refuse
     // replies from a server their map marks dead and resend elsewhere.
@@ -58,19 +56,30 @@ void ServerImpl::UpdateAwaitingState() {
         std::find(range->members.begin(), range->members.end(), id_) != range->members.end();
     if (member && !range->chain->has_state()) awaiting = true;
   });
-  awaiting_state_.store(awaiting);
+  const bool was_awaiting = awaiting_state_.exchange(awaiting);
+  if (was_awaiting && !awaiting && registered_) {
+    // Tell the coordinator now, not at the next heartbeat: until it knows,
+    // it does not count this server as a copy of the chains it joined.
+    Message hb;
+    hb.header.set_type(wire::HEARTBEAT);
+    hb.header.set_sender(id_);
+    wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
+    h->set_role("server");
+    h->set_id(id_);
+    h->set_shard_map_version(map_version_);
+    h->set_awaiting_state(false);
+    coordinator_->Call(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5,
+                       [](const Status&, Message) {});
+  }
 }
 
 void ServerImpl::RejoinAfterFence(const std::string& why) {
-  auto fenced = std::make_shared<std::promise<void>>();
-  std::future<void> done = fenced->get_future();
-  rpc_->Post([this, why, fenced] {
-    Fence(why);
-    fenced->set_value();
-  });
-  // Register only once the replicas are fenced: the map that comes back
-  // makes this server a tail awaiting state.
-  if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return;
+  LOG(ERROR) << "server " << id_ << " was declared dead: " << why << "; rejoining";
+  // The replicas are fenced (Fence) by the next map this server installs,
+  // before anything in it: the map of its rejoin, or whatever the coordinator
+  // pushes first. Until then it acts at its old epoch, and whatever it sends
+  // is refused by epoch.
+  fence_pending_.store(true);
   StatusOr<wire::RegisterReply> rr = Register(id_);
   if (!rr.ok()) {
     LOG(ERROR) << "server " << id_ << " could not rejoin after being fenced: " << rr.status()

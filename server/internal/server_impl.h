@@ -157,8 +157,9 @@ class ServerImpl final : public Server {
   int PeerOf(int server);
   // Declared dead by the coordinator: drops every replica's state and chain
   // position (never a split brain: it holds nothing until a predecessor's
-  // snapshot arrives), so it can rejoin as a fresh tail.
-  void Fence(const std::string& why);
+  // snapshot arrives), so it can rejoin as a fresh tail. Run by InstallMap
+  // when fence_pending_ is set.
+  void Fence();
 
   // ---- Heartbeat thread ----
   void Heartbeat();
@@ -166,10 +167,10 @@ class ServerImpl final : public Server {
   // register_timeout_ms). Also used by Init().
   StatusOr<wire::RegisterReply> Register(int requested_id);
   // The coordinator answered a heartbeat NotFound (declared dead, e.g. after
-  // a SIGSTOP): fences the replicas on the loop, registers again with this
-  // id and installs the map it gets, in which this server joins its chains
-  // as tail (state transfer from the predecessors). Stops the server if the
-  // registration fails.
+  // a SIGSTOP): registers again with this id and installs the map it gets, in
+  // which this server joins its chains as tail (state transfer from the
+  // predecessors); the next map installed fences the replicas first. Stops
+  // the server if the registration fails.
   void RejoinAfterFence(const std::string& why);
   void StopHeartbeat();
 
@@ -214,6 +215,9 @@ class ServerImpl final : public Server {
   std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
   // Set when the server stops because it was fenced and could not rejoin.
   std::atomic<bool> fenced_{false};
+  // Set by the heartbeat thread when declared dead: the next InstallMap
+  // fences the replicas before it applies the map.
+  std::atomic<bool> fence_pending_{false};
 
   // Heartbeat thread.
   int heartbeat_failures_ = 0;  // Heartbeat thread only.

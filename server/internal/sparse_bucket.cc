@@ -1,6 +1,7 @@
 #include "server/internal/sparse_bucket.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace relaxps {
 namespace server_internal {
@@ -58,9 +59,13 @@ Status SparseBucketState::Load(const wire::ChainSnapshot& snap, const std::vecto
                                 std::to_string(n) + " ids of " +
                                 std::to_string(spec->row_floats()) + " floats");
   }
-  // Frames may be unaligned views of a received message: copy them.
-  KeyBuffer ids = KeyBuffer::CopyOf(frames[0].as<uint64_t>(), n);
-  FloatBuffer rows = FloatBuffer::CopyOf(frames[1].as<float>(), n * spec->row_floats());
+  // Frames need not be aligned for their types: copy their bytes.
+  KeyBuffer ids = KeyBuffer::Uninitialized(n);
+  FloatBuffer rows = FloatBuffer::Uninitialized(n * spec->row_floats());
+  if (n > 0) {
+    std::memcpy(ids.data(), frames[0].data(), frames[0].size());
+    std::memcpy(rows.data(), frames[1].data(), frames[1].size());
+  }
   RETURN_IF_ERROR(store_->WriteRows(store_table_, ids.data(), n, rows.data()));
   // Every row any replica of the chain ever updated is in the snapshot. A
   // row this replica updated that is not (an update it applied as a head

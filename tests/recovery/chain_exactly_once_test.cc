@@ -192,6 +192,12 @@ class ChainExactlyOnceTest : public ::testing::Test {
   void ExpectSparseReplicas(float init) {
     std::vector<ChainRange> buckets = BucketChains(cluster_.get(), "e");
     ASSERT_EQ(buckets.size(), static_cast<size_t>(kBuckets));
+    std::string shown;
+    for (const ChainRange& b : buckets) {
+      shown += " #" + std::to_string(b.begin) + ":";
+      for (int c : b.chain) shown += " " + std::to_string(c);
+    }
+    LOG(INFO) << "bucket chains of 'e' (relaxps-ctl status):" << shown;
     size_t rows_checked = 0, rows_expected = 0;
     for (const ChainRange& b : buckets) {
       ASSERT_FALSE(b.chain.empty()) << "bucket " << b.begin;
