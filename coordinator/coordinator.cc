@@ -58,11 +58,11 @@ class CoordinatorImpl final : public Coordinator {
         clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
         barriers_(options.consistency == ConsistencyModel::kAsync ? 0 : options.num_workers),
-        reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
-                                options.reseed_timeout_ms}),
         checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
                                                 options.checkpoint_every_s, 16},
-                     clock_->NowMs()) {}
+                     clock_->NowMs()),
+        reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
+                                options.reseed_timeout_ms}) {}
 
   Status Init() {
     ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(options_.recovery));
