@@ -51,7 +51,7 @@ int Status_(RpcClient* rpc, int peer) {
   if (!st->job_error().empty()) std::printf("job_error: %s\n", st->job_error().c_str());
   std::printf("shard_map_version: %llu\n",
               static_cast<unsigned long long>(st->shard_map().version()));
-  if (j.recovery() == "chain") {
+  if (j.replicas() > 1) {  // chain, hybrid
     std::printf("chain: replicas=%d epoch=%llu\n", j.replicas(),
                 static_cast<unsigned long long>(st->shard_map().epoch()));
   }

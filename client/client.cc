@@ -127,6 +127,9 @@ Status ClientImpl::Init() {
     return InvalidArgumentError("--security=curve needs --worker_id (the id of the worker's key)");
   }
   RETURN_IF_ERROR(ro.UseCurve(options_.curve));
+  // The policy is known only after registering: the hook ignores
+  // disconnects until Init() enabled it.
+  ro.on_disconnect = [this](int peer) { OnDisconnect(peer); };
   rpc_ = std::make_unique<RpcClient>(ro);
   if (faults_.any()) rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), faults_);
   coordinator_peer_ = rpc_->Connect(options_.coordinator);
@@ -160,10 +163,14 @@ Status ClientImpl::Init() {
     cache_ = std::make_unique<client_internal::SspCache>(consistency_->staleness_bound());
   }
   if (recovery_->TrainsThroughServerLoss() && options_.role == "worker") {
-    if (options_.local_after_ms <= 0) return InvalidArgumentError("local_after_ms must be positive");
+    if (options_.local_after_ms <= 0 || options_.disconnect_probe_ms <= 0) {
+      return InvalidArgumentError("local_after_ms and disconnect_probe_ms must be positive");
+    }
     replica_ = std::make_unique<client_internal::LocalReplica>();
+    rows_ = std::make_unique<client_internal::LocalRows>();
   }
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
+  local_on_disconnect_.store(replica_ != nullptr && !Chained());
   if (options_.role == "worker") {
     last_heartbeat_ok_ms_ = clock_source_->NowMs();
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },

@@ -58,15 +58,20 @@ void RpcClient::Call(int peer, Message request, int timeout_ms, ReplyCallback do
   request.header.set_deadline_unix_ms(clock_->NowUnixMs() + timeout_ms);
   const int64_t now = clock_->NowMs();
   Outgoing out{peer, std::move(request), now + timeout_ms, std::move(done)};
+  bool wake;
   {
     MutexLock l(&mu_);
     if (stopping_) {
       out.done(AbortedError("rpc client is shutting down"), Message());
       return;
     }
+    // A non-empty outbox has a wake-up pending (the call that filled it sent
+    // one, and the I/O thread takes the whole outbox after reading it): one
+    // eventfd write per burst of calls, not per call.
+    wake = outbox_.empty();
     outbox_.push_back(std::move(out));
   }
-  Wake();
+  if (wake) Wake();
 }
 
 void RpcClient::CancelAll(const Status& status) {

@@ -17,6 +17,7 @@
 #include "coordinator/map_watchers.h"
 #include "coordinator/membership.h"
 #include "coordinator/reseeder.h"
+#include "recovery/hybrid_fallback.h"
 #include "recovery/recovery_policy.h"
 
 namespace relaxps {
@@ -29,17 +30,17 @@ Status CoordinatorOptions::Validate() const {
   }
   ConsistencyOptions co{consistency, staleness};
   RETURN_IF_ERROR(NewConsistencyPolicy(co).status());
-  RETURN_IF_ERROR(NewRecoveryPolicy(recovery).status());
+  ASSIGN_OR_RETURN(std::unique_ptr<RecoveryPolicy> policy, NewRecoveryPolicy(recovery));
   if (heartbeat_timeout_ms < 50) return InvalidArgumentError("--heartbeat_timeout_ms must be >= 50");
   if (checkpoint_every_clocks < 0 || checkpoint_every_s < 0) {
     return InvalidArgumentError("--checkpoint_every_clocks and --checkpoint_every_s must be >= 0");
   }
   if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
   if (reseed_timeout_ms < 1) return InvalidArgumentError("--reseed_timeout_ms must be > 0");
-  if (recovery == RecoveryMode::kChain && (replicas < 2 || replicas > num_servers)) {
+  if (policy->ReplicatesServers() && (replicas < 2 || replicas > num_servers)) {
     return InvalidArgumentError("--replicas must be between 2 and --num_servers (" +
-                                std::to_string(num_servers) + ") under --recovery=chain, got " +
-                                std::to_string(replicas));
+                                std::to_string(num_servers) + ") under --recovery=" +
+                                policy->Name() + ", got " + std::to_string(replicas));
   }
   if (probe_timeout_ms < 1) return InvalidArgumentError("probe_timeout_ms must be > 0");
   if (takeover_probe_ms < 1) return InvalidArgumentError("--takeover_probe_ms must be > 0");
@@ -63,11 +64,11 @@ class CoordinatorImpl final : public Coordinator {
         clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
         barriers_(options.consistency == ConsistencyModel::kAsync ? 0 : options.num_workers),
-        reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
-                                options.reseed_timeout_ms}),
         checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
                                                 options.checkpoint_every_s, 16},
-                     clock_->NowMs()) {}
+                     clock_->NowMs()),
+        reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
+                                options.reseed_timeout_ms}) {}
 
   Status Init() {
     ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(options_.recovery));
@@ -177,7 +178,13 @@ class CoordinatorImpl final : public Coordinator {
   // copies are in (or timed out) by sending SEED to their server.
   void HandleSeedCopy(Request req);
   void FinishReseeds();
-  bool chained() const { return options_.recovery == RecoveryMode::kChain; }
+  bool chained() const { return recovery_->ReplicatesServers(); }
+  // Hybrid: chains that fall back to the workers' copies when every replica
+  // of a range is lost (recovery/hybrid_fallback.h).
+  bool hybrid() const { return chained() && recovery_->TrainsThroughServerLoss(); }
+  // Hybrid: once `seeded`'s stranded ranges are served again, the live
+  // servers join the chains they were kept out of; pushes the map.
+  void RejoinAfterSeed(int seeded);
   // Chain replication: the connection to a server closed; probe it.
   void OnDisconnect(int peer);
   // Chain replication: removes a dead server from its chains and installs
@@ -224,6 +231,8 @@ class CoordinatorImpl final : public Coordinator {
   Reseeder reseeder_;
   // Servers being seeded: registered, shown dead in the map until seeded.
   std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
+  // Hybrid: lost servers that held ranges alone (stranded, awaiting a seed).
+  std::set<int> stranded_holders_;
   // Chain replication: joined servers still receiving their state, with the
   // map version of their join (see Syncing()).
   std::map<int, uint64_t> syncing_;
@@ -477,18 +486,35 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     server_peer_[id] = servers_rpc_->Connect(r.endpoint());
     // Stateless: a server in place of a known one starts empty; it is seeded
     // from the workers' copies before anyone routes to it.
-    const bool seed = recovery_->TrainsThroughServerLoss() && replaces && map_.tables_size() > 0;
+    if (hybrid() && was_live && map_.tables_size() > 0) {
+      // Its state is gone: what it held alone is stranded like a loss.
+      if (!SpliceOrStrand(&map_, id, Syncing()).stranded.empty()) stranded_holders_.insert(id);
+    }
+    // Under hybrid only a server whose ranges are stranded is seeded; the
+    // others rejoin their chains by state transfer.
+    const bool seed = recovery_->TrainsThroughServerLoss() && replaces &&
+                      map_.tables_size() > 0 && (!chained() || stranded_holders_.count(id));
     if (seed) seeding_[id] = now;
     int joined = 0;
     if (chained() && map_.tables_size() > 0) {
       syncing_.erase(id);
-      if (was_live) {
+      if (was_live && !hybrid()) {
         StatusOr<int> removed = RemoveFromChains(&map_, id, options_.replicas, Syncing());
         if (!removed.ok()) {
           FailJob(removed.status().message());
         }
       }
       joined = JoinChains(&map_, id, options_.num_servers, options_.replicas);
+      if (hybrid()) {
+        std::set<int> others = stranded_holders_;
+        others.erase(id);
+        const int kept_out = LeaveStrandedChains(&map_, id, others);
+        joined -= kept_out;
+        if (kept_out > 0) {
+          LOG(INFO) << "server " << id << " joins " << kept_out
+                    << " stranded chain(s) only once they are seeded";
+        }
+      }
       map_.set_epoch(map_.epoch() + 1);
       LOG(INFO) << "server " << id << " joins " << joined << " chain(s) as tail; epoch "
                 << map_.epoch();
@@ -634,6 +660,15 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
   }
   if (!job_error_.empty()) {
     rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
+    return;
+  }
+  if (hybrid() && t.type == TableType::kSparse) {
+    // Stranding and re-seeding cover dense ranges only so far.
+    rpc_->ReplyStatus(req, InvalidArgumentError("table '" + t.name +
+                                                "': sparse tables are not supported under "
+                                                "--recovery=hybrid in this version (use chain "
+                                                "or stateless)"))
+        .IgnoreError();
     return;
   }
   if (members_.live_servers() < options_.num_servers) {
@@ -890,6 +925,17 @@ void CoordinatorImpl::FinishReseeds() {
       FailJob("re-seeding server " + std::to_string(server) + ": " + seed.status().ToString());
       continue;
     }
+    if (hybrid() && summary.seed_worker < 0) {
+      // No live worker held a copy: the server keeps what it loaded at start
+      // (run_local.sh restarts it with --restore_from=latest).
+      summary.source = checkpoints_.latest()
+                           ? "checkpoint@" + std::to_string(checkpoints_.latest()->clock())
+                           : std::string("initializer");
+      LOG(WARNING) << "FALLBACK cause=no-worker-copy server=" << server
+                   << " ranges=" << DescribeRanges(RangesHeldAlone(map_, server))
+                   << " action=restore source=" << summary.source
+                   << ": no live worker sent a copy of its ranges";
+    }
     auto peer = server_peer_.find(server);
     if (peer == server_peer_.end()) continue;
     const int64_t registered = seeding_.count(server) ? seeding_[server] : clock_->NowMs();
@@ -908,6 +954,7 @@ void CoordinatorImpl::FinishReseeds() {
             LOG(INFO) << "RESEED " << shared_summary->ToString() << " seconds="
                       << (clock_->NowMs() - registered) / 1000.0 << " map_version="
                       << map_.version();
+            if (hybrid()) RejoinAfterSeed(server);
           });
         });
   }
@@ -1012,6 +1059,25 @@ void CoordinatorImpl::OnDisconnect(int peer) {
 void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
   LOG(WARNING) << why;
   syncing_.erase(server_id);
+  if (hybrid()) {
+    const SpliceResult r = SpliceOrStrand(&map_, server_id, Syncing());
+    map_.set_epoch(map_.epoch() + 1);
+    RebuildServerList();
+    LOG(WARNING) << "server " << server_id << " removed from " << r.changed
+                 << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version();
+    if (!r.stranded.empty()) {
+      stranded_holders_.insert(server_id);
+      LOG(WARNING) << "FALLBACK cause=all-replicas-lost server=" << server_id
+                   << " ranges=" << DescribeRanges(r.stranded)
+                   << " action=stateless-reseed epoch=" << map_.epoch() << " (" << why
+                   << "): workers train on their own copies until a server registers with id "
+                   << server_id << " and is seeded from them";
+    }
+    LOG(WARNING) << recovery_->RestartAdvice(server_id);
+    PushMap("server " + std::to_string(server_id) + " lost");
+    watchers_->Notify(map_);
+    return;
+  }
   StatusOr<int> changed = RemoveFromChains(&map_, server_id, options_.replicas, Syncing());
   if (!changed.ok()) {
     RebuildServerList();
@@ -1024,6 +1090,29 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
                << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version()
                << ". " << recovery_->RestartAdvice(server_id);
   PushMap("server " + std::to_string(server_id) + " lost");
+  watchers_->Notify(map_);
+}
+
+void CoordinatorImpl::RejoinAfterSeed(int seeded) {
+  stranded_holders_.erase(seeded);
+  int joined = 0;
+  std::vector<int> joiners;
+  for (const auto& [id, m] : members_.servers()) {
+    if (!m.alive || seeding_.count(id) || stranded_holders_.count(id)) continue;
+    const int n = JoinChains(&map_, id, options_.num_servers, options_.replicas) -
+                  LeaveStrandedChains(&map_, id, stranded_holders_);
+    if (n > 0) joiners.push_back(id);
+    joined += n;
+  }
+  if (joined > 0) {
+    map_.set_epoch(map_.epoch() + 1);
+    map_.set_version(map_.version() + 1);
+    // They hold no state of those chains until their state transfers arrive.
+    for (int id : joiners) syncing_[id] = map_.version();
+    LOG(INFO) << joined << " replica(s) join the chains seeded on server " << seeded << " as tail; epoch "
+              << map_.epoch();
+  }
+  PushMap("server " + std::to_string(seeded) + " seeded");
   watchers_->Notify(map_);
 }
 

@@ -22,6 +22,12 @@
 // on their own copies); a server that registers with the lost id is seeded
 // from the workers' copies (coordinator/reseeder.h) before the shard map
 // routes to it again. Each re-seed is logged as a "RESEED ..." line.
+// With "hybrid", chains as under "chain"; a server lost while it held a range
+// alone leaves that range stranded with it ("FALLBACK cause=all-replicas-lost"
+// line): workers train on their copies, and the server that registers with
+// that id is seeded from them as under "stateless", or, if no worker sent a
+// copy, keeps what it loaded from its latest checkpoint ("FALLBACK
+// cause=no-worker-copy"); then the other servers rejoin its chains as tail.
 //
 // Coordinated checkpoints (CheckpointScheduler): every
 // checkpoint_every_clocks clocks of the slowest live worker, every

@@ -20,6 +20,7 @@ std::string ReseedSummary::ToString() const {
     first = false;
   }
   if (first) s += "none";
+  if (rows > 0) s += " rows=" + std::to_string(rows);
   return s;
 }
 
@@ -64,9 +65,17 @@ Status Reseeder::AddCopy(Message msg) {
     }
     frames += 2;
   }
+  for (const wire::SeedRows& r : d.rows()) {
+    if (r.count() == 0) continue;
+    if (frames + 2 > msg.frames.size() || msg.frames[frames].size() != r.count() * sizeof(uint64_t) ||
+        msg.frames[frames + 1].size() % (r.count() * sizeof(float)) != 0) {
+      return InvalidArgumentError("SEED_COPY row frames do not match its rows of '" + r.table() + "'");
+    }
+    frames += 2;
+  }
   if (frames != msg.frames.size()) {
     return InvalidArgumentError("SEED_COPY has " + std::to_string(msg.frames.size()) +
-                                " frames, its ranges need " + std::to_string(frames));
+                                " frames, its ranges and rows need " + std::to_string(frames));
   }
   const int worker = d.worker();
   it->second.copies[worker] = std::move(msg);
@@ -149,7 +158,67 @@ StatusOr<Message> Reseeder::Finish(int server, const wire::ShardMap& map,
       }
     }
   }
+  RETURN_IF_ERROR(MergeRows(round, map, &seed, summary));
   return seed;
+}
+
+Status Reseeder::MergeRows(const Round& round, const wire::ShardMap& map, Message* seed,
+                           ReseedSummary* summary) const {
+  wire::SeedData* out = seed->header.mutable_seed_data();
+  for (const wire::TableShards& ts : map.tables()) {
+    if (ts.table().type() != static_cast<int>(TableType::kSparse)) continue;
+    const size_t width = ts.table().row_width();
+    // Each worker's pending changes to this table's rows, and its weight.
+    std::vector<WorkerCopy> workers;
+    std::vector<std::pair<const Frame*, const Frame*>> changes;
+    for (const auto& [worker, msg] : round.copies) {
+      const wire::SeedData& d = msg.header.seed_data();
+      size_t frame = 0;
+      for (const wire::SeedRange& r : d.ranges()) frame += r.has_copy() ? 2 : 0;
+      for (const wire::SeedRows& r : d.rows()) {
+        if (r.count() == 0) continue;
+        if (r.table() == ts.table().name()) {
+          if (msg.frames[frame + 1].size() != r.count() * width * sizeof(float)) {
+            return InvalidArgumentError("worker " + std::to_string(worker) + " sent rows of '" +
+                                        r.table() + "' of the wrong width");
+          }
+          workers.push_back(WorkerCopy{worker, d.worker_clock(), r.base_clock(), r.local_steps(),
+                                       nullptr, nullptr});
+          changes.emplace_back(&msg.frames[frame], &msg.frames[frame + 1]);
+        }
+        frame += 2;
+      }
+    }
+    if (workers.empty()) continue;
+    const std::vector<double> a = ChangeWeights(workers, options_.merge_rule);
+    std::map<uint64_t, std::vector<float>> merged;  // Sorted: deterministic SEED.
+    for (size_t w = 0; w < workers.size(); ++w) {
+      const uint64_t* ids = changes[w].first->as<uint64_t>();
+      const float* delta = changes[w].second->as<float>();
+      const size_t n = changes[w].first->size() / sizeof(uint64_t);
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<float>& row = merged[ids[i]];
+        row.resize(width, 0.0f);
+        for (size_t j = 0; j < width; ++j) row[j] += static_cast<float>(a[w]) * delta[i * width + j];
+      }
+      auto& c = summary->contributions[workers[w].worker];
+      c.first = std::max(c.first, workers[w].local_steps);
+      if (c.second == 0) c.second = a[w];
+    }
+    wire::SeedRows* sr = out->add_rows();
+    sr->set_table(ts.table().name());
+    sr->set_count(merged.size());
+    std::vector<uint64_t> ids;
+    std::vector<float> values;
+    for (const auto& [id, row] : merged) {
+      ids.push_back(id);
+      values.insert(values.end(), row.begin(), row.end());
+    }
+    seed->frames.push_back(Frame::Copy(ids.data(), ids.size() * sizeof(uint64_t)));
+    seed->frames.push_back(Frame::Copy(values.data(), values.size() * sizeof(float)));
+    summary->rows += static_cast<int64_t>(merged.size());
+  }
+  return Status::OK();
 }
 
 }  // namespace relaxps

@@ -44,6 +44,7 @@ struct ReseedSummary {
   // Per contributing worker: local steps and the weight its change got.
   std::map<int, std::pair<int64_t, double>> contributions;
   int missing_workers = 0;  // Expected but never answered.
+  int64_t rows = 0;         // Sparse rows whose merged changes were sent.
   std::string ToString() const;
 };
 
@@ -79,6 +80,11 @@ class Reseeder {
     std::set<int> expected;
     std::map<int, Message> copies;  // worker -> its SEED_COPY.
   };
+
+  // Appends to `seed` the merged row changes of every sparse table: the sum
+  // of each worker's pending changes weighted by ChangeWeights.
+  Status MergeRows(const Round& round, const wire::ShardMap& map, Message* seed,
+                   ReseedSummary* summary) const;
 
   const ReseedOptions options_;
   std::map<int, Round> rounds_;  // server -> round.

@@ -47,6 +47,23 @@ class StatelessServers final : public RecoveryPolicy {
   bool TrainsThroughServerLoss() const override { return true; }
 };
 
+// Chains in normal times; a range whose every replica is lost falls back to
+// the workers' copies (stateless re-seeding), and a range no worker holds to
+// the latest checkpoint (docs/stateless.md, "Hybrid").
+class HybridRecovery final : public RecoveryPolicy {
+ public:
+  RecoveryMode mode() const override { return RecoveryMode::kHybrid; }
+  OnServerLoss on_server_loss() const override { return OnServerLoss::kReconfigure; }
+  std::string RestartAdvice(int id) const override {
+    return "restart it with --server_id=" + std::to_string(id) +
+           " to rejoin its chains as tail; a range it held last is seeded from the workers' "
+           "copies (or its latest checkpoint) first";
+  }
+  bool ResendsAcrossRestarts() const override { return true; }
+  bool ReplicatesServers() const override { return true; }
+  bool TrainsThroughServerLoss() const override { return true; }
+};
+
 constexpr RecoveryMode kAllModes[] = {RecoveryMode::kNone, RecoveryMode::kCheckpoint,
                                       RecoveryMode::kChain, RecoveryMode::kStateless,
                                       RecoveryMode::kHybrid};
@@ -78,11 +95,9 @@ StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(RecoveryMode mode) {
     case RecoveryMode::kCheckpoint: return std::unique_ptr<RecoveryPolicy>(new CheckpointRestart());
     case RecoveryMode::kChain: return std::unique_ptr<RecoveryPolicy>(new ChainReplication());
     case RecoveryMode::kStateless: return std::unique_ptr<RecoveryPolicy>(new StatelessServers());
-    case RecoveryMode::kHybrid:
-      break;
+    case RecoveryMode::kHybrid: return std::unique_ptr<RecoveryPolicy>(new HybridRecovery());
   }
-  return InvalidArgumentError(std::string("recovery policy '") + RecoveryModeName(mode) +
-                              "' is not available in this version (use none, checkpoint, chain or stateless)");
+  return InvalidArgumentError("unknown recovery mode " + std::to_string(static_cast<int>(mode)));
 }
 
 }  // namespace relaxps

@@ -54,6 +54,29 @@ size_t Freshest(const std::vector<WorkerCopy>& copies) {
 
 }  // namespace
 
+std::vector<double> ChangeWeights(const std::vector<WorkerCopy>& copies, MergeRule merge_rule) {
+  const size_t k = copies.size();
+  std::vector<double> a(k, 0.0);
+  if (k == 0) return a;
+  const size_t s = Freshest(copies);
+  for (size_t i = 0; i < k; ++i) {
+    switch (merge_rule) {
+      case MergeRule::kStaleness: {
+        const int64_t staleness = copies[s].clock - copies[i].base_clock;
+        a[i] = i == s ? 1.0 : 1.0 / static_cast<double>(std::max<int64_t>(1, staleness));
+        break;
+      }
+      case MergeRule::kAverage:
+        a[i] = 1.0 / static_cast<double>(k);
+        break;
+      case MergeRule::kSum:
+        a[i] = 1.0;
+        break;
+    }
+  }
+  return a;
+}
+
 StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t n,
                                   SeedRule seed_rule, MergeRule merge_rule) {
   if (copies.empty()) return InvalidArgumentError("no worker copy to merge");
@@ -69,7 +92,6 @@ StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t 
   r.seed_worker = copies[s].worker;
   r.clock = copies[s].clock;
   r.seed_weights.assign(k, 0.0);
-  r.change_weights.assign(k, 0.0);
 
   if (seed_rule == SeedRule::kFreshest) {
     r.seed_weights[s] = 1.0;
@@ -81,21 +103,7 @@ StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t 
     }
     for (double& e : r.seed_weights) e /= total;
   }
-  for (size_t i = 0; i < k; ++i) {
-    switch (merge_rule) {
-      case MergeRule::kStaleness: {
-        const int64_t staleness = r.clock - copies[i].base_clock;
-        r.change_weights[i] = i == s ? 1.0 : 1.0 / static_cast<double>(std::max<int64_t>(1, staleness));
-        break;
-      }
-      case MergeRule::kAverage:
-        r.change_weights[i] = 1.0 / static_cast<double>(k);
-        break;
-      case MergeRule::kSum:
-        r.change_weights[i] = 1.0;
-        break;
-    }
-  }
+  r.change_weights = ChangeWeights(copies, merge_rule);
 
   // x = sum e_w x_w + sum (a_w - e_w) d_w, in worker order; a single seed
   // copy is taken as is.

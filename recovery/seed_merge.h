@@ -69,6 +69,11 @@ struct MergeResult {
   std::vector<double> change_weights;
 };
 
+// The change weights a_w of `copies` under `merge_rule` (their params and
+// delta are not read): sparse rows, of which no worker holds a base copy, are
+// rebuilt as the server's own rows plus sum_w a_w d_w.
+std::vector<double> ChangeWeights(const std::vector<WorkerCopy>& copies, MergeRule merge_rule);
+
 // Merges `copies` of an n-float range. InvalidArgument if copies is empty or
 // a pointer is null.
 StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t n,

@@ -81,7 +81,7 @@ else
   OPT_ARGS=()
   OVERHEAD_S=15
   STORE_ARGS=(--mb=16 --seconds=2 --reps=5)
-  WAL_ARGS=(--seconds=2 --reps=3)
+  WAL_ARGS=(--seconds=2 --reps=5)
   CONSISTENCY_S=40
   CHAIN_S=20
 fi

@@ -20,7 +20,8 @@
 # needs --security=curve --keys_dir=<out_dir>/keys.
 #
 # Failure injection: --kill_server=ID@S (repeatable) SIGKILLs server ID S
-# seconds after the workers start; --stop_server=ID@S+D (repeatable) SIGSTOPs
+# seconds after the workers start (--kill_server=0,1@S kills several servers
+# at once, back to back in one step); --stop_server=ID@S+D (repeatable) SIGSTOPs
 # it at S and SIGCONTs it D seconds later (a hung server);
 # --partition_server=ID@S+D (repeatable) cuts server ID off the network at S
 # for D seconds while it keeps running: iptables DROP rules on its TCP ports
@@ -52,6 +53,12 @@
 # is fenced when it resumes and rejoins in process (it is not restarted).
 # events.csv then also gets failover_ms=N rows: kill -> the first push a
 # worker resent and the new head acknowledged.
+# Under --recovery=hybrid (chains, --replicas=R) the same; when every replica
+# of a range is lost the coordinator falls back to re-seeding it from the
+# workers' copies (or, without any, to the latest checkpoint: a restarted
+# server loads it with --restore_from=latest when one exists): each fallback
+# is a "fallback" event (detail: the coordinator's FALLBACK line, with its
+# cause) and each re-seed a "reseed" event as under stateless.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -75,7 +82,7 @@ PARTS=()  # "ID@S+D"
 EVAL_EVERY_S=0
 SECURITY=plain
 
-usage() { sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in
@@ -110,8 +117,15 @@ for v in SERVERS WORKERS PORT PROGRESS_S RESTART_AFTER_S; do
   if ! [[ ${!v} =~ ^[0-9]+$ ]]; then echo "run_local.sh: --${v,,} must be a number" >&2; exit 2; fi
 done
 for k in "${KILLS[@]}"; do
-  if ! [[ $k =~ ^([0-9]+)@([0-9]+)$ ]] || [ "${BASH_REMATCH[1]}" -ge "$SERVERS" ]; then
-    echo "run_local.sh: --kill_server=$k: expected ID@SECONDS with ID < --servers" >&2; exit 2
+  bad=0
+  if [[ $k =~ ^([0-9]+(,[0-9]+)*)@([0-9]+)$ ]]; then
+    for id in ${BASH_REMATCH[1]//,/ }; do [ "$id" -ge "$SERVERS" ] && bad=1; done
+  else
+    bad=1
+  fi
+  if [ $bad = 1 ]; then
+    echo "run_local.sh: --kill_server=$k: expected ID@SECONDS or ID,ID,...@SECONDS with IDs < --servers" >&2
+    exit 2
   fi
 done
 for k in "${STOPS[@]}" "${PARTS[@]}"; do
@@ -242,7 +256,7 @@ done
 # latest checkpoint when it has one.
 restart_server() {
   local i=$1 from=()
-  if [ "$RECOVERY" = checkpoint ] && compgen -G "$OUT_DIR/data/checkpoints/server-$i/ckpt-*" >/dev/null; then
+  if { [ "$RECOVERY" = checkpoint ] || [ "$RECOVERY" = hybrid ]; } && compgen -G "$OUT_DIR/data/checkpoints/server-$i/ckpt-*" >/dev/null; then
     from=(--restore_from=latest)
   fi
   echo "==== restarted by run_local.sh at $(date +%T) ${from[*]}" >>"$OUT_DIR/server-$i.log"
@@ -301,32 +315,41 @@ event() {  # event NAME SERVER [DETAIL]
   printf '%d.%03d,%s,%s,%s\n' $((d / 1000000)) $((d % 1000000 / 1000)) "$1" "$2" "${3:-}" \
     >>"$OUT_DIR/events.csv"
 }
-RESEEDS_SEEN=0
-# Stateless re-seeds the coordinator has logged since the last look.
-log_reseeds() {
-  local lines n
-  lines=$(grep -a 'RESEED server=' "$OUT_DIR/coordinator.log" 2>/dev/null)
-  n=$(printf '%s' "$lines" | grep -c 'RESEED' )
-  [ "$n" -gt "$RESEEDS_SEEN" ] || return
-  printf '%s\n' "$lines" | tail -n $((n - RESEEDS_SEEN)) | while IFS= read -r l; do
-    l=${l#*RESEED }
-    local server=${l#server=}; server=${server%% *}
-    event reseed "$server" "${l//,/;}"
+declare -A COORD_SEEN  # coordinator line marker -> lines already logged as events
+# coordinator_events MARKER EVENT: the coordinator's "MARKER ... server=..." lines
+# (stateless RESEED, hybrid FALLBACK) logged since the last look, as events.
+coordinator_events() {
+  local marker=$1 name=$2 lines n seen=${COORD_SEEN[$1]:-0}
+  lines=$(grep -a "$marker .*server=" "$OUT_DIR/coordinator.log" 2>/dev/null)
+  n=$(printf '%s' "$lines" | grep -c "$marker")
+  [ "$n" -gt "$seen" ] || return
+  printf '%s\n' "$lines" | tail -n $((n - seen)) | while IFS= read -r l; do
+    l=${l#*"$marker" }
+    local server=${l#*server=}; server=${server%% *}
+    event "$name" "$server" "${l//,/;}"
   done
-  RESEEDS_SEEN=$n
+  COORD_SEEN[$marker]=$n
+}
+log_reseeds() {
+  coordinator_events RESEED reseed
+  [ "$RECOVERY" = hybrid ] && coordinator_events FALLBACK fallback
 }
 while true; do
   now=$(date +%s)
   # Failure injection.
   for k in "${!KILLS[@]}"; do
     [ -n "${KILLED[$k]:-}" ] && continue
-    id=${KILLS[$k]%@*} at=${KILLS[$k]#*@}
+    ids=${KILLS[$k]%@*} at=${KILLS[$k]#*@}
     if [ $((now - START)) -ge "$at" ]; then
       KILLED[$k]=1
-      echo "[$((now - START))s] run_local.sh: killing server $id (pid ${PIDS[$id + 1]}, --kill_server=${KILLS[$k]})" >&2
-      kill -KILL "${PIDS[$id + 1]}" 2>/dev/null
-      event kill "$id"
-      KILL_MS+=("$(date +%s%3N)@$id")
+      for id in ${ids//,/ }; do kill -KILL "${PIDS[$id + 1]}" 2>/dev/null; done
+      for id in ${ids//,/ }; do
+        echo "[$((now - START))s] run_local.sh: killed server $id (pid ${PIDS[$id + 1]}, --kill_server=${KILLS[$k]})" >&2
+        event kill "$id"
+        # Under hybrid a kill of several servers at once is a fallback (its
+        # reseed event), not a failover.
+        [ "$RECOVERY" = hybrid ] && [ "$ids" != "$id" ] || KILL_MS+=("$(date +%s%3N)@$id")
+      done
     fi
   done
   for k in "${!STOPS[@]}"; do
@@ -363,7 +386,7 @@ while true; do
       event heal "$id"
     fi
   done
-  [ "$RECOVERY" = stateless ] && log_reseeds
+  { [ "$RECOVERY" = stateless ] || [ "$RECOVERY" = hybrid ]; } && log_reseeds
   # Control plane: the coordinator's death ends the job; a server's too,
   # unless the recovery policy restarts it.
   for idx in $(seq 0 $((FIRST_WORKER - 1))); do
@@ -424,7 +447,8 @@ done
 # ---- Failover times (chain) ------------------------------------------------------
 # For each kill: the first "chain failover" acknowledgement any worker logged
 # after it.
-if [ "$RECOVERY" = chain ]; then
+if [ "$RECOVERY" = chain ] || [ "$RECOVERY" = hybrid ]; then
+  { [ "$RECOVERY" = hybrid ] && log_reseeds; }
   acks=$(grep -aho 'chain failover: .* at unix_ms=[0-9]*' "$OUT_DIR"/worker-*.log 2>/dev/null |
          grep -o '[0-9]*$' | sort -n)
   for k in "${KILL_MS[@]}"; do

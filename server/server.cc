@@ -65,7 +65,9 @@ Status ServerImpl::Init() {
   id_ = rr.id();
   job_ = rr.job();
   coordinator_identity_ = rr.coordinator_identity();
-  replicas_ = job_.recovery() == "chain" ? std::max(1, job_.replicas()) : 1;
+  // The coordinator sets replicas > 1 only for the policies that replicate
+  // (chain, hybrid).
+  replicas_ = std::max(1, job_.replicas());
   if (chained()) {
     RpcClientOptions po;
     po.default_timeout_ms = 5000;
@@ -237,6 +239,13 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
                                 " jumps too far ahead of " + std::to_string(epoch_));
   }
   RETURN_IF_ERROR(CheckByteQuota(map));
+  // Tables of the map installed before this one.
+  auto known_table = [this](const std::string& name) {
+    for (const wire::TableShards& ts : map_.tables()) {
+      if (ts.table().name() == name) return true;
+    }
+    return false;
+  };
   for (const wire::TableShards& ts : map.tables()) {
     const TableOptions t = TableFromProto(ts.table());
     // Rates change after creation (SetLearningRate): every install updates them.
@@ -290,15 +299,19 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
         range.forwarded_applied_clock = range.shard->applied_clock();
         if (chained()) {
           range.chain = std::make_unique<ChainReplica>();
-          // A table that existed before this server registered is held by the
-          // other replicas: its state comes as a snapshot from the predecessor.
-          range.chain->set_has_state(registered_);
+          // A table that existed before this server registered, or before
+          // this map (hybrid: joining a chain once it was seeded), is held by
+          // the other replicas: its state comes as a snapshot from the
+          // predecessor. Only a table new in this map starts from its
+          // initializer.
+          range.chain->set_has_state(registered_ && !known_table(t.name));
           range.shard->SetFollower(true);
         }
+        const bool awaiting = range.chain != nullptr && !range.chain->has_state();
         dense_.emplace(std::make_pair(t.name, r.begin()), std::move(range));
         LOG(INFO) << "table '" << t.name << "': dense keys [" << spec.begin << ", " << spec.end
                   << ") with " << t.optimizer.name
-                  << (chained() ? " (chain replica" + std::string(registered_ ? ")" : ", awaiting state)")
+                  << (chained() ? " (chain replica" + std::string(awaiting ? ", awaiting state)" : ")")
                                 : "");
       }
     } else if (chained()) {
@@ -694,7 +707,24 @@ void ServerImpl::HandleSeed(const Request& req) {
   const wire::SeedData& seed = h.seed_data();
   size_t frames = 0;
   for (const wire::SeedRange& r : seed.ranges()) frames += r.has_copy() ? 1 : 0;
+  const size_t row_frames = frames;  // Sparse rows' frames follow the ranges'.
+  for (const wire::SeedRows& r : seed.rows()) frames += r.count() > 0 ? 2 : 0;
   if (!CheckFrameCount(req, frames)) return;
+  // Rows: the merged changes of the workers, on top of this server's rows.
+  std::vector<std::pair<SparseShardState*, const wire::SeedRows*>> rows;
+  for (size_t k = 0, f = row_frames; k < static_cast<size_t>(seed.rows_size()); ++k) {
+    const wire::SeedRows& r = seed.rows(k);
+    if (r.count() == 0) continue;
+    auto it = sparse_.find(r.table());
+    if (it == sparse_.end() || req.msg.frames[f].size() != r.count() * sizeof(uint64_t) ||
+        req.msg.frames[f + 1].size() != r.count() * it->second->width() * sizeof(float)) {
+      Reject(req, InvalidArgumentError("seed rows of '" + r.table() + "' match no sparse table "
+                                       "here or have frames of the wrong size"));
+      return;
+    }
+    rows.emplace_back(it->second.get(), &r);
+    f += 2;
+  }
   // Check every range before changing anything.
   std::vector<std::pair<DenseShardState*, const Frame*>> todo;
   size_t f = 0;
@@ -719,7 +749,17 @@ void ServerImpl::HandleSeed(const Request& req) {
   size_t i = 0;
   std::vector<float> scratch;  // For a frame that is not float-aligned.
   for (const wire::SeedRange& r : seed.ranges()) {
-    if (!r.has_copy()) continue;
+    // Hybrid: the seeded range heads its chain from here on (a range no
+    // worker held keeps what the store loaded: a restored checkpoint, the
+    // last flush, or the initializer).
+    RangeState& state = dense_.at({r.table(), r.begin()});
+    if (state.chain != nullptr) state.chain->set_has_state(true);
+    if (!r.has_copy()) {
+      LOG(INFO) << "'" << r.table() << "' [" << r.begin() << ", " << r.end()
+                << "): no worker copy; keeping the values loaded at start"
+                << (options_.restore_from.empty() ? "" : " (restored checkpoint)");
+      continue;
+    }
     auto [shard, frame] = todo[i++];
     StatusOr<const float*> values =
         DecodeFloats(*frame, r.end() - r.begin(), wire::ENC_FP32, &scratch);
@@ -731,6 +771,21 @@ void ServerImpl::HandleSeed(const Request& req) {
     }
     LOG(INFO) << "seeded '" << r.table() << "' [" << r.begin() << ", " << r.end()
               << ") at clock " << r.clock();
+  }
+  for (size_t k = 0, f = row_frames; k < rows.size(); ++k, f += 2) {
+    auto [shard, r] = rows[k];
+    StatusOr<const uint64_t*> ids =
+        server_internal::DecodeRowIds(req.msg.frames[f], r->count(), &ids_scratch_);
+    Status s = ids.ok() ? shard->AddDelta(*ids, r->count(), req.msg.frames[f + 1].as<float>())
+                        : ids.status();
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    LOG(INFO) << "seeded " << r->count() << " row(s) of '" << r->table()
+              << "' with the workers' merged changes on top of "
+              << (options_.restore_from.empty() ? "the rows it holds (the initializer's)"
+                                                : "the restored checkpoint");
   }
   awaiting_seed_ = false;
   ReplyWith(req, MakeReply(h, Status::OK()));
@@ -821,7 +876,11 @@ void ServerImpl::HandleDense(Request req) {
     HandleChainDense(range, std::move(req));
     return;
   }
-  if (push) {
+  // A stateless worker's resend of a push it gave up on (exactly once).
+  const bool seen = push && h.push_id() > 0 &&
+                    pushes_seen_.Applied(h.sender(), h.incarnation(), h.push_id());
+  if (seen) stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+  if (push && !seen) {
     const float* grads = DecodeGradient(req, req.msg.frames[0], n);
     if (grads == nullptr) return;
     s = h.raw_delta() && h.type() == wire::PUSH
@@ -831,6 +890,9 @@ void ServerImpl::HandleDense(Request req) {
       Reject(req, s);
       return;
     }
+    if (h.push_id() > 0) pushes_seen_.Record(h.sender(), h.incarnation(), h.push_id());
+  }
+  if (push) {
     if (h.type() == wire::PUSH) {
       ReplyWith(req, MakeReply(h, Status::OK()));
       MaybeFlush();
@@ -917,11 +979,20 @@ void ServerImpl::HandleSparse(Request req) {
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
-    Status s = shard->Push(h.sender(), h.clock(), ids, n, grads);
+    // A stateless worker's resend of a row push it gave up on (exactly once).
+    if (h.push_id() > 0 && pushes_seen_.Applied(h.sender(), h.incarnation(), h.push_id())) {
+      stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+      ReplyWith(req, MakeReply(h, Status::OK()));
+      return;
+    }
+    // A raw delta: a stateless worker's row changes made while this server
+    // was lost.
+    Status s = h.raw_delta() ? shard->AddDelta(ids, n, grads) : shard->Push(h.sender(), h.clock(), ids, n, grads);
     if (!s.ok()) {
       Reject(req, s);
       return;
     }
+    if (h.push_id() > 0) pushes_seen_.Record(h.sender(), h.incarnation(), h.push_id());
     ReplyWith(req, MakeReply(h, Status::OK()));
     return;
   }

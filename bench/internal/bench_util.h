@@ -55,7 +55,8 @@ struct Measurement {
 };
 
 // Keeps the best (highest ops/s) of several repetitions; latency
-// percentiles come from the repetition with the lowest p50.
+// percentiles come from the repetition with the lowest p50; CPU and page
+// faults per GB are summed over all repetitions (steadier than one window).
 class BestOf {
  public:
   void Add(Measurement m);
@@ -63,9 +64,14 @@ class BestOf {
   const Measurement& best() const { return best_; }
   double p50_us() const { return p50_us_; }
   double p99_us() const { return p99_us_; }
+  double cpu_s_per_gb() const { return bytes_ > 0 ? cpu_s_ / (bytes_ / 1e9) : 0; }
+  double faults_per_gb() const { return bytes_ > 0 ? faults_ / (bytes_ / 1e9) : 0; }
 
  private:
   bool have_ = false;
+  double cpu_s_ = 0;
+  double faults_ = 0;
+  double bytes_ = 0;
   Measurement best_;
   double p50_us_ = 0;
   double p99_us_ = 0;

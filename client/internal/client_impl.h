@@ -23,6 +23,7 @@
 
 #include "client/client.h"
 #include "client/internal/local_replica.h"
+#include "client/internal/local_rows.h"
 #include "client/internal/resender.h"
 #include "client/internal/router.h"
 #include "client/internal/ssp_cache.h"
@@ -124,6 +125,7 @@ class ClientImpl final : public Client {
     FloatBuffer grads, out;  // Whole-request buffers (out empty for PUSH).
     int64_t clock;
     std::atomic<int64_t> min_params_clock{INT64_MAX};
+    std::atomic<bool> served_locally{false};  // Counted once in local_steps.
   };
   // A "moved" reply may re-route a part this many times.
   static constexpr int kMaxReroutes = 3;
@@ -189,21 +191,45 @@ class ClientImpl final : public Client {
   // ---- Stateless recovery (client/internal/stateless.cc; replica_ set) ----
   // Deadline of a request of `type` to a server.
   int ServerTimeoutMs(wire::MsgType type) const;
+  // The server holding the dense range of `table` that starts at
+  // `range_begin`: the head of its chain in the current map (chain, hybrid),
+  // else `server` (ranges do not move).
+  int HolderOf(const std::string& table, uint64_t range_begin, int server) const;
+  // Hybrid: true if `server` is dead in the current map while it still heads
+  // a chain: the ranges it holds have no live replica left.
+  bool Stranded(int server) const;
   // Starts training locally on `server`'s ranges (lost at `endpoint`).
   void GoLocal(int server, const std::string& endpoint, bool stalled, const std::string& why);
   // Serves one dense part from the local copy (op's buffers at `at`);
-  // lowers op->min_params_clock to the copy's clock.
-  Status ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at);
+  // lowers op->min_params_clock to the copy's clock. `doubtful_id` != 0:
+  // the part's push was sent under that exactly-once key and may still be
+  // applied by the server (client_internal::DoubtfulPush).
+  Status ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
+                      uint64_t doubtful_id = 0);
+  // Serves the rows `ids` of `table` (PUSH_ROWS with `grads`, or PULL_ROWS
+  // into `out` at `positions`) held by the lost `server` from this worker's
+  // row copies (client/internal/local_rows.h).
+  // `doubtful_id` as for ServeLocally.
+  Status ServeRowsLocally(int server, wire::MsgType type, const std::string& table, size_t width,
+                          const KeyBuffer& ids, const FloatBuffer& grads, const FloatBuffer& out,
+                          const std::vector<uint32_t>& positions, uint64_t doubtful_id = 0);
   // A dense part's reply arrived: remember the parameters and move the clock
   // up to a seeded server's.
   void RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
                      int64_t params_clock);
   // After a map change: local servers that are back (seeded, at a new
-  // endpoint) are used again; servers the map shows dead go local.
+  // endpoint) are used again; servers the map shows dead go local (under
+  // hybrid only those still heading a chain: the others were spliced out).
   void FollowMap(const ShardMap& m);
   // Ends local mode for `server`; what was changed locally since the last
-  // copy sent to the coordinator goes to it as raw deltas.
-  void Rejoin(int server, const char* why);
+  // copy sent to the coordinator goes to it as raw deltas. `same_server`:
+  // the server was slow, not lost; the pushes it may have applied are resent
+  // with their exactly-once keys rather than as part of the deltas.
+  void Rejoin(int server, bool same_server, const char* why);
+  // I/O thread (RpcClientOptions::on_disconnect): the connection of `peer`
+  // closed; a stateless worker probes the server and goes local if it does
+  // not answer within disconnect_probe_ms.
+  void OnDisconnect(int peer);
   // Heartbeat thread: answers the coordinator's re-seed requests and probes
   // servers lost by a stall that the map still shows alive.
   void StatelessHeartbeat(const wire::HeartbeatReply& hr);
@@ -223,6 +249,7 @@ class ClientImpl final : public Client {
   std::unique_ptr<client_internal::SspCache> cache_;  // Null unless the policy caches reads.
   // Null unless the policy trains through server loss (stateless).
   std::unique_ptr<client_internal::LocalReplica> replica_;
+  std::unique_ptr<client_internal::LocalRows> rows_;  // With replica_.
 
   mutable Mutex mu_;
   std::string job_error_ GUARDED_BY(mu_);
@@ -232,6 +259,9 @@ class ClientImpl final : public Client {
   std::atomic<uint64_t> errors_{0};
 
   std::atomic<bool> shutting_down_{false};
+  // Set at the end of Init() when the worker goes local on a closed
+  // connection (stateless, not hybrid: there chain failover handles it).
+  std::atomic<bool> local_on_disconnect_{false};
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
   std::atomic<uint64_t> next_push_id_{1};
   std::atomic<int64_t> barrier_generation_{0};  // This worker's next Barrier().

@@ -4,6 +4,12 @@
 
 namespace relaxps {
 namespace client_internal {
+namespace {
+
+// Sizes `v` to n zeros.
+void Zero(std::vector<float>* v, size_t n) { v->assign(n, 0.0f); }
+
+}  // namespace
 
 void LocalReplica::Remember(int server, const std::string& table, uint64_t range_begin,
                             uint64_t range_end, uint64_t begin, const float* values, size_t n,
@@ -25,17 +31,40 @@ void LocalReplica::Remember(int server, const std::string& table, uint64_t range
   r.unsent_steps = 0;
 }
 
-bool LocalReplica::GoLocal(int server, const std::string& endpoint, bool stalled) {
+bool LocalReplica::GoLocal(int server, const std::string& endpoint, bool stalled,
+                           int64_t clock) {
   MutexLock l(&mu_);
   if (lost_.count(server)) return false;
-  lost_[server] = Lost{endpoint, stalled};
+  lost_[server] = Lost{endpoint, stalled, clock};
   for (auto& [key, r] : ranges_) {
     if (r.server != server) continue;
-    r.delta.assign(r.params.size(), 0.0f);
+    Zero(&r.delta, r.params.size());
+    Zero(&r.doubtful_delta, r.params.size());
+    r.doubtful.clear();
     r.local_steps = 0;
     r.unsent_steps = 0;
   }
   return true;
+}
+
+void LocalReplica::Reassign(const std::string& table, uint64_t range_begin, int server) {
+  MutexLock l(&mu_);
+  auto it = ranges_.find({table, range_begin});
+  if (it == ranges_.end() || it->second.server == server) return;
+  Range& r = it->second;
+  r.server = server;
+  if (lost_.count(server) && r.delta.size() != r.params.size()) {
+    Zero(&r.delta, r.params.size());
+    Zero(&r.doubtful_delta, r.params.size());
+    r.local_steps = 0;
+    r.unsent_steps = 0;
+  }
+}
+
+int64_t LocalReplica::LocalSince(int server) const {
+  MutexLock l(&mu_);
+  auto it = lost_.find(server);
+  return it == lost_.end() ? 0 : it->second.clock;
 }
 
 bool LocalReplica::IsLocal(int server) const {
@@ -54,7 +83,8 @@ bool LocalReplica::LostAt(int server, std::string* endpoint, bool* stalled) cons
 
 StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint64_t range_begin,
                                       float lr, uint64_t begin,
-                                      const float* grads, float* out, size_t n) {
+                                      const float* grads, float* out, size_t n,
+                                      uint64_t doubtful_id, const FloatBuffer& doubtful_grads) {
   MutexLock l(&mu_);
   auto it = ranges_.find({table, range_begin});
   if (it == ranges_.end() || !it->second.have || it->second.server != server) {
@@ -68,17 +98,22 @@ StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint
     return InvalidArgumentError("keys outside the range held locally");
   }
   if (grads != nullptr) {
-    if (r.delta.size() != r.params.size()) r.delta.assign(r.params.size(), 0.0f);
+    if (r.delta.size() != r.params.size()) Zero(&r.delta, r.params.size());
+    if (r.doubtful_delta.size() != r.params.size()) Zero(&r.doubtful_delta, r.params.size());
     float* w = r.params.data() + offset;
-    float* d = r.delta.data() + offset;
+    float* d = (doubtful_id != 0 ? r.doubtful_delta.data() : r.delta.data()) + offset;
     for (size_t i = 0; i < n; ++i) {
       const float before = w[i];
       w[i] = before - lr * grads[i];
       d[i] += w[i] - before;
     }
+    // A copy: the caller may reuse its buffer once the push completed.
+    if (doubtful_id != 0) {
+      r.doubtful.push_back(DoubtfulPush{
+          table, begin, doubtful_id, FloatBuffer::CopyOf(doubtful_grads.data(), doubtful_grads.size())});
+    }
     r.local_steps += 1;
     r.unsent_steps += 1;
-    local_steps_ += 1;
   }
   if (out != nullptr) std::memcpy(out, r.params.data() + offset, n * sizeof(float));
   return r.base_clock;
@@ -96,34 +131,58 @@ void LocalReplica::FillSeedCopy(int server, wire::SeedData* data, std::vector<Fr
     if (!r.have) continue;
     sr->set_clock(r.base_clock);
     sr->set_local_steps(r.local_steps);
-    if (r.delta.size() != r.params.size()) r.delta.assign(r.params.size(), 0.0f);
+    // A new server never saw the doubtful pushes: they are changes like any.
+    std::vector<float> change = AllChanges(r);
     frames->push_back(Frame::Copy(r.params.data(), r.params.size() * sizeof(float)));
-    frames->push_back(Frame::Copy(r.delta.data(), r.delta.size() * sizeof(float)));
-    std::fill(r.delta.begin(), r.delta.end(), 0.0f);
+    frames->push_back(Frame::Copy(change.data(), change.size() * sizeof(float)));
+    Zero(&r.delta, r.params.size());
+    Zero(&r.doubtful_delta, r.params.size());
+    r.doubtful.clear();
     r.unsent_steps = 0;
   }
 }
 
-std::vector<RangeDelta> LocalReplica::Rejoin(int server) {
+std::vector<RangeDelta> LocalReplica::Rejoin(int server, bool same_server,
+                                             std::vector<DoubtfulPush>* resend) {
   MutexLock l(&mu_);
   std::vector<RangeDelta> out;
   if (lost_.erase(server) == 0) return out;
   for (auto& [key, r] : ranges_) {
     if (r.server != server) continue;
     if (r.unsent_steps > 0 && r.delta.size() == r.params.size()) {
+      const std::vector<float> change = same_server ? r.delta : AllChanges(r);
       RangeDelta d;
       d.table = key.first;
       d.begin = r.begin;
-      d.delta = FloatBuffer::Uninitialized(r.delta.size());
-      std::memcpy(d.delta.data(), r.delta.data(), r.delta.size() * sizeof(float));
+      d.delta = FloatBuffer::Uninitialized(change.size());
+      std::memcpy(d.delta.data(), change.data(), change.size() * sizeof(float));
       d.local_steps = r.unsent_steps;
       out.push_back(std::move(d));
     }
+    if (same_server) {
+      for (DoubtfulPush& p : r.doubtful) resend->push_back(std::move(p));
+    }
+    r.doubtful.clear();
+    r.doubtful_delta.clear();
     r.delta.clear();
     r.local_steps = 0;
     r.unsent_steps = 0;
   }
   return out;
+}
+
+std::vector<float> LocalReplica::AllChanges(const Range& r) {
+  std::vector<float> change = r.delta;
+  change.resize(r.params.size(), 0.0f);
+  for (size_t i = 0; i < r.doubtful_delta.size() && i < change.size(); ++i) {
+    change[i] += r.doubtful_delta[i];
+  }
+  return change;
+}
+
+void LocalReplica::CountLocalStep() {
+  MutexLock l(&mu_);
+  local_steps_ += 1;
 }
 
 uint64_t LocalReplica::local_steps() const {

@@ -31,6 +31,17 @@
 namespace relaxps {
 namespace client_internal {
 
+// A push that was sent to a server and then served locally because the
+// server did not answer in time: the server may still apply it. On switching
+// back to that same server it is resent with its exactly-once key instead of
+// being part of the raw delta, so it counts once either way.
+struct DoubtfulPush {
+  std::string table;
+  uint64_t begin = 0;  // First key of the part.
+  uint64_t push_id = 0;
+  FloatBuffer grads;
+};
+
 // A dense range's accumulated change, handed back to its server.
 struct RangeDelta {
   std::string table;
@@ -55,8 +66,15 @@ class LocalReplica {
   // served locally. Returns false if it already was. `stalled`: lost by a
   // timeout (it may still be alive) rather than a closed connection or the
   // coordinator's word.
-  bool GoLocal(int server, const std::string& endpoint, bool stalled);
+  // `clock`: this worker's clock at that moment (the base of its row changes).
+  bool GoLocal(int server, const std::string& endpoint, bool stalled, int64_t clock = 0);
+  // The clock at which `server` went local (0 if it is not local).
+  int64_t LocalSince(int server) const;
   bool IsLocal(int server) const;
+  // Hybrid: the range at (table, range_begin) is now held by `server` (its
+  // chain's last replica). Its copy and base stay; if `server` is already
+  // local the range's change starts from zero. No-op for an unknown range.
+  void Reassign(const std::string& table, uint64_t range_begin, int server);
   // The endpoint `server` was lost at and whether by a stall; false if not local.
   bool LostAt(int server, std::string* endpoint, bool* stalled) const;
 
@@ -64,10 +82,14 @@ class LocalReplica {
   // step at learning rate `lr` to keys [begin, begin + n) of the range; with `out` copies
   // the range's keys there. Returns the clock of the last pull.
   // Unavailable if this worker never pulled the whole range (nothing to
-  // train on).
+  // train on). `doubtful_id` != 0: the push was sent to the server, which
+  // may apply it too (see DoubtfulPush); `doubtful_grads` are its gradients.
   StatusOr<int64_t> Serve(int server, const std::string& table, uint64_t range_begin,
                           float lr, uint64_t begin, const float* grads,
-                          float* out, size_t n);
+                          float* out, size_t n, uint64_t doubtful_id = 0,
+                          const FloatBuffer& doubtful_grads = FloatBuffer());
+  // Counts one request served locally (ClientStats::local_steps).
+  void CountLocalStep();
 
   // The SEED_COPY body and frames for `server`'s ranges: per range the copy
   // and the change since the last pull; the change restarts from zero (what
@@ -75,8 +97,12 @@ class LocalReplica {
   void FillSeedCopy(int server, wire::SeedData* data, std::vector<Frame>* frames);
 
   // Ends local mode for `server` and returns the changes made since the last
-  // SEED_COPY (or since going local) with at least one local step.
-  std::vector<RangeDelta> Rejoin(int server);
+  // SEED_COPY (or since going local) with at least one local step. With
+  // `same_server` (it was slow, not lost: it kept its state) the doubtful
+  // pushes are left out of the changes and moved to *resend; otherwise (a
+  // new, seeded server never saw them) they are part of the changes.
+  std::vector<RangeDelta> Rejoin(int server, bool same_server,
+                                 std::vector<DoubtfulPush>* resend);
 
   // Pushes served locally, ever.
   uint64_t local_steps() const;
@@ -88,15 +114,21 @@ class LocalReplica {
     bool have = false;  // The whole range was pulled at least once.
     int64_t base_clock = -1;
     std::vector<float> params;
-    std::vector<float> delta;
+    std::vector<float> delta;    // Local changes, doubtful pushes excepted.
+    std::vector<float> doubtful_delta;  // The doubtful pushes' local changes.
+    std::vector<DoubtfulPush> doubtful;
     int64_t local_steps = 0;     // Since the last pull.
     int64_t unsent_steps = 0;    // Since the last SEED_COPY.
   };
   struct Lost {
     std::string endpoint;
     bool stalled = false;
+    int64_t clock = 0;
   };
   using Key = std::pair<std::string, uint64_t>;  // (table, range begin)
+
+  // The range's whole local change: delta plus the doubtful pushes'.
+  static std::vector<float> AllChanges(const Range& r);
 
   mutable Mutex mu_;
   std::map<Key, Range> ranges_ GUARDED_BY(mu_);

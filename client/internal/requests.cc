@@ -47,10 +47,10 @@ Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int
   m.header.set_clock(clock);
   m.header.set_shard_map_version(map_version);
   m.header.set_encoding(encoding_);
-  if (Chained()) {
-    m.header.set_incarnation(incarnation_);
-    m.header.set_epoch(router_->map()->epoch());
-  }
+  // Exactly-once keys: chain resends, and a stateless worker's resend of a
+  // push it gave up on (client/internal/local_replica.h, DoubtfulPush).
+  if (Chained() || replica_ != nullptr) m.header.set_incarnation(incarnation_);
+  if (Chained()) m.header.set_epoch(router_->map()->epoch());
   return m;
 }
 
@@ -92,6 +92,13 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
   }
   const uint64_t epoch = router_->map()->epoch();
   if (Chained()) request.header.set_epoch(epoch);
+  if (Chained() && replica_ != nullptr && Stranded(server)) {
+    // Hybrid: no live replica holds the range; the caller serves it locally.
+    done(UnavailableError("server " + std::to_string(server) +
+                          " held the last replica of the range and is lost"),
+         Message());
+    return;
+  }
   const int timeout_ms = ServerTimeoutMs(request.header.type());
   rpc_->Call(peer, std::move(request), timeout_ms,
              [this, server, endpoint, epoch, give_up_ms, make = std::move(make),
@@ -205,8 +212,9 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
     const FloatBuffer payload = with_payload ? op->grads.Slice(at, s.count) : FloatBuffer();
     // Exactly-once key of the part (chain replication): kept by resends and
     // by a re-route of the same range.
-    const uint64_t part_id =
-        with_payload && Chained() ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1)) : 0;
+    const uint64_t part_id = with_payload && (Chained() || replica_ != nullptr)
+                                 ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1))
+                                 : 0;
     auto make = [this, op, begin = s.begin, count = s.count, payload, version = m->version(),
                  part_id] {
       Message req = NewRequest(op->type, op->table, op->clock, version);
@@ -240,16 +248,21 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                    // from this worker's copy.
                    std::shared_ptr<const ShardMap> now = router_->map();
                    const std::string current = now->server_endpoint(s.server);
-                   if (current != endpoint && !current.empty() &&
+                   const int holder = HolderOf(op->table, s.range_begin, s.server);
+                   if (!Chained() && current != endpoint && !current.empty() &&
                        now->proto().servers(s.server).alive() && reroutes < kMaxReroutes) {
                      SendDense(op, now, s.begin, at, s.count, reroutes + 1,
                                [join](const Status& r) { join->PartDone(r); });
                      return;
                    }
-                   GoLocal(s.server, endpoint, st.code() == StatusCode::kDeadlineExceeded,
-                           st.ToString());
-                   join->PartDone(ServeLocally(op, s, at));
-                   return;
+                   // Hybrid: only a range whose every replica is lost.
+                   if (!Chained() || Stranded(holder)) {
+                     GoLocal(holder, Chained() ? now->server_endpoint(holder) : endpoint,
+                             st.code() == StatusCode::kDeadlineExceeded, st.ToString());
+                     // The part was sent: the server may still apply it.
+                     join->PartDone(ServeLocally(op, s, at, part_id));
+                     return;
+                   }
                  }
                  Status result = st;
                  if (result.ok() && op->type != wire::PUSH) {
@@ -329,8 +342,9 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     const int s = by_bucket ? m->BucketServer(*ts, g) : g;
     const uint64_t bucket = by_bucket ? static_cast<uint64_t>(g) : 0;
     // Exactly-once key of the part (chain replication), kept by resends and
-    // by a re-route of the same bucket.
-    const uint64_t part_id = type == wire::PUSH_ROWS && by_bucket
+    // by a re-route of the same bucket; under stateless the key of a row push
+    // that may be resent (see DoubtfulRowPush).
+    const uint64_t part_id = type == wire::PUSH_ROWS && (by_bucket || replica_ != nullptr)
                                  ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1))
                                  : 0;
     // Positions are distinct and in order: all of them means every row goes
@@ -358,19 +372,43 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
       if (type == wire::PUSH_ROWS) req.frames.push_back(EncodeFloats(part, encoding_));
       return req;
     };
+    // Stateless: the rows of a lost server are served from this worker's
+    // row copies (a stateless server holds no chains: the row owner is it).
+    const bool stateless = replica_ != nullptr && !Chained();
+    if (stateless && replica_->IsLocal(s)) {
+      join->PartDone(ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos));
+      continue;
+    }
+    const std::string endpoint = m->server_endpoint(s);
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
-                whole, version = m->version()](const Status& st, Message reply) {
+                part_ids, part, stateless, endpoint, whole,
+                version = m->version()](const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
                             reroutes + 1, [join](const Status& r) { join->PartDone(r); },
                             part_id);
                    return;
                  }
+                 if (stateless && JobError().ok() &&
+                     (st.code() == StatusCode::kUnavailable ||
+                      st.code() == StatusCode::kDeadlineExceeded)) {
+                   GoLocal(s, endpoint, st.code() == StatusCode::kDeadlineExceeded, st.ToString());
+                   // The part was sent: the server may still apply it.
+                   join->PartDone(
+                       ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos, part_id));
+                   return;
+                 }
                  Status result = st;
                  if (result.ok() && type == wire::PULL_ROWS) {
                    result = whole ? DecodeReply(reply, out.data(), out.size())
                                   : ScatterRows(reply, *pos, width, out.data());
+                   if (result.ok() && rows_ != nullptr) {  // Stateless: keep the rows.
+                     for (size_t i = 0; i < pos->size(); ++i) {
+                       rows_->Remember(table, width, part_ids.data() + i,
+                                       out.data() + (*pos)[i] * width, 1);
+                     }
+                   }
                  }
                  if (!result.ok()) {
                    errors_.fetch_add(1);

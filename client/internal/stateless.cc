@@ -3,6 +3,7 @@
 // answering the coordinator's re-seed requests, and switching back to a
 // seeded (or merely slow) server.
 #include <algorithm>
+#include <cstring>
 
 #include "client/internal/client_impl.h"
 #include "common/payload_codec.h"
@@ -12,7 +13,10 @@ namespace relaxps {
 namespace client_internal {
 
 int ClientImpl::ServerTimeoutMs(wire::MsgType type) const {
-  if (replica_ == nullptr) return options_.request_timeout_ms;
+  // Hybrid: a slow or lost head is chain replication's business (resent with
+  // its exactly-once key to the new head); a range goes local only once the
+  // map shows its whole chain lost.
+  if (replica_ == nullptr || Chained()) return options_.request_timeout_ms;
   // A pull may wait at the BSP/SSP gate for slower workers: only the
   // coordinator's word or a closed connection takes its server away.
   const bool gated = (type == wire::PULL || type == wire::PUSH_PULL) &&
@@ -23,7 +27,7 @@ int ClientImpl::ServerTimeoutMs(wire::MsgType type) const {
 
 void ClientImpl::GoLocal(int server, const std::string& endpoint, bool stalled,
                          const std::string& why) {
-  if (!replica_->GoLocal(server, endpoint, stalled)) return;
+  if (!replica_->GoLocal(server, endpoint, stalled, clock_.load())) return;
   LOG(WARNING) << "server " << server << " (" << endpoint << ") lost: " << why
                << "; training on this worker's copy of its ranges until it is replaced";
   std::string current;
@@ -34,28 +38,65 @@ void ClientImpl::GoLocal(int server, const std::string& endpoint, bool stalled,
   }
 }
 
+int ClientImpl::HolderOf(const std::string& table, uint64_t range_begin, int server) const {
+  if (!Chained()) return server;
+  StatusOr<std::vector<DenseSlice>> head = router_->map()->SplitDense(table, range_begin, 1);
+  return head.ok() && !head->empty() ? head->front().server : server;
+}
+
+bool ClientImpl::Stranded(int server) const {
+  std::shared_ptr<const ShardMap> m = router_->map();
+  if (server < 0 || server >= m->num_servers() || m->proto().servers(server).alive()) return false;
+  for (const wire::TableShards& ts : m->proto().tables()) {
+    for (const wire::DenseRange& r : ts.ranges()) {
+      if (r.server() == server) return true;
+    }
+  }
+  return false;
+}
+
 Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s,
-                                uint64_t at) {
+                                uint64_t at, uint64_t doubtful_id) {
   const wire::TableShards* ts = router_->map()->FindTable(op->table);
   if (ts == nullptr) return NotFoundError("unknown table '" + op->table + "'");
   const bool push = op->type != wire::PULL;
   const bool pull = op->type != wire::PUSH;
   StatusOr<int64_t> clock = replica_->Serve(
-      s.server, op->table, s.range_begin, ts->table().optimizer().lr(), s.begin,
-      push ? op->grads.data() + at : nullptr, pull ? op->out.data() + at : nullptr, s.count);
+      HolderOf(op->table, s.range_begin, s.server), op->table, s.range_begin, ts->table().optimizer().lr(), s.begin,
+      push ? op->grads.data() + at : nullptr, pull ? op->out.data() + at : nullptr, s.count,
+      push ? doubtful_id : 0, push && doubtful_id != 0 ? op->grads.Slice(at, s.count) : FloatBuffer());
   if (!clock.ok()) {
     errors_.fetch_add(1);
     return clock.status();
   }
+  if (push && !op->served_locally.exchange(true)) replica_->CountLocalStep();
   int64_t seen = op->min_params_clock.load();
   while (*clock < seen && !op->min_params_clock.compare_exchange_weak(seen, *clock)) {
   }
   return Status::OK();
 }
 
+Status ClientImpl::ServeRowsLocally(int server, wire::MsgType type, const std::string& table,
+                                    size_t width, const KeyBuffer& ids, const FloatBuffer& grads,
+                                    const FloatBuffer& out, const std::vector<uint32_t>& positions,
+                                    uint64_t doubtful_id) {
+  const wire::TableShards* ts = router_->map()->FindTable(table);
+  if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
+  const TableOptions t = TableFromProto(ts->table());
+  const bool push = type == wire::PUSH_ROWS;
+  std::vector<float> rows(push ? 0 : ids.size() * width);
+  rows_->Serve(server, table, t.init, width, t.optimizer.lr, ids, grads,
+               push ? nullptr : rows.data(), push ? doubtful_id : 0);
+  if (push) replica_->CountLocalStep();
+  for (size_t i = 0; i < positions.size() && !push; ++i) {
+    std::memcpy(out.data() + positions[i] * width, rows.data() + i * width, width * sizeof(float));
+  }
+  return Status::OK();
+}
+
 void ClientImpl::RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s,
                                uint64_t at, int64_t params_clock) {
-  replica_->Remember(s.server, op->table, s.range_begin, s.range_end, s.begin,
+  replica_->Remember(HolderOf(op->table, s.range_begin, s.server), op->table, s.range_begin, s.range_end, s.begin,
                      op->out.data() + at, s.count, params_clock);
   // Clocks never roll back: a server seeded at a higher clock than this
   // worker's moves it forward.
@@ -65,6 +106,29 @@ void ClientImpl::RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSl
 }
 
 void ClientImpl::FollowMap(const ShardMap& m) {
+  if (Chained()) {
+    // Hybrid: a range whose head is dead has lost every replica (a dead
+    // server that still had another replica was spliced out of the chain).
+    for (const wire::TableShards& ts : m.proto().tables()) {
+      for (const wire::DenseRange& r : ts.ranges()) {
+        if (!m.proto().servers(r.server()).alive()) {
+          replica_->Reassign(ts.table().name(), r.begin(), r.server());
+        }
+      }
+    }
+    for (int i = 0; i < m.num_servers(); ++i) {
+      const wire::ServerInfo& info = m.proto().servers(i);
+      std::string lost_at;
+      bool stalled = false;
+      const bool local = replica_->LostAt(i, &lost_at, &stalled);
+      if (!local && Stranded(i)) {
+        GoLocal(i, info.endpoint(), false, "every replica of its ranges is lost");
+      } else if (local && info.alive() && info.endpoint() != lost_at) {
+        Rejoin(i, false, "it was restarted and seeded");
+      }
+    }
+    return;
+  }
   for (int i = 0; i < m.num_servers(); ++i) {
     const wire::ServerInfo& info = m.proto().servers(i);
     std::string lost_at;
@@ -74,32 +138,87 @@ void ClientImpl::FollowMap(const ShardMap& m) {
         GoLocal(i, info.endpoint(), false, "the coordinator declared it dead");
       }
     } else if (info.alive() && !info.endpoint().empty() && info.endpoint() != lost_at) {
-      Rejoin(i, "it was replaced and seeded");
+      Rejoin(i, false, "it was replaced and seeded");
     }
   }
 }
 
-void ClientImpl::Rejoin(int server, const char* why) {
-  std::vector<RangeDelta> deltas = replica_->Rejoin(server);
-  LOG(INFO) << "server " << server << " is back (" << why << "); " << deltas.size()
-            << " range(s) changed locally since the last copy go to it as raw deltas";
+void ClientImpl::Rejoin(int server, bool same_server, const char* why) {
+  std::vector<DoubtfulPush> resend;
+  std::vector<DoubtfulRowPush> resend_rows;
+  std::vector<RangeDelta> deltas = replica_->Rejoin(server, same_server, &resend);
+  std::vector<RowsDelta> row_deltas = rows_->Take(server, same_server, &resend_rows);
+  LOG(INFO) << "server " << server << " is back (" << why << "); " << deltas.size() << " range(s) and "
+            << row_deltas.size() << " sparse table(s) changed locally since the last copy go to "
+            << "it as raw deltas, " << resend.size() + resend_rows.size()
+            << " push(es) it may have applied are resent with their keys";
   const uint64_t version = router_->map()->version();
-  for (RangeDelta& d : deltas) {
-    const int64_t clock = clock_.load();
-    FloatBuffer delta = std::move(d.delta);
-    CallServer(
-        server,
-        [this, table = d.table, begin = d.begin, delta, clock, version] {
-          Message req = NewRequest(wire::PUSH, table, clock, version);
-          req.header.set_key_begin(begin);
-          req.header.set_key_count(delta.size());
-          req.header.set_raw_delta(true);
-          req.frames.push_back(EncodeFloats(delta, encoding_));
-          return req;
-        },
-        [server](const Status& s, Message) {
-          if (!s.ok()) LOG(WARNING) << "local change for server " << server << " lost: " << s;
-        });
+  const int64_t clock = clock_.load();
+  auto send = [this, server](const char* what, std::function<Message()> make) {
+    CallServer(server, std::move(make), [server, what](const Status& s, Message) {
+      if (!s.ok()) LOG(WARNING) << what << " for server " << server << " lost: " << s;
+    });
+  };
+  for (const DoubtfulPush& p : resend) {
+    send("a resent push", [this, p, clock, version] {
+      Message req = NewRequest(wire::PUSH, p.table, clock, version);
+      req.header.set_push_id(p.push_id);
+      req.header.set_key_begin(p.begin);
+      req.header.set_key_count(p.grads.size());
+      req.frames.push_back(EncodeFloats(p.grads, encoding_));
+      return req;
+    });
+  }
+  for (const DoubtfulRowPush& p : resend_rows) {
+    send("a resent row push", [this, p, clock, version] {
+      Message req = NewRequest(wire::PUSH_ROWS, p.table, clock, version);
+      req.header.set_push_id(p.push_id);
+      req.header.set_key_count(p.ids.size());
+      req.frames.push_back(Frame::Share(p.ids));
+      req.frames.push_back(EncodeFloats(p.grads, encoding_));
+      return req;
+    });
+  }
+  for (const RangeDelta& d : deltas) {
+    send("a local change", [this, d, clock, version] {
+      Message req = NewRequest(wire::PUSH, d.table, clock, version);
+      req.header.set_key_begin(d.begin);
+      req.header.set_key_count(d.delta.size());
+      req.header.set_raw_delta(true);
+      req.frames.push_back(EncodeFloats(d.delta, encoding_));
+      return req;
+    });
+  }
+  for (const RowsDelta& d : row_deltas) {
+    send("local row changes", [this, d, clock, version] {
+      Message req = NewRequest(wire::PUSH_ROWS, d.table, clock, version);
+      req.header.set_key_count(d.ids.size());
+      req.header.set_raw_delta(true);
+      req.frames.push_back(Frame::Share(d.ids));
+      req.frames.push_back(EncodeFloats(d.delta, encoding_));
+      return req;
+    });
+  }
+}
+
+void ClientImpl::OnDisconnect(int peer) {
+  if (!local_on_disconnect_.load() || shutting_down_.load()) return;
+  std::shared_ptr<const ShardMap> m = router_->map();
+  for (int i = 0; i < m->num_servers(); ++i) {
+    std::string endpoint;
+    if (router_->Peer(i, &endpoint) != peer || replica_->IsLocal(i)) continue;
+    // A disconnect is a hint (ZeroMQ reconnects by itself): confirm it.
+    Message probe;
+    probe.header.set_type(wire::PING);
+    probe.header.set_sender(job_.worker_id);
+    const int probe_ms = options_.disconnect_probe_ms;
+    rpc_->Call(peer, std::move(probe), probe_ms,
+               [this, i, endpoint, probe_ms](const Status& s, Message) {
+                 if (s.ok() || shutting_down_.load()) return;
+                 GoLocal(i, endpoint, false,
+                         "its connection closed and it did not answer a probe within " +
+                             std::to_string(probe_ms) + " ms (" + s.ToString() + ")");
+               });
   }
 }
 
@@ -114,6 +233,7 @@ void ClientImpl::StatelessHeartbeat(const wire::HeartbeatReply& hr) {
     d->set_worker(job_.worker_id);
     d->set_worker_clock(clock_.load());
     replica_->FillSeedCopy(q.server(), d, &copy.frames);
+    rows_->FillSeedCopy(q.server(), replica_->LocalSince(q.server()), d, &copy.frames);
     LOG(INFO) << "sending the coordinator this worker's copy of server " << q.server() << "'s "
               << d->ranges_size() << " range(s) at clock " << d->worker_clock();
     StatusOr<Message> reply = rpc_->CallSync(coordinator_peer_, std::move(copy), 3000);
@@ -135,7 +255,7 @@ void ClientImpl::StatelessHeartbeat(const wire::HeartbeatReply& hr) {
     probe.header.set_type(wire::SERVER_STATS);
     probe.header.set_sender(job_.worker_id);
     if (rpc_->CallSync(peer, std::move(probe), options_.local_after_ms).ok()) {
-      Rejoin(i, "it answered a probe: it was slow, not lost");
+      Rejoin(i, true, "it answered a probe: it was slow, not lost");
     }
   }
 }

@@ -72,6 +72,12 @@ struct ClientOptions {
   // sooner; too short mistakes a slow server for a dead one (the worker then
   // hands its local change back once the server answers a probe).
   int local_after_ms = 200;
+  // Under --recovery=stateless: when the connection to a server closes (the
+  // transport's socket monitor), the server is probed; no answer within this
+  // long counts it as lost at once, without waiting for local_after_ms or
+  // the coordinator. Shorter reacts sooner; too short mistakes a busy server
+  // whose connection was merely re-established for a dead one.
+  int disconnect_probe_ms = 100;
   // How long Barrier() waits for the other workers before failing with
   // DeadlineExceeded (naming the missing workers).
   int barrier_timeout_ms = 600000;

@@ -18,9 +18,7 @@
 
 namespace relaxps {
 
-// The recovery policies of DESIGN.md. kHybrid is
-// named here so that flags and wire messages can carry them; the factory
-// refuses those not built yet.
+// The recovery policies of DESIGN.md.
 enum class RecoveryMode { kNone, kCheckpoint, kChain, kStateless, kHybrid };
 
 // "none", "checkpoint", "chain", "stateless" or "hybrid" -> the mode;
@@ -53,7 +51,7 @@ class RecoveryPolicy {
   // DeadlineExceeded) is parked until the shard map names the server's new
   // endpoint and then sent again, instead of failing at once.
   virtual bool ResendsAcrossRestarts() const = 0;
-  // True if dense ranges are held by chains of replicas (chain, and later
+  // True if dense ranges are held by chains of replicas (chain and
   // hybrid): clients send a range's requests to the head of its chain in the
   // current map, tag pushes with an exactly-once key, and re-route lost
   // requests to the new head after a reconfiguration.
@@ -62,13 +60,13 @@ class RecoveryPolicy {
   // is lost, every worker trains on its own copy of the lost ranges (client:
   // Push / PushPull served locally); a server that registers for the lost
   // ranges is seeded by the coordinator from the workers' copies
-  // (recovery/seed_merge.h) before anyone routes to it.
+  // (recovery/seed_merge.h) before anyone routes to it. Under hybrid (both
+  // this and ReplicatesServers) a range goes local only once every replica
+  // of its chain is lost.
   virtual bool TrainsThroughServerLoss() const { return false; }
 };
 
-// InvalidArgument for a mode not available in this version (hybrid is
-// refused with a message saying so rather than
-// silently behaving like another policy).
+// InvalidArgument for a value outside RecoveryMode.
 StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(RecoveryMode mode);
 
 }  // namespace relaxps

@@ -89,9 +89,13 @@ void ServerImpl::RejoinAfterFence(const std::string& why) {
     return;
   }
   auto map = std::make_shared<wire::ShardMap>(rr->shard_map());
-  rpc_->Post([this, map] {
+  const bool awaits_seed = rr->awaits_seed();
+  rpc_->Post([this, map, awaits_seed] {
     LOG(INFO) << "server " << id_ << " registered again after being fenced; rejoining at epoch "
               << map->epoch();
+    // Hybrid: it held ranges alone when it was declared dead; they are
+    // seeded from the workers before it serves them.
+    if (awaits_seed) awaiting_seed_ = true;
     if (map->version() <= map_version_) return;  // The coordinator's push came first.
     Status s = InstallMap(*map);
     if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
@@ -279,6 +283,13 @@ void ServerImpl::MaybeForwardCompletion(RangeState* range) {
   ForwardNew(range, &op);
 }
 
+Status ServerImpl::ApplyPush(DenseShardState* shard, const wire::Header& h, const float* grads) {
+  // Hybrid: a worker hands back what it changed on its own copy while the
+  // range was stranded as a raw delta, replicated like any push.
+  if (h.raw_delta() && h.type() == wire::PUSH) return shard->AddDelta(h.key_begin(), grads, h.key_count());
+  return shard->Push(h.sender(), h.clock(), h.key_begin(), grads, h.key_count());
+}
+
 void ServerImpl::HandleChainDense(RangeState* range, Request req) {
   const wire::Header& h = req.msg.header;
   ChainReplica* chain = range->chain.get();
@@ -320,7 +331,7 @@ void ServerImpl::HandleChainDense(RangeState* range, Request req) {
       if (grads == nullptr) return;
       // Numbered before it is applied: pulls the push releases wait for it.
       const uint64_t seq = chain->NextSeq();
-      Status s = shard->Push(sh.sender(), sh.clock(), sh.key_begin(), grads, sh.key_count());
+      Status s = ApplyPush(shard, sh, grads);
       if (!s.ok()) {
         // Keep the sequence gap-free with an update that changes nothing.
         Message filler;
@@ -455,7 +466,7 @@ bool ServerImpl::ApplyForwardedDense(RangeState* range, const Request& req) {
       const float* grads =
           DecodeGradient(req, req.msg.frames[0], h.key_count(), /*check_finite=*/false);
       if (grads == nullptr) return false;
-      Status s = shard->Push(h.sender(), h.clock(), h.key_begin(), grads, h.key_count());
+      Status s = ApplyPush(shard, h, grads);
       if (!s.ok()) {
         LOG(ERROR) << "replica could not apply forwarded update " << h.chain_seq() << ": " << s;
       }

@@ -36,7 +36,7 @@ Status ServerImpl::CreateBuckets(const TableOptions& t, const wire::TableShards&
     }
     // Buckets apply every push on arrival (no BSP/SSP gate under chain).
     auto shard = std::make_unique<SparseShardState>(spec, std::move(optimizer), /*policy=*/nullptr,
-                                                    device_.get(), store_.get());
+                                                    device_.get(), store_.get(), &buffer_pool_);
     shard->set_rates(t);
     RangeState range;
     range.bucket = std::make_unique<SparseBucketState>(std::move(shard), store_.get(), spec.table,

@@ -23,6 +23,7 @@
 #include "consistency/consistency_policy.h"
 #include "server/internal/chain_replica.h"
 #include "server/internal/dense_shard.h"
+#include "server/internal/push_dedup.h"
 #include "server/internal/sparse_bucket.h"
 #include "server/internal/sparse_shard.h"
 #include "server/server.h"
@@ -156,6 +157,8 @@ class ServerImpl final : public Server {
   // `msg`'s frames are shared with the log (Message stays valid).
   void Commit(RangeState* range, uint64_t seq, Message* msg);
   void Forward(RangeState* range, uint64_t seq, Message* msg);
+  // A client push (or a raw delta) on `shard`, at the head or forwarded.
+  static Status ApplyPush(DenseShardState* shard, const wire::Header& h, const float* grads);
   void SendLogged(RangeState* range, const server_internal::LoggedOp& op);
   void OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
                       const Status& status, const Message& reply);
@@ -232,6 +235,8 @@ class ServerImpl final : public Server {
   // Stateless recovery: this server replaced a lost one and has not been
   // seeded yet; data requests are refused with Unavailable meanwhile.
   bool awaiting_seed_ = false;
+  // Unreplicated dense pushes with an exactly-once key (stateless workers).
+  PushDedup pushes_seen_;
   std::unique_ptr<RpcClient> peers_;  // Successors; created in Init().
   std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
   // Set when the server stops because it was fenced and could not rejoin.

@@ -70,6 +70,31 @@ Status SparseShardState::ApplyRows(const uint64_t* ids, size_t u, const float* g
   return store_->WriteRows(spec_.table, ids, u, rows_.data());
 }
 
+Status SparseShardState::AddDelta(const uint64_t* ids, size_t n, const float* deltas) {
+  const size_t w = spec_.width;
+  const size_t rf = spec_.row_floats();
+  // Sum the changes of duplicate ids so every row is read and written once.
+  std::unordered_map<uint64_t, size_t> index;
+  std::vector<uint64_t> unique_ids;
+  std::vector<float> summed;
+  for (size_t i = 0; i < n; ++i) {
+    auto [it, inserted] = index.emplace(ids[i], unique_ids.size());
+    if (inserted) {
+      unique_ids.push_back(ids[i]);
+      summed.insert(summed.end(), deltas + i * w, deltas + (i + 1) * w);
+    } else {
+      device_->Axpy(w, 1.0f, deltas + i * w, summed.data() + it->second * w);
+    }
+  }
+  const size_t u = unique_ids.size();
+  rows_.resize(u * rf);
+  RETURN_IF_ERROR(store_->ReadRows(spec_.table, unique_ids.data(), u, rows_.data()));
+  for (size_t i = 0; i < u; ++i) device_->Axpy(w, 1.0f, summed.data() + i * w, rows_.data() + i * rf);
+  RETURN_IF_ERROR(store_->WriteRows(spec_.table, unique_ids.data(), u, rows_.data()));
+  ServeWaiters();
+  return Status::OK();
+}
+
 Status SparseShardState::Push(int worker, int64_t clock, const uint64_t* ids, size_t n,
                               const float* grads) {
   const size_t w = spec_.width;

@@ -68,6 +68,9 @@ class SparseShardState {
   // A gradient for n rows (n * width floats) from `worker` at `clock`.
   // REQUIRES: grads finite.
   Status Push(int worker, int64_t clock, const uint64_t* ids, size_t n, const float* grads);
+  // Adds `deltas` (n * width floats) to the rows' parameters at once, without
+  // an optimizer step or the gate (stateless recovery: a worker's row changes).
+  Status AddDelta(const uint64_t* ids, size_t n, const float* deltas);
 
   // The coordinator's live worker set changed.
   void SetLiveWorkers(const std::vector<int>& ids, const std::vector<int64_t>& clocks);

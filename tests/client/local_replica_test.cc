@@ -36,6 +36,7 @@ TEST(LocalReplicaTest, TrainsLocallyAndReportsCopyAndChange) {
   EXPECT_EQ(c, 10);
   ASSERT_OK(r.Serve(1, "w", 4, 0.5f, 4, nullptr, out, 4).status());
   EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{8, 7, 10, 8}));
+  r.CountLocalStep();  // Once per request, by the client.
   EXPECT_EQ(r.local_steps(), 1u);
   // A pull reply arriving late for a local server does not overwrite the copy.
   const float late[4] = {0, 0, 0, 0};
@@ -54,14 +55,74 @@ TEST(LocalReplicaTest, TrainsLocallyAndReportsCopyAndChange) {
 
   // One more local step after the copy: that change goes back on rejoin.
   ASSERT_OK(r.Serve(1, "w", 4, 0.5f, 4, g, nullptr, 2).status());
-  std::vector<RangeDelta> back = r.Rejoin(1);
+  std::vector<DoubtfulPush> resend;
+  std::vector<RangeDelta> back = r.Rejoin(1, /*same_server=*/false, &resend);
+  EXPECT_TRUE(resend.empty());
   EXPECT_FALSE(r.IsLocal(1));
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0].begin, 4u);
   EXPECT_EQ(back[0].local_steps, 1);
   EXPECT_EQ(std::vector<float>(back[0].delta.data(), back[0].delta.data() + 4),
             (std::vector<float>{-1, 2, 0, 0}));
-  EXPECT_TRUE(r.Rejoin(1).empty());  // Not local any more.
+  EXPECT_TRUE(r.Rejoin(1, false, &resend).empty());  // Not local any more.
+}
+
+TEST(LocalReplicaTest, DoubtfulPushesAreResentToTheSameServerAndMergedForANewOne) {
+  LocalReplica r;
+  const float pulled[2] = {8, 8};
+  FloatBuffer g1(2), g2(2);
+  g1[0] = 2;
+  g1[1] = 4;
+  g2[0] = -2;
+  g2[1] = 0;
+  for (bool same_server : {true, false}) {
+    r.Remember(0, "w", 0, 2, 0, pulled, 2, 5);
+    ASSERT_TRUE(r.GoLocal(0, "tcp://c", /*stalled=*/true));
+    // The push that timed out (sent with key 7), then one served locally only.
+    ASSERT_OK(r.Serve(0, "w", 0, 0.5f, 0, g1.data(), nullptr, 2, /*doubtful_id=*/7, g1).status());
+    ASSERT_OK(r.Serve(0, "w", 0, 0.5f, 0, g2.data(), nullptr, 2).status());
+    std::vector<DoubtfulPush> resend;
+    std::vector<RangeDelta> back = r.Rejoin(0, same_server, &resend);
+    ASSERT_EQ(back.size(), 1u);
+    const std::vector<float> delta(back[0].delta.data(), back[0].delta.data() + 2);
+    if (same_server) {
+      // The server may have applied the first push: it is resent with its
+      // key (applied at most once more), and the delta holds only the second.
+      EXPECT_EQ(delta, (std::vector<float>{1, 0}));
+      ASSERT_EQ(resend.size(), 1u);
+      EXPECT_EQ(resend[0].push_id, 7u);
+      EXPECT_EQ(resend[0].grads[1], 4.0f);
+    } else {
+      // A new server never saw it: both changes are handed back.
+      EXPECT_EQ(delta, (std::vector<float>{0, -2}));
+      EXPECT_TRUE(resend.empty());
+    }
+  }
+  // A re-seed copy carries the doubtful change too.
+  r.Remember(0, "w", 0, 2, 0, pulled, 2, 6);
+  ASSERT_TRUE(r.GoLocal(0, "tcp://c", true));
+  ASSERT_OK(r.Serve(0, "w", 0, 0.5f, 0, g1.data(), nullptr, 2, 8, g1).status());
+  wire::SeedData data;
+  std::vector<Frame> frames;
+  r.FillSeedCopy(0, &data, &frames);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(FrameFloats(frames[1]), (std::vector<float>{-1, -2}));
+  std::vector<DoubtfulPush> resend;
+  EXPECT_TRUE(r.Rejoin(0, true, &resend).empty());  // Nothing since the copy.
+  EXPECT_TRUE(resend.empty());
+}
+
+TEST(LocalReplicaTest, ReassignMovesARangeToItsLastReplica) {
+  LocalReplica r;
+  const float pulled[2] = {1, 2};
+  r.Remember(0, "w", 0, 2, 0, pulled, 2, 3);  // Pulled from head 0.
+  ASSERT_TRUE(r.GoLocal(1, "tcp://d", false));
+  float out[2];
+  EXPECT_FALSE(r.Serve(1, "w", 0, 1.0f, 0, nullptr, out, 2).ok());
+  r.Reassign("w", 0, 1);  // Hybrid: server 1 held it last.
+  ASSERT_OK(r.Serve(1, "w", 0, 1.0f, 0, nullptr, out, 2).status());
+  EXPECT_EQ(out[1], 2.0f);
+  r.Reassign("x", 0, 1);  // Unknown range: no-op.
 }
 
 TEST(LocalReplicaTest, RangesNeverPulledWholeHaveNoCopy) {

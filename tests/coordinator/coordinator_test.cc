@@ -234,6 +234,24 @@ TEST(CoordinatorTest, RepeatedServerRegistrationOfTheSameProcessGetsTheSameId) {
   EXPECT_NE(stranger.message().find("already has 1 server"), std::string::npos) << stranger;
 }
 
+// Hybrid replicates like chain: it needs 2 <= --replicas <= --num_servers,
+// and says which policy asked.
+TEST(CoordinatorTest, HybridNeedsReplicasLikeChain) {
+  CoordinatorOptions co;
+  co.num_servers = 2;
+  co.recovery = RecoveryMode::kHybrid;
+  co.replicas = 2;
+  EXPECT_TRUE(co.Validate().ok()) << co.Validate();
+  for (int replicas : {1, 3}) {
+    co.replicas = replicas;
+    Status s = co.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << replicas;
+    EXPECT_NE(s.message().find("under --recovery=hybrid"), std::string::npos) << s;
+  }
+  co.recovery = RecoveryMode::kStateless;  // Does not replicate: not checked.
+  EXPECT_TRUE(co.Validate().ok()) << co.Validate();
+}
+
 // A worker's map watch (GET_SHARD_MAP with watch_ms) is held while the map
 // is unchanged, answered as soon as the map changes (here: a server
 // registers), and answered unchanged when it expires (clock time).

@@ -75,12 +75,12 @@ TEST(RecoveryPolicyTest, FactoryKnowsItsPolicies) {
   EXPECT_EQ((*chain)->on_server_loss(), RecoveryPolicy::OnServerLoss::kReconfigure);
   EXPECT_TRUE((*chain)->ReplicatesServers());
   EXPECT_FALSE((*ckpt)->ReplicatesServers());
-  for (RecoveryMode mode : {RecoveryMode::kHybrid}) {
-    auto p = NewRecoveryPolicy(mode);
-    ASSERT_FALSE(p.ok()) << RecoveryModeName(mode);
-    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(p.status().message().find("not available"), std::string::npos);
-  }
+  auto hybrid = NewRecoveryPolicy(RecoveryMode::kHybrid);
+  ASSERT_TRUE(hybrid.ok());
+  EXPECT_EQ((*hybrid)->on_server_loss(), RecoveryPolicy::OnServerLoss::kReconfigure);
+  EXPECT_TRUE((*hybrid)->ReplicatesServers());
+  EXPECT_TRUE((*hybrid)->TrainsThroughServerLoss());
+  EXPECT_TRUE((*hybrid)->ResendsAcrossRestarts());
 }
 
 }  // namespace

@@ -42,9 +42,11 @@ if grep -rl "glog\|gflags" "$TMP/prefix/include"; then echo "public headers name
 # The trainer links librelaxps_client.so and, through it, libzmq and
 # protobuf: no RocksDB, BLAS, gflags or glog.
 check_links() {
-  ldd "$1" | grep -q "librelaxps_client.so" || { echo "$1 does not link librelaxps_client.so"; exit 1; }
-  if ldd "$1" | grep -Ei "rocksdb|blas|gflags|glog"; then
-    echo "$1 links a server-side library:"; ldd "$1"; exit 1
+  # (Into a file first: grep -q closing the pipe early would fail ldd under pipefail.)
+  ldd "$1" >"$TMP/ldd.txt"
+  grep -q "librelaxps_client.so" "$TMP/ldd.txt" || { echo "$1 does not link librelaxps_client.so"; exit 1; }
+  if grep -Ei "rocksdb|blas|gflags|glog" "$TMP/ldd.txt"; then
+    echo "$1 links a server-side library:"; cat "$TMP/ldd.txt"; exit 1
   fi
 }
 check_links "$TMP/build/linear_trainer"
@@ -81,6 +83,6 @@ wait $B
 if out=$(timeout 5 "$TMP/readme_snippet" "127.0.0.1:1" 2>&1); then
   echo "connect to a malformed endpoint succeeded"; exit 1
 fi
-echo "$out" | grep -q "InvalidArgument" || { echo "malformed endpoint: $out"; exit 1; }
+grep -q "InvalidArgument" <<<"$out" || { echo "malformed endpoint: $out"; exit 1; }
 echo "$MODE: find_package(relaxps COMPONENTS client) and pkg-config relaxps trainers and the README snippet trained through the installed librelaxps_client.so"
 ldd "$TMP/build/linear_trainer" | awk '{print "  " $1}' | tr '\n' ' '; echo

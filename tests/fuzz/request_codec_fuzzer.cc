@@ -138,7 +138,6 @@ void Dense(const wire::Header& h, const std::vector<Frame>& frames, std::vector<
 
 void Sparse(const wire::Header& h, const std::vector<Frame>& frames,
             std::vector<float>* scratch) {
-  Fixture& f = GetFixture();
   const bool push = h.type() == wire::PUSH_ROWS;
   if (h.slot() != 0 && (push || h.slot() < 0 || h.slot() >= 1)) return;
   if (frames.size() != (push ? 2u : 1u)) return;

@@ -4,10 +4,14 @@
 // PushPull completes, served locally); a new server registers with the lost
 // id and comes up with exactly the merge rule applied to the workers' copies;
 // training goes on from there without rolling any clock back.
+// Hybrid (--recovery=hybrid --replicas=2 on two servers): losing one server
+// is a chain failover (no local step); losing both at once strands the range
+// and falls back to exactly the same re-seeding from the workers' copies.
 #include <signal.h>
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,7 +19,9 @@
 #include <gtest/gtest.h>
 
 #include "recovery/seed_merge.h"
+#include "tests/recovery/chain_util.h"
 #include "tests/recovery/recovery_util.h"
+#include "tests/recovery/stateless_util.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -25,25 +31,8 @@ namespace {
 constexpr uint64_t kSize = 64;
 constexpr float kLr = 0.5f;
 
-TableOptions DenseSgd() {
-  TableOptions t;
-  t.name = "w";
-  t.type = TableType::kDense;
-  t.size = kSize;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = kLr;
-  t.init.segments.push_back(InitSegment{0, kSize, InitKind::kConstant, 8.0f, 0.0f});
-  return t;
-}
-
-// Integer gradient of `worker` at local step `step`.
-FloatBuffer Gradient(int worker, int step) {
-  FloatBuffer g(kSize);
-  for (uint64_t i = 0; i < kSize; ++i) {
-    g[i] = static_cast<float>(static_cast<int>((i * 3 + step * 5 + worker * 7) % 9) - 4);
-  }
-  return g;
-}
+TableOptions DenseSgd() { return SgdTable(kSize, kLr, 8.0f); }
+FloatBuffer Gradient(int worker, int step) { return IntegerGradient(kSize, worker, step); }
 
 // What a worker holds after its local steps: copy, change, clock, base clock.
 struct Worker {
@@ -86,14 +75,23 @@ void PullUntilSeeded(Client* c, int64_t clock) {
   ASSERT_GE(c->last_params_clock(), clock);
 }
 
+// Both workers read from the seeded server (parameters at `clock` or later,
+// their clocks moved up: no rollback) and a's next update applies on `seeded`.
+void ExpectTrainingGoesOn(Worker* a, Worker* b, int64_t clock, const std::vector<float>& seeded) {
+  for (Worker* w : {b, a}) {
+    ASSERT_NO_FATAL_FAILURE(PullUntilSeeded(w->client.get(), clock));
+    EXPECT_GE(w->client->clock(), clock);
+  }
+  FloatBuffer g = Gradient(0, 99);
+  FloatBuffer out(kSize);
+  ASSERT_OK(a->client->PushPull("w", 0, g, out).get());
+  for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], seeded[i] - kLr * g[i]) << i;
+}
+
 TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   const std::string dir = MakeTempDir();
-  ASSERT_OK_AND_ASSIGN(auto cluster,
-                       RecoveryCluster::Start(dir, 1, {"--recovery=stateless",
-                                                       "--heartbeat_timeout_ms=1000",
-                                                       "--reseed_timeout_ms=30000"}));
-  const std::vector<std::string> server_flags = {"--store=memory", "--heartbeat_ms=100"};
-  ASSERT_OK(cluster->StartServer(0, server_flags));
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 1000, 30000));
+  const std::vector<std::string> server_flags = StatelessServerFlags();
   Worker a, b;
   ASSERT_OK_AND_ASSIGN(a.client, cluster->Connect("worker"));
   ASSERT_OK_AND_ASSIGN(b.client, cluster->Connect("worker"));
@@ -149,17 +147,116 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
 
   // Both workers switch back to the server (B's first reply moves its clock
   // up to the seed's: no rollback), and an update applies on the seed.
-  for (Worker* w : {&b, &a}) {
-    ASSERT_NO_FATAL_FAILURE(PullUntilSeeded(w->client.get(), clock_a));
-    EXPECT_GE(w->client->clock(), clock_a);
-  }
-  FloatBuffer g = Gradient(0, 99);
-  FloatBuffer out(kSize);
-  ASSERT_OK(a.client->PushPull("w", 0, g, out).get());
-  for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], (*seeded)[i] - kLr * g[i]) << i;
+  ASSERT_NO_FATAL_FAILURE(ExpectTrainingGoesOn(&a, &b, clock_a, *seeded));
   EXPECT_EQ(a.client->stats().local_steps, 3u);  // Served by the server again.
   ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(dir + "/coordinator.log"));
   EXPECT_NE(log.find("RESEED server=0 source=worker:" + std::to_string(a.client->worker_id())),
+            std::string::npos)
+      << log;
+  RemoveTree(dir);
+}
+
+// Reads keys [0, kSize) of the table from `endpoint` until the server answers
+// (a server awaiting its seed refuses) and the values satisfy `done`, for at
+// most 30 s.
+StatusOr<std::vector<float>> ReadWhen(const std::string& endpoint,
+                                      const std::function<bool(const std::vector<float>&)>& done) {
+  StatusOr<std::vector<float>> got = UnavailableError("not read");
+  for (int i = 0; i < 300; ++i) {
+    got = ReadDenseSlot(endpoint, "w", 0, kSize, 0);
+    if (got.ok() && done(*got)) return got;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!got.ok()) return got;
+  return DeadlineExceededError("values never reached the expected state");
+}
+
+TEST(StatelessReseedTest, HybridFailsOverOnOneLossAndReseedsWhenEveryReplicaIsLost) {
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto cluster,
+                       RecoveryCluster::Start(dir, 2, {"--recovery=hybrid", "--replicas=2",
+                                                       "--heartbeat_timeout_ms=1000",
+                                                       "--reseed_timeout_ms=30000"}));
+  const std::vector<std::string> server_flags = {"--store=memory", "--heartbeat_ms=100"};
+  ASSERT_OK(cluster->StartServer(0, server_flags));
+  ASSERT_OK(cluster->StartServer(1, server_flags));
+  Worker a, b;
+  ASSERT_OK_AND_ASSIGN(a.client, cluster->Connect("worker"));
+  ASSERT_OK_AND_ASSIGN(b.client, cluster->Connect("worker"));
+  ASSERT_OK(a.client->CreateTable(DenseSgd()));
+  ASSERT_OK(b.client->CreateTable(DenseSgd()));
+  std::vector<float> expected(kSize, 8.0f);  // Init minus every acknowledged push, once.
+  auto push_round = [&](int round) {
+    for (Worker* w : {&a, &b}) {
+      FloatBuffer g = Gradient(w == &a ? 10 : 11, round);
+      ASSERT_OK(w->client->Push("w", 0, g).get());
+      for (uint64_t i = 0; i < kSize; ++i) expected[i] -= kLr * g[i];
+      ASSERT_OK(w->client->Clock());
+    }
+  };
+  for (int round = 0; round < 2; ++round) ASSERT_NO_FATAL_FAILURE(push_round(round));
+
+  // One loss: the head dies; every push is acknowledged by the new head,
+  // exactly once, and nothing is served locally.
+  cluster->server(0)->Kill(SIGKILL);
+  ASSERT_OK(cluster->server(0)->Wait(Millis(10000)).status());
+  for (int round = 2; round < 6; ++round) ASSERT_NO_FATAL_FAILURE(push_round(round));
+  ASSERT_TRUE(WaitForChains(cluster.get(), "w", 0, 0, 10000));
+  EXPECT_EQ(a.client->stats().local_steps, 0u);
+  EXPECT_EQ(b.client->stats().local_steps, 0u);
+  ASSERT_OK_AND_ASSIGN(std::vector<float> survivor,
+                       ReadDenseSlot(cluster->server_endpoint(1), "w", 0, kSize, 0));
+  EXPECT_EQ(survivor, expected);
+  // It rejoins as tail with the survivor's state.
+  ASSERT_OK(cluster->StartServer(0, server_flags));
+  ASSERT_TRUE(WaitForChains(cluster.get(), "w", -1, 2, 15000));
+  ASSERT_OK(ReadWhen(cluster->server_endpoint(0),
+                     [&](const std::vector<float>& v) { return v == expected; }).status());
+
+  // Both replicas die at once: the workers go local on the copies they pulled.
+  for (Worker* w : {&a, &b}) {
+    FloatBuffer p(kSize);
+    ASSERT_OK(w->client->Pull("w", 0, p).get());
+    w->copy.assign(p.data(), p.data() + kSize);
+    w->base_clock = w->client->last_params_clock();
+  }
+  ASSERT_EQ(a.copy, expected);
+  cluster->server(0)->Kill(SIGKILL);
+  cluster->server(1)->Kill(SIGKILL);
+  ASSERT_OK(cluster->server(0)->Wait(Millis(10000)).status());
+  ASSERT_OK(cluster->server(1)->Wait(Millis(10000)).status());
+  ASSERT_OK_AND_ASSIGN(std::string fallback,
+                       WaitForLine(dir + "/coordinator.log",
+                                   "FALLBACK cause=all-replicas-lost server=[01] ", Scaled(Millis(15000))));
+  const int holder = fallback[fallback.find("server=") + 7] - '0';
+  LocalSteps(&a, 0, 3);  // The freshest copy: it seeds the new server.
+  LocalSteps(&b, 1, 2);
+  const int64_t clock_a = a.client->clock();
+
+  // The other server registers first: it stays out of the stranded chain;
+  // the holder's id is seeded with exactly the stateless rule.
+  ASSERT_OK(cluster->StartServer(1 - holder, server_flags));
+  ASSERT_OK(cluster->StartServer(holder, server_flags));
+  std::vector<WorkerCopy> copies = {
+      WorkerCopy{a.client->worker_id(), clock_a, a.base_clock, 3, a.copy.data(), a.change.data()},
+      WorkerCopy{b.client->worker_id(), b.client->clock(), b.base_clock, 2, b.copy.data(),
+                 b.change.data()}};
+  ASSERT_OK_AND_ASSIGN(MergeResult merged,
+                       MergeCopies(copies, kSize, SeedRule::kFreshest, MergeRule::kStaleness));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> seeded, ReadWhen(cluster->server_endpoint(holder),
+                                                           [](const std::vector<float>&) { return true; }));
+  EXPECT_EQ(seeded, merged.params);  // Exactly, float for float.
+  // Then the other joins the chain as tail and receives the seeded state.
+  ASSERT_TRUE(WaitForChains(cluster.get(), "w", -1, 2, 15000));
+  ASSERT_OK(ReadWhen(cluster->server_endpoint(1 - holder),
+                     [&](const std::vector<float>& v) { return v == seeded; }).status());
+
+  // Training goes on through the chain from the seed, without rollback.
+  ASSERT_NO_FATAL_FAILURE(ExpectTrainingGoesOn(&a, &b, clock_a, seeded));
+  EXPECT_EQ(a.client->stats().local_steps, 3u);
+  ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(dir + "/coordinator.log"));
+  EXPECT_NE(log.find("RESEED server=" + std::to_string(holder) + " source=worker:" +
+                     std::to_string(a.client->worker_id())),
             std::string::npos)
       << log;
   RemoveTree(dir);
