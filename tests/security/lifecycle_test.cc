@@ -144,7 +144,9 @@ TEST(LifecycleTest, ByHandJobEndsWhenEveryWorkerLeft) {
     ASSERT_OK(code) << p->CommandLine() << " still running; log:\n" << p->Log();
     // The coordinator exits non-zero if the worker's goodbye was lost (a
     // loaded machine); it exits either way, which is what this test is about.
-    if (p != cluster->coordinator()) EXPECT_EQ(*code, 0) << p->Log();
+    if (p != cluster->coordinator()) {
+      EXPECT_EQ(*code, 0) << p->Log();
+    }
   }
   EXPECT_FALSE(GrepLines(cluster->coordinator()->Log(), "exiting: the job is over").empty())
       << cluster->coordinator()->Log();
