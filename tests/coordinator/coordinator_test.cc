@@ -19,29 +19,12 @@
 #include "common/rpc_client.h"
 #include "server/server.h"
 #include "tests/storage/storage_test_util.h"
+#include "tests/coordinator/running_coordinator.h"
 
 namespace relaxps {
 namespace {
 
-// Runs a coordinator on a thread for the test's scope.
-class RunningCoordinator {
- public:
-  explicit RunningCoordinator(const CoordinatorOptions& options) {
-    auto c = Coordinator::Start(options);
-    CHECK(c.ok()) << c.status();
-    coordinator_ = std::move(c).value();
-    thread_ = std::thread([this] { coordinator_->Run(); });
-  }
-  ~RunningCoordinator() {
-    coordinator_->Stop();
-    thread_.join();
-  }
-  const std::string& endpoint() const { return coordinator_->endpoint(); }
-
- private:
-  std::unique_ptr<Coordinator> coordinator_;
-  std::thread thread_;
-};
+using test::RunningCoordinator;
 
 wire::StatusReply GetStatus(RpcClient* rpc, int peer) {
   Message m;

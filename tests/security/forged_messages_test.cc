@@ -16,30 +16,14 @@
 #include "client/client.h"
 #include "common/rpc_client.h"
 #include "coordinator/coordinator.h"
+#include "tests/coordinator/running_coordinator.h"
 #include "tests/server/in_process_cluster.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
 namespace {
 
-class RunningCoordinator {
- public:
-  explicit RunningCoordinator(const CoordinatorOptions& options) {
-    auto c = Coordinator::Start(options);
-    CHECK(c.ok()) << c.status();
-    coordinator_ = std::move(c).value();
-    thread_ = std::thread([this] { coordinator_->Run(); });
-  }
-  ~RunningCoordinator() {
-    coordinator_->Stop();
-    thread_.join();
-  }
-  const std::string& endpoint() const { return coordinator_->endpoint(); }
-
- private:
-  std::unique_ptr<Coordinator> coordinator_;
-  std::thread thread_;
-};
+using test::RunningCoordinator;
 
 wire::ShardMap GetMap(RpcClient* rpc, int coordinator) {
   Message m;
