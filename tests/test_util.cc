@@ -121,6 +121,7 @@ StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 Status WaitForFile(const std::string& path, Millis timeout) {
+  timeout = Scaled(timeout);
   const auto deadline = SteadyClock::now() + timeout;
   while (true) {
     struct stat st;
@@ -146,6 +147,7 @@ std::vector<std::string> GrepLines(const std::string& text, const std::string& r
 
 StatusOr<std::string> WaitForLine(const std::string& log, const std::string& re, Millis timeout,
                                   Subprocess* process) {
+  timeout = Scaled(timeout);
   const auto deadline = SteadyClock::now() + timeout;
   while (true) {
     // Check liveness before reading, so a line written just before exiting

@@ -107,13 +107,15 @@ void RemoveTree(const std::string& path);
 // Returns the whole file.
 StatusOr<std::string> ReadFile(const std::string& path);
 
-// Waits until `path` exists and is not empty. DeadlineExceeded after `timeout`.
+// Waits until `path` exists and is not empty. DeadlineExceeded after
+// Scaled(timeout): both waits below are for work to happen, so sanitizer
+// builds stretch them (callers pass the Release-build figure).
 Status WaitForFile(const std::string& path, Millis timeout);
 
 class Subprocess;
 
 // Waits until a line of the file at `log` matches `re` (std::regex_search) and
-// returns that line (the first match). DeadlineExceeded after `timeout`;
+// returns that line (the first match). DeadlineExceeded after Scaled(timeout);
 // Aborted as soon as `process` (if given) has exited without the line
 // appearing, so a crashed process fails the test at once, not after the timeout.
 StatusOr<std::string> WaitForLine(const std::string& log, const std::string& re,

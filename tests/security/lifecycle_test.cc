@@ -77,7 +77,7 @@ TEST(LifecycleTest, CoordinatorKilledEveryOtherProcessExitsNonZero) {
     workers.push_back(std::move(w));
   }
   for (auto& w : workers) {
-    ASSERT_OK(WaitForLine(w->log_path(), "^progress ", Scaled(Millis(60000)), w.get()));
+    ASSERT_OK(WaitForLine(w->log_path(), "^progress ", Millis(60000), w.get()));
   }
   cluster->coordinator()->Kill(SIGKILL);
   const SteadyTime killed = Now();
@@ -109,7 +109,7 @@ TEST(LifecycleTest, CtlShutdownEndsAByHandJobWithEveryProcessExitingZero) {
     workers.push_back(std::move(w));
   }
   for (auto& w : workers) {
-    ASSERT_OK(WaitForLine(w->log_path(), "^progress ", Scaled(Millis(60000)), w.get()));
+    ASSERT_OK(WaitForLine(w->log_path(), "^progress ", Millis(60000), w.get()));
   }
   ASSERT_OK_AND_ASSIGN(CommandResult ctl,
                        RunCommand({BinPath("relaxps-ctl"),
