@@ -424,8 +424,17 @@ TEST_F(ChainExactlyOnceTest, LastSyncedReplicaDyingBeforeTheStateTransferFailsTh
                        "transfer"),
             std::string::npos)
       << error;
-  // The worker learns it too, instead of training on.
-  Status pushed = worker->Push("w", 0, Gradient(0, 1)).get();
+  // The worker learns it too (from its next heartbeat), instead of training
+  // on: until then a push may be told Unavailable (the rejoined server has no
+  // state), never OK.
+  Status pushed = UnavailableError("not pushed");
+  const int64_t learn_by = MonotonicMs() + 10000;
+  while (pushed.code() == StatusCode::kUnavailable && MonotonicMs() < learn_by) {
+    pushed = worker->Push("w", 0, Gradient(0, 1)).get();
+    if (pushed.code() == StatusCode::kUnavailable) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
   EXPECT_EQ(pushed.code(), StatusCode::kAborted) << pushed;
 }
 
