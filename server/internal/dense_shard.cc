@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "server/internal/waiters.h"
+
 namespace relaxps {
 namespace server_internal {
 
@@ -316,11 +318,7 @@ void DenseShardState::AdvanceClock(int worker, int64_t clock) {
 
 void DenseShardState::ExpireWaiters(int64_t now_ms) {
   if (waiters_.empty()) return;
-  std::vector<Waiter> still;
-  std::vector<Waiter> expired;
-  for (Waiter& w : waiters_) (w.deadline_ms <= now_ms ? expired : still).push_back(std::move(w));
-  waiters_.swap(still);
-  for (Waiter& w : expired) {
+  for (Waiter& w : TakeExpired(&waiters_, now_ms)) {
     w.done(DeadlineExceededError("pull waited for clock " + std::to_string(w.required) +
                                  " but the slowest live worker is at " +
                                  std::to_string(visible_clock())),

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "server/internal/waiters.h"
+
 namespace relaxps {
 namespace server_internal {
 
@@ -173,11 +175,7 @@ void SparseShardState::ClocksMoved() {
 
 void SparseShardState::ExpireWaiters(int64_t now_ms) {
   if (waiters_.empty()) return;
-  std::vector<Waiter> still;
-  std::vector<Waiter> expired;
-  for (Waiter& w : waiters_) (w.deadline_ms <= now_ms ? expired : still).push_back(std::move(w));
-  waiters_.swap(still);
-  for (Waiter& w : expired) {
+  for (Waiter& w : TakeExpired(&waiters_, now_ms)) {
     w.done(DeadlineExceededError("pull of sparse table '" + spec_.table + "' waited for clock " +
                                  std::to_string(w.required) +
                                  " but the slowest live worker is at " +
