@@ -59,6 +59,9 @@ def parse_flags(argv):
     add("--table", default="model", help="Table holding the model (PS mode)")
     add("--mode", default="flat", choices=["flat", "per_param"],
         help="One flattened table, or one table per parameter")
+    add("--async_pipeline", type=flag_bool, nargs="?", const=True, default=True,
+        help="Async consistency: overlap each step's push-pull with the next step's "
+             "computation (parameters one update older)")
     add("--model", default="cnn", choices=["cnn", "mlp"])
     add("--batch", type=int, default=32)
     add("--lr", type=float, default=0.01)
@@ -160,6 +163,9 @@ class LocalParams:
         self.optimizer = local_optimizer(a, model)
         self.clock, self.last_wait_s, self.staleness = 0, 0.0, 0
 
+    def finish(self):
+        pass
+
     def step(self):
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=False)
@@ -175,12 +181,16 @@ class PsParams:
         self.client = client
         self.ps = relaxps.torch.ParameterServer(
             client, model, mode=a.mode, table_prefix=a.table, optimizer=a.optimizer, lr=a.lr,
-            momentum=a.momentum, init_seed=a.seed, lr_schedule=a.lr_schedule)
+            momentum=a.momentum, init_seed=a.seed, lr_schedule=a.lr_schedule,
+            overlap="auto" if a.async_pipeline else False)
         self.last_wait_s, self.staleness = 0.0, 0
 
     @property
     def clock(self):
         return self.client.current_clock
+
+    def finish(self):
+        self.ps.flush()  # The last step's update, for the final evaluation.
 
     def step(self):
         self.ps.step()
@@ -301,6 +311,7 @@ def run(a, model, params, data, worker, index, num_workers, client):
             if a.log_every_s > 0:
                 next_log = time.monotonic() - start + a.log_every_s
 
+    params.finish()
     end = time.monotonic() - start
     row = take_row(end)
     if a.final_eval and evaluates:

@@ -66,12 +66,23 @@ class ParameterServer:
     beta2, eps): the tables' server-side update rule. init: overrides of
     default_init(module) by parameter name. Creating the tables is
     idempotent, so every worker constructs the same ParameterServer.
+
+    overlap (async consistency only; "auto": on under async, like
+    relaxps-worker's --async_pipeline): step() sends its push_pull and
+    returns at once, so the round trip overlaps the next step's forward and
+    backward; the step after next computes on the parameters it returns
+    (one update older). The module then alternates between two parameter
+    buffers and two gradient buffers (still no copies). flush() waits for
+    the request in flight.
     """
 
     def __init__(self, client, module, mode="flat", table_prefix="model", optimizer="sgd",
-                 lr=0.01, init=None, init_seed=0, lr_schedule="constant", **optimizer_options):
+                 lr=0.01, init=None, init_seed=0, lr_schedule="constant", overlap="auto",
+                 **optimizer_options):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        if overlap not in ("auto", True, False):
+            raise ValueError(f"overlap must be 'auto', True or False, not {overlap!r}")
         self.client = client
         self.mode = mode
         self._params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
@@ -87,53 +98,80 @@ class ParameterServer:
         if missing:
             raise ValueError(f"no default initializer for parameter(s) {missing}: pass "
                              f"init={{'{missing[0]}': ('uniform', a, b), ...}}")
-        table_args = dict(optimizer=optimizer, lr=lr, init_seed=init_seed,
-                          lr_schedule=lr_schedule, **optimizer_options)
-        # [(table, params, grads)]: the buffers each step() pushes and fills.
-        self.tables = []
-        if mode == "flat":
-            self._build_flat(table_prefix, specs, table_args)
-        else:
-            self._build_per_param(table_prefix, specs, table_args)
+        job = client.job
         # SSP's parameter cache serves most pulls (apps/trainer/ps_params.cc):
         # push, clock, then a pull that is usually answered locally.
-        self._split = client.job["serves_cached_reads"]
+        self._split = job["serves_cached_reads"]
+        unbounded = job["staleness_bound"] < 0  # async: nothing waits
+        if overlap is True and not unbounded:
+            raise ValueError(f"overlap needs async consistency, the job is {job['consistency']}")
+        self.overlap = unbounded if overlap == "auto" else overlap
+        # [(table, [(parameter index, offset)])]: where each parameter lives.
+        self._layout = []
+        if mode == "flat":
+            self._layout.append((table_prefix, []))
+        for k, (name, p) in enumerate(self._params):
+            if mode == "per_param":
+                self._layout.append((f"{table_prefix}.{name}", []))
+            placed = self._layout[-1][1]
+            offset = placed[-1][1] + self._params[placed[-1][0]][1].numel() if placed else 0
+            placed.append((k, offset))
+        for table, placed in self._layout:
+            size, segments = 0, []
+            for k, offset in placed:
+                name, p = self._params[k]
+                segments.append((offset, offset + p.numel()) + _spec(specs[name]))
+                size = offset + p.numel()
+            client.create_table(table, size, init=segments, optimizer=optimizer, lr=lr,
+                                init_seed=init_seed, lr_schedule=lr_schedule, **optimizer_options)
+        # One buffer set, two with overlap: per table a parameter and a
+        # gradient buffer, and per parameter its views into them.
+        self._sets = [self._new_set() for _ in range(2 if self.overlap else 1)]
+        self._p = self._g = 0  # The sets the module reads params from / writes grads to.
+        self._install(params=0, grads=0)
+        self._inflight = None  # overlap: [Request] of the previous step
         self.last_wait_s = 0.0
         self.copied_grads = 0  # Gradients that had to be copied in (see module doc).
-        self.pull()
+        self._wait([client.pull_async(t, self._sets[0]["params"][i])
+                    for i, (t, _) in enumerate(self._layout)])
 
-    def _build_flat(self, prefix, specs, table_args):
-        total = sum(p.numel() for _, p in self._params)
-        flat = torch.zeros(total)
-        flat_grad = torch.zeros(total)
-        segments, offset = [], 0
-        self._grad_views = []
-        with torch.no_grad():
-            for name, p in self._params:
-                n = p.numel()
-                kind, a, b = _spec(specs[name])
-                segments.append((offset, offset + n, kind, a, b))
-                p.data = flat[offset:offset + n].view_as(p)
-                p.grad = flat_grad[offset:offset + n].view_as(p)
-                self._grad_views.append(p.grad)
-                offset += n
-        self.client.create_table(prefix, total, init=segments, **table_args)
-        self.tables.append((prefix, flat, flat_grad))
-        self.flat_params, self.flat_grads = flat, flat_grad
+    def _new_set(self):
+        bufs = {"params": [], "grads": [], "pviews": [None] * len(self._params),
+                "gviews": [None] * len(self._params)}
+        for _, placed in self._layout:
+            k, offset = placed[-1]
+            size = offset + self._params[k][1].numel()
+            params, grads = torch.zeros(size), torch.zeros(size)
+            bufs["params"].append(params)
+            bufs["grads"].append(grads)
+            for k, offset in placed:
+                p = self._params[k][1]
+                bufs["pviews"][k] = params[offset:offset + p.numel()].view_as(p)
+                bufs["gviews"][k] = grads[offset:offset + p.numel()].view_as(p)
+        return bufs
 
-    def _build_per_param(self, prefix, specs, table_args):
-        self._grad_views = []
+    def _install(self, params=None, grads=None):
         with torch.no_grad():
-            for name, p in self._params:
-                if not p.is_contiguous():
-                    p.data = p.data.contiguous()
-                p.grad = torch.zeros_like(p)
-                self._grad_views.append(p.grad)
-                kind, a, b = _spec(specs[name])
-                table = f"{prefix}.{name}"
-                self.client.create_table(table, p.numel(), init=[(0, p.numel(), kind, a, b)],
-                                         **table_args)
-                self.tables.append((table, p.data, p.grad))
+            for k, (_, p) in enumerate(self._params):
+                if params is not None:
+                    p.data = self._sets[params]["pviews"][k]
+                if grads is not None:
+                    p.grad = self._sets[grads]["gviews"][k]
+        if params is not None:
+            self._p = params
+        if grads is not None:
+            self._g = grads
+
+    @property
+    def tables(self):
+        """[(table name, current parameter buffer, current gradient buffer)]."""
+        return [(t, self._sets[self._p]["params"][i], self._sets[self._g]["grads"][i])
+                for i, (t, _) in enumerate(self._layout)]
+
+    @property
+    def flat_params(self):
+        """mode="flat": the contiguous buffer the module's parameters view."""
+        return self._sets[self._p]["params"][0]
 
     @property
     def num_params(self):
@@ -141,7 +179,15 @@ class ParameterServer:
 
     def pull(self):
         """Fills the module's parameters with the tables' current values."""
+        self.flush()
         self._wait([self.client.pull_async(t, params) for t, params, _ in self.tables])
+
+    def flush(self):
+        """overlap: waits for the step in flight and adopts its parameters."""
+        if self._inflight is not None:
+            requests, self._inflight = self._inflight, None
+            self._wait(requests)
+            self._install(params=1 - self._p)
 
     def step(self):
         """Pushes the accumulated gradients, receives fresh parameters into the
@@ -154,12 +200,19 @@ class ParameterServer:
             self._wait([self.client.push_async(t, g) for t, _, g in self.tables])
             clock = self.client.clock()
             self.pull()
+        elif self.overlap:
+            self.flush()  # The previous step's parameters (and gradient buffer) are free now.
+            spare = self._sets[1 - self._p]["params"]
+            self._inflight = [self.client.push_pull_async(t, g, spare[i])
+                              for i, (t, _, g) in enumerate(self.tables)]
+            self._install(grads=1 - self._g)
+            clock = self.client.clock()
         else:
             self._wait([self.client.push_pull_async(t, g, params)
                         for t, params, g in self.tables])
             clock = self.client.clock()
         self.last_wait_s = time.monotonic() - start
-        for _, _, g in self.tables:
+        for g in self._sets[self._g]["grads"]:
             g.zero_()
         return clock
 
@@ -177,17 +230,17 @@ class ParameterServer:
             raise error
 
     def _adopt_replaced_grads(self):
+        views = self._sets[self._g]["gviews"]
         with torch.no_grad():
-            for i, (name, p) in enumerate(self._params):
-                view = self._grad_views[i]
-                if p.grad is view:
+            for k, (_, p) in enumerate(self._params):
+                if p.grad is views[k]:
                     continue
                 if p.grad is None:
-                    view.zero_()
+                    views[k].zero_()
                 else:
-                    view.copy_(p.grad)
+                    views[k].copy_(p.grad)
                     self.copied_grads += 1
-                p.grad = view
+                p.grad = views[k]
 
 
 def _spec(spec):

@@ -29,7 +29,7 @@ def test_step_applies_sgd_to_the_modules_own_storage(cluster, mode):
     with relaxps.Client(cluster.endpoint) as c:
         model = small_model()
         ps = relaxps.torch.ParameterServer(c, model, mode=mode, optimizer="sgd", lr=0.5,
-                                           init_seed=3)
+                                           init_seed=3, overlap=False)
         params = {n: p for n, p in model.named_parameters()}
         if mode == "flat":
             flat = ps.flat_params
@@ -69,7 +69,7 @@ def test_every_worker_starts_from_the_same_parameters(cluster):
 def test_replaced_grads_are_copied_in(cluster):
     with relaxps.Client(cluster.endpoint) as c:
         model = nn.Linear(4, 2)
-        ps = relaxps.torch.ParameterServer(c, model, optimizer="sgd", lr=1.0)
+        ps = relaxps.torch.ParameterServer(c, model, optimizer="sgd", lr=1.0, overlap=False)
         w0 = model.weight.detach().clone()
         model.zero_grad(set_to_none=True)
         model(torch.ones(1, 4)).sum().backward()
@@ -80,6 +80,35 @@ def test_replaced_grads_are_copied_in(cluster):
         ps.step()
         assert ps.copied_grads == 2
         torch.testing.assert_close(model.weight.detach(), w0 - 2.0)
+
+
+@pytest.mark.parametrize("mode", relaxps.torch.MODES)
+def test_overlap_computes_on_parameters_one_update_older(cluster, mode):
+    with relaxps.Client(cluster.endpoint) as c:
+        model = nn.Linear(4, 2)
+        ps = relaxps.torch.ParameterServer(c, model, mode=mode, optimizer="sgd", lr=1.0)
+        assert ps.overlap  # "auto" under async
+        w0 = model.weight.detach().clone()
+        ptr = model.weight.data_ptr()
+        model(torch.ones(1, 4)).sum().backward()  # d/dW = 1 everywhere
+        ps.step()  # in flight: the next step still computes on w0
+        torch.testing.assert_close(model.weight.detach(), w0)
+        model(torch.ones(1, 4)).sum().backward()
+        ps.step()  # adopts the first step's parameters, sends the second
+        torch.testing.assert_close(model.weight.detach(), w0 - 1.0)
+        assert model.weight.data_ptr() != ptr  # the second buffer, filled in place
+        ps.flush()
+        torch.testing.assert_close(model.weight.detach(), w0 - 2.0)
+        assert model.weight.data_ptr() == ptr and ps.copied_grads == 0
+        assert torch.all(model.weight.grad == 0)
+
+
+def test_overlap_needs_async(make_cluster):
+    cluster = make_cluster(servers=1, workers=1, consistency="bsp")
+    with relaxps.Client(cluster.endpoint) as c:
+        with pytest.raises(ValueError, match="overlap needs async consistency, the job is bsp"):
+            relaxps.torch.ParameterServer(c, nn.Linear(2, 2), overlap=True)
+        assert not relaxps.torch.ParameterServer(c, nn.Linear(2, 2), table_prefix="b").overlap
 
 
 def test_bad_arguments(cluster):

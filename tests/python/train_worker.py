@@ -29,6 +29,7 @@ def main():
             loss.backward()
             ps.step()
             losses.append(loss.item())
+        ps.flush()
         first = sum(losses[:10]) / 10
         last = sum(losses[-10:]) / 10
         print(f"worker {client.worker_id} {mode}: loss first={first:.4f} last={last:.4f} "
