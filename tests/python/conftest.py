@@ -96,6 +96,7 @@ class Cluster:
     def stop(self):
         for p in self.procs:
             if p.poll() is None:
+                p.send_signal(signal.SIGCONT)  # a test may have stopped it
                 p.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 5
         for p in self.procs:

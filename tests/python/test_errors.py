@@ -1,4 +1,7 @@
 """Bad input gets a clear exception, never a crash or a hang."""
+import os
+import signal
+import threading
 import time
 
 import numpy as np
@@ -95,3 +98,34 @@ def test_coordinator_unreachable_fails_connect_in_time():
     with pytest.raises((relaxps.Unavailable, relaxps.DeadlineExceeded), match="cannot join"):
         relaxps.Client("tcp://127.0.0.1:9", request_timeout_ms=500)
     assert time.monotonic() - start < 30
+
+
+def test_a_blocked_call_releases_the_gil_and_ctrl_c_interrupts_it(cluster):
+    with relaxps.Client(cluster.endpoint, request_timeout_ms=60000) as c:
+        c.create_table("w", 8)
+        out = np.zeros(8, np.float32)
+        c.pull("w", out)
+        os.kill(cluster.servers[0].pid, signal.SIGSTOP)  # the pull below waits
+        spins, done = [0], threading.Event()
+
+        def spin():
+            while not done.is_set():
+                spins[0] += 1
+
+        spinner = threading.Thread(target=spin)
+        spinner.start()
+        main = threading.main_thread().ident
+        timer = threading.Timer(1.0, lambda: signal.pthread_kill(main, signal.SIGINT))
+        timer.start()
+        start, before = time.monotonic(), spins[0]
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                c.pull("w", out)
+            waited, spun = time.monotonic() - start, spins[0] - before
+        finally:
+            done.set()
+            spinner.join()
+            timer.cancel()
+            os.kill(cluster.servers[0].pid, signal.SIGCONT)
+        assert 0.9 <= waited < 10, waited
+        assert spun > 1000, "another thread could not run while the pull waited"
