@@ -84,7 +84,7 @@ PyClient::~PyClient() {
 
 void PyClient::Close() {
   if (client_ == nullptr) return;
-  std::unique_ptr<Client> c = std::move(client_);
+  std::shared_ptr<Client> c = std::move(client_);
   {
     py::gil_scoped_release nogil;
     c.reset();
@@ -92,38 +92,38 @@ void PyClient::Close() {
   Graves().Drain();
 }
 
-Client& PyClient::client(const char* op) {
+std::shared_ptr<Client> PyClient::client(const char* op) {
   Graves().Drain();
   if (client_ == nullptr) ThrowStatus(AbortedError("the client is closed"), op);
-  return *client_;
+  return client_;
 }
 
 void PyClient::CreateTable(const TableArgs& args) {
-  Client& c = client("create_table");
+  std::shared_ptr<Client> c = client("create_table");
   const TableOptions options = MakeTableOptions(args);
   Status s;
   {
     py::gil_scoped_release nogil;
-    s = c.CreateTable(options);
+    s = c->CreateTable(options);
   }
   Check(s, "create_table '" + args.name + "'");
 }
 
 py::dict PyClient::GetTable(const std::string& name) {
-  Client& c = client("get_table");
+  std::shared_ptr<Client> c = client("get_table");
   StatusOr<TableInfo> info = [&] {
     py::gil_scoped_release nogil;
-    return c.GetTable(name);
+    return c->GetTable(name);
   }();
   if (!info.ok()) ThrowStatus(info.status(), "get_table '" + name + "'");
   return TableDict(info->options);
 }
 
 py::list PyClient::ListTables() {
-  Client& c = client("list_tables");
+  std::shared_ptr<Client> c = client("list_tables");
   StatusOr<std::vector<TableInfo>> infos = [&] {
     py::gil_scoped_release nogil;
-    return c.ListTables();
+    return c->ListTables();
   }();
   if (!infos.ok()) ThrowStatus(infos.status(), "list_tables");
   py::list out;
@@ -132,53 +132,53 @@ py::list PyClient::ListTables() {
 }
 
 void PyClient::SetLearningRate(const std::string& table, float lr) {
-  Client& c = client("set_learning_rate");
+  std::shared_ptr<Client> c = client("set_learning_rate");
   Status s;
   {
     py::gil_scoped_release nogil;
-    s = c.SetLearningRate(table, lr);
+    s = c->SetLearningRate(table, lr);
   }
   Check(s, Context("set_learning_rate", table));
 }
 
 std::unique_ptr<Request> PyClient::PushAsync(const std::string& table, py::handle grads,
                                              uint64_t offset) {
-  Client& c = client("push");
+  std::shared_ptr<Client> c = client("push");
   FloatBuffer g = FloatsOf(grads, false, {"push", "grads"});
-  return std::make_unique<Request>(c.Push(table, offset, std::move(g)), Context("push", table));
+  return std::make_unique<Request>(c->Push(table, offset, std::move(g)), Context("push", table));
 }
 
 std::unique_ptr<Request> PyClient::PullAsync(const std::string& table, py::handle out,
                                              uint64_t offset) {
-  Client& c = client("pull");
+  std::shared_ptr<Client> c = client("pull");
   FloatBuffer o = FloatsOf(out, true, {"pull", "out"});
-  return std::make_unique<Request>(c.Pull(table, offset, std::move(o)), Context("pull", table));
+  return std::make_unique<Request>(c->Pull(table, offset, std::move(o)), Context("pull", table));
 }
 
 std::unique_ptr<Request> PyClient::PushPullAsync(const std::string& table, py::handle grads,
                                                  py::handle out, uint64_t offset) {
-  Client& c = client("push_pull");
+  std::shared_ptr<Client> c = client("push_pull");
   FloatBuffer g = FloatsOf(grads, false, {"push_pull", "grads"});
   FloatBuffer o = FloatsOf(out, true, {"push_pull", "out"});
-  return std::make_unique<Request>(c.PushPull(table, offset, std::move(g), std::move(o)),
+  return std::make_unique<Request>(c->PushPull(table, offset, std::move(g), std::move(o)),
                                    Context("push_pull", table));
 }
 
 std::unique_ptr<Request> PyClient::PullRowsAsync(const std::string& table, py::handle ids,
                                                  py::handle out) {
-  Client& c = client("pull_rows");
+  std::shared_ptr<Client> c = client("pull_rows");
   KeyBuffer k = KeysOf(ids, {"pull_rows", "ids"});
   FloatBuffer o = FloatsOf(out, true, {"pull_rows", "out"});
-  return std::make_unique<Request>(c.PullRows(table, std::move(k), std::move(o)),
+  return std::make_unique<Request>(c->PullRows(table, std::move(k), std::move(o)),
                                    Context("pull_rows", table));
 }
 
 std::unique_ptr<Request> PyClient::PushRowsAsync(const std::string& table, py::handle ids,
                                                  py::handle grads) {
-  Client& c = client("push_rows");
+  std::shared_ptr<Client> c = client("push_rows");
   KeyBuffer k = KeysOf(ids, {"push_rows", "ids"});
   FloatBuffer g = FloatsOf(grads, false, {"push_rows", "grads"});
-  return std::make_unique<Request>(c.PushRows(table, std::move(k), std::move(g)),
+  return std::make_unique<Request>(c->PushRows(table, std::move(k), std::move(g)),
                                    Context("push_rows", table));
 }
 
@@ -200,53 +200,53 @@ void PyClient::PushRows(const std::string& table, py::handle ids, py::handle gra
 }
 
 int64_t PyClient::Clock() {
-  Client& c = client("clock");
+  std::shared_ptr<Client> c = client("clock");
   Status s;
   {
     py::gil_scoped_release nogil;
-    s = c.Clock();
+    s = c->Clock();
   }
-  Check(s, "clock of worker " + std::to_string(c.worker_id()));
-  return c.clock();
+  Check(s, "clock of worker " + std::to_string(c->worker_id()));
+  return c->clock();
 }
 
 void PyClient::Barrier() {
-  Client& c = client("barrier");
+  std::shared_ptr<Client> c = client("barrier");
   Status s;
   {
     py::gil_scoped_release nogil;
-    s = c.Barrier();
+    s = c->Barrier();
   }
   Check(s, "barrier");
 }
 
-int PyClient::worker_id() { return client("worker_id").worker_id(); }
-int64_t PyClient::current_clock() { return client("current_clock").clock(); }
-int64_t PyClient::last_params_clock() { return client("last_params_clock").last_params_clock(); }
+int PyClient::worker_id() { return client("worker_id")->worker_id(); }
+int64_t PyClient::current_clock() { return client("current_clock")->clock(); }
+int64_t PyClient::last_params_clock() { return client("last_params_clock")->last_params_clock(); }
 bool PyClient::coordinator_healthy() {
-  return client("coordinator_healthy").coordinator_healthy();
+  return client("coordinator_healthy")->coordinator_healthy();
 }
 
 py::dict PyClient::job() {
-  Client& c = client("job");
-  const JobInfo& j = c.job();
+  std::shared_ptr<Client> c = client("job");
+  const JobInfo& j = c->job();
   py::dict d;
   d["worker_id"] = j.worker_id;
-  d["consistency"] = c.consistency_policy().Name();
+  d["consistency"] = c->consistency_policy().Name();
   d["staleness"] = j.staleness;
   d["recovery"] = RecoveryModeName(j.recovery);
   d["num_servers"] = j.num_servers;
   d["expected_workers"] = j.expected_workers;
   // What a trainer adapts to (as apps/trainer/ps_params.cc does).
-  d["staleness_bound"] = c.consistency_policy().staleness_bound();
-  d["serves_cached_reads"] = c.consistency_policy().ServesCachedReads();
-  d["resends_across_restarts"] = c.recovery_policy().ResendsAcrossRestarts();
-  d["trains_through_server_loss"] = c.recovery_policy().TrainsThroughServerLoss();
+  d["staleness_bound"] = c->consistency_policy().staleness_bound();
+  d["serves_cached_reads"] = c->consistency_policy().ServesCachedReads();
+  d["resends_across_restarts"] = c->recovery_policy().ResendsAcrossRestarts();
+  d["trains_through_server_loss"] = c->recovery_policy().TrainsThroughServerLoss();
   return d;
 }
 
 py::dict PyClient::stats() {
-  const ClientStats s = client("stats").stats();
+  const ClientStats s = client("stats")->stats();
   py::dict d;
   d["bytes_sent"] = s.bytes_sent;
   d["bytes_received"] = s.bytes_received;

@@ -58,7 +58,9 @@ class PyClient {
   PyClient& operator=(const PyClient&) = delete;
 
   // Deregisters and stops the client's threads; pending requests fail with
-  // Aborted. Idempotent; later calls raise relaxps.Aborted.
+  // Aborted. Idempotent; later calls raise relaxps.Aborted. A call waiting
+  // in another thread keeps the client alive until it returns (at its
+  // request's deadline at the latest); the client stops then.
   void Close();
   bool closed() const { return client_ == nullptr; }
 
@@ -102,10 +104,12 @@ class PyClient {
   pybind11::dict stats();
 
  private:
-  // The client, or relaxps.Aborted if closed.
-  Client& client(const char* op);
+  // The client, or relaxps.Aborted if closed. Each call holds its own
+  // reference, so close() from another thread cannot free the client under
+  // a call that is waiting.
+  std::shared_ptr<Client> client(const char* op);
 
-  std::unique_ptr<Client> client_;
+  std::shared_ptr<Client> client_;  // Guarded by the GIL.
   // Set by ClientOptions::on_job_done on the heartbeat thread (no GIL).
   std::shared_ptr<std::atomic<bool>> job_done_ = std::make_shared<std::atomic<bool>>(false);
 };
