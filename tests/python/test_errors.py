@@ -34,6 +34,8 @@ def test_wrong_sizes(client):
     assert isinstance(e.value, ValueError)
     with pytest.raises(relaxps.InvalidArgument):
         client.pull("w", np.zeros(4, np.float32), offset=6)
+    with pytest.raises(relaxps.InvalidArgument, match=r"range \[0, 0\) is outside table 'w'"):
+        client.push("w", np.zeros(0, np.float32))
     with pytest.raises(relaxps.InvalidArgument, match="expected 4 floats for 2 rows"):
         client.pull_rows("rows", np.array([1, 2], np.uint64), np.zeros(5, np.float32))
     with pytest.raises(relaxps.InvalidArgument, match="same size"):
