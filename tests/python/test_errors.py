@@ -116,18 +116,28 @@ def test_a_blocked_call_releases_the_gil_and_ctrl_c_interrupts_it(cluster):
 
         spinner = threading.Thread(target=spin)
         spinner.start()
-        main = threading.main_thread().ident
-        timer = threading.Timer(1.0, lambda: signal.pthread_kill(main, signal.SIGINT))
-        timer.start()
-        start, before = time.monotonic(), spins[0]
+        main, pulling = threading.main_thread().ident, threading.Event()
+
+        def interrupt():  # Ctrl-C once the pull below is under way
+            if pulling.wait(60):
+                time.sleep(1.0)
+                signal.pthread_kill(main, signal.SIGINT)
+
+        sender = threading.Thread(target=interrupt)
+        sender.start()
+        requests = c.stats()["requests"]
         try:
             with pytest.raises(KeyboardInterrupt):
+                start, before = time.monotonic(), spins[0]
+                pulling.set()
                 c.pull("w", out)
             waited, spun = time.monotonic() - start, spins[0] - before
         finally:
+            pulling.set()
             done.set()
             spinner.join()
-            timer.cancel()
+            sender.join()
             os.kill(cluster.servers[0].pid, signal.SIGCONT)
+        assert c.stats()["requests"] > requests, "interrupted before the pull was sent"
         assert 0.9 <= waited < 10, waited
         assert spun > 1000, "another thread could not run while the pull waited"

@@ -149,7 +149,8 @@ def test_two_workers_two_servers_train(make_cluster, consistency, mode):
         print(out)
         assert p.returncode == 0, out
         lines.append([l for l in out.splitlines() if " loss first=" in l][-1])
-        assert "clock=150" in lines[-1]
+        # (Under async a late joiner starts at the other worker's clock.)
+        assert int(lines[-1].split("clock=")[1]) >= 150, lines[-1]
     first = [float(l.split("first=")[1].split()[0]) for l in lines]
     last = [float(l.split("last=")[1].split()[0]) for l in lines]
     # Under async a worker may join once the other has trained: the job's
