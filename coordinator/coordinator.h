@@ -117,6 +117,12 @@ struct CoordinatorOptions {
   SeedRule seed_rule = SeedRule::kFreshest;
   MergeRule merge_rule = MergeRule::kStaleness;
   int reseed_timeout_ms = 3000;
+  // --recovery=hybrid: a server registering with another id than a stranded
+  // holder's takes over what that holder held alone once it has been lost
+  // this long (recovery/hybrid_fallback.h, PickStrandedForSpare). 0: at once
+  // (training resumes on a server soonest); longer waits for the holder's own
+  // restart (which may restore its own checkpoint).
+  int spare_takeover_ms = 0;
   // Lifecycle. A job is over on `relaxps-ctl shutdown` (SHUTDOWN) or, with
   // exit_when_done and num_workers set, once num_workers workers have
   // registered and none is live (result() is then Aborted if some went

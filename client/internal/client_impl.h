@@ -226,6 +226,10 @@ class ClientImpl final : public Client {
   // the server was slow, not lost; the pushes it may have applied are resent
   // with their exactly-once keys rather than as part of the deltas.
   void Rejoin(int server, bool same_server, const char* why);
+  // Chain replication (hybrid): `deltas` split into one per sparse bucket
+  // (RowsDelta::bucket), the unit a chained server takes row pushes in;
+  // others: `deltas` as they are.
+  std::vector<RowsDelta> SplitByBucket(const std::vector<RowsDelta>& deltas) const;
   // I/O thread (RpcClientOptions::on_disconnect): the connection of `peer`
   // closed; a stateless worker probes the server and goes local if it does
   // not answer within disconnect_probe_ms.

@@ -374,7 +374,9 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     };
     // Stateless: the rows of a lost server are served from this worker's
     // row copies (a stateless server holds no chains: the row owner is it).
-    const bool stateless = replica_ != nullptr && !Chained();
+    // Hybrid: those of a bucket whose every replica is lost (its head is
+    // local, see FollowMap).
+    const bool stateless = replica_ != nullptr;
     if (stateless && replica_->IsLocal(s)) {
       join->PartDone(ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos));
       continue;
@@ -382,7 +384,7 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     const std::string endpoint = m->server_endpoint(s);
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
-                part_ids, part, stateless, endpoint, whole,
+                part_ids, part, stateless, endpoint, whole, bucket,
                 version = m->version()](const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
@@ -393,11 +395,24 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                  if (stateless && JobError().ok() &&
                      (st.code() == StatusCode::kUnavailable ||
                       st.code() == StatusCode::kDeadlineExceeded)) {
-                   GoLocal(s, endpoint, st.code() == StatusCode::kDeadlineExceeded, st.ToString());
-                   // The part was sent: the server may still apply it.
-                   join->PartDone(
-                       ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos, part_id));
-                   return;
+                   // Hybrid: only a bucket whose every replica is lost (its
+                   // head now); otherwise the error stands (chain resends).
+                   int holder = s;
+                   if (Chained()) {
+                     std::shared_ptr<const ShardMap> now = router_->map();
+                     const wire::TableShards* nts = now->FindTable(table);
+                     holder = nts == nullptr || nts->buckets_size() == 0
+                                  ? -1
+                                  : now->BucketServer(*nts, static_cast<int>(bucket));
+                   }
+                   if (!Chained() || (holder >= 0 && Stranded(holder))) {
+                     GoLocal(holder, Chained() ? router_->map()->server_endpoint(holder) : endpoint,
+                             st.code() == StatusCode::kDeadlineExceeded, st.ToString());
+                     // The part was sent: the server may still apply it.
+                     join->PartDone(ServeRowsLocally(holder, type, table, width, part_ids, part,
+                                                     out, *pos, part_id));
+                     return;
+                   }
                  }
                  Status result = st;
                  if (result.ok() && type == wire::PULL_ROWS) {
