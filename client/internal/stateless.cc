@@ -88,7 +88,7 @@ Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseS
 Status ClientImpl::ServeRowsLocally(int server, wire::MsgType type, const std::string& table,
                                     size_t width, const KeyBuffer& ids, const FloatBuffer& grads,
                                     const FloatBuffer& out, const std::vector<uint32_t>& positions,
-                                    uint64_t doubtful_id) {
+                                    std::atomic<bool>* served_locally, uint64_t doubtful_id) {
   const wire::TableShards* ts = router_->map()->FindTable(table);
   if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
   const TableOptions t = TableFromProto(ts->table());
@@ -96,7 +96,7 @@ Status ClientImpl::ServeRowsLocally(int server, wire::MsgType type, const std::s
   std::vector<float> rows(push ? 0 : ids.size() * width);
   rows_->Serve(server, table, t.init, width, t.optimizer.lr, ids, grads,
                push ? nullptr : rows.data(), push ? doubtful_id : 0);
-  if (push) replica_->CountLocalStep();
+  if (push && !served_locally->exchange(true)) replica_->CountLocalStep();
   for (size_t i = 0; i < positions.size() && !push; ++i) {
     std::memcpy(out.data() + positions[i] * width, rows.data() + i * width, width * sizeof(float));
   }
