@@ -25,6 +25,7 @@
 #include "coordinator/coordinator.h"
 #include "server/server.h"
 #include "storage/param_store.h"
+#include "tests/security/raw_peer.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -102,32 +103,7 @@ std::vector<std::string> TableNames(const std::string& coordinator) {
   return names;
 }
 
-// A DEALER that sends raw requests and may never read the replies.
-class RawPeer {
- public:
-  explicit RawPeer(const std::string& endpoint, int rcvhwm = 1000)
-      : socket_(ctx_, zmq::socket_type::dealer) {
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.set(zmq::sockopt::rcvhwm, rcvhwm);
-    socket_.set(zmq::sockopt::rcvbuf, 4096);
-    socket_.set(zmq::sockopt::sndhwm, 1000000);
-    socket_.connect(endpoint);
-  }
-  void Send(const wire::Header& h, const std::string& payload = "") {
-    std::string hs;
-    h.SerializeToString(&hs);
-    if (payload.empty()) {
-      socket_.send(zmq::buffer(hs), zmq::send_flags::none);
-      return;
-    }
-    socket_.send(zmq::buffer(hs), zmq::send_flags::sndmore);
-    socket_.send(zmq::buffer(payload), zmq::send_flags::none);
-  }
-
- private:
-  zmq::context_t ctx_{1};
-  zmq::socket_t socket_;
-};
+using test::RawPeer;
 
 TEST(QuotasTest, TablesOverTheQuotasAreRefusedAndLeaveNoTrace) {
   CoordinatorOptions co;
