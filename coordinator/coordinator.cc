@@ -1161,7 +1161,7 @@ int CoordinatorImpl::TakeOverStranded(int spare) {
   stranded_holders_.insert(spare);
   stranded_since_[spare] = since;
   took_over_[spare].push_back(holder);
-  LOG(WARNING) << "TAKEOVER spare=" << spare << " holder=" << holder
+  LOG(WARNING) << "TAKEOVER server=" << spare << " holder=" << holder
                << " ranges=" << DescribeRanges(moved) << " stranded_ms="
                << clock_->NowMs() - since << ": server " << spare
                << " is seeded from the workers' copies in place of server " << holder;

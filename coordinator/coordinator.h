@@ -23,10 +23,14 @@
 // from the workers' copies (coordinator/reseeder.h) before the shard map
 // routes to it again. Each re-seed is logged as a "RESEED ..." line.
 // With "hybrid", chains as under "chain"; a server lost while it held a range
-// alone leaves that range stranded with it ("FALLBACK cause=all-replicas-lost"
-// line): workers train on their copies, and the server that registers with
-// that id is seeded from them as under "stateless", or, if no worker sent a
-// copy, keeps what it loaded from its latest checkpoint ("FALLBACK
+// or sparse bucket alone leaves it stranded with it ("FALLBACK
+// cause=all-replicas-lost" line): workers train on their copies, and the
+// server that registers with that id, or a server with another id once the
+// holder has been lost for spare_takeover_ms ("TAKEOVER" line), is seeded
+// from them as under "stateless" (sparse rows: its checkpoint or the
+// initializer plus the workers' merged row changes), or, if no worker sent a
+// real copy, keeps what it loaded from its latest checkpoint plus the changes
+// of workers that trained on the initializer ("FALLBACK
 // cause=no-worker-copy"); then the other servers rejoin its chains as tail.
 //
 // Coordinated checkpoints (CheckpointScheduler): every

@@ -301,7 +301,7 @@ TEST(StatelessRowsTest, HybridStrandsBucketsLikeRangesAndASpareIsSeededWithTheRu
   const int spare = 1 - holder;
   ASSERT_OK(cluster->StartServer(spare, flags));
   ASSERT_OK(WaitForLine(dir + "/coordinator.log",
-                        "TAKEOVER spare=" + std::to_string(spare) + " holder=" +
+                        "TAKEOVER server=" + std::to_string(spare) + " holder=" +
                             std::to_string(holder) + " ranges=.*s#",
                         Scaled(Millis(15000))).status());
   // Rows: the initializer's (a memory store, no checkpoint) plus the
