@@ -1086,6 +1086,7 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
   LOG(WARNING) << why;
   syncing_.erase(server_id);
   if (hybrid()) {
+    took_over_.erase(server_id);  // A spare lost before its seed: stranded again.
     const SpliceResult r = SpliceOrStrand(&map_, server_id, Syncing());
     map_.set_epoch(map_.epoch() + 1);
     RebuildServerList();
