@@ -112,15 +112,22 @@ std::vector<std::string> RestartFlags() {
   return f;
 }
 
+// A job under --recovery=checkpoint on 2 servers with both Adam tables.
+StatusOr<std::unique_ptr<RecoveryCluster>> StartCheckpointJob(const std::string& dir,
+                                                              std::unique_ptr<Client>* client) {
+  ASSIGN_OR_RETURN(auto cluster, RecoveryCluster::Start(dir, 2, {"--recovery=checkpoint",
+                                                                 "--heartbeat_timeout_ms=1000"}));
+  for (int id = 0; id < 2; ++id) RETURN_IF_ERROR(cluster->StartServer(id, kServerFlags));
+  ASSIGN_OR_RETURN(*client, cluster->Connect("worker"));
+  RETURN_IF_ERROR((*client)->CreateTable(DenseAdam()));
+  RETURN_IF_ERROR((*client)->CreateTable(SparseAdam()));
+  return cluster;
+}
+
 TEST(CheckpointRestoreTest, KilledServerRestoresCheckpointExactly) {
   const std::string dir = MakeTempDir();
-  ASSERT_OK_AND_ASSIGN(auto cluster,
-                       RecoveryCluster::Start(dir, 2, {"--recovery=checkpoint",
-                                                       "--heartbeat_timeout_ms=1000"}));
-  for (int id = 0; id < 2; ++id) ASSERT_OK(cluster->StartServer(id, kServerFlags));
-  ASSERT_OK_AND_ASSIGN(auto client, cluster->Connect("worker"));
-  ASSERT_OK(client->CreateTable(DenseAdam()));
-  ASSERT_OK(client->CreateTable(SparseAdam()));
+  std::unique_ptr<Client> client;
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartCheckpointJob(dir, &client));
   for (int round = 0; round < 5; ++round) PushRound(client.get(), round);
 
   const ServerState at_checkpoint = ReadState(cluster.get(), 1, 2);
@@ -182,13 +189,8 @@ TEST(CheckpointRestoreTest, KilledServerRestoresCheckpointExactly) {
 // checkpoint's state, and the job goes on.
 TEST(CheckpointRestoreTest, PausedServerDeclaredDeadRestoresItsCheckpointInPlace) {
   const std::string dir = MakeTempDir();
-  ASSERT_OK_AND_ASSIGN(auto cluster,
-                       RecoveryCluster::Start(dir, 2, {"--recovery=checkpoint",
-                                                       "--heartbeat_timeout_ms=1000"}));
-  for (int id = 0; id < 2; ++id) ASSERT_OK(cluster->StartServer(id, kServerFlags));
-  ASSERT_OK_AND_ASSIGN(auto client, cluster->Connect("worker"));
-  ASSERT_OK(client->CreateTable(DenseAdam()));
-  ASSERT_OK(client->CreateTable(SparseAdam()));
+  std::unique_ptr<Client> client;
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartCheckpointJob(dir, &client));
   for (int round = 0; round < 3; ++round) PushRound(client.get(), round);
   const ServerState at_checkpoint = ReadState(cluster.get(), 1, 2);
   ASSERT_OK_AND_ASSIGN(CommandResult ck, cluster->Ctl({"checkpoint"}));

@@ -18,7 +18,7 @@
 
 #include "common/rpc_client.h"
 #include "tests/recovery/recovery_util.h"
-#include "tests/security/raw_peer.h"
+#include "tests/security/attack_util.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -27,19 +27,11 @@ namespace {
 constexpr uint64_t kKeys = 100000;           // A 400 KB dense table.
 constexpr int64_t kAllowanceKb = 24 * 1024;  // Allocator arenas, socket buffers.
 
-wire::ServerStats Stats(const std::string& server) {
-  RpcClient rpc;
-  Message m;
-  m.header.set_type(wire::SERVER_STATS);
-  auto reply = rpc.CallSync(rpc.Connect(server), std::move(m), 10000);
-  CHECK(reply.ok()) << reply.status();
-  return reply->header.server_stats();
-}
-
 // Waits until the server has taken `n` more requests than `before`.
 void WaitForRequests(const std::string& server, uint64_t before, uint64_t n) {
   const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(60000));
-  while (Stats(server).requests() < before + n && std::chrono::steady_clock::now() < give_up) {
+  while (test::ServerStatsOf(server).requests() < before + n &&
+         std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
@@ -104,7 +96,7 @@ TEST_F(AttackMemoryTest, ServerPeakMemoryStaysWithinItsLimits) {
     pull.set_key_begin(0);
     pull.set_key_count(kKeys);
     pull.set_sender(-1);
-    const uint64_t seen = Stats(server_).requests();
+    const uint64_t seen = test::ServerStatsOf(server_).requests();
     for (int i = 1; i <= 1000; ++i) {
       pull.set_request_id(i);
       peer.Send(pull);
@@ -130,7 +122,7 @@ TEST_F(AttackMemoryTest, ServerPeakMemoryStaysWithinItsLimits) {
     push.set_sender(worker_->worker_id());
     const float one = 1.0f;
     const std::string payload(reinterpret_cast<const char*>(&one), sizeof(one));
-    const uint64_t seen = Stats(server_).requests();
+    const uint64_t seen = test::ServerStatsOf(server_).requests();
     for (int c = 2; c <= 501; ++c) {
       push.set_request_id(c);
       push.set_clock(c);

@@ -1,15 +1,18 @@
-// RawPeer: a DEALER that sends hand-built requests to a server or the
-// coordinator and may never read the replies, as a stranger (or a stuck
-// client) would. For the quota and attack tests of issue 13.
+// Helpers of the quota and attack tests of issue 13: RawPeer, a DEALER that
+// sends hand-built requests to a server or the coordinator and may never
+// read the replies, as a stranger (or a stuck client) would; and a server's
+// stats counters.
 //
-// Thread-safety: one thread at a time.
-#ifndef RELAXPS_TESTS_SECURITY_RAW_PEER_H_
-#define RELAXPS_TESTS_SECURITY_RAW_PEER_H_
+// Thread-safety: one thread at a time per RawPeer.
+#ifndef RELAXPS_TESTS_SECURITY_ATTACK_UTIL_H_
+#define RELAXPS_TESTS_SECURITY_ATTACK_UTIL_H_
 
 #include <string>
 
+#include <glog/logging.h>
 #include <zmq.hpp>
 
+#include "common/rpc_client.h"
 #include "proto/relaxps.pb.h"
 
 namespace relaxps {
@@ -43,7 +46,17 @@ class RawPeer {
   zmq::socket_t socket_;
 };
 
+// SERVER_STATS of the server at `endpoint` (CHECK-fails if it does not answer).
+inline wire::ServerStats ServerStatsOf(const std::string& endpoint) {
+  RpcClient rpc;
+  Message m;
+  m.header.set_type(wire::SERVER_STATS);
+  auto reply = rpc.CallSync(rpc.Connect(endpoint), std::move(m), 10000);
+  CHECK(reply.ok()) << reply.status();
+  return reply->header.server_stats();
+}
+
 }  // namespace test
 }  // namespace relaxps
 
-#endif  // RELAXPS_TESTS_SECURITY_RAW_PEER_H_
+#endif  // RELAXPS_TESTS_SECURITY_ATTACK_UTIL_H_
