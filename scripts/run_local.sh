@@ -64,7 +64,9 @@
 # workers' copies (or, without any, to the latest checkpoint: a restarted
 # server loads it with --restore_from=latest when one exists): each fallback
 # is a "fallback" event (detail: the coordinator's FALLBACK line, with its
-# cause) and each re-seed a "reseed" event as under stateless.
+# cause) and each re-seed a "reseed" event as under stateless. A server that
+# registers with another id than the stranded holder's takes its place (after
+# the coordinator's --spare_takeover_ms, 0 by default): a "takeover" event.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -351,7 +353,11 @@ coordinator_events() {
 }
 log_reseeds() {
   coordinator_events RESEED reseed
-  [ "$RECOVERY" = hybrid ] && coordinator_events FALLBACK fallback
+  if [ "$RECOVERY" = hybrid ]; then
+    coordinator_events FALLBACK fallback
+    coordinator_events TAKEOVER takeover
+  fi
+  return 0
 }
 while true; do
   now=$(date +%s)
