@@ -91,7 +91,7 @@ EVAL_EVERY_S=0
 SECURITY=plain
 TRAINER=""
 
-usage() { sed -n '2,66p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,69p' "$0" | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in
