@@ -37,6 +37,12 @@
 # its seed, the seed's source, and per worker id:local_steps:weight of its
 # merged change (--coordinator.seed_rule, --coordinator.merge_rule).
 #
+# --metrics gives every process a Prometheus endpoint (--metrics_port, free
+# ports chosen at start; a restarted server keeps its port), writes
+# <out_dir>/prometheus.yml (a scrape config with a job per role and role/id
+# labels: prometheus --config.file=<out_dir>/prometheus.yml) and prints the
+# URLs; <out_dir>/metrics.txt lists them too.
+#
 # --evaluator_every_s=S starts `relaxps-worker --role=evaluator`, which pulls
 # the model every S seconds and evaluates it on the whole test set into
 # <out_dir>/evaluator.csv; the workers then do not evaluate themselves.
@@ -81,8 +87,9 @@ STOPS=()  # "ID@S+D"
 PARTS=()  # "ID@S+D"
 EVAL_EVERY_S=0
 SECURITY=plain
+METRICS=0
 
-usage() { sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,67p' "$0" | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in
@@ -103,6 +110,7 @@ for arg in "$@"; do
     --partition_server=*) PARTS+=("${arg#*=}") ;;
     --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
     --security=*) SECURITY=${arg#*=} ;;
+    --metrics) METRICS=1 ;;
     --consistency=*|--staleness=*|--heartbeat_timeout_ms=*|--replicas=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
     --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
@@ -181,6 +189,20 @@ case "$SECURITY" in
   *) echo "run_local.sh: --security must be plain or curve, got '$SECURITY'" >&2; exit 2 ;;
 esac
 
+# --metrics: one free TCP port per process (coordinator, servers, workers).
+METRICS_PORTS=()
+if [ "$METRICS" = 1 ]; then
+  used=" $(ss -Htan 2>/dev/null | awk '{n = split($4, a, ":"); printf "%s ", a[n]}') "
+  port=$((20000 + RANDOM % 20000))
+  while [ ${#METRICS_PORTS[@]} -lt $((1 + SERVERS + WORKERS)) ]; do
+    port=$((port + 1))
+    [[ $used == *" $port "* ]] || METRICS_PORTS+=("$port")
+  done
+fi
+metrics_flag() {  # metrics_flag INDEX: --metrics_port for process INDEX (0: coordinator)
+  [ "$METRICS" = 1 ] && echo "--metrics_port=${METRICS_PORTS[$1]}"
+}
+
 PIDS=()
 NAMES=()
 EVAL_PID=""
@@ -233,7 +255,8 @@ COORD_EP_FILE="$OUT_DIR/coordinator.endpoint"
 rm -f "$COORD_EP_FILE"
 start coordinator "$OUT_DIR/coordinator.log" "$BIN/relaxps-coordinator" \
   --bind="tcp://127.0.0.1:${PORT/#0/*}" --endpoint_file="$COORD_EP_FILE" \
-  --num_servers="$SERVERS" --num_workers="$WORKERS" --exit_when_done=false "${COORD_ARGS[@]}"
+  --num_servers="$SERVERS" --num_workers="$WORKERS" --exit_when_done=false "${COORD_ARGS[@]}" \
+  $(metrics_flag 0)
 for _ in $(seq 1 100); do
   [ -s "$COORD_EP_FILE" ] && break
   kill -0 "${PIDS[0]}" 2>/dev/null || die "coordinator exited at start-up: $(tail -n 3 "$OUT_DIR/coordinator.log")"
@@ -246,7 +269,7 @@ COORD=$(cat "$COORD_EP_FILE")
 server_cmd() {  # server_cmd I EXTRA... : sets CMD to the command line of server I
   local i=$1; shift
   CMD=("$BIN/relaxps-server" --coordinator="$COORD" --server_id="$i"
-       --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}" "$@")
+       --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}" $(metrics_flag $((1 + i))) "$@")
 }
 for i in $(seq 0 $((SERVERS - 1))); do
   server_cmd "$i"
@@ -278,8 +301,41 @@ for i in $(seq 0 $((WORKERS - 1))); do
   start "worker $i" "$OUT_DIR/worker-$i.log" "$BIN/relaxps-worker" --coordinator="$COORD" \
     --worker_id="$i" --model="$MODEL" --num_workers="$WORKERS" \
     --metrics_csv="$OUT_DIR/worker-$i.csv" --steps_csv="$OUT_DIR/worker-$i.steps.csv" \
-    "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
+    $(metrics_flag $((1 + SERVERS + i))) "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
 done
+if [ "$METRICS" = 1 ]; then
+  {
+    echo "# Written by run_local.sh for $OUT_DIR:"
+    echo "#   prometheus --config.file=$OUT_DIR/prometheus.yml"
+    echo "global:"
+    echo "  scrape_interval: 5s"
+    echo "scrape_configs:"
+    for role in coordinator server worker; do
+      echo "  - job_name: relaxps-$role"
+      echo "    static_configs:"
+      case $role in
+        coordinator) first=0; n=1 ;;
+        server) first=1; n=$SERVERS ;;
+        worker) first=$((1 + SERVERS)); n=$WORKERS ;;
+      esac
+      for i in $(seq 0 $((n - 1))); do
+        echo "      - targets: ['127.0.0.1:${METRICS_PORTS[$((first + i))]}']"
+        echo "        labels: {role: '$role', id: '$i', run: '$(basename "$OUT_DIR")'}"
+      done
+    done
+  } >"$OUT_DIR/prometheus.yml"
+  {
+    echo "coordinator http://127.0.0.1:${METRICS_PORTS[0]}/metrics"
+    for i in $(seq 0 $((SERVERS - 1))); do
+      echo "server-$i http://127.0.0.1:${METRICS_PORTS[$((1 + i))]}/metrics"
+    done
+    for i in $(seq 0 $((WORKERS - 1))); do
+      echo "worker-$i http://127.0.0.1:${METRICS_PORTS[$((1 + SERVERS + i))]}/metrics"
+    done
+  } >"$OUT_DIR/metrics.txt"
+  echo "run_local.sh: Prometheus metrics (scrape config $OUT_DIR/prometheus.yml):"
+  sed 's/^/  /' "$OUT_DIR/metrics.txt"
+fi
 if [ "$EVAL_EVERY_S" != 0 ]; then
   # Same model flags as the workers; it runs until stopped after them.
   "$BIN/relaxps-worker" --role=evaluator --coordinator="$COORD" --model="$MODEL" \

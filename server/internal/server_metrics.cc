@@ -47,6 +47,20 @@ void ServerMetrics::OnRequest(const Request& req) {
                               {{"type", TypeName(type)}});
   }
   c->Increment();
+  const bool client = !req.msg.header.forwarded();
+  const bool push =
+      client && (type == wire::PUSH || type == wire::PUSH_PULL || type == wire::PUSH_ROWS);
+  const bool pull =
+      client && (type == wire::PULL || type == wire::PUSH_PULL || type == wire::PULL_ROWS);
+  if ((push || pull) && pushes_ == nullptr) {
+    pushes_ = registry_->GetCounter(
+        "relaxps_server_pushes_total",
+        "Pushes received (PUSH, PUSH_PULL and PUSH_ROWS requests, forwarded ones excluded).");
+    pulls_ = registry_->GetCounter("relaxps_server_pulls_total",
+                                   "Pulls received (PULL, PUSH_PULL and PULL_ROWS requests).");
+  }
+  if (push) pushes_->Increment();
+  if (pull) pulls_->Increment();
 }
 
 void ServerMetrics::OnReply(const Request& req) {

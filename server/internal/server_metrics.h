@@ -57,6 +57,8 @@ class ServerMetrics {
   std::vector<metrics::Counter*> requests_;
   std::vector<metrics::Histogram*> latency_;
   std::vector<metrics::Counter*> rejected_;
+  metrics::Counter* pushes_ = nullptr;
+  metrics::Counter* pulls_ = nullptr;
   metrics::Counter* gate_waits_ = nullptr;
   metrics::Histogram* gate_wait_seconds_ = nullptr;
 };
