@@ -79,7 +79,7 @@ positive "$(value "$OUT/worker.prom" relaxps_worker_bytes_sent_total)" || fail "
 # Histogram buckets are cumulative: +Inf equals _count.
 inf=$(value "$OUT/server.prom" 'relaxps_server_request_seconds_bucket\{type="PUSH_PULL",le="\+Inf"\}')
 cnt=$(value "$OUT/server.prom" 'relaxps_server_request_seconds_count\{type="PUSH_PULL"\}')
-[ -n "$inf" ] && [ "$inf" = "$cnt" ] || fail "+Inf bucket $inf != count $cnt"
+if [ -z "$inf" ] || [ "$inf" != "$cnt" ]; then fail "+Inf bucket $inf != count $cnt"; fi
 
 for f in server coordinator worker; do
   "$PROMTOOL" check metrics <"$OUT/$f.prom" || fail "promtool check metrics rejected the $f's metrics"
