@@ -97,6 +97,11 @@ int main(int argc, char** argv) {
   }
   relaxps::CoordinatorOptions options;
   options.bind = FLAGS_bind;
+  // A wildcard --bind without --advertise, or a malformed --advertise: a
+  // usage error before anything binds (the port is checked once bound).
+  if (auto a = relaxps::AdvertisedEndpoint(FLAGS_bind, FLAGS_advertise); !a.ok()) {
+    return relaxps::Fail("relaxps-coordinator", a.status(), 2);
+  }
   options.num_servers = FLAGS_num_servers;
   options.num_workers = FLAGS_num_workers;
   options.start_barrier_timeout_ms = FLAGS_start_barrier_timeout_ms;

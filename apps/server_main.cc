@@ -5,6 +5,7 @@
 
 #include "apps/internal/main_util.h"
 #include "apps/internal/metrics_flags.h"
+#include "common/advertise.h"
 #include "common/buffer_pool.h"
 #include "server/server.h"
 
@@ -102,6 +103,11 @@ int main(int argc, char** argv) {
   options.coordinator = FLAGS_coordinator;
   options.bind = FLAGS_bind;
   options.advertise = FLAGS_advertise;
+  // A wildcard --bind without --advertise, or a malformed --advertise: a
+  // usage error before anything binds (the port is checked once bound).
+  if (auto a = relaxps::AdvertisedEndpoint(FLAGS_bind, FLAGS_advertise); !a.ok()) {
+    return relaxps::Fail(kName, a.status(), 2);
+  }
   options.server_id = FLAGS_server_id;
   options.store.cache_mb = static_cast<size_t>(FLAGS_cache_mb);
   options.store.wal_per_update = FLAGS_wal_per_update;

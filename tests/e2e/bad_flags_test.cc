@@ -69,6 +69,9 @@ const BadFlagCase kCases[] = {
     {"coordinator_not_a_number", "relaxps-coordinator", {"--num_servers=abc"}, "num_servers"},
     {"coordinator_unknown_flag", "relaxps-coordinator", {"--no_such_flag=1"}, "no_such_flag"},
     {"coordinator_positional", "relaxps-coordinator", {"stray"}, "stray"},
+    {"coordinator_wildcard_bind_without_advertise", "relaxps-coordinator",
+     {"--bind=tcp://0.0.0.0:*", "--insecure_bind_public"}, "--advertise"},
+    {"coordinator_metrics_port", "relaxps-coordinator", {"--metrics_port=70000"}, "metrics_port"},
     // relaxps-server
     {"server_store", "relaxps-server", {kNoCoordinator, "--store=bogus"}, "bogus"},
     {"server_device", "relaxps-server", {kNoCoordinator, "--device=bogus"}, "bogus"},
@@ -76,6 +79,12 @@ const BadFlagCase kCases[] = {
     {"server_no_coordinator", "relaxps-server", {}, "coordinator"},
     {"server_cache_mb", "relaxps-server", {kNoCoordinator, "--cache_mb=0"}, "cache_mb"},
     {"server_unknown_flag", "relaxps-server", {kNoCoordinator, "--no_such_flag=1"}, "no_such_flag"},
+    {"server_wildcard_bind_without_advertise", "relaxps-server",
+     {kNoCoordinator, "--bind=tcp://0.0.0.0:*", "--insecure_bind_public"}, "--advertise"},
+    {"server_advertise_without_port", "relaxps-server",
+     {kNoCoordinator, "--advertise=tcp://10.0.0.1"}, "no port"},
+    {"server_metrics_port", "relaxps-server", {kNoCoordinator, "--metrics_port=-2"},
+     "metrics_port"},
     // relaxps-worker
     {"worker_model", "relaxps-worker", {kNoCoordinator, "--model=bogus"}, "bogus"},
     {"worker_cuda_without_gpu", "relaxps-worker", {kNoCoordinator, "--model=mlp", "--device=cuda"},
