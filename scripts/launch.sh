@@ -184,10 +184,10 @@ for host in "${HOSTS[@]}"; do
   fi
   on_host "$host" "$script" || die "cannot prepare $host (${EXEC//\{host\}/$host}): is it reachable?"
 done
-security_flags() {  # security_flags HOST
+security_flags() {  # security_flags HOST [worker]: a worker binds nothing
   if [ "$SECURITY" = curve ]; then
     echo "--security=curve --keys_dir=${H_WORKDIR[$1]}/keys"
-  else
+  elif [ "${2:-}" != worker ]; then
     echo "--insecure_bind_public"
   fi
 }
@@ -309,7 +309,7 @@ for p in "${PROCS[@]}"; do
   metrics_flag "$host" worker "$id"
   start "$host" "$host.worker-$id" "'${H_BIN[$host]}/relaxps-worker' --coordinator=$COORD \
 --worker_id=$id --num_workers=$NWORKERS --model=$MODEL --duration_s=$DURATION_S \
-$(security_flags "$host") $MFLAG ${WORKER_ARGS[*]}"
+$(security_flags "$host" worker) $MFLAG ${WORKER_ARGS[*]}"
   WORKER_NAMES+=("$host.worker-$id")
 done
 
