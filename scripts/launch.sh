@@ -307,6 +307,8 @@ for p in "${PROCS[@]}"; do
   read -r host role id <<<"$p"
   [ "$role" = worker ] || continue
   metrics_flag "$host" worker "$id"
+  # A worker binds nothing else: its metrics port follows the host's bind=.
+  [ -n "$MFLAG" ] && MFLAG+=" --metrics_bind=${H_BIND[$host]}"
   start "$host" "$host.worker-$id" "'${H_BIN[$host]}/relaxps-worker' --coordinator=$COORD \
 --worker_id=$id --num_workers=$NWORKERS --model=$MODEL --duration_s=$DURATION_S \
 $(security_flags "$host" worker) $MFLAG ${WORKER_ARGS[*]}"

@@ -61,7 +61,7 @@ cat >"$OUT/hosts" <<EOF
 # host        roles               keys
 ${NS[0]}  coordinator,server  addr=$NET.1 metrics_port=9100
 ${NS[1]}  server,worker       addr=$NET.2
-${NS[2]}  worker              addr=$NET.3 workdir=$OUT/h3
+${NS[2]}  worker              addr=$NET.3 workdir=$OUT/h3 metrics_port=9100
 EOF
 
 no_process_left() {
@@ -100,6 +100,17 @@ for _ in $(seq 1 $((300 * SCALE))); do
   sleep 0.1
 done
 grep -q '^\[.*worker-1\] progress' "$OUT/launch2.out" || { kill -KILL "$LAUNCH"; fail "run 2: no progress line"; }
+# Metrics across hosts: host 3 scrapes server 0 on host 1 (its second port),
+# host 1 scrapes the worker on host 3.
+if command -v curl >/dev/null; then
+  pushes=$(ip netns exec "${NS[2]}" curl -s "http://$NET.1:9101/metrics" |
+           sed -n 's/^relaxps_server_pushes_total //p')
+  sent=$(ip netns exec "${NS[0]}" curl -s "http://$NET.3:9100/metrics" |
+         sed -n 's/^relaxps_worker_bytes_sent_total //p')
+  echo "scraped across namespaces: server 0 pushes=${pushes:-none}, worker 1 bytes_sent=${sent:-none}"
+  awk -v p="${pushes:-0}" -v s="${sent:-0}" 'BEGIN {exit !(p > 0 && s > 0)}' ||
+    { kill -TERM "$LAUNCH"; wait "$LAUNCH"; fail "metrics not reachable across namespaces"; }
+fi
 kill -TERM "$LAUNCH"
 stopped=$SECONDS
 for _ in $(seq 1 $((400 * SCALE))); do
