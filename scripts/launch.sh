@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317  # cleanup and its helpers run from the EXIT trap.
 # Starts a relaxps job on several hosts: the coordinator, servers and workers
 # named in a hostfile, over ssh (or any command prefix, --exec), streams their
 # progress prefixed with host and process, collects their logs into the run
@@ -55,7 +56,6 @@
 # running (through --exec), then SIGKILL after 10 s; a process whose host
 # became unreachable exits by itself once its coordinator is gone
 # (--coordinator_timeout_ms, default 30 s).
-# shellcheck disable=SC2317  # cleanup and its helpers run from the EXIT trap.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -70,7 +70,8 @@ COORD_ARGS=()
 SERVER_ARGS=()
 WORKER_ARGS=()
 
-usage() { sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'; }
+# The comment block at the top of this file (up to the first non-comment line).
+usage() { awk '/^# shellcheck/ {next} NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; }
 die() { echo "launch.sh: $*" >&2; exit 2; }
 
 for arg in "$@"; do

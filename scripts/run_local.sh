@@ -90,7 +90,8 @@ EVAL_EVERY_S=0
 SECURITY=plain
 METRICS=0
 
-usage() { sed -n '2,67p' "$0" | sed 's/^# \{0,1\}//'; }
+# The comment block at the top of this file (up to the first non-comment line).
+usage() { awk '/^# shellcheck/ {next} NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; }
 
 for arg in "$@"; do
   case "$arg" in
