@@ -6,6 +6,7 @@
 #include <mutex>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <glog/logging.h>
@@ -329,8 +330,13 @@ std::string FormatValue(double v) {
     std::snprintf(buf, sizeof(buf), "%.0f", v);
     return buf;
   }
+  // The shortest form that reads back as the same double (0.1, not
+  // 0.10000000000000001), as Prometheus' own clients print.
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 
