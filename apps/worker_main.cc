@@ -284,6 +284,7 @@ int Main(int argc, char** argv) {
     }
     return Fail(kName, exporter.status(), kExitError);
   }
+  if (MetricsEnabled()) options.metrics = &registry;
   if (FLAGS_local) {
     trainer::LocalParamsOptions local;
     local.size = (*model)->num_params();

@@ -67,7 +67,7 @@ grep -E '^relaxps_server_(pushes|pulls|gate_waits)_total|^relaxps_server_request
 echo "coordinator:"
 grep -E '^relaxps_coordinator_(live_workers|live_servers|min_worker_clock|max_worker_clock|checkpoints_total)' "$OUT/coordinator.prom"
 echo "worker-1:"
-grep -E '^relaxps_worker_(bytes_sent_total|clock) ' "$OUT/worker.prom"
+grep -E '^relaxps_worker_(bytes_sent_total|clock|steps_total|staleness_count|staleness_sum) ' "$OUT/worker.prom"
 
 for v in relaxps_server_pulls_total relaxps_server_bytes_in_total \
          relaxps_server_gate_waits_total 'relaxps_server_request_seconds_count\{type="PUSH_PULL"\}'; do
@@ -75,7 +75,9 @@ for v in relaxps_server_pulls_total relaxps_server_bytes_in_total \
 done
 [ "$(value "$OUT/coordinator.prom" relaxps_coordinator_live_workers)" = 2 ] || fail "coordinator: live workers != 2"
 [ "$(value "$OUT/coordinator.prom" relaxps_coordinator_live_servers)" = 2 ] || fail "coordinator: live servers != 2"
-positive "$(value "$OUT/worker.prom" relaxps_worker_bytes_sent_total)" || fail "worker: no bytes sent"
+for v in relaxps_worker_bytes_sent_total relaxps_worker_steps_total relaxps_worker_staleness_count; do
+  positive "$(value "$OUT/worker.prom" "$v")" || fail "worker: $v is not positive"
+done
 # Histogram buckets are cumulative: +Inf equals _count.
 inf=$(value "$OUT/server.prom" 'relaxps_server_request_seconds_bucket\{type="PUSH_PULL",le="\+Inf"\}')
 cnt=$(value "$OUT/server.prom" 'relaxps_server_request_seconds_count\{type="PUSH_PULL"\}')
