@@ -55,7 +55,9 @@
 # test accuracy. On any exit it sends SIGTERM to every remote process still
 # running (through --exec), then SIGKILL after 10 s; a process whose host
 # became unreachable exits by itself once its coordinator is gone
-# (--coordinator_timeout_ms, default 30 s).
+# (--coordinator_timeout_ms, default 30 s). If launch.sh itself is killed
+# with SIGKILL (no clean-up), the job runs to its end: the workers stop after
+# --duration_s and the coordinator then ends the job, so every process exits.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
