@@ -38,6 +38,7 @@ Status CoordinatorOptions::Validate() const {
   }
   if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
   if (reseed_timeout_ms < 1) return InvalidArgumentError("--reseed_timeout_ms must be > 0");
+  if (spare_takeover_ms < 0) return InvalidArgumentError("--spare_takeover_ms must be >= 0");
   if (policy->ReplicatesServers() && (replicas < 2 || replicas > num_servers)) {
     return InvalidArgumentError("--replicas must be between 2 and --num_servers (" +
                                 std::to_string(num_servers) + ") under --recovery=" +
@@ -239,8 +240,22 @@ class CoordinatorImpl final : public Coordinator {
   Reseeder reseeder_;
   // Servers being seeded: registered, shown dead in the map until seeded.
   std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
-  // Hybrid: lost servers that held ranges alone (stranded, awaiting a seed).
+  // Hybrid: lost servers that held ranges alone (stranded, awaiting a seed),
+  // and since when (for spare takeover).
   std::set<int> stranded_holders_;
+  std::map<int, int64_t> stranded_since_;
+  // Hybrid: spare -> the holders whose stranded ranges it took over, shown in
+  // the map (ServerInfo.took_over) until it is seeded.
+  std::map<int, std::vector<int>> took_over_;
+  // Hybrid: records `id` as a stranded holder (since now, unless it was).
+  void Strand(int id) {
+    stranded_holders_.insert(id);
+    stranded_since_.emplace(id, clock_->NowMs());
+  }
+  // Hybrid spare takeover: if a stranded holder qualifies
+  // (PickStrandedForSpare), moves what it held alone to `spare`, which is
+  // then seeded in its place. Returns the holder or -1.
+  int TakeOverStranded(int spare);
   // Chain replication: joined servers still receiving their state, with the
   // map version of their join (see Syncing()).
   std::map<int, uint64_t> syncing_;
@@ -378,6 +393,10 @@ void CoordinatorImpl::RebuildServerList() {
       s->set_curve_public_key(server_keys_[id]);
       s->set_alive(it->second.alive && !seeding_.count(id));
     }
+    auto spare = took_over_.find(id);
+    if (spare != took_over_.end()) {
+      for (int holder : spare->second) s->add_took_over(holder);
+    }
   }
   map_.set_version(map_.version() + 1);
 }
@@ -504,11 +523,13 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     // from the workers' copies before anyone routes to it.
     if (hybrid() && was_live && map_.tables_size() > 0) {
       // Its state is gone: what it held alone is stranded like a loss.
-      if (!SpliceOrStrand(&map_, id, Syncing()).stranded.empty()) stranded_holders_.insert(id);
+      if (!SpliceOrStrand(&map_, id, Syncing()).stranded.empty()) Strand(id);
     }
+    // Hybrid: a server with another id may take a stranded holder's place.
+    const bool took_over = hybrid() && map_.tables_size() > 0 && TakeOverStranded(id) >= 0;
     // Under hybrid only a server whose ranges are stranded is seeded; the
     // others rejoin their chains by state transfer.
-    const bool seed = recovery_->TrainsThroughServerLoss() && replaces &&
+    const bool seed = recovery_->TrainsThroughServerLoss() && (replaces || took_over) &&
                       map_.tables_size() > 0 && (!chained() || stranded_holders_.count(id));
     if (seed) seeding_[id] = now;
     int joined = 0;
@@ -555,7 +576,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     rr->set_coordinator_identity(identity_);
     *rr->mutable_shard_map() = map_;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
-    if (joined > 0) PushMap("server " + std::to_string(id) + " rejoined");
+    if (joined > 0 || took_over) PushMap("server " + std::to_string(id) + " rejoined");
     return;
   }
   if (r.role() == "worker" && job_done_) {
@@ -676,15 +697,6 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
   }
   if (!job_error_.empty()) {
     rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
-    return;
-  }
-  if (hybrid() && t.type == TableType::kSparse) {
-    // Stranding and re-seeding cover dense ranges only so far.
-    rpc_->ReplyStatus(req, InvalidArgumentError("table '" + t.name +
-                                                "': sparse tables are not supported under "
-                                                "--recovery=hybrid in this version (use chain "
-                                                "or stateless)"))
-        .IgnoreError();
     return;
   }
   if (members_.live_servers() < options_.num_servers) {
@@ -951,7 +963,11 @@ void CoordinatorImpl::FinishReseeds() {
       LOG(WARNING) << "FALLBACK cause=no-worker-copy server=" << server
                    << " ranges=" << DescribeRanges(RangesHeldAlone(map_, server))
                    << " action=restore source=" << summary.source
-                   << ": no live worker sent a copy of its ranges";
+                   << (summary.changes_only + summary.buckets > 0
+                           ? " plus the workers' merged changes"
+                           : "")
+                   << ": no live worker sent a copy of its ranges"
+                   << (summary.buckets > 0 ? " (sparse rows never have one)" : "");
     }
     auto peer = server_peer_.find(server);
     if (peer == server_peer_.end()) continue;
@@ -1081,13 +1097,14 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
   metrics_.OnRecovery("failover");
   syncing_.erase(server_id);
   if (hybrid()) {
+    took_over_.erase(server_id);  // A spare lost before its seed: stranded again.
     const SpliceResult r = SpliceOrStrand(&map_, server_id, Syncing());
     map_.set_epoch(map_.epoch() + 1);
     RebuildServerList();
     LOG(WARNING) << "server " << server_id << " removed from " << r.changed
                  << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version();
     if (!r.stranded.empty()) {
-      stranded_holders_.insert(server_id);
+      Strand(server_id);
       metrics_.OnRecovery("fallback");
       LOG(WARNING) << "FALLBACK cause=all-replicas-lost server=" << server_id
                    << " ranges=" << DescribeRanges(r.stranded)
@@ -1117,6 +1134,8 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
 
 void CoordinatorImpl::RejoinAfterSeed(int seeded) {
   stranded_holders_.erase(seeded);
+  stranded_since_.erase(seeded);
+  took_over_.erase(seeded);
   int joined = 0;
   std::vector<int> joiners;
   for (const auto& [id, m] : members_.servers()) {
@@ -1136,6 +1155,30 @@ void CoordinatorImpl::RejoinAfterSeed(int seeded) {
   }
   PushMap("server " + std::to_string(seeded) + " seeded");
   watchers_->Notify(map_);
+}
+
+int CoordinatorImpl::TakeOverStranded(int spare) {
+  if (stranded_holders_.count(spare)) return -1;  // Its own restart.
+  std::set<int> busy;  // Holders restarted and being seeded now.
+  for (const auto& [id, since] : seeding_) {
+    auto m = members_.servers().find(id);
+    if (m != members_.servers().end() && m->second.alive) busy.insert(id);
+  }
+  const int holder = PickStrandedForSpare(stranded_since_, busy, spare, clock_->NowMs(),
+                                          options_.spare_takeover_ms);
+  if (holder < 0) return -1;
+  const std::vector<StrandedRange> moved = MoveStranded(&map_, holder, spare);
+  const int64_t since = stranded_since_[holder];
+  stranded_holders_.erase(holder);
+  stranded_since_.erase(holder);
+  stranded_holders_.insert(spare);
+  stranded_since_[spare] = since;
+  took_over_[spare].push_back(holder);
+  LOG(WARNING) << "TAKEOVER server=" << spare << " holder=" << holder
+               << " ranges=" << DescribeRanges(moved) << " stranded_ms="
+               << clock_->NowMs() - since << ": server " << spare
+               << " is seeded from the workers' copies in place of server " << holder;
+  return holder;
 }
 
 void CoordinatorImpl::PushMap(const std::string& why) {

@@ -37,11 +37,17 @@
 # its seed, the seed's source, and per worker id:local_steps:weight of its
 # merged change (--coordinator.seed_rule, --coordinator.merge_rule).
 #
+# --trainer=FILE.py runs each worker as `/usr/bin/python3 FILE.py` with the
+# same flags instead of relaxps-worker (e.g. examples/pytorch_cnn.py), with
+# PYTHONPATH=<build>/python for the relaxps package (RELAXPS_PYTHONPATH
+# overrides it).
+#
 # --metrics gives every process a Prometheus endpoint (--metrics_port, free
-# ports chosen at start; a restarted server keeps its port), writes
-# <out_dir>/prometheus.yml (a scrape config with a job per role and role/id
-# labels: prometheus --config.file=<out_dir>/prometheus.yml) and prints the
-# URLs; <out_dir>/metrics.txt lists them too.
+# ports chosen at start; a restarted server keeps its port; not the
+# --trainer workers), writes <out_dir>/prometheus.yml (a scrape config with
+# a job per role and role/id labels: prometheus
+# --config.file=<out_dir>/prometheus.yml) and prints the URLs;
+# <out_dir>/metrics.txt lists them too.
 #
 # --evaluator_every_s=S starts `relaxps-worker --role=evaluator`, which pulls
 # the model every S seconds and evaluates it on the whole test set into
@@ -65,7 +71,9 @@
 # workers' copies (or, without any, to the latest checkpoint: a restarted
 # server loads it with --restore_from=latest when one exists): each fallback
 # is a "fallback" event (detail: the coordinator's FALLBACK line, with its
-# cause) and each re-seed a "reseed" event as under stateless.
+# cause) and each re-seed a "reseed" event as under stateless. A server that
+# registers with another id than the stranded holder's takes its place (after
+# the coordinator's --spare_takeover_ms, 0 by default): a "takeover" event.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -88,6 +96,7 @@ STOPS=()  # "ID@S+D"
 PARTS=()  # "ID@S+D"
 EVAL_EVERY_S=0
 SECURITY=plain
+TRAINER=""
 METRICS=0
 
 # The comment block at the top of this file (up to the first non-comment line).
@@ -112,6 +121,7 @@ for arg in "$@"; do
     --partition_server=*) PARTS+=("${arg#*=}") ;;
     --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
     --security=*) SECURITY=${arg#*=} ;;
+    --trainer=*) TRAINER=${arg#*=} ;;
     --metrics) METRICS=1 ;;
     --consistency=*|--staleness=*|--heartbeat_timeout_ms=*|--replicas=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
@@ -175,6 +185,17 @@ BIN=${RELAXPS_BIN:-$ROOT/${BUILD_DIR:-build}/bin}
 for b in relaxps-coordinator relaxps-server relaxps-worker; do
   [ -x "$BIN/$b" ] || { echo "run_local.sh: $BIN/$b not found (build failed?)" >&2; exit 1; }
 done
+
+WORKER_CMD=("$BIN/relaxps-worker")
+if [ -n "$TRAINER" ]; then
+  [ -f "$TRAINER" ] || { echo "run_local.sh: --trainer=$TRAINER: no such file" >&2; exit 2; }
+  [ "$EVAL_EVERY_S" = 0 ] || {
+    echo "run_local.sh: --evaluator_every_s runs relaxps-worker's model; not with --trainer" >&2; exit 2; }
+  PY_PATH=${RELAXPS_PYTHONPATH:-$ROOT/${BUILD_DIR:-build}/python}
+  compgen -G "$PY_PATH/relaxps/_relaxps*.so" >/dev/null || {
+    echo "run_local.sh: no relaxps Python package in $PY_PATH (build with -DRELAXPS_WITH_PYTHON=ON)" >&2; exit 1; }
+  WORKER_CMD=(env "PYTHONPATH=$PY_PATH${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 "$TRAINER")
+fi
 
 [ -n "$OUT_DIR" ] || OUT_DIR="$ROOT/runs/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT_DIR" || exit 1
@@ -300,10 +321,11 @@ echo "${EPOCHREALTIME}" >"$OUT_DIR/start_unix"
 [ -n "$EPOCHS" ] && STOP_ARGS+=(--epochs="$EPOCHS")
 FIRST_WORKER=${#PIDS[@]}
 for i in $(seq 0 $((WORKERS - 1))); do
-  start "worker $i" "$OUT_DIR/worker-$i.log" "$BIN/relaxps-worker" --coordinator="$COORD" \
+  start "worker $i" "$OUT_DIR/worker-$i.log" "${WORKER_CMD[@]}" --coordinator="$COORD" \
     --worker_id="$i" --model="$MODEL" --num_workers="$WORKERS" \
     --metrics_csv="$OUT_DIR/worker-$i.csv" --steps_csv="$OUT_DIR/worker-$i.steps.csv" \
-    $(metrics_flag $((1 + SERVERS + i))) "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
+    $([ -z "$TRAINER" ] && metrics_flag $((1 + SERVERS + i))) "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" \
+    "${EVAL_ARGS[@]}"
 done
 if [ "$METRICS" = 1 ]; then
   {
@@ -312,13 +334,17 @@ if [ "$METRICS" = 1 ]; then
     echo "global:"
     echo "  scrape_interval: 5s"
     echo "scrape_configs:"
+    # --trainer workers (Python) serve no metrics.
+    METRIC_WORKERS=$WORKERS
+    [ -n "$TRAINER" ] && METRIC_WORKERS=0
     for role in coordinator server worker; do
+      [ "$role" = worker ] && [ "$METRIC_WORKERS" = 0 ] && continue
       echo "  - job_name: relaxps-$role"
       echo "    static_configs:"
       case $role in
         coordinator) first=0; n=1 ;;
         server) first=1; n=$SERVERS ;;
-        worker) first=$((1 + SERVERS)); n=$WORKERS ;;
+        worker) first=$((1 + SERVERS)); n=$METRIC_WORKERS ;;
       esac
       for i in $(seq 0 $((n - 1))); do
         echo "      - targets: ['127.0.0.1:${METRICS_PORTS[$((first + i))]}']"
@@ -331,7 +357,7 @@ if [ "$METRICS" = 1 ]; then
     for i in $(seq 0 $((SERVERS - 1))); do
       echo "server-$i http://127.0.0.1:${METRICS_PORTS[$((1 + i))]}/metrics"
     done
-    for i in $(seq 0 $((WORKERS - 1))); do
+    for i in $(seq 0 $((METRIC_WORKERS - 1))); do
       echo "worker-$i http://127.0.0.1:${METRICS_PORTS[$((1 + SERVERS + i))]}/metrics"
     done
   } >"$OUT_DIR/metrics.txt"
@@ -347,7 +373,7 @@ if [ "$EVAL_EVERY_S" != 0 ]; then
   EVAL_PID=$!
 fi
 
-echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), model $MODEL" \
+echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), model $MODEL${TRAINER:+ ($TRAINER)}" \
      "${COORD_ARGS[*]} ${WORKER_ARGS[*]}; logs in $OUT_DIR"
 
 # ---- Supervise -------------------------------------------------------------------
@@ -390,7 +416,11 @@ coordinator_events() {
 }
 log_reseeds() {
   coordinator_events RESEED reseed
-  [ "$RECOVERY" = hybrid ] && coordinator_events FALLBACK fallback
+  if [ "$RECOVERY" = hybrid ]; then
+    coordinator_events FALLBACK fallback
+    coordinator_events TAKEOVER takeover
+  fi
+  return 0
 }
 while true; do
   now=$(date +%s)
