@@ -222,8 +222,9 @@ if [ "$METRICS" = 1 ]; then
     [[ $used == *" $port "* ]] || METRICS_PORTS+=("$port")
   done
 fi
-metrics_flag() {  # metrics_flag INDEX: --metrics_port for process INDEX (0: coordinator)
-  [ "$METRICS" = 1 ] && echo "--metrics_port=${METRICS_PORTS[$1]}"
+metrics_args() {  # metrics_args INDEX: MARGS=(--metrics_port of process INDEX; 0: coordinator)
+  MARGS=()
+  if [ "$METRICS" = 1 ]; then MARGS=(--metrics_port="${METRICS_PORTS[$1]}"); fi
 }
 
 PIDS=()
@@ -276,10 +277,11 @@ die() {
 # ---- Coordinator -------------------------------------------------------------
 COORD_EP_FILE="$OUT_DIR/coordinator.endpoint"
 rm -f "$COORD_EP_FILE"
+metrics_args 0
 start coordinator "$OUT_DIR/coordinator.log" "$BIN/relaxps-coordinator" \
   --bind="tcp://127.0.0.1:${PORT/#0/*}" --endpoint_file="$COORD_EP_FILE" \
   --num_servers="$SERVERS" --num_workers="$WORKERS" --exit_when_done=false "${COORD_ARGS[@]}" \
-  $(metrics_flag 0)
+  "${MARGS[@]}"
 for _ in $(seq 1 100); do
   [ -s "$COORD_EP_FILE" ] && break
   kill -0 "${PIDS[0]}" 2>/dev/null || die "coordinator exited at start-up: $(tail -n 3 "$OUT_DIR/coordinator.log")"
@@ -291,8 +293,9 @@ COORD=$(cat "$COORD_EP_FILE")
 # ---- Servers -------------------------------------------------------------------
 server_cmd() {  # server_cmd I EXTRA... : sets CMD to the command line of server I
   local i=$1; shift
+  metrics_args $((1 + i))
   CMD=("$BIN/relaxps-server" --coordinator="$COORD" --server_id="$i"
-       --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}" $(metrics_flag $((1 + i))) "$@")
+       --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}" "${MARGS[@]}" "$@")
 }
 for i in $(seq 0 $((SERVERS - 1))); do
   server_cmd "$i"
@@ -321,11 +324,12 @@ echo "${EPOCHREALTIME}" >"$OUT_DIR/start_unix"
 [ -n "$EPOCHS" ] && STOP_ARGS+=(--epochs="$EPOCHS")
 FIRST_WORKER=${#PIDS[@]}
 for i in $(seq 0 $((WORKERS - 1))); do
+  MARGS=()
+  [ -z "$TRAINER" ] && metrics_args $((1 + SERVERS + i))  # Python trainers serve none.
   start "worker $i" "$OUT_DIR/worker-$i.log" "${WORKER_CMD[@]}" --coordinator="$COORD" \
     --worker_id="$i" --model="$MODEL" --num_workers="$WORKERS" \
     --metrics_csv="$OUT_DIR/worker-$i.csv" --steps_csv="$OUT_DIR/worker-$i.steps.csv" \
-    $([ -z "$TRAINER" ] && metrics_flag $((1 + SERVERS + i))) "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" \
-    "${EVAL_ARGS[@]}"
+    "${MARGS[@]}" "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
 done
 if [ "$METRICS" = 1 ]; then
   {
