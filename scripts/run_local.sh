@@ -37,6 +37,11 @@
 # its seed, the seed's source, and per worker id:local_steps:weight of its
 # merged change (--coordinator.seed_rule, --coordinator.merge_rule).
 #
+# --trainer=FILE.py runs each worker as `/usr/bin/python3 FILE.py` with the
+# same flags instead of relaxps-worker (e.g. examples/pytorch_cnn.py), with
+# PYTHONPATH=<build>/python for the relaxps package (RELAXPS_PYTHONPATH
+# overrides it).
+#
 # --evaluator_every_s=S starts `relaxps-worker --role=evaluator`, which pulls
 # the model every S seconds and evaluates it on the whole test set into
 # <out_dir>/evaluator.csv; the workers then do not evaluate themselves.
@@ -84,8 +89,9 @@ STOPS=()  # "ID@S+D"
 PARTS=()  # "ID@S+D"
 EVAL_EVERY_S=0
 SECURITY=plain
+TRAINER=""
 
-usage() { sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,66p' "$0" | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in
@@ -106,6 +112,7 @@ for arg in "$@"; do
     --partition_server=*) PARTS+=("${arg#*=}") ;;
     --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
     --security=*) SECURITY=${arg#*=} ;;
+    --trainer=*) TRAINER=${arg#*=} ;;
     --consistency=*|--staleness=*|--heartbeat_timeout_ms=*|--replicas=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
     --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
@@ -168,6 +175,17 @@ BIN=${RELAXPS_BIN:-$ROOT/${BUILD_DIR:-build}/bin}
 for b in relaxps-coordinator relaxps-server relaxps-worker; do
   [ -x "$BIN/$b" ] || { echo "run_local.sh: $BIN/$b not found (build failed?)" >&2; exit 1; }
 done
+
+WORKER_CMD=("$BIN/relaxps-worker")
+if [ -n "$TRAINER" ]; then
+  [ -f "$TRAINER" ] || { echo "run_local.sh: --trainer=$TRAINER: no such file" >&2; exit 2; }
+  [ "$EVAL_EVERY_S" = 0 ] || {
+    echo "run_local.sh: --evaluator_every_s runs relaxps-worker's model; not with --trainer" >&2; exit 2; }
+  PY_PATH=${RELAXPS_PYTHONPATH:-$ROOT/${BUILD_DIR:-build}/python}
+  compgen -G "$PY_PATH/relaxps/_relaxps*.so" >/dev/null || {
+    echo "run_local.sh: no relaxps Python package in $PY_PATH (build with -DRELAXPS_WITH_PYTHON=ON)" >&2; exit 1; }
+  WORKER_CMD=(env "PYTHONPATH=$PY_PATH${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 "$TRAINER")
+fi
 
 [ -n "$OUT_DIR" ] || OUT_DIR="$ROOT/runs/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT_DIR" || exit 1
@@ -278,7 +296,7 @@ echo "${EPOCHREALTIME}" >"$OUT_DIR/start_unix"
 [ -n "$EPOCHS" ] && STOP_ARGS+=(--epochs="$EPOCHS")
 FIRST_WORKER=${#PIDS[@]}
 for i in $(seq 0 $((WORKERS - 1))); do
-  start "worker $i" "$OUT_DIR/worker-$i.log" "$BIN/relaxps-worker" --coordinator="$COORD" \
+  start "worker $i" "$OUT_DIR/worker-$i.log" "${WORKER_CMD[@]}" --coordinator="$COORD" \
     --worker_id="$i" --model="$MODEL" --num_workers="$WORKERS" \
     --metrics_csv="$OUT_DIR/worker-$i.csv" --steps_csv="$OUT_DIR/worker-$i.steps.csv" \
     "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
@@ -292,7 +310,7 @@ if [ "$EVAL_EVERY_S" != 0 ]; then
   EVAL_PID=$!
 fi
 
-echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), model $MODEL" \
+echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), model $MODEL${TRAINER:+ ($TRAINER)}" \
      "${COORD_ARGS[*]} ${WORKER_ARGS[*]}; logs in $OUT_DIR"
 
 # ---- Supervise -------------------------------------------------------------------
