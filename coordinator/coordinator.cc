@@ -14,6 +14,7 @@
 #include "consistency/consistency_policy.h"
 #include "coordinator/barriers.h"
 #include "coordinator/checkpoint_scheduler.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/map_watchers.h"
 #include "coordinator/membership.h"
 #include "coordinator/reseeder.h"
@@ -69,7 +70,8 @@ class CoordinatorImpl final : public Coordinator {
                                                 options.checkpoint_every_s, 16},
                      clock_->NowMs()),
         reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
-                                options.reseed_timeout_ms}) {}
+                                options.reseed_timeout_ms}),
+        metrics_(options.metrics) {}
 
   Status Init() {
     ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(options_.recovery));
@@ -80,6 +82,7 @@ class CoordinatorImpl final : public Coordinator {
     ro.curve = options_.curve;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
     watchers_ = std::make_unique<MapWatchers>(rpc_.get());
+    metrics_.AddStatusCollector(rpc_.get(), [this] { return BuildStatus(); });
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
     co.clock = clock_;
@@ -148,6 +151,8 @@ class CoordinatorImpl final : public Coordinator {
   void HandleHeartbeat(const Request& req);
   void HandleCreateTable(Request req);
   void HandleStatus(const Request& req);
+  // What GET_STATUS answers (also read by the metrics collector).
+  wire::StatusReply BuildStatus() const;
   // BARRIER: held in barriers_ until passed or timed out.
   void HandleBarrier(Request req);
   // SET_LEARNING_RATE: records the change in the table and installs the map
@@ -256,6 +261,7 @@ class CoordinatorImpl final : public Coordinator {
   std::map<int, uint64_t> syncing_;
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
+  CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().
 };
 
 Status CoordinatorImpl::CheckRole(const Request& req) const {
@@ -953,6 +959,7 @@ void CoordinatorImpl::FinishReseeds() {
       summary.source = checkpoints_.latest()
                            ? "checkpoint@" + std::to_string(checkpoints_.latest()->clock())
                            : std::string("initializer");
+      metrics_.OnRecovery("fallback");
       LOG(WARNING) << "FALLBACK cause=no-worker-copy server=" << server
                    << " ranges=" << DescribeRanges(RangesHeldAlone(map_, server))
                    << " action=restore source=" << summary.source
@@ -977,6 +984,7 @@ void CoordinatorImpl::FinishReseeds() {
             }
             seeding_.erase(server);
             RebuildServerList();
+            metrics_.OnRecoveryDone("reseed", (clock_->NowMs() - registered) / 1000.0);
             LOG(INFO) << "RESEED " << shared_summary->ToString() << " seconds="
                       << (clock_->NowMs() - registered) / 1000.0 << " map_version="
                       << map_.version();
@@ -1015,6 +1023,7 @@ void CoordinatorImpl::CheckLiveness() {
                              std::to_string(m.pid) + ") missed heartbeats for " +
                              std::to_string(options_.heartbeat_timeout_ms) + " ms";
     LOG(WARNING) << what;
+    metrics_.OnDeclaredDead("server");
     // Whatever waits on the dead server (a checkpoint in flight) fails now,
     // not at its deadline: a checkpoint that waited out its 120 s blocked
     // every later one, so a second kill rolled back to before the first.
@@ -1038,6 +1047,7 @@ void CoordinatorImpl::CheckLiveness() {
   barriers_.Update(announced_workers_, now);  // Expires held barrier requests.
   std::vector<int> dead_workers = members_.ExpireWorkers(now);
   for (int id : dead_workers) {
+    metrics_.OnDeclaredDead("worker");
     LOG(WARNING) << "worker " << id << " missed heartbeats for "
                  << options_.heartbeat_timeout_ms << " ms; dropped from the live set";
   }
@@ -1084,6 +1094,7 @@ void CoordinatorImpl::OnDisconnect(int peer) {
 
 void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
   LOG(WARNING) << why;
+  metrics_.OnRecovery("failover");
   syncing_.erase(server_id);
   if (hybrid()) {
     took_over_.erase(server_id);  // A spare lost before its seed: stranded again.
@@ -1094,6 +1105,7 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
                  << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version();
     if (!r.stranded.empty()) {
       Strand(server_id);
+      metrics_.OnRecovery("fallback");
       LOG(WARNING) << "FALLBACK cause=all-replicas-lost server=" << server_id
                    << " ranges=" << DescribeRanges(r.stranded)
                    << " action=stateless-reseed epoch=" << map_.epoch() << " (" << why
@@ -1235,6 +1247,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
           LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << result;
         }
         checkpoints_.Finish(result, *record, clock_->NowMs());
+        metrics_.OnCheckpoint(result.ok(), record->seconds());
         answer(*shared_waiters, result.WithPrefix("checkpoint at clock " + std::to_string(clock)),
                result.ok() ? record.get() : nullptr);
         if (!queued_checkpoint_requests_.empty()) {
@@ -1252,9 +1265,15 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {
-  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
-  wire::StatusReply* sr = reply.header.mutable_status_reply();
+  *reply.header.mutable_status_reply() = BuildStatus();
+  rpc_->Reply(req, std::move(reply)).IgnoreError();
+}
+
+wire::StatusReply CoordinatorImpl::BuildStatus() const {
+  const int64_t now = clock_->NowMs();
+  wire::StatusReply status;
+  wire::StatusReply* sr = &status;
   *sr->mutable_job() = job_;
   *sr->mutable_shard_map() = map_;
   for (const auto& [id, m] : members_.servers()) {
@@ -1277,7 +1296,7 @@ void CoordinatorImpl::HandleStatus(const Request& req) {
   if (checkpoints_.latest()) *sr->mutable_latest_checkpoint() = *checkpoints_.latest();
   for (const wire::CheckpointRecord& c : checkpoints_.history()) *sr->add_checkpoints() = c;
   sr->set_checkpoints_failed(checkpoints_.failed());
-  rpc_->Reply(req, std::move(reply)).IgnoreError();
+  return status;
 }
 
 }  // namespace

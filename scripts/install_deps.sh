@@ -25,7 +25,10 @@ PACKAGES=(
   dataset-fashion-mnist
   python3
   gnuplot-nox                 # scripts/experiment.sh plots
-  iptables iproute2           # run_local.sh --partition_server
+  iptables iproute2           # run_local.sh --partition_server, the namespace test
+  libcpp-httplib-dev          # Prometheus /metrics (common/metrics_exporter)
+  prometheus curl             # promtool check metrics in the metrics test
+  openssh-client              # scripts/launch.sh over ssh
 )
 # The Python package relaxps (python/, RELAXPS_WITH_PYTHON), its tests and
 # examples/pytorch_cnn.py, all for Debian's /usr/bin/python3.
