@@ -483,6 +483,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
         LOG(INFO) << "server " << id << " (pid " << r.pid() << ") repeated its registration";
         rr->set_id(id);
         rr->set_coordinator_identity(identity_);
+        FillLiveWorkers(rr->mutable_live_workers());
         rr->set_awaits_seed(seeding_.count(id) > 0);  // Stateless: still waiting for its seed.
         *rr->mutable_shard_map() = map_;
         rpc_->Reply(req, std::move(reply)).IgnoreError();
@@ -574,6 +575,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
               << "); " << members_.live_servers() << "/" << options_.num_servers << " live";
     rr->set_id(id);
     rr->set_coordinator_identity(identity_);
+    FillLiveWorkers(rr->mutable_live_workers());
     *rr->mutable_shard_map() = map_;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
     if (joined > 0 || took_over) PushMap("server " + std::to_string(id) + " rejoined");

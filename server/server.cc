@@ -88,6 +88,7 @@ Status ServerImpl::Init() {
   co.staleness = job_.staleness();
   ASSIGN_OR_RETURN(policy_, NewConsistencyPolicy(co));
   RETURN_IF_ERROR(InstallMap(rr.shard_map()));
+  if (rr.has_live_workers()) RETURN_IF_ERROR(SetLiveWorkers(rr.live_workers()));
   registered_ = true;
   awaiting_seed_ = rr.awaits_seed();
   if (awaiting_seed_) LOG(INFO) << "server " << id_ << " waits to be seeded from the workers";
