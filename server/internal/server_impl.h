@@ -1,6 +1,9 @@
 // ServerImpl: the implementation behind relaxps::Server (server.h), shared by
-// server.cc (requests, maps, heartbeats) and server_chain.cc (chain
-// replication under --recovery=chain).
+// server.cc (start-up, registration, heartbeats), server_tables.cc (shard
+// maps, the ranges held), server_dispatch.cc (request dispatch, replies),
+// server_data.cc (the data path), server_control.cc (stats, seed,
+// checkpoint) and server_chain*.cc (chain replication under
+// --recovery=chain).
 //
 // Thread-safety: as Server; everything but Stop() and the heartbeat thread
 // runs on the RpcServer loop thread.
