@@ -77,7 +77,7 @@ Status ServerImpl::Init() {
     po.clock = clock_;
     po.max_message_bytes = options_.max_message_bytes;
     RETURN_IF_ERROR(po.UseCurve(options_.curve));
-    peers_ = std::make_unique<RpcClient>(po);
+    peers_ = std::make_unique<LoopClient>(rpc_.get(), po);
   }
   ConsistencyOptions co;
   ASSIGN_OR_RETURN(co.model, ParseConsistencyModel(job_.consistency()));

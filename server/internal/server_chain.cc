@@ -192,12 +192,10 @@ void ServerImpl::SendLogged(RangeState* range, const LoggedOp& op) {
   const uint64_t begin = range->key;
   const uint64_t seq = op.header.chain_seq();
   range->chain->set_last_send_ms(clock_->NowMs());
+  // The acknowledgement is handled inline on this loop (LoopClient).
   peers_->Call(peer, std::move(msg), kForwardTimeoutMs,
                [this, table, begin, seq](const Status& st, Message reply) {
-                 auto shared = std::make_shared<Message>(std::move(reply));
-                 rpc_->Post([this, table, begin, seq, st, shared] {
-                   OnForwardReply(table, begin, seq, st, *shared);
-                 });
+                 OnForwardReply(table, begin, seq, st, reply);
                });
 }
 

@@ -19,6 +19,7 @@
 
 #include "common/buffer_pool.h"
 #include "common/clock.h"
+#include "common/loop_client.h"
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
 #include "common/rpc_server.h"
@@ -240,7 +241,9 @@ class ServerImpl final : public Server {
   bool awaiting_seed_ = false;
   // Unreplicated dense pushes with an exactly-once key (stateless workers).
   PushDedup pushes_seen_;
-  std::unique_ptr<RpcClient> peers_;  // Successors; created in Init().
+  // Successors in the chains: DEALER sockets polled by the loop itself, so a
+  // forward and its acknowledgement cross no thread. Created in Init().
+  std::unique_ptr<LoopClient> peers_;
   std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
   // Set when the server stops because it was fenced and could not rejoin.
   std::atomic<bool> fenced_{false};
