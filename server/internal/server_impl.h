@@ -30,6 +30,7 @@
 #include "server/internal/push_dedup.h"
 #include "server/internal/sparse_bucket.h"
 #include "server/internal/sparse_shard.h"
+#include "server/internal/state_transfer.h"
 #include "server/server.h"
 
 namespace relaxps {
@@ -47,6 +48,10 @@ struct RangeState {
   // Chain replication only (null otherwise).
   std::unique_ptr<ChainReplica> chain;
   std::vector<int> members;  // Current chain, head first.
+  // State transfer to the successor in progress (updates are held back
+  // until it completes), and the one being received from the predecessor.
+  std::unique_ptr<OutgoingTransfer> outgoing;
+  std::unique_ptr<IncomingTransfer> incoming;
   int64_t forwarded_applied_clock = 0;  // BSP: completion last forwarded/applied.
 };
 
@@ -166,7 +171,18 @@ class ServerImpl final : public Server {
   void SendLogged(RangeState* range, const server_internal::LoggedOp& op);
   void OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
                       const Status& status, const Message& reply);
+  // State transfer (server_chain_transfer.cc). SendSnapshot copies the
+  // unit's state at its applied seq and streams it to the successor in
+  // pieces (SendPiece, one in flight; OnPieceReply sends the next, and after
+  // the last the updates held back meanwhile); HandleSnapshotPiece applies
+  // the pieces at the joiner.
   void SendSnapshot(RangeState* range);
+  void SendPiece(RangeState* range);
+  void OnPieceReply(const std::string& table, uint64_t key, uint64_t seq, size_t index,
+                    const Status& status, const Message& reply);
+  void HandleSnapshotPiece(RangeState* range, std::shared_ptr<Request> req);
+  // Bytes of payload per state transfer piece.
+  size_t TransferChunkBytes() const;
   // Head under BSP: forwards the rounds the shard completed since last time.
   void MaybeForwardCompletion(RangeState* range);
   // Publishes (awaiting_state_) whether a replica in a chain of the current
