@@ -13,13 +13,15 @@ LoopClient::LoopClient(RpcServer* loop, const RpcClientOptions& options, int swe
   loop_->AddTimer(sweep_ms, [this] { ExpireDeadlines(); });
 }
 
-int LoopClient::Connect(const std::string& endpoint) {
+int LoopClient::Connect(const std::string& endpoint, const std::string& curve_server_key) {
   for (size_t i = 0; i < peers_.size(); ++i) {
-    if (peers_[i].endpoint == endpoint) return static_cast<int>(i);
+    if (peers_[i].endpoint == endpoint && peers_[i].curve_server_key == curve_server_key) {
+      return static_cast<int>(i);
+    }
   }
   const int peer = static_cast<int>(peers_.size());
   auto socket =
-      std::make_unique<zmq::socket_t>(NewDealerSocket(loop_->context(), options_));
+      std::make_unique<zmq::socket_t>(NewDealerSocket(loop_->context(), options_, curve_server_key));
   try {
     socket->connect(endpoint);
   } catch (const zmq::error_t& e) {
@@ -27,7 +29,7 @@ int LoopClient::Connect(const std::string& endpoint) {
     LOG(ERROR) << "cannot connect to " << endpoint << ": " << e.what();
   }
   loop_->AddSocket(socket.get(), [this, peer] { Drain(peer); });
-  peers_.push_back(Peer{endpoint, std::move(socket)});
+  peers_.push_back(Peer{endpoint, curve_server_key, std::move(socket)});
   return peer;
 }
 

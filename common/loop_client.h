@@ -55,8 +55,11 @@ class LoopClient {
   LoopClient& operator=(const LoopClient&) = delete;
   ~LoopClient() = default;
 
-  // A handle for `endpoint`, connecting on first use (idempotent).
-  int Connect(const std::string& endpoint);
+  // A handle for `endpoint`, connecting on first use (idempotent per
+  // endpoint and key). Under --security=curve the peer must prove it holds
+  // `curve_server_key` (empty: options.curve_server_key), as
+  // Transport::Connect.
+  int Connect(const std::string& endpoint, const std::string& curve_server_key = "");
   // Sends `request` to `peer` now, setting its request id and deadline
   // (`timeout_ms` <= 0: options.default_timeout_ms). `done` runs once, later,
   // on the loop thread (see the file comment).
@@ -72,6 +75,7 @@ class LoopClient {
   };
   struct Peer {
     std::string endpoint;
+    std::string curve_server_key;
     std::unique_ptr<zmq::socket_t> socket;  // Stable address for the loop's poll.
   };
 

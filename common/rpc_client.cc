@@ -11,15 +11,12 @@ namespace relaxps {
 Status RpcClientOptions::UseCurve(const CurveOptions& curve) {
   if (!curve.enabled()) return Status::OK();
   ASSIGN_OR_RETURN(curve_keys, LoadCurveKeys(curve.keys_dir, curve.name));
-  ASSIGN_OR_RETURN(auto admitted, LoadAdmittedKeys(curve.keys_dir));
-  for (const auto& [pub, name] : admitted) {
-    if (name == "router") curve_server_key = pub;
-  }
-  if (curve_server_key.empty()) return NotFoundError("no router.pub in " + curve.keys_dir);
+  ASSIGN_OR_RETURN(curve_server_key, LoadPublicKey(curve.keys_dir, "coordinator"));
   return Status::OK();
 }
 
-zmq::socket_t NewDealerSocket(zmq::context_t* context, const RpcClientOptions& options) {
+zmq::socket_t NewDealerSocket(zmq::context_t* context, const RpcClientOptions& options,
+                              const std::string& curve_server_key) {
   zmq::socket_t s(*context, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::sndhwm, 100000);
@@ -29,7 +26,8 @@ zmq::socket_t NewDealerSocket(zmq::context_t* context, const RpcClientOptions& o
   s.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
   if (!options.routing_id.empty()) s.set(zmq::sockopt::routing_id, options.routing_id);
   if (!options.curve_server_key.empty()) {
-    s.set(zmq::sockopt::curve_serverkey, options.curve_server_key);
+    s.set(zmq::sockopt::curve_serverkey,
+          curve_server_key.empty() ? options.curve_server_key : curve_server_key);
     s.set(zmq::sockopt::curve_publickey, options.curve_keys.public_key);
     s.set(zmq::sockopt::curve_secretkey, options.curve_keys.secret_key);
   }
@@ -58,12 +56,14 @@ void RpcClient::Wake() {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
-int RpcClient::Connect(const std::string& endpoint) {
+int RpcClient::Connect(const std::string& endpoint, const std::string& curve_server_key) {
   MutexLock l(&mu_);
   for (size_t i = 0; i < endpoints_.size(); ++i) {
-    if (endpoints_[i] == endpoint) return static_cast<int>(i);
+    if (endpoints_[i].endpoint == endpoint && endpoints_[i].curve_server_key == curve_server_key) {
+      return static_cast<int>(i);
+    }
   }
-  endpoints_.push_back(endpoint);
+  endpoints_.push_back(Peer{endpoint, curve_server_key});
   return static_cast<int>(endpoints_.size() - 1);
 }
 
@@ -135,7 +135,7 @@ void RpcClient::SendNow(Outgoing out) {
     std::string endpoint;
     {
       MutexLock l(&mu_);  // Connect() may be appending meanwhile.
-      endpoint = endpoints_[out.peer];
+      endpoint = endpoints_[out.peer].endpoint;
     }
     done(s.WithPrefix("send to " + endpoint), Message());
     return;
@@ -206,7 +206,8 @@ void RpcClient::IoLoop() {
       cancel_peers.swap(cancel_peers_);
       outbox.swap(outbox_);
       while (sockets_.size() < endpoints_.size()) {
-        zmq::socket_t s = NewDealerSocket(&context_, options_);
+        const Peer& peer = endpoints_[sockets_.size()];
+        zmq::socket_t s = NewDealerSocket(&context_, options_, peer.curve_server_key);
         if (options_.on_disconnect) {
           const std::string addr = "inproc://relaxps-monitor-" +
                                    std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +
@@ -219,9 +220,9 @@ void RpcClient::IoLoop() {
           monitors_.push_back(std::move(mon));
         }
         try {
-          s.connect(endpoints_[sockets_.size()]);
+          s.connect(peer.endpoint);
         } catch (const zmq::error_t& e) {
-          LOG(ERROR) << "cannot connect to " << endpoints_[sockets_.size()] << ": " << e.what();
+          LOG(ERROR) << "cannot connect to " << peer.endpoint << ": " << e.what();
         }
         sockets_.push_back(std::move(s));
       }

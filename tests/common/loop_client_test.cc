@@ -11,35 +11,12 @@
 #include "common/clock.h"
 #include "common/loop_client.h"
 #include "common/rpc_server.h"
+#include "tests/common/echo_server.h"
 
 namespace relaxps {
 namespace {
 
-// Answers every request OK with its frames copied back.
-class EchoServer {
- public:
-  EchoServer() {
-    auto s = RpcServer::Bind(RpcServerOptions());
-    CHECK(s.ok()) << s.status();
-    server_ = std::move(s).value();
-    thread_ = std::thread([this] {
-      server_->Run([this](Request req) {
-        Message reply = MakeReply(req.msg.header, Status::OK());
-        for (const Frame& f : req.msg.frames) reply.frames.push_back(Frame::Copy(f.data(), f.size()));
-        server_->Reply(req, std::move(reply)).IgnoreError();
-      });
-    });
-  }
-  ~EchoServer() {
-    server_->Stop();
-    thread_.join();
-  }
-  const std::string& endpoint() const { return server_->endpoint(); }
-
- private:
-  std::unique_ptr<RpcServer> server_;
-  std::thread thread_;
-};
+using test::EchoServer;
 
 // An RpcServer loop on a thread with a LoopClient on it.
 class Loop {
