@@ -234,8 +234,12 @@ void ServerImpl::ResendStale() {
   ForEachReplica([this, now](RangeState* range) {
     if (range->chain == nullptr || range->chain->tail()) return;
     if (range->outgoing != nullptr) {
-      // A piece of a state transfer unanswered (or failed) this long: again.
-      if (now - range->outgoing->last_send_ms >= kResendAfterMs) SendPiece(range);
+      // A piece of a state transfer that failed, or is unanswered past its
+      // deadline (a big piece may take a while): again.
+      const OutgoingTransfer& t = *range->outgoing;
+      if (now - t.last_send_ms >= (t.in_flight ? kForwardTimeoutMs : kResendAfterMs)) {
+        SendPiece(range);
+      }
       return;
     }
     if (range->chain->unacked().empty()) return;
