@@ -14,6 +14,7 @@
 #include "consistency/consistency_policy.h"
 #include "coordinator/barriers.h"
 #include "coordinator/checkpoint_scheduler.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/map_watchers.h"
 #include "coordinator/membership.h"
 #include "coordinator/reseeder.h"
@@ -37,6 +38,7 @@ Status CoordinatorOptions::Validate() const {
   }
   if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
   if (reseed_timeout_ms < 1) return InvalidArgumentError("--reseed_timeout_ms must be > 0");
+  if (spare_takeover_ms < 0) return InvalidArgumentError("--spare_takeover_ms must be >= 0");
   if (policy->ReplicatesServers() && (replicas < 2 || replicas > num_servers)) {
     return InvalidArgumentError("--replicas must be between 2 and --num_servers (" +
                                 std::to_string(num_servers) + ") under --recovery=" +
@@ -68,7 +70,8 @@ class CoordinatorImpl final : public Coordinator {
                                                 options.checkpoint_every_s, 16},
                      clock_->NowMs()),
         reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
-                                options.reseed_timeout_ms}) {}
+                                options.reseed_timeout_ms}),
+        metrics_(options.metrics) {}
 
   Status Init() {
     ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(options_.recovery));
@@ -79,6 +82,7 @@ class CoordinatorImpl final : public Coordinator {
     ro.curve = options_.curve;
     ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
     watchers_ = std::make_unique<MapWatchers>(rpc_.get());
+    metrics_.AddStatusCollector(rpc_.get(), [this] { return BuildStatus(); });
     RpcClientOptions co;
     co.default_timeout_ms = 5000;
     co.clock = clock_;
@@ -147,6 +151,8 @@ class CoordinatorImpl final : public Coordinator {
   void HandleHeartbeat(const Request& req);
   void HandleCreateTable(Request req);
   void HandleStatus(const Request& req);
+  // What GET_STATUS answers (also read by the metrics collector).
+  wire::StatusReply BuildStatus() const;
   // BARRIER: held in barriers_ until passed or timed out.
   void HandleBarrier(Request req);
   // SET_LEARNING_RATE: records the change in the table and installs the map
@@ -234,13 +240,28 @@ class CoordinatorImpl final : public Coordinator {
   Reseeder reseeder_;
   // Servers being seeded: registered, shown dead in the map until seeded.
   std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
-  // Hybrid: lost servers that held ranges alone (stranded, awaiting a seed).
+  // Hybrid: lost servers that held ranges alone (stranded, awaiting a seed),
+  // and since when (for spare takeover).
   std::set<int> stranded_holders_;
+  std::map<int, int64_t> stranded_since_;
+  // Hybrid: spare -> the holders whose stranded ranges it took over, shown in
+  // the map (ServerInfo.took_over) until it is seeded.
+  std::map<int, std::vector<int>> took_over_;
+  // Hybrid: records `id` as a stranded holder (since now, unless it was).
+  void Strand(int id) {
+    stranded_holders_.insert(id);
+    stranded_since_.emplace(id, clock_->NowMs());
+  }
+  // Hybrid spare takeover: if a stranded holder qualifies
+  // (PickStrandedForSpare), moves what it held alone to `spare`, which is
+  // then seeded in its place. Returns the holder or -1.
+  int TakeOverStranded(int spare);
   // Chain replication: joined servers still receiving their state, with the
   // map version of their join (see Syncing()).
   std::map<int, uint64_t> syncing_;
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
+  CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().
 };
 
 Status CoordinatorImpl::CheckRole(const Request& req) const {
@@ -372,6 +393,10 @@ void CoordinatorImpl::RebuildServerList() {
       s->set_curve_public_key(server_keys_[id]);
       s->set_alive(it->second.alive && !seeding_.count(id));
     }
+    auto spare = took_over_.find(id);
+    if (spare != took_over_.end()) {
+      for (int holder : spare->second) s->add_took_over(holder);
+    }
   }
   map_.set_version(map_.version() + 1);
 }
@@ -498,11 +523,13 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     // from the workers' copies before anyone routes to it.
     if (hybrid() && was_live && map_.tables_size() > 0) {
       // Its state is gone: what it held alone is stranded like a loss.
-      if (!SpliceOrStrand(&map_, id, Syncing()).stranded.empty()) stranded_holders_.insert(id);
+      if (!SpliceOrStrand(&map_, id, Syncing()).stranded.empty()) Strand(id);
     }
+    // Hybrid: a server with another id may take a stranded holder's place.
+    const bool took_over = hybrid() && map_.tables_size() > 0 && TakeOverStranded(id) >= 0;
     // Under hybrid only a server whose ranges are stranded is seeded; the
     // others rejoin their chains by state transfer.
-    const bool seed = recovery_->TrainsThroughServerLoss() && replaces &&
+    const bool seed = recovery_->TrainsThroughServerLoss() && (replaces || took_over) &&
                       map_.tables_size() > 0 && (!chained() || stranded_holders_.count(id));
     if (seed) seeding_[id] = now;
     int joined = 0;
@@ -549,7 +576,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     rr->set_coordinator_identity(identity_);
     *rr->mutable_shard_map() = map_;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
-    if (joined > 0) PushMap("server " + std::to_string(id) + " rejoined");
+    if (joined > 0 || took_over) PushMap("server " + std::to_string(id) + " rejoined");
     return;
   }
   if (r.role() == "worker" && job_done_) {
@@ -670,15 +697,6 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
   }
   if (!job_error_.empty()) {
     rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
-    return;
-  }
-  if (hybrid() && t.type == TableType::kSparse) {
-    // Stranding and re-seeding cover dense ranges only so far.
-    rpc_->ReplyStatus(req, InvalidArgumentError("table '" + t.name +
-                                                "': sparse tables are not supported under "
-                                                "--recovery=hybrid in this version (use chain "
-                                                "or stateless)"))
-        .IgnoreError();
     return;
   }
   if (members_.live_servers() < options_.num_servers) {
@@ -941,10 +959,15 @@ void CoordinatorImpl::FinishReseeds() {
       summary.source = checkpoints_.latest()
                            ? "checkpoint@" + std::to_string(checkpoints_.latest()->clock())
                            : std::string("initializer");
+      metrics_.OnRecovery("fallback");
       LOG(WARNING) << "FALLBACK cause=no-worker-copy server=" << server
                    << " ranges=" << DescribeRanges(RangesHeldAlone(map_, server))
                    << " action=restore source=" << summary.source
-                   << ": no live worker sent a copy of its ranges";
+                   << (summary.changes_only + summary.buckets > 0
+                           ? " plus the workers' merged changes"
+                           : "")
+                   << ": no live worker sent a copy of its ranges"
+                   << (summary.buckets > 0 ? " (sparse rows never have one)" : "");
     }
     auto peer = server_peer_.find(server);
     if (peer == server_peer_.end()) continue;
@@ -961,6 +984,7 @@ void CoordinatorImpl::FinishReseeds() {
             }
             seeding_.erase(server);
             RebuildServerList();
+            metrics_.OnRecoveryDone("reseed", (clock_->NowMs() - registered) / 1000.0);
             LOG(INFO) << "RESEED " << shared_summary->ToString() << " seconds="
                       << (clock_->NowMs() - registered) / 1000.0 << " map_version="
                       << map_.version();
@@ -999,6 +1023,7 @@ void CoordinatorImpl::CheckLiveness() {
                              std::to_string(m.pid) + ") missed heartbeats for " +
                              std::to_string(options_.heartbeat_timeout_ms) + " ms";
     LOG(WARNING) << what;
+    metrics_.OnDeclaredDead("server");
     // Whatever waits on the dead server (a checkpoint in flight) fails now,
     // not at its deadline: a checkpoint that waited out its 120 s blocked
     // every later one, so a second kill rolled back to before the first.
@@ -1022,6 +1047,7 @@ void CoordinatorImpl::CheckLiveness() {
   barriers_.Update(announced_workers_, now);  // Expires held barrier requests.
   std::vector<int> dead_workers = members_.ExpireWorkers(now);
   for (int id : dead_workers) {
+    metrics_.OnDeclaredDead("worker");
     LOG(WARNING) << "worker " << id << " missed heartbeats for "
                  << options_.heartbeat_timeout_ms << " ms; dropped from the live set";
   }
@@ -1068,15 +1094,18 @@ void CoordinatorImpl::OnDisconnect(int peer) {
 
 void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
   LOG(WARNING) << why;
+  metrics_.OnRecovery("failover");
   syncing_.erase(server_id);
   if (hybrid()) {
+    took_over_.erase(server_id);  // A spare lost before its seed: stranded again.
     const SpliceResult r = SpliceOrStrand(&map_, server_id, Syncing());
     map_.set_epoch(map_.epoch() + 1);
     RebuildServerList();
     LOG(WARNING) << "server " << server_id << " removed from " << r.changed
                  << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version();
     if (!r.stranded.empty()) {
-      stranded_holders_.insert(server_id);
+      Strand(server_id);
+      metrics_.OnRecovery("fallback");
       LOG(WARNING) << "FALLBACK cause=all-replicas-lost server=" << server_id
                    << " ranges=" << DescribeRanges(r.stranded)
                    << " action=stateless-reseed epoch=" << map_.epoch() << " (" << why
@@ -1105,6 +1134,8 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
 
 void CoordinatorImpl::RejoinAfterSeed(int seeded) {
   stranded_holders_.erase(seeded);
+  stranded_since_.erase(seeded);
+  took_over_.erase(seeded);
   int joined = 0;
   std::vector<int> joiners;
   for (const auto& [id, m] : members_.servers()) {
@@ -1124,6 +1155,30 @@ void CoordinatorImpl::RejoinAfterSeed(int seeded) {
   }
   PushMap("server " + std::to_string(seeded) + " seeded");
   watchers_->Notify(map_);
+}
+
+int CoordinatorImpl::TakeOverStranded(int spare) {
+  if (stranded_holders_.count(spare)) return -1;  // Its own restart.
+  std::set<int> busy;  // Holders restarted and being seeded now.
+  for (const auto& [id, since] : seeding_) {
+    auto m = members_.servers().find(id);
+    if (m != members_.servers().end() && m->second.alive) busy.insert(id);
+  }
+  const int holder = PickStrandedForSpare(stranded_since_, busy, spare, clock_->NowMs(),
+                                          options_.spare_takeover_ms);
+  if (holder < 0) return -1;
+  const std::vector<StrandedRange> moved = MoveStranded(&map_, holder, spare);
+  const int64_t since = stranded_since_[holder];
+  stranded_holders_.erase(holder);
+  stranded_since_.erase(holder);
+  stranded_holders_.insert(spare);
+  stranded_since_[spare] = since;
+  took_over_[spare].push_back(holder);
+  LOG(WARNING) << "TAKEOVER server=" << spare << " holder=" << holder
+               << " ranges=" << DescribeRanges(moved) << " stranded_ms="
+               << clock_->NowMs() - since << ": server " << spare
+               << " is seeded from the workers' copies in place of server " << holder;
+  return holder;
 }
 
 void CoordinatorImpl::PushMap(const std::string& why) {
@@ -1192,6 +1247,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
           LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << result;
         }
         checkpoints_.Finish(result, *record, clock_->NowMs());
+        metrics_.OnCheckpoint(result.ok(), record->seconds());
         answer(*shared_waiters, result.WithPrefix("checkpoint at clock " + std::to_string(clock)),
                result.ok() ? record.get() : nullptr);
         if (!queued_checkpoint_requests_.empty()) {
@@ -1209,9 +1265,15 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {
-  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
-  wire::StatusReply* sr = reply.header.mutable_status_reply();
+  *reply.header.mutable_status_reply() = BuildStatus();
+  rpc_->Reply(req, std::move(reply)).IgnoreError();
+}
+
+wire::StatusReply CoordinatorImpl::BuildStatus() const {
+  const int64_t now = clock_->NowMs();
+  wire::StatusReply status;
+  wire::StatusReply* sr = &status;
   *sr->mutable_job() = job_;
   *sr->mutable_shard_map() = map_;
   for (const auto& [id, m] : members_.servers()) {
@@ -1234,7 +1296,7 @@ void CoordinatorImpl::HandleStatus(const Request& req) {
   if (checkpoints_.latest()) *sr->mutable_latest_checkpoint() = *checkpoints_.latest();
   for (const wire::CheckpointRecord& c : checkpoints_.history()) *sr->add_checkpoints() = c;
   sr->set_checkpoints_failed(checkpoints_.failed());
-  rpc_->Reply(req, std::move(reply)).IgnoreError();
+  return status;
 }
 
 }  // namespace

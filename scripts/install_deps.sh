@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Installs every Debian package that relaxps' build, tests and main job need.
 # Idempotent: installs only what is missing (apt-get update first, as root).
+# --no-python skips the Python package's (-DRELAXPS_WITH_PYTHON) packages.
 set -euo pipefail
+WITH_PYTHON=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-python) WITH_PYTHON=0 ;;
+    *) echo "install_deps: unknown argument '$arg' (--no-python)" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
@@ -17,8 +25,16 @@ PACKAGES=(
   dataset-fashion-mnist
   python3
   gnuplot-nox                 # scripts/experiment.sh plots
-  iptables iproute2           # run_local.sh --partition_server
+  iptables iproute2           # run_local.sh --partition_server, the namespace test
+  libcpp-httplib-dev          # Prometheus /metrics (common/metrics_exporter)
+  prometheus curl             # promtool check metrics in the metrics test
+  openssh-client              # scripts/launch.sh over ssh
 )
+# The Python package relaxps (python/, RELAXPS_WITH_PYTHON), its tests and
+# examples/pytorch_cnn.py, all for Debian's /usr/bin/python3.
+if [ "$WITH_PYTHON" = 1 ]; then
+  PACKAGES+=(pybind11-dev python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

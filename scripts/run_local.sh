@@ -37,6 +37,18 @@
 # its seed, the seed's source, and per worker id:local_steps:weight of its
 # merged change (--coordinator.seed_rule, --coordinator.merge_rule).
 #
+# --trainer=FILE.py runs each worker as `/usr/bin/python3 FILE.py` with the
+# same flags instead of relaxps-worker (e.g. examples/pytorch_cnn.py), with
+# PYTHONPATH=<build>/python for the relaxps package (RELAXPS_PYTHONPATH
+# overrides it).
+#
+# --metrics gives every process a Prometheus endpoint (--metrics_port, free
+# ports chosen at start; a restarted server keeps its port; not the
+# --trainer workers), writes <out_dir>/prometheus.yml (a scrape config with
+# a job per role and role/id labels: prometheus
+# --config.file=<out_dir>/prometheus.yml) and prints the URLs;
+# <out_dir>/metrics.txt lists them too.
+#
 # --evaluator_every_s=S starts `relaxps-worker --role=evaluator`, which pulls
 # the model every S seconds and evaluates it on the whole test set into
 # <out_dir>/evaluator.csv; the workers then do not evaluate themselves.
@@ -59,7 +71,9 @@
 # workers' copies (or, without any, to the latest checkpoint: a restarted
 # server loads it with --restore_from=latest when one exists): each fallback
 # is a "fallback" event (detail: the coordinator's FALLBACK line, with its
-# cause) and each re-seed a "reseed" event as under stateless.
+# cause) and each re-seed a "reseed" event as under stateless. A server that
+# registers with another id than the stranded holder's takes its place (after
+# the coordinator's --spare_takeover_ms, 0 by default): a "takeover" event.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -82,8 +96,11 @@ STOPS=()  # "ID@S+D"
 PARTS=()  # "ID@S+D"
 EVAL_EVERY_S=0
 SECURITY=plain
+TRAINER=""
+METRICS=0
 
-usage() { sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; }
+# The comment block at the top of this file (up to the first non-comment line).
+usage() { awk '/^# shellcheck/ {next} NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; }
 
 for arg in "$@"; do
   case "$arg" in
@@ -104,6 +121,8 @@ for arg in "$@"; do
     --partition_server=*) PARTS+=("${arg#*=}") ;;
     --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
     --security=*) SECURITY=${arg#*=} ;;
+    --trainer=*) TRAINER=${arg#*=} ;;
+    --metrics) METRICS=1 ;;
     --consistency=*|--staleness=*|--heartbeat_timeout_ms=*|--replicas=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
     --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
@@ -167,6 +186,17 @@ for b in relaxps-coordinator relaxps-server relaxps-worker; do
   [ -x "$BIN/$b" ] || { echo "run_local.sh: $BIN/$b not found (build failed?)" >&2; exit 1; }
 done
 
+WORKER_CMD=("$BIN/relaxps-worker")
+if [ -n "$TRAINER" ]; then
+  [ -f "$TRAINER" ] || { echo "run_local.sh: --trainer=$TRAINER: no such file" >&2; exit 2; }
+  [ "$EVAL_EVERY_S" = 0 ] || {
+    echo "run_local.sh: --evaluator_every_s runs relaxps-worker's model; not with --trainer" >&2; exit 2; }
+  PY_PATH=${RELAXPS_PYTHONPATH:-$ROOT/${BUILD_DIR:-build}/python}
+  compgen -G "$PY_PATH/relaxps/_relaxps*.so" >/dev/null || {
+    echo "run_local.sh: no relaxps Python package in $PY_PATH (build with -DRELAXPS_WITH_PYTHON=ON)" >&2; exit 1; }
+  WORKER_CMD=(env "PYTHONPATH=$PY_PATH${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 "$TRAINER")
+fi
+
 [ -n "$OUT_DIR" ] || OUT_DIR="$ROOT/runs/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT_DIR" || exit 1
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
@@ -181,6 +211,21 @@ case "$SECURITY" in
     COORD_ARGS+=("${SEC[@]}"); SERVER_ARGS+=("${SEC[@]}"); WORKER_ARGS+=("${SEC[@]}") ;;
   *) echo "run_local.sh: --security must be plain or curve, got '$SECURITY'" >&2; exit 2 ;;
 esac
+
+# --metrics: one free TCP port per process (coordinator, servers, workers).
+METRICS_PORTS=()
+if [ "$METRICS" = 1 ]; then
+  used=" $(ss -Htan 2>/dev/null | awk '{n = split($4, a, ":"); printf "%s ", a[n]}') "
+  port=$((20000 + RANDOM % 20000))
+  while [ ${#METRICS_PORTS[@]} -lt $((1 + SERVERS + WORKERS)) ]; do
+    port=$((port + 1))
+    [[ $used == *" $port "* ]] || METRICS_PORTS+=("$port")
+  done
+fi
+metrics_args() {  # metrics_args INDEX: MARGS=(--metrics_port of process INDEX; 0: coordinator)
+  MARGS=()
+  if [ "$METRICS" = 1 ]; then MARGS=(--metrics_port="${METRICS_PORTS[$1]}"); fi
+}
 
 PIDS=()
 NAMES=()
@@ -232,9 +277,11 @@ die() {
 # ---- Coordinator -------------------------------------------------------------
 COORD_EP_FILE="$OUT_DIR/coordinator.endpoint"
 rm -f "$COORD_EP_FILE"
+metrics_args 0
 start coordinator "$OUT_DIR/coordinator.log" "$BIN/relaxps-coordinator" \
   --bind="tcp://127.0.0.1:${PORT/#0/*}" --endpoint_file="$COORD_EP_FILE" \
-  --num_servers="$SERVERS" --num_workers="$WORKERS" --exit_when_done=false "${COORD_ARGS[@]}"
+  --num_servers="$SERVERS" --num_workers="$WORKERS" --exit_when_done=false "${COORD_ARGS[@]}" \
+  "${MARGS[@]}"
 for _ in $(seq 1 100); do
   [ -s "$COORD_EP_FILE" ] && break
   kill -0 "${PIDS[0]}" 2>/dev/null || die "coordinator exited at start-up: $(tail -n 3 "$OUT_DIR/coordinator.log")"
@@ -246,8 +293,9 @@ COORD=$(cat "$COORD_EP_FILE")
 # ---- Servers -------------------------------------------------------------------
 server_cmd() {  # server_cmd I EXTRA... : sets CMD to the command line of server I
   local i=$1; shift
+  metrics_args $((1 + i))
   CMD=("$BIN/relaxps-server" --coordinator="$COORD" --server_id="$i"
-       --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}" "$@")
+       --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}" "${MARGS[@]}" "$@")
 }
 for i in $(seq 0 $((SERVERS - 1))); do
   server_cmd "$i"
@@ -276,11 +324,50 @@ echo "${EPOCHREALTIME}" >"$OUT_DIR/start_unix"
 [ -n "$EPOCHS" ] && STOP_ARGS+=(--epochs="$EPOCHS")
 FIRST_WORKER=${#PIDS[@]}
 for i in $(seq 0 $((WORKERS - 1))); do
-  start "worker $i" "$OUT_DIR/worker-$i.log" "$BIN/relaxps-worker" --coordinator="$COORD" \
+  MARGS=()
+  [ -z "$TRAINER" ] && metrics_args $((1 + SERVERS + i))  # Python trainers serve none.
+  start "worker $i" "$OUT_DIR/worker-$i.log" "${WORKER_CMD[@]}" --coordinator="$COORD" \
     --worker_id="$i" --model="$MODEL" --num_workers="$WORKERS" \
     --metrics_csv="$OUT_DIR/worker-$i.csv" --steps_csv="$OUT_DIR/worker-$i.steps.csv" \
-    "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
+    "${MARGS[@]}" "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
 done
+if [ "$METRICS" = 1 ]; then
+  {
+    echo "# Written by run_local.sh for $OUT_DIR:"
+    echo "#   prometheus --config.file=$OUT_DIR/prometheus.yml"
+    echo "global:"
+    echo "  scrape_interval: 5s"
+    echo "scrape_configs:"
+    # --trainer workers (Python) serve no metrics.
+    METRIC_WORKERS=$WORKERS
+    [ -n "$TRAINER" ] && METRIC_WORKERS=0
+    for role in coordinator server worker; do
+      [ "$role" = worker ] && [ "$METRIC_WORKERS" = 0 ] && continue
+      echo "  - job_name: relaxps-$role"
+      echo "    static_configs:"
+      case $role in
+        coordinator) first=0; n=1 ;;
+        server) first=1; n=$SERVERS ;;
+        worker) first=$((1 + SERVERS)); n=$METRIC_WORKERS ;;
+      esac
+      for i in $(seq 0 $((n - 1))); do
+        echo "      - targets: ['127.0.0.1:${METRICS_PORTS[$((first + i))]}']"
+        echo "        labels: {role: '$role', id: '$i', run: '$(basename "$OUT_DIR")'}"
+      done
+    done
+  } >"$OUT_DIR/prometheus.yml"
+  {
+    echo "coordinator http://127.0.0.1:${METRICS_PORTS[0]}/metrics"
+    for i in $(seq 0 $((SERVERS - 1))); do
+      echo "server-$i http://127.0.0.1:${METRICS_PORTS[$((1 + i))]}/metrics"
+    done
+    for i in $(seq 0 $((METRIC_WORKERS - 1))); do
+      echo "worker-$i http://127.0.0.1:${METRICS_PORTS[$((1 + SERVERS + i))]}/metrics"
+    done
+  } >"$OUT_DIR/metrics.txt"
+  echo "run_local.sh: Prometheus metrics (scrape config $OUT_DIR/prometheus.yml):"
+  sed 's/^/  /' "$OUT_DIR/metrics.txt"
+fi
 if [ "$EVAL_EVERY_S" != 0 ]; then
   # Same model flags as the workers; it runs until stopped after them.
   "$BIN/relaxps-worker" --role=evaluator --coordinator="$COORD" --model="$MODEL" \
@@ -290,7 +377,7 @@ if [ "$EVAL_EVERY_S" != 0 ]; then
   EVAL_PID=$!
 fi
 
-echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), model $MODEL" \
+echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), model $MODEL${TRAINER:+ ($TRAINER)}" \
      "${COORD_ARGS[*]} ${WORKER_ARGS[*]}; logs in $OUT_DIR"
 
 # ---- Supervise -------------------------------------------------------------------
@@ -333,7 +420,11 @@ coordinator_events() {
 }
 log_reseeds() {
   coordinator_events RESEED reseed
-  [ "$RECOVERY" = hybrid ] && coordinator_events FALLBACK fallback
+  if [ "$RECOVERY" = hybrid ]; then
+    coordinator_events FALLBACK fallback
+    coordinator_events TAKEOVER takeover
+  fi
+  return 0
 }
 while true; do
   now=$(date +%s)

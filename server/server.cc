@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "common/advertise.h"
 #include "server/internal/server_checkpoints.h"
 #include "server/internal/server_impl.h"
 
@@ -40,6 +41,8 @@ Status ServerImpl::Init() {
   ro.max_queued_messages = options_.max_queued_replies;
   ro.curve = options_.curve;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
+  ASSIGN_OR_RETURN(advertised_, AdvertisedEndpoint(rpc_->endpoint(), options_.advertise));
+  metrics_.AddLoopCollector(rpc_.get(), [this](metrics::MetricSink* s) { CollectMetrics(s); });
   // Shards live in host memory: host-side work (decoding, NaN checks, BSP
   // sums) runs on the CPU device; optimizer updates run on options_.device
   // (staged through its memory when that is a GPU).
@@ -53,10 +56,14 @@ Status ServerImpl::Init() {
     if (options_.store.ResolvedKind() != "rocksdb") {
       return InvalidArgumentError("--restore_from needs --store=rocksdb");
     }
+    const int64_t restore_start_ms = clock_->NowMs();
     RETURN_IF_ERROR(server_internal::RestoreDataDir(options_.restore_from, checkpoint_root_,
                                                     options_.store.data_dir));
+    metrics_.OnRestore((clock_->NowMs() - restore_start_ms) / 1000.0);
   }
-  ASSIGN_OR_RETURN(store_, NewParamStore(options_.store));
+  ParamStoreOptions store_options = options_.store;
+  store_options.metrics = options_.metrics;
+  ASSIGN_OR_RETURN(store_, NewParamStore(store_options));
 
   RpcClientOptions rpc_options;
   rpc_options.clock = clock_;
@@ -87,7 +94,7 @@ Status ServerImpl::Init() {
   registered_ = true;
   awaiting_seed_ = rr.awaits_seed();
   if (awaiting_seed_) LOG(INFO) << "server " << id_ << " waits to be seeded from the workers";
-  LOG(INFO) << "server " << id_ << " serving on " << rpc_->endpoint() << " (store "
+  LOG(INFO) << "server " << id_ << " serving on " << advertised_ << " (store "
             << store_->Name() << ", consistency " << policy_->Name() << ")";
   last_heartbeat_ok_ms_ = clock_->NowMs();
   heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
@@ -102,7 +109,7 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
   wire::RegisterRequest* r = req.header.mutable_register_request();
   r->set_role("server");
   r->set_requested_id(requested_id);
-  r->set_endpoint(rpc_->endpoint());
+  r->set_endpoint(advertised_);
   r->set_pid(getpid());
   r->set_protocol_version(kProtocolVersion);
   const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;

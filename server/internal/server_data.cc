@@ -105,9 +105,12 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
   const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
   const int64_t deadline = PullDeadlineMs(h);
   ChainReplica* chain = range->chain.get();
+  // Set once Pull() returned: a reply after that waited at the gate.
+  auto parked = metrics_.enabled() ? std::make_shared<bool>(false) : nullptr;
   range->shard->Pull(
       pull_clock, h.key_begin(), h.key_count(), deadline,
-      [this, req, chain](const Status& st, FloatBuffer params, int64_t params_clock) {
+      [this, req, chain, parked](const Status& st, FloatBuffer params, int64_t params_clock) {
+        if (parked != nullptr && *parked) metrics_.OnGateWait(*req);
         if (!st.ok()) {
           Reject(*req, st);
           return;
@@ -124,6 +127,7 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
         chain->WhenAcked(chain->applied_seq(),
                          [this, req, reply] { ReplyWith(*req, std::move(*reply)); });
       });
+  if (parked != nullptr) *parked = true;
 }
 
 void ServerImpl::HandleSparse(Request req) {

@@ -92,6 +92,7 @@ void ServerImpl::MaybeFlush() {
 
 void ServerImpl::Reject(const Request& req, const Status& status) {
   stats_.set_rejected(stats_.rejected() + 1);
+  metrics_.OnReject(req, status);
   if (status.code() == StatusCode::kPermissionDenied ||
       status.code() == StatusCode::kFailedPrecondition) {
     stats_.set_quota_rejected(stats_.quota_rejected() + 1);
@@ -142,6 +143,7 @@ const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, 
 
 void ServerImpl::ReplyWith(const Request& req, Message reply) {
   stats_.set_bytes_out(stats_.bytes_out() + reply.PayloadBytes());
+  metrics_.OnReply(req);
   reply.header.set_shard_map_version(map_version_);
   reply.header.set_epoch(epoch_);
   if (!unsynced_replies_.empty() || store_->HasUnsyncedUpdates()) {
@@ -178,6 +180,7 @@ void ServerImpl::Handle(Request req) {
   const wire::Header& h = req.msg.header;
   stats_.set_requests(stats_.requests() + 1);
   stats_.set_bytes_in(stats_.bytes_in() + req.msg.PayloadBytes());
+  metrics_.OnRequest(req);
   if (h.is_reply()) {
     Reject(req, InvalidArgumentError("unexpected reply message"));
     return;

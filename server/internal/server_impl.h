@@ -28,6 +28,7 @@
 #include "server/internal/chain_replica.h"
 #include "server/internal/dense_shard.h"
 #include "server/internal/push_dedup.h"
+#include "server/internal/server_metrics.h"
 #include "server/internal/sparse_bucket.h"
 #include "server/internal/sparse_shard.h"
 #include "server/internal/state_transfer.h"
@@ -58,11 +59,11 @@ struct RangeState {
 class ServerImpl final : public Server {
  public:
   explicit ServerImpl(const ServerOptions& options)
-      : options_(options), clock_(ClockOrReal(options.clock)) {}
+      : options_(options), clock_(ClockOrReal(options.clock)), metrics_(options.metrics) {}
   ~ServerImpl() override { StopHeartbeat(); }
 
   Status Init();
-  const std::string& endpoint() const override { return rpc_->endpoint(); }
+  const std::string& endpoint() const override { return advertised_; }
   int id() const override { return id_; }
   Status Run() override;
   void Stop() override { rpc_->Stop(); }
@@ -81,6 +82,8 @@ class ServerImpl final : public Server {
   // request's own deadline, at most a day away.
   int64_t PullDeadlineMs(const wire::Header& h) const;
   void HandleStats(const Request& req);
+  // Scrape-time metrics (server_metrics.cc), posted to the loop thread.
+  void CollectMetrics(metrics::MetricSink* sink);
   void HandleCheckpoint(Request req);
   // SEED (stateless recovery): installs the merged parameters of this
   // server's dense ranges and starts serving.
@@ -144,8 +147,18 @@ class ServerImpl final : public Server {
   // bucket at a follower; false (after rejecting) when it could not be.
   bool ApplyForwardedDense(RangeState* range, const Request& req);
   bool ApplyForwardedSparse(RangeState* range, const Request& req);
+  // SEED under hybrid: the workers' merged changes to rows of the buckets
+  // `rows` names (frames `ids` and `deltas`, null when count is 0), added to
+  // the rows this server holds (its restored checkpoint or the
+  // initializer's). With `apply` false only checks: InvalidArgument for a
+  // bucket not held here or a row outside the named buckets. With `apply`
+  // the changes are added and each named bucket heads its chain from here on.
+  Status SeedBuckets(const wire::SeedRows& rows, const Frame* ids, const Frame* deltas, bool apply);
   // Creates this server's replicas of the buckets of sparse table `t`.
-  Status CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots);
+  // `known`: the table was in the map installed before (a bucket joined
+  // later waits for its state transfer instead of serving the initializer's
+  // values).
+  Status CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots, bool known);
   // The replicated unit (dense range or sparse bucket) whose chain messages
   // carry (table, key); nullptr if this server holds none.
   RangeState* FindReplica(const std::string& table, uint64_t key);
@@ -218,6 +231,7 @@ class ServerImpl final : public Server {
   const ServerOptions options_;
   const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
+  std::string advertised_;  // Registered endpoint (ServerOptions::advertise).
   std::unique_ptr<RpcClient> coordinator_;
   int coordinator_peer_ = -1;
   int id_ = -1;
@@ -243,6 +257,7 @@ class ServerImpl final : public Server {
   // Chain replication: the sparse buckets held here, by (table, bucket).
   std::map<std::pair<std::string, uint64_t>, RangeState> buckets_;
   wire::ServerStats stats_;
+  ServerMetrics metrics_;  // Hot-path hooks; scrape-time values from CollectMetrics.
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
   // Replies waiting for the WAL sync (group commit): (peer identity, reply).

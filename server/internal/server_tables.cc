@@ -103,7 +103,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
                                 : "");
       }
     } else if (chained()) {
-      RETURN_IF_ERROR(CreateBuckets(t, ts, slots));
+      RETURN_IF_ERROR(CreateBuckets(t, ts, slots, known_table(t.name)));
     } else {
       SparseTableSpec spec;
       spec.table = t.name;
