@@ -60,6 +60,9 @@ DEFINE_int32(max_queued_replies, 128,
              "Most replies queued for a peer that does not read them; more are dropped");
 DEFINE_int64(max_message_mb, 1024,
              "Largest message accepted, in MiB; a peer sending a bigger one is disconnected");
+DEFINE_int64(state_transfer_chunk_kb, 8192,
+             "--recovery=chain: a state transfer to a joining replica travels in pieces of at "
+             "most this many KiB (and half of --max_message_mb), one in flight");
 
 namespace {
 relaxps::Server* g_server = nullptr;
@@ -119,10 +122,11 @@ int main(int argc, char** argv) {
   options.restore_from = FLAGS_restore_from;
   options.heartbeat_ms = FLAGS_heartbeat_ms;
   if (FLAGS_max_server_mb < 0 || FLAGS_max_clocks_ahead < 0 || FLAGS_max_queued_replies < 1 ||
-      FLAGS_max_message_mb < 1) {
+      FLAGS_max_message_mb < 1 || FLAGS_state_transfer_chunk_kb < 4) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError(
                                     "--max_server_mb and --max_clocks_ahead must be >= 0, "
-                                    "--max_queued_replies and --max_message_mb >= 1"),
+                                    "--max_queued_replies and --max_message_mb >= 1, "
+                                    "--state_transfer_chunk_kb >= 4"),
                          2);
   }
   options.max_bytes = static_cast<uint64_t>(FLAGS_max_server_mb) << 20;
@@ -139,6 +143,7 @@ int main(int argc, char** argv) {
   }
   options.max_queued_replies = FLAGS_max_queued_replies;
   options.max_message_bytes = FLAGS_max_message_mb << 20;
+  options.state_transfer_chunk_bytes = static_cast<size_t>(FLAGS_state_transfer_chunk_kb) << 10;
   auto device = relaxps::kernels::ParseDeviceType(FLAGS_device);
   if (!device.ok()) return relaxps::Fail(kName, device.status(), 2);
   options.device.type = *device;

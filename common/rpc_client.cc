@@ -15,6 +15,25 @@ Status RpcClientOptions::UseCurve(const CurveOptions& curve) {
   return Status::OK();
 }
 
+zmq::socket_t NewDealerSocket(zmq::context_t* context, const RpcClientOptions& options,
+                              const std::string& curve_server_key) {
+  zmq::socket_t s(*context, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::sndhwm, 100000);
+  s.set(zmq::sockopt::rcvhwm, 100000);
+  s.set(zmq::sockopt::reconnect_ivl, 100);
+  s.set(zmq::sockopt::reconnect_ivl_max, 1000);
+  s.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
+  if (!options.routing_id.empty()) s.set(zmq::sockopt::routing_id, options.routing_id);
+  if (!options.curve_server_key.empty()) {
+    s.set(zmq::sockopt::curve_serverkey,
+          curve_server_key.empty() ? options.curve_server_key : curve_server_key);
+    s.set(zmq::sockopt::curve_publickey, options.curve_keys.public_key);
+    s.set(zmq::sockopt::curve_secretkey, options.curve_keys.secret_key);
+  }
+  return s;
+}
+
 RpcClient::RpcClient(const RpcClientOptions& options)
     : options_(options), clock_(ClockOrReal(options.clock)) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -187,22 +206,8 @@ void RpcClient::IoLoop() {
       cancel_peers.swap(cancel_peers_);
       outbox.swap(outbox_);
       while (sockets_.size() < endpoints_.size()) {
-        zmq::socket_t s(context_, zmq::socket_type::dealer);
-        s.set(zmq::sockopt::linger, 0);
-        s.set(zmq::sockopt::sndhwm, 100000);
-        s.set(zmq::sockopt::rcvhwm, 100000);
-        s.set(zmq::sockopt::reconnect_ivl, 100);
-        s.set(zmq::sockopt::reconnect_ivl_max, 1000);
-        s.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
-        if (!options_.routing_id.empty()) s.set(zmq::sockopt::routing_id, options_.routing_id);
         const Peer& peer = endpoints_[sockets_.size()];
-        if (!options_.curve_server_key.empty()) {
-          s.set(zmq::sockopt::curve_serverkey, peer.curve_server_key.empty()
-                                                   ? options_.curve_server_key
-                                                   : peer.curve_server_key);
-          s.set(zmq::sockopt::curve_publickey, options_.curve_keys.public_key);
-          s.set(zmq::sockopt::curve_secretkey, options_.curve_keys.secret_key);
-        }
+        zmq::socket_t s = NewDealerSocket(&context_, options_, peer.curve_server_key);
         if (options_.on_disconnect) {
           const std::string addr = "inproc://relaxps-monitor-" +
                                    std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +

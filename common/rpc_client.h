@@ -71,6 +71,13 @@ struct RpcClientOptions {
   Status UseCurve(const CurveOptions& curve);
 };
 
+// A DEALER socket in `context` set up as RpcClient's are (linger 0, queue
+// limits, reconnect interval, max message size, routing id, CURVE keys from
+// `options`; the peer must prove `curve_server_key`, empty: the options'),
+// not connected yet. Shared with LoopClient.
+zmq::socket_t NewDealerSocket(zmq::context_t* context, const RpcClientOptions& options,
+                              const std::string& curve_server_key);
+
 // Kept for readability at call sites that only use the ZeroMQ client.
 using RpcClientStats = TransportStats;
 

@@ -73,6 +73,10 @@ void RpcServer::AddTimer(int period_ms, std::function<void()> fn) {
   timers_.push_back(Timer{period_ms, clock_->NowMs() + period_ms, std::move(fn)});
 }
 
+void RpcServer::AddSocket(zmq::socket_t* socket, std::function<void()> on_readable) {
+  extra_sockets_.emplace_back(socket, std::move(on_readable));
+}
+
 void RpcServer::RunPosted() {
   uint64_t v;
   (void)!read(wake_fd_, &v, sizeof(v));
@@ -103,18 +107,27 @@ void RpcServer::RunDueTimers() {
 }
 
 void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
-  zmq::pollitem_t items[2] = {{static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0},
-                              {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  std::vector<zmq::pollitem_t> items;
   std::vector<zmq::message_t> parts;
   while (!stop_.load()) {
+    // Rebuilt every time: handlers may add sockets (AddSocket).
+    items.assign({{static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0},
+                  {nullptr, wake_fd_, ZMQ_POLLIN, 0}});
+    for (auto& [extra, fn] : extra_sockets_) {
+      items.push_back({static_cast<void*>(*extra), 0, ZMQ_POLLIN, 0});
+    }
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(NextTimerDelayMs()));
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(NextTimerDelayMs()));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       LOG(ERROR) << "poll failed: " << e.what();
       continue;
     }
     if (items[1].revents & ZMQ_POLLIN) RunPosted();
+    for (size_t i = 2; i < items.size(); ++i) {
+      // By index: a callback may add sockets (polled from the next round).
+      if (items[i].revents & ZMQ_POLLIN) extra_sockets_[i - 2].second();
+    }
     if (items[0].revents & ZMQ_POLLIN) {
       // Drain a bounded batch so timers and posted tasks are not starved.
       for (int n = 0; n < 256 && !stop_.load(); ++n) {

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <zmq.hpp>
@@ -93,6 +94,15 @@ class RpcServer {
   void Post(std::function<void()> task);
   // Runs `fn` every `period_ms` on the loop thread. Loop thread or before Run().
   void AddTimer(int period_ms, std::function<void()> fn);
+  // Polls `socket` in the loop's own zmq_poll, beside the ROUTER socket, and
+  // runs `on_readable` on the loop thread whenever it has input (it should
+  // read what is there without blocking). For sockets the loop owns, such as
+  // a LoopClient's DEALERs: their replies are handled without a thread
+  // crossing. Loop thread or before Run(). REQUIRES: `socket` stays valid
+  // while Run() runs, and was created in context().
+  void AddSocket(zmq::socket_t* socket, std::function<void()> on_readable);
+  // The ZeroMQ context of the loop's sockets (for sockets given to AddSocket).
+  zmq::context_t* context() { return &context_; }
 
   // Sends a reply (or any message) to a peer. Loop thread only. Unavailable if
   // the peer is gone or its queue is full; the message is then dropped.
@@ -134,6 +144,9 @@ class RpcServer {
 
   // Loop thread only.
   std::vector<Timer> timers_;
+  // AddSocket; a deque, so that a callback adding a socket leaves the
+  // running one in place.
+  std::deque<std::pair<zmq::socket_t*, std::function<void()>>> extra_sockets_;
   uint64_t malformed_ = 0;
   LogLimiter log_limiter_;  // Malformed-input lines: one a second per reason.
 

@@ -112,6 +112,11 @@ struct ServerOptions {
   // Largest message accepted or received, in bytes (ZMQ_MAXMSGSIZE); a peer
   // sending a bigger one is disconnected. Must exceed the largest push.
   int64_t max_message_bytes = int64_t{1} << 30;
+  // Chain replication: a state transfer to a joining replica travels in
+  // pieces of at most this many bytes of payload (and at most half of
+  // max_message_bytes), one in flight at a time. Larger pieces make fewer
+  // round trips; smaller ones bound the memory a piece holds on both sides.
+  size_t state_transfer_chunk_bytes = size_t{8} << 20;
   // Time source of request deadlines (pulls waiting at the consistency
   // gate), heartbeats and the loop's timers (nullptr: real time). Tests
   // pass a FakeClock. Must outlive the server.

@@ -231,18 +231,42 @@ Status DenseShardState::LoadState(const wire::ChainSnapshot& snap,
                                   std::to_string(shard_->size()));
     }
   }
-  store_->BeforeDenseWrite(shard_);
   for (size_t s = 0; s < slots; ++s) {
-    std::memcpy(shard_->slots[s], frames[s], shard_->size() * sizeof(float));
+    RETURN_IF_ERROR(LoadSlotPiece(s, 0, frames[s], shard_->size()));
   }
-  RETURN_IF_ERROR(store_->DenseUpdated(shard_, 0, shard_->size()));
+  return LoadMeta(snap, std::vector<const float*>(frames.begin() + slots, frames.end()));
+}
+
+Status DenseShardState::LoadSlotPiece(size_t slot, uint64_t offset, const float* values,
+                                      size_t n) {
+  if (slot >= shard_->slots.size() || offset > shard_->size() || n > shard_->size() - offset) {
+    return InvalidArgumentError("state transfer piece of slot " + std::to_string(slot) + " [" +
+                                std::to_string(offset) + ", +" + std::to_string(n) +
+                                ") does not fit table '" + spec().table + "' (" +
+                                std::to_string(shard_->slots.size()) + " slots of " +
+                                std::to_string(shard_->size()) + " floats)");
+  }
+  if (n == 0) return Status::OK();
+  store_->BeforeDenseWrite(shard_);
+  std::memcpy(shard_->slots[slot] + offset, values, n * sizeof(float));
+  return store_->DenseUpdated(shard_, offset, n);
+}
+
+Status DenseShardState::LoadMeta(const wire::ChainSnapshot& snap,
+                                 const std::vector<const float*>& round_sums) {
+  if (round_sums.size() != static_cast<size_t>(snap.round_clocks_size()) ||
+      snap.rounds_size() != snap.round_clocks_size()) {
+    return InvalidArgumentError("chain snapshot of table '" + spec().table + "' has " +
+                                std::to_string(round_sums.size()) + " round sums for " +
+                                std::to_string(snap.round_clocks_size()) + " rounds");
+  }
   shard_->step = snap.step();
   shard_->clock = snap.shard_clock();
   applied_clock_ = snap.applied_clock();
   rounds_.clear();
   for (int r = 0; r < snap.round_clocks_size(); ++r) {
     Round& round = rounds_[snap.round_clocks(r)];
-    round.sum.assign(frames[slots + r], frames[slots + r] + shard_->size());
+    round.sum.assign(round_sums[r], round_sums[r] + shard_->size());
     const wire::RoundContributors& rc = snap.rounds(r);
     for (int i = 0; i < rc.workers_size(); ++i) {
       Coverage& covered = round.covered[rc.workers(i)];

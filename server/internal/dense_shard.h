@@ -114,6 +114,13 @@ class DenseShardState {
   // the frames do not fit this shard.
   Status LoadState(const wire::ChainSnapshot& snap, const std::vector<const float*>& frames,
                    const std::vector<size_t>& sizes);
+  // The same in pieces (a streamed state transfer): LoadSlotPiece writes
+  // floats [offset, offset + n) of `slot` in place; LoadMeta then replaces
+  // the rest of the state (step, clocks, pending rounds with their sums
+  // `round_sums`, of size() floats each). InvalidArgument when they do not
+  // fit this shard.
+  Status LoadSlotPiece(size_t slot, uint64_t offset, const float* values, size_t n);
+  Status LoadMeta(const wire::ChainSnapshot& snap, const std::vector<const float*>& round_sums);
 
  private:
   // Keys (offsets in the shard) one worker pushed for one clock, as

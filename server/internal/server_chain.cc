@@ -44,6 +44,8 @@ void ServerImpl::Fence() {
     range->chain = std::make_unique<ChainReplica>();
     range->chain->set_has_state(false);
     range->members.clear();
+    range->outgoing.reset();
+    range->incoming.reset();
     if (range->shard != nullptr) range->shard->SetFollower(true);
   });
   awaiting_state_.store(true);
@@ -138,11 +140,15 @@ void ServerImpl::ApplyChainRole(RangeState* range, const std::vector<int>& membe
     if (range->shard != nullptr) range->shard->SetFollower(false);
     MaybeForwardCompletion(range);
   }
+  // A transfer to a successor that is no longer ours is dropped.
+  if (range->outgoing != nullptr && range->outgoing->successor() != successor) {
+    range->outgoing.reset();
+  }
   if (successor < 0 || !range->chain->has_state()) return;
   const bool joining =
       std::find(old_members.begin(), old_members.end(), successor) == old_members.end();
   if (joining && !old_members.empty()) {
-    SendSnapshot(range);
+    if (range->outgoing == nullptr) SendSnapshot(range);
   } else if (successor != old_successor || !range->chain->unacked().empty()) {
     // A new successor (the old one died): it has a prefix of what was
     // forwarded; resend the rest in order (it skips what it has).
@@ -184,6 +190,8 @@ void ServerImpl::Forward(RangeState* range, uint64_t seq, Message* msg) {
 }
 
 void ServerImpl::SendLogged(RangeState* range, const LoggedOp& op) {
+  // Held back behind a state transfer in progress (sent when it completes).
+  if (range->outgoing != nullptr) return;
   const int peer = PeerOf(range->chain->successor());
   if (peer < 0) return;
   Message msg = op.ToMessage();
@@ -192,12 +200,10 @@ void ServerImpl::SendLogged(RangeState* range, const LoggedOp& op) {
   const uint64_t begin = range->key;
   const uint64_t seq = op.header.chain_seq();
   range->chain->set_last_send_ms(clock_->NowMs());
+  // The acknowledgement is handled inline on this loop (LoopClient).
   peers_->Call(peer, std::move(msg), kForwardTimeoutMs,
                [this, table, begin, seq](const Status& st, Message reply) {
-                 auto shared = std::make_shared<Message>(std::move(reply));
-                 rpc_->Post([this, table, begin, seq, st, shared] {
-                   OnForwardReply(table, begin, seq, st, *shared);
-                 });
+                 OnForwardReply(table, begin, seq, st, reply);
                });
 }
 
@@ -207,10 +213,7 @@ void ServerImpl::OnForwardReply(const std::string& table, uint64_t begin, uint64
   if (found == nullptr) return;
   RangeState& range = *found;
   if (!status.ok()) {
-    const bool snapshot_pending =
-        !range.chain->unacked().empty() &&
-        range.chain->unacked().front().second.header.type() == wire::CHAIN_SNAPSHOT;
-    if (status.code() == StatusCode::kFailedPrecondition && !snapshot_pending &&
+    if (status.code() == StatusCode::kFailedPrecondition && range.outgoing == nullptr &&
         status.message().find("awaiting state") != std::string::npos) {
       SendSnapshot(&range);
     } else {
@@ -229,45 +232,20 @@ void ServerImpl::OnForwardReply(const std::string& table, uint64_t begin, uint64
 void ServerImpl::ResendStale() {
   const int64_t now = clock_->NowMs();
   ForEachReplica([this, now](RangeState* range) {
-    if (range->chain == nullptr || range->chain->tail() || range->chain->unacked().empty()) return;
+    if (range->chain == nullptr || range->chain->tail()) return;
+    if (range->outgoing != nullptr) {
+      // A piece of a state transfer that failed, or is unanswered past its
+      // deadline (a big piece may take a while): again.
+      const OutgoingTransfer& t = *range->outgoing;
+      if (now - t.last_send_ms >= (t.in_flight ? kForwardTimeoutMs : kResendAfterMs)) {
+        SendPiece(range);
+      }
+      return;
+    }
+    if (range->chain->unacked().empty()) return;
     if (now - range->chain->last_send_ms() < kResendAfterMs) return;
     for (const auto& [seq, op] : range->chain->unacked()) SendLogged(range, op);
   });
-}
-
-void ServerImpl::SendSnapshot(RangeState* range) {
-  Message msg;
-  msg.header.set_type(wire::CHAIN_SNAPSHOT);
-  msg.header.set_table(range->table);
-  msg.header.set_key_begin(range->key);
-  wire::ChainSnapshot* snap = msg.header.mutable_chain_snapshot();
-  if (range->shard != nullptr) {
-    msg.header.set_key_count(range->shard->spec().end - range->shard->spec().begin);
-    std::vector<FloatBuffer> frames;
-    range->shard->SaveState(snap, &frames);
-    for (const FloatBuffer& f : frames) msg.frames.push_back(Frame::Share(f));
-  } else {
-    Status s = range->bucket->Save(snap, &msg.frames);
-    if (!s.ok()) {
-      // The successor stays without state and refuses updates; the timer
-      // resends nothing until the next map. Never expected: the store lost
-      // its own table.
-      LOG(ERROR) << "cannot snapshot bucket " << range->key << " of '" << range->table
-                 << "': " << s;
-      return;
-    }
-    msg.header.set_key_count(range->bucket->rows_updated());
-  }
-  range->chain->SaveDedup(snap);
-  const uint64_t seq = range->chain->applied_seq();
-  snap->set_seq(seq);
-  LOG(INFO) << "state transfer of table '" << range->table << "' "
-            << (range->bucket ? "bucket " : "keys from ") << range->key << " ("
-            << msg.PayloadBytes() << " bytes) at seq " << seq << " to server "
-            << range->chain->successor();
-  // The snapshot stands for every update up to seq: it replaces the log.
-  range->chain->ClearLog();
-  Forward(range, seq, &msg);
 }
 
 void ServerImpl::MaybeForwardCompletion(RangeState* range) {
@@ -395,18 +373,7 @@ void ServerImpl::HandleForwarded(Request req) {
                                     : ApplyForwardedDense(range, r);
   };
   if (type == wire::CHAIN_SNAPSHOT) {
-    if (!chain->has_state() || chain->applied_seq() < seq) {
-      if (!apply(*shared)) return;
-      chain->LoadDedup(sh.chain_snapshot());
-      chain->set_has_state(true);
-      chain->SetApplied(seq);
-      LOG(INFO) << "state of table '" << sh.table() << "' "
-                << (range->bucket ? "bucket " : "keys from ") << sh.key_begin()
-                << " received at seq " << seq << "; replica in sync";
-      UpdateAwaitingState();
-      if (!chain->tail()) Forward(range, seq, &shared->msg);
-    }
-    chain->WhenAcked(seq, ack);
+    HandleSnapshotPiece(range, shared);  // server_chain_transfer.cc
     return;
   }
   if (!chain->has_state()) {
@@ -433,30 +400,6 @@ bool ServerImpl::ApplyForwardedDense(RangeState* range, const Request& req) {
   const wire::Header& h = req.msg.header;
   DenseShardState* shard = range->shard.get();
   switch (h.type()) {
-    case wire::CHAIN_SNAPSHOT: {
-      std::vector<const float*> frames;
-      std::vector<size_t> sizes;
-      // Frames need not be float-aligned: unaligned ones are read from copies.
-      std::vector<std::vector<float>> scratch(req.msg.frames.size());
-      for (size_t i = 0; i < req.msg.frames.size(); ++i) {
-        const Frame& f = req.msg.frames[i];
-        StatusOr<const float*> values =
-            DecodeFloats(f, f.size() / sizeof(float), wire::ENC_FP32, &scratch[i]);
-        if (!values.ok()) {
-          Reject(req, values.status());
-          return false;
-        }
-        frames.push_back(*values);
-        sizes.push_back(f.size() / sizeof(float));
-      }
-      Status s = shard->LoadState(h.chain_snapshot(), frames, sizes);
-      if (!s.ok()) {
-        Reject(req, s);
-        return false;
-      }
-      range->forwarded_applied_clock = shard->applied_clock();
-      return true;
-    }
     case wire::PUSH:
     case wire::PUSH_PULL: {
       if (req.msg.frames.size() != 1) {

@@ -223,14 +223,6 @@ bool ServerImpl::ApplyForwardedSparse(RangeState* range, const Request& req) {
   const wire::Header& h = req.msg.header;
   SparseBucketState* bucket = range->bucket.get();
   switch (h.type()) {
-    case wire::CHAIN_SNAPSHOT: {
-      Status s = bucket->Load(h.chain_snapshot(), req.msg.frames);
-      if (!s.ok()) {
-        Reject(req, s);
-        return false;
-      }
-      return true;
-    }
     case wire::PUSH_ROWS: {
       if (req.msg.frames.size() != 2) {
         Reject(req, InvalidArgumentError("forwarded PUSH_ROWS without ids and gradients"));

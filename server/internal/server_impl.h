@@ -1,6 +1,9 @@
 // ServerImpl: the implementation behind relaxps::Server (server.h), shared by
-// server.cc (requests, maps, heartbeats) and server_chain.cc (chain
-// replication under --recovery=chain).
+// server.cc (start-up, registration, heartbeats), server_tables.cc (shard
+// maps, the ranges held), server_dispatch.cc (request dispatch, replies),
+// server_data.cc (the data path), server_control.cc (stats, seed,
+// checkpoint) and server_chain*.cc (chain replication under
+// --recovery=chain).
 //
 // Thread-safety: as Server; everything but Stop() and the heartbeat thread
 // runs on the RpcServer loop thread.
@@ -16,6 +19,7 @@
 
 #include "common/buffer_pool.h"
 #include "common/clock.h"
+#include "common/loop_client.h"
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
 #include "common/rpc_server.h"
@@ -27,6 +31,7 @@
 #include "server/internal/server_metrics.h"
 #include "server/internal/sparse_bucket.h"
 #include "server/internal/sparse_shard.h"
+#include "server/internal/state_transfer.h"
 #include "server/server.h"
 
 namespace relaxps {
@@ -44,6 +49,10 @@ struct RangeState {
   // Chain replication only (null otherwise).
   std::unique_ptr<ChainReplica> chain;
   std::vector<int> members;  // Current chain, head first.
+  // State transfer to the successor in progress (updates are held back
+  // until it completes), and the one being received from the predecessor.
+  std::unique_ptr<OutgoingTransfer> outgoing;
+  std::unique_ptr<IncomingTransfer> incoming;
   int64_t forwarded_applied_clock = 0;  // BSP: completion last forwarded/applied.
 };
 
@@ -176,7 +185,18 @@ class ServerImpl final : public Server {
   void SendLogged(RangeState* range, const server_internal::LoggedOp& op);
   void OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
                       const Status& status, const Message& reply);
+  // State transfer (server_chain_transfer.cc). SendSnapshot copies the
+  // unit's state at its applied seq and streams it to the successor in
+  // pieces (SendPiece, one in flight; OnPieceReply sends the next, and after
+  // the last the updates held back meanwhile); HandleSnapshotPiece applies
+  // the pieces at the joiner.
   void SendSnapshot(RangeState* range);
+  void SendPiece(RangeState* range);
+  void OnPieceReply(const std::string& table, uint64_t key, uint64_t seq, size_t index,
+                    const Status& status, const Message& reply);
+  void HandleSnapshotPiece(RangeState* range, std::shared_ptr<Request> req);
+  // Bytes of payload per state transfer piece.
+  size_t TransferChunkBytes() const;
   // Head under BSP: forwards the rounds the shard completed since last time.
   void MaybeForwardCompletion(RangeState* range);
   // Publishes (awaiting_state_) whether a replica in a chain of the current
@@ -253,7 +273,9 @@ class ServerImpl final : public Server {
   bool awaiting_seed_ = false;
   // Unreplicated dense pushes with an exactly-once key (stateless workers).
   PushDedup pushes_seen_;
-  std::unique_ptr<RpcClient> peers_;  // Successors; created in Init().
+  // Successors in the chains: DEALER sockets polled by the loop itself, so a
+  // forward and its acknowledgement cross no thread. Created in Init().
+  std::unique_ptr<LoopClient> peers_;
   std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
   // Set when the server stops because it was fenced and could not rejoin.
   std::atomic<bool> fenced_{false};

@@ -52,12 +52,18 @@ class SparseBucketState {
   // worker's raw delta), remembering the rows it touched.
   Status AddDelta(const uint64_t* ids, size_t n, const float* deltas);
 
-  // Snapshot of the bucket: the step counter in *snap, and two frames: the
-  // ids of every updated row, then those rows (all slots).
-  Status Save(wire::ChainSnapshot* snap, std::vector<Frame>* frames);
-  // Loads a snapshot from Save (frames as received). InvalidArgument when the
-  // frames do not fit this bucket's row shape.
-  Status Load(const wire::ChainSnapshot& snap, const std::vector<Frame>& frames);
+  // Snapshot of the bucket: the step counter in *snap, the ids of every
+  // updated row (ascending) and those rows (all slots, row_floats() each).
+  Status Save(wire::ChainSnapshot* snap, KeyBuffer* ids, FloatBuffer* rows);
+  size_t row_floats() const;
+
+  // Loads a snapshot from Save in pieces, as they arrive (a streamed state
+  // transfer): BeginLoad, then LoadPiece for each piece of rows (frames as
+  // received: ids, then rows), then FinishLoad with the snapshot's metadata.
+  // InvalidArgument when a piece does not fit this bucket's row shape.
+  void BeginLoad() { loading_.clear(); }
+  Status LoadPiece(const Frame& ids, const Frame& rows);
+  Status FinishLoad(const wire::ChainSnapshot& snap);
 
  private:
   // Constant after construction.
@@ -68,6 +74,7 @@ class SparseBucketState {
   const int num_buckets_;
 
   std::unordered_set<uint64_t> touched_;
+  std::unordered_set<uint64_t> loading_;  // Rows of the snapshot being loaded.
 };
 
 }  // namespace server_internal

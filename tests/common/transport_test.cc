@@ -12,39 +12,12 @@
 #include "common/fault_injecting_transport.h"
 #include "common/rpc_client.h"
 #include "common/rpc_server.h"
+#include "tests/common/echo_server.h"
 
 namespace relaxps {
 namespace {
 
-// An echo server on a thread: answers every request OK, echoing its frames,
-// and counts what it received.
-class EchoServer {
- public:
-  EchoServer() {
-    auto s = RpcServer::Bind(RpcServerOptions());
-    CHECK(s.ok()) << s.status();
-    server_ = std::move(s).value();
-    thread_ = std::thread([this] {
-      server_->Run([this](Request req) {
-        received_.fetch_add(1);
-        Message reply = MakeReply(req.msg.header, Status::OK());
-        for (const Frame& f : req.msg.frames) reply.frames.push_back(Frame::Copy(f.data(), f.size()));
-        server_->Reply(req, std::move(reply)).IgnoreError();
-      });
-    });
-  }
-  ~EchoServer() {
-    server_->Stop();
-    thread_.join();
-  }
-  const std::string& endpoint() const { return server_->endpoint(); }
-  int received() const { return received_.load(); }
-
- private:
-  std::unique_ptr<RpcServer> server_;
-  std::atomic<int> received_{0};
-  std::thread thread_;
-};
+using test::EchoServer;
 
 Message Ping(uint32_t payload) {
   Message m;

@@ -1,0 +1,187 @@
+// ServerImpl: control messages from the coordinator and operators
+// (server_impl.h): SERVER_STATS, SEED (stateless recovery) and CHECKPOINT.
+// Loop thread.
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "common/payload_codec.h"
+#include "server/internal/request_codec.h"
+#include "server/internal/server_checkpoints.h"
+#include "server/internal/server_impl.h"
+
+namespace relaxps {
+namespace server_internal {
+
+void ServerImpl::HandleStats(const Request& req) {
+  Message reply = MakeReply(req.msg.header, Status::OK());
+  uint64_t applied = 0;
+  for (auto& [k, r] : dense_) applied += r.shard->updates_applied();
+  for (auto& [n, s] : sparse_) applied += s->updates_applied();
+  for (auto& [k, b] : buckets_) applied += b.bucket->shard()->updates_applied();
+  stats_.set_updates_applied(applied);
+  *reply.header.mutable_server_stats() = stats_;
+  ReplyWith(req, std::move(reply));
+}
+
+void ServerImpl::HandleSeed(const Request& req) {
+  const wire::Header& h = req.msg.header;
+  if (!h.has_seed_data()) {
+    Reject(req, InvalidArgumentError("SEED without seed_data"));
+    return;
+  }
+  const wire::SeedData& seed = h.seed_data();
+  size_t frames = 0;
+  for (const wire::SeedRange& r : seed.ranges()) frames += r.has_copy() ? 1 : 0;
+  const size_t row_frames = frames;  // Sparse rows' frames follow the ranges'.
+  for (const wire::SeedRows& r : seed.rows()) frames += r.count() > 0 ? 2 : 0;
+  if (!CheckFrameCount(req, frames)) return;
+  // Rows: the merged changes of the workers, on top of this server's rows.
+  std::vector<std::pair<SparseShardState*, const wire::SeedRows*>> rows;
+  for (size_t k = 0, f = row_frames; k < static_cast<size_t>(seed.rows_size()); ++k) {
+    const wire::SeedRows& r = seed.rows(k);
+    if (chained()) {  // Hybrid: rows of stranded buckets.
+      const bool frames_here = r.count() > 0;
+      Status s = SeedBuckets(r, frames_here ? &req.msg.frames[f] : nullptr,
+                             frames_here ? &req.msg.frames[f + 1] : nullptr, /*apply=*/false);
+      if (!s.ok()) {
+        Reject(req, s);
+        return;
+      }
+      f += frames_here ? 2 : 0;
+      continue;
+    }
+    if (r.count() == 0) continue;
+    auto it = sparse_.find(r.table());
+    if (it == sparse_.end() || req.msg.frames[f].size() != r.count() * sizeof(uint64_t) ||
+        req.msg.frames[f + 1].size() != r.count() * it->second->width() * sizeof(float)) {
+      Reject(req, InvalidArgumentError("seed rows of '" + r.table() + "' match no sparse table "
+                                       "here or have frames of the wrong size"));
+      return;
+    }
+    rows.emplace_back(it->second.get(), &r);
+    f += 2;
+  }
+  // Check every range before changing anything.
+  std::vector<std::pair<DenseShardState*, const Frame*>> todo;
+  size_t f = 0;
+  for (const wire::SeedRange& r : seed.ranges()) {
+    auto it = dense_.find({r.table(), r.begin()});
+    if (it == dense_.end() || it->second.shard->spec().end != r.end()) {
+      Reject(req, InvalidArgumentError("seed for '" + r.table() + "' [" +
+                                       std::to_string(r.begin()) + ", " +
+                                       std::to_string(r.end()) + ") matches no shard here"));
+      return;
+    }
+    if (!r.has_copy()) continue;  // No worker held it: keep the initializer's values.
+    const Frame& frame = req.msg.frames[f++];
+    if (frame.size() != (r.end() - r.begin()) * sizeof(float)) {
+      Reject(req, InvalidArgumentError("seed frame of " + std::to_string(frame.size()) +
+                                       " bytes for " + std::to_string(r.end() - r.begin()) +
+                                       " floats"));
+      return;
+    }
+    todo.emplace_back(it->second.shard.get(), &frame);
+  }
+  size_t i = 0;
+  std::vector<float> scratch;  // For a frame that is not float-aligned.
+  for (const wire::SeedRange& r : seed.ranges()) {
+    // Hybrid: the seeded range heads its chain from here on (a range no
+    // worker held keeps what the store loaded: a restored checkpoint, the
+    // last flush, or the initializer).
+    RangeState& state = dense_.at({r.table(), r.begin()});
+    if (state.chain != nullptr) state.chain->set_has_state(true);
+    if (!r.has_copy()) {
+      LOG(INFO) << "'" << r.table() << "' [" << r.begin() << ", " << r.end()
+                << "): no worker copy; keeping the values loaded at start"
+                << (options_.restore_from.empty() ? "" : " (restored checkpoint)");
+      continue;
+    }
+    auto [shard, frame] = todo[i++];
+    StatusOr<const float*> values =
+        DecodeFloats(*frame, r.end() - r.begin(), wire::ENC_FP32, &scratch);
+    // Hybrid: no worker held a real copy, only changes made on the
+    // initializer's values; they go on top of what this server loaded.
+    Status s = !values.ok()      ? values.status()
+               : r.change_only() ? shard->AddDelta(r.begin(), *values, r.end() - r.begin())
+                                 : shard->Seed(*values, r.end() - r.begin(), r.clock());
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    LOG(INFO) << "seeded '" << r.table() << "' [" << r.begin() << ", " << r.end() << ") "
+              << (r.change_only() ? "with the workers' merged changes on top of the values "
+                                    "loaded at start"
+                                  : "at clock " + std::to_string(r.clock()));
+  }
+  for (size_t k = 0, f = row_frames; chained() && k < static_cast<size_t>(seed.rows_size()); ++k) {
+    const wire::SeedRows& r = seed.rows(k);
+    const bool frames_here = r.count() > 0;
+    Status s = SeedBuckets(r, frames_here ? &req.msg.frames[f] : nullptr,
+                           frames_here ? &req.msg.frames[f + 1] : nullptr, /*apply=*/true);
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    f += frames_here ? 2 : 0;
+  }
+  for (size_t k = 0, f = row_frames; k < rows.size(); ++k, f += 2) {
+    auto [shard, r] = rows[k];
+    StatusOr<const uint64_t*> ids =
+        server_internal::DecodeRowIds(req.msg.frames[f], r->count(), &ids_scratch_);
+    StatusOr<const float*> delta = DecodeFloats(req.msg.frames[f + 1], r->count() * shard->width(),
+                                                wire::ENC_FP32, &scratch);
+    Status s = !ids.ok() ? ids.status() : !delta.ok() ? delta.status()
+                                                      : shard->AddDelta(*ids, r->count(), *delta);
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    LOG(INFO) << "seeded " << r->count() << " row(s) of '" << r->table()
+              << "' with the workers' merged changes on top of "
+              << (options_.restore_from.empty() ? "the rows it holds (the initializer's)"
+                                                : "the restored checkpoint");
+  }
+  awaiting_seed_ = false;
+  ReplyWith(req, MakeReply(h, Status::OK()));
+}
+
+void ServerImpl::HandleCheckpoint(Request req) {
+  const wire::Header& h = req.msg.header;
+  if (!h.has_checkpoint_request()) {
+    Reject(req, InvalidArgumentError("CHECKPOINT without checkpoint_request"));
+    return;
+  }
+  const int64_t clock = h.checkpoint_request().clock();
+  if (clock < 0) {
+    Reject(req, InvalidArgumentError("CHECKPOINT at negative clock " + std::to_string(clock)));
+    return;
+  }
+  // The checkpoint's flush covers what has been applied so far.
+  int64_t flushed_clock = last_flush_clock_;
+  for (auto& [key, range] : dense_) {
+    flushed_clock = std::max(flushed_clock, range.shard->visible_clock());
+  }
+  // Written in the background; the reply waits for it on this loop.
+  auto shared_req = std::make_shared<Request>(std::move(req));
+  server_internal::WriteCheckpointAsync(
+      store_.get(), checkpoint_root_, clock, options_.keep_checkpoints, id_,
+      [this, shared_req, clock, flushed_clock](StatusOr<wire::ShardCheckpoint> done) {
+        rpc_->Post([this, shared_req, clock, flushed_clock, done = std::move(done)] {
+          const wire::Header& h = shared_req->msg.header;
+          if (!done.ok()) {
+            LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << done.status();
+            Reject(*shared_req, done.status());
+            return;
+          }
+          last_flush_clock_ = std::max(last_flush_clock_, flushed_clock);
+          Message reply = MakeReply(h, Status::OK());
+          *reply.header.mutable_shard_checkpoint() = *done;
+          ReplyWith(*shared_req, std::move(reply));
+        });
+      });
+}
+
+}  // namespace server_internal
+}  // namespace relaxps

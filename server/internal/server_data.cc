@@ -1,0 +1,213 @@
+// ServerImpl: the data path without chain replication (server_impl.h):
+// dense PUSH / PULL / PUSH_PULL and sparse PUSH_ROWS / PULL_ROWS, pulls
+// waiting at the consistency gate. Under --recovery=chain requests go on to
+// server_chain.cc / server_chain_sparse.cc. Loop thread.
+
+#include <algorithm>
+
+#include "common/payload_codec.h"
+#include "server/internal/request_codec.h"
+#include "server/internal/server_impl.h"
+
+namespace relaxps {
+namespace server_internal {
+
+void ServerImpl::HandleDense(Request req) {
+  const wire::Header& h = req.msg.header;
+  RangeState* range = FindRange(h.table(), h.key_begin());
+  if (range == nullptr) {
+    Reject(req, sparse_.count(h.table())
+                    ? InvalidArgumentError("table '" + h.table() + "' is sparse")
+                : HasDenseTable(h.table())
+                    ? WrongShardError("keys from " + std::to_string(h.key_begin()) + " of table '" +
+                                      h.table() + "' are not in this shard")
+                    : NotFoundError("unknown dense table '" + h.table() + "'"));
+    return;
+  }
+  DenseShardState* shard = range->shard.get();
+  const uint64_t n = h.key_count();
+  Status s = server_internal::CheckClock(h.clock());
+  if (s.ok()) s = shard->CheckRange(h.key_begin(), n);
+  if (s.ok() && h.type() != wire::PULL) s = CheckClockAhead(*shard, h.clock());
+  if (!s.ok()) {
+    Reject(req, s);
+    return;
+  }
+  const bool push = h.type() != wire::PULL;
+  if (h.slot() != 0 && (h.type() != wire::PULL || h.slot() < 0 ||
+                        h.slot() >= static_cast<int>(shard->num_slots()))) {
+    Reject(req, InvalidArgumentError("slot " + std::to_string(h.slot()) + " of table '" +
+                                     h.table() + "' cannot be read (PULL only; the table has " +
+                                     std::to_string(shard->num_slots()) + " slots)"));
+    return;
+  }
+  if (!CheckFrameCount(req, push ? 1 : 0)) return;
+  // Inspection: a state slot, or on a chain replica a pull by no worker
+  // (sender -1: relaxps-ctl, tests comparing replicas) reads this replica's
+  // copy at once, without the gate.
+  if (h.slot() != 0 || (range->chain != nullptr && h.type() == wire::PULL && h.sender() < 0)) {
+    if (range->chain != nullptr && !range->chain->has_state()) {
+      Reject(req, UnavailableError("server " + std::to_string(id_) + " is awaiting state"));
+      return;
+    }
+    Message reply = MakeReply(h, Status::OK());
+    reply.header.set_params_clock(shard->visible_clock());
+    reply.header.set_encoding(h.encoding());
+    reply.frames.push_back(EncodeFloats(shard->CopySlot(h.slot(), h.key_begin(), n), h.encoding()));
+    ReplyWith(req, std::move(reply));
+    return;
+  }
+  if (range->chain != nullptr) {
+    HandleChainDense(range, std::move(req));
+    return;
+  }
+  // A stateless worker's resend of a push it gave up on (exactly once).
+  const bool seen = push && h.push_id() > 0 &&
+                    pushes_seen_.Applied(h.sender(), h.incarnation(), h.push_id());
+  if (seen) stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+  if (push && !seen) {
+    const float* grads = DecodeGradient(req, req.msg.frames[0], n);
+    if (grads == nullptr) return;
+    s = h.raw_delta() && h.type() == wire::PUSH
+            ? shard->AddDelta(h.key_begin(), grads, n)
+            : shard->Push(h.sender(), h.clock(), h.key_begin(), grads, n);
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    if (h.push_id() > 0) pushes_seen_.Record(h.sender(), h.incarnation(), h.push_id());
+  }
+  if (push) {
+    if (h.type() == wire::PUSH) {
+      ReplyWith(req, MakeReply(h, Status::OK()));
+      MaybeFlush();
+      return;
+    }
+  }
+  ServePull(range, std::make_shared<Request>(std::move(req)));
+  if (push) MaybeFlush();
+}
+
+int64_t ServerImpl::PullDeadlineMs(const wire::Header& h) const {
+  // A hostile deadline near INT64_MAX must not overflow the sum: a pull
+  // waits at most a day.
+  constexpr int64_t kMaxPullWaitMs = 24 * 3600 * 1000;
+  const int64_t wait_ms =
+      h.deadline_unix_ms() > 0
+          ? std::clamp<int64_t>(h.deadline_unix_ms() - clock_->NowUnixMs(), 0, kMaxPullWaitMs)
+          : 60000;
+  return clock_->NowMs() + wait_ms;
+}
+
+void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
+  const wire::Header& h = req->msg.header;
+  // A push at clock c is followed by computation at clock c + 1.
+  const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
+  const int64_t deadline = PullDeadlineMs(h);
+  ChainReplica* chain = range->chain.get();
+  // Set once Pull() returned: a reply after that waited at the gate.
+  auto parked = metrics_.enabled() ? std::make_shared<bool>(false) : nullptr;
+  range->shard->Pull(
+      pull_clock, h.key_begin(), h.key_count(), deadline,
+      [this, req, chain, parked](const Status& st, FloatBuffer params, int64_t params_clock) {
+        if (parked != nullptr && *parked) metrics_.OnGateWait(*req);
+        if (!st.ok()) {
+          Reject(*req, st);
+          return;
+        }
+        auto reply = std::make_shared<Message>(MakeReply(req->msg.header, Status::OK()));
+        reply->header.set_params_clock(params_clock);
+        reply->header.set_encoding(req->msg.header.encoding());
+        reply->frames.push_back(EncodeFloats(params, req->msg.header.encoding()));
+        if (chain == nullptr) {
+          ReplyWith(*req, std::move(*reply));
+          return;
+        }
+        // Everything these parameters reflect must survive a failover.
+        chain->WhenAcked(chain->applied_seq(),
+                         [this, req, reply] { ReplyWith(*req, std::move(*reply)); });
+      });
+  if (parked != nullptr) *parked = true;
+}
+
+void ServerImpl::HandleSparse(Request req) {
+  if (chained()) {
+    HandleChainSparse(std::move(req));
+    return;
+  }
+  const wire::Header& h = req.msg.header;
+  auto it = sparse_.find(h.table());
+  if (it == sparse_.end()) {
+    Reject(req, HasDenseTable(h.table())
+                    ? InvalidArgumentError("table '" + h.table() + "' is dense")
+                    : NotFoundError("unknown sparse table '" + h.table() + "'"));
+    return;
+  }
+  SparseShardState* shard = it->second.get();
+  const bool push = h.type() == wire::PUSH_ROWS;
+  if (h.slot() != 0 && (push || h.slot() < 0 || h.slot() >= shard->num_slots())) {
+    Reject(req, InvalidArgumentError("slot " + std::to_string(h.slot()) + " of table '" +
+                                     h.table() + "' cannot be read (PULL_ROWS only; the table has " +
+                                     std::to_string(shard->num_slots()) + " slots)"));
+    return;
+  }
+  if (!CheckFrameCount(req, push ? 2 : 1)) return;
+  StatusOr<const uint64_t*> decoded_ids =
+      server_internal::DecodeRowIds(req.msg.frames[0], h.key_count(), &ids_scratch_);
+  if (!decoded_ids.ok()) {
+    Reject(req, decoded_ids.status());
+    return;
+  }
+  const size_t n = h.key_count();
+  const uint64_t* ids = *decoded_ids;
+  Status clock_ok = server_internal::CheckClock(h.clock());
+  if (!clock_ok.ok()) {
+    Reject(req, clock_ok);
+    return;
+  }
+  if (push) {
+    const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
+    if (grads == nullptr) return;
+    // A stateless worker's resend of a row push it gave up on (exactly once).
+    if (h.push_id() > 0 && pushes_seen_.Applied(h.sender(), h.incarnation(), h.push_id())) {
+      stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+      ReplyWith(req, MakeReply(h, Status::OK()));
+      return;
+    }
+    // A raw delta: a stateless worker's row changes made while this server
+    // was lost.
+    Status s = h.raw_delta() ? shard->AddDelta(ids, n, grads) : shard->Push(h.sender(), h.clock(), ids, n, grads);
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    if (h.push_id() > 0) pushes_seen_.Record(h.sender(), h.incarnation(), h.push_id());
+    ReplyWith(req, MakeReply(h, Status::OK()));
+    return;
+  }
+  // Everything the gate needs, taken before the request moves.
+  const bool inspect = h.slot() != 0 || h.sender() < 0;  // Inspection reads skip the gate.
+  const int slot = h.slot();
+  const int64_t worker_clock = h.clock();
+  const int64_t deadline = PullDeadlineMs(h);
+  std::vector<uint64_t> wanted(ids, ids + n);
+  auto shared = std::make_shared<Request>(std::move(req));
+  RowsReply reply_rows = [this, shared](StatusOr<FloatBuffer> rows) {
+    if (!rows.ok()) {
+      Reject(*shared, rows.status());
+      return;
+    }
+    Message reply = MakeReply(shared->msg.header, Status::OK());
+    reply.header.set_encoding(shared->msg.header.encoding());
+    reply.frames.push_back(EncodeFloats(*rows, shared->msg.header.encoding()));
+    ReplyWith(*shared, std::move(reply));
+  };
+  if (inspect) {
+    reply_rows(shard->Read(wanted.data(), wanted.size(), slot));
+    return;
+  }
+  shard->Pull(worker_clock, std::move(wanted), deadline, std::move(reply_rows));
+}
+
+}  // namespace server_internal
+}  // namespace relaxps

@@ -1,0 +1,301 @@
+// ServerImpl: request dispatch (server_impl.h).
+//
+// Handle() checks every request (role, sender connection, clock window) and
+// routes it to its handler; rejections, replies (held back for the WAL group
+// commit), gradient decoding, CLOCK messages and the loop timer live here too.
+// Loop thread.
+
+#include <algorithm>
+
+#include "common/payload_codec.h"
+#include "server/internal/request_codec.h"
+#include "server/internal/server_checkpoints.h"
+#include "server/internal/server_impl.h"
+
+namespace relaxps {
+namespace server_internal {
+
+Status ServerImpl::CheckClockAhead(const DenseShardState& shard, int64_t clock) const {
+  if (!policy_->AggregatesPushes() && policy_->staleness_bound() < 0) return Status::OK();
+  const int64_t window = std::max(0, policy_->staleness_bound()) + options_.max_clocks_ahead;
+  // What the shard has seen of its workers: a legitimate worker is never
+  // further ahead than the staleness bound (plus pushes without pulls).
+  const int64_t base = std::max(shard.visible_clock(), shard.min_worker_clock());
+  if (clock <= base + window) return Status::OK();
+  return FailedPreconditionError("clock " + std::to_string(clock) + " is more than " +
+                                 std::to_string(window) + " clocks ahead of shard '" +
+                                 shard.spec().table + "' (at clock " + std::to_string(base) +
+                                 "; staleness + --max_clocks_ahead)");
+}
+
+Status ServerImpl::CheckRole(const Request& req) const {
+  const std::string& u = req.user_id;
+  if (u.empty()) return Status::OK();  // Plain TCP.
+  const wire::Header& h = req.msg.header;
+  bool ok = true;
+  if (h.forwarded() || h.type() == wire::CHAIN_SNAPSHOT || h.type() == wire::CHAIN_COMPLETE) {
+    ok = RoleAllows(u, "server");
+  } else {
+    switch (h.type()) {
+      case wire::PULL:
+      case wire::PULL_ROWS:
+        ok = h.sender() < 0 ? RoleAllows(u, "observer") : RoleAllows(u, "worker", h.sender());
+        break;
+      case wire::PUSH:
+      case wire::PUSH_PULL:
+      case wire::PUSH_ROWS:
+      case wire::CLOCK:
+        ok = RoleAllows(u, "worker", h.sender());
+        break;
+      default:
+        break;  // Control messages: CheckFromCoordinator; stats and probes: any key.
+    }
+  }
+  if (ok) return Status::OK();
+  return PermissionDeniedError("key '" + u + "' may not send " + wire::MsgType_Name(h.type()) +
+                               " as worker " + std::to_string(h.sender()));
+}
+
+Status ServerImpl::CheckFromCoordinator(const Request& req) const {
+  if (!req.user_id.empty() && !RoleAllows(req.user_id, "coordinator")) {
+    return PermissionDeniedError(wire::MsgType_Name(req.msg.header.type()) +
+                                 " is accepted only from the coordinator's key, not '" +
+                                 req.user_id + "'");
+  }
+  if (!coordinator_identity_.empty() && req.identity == coordinator_identity_) return Status::OK();
+  return PermissionDeniedError(wire::MsgType_Name(req.msg.header.type()) +
+                               " is accepted only from the coordinator's connection");
+}
+
+void ServerImpl::OnTimer() {
+  const int64_t now = clock_->NowMs();
+  for (auto& [key, range] : dense_) range.shard->ExpireWaiters(now);
+  for (auto& [name, table] : sparse_) table->ExpireWaiters(now);
+  if (chained()) ResendStale();
+  MaybeFlush();
+}
+
+void ServerImpl::MaybeFlush() {
+  if (options_.FlushEveryClocks() > 0) {
+    int64_t clock = 0;
+    for (auto& [key, range] : dense_) clock = std::max(clock, range.shard->visible_clock());
+    if (clock >= last_flush_clock_ + options_.FlushEveryClocks()) {
+      Status s = store_->Flush(clock);
+      if (!s.ok()) {
+        LOG(ERROR) << "flush at clock " << clock << " failed: " << s;
+      } else {
+        last_flush_clock_ = clock;
+      }
+    }
+  }
+}
+
+void ServerImpl::Reject(const Request& req, const Status& status) {
+  stats_.set_rejected(stats_.rejected() + 1);
+  metrics_.OnReject(req, status);
+  if (status.code() == StatusCode::kPermissionDenied ||
+      status.code() == StatusCode::kFailedPrecondition) {
+    stats_.set_quota_rejected(stats_.quota_rejected() + 1);
+  }
+  uint64_t more = 0;
+  const std::string type = wire::MsgType_Name(req.msg.header.type());
+  if (rpc_->log_limiter()->Allow(type + "/" + StatusCodeName(status.code()), &more)) {
+    LOG(WARNING) << "rejected " << (type.empty() ? "a message" : type) << " from worker "
+                 << req.msg.header.sender() << ": " << status << " (" << more
+                 << " more like it since the last such line)";
+  }
+  Message reply = MakeReply(req.msg.header, status);
+  const uint64_t sender_version = req.msg.header.shard_map_version();
+  const bool routing_error =
+      status.code() == StatusCode::kWrongShard || status.code() == StatusCode::kNotFound;
+  if (routing_error && sender_version != 0 && (sender_version < map_version_ || chained())) {
+    // The sender routes with an old map (a key range or table this server
+    // does not hold, or under chain replication a range it does not head):
+    // send ours along ("moved"); the client installs it.
+    *reply.header.mutable_shard_map() = map_;
+  }
+  rpc_->Send(req.identity, std::move(reply)).IgnoreError();
+}
+
+bool ServerImpl::CheckFrameCount(const Request& req, size_t expected) {
+  if (req.msg.frames.size() == expected) return true;
+  Reject(req, InvalidArgumentError(wire::MsgType_Name(req.msg.header.type()) + " expects " +
+                                   std::to_string(expected) + " payload frame(s), got " +
+                                   std::to_string(req.msg.frames.size())));
+  return false;
+}
+
+const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, size_t n,
+                                        bool check_finite) {
+  StatusOr<const float*> values = DecodeFloats(frame, n, req.msg.header.encoding(),
+                                               &decode_scratch_);
+  if (!values.ok()) {
+    Reject(req, values.status());
+    return nullptr;
+  }
+  if (check_finite && !device_->AllFinite(*values, n)) {
+    stats_.set_nonfinite_rejected(stats_.nonfinite_rejected() + 1);
+    Reject(req, InvalidArgumentError("gradient contains non-finite values (NaN or Inf)"));
+    return nullptr;
+  }
+  return *values;
+}
+
+void ServerImpl::ReplyWith(const Request& req, Message reply) {
+  stats_.set_bytes_out(stats_.bytes_out() + reply.PayloadBytes());
+  metrics_.OnReply(req);
+  reply.header.set_shard_map_version(map_version_);
+  reply.header.set_epoch(epoch_);
+  if (!unsynced_replies_.empty() || store_->HasUnsyncedUpdates()) {
+    RpcServer::FillReplyHeader(req, &reply);
+    unsynced_replies_.emplace_back(req.identity, std::move(reply));
+    return;
+  }
+  Status s = rpc_->Reply(req, std::move(reply));
+  if (!s.ok()) {
+    // The peer does not read its replies (or is gone): bounded by
+    // max_queued_replies instead of memory.
+    stats_.set_replies_dropped(stats_.replies_dropped() + 1);
+    VLOG(1) << "reply dropped: " << s;
+  }
+}
+
+void ServerImpl::SyncAndRelease() {
+  if (unsynced_replies_.empty() && !store_->HasUnsyncedUpdates()) return;
+  const Status synced = store_->SyncWal();
+  if (!synced.ok()) LOG(ERROR) << "WAL sync failed; failing the replies it covered: " << synced;
+  std::vector<std::pair<std::string, Message>> replies;
+  replies.swap(unsynced_replies_);
+  for (auto& [identity, reply] : replies) {
+    if (!synced.ok()) {
+      reply.frames.clear();
+      StatusToProto(synced.WithPrefix("not durable"), reply.header.mutable_status());
+    }
+    Status s = rpc_->Send(identity, std::move(reply));
+    if (!s.ok()) VLOG(1) << "reply dropped: " << s;
+  }
+}
+
+void ServerImpl::Handle(Request req) {
+  const wire::Header& h = req.msg.header;
+  stats_.set_requests(stats_.requests() + 1);
+  stats_.set_bytes_in(stats_.bytes_in() + req.msg.PayloadBytes());
+  metrics_.OnRequest(req);
+  if (h.is_reply()) {
+    Reject(req, InvalidArgumentError("unexpected reply message"));
+    return;
+  }
+  if (Status s = CheckRole(req); !s.ok()) {
+    Reject(req, s);
+    return;
+  }
+  if (h.forwarded() || h.type() == wire::CHAIN_SNAPSHOT || h.type() == wire::CHAIN_COMPLETE) {
+    if (!chained()) {
+      Reject(req, FailedPreconditionError("chain message to a server without replication"));
+      return;
+    }
+    HandleForwarded(std::move(req));
+    return;
+  }
+  switch (h.type()) {
+    case wire::PUSH:
+    case wire::PULL:
+    case wire::PUSH_PULL:
+    case wire::PUSH_ROWS:
+    case wire::PULL_ROWS:
+    case wire::CLOCK:
+      if (awaiting_seed_) {
+        Reject(req, UnavailableError("server " + std::to_string(id_) +
+                                     " is waiting to be seeded from the workers"));
+        return;
+      }
+      if (h.type() == wire::PUSH_ROWS || h.type() == wire::PULL_ROWS) {
+        HandleSparse(std::move(req));
+      } else if (h.type() != wire::CLOCK) {
+        HandleDense(std::move(req));
+      } else {
+        Status s = server_internal::CheckClock(h.clock());
+        for (auto it = dense_.begin(); s.ok() && it != dense_.end(); ++it) {
+          s = CheckClockAhead(*it->second.shard, h.clock());
+        }
+        if (!s.ok()) {
+          Reject(req, s);
+          return;
+        }
+        HandleClock(req);
+      }
+      return;
+    case wire::SEED:
+    case wire::INSTALL_MAP:
+    case wire::WORKER_SET:
+    case wire::CHECKPOINT:
+      if (Status s = CheckFromCoordinator(req); !s.ok()) {
+        Reject(req, s);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  switch (h.type()) {
+    case wire::SEED:
+      HandleSeed(req);
+      return;
+    case wire::INSTALL_MAP:
+    case wire::WORKER_SET: {
+      Status s = h.type() == wire::WORKER_SET
+                     ? SetLiveWorkers(h.live_workers())
+                 : h.has_shard_map() ? InstallMap(h.shard_map())
+                                     : InvalidArgumentError("INSTALL_MAP without a shard map");
+      if (!s.ok()) {
+        Reject(req, s);
+      } else {
+        ReplyWith(req, MakeReply(h, Status::OK()));
+      }
+      return;
+    }
+    case wire::PING:
+      ReplyWith(req, MakeReply(h, Status::OK()));
+      return;
+    case wire::SERVER_STATS:
+      HandleStats(req);
+      return;
+    case wire::CHECKPOINT:
+      HandleCheckpoint(std::move(req));
+      return;
+    case wire::LIST_CHECKPOINTS: {
+      Message reply = MakeReply(h, Status::OK());
+      *reply.header.mutable_checkpoint_list() =
+          server_internal::ListShardCheckpoints(checkpoint_root_, id_);
+      ReplyWith(req, std::move(reply));
+      return;
+    }
+    default:
+      Reject(req, InvalidArgumentError("unknown message type " + std::to_string(h.type())));
+  }
+}
+
+void ServerImpl::HandleClock(const Request& req) {
+  const wire::Header& h = req.msg.header;
+  for (auto& [key, range] : dense_) {
+    if (range.chain == nullptr) {
+      range.shard->AdvanceClock(h.sender(), h.clock());
+      continue;
+    }
+    // Replicated like a push: only the head takes it from a worker.
+    if (!range.chain->head() || !range.chain->has_state()) continue;
+    range.shard->AdvanceClock(h.sender(), h.clock());
+    Message op;
+    op.header = h;
+    op.header.set_table(key.first);
+    op.header.set_key_begin(key.second);
+    ForwardNew(&range, &op);
+    MaybeForwardCompletion(&range);
+  }
+  for (auto& [name, table] : sparse_) table->AdvanceClock(h.sender(), h.clock());
+  ReplyWith(req, MakeReply(h, Status::OK()));
+  MaybeFlush();
+}
+
+}  // namespace server_internal
+}  // namespace relaxps

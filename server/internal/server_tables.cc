@@ -1,0 +1,200 @@
+// ServerImpl: the tables and ranges this server holds (server_impl.h).
+//
+// InstallMap creates the dense ranges, sparse tables (or, under chain
+// replication, sparse buckets) a new shard map gives this server, within its
+// byte quota, and updates learning rates; SetLiveWorkers hands the live
+// worker set to every shard. Loop thread (and Init()).
+
+#include <algorithm>
+
+#include "kernels/staged_optimizer.h"
+#include "server/internal/server_impl.h"
+
+namespace relaxps {
+namespace server_internal {
+
+Status ServerImpl::InstallMap(const wire::ShardMap& map) {
+  ASSIGN_OR_RETURN(ShardMap checked, ShardMap::FromProto(map));
+  (void)checked;
+  if (chained() && fence_pending_.exchange(false)) Fence();
+  if (map_version_ > 0 && map.version() < map_version_) return Status::OK();  // Reordered.
+  if (map_version_ > 0 && map.version() - map_version_ > kMaxVersionStep) {
+    return InvalidArgumentError("shard map version " + std::to_string(map.version()) +
+                                " jumps too far ahead of " + std::to_string(map_version_));
+  }
+  if (epoch_ > 0 && map.epoch() > epoch_ && map.epoch() - epoch_ > kMaxVersionStep) {
+    return InvalidArgumentError("job epoch " + std::to_string(map.epoch()) +
+                                " jumps too far ahead of " + std::to_string(epoch_));
+  }
+  RETURN_IF_ERROR(CheckByteQuota(map));
+  // Tables of the map installed before this one.
+  auto known_table = [this](const std::string& name) {
+    for (const wire::TableShards& ts : map_.tables()) {
+      if (ts.table().name() == name) return true;
+    }
+    return false;
+  };
+  for (const wire::TableShards& ts : map.tables()) {
+    const TableOptions t = TableFromProto(ts.table());
+    // Rates change after creation (SetLearningRate): every install updates them.
+    if (auto it = sparse_.find(t.name); it != sparse_.end()) {
+      it->second->set_rates(t);
+      continue;
+    }
+    for (auto it = dense_.lower_bound({t.name, 0}); it != dense_.end() && it->first.first == t.name;
+         ++it) {
+      it->second.shard->set_rates(t);
+    }
+    for (auto it = buckets_.lower_bound({t.name, 0});
+         it != buckets_.end() && it->first.first == t.name; ++it) {
+      it->second.bucket->shard()->set_rates(t);
+    }
+    auto make_optimizer = [&]() -> StatusOr<std::unique_ptr<kernels::Optimizer>> {
+      ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> o, kernels::NewOptimizer(t.optimizer));
+      if (update_device_ != nullptr) o = kernels::NewStagedOptimizer(std::move(o), update_device_.get());
+      return o;
+    };
+    ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer, make_optimizer());
+    const int slots = 1 + optimizer->num_state_slots();
+    if (t.type == TableType::kDense) {
+      for (const wire::DenseRange& r : ts.ranges()) {
+        const bool mine = chained() ? std::find(r.chain().begin(), r.chain().end(), id_) !=
+                                          r.chain().end()
+                                    : r.server() == id_;
+        if (!mine || dense_.count({t.name, r.begin()})) continue;
+        DenseShardSpec spec;
+        // Under replication a server holds several ranges of a table: each
+        // is its own store shard.
+        spec.table = chained() ? t.name + "@" + std::to_string(r.begin()) : t.name;
+        spec.begin = r.begin();
+        spec.end = r.end();
+        spec.num_slots = slots;
+        spec.init = t.init;
+        ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
+        held_bytes_ += DenseBytes(spec.end - spec.begin, slots);
+        ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> range_optimizer, make_optimizer());
+        RangeState range;
+        range.table = t.name;
+        range.key = r.begin();
+        range.shard = std::make_unique<DenseShardState>(shard, std::move(range_optimizer),
+                                                        policy_.get(), device_.get(),
+                                                        store_.get(), &buffer_pool_);
+        range.shard->set_rates(t);
+        // A shard created after workers joined starts from the known live set.
+        range.shard->SetLiveWorkers(
+            std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
+            std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
+        range.forwarded_applied_clock = range.shard->applied_clock();
+        if (chained()) {
+          range.chain = std::make_unique<ChainReplica>();
+          // A table that existed before this server registered, or before
+          // this map (hybrid: joining a chain once it was seeded), is held by
+          // the other replicas: its state comes as a snapshot from the
+          // predecessor. Only a table new in this map starts from its
+          // initializer.
+          range.chain->set_has_state(registered_ && !known_table(t.name));
+          range.shard->SetFollower(true);
+        }
+        const bool awaiting = range.chain != nullptr && !range.chain->has_state();
+        dense_.emplace(std::make_pair(t.name, r.begin()), std::move(range));
+        LOG(INFO) << "table '" << t.name << "': dense keys [" << spec.begin << ", " << spec.end
+                  << ") with " << t.optimizer.name
+                  << (chained() ? " (chain replica" + std::string(awaiting ? ", awaiting state)" : ")")
+                                : "");
+      }
+    } else if (chained()) {
+      RETURN_IF_ERROR(CreateBuckets(t, ts, slots, known_table(t.name)));
+    } else {
+      SparseTableSpec spec;
+      spec.table = t.name;
+      spec.width = t.row_width;
+      spec.num_slots = slots;
+      spec.init = t.init;
+      RETURN_IF_ERROR(store_->CreateSparse(spec));
+      auto sparse = std::make_unique<SparseShardState>(
+          spec, std::move(optimizer), policy_.get(), device_.get(), store_.get(), &buffer_pool_);
+      sparse->SetLiveWorkers(
+          std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
+          std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
+      sparse->set_rates(t);
+      sparse_[t.name] = std::move(sparse);
+      LOG(INFO) << "table '" << t.name << "': sparse rows of width " << spec.width;
+    }
+  }
+  map_ = map;
+  map_version_ = map.version();
+  if (chained()) {
+    epoch_ = std::max(epoch_, map.epoch());
+    ApplyChainRoles(map);
+    UpdateAwaitingState();
+  }
+  seen_map_version_.store(map_version_);
+  return Status::OK();
+}
+
+Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
+  if (live.version() < live_workers_.version()) return Status::OK();  // Stale (reordered).
+  if (live_workers_.version() > 0 && live.version() - live_workers_.version() > kMaxVersionStep) {
+    return InvalidArgumentError("live worker set version " + std::to_string(live.version()) +
+                                " jumps too far ahead of " +
+                                std::to_string(live_workers_.version()));
+  }
+  if (live.ids_size() != live.clocks_size()) {
+    return InvalidArgumentError("live worker set with " + std::to_string(live.ids_size()) +
+                                " ids and " + std::to_string(live.clocks_size()) + " clocks");
+  }
+  live_workers_ = live;
+  std::vector<int> ids(live.ids().begin(), live.ids().end());
+  std::vector<int64_t> clocks(live.clocks().begin(), live.clocks().end());
+  for (auto& [key, range] : dense_) {
+    range.shard->SetLiveWorkers(ids, clocks);
+    if (range.chain != nullptr) MaybeForwardCompletion(&range);
+  }
+  for (auto& [name, table] : sparse_) table->SetLiveWorkers(ids, clocks);
+  return Status::OK();
+}
+
+uint64_t ServerImpl::DenseBytes(uint64_t keys, int slots) {
+  return keys * sizeof(float) * static_cast<uint64_t>(slots);
+}
+
+Status ServerImpl::CheckByteQuota(const wire::ShardMap& map) const {
+  if (options_.max_bytes == 0) return Status::OK();
+  uint64_t added = 0;
+  for (const wire::TableShards& ts : map.tables()) {
+    const TableOptions t = TableFromProto(ts.table());
+    if (t.type != TableType::kDense) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer,
+                     kernels::NewOptimizer(t.optimizer));
+    const int slots = 1 + optimizer->num_state_slots();
+    for (const wire::DenseRange& r : ts.ranges()) {
+      const bool mine = chained() ? std::find(r.chain().begin(), r.chain().end(), id_) !=
+                                        r.chain().end()
+                                  : r.server() == id_;
+      if (!mine || dense_.count({t.name, r.begin()}) || r.end() < r.begin()) continue;
+      added += DenseBytes(r.end() - r.begin(), slots);
+    }
+  }
+  if (held_bytes_ + added <= options_.max_bytes) return Status::OK();
+  return FailedPreconditionError(
+      "server " + std::to_string(id_) + " would hold " +
+      std::to_string((held_bytes_ + added) >> 20) + " MiB of dense shards (" +
+      std::to_string(added >> 20) + " MiB new), over its quota of " +
+      std::to_string(options_.max_bytes >> 20) + " MiB (--max_server_mb)");
+}
+
+RangeState* ServerImpl::FindRange(const std::string& table, uint64_t key) {
+  auto it = dense_.upper_bound({table, key});
+  if (it == dense_.begin()) return nullptr;
+  --it;
+  if (it->first.first != table || key >= it->second.shard->spec().end) return nullptr;
+  return &it->second;
+}
+
+bool ServerImpl::HasDenseTable(const std::string& table) const {
+  auto it = dense_.lower_bound({table, 0});
+  return it != dense_.end() && it->first.first == table;
+}
+
+}  // namespace server_internal
+}  // namespace relaxps

@@ -1,0 +1,70 @@
+#include "server/internal/state_transfer.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace relaxps {
+namespace server_internal {
+
+std::unique_ptr<OutgoingTransfer> OutgoingTransfer::Dense(uint64_t seq, int successor,
+                                                          wire::ChainSnapshot meta,
+                                                          std::vector<FloatBuffer> frames,
+                                                          size_t floats, size_t chunk_bytes) {
+  std::unique_ptr<OutgoingTransfer> t(new OutgoingTransfer(seq, successor, std::move(meta)));
+  const uint64_t per_piece = std::max<uint64_t>(1, chunk_bytes / sizeof(float));
+  for (uint32_t f = 0; f < frames.size(); ++f) {
+    for (uint64_t off = 0; off < floats; off += per_piece) {
+      t->pieces_.push_back(Piece{f, off, std::min<uint64_t>(per_piece, floats - off)});
+    }
+  }
+  if (t->pieces_.empty()) t->pieces_.push_back(Piece{0, 0, 0});  // Metadata only.
+  t->total_ = floats * frames.size();
+  t->bytes_ = t->total_ * sizeof(float);
+  t->frames_ = std::move(frames);
+  return t;
+}
+
+std::unique_ptr<OutgoingTransfer> OutgoingTransfer::Sparse(uint64_t seq, int successor,
+                                                           wire::ChainSnapshot meta, KeyBuffer ids,
+                                                           FloatBuffer rows, size_t row_floats,
+                                                           size_t chunk_bytes) {
+  std::unique_ptr<OutgoingTransfer> t(new OutgoingTransfer(seq, successor, std::move(meta)));
+  const size_t row_bytes = sizeof(uint64_t) + row_floats * sizeof(float);
+  const uint64_t per_piece = std::max<uint64_t>(1, chunk_bytes / row_bytes);
+  const uint64_t n = ids.size();
+  for (uint64_t off = 0; off < n; off += per_piece) {
+    t->pieces_.push_back(Piece{0, off, std::min<uint64_t>(per_piece, n - off)});
+  }
+  if (t->pieces_.empty()) t->pieces_.push_back(Piece{0, 0, 0});  // An untouched bucket.
+  t->total_ = n;
+  t->bytes_ = n * row_bytes;
+  t->row_floats_ = std::max<size_t>(1, row_floats);
+  t->ids_ = std::move(ids);
+  t->frames_.push_back(std::move(rows));
+  return t;
+}
+
+void OutgoingTransfer::FillPiece(size_t i, Message* msg) const {
+  const Piece& p = pieces_[i];
+  const bool last = i + 1 == pieces_.size();
+  wire::SnapshotPiece* sp = msg->header.mutable_snapshot_piece();
+  sp->set_index(static_cast<uint32_t>(i));
+  sp->set_last(last);
+  sp->set_frame(p.frame);
+  sp->set_offset(p.offset);
+  sp->set_total(total_);
+  if (last) *msg->header.mutable_chain_snapshot() = meta_;
+  if (row_floats_ == 0) {  // Dense.
+    sp->set_num_frames(static_cast<uint32_t>(frames_.size()));
+    if (p.count > 0) {
+      msg->frames.push_back(Frame::Share(frames_[p.frame].Slice(p.offset, p.count)));
+    }
+    return;
+  }
+  msg->frames.push_back(Frame::Share(ids_.Slice(p.offset, p.count)));
+  msg->frames.push_back(
+      Frame::Share(frames_[0].Slice(p.offset * row_floats_, p.count * row_floats_)));
+}
+
+}  // namespace server_internal
+}  // namespace relaxps

@@ -1,0 +1,94 @@
+// State transfer to a replica joining a chain (--recovery=chain), in pieces.
+//
+// The old tail copies the state of a dense range or sparse bucket at chain
+// sequence `seq` (a copy taken on its loop, so later updates do not leak
+// into it) and sends it as a series of CHAIN_SNAPSHOT messages of at most
+// `chunk_bytes` of payload each (SnapshotPiece in the header), one at a time:
+// the next piece leaves when the previous one is answered, so neither side
+// holds more than one piece in flight and no message approaches the
+// peers' --max_message_mb. The joiner applies each piece as it arrives
+// (dense slots and sparse rows are written in place; a dense range's few
+// pending BSP round sums are staged) and completes the state with the last
+// piece, which carries the ChainSnapshot metadata. Updates the old tail
+// applies meanwhile are logged and sent behind the last piece.
+//
+// OutgoingTransfer: the sender's copy and its progress. IncomingTransfer: the
+// joiner's progress through one transfer.
+//
+// Thread-safety: not synchronized; used only on the server's loop thread.
+#ifndef RELAXPS_SERVER_INTERNAL_STATE_TRANSFER_H_
+#define RELAXPS_SERVER_INTERNAL_STATE_TRANSFER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/wire.h"
+#include "proto/relaxps.pb.h"
+
+namespace relaxps {
+namespace server_internal {
+
+class OutgoingTransfer {
+ public:
+  // A dense snapshot: `frames` of `floats` floats each (SaveState's).
+  static std::unique_ptr<OutgoingTransfer> Dense(uint64_t seq, int successor,
+                                                 wire::ChainSnapshot meta,
+                                                 std::vector<FloatBuffer> frames, size_t floats,
+                                                 size_t chunk_bytes);
+  // A sparse bucket's snapshot: `ids` and their rows of `row_floats` floats.
+  static std::unique_ptr<OutgoingTransfer> Sparse(uint64_t seq, int successor,
+                                                  wire::ChainSnapshot meta, KeyBuffer ids,
+                                                  FloatBuffer rows, size_t row_floats,
+                                                  size_t chunk_bytes);
+
+  uint64_t seq() const { return seq_; }
+  int successor() const { return successor_; }
+  size_t num_pieces() const { return pieces_.size(); }
+  uint64_t bytes() const { return bytes_; }
+
+  // Piece `i`: sets header->snapshot_piece (and chain_snapshot on the last)
+  // and appends its payload frames (sharing this transfer's buffers).
+  void FillPiece(size_t i, Message* msg) const;
+
+  // Progress, driven by the server: the piece to send next, whether it is
+  // in flight, and when it was last sent.
+  size_t next = 0;
+  bool in_flight = false;
+  int64_t last_send_ms = 0;
+
+ private:
+  struct Piece {
+    uint32_t frame;
+    uint64_t offset;  // Floats (dense) or rows (sparse).
+    uint64_t count;
+  };
+  OutgoingTransfer(uint64_t seq, int successor, wire::ChainSnapshot meta)
+      : seq_(seq), successor_(successor), meta_(std::move(meta)) {}
+
+  const uint64_t seq_;
+  const int successor_;
+  const wire::ChainSnapshot meta_;
+  std::vector<FloatBuffer> frames_;  // Dense frames, or the sparse rows.
+  KeyBuffer ids_;                    // Sparse only.
+  size_t row_floats_ = 0;            // Sparse only (0: dense).
+  uint64_t total_ = 0;
+  uint64_t bytes_ = 0;
+  std::vector<Piece> pieces_;
+};
+
+// The joiner's side of one transfer (keyed by its seq).
+struct IncomingTransfer {
+  uint64_t seq = 0;
+  uint32_t next = 0;        // Index of the piece expected next.
+  uint64_t received = 0;    // Floats (dense) or rows (sparse) applied so far.
+  uint32_t num_frames = 0;  // Dense: of the whole snapshot.
+  std::vector<std::vector<float>> staged;  // Dense: pending round sums.
+};
+
+}  // namespace server_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_SERVER_INTERNAL_STATE_TRANSFER_H_
