@@ -7,7 +7,8 @@
 #include "common/buffer_pool.h"
 #include "server/server.h"
 
-DEFINE_string(coordinator, "", "Coordinator endpoint (required), e.g. tcp://127.0.0.1:5555");
+DEFINE_string(coordinator, "", "Coordinator endpoint (required), e.g. tcp://127.0.0.1:5555, or every coordinator "
+              "of a ZooKeeper-coordinated job, comma-separated (the leader is found among them)");
 DEFINE_string(bind, "tcp://127.0.0.1:*", "ZeroMQ endpoint to bind ('*' port: OS-chosen)");
 DEFINE_string(endpoint_file, "", "If set, the bound endpoint is written to this file");
 DEFINE_int32(server_id, -1, "Server id to take (-1: assigned by the coordinator)");

@@ -28,6 +28,7 @@
 #include "client/internal/router.h"
 #include "client/internal/ssp_cache.h"
 #include "common/clock.h"
+#include "common/coordinator_peers.h"
 #include "common/fault_options.h"
 #include "common/periodic_thread.h"
 #include "common/shard_map.h"
@@ -242,7 +243,9 @@ class ClientImpl final : public Client {
   std::unique_ptr<ConsistencyPolicy> consistency_;
   std::unique_ptr<RecoveryPolicy> recovery_;
   std::unique_ptr<Transport> rpc_;
-  int coordinator_peer_ = -1;
+  // Every coordinator of the job (--coordinator may list several); set in
+  // Init(), then used from any thread.
+  CoordinatorPeers coordinators_;
   wire::Encoding encoding_ = wire::ENC_FP32;
   std::unique_ptr<client_internal::Router> router_;
   std::unique_ptr<client_internal::Resender> resender_;
