@@ -63,7 +63,9 @@ CFG
              snappy-java audience-annotations jute zookeeper-jute; do
       [ -r "/usr/share/java/$j.jar" ] && CP="$CP:/usr/share/java/$j.jar"
     done
-    nohup java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.jmx.log4j.disable=true \
+    # Its own session: a caller that kills its process group (a test's
+    # RunCommand) does not take ZooKeeper with it; `stop` does.
+    setsid nohup java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.jmx.log4j.disable=true \
       -Dlog4j.configuration="file:$DIR/log4j.properties" -cp "$CP" \
       org.apache.zookeeper.server.quorum.QuorumPeerMain "$DIR/zoo.cfg" \
       > "$DIR/zookeeper.out" 2>&1 < /dev/null &
