@@ -18,6 +18,8 @@ PACKAGES=(
   python3
   gnuplot-nox                 # scripts/experiment.sh plots
   iptables iproute2           # run_local.sh --partition_server
+  libzookeeper-mt-dev         # coordinator --coordination=zk:// (ZooKeeper C client)
+  zookeeper default-jre-headless  # scripts/zk.sh: a local ZooKeeper for tests and run_local.sh
 )
 
 missing=()
