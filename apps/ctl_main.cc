@@ -121,7 +121,7 @@ int Stats(RpcClient* rpc, int peer) {
     if (!s.info().alive()) continue;
     Message m;
     m.header.set_type(wire::SERVER_STATS);
-    auto reply = rpc->CallSync(rpc->Connect(s.info().endpoint()), std::move(m), FLAGS_timeout_ms);
+    auto reply = rpc->CallSync(rpc->Connect(s.info().endpoint(), s.info().curve_public_key()), std::move(m), FLAGS_timeout_ms);
     if (!reply.ok()) {
       std::printf("server %d: %s\n", s.info().id(), reply.status().ToString().c_str());
       continue;
@@ -176,7 +176,7 @@ int Checkpoints(RpcClient* rpc, int peer) {
     }
     Message m;
     m.header.set_type(wire::LIST_CHECKPOINTS);
-    auto reply = rpc->CallSync(rpc->Connect(s.info().endpoint()), std::move(m), FLAGS_timeout_ms);
+    auto reply = rpc->CallSync(rpc->Connect(s.info().endpoint(), s.info().curve_public_key()), std::move(m), FLAGS_timeout_ms);
     if (!reply.ok()) {
       std::printf("server %d: %s\n", s.info().id(), reply.status().ToString().c_str());
       ++errors;

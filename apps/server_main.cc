@@ -62,6 +62,7 @@ void Stop() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv, argv + argc);  // Before gflags edits argv.
   gflags::SetUsageMessage("relaxps parameter server");
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, false); !s.ok()) {
     return relaxps::Fail("relaxps-server", s, 2);
@@ -140,5 +141,15 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   s = (*server)->Run();
   g_server = nullptr;
+  if (auto restart = (*server)->restart_in_place()) {
+    // Declared dead: come back as a restart would (Server::RestartInPlace).
+    // The old server is destroyed first: it closes its store and sockets.
+    server->reset();
+    std::vector<std::string> extra = {"--server_id=" + std::to_string(restart->server_id)};
+    if (restart->restore_latest_checkpoint) extra.push_back("--restore_from=latest");
+    std::fprintf(stderr, "relaxps-server: %s; re-executing with %s%s\n", s.ToString().c_str(),
+                 extra[0].c_str(), extra.size() > 1 ? " --restore_from=latest" : "");
+    s = relaxps::ReExecSelf(relaxps::ReplaceFlags(args, {"server_id", "restore_from"}, extra));
+  }
   return s.ok() ? 0 : relaxps::Fail(kName, s, 1);
 }

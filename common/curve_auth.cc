@@ -37,7 +37,7 @@ Status GenerateCurveKeys(const std::string& dir, const std::vector<std::string>&
 }
 
 std::vector<std::string> JobPrincipals(int num_servers, int num_workers) {
-  std::vector<std::string> names = {"coordinator", "router", "ctl", "observer"};
+  std::vector<std::string> names = {"coordinator", "ctl", "observer"};
   for (int i = 0; i < num_servers; ++i) names.push_back("server-" + std::to_string(i));
   for (int i = 0; i < num_workers; ++i) names.push_back("worker-" + std::to_string(i));
   return names;
@@ -54,6 +54,16 @@ StatusOr<CurveKeys> LoadCurveKeys(const std::string& dir, const std::string& nam
     return CorruptionError(path + " is not a key pair written by relaxps-ctl keygen");
   }
   return k;
+}
+
+StatusOr<std::string> LoadPublicKey(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name + ".pub";
+  std::ifstream f(path);
+  if (!f) return NotFoundError("no public key " + path + " (relaxps-ctl keygen writes it)");
+  std::string pub;
+  std::getline(f, pub);
+  if (pub.size() != 40) return CorruptionError(path + " is not a public key");
+  return pub;
 }
 
 StatusOr<std::map<std::string, std::string>> LoadAdmittedKeys(const std::string& dir) {

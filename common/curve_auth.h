@@ -1,17 +1,22 @@
 // CurveZMQ authentication of a relaxps job (--security=curve).
 //
 // Keys: `relaxps-ctl keygen DIR` writes one key pair per principal, named by
-// role: "coordinator", "router" (the CURVE server key shared by every ROUTER
-// of the job: the coordinator's and the servers'), "server-<id>",
-// "worker-<id>", "ctl" (relaxps-ctl: admin) and "observer" (read-only
-// tools, the evaluator). DIR/<name>.key holds the public and secret key (Z85,
-// one per line, mode 0600); DIR/<name>.pub the public key alone.
+// role: "coordinator", "server-<id>", "worker-<id>", "ctl" (relaxps-ctl:
+// admin) and "observer" (read-only tools, the evaluator). DIR/<name>.key
+// holds the public and secret key (Z85, one per line, mode 0600);
+// DIR/<name>.pub the public key alone. A process needs its own .key and the
+// .pub files; it never needs another principal's secret.
 //
-// Every ROUTER is a CURVE server with the router key and admits, through a
-// ZAP handler, only the public keys found in DIR/*.pub; the handler gives
-// each connection the key's name as ZeroMQ's "User-Id" (Request::user_id),
-// which handlers check against the role a message claims (RoleAllows).
-// Every DEALER is a CURVE client with its own key and the router public key.
+// Every ROUTER is a CURVE server with its process's own key (the
+// coordinator's, or server <id>'s) and admits, through a ZAP handler, only
+// the public keys found in DIR/*.pub; the handler gives each connection the
+// key's name as ZeroMQ's "User-Id" (Request::user_id), which handlers check
+// against the role a message claims (RoleAllows). Every DEALER is a CURVE
+// client with its own key, and authenticates its peer in turn: the
+// coordinator by DIR/coordinator.pub, a server by the public key the shard
+// map lists for it (ServerInfo.curve_public_key, which the coordinator fills
+// from the key the server registered with). So no server can pose as the
+// coordinator or as another server, even with its own valid key.
 //
 // Thread-safety: CurveKeys and CurveOptions are values; ZapHandler runs its
 // own thread and is safe to destroy from any thread.
@@ -44,6 +49,8 @@ Status GenerateCurveKeys(const std::string& dir, const std::vector<std::string>&
 std::vector<std::string> JobPrincipals(int num_servers, int num_workers);
 // Reads DIR/<name>.key. NotFound naming the file if it is missing.
 StatusOr<CurveKeys> LoadCurveKeys(const std::string& dir, const std::string& name);
+// Reads DIR/<name>.pub. NotFound naming the file if it is missing.
+StatusOr<std::string> LoadPublicKey(const std::string& dir, const std::string& name);
 // Public key -> name of every DIR/*.pub.
 StatusOr<std::map<std::string, std::string>> LoadAdmittedKeys(const std::string& dir);
 

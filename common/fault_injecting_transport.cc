@@ -30,7 +30,10 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
     tasks_.clear();
   }
 
-  int Connect(const std::string& endpoint) override { return base_->Connect(endpoint); }
+  using Transport::Connect;
+  int Connect(const std::string& endpoint, const std::string& curve_server_key) override {
+    return base_->Connect(endpoint, curve_server_key);
+  }
 
   void Call(int peer, Message request, int timeout_ms, ReplyCallback done) override {
     if (timeout_ms <= 0) timeout_ms = 10000;

@@ -11,11 +11,7 @@ namespace relaxps {
 Status RpcClientOptions::UseCurve(const CurveOptions& curve) {
   if (!curve.enabled()) return Status::OK();
   ASSIGN_OR_RETURN(curve_keys, LoadCurveKeys(curve.keys_dir, curve.name));
-  ASSIGN_OR_RETURN(auto admitted, LoadAdmittedKeys(curve.keys_dir));
-  for (const auto& [pub, name] : admitted) {
-    if (name == "router") curve_server_key = pub;
-  }
-  if (curve_server_key.empty()) return NotFoundError("no router.pub in " + curve.keys_dir);
+  ASSIGN_OR_RETURN(curve_server_key, LoadPublicKey(curve.keys_dir, "coordinator"));
   return Status::OK();
 }
 
@@ -41,12 +37,14 @@ void RpcClient::Wake() {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
-int RpcClient::Connect(const std::string& endpoint) {
+int RpcClient::Connect(const std::string& endpoint, const std::string& curve_server_key) {
   MutexLock l(&mu_);
   for (size_t i = 0; i < endpoints_.size(); ++i) {
-    if (endpoints_[i] == endpoint) return static_cast<int>(i);
+    if (endpoints_[i].endpoint == endpoint && endpoints_[i].curve_server_key == curve_server_key) {
+      return static_cast<int>(i);
+    }
   }
-  endpoints_.push_back(endpoint);
+  endpoints_.push_back(Peer{endpoint, curve_server_key});
   return static_cast<int>(endpoints_.size() - 1);
 }
 
@@ -118,7 +116,7 @@ void RpcClient::SendNow(Outgoing out) {
     std::string endpoint;
     {
       MutexLock l(&mu_);  // Connect() may be appending meanwhile.
-      endpoint = endpoints_[out.peer];
+      endpoint = endpoints_[out.peer].endpoint;
     }
     done(s.WithPrefix("send to " + endpoint), Message());
     return;
@@ -197,8 +195,11 @@ void RpcClient::IoLoop() {
         s.set(zmq::sockopt::reconnect_ivl_max, 1000);
         s.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
         if (!options_.routing_id.empty()) s.set(zmq::sockopt::routing_id, options_.routing_id);
+        const Peer& peer = endpoints_[sockets_.size()];
         if (!options_.curve_server_key.empty()) {
-          s.set(zmq::sockopt::curve_serverkey, options_.curve_server_key);
+          s.set(zmq::sockopt::curve_serverkey, peer.curve_server_key.empty()
+                                                   ? options_.curve_server_key
+                                                   : peer.curve_server_key);
           s.set(zmq::sockopt::curve_publickey, options_.curve_keys.public_key);
           s.set(zmq::sockopt::curve_secretkey, options_.curve_keys.secret_key);
         }
@@ -214,9 +215,9 @@ void RpcClient::IoLoop() {
           monitors_.push_back(std::move(mon));
         }
         try {
-          s.connect(endpoints_[sockets_.size()]);
+          s.connect(peer.endpoint);
         } catch (const zmq::error_t& e) {
-          LOG(ERROR) << "cannot connect to " << endpoints_[sockets_.size()] << ": " << e.what();
+          LOG(ERROR) << "cannot connect to " << peer.endpoint << ": " << e.what();
         }
         sockets_.push_back(std::move(s));
       }

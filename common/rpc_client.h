@@ -59,14 +59,15 @@ struct RpcClientOptions {
   // Largest reply accepted, in bytes (ZMQ_MAXMSGSIZE); a peer sending a
   // bigger one is disconnected instead of exhausting memory. -1: unlimited.
   int64_t max_message_bytes = int64_t{1} << 30;
-  // --security=curve: every DEALER is a CURVE client with this key pair,
-  // trusting only a peer with curve_server_key (the job's router key). Empty:
-  // plain TCP. Set both with UseCurve().
+  // --security=curve: every DEALER is a CURVE client with this key pair. A
+  // peer connected without a key of its own must prove it holds
+  // curve_server_key (the coordinator's). Empty: plain TCP. Set both with
+  // UseCurve().
   CurveKeys curve_keys;
   std::string curve_server_key;
 
-  // Loads curve.name's keys and the router's public key from curve.keys_dir
-  // (no-op when curve is not enabled).
+  // Loads curve.name's keys and the coordinator's public key from
+  // curve.keys_dir (no-op when curve is not enabled).
   Status UseCurve(const CurveOptions& curve);
 };
 
@@ -78,7 +79,8 @@ class RpcClient final : public Transport {
   explicit RpcClient(const RpcClientOptions& options = RpcClientOptions());
   ~RpcClient() override;
 
-  int Connect(const std::string& endpoint) override;
+  using Transport::Connect;
+  int Connect(const std::string& endpoint, const std::string& curve_server_key) override;
   void Call(int peer, Message request, int timeout_ms, ReplyCallback done) override;
   // Also fails requests queued but not yet sent. Later calls are unaffected.
   void CancelAll(const Status& status) override;
@@ -111,7 +113,11 @@ class RpcClient final : public Transport {
   int wake_fd_ = -1;
 
   Mutex mu_;
-  std::vector<std::string> endpoints_ GUARDED_BY(mu_);  // Handle -> endpoint.
+  struct Peer {
+    std::string endpoint;
+    std::string curve_server_key;  // Empty: options_.curve_server_key.
+  };
+  std::vector<Peer> endpoints_ GUARDED_BY(mu_);  // Handle -> peer.
   std::vector<Outgoing> outbox_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   // Non-OK: fail everything pending with it, then reset.

@@ -12,9 +12,9 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const RpcServerOptions& opt
   std::unique_ptr<RpcServer> s(new RpcServer());
   s->clock_ = ClockOrReal(options.clock);
   s->log_limiter_ = LogLimiter(s->clock_);
-  CurveKeys router;
+  CurveKeys own;  // The ROUTER's CURVE server key: the process's own key.
   if (options.curve.enabled()) {
-    ASSIGN_OR_RETURN(router, LoadCurveKeys(options.curve.keys_dir, "router"));
+    ASSIGN_OR_RETURN(own, LoadCurveKeys(options.curve.keys_dir, options.curve.name));
     ASSIGN_OR_RETURN(auto admitted, LoadAdmittedKeys(options.curve.keys_dir));
     ASSIGN_OR_RETURN(s->zap_, ZapHandler::Start(&s->context_, std::move(admitted)));
   }
@@ -22,7 +22,7 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const RpcServerOptions& opt
     s->socket_ = zmq::socket_t(s->context_, zmq::socket_type::router);
     if (options.curve.enabled()) {
       s->socket_.set(zmq::sockopt::curve_server, 1);
-      s->socket_.set(zmq::sockopt::curve_secretkey, router.secret_key);
+      s->socket_.set(zmq::sockopt::curve_secretkey, own.secret_key);
       s->socket_.set(zmq::sockopt::zap_domain, "relaxps");
     }
     s->socket_.set(zmq::sockopt::router_mandatory, 1);

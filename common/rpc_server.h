@@ -50,8 +50,8 @@ struct RpcServerOptions {
   // Time source of the timers (AddTimer) and of the loop's waits (nullptr:
   // real time). With a FakeClock, timers fire when the test advances it.
   const Clock* clock = nullptr;
-  // --security=curve: the socket is a CURVE server with the job's router
-  // key and admits only the keys in curve.keys_dir (curve_auth.h).
+  // --security=curve: the socket is a CURVE server with curve.name's own key
+  // and admits only the keys in curve.keys_dir (curve_auth.h).
   CurveOptions curve;
 };
 

@@ -41,8 +41,14 @@ class Transport {
   Transport& operator=(const Transport&) = delete;
   virtual ~Transport() = default;
 
-  // Returns a handle for `endpoint`, connecting on first use (idempotent).
-  virtual int Connect(const std::string& endpoint) = 0;
+  // Returns a handle for `endpoint`, connecting on first use (idempotent
+  // per endpoint and key). Under --security=curve the peer's ROUTER must
+  // prove it holds the secret of `curve_server_key` (Z85): a server's own
+  // key, which clients learn from the shard map the coordinator sends them.
+  // Empty: the transport's default peer key (the coordinator's). Ignored
+  // under plain TCP.
+  virtual int Connect(const std::string& endpoint, const std::string& curve_server_key) = 0;
+  int Connect(const std::string& endpoint) { return Connect(endpoint, std::string()); }
   // Sends `request` to `peer`, setting its request id and deadline
   // (`timeout_ms` <= 0: the implementation's default). `done` runs exactly
   // once: with the reply, DeadlineExceeded, or Aborted at shutdown.

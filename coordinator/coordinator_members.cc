@@ -19,6 +19,7 @@ void CoordinatorImpl::RebuildServerList() {
     auto it = members_.servers().find(id);
     if (it != members_.servers().end()) {
       s->set_endpoint(it->second.endpoint);
+      s->set_curve_public_key(server_keys_[id]);
       s->set_alive(it->second.alive && !seeding_.count(id));
     }
   }
@@ -137,7 +138,13 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     const bool was_live = old != members_.servers().end() && old->second.alive;
     const bool replaces = old != members_.servers().end();
     const int id = members_.AddServer(r.requested_id(), r.endpoint(), r.pid(), now);
-    server_peer_[id] = servers_rpc_->Connect(r.endpoint());
+    if (options_.curve.enabled() && !server_keys_.count(id)) {
+      // CheckRole bound the id to the sender's key, so this file exists.
+      StatusOr<std::string> key =
+          LoadPublicKey(options_.curve.keys_dir, "server-" + std::to_string(id));
+      if (key.ok()) server_keys_[id] = *key;
+    }
+    server_peer_[id] = servers_rpc_->Connect(r.endpoint(), server_keys_[id]);
     // Stateless: a server in place of a known one starts empty; it is seeded
     // from the workers' copies before anyone routes to it.
     if (hybrid() && was_live && map_.tables_size() > 0) {

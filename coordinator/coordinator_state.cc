@@ -183,7 +183,12 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   for (const wire::StoredMember& s : m.servers()) {
     members_.AddServer(s.id(), s.endpoint(), s.pid(), seen);
     if (!s.alive()) members_.MarkServerDead(s.id());
-    server_peer_[s.id()] = servers_rpc_->Connect(s.endpoint());
+    if (options_.curve.enabled()) {
+      StatusOr<std::string> key =
+          LoadPublicKey(options_.curve.keys_dir, "server-" + std::to_string(s.id()));
+      if (key.ok()) server_keys_[s.id()] = *key;
+    }
+    server_peer_[s.id()] = servers_rpc_->Connect(s.endpoint(), server_keys_[s.id()]);
   }
   for (const wire::StoredMember& w : m.workers()) {
     members_.AddWorker(w.id(), 0, w.pid(), seen);

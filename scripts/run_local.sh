@@ -46,7 +46,8 @@
 # coordinator dies, or a server under --recovery=none (the default). Under
 # any other --recovery a dead server is restarted --restart_after_s seconds
 # later (default 1), from its latest checkpoint if it has one (else its last
-# flush), and the workers wait for it.
+# flush), and the workers wait for it. A server paused (--stop_server) long
+# enough to be declared dead restarts itself in place when it resumes.
 # Under --recovery=chain (--replicas=R, default 2) a dead server is routed
 # around at once and rejoins its chains after a state transfer when it is
 # restarted; a server paused (--stop_server) long enough to be declared dead

@@ -181,8 +181,26 @@ void ServerImpl::Heartbeat() {
         return;
       }
       // Declared dead (e.g. paused past the heartbeat timeout): its shards
-      // may have moved on without it. Exit, so that a supervisor restarts
-      // it with its id from the latest checkpoint (run_local.sh does).
+      // may have moved on without it, so its state must not serve again.
+      const std::string& mode = job_.recovery();
+      if (mode == "stateless" ||
+          (mode == "checkpoint" && options_.store.ResolvedKind() == "rocksdb")) {
+        RestartInPlace restart{id_, mode == "checkpoint" &&
+                                        ListShardCheckpoints(checkpoint_root_, id_)
+                                                .checkpoints_size() > 0};
+        const Status s = AbortedError(
+            "server " + std::to_string(id_) + " was declared dead by the coordinator (" + why +
+            "); restarting in place " +
+            (mode == "stateless" ? std::string("to be re-seeded from the workers")
+             : restart.restore_latest_checkpoint
+                 ? "from its latest checkpoint under " + checkpoint_root_
+                 : "from its data dir (it has no complete checkpoint)"));
+        rpc_->Post([this, s, restart] {
+          restart_ = restart;
+          Exit(s);
+        });
+        return;
+      }
       const Status s = AbortedError(
           "server " + std::to_string(id_) + " was declared dead by the coordinator (" + why +
           "); exiting: restart it with --server_id=" + std::to_string(id_) +

@@ -32,6 +32,7 @@
 #define RELAXPS_SERVER_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/clock.h"
@@ -131,6 +132,22 @@ class Server {
   // flushes the store on the way out.
   virtual Status Run() = 0;
   virtual void Stop() = 0;
+
+  // How to come back after Run() returned because the coordinator declared
+  // this server dead (paused or cut off past the heartbeat timeout) under a
+  // policy that expects the same server id back: under checkpoint, from its
+  // latest complete checkpoint (or its own data dir when it has none); under
+  // stateless, empty, to be re-seeded from the workers. Its old state must
+  // not serve again, so it restarts as a fresh process would; relaxps-server
+  // re-executes itself with these settings, so no supervisor is needed.
+  // (Under chain and hybrid it rejoins without leaving Run(); under none
+  // the job has failed.)
+  struct RestartInPlace {
+    int server_id = -1;
+    bool restore_latest_checkpoint = false;
+  };
+  // Set once Run() has returned for that reason; nullopt otherwise.
+  virtual std::optional<RestartInPlace> restart_in_place() const = 0;
 
  protected:
   Server() = default;

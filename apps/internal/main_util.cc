@@ -1,6 +1,10 @@
 #include "apps/internal/main_util.h"
 
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cstdio>
 #include <fstream>
@@ -99,6 +103,40 @@ StatusOr<CurveOptions> SecurityFromFlags(const std::string& security, const std:
   }
   RETURN_IF_ERROR(LoadCurveKeys(keys_dir, name).status());
   return CurveOptions{keys_dir, name};
+}
+
+Status ReExecSelf(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  execv("/proc/self/exe", argv.data());
+  return IOError(std::string("cannot re-execute /proc/self/exe: ") + std::strerror(errno));
+}
+
+std::vector<std::string> ReplaceFlags(std::vector<std::string> args,
+                                      const std::vector<std::string>& names,
+                                      const std::vector<std::string>& extra) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    // gflags takes -name and --name, with "=value" or the value next.
+    const size_t dashes = args[i].rfind("--", 0) == 0 ? 2 : args[i].rfind('-', 0) == 0 ? 1 : 0;
+    const std::string body = args[i].substr(dashes);
+    bool drop = false;
+    for (const std::string& n : names) {
+      if (i > 0 && dashes > 0 && body == n) {
+        drop = true;
+        ++i;  // Its value.
+      } else if (i > 0 && dashes > 0 && body.rfind(n + "=", 0) == 0) {
+        drop = true;
+      }
+      if (drop) break;
+    }
+    if (!drop) out.push_back(args[i]);
+  }
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
 }
 
 }  // namespace relaxps

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/curve_auth.h"
 #include "common/status.h"
@@ -36,6 +37,21 @@ Status CheckCommandLine(int argc, char** argv, bool allow_positional = false);
 // the principal's key is missing.
 StatusOr<CurveOptions> SecurityFromFlags(const std::string& security, const std::string& keys_dir,
                                          const std::string& name);
+
+// Replaces this process with a fresh run of its own binary (/proc/self/exe)
+// with `args` (args[0] is the program name): same pid, so whoever started
+// it (a script, a supervisor, a test) keeps watching the same process.
+// The caller must have released what the new run will open (the store's
+// lock, bound ports); descriptors opened with O_CLOEXEC close themselves.
+// Returns only on failure (IOError naming errno).
+Status ReExecSelf(const std::vector<std::string>& args);
+
+// `args` without the flags `names` (non-boolean flags, in any form gflags
+// takes: --NAME=V, -NAME=V, --NAME V, -NAME V), then `extra` appended: the
+// command line of a re-execution that overrides those flags.
+std::vector<std::string> ReplaceFlags(std::vector<std::string> args,
+                                      const std::vector<std::string>& names,
+                                      const std::vector<std::string>& extra);
 
 // Prints "<binary>: <status>" to stderr and returns `code` (for main()).
 int Fail(const char* binary, const Status& status, int code);

@@ -20,7 +20,7 @@ StatusOr<std::vector<Router::Moved>> Router::Install(const wire::ShardMap& proto
                map_->proto().servers(i).alive() && !next->proto().servers(i).alive()) {
       moved.push_back(Moved{i, peers_[i], ep});
     }
-    if (!ep.empty()) peers_[i] = transport_->Connect(ep);
+    if (!ep.empty()) peers_[i] = transport_->Connect(ep, next->proto().servers(i).curve_public_key());
   }
   map_ = std::move(next);
   return moved;

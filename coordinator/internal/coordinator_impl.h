@@ -158,6 +158,9 @@ class CoordinatorImpl final : public Coordinator {
   wire::JobConfig job_;
   int64_t start_ms_ = 0;
   std::string identity_;  // Routing id of servers_rpc_ (see RegisterReply).
+  // --security=curve: server id -> the public key its ROUTER must prove it
+  // holds (DIR/server-<id>.pub), listed in the map for clients.
+  std::map<int, std::string> server_keys_;
   Status result_;         // Set before Run() returns.
 
   // Loop thread only.

@@ -26,11 +26,11 @@ constexpr int kForwardTimeoutMs = 5000;
 
 int ServerImpl::PeerOf(int server) {
   if (server < 0 || server >= map_.servers_size()) return -1;
-  const std::string& endpoint = map_.servers(server).endpoint();
-  if (endpoint.empty()) return -1;
+  const wire::ServerInfo& info = map_.servers(server);
+  if (info.endpoint().empty()) return -1;
   auto it = peer_of_.find(server);
-  if (it == peer_of_.end() || it->second.first != endpoint) {
-    peer_of_[server] = {endpoint, peers_->Connect(endpoint)};
+  if (it == peer_of_.end() || it->second.first != info.endpoint()) {
+    peer_of_[server] = {info.endpoint(), peers_->Connect(info.endpoint(), info.curve_public_key())};
   }
   return peer_of_[server].second;
 }

@@ -58,6 +58,7 @@ class ServerImpl final : public Server {
   int id() const override { return id_; }
   Status Run() override;
   void Stop() override { rpc_->Stop(); }
+  std::optional<RestartInPlace> restart_in_place() const override { return restart_; }
 
  private:
   // ---- Loop thread ----
@@ -255,6 +256,9 @@ class ServerImpl final : public Server {
   std::atomic<bool> fence_pending_{false};
 
   Status exit_status_;   // Loop thread: what Run() returns.
+  // Set (loop thread) before the loop stops for a restart in place; read
+  // after Run() returned.
+  std::optional<RestartInPlace> restart_;
   bool job_done_ = false;  // Loop thread: left in order at the end of the job.
 
   // Heartbeat thread.

@@ -112,15 +112,22 @@ std::vector<std::string> RestartFlags() {
   return f;
 }
 
+// A job under --recovery=checkpoint on 2 servers with both Adam tables.
+StatusOr<std::unique_ptr<RecoveryCluster>> StartCheckpointJob(const std::string& dir,
+                                                              std::unique_ptr<Client>* client) {
+  ASSIGN_OR_RETURN(auto cluster, RecoveryCluster::Start(dir, 2, {"--recovery=checkpoint",
+                                                                 "--heartbeat_timeout_ms=1000"}));
+  for (int id = 0; id < 2; ++id) RETURN_IF_ERROR(cluster->StartServer(id, kServerFlags));
+  ASSIGN_OR_RETURN(*client, cluster->Connect("worker"));
+  RETURN_IF_ERROR((*client)->CreateTable(DenseAdam()));
+  RETURN_IF_ERROR((*client)->CreateTable(SparseAdam()));
+  return cluster;
+}
+
 TEST(CheckpointRestoreTest, KilledServerRestoresCheckpointExactly) {
   const std::string dir = MakeTempDir();
-  ASSERT_OK_AND_ASSIGN(auto cluster,
-                       RecoveryCluster::Start(dir, 2, {"--recovery=checkpoint",
-                                                       "--heartbeat_timeout_ms=1000"}));
-  for (int id = 0; id < 2; ++id) ASSERT_OK(cluster->StartServer(id, kServerFlags));
-  ASSERT_OK_AND_ASSIGN(auto client, cluster->Connect("worker"));
-  ASSERT_OK(client->CreateTable(DenseAdam()));
-  ASSERT_OK(client->CreateTable(SparseAdam()));
+  std::unique_ptr<Client> client;
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartCheckpointJob(dir, &client));
   for (int round = 0; round < 5; ++round) PushRound(client.get(), round);
 
   const ServerState at_checkpoint = ReadState(cluster.get(), 1, 2);
@@ -173,6 +180,53 @@ TEST(CheckpointRestoreTest, KilledServerRestoresCheckpointExactly) {
   EXPECT_NE(list.output.find("server 1 holds 1 valid checkpoint(s)"), std::string::npos)
       << list.output;
   std::printf("%s", list.output.c_str());
+  if (!::testing::Test::HasFailure()) RemoveTree(dir);
+}
+
+// A server paused past the heartbeat timeout is declared dead; when it wakes
+// it restarts in place (same pid, no supervisor): it re-executes itself with
+// its id and --restore_from=latest, and comes back with exactly the
+// checkpoint's state, and the job goes on.
+TEST(CheckpointRestoreTest, PausedServerDeclaredDeadRestoresItsCheckpointInPlace) {
+  const std::string dir = MakeTempDir();
+  std::unique_ptr<Client> client;
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartCheckpointJob(dir, &client));
+  for (int round = 0; round < 3; ++round) PushRound(client.get(), round);
+  const ServerState at_checkpoint = ReadState(cluster.get(), 1, 2);
+  ASSERT_OK_AND_ASSIGN(CommandResult ck, cluster->Ctl({"checkpoint"}));
+  ASSERT_EQ(ck.exit_status, 0) << ck.output;
+  for (int round = 3; round < 5; ++round) PushRound(client.get(), round);
+  ASSERT_FALSE(BitEqual(ReadState(cluster.get(), 1, 2).dense[0], at_checkpoint.dense[0]));
+
+  Subprocess* server = cluster->server(1);
+  const pid_t pid = server->pid();
+  server->Kill(SIGSTOP);
+  // Declared dead after 1 s without heartbeats; the coordinator logs it.
+  ASSERT_OK(WaitForLine(dir + "/coordinator.log", "server 1 .*missed heartbeats",
+                        Millis(20000)));
+  std::filesystem::remove(dir + "/server-1.endpoint");
+  server->Kill(SIGCONT);
+  ASSERT_OK(cluster->ReloadServerEndpoint(1, Millis(30000))) << server->Log();
+  ASSERT_OK(WaitForLine(dir + "/coordinator.log", "server 1 registers again", Millis(20000)));
+  EXPECT_TRUE(server->IsRunning());
+  EXPECT_EQ(server->pid(), pid);
+  const std::string log = server->Log();
+  EXPECT_FALSE(GrepLines(log, "was declared dead by the coordinator .*restarting in place").empty())
+      << log;
+  EXPECT_FALSE(GrepLines(log, "re-executing with --server_id=1 --restore_from=latest").empty())
+      << log;
+  EXPECT_FALSE(GrepLines(log, "restored .* from checkpoint").empty()) << log;
+
+  const ServerState restored = ReadState(cluster.get(), 1, 2);
+  for (int slot = 0; slot < kAdamSlots; ++slot) {
+    EXPECT_TRUE(BitEqual(restored.dense[slot], at_checkpoint.dense[slot]))
+        << "dense slot " << slot << " differs from the checkpoint";
+    EXPECT_TRUE(BitEqual(restored.sparse[slot], at_checkpoint.sparse[slot]))
+        << "sparse slot " << slot << " differs from the checkpoint";
+  }
+  // Training goes on through the restarted server.
+  PushRound(client.get(), 5);
+  EXPECT_FALSE(BitEqual(ReadState(cluster.get(), 1, 2).dense[0], at_checkpoint.dense[0]));
   if (!::testing::Test::HasFailure()) RemoveTree(dir);
 }
 

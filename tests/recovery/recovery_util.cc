@@ -69,6 +69,14 @@ Status RecoveryCluster::StartServer(int id, const std::vector<std::string>& flag
   return Status::OK();
 }
 
+Status RecoveryCluster::ReloadServerEndpoint(int id, Millis timeout) {
+  const std::string ep_file = dir_ + "/server-" + std::to_string(id) + ".endpoint";
+  RETURN_IF_ERROR(WaitForFile(ep_file, timeout));
+  ASSIGN_OR_RETURN(std::string ep, ReadFile(ep_file));
+  server_endpoints_[id] = Trim(ep);
+  return Status::OK();
+}
+
 StatusOr<CommandResult> RecoveryCluster::RunServerToExit(int id,
                                                          const std::vector<std::string>& flags) {
   std::vector<std::string> argv = {BinPath("relaxps-server"),

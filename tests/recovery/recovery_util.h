@@ -35,6 +35,10 @@ class RecoveryCluster {
   // that must refuse to start).
   StatusOr<CommandResult> RunServerToExit(int id, const std::vector<std::string>& flags);
 
+  // Waits for server `id`'s endpoint file (written again by a server that
+  // restarted in place: delete it first) and takes the endpoint from it.
+  Status ReloadServerEndpoint(int id, Millis timeout);
+
   Subprocess* server(int id) { return servers_.at(id).get(); }
   const std::string& server_endpoint(int id) { return server_endpoints_.at(id); }
   std::string data_dir(int id) const { return dir_ + "/data/server-" + std::to_string(id); }

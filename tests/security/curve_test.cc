@@ -2,9 +2,13 @@
 // only the job's keys.
 //  * The job's worker key trains (create, push, pull).
 //  * A client without keys, or with a key of another keygen (knowing the
-//    router's public key), can neither register, pull nor push.
+//    coordinator's and the server's public keys), can neither register, pull
+//    nor push.
 //  * A worker key cannot send WORKER_SET or INSTALL_MAP, act as another
 //    worker, or register as a server.
+//  * Every ROUTER proves its own key: the map lists server 0's public key,
+//    and neither the server nor the coordinator is answered by a client
+//    that expects the other's key.
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -80,6 +84,12 @@ Message Pull(uint64_t n, int sender) {
   return m;
 }
 
+Message Stats() {
+  Message m;
+  m.header.set_type(wire::SERVER_STATS);
+  return m;
+}
+
 TEST(CurveTest, OnlyTheJobsKeysGetInAndRolesAreBoundToKeys) {
   const std::string dir = test::MakeTempDir();
   const std::string keys = dir + "/keys";
@@ -108,13 +118,14 @@ TEST(CurveTest, OnlyTheJobsKeysGetInAndRolesAreBoundToKeys) {
   StatusOr<Message> r = raw.CallSync(raw.Connect(job.server()), Pull(64, -1), 1500);
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
 
-  // A key of another keygen, though it knows the router's public key.
+  // A key of another keygen, though it knows the job's public keys.
   const std::string stranger = dir + "/stranger";
   ASSERT_OK(GenerateCurveKeys(stranger, {"worker-0"}));
-  ASSERT_OK_AND_ASSIGN(std::string router_pub, test::ReadFile(keys + "/router.pub"));
-  {
-    std::ofstream f(stranger + "/router.pub");
-    f << router_pub;
+  ASSERT_OK_AND_ASSIGN(std::string server_pub, LoadPublicKey(keys, "server-0"));
+  for (const char* name : {"coordinator", "server-0"}) {
+    ASSERT_OK_AND_ASSIGN(std::string pub, LoadPublicKey(keys, name));
+    std::ofstream f(stranger + "/" + name + ".pub");
+    f << pub << "\n";
   }
   StatusOr<std::unique_ptr<Client>> impostor =
       Connect(job.coordinator(), CurveOptions{stranger, "worker-0"}, 0, 1500);
@@ -123,12 +134,13 @@ TEST(CurveTest, OnlyTheJobsKeysGetInAndRolesAreBoundToKeys) {
   Message push = Pull(64, 0);
   push.header.set_type(wire::PUSH);
   push.frames.push_back(Frame::Copy(g.data(), 64 * sizeof(float)));
-  r = stranger_rpc->CallSync(stranger_rpc->Connect(job.server()), std::move(push), 1500);
+  r = stranger_rpc->CallSync(stranger_rpc->Connect(job.server(), server_pub), std::move(push),
+                             1500);
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
 
   // A worker key may not send the coordinator's control messages ...
   auto worker1 = RawClient(CurveOptions{keys, "worker-1"});
-  const int server = worker1->Connect(job.server());
+  const int server = worker1->Connect(job.server(), server_pub);
   Message worker_set;
   worker_set.header.set_type(wire::WORKER_SET);
   worker_set.header.mutable_live_workers()->set_version(99);
@@ -157,6 +169,42 @@ TEST(CurveTest, OnlyTheJobsKeysGetInAndRolesAreBoundToKeys) {
   // Its own pulls work.
   r = worker1->CallSync(server, Pull(64, 1), timeout_ms);
   EXPECT_OK(r.status());
+  if (!::testing::Test::HasFailure()) test::RemoveTree(dir);
+}
+
+TEST(CurveTest, EachRouterProvesItsOwnKey) {
+  const std::string dir = test::MakeTempDir();
+  const std::string keys = dir + "/keys";
+  ASSERT_OK(GenerateCurveKeys(keys, JobPrincipals(2, 1)));
+  CurveJob job(keys);
+  const int timeout_ms = static_cast<int>(test::Scaled(test::Millis(10000)).count());
+  ASSERT_OK_AND_ASSIGN(std::string server0_pub, LoadPublicKey(keys, "server-0"));
+  ASSERT_OK_AND_ASSIGN(std::string server1_pub, LoadPublicKey(keys, "server-1"));
+  auto worker = RawClient(CurveOptions{keys, "worker-0"});
+
+  // The map the coordinator hands out lists the server's own key.
+  Message get;
+  get.header.set_type(wire::GET_SHARD_MAP);
+  StatusOr<Message> r = worker->CallSync(worker->Connect(job.coordinator()), std::move(get),
+                                         timeout_ms);
+  ASSERT_OK(r.status());
+  ASSERT_EQ(r->header.shard_map().servers_size(), 1);
+  EXPECT_EQ(r->header.shard_map().servers(0).curve_public_key(), server0_pub);
+
+  // The right key is answered ...
+  EXPECT_OK(
+      worker->CallSync(worker->Connect(job.server(), server0_pub), Stats(), timeout_ms).status());
+  // ... but the server cannot pose as the coordinator or as server 1, nor
+  // the coordinator as a server: the handshake fails, nothing is answered.
+  const struct {
+    std::string endpoint, key, what;
+  } impostors[] = {{job.server(), "", "the server as the coordinator"},
+                   {job.server(), server1_pub, "server 0 as server 1"},
+                   {job.coordinator(), server0_pub, "the coordinator as server 0"}};
+  for (const auto& i : impostors) {
+    r = worker->CallSync(worker->Connect(i.endpoint, i.key), Stats(), 1500);
+    EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << i.what << ": " << r.status();
+  }
   if (!::testing::Test::HasFailure()) test::RemoveTree(dir);
 }
 

@@ -1,8 +1,8 @@
 // Lifecycles that never leave a job hung or orphaned (issue 13), with the
 // real binaries:
 //  * a server paused past its heartbeat timeout under --recovery=checkpoint
-//    exits when it wakes, run_local.sh restarts it from its checkpoint with
-//    its id, and training finishes;
+//    restarts itself in place when it wakes (it re-executes with its id,
+//    from its checkpoint), and training finishes;
 //  * the coordinator SIGKILLed: every server and worker started by hand
 //    exits non-zero within --coordinator_timeout_ms, naming why;
 //  * `relaxps-ctl shutdown` ends a by-hand job: every process exits 0;

@@ -25,6 +25,7 @@
 #include "coordinator/coordinator.h"
 #include "server/server.h"
 #include "storage/param_store.h"
+#include "tests/security/attack_util.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -82,15 +83,6 @@ TableOptions Dense(const std::string& name, uint64_t size) {
   return t;
 }
 
-wire::ServerStats Stats(const std::string& server) {
-  RpcClient rpc;
-  Message m;
-  m.header.set_type(wire::SERVER_STATS);
-  auto reply = rpc.CallSync(rpc.Connect(server), std::move(m), 10000);
-  CHECK(reply.ok()) << reply.status();
-  return reply->header.server_stats();
-}
-
 std::vector<std::string> TableNames(const std::string& coordinator) {
   RpcClient rpc;
   Message m;
@@ -102,32 +94,7 @@ std::vector<std::string> TableNames(const std::string& coordinator) {
   return names;
 }
 
-// A DEALER that sends raw requests and may never read the replies.
-class RawPeer {
- public:
-  explicit RawPeer(const std::string& endpoint, int rcvhwm = 1000)
-      : socket_(ctx_, zmq::socket_type::dealer) {
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.set(zmq::sockopt::rcvhwm, rcvhwm);
-    socket_.set(zmq::sockopt::rcvbuf, 4096);
-    socket_.set(zmq::sockopt::sndhwm, 1000000);
-    socket_.connect(endpoint);
-  }
-  void Send(const wire::Header& h, const std::string& payload = "") {
-    std::string hs;
-    h.SerializeToString(&hs);
-    if (payload.empty()) {
-      socket_.send(zmq::buffer(hs), zmq::send_flags::none);
-      return;
-    }
-    socket_.send(zmq::buffer(hs), zmq::send_flags::sndmore);
-    socket_.send(zmq::buffer(payload), zmq::send_flags::none);
-  }
-
- private:
-  zmq::context_t ctx_{1};
-  zmq::socket_t socket_;
-};
+using test::RawPeer;
 
 TEST(QuotasTest, TablesOverTheQuotasAreRefusedAndLeaveNoTrace) {
   CoordinatorOptions co;
@@ -186,7 +153,7 @@ TEST(QuotasTest, BspPushesFarInTheFutureAreRefused) {
   wire::ServerStats stats;
   const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(20000));
   do {
-    stats = Stats(cluster.server(0));
+    stats = test::ServerStatsOf(cluster.server(0));
   } while (stats.requests() < 500 && std::chrono::steady_clock::now() < give_up);
   // Clocks 1..4 fit the window (staleness 0 + 4); the other 496 are refused.
   EXPECT_GE(stats.quota_rejected(), 496u);
@@ -258,7 +225,7 @@ TEST(QuotasTest, UnreadRepliesAreBoundedPerPeer) {
   wire::ServerStats stats;
   const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(30000));
   do {
-    stats = Stats(cluster.server(0));
+    stats = test::ServerStatsOf(cluster.server(0));
   } while (stats.requests() < 1000 && std::chrono::steady_clock::now() < give_up);
   std::printf("1000 unread 400 KB pulls: %llu replies dropped\n",
               static_cast<unsigned long long>(stats.replies_dropped()));
@@ -271,10 +238,10 @@ TEST(QuotasTest, UnreadRepliesAreBoundedPerPeer) {
 // Waits until `server` has rejected more than `n` requests; returns the count.
 uint64_t WaitRejectedAbove(const std::string& server, uint64_t n) {
   const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(10000));
-  uint64_t rejected = Stats(server).rejected();
+  uint64_t rejected = test::ServerStatsOf(server).rejected();
   while (rejected <= n && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    rejected = Stats(server).rejected();
+    rejected = test::ServerStatsOf(server).rejected();
   }
   return rejected;
 }
@@ -298,7 +265,7 @@ TEST(QuotasTest, MessagesOverTheSizeLimitNeverReachTheServer) {
   pull.set_sender(-1);
   pull.set_request_id(1);
 
-  const uint64_t before = Stats(cluster.server(0)).rejected();
+  const uint64_t before = test::ServerStatsOf(cluster.server(0)).rejected();
   RawPeer small(cluster.server(0));
   small.Send(pull, std::string(1000, 'x'));
   const uint64_t after_small = WaitRejectedAbove(cluster.server(0), before);
@@ -310,7 +277,7 @@ TEST(QuotasTest, MessagesOverTheSizeLimitNeverReachTheServer) {
   small.Send(pull, std::string(1000, 'x'));  // A marker sent after the big one.
   const uint64_t after_marker = WaitRejectedAbove(cluster.server(0), after_small);
   std::this_thread::sleep_for(test::Scaled(test::Millis(500)));
-  EXPECT_EQ(Stats(cluster.server(0)).rejected(), after_marker);
+  EXPECT_EQ(test::ServerStatsOf(cluster.server(0)).rejected(), after_marker);
   EXPECT_EQ(after_marker, after_small + 1) << "the 4 MiB message reached the server";
   std::printf("4 MiB message over a 1 MiB limit: dropped by ZeroMQ (rejected %llu -> %llu, "
               "the marker only)\n",
@@ -357,7 +324,7 @@ TEST(QuotasTest, HundredThousandRejectedRequestsLogUnderOneMegabyte) {
   wire::ServerStats stats;
   const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(60000));
   do {
-    stats = Stats(cluster.server(0));
+    stats = test::ServerStatsOf(cluster.server(0));
   } while (stats.rejected() < 100000 && std::chrono::steady_clock::now() < give_up);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,0 +1,62 @@
+// Helpers of the quota and attack tests of issue 13: RawPeer, a DEALER that
+// sends hand-built requests to a server or the coordinator and may never
+// read the replies, as a stranger (or a stuck client) would; and a server's
+// stats counters.
+//
+// Thread-safety: one thread at a time per RawPeer.
+#ifndef RELAXPS_TESTS_SECURITY_ATTACK_UTIL_H_
+#define RELAXPS_TESTS_SECURITY_ATTACK_UTIL_H_
+
+#include <string>
+
+#include <glog/logging.h>
+#include <zmq.hpp>
+
+#include "common/rpc_client.h"
+#include "proto/relaxps.pb.h"
+
+namespace relaxps {
+namespace test {
+
+class RawPeer {
+ public:
+  // `rcvhwm` 1 with a tiny kernel buffer: replies pile up at the server.
+  explicit RawPeer(const std::string& endpoint, int rcvhwm = 1000)
+      : socket_(ctx_, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvhwm, rcvhwm);
+    socket_.set(zmq::sockopt::rcvbuf, 4096);
+    socket_.set(zmq::sockopt::sndhwm, 1000000);
+    socket_.connect(endpoint);
+  }
+  // Sends the header frame and, when `payload` is not empty, one payload frame.
+  void Send(const wire::Header& h, const std::string& payload = "") {
+    std::string hs;
+    h.SerializeToString(&hs);
+    if (payload.empty()) {
+      socket_.send(zmq::buffer(hs), zmq::send_flags::none);
+      return;
+    }
+    socket_.send(zmq::buffer(hs), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(payload), zmq::send_flags::none);
+  }
+
+ private:
+  zmq::context_t ctx_{1};
+  zmq::socket_t socket_;
+};
+
+// SERVER_STATS of the server at `endpoint` (CHECK-fails if it does not answer).
+inline wire::ServerStats ServerStatsOf(const std::string& endpoint) {
+  RpcClient rpc;
+  Message m;
+  m.header.set_type(wire::SERVER_STATS);
+  auto reply = rpc.CallSync(rpc.Connect(endpoint), std::move(m), 10000);
+  CHECK(reply.ok()) << reply.status();
+  return reply->header.server_stats();
+}
+
+}  // namespace test
+}  // namespace relaxps
+
+#endif  // RELAXPS_TESTS_SECURITY_ATTACK_UTIL_H_
