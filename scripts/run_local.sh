@@ -98,7 +98,7 @@ COORDINATORS=1
 COORDINATION=none
 CKILLS=()  # "ID@S"
 
-usage() { sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
 
 for arg in "$@"; do
   case "$arg" in
