@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "client/client.h"
+#include "common/rpc_client.h"
 #include "tests/coordinator/ha_cluster.h"
 #include "tests/recovery/chain_util.h"
 #include "tests/recovery/recovery_util.h"
@@ -200,10 +201,15 @@ TEST_F(CoordinatorHaTest, LeaderKilledUnderLoadStandbyLeadsWithinTwoSessionTimeo
   std::atomic<bool> stop_probe{false};
   std::vector<uint64_t> versions;
   std::thread probe([&] {
+    RpcClient rpc;
+    const int peers[2] = {rpc.Connect(cluster.coordinator_endpoint(0)),
+                          rpc.Connect(cluster.coordinator_endpoint(1))};
     while (!stop_probe.load()) {
-      for (int c = 0; c < 2; ++c) {
-        StatusOr<uint64_t> v = MapVersion(cluster.coordinator_endpoint(c), 200);
-        if (v.ok()) versions.push_back(*v);
+      for (int peer : peers) {
+        Message m;
+        m.header.set_type(wire::GET_SHARD_MAP);
+        StatusOr<Message> v = rpc.CallSync(peer, std::move(m), 200);
+        if (v.ok()) versions.push_back(v->header.shard_map().version());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -229,7 +235,7 @@ TEST_F(CoordinatorHaTest, LeaderKilledUnderLoadStandbyLeadsWithinTwoSessionTimeo
   for (int id = 0; id < 2; ++id) EXPECT_TRUE(cluster.server(id)->IsRunning()) << "server " << id;
   EXPECT_FALSE(GrepLines(cluster.coordinator(1)->Log(), "LEADER coordinator").empty());
   std::printf("zk leader kill: standby leads %lld ms after the SIGKILL (session %d ms); map "
-              "versions %llu .. %llu over %zu probes, never back; %lld pushes acknowledged\n",
+              "versions %llu .. %llu in %zu answers, never back; %lld pushes acknowledged\n",
               static_cast<long long>(takeover_ms), kSessionMs,
               static_cast<unsigned long long>(versions.front()),
               static_cast<unsigned long long>(versions.back()), versions.size(),
