@@ -142,14 +142,8 @@ Status ClientImpl::Init() {
   RETURN_IF_ERROR(coordinators_.Connect(rpc_.get(), options_.coordinator));
   router_ = std::make_unique<client_internal::Router>(rpc_.get());
 
-  Message reg;
-  reg.header.set_type(wire::REGISTER);
-  wire::RegisterRequest* r = reg.header.mutable_register_request();
-  r->set_role(options_.role);
-  r->set_requested_id(options_.worker_id);
-  r->set_pid(getpid());
-  r->set_protocol_version(kProtocolVersion);
-  ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(reg), true));
+  ASSIGN_OR_RETURN(Message reply,
+                   CallCoordinator(RegisterMessage(options_.worker_id), true));
   const wire::RegisterReply& rr = reply.header.register_reply();
   job_.worker_id = rr.id();
   ASSIGN_OR_RETURN(job_.consistency, ParseConsistencyModel(rr.job().consistency()));
@@ -189,6 +183,35 @@ Status ClientImpl::Init() {
       RETURN_IF_ERROR(WaitAtBarrier(true, 0, rr.job().start_barrier_timeout_ms()));
     }
   }
+  return Status::OK();
+}
+
+Message ClientImpl::RegisterMessage(int requested_id) const {
+  Message reg;
+  reg.header.set_type(wire::REGISTER);
+  wire::RegisterRequest* r = reg.header.mutable_register_request();
+  r->set_role(options_.role);
+  r->set_requested_id(requested_id);
+  r->set_pid(getpid());
+  r->set_protocol_version(kProtocolVersion);
+  return reg;
+}
+
+Status ClientImpl::RegisterAgain(const std::string& why) {
+  StatusOr<Message> reply =
+      rpc_->CallSync(coordinators_.current(), RegisterMessage(job_.worker_id),
+                     std::max(1000, options_.heartbeat_ms * 5));
+  if (!reply.ok()) {
+    if (heartbeat_failures_.load() % 10 == 0) {
+      LOG(WARNING) << "worker " << job_.worker_id << " could not register again (" << why
+                   << "): " << reply.status();
+    }
+    return reply.status();
+  }
+  LOG(WARNING) << "worker " << job_.worker_id << " registered again with its id at clock "
+               << clock_.load() << " (the coordinator said: " << why << ")";
+  heartbeat_failures_.store(0);
+  last_heartbeat_ok_ms_ = clock_source_->NowMs();
   return Status::OK();
 }
 
@@ -319,6 +342,10 @@ void ClientImpl::Heartbeat() {
   if (!reply.ok()) {
     if (shutting_down_.load()) return;  // Cancelled by the destructor.
     if (CoordinatorPeers::ShouldRotate(reply.status())) coordinators_.Rotate(peer);
+    if (reply.status().code() == StatusCode::kNotFound && options_.role == "worker" &&
+        RegisterAgain(reply.status().message()).ok()) {
+      return;
+    }
     const int64_t silent_ms = clock_source_->NowMs() - last_heartbeat_ok_ms_;
     if (silent_ms > options_.coordinator_timeout_ms) {
       SetJobError("no answer from the coordinator " + options_.coordinator + " for " +

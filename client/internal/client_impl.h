@@ -182,6 +182,13 @@ class ClientImpl final : public Client {
   // reads it: kill -> first push acknowledged by the new head).
   void LogFailover(int server);
   void Heartbeat();
+  // The REGISTER this client sends (requested_id: -1 or its old id).
+  Message RegisterMessage(int requested_id) const;
+  // Heartbeat thread: the coordinator answered NotFound (it does not count
+  // this worker: declared dead after a pause, or a coordinator that lost its
+  // registration). Registers again with the same id, keeping this process's
+  // clock and incarnation (its exactly-once keys stay valid).
+  Status RegisterAgain(const std::string& why);
   // Chain replication, workers: keeps one map watch (a GET_SHARD_MAP the
   // coordinator holds until its map changes, coordinator/map_watchers.h)
   // outstanding, so a failover's map arrives within a message delay of the
