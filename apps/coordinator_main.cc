@@ -55,6 +55,11 @@ DEFINE_string(seed_rule, "freshest",
 DEFINE_string(merge_rule, "staleness",
               "--recovery=stateless: weight of the other workers' changes: staleness "
               "(1/staleness), average (1/workers, local SGD) or sum (TTF's blind sum)");
+DEFINE_int32(spare_takeover_ms, 0,
+             "--recovery=hybrid: a server that registers with another id than a stranded "
+             "holder's (a spare, or another restarted server) takes over the ranges and buckets "
+             "that holder held alone once it has been lost this long (0: at once); until then "
+             "they wait for the holder's own restart");
 DEFINE_int32(reseed_timeout_ms, 3000,
              "--recovery=stateless: how long a re-seed waits for the workers' copies");
 DEFINE_string(data_dir, "",
@@ -141,6 +146,7 @@ int main(int argc, char** argv) {
   if (!merge_rule.ok()) return relaxps::Fail("relaxps-coordinator", merge_rule.status(), 2);
   options.merge_rule = *merge_rule;
   options.reseed_timeout_ms = FLAGS_reseed_timeout_ms;
+  options.spare_takeover_ms = FLAGS_spare_takeover_ms;
   options.checkpoint_every_clocks = FLAGS_checkpoint_every_clocks;
   options.checkpoint_every_s = FLAGS_checkpoint_every_s;
   auto coordinator = relaxps::Coordinator::Start(options);

@@ -17,6 +17,9 @@ CLUSTER_WORKER_PIDS=()
 # e.g. --store=rocksdb --data_dir=D overrides it); {i} becomes the server index.
 CLUSTER_SERVER_ARGS=()
 CLUSTER_COORD=""
+# The worker command cluster_worker runs (flags appended); e.g. a Python
+# trainer: (env PYTHONPATH=build/python /usr/bin/python3 examples/pytorch_cnn.py).
+CLUSTER_WORKER_CMD=()
 
 cluster_start() {  # OUT_DIR SERVERS WORKERS [coordinator flags...]
   local out=$1 servers=$2 workers=$3; shift 3
@@ -45,7 +48,9 @@ cluster_start() {  # OUT_DIR SERVERS WORKERS [coordinator flags...]
 
 cluster_worker() {  # OUT_DIR INDEX [worker flags...]
   local out=$1 idx=$2; shift 2
-  "$BIN/relaxps-worker" --coordinator="$CLUSTER_COORD" --metrics_csv="$out/worker-$idx.csv" \
+  local cmd=("${CLUSTER_WORKER_CMD[@]}")
+  [ ${#cmd[@]} -gt 0 ] || cmd=("$BIN/relaxps-worker")
+  "${cmd[@]}" --coordinator="$CLUSTER_COORD" --metrics_csv="$out/worker-$idx.csv" \
     "$@" >"$out/worker-$idx.log" 2>&1 &
   CLUSTER_WORKER_PIDS+=($!)
 }

@@ -11,7 +11,13 @@
 # as yardstick (what per-update durability costs training).
 #
 #   bench/training_overhead.sh [--duration_s=30] [--reps=2] [--models=mlp,cnn]
-#                              [--wal_models=mlp] [--out_dir=DIR]
+#                              [--wal_models=mlp] [--out_dir=DIR] [--trainer=FILE.py]
+#
+# --trainer=FILE.py measures a Python trainer with relaxps-worker's flags
+# (examples/pytorch_cnn.py, run by /usr/bin/python3 with PYTHONPATH=
+# build/python) instead of relaxps-worker: its --local run against its run
+# through the server; results are named training_<file name>/<model>/...
+# (no WAL run unless --wal_models is given).
 #
 # Environment: BIN (default build/bin). Prints one JSON object on stdout.
 set -uo pipefail
@@ -22,6 +28,7 @@ MODELS=mlp,cnn
 WAL_MODELS=mlp
 REPS=2
 OUT_DIR=""
+TRAINER=""
 for arg in "$@"; do
   case "$arg" in
     --duration_s=*) DURATION_S=${arg#*=} ;;
@@ -29,11 +36,19 @@ for arg in "$@"; do
     --wal_models=*) WAL_MODELS=${arg#*=} ;;
     --reps=*) REPS=${arg#*=} ;;
     --out_dir=*) OUT_DIR=${arg#*=} ;;
+    --trainer=*) TRAINER=${arg#*=}; [[ " $* " == *" --wal_models="* ]] || WAL_MODELS="" ;;
     *) echo "training_overhead.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
 [ -n "$OUT_DIR" ] || OUT_DIR=$(mktemp -d "${TMPDIR:-/tmp}/relaxps-overhead.XXXXXX")
 source "$ROOT/bench/cluster_lib.sh"
+WORKER_CMD=("$BIN/relaxps-worker")
+NAME=training
+if [ -n "$TRAINER" ]; then
+  WORKER_CMD=(env "PYTHONPATH=${RELAXPS_PYTHONPATH:-$ROOT/${BUILD_DIR:-build}/python}" /usr/bin/python3 "$TRAINER")
+  CLUSTER_WORKER_CMD=("${WORKER_CMD[@]}")
+  NAME=training_$(basename "$TRAINER" .py)
+fi
 trap 'cluster_stop' EXIT
 trap 'cluster_stop; exit 130' INT TERM
 
@@ -53,7 +68,7 @@ for model in ${MODELS//,/ }; do
   for rep in $(seq 1 "$REPS"); do
     dir="$OUT_DIR/$model/rep$rep"
     mkdir -p "$dir"
-    "$BIN/relaxps-worker" --local --model="$model" --num_workers=1 --worker_index=0 \
+    "${WORKER_CMD[@]}" --local --model="$model" --num_workers=1 --worker_index=0 \
       --metrics_csv="$dir/local.csv" "${COMMON[@]}" >"$dir/local.log" 2>&1
     local_sps=$(final_field "$dir/local.log" samples_per_s)
 
@@ -82,27 +97,27 @@ for model in ${MODELS//,/ }; do
   rows+=("$model $local_best $ps_best $wal $wal_best")
 done
 
-python3 - "$DURATION_S" "$OUT_DIR" "${rows[@]}" <<'PY'
+python3 - "$NAME" "$DURATION_S" "$OUT_DIR" "${rows[@]}" <<'PY'
 import json, sys
-duration, out_dir, rows = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
+name, duration, out_dir, rows = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:]
 results = []
 for r in rows:
     model, local, ps, wal, wal_ps = r.split()
     local, ps, wal_ps = float(local), float(ps), float(wal_ps)
     results.append({
-        "name": f"training/{model}/ps_async_w1s1/samples_per_s",
+        "name": f"{name}/{model}/ps_async_w1s1/samples_per_s",
         "value": ps, "unit": "samples/s",
-        "yardstick": f"training/{model}/local/samples_per_s", "yardstick_value": local,
+        "yardstick": f"{name}/{model}/local/samples_per_s", "yardstick_value": local,
         "ratio": ps / local if local > 0 else 0.0, "better": "higher",
         "overhead_pct": 100.0 * (1 - ps / local) if local > 0 else None,
     })
     if wal == "1":
         results.append({
-            "name": f"training/{model}/ps_async_w1s1_wal_per_update/samples_per_s",
+            "name": f"{name}/{model}/ps_async_w1s1_wal_per_update/samples_per_s",
             "value": wal_ps, "unit": "samples/s",
-            "yardstick": f"training/{model}/ps_async_w1s1/samples_per_s", "yardstick_value": ps,
+            "yardstick": f"{name}/{model}/ps_async_w1s1/samples_per_s", "yardstick_value": ps,
             "ratio": wal_ps / ps if ps > 0 else 0.0, "better": "higher",
         })
-print(json.dumps({"bench": "training_overhead", "duration_s": duration, "logs": out_dir,
+print(json.dumps({"bench": name + "_overhead", "duration_s": duration, "logs": out_dir,
                   "results": results}))
 PY

@@ -22,6 +22,7 @@ Status CoordinatorOptions::Validate() const {
   }
   if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
   if (reseed_timeout_ms < 1) return InvalidArgumentError("--reseed_timeout_ms must be > 0");
+  if (spare_takeover_ms < 0) return InvalidArgumentError("--spare_takeover_ms must be >= 0");
   if (policy->ReplicatesServers() && (replicas < 2 || replicas > num_servers)) {
     return InvalidArgumentError("--replicas must be between 2 and --num_servers (" +
                                 std::to_string(num_servers) + ") under --recovery=" +

@@ -23,10 +23,14 @@
 // from the workers' copies (coordinator/reseeder.h) before the shard map
 // routes to it again. Each re-seed is logged as a "RESEED ..." line.
 // With "hybrid", chains as under "chain"; a server lost while it held a range
-// alone leaves that range stranded with it ("FALLBACK cause=all-replicas-lost"
-// line): workers train on their copies, and the server that registers with
-// that id is seeded from them as under "stateless", or, if no worker sent a
-// copy, keeps what it loaded from its latest checkpoint ("FALLBACK
+// or sparse bucket alone leaves it stranded with it ("FALLBACK
+// cause=all-replicas-lost" line): workers train on their copies, and the
+// server that registers with that id, or a server with another id once the
+// holder has been lost for spare_takeover_ms ("TAKEOVER" line), is seeded
+// from them as under "stateless" (sparse rows: its checkpoint or the
+// initializer plus the workers' merged row changes), or, if no worker sent a
+// real copy, keeps what it loaded from its latest checkpoint plus the changes
+// of workers that trained on the initializer ("FALLBACK
 // cause=no-worker-copy"); then the other servers rejoin its chains as tail.
 //
 // Coordinated checkpoints (CheckpointScheduler): every
@@ -130,6 +134,12 @@ struct CoordinatorOptions {
   SeedRule seed_rule = SeedRule::kFreshest;
   MergeRule merge_rule = MergeRule::kStaleness;
   int reseed_timeout_ms = 3000;
+  // --recovery=hybrid: a server registering with another id than a stranded
+  // holder's takes over what that holder held alone once it has been lost
+  // this long (recovery/hybrid_fallback.h, PickStrandedForSpare). 0: at once
+  // (training resumes on a server soonest); longer waits for the holder's own
+  // restart (which may restore its own checkpoint).
+  int spare_takeover_ms = 0;
   // Lifecycle. A job is over on `relaxps-ctl shutdown` (SHUTDOWN) or, with
   // exit_when_done and num_workers set, once num_workers workers have
   // registered and none is live (result() is then Aborted if some went

@@ -22,6 +22,10 @@ void CoordinatorImpl::RebuildServerList() {
       s->set_curve_public_key(server_keys_[id]);
       s->set_alive(it->second.alive && !seeding_.count(id));
     }
+    auto spare = took_over_.find(id);
+    if (spare != took_over_.end()) {
+      for (int holder : spare->second) s->add_took_over(holder);
+    }
   }
   map_.set_version(map_.version() + 1);
 }
@@ -149,11 +153,13 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     // from the workers' copies before anyone routes to it.
     if (hybrid() && was_live && map_.tables_size() > 0) {
       // Its state is gone: what it held alone is stranded like a loss.
-      if (!SpliceOrStrand(&map_, id, Syncing()).stranded.empty()) stranded_holders_.insert(id);
+      if (!SpliceOrStrand(&map_, id, Syncing()).stranded.empty()) Strand(id);
     }
+    // Hybrid: a server with another id may take a stranded holder's place.
+    const bool took_over = hybrid() && map_.tables_size() > 0 && TakeOverStranded(id) >= 0;
     // Under hybrid only a server whose ranges are stranded is seeded; the
     // others rejoin their chains by state transfer.
-    const bool seed = recovery_->TrainsThroughServerLoss() && replaces &&
+    const bool seed = recovery_->TrainsThroughServerLoss() && (replaces || took_over) &&
                       map_.tables_size() > 0 && (!chained() || stranded_holders_.count(id));
     if (seed) seeding_[id] = now;
     int joined = 0;
@@ -202,7 +208,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     *rr->mutable_shard_map() = map_;
     if (!Persist()) return;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
-    if (joined > 0) PushMap("server " + std::to_string(id) + " rejoined");
+    if (joined > 0 || took_over) PushMap("server " + std::to_string(id) + " rejoined");
     return;
   }
   if (r.role() == "worker" && job_done_) {

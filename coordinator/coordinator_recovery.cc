@@ -40,7 +40,11 @@ void CoordinatorImpl::FinishReseeds() {
       LOG(WARNING) << "FALLBACK cause=no-worker-copy server=" << server
                    << " ranges=" << DescribeRanges(RangesHeldAlone(map_, server))
                    << " action=restore source=" << summary.source
-                   << ": no live worker sent a copy of its ranges";
+                   << (summary.changes_only + summary.buckets > 0
+                           ? " plus the workers' merged changes"
+                           : "")
+                   << ": no live worker sent a copy of its ranges"
+                   << (summary.buckets > 0 ? " (sparse rows never have one)" : "");
     }
     auto peer = server_peer_.find(server);
     if (peer == server_peer_.end()) continue;
@@ -169,13 +173,14 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
   LOG(WARNING) << why;
   syncing_.erase(server_id);
   if (hybrid()) {
+    took_over_.erase(server_id);  // A spare lost before its seed: stranded again.
     const SpliceResult r = SpliceOrStrand(&map_, server_id, Syncing());
     map_.set_epoch(map_.epoch() + 1);
     RebuildServerList();
     LOG(WARNING) << "server " << server_id << " removed from " << r.changed
                  << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version();
     if (!r.stranded.empty()) {
-      stranded_holders_.insert(server_id);
+      Strand(server_id);
       LOG(WARNING) << "FALLBACK cause=all-replicas-lost server=" << server_id
                    << " ranges=" << DescribeRanges(r.stranded)
                    << " action=stateless-reseed epoch=" << map_.epoch() << " (" << why
@@ -204,6 +209,8 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
 
 void CoordinatorImpl::RejoinAfterSeed(int seeded) {
   stranded_holders_.erase(seeded);
+  stranded_since_.erase(seeded);
+  took_over_.erase(seeded);
   int joined = 0;
   std::vector<int> joiners;
   for (const auto& [id, m] : members_.servers()) {
@@ -223,6 +230,30 @@ void CoordinatorImpl::RejoinAfterSeed(int seeded) {
   }
   PushMap("server " + std::to_string(seeded) + " seeded");
   watchers_->Notify(map_);
+}
+
+int CoordinatorImpl::TakeOverStranded(int spare) {
+  if (stranded_holders_.count(spare)) return -1;  // Its own restart.
+  std::set<int> busy;  // Holders restarted and being seeded now.
+  for (const auto& [id, since] : seeding_) {
+    auto m = members_.servers().find(id);
+    if (m != members_.servers().end() && m->second.alive) busy.insert(id);
+  }
+  const int holder = PickStrandedForSpare(stranded_since_, busy, spare, clock_->NowMs(),
+                                          options_.spare_takeover_ms);
+  if (holder < 0) return -1;
+  const std::vector<StrandedRange> moved = MoveStranded(&map_, holder, spare);
+  const int64_t since = stranded_since_[holder];
+  stranded_holders_.erase(holder);
+  stranded_since_.erase(holder);
+  stranded_holders_.insert(spare);
+  stranded_since_[spare] = since;
+  took_over_[spare].push_back(holder);
+  LOG(WARNING) << "TAKEOVER server=" << spare << " holder=" << holder
+               << " ranges=" << DescribeRanges(moved) << " stranded_ms="
+               << clock_->NowMs() - since << ": server " << spare
+               << " is seeded from the workers' copies in place of server " << holder;
+  return holder;
 }
 
 void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters) {

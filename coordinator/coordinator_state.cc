@@ -199,7 +199,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   workers_left_ = m.workers_left();
   wire::StoredRecovery rec;
   RETURN_IF_ERROR(ParseRecord(records, kRecovery, &rec));
-  stranded_holders_.insert(rec.stranded_holders().begin(), rec.stranded_holders().end());
+  for (int id : rec.stranded_holders()) Strand(id);  // Lost since the takeover, as far as spares go.
   for (int i = 0; i < rec.syncing_ids_size() && i < rec.syncing_versions_size(); ++i) {
     syncing_[rec.syncing_ids(i)] = rec.syncing_versions(i);
   }

@@ -46,15 +46,6 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
     return;
   }
-  if (hybrid() && t.type == TableType::kSparse) {
-    // Stranding and re-seeding cover dense ranges only so far.
-    rpc_->ReplyStatus(req, InvalidArgumentError("table '" + t.name +
-                                                "': sparse tables are not supported under "
-                                                "--recovery=hybrid in this version (use chain "
-                                                "or stateless)"))
-        .IgnoreError();
-    return;
-  }
   if (members_.live_servers() < options_.num_servers) {
     rpc_->ReplyStatus(req, UnavailableError("waiting for servers: " +
                                             std::to_string(members_.live_servers()) + " of " +

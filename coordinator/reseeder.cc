@@ -1,5 +1,6 @@
 #include "coordinator/reseeder.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/payload_codec.h"
@@ -20,7 +21,9 @@ std::string ReseedSummary::ToString() const {
     first = false;
   }
   if (first) s += "none";
-  if (rows > 0) s += " rows=" + std::to_string(rows);
+  if (buckets > 0) s += " buckets=" + std::to_string(buckets);
+  if (rows > 0 || buckets > 0) s += " rows=" + std::to_string(rows);
+  if (changes_only > 0) s += " change_only_ranges=" + std::to_string(changes_only);
   return s;
 }
 
@@ -129,8 +132,8 @@ StatusOr<Message> Reseeder::Finish(int server, const wire::ShardMap& map,
                              DecodeFloats(msg.frames[frame], n, wire::ENC_FP32, tmp));
             ASSIGN_OR_RETURN(const float* delta,
                              DecodeFloats(msg.frames[frame + 1], n, wire::ENC_FP32, tmp + 1));
-            copies.push_back(
-                WorkerCopy{worker, d.worker_clock(), r.clock(), r.local_steps(), params, delta});
+            copies.push_back(WorkerCopy{worker, d.worker_clock(), r.clock(), r.local_steps(),
+                                        params, delta, r.change_only()});
             break;
           }
           if (r.has_copy()) frame += 2;
@@ -141,6 +144,26 @@ StatusOr<Message> Reseeder::Finish(int server, const wire::ShardMap& map,
       sr->set_begin(range.begin());
       sr->set_end(range.end());
       if (copies.empty()) continue;  // No worker held it: the initializer's values stay.
+      const bool any_base = std::any_of(copies.begin(), copies.end(),
+                                        [](const WorkerCopy& c) { return !c.change_only; });
+      if (!any_base) {
+        // Only changes made on the initializer's values: added on top of what
+        // the server loaded (its checkpoint or the initializer).
+        std::vector<double> weights;
+        ASSIGN_OR_RETURN(std::vector<float> sum,
+                         MergeChanges(copies, n, options_.merge_rule, &weights));
+        sr->set_has_copy(true);
+        sr->set_change_only(true);
+        for (const WorkerCopy& c : copies) sr->set_clock(std::max(sr->clock(), c.clock));
+        seed.frames.push_back(Frame::Copy(sum.data(), n * sizeof(float)));
+        summary->changes_only += 1;
+        for (size_t i = 0; i < copies.size(); ++i) {
+          auto& c = summary->contributions[copies[i].worker];
+          c.first = std::max(c.first, copies[i].local_steps);
+          c.second = weights[i];
+        }
+        continue;
+      }
       ASSIGN_OR_RETURN(MergeResult merged,
                        MergeCopies(copies, n, options_.seed_rule, options_.merge_rule));
       sr->set_has_copy(true);
@@ -189,6 +212,18 @@ Status Reseeder::MergeRows(const Round& round, const wire::ShardMap& map, Messag
         frame += 2;
       }
     }
+    // Hybrid: the buckets `server` holds alone get the changes and head
+    // their chains once seeded (sent even without changes).
+    std::vector<int> held;
+    for (int b = 0; b < ts.buckets_size(); ++b) {
+      const wire::SparseBucket& bucket = ts.buckets(b);
+      if (bucket.chain_size() > 0 && bucket.server() == out->server()) held.push_back(b);
+    }
+    if (workers.empty() && held.empty()) continue;
+    wire::SeedRows* sr = out->add_rows();
+    sr->set_table(ts.table().name());
+    for (int b : held) sr->add_buckets(b);
+    summary->buckets += static_cast<int64_t>(held.size());
     if (workers.empty()) continue;
     const std::vector<double> a = ChangeWeights(workers, options_.merge_rule);
     std::map<uint64_t, std::vector<float>> merged;  // Sorted: deterministic SEED.
@@ -205,8 +240,6 @@ Status Reseeder::MergeRows(const Round& round, const wire::ShardMap& map, Messag
       c.first = std::max(c.first, workers[w].local_steps);
       if (c.second == 0) c.second = a[w];
     }
-    wire::SeedRows* sr = out->add_rows();
-    sr->set_table(ts.table().name());
     sr->set_count(merged.size());
     std::vector<uint64_t> ids;
     std::vector<float> values;

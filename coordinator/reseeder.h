@@ -45,6 +45,10 @@ struct ReseedSummary {
   std::map<int, std::pair<int64_t, double>> contributions;
   int missing_workers = 0;  // Expected but never answered.
   int64_t rows = 0;         // Sparse rows whose merged changes were sent.
+  int64_t buckets = 0;      // Hybrid: sparse buckets seeded (rows: their base + changes).
+  // Hybrid: dense ranges no worker had a real copy of, seeded with the
+  // merged changes of workers that trained on the initializer's values.
+  int64_t changes_only = 0;
   std::string ToString() const;
 };
 

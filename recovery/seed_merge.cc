@@ -36,14 +36,15 @@ const char* MergeRuleName(MergeRule rule) {
 
 namespace {
 
-// Index of the freshest copy: highest clock, then most local steps, then
-// lowest worker id.
+// Index of the freshest copy: a real copy before a change-only one, then
+// highest clock, then most local steps, then lowest worker id.
 size_t Freshest(const std::vector<WorkerCopy>& copies) {
   size_t best = 0;
   for (size_t i = 1; i < copies.size(); ++i) {
     const WorkerCopy& a = copies[i];
     const WorkerCopy& b = copies[best];
-    if (a.clock != b.clock ? a.clock > b.clock
+    if (a.change_only != b.change_only ? !a.change_only
+        : a.clock != b.clock ? a.clock > b.clock
                            : a.local_steps != b.local_steps ? a.local_steps > b.local_steps
                                                             : a.worker < b.worker) {
       best = i;
@@ -88,6 +89,9 @@ StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t 
   }
   const size_t k = copies.size();
   const size_t s = Freshest(copies);
+  if (copies[s].change_only) {
+    return InvalidArgumentError("every copy is change-only: no base to seed from");
+  }
   MergeResult r;
   r.seed_worker = copies[s].worker;
   r.clock = copies[s].clock;
@@ -98,6 +102,7 @@ StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t 
   } else {
     double total = 0;
     for (size_t i = 0; i < k; ++i) {
+      if (copies[i].change_only) continue;
       r.seed_weights[i] = 1.0 / static_cast<double>(1 + r.clock - copies[i].clock);
       total += r.seed_weights[i];
     }
@@ -112,6 +117,7 @@ StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t 
   } else {
     r.params.assign(n, 0.0f);
     for (size_t i = 0; i < k; ++i) {
+      if (copies[i].change_only) continue;
       const float e = static_cast<float>(r.seed_weights[i]);
       for (size_t j = 0; j < n; ++j) r.params[j] += e * copies[i].params[j];
     }
@@ -121,7 +127,25 @@ StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t 
     if (a == 0.0f) continue;
     for (size_t j = 0; j < n; ++j) r.params[j] += a * copies[i].delta[j];
   }
+  for (const WorkerCopy& c : copies) r.clock = std::max(r.clock, c.clock);
   return r;
+}
+
+StatusOr<std::vector<float>> MergeChanges(const std::vector<WorkerCopy>& copies, size_t n,
+                                          MergeRule merge_rule, std::vector<double>* weights) {
+  if (copies.empty()) return InvalidArgumentError("no worker change to merge");
+  for (const WorkerCopy& c : copies) {
+    if (c.delta == nullptr) {
+      return InvalidArgumentError("copy of worker " + std::to_string(c.worker) + " has no change");
+    }
+  }
+  *weights = ChangeWeights(copies, merge_rule);
+  std::vector<float> sum(n, 0.0f);
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const float a = static_cast<float>((*weights)[i]);
+    for (size_t j = 0; j < n; ++j) sum[j] += a * copies[i].delta[j];
+  }
+  return sum;
 }
 
 }  // namespace relaxps

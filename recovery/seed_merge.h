@@ -27,6 +27,14 @@
 //   kSum: TTF's blind sum, a_w = 1 (kept as a baseline to measure against).
 // The merged range reflects max_w c_w: clocks never roll back.
 //
+// Change-only copies (hybrid: a worker that never pulled the range trained
+// on the table's initializer values, from the clock at which the range was
+// lost, its p_w): their change counts with its a_w, but they are never
+// seeds (e_w = 0) and the freshest copy is chosen among the real ones. If
+// every copy is change-only there is no base to seed from: the server keeps
+// what it loaded (its checkpoint or the initializer) and adds sum_w a_w d_w,
+// as for sparse rows (MergeChanges).
+//
 // Thread-safety: pure functions.
 #ifndef RELAXPS_RECOVERY_SEED_MERGE_H_
 #define RELAXPS_RECOVERY_SEED_MERGE_H_
@@ -58,6 +66,7 @@ struct WorkerCopy {
   int64_t local_steps = 0;  // Updates it applied locally since then.
   const float* params = nullptr;  // x_w.
   const float* delta = nullptr;   // d_w.
+  bool change_only = false;       // x_w is no seed candidate (see above).
 };
 
 struct MergeResult {
@@ -74,10 +83,15 @@ struct MergeResult {
 // rebuilt as the server's own rows plus sum_w a_w d_w.
 std::vector<double> ChangeWeights(const std::vector<WorkerCopy>& copies, MergeRule merge_rule);
 
-// Merges `copies` of an n-float range. InvalidArgument if copies is empty or
-// a pointer is null.
+// Merges `copies` of an n-float range. InvalidArgument if copies is empty,
+// a pointer is null, or every copy is change-only (use MergeChanges).
 StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t n,
                                   SeedRule seed_rule, MergeRule merge_rule);
+
+// sum_w a_w d_w over `copies` (their params are not read), the change
+// weights in *weights. InvalidArgument if copies is empty or a delta is null.
+StatusOr<std::vector<float>> MergeChanges(const std::vector<WorkerCopy>& copies, size_t n,
+                                          MergeRule merge_rule, std::vector<double>* weights);
 
 }  // namespace relaxps
 

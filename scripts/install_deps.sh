@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Installs every Debian package that relaxps' build, tests and main job need.
 # Idempotent: installs only what is missing (apt-get update first, as root).
+# --no-python skips the Python package's (-DRELAXPS_WITH_PYTHON) packages.
 set -euo pipefail
+WITH_PYTHON=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-python) WITH_PYTHON=0 ;;
+    *) echo "install_deps: unknown argument '$arg' (--no-python)" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
@@ -21,6 +29,11 @@ PACKAGES=(
   libzookeeper-mt-dev         # coordinator --coordination=zk:// (ZooKeeper C client)
   zookeeper default-jre-headless  # scripts/zk.sh: a local ZooKeeper for tests and run_local.sh
 )
+# The Python package relaxps (python/, RELAXPS_WITH_PYTHON), its tests and
+# examples/pytorch_cnn.py, all for Debian's /usr/bin/python3.
+if [ "$WITH_PYTHON" = 1 ]; then
+  PACKAGES+=(pybind11-dev python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

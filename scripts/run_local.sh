@@ -37,6 +37,11 @@
 # its seed, the seed's source, and per worker id:local_steps:weight of its
 # merged change (--coordinator.seed_rule, --coordinator.merge_rule).
 #
+# --trainer=FILE.py runs each worker as `/usr/bin/python3 FILE.py` with the
+# same flags instead of relaxps-worker (e.g. examples/pytorch_cnn.py), with
+# PYTHONPATH=<build>/python for the relaxps package (RELAXPS_PYTHONPATH
+# overrides it).
+#
 # --evaluator_every_s=S starts `relaxps-worker --role=evaluator`, which pulls
 # the model every S seconds and evaluates it on the whole test set into
 # <out_dir>/evaluator.csv; the workers then do not evaluate themselves.
@@ -59,7 +64,9 @@
 # workers' copies (or, without any, to the latest checkpoint: a restarted
 # server loads it with --restore_from=latest when one exists): each fallback
 # is a "fallback" event (detail: the coordinator's FALLBACK line, with its
-# cause) and each re-seed a "reseed" event as under stateless.
+# cause) and each re-seed a "reseed" event as under stateless. A server that
+# registers with another id than the stranded holder's takes its place (after
+# the coordinator's --spare_takeover_ms, 0 by default): a "takeover" event.
 #
 # Coordinator high availability: --coordinators=N --coordination=zk starts a
 # local ZooKeeper (scripts/zk.sh, its data and port under <out_dir>/zk) and N
@@ -97,6 +104,7 @@ SECURITY=plain
 COORDINATORS=1
 COORDINATION=none
 CKILLS=()  # "ID@S"
+TRAINER=""
 
 usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
 
@@ -122,6 +130,7 @@ for arg in "$@"; do
     --partition_server=*) PARTS+=("${arg#*=}") ;;
     --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
     --security=*) SECURITY=${arg#*=} ;;
+    --trainer=*) TRAINER=${arg#*=} ;;
     --consistency=*|--staleness=*|--heartbeat_timeout_ms=*|--replicas=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
     --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
@@ -198,6 +207,17 @@ BIN=${RELAXPS_BIN:-$ROOT/${BUILD_DIR:-build}/bin}
 for b in relaxps-coordinator relaxps-server relaxps-worker; do
   [ -x "$BIN/$b" ] || { echo "run_local.sh: $BIN/$b not found (build failed?)" >&2; exit 1; }
 done
+
+WORKER_CMD=("$BIN/relaxps-worker")
+if [ -n "$TRAINER" ]; then
+  [ -f "$TRAINER" ] || { echo "run_local.sh: --trainer=$TRAINER: no such file" >&2; exit 2; }
+  [ "$EVAL_EVERY_S" = 0 ] || {
+    echo "run_local.sh: --evaluator_every_s runs relaxps-worker's model; not with --trainer" >&2; exit 2; }
+  PY_PATH=${RELAXPS_PYTHONPATH:-$ROOT/${BUILD_DIR:-build}/python}
+  compgen -G "$PY_PATH/relaxps/_relaxps*.so" >/dev/null || {
+    echo "run_local.sh: no relaxps Python package in $PY_PATH (build with -DRELAXPS_WITH_PYTHON=ON)" >&2; exit 1; }
+  WORKER_CMD=(env "PYTHONPATH=$PY_PATH${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 "$TRAINER")
+fi
 
 [ -n "$OUT_DIR" ] || OUT_DIR="$ROOT/runs/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT_DIR" || exit 1
@@ -330,7 +350,7 @@ echo "${EPOCHREALTIME}" >"$OUT_DIR/start_unix"
 [ -n "$EPOCHS" ] && STOP_ARGS+=(--epochs="$EPOCHS")
 FIRST_WORKER=${#PIDS[@]}
 for i in $(seq 0 $((WORKERS - 1))); do
-  start "worker $i" "$OUT_DIR/worker-$i.log" "$BIN/relaxps-worker" --coordinator="$COORD" \
+  start "worker $i" "$OUT_DIR/worker-$i.log" "${WORKER_CMD[@]}" --coordinator="$COORD" \
     --worker_id="$i" --model="$MODEL" --num_workers="$WORKERS" \
     --metrics_csv="$OUT_DIR/worker-$i.csv" --steps_csv="$OUT_DIR/worker-$i.steps.csv" \
     "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
@@ -344,7 +364,7 @@ if [ "$EVAL_EVERY_S" != 0 ]; then
   EVAL_PID=$!
 fi
 
-echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), model $MODEL" \
+echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), model $MODEL${TRAINER:+ ($TRAINER)}" \
      "${COORD_ARGS[*]} ${WORKER_ARGS[*]}; logs in $OUT_DIR"
 
 # ---- Supervise -------------------------------------------------------------------
@@ -391,7 +411,11 @@ coordinator_events() {
 }
 log_reseeds() {
   coordinator_events RESEED reseed
-  [ "$RECOVERY" = hybrid ] && coordinator_events FALLBACK fallback
+  if [ "$RECOVERY" = hybrid ]; then
+    coordinator_events FALLBACK fallback
+    coordinator_events TAKEOVER takeover
+  fi
+  return 0
 }
 while true; do
   now=$(date +%s)

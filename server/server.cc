@@ -351,7 +351,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
                                 : "");
       }
     } else if (chained()) {
-      RETURN_IF_ERROR(CreateBuckets(t, ts, slots));
+      RETURN_IF_ERROR(CreateBuckets(t, ts, slots, known_table(t.name)));
     } else {
       SparseTableSpec spec;
       spec.table = t.name;
@@ -750,6 +750,17 @@ void ServerImpl::HandleSeed(const Request& req) {
   std::vector<std::pair<SparseShardState*, const wire::SeedRows*>> rows;
   for (size_t k = 0, f = row_frames; k < static_cast<size_t>(seed.rows_size()); ++k) {
     const wire::SeedRows& r = seed.rows(k);
+    if (chained()) {  // Hybrid: rows of stranded buckets.
+      const bool frames_here = r.count() > 0;
+      Status s = SeedBuckets(r, frames_here ? &req.msg.frames[f] : nullptr,
+                             frames_here ? &req.msg.frames[f + 1] : nullptr, /*apply=*/false);
+      if (!s.ok()) {
+        Reject(req, s);
+        return;
+      }
+      f += frames_here ? 2 : 0;
+      continue;
+    }
     if (r.count() == 0) continue;
     auto it = sparse_.find(r.table());
     if (it == sparse_.end() || req.msg.frames[f].size() != r.count() * sizeof(uint64_t) ||
@@ -799,21 +810,39 @@ void ServerImpl::HandleSeed(const Request& req) {
     auto [shard, frame] = todo[i++];
     StatusOr<const float*> values =
         DecodeFloats(*frame, r.end() - r.begin(), wire::ENC_FP32, &scratch);
-    Status s = values.ok() ? shard->Seed(*values, r.end() - r.begin(), r.clock())
-                           : values.status();
+    // Hybrid: no worker held a real copy, only changes made on the
+    // initializer's values; they go on top of what this server loaded.
+    Status s = !values.ok()      ? values.status()
+               : r.change_only() ? shard->AddDelta(r.begin(), *values, r.end() - r.begin())
+                                 : shard->Seed(*values, r.end() - r.begin(), r.clock());
     if (!s.ok()) {
       Reject(req, s);
       return;
     }
-    LOG(INFO) << "seeded '" << r.table() << "' [" << r.begin() << ", " << r.end()
-              << ") at clock " << r.clock();
+    LOG(INFO) << "seeded '" << r.table() << "' [" << r.begin() << ", " << r.end() << ") "
+              << (r.change_only() ? "with the workers' merged changes on top of the values "
+                                    "loaded at start"
+                                  : "at clock " + std::to_string(r.clock()));
+  }
+  for (size_t k = 0, f = row_frames; chained() && k < static_cast<size_t>(seed.rows_size()); ++k) {
+    const wire::SeedRows& r = seed.rows(k);
+    const bool frames_here = r.count() > 0;
+    Status s = SeedBuckets(r, frames_here ? &req.msg.frames[f] : nullptr,
+                           frames_here ? &req.msg.frames[f + 1] : nullptr, /*apply=*/true);
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    f += frames_here ? 2 : 0;
   }
   for (size_t k = 0, f = row_frames; k < rows.size(); ++k, f += 2) {
     auto [shard, r] = rows[k];
     StatusOr<const uint64_t*> ids =
         server_internal::DecodeRowIds(req.msg.frames[f], r->count(), &ids_scratch_);
-    Status s = ids.ok() ? shard->AddDelta(*ids, r->count(), req.msg.frames[f + 1].as<float>())
-                        : ids.status();
+    StatusOr<const float*> delta = DecodeFloats(req.msg.frames[f + 1], r->count() * shard->width(),
+                                                wire::ENC_FP32, &scratch);
+    Status s = !ids.ok() ? ids.status() : !delta.ok() ? delta.status()
+                                                      : shard->AddDelta(*ids, r->count(), *delta);
     if (!s.ok()) {
       Reject(req, s);
       return;

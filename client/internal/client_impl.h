@@ -156,7 +156,8 @@ class ClientImpl final : public Client {
   void SendRows(wire::MsgType type, const std::string& table, const KeyBuffer& ids,
                 const FloatBuffer& grads, const FloatBuffer& out, size_t width, int64_t clock,
                 const std::vector<uint32_t>& positions, std::shared_ptr<const ShardMap> map,
-                int reroutes, Callback done, uint64_t push_id);
+                int reroutes, Callback done, uint64_t push_id,
+                std::shared_ptr<std::atomic<bool>> served_locally = nullptr);
   void Sparse(wire::MsgType type, const std::string& table, KeyBuffer ids, FloatBuffer grads,
               FloatBuffer out, Callback done);
   // True (and the map installed) if a failed part should be routed again:
@@ -217,10 +218,12 @@ class ClientImpl final : public Client {
   // Serves the rows `ids` of `table` (PUSH_ROWS with `grads`, or PULL_ROWS
   // into `out` at `positions`) held by the lost `server` from this worker's
   // row copies (client/internal/local_rows.h).
-  // `doubtful_id` as for ServeLocally.
+  // `doubtful_id` as for ServeLocally. A push counts one local step per
+  // request: the first part served locally sets `*served_locally`.
   Status ServeRowsLocally(int server, wire::MsgType type, const std::string& table, size_t width,
                           const KeyBuffer& ids, const FloatBuffer& grads, const FloatBuffer& out,
-                          const std::vector<uint32_t>& positions, uint64_t doubtful_id = 0);
+                          const std::vector<uint32_t>& positions, std::atomic<bool>* served_locally,
+                          uint64_t doubtful_id = 0);
   // A dense part's reply arrived: remember the parameters and move the clock
   // up to a seeded server's.
   void RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
@@ -234,6 +237,10 @@ class ClientImpl final : public Client {
   // the server was slow, not lost; the pushes it may have applied are resent
   // with their exactly-once keys rather than as part of the deltas.
   void Rejoin(int server, bool same_server, const char* why);
+  // Chain replication (hybrid): `deltas` split into one per sparse bucket
+  // (RowsDelta::bucket), the unit a chained server takes row pushes in;
+  // others: `deltas` as they are.
+  std::vector<RowsDelta> SplitByBucket(const std::vector<RowsDelta>& deltas) const;
   // I/O thread (RpcClientOptions::on_disconnect): the connection of `peer`
   // closed; a stateless worker probes the server and goes local if it does
   // not answer within disconnect_probe_ms.

@@ -25,7 +25,10 @@ void LocalReplica::Remember(int server, const std::string& table, uint64_t range
   r.begin = range_begin;
   r.end = range_end;
   std::memcpy(r.params.data() + (begin - range_begin), values, n * sizeof(float));
-  if (begin == range_begin && n == range_end - range_begin) r.have = true;
+  if (begin == range_begin && n == range_end - range_begin) {
+    r.have = true;
+    r.from_init = false;
+  }
   r.base_clock = params_clock;
   r.local_steps = 0;
   r.unsent_steps = 0;
@@ -59,6 +62,41 @@ void LocalReplica::Reassign(const std::string& table, uint64_t range_begin, int 
     r.local_steps = 0;
     r.unsent_steps = 0;
   }
+}
+
+bool LocalReplica::TakeOver(int holder, int spare) {
+  MutexLock l(&mu_);
+  auto it = lost_.find(holder);
+  if (it == lost_.end() || holder == spare) return false;
+  Lost lost = it->second;
+  lost.endpoint.clear();  // Never seen alive: used again once the map says so.
+  lost.stalled = false;
+  lost_.erase(it);
+  lost_.emplace(spare, lost);
+  for (auto& [key, r] : ranges_) {
+    if (r.server == holder) r.server = spare;
+  }
+  return true;
+}
+
+void LocalReplica::StartFromInitializer(int server, const std::string& table,
+                                        uint64_t range_begin, uint64_t range_end,
+                                        const Initializer& init) {
+  MutexLock l(&mu_);
+  Range& r = ranges_[{table, range_begin}];
+  if (r.have && r.params.size() == range_end - range_begin) return;
+  auto lost = lost_.find(server);
+  r = Range();
+  r.server = server;
+  r.begin = range_begin;
+  r.end = range_end;
+  r.have = true;
+  r.from_init = true;
+  r.base_clock = lost == lost_.end() ? 0 : lost->second.clock;
+  r.params.resize(range_end - range_begin);
+  init.Fill(range_begin, r.params.size(), r.params.data());
+  Zero(&r.delta, r.params.size());
+  Zero(&r.doubtful_delta, r.params.size());
 }
 
 int64_t LocalReplica::LocalSince(int server) const {
@@ -129,6 +167,7 @@ void LocalReplica::FillSeedCopy(int server, wire::SeedData* data, std::vector<Fr
     sr->set_end(r.end);
     sr->set_has_copy(r.have);
     if (!r.have) continue;
+    sr->set_change_only(r.from_init);
     sr->set_clock(r.base_clock);
     sr->set_local_steps(r.local_steps);
     // A new server never saw the doubtful pushes: they are changes like any.

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/initializer.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 #include "common/wire.h"
@@ -75,6 +76,18 @@ class LocalReplica {
   // chain's last replica). Its copy and base stay; if `server` is already
   // local the range's change starts from zero. No-op for an unknown range.
   void Reassign(const std::string& table, uint64_t range_begin, int server);
+  // Hybrid spare takeover: `spare` took over what the local server `holder`
+  // held alone. `spare` becomes local in its place (same base clock, no
+  // endpoint: it is used again once the map shows it alive) and keeps every
+  // copy and change of `holder`'s ranges. False if `holder` is not local.
+  bool TakeOver(int holder, int spare);
+  // A worker that never pulled the whole range [range_begin, range_end) of
+  // `table` held by the local `server` trains on the table's initializer
+  // values `init` (keys [range_begin, range_end)) from now on: a
+  // change-only copy (SeedRange.change_only) whose base clock is the clock
+  // at which `server` went local. No-op if it holds a whole copy.
+  void StartFromInitializer(int server, const std::string& table, uint64_t range_begin,
+                            uint64_t range_end, const Initializer& init);
   // The endpoint `server` was lost at and whether by a stall; false if not local.
   bool LostAt(int server, std::string* endpoint, bool* stalled) const;
 
@@ -111,7 +124,8 @@ class LocalReplica {
   struct Range {
     int server = -1;
     uint64_t begin = 0, end = 0;
-    bool have = false;  // The whole range was pulled at least once.
+    bool have = false;  // The whole range was pulled at least once (or from_init).
+    bool from_init = false;  // Started from the initializer (StartFromInitializer).
     int64_t base_clock = -1;
     std::vector<float> params;
     std::vector<float> delta;    // Local changes, doubtful pushes excepted.

@@ -98,6 +98,26 @@ void LocalRows::FillSeedCopy(int server, int64_t base_clock, wire::SeedData* dat
   }
 }
 
+void LocalRows::TakeOver(int holder, int spare) {
+  MutexLock l(&mu_);
+  for (auto& [name, t] : tables_) {
+    for (auto& [id, r] : t.rows) {
+      if (r.server == holder && !r.delta.empty()) r.server = spare;
+    }
+    auto steps = t.local_steps.find(holder);
+    if (steps != t.local_steps.end()) {
+      t.local_steps[spare] += steps->second;
+      t.local_steps.erase(holder);
+    }
+    auto doubtful = t.doubtful.find(holder);
+    if (doubtful != t.doubtful.end()) {
+      auto& to = t.doubtful[spare];
+      for (DoubtfulRowPush& p : doubtful->second) to.push_back(std::move(p));
+      t.doubtful.erase(holder);
+    }
+  }
+}
+
 std::vector<RowsDelta> LocalRows::Take(int server, bool same_server,
                                        std::vector<DoubtfulRowPush>* resend) {
   MutexLock l(&mu_);

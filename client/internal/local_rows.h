@@ -47,6 +47,7 @@ struct RowsDelta {
   KeyBuffer ids;
   FloatBuffer delta;  // ids.size() * width floats.
   int64_t local_steps = 0;
+  uint64_t bucket = 0;  // Chain replication: the bucket of every id (ClientImpl::SplitByBucket).
 };
 
 class LocalRows {
@@ -73,6 +74,10 @@ class LocalRows {
   // which the server went local.
   void FillSeedCopy(int server, int64_t base_clock, wire::SeedData* data,
                     std::vector<Frame>* frames);
+
+  // Hybrid spare takeover: the pending changes to `holder`'s rows (and its
+  // doubtful pushes and step count) become `spare`'s.
+  void TakeOver(int holder, int spare);
 
   // Takes the pending changes to `server`'s rows (after a rejoin). With
   // `same_server` (it was slow, not lost) the doubtful pushes are left out of

@@ -319,7 +319,8 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                           const FloatBuffer& grads, const FloatBuffer& out, size_t width,
                           int64_t clock, const std::vector<uint32_t>& positions,
                           std::shared_ptr<const ShardMap> m, int reroutes, Callback done,
-                          uint64_t push_id) {
+                          uint64_t push_id, std::shared_ptr<std::atomic<bool>> served_locally) {
+  if (served_locally == nullptr) served_locally = std::make_shared<std::atomic<bool>>(false);
   const wire::TableShards* ts = m->FindTable(table);
   if (ts == nullptr) {
     done(NotFoundError("unknown table '" + table + "'"));
@@ -374,30 +375,46 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     };
     // Stateless: the rows of a lost server are served from this worker's
     // row copies (a stateless server holds no chains: the row owner is it).
-    const bool stateless = replica_ != nullptr && !Chained();
+    // Hybrid: those of a bucket whose every replica is lost (its head is
+    // local, see FollowMap).
+    const bool stateless = replica_ != nullptr;
     if (stateless && replica_->IsLocal(s)) {
-      join->PartDone(ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos));
+      join->PartDone(
+          ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos, served_locally.get()));
       continue;
     }
     const std::string endpoint = m->server_endpoint(s);
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
-                part_ids, part, stateless, endpoint, whole,
+                part_ids, part, stateless, endpoint, whole, bucket, served_locally,
                 version = m->version()](const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
                             reroutes + 1, [join](const Status& r) { join->PartDone(r); },
-                            part_id);
+                            part_id, served_locally);
                    return;
                  }
                  if (stateless && JobError().ok() &&
                      (st.code() == StatusCode::kUnavailable ||
                       st.code() == StatusCode::kDeadlineExceeded)) {
-                   GoLocal(s, endpoint, st.code() == StatusCode::kDeadlineExceeded, st.ToString());
-                   // The part was sent: the server may still apply it.
-                   join->PartDone(
-                       ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos, part_id));
-                   return;
+                   // Hybrid: only a bucket whose every replica is lost (its
+                   // head now); otherwise the error stands (chain resends).
+                   int holder = s;
+                   if (Chained()) {
+                     std::shared_ptr<const ShardMap> now = router_->map();
+                     const wire::TableShards* nts = now->FindTable(table);
+                     holder = nts == nullptr || nts->buckets_size() == 0
+                                  ? -1
+                                  : now->BucketServer(*nts, static_cast<int>(bucket));
+                   }
+                   if (!Chained() || (holder >= 0 && Stranded(holder))) {
+                     GoLocal(holder, Chained() ? router_->map()->server_endpoint(holder) : endpoint,
+                             st.code() == StatusCode::kDeadlineExceeded, st.ToString());
+                     // The part was sent: the server may still apply it.
+                     join->PartDone(ServeRowsLocally(holder, type, table, width, part_ids, part,
+                                                     out, *pos, served_locally.get(), part_id));
+                     return;
+                   }
                  }
                  Status result = st;
                  if (result.ok() && type == wire::PULL_ROWS) {

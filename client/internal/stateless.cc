@@ -4,6 +4,7 @@
 // seeded (or merely slow) server.
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "client/internal/client_impl.h"
 #include "common/payload_codec.h"
@@ -51,6 +52,9 @@ bool ClientImpl::Stranded(int server) const {
     for (const wire::DenseRange& r : ts.ranges()) {
       if (r.server() == server) return true;
     }
+    for (const wire::SparseBucket& b : ts.buckets()) {
+      if (b.server() == server) return true;
+    }
   }
   return false;
 }
@@ -61,8 +65,13 @@ Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseS
   if (ts == nullptr) return NotFoundError("unknown table '" + op->table + "'");
   const bool push = op->type != wire::PULL;
   const bool pull = op->type != wire::PUSH;
+  const int holder = HolderOf(op->table, s.range_begin, s.server);
+  // A worker that never pulled the whole range trains on the initializer's
+  // values; only its change is merged at the re-seed (docs/stateless.md).
+  replica_->StartFromInitializer(holder, op->table, s.range_begin, s.range_end,
+                                 TableFromProto(ts->table()).init);
   StatusOr<int64_t> clock = replica_->Serve(
-      HolderOf(op->table, s.range_begin, s.server), op->table, s.range_begin, ts->table().optimizer().lr(), s.begin,
+      holder, op->table, s.range_begin, ts->table().optimizer().lr(), s.begin,
       push ? op->grads.data() + at : nullptr, pull ? op->out.data() + at : nullptr, s.count,
       push ? doubtful_id : 0, push && doubtful_id != 0 ? op->grads.Slice(at, s.count) : FloatBuffer());
   if (!clock.ok()) {
@@ -79,7 +88,7 @@ Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseS
 Status ClientImpl::ServeRowsLocally(int server, wire::MsgType type, const std::string& table,
                                     size_t width, const KeyBuffer& ids, const FloatBuffer& grads,
                                     const FloatBuffer& out, const std::vector<uint32_t>& positions,
-                                    uint64_t doubtful_id) {
+                                    std::atomic<bool>* served_locally, uint64_t doubtful_id) {
   const wire::TableShards* ts = router_->map()->FindTable(table);
   if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
   const TableOptions t = TableFromProto(ts->table());
@@ -87,7 +96,7 @@ Status ClientImpl::ServeRowsLocally(int server, wire::MsgType type, const std::s
   std::vector<float> rows(push ? 0 : ids.size() * width);
   rows_->Serve(server, table, t.init, width, t.optimizer.lr, ids, grads,
                push ? nullptr : rows.data(), push ? doubtful_id : 0);
-  if (push) replica_->CountLocalStep();
+  if (push && !served_locally->exchange(true)) replica_->CountLocalStep();
   for (size_t i = 0; i < positions.size() && !push; ++i) {
     std::memcpy(out.data() + positions[i] * width, rows.data() + i * width, width * sizeof(float));
   }
@@ -107,7 +116,18 @@ void ClientImpl::RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSl
 
 void ClientImpl::FollowMap(const ShardMap& m) {
   if (Chained()) {
-    // Hybrid: a range whose head is dead has lost every replica (a dead
+    // Hybrid: a spare took over what a local server held alone: the copies
+    // and changes move to it, and it is local until it is seeded.
+    for (int i = 0; i < m.num_servers(); ++i) {
+      for (int holder : m.proto().servers(i).took_over()) {
+        if (replica_->TakeOver(holder, i)) {
+          rows_->TakeOver(holder, i);
+          LOG(WARNING) << "server " << i << " takes over what server " << holder
+                       << " held alone; this worker's copies of it move there";
+        }
+      }
+    }
+    // A range whose head is dead has lost every replica (a dead
     // server that still had another replica was spliced out of the chain).
     for (const wire::TableShards& ts : m.proto().tables()) {
       for (const wire::DenseRange& r : ts.ranges()) {
@@ -121,10 +141,13 @@ void ClientImpl::FollowMap(const ShardMap& m) {
       std::string lost_at;
       bool stalled = false;
       const bool local = replica_->LostAt(i, &lost_at, &stalled);
+      // Under hybrid a local server shows alive again only once seeded
+      // (restarted, a fenced one registered again at the same endpoint, or a
+      // spare that took over).
       if (!local && Stranded(i)) {
         GoLocal(i, info.endpoint(), false, "every replica of its ranges is lost");
-      } else if (local && info.alive() && info.endpoint() != lost_at) {
-        Rejoin(i, false, "it was restarted and seeded");
+      } else if (local && info.alive()) {
+        Rejoin(i, false, "it was seeded");
       }
     }
     return;
@@ -189,9 +212,10 @@ void ClientImpl::Rejoin(int server, bool same_server, const char* why) {
       return req;
     });
   }
-  for (const RowsDelta& d : row_deltas) {
+  for (const RowsDelta& d : SplitByBucket(row_deltas)) {
     send("local row changes", [this, d, clock, version] {
       Message req = NewRequest(wire::PUSH_ROWS, d.table, clock, version);
+      req.header.set_key_begin(d.bucket);
       req.header.set_key_count(d.ids.size());
       req.header.set_raw_delta(true);
       req.frames.push_back(Frame::Share(d.ids));
@@ -199,6 +223,33 @@ void ClientImpl::Rejoin(int server, bool same_server, const char* why) {
       return req;
     });
   }
+}
+
+std::vector<RowsDelta> ClientImpl::SplitByBucket(const std::vector<RowsDelta>& deltas) const {
+  if (!Chained()) return deltas;
+  std::shared_ptr<const ShardMap> m = router_->map();
+  std::vector<RowsDelta> out;
+  for (const RowsDelta& d : deltas) {
+    const wire::TableShards* ts = m->FindTable(d.table);
+    if (ts == nullptr || ts->buckets_size() == 0 || d.ids.size() == 0) continue;
+    const size_t width = d.delta.size() / d.ids.size();
+    std::map<int, std::pair<std::vector<uint64_t>, std::vector<float>>> parts;
+    for (size_t i = 0; i < d.ids.size(); ++i) {
+      auto& part = parts[m->SparseBucket(*ts, d.ids[i])];
+      part.first.push_back(d.ids[i]);
+      part.second.insert(part.second.end(), d.delta.data() + i * width,
+                         d.delta.data() + (i + 1) * width);
+    }
+    for (const auto& [bucket, part] : parts) {
+      RowsDelta p;
+      p.table = d.table;
+      p.bucket = static_cast<uint64_t>(bucket);
+      p.ids = KeyBuffer::CopyOf(part.first.data(), part.first.size());
+      p.delta = FloatBuffer::CopyOf(part.second.data(), part.second.size());
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
 }
 
 void ClientImpl::OnDisconnect(int peer) {

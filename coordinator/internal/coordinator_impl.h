@@ -183,8 +183,22 @@ class CoordinatorImpl final : public Coordinator {
   Reseeder reseeder_;
   // Servers being seeded: registered, shown dead in the map until seeded.
   std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
-  // Hybrid: lost servers that held ranges alone (stranded, awaiting a seed).
+  // Hybrid: lost servers that held ranges alone (stranded, awaiting a seed),
+  // and since when (for spare takeover).
   std::set<int> stranded_holders_;
+  std::map<int, int64_t> stranded_since_;
+  // Hybrid: spare -> the holders whose stranded ranges it took over, shown in
+  // the map (ServerInfo.took_over) until it is seeded.
+  std::map<int, std::vector<int>> took_over_;
+  // Hybrid: records `id` as a stranded holder (since now, unless it was).
+  void Strand(int id) {
+    stranded_holders_.insert(id);
+    stranded_since_.emplace(id, clock_->NowMs());
+  }
+  // Hybrid spare takeover: if a stranded holder qualifies
+  // (PickStrandedForSpare), moves what it held alone to `spare`, which is
+  // then seeded in its place. Returns the holder or -1.
+  int TakeOverStranded(int spare);
   // Chain replication: joined servers still receiving their state, with the
   // map version of their join (see Syncing()).
   std::map<int, uint64_t> syncing_;

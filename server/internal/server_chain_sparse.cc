@@ -9,6 +9,7 @@
 // applied it. Pulls are answered by the head once everything they reflect is
 // acknowledged, as for dense ranges (docs/chain_replication.md).
 #include <algorithm>
+#include <map>
 
 #include "common/payload_codec.h"
 #include "kernels/staged_optimizer.h"
@@ -18,7 +19,8 @@
 namespace relaxps {
 namespace server_internal {
 
-Status ServerImpl::CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots) {
+Status ServerImpl::CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots,
+                                 bool known) {
   for (int b = 0; b < ts.buckets_size(); ++b) {
     const auto& chain = ts.buckets(b).chain();
     if (std::find(chain.begin(), chain.end(), id_) == chain.end()) continue;
@@ -44,14 +46,65 @@ Status ServerImpl::CreateBuckets(const TableOptions& t, const wire::TableShards&
     range.table = t.name;
     range.key = static_cast<uint64_t>(b);
     range.chain = std::make_unique<ChainReplica>();
-    // A table that existed before this server registered is held by the
-    // other replicas: its state comes as a snapshot from the predecessor.
-    range.chain->set_has_state(registered_);
+    // A table that existed before this server registered, or before this map
+    // (hybrid: joining a chain once it was seeded), is held by the other
+    // replicas: its state comes as a snapshot from the predecessor.
+    range.chain->set_has_state(registered_ && !known);
+    const bool has_state = range.chain->has_state();
     buckets_.emplace(std::make_pair(t.name, static_cast<uint64_t>(b)), std::move(range));
     LOG(INFO) << "table '" << t.name << "': sparse bucket " << b << " of " << ts.buckets_size()
               << ", rows of width " << t.row_width << " (chain replica"
-              << (registered_ ? ")" : ", awaiting state)");
+              << (has_state ? ")" : ", awaiting state)");
   }
+  return Status::OK();
+}
+
+Status ServerImpl::SeedBuckets(const wire::SeedRows& r, const Frame* ids_frame,
+                               const Frame* deltas_frame, bool apply) {
+  std::map<int, SparseBucketState*> held;
+  for (int b : r.buckets()) {
+    auto it = buckets_.find({r.table(), static_cast<uint64_t>(b)});
+    if (it == buckets_.end()) {
+      return InvalidArgumentError("seed names bucket " + std::to_string(b) + " of '" + r.table() +
+                                  "', which server " + std::to_string(id_) + " does not hold");
+    }
+    held[b] = it->second.bucket.get();
+  }
+  if (r.count() > 0) {
+    if (held.empty() || ids_frame == nullptr || deltas_frame == nullptr) {
+      return InvalidArgumentError("seed rows of '" + r.table() + "' name no bucket");
+    }
+    const size_t width = held.begin()->second->shard()->width();
+    const int num_buckets = held.begin()->second->num_buckets();
+    StatusOr<const uint64_t*> ids = DecodeRowIds(*ids_frame, r.count(), &ids_scratch_);
+    RETURN_IF_ERROR(ids.status());
+    std::vector<float> scratch;
+    ASSIGN_OR_RETURN(const float* deltas,
+                     DecodeFloats(*deltas_frame, r.count() * width, wire::ENC_FP32, &scratch));
+    // Group by bucket: every row must lie in a bucket the seed names.
+    std::map<int, std::pair<std::vector<uint64_t>, std::vector<float>>> parts;
+    for (size_t i = 0; i < r.count(); ++i) {
+      const int b = SparseOwner((*ids)[i], num_buckets);
+      if (!held.count(b)) {
+        return InvalidArgumentError("seed row " + std::to_string((*ids)[i]) + " of '" + r.table() +
+                                    "' lies in bucket " + std::to_string(b) +
+                                    ", which the seed does not name");
+      }
+      auto& part = parts[b];
+      part.first.push_back((*ids)[i]);
+      part.second.insert(part.second.end(), deltas + i * width, deltas + (i + 1) * width);
+    }
+    for (auto& [b, part] : parts) {
+      if (apply) RETURN_IF_ERROR(held[b]->AddDelta(part.first.data(), part.first.size(),
+                                                   part.second.data()));
+    }
+  }
+  if (!apply) return Status::OK();
+  for (int b : r.buckets()) buckets_.at({r.table(), static_cast<uint64_t>(b)}).chain->set_has_state(true);
+  LOG(INFO) << "seeded " << r.buckets_size() << " bucket(s) of '" << r.table() << "' with "
+            << r.count() << " row(s) of the workers' merged changes on top of "
+            << (options_.restore_from.empty() ? "the initializer's values"
+                                              : "the restored checkpoint");
   return Status::OK();
 }
 
@@ -147,7 +200,10 @@ void ServerImpl::HandleChainSparse(Request req) {
   const float* grads = DecodeGradient(*shared, shared->msg.frames[1], n * shard->width());
   if (grads == nullptr) return;
   const uint64_t seq = chain->NextSeq();
-  Status s = bucket->Push(sh.sender(), sh.clock(), *ids, n, grads);
+  // Hybrid: a worker hands back what it changed on its own rows while the
+  // bucket was stranded as a raw delta, replicated like any push.
+  Status s = sh.raw_delta() ? bucket->AddDelta(*ids, n, grads)
+                            : bucket->Push(sh.sender(), sh.clock(), *ids, n, grads);
   if (!s.ok()) {
     // Keep the sequence gap-free with an update that changes nothing.
     Message filler;
@@ -190,7 +246,8 @@ bool ServerImpl::ApplyForwardedSparse(RangeState* range, const Request& req) {
           DecodeGradient(req, req.msg.frames[1], h.key_count() * bucket->shard()->width(),
                          /*check_finite=*/false);
       if (grads == nullptr) return false;
-      Status s = bucket->Push(h.sender(), h.clock(), *ids, h.key_count(), grads);
+      Status s = h.raw_delta() ? bucket->AddDelta(*ids, h.key_count(), grads)
+                               : bucket->Push(h.sender(), h.clock(), *ids, h.key_count(), grads);
       if (!s.ok()) {
         LOG(ERROR) << "replica could not apply forwarded update " << h.chain_seq() << ": " << s;
       }

@@ -136,8 +136,18 @@ class ServerImpl final : public Server {
   // bucket at a follower; false (after rejecting) when it could not be.
   bool ApplyForwardedDense(RangeState* range, const Request& req);
   bool ApplyForwardedSparse(RangeState* range, const Request& req);
+  // SEED under hybrid: the workers' merged changes to rows of the buckets
+  // `rows` names (frames `ids` and `deltas`, null when count is 0), added to
+  // the rows this server holds (its restored checkpoint or the
+  // initializer's). With `apply` false only checks: InvalidArgument for a
+  // bucket not held here or a row outside the named buckets. With `apply`
+  // the changes are added and each named bucket heads its chain from here on.
+  Status SeedBuckets(const wire::SeedRows& rows, const Frame* ids, const Frame* deltas, bool apply);
   // Creates this server's replicas of the buckets of sparse table `t`.
-  Status CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots);
+  // `known`: the table was in the map installed before (a bucket joined
+  // later waits for its state transfer instead of serving the initializer's
+  // values).
+  Status CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots, bool known);
   // The replicated unit (dense range or sparse bucket) whose chain messages
   // carry (table, key); nullptr if this server holds none.
   RangeState* FindReplica(const std::string& table, uint64_t key);

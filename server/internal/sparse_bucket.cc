@@ -25,6 +25,12 @@ Status SparseBucketState::Push(int worker, int64_t clock, const uint64_t* ids, s
   return Status::OK();
 }
 
+Status SparseBucketState::AddDelta(const uint64_t* ids, size_t n, const float* deltas) {
+  RETURN_IF_ERROR(shard_->AddDelta(ids, n, deltas));
+  touched_.insert(ids, ids + n);
+  return Status::OK();
+}
+
 Status SparseBucketState::Save(wire::ChainSnapshot* snap, std::vector<Frame>* frames) {
   const SparseTableSpec* spec = store_->GetSparse(store_table_);
   int64_t* step = store_->SparseStep(store_table_);

@@ -48,6 +48,9 @@ class SparseBucketState {
 
   // SparseShardState::Push, remembering the rows it touched.
   Status Push(int worker, int64_t clock, const uint64_t* ids, size_t n, const float* grads);
+  // SparseShardState::AddDelta (hybrid: a re-seed's merged row changes, or a
+  // worker's raw delta), remembering the rows it touched.
+  Status AddDelta(const uint64_t* ids, size_t n, const float* deltas);
 
   // Snapshot of the bucket: the step counter in *snap, and two frames: the
   // ids of every updated row, then those rows (all slots).

@@ -85,5 +85,34 @@ TEST(SeedMergeTest, BadInputIsRefused) {
   EXPECT_STREQ(MergeRuleName(m), "staleness");
 }
 
+TEST(SeedMergeTest, ChangeOnlyCopiesCountTheirChangeButNeverSeed) {
+  TwoCopies t;
+  // Worker 2 never pulled: it trained on the initializer from clock 11, and
+  // its copy is the freshest by clock, but no seed candidate.
+  std::vector<float> x2{100, 100}, d2{2, 4};
+  std::vector<WorkerCopy> copies = t.copies();
+  copies.push_back(WorkerCopy{2, 14, 11, 3, x2.data(), d2.data(), /*change_only=*/true});
+  ASSERT_OK_AND_ASSIGN(MergeResult r,
+                       MergeCopies(copies, 2, SeedRule::kFreshest, MergeRule::kStaleness));
+  EXPECT_EQ(r.seed_worker, 0);
+  EXPECT_EQ(r.clock, 14);  // Still no rollback.
+  EXPECT_DOUBLE_EQ(r.seed_weights[2], 0.0);
+  EXPECT_DOUBLE_EQ(r.change_weights[2], 1.0 / 2);  // 13 - 11 clocks stale.
+  const float a = static_cast<float>(1.0 / 3);
+  EXPECT_EQ(r.params, (std::vector<float>{7 + a * -4 + 0.5f * 2, 6 + a * 2 + 0.5f * 4}));
+  ASSERT_OK_AND_ASSIGN(MergeResult avg, MergeCopies(copies, 2, SeedRule::kWeightedAverage,
+                                                    MergeRule::kStaleness));
+  EXPECT_DOUBLE_EQ(avg.seed_weights[2], 0.0);
+  EXPECT_DOUBLE_EQ(avg.seed_weights[0] + avg.seed_weights[1], 1.0);
+
+  // Only change-only copies: no base; MergeChanges sums the weighted changes.
+  std::vector<WorkerCopy> only = {copies[2]};
+  EXPECT_FALSE(MergeCopies(only, 2, SeedRule::kFreshest, MergeRule::kStaleness).ok());
+  std::vector<double> w;
+  ASSERT_OK_AND_ASSIGN(std::vector<float> sum, MergeChanges(only, 2, MergeRule::kStaleness, &w));
+  EXPECT_EQ(sum, d2);
+  EXPECT_EQ(w, std::vector<double>{1.0});
+}
+
 }  // namespace
 }  // namespace relaxps

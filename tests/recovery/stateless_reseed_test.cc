@@ -176,7 +176,9 @@ TEST(StatelessReseedTest, HybridFailsOverOnOneLossAndReseedsWhenEveryReplicaIsLo
   ASSERT_OK_AND_ASSIGN(auto cluster,
                        RecoveryCluster::Start(dir, 2, {"--recovery=hybrid", "--replicas=2",
                                                        "--heartbeat_timeout_ms=1000",
-                                                       "--reseed_timeout_ms=30000"}));
+                                                       "--reseed_timeout_ms=30000",
+                                                       // The holder's own id, not a spare.
+                                                       "--spare_takeover_ms=600000"}));
   const std::vector<std::string> server_flags = {"--store=memory", "--heartbeat_ms=100"};
   ASSERT_OK(cluster->StartServer(0, server_flags));
   ASSERT_OK(cluster->StartServer(1, server_flags));

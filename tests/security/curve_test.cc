@@ -25,37 +25,47 @@
 namespace relaxps {
 namespace {
 
+// A coordinator and `num_servers` servers in this process, each with its own
+// key; with `chain`, under --recovery=chain with 2 replicas.
 class CurveJob {
  public:
-  explicit CurveJob(const std::string& keys) {
+  explicit CurveJob(const std::string& keys, int num_servers = 1, bool chain = false) {
     CoordinatorOptions co;
     co.curve = CurveOptions{keys, "coordinator"};
+    co.num_servers = num_servers;
+    if (chain) {
+      co.recovery = RecoveryMode::kChain;
+      co.replicas = 2;
+    }
     auto c = Coordinator::Start(co);
     CHECK(c.ok()) << c.status();
     coordinator_ = std::move(c).value();
     threads_.emplace_back([this] { coordinator_->Run(); });
-    ServerOptions so;
-    so.coordinator = coordinator_->endpoint();
-    so.server_id = 0;
-    so.store.kind = "memory";
-    so.heartbeat_ms = 100;
-    so.curve = CurveOptions{keys, "server-0"};
-    auto s = Server::Start(so);
-    CHECK(s.ok()) << s.status();
-    server_ = std::move(s).value();
-    threads_.emplace_back([this] { server_->Run().IgnoreError(); });
+    for (int i = 0; i < num_servers; ++i) {
+      ServerOptions so;
+      so.coordinator = coordinator_->endpoint();
+      so.server_id = i;
+      so.store.kind = "memory";
+      so.heartbeat_ms = 100;
+      so.curve = CurveOptions{keys, "server-" + std::to_string(i)};
+      auto s = Server::Start(so);
+      CHECK(s.ok()) << s.status();
+      servers_.push_back(std::move(s).value());
+      Server* raw = servers_.back().get();
+      threads_.emplace_back([raw] { raw->Run().IgnoreError(); });
+    }
   }
   ~CurveJob() {
-    server_->Stop();
+    for (auto& s : servers_) s->Stop();
     coordinator_->Stop();
     for (auto& t : threads_) t.join();
   }
   const std::string& coordinator() const { return coordinator_->endpoint(); }
-  const std::string& server() const { return server_->endpoint(); }
+  const std::string& server(int i = 0) const { return servers_[i]->endpoint(); }
 
  private:
   std::unique_ptr<Coordinator> coordinator_;
-  std::unique_ptr<Server> server_;
+  std::vector<std::unique_ptr<Server>> servers_;
   std::vector<std::thread> threads_;
 };
 
@@ -204,6 +214,33 @@ TEST(CurveTest, EachRouterProvesItsOwnKey) {
   for (const auto& i : impostors) {
     r = worker->CallSync(worker->Connect(i.endpoint, i.key), Stats(), 1500);
     EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << i.what << ": " << r.status();
+  }
+  if (!::testing::Test::HasFailure()) test::RemoveTree(dir);
+}
+
+// Chain replication under curve: each head forwards to its successor,
+// authenticating it by the key the map lists, and a push is acknowledged
+// only once the tail applied it.
+TEST(CurveTest, ChainReplicasAuthenticateTheirSuccessors) {
+  const std::string dir = test::MakeTempDir();
+  const std::string keys = dir + "/keys";
+  ASSERT_OK(GenerateCurveKeys(keys, JobPrincipals(2, 1)));
+  CurveJob job(keys, 2, /*chain=*/true);
+  const int timeout_ms = static_cast<int>(test::Scaled(test::Millis(10000)).count());
+  ASSERT_OK_AND_ASSIGN(auto worker,
+                       Connect(job.coordinator(), CurveOptions{keys, "worker-0"}, 0, timeout_ms));
+  TableOptions t;
+  t.name = "w";
+  t.size = 1000;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = 1.0f;
+  ASSERT_OK(worker->CreateTable(t));
+  FloatBuffer g(1000), out(1000);
+  for (auto& v : g) v = 1.0f;
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_OK(worker->PushPull("w", 0, g, out).get()) << "step " << step;
+    EXPECT_FLOAT_EQ(out[0], -step);
+    EXPECT_FLOAT_EQ(out[999], -step);
   }
   if (!::testing::Test::HasFailure()) test::RemoveTree(dir);
 }

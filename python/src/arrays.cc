@@ -1,0 +1,135 @@
+#include "arrays.h"
+
+#include <cstdint>
+#include <string>
+
+namespace py = pybind11;
+
+namespace relaxps {
+namespace python {
+namespace {
+
+void Release(Py_buffer* view) {
+  PyBuffer_Release(view);
+  delete view;
+}
+
+std::string What(const ArrayArg& arg) { return std::string(arg.op) + ": " + arg.name; }
+
+// The object whose buffer is taken: `obj` itself, or for a torch tensor
+// tensor.detach().numpy(), an ndarray sharing the tensor's memory (and
+// holding a reference to it).
+py::object Exporter(py::handle obj, const ArrayArg& arg) {
+  if (PyObject_CheckBuffer(obj.ptr())) return py::reinterpret_borrow<py::object>(obj);
+  const std::string type = py::str(py::type::handle_of(obj).attr("__module__")).cast<std::string>() +
+                           "." + py::type::handle_of(obj).attr("__name__").cast<std::string>();
+  if (py::hasattr(obj, "detach") && py::hasattr(obj, "numpy") && py::hasattr(obj, "device")) {
+    const std::string device = py::str(obj.attr("device").attr("type"));
+    if (device != "cpu") {
+      throw py::type_error(What(arg) + " is a tensor on '" + device +
+                           "'; only CPU tensors can be sent without a copy (use .cpu())");
+    }
+    return obj.attr("detach")().attr("numpy")();
+  }
+  throw py::type_error(What(arg) +
+                       " must be a numpy array, a CPU torch tensor or another object with the "
+                       "buffer protocol, not " + type);
+}
+
+// The format without a native/little-endian byte-order prefix.
+std::string PlainFormat(const Py_buffer& view) {
+  std::string f = view.format == nullptr ? "B" : view.format;
+  if (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f.erase(0, 1);
+  return f;
+}
+
+// A new view of `obj`'s memory, checked for C-contiguity and writability;
+// the caller checks the format.
+Py_buffer* Acquire(py::handle obj, bool writable, const ArrayArg& arg) {
+  py::object exporter = Exporter(obj, arg);
+  auto* view = new Py_buffer;
+  if (PyObject_GetBuffer(exporter.ptr(), view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) {
+    delete view;
+    throw py::error_already_set();
+  }
+  if (!PyBuffer_IsContiguous(view, 'C')) {
+    Release(view);
+    throw py::value_error(What(arg) +
+                          " is not C-contiguous; pass a contiguous array (np.ascontiguousarray, "
+                          "tensor.contiguous()) so that it can be used without a copy");
+  }
+  if (writable && view->readonly) {
+    Release(view);
+    throw py::value_error(What(arg) + " is read-only; the result is written into it");
+  }
+  return view;
+}
+
+std::string DtypeError(const ArrayArg& arg, const char* want, const Py_buffer& view) {
+  return What(arg) + " must hold " + want + ", got format '" + PlainFormat(view) +
+         "' with " + std::to_string(view.itemsize) + "-byte items";
+}
+
+}  // namespace
+
+void Graveyard::Bury(Py_buffer* view) {
+  std::lock_guard<std::mutex> l(mu_);
+  buried_.push_back(view);
+}
+
+void Graveyard::Drain() {
+  std::vector<Py_buffer*> views;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    views.swap(buried_);
+  }
+  for (Py_buffer* v : views) Release(v);
+}
+
+size_t Graveyard::pending() {
+  std::lock_guard<std::mutex> l(mu_);
+  return buried_.size();
+}
+
+Graveyard& Graves() {
+  static Graveyard* graves = new Graveyard;  // Never destroyed (see the header).
+  return *graves;
+}
+
+FloatBuffer FloatsOf(py::handle obj, bool writable, const ArrayArg& arg) {
+  Py_buffer* view = Acquire(obj, writable, arg);
+  if (PlainFormat(*view) != "f" || view->itemsize != 4) {
+    const std::string why = DtypeError(arg, "float32", *view);
+    Release(view);
+    throw py::type_error(why);
+  }
+  const size_t n = static_cast<size_t>(view->len) / sizeof(float);
+  return FloatBuffer::Wrap(static_cast<float*>(view->buf), n,
+                           [view] { Graves().Bury(view); });
+}
+
+KeyBuffer KeysOf(py::handle obj, const ArrayArg& arg) {
+  Py_buffer* view = Acquire(obj, false, arg);
+  const std::string f = PlainFormat(*view);
+  const bool is_signed = f == "q" || f == "l";
+  if (!(is_signed || f == "Q" || f == "L") || view->itemsize != 8) {
+    const std::string why = DtypeError(arg, "uint64 or int64 row ids", *view);
+    Release(view);
+    throw py::type_error(why);
+  }
+  const size_t n = static_cast<size_t>(view->len) / sizeof(uint64_t);
+  if (is_signed) {
+    const int64_t* ids = static_cast<const int64_t*>(view->buf);
+    for (size_t i = 0; i < n; ++i) {
+      if (ids[i] < 0) {
+        Release(view);
+        throw py::value_error(What(arg) + "[" + std::to_string(i) + "] is " +
+                              std::to_string(ids[i]) + "; row ids must be >= 0");
+      }
+    }
+  }
+  return KeyBuffer::Wrap(static_cast<uint64_t*>(view->buf), n, [view] { Graves().Bury(view); });
+}
+
+}  // namespace python
+}  // namespace relaxps

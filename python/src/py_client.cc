@@ -1,0 +1,262 @@
+#include "py_client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "arrays.h"
+#include "errors.h"
+
+namespace py = pybind11;
+
+namespace relaxps {
+namespace python {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often a wait wakes up for Python's signal handlers.
+constexpr auto kSignalCheck = std::chrono::milliseconds(100);
+
+std::string Context(const char* op, const std::string& table) {
+  return std::string(op) + " of table '" + table + "'";
+}
+
+// Waits for `f` with the GIL released, running Python's signal handlers
+// every kSignalCheck (a handler that raises ends the wait with its
+// exception). False if `timeout_s` passed first.
+bool WaitReady(const std::shared_future<Status>& f, std::optional<double> timeout_s) {
+  const auto deadline =
+      timeout_s ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(*timeout_s))
+                : Clock::time_point::max();
+  for (;;) {
+    bool ready;
+    {
+      py::gil_scoped_release nogil;
+      const auto slice = std::min<Clock::duration>(kSignalCheck, deadline - Clock::now());
+      ready = f.wait_for(std::max<Clock::duration>(slice, Clock::duration::zero())) ==
+              std::future_status::ready;
+    }
+    Graves().Drain();
+    if (ready) return true;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (Clock::now() >= deadline) return false;
+  }
+}
+
+}  // namespace
+
+bool Request::Wait(std::optional<double> timeout_s) {
+  if (timeout_s && *timeout_s < 0) throw py::value_error("timeout must be >= 0");
+  if (!WaitReady(future_, timeout_s)) return false;
+  Check(future_.get(), context_);
+  return true;
+}
+
+bool Request::done() const {
+  return future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+PyClient::PyClient(ClientOptions options) {
+  std::shared_ptr<std::atomic<bool>> done = job_done_;
+  options.on_job_done = [done] { done->store(true); };
+  const std::string endpoint = options.coordinator;
+  StatusOr<std::unique_ptr<Client>> c = [&] {
+    py::gil_scoped_release nogil;
+    return Client::Connect(options);
+  }();
+  if (!c.ok()) ThrowStatus(c.status(), "cannot join the job at " + endpoint);
+  client_ = std::move(*c);
+}
+
+PyClient::~PyClient() {
+  if (client_ == nullptr) return;
+  if (_Py_IsFinalizing()) {  // Other threads may be gone: keep the GIL.
+    client_.reset();
+    return;
+  }
+  {
+    py::gil_scoped_release nogil;
+    client_.reset();
+  }
+  Graves().Drain();
+}
+
+void PyClient::Close() {
+  if (client_ == nullptr) return;
+  std::shared_ptr<Client> c = std::move(client_);
+  {
+    py::gil_scoped_release nogil;
+    c.reset();
+  }
+  Graves().Drain();
+}
+
+std::shared_ptr<Client> PyClient::client(const char* op) {
+  Graves().Drain();
+  if (client_ == nullptr) ThrowStatus(AbortedError("the client is closed"), op);
+  return client_;
+}
+
+void PyClient::CreateTable(const TableArgs& args) {
+  std::shared_ptr<Client> c = client("create_table");
+  const TableOptions options = MakeTableOptions(args);
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = c->CreateTable(options);
+  }
+  Check(s, "create_table '" + args.name + "'");
+}
+
+py::dict PyClient::GetTable(const std::string& name) {
+  std::shared_ptr<Client> c = client("get_table");
+  StatusOr<TableInfo> info = [&] {
+    py::gil_scoped_release nogil;
+    return c->GetTable(name);
+  }();
+  if (!info.ok()) ThrowStatus(info.status(), "get_table '" + name + "'");
+  return TableDict(info->options);
+}
+
+py::list PyClient::ListTables() {
+  std::shared_ptr<Client> c = client("list_tables");
+  StatusOr<std::vector<TableInfo>> infos = [&] {
+    py::gil_scoped_release nogil;
+    return c->ListTables();
+  }();
+  if (!infos.ok()) ThrowStatus(infos.status(), "list_tables");
+  py::list out;
+  for (const TableInfo& t : *infos) out.append(TableDict(t.options));
+  return out;
+}
+
+void PyClient::SetLearningRate(const std::string& table, float lr) {
+  std::shared_ptr<Client> c = client("set_learning_rate");
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = c->SetLearningRate(table, lr);
+  }
+  Check(s, Context("set_learning_rate", table));
+}
+
+std::unique_ptr<Request> PyClient::PushAsync(const std::string& table, py::handle grads,
+                                             uint64_t offset) {
+  std::shared_ptr<Client> c = client("push");
+  FloatBuffer g = FloatsOf(grads, false, {"push", "grads"});
+  return std::make_unique<Request>(c->Push(table, offset, std::move(g)), Context("push", table));
+}
+
+std::unique_ptr<Request> PyClient::PullAsync(const std::string& table, py::handle out,
+                                             uint64_t offset) {
+  std::shared_ptr<Client> c = client("pull");
+  FloatBuffer o = FloatsOf(out, true, {"pull", "out"});
+  return std::make_unique<Request>(c->Pull(table, offset, std::move(o)), Context("pull", table));
+}
+
+std::unique_ptr<Request> PyClient::PushPullAsync(const std::string& table, py::handle grads,
+                                                 py::handle out, uint64_t offset) {
+  std::shared_ptr<Client> c = client("push_pull");
+  FloatBuffer g = FloatsOf(grads, false, {"push_pull", "grads"});
+  FloatBuffer o = FloatsOf(out, true, {"push_pull", "out"});
+  return std::make_unique<Request>(c->PushPull(table, offset, std::move(g), std::move(o)),
+                                   Context("push_pull", table));
+}
+
+std::unique_ptr<Request> PyClient::PullRowsAsync(const std::string& table, py::handle ids,
+                                                 py::handle out) {
+  std::shared_ptr<Client> c = client("pull_rows");
+  KeyBuffer k = KeysOf(ids, {"pull_rows", "ids"});
+  FloatBuffer o = FloatsOf(out, true, {"pull_rows", "out"});
+  return std::make_unique<Request>(c->PullRows(table, std::move(k), std::move(o)),
+                                   Context("pull_rows", table));
+}
+
+std::unique_ptr<Request> PyClient::PushRowsAsync(const std::string& table, py::handle ids,
+                                                 py::handle grads) {
+  std::shared_ptr<Client> c = client("push_rows");
+  KeyBuffer k = KeysOf(ids, {"push_rows", "ids"});
+  FloatBuffer g = FloatsOf(grads, false, {"push_rows", "grads"});
+  return std::make_unique<Request>(c->PushRows(table, std::move(k), std::move(g)),
+                                   Context("push_rows", table));
+}
+
+void PyClient::Push(const std::string& table, py::handle grads, uint64_t offset) {
+  PushAsync(table, grads, offset)->Wait(std::nullopt);
+}
+void PyClient::Pull(const std::string& table, py::handle out, uint64_t offset) {
+  PullAsync(table, out, offset)->Wait(std::nullopt);
+}
+void PyClient::PushPull(const std::string& table, py::handle grads, py::handle out,
+                        uint64_t offset) {
+  PushPullAsync(table, grads, out, offset)->Wait(std::nullopt);
+}
+void PyClient::PullRows(const std::string& table, py::handle ids, py::handle out) {
+  PullRowsAsync(table, ids, out)->Wait(std::nullopt);
+}
+void PyClient::PushRows(const std::string& table, py::handle ids, py::handle grads) {
+  PushRowsAsync(table, ids, grads)->Wait(std::nullopt);
+}
+
+int64_t PyClient::Clock() {
+  std::shared_ptr<Client> c = client("clock");
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = c->Clock();
+  }
+  Check(s, "clock of worker " + std::to_string(c->worker_id()));
+  return c->clock();
+}
+
+void PyClient::Barrier() {
+  std::shared_ptr<Client> c = client("barrier");
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = c->Barrier();
+  }
+  Check(s, "barrier");
+}
+
+int PyClient::worker_id() { return client("worker_id")->worker_id(); }
+int64_t PyClient::current_clock() { return client("current_clock")->clock(); }
+int64_t PyClient::last_params_clock() { return client("last_params_clock")->last_params_clock(); }
+bool PyClient::coordinator_healthy() {
+  return client("coordinator_healthy")->coordinator_healthy();
+}
+
+py::dict PyClient::job() {
+  std::shared_ptr<Client> c = client("job");
+  const JobInfo& j = c->job();
+  py::dict d;
+  d["worker_id"] = j.worker_id;
+  d["consistency"] = c->consistency_policy().Name();
+  d["staleness"] = j.staleness;
+  d["recovery"] = RecoveryModeName(j.recovery);
+  d["num_servers"] = j.num_servers;
+  d["expected_workers"] = j.expected_workers;
+  // What a trainer adapts to (as apps/trainer/ps_params.cc does).
+  d["staleness_bound"] = c->consistency_policy().staleness_bound();
+  d["serves_cached_reads"] = c->consistency_policy().ServesCachedReads();
+  d["resends_across_restarts"] = c->recovery_policy().ResendsAcrossRestarts();
+  d["trains_through_server_loss"] = c->recovery_policy().TrainsThroughServerLoss();
+  return d;
+}
+
+py::dict PyClient::stats() {
+  const ClientStats s = client("stats")->stats();
+  py::dict d;
+  d["bytes_sent"] = s.bytes_sent;
+  d["bytes_received"] = s.bytes_received;
+  d["requests"] = s.requests;
+  d["errors"] = s.errors;
+  d["cache_hits"] = s.cache_hits;
+  d["cache_misses"] = s.cache_misses;
+  d["local_steps"] = s.local_steps;
+  return d;
+}
+
+}  // namespace python
+}  // namespace relaxps

@@ -1,0 +1,143 @@
+"""Bad input gets a clear exception, never a crash or a hang."""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import relaxps
+
+
+@pytest.fixture
+def client(cluster):
+    with relaxps.Client(cluster.endpoint) as c:
+        c.create_table("w", 8)
+        c.create_table("rows", sparse=True, row_width=2)
+        yield c
+
+
+def test_status_codes_become_exception_classes(client):
+    with pytest.raises(relaxps.NotFound, match="unknown table 'nope'") as e:
+        client.pull("nope", np.zeros(8, np.float32))
+    assert e.value.code == "NotFound" and "nope" in e.value.message
+    assert isinstance(e.value, relaxps.Error) and isinstance(e.value, LookupError)
+    with pytest.raises(relaxps.NotFound):
+        client.get_table("nope")
+
+
+def test_wrong_sizes(client):
+    with pytest.raises(relaxps.InvalidArgument) as e:
+        client.push("w", np.zeros(9, np.float32))  # table has 8 keys
+    assert isinstance(e.value, ValueError)
+    with pytest.raises(relaxps.InvalidArgument):
+        client.pull("w", np.zeros(4, np.float32), offset=6)
+    with pytest.raises(relaxps.InvalidArgument, match=r"range \[0, 0\) is outside table 'w'"):
+        client.push("w", np.zeros(0, np.float32))
+    with pytest.raises(relaxps.InvalidArgument, match="expected 4 floats for 2 rows"):
+        client.pull_rows("rows", np.array([1, 2], np.uint64), np.zeros(5, np.float32))
+    with pytest.raises(relaxps.InvalidArgument, match="same size"):
+        client.push_pull("w", np.zeros(8, np.float32), np.zeros(4, np.float32))
+
+
+def test_wrong_dtype_layout_and_types(client):
+    with pytest.raises(TypeError, match=r"push: grads must hold float32, got format 'd'"):
+        client.push("w", np.zeros(8, np.float64))
+    with pytest.raises(TypeError, match="pull: out must hold float32"):
+        client.pull("w", torch.zeros(8, dtype=torch.float16))
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        client.push("w", np.zeros(16, np.float32)[::2])
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        client.pull("w", torch.zeros(4, 2).t())
+    ro = np.zeros(8, np.float32)
+    ro.setflags(write=False)
+    client.push("w", ro)  # read-only is fine to push
+    with pytest.raises(ValueError, match="pull: out is read-only"):
+        client.pull("w", ro)
+    with pytest.raises(TypeError, match="not builtins.list"):
+        client.push("w", [0.0] * 8)
+    with pytest.raises(TypeError, match="uint64 or int64 row ids"):
+        client.pull_rows("rows", np.array([1, 2], np.int32), np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"ids\[1\] is -2"):
+        client.push_rows("rows", np.array([1, -2], np.int64), np.zeros(4, np.float32))
+
+
+def test_bad_options(cluster):
+    with pytest.raises(relaxps.InvalidArgument, match="tcp://"):
+        relaxps.Client("127.0.0.1:1")
+    with relaxps.Client(cluster.endpoint) as c:
+        with pytest.raises(relaxps.InvalidArgument):
+            c.create_table("bad", 10, optimizer="rmsprop")
+        with pytest.raises(relaxps.InvalidArgument, match="lr_schedule"):
+            c.create_table("bad", 10, lr_schedule="linear:forever")
+        with pytest.raises(relaxps.InvalidArgument, match="init kind"):
+            c.create_table("bad", 10, init=("gaussian", 0.0, 1.0))
+        with pytest.raises(TypeError, match="init"):
+            c.create_table("bad", 10, init=42)
+        with pytest.raises(relaxps.InvalidArgument):
+            c.set_learning_rate("nope", -1.0)
+
+
+def test_server_down_raises_with_the_message(cluster):
+    with relaxps.Client(cluster.endpoint, request_timeout_ms=1000) as c:
+        c.create_table("w", 8)
+        w = np.zeros(8, np.float32)
+        c.pull("w", w)
+        cluster.kill_server(0)
+        start = time.monotonic()
+        with pytest.raises((relaxps.Unavailable, relaxps.DeadlineExceeded)) as e:
+            c.push_pull("w", np.ones(8, np.float32), w)
+        assert time.monotonic() - start < 30
+        assert "push_pull of table 'w'" in str(e.value) and e.value.message
+        assert e.value.code in ("Unavailable", "DeadlineExceeded")
+        assert isinstance(e.value, relaxps.PS_FAILURES)
+
+
+def test_coordinator_unreachable_fails_connect_in_time():
+    start = time.monotonic()
+    with pytest.raises((relaxps.Unavailable, relaxps.DeadlineExceeded), match="cannot join"):
+        relaxps.Client("tcp://127.0.0.1:9", request_timeout_ms=500)
+    assert time.monotonic() - start < 30
+
+
+def test_a_blocked_call_releases_the_gil_and_ctrl_c_interrupts_it(cluster):
+    with relaxps.Client(cluster.endpoint, request_timeout_ms=60000) as c:
+        c.create_table("w", 8)
+        out = np.zeros(8, np.float32)
+        c.pull("w", out)
+        os.kill(cluster.servers[0].pid, signal.SIGSTOP)  # the pull below waits
+        spins, done = [0], threading.Event()
+
+        def spin():
+            while not done.is_set():
+                spins[0] += 1
+
+        spinner = threading.Thread(target=spin)
+        spinner.start()
+        main, pulling = threading.main_thread().ident, threading.Event()
+
+        def interrupt():  # Ctrl-C once the pull below is under way
+            if pulling.wait(60):
+                time.sleep(1.0)
+                signal.pthread_kill(main, signal.SIGINT)
+
+        sender = threading.Thread(target=interrupt)
+        sender.start()
+        requests = c.stats()["requests"]
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                start, before = time.monotonic(), spins[0]
+                pulling.set()
+                c.pull("w", out)
+            waited, spun = time.monotonic() - start, spins[0] - before
+        finally:
+            pulling.set()
+            done.set()
+            spinner.join()
+            sender.join()
+            os.kill(cluster.servers[0].pid, signal.SIGCONT)
+        assert c.stats()["requests"] > requests, "interrupted before the pull was sent"
+        assert 0.9 <= waited < 10, waited
+        assert spun > 1000, "another thread could not run while the pull waited"
