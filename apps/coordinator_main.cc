@@ -4,10 +4,18 @@
 #include <gflags/gflags.h>
 
 #include "apps/internal/main_util.h"
+#include "apps/internal/metrics_flags.h"
+#include "common/advertise.h"
 #include "coordinator/coordinator.h"
 
-DEFINE_string(bind, "tcp://127.0.0.1:*", "ZeroMQ endpoint to bind ('*' port: OS-chosen)");
-DEFINE_string(endpoint_file, "", "If set, the bound endpoint is written to this file");
+DEFINE_string(bind, "tcp://127.0.0.1:*",
+              "ZeroMQ endpoint to bind ('*' port: OS-chosen), e.g. tcp://0.0.0.0:5555 for every "
+              "interface (then also --advertise)");
+DEFINE_string(advertise, "",
+              "Address other hosts reach the coordinator at, printed and written to "
+              "--endpoint_file: HOST (with the bound port), HOST:PORT or tcp://HOST:PORT "
+              "(default: the bound endpoint; required when --bind is a wildcard address)");
+DEFINE_string(endpoint_file, "", "If set, the advertised endpoint is written to this file");
 DEFINE_int32(num_servers, 1, "Servers the job waits for before tables can be created");
 DEFINE_int32(num_workers, 0,
              "Workers expected; under bsp/ssp a start barrier: workers start once this many "
@@ -87,7 +95,11 @@ void Stop() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("relaxps coordinator: membership, shard map and job configuration");
+  gflags::SetUsageMessage(
+      "relaxps coordinator: membership, shard map and job configuration\n  "
+      "relaxps-coordinator [--bind=tcp://HOST:PORT] [--advertise=HOST] [--num_servers=N] "
+      "[--metrics_port=N] [flags]\n  Flags may also come from a file: --flagfile=FILE (one "
+      "--flag=value per line, # comments).");
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, false); !s.ok()) {
     return relaxps::Fail("relaxps-coordinator", s, 2);
   }
@@ -101,6 +113,11 @@ int main(int argc, char** argv) {
   }
   relaxps::CoordinatorOptions options;
   options.bind = FLAGS_bind;
+  // A wildcard --bind without --advertise, or a malformed --advertise: a
+  // usage error before anything binds (the port is checked once bound).
+  if (auto a = relaxps::AdvertisedEndpoint(FLAGS_bind, FLAGS_advertise); !a.ok()) {
+    return relaxps::Fail("relaxps-coordinator", a.status(), 2);
+  }
   options.num_servers = FLAGS_num_servers;
   options.num_workers = FLAGS_num_workers;
   options.start_barrier_timeout_ms = FLAGS_start_barrier_timeout_ms;
@@ -149,18 +166,34 @@ int main(int argc, char** argv) {
   options.spare_takeover_ms = FLAGS_spare_takeover_ms;
   options.checkpoint_every_clocks = FLAGS_checkpoint_every_clocks;
   options.checkpoint_every_s = FLAGS_checkpoint_every_s;
+  relaxps::metrics::Registry registry;
+  if (relaxps::MetricsEnabled()) options.metrics = &registry;
+  // Reset before the coordinator is destroyed (scrapes read its loop).
+  auto exporter = relaxps::StartMetricsFromFlags("relaxps-coordinator", FLAGS_bind, &registry);
+  if (!exporter.ok()) {
+    return relaxps::Fail("relaxps-coordinator", exporter.status(),
+                         exporter.status().code() == relaxps::StatusCode::kInvalidArgument ? 2 : 1);
+  }
   auto coordinator = relaxps::Coordinator::Start(options);
   if (!coordinator.ok()) {
+    exporter->reset();
     return relaxps::Fail("relaxps-coordinator", coordinator.status(),
                          coordinator.status().code() == relaxps::StatusCode::kInvalidArgument ? 2 : 1);
   }
   g_coordinator = coordinator->get();
   relaxps::StopOnSignals(&Stop);
-  relaxps::Status s = relaxps::WriteFileAtomically(FLAGS_endpoint_file, (*coordinator)->endpoint());
-  if (!s.ok()) return relaxps::Fail("relaxps-coordinator", s, 1);
-  std::printf("relaxps-coordinator listening on %s\n", (*coordinator)->endpoint().c_str());
+  relaxps::StatusOr<std::string> advertised =
+      relaxps::AdvertisedEndpoint((*coordinator)->endpoint(), FLAGS_advertise);
+  relaxps::Status s = advertised.status();
+  if (s.ok()) s = relaxps::WriteFileAtomically(FLAGS_endpoint_file, *advertised);
+  if (!s.ok()) {
+    exporter->reset();
+    return relaxps::Fail("relaxps-coordinator", s, s.code() == relaxps::StatusCode::kInvalidArgument ? 2 : 1);
+  }
+  std::printf("relaxps-coordinator listening on %s\n", advertised->c_str());
   std::fflush(stdout);
   (*coordinator)->Run();
+  exporter->reset();
   g_coordinator = nullptr;
   const relaxps::Status result = (*coordinator)->result();
   return result.ok() ? 0 : relaxps::Fail("relaxps-coordinator", result, 1);

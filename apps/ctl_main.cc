@@ -9,12 +9,17 @@
 //   relaxps-ctl keygen DIR [--servers=N --workers=M]   CurveZMQ keys of a job
 //   relaxps-ctl --coordinator=EP shutdown      end the job in order: workers finish their
 //                                              step, servers flush, everyone exits 0
+//
+// --json: every command prints one JSON document on stdout instead of text
+// (protobuf messages in the proto3 JSON mapping: proto field names, 64-bit
+// integers as strings); errors still go to stderr with a non-zero exit.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include <gflags/gflags.h>
 
+#include "apps/internal/json_out.h"
 #include "apps/internal/main_util.h"
 #include "client/client.h"
 #include "common/rpc_client.h"
@@ -27,11 +32,20 @@ DEFINE_string(security, "plain", "plain or curve (then --keys_dir: the job's key
 DEFINE_string(keys_dir, "", "--security=curve: the job's keys (relaxps-ctl keygen DIR)");
 DEFINE_int32(servers, 1, "keygen: server keys to write (server-0 ..)");
 DEFINE_int32(workers, 1, "keygen: worker keys to write (worker-0 ..)");
+DEFINE_bool(json, false,
+            "Print one JSON document on stdout (for scripts): protobuf messages in the proto3 "
+            "JSON mapping, 64-bit integers as strings");
 
 namespace relaxps {
 namespace {
 
 constexpr const char* kName = "relaxps-ctl";
+
+// --json: prints `json` and a newline; returns `code`.
+int PrintJson(const std::string& json, int code = 0) {
+  std::printf("%s\n", json.c_str());
+  return code;
+}
 
 StatusOr<wire::StatusReply> FetchStatus(RpcClient* rpc, int peer) {
   Message m;
@@ -43,6 +57,7 @@ StatusOr<wire::StatusReply> FetchStatus(RpcClient* rpc, int peer) {
 int Status_(RpcClient* rpc, int peer) {
   auto st = FetchStatus(rpc, peer);
   if (!st.ok()) return Fail(kName, st.status(), 1);
+  if (FLAGS_json) return PrintJson(ProtoToJson(*st));
   const wire::JobConfig& j = st->job();
   std::printf("job: consistency=%s staleness=%d recovery=%s servers=%d workers_expected=%d "
               "uptime_s=%.1f\n",
@@ -102,6 +117,11 @@ int Status_(RpcClient* rpc, int peer) {
 int Tables(RpcClient* rpc, int peer) {
   auto st = FetchStatus(rpc, peer);
   if (!st.ok()) return Fail(kName, st.status(), 1);
+  if (FLAGS_json) {
+    std::vector<std::string> tables;
+    for (const wire::TableShards& t : st->shard_map().tables()) tables.push_back(ProtoToJson(t));
+    return PrintJson(JsonObject({{"tables", JsonArray(tables)}}));
+  }
   for (const wire::TableShards& t : st->shard_map().tables()) {
     const wire::TableProto& p = t.table();
     std::printf("%s %s size=%llu row_width=%u optimizer=%s lr=%g shards=%d\n", p.name().c_str(),
@@ -117,22 +137,33 @@ int Tables(RpcClient* rpc, int peer) {
 int Stats(RpcClient* rpc, int peer) {
   auto st = FetchStatus(rpc, peer);
   if (!st.ok()) return Fail(kName, st.status(), 1);
+  std::vector<std::string> json;
   for (const wire::ServerState& s : st->servers()) {
     if (!s.info().alive()) continue;
     Message m;
     m.header.set_type(wire::SERVER_STATS);
     auto reply = rpc->CallSync(rpc->Connect(s.info().endpoint(), s.info().curve_public_key()), std::move(m), FLAGS_timeout_ms);
+    const std::string id = std::to_string(s.info().id());
     if (!reply.ok()) {
+      if (FLAGS_json) {
+        json.push_back(JsonObject({{"id", id}, {"error", JsonQuote(reply.status().ToString())}}));
+        continue;
+      }
       std::printf("server %d: %s\n", s.info().id(), reply.status().ToString().c_str());
       continue;
     }
     const wire::ServerStats& x = reply->header.server_stats();
+    if (FLAGS_json) {
+      json.push_back(JsonObject({{"id", id}, {"stats", ProtoToJson(x)}}));
+      continue;
+    }
     std::printf("server %d requests=%llu rejected=%llu nonfinite_rejected=%llu bytes_in=%llu "
                 "bytes_out=%llu updates_applied=%llu\n",
                 s.info().id(), (unsigned long long)x.requests(), (unsigned long long)x.rejected(),
                 (unsigned long long)x.nonfinite_rejected(), (unsigned long long)x.bytes_in(),
                 (unsigned long long)x.bytes_out(), (unsigned long long)x.updates_applied());
   }
+  if (FLAGS_json) return PrintJson(JsonObject({{"servers", JsonArray(json)}}));
   return 0;
 }
 
@@ -148,6 +179,7 @@ int Checkpoint(RpcClient* rpc, int peer) {
   auto reply = rpc->CallSync(peer, std::move(m), FLAGS_checkpoint_timeout_ms);
   if (!reply.ok()) return Fail(kName, reply.status(), 1);
   const wire::CheckpointRecord& c = reply->header.checkpoint_record();
+  if (FLAGS_json) return PrintJson(ProtoToJson(c));
   std::printf("checkpoint clock=%lld complete on %d server(s) in %.3f s\n",
               static_cast<long long>(c.clock()), c.shards_size(), c.seconds());
   for (const wire::ShardCheckpoint& sc : c.shards()) PrintShard(sc);
@@ -157,20 +189,30 @@ int Checkpoint(RpcClient* rpc, int peer) {
 int Checkpoints(RpcClient* rpc, int peer) {
   auto st = FetchStatus(rpc, peer);
   if (!st.ok()) return Fail(kName, st.status(), 1);
-  std::printf("complete checkpoints (coordinator record, oldest first): %d\n",
-              st->checkpoints_size());
-  for (const wire::CheckpointRecord& c : st->checkpoints()) {
-    std::printf("checkpoint clock=%lld servers=%d seconds=%.3f%s\n",
-                static_cast<long long>(c.clock()), c.shards_size(), c.seconds(),
-                st->has_latest_checkpoint() && c.clock() == st->latest_checkpoint().clock() &&
-                        c.unix_s() == st->latest_checkpoint().unix_s()
-                    ? " (latest)"
-                    : "");
-    for (const wire::ShardCheckpoint& sc : c.shards()) PrintShard(sc);
+  std::vector<std::string> complete;
+  std::vector<std::string> held;
+  for (const wire::CheckpointRecord& c : st->checkpoints()) complete.push_back(ProtoToJson(c));
+  if (!FLAGS_json) {
+    std::printf("complete checkpoints (coordinator record, oldest first): %d\n",
+                st->checkpoints_size());
+    for (const wire::CheckpointRecord& c : st->checkpoints()) {
+      std::printf("checkpoint clock=%lld servers=%d seconds=%.3f%s\n",
+                  static_cast<long long>(c.clock()), c.shards_size(), c.seconds(),
+                  st->has_latest_checkpoint() && c.clock() == st->latest_checkpoint().clock() &&
+                          c.unix_s() == st->latest_checkpoint().unix_s()
+                      ? " (latest)"
+                      : "");
+      for (const wire::ShardCheckpoint& sc : c.shards()) PrintShard(sc);
+    }
   }
   int errors = 0;
   for (const wire::ServerState& s : st->servers()) {
+    const std::string id = std::to_string(s.info().id());
     if (!s.info().alive()) {
+      if (FLAGS_json) {
+        held.push_back(JsonObject({{"id", id}, {"error", JsonQuote("dead, not asked")}}));
+        continue;
+      }
       std::printf("server %d: DEAD, not asked\n", s.info().id());
       continue;
     }
@@ -178,14 +220,26 @@ int Checkpoints(RpcClient* rpc, int peer) {
     m.header.set_type(wire::LIST_CHECKPOINTS);
     auto reply = rpc->CallSync(rpc->Connect(s.info().endpoint(), s.info().curve_public_key()), std::move(m), FLAGS_timeout_ms);
     if (!reply.ok()) {
-      std::printf("server %d: %s\n", s.info().id(), reply.status().ToString().c_str());
       ++errors;
+      if (FLAGS_json) {
+        held.push_back(JsonObject({{"id", id}, {"error", JsonQuote(reply.status().ToString())}}));
+        continue;
+      }
+      std::printf("server %d: %s\n", s.info().id(), reply.status().ToString().c_str());
       continue;
     }
     const wire::CheckpointList& list = reply->header.checkpoint_list();
+    if (FLAGS_json) {
+      held.push_back(JsonObject({{"id", id}, {"held", ProtoToJson(list)}}));
+      continue;
+    }
     std::printf("server %d holds %d valid checkpoint(s):\n", s.info().id(),
                 list.checkpoints_size());
     for (const wire::ShardCheckpoint& sc : list.checkpoints()) PrintShard(sc);
+  }
+  if (FLAGS_json) {
+    return PrintJson(JsonObject({{"complete", JsonArray(complete)}, {"servers", JsonArray(held)}}),
+                     errors == 0 ? 0 : 1);
   }
   return errors == 0 ? 0 : 1;
 }
@@ -198,6 +252,11 @@ int Keygen(const std::string& dir) {
   }
   Status s = GenerateCurveKeys(dir, JobPrincipals(FLAGS_servers, FLAGS_workers));
   if (!s.ok()) return Fail(kName, s, 1);
+  if (FLAGS_json) {
+    return PrintJson(JsonObject({{"dir", JsonQuote(dir)},
+                                 {"servers", std::to_string(FLAGS_servers)},
+                                 {"workers", std::to_string(FLAGS_workers)}}));
+  }
   std::printf("wrote CurveZMQ keys of %d server(s) and %d worker(s) to %s (*.key secret, "
               "*.pub public)\n",
               FLAGS_servers, FLAGS_workers, dir.c_str());
@@ -228,6 +287,13 @@ int Pull(const std::string& table, const std::string& path) {
     sum += v;
     sq += static_cast<double>(v) * v;
   }
+  if (FLAGS_json) {
+    char stats[64];
+    std::snprintf(stats, sizeof(stats), "%.9g,\"l2\":%.9g", sum / out.size(), std::sqrt(sq));
+    return PrintJson("{\"table\":" + JsonQuote(table) + ",\"floats\":" +
+                     std::to_string(out.size()) + ",\"bytes\":" + std::to_string(out.bytes()) +
+                     ",\"path\":" + JsonQuote(path) + ",\"mean\":" + stats + "}");
+  }
   std::printf("pulled %s: %zu floats (%zu bytes) to %s; mean=%.6g l2=%.6g\n", table.c_str(),
               out.size(), out.bytes(), path.c_str(), sum / out.size(), std::sqrt(sq));
   return 0;
@@ -239,6 +305,7 @@ int Shutdown(RpcClient* rpc, int peer) {
   m.header.set_type(wire::SHUTDOWN);
   StatusOr<Message> reply = rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms);
   if (!reply.ok()) return Fail(kName, reply.status(), 1);
+  if (FLAGS_json) return PrintJson(JsonObject({{"shutdown", JsonQuote("requested")}}));
   std::printf("shutdown requested: workers finish their step and leave, then servers flush "
               "and exit, then the coordinator\n");
   return 0;
@@ -248,8 +315,10 @@ int Shutdown(RpcClient* rpc, int peer) {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
-      "relaxps-ctl --coordinator=EP <status | tables | stats | checkpoint | checkpoints | shutdown | "
-      "pull TABLE FILE> | relaxps-ctl keygen DIR [--servers=N --workers=M]");
+      "relaxps-ctl --coordinator=EP [--json] <status | tables | stats | checkpoint | checkpoints | "
+      "shutdown | pull TABLE FILE> | relaxps-ctl keygen DIR [--servers=N --workers=M]\n  --json: "
+      "one JSON document on stdout. Flags may also come from a file: --flagfile=FILE (one "
+      "--flag=value per line, # comments).");
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, true); !s.ok()) {
     return relaxps::Fail("relaxps-ctl", s, 2);
   }

@@ -4,12 +4,20 @@
 #include <gflags/gflags.h>
 
 #include "apps/internal/main_util.h"
+#include "apps/internal/metrics_flags.h"
+#include "common/advertise.h"
 #include "common/buffer_pool.h"
 #include "server/server.h"
 
 DEFINE_string(coordinator, "", "Coordinator endpoint (required), e.g. tcp://127.0.0.1:5555, or every coordinator "
               "of a ZooKeeper-coordinated job, comma-separated (the leader is found among them)");
-DEFINE_string(bind, "tcp://127.0.0.1:*", "ZeroMQ endpoint to bind ('*' port: OS-chosen)");
+DEFINE_string(bind, "tcp://127.0.0.1:*",
+              "ZeroMQ endpoint to bind ('*' port: OS-chosen), e.g. tcp://0.0.0.0:* for every "
+              "interface (then also --advertise)");
+DEFINE_string(advertise, "",
+              "Address registered with the coordinator, which workers and peers connect to: "
+              "HOST (with the bound port), HOST:PORT or tcp://HOST:PORT (default: the bound "
+              "endpoint; required when --bind is a wildcard address)");
 DEFINE_string(endpoint_file, "", "If set, the bound endpoint is written to this file");
 DEFINE_int32(server_id, -1, "Server id to take (-1: assigned by the coordinator)");
 DEFINE_string(store, "",
@@ -63,7 +71,10 @@ void Stop() {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv, argv + argc);  // Before gflags edits argv.
-  gflags::SetUsageMessage("relaxps parameter server");
+  gflags::SetUsageMessage(
+      "relaxps parameter server\n  relaxps-server --coordinator=tcp://HOST:PORT [--bind=...] "
+      "[--advertise=HOST] [--metrics_port=N] [flags]\n  Flags may also come from a file: "
+      "--flagfile=FILE (one --flag=value per line, # comments).");
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, false); !s.ok()) {
     return relaxps::Fail("relaxps-server", s, 2);
   }
@@ -93,6 +104,12 @@ int main(int argc, char** argv) {
   }
   options.coordinator = FLAGS_coordinator;
   options.bind = FLAGS_bind;
+  options.advertise = FLAGS_advertise;
+  // A wildcard --bind without --advertise, or a malformed --advertise: a
+  // usage error before anything binds (the port is checked once bound).
+  if (auto a = relaxps::AdvertisedEndpoint(FLAGS_bind, FLAGS_advertise); !a.ok()) {
+    return relaxps::Fail(kName, a.status(), 2);
+  }
   options.server_id = FLAGS_server_id;
   options.store.cache_mb = static_cast<size_t>(FLAGS_cache_mb);
   options.store.wal_per_update = FLAGS_wal_per_update;
@@ -126,8 +143,18 @@ int main(int argc, char** argv) {
   auto device = relaxps::kernels::ParseDeviceType(FLAGS_device);
   if (!device.ok()) return relaxps::Fail(kName, device.status(), 2);
   options.device.type = *device;
+  relaxps::metrics::Registry registry;
+  if (relaxps::MetricsEnabled()) options.metrics = &registry;
+  // Before the server registers, so a port in use is a startup error; reset
+  // before the server is destroyed (scrapes read its loop).
+  auto exporter = relaxps::StartMetricsFromFlags(kName, FLAGS_bind, &registry);
+  if (!exporter.ok()) {
+    return relaxps::Fail(kName, exporter.status(),
+                         exporter.status().code() == relaxps::StatusCode::kInvalidArgument ? 2 : 1);
+  }
   auto server = relaxps::Server::Start(options);
   if (!server.ok()) {
+    exporter->reset();
     const bool usage = server.status().code() == relaxps::StatusCode::kInvalidArgument ||
                        (options.device.type == relaxps::kernels::DeviceType::kCuda &&
                         server.status().code() == relaxps::StatusCode::kUnavailable);
@@ -136,10 +163,14 @@ int main(int argc, char** argv) {
   g_server = server->get();
   relaxps::StopOnSignals(&Stop);
   relaxps::Status s = relaxps::WriteFileAtomically(FLAGS_endpoint_file, (*server)->endpoint());
-  if (!s.ok()) return relaxps::Fail(kName, s, 1);
+  if (!s.ok()) {
+    exporter->reset();
+    return relaxps::Fail(kName, s, 1);
+  }
   std::printf("relaxps-server %d listening on %s\n", (*server)->id(), (*server)->endpoint().c_str());
   std::fflush(stdout);
   s = (*server)->Run();
+  exporter->reset();
   g_server = nullptr;
   if (auto restart = (*server)->restart_in_place()) {
     // Declared dead: come back as a restart would (Server::RestartInPlace).

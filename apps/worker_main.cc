@@ -18,6 +18,7 @@
 #include <glog/logging.h>
 
 #include "apps/internal/main_util.h"
+#include "apps/internal/metrics_flags.h"
 #include "common/buffer_pool.h"
 #include "apps/trainer/mnist.h"
 #include "apps/trainer/model.h"
@@ -162,6 +163,38 @@ Status CheckFlagValues() {
   return Status::OK();
 }
 
+#ifdef RELAXPS_TRAINER_WITH_CLIENT
+// The client's counters, read at scrape time (Client is thread-safe).
+void AddClientMetrics(const Client* client, metrics::Registry* registry) {
+  registry->AddCollector([client](metrics::MetricSink* sink) {
+    const ClientStats s = client->stats();
+    const metrics::Labels none;
+    const auto counter = [&](const char* name, const char* help, uint64_t v) {
+      sink->Counter(name, help, none, static_cast<double>(v));
+    };
+    counter("relaxps_worker_bytes_sent_total", "Bytes sent to servers and the coordinator.",
+            s.bytes_sent);
+    counter("relaxps_worker_bytes_received_total", "Bytes received.", s.bytes_received);
+    counter("relaxps_worker_requests_total", "Requests sent.", s.requests);
+    counter("relaxps_worker_request_errors_total", "Requests that failed.", s.errors);
+    counter("relaxps_worker_cache_hits_total", "SSP pulls answered from the parameter cache.",
+            s.cache_hits);
+    counter("relaxps_worker_cache_misses_total", "SSP pulls sent to the servers.",
+            s.cache_misses);
+    counter("relaxps_worker_local_steps_total",
+            "Stateless recovery: pushes applied to the worker's own copy while their server "
+            "was lost.",
+            s.local_steps);
+    sink->Gauge("relaxps_worker_clock", "This worker's clock (completed iterations).", none,
+                static_cast<double>(client->clock()));
+    sink->Gauge("relaxps_worker_id", "This worker's id.", none, client->worker_id());
+    sink->Gauge("relaxps_worker_coordinator_healthy",
+                "1 while heartbeats to the coordinator succeed.", none,
+                client->coordinator_healthy() ? 1 : 0);
+  });
+}
+#endif
+
 OptimizerOptions OptimizerFromFlags() {
   OptimizerOptions o;
   o.name = FLAGS_optimizer;
@@ -173,7 +206,10 @@ OptimizerOptions OptimizerFromFlags() {
 int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "relaxps-worker (--local | --coordinator=tcp://host:port) [--model=cnn|mlp] "
-      "[--duration_s=N | --epochs=N] [flags]");
+      "[--duration_s=N | --epochs=N] [--metrics_port=N] [flags]\n  A worker binds no "
+      "ZeroMQ socket (it connects to the coordinator and servers); --metrics_bind picks the "
+      "metrics interface.\n  Flags may also come from a file: --flagfile=FILE (one "
+      "--flag=value per line, # comments).");
   if (Status s = CheckCommandLine(argc, argv); !s.ok()) return UsageError(s.message());
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   InitLogging(argv[0]);
@@ -239,6 +275,17 @@ int Main(int argc, char** argv) {
 #ifdef RELAXPS_TRAINER_WITH_CLIENT
   std::unique_ptr<Client> client;
 #endif
+  // After the client: the exporter stops before the client it reads goes.
+  metrics::Registry registry;
+  StatusOr<std::unique_ptr<metrics::MetricsExporter>> exporter =
+      StartMetricsFromFlags(kName, "", &registry);
+  if (!exporter.ok()) {
+    if (exporter.status().code() == StatusCode::kInvalidArgument) {
+      return UsageError(exporter.status().message());
+    }
+    return Fail(kName, exporter.status(), kExitError);
+  }
+  if (MetricsEnabled()) options.metrics = &registry;
   if (FLAGS_local) {
     trainer::LocalParamsOptions local;
     local.size = (*model)->num_params();
@@ -271,6 +318,7 @@ int Main(int argc, char** argv) {
            "cannot join the job at " + FLAGS_coordinator, connected.status());
     }
     client = std::move(*connected);
+    AddClientMetrics(client.get(), &registry);
     const int id = client->worker_id();
     const int expected = client->job().expected_workers;
     options.num_workers = expected > 0 ? expected : FLAGS_num_workers;

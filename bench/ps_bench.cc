@@ -23,6 +23,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -42,10 +43,14 @@
 #include "client/client.h"
 #include "common/curve_auth.h"
 #include "common/buffer_pool.h"
+#include "common/metrics.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
 
 DEFINE_double(seconds, 1.0, "Time box of one repetition, in seconds.");
+DEFINE_bool(metrics, false,
+            "Keep Prometheus metrics in the servers and the coordinator, scraped (Expose) "
+            "every 100 ms as a busy Prometheus would: the metrics' hot-path cost");
 DEFINE_int32(reps, 3, "Repetitions per configuration; the best one is reported.");
 DEFINE_bool(quick, false,
             "Short run: --seconds=0.2 --reps=2 --configs=1x1 --deep_max_bytes=1048576 unless given "
@@ -111,6 +116,7 @@ class Cluster {
       co.recovery = RecoveryMode::kChain;
       co.replicas = FLAGS_replicas;
     }
+    if (FLAGS_metrics) co.metrics = &registry_;
     auto c = Coordinator::Start(co);
     CHECK(c.ok()) << c.status().ToString();
     coordinator_ = std::move(c).value();
@@ -119,6 +125,7 @@ class Cluster {
       ServerOptions so;
       so.coordinator = coordinator_->endpoint();
       so.store.kind = "memory";
+      if (FLAGS_metrics) so.metrics = &registry_;
       if (curve.enabled()) {
         so.server_id = i;
         so.curve = CurveOptions{curve.keys_dir, "server-" + std::to_string(i)};
@@ -141,8 +148,18 @@ class Cluster {
       CHECK(client.ok()) << client.status().ToString();
       clients_.push_back(std::move(client).value());
     }
+    if (FLAGS_metrics) {
+      scraper_ = std::thread([this] {
+        while (!stop_scraping_.load()) {
+          scraped_bytes_ += registry_.Expose().size();
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      });
+    }
   }
   ~Cluster() {
+    stop_scraping_.store(true);
+    if (scraper_.joinable()) scraper_.join();
     clients_.clear();
     for (auto& s : servers_) s->Stop();
     coordinator_->Stop();
@@ -153,6 +170,11 @@ class Cluster {
   int num_clients() const { return int(clients_.size()); }
 
  private:
+  // --metrics: declared first, so it outlives the processes it collects from.
+  metrics::Registry registry_;
+  std::thread scraper_;
+  std::atomic<bool> stop_scraping_{false};
+  size_t scraped_bytes_ = 0;  // Scraper thread only.
   std::unique_ptr<Coordinator> coordinator_;
   std::vector<std::unique_ptr<Server>> servers_;
   std::vector<std::thread> threads_;

@@ -4,9 +4,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 
 namespace relaxps {
+namespace {
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const RpcServerOptions& options) {
   std::unique_ptr<RpcServer> s(new RpcServer());
@@ -146,7 +156,8 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
           Send(identity, std::move(reply)).IgnoreError();
           continue;
         }
-        handler(Request{std::move(identity), std::move(msg).value(), std::move(user_id)});
+        handler(Request{std::move(identity), std::move(msg).value(), std::move(user_id),
+                        SteadyNowNs()});
       }
     }
     RunDueTimers();

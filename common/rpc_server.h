@@ -62,6 +62,8 @@ struct Request {
   // The sender's authenticated principal (curve: its key's name, e.g.
   // "worker-1"); empty under plain TCP. See RoleAllows().
   std::string user_id;
+  // When the loop received it (steady clock, ns): request latency metrics.
+  int64_t received_ns = 0;
 };
 
 class RpcServer {

@@ -62,6 +62,7 @@ Status CoordinatorImpl::Init() {
   ro.curve = options_.curve;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
   watchers_ = std::make_unique<MapWatchers>(rpc_.get());
+  metrics_.AddStatusCollector(rpc_.get(), [this] { return BuildStatus(); });
   RpcClientOptions co;
   co.default_timeout_ms = 5000;
   co.clock = clock_;
@@ -267,9 +268,15 @@ void CoordinatorImpl::FailJob(const std::string& reason) {
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {
-  const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
-  wire::StatusReply* sr = reply.header.mutable_status_reply();
+  *reply.header.mutable_status_reply() = BuildStatus();
+  rpc_->Reply(req, std::move(reply)).IgnoreError();
+}
+
+wire::StatusReply CoordinatorImpl::BuildStatus() const {
+  const int64_t now = clock_->NowMs();
+  wire::StatusReply status;
+  wire::StatusReply* sr = &status;
   *sr->mutable_job() = job_;
   *sr->mutable_shard_map() = map_;
   for (const auto& [id, m] : members_.servers()) {
@@ -292,7 +299,7 @@ void CoordinatorImpl::HandleStatus(const Request& req) {
   if (checkpoints_.latest()) *sr->mutable_latest_checkpoint() = *checkpoints_.latest();
   for (const wire::CheckpointRecord& c : checkpoints_.history()) *sr->add_checkpoints() = c;
   sr->set_checkpoints_failed(checkpoints_.failed());
-  rpc_->Reply(req, std::move(reply)).IgnoreError();
+  return status;
 }
 
 }  // namespace coordinator_internal

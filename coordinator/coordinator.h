@@ -68,6 +68,10 @@
 
 namespace relaxps {
 
+namespace metrics {
+class Registry;
+}  // namespace metrics
+
 struct CoordinatorOptions {
   // Endpoint to bind; the default lets the OS choose a port.
   std::string bind = "tcp://127.0.0.1:*";
@@ -167,6 +171,9 @@ struct CoordinatorOptions {
   // (nullptr: real time). Tests pass a FakeClock. Must outlive the
   // coordinator.
   const Clock* clock = nullptr;
+  // Prometheus metrics (coordinator/coordinator_metrics.h) are kept in this
+  // registry; nullptr: none. Borrowed; must outlive the coordinator.
+  metrics::Registry* metrics = nullptr;
 
   Status Validate() const;
 };

@@ -37,6 +37,7 @@ void CoordinatorImpl::FinishReseeds() {
       summary.source = checkpoints_.latest()
                            ? "checkpoint@" + std::to_string(checkpoints_.latest()->clock())
                            : std::string("initializer");
+      metrics_.OnRecovery("fallback");
       LOG(WARNING) << "FALLBACK cause=no-worker-copy server=" << server
                    << " ranges=" << DescribeRanges(RangesHeldAlone(map_, server))
                    << " action=restore source=" << summary.source
@@ -62,6 +63,7 @@ void CoordinatorImpl::FinishReseeds() {
             seeding_.erase(server);
             RebuildServerList();
             if (!Persist()) return;
+            metrics_.OnRecoveryDone("reseed", (clock_->NowMs() - registered) / 1000.0);
             LOG(INFO) << "RESEED " << shared_summary->ToString() << " seconds="
                       << (clock_->NowMs() - registered) / 1000.0 << " map_version="
                       << map_.version();
@@ -101,6 +103,7 @@ void CoordinatorImpl::CheckLiveness() {
                              std::to_string(m.pid) + ") missed heartbeats for " +
                              std::to_string(options_.heartbeat_timeout_ms) + " ms";
     LOG(WARNING) << what;
+    metrics_.OnDeclaredDead("server");
     // Whatever waits on the dead server (a checkpoint in flight) fails now,
     // not at its deadline: a checkpoint that waited out its 120 s blocked
     // every later one, so a second kill rolled back to before the first.
@@ -124,6 +127,7 @@ void CoordinatorImpl::CheckLiveness() {
   barriers_.Update(announced_workers_, now);  // Expires held barrier requests.
   std::vector<int> dead_workers = members_.ExpireWorkers(now);
   for (int id : dead_workers) {
+    metrics_.OnDeclaredDead("worker");
     LOG(WARNING) << "worker " << id << " missed heartbeats for "
                  << options_.heartbeat_timeout_ms << " ms; dropped from the live set";
   }
@@ -171,6 +175,7 @@ void CoordinatorImpl::OnDisconnect(int peer) {
 
 void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
   LOG(WARNING) << why;
+  metrics_.OnRecovery("failover");
   syncing_.erase(server_id);
   if (hybrid()) {
     took_over_.erase(server_id);  // A spare lost before its seed: stranded again.
@@ -181,6 +186,7 @@ void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
                  << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version();
     if (!r.stranded.empty()) {
       Strand(server_id);
+      metrics_.OnRecovery("fallback");
       LOG(WARNING) << "FALLBACK cause=all-replicas-lost server=" << server_id
                    << " ranges=" << DescribeRanges(r.stranded)
                    << " action=stateless-reseed epoch=" << map_.epoch() << " (" << why
@@ -313,6 +319,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
         }
         checkpoints_.Finish(result, *record, clock_->NowMs());
         if (!Persist()) return;
+        metrics_.OnCheckpoint(result.ok(), record->seconds());
         answer(*shared_waiters, result.WithPrefix("checkpoint at clock " + std::to_string(clock)),
                result.ok() ? record.get() : nullptr);
         if (!queued_checkpoint_requests_.empty()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "common/payload_codec.h"
 #include "common/table.h"
@@ -201,9 +202,10 @@ Status Reseeder::MergeRows(const Round& round, const wire::ShardMap& map, Messag
       for (const wire::SeedRows& r : d.rows()) {
         if (r.count() == 0) continue;
         if (r.table() == ts.table().name()) {
-          if (msg.frames[frame + 1].size() != r.count() * width * sizeof(float)) {
+          if (msg.frames[frame].size() != r.count() * sizeof(uint64_t) ||
+              msg.frames[frame + 1].size() != r.count() * width * sizeof(float)) {
             return InvalidArgumentError("worker " + std::to_string(worker) + " sent rows of '" +
-                                        r.table() + "' of the wrong width");
+                                        r.table() + "' of the wrong count or width");
           }
           workers.push_back(WorkerCopy{worker, d.worker_clock(), r.base_clock(), r.local_steps(),
                                        nullptr, nullptr});
@@ -227,10 +229,15 @@ Status Reseeder::MergeRows(const Round& round, const wire::ShardMap& map, Messag
     if (workers.empty()) continue;
     const std::vector<double> a = ChangeWeights(workers, options_.merge_rule);
     std::map<uint64_t, std::vector<float>> merged;  // Sorted: deterministic SEED.
+    std::vector<uint64_t> row_ids;  // Frames need not be aligned: copied.
+    std::vector<float> scratch;
     for (size_t w = 0; w < workers.size(); ++w) {
-      const uint64_t* ids = changes[w].first->as<uint64_t>();
-      const float* delta = changes[w].second->as<float>();
       const size_t n = changes[w].first->size() / sizeof(uint64_t);
+      row_ids.resize(n);
+      if (n > 0) std::memcpy(row_ids.data(), changes[w].first->data(), n * sizeof(uint64_t));
+      const uint64_t* ids = row_ids.data();
+      ASSIGN_OR_RETURN(const float* delta,
+                       DecodeFloats(*changes[w].second, n * width, wire::ENC_FP32, &scratch));
       for (size_t i = 0; i < n; ++i) {
         std::vector<float>& row = merged[ids[i]];
         row.resize(width, 0.0f);

@@ -25,7 +25,10 @@ PACKAGES=(
   dataset-fashion-mnist
   python3
   gnuplot-nox                 # scripts/experiment.sh plots
-  iptables iproute2           # run_local.sh --partition_server
+  iptables iproute2           # run_local.sh --partition_server, the namespace test
+  libcpp-httplib-dev          # Prometheus /metrics (common/metrics_exporter)
+  prometheus curl             # promtool check metrics in the metrics test
+  openssh-client              # scripts/launch.sh over ssh
   libzookeeper-mt-dev         # coordinator --coordination=zk:// (ZooKeeper C client)
   zookeeper default-jre-headless  # scripts/zk.sh: a local ZooKeeper for tests and run_local.sh
 )

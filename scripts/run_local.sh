@@ -42,6 +42,13 @@
 # PYTHONPATH=<build>/python for the relaxps package (RELAXPS_PYTHONPATH
 # overrides it).
 #
+# --metrics gives every process a Prometheus endpoint (--metrics_port, free
+# ports chosen at start; a restarted server keeps its port; not the
+# --trainer workers), writes <out_dir>/prometheus.yml (a scrape config with
+# a job per role and role/id labels: prometheus
+# --config.file=<out_dir>/prometheus.yml) and prints the URLs;
+# <out_dir>/metrics.txt lists them too.
+#
 # --evaluator_every_s=S starts `relaxps-worker --role=evaluator`, which pulls
 # the model every S seconds and evaluates it on the whole test set into
 # <out_dir>/evaluator.csv; the workers then do not evaluate themselves.
@@ -105,8 +112,10 @@ COORDINATORS=1
 COORDINATION=none
 CKILLS=()  # "ID@S"
 TRAINER=""
+METRICS=0
 
-usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
+# The comment block at the top of this file (up to the first non-comment line).
+usage() { awk '/^# shellcheck/ {next} NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; }
 
 for arg in "$@"; do
   case "$arg" in
@@ -131,6 +140,7 @@ for arg in "$@"; do
     --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
     --security=*) SECURITY=${arg#*=} ;;
     --trainer=*) TRAINER=${arg#*=} ;;
+    --metrics) METRICS=1 ;;
     --consistency=*|--staleness=*|--heartbeat_timeout_ms=*|--replicas=*) COORD_ARGS+=("$arg") ;;
     --checkpoint_every_clocks=*|--checkpoint_every_s=*) COORD_ARGS+=("$arg") ;;
     --store=*|--cache_mb=*|--wal_per_update*|--flush_every_clocks=*) SERVER_ARGS+=("$arg") ;;
@@ -234,6 +244,21 @@ case "$SECURITY" in
   *) echo "run_local.sh: --security must be plain or curve, got '$SECURITY'" >&2; exit 2 ;;
 esac
 
+# --metrics: one free TCP port per process (coordinator, servers, workers).
+METRICS_PORTS=()
+if [ "$METRICS" = 1 ]; then
+  used=" $(ss -Htan 2>/dev/null | awk '{n = split($4, a, ":"); printf "%s ", a[n]}') "
+  port=$((20000 + RANDOM % 20000))
+  while [ ${#METRICS_PORTS[@]} -lt $((1 + SERVERS + WORKERS)) ]; do
+    port=$((port + 1))
+    [[ $used == *" $port "* ]] || METRICS_PORTS+=("$port")
+  done
+fi
+metrics_args() {  # metrics_args INDEX: MARGS=(--metrics_port of process INDEX; 0: coordinator)
+  MARGS=()
+  if [ "$METRICS" = 1 ]; then MARGS=(--metrics_port="${METRICS_PORTS[$1]}"); fi
+}
+
 PIDS=()
 NAMES=()
 EVAL_PID=""
@@ -294,9 +319,11 @@ coord_log() { if [ "$1" = 0 ]; then echo "$OUT_DIR/coordinator.log"; else echo "
 # start_coordinator I BIND: starts coordinator I (appending to its log).
 start_coordinator() {
   local i=$1 bind=$2
+  MARGS=()
+  [ "$i" = 0 ] && metrics_args 0  # Only coordinator 0 gets a --metrics_port.
   "$BIN/relaxps-coordinator" --bind="$bind" --endpoint_file="$OUT_DIR/coordinator-$i.endpoint" \
     --num_servers="$SERVERS" --num_workers="$WORKERS" --exit_when_done=false "${COORD_ARGS[@]}" \
-    >>"$(coord_log "$i")" 2>&1 &
+    "${MARGS[@]}" >>"$(coord_log "$i")" 2>&1 &
   CPIDS[$i]=$!
   [ "$i" = 0 ] && PIDS[0]=$!
 }
@@ -320,8 +347,9 @@ cp "$OUT_DIR/coordinator-0.endpoint" "$OUT_DIR/coordinator.endpoint"
 # ---- Servers -------------------------------------------------------------------
 server_cmd() {  # server_cmd I EXTRA... : sets CMD to the command line of server I
   local i=$1; shift
+  metrics_args $((1 + i))
   CMD=("$BIN/relaxps-server" --coordinator="$COORD" --server_id="$i"
-       --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}" "$@")
+       --data_dir="$OUT_DIR/data/server-$i" "${SERVER_ARGS[@]}" "${MARGS[@]}" "$@")
 }
 for i in $(seq 0 $((SERVERS - 1))); do
   server_cmd "$i"
@@ -350,11 +378,50 @@ echo "${EPOCHREALTIME}" >"$OUT_DIR/start_unix"
 [ -n "$EPOCHS" ] && STOP_ARGS+=(--epochs="$EPOCHS")
 FIRST_WORKER=${#PIDS[@]}
 for i in $(seq 0 $((WORKERS - 1))); do
+  MARGS=()
+  [ -z "$TRAINER" ] && metrics_args $((1 + SERVERS + i))  # Python trainers serve none.
   start "worker $i" "$OUT_DIR/worker-$i.log" "${WORKER_CMD[@]}" --coordinator="$COORD" \
     --worker_id="$i" --model="$MODEL" --num_workers="$WORKERS" \
     --metrics_csv="$OUT_DIR/worker-$i.csv" --steps_csv="$OUT_DIR/worker-$i.steps.csv" \
-    "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
+    "${MARGS[@]}" "${STOP_ARGS[@]}" "${WORKER_ARGS[@]}" "${EVAL_ARGS[@]}"
 done
+if [ "$METRICS" = 1 ]; then
+  {
+    echo "# Written by run_local.sh for $OUT_DIR:"
+    echo "#   prometheus --config.file=$OUT_DIR/prometheus.yml"
+    echo "global:"
+    echo "  scrape_interval: 5s"
+    echo "scrape_configs:"
+    # --trainer workers (Python) serve no metrics.
+    METRIC_WORKERS=$WORKERS
+    [ -n "$TRAINER" ] && METRIC_WORKERS=0
+    for role in coordinator server worker; do
+      [ "$role" = worker ] && [ "$METRIC_WORKERS" = 0 ] && continue
+      echo "  - job_name: relaxps-$role"
+      echo "    static_configs:"
+      case $role in
+        coordinator) first=0; n=1 ;;
+        server) first=1; n=$SERVERS ;;
+        worker) first=$((1 + SERVERS)); n=$METRIC_WORKERS ;;
+      esac
+      for i in $(seq 0 $((n - 1))); do
+        echo "      - targets: ['127.0.0.1:${METRICS_PORTS[$((first + i))]}']"
+        echo "        labels: {role: '$role', id: '$i', run: '$(basename "$OUT_DIR")'}"
+      done
+    done
+  } >"$OUT_DIR/prometheus.yml"
+  {
+    echo "coordinator http://127.0.0.1:${METRICS_PORTS[0]}/metrics"
+    for i in $(seq 0 $((SERVERS - 1))); do
+      echo "server-$i http://127.0.0.1:${METRICS_PORTS[$((1 + i))]}/metrics"
+    done
+    for i in $(seq 0 $((METRIC_WORKERS - 1))); do
+      echo "worker-$i http://127.0.0.1:${METRICS_PORTS[$((1 + SERVERS + i))]}/metrics"
+    done
+  } >"$OUT_DIR/metrics.txt"
+  echo "run_local.sh: Prometheus metrics (scrape config $OUT_DIR/prometheus.yml):"
+  sed 's/^/  /' "$OUT_DIR/metrics.txt"
+fi
 if [ "$EVAL_EVERY_S" != 0 ]; then
   # Same model flags as the workers; it runs until stopped after them.
   "$BIN/relaxps-worker" --role=evaluator --coordinator="$COORD" --model="$MODEL" \

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/advertise.h"
 #include "common/payload_codec.h"
 #include "kernels/staged_optimizer.h"
 #include "server/internal/request_codec.h"
@@ -37,6 +38,8 @@ Status ServerImpl::Init() {
   ro.max_queued_messages = options_.max_queued_replies;
   ro.curve = options_.curve;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
+  ASSIGN_OR_RETURN(advertised_, AdvertisedEndpoint(rpc_->endpoint(), options_.advertise));
+  metrics_.AddLoopCollector(rpc_.get(), [this](metrics::MetricSink* s) { CollectMetrics(s); });
   // Shards live in host memory: host-side work (decoding, NaN checks, BSP
   // sums) runs on the CPU device; optimizer updates run on options_.device
   // (staged through its memory when that is a GPU).
@@ -50,10 +53,14 @@ Status ServerImpl::Init() {
     if (options_.store.ResolvedKind() != "rocksdb") {
       return InvalidArgumentError("--restore_from needs --store=rocksdb");
     }
+    const int64_t restore_start_ms = clock_->NowMs();
     RETURN_IF_ERROR(server_internal::RestoreDataDir(options_.restore_from, checkpoint_root_,
                                                     options_.store.data_dir));
+    metrics_.OnRestore((clock_->NowMs() - restore_start_ms) / 1000.0);
   }
-  ASSIGN_OR_RETURN(store_, NewParamStore(options_.store));
+  ParamStoreOptions store_options = options_.store;
+  store_options.metrics = options_.metrics;
+  ASSIGN_OR_RETURN(store_, NewParamStore(store_options));
 
   RpcClientOptions rpc_options;
   rpc_options.clock = clock_;
@@ -85,7 +92,7 @@ Status ServerImpl::Init() {
   registered_ = true;
   awaiting_seed_ = rr.awaits_seed();
   if (awaiting_seed_) LOG(INFO) << "server " << id_ << " waits to be seeded from the workers";
-  LOG(INFO) << "server " << id_ << " serving on " << rpc_->endpoint() << " (store "
+  LOG(INFO) << "server " << id_ << " serving on " << advertised_ << " (store "
             << store_->Name() << ", consistency " << policy_->Name() << ")";
   last_heartbeat_ok_ms_ = clock_->NowMs();
   heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
@@ -100,7 +107,7 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
   wire::RegisterRequest* r = req.header.mutable_register_request();
   r->set_role("server");
   r->set_requested_id(requested_id);
-  r->set_endpoint(rpc_->endpoint());
+  r->set_endpoint(advertised_);
   r->set_pid(getpid());
   r->set_protocol_version(kProtocolVersion);
   const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
@@ -521,6 +528,7 @@ void ServerImpl::MaybeFlush() {
 
 void ServerImpl::Reject(const Request& req, const Status& status) {
   stats_.set_rejected(stats_.rejected() + 1);
+  metrics_.OnReject(req, status);
   if (status.code() == StatusCode::kPermissionDenied ||
       status.code() == StatusCode::kFailedPrecondition) {
     stats_.set_quota_rejected(stats_.quota_rejected() + 1);
@@ -571,6 +579,7 @@ const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, 
 
 void ServerImpl::ReplyWith(const Request& req, Message reply) {
   stats_.set_bytes_out(stats_.bytes_out() + reply.PayloadBytes());
+  metrics_.OnReply(req);
   reply.header.set_shard_map_version(map_version_);
   reply.header.set_epoch(epoch_);
   if (!unsynced_replies_.empty() || store_->HasUnsyncedUpdates()) {
@@ -607,6 +616,7 @@ void ServerImpl::Handle(Request req) {
   const wire::Header& h = req.msg.header;
   stats_.set_requests(stats_.requests() + 1);
   stats_.set_bytes_in(stats_.bytes_in() + req.msg.PayloadBytes());
+  metrics_.OnRequest(req);
   if (h.is_reply()) {
     Reject(req, InvalidArgumentError("unexpected reply message"));
     return;
@@ -985,9 +995,12 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
   const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
   const int64_t deadline = PullDeadlineMs(h);
   ChainReplica* chain = range->chain.get();
+  // Set once Pull() returned: a reply after that waited at the gate.
+  auto parked = metrics_.enabled() ? std::make_shared<bool>(false) : nullptr;
   range->shard->Pull(
       pull_clock, h.key_begin(), h.key_count(), deadline,
-      [this, req, chain](const Status& st, FloatBuffer params, int64_t params_clock) {
+      [this, req, chain, parked](const Status& st, FloatBuffer params, int64_t params_clock) {
+        if (parked != nullptr && *parked) metrics_.OnGateWait(*req);
         if (!st.ok()) {
           Reject(*req, st);
           return;
@@ -1004,6 +1017,7 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
         chain->WhenAcked(chain->applied_seq(),
                          [this, req, reply] { ReplyWith(*req, std::move(*reply)); });
       });
+  if (parked != nullptr) *parked = true;
 }
 
 void ServerImpl::HandleSparse(Request req) {

@@ -43,9 +43,21 @@
 
 namespace relaxps {
 
+namespace metrics {
+class Registry;
+}  // namespace metrics
+
 struct ServerOptions {
   // Endpoint to bind; the default lets the OS choose a port.
   std::string bind = "tcp://127.0.0.1:*";
+  // What the server registers with the coordinator (and so what workers and
+  // chain peers connect to): "" (the bound endpoint; a wildcard bind such as
+  // tcp://0.0.0.0:* then fails Start() asking for it), "HOST" (with the
+  // bound port) or "tcp://HOST:PORT". See common/advertise.h.
+  std::string advertise;
+  // Prometheus metrics (server/internal/server_metrics.h) are kept in this
+  // registry; nullptr: none. Borrowed; must outlive the server.
+  metrics::Registry* metrics = nullptr;
   // Coordinator endpoint. Required.
   std::string coordinator;
   // Requested server id (-1: the coordinator assigns one). A restarted server
@@ -126,6 +138,7 @@ class Server {
   Server& operator=(const Server&) = delete;
   virtual ~Server() = default;
 
+  // The advertised endpoint (ServerOptions::advertise), as registered.
   virtual const std::string& endpoint() const = 0;
   virtual int id() const = 0;
   // Serves until Stop() or the end of the job (see coordinator_timeout_ms);

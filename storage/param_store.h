@@ -38,6 +38,11 @@ class FileSystem;
 
 namespace relaxps {
 
+namespace metrics {
+class Registry;
+}  // namespace metrics
+
+
 struct DenseShardSpec {
   std::string table;
   uint64_t begin = 0;  // First global key of this shard.
@@ -93,6 +98,10 @@ struct ParamStoreOptions {
   // one). Tests pass a FaultInjectingFileSystem (storage/fault_injecting_fs.h)
   // to fail, delay or lose writes.
   std::shared_ptr<rocksdb::FileSystem> file_system;
+  // Where the rocksdb store records its flush and checkpoint durations
+  // (relaxps_store_*_seconds); nullptr: nowhere. Borrowed; must outlive the
+  // store.
+  metrics::Registry* metrics = nullptr;
 
   // kind, or what "" stands for.
   std::string ResolvedKind() const {

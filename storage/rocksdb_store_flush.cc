@@ -1,6 +1,7 @@
 // RocksDbStore: Flush, Checkpoint and the low-level write helpers (see
 // rocksdb_store.cc for the durability design).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -334,13 +335,23 @@ void RocksDbStore::FlushThreadMain() {
       if (flush_job_ == nullptr) return;  // Stopping, nothing queued.
       job = std::move(flush_job_);
     }
+    const auto started = std::chrono::steady_clock::now();
+    const auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
     Status s = Guarded("background flush", [&] { return RunFlushJob(*job); });
+    if (flush_seconds_ != nullptr) flush_seconds_->Observe(seconds_since(started));
     Status checkpointed = s;
     if (s.ok() && !job->checkpoint_dir.empty()) {
+      const auto checkpoint_started = std::chrono::steady_clock::now();
       checkpointed = Guarded("background checkpoint", [&] {
         return WriteCheckpointDir(job->checkpoint_dir, job->clock, job->checkpoint_tables);
       });
+      if (checkpoint_seconds_ != nullptr) {
+        checkpoint_seconds_->Observe(seconds_since(checkpoint_started));
+      }
     }
+    if (flush_errors_ != nullptr && !checkpointed.ok()) flush_errors_->Increment();
     {
       MutexLock l(&flush_mu_);
       for (DenseTable* t : job->tables) {  // Copies an exception left pending.

@@ -8,6 +8,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gflags/gflags.h>
 
@@ -77,6 +79,23 @@ Status CheckCommandLine(int argc, char** argv, bool allow_positional) {
       value = argv[++i];
     } else {
       return InvalidArgumentError("flag --" + name + " needs a value");
+    }
+    if (name == "flagfile") {
+      // gflags would exit 1 on a missing file or a bad flag inside it: check
+      // its lines (one --flag=value each, '#' comments) like the command line.
+      std::ifstream in(value);
+      if (!in) return InvalidArgumentError("--flagfile=" + value + ": cannot read the file");
+      std::vector<std::string> lines = {argv[0]};
+      for (std::string line; std::getline(in, line);) {
+        const size_t b = line.find_first_not_of(" \t");
+        const size_t e = line.find_last_not_of(" \t\r");
+        if (b == std::string::npos || line[b] == '#') continue;
+        lines.push_back(line.substr(b, e - b + 1));
+      }
+      std::vector<char*> args;
+      for (std::string& l : lines) args.push_back(l.data());
+      Status inner = CheckCommandLine(static_cast<int>(args.size()), args.data(), false);
+      if (!inner.ok()) return inner.WithPrefix("--flagfile=" + value);
     }
     // Setting the flag validates the value; the real parse sets it again.
     if (gflags::SetCommandLineOption(name.c_str(), value.c_str()).empty()) {

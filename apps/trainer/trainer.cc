@@ -185,6 +185,7 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
     row_gate_wait_s += step_stats.gate_wait_s;
     steps_->Write(elapsed(), source_->clock(), step_stats.staleness, step_stats.gate_wait_s,
                   step_stats.cache_hit, r.loss);
+    step_metrics_.OnStep(step_stats, batch, r.loss);
 
     ++result.steps;
     result.samples += batch;

@@ -29,6 +29,7 @@
 #include "apps/trainer/mnist.h"
 #include "apps/trainer/model.h"
 #include "apps/trainer/param_source.h"
+#include "apps/trainer/step_metrics.h"
 #include "common/status.h"
 #include "kernels/device.h"
 
@@ -78,6 +79,9 @@ struct TrainerOptions {
   int straggle_ms = 0;
   // Where progress lines go (stdout by default). Not owned.
   FILE* progress = stdout;
+  // Per-step Prometheus metrics (step_metrics.h) go here; nullptr: none.
+  // Not owned; must outlive the trainer.
+  metrics::Registry* metrics = nullptr;
 };
 
 struct TrainResult {
@@ -135,6 +139,7 @@ class Trainer {
   BatchSampler sampler_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<StepLog> steps_;
+  StepMetrics step_metrics_{options_.metrics};
   // Host staging of one batch.
   std::vector<float> batch_images_;
   std::vector<int32_t> batch_labels_;

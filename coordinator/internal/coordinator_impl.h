@@ -24,6 +24,7 @@
 #include "common/shard_map.h"
 #include "coordinator/barriers.h"
 #include "coordinator/checkpoint_scheduler.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/map_watchers.h"
 #include "coordinator/membership.h"
@@ -47,7 +48,8 @@ class CoordinatorImpl final : public Coordinator {
                                                 options.checkpoint_every_s, 16},
                      clock_->NowMs()),
         reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
-                                options.reseed_timeout_ms}) {}
+                                options.reseed_timeout_ms}),
+        metrics_(options.metrics) {}
 
   Status Init();
 
@@ -96,6 +98,8 @@ class CoordinatorImpl final : public Coordinator {
   void HandleHeartbeat(const Request& req);
   void HandleCreateTable(Request req);
   void HandleStatus(const Request& req);
+  // What GET_STATUS answers (also read by the metrics collector).
+  wire::StatusReply BuildStatus() const;
   // BARRIER: held in barriers_ until passed or timed out.
   void HandleBarrier(Request req);
   // SET_LEARNING_RATE: records the change in the table and installs the map
@@ -204,6 +208,7 @@ class CoordinatorImpl final : public Coordinator {
   std::map<int, uint64_t> syncing_;
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
+  CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().
   uint64_t term_ = 0;      // The store's term of this leadership (Claim()).
   StateRecords written_;   // Records as last written to store_.
   bool stepped_down_ = false;

@@ -25,6 +25,7 @@
 #include "server/internal/chain_replica.h"
 #include "server/internal/dense_shard.h"
 #include "server/internal/push_dedup.h"
+#include "server/internal/server_metrics.h"
 #include "server/internal/sparse_bucket.h"
 #include "server/internal/sparse_shard.h"
 #include "server/server.h"
@@ -50,11 +51,11 @@ struct RangeState {
 class ServerImpl final : public Server {
  public:
   explicit ServerImpl(const ServerOptions& options)
-      : options_(options), clock_(ClockOrReal(options.clock)) {}
+      : options_(options), clock_(ClockOrReal(options.clock)), metrics_(options.metrics) {}
   ~ServerImpl() override { StopHeartbeat(); }
 
   Status Init();
-  const std::string& endpoint() const override { return rpc_->endpoint(); }
+  const std::string& endpoint() const override { return advertised_; }
   int id() const override { return id_; }
   Status Run() override;
   void Stop() override { rpc_->Stop(); }
@@ -73,6 +74,8 @@ class ServerImpl final : public Server {
   // request's own deadline, at most a day away.
   int64_t PullDeadlineMs(const wire::Header& h) const;
   void HandleStats(const Request& req);
+  // Scrape-time metrics (server_metrics.cc), posted to the loop thread.
+  void CollectMetrics(metrics::MetricSink* sink);
   void HandleCheckpoint(Request req);
   // SEED (stateless recovery): installs the merged parameters of this
   // server's dense ranges and starts serving.
@@ -209,6 +212,7 @@ class ServerImpl final : public Server {
   const ServerOptions options_;
   const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
+  std::string advertised_;  // Registered endpoint (ServerOptions::advertise).
   std::unique_ptr<RpcClient> coordinator_;
   // Every coordinator of the job (--coordinator may list several; the
   // leader serves, coordinator/coordinator.h).
@@ -242,6 +246,7 @@ class ServerImpl final : public Server {
   // Chain replication: the sparse buckets held here, by (table, bucket).
   std::map<std::pair<std::string, uint64_t>, RangeState> buckets_;
   wire::ServerStats stats_;
+  ServerMetrics metrics_;  // Hot-path hooks; scrape-time values from CollectMetrics.
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
   // Replies waiting for the WAL sync (group commit): (peer identity, reply).

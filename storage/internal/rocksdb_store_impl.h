@@ -25,6 +25,7 @@
 #include <rocksdb/file_system.h>
 #include <rocksdb/write_batch.h>
 
+#include "common/metrics.h"
 #include "common/thread_annotations.h"
 #include "storage/internal/aligned_floats.h"
 #include "storage/internal/rocksdb_store.h"
@@ -170,7 +171,21 @@ class RocksDbStore final : public ParamStore {
       : options_(options),
         env_(options.file_system ? rocksdb::NewCompositeEnv(options.file_system) : nullptr),
         db_options_(MakeDbOptions(options, env_.get())),
-        cache_(std::max<size_t>(options.cache_mb, 1) << 20) {}
+        cache_(std::max<size_t>(options.cache_mb, 1) << 20) {
+    if (options.metrics != nullptr) {
+      flush_seconds_ = options.metrics->GetHistogram(
+          "relaxps_store_flush_seconds",
+          "Background store flushes: copying the changed dense chunks and sparse rows and "
+          "committing them to RocksDB.",
+          metrics::DurationBuckets());
+      checkpoint_seconds_ = options.metrics->GetHistogram(
+          "relaxps_store_checkpoint_seconds",
+          "Store checkpoints (RocksDB hard-linked checkpoint after the flush).",
+          metrics::DurationBuckets());
+      flush_errors_ = options.metrics->GetCounter("relaxps_store_flush_errors_total",
+                                                  "Failed background flushes and checkpoints.");
+    }
+  }
 
   // Opening.
   Status Recover();
@@ -284,6 +299,11 @@ class RocksDbStore final : public ParamStore {
 
   // Flush job.
   std::thread flush_thread_;  // Started by the first StartFlushJob.
+  // Durations of background flushes and checkpoints (null: metrics off).
+  // Constant after construction.
+  metrics::Histogram* flush_seconds_ = nullptr;
+  metrics::Histogram* checkpoint_seconds_ = nullptr;
+  metrics::Counter* flush_errors_ = nullptr;
   // Whether dense generations are written with O_DIRECT (cleared when the
   // filesystem refuses it). Touched only by the one commit in progress.
   bool direct_writes_ = true;

@@ -48,8 +48,7 @@ class Cluster:
         tmp = self.tmp
         endpoint_file = os.path.join(tmp, "coordinator.endpoint")
         args = [f"--endpoint_file={endpoint_file}", f"--num_servers={servers}",
-                f"--consistency={consistency}", "--exit_when_done=false",
-                "--heartbeat_timeout_ms=1000"]
+                f"--consistency={consistency}", "--exit_when_done=false"]
         if workers:
             args.append(f"--num_workers={workers}")
         self.coordinator_proc = self._start("coordinator", "relaxps-coordinator",

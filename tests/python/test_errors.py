@@ -87,12 +87,14 @@ def test_server_down_raises_with_the_message(cluster):
         c.pull("w", w)
         cluster.kill_server(0)
         start = time.monotonic()
-        with pytest.raises((relaxps.Unavailable, relaxps.DeadlineExceeded)) as e:
+        # Unavailable or DeadlineExceeded from the request, or Aborted once the
+        # coordinator declared the server dead and failed the job
+        # (--recovery=none): whichever comes first.
+        with pytest.raises(relaxps.PS_FAILURES) as e:
             c.push_pull("w", np.ones(8, np.float32), w)
         assert time.monotonic() - start < 30
         assert "push_pull of table 'w'" in str(e.value) and e.value.message
-        assert e.value.code in ("Unavailable", "DeadlineExceeded")
-        assert isinstance(e.value, relaxps.PS_FAILURES)
+        assert e.value.code in ("Unavailable", "DeadlineExceeded", "Aborted")
 
 
 def test_coordinator_unreachable_fails_connect_in_time():
@@ -102,7 +104,10 @@ def test_coordinator_unreachable_fails_connect_in_time():
     assert time.monotonic() - start < 30
 
 
-def test_a_blocked_call_releases_the_gil_and_ctrl_c_interrupts_it(cluster):
+def test_a_blocked_call_releases_the_gil_and_ctrl_c_interrupts_it(make_cluster):
+    # The stopped server must not be declared dead (failing the job, and the
+    # pull) before the interrupt comes.
+    cluster = make_cluster(servers=1, coordinator_args=["--heartbeat_timeout_ms=60000"])
     with relaxps.Client(cluster.endpoint, request_timeout_ms=60000) as c:
         c.create_table("w", 8)
         out = np.zeros(8, np.float32)
@@ -120,7 +125,7 @@ def test_a_blocked_call_releases_the_gil_and_ctrl_c_interrupts_it(cluster):
 
         def interrupt():  # Ctrl-C once the pull below is under way
             if pulling.wait(60):
-                time.sleep(1.0)
+                time.sleep(0.5)
                 signal.pthread_kill(main, signal.SIGINT)
 
         sender = threading.Thread(target=interrupt)
@@ -139,5 +144,5 @@ def test_a_blocked_call_releases_the_gil_and_ctrl_c_interrupts_it(cluster):
             sender.join()
             os.kill(cluster.servers[0].pid, signal.SIGCONT)
         assert c.stats()["requests"] > requests, "interrupted before the pull was sent"
-        assert 0.9 <= waited < 10, waited
+        assert 0.4 <= waited < 10, waited
         assert spun > 1000, "another thread could not run while the pull waited"

@@ -1,0 +1,57 @@
+#include "common/advertise.h"
+
+namespace relaxps {
+namespace {
+
+// "tcp://HOST:PORT" -> (HOST, PORT); false if not of that form.
+bool SplitTcp(const std::string& endpoint, std::string* host, std::string* port) {
+  const std::string tcp = "tcp://";
+  if (endpoint.rfind(tcp, 0) != 0) return false;
+  const std::string rest = endpoint.substr(tcp.size());
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size()) return false;
+  *host = rest.substr(0, colon);
+  *port = rest.substr(colon + 1);
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::string> AdvertisedEndpoint(const std::string& bound, const std::string& advertise) {
+  std::string host;
+  std::string port;
+  const bool tcp = SplitTcp(bound, &host, &port);
+  if (advertise.empty()) {
+    if (tcp && (host == "0.0.0.0" || host == "[::]" || host == "*")) {
+      return InvalidArgumentError("bound " + bound +
+                                  " on every interface: pass --advertise=HOST, the address "
+                                  "other hosts reach this one at");
+    }
+    return bound;
+  }
+  if (advertise.find_first_of(" \t\n/") != std::string::npos &&
+      advertise.rfind("tcp://", 0) != 0) {
+    return InvalidArgumentError("--advertise=" + advertise + " is not HOST, HOST:PORT or tcp://HOST:PORT");
+  }
+  std::string a_host;
+  std::string a_port;
+  if (SplitTcp(advertise, &a_host, &a_port)) return advertise;
+  if (advertise.rfind("tcp://", 0) == 0) {
+    return InvalidArgumentError("--advertise=" + advertise + " has no port");
+  }
+  // "HOST:PORT" (a bracketed IPv6 host keeps its colons inside brackets).
+  const size_t close = advertise.rfind(']');
+  const size_t colon = advertise.rfind(':');
+  const bool has_port = colon != std::string::npos &&
+                        (close == std::string::npos ? advertise.find(':') == colon : colon > close);
+  if (has_port) return "tcp://" + advertise;
+  if (advertise.find(':') != std::string::npos && advertise.front() != '[') {
+    return InvalidArgumentError("--advertise=" + advertise + ": bracket an IPv6 address, [::1]");
+  }
+  if (!tcp) {
+    return InvalidArgumentError("--advertise=" + advertise + " needs a tcp:// bind, not " + bound);
+  }
+  return "tcp://" + advertise + ":" + port;
+}
+
+}  // namespace relaxps

@@ -1,0 +1,28 @@
+// The endpoint a process registers with the coordinator or hands to peers,
+// as opposed to the one it bound: a process bound on every interface
+// (tcp://0.0.0.0:PORT) must tell others an address they can reach.
+//
+// Thread-safety: pure functions.
+#ifndef RELAXPS_COMMON_ADVERTISE_H_
+#define RELAXPS_COMMON_ADVERTISE_H_
+
+#include <string>
+
+#include "common/status.h"
+
+namespace relaxps {
+
+// The endpoint to advertise for a socket bound at `bound` (ZeroMQ's
+// last_endpoint, with the real port):
+//   advertise ""                 -> `bound`, unless it is a wildcard address
+//                                   (0.0.0.0, ::): InvalidArgument asking
+//                                   for --advertise;
+//   advertise "HOST"             -> tcp://HOST:<bound port>;
+//   advertise "HOST:PORT" or
+//   "tcp://HOST:PORT"            -> tcp://HOST:PORT (a port forwarded to it).
+// HOST may be a name, an IPv4 address or a bracketed IPv6 address.
+StatusOr<std::string> AdvertisedEndpoint(const std::string& bound, const std::string& advertise);
+
+}  // namespace relaxps
+
+#endif  // RELAXPS_COMMON_ADVERTISE_H_

@@ -1,0 +1,44 @@
+// Tests of common/advertise: the endpoint registered for a bound socket.
+#include "common/advertise.h"
+
+#include <gtest/gtest.h>
+
+namespace relaxps {
+namespace {
+
+TEST(AdvertiseTest, DefaultsToTheBoundEndpoint) {
+  EXPECT_EQ(AdvertisedEndpoint("tcp://127.0.0.1:4000", "").value(), "tcp://127.0.0.1:4000");
+  EXPECT_EQ(AdvertisedEndpoint("tcp://10.1.2.3:4000", "").value(), "tcp://10.1.2.3:4000");
+  EXPECT_EQ(AdvertisedEndpoint("ipc:///tmp/x", "").value(), "ipc:///tmp/x");
+}
+
+TEST(AdvertiseTest, AWildcardBindNeedsAnAddress) {
+  for (const char* bound : {"tcp://0.0.0.0:4000", "tcp://[::]:4000", "tcp://*:*"}) {
+    StatusOr<std::string> a = AdvertisedEndpoint(bound, "");
+    ASSERT_FALSE(a.ok()) << bound;
+    EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(a.status().message().find("--advertise"), std::string::npos) << a.status();
+  }
+}
+
+TEST(AdvertiseTest, HostTakesTheBoundPortAndFullFormsAreKept) {
+  EXPECT_EQ(AdvertisedEndpoint("tcp://0.0.0.0:4000", "10.0.0.7").value(), "tcp://10.0.0.7:4000");
+  EXPECT_EQ(AdvertisedEndpoint("tcp://0.0.0.0:4000", "node3").value(), "tcp://node3:4000");
+  EXPECT_EQ(AdvertisedEndpoint("tcp://0.0.0.0:4000", "[fd00::7]").value(),
+            "tcp://[fd00::7]:4000");
+  EXPECT_EQ(AdvertisedEndpoint("tcp://0.0.0.0:4000", "node3:5000").value(),
+            "tcp://node3:5000");
+  EXPECT_EQ(AdvertisedEndpoint("tcp://0.0.0.0:4000", "[fd00::7]:5000").value(),
+            "tcp://[fd00::7]:5000");
+  EXPECT_EQ(AdvertisedEndpoint("tcp://0.0.0.0:4000", "tcp://gw:6000").value(), "tcp://gw:6000");
+}
+
+TEST(AdvertiseTest, RefusesMalformedAddresses) {
+  EXPECT_FALSE(AdvertisedEndpoint("tcp://0.0.0.0:4000", "tcp://host").ok());
+  EXPECT_FALSE(AdvertisedEndpoint("tcp://0.0.0.0:4000", "fd00::7").ok());
+  EXPECT_FALSE(AdvertisedEndpoint("tcp://0.0.0.0:4000", "a b").ok());
+  EXPECT_FALSE(AdvertisedEndpoint("ipc:///tmp/x", "host").ok());
+}
+
+}  // namespace
+}  // namespace relaxps
