@@ -70,6 +70,17 @@ DEFINE_int32(spare_takeover_ms, 0,
              "they wait for the holder's own restart");
 DEFINE_int32(reseed_timeout_ms, 3000,
              "--recovery=stateless: how long a re-seed waits for the workers' copies");
+DEFINE_string(data_dir, "",
+              "Keep the job's state in a local RocksDB here: a coordinator restarted with the "
+              "same --data_dir (and --bind) resumes the job (empty: in memory only)");
+DEFINE_string(coordination, "",
+              "zk://HOST:PORT[,HOST:PORT...]/PATH: keep the job's state in ZooKeeper under PATH; "
+              "coordinators given the same PATH elect a leader, the others stand by and take "
+              "over when it fails");
+DEFINE_int32(zk_session_timeout_ms, 4000,
+             "ZooKeeper session timeout: a failed leader is replaced within about 2x this; "
+             "servers' and workers' --coordinator_timeout_ms must exceed 2x this + "
+             "--heartbeat_timeout_ms");
 DEFINE_int32(heartbeat_timeout_ms, 3000, "A member silent this long is declared dead");
 DEFINE_int64(checkpoint_every_clocks, 0,
              "Coordinated checkpoint when the slowest worker's clock reaches a multiple of "
@@ -142,6 +153,9 @@ int main(int argc, char** argv) {
   options.max_message_bytes = FLAGS_max_message_mb << 20;
   options.sparse_buckets = FLAGS_sparse_buckets;
   options.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  options.data_dir = FLAGS_data_dir;
+  options.coordination = FLAGS_coordination;
+  options.zk_session_timeout_ms = FLAGS_zk_session_timeout_ms;
   relaxps::StatusOr<relaxps::SeedRule> seed_rule = relaxps::ParseSeedRule(FLAGS_seed_rule);
   if (!seed_rule.ok()) return relaxps::Fail("relaxps-coordinator", seed_rule.status(), 2);
   options.seed_rule = *seed_rule;

@@ -9,7 +9,8 @@
 #include "common/buffer_pool.h"
 #include "server/server.h"
 
-DEFINE_string(coordinator, "", "Coordinator endpoint (required), e.g. tcp://127.0.0.1:5555");
+DEFINE_string(coordinator, "", "Coordinator endpoint (required), e.g. tcp://127.0.0.1:5555, or every coordinator "
+              "of a ZooKeeper-coordinated job, comma-separated (the leader is found among them)");
 DEFINE_string(bind, "tcp://127.0.0.1:*",
               "ZeroMQ endpoint to bind ('*' port: OS-chosen), e.g. tcp://0.0.0.0:* for every "
               "interface (then also --advertise)");

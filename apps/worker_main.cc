@@ -33,7 +33,8 @@
 #endif
 
 // ---- Where parameters live ----
-DEFINE_string(coordinator, "", "Coordinator endpoint (tcp://host:port) of the relaxps job");
+DEFINE_string(coordinator, "", "Coordinator endpoint (tcp://host:port) of the relaxps job, or every coordinator "
+              "of a ZooKeeper-coordinated job, comma-separated");
 DEFINE_bool(local, false, "Train without a parameter server (optimizer applied in-process)");
 DEFINE_string(table, "model", "Name of the dense table holding the model (PS mode)");
 DEFINE_bool(async_pipeline, true,

@@ -89,10 +89,15 @@ StatusOr<Message> ClientImpl::CallCoordinator(Message msg, bool retry_unavailabl
     Message attempt;
     attempt.header = msg.header;
     const int64_t left = std::max<int64_t>(100, give_up - clock_source_->NowMs());
-    StatusOr<Message> reply = rpc_->CallSync(coordinator_peer_, std::move(attempt),
+    const int peer = coordinators_.current();
+    StatusOr<Message> reply = rpc_->CallSync(peer, std::move(attempt),
                                              static_cast<int>(std::min<int64_t>(left, 2000)));
     const StatusCode code = reply.status().code();
-    const bool retry = code == StatusCode::kDeadlineExceeded ||
+    // Several coordinators: a standby's (or a dead one's) answer means "ask
+    // the next one".
+    const bool next = coordinators_.size() > 1 && CoordinatorPeers::ShouldRotate(reply.status());
+    if (next) coordinators_.Rotate(peer);
+    const bool retry = code == StatusCode::kDeadlineExceeded || next ||
                        (retry_unavailable && code == StatusCode::kUnavailable);
     if (!retry || clock_source_->NowMs() >= give_up) {
       if (reply.ok()) return reply;
@@ -103,7 +108,9 @@ StatusOr<Message> ClientImpl::CallCoordinator(Message msg, bool retry_unavailabl
 }
 
 Status ClientImpl::Init() {
-  RETURN_IF_ERROR(ValidateEndpoint(options_.coordinator));
+  ASSIGN_OR_RETURN(std::vector<std::string> coordinators,
+                   CoordinatorPeers::Split(options_.coordinator));
+  for (const std::string& e : coordinators) RETURN_IF_ERROR(ValidateEndpoint(e));
   if (options_.role != "worker" && options_.role != "observer") {
     return InvalidArgumentError("role must be worker or observer");
   }
@@ -132,17 +139,11 @@ Status ClientImpl::Init() {
   ro.on_disconnect = [this](int peer) { OnDisconnect(peer); };
   rpc_ = std::make_unique<RpcClient>(ro);
   if (faults_.any()) rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), faults_);
-  coordinator_peer_ = rpc_->Connect(options_.coordinator);
+  RETURN_IF_ERROR(coordinators_.Connect(rpc_.get(), options_.coordinator));
   router_ = std::make_unique<client_internal::Router>(rpc_.get());
 
-  Message reg;
-  reg.header.set_type(wire::REGISTER);
-  wire::RegisterRequest* r = reg.header.mutable_register_request();
-  r->set_role(options_.role);
-  r->set_requested_id(options_.worker_id);
-  r->set_pid(getpid());
-  r->set_protocol_version(kProtocolVersion);
-  ASSIGN_OR_RETURN(Message reply, CallCoordinator(std::move(reg), true));
+  ASSIGN_OR_RETURN(Message reply,
+                   CallCoordinator(RegisterMessage(options_.worker_id), true));
   const wire::RegisterReply& rr = reply.header.register_reply();
   job_.worker_id = rr.id();
   ASSIGN_OR_RETURN(job_.consistency, ParseConsistencyModel(rr.job().consistency()));
@@ -185,6 +186,35 @@ Status ClientImpl::Init() {
   return Status::OK();
 }
 
+Message ClientImpl::RegisterMessage(int requested_id) const {
+  Message reg;
+  reg.header.set_type(wire::REGISTER);
+  wire::RegisterRequest* r = reg.header.mutable_register_request();
+  r->set_role(options_.role);
+  r->set_requested_id(requested_id);
+  r->set_pid(getpid());
+  r->set_protocol_version(kProtocolVersion);
+  return reg;
+}
+
+Status ClientImpl::RegisterAgain(const std::string& why) {
+  StatusOr<Message> reply =
+      rpc_->CallSync(coordinators_.current(), RegisterMessage(job_.worker_id),
+                     std::max(1000, options_.heartbeat_ms * 5));
+  if (!reply.ok()) {
+    if (heartbeat_failures_.load() % 10 == 0) {
+      LOG(WARNING) << "worker " << job_.worker_id << " could not register again (" << why
+                   << "): " << reply.status();
+    }
+    return reply.status();
+  }
+  LOG(WARNING) << "worker " << job_.worker_id << " registered again with its id at clock "
+               << clock_.load() << " (the coordinator said: " << why << ")";
+  heartbeat_failures_.store(0);
+  last_heartbeat_ok_ms_ = clock_source_->NowMs();
+  return Status::OK();
+}
+
 Status ClientImpl::WaitAtBarrier(bool start, int64_t generation, int timeout_ms) {
   Message m;
   m.header.set_type(wire::BARRIER);
@@ -196,7 +226,7 @@ Status ClientImpl::WaitAtBarrier(bool start, int64_t generation, int timeout_ms)
   // The coordinator answers at its timeout with who is missing; the
   // client's own deadline is a little later, for a coordinator that is gone.
   constexpr int kGraceMs = 5000;
-  StatusOr<Message> reply = rpc_->CallSync(coordinator_peer_, std::move(m),
+  StatusOr<Message> reply = rpc_->CallSync(coordinators_.current(), std::move(m),
                                            std::max(1, timeout_ms) + kGraceMs);
   if (!reply.ok()) return reply.status().WithPrefix("coordinator " + options_.coordinator);
   return Status::OK();
@@ -216,9 +246,11 @@ void ClientImpl::WatchMap() {
   watch.header.set_sender(job_.worker_id);
   watch.header.set_shard_map_version(router_->map()->version());
   watch.header.set_watch_ms(kMapWatchMs);
-  rpc_->Call(coordinator_peer_, std::move(watch), kMapWatchMs + 5000,
-             [this](const Status& st, Message reply) {
+  const int peer = coordinators_.current();
+  rpc_->Call(peer, std::move(watch), kMapWatchMs + 5000,
+             [this, peer](const Status& st, Message reply) {
                watching_map_.store(false);
+               if (CoordinatorPeers::ShouldRotate(st)) coordinators_.Rotate(peer);
                if (shutting_down_.load() || !st.ok()) return;  // The heartbeat re-arms it.
                if (reply.header.has_shard_map()) {
                  Status s = SetMap(reply.header.shard_map());
@@ -242,7 +274,7 @@ ClientImpl::~ClientImpl() {
       Message bye;
       bye.header.set_type(wire::DEREGISTER);
       bye.header.set_sender(job_.worker_id);
-      rpc_->CallSync(coordinator_peer_, std::move(bye), kDeregisterTimeoutMs)
+      rpc_->CallSync(coordinators_.current(), std::move(bye), kDeregisterTimeoutMs)
           .status()
           .IgnoreError();
     }
@@ -304,10 +336,16 @@ void ClientImpl::Heartbeat() {
   h->set_id(job_.worker_id);
   h->set_clock(clock_.load());
   h->set_shard_map_version(router_->map()->version());
+  const int peer = coordinators_.current();
   StatusOr<Message> reply =
-      rpc_->CallSync(coordinator_peer_, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
+      rpc_->CallSync(peer, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
   if (!reply.ok()) {
     if (shutting_down_.load()) return;  // Cancelled by the destructor.
+    if (CoordinatorPeers::ShouldRotate(reply.status())) coordinators_.Rotate(peer);
+    if (reply.status().code() == StatusCode::kNotFound && options_.role == "worker" &&
+        RegisterAgain(reply.status().message()).ok()) {
+      return;
+    }
     const int64_t silent_ms = clock_source_->NowMs() - last_heartbeat_ok_ms_;
     if (silent_ms > options_.coordinator_timeout_ms) {
       SetJobError("no answer from the coordinator " + options_.coordinator + " for " +

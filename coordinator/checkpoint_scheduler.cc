@@ -39,4 +39,14 @@ void CheckpointScheduler::Finish(const Status& status, wire::CheckpointRecord re
   while (history_.size() > std::max<size_t>(1, options_.history)) history_.pop_front();
 }
 
+void CheckpointScheduler::Restore(const std::vector<wire::CheckpointRecord>& history,
+                                  uint64_t failed) {
+  history_.assign(history.begin(), history.end());
+  while (history_.size() > options_.history) history_.pop_front();
+  latest_.reset();
+  if (!history_.empty()) latest_ = history_.back();
+  if (latest_ && options_.every_clocks > 0) last_clock_mark_ = latest_->clock() / options_.every_clocks;
+  failed_ = failed;
+}
+
 }  // namespace relaxps

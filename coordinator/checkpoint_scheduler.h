@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <vector>
 
 #include "common/status.h"
 #include "common/wire.h"
@@ -60,6 +61,8 @@ class CheckpointScheduler {
   // Complete checkpoints, oldest first (at most options.history).
   const std::deque<wire::CheckpointRecord>& history() const { return history_; }
   uint64_t failed() const { return failed_; }
+  // A restarted coordinator resumes the registry: `history` oldest first.
+  void Restore(const std::vector<wire::CheckpointRecord>& history, uint64_t failed);
 
  private:
   // Constant after construction.

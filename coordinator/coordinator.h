@@ -39,6 +39,19 @@
 // checkpoint), the coordinator sends CHECKPOINT to every server and records
 // the checkpoint once all of them wrote it (shown by relaxps-ctl status).
 //
+// Durable state and high availability (coordinator/state_store.h): every
+// change of the job's state (job config, membership, shard map and chains,
+// recovery decisions, checkpoint registry) is written to the state store
+// before it takes effect (before any reply or map install that shows it).
+// With data_dir, a coordinator restarted with the same directory resumes the
+// job: servers and workers keep their ids and registration. With
+// coordination (zk://...), several coordinators may run; one wins the
+// election (coordinator/leader_election.h), loads the state and serves; the
+// others answer every request with Unavailable naming the leader, and take
+// over when its ZooKeeper session ends. A leader steps down (Run() returns
+// Aborted) as soon as it loses its ZooKeeper connection or a state write
+// fails (another coordinator claimed the store).
+//
 // Thread-safety: Start() and Run() from one thread; Stop() from any thread.
 #ifndef RELAXPS_COORDINATOR_COORDINATOR_H_
 #define RELAXPS_COORDINATOR_COORDINATOR_H_
@@ -144,6 +157,16 @@ struct CoordinatorOptions {
   // this long later: time for every client to learn why from a heartbeat.
   // 0: keep serving.
   int failed_exit_ms = 10000;
+  // Durable state. Neither: kept in memory only (a killed coordinator ends
+  // the job). data_dir: a local RocksDB in this directory. coordination:
+  // zk://HOST:PORT[,HOST:PORT...]/PATH, ZooKeeper, with a leader election
+  // among the coordinators given the same PATH (takes precedence).
+  std::string data_dir;
+  std::string coordination;
+  // ZooKeeper session timeout: a crashed leader is replaced about this long
+  // after it died (at most twice that). Servers' and workers'
+  // --coordinator_timeout_ms must exceed 2x this plus heartbeat_timeout_ms.
+  int zk_session_timeout_ms = 4000;
   // Time source of heartbeat timeouts, checkpoint schedules and deadlines
   // (nullptr: real time). Tests pass a FakeClock. Must outlive the
   // coordinator.
@@ -164,6 +187,9 @@ class Coordinator {
   virtual ~Coordinator() = default;
 
   virtual const std::string& endpoint() const = 0;
+  // True while this coordinator leads (always, without coordination).
+  // Safe from any thread.
+  virtual bool leading() const = 0;
   // Serves until Stop(), the end of the job or its failure (see
   // CoordinatorOptions::exit_when_done and failed_exit_ms).
   virtual void Run() = 0;

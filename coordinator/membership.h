@@ -56,6 +56,8 @@ class Membership {
   int64_t MinWorkerClock() const;
   // Bumped whenever the live worker set changes.
   uint64_t worker_set_version() const { return worker_set_version_; }
+  // A restarted coordinator resumes the version servers have seen.
+  void set_worker_set_version(uint64_t v) { worker_set_version_ = v; }
 
  private:
   static int NextId(const std::map<int, MemberInfo>& members, int requested);

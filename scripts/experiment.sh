@@ -17,7 +17,10 @@
 #   --schedule=ttf|random --seed=S   (random: seeded fault times and targets)
 #   --faults=kill,stop,partition   (SIGKILL, restarted --down_s later;
 #          SIGSTOP, SIGCONT --down_s later; iptables DROP on the server's ports
-#          for --down_s, the job in its own network namespace)
+#          for --down_s, the job in its own network namespace; coordinator:
+#          two coordinators on a local ZooKeeper, the leader SIGKILLed at each
+#          fault time, alternating 0, 1, ..., restarted --down_s later as a
+#          standby; needs java and zookeeper)
 #   --model=cnn|mlp   --quick (a compressed schedule: 30 s runs, faults at 6 s
 #   and 16 s, back 5 s later)   --out=DIR (default runs/experiments/SET)
 #   --no_plots   --down_s=S (outage length)   --eval_every_s=S
@@ -114,7 +117,7 @@ for c in "${CONS_LIST[@]}"; do
 done
 for w in "${WORKER_LIST[@]}"; do [[ $w =~ ^[1-9][0-9]*$ ]] || die "--workers: '$w'"; done
 for f in "${FAULT_LIST[@]}"; do
-  case "$f" in kill|stop|partition) ;; *) die "unknown fault '$f' (kill, stop, partition)" ;; esac
+  case "$f" in kill|stop|partition|coordinator) ;; *) die "unknown fault '$f' (kill, stop, partition, coordinator)" ;; esac
 done
 case "$SCHEDULE" in ttf|random) ;; *) die "--schedule must be ttf or random" ;; esac
 case "$MODEL" in cnn|mlp|mlp-*) ;; *) die "--model must be cnn or mlp" ;; esac

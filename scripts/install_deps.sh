@@ -29,6 +29,8 @@ PACKAGES=(
   libcpp-httplib-dev          # Prometheus /metrics (common/metrics_exporter)
   prometheus curl             # promtool check metrics in the metrics test
   openssh-client              # scripts/launch.sh over ssh
+  libzookeeper-mt-dev         # coordinator --coordination=zk:// (ZooKeeper C client)
+  zookeeper default-jre-headless  # scripts/zk.sh: a local ZooKeeper for tests and run_local.sh
 )
 # The Python package relaxps (python/, RELAXPS_WITH_PYTHON), its tests and
 # examples/pytorch_cnn.py, all for Debian's /usr/bin/python3.

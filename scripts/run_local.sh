@@ -74,6 +74,18 @@
 # cause) and each re-seed a "reseed" event as under stateless. A server that
 # registers with another id than the stranded holder's takes its place (after
 # the coordinator's --spare_takeover_ms, 0 by default): a "takeover" event.
+#
+# Coordinator high availability: --coordinators=N --coordination=zk starts a
+# local ZooKeeper (scripts/zk.sh, its data and port under <out_dir>/zk) and N
+# coordinators that elect a leader there; servers and workers get every
+# coordinator endpoint. --kill_coordinator=ID@S (repeatable) SIGKILLs
+# coordinator ID at S seconds and restarts it --restart_after_s later (as a
+# standby under zk; without zk it restarts from its own --data_dir under
+# <out_dir>/data/coordinator-ID on the same endpoint). events.csv gets
+# kill_coordinator, restart_coordinator and leader rows; a leader row's
+# detail is takeover_ms=N, from the kill to the new leader's LEADER line.
+# Servers' and workers' --coordinator_timeout_ms (default 30000) must exceed
+# the takeover time: about 2x --coordinator.zk_session_timeout_ms (4000) at most.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -96,6 +108,9 @@ STOPS=()  # "ID@S+D"
 PARTS=()  # "ID@S+D"
 EVAL_EVERY_S=0
 SECURITY=plain
+COORDINATORS=1
+COORDINATION=none
+CKILLS=()  # "ID@S"
 TRAINER=""
 METRICS=0
 
@@ -117,6 +132,9 @@ for arg in "$@"; do
     --recovery=*) RECOVERY=${arg#*=}; COORD_ARGS+=("$arg") ;;
     --restart_after_s=*) RESTART_AFTER_S=${arg#*=} ;;
     --kill_server=*) KILLS+=("${arg#*=}") ;;
+    --kill_coordinator=*) CKILLS+=("${arg#*=}") ;;
+    --coordinators=*) COORDINATORS=${arg#*=} ;;
+    --coordination=*) COORDINATION=${arg#*=} ;;
     --stop_server=*) STOPS+=("${arg#*=}") ;;
     --partition_server=*) PARTS+=("${arg#*=}") ;;
     --evaluator_every_s=*) EVAL_EVERY_S=${arg#*=} ;;
@@ -133,7 +151,7 @@ for arg in "$@"; do
     *) echo "run_local.sh: unexpected argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
-for v in SERVERS WORKERS PORT PROGRESS_S RESTART_AFTER_S; do
+for v in SERVERS WORKERS PORT PROGRESS_S RESTART_AFTER_S COORDINATORS; do
   if ! [[ ${!v} =~ ^[0-9]+$ ]]; then echo "run_local.sh: --${v,,} must be a number" >&2; exit 2; fi
 done
 for k in "${KILLS[@]}"; do
@@ -145,6 +163,20 @@ for k in "${KILLS[@]}"; do
   fi
   if [ $bad = 1 ]; then
     echo "run_local.sh: --kill_server=$k: expected ID@SECONDS or ID,ID,...@SECONDS with IDs < --servers" >&2
+    exit 2
+  fi
+done
+case "$COORDINATION" in
+  none|zk) ;;
+  *) echo "run_local.sh: --coordination must be none or zk, got '$COORDINATION'" >&2; exit 2 ;;
+esac
+if [ "$COORDINATORS" -lt 1 ] || { [ "$COORDINATORS" -gt 1 ] && [ "$COORDINATION" != zk ]; }; then
+  echo "run_local.sh: --coordinators=$COORDINATORS needs --coordination=zk (one coordinator without)" >&2
+  exit 2
+fi
+for k in "${CKILLS[@]}"; do
+  if ! [[ $k =~ ^([0-9]+)@([0-9]+)$ ]] || [ "${BASH_REMATCH[1]}" -ge "$COORDINATORS" ]; then
+    echo "run_local.sh: --kill_coordinator=$k: expected ID@SECONDS with ID < --coordinators" >&2
     exit 2
   fi
 done
@@ -254,8 +286,9 @@ cleanup() {
     stop_pids "${PIDS[@]:0:$FIRST_WORKER}"
   fi
   [ -n "$EVAL_PID" ] && stop_pids "$EVAL_PID"
-  stop_pids "${PIDS[@]}"
+  stop_pids "${PIDS[@]}" "${CPIDS[@]}"
   wait 2>/dev/null
+  [ "$COORDINATION" = zk ] && "$ROOT/scripts/zk.sh" stop "$OUT_DIR/zk"
 }
 on_signal() { echo "run_local.sh: interrupted; stopping every process" >&2; cleanup; exit 130; }
 trap cleanup EXIT
@@ -274,21 +307,42 @@ die() {
   exit 1
 }
 
-# ---- Coordinator -------------------------------------------------------------
-COORD_EP_FILE="$OUT_DIR/coordinator.endpoint"
-rm -f "$COORD_EP_FILE"
-metrics_args 0
-start coordinator "$OUT_DIR/coordinator.log" "$BIN/relaxps-coordinator" \
-  --bind="tcp://127.0.0.1:${PORT/#0/*}" --endpoint_file="$COORD_EP_FILE" \
-  --num_servers="$SERVERS" --num_workers="$WORKERS" --exit_when_done=false "${COORD_ARGS[@]}" \
-  "${MARGS[@]}"
-for _ in $(seq 1 100); do
-  [ -s "$COORD_EP_FILE" ] && break
-  kill -0 "${PIDS[0]}" 2>/dev/null || die "coordinator exited at start-up: $(tail -n 3 "$OUT_DIR/coordinator.log")"
-  sleep 0.1
+# ---- Coordinators ----------------------------------------------------------------
+CPIDS=()  # coordinator i's pid (CPIDS[0] is also PIDS[0])
+if [ "$COORDINATION" = zk ]; then
+  ZK=$("$ROOT/scripts/zk.sh" start "$OUT_DIR/zk") || die "could not start ZooKeeper (scripts/zk.sh)"
+  COORD_ARGS+=(--coordination="zk://$ZK/relaxps")
+elif [ ${#CKILLS[@]} -gt 0 ]; then
+  COORD_ARGS+=(--data_dir="$OUT_DIR/data/coordinator-0")  # Restarts resume from it.
+fi
+coord_log() { if [ "$1" = 0 ]; then echo "$OUT_DIR/coordinator.log"; else echo "$OUT_DIR/coordinator-$1.log"; fi; }
+# start_coordinator I BIND: starts coordinator I (appending to its log).
+start_coordinator() {
+  local i=$1 bind=$2
+  MARGS=()
+  [ "$i" = 0 ] && metrics_args 0  # Only coordinator 0 gets a --metrics_port.
+  "$BIN/relaxps-coordinator" --bind="$bind" --endpoint_file="$OUT_DIR/coordinator-$i.endpoint" \
+    --num_servers="$SERVERS" --num_workers="$WORKERS" --exit_when_done=false "${COORD_ARGS[@]}" \
+    "${MARGS[@]}" >>"$(coord_log "$i")" 2>&1 &
+  CPIDS[$i]=$!
+  [ "$i" = 0 ] && PIDS[0]=$!
+}
+COORD=""
+for c in $(seq 0 $((COORDINATORS - 1))); do
+  rm -f "$OUT_DIR/coordinator-$c.endpoint"
+  if [ "$c" = 0 ]; then NAMES+=(coordinator); PIDS+=(0); fi
+  bind="tcp://127.0.0.1:*"
+  [ "$c" = 0 ] && bind="tcp://127.0.0.1:${PORT/#0/*}"
+  start_coordinator "$c" "$bind"
+  for _ in $(seq 1 150); do
+    [ -s "$OUT_DIR/coordinator-$c.endpoint" ] && break
+    kill -0 "${CPIDS[$c]}" 2>/dev/null || die "coordinator $c exited at start-up: $(tail -n 3 "$(coord_log "$c")")"
+    sleep 0.1
+  done
+  [ -s "$OUT_DIR/coordinator-$c.endpoint" ] || die "coordinator $c did not start within 15 s"
+  COORD="${COORD:+$COORD,}$(cat "$OUT_DIR/coordinator-$c.endpoint")"
 done
-[ -s "$COORD_EP_FILE" ] || die "coordinator did not start within 10 s"
-COORD=$(cat "$COORD_EP_FILE")
+cp "$OUT_DIR/coordinator-0.endpoint" "$OUT_DIR/coordinator.endpoint"
 
 # ---- Servers -------------------------------------------------------------------
 server_cmd() {  # server_cmd I EXTRA... : sets CMD to the command line of server I
@@ -384,6 +438,10 @@ echo "run_local.sh: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s), 
 declare -A REPORTED
 declare -A RESTART_AT  # server index -> epoch second of its restart
 declare -A KILLED      # index into KILLS -> done
+declare -A CKILLED     # index into CKILLS -> done
+declare -A CRESTART_AT # coordinator id -> epoch second of its restart
+CKILL_MS=""            # unix ms of the last coordinator kill (takeover not yet seen)
+declare -A LEADERS_SEEN  # coordinator id -> LEADER lines already logged
 KILL_MS=()             # "unix_ms@server" of each kill
 declare -A STOPPED     # index into STOPS -> 1 stopped, 2 continued
 declare -A CUT         # index into PARTS -> "ports" while cut, "healed" after
@@ -444,6 +502,50 @@ while true; do
       done
     fi
   done
+  for k in "${!CKILLS[@]}"; do
+    [ -n "${CKILLED[$k]:-}" ] && continue
+    id=${CKILLS[$k]%@*} at=${CKILLS[$k]#*@}
+    if [ $((now - START)) -ge "$at" ]; then
+      CKILLED[$k]=1
+      kill -KILL "${CPIDS[$id]}" 2>/dev/null
+      CKILL_MS=$(date +%s%3N)
+      echo "[$((now - START))s] run_local.sh: killed coordinator $id (pid ${CPIDS[$id]}, --kill_coordinator=${CKILLS[$k]})" >&2
+      event kill_coordinator "$id"
+    fi
+  done
+  # Coordinators: a dead one is restarted on its endpoint when kills are
+  # injected or standbys exist; the job goes on if another one leads.
+  for c in $(seq 0 $((COORDINATORS - 1))); do
+    if ! kill -0 "${CPIDS[$c]}" 2>/dev/null; then
+      if [ ${#CKILLS[@]} -eq 0 ] && [ "$COORDINATORS" = 1 ]; then
+        wait "${CPIDS[$c]}" 2>/dev/null; code=$?
+        die "coordinator (pid ${CPIDS[$c]}) died with exit code $code; last log lines:
+$(tail -n 5 "$(coord_log "$c")" 2>/dev/null)"
+      fi
+      if [ -z "${CRESTART_AT[$c]:-}" ]; then
+        wait "${CPIDS[$c]}" 2>/dev/null
+        CRESTART_AT[$c]=$((now + RESTART_AFTER_S))
+      elif [ "$now" -ge "${CRESTART_AT[$c]}" ]; then
+        unset "CRESTART_AT[$c]"
+        echo "==== restarted by run_local.sh at $(date +%T)" >>"$(coord_log "$c")"
+        start_coordinator "$c" "$(cat "$OUT_DIR/coordinator-$c.endpoint")"
+        echo "[$((now - START))s] run_local.sh: restarted coordinator $c (pid ${CPIDS[$c]})" >&2
+        event restart_coordinator "$c"
+      fi
+    fi
+    # The new leader's LEADER line after a kill: the takeover time.
+    n=$(grep -ac '] LEADER ' "$(coord_log "$c")" 2>/dev/null)
+    if [ "${n:-0}" -gt "${LEADERS_SEEN[$c]:-0}" ]; then
+      LEADERS_SEEN[$c]=$n
+      ts=$(grep -a '] LEADER ' "$(coord_log "$c")" | tail -n 1 | awk '{print $2}')
+      lms=$(date -d "$ts" +%s%3N 2>/dev/null)
+      if [ -n "$CKILL_MS" ] && [ -n "$lms" ] && [ "$lms" -ge "$CKILL_MS" ]; then
+        event leader "$c" "takeover_ms=$((lms - CKILL_MS))"
+        echo "[$((now - START))s] run_local.sh: coordinator $c leads $((lms - CKILL_MS)) ms after the kill" >&2
+        CKILL_MS=""
+      fi
+    fi
+  done
   for k in "${!STOPS[@]}"; do
     [ "${STOPPED[$k]:-0}" = 2 ] && continue
     [[ ${STOPS[$k]} =~ ^([0-9]+)@([0-9]+)\+([0-9]+)$ ]]
@@ -481,7 +583,7 @@ while true; do
   { [ "$RECOVERY" = stateless ] || [ "$RECOVERY" = hybrid ]; } && log_reseeds
   # Control plane: the coordinator's death ends the job; a server's too,
   # unless the recovery policy restarts it.
-  for idx in $(seq 0 $((FIRST_WORKER - 1))); do
+  for idx in $(seq 1 $((FIRST_WORKER - 1))); do
     pid=${PIDS[$idx]}
     if ! kill -0 "$pid" 2>/dev/null; then
       name=${NAMES[$idx]}

@@ -70,11 +70,12 @@ Status ServerImpl::Init() {
   rpc_options.max_message_bytes = options_.max_message_bytes;
   RETURN_IF_ERROR(rpc_options.UseCurve(options_.curve));
   coordinator_ = std::make_unique<RpcClient>(rpc_options);
-  coordinator_peer_ = coordinator_->Connect(options_.coordinator);
+  RETURN_IF_ERROR(coordinators_.Connect(coordinator_.get(), options_.coordinator));
   ASSIGN_OR_RETURN(wire::RegisterReply rr, Register(options_.server_id));
   id_ = rr.id();
   job_ = rr.job();
   coordinator_identity_ = rr.coordinator_identity();
+  coordinator_term_ = rr.coordinator_term();
   // The coordinator sets replicas > 1 only for the policies that replicate
   // (chain, hybrid).
   replicas_ = std::max(1, job_.replicas());
@@ -118,7 +119,9 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
   while (true) {
     Message attempt;
     attempt.header = req.header;
-    reply = coordinator_->CallSync(coordinator_peer_, std::move(attempt), 1000);
+    const int peer = coordinators_.current();
+    reply = coordinator_->CallSync(peer, std::move(attempt), 1000);
+    if (CoordinatorPeers::ShouldRotate(reply.status())) coordinators_.Rotate(peer);
     if (reply.ok() || clock_->NowMs() > give_up) break;
     if (reply.status().code() != StatusCode::kDeadlineExceeded &&
         reply.status().code() != StatusCode::kUnavailable) {
@@ -150,7 +153,7 @@ Status ServerImpl::Run() {
     bye.header.set_sender(id_);
     bye.header.mutable_heartbeat()->set_role("server");
     bye.header.mutable_heartbeat()->set_id(id_);
-    coordinator_->CallSync(coordinator_peer_, std::move(bye), 300).status().IgnoreError();
+    coordinator_->CallSync(coordinators_.current(), std::move(bye), 300).status().IgnoreError();
     LOG(INFO) << "server " << id_ << ": the job is over; flushed and exiting";
   }
   return exit_status_.ok() ? s : exit_status_;
@@ -177,9 +180,11 @@ void ServerImpl::Heartbeat() {
   // published (InstallMap), so the pair never claims a new map's state early.
   h->set_shard_map_version(seen_map_version_.load());
   h->set_awaiting_state(awaiting_state_.load());
+  const int peer = coordinators_.current();
   StatusOr<Message> reply =
-      coordinator_->CallSync(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5);
+      coordinator_->CallSync(peer, std::move(hb), options_.heartbeat_ms * 5);
   if (!reply.ok()) {
+    if (CoordinatorPeers::ShouldRotate(reply.status())) coordinators_.Rotate(peer);
     if (reply.status().code() == StatusCode::kNotFound) {
       const std::string why = reply.status().message();
       if (chained()) {
@@ -238,6 +243,9 @@ void ServerImpl::Heartbeat() {
     return;
   }
   rpc_->Post([this, body] {
+    if (body->coordinator_term() > 0) {
+      AdoptCoordinator(body->coordinator_identity(), body->coordinator_term());
+    }
     if (body->job_done() && body->has_live_workers() && body->live_workers().ids_size() == 0) {
       job_done_ = true;
       Exit(Status::OK());
@@ -252,6 +260,16 @@ void ServerImpl::Heartbeat() {
       if (!s.ok()) LOG(ERROR) << "live worker set from the coordinator: " << s;
     }
   });
+}
+
+void ServerImpl::AdoptCoordinator(const std::string& identity, uint64_t term) {
+  if (term < coordinator_term_ || identity.empty()) return;  // A deposed coordinator.
+  if (identity != coordinator_identity_) {
+    LOG(INFO) << "server " << id_ << " follows the coordinator of term " << term
+              << " (was term " << coordinator_term_ << ")";
+  }
+  coordinator_identity_ = identity;
+  coordinator_term_ = term;
 }
 
 }  // namespace server_internal

@@ -28,6 +28,7 @@
 #include "client/internal/router.h"
 #include "client/internal/ssp_cache.h"
 #include "common/clock.h"
+#include "common/coordinator_peers.h"
 #include "common/fault_options.h"
 #include "common/periodic_thread.h"
 #include "common/shard_map.h"
@@ -182,6 +183,13 @@ class ClientImpl final : public Client {
   // reads it: kill -> first push acknowledged by the new head).
   void LogFailover(int server);
   void Heartbeat();
+  // The REGISTER this client sends (requested_id: -1 or its old id).
+  Message RegisterMessage(int requested_id) const;
+  // Heartbeat thread: the coordinator answered NotFound (it does not count
+  // this worker: declared dead after a pause, or a coordinator that lost its
+  // registration). Registers again with the same id, keeping this process's
+  // clock and incarnation (its exactly-once keys stay valid).
+  Status RegisterAgain(const std::string& why);
   // Chain replication, workers: keeps one map watch (a GET_SHARD_MAP the
   // coordinator holds until its map changes, coordinator/map_watchers.h)
   // outstanding, so a failover's map arrives within a message delay of the
@@ -249,7 +257,9 @@ class ClientImpl final : public Client {
   std::unique_ptr<ConsistencyPolicy> consistency_;
   std::unique_ptr<RecoveryPolicy> recovery_;
   std::unique_ptr<Transport> rpc_;
-  int coordinator_peer_ = -1;
+  // Every coordinator of the job (--coordinator may list several); set in
+  // Init(), then used from any thread.
+  CoordinatorPeers coordinators_;
   wire::Encoding encoding_ = wire::ENC_FP32;
   std::unique_ptr<client_internal::Router> router_;
   std::unique_ptr<client_internal::Resender> resender_;

@@ -287,7 +287,7 @@ void ClientImpl::StatelessHeartbeat(const wire::HeartbeatReply& hr) {
     rows_->FillSeedCopy(q.server(), replica_->LocalSince(q.server()), d, &copy.frames);
     LOG(INFO) << "sending the coordinator this worker's copy of server " << q.server() << "'s "
               << d->ranges_size() << " range(s) at clock " << d->worker_clock();
-    StatusOr<Message> reply = rpc_->CallSync(coordinator_peer_, std::move(copy), 3000);
+    StatusOr<Message> reply = rpc_->CallSync(coordinators_.current(), std::move(copy), 3000);
     if (!reply.ok()) LOG(WARNING) << "SEED_COPY for server " << q.server() << ": " << reply.status();
   }
   // A server lost by a stall that the map still shows alive at the same

@@ -34,8 +34,8 @@ import re
 import statistics
 import sys
 
-FAULTS = ("kill", "stop", "partition")
-BACKS = ("restart", "cont", "heal")
+FAULTS = ("kill", "stop", "partition", "kill_coordinator")
+BACKS = ("restart", "cont", "heal", "restart_coordinator")
 GLOG_TIME = re.compile(r"^[IWEF](\d{8} \d\d:\d\d:\d\d\.\d+)")
 
 

@@ -59,6 +59,9 @@ probe_policies() {
       echo "policy,$p,${REFUSED[$p]//,/;}" >>"$OUT/skipped.txt"
     fi
   done
+  if ! command -v java >/dev/null || [ ! -r /usr/share/java/zookeeper.jar ]; then
+    REFUSED[coordinator]="coordinator faults need java and zookeeper (scripts/install_deps.sh)"
+  fi
   if ! "$ROOT/scripts/run_local.sh" --help | grep -q -- '--partition_server'; then
     REFUSED[partition]="run_local.sh has no --partition_server"
   elif ! command -v iptables >/dev/null || ! command -v unshare >/dev/null || [ "$(id -u)" != 0 ]; then
@@ -113,8 +116,11 @@ build_matrix() {
               flags+=" --recovery=$p --duration_s=$DURATION_S --restart_after_s=$DOWN_S"
               flags+=" --optimizer=sgd --lr=0.01 --batch=32 --evaluator_every_s=$EVAL_EVERY_S"
               flags+=" --log_every_s=1 --progress_s=30 $(policy_flags "$p")"
+              local nth=0
+              [ "$f" = coordinator ] && flags+=" --coordinators=2 --coordination=zk"
               for a in $sched; do
                 case "$f" in
+                  coordinator) flags+=" --kill_coordinator=$((nth % 2))@${a#*@}"; nth=$((nth + 1)) ;;
                   kill) flags+=" --kill_server=$a" ;;
                   stop) flags+=" --stop_server=$a+$DOWN_S" ;;
                   partition) flags+=" --partition_server=$a+$DOWN_S" ;;

@@ -70,7 +70,7 @@ void ServerImpl::UpdateAwaitingState() {
     h->set_id(id_);
     h->set_shard_map_version(map_version_);
     h->set_awaiting_state(false);
-    coordinator_->Call(coordinator_peer_, std::move(hb), options_.heartbeat_ms * 5,
+    coordinator_->Call(coordinators_.current(), std::move(hb), options_.heartbeat_ms * 5,
                        [](const Status&, Message) {});
   }
 }
@@ -92,7 +92,9 @@ void ServerImpl::RejoinAfterFence(const std::string& why) {
   }
   auto map = std::make_shared<wire::ShardMap>(rr->shard_map());
   const bool awaits_seed = rr->awaits_seed();
-  rpc_->Post([this, map, awaits_seed] {
+  rpc_->Post([this, map, awaits_seed, identity = rr->coordinator_identity(),
+              term = rr->coordinator_term()] {
+    AdoptCoordinator(identity, term);
     LOG(INFO) << "server " << id_ << " registered again after being fenced; rejoining at epoch "
               << map->epoch();
     // Hybrid: it held ranges alone when it was declared dead; they are

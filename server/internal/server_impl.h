@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/coordinator_peers.h"
 #include "common/buffer_pool.h"
 #include "common/clock.h"
 #include "common/loop_client.h"
@@ -233,13 +234,21 @@ class ServerImpl final : public Server {
   std::unique_ptr<RpcServer> rpc_;
   std::string advertised_;  // Registered endpoint (ServerOptions::advertise).
   std::unique_ptr<RpcClient> coordinator_;
-  int coordinator_peer_ = -1;
+  // Every coordinator of the job (--coordinator may list several; the
+  // leader serves, coordinator/coordinator.h).
+  CoordinatorPeers coordinators_;
   int id_ = -1;
   wire::JobConfig job_;
   // Routing id of the coordinator's connection (RegisterReply): control
   // messages (INSTALL_MAP, WORKER_SET, CHECKPOINT, SEED) from anyone else are
   // refused with PermissionDenied.
   std::string coordinator_identity_;
+  // The coordinator term of coordinator_identity_: a heartbeat reply of a
+  // newer term (a restarted or newly elected coordinator) replaces it.
+  // Loop thread after Init().
+  uint64_t coordinator_term_ = 0;
+  // Adopts a coordinator's identity if its term is not older. Loop thread.
+  void AdoptCoordinator(const std::string& identity, uint64_t term);
   std::unique_ptr<ConsistencyPolicy> policy_;
   std::unique_ptr<kernels::Device> device_;         // CPU: host-memory work.
   std::unique_ptr<kernels::Device> update_device_;  // Optional GPU for updates.

@@ -219,6 +219,35 @@ TEST(CoordinatorTest, RepeatedServerRegistrationOfTheSameProcessGetsTheSameId) {
 
 // Hybrid replicates like chain: it needs 2 <= --replicas <= --num_servers,
 // and says which policy asked.
+TEST(CoordinatorTest, WorkerUnknownToARestartedCoordinatorRegistersAgainWithItsId) {
+  CoordinatorOptions co;
+  co.num_servers = 1;
+  auto first = std::make_unique<RunningCoordinator>(co);
+  const std::string endpoint = first->endpoint();
+  ClientOptions o;
+  o.coordinator = endpoint;
+  o.worker_id = 7;
+  o.heartbeat_ms = 50;
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  // The same endpoint, no stored state: this coordinator never heard of
+  // worker 7, and answers its heartbeats NotFound until it registers again.
+  first.reset();
+  co.bind = endpoint;
+  RunningCoordinator second(co);
+  RpcClient rpc;
+  const int peer = rpc.Connect(endpoint);
+  EXPECT_TRUE(Eventually([&] {
+    const wire::StatusReply st = GetStatus(&rpc, peer);
+    for (const wire::WorkerState& w : st.workers()) {
+      if (w.id() == 7 && w.alive()) return true;
+    }
+    return false;
+  })) << "worker 7 did not register again";
+  EXPECT_TRUE(Eventually([&] { return (*client)->coordinator_healthy(); }));
+  EXPECT_EQ((*client)->worker_id(), 7);
+}
+
 TEST(CoordinatorTest, HybridNeedsReplicasLikeChain) {
   CoordinatorOptions co;
   co.num_servers = 2;

@@ -1,0 +1,227 @@
+// Leadership and the durable state: opening the state store, the election,
+// taking over from stored records, writing every change before it takes
+// effect, and stepping down.
+#include "coordinator/internal/coordinator_impl.h"
+
+#include <algorithm>
+
+namespace relaxps {
+namespace coordinator_internal {
+namespace {
+
+constexpr char kJob[] = "job";
+constexpr char kMap[] = "map";
+constexpr char kMembers[] = "members";
+constexpr char kRecovery[] = "recovery";
+constexpr char kCheckpoints[] = "checkpoints";
+
+template <typename Proto>
+Status ParseRecord(const StateRecords& records, const char* name, Proto* out) {
+  auto it = records.find(name);
+  if (it == records.end()) return NotFoundError(name);
+  if (!out->ParseFromString(it->second)) {
+    return CorruptionError(std::string("coordinator state record '") + name + "' is corrupt");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CoordinatorImpl::OpenStore() {
+  if (!options_.coordination.empty()) {
+    ASSIGN_OR_RETURN(ZkAddress address, ParseZkAddress(options_.coordination));
+    ZkSessionOptions zo;
+    zo.hosts = address.hosts;
+    zo.session_timeout_ms = options_.zk_session_timeout_ms;
+    ASSIGN_OR_RETURN(zk_, ZkSession::Connect(zo));
+    ASSIGN_OR_RETURN(store_, NewZkStateStore(zk_.get(), address.path));
+    zk_->OnEvent([this](ZkEvent e) { rpc_->Post([this, e] { OnZkEvent(e); }); });
+    LOG(INFO) << "coordinator " << endpoint() << ": ZooKeeper " << address.hosts << " session "
+              << zk_->session_timeout_ms() << " ms, job " << address.path
+              << "; standby until elected";
+    ASSIGN_OR_RETURN(election_, LeaderElection::Start(zk_.get(), address.path, endpoint(), [this] {
+                       rpc_->Post([this] {
+                         Status s = TakeOver();
+                         if (!s.ok()) StepDown("taking over: " + s.ToString());
+                       });
+                     }));
+    return Status::OK();
+  }
+  if (!options_.data_dir.empty()) {
+    ASSIGN_OR_RETURN(store_, NewRocksDbStateStore(options_.data_dir));
+  } else {
+    store_ = NewMemoryStateStore();
+  }
+  return TakeOver();
+}
+
+Status CoordinatorImpl::TakeOver() {
+  if (stepped_down_) return Status::OK();
+  const int64_t since = clock_->NowMs();
+  ASSIGN_OR_RETURN(ClaimedState claimed, store_->Claim());
+  term_ = claimed.term;
+  RETURN_IF_ERROR(Restore(claimed.records));
+  written_ = claimed.records;
+  leading_.store(true);
+  if (!Persist()) return AbortedError("the first write of the coordinator state failed");
+  LOG(INFO) << "LEADER coordinator " << endpoint() << " serves the job from " << store_->Name()
+            << " (term " << term_ << ", map version " << map_.version() << ", epoch "
+            << map_.epoch() << ", " << members_.live_servers() << " live server(s), "
+            << announced_workers_.size() << " live worker(s)) after loading for "
+            << (clock_->NowMs() - since) << " ms";
+  return Status::OK();
+}
+
+void CoordinatorImpl::StepDown(const std::string& why) {
+  if (stepped_down_) return;
+  stepped_down_ = true;
+  leading_.store(false);
+  LOG(ERROR) << "STEPDOWN coordinator " << endpoint() << " stops serving: " << why;
+  result_ = AbortedError("coordinator stepped down: " + why);
+  rpc_->Stop();
+}
+
+void CoordinatorImpl::OnZkEvent(ZkEvent e) {
+  if (e == ZkEvent::kExpired) {
+    StepDown("its ZooKeeper session expired");
+  } else if (e == ZkEvent::kDisconnected && leading_.load()) {
+    // Another coordinator may lead once the session expires: stop at once.
+    StepDown("it lost its ZooKeeper connection");
+  }
+}
+
+bool CoordinatorImpl::Persist() {
+  if (!leading_.load()) return false;
+  StateRecords changed;
+  for (auto& [name, value] : Snapshot()) {
+    auto it = written_.find(name);
+    if (it == written_.end() || it->second != value) changed[name] = std::move(value);
+  }
+  if (changed.empty()) return true;
+  if (Status s = store_->Write(changed); !s.ok()) {
+    StepDown("writing the coordinator state: " + s.ToString());
+    return false;
+  }
+  for (auto& [name, value] : changed) written_[name] = std::move(value);
+  return true;
+}
+
+StateRecords CoordinatorImpl::Snapshot() const {
+  StateRecords r;
+  wire::StoredJob job;
+  *job.mutable_job() = job_;
+  job.set_next_incarnation(next_incarnation_);
+  job.set_job_error(job_error_);
+  job.set_job_done(job_done_);
+  job.SerializeToString(&r[kJob]);
+  map_.SerializeToString(&r[kMap]);
+  wire::StoredMembership m;
+  for (const auto& [id, info] : members_.servers()) {
+    wire::StoredMember* s = m.add_servers();
+    s->set_id(id);
+    s->set_endpoint(info.endpoint);
+    s->set_pid(info.pid);
+    s->set_alive(info.alive);
+  }
+  for (const auto& [id, info] : members_.workers()) {
+    wire::StoredMember* w = m.add_workers();
+    w->set_id(id);
+    w->set_pid(info.pid);
+    w->set_alive(info.alive);
+  }
+  m.set_worker_set_version(members_.worker_set_version());
+  m.set_workers_left(workers_left_);
+  m.SerializeToString(&r[kMembers]);
+  wire::StoredRecovery rec;
+  for (int id : stranded_holders_) rec.add_stranded_holders(id);
+  for (const auto& [id, version] : syncing_) {
+    rec.add_syncing_ids(id);
+    rec.add_syncing_versions(version);
+  }
+  for (const auto& [id, since] : seeding_) rec.add_seeding(id);
+  rec.SerializeToString(&r[kRecovery]);
+  wire::StoredCheckpoints cps;
+  for (const wire::CheckpointRecord& c : checkpoints_.history()) *cps.add_history() = c;
+  cps.set_failed(checkpoints_.failed());
+  cps.SerializeToString(&r[kCheckpoints]);
+  return r;
+}
+
+Status CoordinatorImpl::Restore(const StateRecords& records) {
+  if (records.empty()) return Status::OK();  // A new job.
+  const int64_t now = clock_->NowMs();
+  wire::StoredJob job;
+  RETURN_IF_ERROR(ParseRecord(records, kJob, &job));
+  const wire::JobConfig& j = job.job();
+  if (j.consistency() != job_.consistency() || j.staleness() != job_.staleness() ||
+      j.recovery() != job_.recovery() || j.num_servers() != job_.num_servers() ||
+      j.replicas() != job_.replicas()) {
+    return FailedPreconditionError(
+        "the stored job (" + store_->Name() + ") has consistency " + j.consistency() +
+        " staleness " + std::to_string(j.staleness()) + " recovery " + j.recovery() +
+        " num_servers " + std::to_string(j.num_servers()) + " replicas " +
+        std::to_string(j.replicas()) + "; this coordinator was started with consistency " +
+        job_.consistency() + " staleness " + std::to_string(job_.staleness()) + " recovery " +
+        job_.recovery() + " num_servers " + std::to_string(job_.num_servers()) + " replicas " +
+        std::to_string(job_.replicas()) + ": give it the job's flags (or a new --data_dir / PATH)");
+  }
+  next_incarnation_ = std::max(next_incarnation_, job.next_incarnation());
+  if (!job.job_error().empty()) {
+    job_error_ = job.job_error();
+    failed_at_ms_ = now;
+  }
+  if (job.job_done()) {
+    job_done_ = true;
+    done_at_ms_ = now;
+  }
+  RETURN_IF_ERROR(ParseRecord(records, kMap, &map_));
+  wire::StoredMembership m;
+  RETURN_IF_ERROR(ParseRecord(records, kMembers, &m));
+  // Members get a heartbeat timeout of grace on top: they are looking for
+  // the new coordinator.
+  const int64_t seen = now + options_.heartbeat_timeout_ms;
+  for (const wire::StoredMember& s : m.servers()) {
+    members_.AddServer(s.id(), s.endpoint(), s.pid(), seen);
+    if (!s.alive()) members_.MarkServerDead(s.id());
+    if (options_.curve.enabled()) {
+      StatusOr<std::string> key =
+          LoadPublicKey(options_.curve.keys_dir, "server-" + std::to_string(s.id()));
+      if (key.ok()) server_keys_[s.id()] = *key;
+    }
+    server_peer_[s.id()] = servers_rpc_->Connect(s.endpoint(), server_keys_[s.id()]);
+  }
+  for (const wire::StoredMember& w : m.workers()) {
+    members_.AddWorker(w.id(), 0, w.pid(), seen);
+    if (!w.alive()) members_.RemoveWorker(w.id());
+  }
+  // One ahead of what servers saw: the next live set supersedes theirs.
+  members_.set_worker_set_version(m.worker_set_version() + 1);
+  workers_left_ = m.workers_left();
+  wire::StoredRecovery rec;
+  RETURN_IF_ERROR(ParseRecord(records, kRecovery, &rec));
+  for (int id : rec.stranded_holders()) Strand(id);  // Lost since the takeover, as far as spares go.
+  for (int i = 0; i < rec.syncing_ids_size() && i < rec.syncing_versions_size(); ++i) {
+    syncing_[rec.syncing_ids(i)] = rec.syncing_versions(i);
+  }
+  std::vector<int> workers;
+  std::vector<int64_t> clocks;
+  members_.LiveWorkers(&workers, &clocks);
+  for (int id : rec.seeding()) {
+    // The re-seed in flight is started again: the workers send their copies anew.
+    seeding_[id] = now;
+    reseeder_.Begin(id, map_.version(), workers, now);
+  }
+  wire::StoredCheckpoints cps;
+  RETURN_IF_ERROR(ParseRecord(records, kCheckpoints, &cps));
+  checkpoints_.Restore({cps.history().begin(), cps.history().end()}, cps.failed());
+  announced_workers_ = workers;
+  announced_version_ = members_.worker_set_version();
+  barriers_.Update(announced_workers_, now);
+  LOG(INFO) << "resumed from " << store_->Name() << ": " << map_.tables_size() << " table(s), "
+            << members_.servers().size() << " server(s) and " << members_.workers().size()
+            << " worker(s) known" << (job_error_.empty() ? "" : ", the job had failed: " + job_error_);
+  return Status::OK();
+}
+
+}  // namespace coordinator_internal
+}  // namespace relaxps

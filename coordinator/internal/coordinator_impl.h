@@ -1,0 +1,228 @@
+// CoordinatorImpl: the implementation behind relaxps::Coordinator
+// (coordinator/coordinator.h), split by responsibility:
+//   coordinator.cc          start-up, leadership, dispatch, job end and status
+//   coordinator_members.cc  registration, heartbeats, the live worker set, barriers
+//   coordinator_tables.cc   tables, learning rates, shard map installs
+//   coordinator_recovery.cc failure detection, chain/stateless/hybrid recovery,
+//                           checkpoints
+//   coordinator_state.cc    the durable state (coordinator/state_store.h)
+//
+// Thread-safety: everything runs on the RpcServer's loop thread, except
+// Stop() and the leadership callbacks, which Post() to it.
+#ifndef RELAXPS_COORDINATOR_INTERNAL_COORDINATOR_IMPL_H_
+#define RELAXPS_COORDINATOR_INTERNAL_COORDINATOR_IMPL_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/rpc_client.h"
+#include "common/rpc_server.h"
+#include "common/shard_map.h"
+#include "coordinator/barriers.h"
+#include "coordinator/checkpoint_scheduler.h"
+#include "coordinator/coordinator_metrics.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/map_watchers.h"
+#include "coordinator/membership.h"
+#include "coordinator/leader_election.h"
+#include "coordinator/reseeder.h"
+#include "coordinator/state_store.h"
+#include "coordinator/zk_session.h"
+#include "recovery/recovery_policy.h"
+
+namespace relaxps {
+namespace coordinator_internal {
+
+class CoordinatorImpl final : public Coordinator {
+ public:
+  explicit CoordinatorImpl(const CoordinatorOptions& options)
+      : options_(options),
+        clock_(ClockOrReal(options.clock)),
+        members_(options.heartbeat_timeout_ms),
+        barriers_(options.consistency == ConsistencyModel::kAsync ? 0 : options.num_workers),
+        checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
+                                                options.checkpoint_every_s, 16},
+                     clock_->NowMs()),
+        reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
+                                options.reseed_timeout_ms}),
+        metrics_(options.metrics) {}
+
+  Status Init();
+
+  const std::string& endpoint() const override { return rpc_->endpoint(); }
+  bool leading() const override { return leading_.load(); }
+  void Run() override {
+    rpc_->Run([this](Request r) { Handle(std::move(r)); });
+  }
+  void Stop() override { rpc_->Stop(); }
+  Status result() const override { return result_; }
+
+ private:
+  // ---- Leadership and durable state (coordinator_state.cc) ----
+  // Opens the state store (and joins the election under coordination).
+  Status OpenStore();
+  // Claims the store and resumes from its records; then serves.
+  Status TakeOver();
+  // Stops serving: Run() returns Aborted naming `why`.
+  void StepDown(const std::string& why);
+  void OnZkEvent(ZkEvent e);
+  // Writes every changed record to the store. False (and stepped down) if
+  // the write failed: the caller must not let the change take effect.
+  [[nodiscard]] bool Persist();
+  StateRecords Snapshot() const;
+  Status Restore(const StateRecords& records);
+
+  // Ends the job in order (SHUTDOWN or every worker left).
+  void EndJob(const std::string& why);
+  // Loop timer: returns from Run() once an ended job's processes left, or
+  // a failed job's clients had time to learn why.
+  void MaybeExit(int64_t now);
+  void Handle(Request req);
+  // --security=curve: PermissionDenied unless the sender's key may send
+  // this message in the role and with the id it claims.
+  Status CheckRole(const Request& req) const;
+  // `old_confirmed_dead`: a server registering with the id of a live one
+  // whose instance did not answer a probe (see takeover_probe_ms).
+  void HandleRegister(Request req, bool old_confirmed_dead = false);
+  // Probes the live server `id` before `req` may take its id: refused if it
+  // answers, registered if not.
+  void ProbeBeforeTakeover(Request req, int id);
+  int MaxWorkers() const;
+  // Handles one request (Dispatch), then answers the map watches the
+  // request made stale.
+  void Dispatch(Request req);
+  void HandleHeartbeat(const Request& req);
+  void HandleCreateTable(Request req);
+  void HandleStatus(const Request& req);
+  // What GET_STATUS answers (also read by the metrics collector).
+  wire::StatusReply BuildStatus() const;
+  // BARRIER: held in barriers_ until passed or timed out.
+  void HandleBarrier(Request req);
+  // SET_LEARNING_RATE: records the change in the table and installs the map
+  // on every server before answering.
+  void HandleSetLearningRate(Request req);
+  // Installs map_ on every live server, then answers `req` (with the map).
+  // If that fails, table `drop_on_failure` (if any) is dropped from the map.
+  void InstallMapAndReply(Request req, const std::string& what,
+                          const std::string& drop_on_failure = "");
+  void CheckLiveness();
+  // Sends `msg` to every live server; `done` runs on the loop thread with the
+  // first error or OK once all answered; `on_reply` (optional) runs on the
+  // loop thread for each successful reply.
+  using ReplyFn = std::function<void(int server_id, const Message& reply)>;
+  void Broadcast(const Message& msg, std::function<void(const Status&)> done,
+                 int timeout_ms = 5000, ReplyFn on_reply = nullptr);
+  // Starts a coordinated checkpoint at the min live worker clock; answers
+  // `waiters` (manual requests) when it ends. Queues them if one is running.
+  void StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters);
+  void BroadcastWorkerSet(std::function<void(const Status&)> done);
+  // The live worker set (ids, clocks, version) as sent to servers.
+  void FillLiveWorkers(wire::LiveWorkers* lw) const;
+  void RebuildServerList();
+  void FailJob(const std::string& reason);
+  // Removes table `name` from the map (its creation failed with `why`) and
+  // sends the map without it to the servers.
+  void DropTable(const std::string& name, const Status& why);
+  // Stateless recovery: a SEED_COPY from a worker; finishing rounds whose
+  // copies are in (or timed out) by sending SEED to their server.
+  void HandleSeedCopy(Request req);
+  void FinishReseeds();
+  bool chained() const { return recovery_->ReplicatesServers(); }
+  // Hybrid: chains that fall back to the workers' copies when every replica
+  // of a range is lost (recovery/hybrid_fallback.h).
+  bool hybrid() const { return chained() && recovery_->TrainsThroughServerLoss(); }
+  // Hybrid: once `seeded`'s stranded ranges are served again, the live
+  // servers join the chains they were kept out of; pushes the map.
+  void RejoinAfterSeed(int seeded);
+  // Chain replication: the connection to a server closed; probe it.
+  void OnDisconnect(int peer);
+  // Chain replication: removes a dead server from its chains and installs
+  // the new map (epoch + 1) on every live server.
+  void Reconfigure(int server_id, const std::string& why);
+  // Sends the current map to every live server.
+  void PushMap(const std::string& why);
+  // Chain replication: servers that joined chains and have not yet reported
+  // (heartbeat awaiting_state false) that every state transfer arrived.
+  std::set<int> Syncing() const {
+    std::set<int> ids;
+    for (const auto& [id, version] : syncing_) ids.insert(id);
+    return ids;
+  }
+
+  // Constant after Init().
+  const CoordinatorOptions options_;
+  const Clock* const clock_;
+  std::unique_ptr<RpcServer> rpc_;
+  std::unique_ptr<RpcClient> servers_rpc_;
+  std::unique_ptr<RecoveryPolicy> recovery_;
+  wire::JobConfig job_;
+  int64_t start_ms_ = 0;
+  std::string identity_;  // Routing id of servers_rpc_ (see RegisterReply).
+  // --security=curve: server id -> the public key its ROUTER must prove it
+  // holds (DIR/server-<id>.pub), listed in the map for clients.
+  std::map<int, std::string> server_keys_;
+  Status result_;         // Set before Run() returns.
+
+  // Loop thread only.
+  std::unique_ptr<MapWatchers> watchers_;  // Created in Init().
+  Membership members_;
+  Barriers barriers_;
+  // The live workers of the last worker set every server acknowledged (the
+  // barriers count these: a worker counts once the servers count it too).
+  std::vector<int> announced_workers_;
+  uint64_t announced_version_ = 0;
+  wire::ShardMap map_;
+  std::map<int, int> server_peer_;  // server id -> RpcClient peer.
+  std::string job_error_;
+  int64_t failed_at_ms_ = 0;
+  bool job_done_ = false;
+  int64_t done_at_ms_ = 0;
+  int workers_left_ = 0;  // Orderly DEREGISTERs of workers.
+  uint64_t next_incarnation_ = 1;
+  CheckpointScheduler checkpoints_;
+  Reseeder reseeder_;
+  // Servers being seeded: registered, shown dead in the map until seeded.
+  std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
+  // Hybrid: lost servers that held ranges alone (stranded, awaiting a seed),
+  // and since when (for spare takeover).
+  std::set<int> stranded_holders_;
+  std::map<int, int64_t> stranded_since_;
+  // Hybrid: spare -> the holders whose stranded ranges it took over, shown in
+  // the map (ServerInfo.took_over) until it is seeded.
+  std::map<int, std::vector<int>> took_over_;
+  // Hybrid: records `id` as a stranded holder (since now, unless it was).
+  void Strand(int id) {
+    stranded_holders_.insert(id);
+    stranded_since_.emplace(id, clock_->NowMs());
+  }
+  // Hybrid spare takeover: if a stranded holder qualifies
+  // (PickStrandedForSpare), moves what it held alone to `spare`, which is
+  // then seeded in its place. Returns the holder or -1.
+  int TakeOverStranded(int spare);
+  // Chain replication: joined servers still receiving their state, with the
+  // map version of their join (see Syncing()).
+  std::map<int, uint64_t> syncing_;
+  // Manual checkpoint requests that arrived while one was in flight.
+  std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
+  CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().
+  uint64_t term_ = 0;      // The store's term of this leadership (Claim()).
+  StateRecords written_;   // Records as last written to store_.
+  bool stepped_down_ = false;
+
+  // Written on the loop thread, read by leading() from any thread.
+  std::atomic<bool> leading_{false};
+  // Declared last: destroyed first (the election and the session call back
+  // into rpc_ until they are gone).
+  std::unique_ptr<ZkSession> zk_;
+  std::unique_ptr<CoordinatorStateStore> store_;
+  std::unique_ptr<LeaderElection> election_;
+};
+
+}  // namespace coordinator_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_COORDINATOR_INTERNAL_COORDINATOR_IMPL_H_
