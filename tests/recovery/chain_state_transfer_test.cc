@@ -143,7 +143,9 @@ TEST(ChainStateTransferTest, SnapshotsBiggerThanAnyMessageStreamInPiecesWhileTra
         copies.push_back(std::move(got));
       }
       ASSERT_EQ(copies[0].size(), r.end - r.begin);
-      if (slot == 0) ASSERT_NE(copies[0][0], 0.5f) << "no push reached range " << r.begin;
+      if (slot == 0) {
+        ASSERT_NE(copies[0][0], 0.5f) << "no push reached range " << r.begin;
+      }
       for (size_t i = 0; i < copies[0].size(); ++i) {
         ASSERT_EQ(copies[0][i], copies[1][i]) << "range " << r.begin << " slot " << slot
                                               << " key " << r.begin + i;
@@ -169,7 +171,9 @@ TEST(ChainStateTransferTest, SnapshotsBiggerThanAnyMessageStreamInPiecesWhileTra
         copies.push_back(std::move(got));
       }
       ASSERT_EQ(copies[0].size(), ids.size() * kWidth);
-      if (slot == 0) ASSERT_NE(copies[0][0], 0.25f) << "no push reached bucket " << b.begin;
+      if (slot == 0) {
+        ASSERT_NE(copies[0][0], 0.25f) << "no push reached bucket " << b.begin;
+      }
       for (size_t i = 0; i < copies[0].size(); ++i) {
         ASSERT_EQ(copies[0][i], copies[1][i]) << "bucket " << b.begin << " slot " << slot
                                               << " row " << ids[i / kWidth];
