@@ -107,6 +107,11 @@ BufferPoolStats BufferPool::stats() const {
 }
 
 void TuneMallocForLargeMessages() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizer's allocator replaces glibc's and ignores mallopt: nothing
+  // to tune, and nothing to warn about.
+  return;
+#endif
   // 32 MiB is glibc's largest mmap threshold on 64-bit (HEAP_MAX_SIZE / 2).
   if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1) LOG(WARNING) << "mallopt(M_MMAP_THRESHOLD) failed";
   // Keep up to 1 GiB of freed memory at the top of the heaps instead of

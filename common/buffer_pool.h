@@ -84,6 +84,7 @@ class BufferPool {
 // multi-MiB block is mmapped and unmapped per message (a page fault per 4 KiB
 // received). Raises the mmap threshold to its maximum (32 MiB) and keeps
 // freed memory instead of trimming it. Process-wide: call from main() only.
+// A no-op under ASan and TSan, whose allocators ignore mallopt.
 void TuneMallocForLargeMessages();
 
 }  // namespace relaxps
