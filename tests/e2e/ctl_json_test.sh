@@ -10,16 +10,8 @@ SRC=$1 BIN=$2
 SCALE=${RELAXPS_TEST_TIME_SCALE:-1}
 PY=/usr/bin/python3
 OUT=$(mktemp -d /tmp/relaxps_ctl_json_test_XXXXXX)
-RUN_PID=""
-cleanup() {
-  if [ -n "$RUN_PID" ] && kill -0 "$RUN_PID" 2>/dev/null; then
-    kill -TERM "$RUN_PID"
-    wait "$RUN_PID" 2>/dev/null
-  fi
-  rm -rf "$OUT"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- run_local.sh"; cat "$OUT/run.log" 2>/dev/null; exit 1; }
+# shellcheck source=run_local_bg.sh
+. "$(dirname "$0")/run_local_bg.sh"
 
 RELAXPS_BIN=$BIN RELAXPS_SKIP_BUILD=1 "$SRC/scripts/run_local.sh" --model=mlp \
   --duration_s=$((60 * SCALE)) --servers=2 --workers=1 --recovery=checkpoint \

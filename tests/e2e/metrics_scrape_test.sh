@@ -16,17 +16,8 @@ if [ ! -x "$PROMTOOL" ] || ! command -v curl >/dev/null; then
   exit 77
 fi
 OUT=$(mktemp -d /tmp/relaxps_metrics_test_XXXXXX)
-RUN_PID=""
-cleanup() {
-  # run_local.sh stops every process it started on SIGTERM.
-  if [ -n "$RUN_PID" ] && kill -0 "$RUN_PID" 2>/dev/null; then
-    kill -TERM "$RUN_PID"
-    wait "$RUN_PID" 2>/dev/null
-  fi
-  rm -rf "$OUT"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- run_local.sh"; cat "$OUT/run.log" 2>/dev/null; exit 1; }
+# shellcheck source=run_local_bg.sh
+. "$(dirname "$0")/run_local_bg.sh"
 
 RELAXPS_BIN=$BIN RELAXPS_SKIP_BUILD=1 "$SRC/scripts/run_local.sh" --metrics --model=mlp \
   --duration_s=$((25 * SCALE)) --servers=2 --workers=2 --consistency=bsp \
