@@ -5,7 +5,6 @@
 // corrupt checkpoints or stores refused with an error naming them.
 #include <signal.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -228,83 +227,6 @@ TEST(CheckpointRestoreTest, PausedServerDeclaredDeadRestoresItsCheckpointInPlace
   // Training goes on through the restarted server.
   PushRound(client.get(), 5);
   EXPECT_FALSE(BitEqual(ReadState(cluster.get(), 1, 2).dense[0], at_checkpoint.dense[0]));
-  if (!::testing::Test::HasFailure()) RemoveTree(dir);
-}
-
-// BSP workers keep their clocks across a server's restart: two workers
-// training many clocks past the checkpoint resend to the restored server as
-// soon as it registers, and it must take their pushes. It learns the
-// workers' clocks with its registration; before, it refused them as "more
-// than 4 clocks ahead" of its restored clock until its first heartbeat
-// brought them (--max_clocks_ahead), and the workers failed.
-TEST(CheckpointRestoreTest, RestoredServerTakesBspPushesFarPastItsCheckpoint) {
-  const std::string dir = MakeTempDir();
-  ASSERT_OK_AND_ASSIGN(auto cluster, RecoveryCluster::Start(dir, 2, {"--recovery=checkpoint",
-                                                                     "--consistency=bsp",
-                                                                     "--staleness=0",
-                                                                     "--num_workers=2",
-                                                                     "--heartbeat_timeout_ms=20000"}));
-  std::vector<std::string> flags = kServerFlags;
-  flags.push_back("--heartbeat_ms=2000");  // After kServerFlags' 100: the last one counts.
-  for (int id = 0; id < 2; ++id) ASSERT_OK(cluster->StartServer(id, flags));
-  std::unique_ptr<Client> clients[2];
-  std::thread connect([&] { clients[1] = cluster->Connect("worker").value(); });
-  ASSERT_OK_AND_ASSIGN(clients[0], cluster->Connect("worker"));
-  connect.join();
-  ASSERT_NE(clients[1], nullptr);
-  TableOptions t;
-  t.name = "w";
-  t.size = 1000;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = 0.01f;
-  ASSERT_OK(clients[0]->CreateTable(t));
-  ASSERT_OK(clients[1]->GetTable("w"));
-  std::atomic<bool> stop{false}, any_failed{false};
-  std::atomic<int64_t> steps[2] = {{0}, {0}};
-  Status failed[2];  // Read after join().
-  std::vector<std::thread> workers;
-  for (int w = 0; w < 2; ++w) {
-    workers.emplace_back([&, w] {
-      FloatBuffer g(1000), out(1000);
-      for (auto& v : g) v = 1.0f;
-      while (!stop.load()) {
-        Status s = clients[w]->PushPull("w", 0, g, out).get();
-        if (s.ok()) s = clients[w]->Clock();
-        if (!s.ok()) {
-          failed[w] = s;
-          any_failed = true;
-          return;
-        }
-        ++steps[w];
-      }
-    });
-  }
-  auto wait_steps = [&](int64_t n) {
-    const auto give_up = std::chrono::steady_clock::now() + Scaled(Millis(60000));
-    while (steps[0].load() < n && !any_failed.load() &&
-           std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  };
-  wait_steps(5);
-  ASSERT_OK_AND_ASSIGN(CommandResult ck, cluster->Ctl({"checkpoint"}));
-  EXPECT_EQ(ck.exit_status, 0) << ck.output;
-  const int64_t at_checkpoint = steps[0].load();
-  wait_steps(at_checkpoint + 30);  // Far past the checkpoint.
-  cluster->server(1)->Kill(SIGKILL);
-  ASSERT_OK(cluster->server(1)->Wait(Millis(10000)));
-  std::vector<std::string> restart = flags;
-  restart.push_back("--restore_from=latest");
-  ASSERT_OK(cluster->StartServer(1, restart));
-  const int64_t at_restart = steps[0].load();
-  wait_steps(at_restart + 10);
-  stop = true;
-  for (auto& w : workers) w.join();
-  for (int w = 0; w < 2; ++w) EXPECT_OK(failed[w]) << "worker " << w;
-  EXPECT_GE(steps[0].load(), at_restart + 10) << cluster->server(1)->Log();
-  std::printf("checkpoint at step %lld, restart at step %lld, %lld steps after it\n",
-              static_cast<long long>(at_checkpoint), static_cast<long long>(at_restart),
-              static_cast<long long>(steps[0].load() - at_restart));
   if (!::testing::Test::HasFailure()) RemoveTree(dir);
 }
 
