@@ -20,54 +20,32 @@
 #include "common/rpc_client.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
+#include "tests/server/in_process_cluster.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
 namespace {
 
-// A coordinator and `num_servers` servers in this process, each with its own
-// key; with `chain`, under --recovery=chain with 2 replicas.
-class CurveJob {
- public:
-  explicit CurveJob(const std::string& keys, int num_servers = 1, bool chain = false) {
-    CoordinatorOptions co;
-    co.curve = CurveOptions{keys, "coordinator"};
-    co.num_servers = num_servers;
-    if (chain) {
-      co.recovery = RecoveryMode::kChain;
-      co.replicas = 2;
-    }
-    auto c = Coordinator::Start(co);
-    CHECK(c.ok()) << c.status();
-    coordinator_ = std::move(c).value();
-    threads_.emplace_back([this] { coordinator_->Run(); });
-    for (int i = 0; i < num_servers; ++i) {
-      ServerOptions so;
-      so.coordinator = coordinator_->endpoint();
-      so.server_id = i;
-      so.store.kind = "memory";
-      so.heartbeat_ms = 100;
-      so.curve = CurveOptions{keys, "server-" + std::to_string(i)};
-      auto s = Server::Start(so);
-      CHECK(s.ok()) << s.status();
-      servers_.push_back(std::move(s).value());
-      Server* raw = servers_.back().get();
-      threads_.emplace_back([raw] { raw->Run().IgnoreError(); });
-    }
+// A job's coordinator options under curve: `num_servers` servers, each with
+// its own key (InProcessCluster gives server i the key "server-<i>"); with
+// `chain`, under --recovery=chain with 2 replicas.
+CoordinatorOptions CurveCoordinator(const std::string& keys, int num_servers = 1,
+                                    bool chain = false) {
+  CoordinatorOptions co;
+  co.curve = CurveOptions{keys, "coordinator"};
+  co.num_servers = num_servers;
+  if (chain) {
+    co.recovery = RecoveryMode::kChain;
+    co.replicas = 2;
   }
-  ~CurveJob() {
-    for (auto& s : servers_) s->Stop();
-    coordinator_->Stop();
-    for (auto& t : threads_) t.join();
-  }
-  const std::string& coordinator() const { return coordinator_->endpoint(); }
-  const std::string& server(int i = 0) const { return servers_[i]->endpoint(); }
+  return co;
+}
 
- private:
-  std::unique_ptr<Coordinator> coordinator_;
-  std::vector<std::unique_ptr<Server>> servers_;
-  std::vector<std::thread> threads_;
-};
+ServerOptions CurveServers(const std::string& keys) {
+  ServerOptions so;
+  so.curve = CurveOptions{keys, "server-0"};
+  return so;
+}
 
 StatusOr<std::unique_ptr<Client>> Connect(const std::string& coordinator, CurveOptions curve,
                                           int worker_id, int timeout_ms) {
@@ -104,7 +82,7 @@ TEST(CurveTest, OnlyTheJobsKeysGetInAndRolesAreBoundToKeys) {
   const std::string dir = test::MakeTempDir();
   const std::string keys = dir + "/keys";
   ASSERT_OK(GenerateCurveKeys(keys, JobPrincipals(1, 2)));
-  CurveJob job(keys);
+  InProcessCluster job(CurveCoordinator(keys), CurveServers(keys));
   const int timeout_ms = static_cast<int>(test::Scaled(test::Millis(10000)).count());
 
   // The job's worker key trains.
@@ -125,7 +103,7 @@ TEST(CurveTest, OnlyTheJobsKeysGetInAndRolesAreBoundToKeys) {
   StatusOr<std::unique_ptr<Client>> plain = Connect(job.coordinator(), CurveOptions(), -1, 1500);
   EXPECT_FALSE(plain.ok());
   RpcClient raw;
-  StatusOr<Message> r = raw.CallSync(raw.Connect(job.server()), Pull(64, -1), 1500);
+  StatusOr<Message> r = raw.CallSync(raw.Connect(job.server(0)->endpoint()), Pull(64, -1), 1500);
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
 
   // A key of another keygen, though it knows the job's public keys.
@@ -144,13 +122,13 @@ TEST(CurveTest, OnlyTheJobsKeysGetInAndRolesAreBoundToKeys) {
   Message push = Pull(64, 0);
   push.header.set_type(wire::PUSH);
   push.frames.push_back(Frame::Copy(g.data(), 64 * sizeof(float)));
-  r = stranger_rpc->CallSync(stranger_rpc->Connect(job.server(), server_pub), std::move(push),
+  r = stranger_rpc->CallSync(stranger_rpc->Connect(job.server(0)->endpoint(), server_pub), std::move(push),
                              1500);
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
 
   // A worker key may not send the coordinator's control messages ...
   auto worker1 = RawClient(CurveOptions{keys, "worker-1"});
-  const int server = worker1->Connect(job.server(), server_pub);
+  const int server = worker1->Connect(job.server(0)->endpoint(), server_pub);
   Message worker_set;
   worker_set.header.set_type(wire::WORKER_SET);
   worker_set.header.mutable_live_workers()->set_version(99);
@@ -186,7 +164,7 @@ TEST(CurveTest, EachRouterProvesItsOwnKey) {
   const std::string dir = test::MakeTempDir();
   const std::string keys = dir + "/keys";
   ASSERT_OK(GenerateCurveKeys(keys, JobPrincipals(2, 1)));
-  CurveJob job(keys);
+  InProcessCluster job(CurveCoordinator(keys), CurveServers(keys));
   const int timeout_ms = static_cast<int>(test::Scaled(test::Millis(10000)).count());
   ASSERT_OK_AND_ASSIGN(std::string server0_pub, LoadPublicKey(keys, "server-0"));
   ASSERT_OK_AND_ASSIGN(std::string server1_pub, LoadPublicKey(keys, "server-1"));
@@ -203,13 +181,13 @@ TEST(CurveTest, EachRouterProvesItsOwnKey) {
 
   // The right key is answered ...
   EXPECT_OK(
-      worker->CallSync(worker->Connect(job.server(), server0_pub), Stats(), timeout_ms).status());
+      worker->CallSync(worker->Connect(job.server(0)->endpoint(), server0_pub), Stats(), timeout_ms).status());
   // ... but the server cannot pose as the coordinator or as server 1, nor
   // the coordinator as a server: the handshake fails, nothing is answered.
   const struct {
     std::string endpoint, key, what;
-  } impostors[] = {{job.server(), "", "the server as the coordinator"},
-                   {job.server(), server1_pub, "server 0 as server 1"},
+  } impostors[] = {{job.server(0)->endpoint(), "", "the server as the coordinator"},
+                   {job.server(0)->endpoint(), server1_pub, "server 0 as server 1"},
                    {job.coordinator(), server0_pub, "the coordinator as server 0"}};
   for (const auto& i : impostors) {
     r = worker->CallSync(worker->Connect(i.endpoint, i.key), Stats(), 1500);
@@ -225,7 +203,7 @@ TEST(CurveTest, ChainReplicasAuthenticateTheirSuccessors) {
   const std::string dir = test::MakeTempDir();
   const std::string keys = dir + "/keys";
   ASSERT_OK(GenerateCurveKeys(keys, JobPrincipals(2, 1)));
-  CurveJob job(keys, 2, /*chain=*/true);
+  InProcessCluster job(CurveCoordinator(keys, 2, /*chain=*/true), CurveServers(keys));
   const int timeout_ms = static_cast<int>(test::Scaled(test::Millis(10000)).count());
   ASSERT_OK_AND_ASSIGN(auto worker,
                        Connect(job.coordinator(), CurveOptions{keys, "worker-0"}, 0, timeout_ms));

@@ -26,44 +26,18 @@
 #include "server/server.h"
 #include "storage/param_store.h"
 #include "tests/security/attack_util.h"
+#include "tests/server/in_process_cluster.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
 namespace {
 
-// A coordinator and servers in this process, with the options a test gives.
-class Cluster {
- public:
-  Cluster(CoordinatorOptions co, ServerOptions so, int num_servers) {
-    co.num_servers = num_servers;
-    auto c = Coordinator::Start(co);
-    CHECK(c.ok()) << c.status();
-    coordinator_ = std::move(c).value();
-    threads_.emplace_back([this] { coordinator_->Run(); });
-    so.coordinator = coordinator_->endpoint();
-    so.store.kind = "memory";
-    so.heartbeat_ms = 100;
-    for (int i = 0; i < num_servers; ++i) {
-      auto s = Server::Start(so);
-      CHECK(s.ok()) << s.status();
-      servers_.push_back(std::move(s).value());
-      Server* raw = servers_.back().get();
-      threads_.emplace_back([raw] { raw->Run().IgnoreError(); });
-    }
-  }
-  ~Cluster() {
-    for (auto& s : servers_) s->Stop();
-    coordinator_->Stop();
-    for (auto& t : threads_) t.join();
-  }
-  const std::string& coordinator() const { return coordinator_->endpoint(); }
-  const std::string& server(int i) const { return servers_[i]->endpoint(); }
-
- private:
-  std::unique_ptr<Coordinator> coordinator_;
-  std::vector<std::unique_ptr<Server>> servers_;
-  std::vector<std::thread> threads_;
-};
+// A coordinator and `num_servers` servers in this process, with the options
+// a test gives.
+CoordinatorOptions WithServers(CoordinatorOptions co, int num_servers) {
+  co.num_servers = num_servers;
+  return co;
+}
 
 std::unique_ptr<Client> ConnectWorker(const std::string& coordinator) {
   ClientOptions o;
@@ -101,7 +75,7 @@ TEST(QuotasTest, TablesOverTheQuotasAreRefusedAndLeaveNoTrace) {
   co.max_table_bytes = uint64_t{64} << 20;
   ServerOptions so;
   so.max_bytes = uint64_t{8} << 20;  // Per server; sgd holds 4 bytes per key.
-  Cluster cluster(co, so, 2);
+  InProcessCluster cluster(WithServers(co, 2), so);
   auto worker = ConnectWorker(cluster.coordinator());
 
   // Over the job's largest table (the issue's 2^34 floats): refused at once.
@@ -129,7 +103,7 @@ TEST(QuotasTest, BspPushesFarInTheFutureAreRefused) {
   co.staleness = 0;
   ServerOptions so;
   so.max_clocks_ahead = 4;
-  Cluster cluster(co, so, 1);
+  InProcessCluster cluster(WithServers(co, 1), so);
   auto worker = ConnectWorker(cluster.coordinator());
   auto other = ConnectWorker(cluster.coordinator());  // Stays at clock 0 meanwhile.
   ASSERT_OK(worker->CreateTable(Dense("w", 1000)));
@@ -137,7 +111,7 @@ TEST(QuotasTest, BspPushesFarInTheFutureAreRefused) {
 
   // The attack of the issue: 500 pushes of 1 float at distinct future clocks
   // (each would hold a round buffer of the whole shard).
-  RawPeer peer(cluster.server(0));
+  RawPeer peer(cluster.server(0)->endpoint());
   wire::Header push;
   push.set_type(wire::PUSH);
   push.set_table("w");
@@ -153,7 +127,7 @@ TEST(QuotasTest, BspPushesFarInTheFutureAreRefused) {
   wire::ServerStats stats;
   const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(20000));
   do {
-    stats = test::ServerStatsOf(cluster.server(0));
+    stats = test::ServerStatsOf(cluster.server(0)->endpoint());
   } while (stats.requests() < 500 && std::chrono::steady_clock::now() < give_up);
   // Clocks 1..4 fit the window (staleness 0 + 4); the other 496 are refused.
   EXPECT_GE(stats.quota_rejected(), 496u);
@@ -205,13 +179,13 @@ TEST(QuotasTest, UnreadRepliesAreBoundedPerPeer) {
   CoordinatorOptions co;
   ServerOptions so;
   so.max_queued_replies = 16;
-  Cluster cluster(co, so, 1);
+  InProcessCluster cluster(WithServers(co, 1), so);
   auto worker = ConnectWorker(cluster.coordinator());
   const uint64_t n = 100000;  // 400 KB per pull reply.
   ASSERT_OK(worker->CreateTable(Dense("p", n)));
 
   // 1,000 pulls whose replies are never read (the issue: 396 MB held).
-  RawPeer peer(cluster.server(0), /*rcvhwm=*/1);
+  RawPeer peer(cluster.server(0)->endpoint(), /*rcvhwm=*/1);
   wire::Header pull;
   pull.set_type(wire::PULL);
   pull.set_table("p");
@@ -225,7 +199,7 @@ TEST(QuotasTest, UnreadRepliesAreBoundedPerPeer) {
   wire::ServerStats stats;
   const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(30000));
   do {
-    stats = test::ServerStatsOf(cluster.server(0));
+    stats = test::ServerStatsOf(cluster.server(0)->endpoint());
   } while (stats.requests() < 1000 && std::chrono::steady_clock::now() < give_up);
   std::printf("1000 unread 400 KB pulls: %llu replies dropped\n",
               static_cast<unsigned long long>(stats.replies_dropped()));
@@ -254,7 +228,7 @@ uint64_t WaitRejectedAbove(const std::string& server, uint64_t n) {
 TEST(QuotasTest, MessagesOverTheSizeLimitNeverReachTheServer) {
   ServerOptions so;
   so.max_message_bytes = int64_t{1} << 20;
-  Cluster cluster(CoordinatorOptions(), so, 1);
+  InProcessCluster cluster(WithServers(CoordinatorOptions(), 1), so);
   auto worker = ConnectWorker(cluster.coordinator());
   ASSERT_OK(worker->CreateTable(Dense("p", 100)));
   wire::Header pull;
@@ -265,19 +239,19 @@ TEST(QuotasTest, MessagesOverTheSizeLimitNeverReachTheServer) {
   pull.set_sender(-1);
   pull.set_request_id(1);
 
-  const uint64_t before = test::ServerStatsOf(cluster.server(0)).rejected();
-  RawPeer small(cluster.server(0));
+  const uint64_t before = test::ServerStatsOf(cluster.server(0)->endpoint()).rejected();
+  RawPeer small(cluster.server(0)->endpoint());
   small.Send(pull, std::string(1000, 'x'));
-  const uint64_t after_small = WaitRejectedAbove(cluster.server(0), before);
+  const uint64_t after_small = WaitRejectedAbove(cluster.server(0)->endpoint(), before);
   ASSERT_EQ(after_small, before + 1) << "the small malformed request was not seen";
 
-  RawPeer big(cluster.server(0));
+  RawPeer big(cluster.server(0)->endpoint());
   big.Send(pull, std::string(size_t{4} << 20, 'x'));
   std::this_thread::sleep_for(test::Scaled(test::Millis(500)));
   small.Send(pull, std::string(1000, 'x'));  // A marker sent after the big one.
-  const uint64_t after_marker = WaitRejectedAbove(cluster.server(0), after_small);
+  const uint64_t after_marker = WaitRejectedAbove(cluster.server(0)->endpoint(), after_small);
   std::this_thread::sleep_for(test::Scaled(test::Millis(500)));
-  EXPECT_EQ(test::ServerStatsOf(cluster.server(0)).rejected(), after_marker);
+  EXPECT_EQ(test::ServerStatsOf(cluster.server(0)->endpoint()).rejected(), after_marker);
   EXPECT_EQ(after_marker, after_small + 1) << "the 4 MiB message reached the server";
   std::printf("4 MiB message over a 1 MiB limit: dropped by ZeroMQ (rejected %llu -> %llu, "
               "the marker only)\n",
@@ -305,12 +279,12 @@ class CountingSink : public google::LogSink {
 };
 
 TEST(QuotasTest, HundredThousandRejectedRequestsLogUnderOneMegabyte) {
-  Cluster cluster(CoordinatorOptions(), ServerOptions(), 1);
+  InProcessCluster cluster(WithServers(CoordinatorOptions(), 1), ServerOptions());
   auto worker = ConnectWorker(cluster.coordinator());
   ASSERT_OK(worker->CreateTable(Dense("p", 100)));
   CountingSink sink;
   google::AddLogSink(&sink);
-  RawPeer peer(cluster.server(0), /*rcvhwm=*/1);
+  RawPeer peer(cluster.server(0)->endpoint(), /*rcvhwm=*/1);
   const auto start = std::chrono::steady_clock::now();
   wire::Header bad;
   bad.set_table("nope");
@@ -324,7 +298,7 @@ TEST(QuotasTest, HundredThousandRejectedRequestsLogUnderOneMegabyte) {
   wire::ServerStats stats;
   const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(60000));
   do {
-    stats = test::ServerStatsOf(cluster.server(0));
+    stats = test::ServerStatsOf(cluster.server(0)->endpoint());
   } while (stats.rejected() < 100000 && std::chrono::steady_clock::now() < give_up);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
