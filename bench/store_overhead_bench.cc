@@ -9,10 +9,18 @@
 // The configurations are interleaved for --reps rounds (rotating which goes
 // first) and each one's ratio to the memory store is taken within a round,
 // then the median over rounds is reported, so machine noise hits all of them
-// alike. --only=NAME runs just NAME and the memory baseline.
+// alike; so is each flushing configuration's ratio to rocksdb/noflush (what
+// the flushes cost). --only=NAME runs just NAME, rocksdb/noflush and the
+// memory baseline.
 //
-// Prints one JSON object: {"bench":"store_overhead","mb":..,"results":[{"name":
-//   "rocksdb/flush1","iters_per_s":..,"gb_per_s":..,"ratio_to_memory":..},...]}
+// --push_mb=M: each PushPull covers only M MiB of the table, at an offset
+// that moves on by M MiB every clock (a model of which only a part changes
+// per clock, e.g. embedding-like dense layers); the flushes then write only
+// the chunks that changed (dirty-chunk flushes).
+//
+// Prints one JSON object: {"bench":"store_overhead","mb":..,"push_mb":..,
+//   "results":[{"name":"rocksdb/flush1","iters_per_s":..,"gb_per_s":..,
+//   "ratio_to_memory":..,"ratio_to_noflush":..},...]}
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -36,7 +44,9 @@
 DEFINE_double(mb, 16, "Dense table size in MiB");
 DEFINE_double(seconds, 2, "Measuring time per configuration and round");
 DEFINE_int32(reps, 5, "Rounds (the median ratio is reported)");
-DEFINE_string(only, "", "Run only the configuration with this name (e.g. rocksdb/flush1)");
+DEFINE_string(only, "", "Run only the configuration with this name (e.g. rocksdb/flush1), "
+              "rocksdb/noflush and memory");
+DEFINE_double(push_mb, 0, "MiB each PushPull covers, moving through the table (0: all of it)");
 DEFINE_string(dir, "", "Scratch directory for RocksDB (default: $TMPDIR or /tmp)");
 
 namespace relaxps {
@@ -48,7 +58,7 @@ struct Config {
   int flush_every_clocks;
 };
 
-double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n) {
+double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n, uint64_t push_n) {
   std::filesystem::remove_all(data_dir);
   CoordinatorOptions co;
   co.consistency = ConsistencyModel::kAsync;
@@ -76,18 +86,24 @@ double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n) {
     t.optimizer.name = "sgd";
     t.optimizer.lr = 0.01f;
     CHECK((*client)->CreateTable(t).ok());
-    FloatBuffer g(n), out(n);
-    for (uint64_t i = 0; i < n; ++i) g[i] = 0.001f * static_cast<float>(i % 7);
+    FloatBuffer g(push_n), out(push_n);
+    for (uint64_t i = 0; i < push_n; ++i) g[i] = 0.001f * static_cast<float>(i % 7);
+    uint64_t offset = 0;  // Moves on by push_n every clock, wrapping.
+    const auto next_offset = [&] {
+      const uint64_t at = offset;
+      offset = offset + 2 * push_n > n ? 0 : offset + push_n;
+      return at;
+    };
     // Warm-up.
     for (int i = 0; i < 3; ++i) {
-      CHECK((*client)->PushPull("w", 0, g, out).get().ok());
+      CHECK((*client)->PushPull("w", next_offset(), g, out).get().ok());
       CHECK((*client)->Clock().ok());
     }
     const auto start = std::chrono::steady_clock::now();
     int iters = 0;
     double elapsed = 0;
     while (elapsed < FLAGS_seconds) {
-      Status s = (*client)->PushPull("w", 0, g, out).get();
+      Status s = (*client)->PushPull("w", next_offset(), g, out).get();
       CHECK(s.ok()) << s;
       CHECK((*client)->Clock().ok());
       ++iters;
@@ -123,14 +139,19 @@ int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   FLAGS_minloglevel = 1;
   using relaxps::Config;
-  if (FLAGS_mb <= 0 || FLAGS_seconds <= 0 || FLAGS_reps < 1) {
-    std::fprintf(stderr, "relaxps-bench-store: --mb and --seconds must be > 0, --reps >= 1\n");
+  if (FLAGS_mb <= 0 || FLAGS_seconds <= 0 || FLAGS_reps < 1 || FLAGS_push_mb < 0 ||
+      FLAGS_push_mb > FLAGS_mb) {
+    std::fprintf(stderr,
+                 "relaxps-bench-store: --mb and --seconds must be > 0, --reps >= 1, "
+                 "0 <= --push_mb <= --mb\n");
     return 2;
   }
   std::string root = FLAGS_dir;
   if (root.empty()) root = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
   root += "/relaxps-store-bench." + std::to_string(getpid());
   const uint64_t n = static_cast<uint64_t>(FLAGS_mb * (1 << 20) / sizeof(float));
+  const uint64_t push_n =
+      FLAGS_push_mb > 0 ? static_cast<uint64_t>(FLAGS_push_mb * (1 << 20) / sizeof(float)) : n;
   std::vector<Config> configs = {{"memory", "memory", 0},
                                  {"rocksdb/flush1", "rocksdb", 1},
                                  {"rocksdb/flush10", "rocksdb", 10},
@@ -138,10 +159,11 @@ int main(int argc, char** argv) {
   if (!FLAGS_only.empty()) {
     configs.erase(std::remove_if(configs.begin(), configs.end(),
                                  [](const Config& c) {
-                                   return c.name != FLAGS_only && c.name != "memory";
+                                   return c.name != FLAGS_only && c.name != "memory" &&
+                                          c.name != "rocksdb/noflush";
                                  }),
                   configs.end());
-    if (configs.size() < 2) {
+    if (configs.size() < 2 || (configs.size() < 3 && FLAGS_only != "rocksdb/noflush")) {
       std::fprintf(stderr, "relaxps-bench-store: unknown --only=%s\n", FLAGS_only.c_str());
       return 2;
     }
@@ -151,27 +173,33 @@ int main(int argc, char** argv) {
   // is written back (sync) before each, so one run's writeback does not land
   // in the next one's time. A configuration's figure is the median over the
   // rounds of its ratio to the memory store in the same round.
-  std::map<std::string, std::vector<double>> rates, ratios;
+  std::map<std::string, std::vector<double>> rates, ratios, noflush_ratios;
   for (int rep = 0; rep < FLAGS_reps; ++rep) {
     std::map<std::string, double> round;
     for (size_t k = 0; k < configs.size(); ++k) {
       const Config& c = configs[(rep + k) % configs.size()];
       sync();
-      const double v = relaxps::RunOnce(c, root + "/db", n);
+      const double v = relaxps::RunOnce(c, root + "/db", n, push_n);
       round[c.name] = v;
       rates[c.name].push_back(v);
       std::fprintf(stderr, "round %d %-16s %.2f iters/s\n", rep, c.name.c_str(), v);
     }
-    for (const Config& c : configs) ratios[c.name].push_back(round[c.name] / round["memory"]);
+    for (const Config& c : configs) {
+      ratios[c.name].push_back(round[c.name] / round["memory"]);
+      noflush_ratios[c.name].push_back(round[c.name] / round["rocksdb/noflush"]);
+    }
   }
   std::filesystem::remove_all(root);
-  std::printf("{\"bench\":\"store_overhead\",\"mb\":%.1f,\"rounds\":%d,\"results\":[", FLAGS_mb,
-              FLAGS_reps);
+  std::printf("{\"bench\":\"store_overhead\",\"mb\":%.1f,\"push_mb\":%.2f,\"rounds\":%d,"
+              "\"results\":[",
+              FLAGS_mb, static_cast<double>(push_n) * sizeof(float) / (1 << 20), FLAGS_reps);
   for (size_t i = 0; i < configs.size(); ++i) {
     const std::string& name = configs[i].name;
     const double v = Median(rates[name]);
-    std::printf("%s{\"name\":\"%s\",\"iters_per_s\":%.3f,\"gb_per_s\":%.3f,\"ratio_to_memory\":%.3f}",
-                i ? "," : "", name.c_str(), v, v * 2 * n * 4 / 1e9, Median(ratios[name]));
+    std::printf("%s{\"name\":\"%s\",\"iters_per_s\":%.3f,\"gb_per_s\":%.3f,"
+                "\"ratio_to_memory\":%.3f,\"ratio_to_noflush\":%.3f}",
+                i ? "," : "", name.c_str(), v, v * 2 * push_n * 4 / 1e9, Median(ratios[name]),
+                Median(noflush_ratios[name]));
   }
   std::printf("]}\n");
   return 0;

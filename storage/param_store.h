@@ -125,12 +125,15 @@ class ParamStore {
   // nullptr if the table has no dense shard here.
   virtual DenseShard* GetDense(const std::string& table) = 0;
   // Marks keys [offset, offset + n) (shard-relative) of a dense shard as
-  // modified by the latest update. A store with wal_per_update persists them
-  // before returning; others may use it to track dirtiness.
+  // modified by the latest update (the write announced by BeforeDenseWrite).
+  // A store with wal_per_update persists them before returning; RocksDbStore
+  // otherwise writes just the chunks holding them at the next Flush.
   virtual Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) = 0;
   // Must be called before anything writes a dense shard's slot arrays in
-  // place (the optimizer step): it marks the shard as written, so the next
-  // Flush persists it. A store whose Flush copies the arrays in the
+  // place (the optimizer step), and DenseUpdated with the range written
+  // after it: a write announced here whose range never comes (the next
+  // BeforeDenseWrite or Flush arrives first) makes the next Flush persist
+  // the whole shard. A store whose Flush copies the arrays in the
   // background also blocks here until its copy of this shard is complete, so
   // a flush persists the values as of its Flush call; usually the copy is
   // long done and this returns at once. Reads (pulls) need no call. MemoryStore:
@@ -161,8 +164,8 @@ class ParamStore {
   virtual StatusOr<uint64_t> NumRows(const std::string& table) = 0;
 
   // Persists every dense shard and dirty row, tagged with `clock`. No-op for
-  // MemoryStore. A durable store may skip dense shards that nobody announced
-  // a write to (BeforeDenseWrite) since its last Flush.
+  // MemoryStore. A durable store may write only the parts of dense shards
+  // written since its last Flush (DenseUpdated, BeforeDenseWrite).
   //
   // RocksDbStore without wal_per_update and without dirty sparse rows to
   // stage: Flush captures the table records and starts a background flush

@@ -2,13 +2,15 @@
 //
 // Dense shards are served from aligned in-memory arrays and written to RocksDB
 // at Flush() as 64 KiB chunk keys plus a table record with spec, step, clock
-// and generation. A table written since the last flush (BeforeDenseWrite
-// marks it) is written whole under a new generation; the flush record, the
-// store metadata and every table record go to a second SST file, and both are
-// ingested in one atomic IngestExternalFile. The new generation's key range
-// overlaps nothing, so its file lands in the bottom level and is never
-// compacted; once the commit is in, the older generations are dropped as
-// whole files (see store_format.h). Dense data is thus written once per
+// and generations. Only the chunks written since the last flush (DenseUpdated
+// marks them in a bitmap) are written, under a new delta generation; once the
+// deltas would add up to the table, the flush writes every chunk under a new
+// base generation instead. The flush record, the store metadata and every
+// table record go to a second SST file, and both are ingested in one atomic
+// IngestExternalFile. The new generation's key range overlaps nothing, so its
+// file lands in the bottom level and is never compacted; once a new base is
+// in, the older generations are dropped as whole files (see
+// store_format.h). Dense data is thus written once per
 // flush, with no WriteBatch, memtable, WAL or compaction copy. A table nobody
 // wrote is not written again, so a Checkpoint right after a Flush writes no
 // dense data. Sparse rows live in RocksDB behind a byte-bounded LRU cache
@@ -192,6 +194,9 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
   t->shard.step = meta.step;
   t->shard.clock = meta.clock;
   t->generation = meta.generation;
+  t->base_generation = meta.base_generation;
+  // Unknown delta sizes: the next flush writes a new base.
+  if (meta.base_generation != meta.generation) t->rewrite_all.store(true);
   const DenseShardSpec& spec = t->shard.spec;
   const size_t n = spec.end - spec.begin;
   const uint64_t chunks = (n + kDenseChunkFloats - 1) / kDenseChunkFloats;
@@ -199,8 +204,11 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
     t->arrays.emplace_back(n);
     t->shard.slots.push_back(t->arrays.back().data());
   }
-  std::vector<bool> loaded(chunks * spec.num_slots, false);
-  const std::string lo = DensePrefix(meta.id, meta.generation);
+  // Generations [base, newest], oldest first: a delta's chunk overrides the
+  // base's and older deltas'. The base must hold every chunk.
+  std::vector<bool> loaded(chunks * spec.num_slots, false);  // Any generation.
+  std::vector<bool> in_base(chunks * spec.num_slots, false);
+  const std::string lo = DensePrefix(meta.id, meta.base_generation);
   const std::string hi = DensePrefix(meta.id, meta.generation + 1);
   rocksdb::Slice upper(hi);
   rocksdb::ReadOptions ro;
@@ -215,7 +223,8 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
     int slot;
     uint64_t chunk;
     if (!ParseDenseChunkKey(it->key().ToString(), &id, &generation, &slot, &chunk) ||
-        id != meta.id || generation != meta.generation || slot >= spec.num_slots ||
+        id != meta.id || generation < meta.base_generation || generation > meta.generation ||
+        slot >= spec.num_slots ||
         chunk >= chunks) {
       return CorruptionError(what + ": unexpected chunk key");
     }
@@ -228,18 +237,19 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
     }
     std::memcpy(t->shard.slots[slot] + first, it->value().data(), it->value().size());
     loaded[slot * chunks + chunk] = true;
+    if (generation == meta.base_generation) in_base[slot * chunks + chunk] = true;
   }
   RETURN_IF_ERROR(FromRocks(it->status(), "cannot read " + what));
   for (int s = 0; s < spec.num_slots; ++s) {
     for (uint64_t c = 0; c < chunks; ++c) {
-      if (loaded[s * chunks + c]) continue;
-      // Generation 0 was never flushed: its chunks (only those written
+      if (meta.base_generation == 0 ? loaded[s * chunks + c] : in_base[s * chunks + c]) continue;
+      // Base generation 0 was never flushed: its chunks (only those written
       // through the per-update WAL) exist where written, the rest hold their
-      // initial values. A flushed generation is complete.
-      if (meta.generation != 0) {
+      // initial values unless a delta has them. A flushed base is complete.
+      if (meta.base_generation != 0) {
         return CorruptionError(what + ": chunk " + std::to_string(c) + " of slot " +
                                std::to_string(s) + " of generation " +
-                               std::to_string(meta.generation) + " is missing");
+                               std::to_string(meta.base_generation) + " is missing");
       }
       const uint64_t first = c * kDenseChunkFloats;
       const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
@@ -310,8 +320,15 @@ Status RocksDbStore::DoDenseUpdated(DenseShard* shard, size_t offset, size_t n) 
                                 std::to_string(n) + ") exceeds shard size " +
                                 std::to_string(shard->size()));
   }
-  if (!options_.wal_per_update) return Status::OK();  // Flush writes whole shards.
   DenseTable& t = *it->second;
+  t.write_announced = false;  // The announced write's range is known now.
+  if (!options_.wal_per_update) {
+    // The next Flush writes these chunks.
+    if (n > 0) t.MarkDirty(offset / kDenseChunkFloats, (offset + n - 1) / kDenseChunkFloats + 1);
+    return Status::OK();
+  }
+  // wal_per_update: the WAL makes the chunks durable, so the next Flush
+  // need not write them.
   if (options_.wal_group_commit) {
     // Dirty chunks: the pushes of a batch usually touch the same chunks;
     // SyncWal() writes each once, with the values of the last update.
@@ -337,11 +354,7 @@ Status RocksDbStore::DoDenseUpdated(DenseShard* shard, size_t offset, size_t n) 
     }
   }
   PutDenseMeta(t, &batch);
-  RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/true, "dense update"));
-  // Durable now. (Writes outside [offset, offset + n) since the last flush
-  // would break the DenseUpdated contract; the server never makes them.)
-  t.dirty.store(false);
-  return Status::OK();
+  return Write(&batch, /*wal=*/true, /*sync=*/true, "dense update");
 }
 
 Status RocksDbStore::DoCreateSparse(const SparseTableSpec& spec) {

@@ -46,6 +46,7 @@ std::string RocksDbStore::DenseMetaValue(const DenseTable& t) const {
   m.step = t.shard.step;
   m.clock = t.shard.clock;
   m.generation = t.generation;
+  m.base_generation = t.base_generation;
   return EncodeTableMeta(m);
 }
 
@@ -105,9 +106,8 @@ Status RocksDbStore::DoSyncWal() {
   }
   RETURN_IF_ERROR(FromRocks(db_->FlushWAL(/*sync=*/true), "sync WAL of " + Where()));
   wal_unsynced_ = false;
-  // Durable now. (Writes outside the updated ranges since the last flush
-  // would break the DenseUpdated contract; the server never makes them.)
-  for (DenseTable* t : written) t->dirty.store(false);
+  // Durable now. (The chunks were never marked for the next flush: under
+  // wal_per_update DenseUpdated leaves that to the WAL.)
   return Status::OK();
 }
 
@@ -142,8 +142,8 @@ RocksDbStore::FlushCapture RocksDbStore::CaptureFlush(int64_t clock) {
   cap.apply_pending = staged_rows_;
   cap.store_meta = EncodeStoreMeta(meta_);
   for (const auto& [name, t] : dense_) {
-    if (t->dirty.exchange(false)) {
-      ++t->generation;
+    if (t->dirty()) {
+      CaptureDirtyChunks(t.get());
       cap.tables.push_back(t.get());
     }
     cap.table_records.emplace(TableMetaKey(name), DenseMetaValue(*t));
@@ -156,6 +156,35 @@ RocksDbStore::FlushCapture RocksDbStore::CaptureFlush(int64_t clock) {
   return cap;
 }
 
+void RocksDbStore::CaptureDirtyChunks(DenseTable* t) {
+  const uint64_t chunks = t->num_chunks();
+  t->before_capture = {t->generation, t->base_generation, t->delta_chunks, t->num_deltas};
+  const bool all = t->rewrite_all.exchange(false) || t->write_announced;
+  t->write_announced = false;
+  const uint64_t dirty = all ? chunks : t->num_dirty;
+  ++t->generation;
+  t->flush_chunks.clear();
+  if (dirty == chunks || t->delta_chunks + dirty > chunks || t->num_deltas >= kMaxDenseDeltas) {
+    // A new base: every chunk.
+    t->base_generation = t->generation;
+    t->delta_chunks = 0;
+    t->num_deltas = 0;
+    t->flush_chunks.resize(chunks);
+    for (uint64_t c = 0; c < chunks; ++c) t->flush_chunks[c] = c;
+  } else {
+    t->delta_chunks += dirty;
+    ++t->num_deltas;
+    t->flush_chunks.reserve(dirty);
+    for (size_t w = 0; w < t->dirty_bits.size(); ++w) {
+      for (uint64_t bits = t->dirty_bits[w]; bits != 0; bits &= bits - 1) {
+        t->flush_chunks.push_back(w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits)));
+      }
+    }
+  }
+  std::fill(t->dirty_bits.begin(), t->dirty_bits.end(), 0);
+  t->num_dirty = 0;
+}
+
 Status RocksDbStore::SyncFlush(int64_t clock) {
   // Staged rows must be durable before the commit that refers to them.
   RETURN_IF_ERROR(StageDirtyRows());
@@ -166,8 +195,12 @@ Status RocksDbStore::SyncFlush(int64_t clock) {
     // Nothing landed: back to the committed generation, which the per-update
     // WAL keeps writing; the next flush retries.
     for (DenseTable* t : cap.tables) {
-      --t->generation;
-      t->dirty.store(true);
+      const DenseTable::Layout& b = t->before_capture;
+      t->generation = b.generation;
+      t->base_generation = b.base_generation;
+      t->delta_chunks = b.delta_chunks;
+      t->num_deltas = b.num_deltas;
+      t->rewrite_all.store(true);
     }
     return s;
   }
@@ -212,6 +245,7 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
   for (const std::string& path : paths) RemoveAll(path).IgnoreError();
   RETURN_IF_ERROR(s);
   for (const DenseTable* t : cap.tables) {
+    if (t->base_generation != t->generation) continue;  // A delta: older ones still count.
     // Only space is at stake: the commit no longer refers to these keys.
     Status d = DropOldGenerations(*t);
     if (!d.ok()) LOG(WARNING) << "flush of " << Where() << ": " << d;
@@ -243,7 +277,7 @@ Status RocksDbStore::WriteDenseGeneration(const DenseTable& t, const std::vector
   RETURN_IF_ERROR(FromRocks(opened, what));
   const size_t n = t.shard.size();
   for (size_t slot = 0; slot < slots.size(); ++slot) {
-    for (uint64_t c = 0; c < t.num_chunks(); ++c) {
+    for (uint64_t c : t.flush_chunks) {
       const uint64_t first = c * kDenseChunkFloats;
       const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
       RETURN_IF_ERROR(FromRocks(
@@ -257,7 +291,7 @@ Status RocksDbStore::WriteDenseGeneration(const DenseTable& t, const std::vector
 }
 
 Status RocksDbStore::DropOldGenerations(const DenseTable& t) {
-  const std::string lo = DensePrefix(t.id, 0), hi = DensePrefix(t.id, t.generation);
+  const std::string lo = DensePrefix(t.id, 0), hi = DensePrefix(t.id, t.base_generation);
   const rocksdb::Slice begin(lo), end(hi);
   // Files still referenced by a running compaction's version are removed
   // from disk when it ends.
@@ -319,7 +353,10 @@ void RocksDbStore::BeforeDenseWrite(DenseShard* shard) {
   auto it = dense_.find(shard->spec.table);
   if (it == dense_.end() || &it->second->shard != shard) return;
   DenseTable* t = it->second.get();
-  t->dirty.store(true);
+  // The range comes with DenseUpdated; a write announced twice without it
+  // may have touched anything.
+  if (t->write_announced) t->rewrite_all.store(true);
+  t->write_announced = true;
   if (copies_pending_.load() == 0) return;  // Pairs with the job's decrement.
   MutexLock l(&flush_mu_);
   while (t->copy_pending) flush_cv_.wait(flush_mu_);
@@ -359,7 +396,7 @@ void RocksDbStore::FlushThreadMain() {
           t->copy_pending = false;
           copies_pending_.fetch_sub(1);
         }
-        if (!s.ok()) t->dirty.store(true);  // Not committed: the next flush retries.
+        if (!s.ok()) t->rewrite_all.store(true);  // Not committed: the next flush retries.
       }
       if (!s.ok()) flush_error_ = s;
       flush_running_ = false;
@@ -382,7 +419,11 @@ Status RocksDbStore::RunFlushJob(const FlushCapture& cap) {
       }
     }
     for (size_t s = 0; s < t->shard.slots.size(); ++s) {
-      std::memcpy(t->snapshot_slots[s], t->shard.slots[s], n * sizeof(float));
+      for (uint64_t c : t->flush_chunks) {
+        const uint64_t first = c * kDenseChunkFloats;
+        const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
+        std::memcpy(t->snapshot_slots[s] + first, t->shard.slots[s] + first, len * sizeof(float));
+      }
     }
     MutexLock l(&flush_mu_);
     t->copy_pending = false;

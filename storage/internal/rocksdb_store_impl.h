@@ -39,6 +39,11 @@ namespace storage_internal {
 
 // Write batches of staged or moved rows are cut at this size to bound memory.
 inline constexpr size_t kBatchBytes = 4 << 20;
+// A flush writes a new base generation (every chunk) instead of a delta when
+// the deltas since the base would hold more chunks than the table, or when
+// there would be more than this many of them: the disk holds at most about
+// twice the table, and a restore reads at most this many extra files.
+inline constexpr int kMaxDenseDeltas = 16;
 
 // Runs fn, turning any exception (std::bad_alloc, std::system_error, ...) into
 // an Internal status: nothing thrown below escapes the module.
@@ -121,13 +126,41 @@ class RocksDbStore final : public ParamStore {
     uint32_t id = 0;
     DenseShard shard;  // shard.slots point into arrays.
     std::vector<AlignedFloats> arrays;
-    // The generation of its chunks named by the latest captured table record
-    // (store_format.h); the committed one once that flush has landed.
+    // Dense generations (store_format.h): the table record names a base
+    // generation, which holds every chunk (0: never flushed, chunks absent
+    // hold their initial values), and the newest generation; the delta
+    // generations in (base, newest] hold the chunks that changed between
+    // flushes, newer ones overriding older ones. Both as of the latest
+    // captured table record; the committed ones once that flush has landed.
     uint64_t generation = 0;
-    // Written since the last captured flush (set by BeforeDenseWrite, cleared
-    // by CaptureFlush and by a per-update WAL write). A failed background
-    // flush sets it again so the next flush rewrites the table.
-    std::atomic<bool> dirty{false};
+    uint64_t base_generation = 0;
+    // Chunks written to the deltas above base_generation (a full rewrite
+    // replaces them once they add up to the table) and their number.
+    uint64_t delta_chunks = 0;
+    int num_deltas = 0;
+    // Dirty-chunk tracking. Loop thread only. Bit c: chunk c (all slots)
+    // was written since the last captured flush (set by DenseUpdated).
+    std::vector<uint64_t> dirty_bits;
+    uint64_t num_dirty = 0;
+    // A BeforeDenseWrite not yet followed by DenseUpdated: the write's range
+    // is unknown, so the next capture writes every chunk.
+    bool write_announced = false;
+    // Every chunk must be written by the next flush: set by a failed flush
+    // (from the flush thread too) and by an announced write whose range
+    // never came.
+    std::atomic<bool> rewrite_all{false};
+    bool dirty() const { return num_dirty > 0 || write_announced || rewrite_all.load(); }
+    void MarkDirty(uint64_t first_chunk, uint64_t end_chunk) {
+      if (dirty_bits.empty()) dirty_bits.assign((num_chunks() + 63) / 64, 0);
+      for (uint64_t c = first_chunk; c < end_chunk; ++c) {
+        uint64_t& word = dirty_bits[c / 64];
+        const uint64_t bit = uint64_t{1} << (c % 64);
+        if ((word & bit) == 0) {
+          word |= bit;
+          ++num_dirty;
+        }
+      }
+    }
     // Group commit: chunks [wal_first_chunk, wal_end_chunk) were updated
     // since the last SyncWal(), which writes them (one batch for all the
     // updates) before it syncs. Loop thread only.
@@ -137,8 +170,20 @@ class RocksDbStore final : public ParamStore {
       return (shard.size() + kDenseChunkFloats - 1) / kDenseChunkFloats;
     }
 
-    // Flush job. Copy of the slots taken by the running job; only the job
-    // touches it.
+    // The layout above as it was before the latest capture: a failed
+    // synchronous flush goes back to it (the per-update WAL keeps writing
+    // into the committed generation).
+    struct Layout {
+      uint64_t generation, base_generation, delta_chunks;
+      int num_deltas;
+    };
+    Layout before_capture{};
+    // The chunks the captured flush writes (ascending; every chunk for a
+    // new base generation). Set by CaptureFlush, then read by the flush job
+    // only (one job at a time).
+    std::vector<uint64_t> flush_chunks;
+    // Flush job. Copy of the slots taken by the running job (only the
+    // chunks in flush_chunks are current); only the job touches it.
     std::vector<AlignedFloats> snapshot;
     std::vector<float*> snapshot_slots;
     // Guarded by the store's flush_mu_ (not expressible as GUARDED_BY from
@@ -151,7 +196,7 @@ class RocksDbStore final : public ParamStore {
     bool apply_pending = false;  // Staged rows to move after the commit.
     std::string store_meta;
     // The dense tables written since the last capture, by ascending id; each
-    // is written whole under its (new) generation.
+    // writes its flush_chunks under its (new) generation.
     std::vector<DenseTable*> tables;
     std::map<std::string, std::string> table_records;  // Key -> value, every table.
     // A checkpoint to write into this directory once the flush landed, and
@@ -217,9 +262,12 @@ class RocksDbStore final : public ParamStore {
                             const std::vector<std::string>& tables);
 
   // Flushing (rocksdb_store_flush.cc).
-  // Takes the dirty tables (each gets a new generation) and every table
-  // record.
+  // Takes the dirty tables (each gets a new generation: a delta with its
+  // dirty chunks, or a new base with all of them) and every table record.
   FlushCapture CaptureFlush(int64_t clock);
+  // Moves a dirty table to its next generation and fills its flush_chunks
+  // (clearing its dirty chunks).
+  void CaptureDirtyChunks(DenseTable* t);
   // Flush on the caller's thread (stages dirty rows first).
   // REQUIRES: no flush job running.
   Status SyncFlush(int64_t clock);
@@ -228,10 +276,11 @@ class RocksDbStore final : public ParamStore {
   // ingests them atomically, then drops the tables' older generations. Does
   // not move staged rows.
   Status CommitFlush(const FlushCapture& cap, bool from_snapshot);
-  // Writes one table's generation to an SST file at path.
+  // Writes one table's flush_chunks, under its generation, to an SST file at
+  // path.
   Status WriteDenseGeneration(const DenseTable& t, const std::vector<float*>& slots,
                               const std::string& path);
-  // Removes generations [0, t.generation) of a committed table: whole files
+  // Removes generations [0, t.base_generation) of a committed table: whole files
   // first (no compaction), then a range tombstone for any leftovers.
   Status DropOldGenerations(const DenseTable& t);
   // Hands cap to the flush thread (started on first use).

@@ -142,6 +142,7 @@ std::string EncodeTableMeta(const TableMeta& t) {
     w.Put<int64_t>(t.clock);
     w.Put<uint64_t>(t.generation);
     w.Put<uint32_t>(static_cast<uint32_t>(kDenseChunkFloats));
+    w.Put<uint64_t>(t.base_generation);
   } else {
     const SparseTableSpec& s = t.sparse;
     w.PutString(s.table);
@@ -169,8 +170,16 @@ Status DecodeTableMeta(const std::string& data, const std::string& what, TableMe
     uint32_t chunk_floats;
     if (!r.GetString(&s.table) || !r.Get(&s.begin) || !r.Get(&s.end) || !r.Get(&slots) ||
         !r.Get(&s.slot_init) || !r.GetInit(&s.init) || !r.Get(&t->step) || !r.Get(&t->clock) ||
-        !r.Get(&t->generation) || !r.Get(&chunk_floats) || !r.done()) {
+        !r.Get(&t->generation) || !r.Get(&chunk_floats)) {
       return Malformed(what);
+    }
+    // Records written before delta generations end here: their generation
+    // is complete.
+    t->base_generation = t->generation;
+    if (!r.done() && (!r.Get(&t->base_generation) || !r.done())) return Malformed(what);
+    if (t->base_generation > t->generation) {
+      return CorruptionError(what + ": base generation " + std::to_string(t->base_generation) +
+                             " is newer than generation " + std::to_string(t->generation));
     }
     if (chunk_floats != kDenseChunkFloats) {
       return CorruptionError(what + ": dense chunk size " + std::to_string(chunk_floats) +

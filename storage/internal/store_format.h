@@ -16,14 +16,19 @@
 //                                 be shorter)
 // Floats are stored in host (little-endian) byte order.
 //
-// Dense generations: a flush writes every chunk of a changed dense table
-// under a new generation and its table record names that generation, so the
-// previous generation's keys are garbage as soon as the commit lands. Each
-// generation is one contiguous key range that overlaps nothing else, and the
-// dense prefix sorts after every other kind, so a generation's SST file is
-// ingested straight into the bottom level and later dropped whole
-// (DeleteFilesInRange) instead of being rewritten by compactions. Generation
-// 0 means "never flushed": chunks absent from it hold their initial values.
+// Dense generations: a flush writes the chunks of a dense table that changed
+// since the previous flush under a new generation, and the table record
+// names it. A generation is a base (every chunk) or a delta (the changed
+// chunks only); the record also names the latest base, and the table's value
+// is the base overlaid by the deltas after it in order. A flush writes a new
+// base once the deltas would add up to more than the table (or there would
+// be too many of them); then every older generation is garbage as soon as
+// the commit lands. Each generation is one contiguous key range that
+// overlaps nothing else, and the dense prefix sorts after every other kind,
+// so a generation's SST file is ingested straight into the bottom level and
+// later dropped whole (DeleteFilesInRange) instead of being rewritten by
+// compactions. Base generation 0 means "never flushed": chunks absent from
+// it and from the deltas hold their initial values.
 //
 // All functions are pure; safe to call from any thread.
 #ifndef RELAXPS_STORAGE_INTERNAL_STORE_FORMAT_H_
@@ -70,7 +75,8 @@ struct TableMeta {
   DenseShardSpec dense;    // kind == kDense.
   int64_t step = 0;        // Optimizer steps applied (both kinds).
   int64_t clock = 0;       // kind == kDense.
-  uint64_t generation = 0;  // kind == kDense: where its chunks are.
+  uint64_t generation = 0;  // kind == kDense: its newest generation.
+  uint64_t base_generation = 0;  // kind == kDense: its complete generation.
   SparseTableSpec sparse;  // kind == kSparse.
   uint64_t num_rows = 0;   // kind == kSparse.
   const std::string& name() const { return kind == TableKind::kDense ? dense.table : sparse.table; }
