@@ -78,6 +78,10 @@ StatusOr<std::unique_ptr<ParamStore>> RocksDbStore::Open(const ParamStoreOptions
 
 RocksDbStore::~RocksDbStore() {
   if (db_ != nullptr) {
+    // Group commit: updates nobody acknowledged yet may be lost, but a
+    // clean close keeps them (and the rows ReadRows created).
+    Status pending = Guarded("close", [&] { return WritePendingWal(); });
+    if (!pending.ok()) LOG(WARNING) << "closing " << Where() << ": " << pending;
     Status s = WaitForFlush();  // Also completes a coalesced Flush.
     if (!s.ok()) {
       LOG(WARNING) << "background flush of " << Where() << ": " << s;

@@ -78,32 +78,40 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* batch, bool wal, bool sync, cons
   return FromRocks(db_->Write(wo, batch), std::string(what) + " in " + Where());
 }
 
-Status RocksDbStore::WriteUpdate(rocksdb::WriteBatch* batch, const char* what) {
-  if (!options_.wal_group_commit) return Write(batch, /*wal=*/true, /*sync=*/true, what);
-  RETURN_IF_ERROR(Write(batch, /*wal=*/true, /*sync=*/false, what));
-  wal_unsynced_ = true;
-  return Status::OK();
+Status RocksDbStore::WritePendingWal() {
+  if (wal_pending_dense_.empty() && wal_pending_rows_.Count() == 0 &&
+      wal_pending_sparse_.empty()) {
+    return Status::OK();
+  }
+  // One batch for the whole group: the rows as queued, each dense table's
+  // pending chunks with the values of its last update, and the records.
+  rocksdb::WriteBatch& batch = wal_pending_rows_;
+  std::vector<DenseTable*> written;
+  for (const std::string& name : wal_pending_dense_) {
+    auto it = dense_.find(name);
+    if (it == dense_.end()) continue;
+    DenseTable& t = *it->second;
+    for (int s = 0; s < t.shard.spec.num_slots; ++s) {
+      PutDenseChunks(t, s, t.wal_first_chunk, t.wal_end_chunk, &batch);
+    }
+    PutDenseMeta(t, &batch);
+    written.push_back(&t);
+  }
+  for (SparseTable* t : wal_pending_sparse_) {
+    PutSparseMeta(*t, t->num_rows, &batch);
+    t->record_pending = false;
+  }
+  for (DenseTable* t : written) t->wal_end_chunk = t->wal_first_chunk;
+  wal_pending_dense_.clear();
+  wal_pending_sparse_.clear();
+  const Status s = Write(&batch, /*wal=*/true, /*sync=*/false, "group of updates");
+  batch.Clear();
+  return s;
 }
 
 Status RocksDbStore::DoSyncWal() {
   if (!wal_unsynced_) return Status::OK();
-  std::vector<DenseTable*> written;
-  if (!wal_pending_dense_.empty()) {
-    rocksdb::WriteBatch batch;
-    for (const std::string& name : wal_pending_dense_) {
-      auto it = dense_.find(name);
-      if (it == dense_.end()) continue;
-      DenseTable& t = *it->second;
-      for (int s = 0; s < t.shard.spec.num_slots; ++s) {
-        PutDenseChunks(t, s, t.wal_first_chunk, t.wal_end_chunk, &batch);
-      }
-      PutDenseMeta(t, &batch);
-      written.push_back(&t);
-    }
-    RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/false, "dense updates"));
-    for (DenseTable* t : written) t->wal_end_chunk = t->wal_first_chunk;
-    wal_pending_dense_.clear();
-  }
+  RETURN_IF_ERROR(WritePendingWal());
   RETURN_IF_ERROR(FromRocks(db_->FlushWAL(/*sync=*/true), "sync WAL of " + Where()));
   wal_unsynced_ = false;
   // Durable now. (The chunks were never marked for the next flush: under
@@ -126,6 +134,7 @@ Status RocksDbStore::DoFlush(int64_t clock) {
   }
   deferred_flush_clock_.reset();
   RETURN_IF_ERROR(TakeFlushError());
+  RETURN_IF_ERROR(WritePendingWal());  // The flush's table records count them.
   RETURN_IF_ERROR(StageDirtyRows());
   // Staged rows are committed by the flush record and then moved; the loop
   // keeps staging rows meanwhile, so that stays on this thread. So does the
@@ -444,7 +453,8 @@ Status RocksDbStore::PrepareCheckpoint(const std::string& dir) {
   RETURN_IF_ERROR(CheckCheckpointDir(dir));
   WaitForFlushJob();  // One job at a time: a running flush finishes first.
   deferred_flush_clock_.reset();  // Superseded by the checkpoint's own flush.
-  return TakeFlushError();
+  RETURN_IF_ERROR(TakeFlushError());
+  return WritePendingWal();  // The checkpoint holds every update applied.
 }
 
 Status RocksDbStore::DoCheckpoint(const std::string& dir, int64_t clock) {

@@ -22,6 +22,12 @@ rocksdb::Slice FloatSlice(const float* p, size_t n) {
 
 }  // namespace
 
+void RocksDbStore::QueueSparseRecord(SparseTable* t) {
+  if (t->record_pending) return;
+  t->record_pending = true;
+  wal_pending_sparse_.push_back(t);
+}
+
 StatusOr<RocksDbStore::SparseTable*> RocksDbStore::FindSparse(const std::string& table) {
   auto it = sparse_.find(table);
   if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
@@ -60,6 +66,9 @@ StatusOr<RowCache::Entry*> RocksDbStore::FetchRow(const SparseTable& t, uint64_t
 
 Status RocksDbStore::EvictIfNeeded() {
   if (!cache_.OverBudget()) return Status::OK();
+  // Group commit: rows queued for the WAL reach the disk before their cache
+  // entries may go.
+  RETURN_IF_ERROR(WritePendingWal());
   const size_t budget = cache_.budget_bytes();
   std::vector<const RowCache::Entry*> victims = cache_.Victims(budget - budget / 16);
   rocksdb::WriteBatch batch;
@@ -156,6 +165,21 @@ Status RocksDbStore::DoReadRows(const std::string& table, const uint64_t* ids, s
     created.push_back(i);
   }
   if (created.empty()) return Status::OK();
+  if (options_.wal_group_commit) {
+    // No sync needed (a lost row is recreated identically): they go with
+    // the group's batch. Cached before they are written; an eviction writes
+    // them first.
+    for (size_t i : created) {
+      wal_pending_rows_.Put(RowKey(kRowPrefix, t->id, ids[i]), FloatSlice(out + i * rf, rf));
+    }
+    t->num_rows += created.size();
+    QueueSparseRecord(t);
+    for (size_t i : created) {
+      RowCache::Entry* e = cache_.Insert(t->id, ids[i], rf);
+      std::memcpy(e->data.get(), out + i * rf, rf * sizeof(float));
+    }
+    return EvictIfNeeded();
+  }
   PutSparseMeta(*t, t->num_rows + created.size(), &batch);
   RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/false, "create rows"));
   t->num_rows += created.size();
@@ -187,9 +211,25 @@ Status RocksDbStore::DoWriteRows(const std::string& table, const uint64_t* ids, 
     }
     return Status::OK();
   }
+  if (options_.wal_group_commit) {
+    // The rows join the group's batch, written and synced by SyncWal (the
+    // caller acknowledges after it); meanwhile the cache holds them.
+    for (size_t i = 0; i < n; ++i) {
+      ASSIGN_OR_RETURN(RowCache::Entry * e, FetchRow(*t, ids[i]));
+      if (e == nullptr) {
+        e = cache_.Insert(t->id, ids[i], rf);
+        ++t->num_rows;
+      }
+      std::memcpy(e->data.get(), rows + i * rf, rf * sizeof(float));
+      wal_pending_rows_.Put(RowKey(kRowPrefix, t->id, ids[i]), FloatSlice(rows + i * rf, rf));
+      wal_unsynced_ = true;
+      RETURN_IF_ERROR(EvictIfNeeded());
+    }
+    QueueSparseRecord(t);
+    return Status::OK();
+  }
   // wal_per_update: one synced batch with every row and the row count; the
-  // cache is updated only once the batch is durable (group commit: once it
-  // is in the WAL; the caller acknowledges after SyncWal).
+  // cache is updated only once the batch is durable.
   rocksdb::WriteBatch batch;
   std::unordered_set<uint64_t> new_ids;
   for (size_t i = 0; i < n; ++i) {
@@ -201,7 +241,7 @@ Status RocksDbStore::DoWriteRows(const std::string& table, const uint64_t* ids, 
     batch.Put(RowKey(kRowPrefix, t->id, ids[i]), FloatSlice(rows + i * rf, rf));
   }
   PutSparseMeta(*t, t->num_rows + new_ids.size(), &batch);
-  RETURN_IF_ERROR(WriteUpdate(&batch, "write rows"));
+  RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/true, "write rows"));
   t->num_rows += new_ids.size();
   for (size_t i = 0; i < n; ++i) {
     RowCache::Entry* e = cache_.Lookup(t->id, ids[i]);

@@ -210,6 +210,9 @@ class RocksDbStore final : public ParamStore {
     SparseTableSpec spec;
     uint64_t num_rows = 0;
     int64_t step = 0;
+    // Group commit: its record (row count, step) is due in the next
+    // WritePendingWal.
+    bool record_pending = false;
   };
 
   explicit RocksDbStore(const ParamStoreOptions& options)
@@ -247,9 +250,12 @@ class RocksDbStore final : public ParamStore {
   Status DoWriteRows(const std::string& table, const uint64_t* ids, size_t n, const float* rows);
   Status DoFlush(int64_t clock);
   Status DoSyncWal();
-  // Writes an update batch through the WAL: synced now, or (group commit)
-  // left for the next SyncWal().
-  Status WriteUpdate(rocksdb::WriteBatch* batch, const char* what);
+  // Group commit: writes what the updates since the last call left pending
+  // (rows, dense chunks, table records) through the WAL as one batch,
+  // without syncing. Called by SyncWal, before rows are evicted from the
+  // cache (the disk must have them before the cache lets them go), and
+  // before flushes and checkpoints.
+  Status WritePendingWal();
   Status DoCheckpoint(const std::string& dir, int64_t clock);
   // Checks that a checkpoint may be written into dir.
   Status CheckCheckpointDir(const std::string& dir) const;
@@ -297,6 +303,8 @@ class RocksDbStore final : public ParamStore {
 
   // Rows.
   StatusOr<SparseTable*> FindSparse(const std::string& table);
+  // Group commit: t's record goes with the next WritePendingWal.
+  void QueueSparseRecord(SparseTable* t);
   // The cached entry of a row, loading it from disk on a miss; nullptr if the
   // row does not exist anywhere.
   StatusOr<RowCache::Entry*> FetchRow(const SparseTable& t, uint64_t row);
@@ -339,7 +347,12 @@ class RocksDbStore final : public ParamStore {
   RowCache cache_;
   // Rows were written to staged keys since the last Flush.
   bool staged_rows_ = false;
-  bool wal_unsynced_ = false;  // Group commit: updates written since SyncWal().
+  bool wal_unsynced_ = false;  // Group commit: updates made since SyncWal().
+  // Group commit: row records of the updates since the last
+  // WritePendingWal (their values are in the cache meanwhile), and the
+  // sparse tables whose record is due.
+  rocksdb::WriteBatch wal_pending_rows_;
+  std::vector<SparseTable*> wal_pending_sparse_;
   // Group commit: dense tables with chunks pending for the next SyncWal().
   std::vector<std::string> wal_pending_dense_;
   // A Flush coalesced while a job ran; completed by Checkpoint / destructor
