@@ -377,6 +377,7 @@ Status RocksDbStore::DoCreateSparse(const SparseTableSpec& spec) {
   auto t = std::make_unique<SparseTable>();
   t->id = NewTableId();
   t->spec = spec;
+  t->rows_all_cached = true;  // New: no row exists anywhere yet.
   if (options_.wal_per_update) {
     rocksdb::WriteBatch batch;
     PutSparseMeta(*t, 0, &batch);

@@ -36,6 +36,7 @@ StatusOr<RocksDbStore::SparseTable*> RocksDbStore::FindSparse(const std::string&
 
 StatusOr<RowCache::Entry*> RocksDbStore::FetchRow(const SparseTable& t, uint64_t row) {
   if (RowCache::Entry* e = cache_.Lookup(t.id, row)) return e;
+  if (t.rows_all_cached) return nullptr;
   const size_t rf = t.spec.row_floats();
   rocksdb::PinnableSlice value;
   bool found = false;
@@ -80,6 +81,11 @@ Status RocksDbStore::EvictIfNeeded() {
   if (batch.Count() > 0) {
     RETURN_IF_ERROR(Write(&batch, /*wal=*/false, /*sync=*/false, "write back evicted rows"));
     staged_rows_ = true;
+  }
+  for (const RowCache::Entry* e : victims) {
+    for (auto& [name, t] : sparse_) {
+      if (t->id == e->table_id) t->rows_all_cached = false;
+    }
   }
   cache_.PopLru(victims.size());
   return Status::OK();

@@ -213,6 +213,10 @@ class RocksDbStore final : public ParamStore {
     // Group commit: its record (row count, step) is due in the next
     // WritePendingWal.
     bool record_pending = false;
+    // Every row of the table is in the cache (a table created by this store
+    // none of whose rows was evicted yet): a cache miss means the row does
+    // not exist, without a disk lookup.
+    bool rows_all_cached = false;
   };
 
   explicit RocksDbStore(const ParamStoreOptions& options)
