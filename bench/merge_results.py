@@ -66,15 +66,26 @@ def figures_of(bench, doc):
         return out
     if bench.startswith("store"):
         mb = doc.get("mb")
+        # A run whose pushes cover part of the table names it ("push4MiB").
+        push = doc.get("push_mb")
+        table = f"{mb:g}MiB" if push is None or push >= mb else f"{mb:g}MiB/push{push:g}MiB"
+        mem = next((m for m in doc.get("results", []) if m["name"] == "memory"), {})
+        noflush = next((m for m in doc.get("results", []) if m["name"] == "rocksdb/noflush"), {})
         for r in doc.get("results", []):
             if r["name"] == "memory":
                 continue
-            mem = next((m for m in doc["results"] if m["name"] == "memory"), {})
             # The ratio is the median of per-round ratios, not value/yardstick.
-            out.append(figure(bench, f"store/{mb:g}MiB/{r['name']}/iters_per_s",
+            out.append(figure(bench, f"store/{table}/{r['name']}/iters_per_s",
                               r["iters_per_s"], "PushPull+Clock/s",
-                              f"store/{mb:g}MiB/memory/iters_per_s", mem.get("iters_per_s")))
+                              f"store/{table}/memory/iters_per_s", mem.get("iters_per_s")))
             out[-1]["ratio"] = r["ratio_to_memory"]
+            if r["name"] != "rocksdb/noflush" and "ratio_to_noflush" in r and noflush:
+                # What the flushes cost: against the same store never flushing.
+                out.append(figure(bench, f"store/{table}/{r['name']}_vs_noflush/iters_per_s",
+                                  r["iters_per_s"], "PushPull+Clock/s",
+                                  f"store/{table}/rocksdb/noflush/iters_per_s",
+                                  noflush.get("iters_per_s")))
+                out[-1]["ratio"] = r["ratio_to_noflush"]
         return out
     # Generic: any list of objects carrying name + value (+ ratio).
     for key, rows in doc.items():
@@ -160,6 +171,16 @@ def targets_of(figs):
         if f["name"].startswith("wal/group_commit/"):
             target("issue 15: --wal_per_update, 2 workers x 8 in flight: group commit >= 3x "
                    "one sync per push", f["name"], ">=", 3.0)
+    for f in figs:
+        if f["bench"].startswith("store") and f["name"].endswith("/rocksdb/flush10_vs_noflush/iters_per_s"):
+            target("issue 15: rocksdb store flushing every 10 clocks (dirty-chunk flushes): "
+                   "PushPull+Clock >= 0.95x the same store not flushing", f["name"], ">=", 0.95)
+    for f in figs:
+        if f["name"].startswith("sparse/") and "/w1s1/" in f["name"] \
+                and f["name"].endswith("/rows_per_s"):
+            target("issue 15: sparse rows w1s1 >= 0.5x the bare ZeroMQ echo of the same bytes "
+                   "(ids out and rows back, or ids + rows out and an ack back)",
+                   f["name"], ">=", 0.5)
     target("issue 15: cnn through the PS (w1s1, async) >= 0.9x --local",
            "training/cnn/ps_async_w1s1/samples_per_s", ">=", 0.9)
     return out

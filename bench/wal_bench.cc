@@ -10,12 +10,18 @@
 // per-round ratios is reported. Every push is acknowledged only once
 // durable in both modes.
 //
+// Each figure also carries the process's CPU time per push in each mode
+// (cpu_us_per_push, yardstick_cpu_us_per_push; medians over the rounds): the
+// work a push costs, which machine load disturbs less than pushes/s.
+//
 // Prints one JSON object: {"bench":"wal","results":[{"name":
 //   "wal/group_commit/dense_4KiB/w2/if8/pushes_per_s","value":..,"yardstick":
 //   "wal/sync_per_push/dense_4KiB/w2/if8/pushes_per_s","yardstick_value":..,
-//   "ratio":..,"better":"higher"},...]}
+//   "ratio":..,"better":"higher","cpu_us_per_push":..,
+//   "yardstick_cpu_us_per_push":..},...]}
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,8 +79,19 @@ class Window {
   int free_;
 };
 
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+struct Rate {
+  double pushes_per_s = 0;
+  double cpu_us_per_push = 0;
+};
+
 // Pushes/s of one mode (`rows`: PushRows, else dense Push).
-double RunOnce(bool group_commit, bool rows, const std::string& data_dir) {
+Rate RunOnce(bool group_commit, bool rows, const std::string& data_dir) {
   std::filesystem::remove_all(data_dir);
   CoordinatorOptions co;
   co.consistency = ConsistencyModel::kAsync;
@@ -114,6 +131,7 @@ double RunOnce(bool group_commit, bool rows, const std::string& data_dir) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> done{0}, failed{0};
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = CpuSeconds();
   std::vector<std::thread> threads;
   for (int w = 0; w < FLAGS_workers; ++w) {
     threads.emplace_back([&, w] {
@@ -142,6 +160,7 @@ double RunOnce(bool group_commit, bool rows, const std::string& data_dir) {
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(FLAGS_seconds));
   const uint64_t counted = done.load();
+  const double cpu = CpuSeconds() - cpu_start;
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stop.store(true);
@@ -154,7 +173,7 @@ double RunOnce(bool group_commit, bool rows, const std::string& data_dir) {
   (*coordinator)->Stop();
   ct.join();
   std::filesystem::remove_all(data_dir);
-  return counted / elapsed;
+  return {counted / elapsed, counted > 0 ? 1e6 * cpu / counted : 0.0};
 }
 
 double Median(std::vector<double> v) {
@@ -177,28 +196,35 @@ int Main() {
     const std::string what =
         rows ? "rows" + std::to_string(FLAGS_rows) + "x" + std::to_string(FLAGS_row_width)
              : "dense_" + KiB(FLAGS_dense_bytes);
-    std::vector<double> group, single, ratios;
+    std::vector<double> group, single, ratios, group_cpu, single_cpu;
     for (int rep = 0; rep < FLAGS_reps; ++rep) {
       // Alternate which mode goes first; write back the page cache before each.
-      double g = 0, s = 0;
+      Rate g, s;
       for (int k = 0; k < 2; ++k) {
         const bool gc = (rep + k) % 2 == 0;
         sync();
         (gc ? g : s) = RunOnce(gc, rows, root + "/db");
       }
-      std::fprintf(stderr, "round %d %-12s group commit %.0f/s, sync per push %.0f/s\n", rep,
-                   what.c_str(), g, s);
-      group.push_back(g);
-      single.push_back(s);
-      ratios.push_back(g / s);
+      std::fprintf(stderr,
+                   "round %d %-12s group commit %.0f/s (%.0f us CPU each), sync per push %.0f/s "
+                   "(%.0f us CPU each)\n",
+                   rep, what.c_str(), g.pushes_per_s, g.cpu_us_per_push, s.pushes_per_s,
+                   s.cpu_us_per_push);
+      group.push_back(g.pushes_per_s);
+      single.push_back(s.pushes_per_s);
+      ratios.push_back(g.pushes_per_s / s.pushes_per_s);
+      group_cpu.push_back(g.cpu_us_per_push);
+      single_cpu.push_back(s.cpu_us_per_push);
     }
     char buf[512];
     std::snprintf(buf, sizeof(buf),
                   "%s{\"name\":\"wal/group_commit/%s%s/pushes_per_s\",\"value\":%.1f,\"unit\":"
                   "\"pushes/s\",\"yardstick\":\"wal/sync_per_push/%s%s/pushes_per_s\","
-                  "\"yardstick_value\":%.1f,\"ratio\":%.3f,\"better\":\"higher\"}",
+                  "\"yardstick_value\":%.1f,\"ratio\":%.3f,\"better\":\"higher\","
+                  "\"cpu_us_per_push\":%.1f,\"yardstick_cpu_us_per_push\":%.1f}",
                   first ? "" : ",", what.c_str(), shape.c_str(), Median(group), what.c_str(),
-                  shape.c_str(), Median(single), Median(ratios));
+                  shape.c_str(), Median(single), Median(ratios), Median(group_cpu),
+                  Median(single_cpu));
     out += buf;
     first = false;
   }

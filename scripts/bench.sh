@@ -68,6 +68,7 @@ if [ "$QUICK" = 1 ]; then
   OPT_ARGS=(--iters=3 --reps=3)
   OVERHEAD_S=6
   STORE_ARGS=(--mb=16 --seconds=1.5 --reps=3 --only=rocksdb/flush1)
+  STORE_DIRTY_ARGS=(--seconds=1.5 --reps=3)
   WAL_ARGS=(--seconds=1 --reps=1)
   CONSISTENCY_S=8
   CHAIN_S=8
@@ -81,6 +82,7 @@ else
   OPT_ARGS=()
   OVERHEAD_S=15
   STORE_ARGS=(--mb=16 --seconds=2 --reps=5)
+  STORE_DIRTY_ARGS=(--seconds=2 --reps=5)
   WAL_ARGS=(--seconds=2 --reps=5)
   CONSISTENCY_S=40
   CHAIN_S=20
@@ -107,6 +109,10 @@ if want checkpoint && have relaxps-bench-checkpoint; then
 fi
 if want store && have relaxps-bench-store; then
   run store "$BIN/relaxps-bench-store" "${STORE_ARGS[@]}"
+  # Dirty-chunk flushes: 4 MiB of a 64 MiB table trained per clock, flushed
+  # every 10 clocks, against the same store never flushing.
+  run store_dirty "$BIN/relaxps-bench-store" --mb=64 --push_mb=4 --only=rocksdb/flush10 \
+    "${STORE_DIRTY_ARGS[@]}"
   if [ "$QUICK" = 0 ]; then
     run store_1MiB "$BIN/relaxps-bench-store" --mb=1 --seconds=2 --reps=5
   fi

@@ -62,11 +62,11 @@ Status SparseShardState::ApplyRows(const uint64_t* ids, size_t u, const float* g
   int64_t* step = store_->SparseStep(spec_.table);
   if (step == nullptr) return NotFoundError("no sparse table '" + spec_.table + "' in the store");
   ++*step;
-  std::vector<float*> state(spec_.num_slots - 1);
+  state_.resize(spec_.num_slots - 1);
   for (size_t i = 0; i < u; ++i) {
     float* row = rows_.data() + i * rf;
-    for (int s = 1; s < spec_.num_slots; ++s) state[s - 1] = row + s * w;
-    optimizer_->Apply(device_, row, state.data(), grads + i * w, w, *step, lr_scale);
+    for (int s = 1; s < spec_.num_slots; ++s) state_[s - 1] = row + s * w;
+    optimizer_->Apply(device_, row, state_.data(), grads + i * w, w, *step, lr_scale);
   }
   updates_applied_ += u;
   return store_->WriteRows(spec_.table, ids, u, rows_.data());
@@ -101,9 +101,38 @@ Status SparseShardState::Push(int worker, int64_t clock, const uint64_t* ids, si
                               const float* grads) {
   const size_t w = spec_.width;
   const bool aggregate = aggregates() && clock >= applied_clock_;
-  // Sum the gradients of duplicate ids: per push, or into the clock's round.
-  Round single;
-  Round& r = aggregate ? rounds_[clock] : single;
+  if (!aggregate) {
+    // Applied now: one optimizer step per distinct row, duplicate ids of the
+    // push summed. Scratch buffers are reused, so nothing is allocated per
+    // row; without duplicates (the usual case) the gradients are applied
+    // straight from the request.
+    index_.Reset(n);
+    size_t u = 0;
+    for (; u < n && index_.Insert(ids[u], static_cast<uint32_t>(u)).second; ++u) {
+    }
+    if (u == n) {
+      RETURN_IF_ERROR(ApplyRows(ids, n, grads, clock));
+      ServeWaiters();
+      return Status::OK();
+    }
+    index_.Reset(n);
+    unique_ids_.clear();
+    summed_.resize(n * w);
+    for (size_t i = 0; i < n; ++i) {
+      auto [pos, inserted] = index_.Insert(ids[i], static_cast<uint32_t>(unique_ids_.size()));
+      if (inserted) {
+        unique_ids_.push_back(ids[i]);
+        std::memcpy(summed_.data() + pos * w, grads + i * w, w * sizeof(float));
+      } else {
+        device_->Axpy(w, 1.0f, grads + i * w, summed_.data() + pos * w);
+      }
+    }
+    RETURN_IF_ERROR(ApplyRows(unique_ids_.data(), unique_ids_.size(), summed_.data(), clock));
+    ServeWaiters();
+    return Status::OK();
+  }
+  // Sum the gradients of duplicate ids into the clock's round.
+  Round& r = rounds_[clock];
   r.index.reserve(r.index.size() + n);
   for (size_t i = 0; i < n; ++i) {
     auto [it, inserted] = r.index.emplace(ids[i], r.ids.size());
@@ -117,10 +146,7 @@ Status SparseShardState::Push(int worker, int64_t clock, const uint64_t* ids, si
       if (std::find(p.begin(), p.end(), worker) == p.end()) p.push_back(worker);
     }
   }
-  if (aggregate) return Status::OK();  // Applied when the round completes.
-  RETURN_IF_ERROR(ApplyRows(r.ids.data(), r.ids.size(), r.sum.data(), clock));
-  ServeWaiters();
-  return Status::OK();
+  return Status::OK();  // Applied when the round completes.
 }
 
 Status SparseShardState::CompleteRounds() {

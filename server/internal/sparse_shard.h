@@ -34,6 +34,7 @@
 #include "consistency/vector_clock.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
+#include "server/internal/row_index.h"
 #include "storage/param_store.h"
 
 namespace relaxps {
@@ -120,7 +121,12 @@ class SparseShardState {
   std::vector<Waiter> waiters_;
   uint64_t updates_applied_ = 0;
   TableOptions rates_;  // Learning rate by clock (LrScaleAt).
-  std::vector<float> rows_;  // Scratch: full row records.
+  // Scratch, reused by every call.
+  std::vector<float> rows_;  // Full row records.
+  std::vector<float*> state_;  // Optimizer state slots of one row.
+  RowIndex index_;  // Duplicate ids of one push.
+  std::vector<uint64_t> unique_ids_;
+  std::vector<float> summed_;
 };
 
 }  // namespace server_internal
