@@ -1,7 +1,8 @@
 // MemoryStore: a ParamStore that keeps everything in process memory.
 //
 // Dense shards are 64-byte aligned float arrays, one per slot; sparse rows
-// live in a hash map and are created from the initializer on first touch.
+// live in a RowArena (blocks of rows behind an open-addressing id index) and
+// are created from the initializer on first touch.
 // Nothing survives the process: Flush is a no-op and Checkpoint is
 // Unavailable.
 #include <algorithm>
@@ -9,10 +10,10 @@
 #include <new>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "storage/internal/aligned_floats.h"
+#include "storage/internal/row_arena.h"
 #include "storage/internal/spec_util.h"
 #include "storage/param_store.h"
 
@@ -90,7 +91,9 @@ class MemoryStore final : public ParamStore {
       }
       return Status::OK();
     }
-    sparse_[spec.table].spec = spec;
+    SparseTable& t = sparse_[spec.table];
+    t.spec = spec;
+    t.rows = std::make_unique<storage_internal::RowArena>(spec.row_floats());
     return Status::OK();
   }
 
@@ -111,12 +114,9 @@ class MemoryStore final : public ParamStore {
     SparseTable& t = it->second;
     const size_t rf = t.spec.row_floats();
     for (size_t i = 0; i < n; ++i) {
-      auto [row, inserted] = t.rows.try_emplace(ids[i]);
-      if (inserted) {
-        row->second.resize(rf);
-        storage_internal::InitRow(t.spec, ids[i], row->second.data());
-      }
-      std::copy(row->second.begin(), row->second.end(), out + i * rf);
+      auto [row, inserted] = t.rows->FindOrInsert(ids[i]);
+      if (inserted) storage_internal::InitRow(t.spec, ids[i], row);
+      std::copy(row, row + rf, out + i * rf);
     }
     return Status::OK();
   }
@@ -128,11 +128,11 @@ class MemoryStore final : public ParamStore {
     SparseTable& t = it->second;
     const size_t rf = t.spec.row_floats();
     for (size_t i = 0; i < n; ++i) {
-      auto row = t.rows.find(ids[i]);
-      if (row == t.rows.end()) {
+      const float* row = t.rows->Find(ids[i]);
+      if (row == nullptr) {
         storage_internal::InitRow(t.spec, ids[i], out + i * rf);
       } else {
-        std::copy(row->second.begin(), row->second.end(), out + i * rf);
+        std::copy(row, row + rf, out + i * rf);
       }
     }
     return Status::OK();
@@ -145,8 +145,8 @@ class MemoryStore final : public ParamStore {
     SparseTable& t = it->second;
     const size_t rf = t.spec.row_floats();
     for (size_t i = 0; i < n; ++i) {
-      std::vector<float>& row = t.rows[ids[i]];
-      row.assign(rows + i * rf, rows + (i + 1) * rf);
+      float* row = t.rows->FindOrInsert(ids[i]).first;
+      std::copy(rows + i * rf, rows + (i + 1) * rf, row);
     }
     return Status::OK();
   }
@@ -154,7 +154,7 @@ class MemoryStore final : public ParamStore {
   StatusOr<uint64_t> NumRows(const std::string& table) override {
     auto it = sparse_.find(table);
     if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
-    return static_cast<uint64_t>(it->second.rows.size());
+    return static_cast<uint64_t>(it->second.rows->size());
   }
 
   Status Flush(int64_t clock) override { return Status::OK(); }
@@ -179,7 +179,7 @@ class MemoryStore final : public ParamStore {
   struct SparseTable {
     SparseTableSpec spec;
     int64_t step = 0;
-    std::unordered_map<uint64_t, std::vector<float>> rows;
+    std::unique_ptr<storage_internal::RowArena> rows;
   };
 
   // Not synchronized: the server serializes calls (see param_store.h).

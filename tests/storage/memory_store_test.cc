@@ -60,6 +60,32 @@ TEST(MemoryStoreTest, CreateDenseIsIdempotentAndRejectsOtherShapes) {
   EXPECT_TRUE(store->DenseUpdated(*a, 4, 4).ok());
 }
 
+// Enough rows to grow the id index many times and fill several row blocks:
+// every row keeps its own values, and peeks of absent ids create nothing.
+TEST(MemoryStoreTest, ManySparseRowsKeepTheirValues) {
+  auto store = NewMemoryStore();
+  SparseTableSpec spec{"emb", 3, 1, UniformInit(3, 3), 0.0f};
+  ASSERT_TRUE(store->CreateSparse(spec).ok());
+  constexpr size_t kRows = 20000;
+  std::vector<uint64_t> ids(kRows);
+  std::vector<float> rows(kRows * 3);
+  for (size_t i = 0; i < kRows; ++i) {
+    ids[i] = (i * 2654435761ull) << 16;  // Spread ids whose low bits are all zero.
+    for (int c = 0; c < 3; ++c) rows[i * 3 + c] = static_cast<float>(i) + 0.25f * c;
+  }
+  ASSERT_TRUE(store->WriteRows("emb", ids.data(), kRows, rows.data()).ok());
+  EXPECT_EQ(*store->NumRows("emb"), kRows);
+  std::vector<float> back(kRows * 3);
+  ASSERT_TRUE(store->PeekRows("emb", ids.data(), kRows, back.data()).ok());
+  EXPECT_EQ(back, rows);
+  const uint64_t absent = 7;
+  std::vector<float> peeked(3), expect(3);
+  ASSERT_TRUE(store->PeekRows("emb", &absent, 1, peeked.data()).ok());
+  spec.init.FillRow(absent, 3, expect.data());
+  EXPECT_EQ(peeked, expect);
+  EXPECT_EQ(*store->NumRows("emb"), kRows);
+}
+
 TEST(MemoryStoreTest, SparseRowsCreatedOnFirstTouchAndWritable) {
   auto store = NewMemoryStore();
   SparseTableSpec spec{"emb", 4, 2, UniformInit(3, 4), 0.25f};
