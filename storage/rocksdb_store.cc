@@ -39,7 +39,11 @@
 // disks) plus 64 KiB per touched dense chunk and slot, so per-update WAL
 // suits sparse tables and small dense shards. Rows created by ReadRows are
 // written through the WAL without sync (a lost one is recreated identically
-// by the initializer).
+// by the initializer). With wal_group_commit nothing is written per call:
+// the rows (and created rows) are queued in one pending WriteBatch, the dense
+// updates as chunk ranges, and SyncWal writes the whole group as one batch
+// and syncs once; until then the cache holds the rows, and an eviction,
+// Flush, Checkpoint or close writes the pending batch first.
 #include <algorithm>
 #include <cstring>
 #include <filesystem>

@@ -204,7 +204,12 @@ Status RocksDbStore::DoWriteRows(const std::string& table, const uint64_t* ids, 
     return InvalidArgumentError("WriteRows: null ids or rows");
   }
   const size_t rf = t->spec.row_floats();
-  if (!options_.wal_per_update) {
+  const bool group = options_.wal_per_update && options_.wal_group_commit;
+  if (!options_.wal_per_update || group) {
+    // Without the WAL the rows stay dirty in the cache until the next Flush.
+    // Group commit: they join the group's batch, written and synced by
+    // SyncWal (the caller acknowledges after it); meanwhile the cache holds
+    // them.
     for (size_t i = 0; i < n; ++i) {
       ASSIGN_OR_RETURN(RowCache::Entry * e, FetchRow(*t, ids[i]));
       if (e == nullptr) {
@@ -212,26 +217,15 @@ Status RocksDbStore::DoWriteRows(const std::string& table, const uint64_t* ids, 
         ++t->num_rows;
       }
       std::memcpy(e->data.get(), rows + i * rf, rf * sizeof(float));
-      e->dirty = true;
-      RETURN_IF_ERROR(EvictIfNeeded());
-    }
-    return Status::OK();
-  }
-  if (options_.wal_group_commit) {
-    // The rows join the group's batch, written and synced by SyncWal (the
-    // caller acknowledges after it); meanwhile the cache holds them.
-    for (size_t i = 0; i < n; ++i) {
-      ASSIGN_OR_RETURN(RowCache::Entry * e, FetchRow(*t, ids[i]));
-      if (e == nullptr) {
-        e = cache_.Insert(t->id, ids[i], rf);
-        ++t->num_rows;
+      if (group) {
+        wal_pending_rows_.Put(RowKey(kRowPrefix, t->id, ids[i]), FloatSlice(rows + i * rf, rf));
+        wal_unsynced_ = true;
+      } else {
+        e->dirty = true;
       }
-      std::memcpy(e->data.get(), rows + i * rf, rf * sizeof(float));
-      wal_pending_rows_.Put(RowKey(kRowPrefix, t->id, ids[i]), FloatSlice(rows + i * rf, rf));
-      wal_unsynced_ = true;
       RETURN_IF_ERROR(EvictIfNeeded());
     }
-    QueueSparseRecord(t);
+    if (group) QueueSparseRecord(t);
     return Status::OK();
   }
   // wal_per_update: one synced batch with every row and the row count; the

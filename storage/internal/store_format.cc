@@ -142,7 +142,9 @@ std::string EncodeTableMeta(const TableMeta& t) {
     w.Put<int64_t>(t.clock);
     w.Put<uint64_t>(t.generation);
     w.Put<uint32_t>(static_cast<uint32_t>(kDenseChunkFloats));
-    w.Put<uint64_t>(t.base_generation);
+    // A table whose newest generation is complete ends here (as records did
+    // before delta generations); else the base generation follows.
+    if (t.base_generation != t.generation) w.Put<uint64_t>(t.base_generation);
   } else {
     const SparseTableSpec& s = t.sparse;
     w.PutString(s.table);
@@ -173,13 +175,16 @@ Status DecodeTableMeta(const std::string& data, const std::string& what, TableMe
         !r.Get(&t->generation) || !r.Get(&chunk_floats)) {
       return Malformed(what);
     }
-    // Records written before delta generations end here: their generation
-    // is complete.
+    // A record that ends here names a complete generation; else the base
+    // generation follows, older than the newest one.
     t->base_generation = t->generation;
-    if (!r.done() && (!r.Get(&t->base_generation) || !r.done())) return Malformed(what);
-    if (t->base_generation > t->generation) {
-      return CorruptionError(what + ": base generation " + std::to_string(t->base_generation) +
-                             " is newer than generation " + std::to_string(t->generation));
+    if (!r.done()) {
+      if (!r.Get(&t->base_generation) || !r.done()) return Malformed(what);
+      if (t->base_generation >= t->generation) {
+        return CorruptionError(what + ": base generation " +
+                               std::to_string(t->base_generation) +
+                               " is not older than generation " + std::to_string(t->generation));
+      }
     }
     if (chunk_floats != kDenseChunkFloats) {
       return CorruptionError(what + ": dense chunk size " + std::to_string(chunk_floats) +
