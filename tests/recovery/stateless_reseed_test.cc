@@ -93,6 +93,39 @@ void ExpectTrainingGoesOn(Worker* a, Worker* b, int64_t clock, const std::vector
   for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], seeded[i] - kLr * g[i]) << i;
 }
 
+// Reads keys [0, kSize) of the table from `endpoint` until the server answers
+// (a server awaiting its seed refuses) and the values satisfy `done`, for at
+// most 30 s.
+StatusOr<std::vector<float>> ReadWhen(const std::string& endpoint,
+                                      const std::function<bool(const std::vector<float>&)>& done) {
+  StatusOr<std::vector<float>> got = UnavailableError("not read");
+  for (int i = 0; i < 300; ++i) {
+    got = ReadDenseSlot(endpoint, "w", 0, kSize, 0);
+    if (got.ok() && done(*got)) return got;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!got.ok()) return got;
+  return DeadlineExceededError("values never reached the expected state");
+}
+
+// `rounds` ordinary steps of both workers through the server, then both pull
+// the same state: the copies they go local with.
+void TrainThenPullOneCopy(Worker* a, Worker* b, int rounds) {
+  for (int round = 0; round < rounds; ++round) {
+    for (Worker* w : {a, b}) {
+      ASSERT_OK(w->client->Push("w", 0, Gradient(w == a ? 10 : 11, round)).get());
+      ASSERT_OK(w->client->Clock());
+    }
+  }
+  for (Worker* w : {a, b}) {
+    FloatBuffer p(kSize);
+    ASSERT_OK(w->client->Pull("w", 0, p).get());
+    w->copy.assign(p.data(), p.data() + kSize);
+    w->base_clock = w->client->last_params_clock();
+  }
+  ASSERT_EQ(a->copy, b->copy);
+}
+
 TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   const std::string dir = MakeTempDir();
   ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 1000, 30000));
@@ -103,20 +136,7 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   ASSERT_OK(a.client->CreateTable(DenseSgd()));
   ASSERT_OK(b.client->CreateTable(DenseSgd()));
 
-  // A few ordinary steps through the server, then both pull the same state.
-  for (int round = 0; round < 2; ++round) {
-    for (Worker* w : {&a, &b}) {
-      ASSERT_OK(w->client->Push("w", 0, Gradient(w == &a ? 10 : 11, round)).get());
-      ASSERT_OK(w->client->Clock());
-    }
-  }
-  for (Worker* w : {&a, &b}) {
-    FloatBuffer p(kSize);
-    ASSERT_OK(w->client->Pull("w", 0, p).get());
-    w->copy.assign(p.data(), p.data() + kSize);
-    w->base_clock = w->client->last_params_clock();
-  }
-  ASSERT_EQ(a.copy, b.copy);
+  ASSERT_NO_FATAL_FAILURE(TrainThenPullOneCopy(&a, &b, 2));
 
   cluster->server(0)->Kill(SIGKILL);
   ASSERT_OK(cluster->server(0)->Wait(Millis(10000)).status());
@@ -128,11 +148,8 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   // A new server for the lost id: refuses data until seeded, then holds the
   // merged copies.
   ASSERT_OK(cluster->StartServer(0, server_flags));
-  StatusOr<std::vector<float>> seeded = UnavailableError("not read");
-  for (int i = 0; i < 300 && !seeded.ok(); ++i) {
-    seeded = ReadDenseSlot(cluster->server_endpoint(0), "w", 0, kSize, 0);
-    if (!seeded.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  StatusOr<std::vector<float>> seeded =
+      ReadWhen(cluster->server_endpoint(0), [](const std::vector<float>&) { return true; });
   ASSERT_OK(seeded);
 
   // The rule (freshest seed, staleness-weighted changes), applied to the
@@ -158,7 +175,7 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   EXPECT_NE(log.find("RESEED server=0 source=worker:" + std::to_string(a.client->worker_id())),
             std::string::npos)
       << log;
-  RemoveTree(dir);
+  if (!::testing::Test::HasFailure()) RemoveTree(dir);  // Kept for a failure's logs.
 }
 
 // A momentum table: each worker trains its copy locally with momentum, and the
@@ -176,17 +193,7 @@ TEST(StatelessReseedTest, MomentumTableTrainsLocallyWithMomentumAndTheSeedKeepsT
   ASSERT_OK_AND_ASSIGN(b.client, cluster->Connect("worker"));
   ASSERT_OK(a.client->CreateTable(t));
   ASSERT_OK(b.client->CreateTable(t));
-  for (Worker* w : {&a, &b}) {
-    ASSERT_OK(w->client->Push("w", 0, Gradient(w == &a ? 10 : 11, 0)).get());
-    ASSERT_OK(w->client->Clock());
-  }
-  for (Worker* w : {&a, &b}) {
-    FloatBuffer p(kSize);
-    ASSERT_OK(w->client->Pull("w", 0, p).get());
-    w->copy.assign(p.data(), p.data() + kSize);
-    w->base_clock = w->client->last_params_clock();
-  }
-  ASSERT_EQ(a.copy, b.copy);
+  ASSERT_NO_FATAL_FAILURE(TrainThenPullOneCopy(&a, &b, 1));
   // The server's own velocity is not zero: the seed must not keep it either.
   ASSERT_OK_AND_ASSIGN(std::vector<float> old_velocity,
                        ReadDenseSlot(cluster->server_endpoint(0), "w", 0, kSize, 1));
@@ -198,11 +205,8 @@ TEST(StatelessReseedTest, MomentumTableTrainsLocallyWithMomentumAndTheSeedKeepsT
   const int64_t clock_a = a.client->clock();
 
   ASSERT_OK(cluster->StartServer(0, StatelessServerFlags()));
-  StatusOr<std::vector<float>> seeded = UnavailableError("not read");
-  for (int i = 0; i < 300 && !seeded.ok(); ++i) {
-    seeded = ReadDenseSlot(cluster->server_endpoint(0), "w", 0, kSize, 0);
-    if (!seeded.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  StatusOr<std::vector<float>> seeded =
+      ReadWhen(cluster->server_endpoint(0), [](const std::vector<float>&) { return true; });
   ASSERT_OK(seeded);
   std::vector<WorkerCopy> copies = {
       WorkerCopy{a.client->worker_id(), clock_a, a.base_clock, 3, a.copy.data(), a.change.data(),
@@ -228,22 +232,7 @@ TEST(StatelessReseedTest, MomentumTableTrainsLocallyWithMomentumAndTheSeedKeepsT
   }
   ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(dir + "/coordinator.log"));
   EXPECT_NE(log.find("velocity_ranges=1"), std::string::npos) << log;
-  RemoveTree(dir);
-}
-
-// Reads keys [0, kSize) of the table from `endpoint` until the server answers
-// (a server awaiting its seed refuses) and the values satisfy `done`, for at
-// most 30 s.
-StatusOr<std::vector<float>> ReadWhen(const std::string& endpoint,
-                                      const std::function<bool(const std::vector<float>&)>& done) {
-  StatusOr<std::vector<float>> got = UnavailableError("not read");
-  for (int i = 0; i < 300; ++i) {
-    got = ReadDenseSlot(endpoint, "w", 0, kSize, 0);
-    if (got.ok() && done(*got)) return got;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  if (!got.ok()) return got;
-  return DeadlineExceededError("values never reached the expected state");
+  if (!::testing::Test::HasFailure()) RemoveTree(dir);  // Kept for a failure's logs.
 }
 
 TEST(StatelessReseedTest, HybridFailsOverOnOneLossAndReseedsWhenEveryReplicaIsLost) {
@@ -336,7 +325,7 @@ TEST(StatelessReseedTest, HybridFailsOverOnOneLossAndReseedsWhenEveryReplicaIsLo
                      std::to_string(a.client->worker_id())),
             std::string::npos)
       << log;
-  RemoveTree(dir);
+  if (!::testing::Test::HasFailure()) RemoveTree(dir);  // Kept for a failure's logs.
 }
 
 }  // namespace
