@@ -80,9 +80,19 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* batch, bool wal, bool sync, cons
 
 Status RocksDbStore::WritePendingWal() {
   if (wal_pending_dense_.empty() && wal_pending_rows_.Count() == 0 &&
-      wal_pending_sparse_.empty()) {
+      wal_pending_sparse_.empty() && wal_created_rows_.empty()) {
     return Status::OK();
   }
+  // Rows ReadRows created that no WriteRows has queued since.
+  for (const auto& [table_id, row] : wal_created_rows_) {
+    RowCache::Entry* e = cache_.Lookup(table_id, row);
+    if (e == nullptr || !e->dirty) continue;
+    wal_pending_rows_.Put(RowKey(kRowPrefix, table_id, row),
+                          rocksdb::Slice(reinterpret_cast<const char*>(e->data.get()),
+                                         e->floats * sizeof(float)));
+    e->dirty = false;
+  }
+  wal_created_rows_.clear();
   // One batch for the whole group: the rows as queued, each dense table's
   // pending chunks with the values of its last update, and the records.
   rocksdb::WriteBatch& batch = wal_pending_rows_;

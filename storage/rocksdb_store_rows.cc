@@ -135,14 +135,25 @@ Status RocksDbStore::DoReadRows(const std::string& table, const uint64_t* ids, s
     return InvalidArgumentError("ReadRows: null ids or output");
   }
   const size_t rf = t->spec.row_floats();
-  if (!options_.wal_per_update) {
+  const bool group = options_.wal_per_update && options_.wal_group_commit;
+  if (!options_.wal_per_update || group) {
+    // First touch creates a row, dirty: without the WAL until the next
+    // Flush. Group commit: a created row needs no sync (a lost one is
+    // recreated identically); dirty means not in the group's batch yet, and
+    // WritePendingWal queues the created rows that no WriteRows rewrote
+    // meanwhile (an update right after the read, the usual case, writes the
+    // row once).
     for (size_t i = 0; i < n; ++i) {
       ASSIGN_OR_RETURN(RowCache::Entry * e, FetchRow(*t, ids[i]));
-      if (e == nullptr) {  // First touch: a new dirty row.
+      if (e == nullptr) {
         e = cache_.Insert(t->id, ids[i], rf);
         InitRow(t->spec, ids[i], e->data.get());
         e->dirty = true;
         ++t->num_rows;
+        if (group) {
+          wal_created_rows_.push_back({t->id, ids[i]});
+          QueueSparseRecord(t);
+        }
       }
       std::memcpy(out + i * rf, e->data.get(), rf * sizeof(float));
       RETURN_IF_ERROR(EvictIfNeeded());
@@ -171,21 +182,6 @@ Status RocksDbStore::DoReadRows(const std::string& table, const uint64_t* ids, s
     created.push_back(i);
   }
   if (created.empty()) return Status::OK();
-  if (options_.wal_group_commit) {
-    // No sync needed (a lost row is recreated identically): they go with
-    // the group's batch. Cached before they are written; an eviction writes
-    // them first.
-    for (size_t i : created) {
-      wal_pending_rows_.Put(RowKey(kRowPrefix, t->id, ids[i]), FloatSlice(out + i * rf, rf));
-    }
-    t->num_rows += created.size();
-    QueueSparseRecord(t);
-    for (size_t i : created) {
-      RowCache::Entry* e = cache_.Insert(t->id, ids[i], rf);
-      std::memcpy(e->data.get(), out + i * rf, rf * sizeof(float));
-    }
-    return EvictIfNeeded();
-  }
   PutSparseMeta(*t, t->num_rows + created.size(), &batch);
   RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/false, "create rows"));
   t->num_rows += created.size();
@@ -220,9 +216,8 @@ Status RocksDbStore::DoWriteRows(const std::string& table, const uint64_t* ids, 
       if (group) {
         wal_pending_rows_.Put(RowKey(kRowPrefix, t->id, ids[i]), FloatSlice(rows + i * rf, rf));
         wal_unsynced_ = true;
-      } else {
-        e->dirty = true;
       }
+      e->dirty = !group;  // Group commit: in the batch, so no longer a created row to queue.
       RETURN_IF_ERROR(EvictIfNeeded());
     }
     if (group) QueueSparseRecord(t);

@@ -356,6 +356,9 @@ class RocksDbStore final : public ParamStore {
   // WritePendingWal (their values are in the cache meanwhile), and the
   // sparse tables whose record is due.
   rocksdb::WriteBatch wal_pending_rows_;
+  // Group commit: rows ReadRows created since the last WritePendingWal
+  // (table id, row); cached and marked dirty until queued.
+  std::vector<std::pair<uint32_t, uint64_t>> wal_created_rows_;
   std::vector<SparseTable*> wal_pending_sparse_;
   // Group commit: dense tables with chunks pending for the next SyncWal().
   std::vector<std::string> wal_pending_dense_;

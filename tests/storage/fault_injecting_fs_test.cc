@@ -212,5 +212,50 @@ TEST_F(WalGroupCommitTest, CrashKeepsWhatSyncWalCoveredAndLosesTheRest) {
   EXPECT_EQ(back, MakeRows(ids, row_floats, 1));
 }
 
+// Group commit with a cache far smaller than the table: rows ReadRows
+// created and rows WriteRows queued are evicted before any SyncWal, so the
+// evictions must write the pending batch first; every synced row and the
+// row count are back after a crash.
+TEST_F(WalGroupCommitTest, EvictionsBeforeTheSyncKeepPendingRows) {
+  const SparseTableSpec spec = SparseSpec(/*width=*/64, /*slots=*/2);  // 512 B per row.
+  ParamStoreOptions o;
+  o.kind = "rocksdb";
+  o.data_dir = dir_;
+  o.cache_mb = 1;  // About 2000 rows.
+  o.wal_per_update = true;
+  o.wal_group_commit = true;
+  o.file_system = fs_;
+  constexpr uint64_t kRows = 12000;
+  std::vector<uint64_t> ids(kRows);
+  for (uint64_t i = 0; i < kRows; ++i) ids[i] = i * 7919;
+  std::vector<uint64_t> written;  // Every third row gets values.
+  for (uint64_t i = 0; i < kRows; i += 3) written.push_back(ids[i]);
+  {
+    StatusOr<std::unique_ptr<ParamStore>> opened = NewParamStore(o);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    std::unique_ptr<ParamStore> store = std::move(opened).value();
+    ASSERT_OK(store->CreateSparse(spec));
+    std::vector<float> out(kRows * spec.row_floats());
+    ASSERT_OK(store->ReadRows("emb", ids.data(), kRows, out.data()));  // Creates them all.
+    std::vector<float> v = MakeRows(written, spec.row_floats(), 5);
+    ASSERT_OK(store->WriteRows("emb", written.data(), written.size(), v.data()));
+    ASSERT_OK(store->SyncWal());
+    fs_->SimulateCrash();
+  }
+  fs_->Reactivate();
+  StatusOr<std::unique_ptr<ParamStore>> opened = NewParamStore(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<ParamStore> store = std::move(opened).value();
+  ASSERT_OK(store->CreateSparse(spec));
+  EXPECT_EQ(*store->NumRows("emb"), kRows);
+  std::vector<float> back(written.size() * spec.row_floats());
+  ASSERT_OK(store->PeekRows("emb", written.data(), written.size(), back.data()));
+  EXPECT_EQ(back, MakeRows(written, spec.row_floats(), 5));
+  const uint64_t untouched = ids[1];
+  std::vector<float> row(spec.row_floats());
+  ASSERT_OK(store->PeekRows("emb", &untouched, 1, row.data()));
+  EXPECT_EQ(row, InitialRow(spec, untouched));
+}
+
 }  // namespace
 }  // namespace relaxps
