@@ -9,9 +9,11 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "common/table.h"
 #include "tests/server/in_process_cluster.h"
 
 namespace relaxps {
@@ -132,6 +134,54 @@ TEST(ClientTest, JobInfoStalenessIsZeroUnderBsp) {
   auto a = Client::Connect(options);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ((*a)->job().staleness, 0);
+}
+
+TableOptions AdamTable(const std::string& name, uint64_t size) {
+  TableOptions t;
+  t.name = name;
+  t.type = TableType::kDense;
+  t.size = size;
+  t.optimizer.name = "adam";
+  t.optimizer.lr = 0.01f;
+  t.init.seed = 5;
+  t.init.segments.push_back(InitSegment{0, size, InitKind::kUniform, -1.0f, 1.0f});
+  return t;
+}
+
+// A dense request split into many parts in flight (ClientOptions::
+// dense_part_bytes) lands exactly as the whole request does: same keys, same
+// replies at the same offsets, and one optimizer step per push (Adam's bias
+// correction would differ if each part counted as a step).
+TEST(ClientTest, SplitDenseRequestsMatchWholeOnesBitForBit) {
+  InProcessCluster cluster(2);
+  constexpr uint64_t kSize = 1000;
+  ClientOptions whole_options;
+  whole_options.coordinator = cluster.coordinator();
+  whole_options.dense_part_bytes = 0;
+  ClientOptions split_options = whole_options;
+  split_options.dense_part_bytes = 64;    // 16 floats a part,
+  split_options.dense_split_bytes = 256;  // for parts of more than 64 floats.
+  auto whole = Client::Connect(whole_options);
+  auto split = Client::Connect(split_options);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_TRUE((*whole)->CreateTable(AdamTable("whole", kSize)).ok());
+  ASSERT_TRUE((*split)->CreateTable(AdamTable("split", kSize)).ok());
+  for (int round = 0; round < 3; ++round) {
+    FloatBuffer g(kSize);
+    for (uint64_t i = 0; i < kSize; ++i) g[i] = 0.01f * static_cast<float>((i * 7 + round) % 13) - 0.05f;
+    FloatBuffer a(kSize), b(kSize);
+    ASSERT_TRUE((*whole)->PushPull("whole", 0, g, a).get().ok());
+    ASSERT_TRUE((*split)->PushPull("split", 0, g, b).get().ok());
+    for (uint64_t i = 0; i < kSize; ++i) ASSERT_EQ(a[i], b[i]) << "round " << round << " key " << i;
+    // A push alone and a pull of an inner range (offsets inside parts).
+    ASSERT_TRUE((*whole)->Push("whole", 100, g.Slice(100, 700)).get().ok());
+    ASSERT_TRUE((*split)->Push("split", 100, g.Slice(100, 700)).get().ok());
+    FloatBuffer c(900), d(900);
+    ASSERT_TRUE((*whole)->Pull("whole", 37, c).get().ok());
+    ASSERT_TRUE((*split)->Pull("split", 37, d).get().ok());
+    for (uint64_t i = 0; i < 900; ++i) ASSERT_EQ(c[i], d[i]) << "round " << round << " key " << 37 + i;
+  }
 }
 
 }  // namespace
