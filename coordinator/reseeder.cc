@@ -25,6 +25,7 @@ std::string ReseedSummary::ToString() const {
   if (buckets > 0) s += " buckets=" + std::to_string(buckets);
   if (rows > 0 || buckets > 0) s += " rows=" + std::to_string(rows);
   if (changes_only > 0) s += " change_only_ranges=" + std::to_string(changes_only);
+  if (velocities > 0) s += " velocity_ranges=" + std::to_string(velocities);
   return s;
 }
 
@@ -62,12 +63,18 @@ Status Reseeder::AddCopy(Message msg) {
   for (const wire::SeedRange& r : d.ranges()) {
     if (r.end() <= r.begin()) return InvalidArgumentError("empty seed range");
     if (!r.has_copy()) continue;
-    const size_t bytes = (r.end() - r.begin()) * sizeof(float);
-    if (frames + 2 > msg.frames.size() || msg.frames[frames].size() != bytes ||
-        msg.frames[frames + 1].size() != bytes) {
-      return InvalidArgumentError("SEED_COPY frames do not match its ranges");
+    if (r.slots() > 1 || (r.slots() == 1 && r.change_only())) {
+      return InvalidArgumentError("SEED_COPY: at most one optimizer slot, and none with a "
+                                  "change-only copy");
     }
-    frames += 2;
+    const size_t bytes = (r.end() - r.begin()) * sizeof(float);
+    const size_t need = 2 + r.slots();
+    for (size_t k = 0; k < need; ++k) {
+      if (frames + k >= msg.frames.size() || msg.frames[frames + k].size() != bytes) {
+        return InvalidArgumentError("SEED_COPY frames do not match its ranges");
+      }
+    }
+    frames += need;
   }
   for (const wire::SeedRows& r : d.rows()) {
     if (r.count() == 0) continue;
@@ -121,23 +128,28 @@ StatusOr<Message> Reseeder::Finish(int server, const wire::ShardMap& map,
       const size_t n = range.end() - range.begin();
       std::vector<WorkerCopy> copies;
       // Frames need not be float-aligned: unaligned ones are read from copies.
-      std::vector<std::vector<float>> scratch(2 * round.copies.size());
+      std::vector<std::vector<float>> scratch(3 * round.copies.size());
       for (const auto& [worker, msg] : round.copies) {
         const wire::SeedData& d = msg.header.seed_data();
         size_t frame = 0;
         for (const wire::SeedRange& r : d.ranges()) {
           if (r.table() == ts.table().name() && r.begin() == range.begin() &&
               r.end() == range.end() && r.has_copy()) {
-            std::vector<float>* tmp = &scratch[2 * copies.size()];
+            std::vector<float>* tmp = &scratch[3 * copies.size()];
             ASSIGN_OR_RETURN(const float* params,
                              DecodeFloats(msg.frames[frame], n, wire::ENC_FP32, tmp));
             ASSIGN_OR_RETURN(const float* delta,
                              DecodeFloats(msg.frames[frame + 1], n, wire::ENC_FP32, tmp + 1));
+            const float* velocity = nullptr;
+            if (r.slots() == 1) {
+              ASSIGN_OR_RETURN(velocity,
+                               DecodeFloats(msg.frames[frame + 2], n, wire::ENC_FP32, tmp + 2));
+            }
             copies.push_back(WorkerCopy{worker, d.worker_clock(), r.clock(), r.local_steps(),
-                                        params, delta, r.change_only()});
+                                        params, delta, r.change_only(), velocity});
             break;
           }
-          if (r.has_copy()) frame += 2;
+          if (r.has_copy()) frame += 2 + r.slots();
         }
       }
       wire::SeedRange* sr = out->add_ranges();
@@ -170,6 +182,11 @@ StatusOr<Message> Reseeder::Finish(int server, const wire::ShardMap& map,
       sr->set_has_copy(true);
       sr->set_clock(merged.clock);
       seed.frames.push_back(Frame::Copy(merged.params.data(), n * sizeof(float)));
+      if (!merged.velocity.empty()) {
+        sr->set_slots(1);
+        seed.frames.push_back(Frame::Copy(merged.velocity.data(), n * sizeof(float)));
+        summary->velocities += 1;
+      }
       summary->clock = std::max(summary->clock, merged.clock);
       summary->seed_worker = merged.seed_worker;
       summary->source = options_.seed_rule == SeedRule::kFreshest
@@ -198,7 +215,7 @@ Status Reseeder::MergeRows(const Round& round, const wire::ShardMap& map, Messag
     for (const auto& [worker, msg] : round.copies) {
       const wire::SeedData& d = msg.header.seed_data();
       size_t frame = 0;
-      for (const wire::SeedRange& r : d.ranges()) frame += r.has_copy() ? 2 : 0;
+      for (const wire::SeedRange& r : d.ranges()) frame += r.has_copy() ? 2 + r.slots() : 0;
       for (const wire::SeedRows& r : d.rows()) {
         if (r.count() == 0) continue;
         if (r.table() == ts.table().name()) {

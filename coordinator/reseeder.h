@@ -49,6 +49,9 @@ struct ReseedSummary {
   // Hybrid: dense ranges no worker had a real copy of, seeded with the
   // merged changes of workers that trained on the initializer's values.
   int64_t changes_only = 0;
+  // Dense ranges whose momentum slot was rebuilt from the workers' local
+  // velocities (the others are reset).
+  int64_t velocities = 0;
   std::string ToString() const;
 };
 

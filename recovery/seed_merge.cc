@@ -128,6 +128,16 @@ StatusOr<MergeResult> MergeCopies(const std::vector<WorkerCopy>& copies, size_t 
     for (size_t j = 0; j < n; ++j) r.params[j] += a * copies[i].delta[j];
   }
   for (const WorkerCopy& c : copies) r.clock = std::max(r.clock, c.clock);
+  bool velocities = true;
+  for (size_t i = 0; i < k; ++i) velocities &= r.seed_weights[i] == 0 || copies[i].velocity;
+  if (velocities) {
+    r.velocity.assign(n, 0.0f);
+    for (size_t i = 0; i < k; ++i) {
+      if (r.seed_weights[i] == 0) continue;
+      const float e = static_cast<float>(r.seed_weights[i]);
+      for (size_t j = 0; j < n; ++j) r.velocity[j] += e * copies[i].velocity[j];
+    }
+  }
   return r;
 }
 

@@ -27,6 +27,12 @@
 //   kSum: TTF's blind sum, a_w = 1 (kept as a baseline to measure against).
 // The merged range reflects max_w c_w: clocks never roll back.
 //
+// Optimizer slot: a worker that trained a momentum table locally reports its
+// velocity v_w (zero when the range went local). The merged velocity is
+// sum_w e_w v_w, with the seeding weights: the velocity belongs to the
+// trajectory the seed continues. It is rebuilt only if every copy with
+// e_w > 0 has one; otherwise the server resets the slot.
+//
 // Change-only copies (hybrid: a worker that never pulled the range trained
 // on the table's initializer values, from the clock at which the range was
 // lost, its p_w): their change counts with its a_w, but they are never
@@ -67,10 +73,12 @@ struct WorkerCopy {
   const float* params = nullptr;  // x_w.
   const float* delta = nullptr;   // d_w.
   bool change_only = false;       // x_w is no seed candidate (see above).
+  const float* velocity = nullptr;  // v_w, or null: none kept (see above).
 };
 
 struct MergeResult {
   std::vector<float> params;
+  std::vector<float> velocity;  // sum_w e_w v_w; empty: the slot is reset.
   int64_t clock = 0;        // max_w c_w.
   int seed_worker = -1;     // The freshest worker (the seed under kFreshest).
   // Parallel to the input: e_w and a_w.

@@ -30,6 +30,7 @@
 #include <gtest/gtest.h>
 
 #include "common/status.h"
+#include "common/wire.h"
 
 // ---- ASSERT_OK / EXPECT_OK ------------------------------------------------------
 //
@@ -298,6 +299,11 @@ class LocalCluster {
   std::unique_ptr<Subprocess> coordinator_;
   std::vector<std::unique_ptr<Subprocess>> servers_;
 };
+
+// A frame's bytes as floats (the frame must be float-aligned).
+inline std::vector<float> FrameFloats(const Frame& f) {
+  return std::vector<float>(f.as<float>(), f.as<float>() + f.size() / sizeof(float));
+}
 
 }  // namespace test
 }  // namespace relaxps

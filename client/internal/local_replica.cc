@@ -44,6 +44,7 @@ bool LocalReplica::GoLocal(int server, const std::string& endpoint, bool stalled
     Zero(&r.delta, r.params.size());
     Zero(&r.doubtful_delta, r.params.size());
     r.doubtful.clear();
+    r.velocity.clear();
     r.local_steps = 0;
     r.unsent_steps = 0;
   }
@@ -120,7 +121,7 @@ bool LocalReplica::LostAt(int server, std::string* endpoint, bool* stalled) cons
 }
 
 StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint64_t range_begin,
-                                      float lr, uint64_t begin,
+                                      const LocalStep& step, uint64_t begin,
                                       const float* grads, float* out, size_t n,
                                       uint64_t doubtful_id, const FloatBuffer& doubtful_grads) {
   MutexLock l(&mu_);
@@ -140,10 +141,23 @@ StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint
     if (r.doubtful_delta.size() != r.params.size()) Zero(&r.doubtful_delta, r.params.size());
     float* w = r.params.data() + offset;
     float* d = (doubtful_id != 0 ? r.doubtful_delta.data() : r.delta.data()) + offset;
-    for (size_t i = 0; i < n; ++i) {
-      const float before = w[i];
-      w[i] = before - lr * grads[i];
-      d[i] += w[i] - before;
+    const float lr = step.lr;
+    if (step.momentum != 0.0f) {
+      // The server's momentum update (kernels: v = mu * v + g; w -= lr * v).
+      if (r.velocity.size() != r.params.size()) Zero(&r.velocity, r.params.size());
+      float* v = r.velocity.data() + offset;
+      for (size_t i = 0; i < n; ++i) {
+        const float before = w[i];
+        v[i] = step.momentum * v[i] + grads[i];
+        w[i] = before - lr * v[i];
+        d[i] += w[i] - before;
+      }
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const float before = w[i];
+        w[i] = before - lr * grads[i];
+        d[i] += w[i] - before;
+      }
     }
     // A copy: the caller may reuse its buffer once the push completed.
     if (doubtful_id != 0) {
@@ -174,6 +188,10 @@ void LocalReplica::FillSeedCopy(int server, wire::SeedData* data, std::vector<Fr
     std::vector<float> change = AllChanges(r);
     frames->push_back(Frame::Copy(r.params.data(), r.params.size() * sizeof(float)));
     frames->push_back(Frame::Copy(change.data(), change.size() * sizeof(float)));
+    if (!r.from_init && r.velocity.size() == r.params.size()) {
+      sr->set_slots(1);
+      frames->push_back(Frame::Copy(r.velocity.data(), r.velocity.size() * sizeof(float)));
+    }
     Zero(&r.delta, r.params.size());
     Zero(&r.doubtful_delta, r.params.size());
     r.doubtful.clear();
@@ -204,6 +222,7 @@ std::vector<RangeDelta> LocalReplica::Rejoin(int server, bool same_server,
     r.doubtful.clear();
     r.doubtful_delta.clear();
     r.delta.clear();
+    r.velocity.clear();  // The server keeps its own (seeded or kept) from here on.
     r.local_steps = 0;
     r.unsent_steps = 0;
   }

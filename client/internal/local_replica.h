@@ -5,8 +5,10 @@
 // client remembers the last parameters every dense range returned. When a
 // range's server is lost (its request failed or timed out, or the shard map
 // says it is dead) the server goes "local": pushes to its ranges are applied
-// to the copy with plain SGD at the table's learning rate (docs/stateless.md
-// says why) and pulls are answered from the copy, so training never waits.
+// to the copy with the table's learning rate, with momentum for a momentum
+// table (the velocity starts at zero when the server is lost) and plain SGD
+// otherwise (docs/stateless.md says why), and pulls are answered from the
+// copy, so training never waits.
 // The change made since the last successful pull is accumulated per range;
 // it goes to the coordinator with the copy when a new server is
 // seeded (SEED_COPY), and whatever was changed after that copy is handed to
@@ -41,6 +43,13 @@ struct DoubtfulPush {
   uint64_t begin = 0;  // First key of the part.
   uint64_t push_id = 0;
   FloatBuffer grads;
+};
+
+// How a push is applied to a local copy: w -= lr * v with v = momentum * v + g
+// (momentum 0: plain SGD, no velocity kept).
+struct LocalStep {
+  float lr = 0.0f;
+  float momentum = 0.0f;
 };
 
 // A dense range's accumulated change, handed back to its server.
@@ -91,22 +100,27 @@ class LocalReplica {
   // The endpoint `server` was lost at and whether by a stall; false if not local.
   bool LostAt(int server, std::string* endpoint, bool* stalled) const;
 
-  // Serves a part of a request locally: with `grads` (push) applies one SGD
-  // step at learning rate `lr` to keys [begin, begin + n) of the range; with `out` copies
-  // the range's keys there. Returns the clock of the last pull.
+  // Serves a part of a request locally: with `grads` (push) applies one
+  // `step` to keys [begin, begin + n) of the range; with `out` copies the
+  // range's keys there. Returns the clock of the last pull.
   // Unavailable if this worker never pulled the whole range (nothing to
   // train on). `doubtful_id` != 0: the push was sent to the server, which
   // may apply it too (see DoubtfulPush); `doubtful_grads` are its gradients.
+  // A doubtful push's change is kept apart (it may be resent instead), but
+  // its gradient enters the velocity like any other: a server that applied
+  // it keeps that gradient in its own velocity too, so under momentum the
+  // raw delta handed back to the same server is not exact (SGD's is).
   StatusOr<int64_t> Serve(int server, const std::string& table, uint64_t range_begin,
-                          float lr, uint64_t begin, const float* grads,
+                          const LocalStep& step, uint64_t begin, const float* grads,
                           float* out, size_t n, uint64_t doubtful_id = 0,
                           const FloatBuffer& doubtful_grads = FloatBuffer());
   // Counts one request served locally (ClientStats::local_steps).
   void CountLocalStep();
 
-  // The SEED_COPY body and frames for `server`'s ranges: per range the copy
-  // and the change since the last pull; the change restarts from zero (what
-  // follows goes to the seeded server as a raw delta).
+  // The SEED_COPY body and frames for `server`'s ranges: per range the copy,
+  // the change since the last pull and, when it kept one, its velocity
+  // (SeedRange.slots = 1); the change restarts from zero (what follows goes
+  // to the seeded server as a raw delta).
   void FillSeedCopy(int server, wire::SeedData* data, std::vector<Frame>* frames);
 
   // Ends local mode for `server` and returns the changes made since the last
@@ -130,6 +144,7 @@ class LocalReplica {
     std::vector<float> params;
     std::vector<float> delta;    // Local changes, doubtful pushes excepted.
     std::vector<float> doubtful_delta;  // The doubtful pushes' local changes.
+    std::vector<float> velocity;  // Local momentum since going local; empty: none.
     std::vector<DoubtfulPush> doubtful;
     int64_t local_steps = 0;     // Since the last pull.
     int64_t unsent_steps = 0;    // Since the last SEED_COPY.

@@ -70,8 +70,13 @@ Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseS
   // values; only its change is merged at the re-seed (docs/stateless.md).
   replica_->StartFromInitializer(holder, op->table, s.range_begin, s.range_end,
                                  TableFromProto(ts->table()).init);
+  // Momentum tables train locally with momentum (the same step size as on
+  // the server, so accuracy does not jump when the server is back); the
+  // other optimizers with plain SGD (docs/stateless.md, "Choices").
+  const wire::OptimizerProto& opt = ts->table().optimizer();
+  const LocalStep step{opt.lr(), opt.name() == "momentum" ? opt.momentum() : 0.0f};
   StatusOr<int64_t> clock = replica_->Serve(
-      holder, op->table, s.range_begin, ts->table().optimizer().lr(), s.begin,
+      holder, op->table, s.range_begin, step, s.begin,
       push ? op->grads.data() + at : nullptr, pull ? op->out.data() + at : nullptr, s.count,
       push ? doubtful_id : 0, push && doubtful_id != 0 ? op->grads.Slice(at, s.count) : FloatBuffer());
   if (!clock.ok()) {

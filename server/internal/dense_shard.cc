@@ -110,14 +110,23 @@ Status DenseShardState::AddDelta(uint64_t begin, const float* delta, size_t n) {
   return Status::OK();
 }
 
-Status DenseShardState::Seed(const float* params, size_t n, int64_t clock) {
+Status DenseShardState::Seed(const float* params, size_t n, int64_t clock,
+                             const float* velocity) {
   if (n != shard_->size()) {
     return InvalidArgumentError("seed of " + std::to_string(n) + " floats for a shard of " +
                                 std::to_string(shard_->size()));
   }
+  if (velocity != nullptr && std::strcmp(optimizer_->Name(), "momentum") != 0) {
+    return InvalidArgumentError("a velocity seeds only a momentum table's slot, not " +
+                                std::string(optimizer_->Name()) + "'s");
+  }
   store_->BeforeDenseWrite(shard_);
   std::memcpy(shard_->slots[0], params, n * sizeof(float));
   for (size_t s = 1; s < shard_->slots.size(); ++s) {
+    if (velocity != nullptr) {
+      std::memcpy(shard_->slots[s], velocity, n * sizeof(float));
+      continue;
+    }
     std::fill(shard_->slots[s], shard_->slots[s] + n,
               optimizer_->state_init(static_cast<int>(s) - 1));
   }

@@ -72,9 +72,13 @@ class DenseShardState {
 
   // Replaces the whole shard with `params` (size() floats) reflecting
   // `clock`: a re-seed under stateless recovery. Optimizer state is reset
-  // (zero slots, step 0) and pending BSP rounds are dropped; visible_clock()
-  // is at least `clock` from now on.
-  Status Seed(const float* params, size_t n, int64_t clock);
+  // (zero slots, step 0), except that a momentum table's velocity is set to
+  // `velocity` (size() floats) when given; pending BSP rounds are dropped;
+  // visible_clock() is at least `clock` from now on. InvalidArgument (and
+  // nothing changed) for a size mismatch or a velocity for another optimizer.
+  Status Seed(const float* params, size_t n, int64_t clock, const float* velocity = nullptr);
+  // The table's optimizer ("sgd", "momentum", "adam", "adagrad").
+  const char* optimizer_name() const { return optimizer_->Name(); }
 
   // Answers now if the gate allows a pull by a worker at `worker_clock`,
   // otherwise queues it until `deadline_ms` (monotonic).

@@ -3,6 +3,7 @@
 // Loop thread.
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -33,7 +34,7 @@ void ServerImpl::HandleSeed(const Request& req) {
   }
   const wire::SeedData& seed = h.seed_data();
   size_t frames = 0;
-  for (const wire::SeedRange& r : seed.ranges()) frames += r.has_copy() ? 1 : 0;
+  for (const wire::SeedRange& r : seed.ranges()) frames += r.has_copy() ? 1 + r.slots() : 0;
   const size_t row_frames = frames;  // Sparse rows' frames follow the ranges'.
   for (const wire::SeedRows& r : seed.rows()) frames += r.count() > 0 ? 2 : 0;
   if (!CheckFrameCount(req, frames)) return;
@@ -64,7 +65,12 @@ void ServerImpl::HandleSeed(const Request& req) {
     f += 2;
   }
   // Check every range before changing anything.
-  std::vector<std::pair<DenseShardState*, const Frame*>> todo;
+  struct SeedFrames {
+    DenseShardState* shard;
+    const Frame* params;
+    const Frame* velocity;  // Or null: the optimizer slots are reset.
+  };
+  std::vector<SeedFrames> todo;
   size_t f = 0;
   for (const wire::SeedRange& r : seed.ranges()) {
     auto it = dense_.find({r.table(), r.begin()});
@@ -75,17 +81,29 @@ void ServerImpl::HandleSeed(const Request& req) {
       return;
     }
     if (!r.has_copy()) continue;  // No worker held it: keep the initializer's values.
-    const Frame& frame = req.msg.frames[f++];
-    if (frame.size() != (r.end() - r.begin()) * sizeof(float)) {
-      Reject(req, InvalidArgumentError("seed frame of " + std::to_string(frame.size()) +
-                                       " bytes for " + std::to_string(r.end() - r.begin()) +
-                                       " floats"));
+    const size_t bytes = (r.end() - r.begin()) * sizeof(float);
+    const bool momentum = std::strcmp(it->second.shard->optimizer_name(), "momentum") == 0;
+    if (r.slots() > 1 || (r.slots() == 1 && (r.change_only() || !momentum))) {
+      Reject(req, InvalidArgumentError("seed for '" + r.table() + "' carries " +
+                                       std::to_string(r.slots()) + " optimizer slot(s); only a "
+                                       "momentum table's velocity can be seeded"));
       return;
     }
-    todo.emplace_back(it->second.shard.get(), &frame);
+    for (uint32_t k = 0; k <= r.slots(); ++k) {
+      const Frame& frame = req.msg.frames[f + k];
+      if (frame.size() != bytes) {
+        Reject(req, InvalidArgumentError("seed frame of " + std::to_string(frame.size()) +
+                                         " bytes for " + std::to_string(r.end() - r.begin()) +
+                                         " floats"));
+        return;
+      }
+    }
+    todo.push_back(SeedFrames{it->second.shard.get(), &req.msg.frames[f],
+                              r.slots() == 1 ? &req.msg.frames[f + 1] : nullptr});
+    f += 1 + r.slots();
   }
   size_t i = 0;
-  std::vector<float> scratch;  // For a frame that is not float-aligned.
+  std::vector<float> scratch, velocity_scratch;  // For frames not float-aligned.
   for (const wire::SeedRange& r : seed.ranges()) {
     // Hybrid: the seeded range heads its chain from here on (a range no
     // worker held keeps what the store loaded: a restored checkpoint, the
@@ -98,14 +116,20 @@ void ServerImpl::HandleSeed(const Request& req) {
                 << (options_.restore_from.empty() ? "" : " (restored checkpoint)");
       continue;
     }
-    auto [shard, frame] = todo[i++];
-    StatusOr<const float*> values =
-        DecodeFloats(*frame, r.end() - r.begin(), wire::ENC_FP32, &scratch);
+    const SeedFrames& todo_i = todo[i++];
+    DenseShardState* shard = todo_i.shard;
+    const size_t n = r.end() - r.begin();
+    StatusOr<const float*> values = DecodeFloats(*todo_i.params, n, wire::ENC_FP32, &scratch);
+    StatusOr<const float*> velocity = static_cast<const float*>(nullptr);
+    if (todo_i.velocity != nullptr) {
+      velocity = DecodeFloats(*todo_i.velocity, n, wire::ENC_FP32, &velocity_scratch);
+    }
     // Hybrid: no worker held a real copy, only changes made on the
     // initializer's values; they go on top of what this server loaded.
     Status s = !values.ok()      ? values.status()
-               : r.change_only() ? shard->AddDelta(r.begin(), *values, r.end() - r.begin())
-                                 : shard->Seed(*values, r.end() - r.begin(), r.clock());
+               : !velocity.ok()  ? velocity.status()
+               : r.change_only() ? shard->AddDelta(r.begin(), *values, n)
+                                 : shard->Seed(*values, n, r.clock(), *velocity);
     if (!s.ok()) {
       Reject(req, s);
       return;
@@ -113,7 +137,9 @@ void ServerImpl::HandleSeed(const Request& req) {
     LOG(INFO) << "seeded '" << r.table() << "' [" << r.begin() << ", " << r.end() << ") "
               << (r.change_only() ? "with the workers' merged changes on top of the values "
                                     "loaded at start"
-                                  : "at clock " + std::to_string(r.clock()));
+                                  : "at clock " + std::to_string(r.clock()) +
+                                        (r.slots() == 1 ? " with the workers' velocity"
+                                                        : " (optimizer slots reset)"));
   }
   for (size_t k = 0, f = row_frames; chained() && k < static_cast<size_t>(seed.rows_size()); ++k) {
     const wire::SeedRows& r = seed.rows(k);

@@ -10,9 +10,7 @@ namespace relaxps {
 namespace client_internal {
 namespace {
 
-std::vector<float> FrameFloats(const Frame& f) {
-  return std::vector<float>(f.as<float>(), f.as<float>() + f.size() / sizeof(float));
-}
+using test::FrameFloats;
 
 TEST(LocalReplicaTest, TrainsLocallyAndReportsCopyAndChange) {
   LocalReplica r;
@@ -22,7 +20,7 @@ TEST(LocalReplicaTest, TrainsLocallyAndReportsCopyAndChange) {
   float out[4];
   // Nothing is local before the server is lost; no copy of an unknown range.
   EXPECT_FALSE(r.IsLocal(1));
-  EXPECT_EQ(r.Serve(1, "w", 0, 0.5f, 0, g, out, 2).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.Serve(1, "w", 0, {0.5f}, 0, g, out, 2).status().code(), StatusCode::kUnavailable);
 
   ASSERT_TRUE(r.GoLocal(1, "tcp://a", /*stalled=*/true));
   EXPECT_FALSE(r.GoLocal(1, "tcp://a", true));  // Already local.
@@ -32,9 +30,9 @@ TEST(LocalReplicaTest, TrainsLocallyAndReportsCopyAndChange) {
   EXPECT_EQ(at, "tcp://a");
   EXPECT_TRUE(stalled);
   // A push to keys [5, 7) then a pull of the whole range, both local.
-  ASSERT_OK_AND_ASSIGN(int64_t c, r.Serve(1, "w", 4, 0.5f, 5, g, nullptr, 2));
+  ASSERT_OK_AND_ASSIGN(int64_t c, r.Serve(1, "w", 4, {0.5f}, 5, g, nullptr, 2));
   EXPECT_EQ(c, 10);
-  ASSERT_OK(r.Serve(1, "w", 4, 0.5f, 4, nullptr, out, 4).status());
+  ASSERT_OK(r.Serve(1, "w", 4, {0.5f}, 4, nullptr, out, 4).status());
   EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{8, 7, 10, 8}));
   r.CountLocalStep();  // Once per request, by the client.
   EXPECT_EQ(r.local_steps(), 1u);
@@ -54,7 +52,7 @@ TEST(LocalReplicaTest, TrainsLocallyAndReportsCopyAndChange) {
   EXPECT_EQ(FrameFloats(frames[1]), (std::vector<float>{0, -1, 2, 0}));
 
   // One more local step after the copy: that change goes back on rejoin.
-  ASSERT_OK(r.Serve(1, "w", 4, 0.5f, 4, g, nullptr, 2).status());
+  ASSERT_OK(r.Serve(1, "w", 4, {0.5f}, 4, g, nullptr, 2).status());
   std::vector<DoubtfulPush> resend;
   std::vector<RangeDelta> back = r.Rejoin(1, /*same_server=*/false, &resend);
   EXPECT_TRUE(resend.empty());
@@ -65,6 +63,48 @@ TEST(LocalReplicaTest, TrainsLocallyAndReportsCopyAndChange) {
   EXPECT_EQ(std::vector<float>(back[0].delta.data(), back[0].delta.data() + 4),
             (std::vector<float>{-1, 2, 0, 0}));
   EXPECT_TRUE(r.Rejoin(1, false, &resend).empty());  // Not local any more.
+}
+
+TEST(LocalReplicaTest, MomentumStepsKeepAVelocityThatGoesWithTheSeedCopy) {
+  LocalReplica r;
+  const float pulled[2] = {8, 8};
+  r.Remember(0, "w", 0, 2, 0, pulled, 2, 10);
+  ASSERT_TRUE(r.GoLocal(0, "tcp://a", false));
+  const LocalStep step{0.5f, 0.5f};
+  const float g1[2] = {2, -4}, g2[2] = {4, 0};
+  ASSERT_OK(r.Serve(0, "w", 0, step, 0, g1, nullptr, 2).status());  // v = {2, -4}
+  ASSERT_OK(r.Serve(0, "w", 0, step, 0, g2, nullptr, 2).status());  // v = {5, -2}
+  float out[2];
+  ASSERT_OK(r.Serve(0, "w", 0, step, 0, nullptr, out, 2).status());
+  // w = 8 - 0.5 * (2 + 5), 8 - 0.5 * (-4 - 2).
+  EXPECT_EQ(std::vector<float>(out, out + 2), (std::vector<float>{4.5f, 11}));
+  wire::SeedData data;
+  std::vector<Frame> frames;
+  r.FillSeedCopy(0, &data, &frames);
+  ASSERT_EQ(data.ranges_size(), 1);
+  EXPECT_EQ(data.ranges(0).slots(), 1u);
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(FrameFloats(frames[1]), (std::vector<float>{-3.5f, 3}));
+  EXPECT_EQ(FrameFloats(frames[2]), (std::vector<float>{5, -2}));
+  // Back on a server: the next outage starts from a zero velocity again.
+  std::vector<DoubtfulPush> resend;
+  r.Rejoin(0, false, &resend);
+  const float fresh[2] = {0, 0};
+  r.Remember(0, "w", 0, 2, 0, fresh, 2, 20);
+  ASSERT_TRUE(r.GoLocal(0, "tcp://a", false));
+  ASSERT_OK(r.Serve(0, "w", 0, step, 0, g2, nullptr, 2).status());
+  ASSERT_OK(r.Serve(0, "w", 0, step, 0, nullptr, out, 2).status());
+  EXPECT_EQ(std::vector<float>(out, out + 2), (std::vector<float>{-2, 0}));
+  // Plain SGD (momentum 0) keeps no velocity and sends no slot.
+  LocalReplica sgd;
+  sgd.Remember(0, "w", 0, 2, 0, pulled, 2, 10);
+  ASSERT_TRUE(sgd.GoLocal(0, "tcp://a", false));
+  ASSERT_OK(sgd.Serve(0, "w", 0, {0.5f}, 0, g1, nullptr, 2).status());
+  wire::SeedData plain;
+  frames.clear();
+  sgd.FillSeedCopy(0, &plain, &frames);
+  EXPECT_EQ(plain.ranges(0).slots(), 0u);
+  EXPECT_EQ(frames.size(), 2u);
 }
 
 TEST(LocalReplicaTest, DoubtfulPushesAreResentToTheSameServerAndMergedForANewOne) {
@@ -79,8 +119,8 @@ TEST(LocalReplicaTest, DoubtfulPushesAreResentToTheSameServerAndMergedForANewOne
     r.Remember(0, "w", 0, 2, 0, pulled, 2, 5);
     ASSERT_TRUE(r.GoLocal(0, "tcp://c", /*stalled=*/true));
     // The push that timed out (sent with key 7), then one served locally only.
-    ASSERT_OK(r.Serve(0, "w", 0, 0.5f, 0, g1.data(), nullptr, 2, /*doubtful_id=*/7, g1).status());
-    ASSERT_OK(r.Serve(0, "w", 0, 0.5f, 0, g2.data(), nullptr, 2).status());
+    ASSERT_OK(r.Serve(0, "w", 0, {0.5f}, 0, g1.data(), nullptr, 2, /*doubtful_id=*/7, g1).status());
+    ASSERT_OK(r.Serve(0, "w", 0, {0.5f}, 0, g2.data(), nullptr, 2).status());
     std::vector<DoubtfulPush> resend;
     std::vector<RangeDelta> back = r.Rejoin(0, same_server, &resend);
     ASSERT_EQ(back.size(), 1u);
@@ -101,7 +141,7 @@ TEST(LocalReplicaTest, DoubtfulPushesAreResentToTheSameServerAndMergedForANewOne
   // A re-seed copy carries the doubtful change too.
   r.Remember(0, "w", 0, 2, 0, pulled, 2, 6);
   ASSERT_TRUE(r.GoLocal(0, "tcp://c", true));
-  ASSERT_OK(r.Serve(0, "w", 0, 0.5f, 0, g1.data(), nullptr, 2, 8, g1).status());
+  ASSERT_OK(r.Serve(0, "w", 0, {0.5f}, 0, g1.data(), nullptr, 2, 8, g1).status());
   wire::SeedData data;
   std::vector<Frame> frames;
   r.FillSeedCopy(0, &data, &frames);
@@ -118,9 +158,9 @@ TEST(LocalReplicaTest, ReassignMovesARangeToItsLastReplica) {
   r.Remember(0, "w", 0, 2, 0, pulled, 2, 3);  // Pulled from head 0.
   ASSERT_TRUE(r.GoLocal(1, "tcp://d", false));
   float out[2];
-  EXPECT_FALSE(r.Serve(1, "w", 0, 1.0f, 0, nullptr, out, 2).ok());
+  EXPECT_FALSE(r.Serve(1, "w", 0, {1.0f}, 0, nullptr, out, 2).ok());
   r.Reassign("w", 0, 1);  // Hybrid: server 1 held it last.
-  ASSERT_OK(r.Serve(1, "w", 0, 1.0f, 0, nullptr, out, 2).status());
+  ASSERT_OK(r.Serve(1, "w", 0, {1.0f}, 0, nullptr, out, 2).status());
   EXPECT_EQ(out[1], 2.0f);
   r.Reassign("x", 0, 1);  // Unknown range: no-op.
 }
@@ -131,7 +171,7 @@ TEST(LocalReplicaTest, RangesNeverPulledWholeHaveNoCopy) {
   r.Remember(0, "w", 0, 4, 0, part, 2, 3);  // Half the range only.
   ASSERT_TRUE(r.GoLocal(0, "tcp://b", false));
   float out[2];
-  EXPECT_EQ(r.Serve(0, "w", 0, 1.0f, 0, nullptr, out, 2).status().code(),
+  EXPECT_EQ(r.Serve(0, "w", 0, {1.0f}, 0, nullptr, out, 2).status().code(),
             StatusCode::kUnavailable);
   wire::SeedData data;
   std::vector<Frame> frames;

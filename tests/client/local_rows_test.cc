@@ -32,9 +32,7 @@ FloatBuffer Floats(std::initializer_list<float> v) {
   return f;
 }
 
-std::vector<float> FrameFloats(const Frame& f) {
-  return std::vector<float>(f.as<float>(), f.as<float>() + f.size() / sizeof(float));
-}
+using test::FrameFloats;
 
 TEST(LocalRowsTest, PulledRowsAndInitializerServeLocallyAndChangesGoToTheSeed) {
   LocalRows rows;

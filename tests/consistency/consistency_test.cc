@@ -15,6 +15,7 @@
 #include "consistency/consistency_policy.h"
 #include "consistency/vector_clock.h"
 #include "tests/server/in_process_cluster.h"
+#include "tests/test_util.h"
 
 namespace relaxps {
 namespace {
@@ -108,7 +109,7 @@ TableOptions Model(const std::string& optimizer) {
 std::unique_ptr<Client> Connect(const std::string& coordinator) {
   ClientOptions o;
   o.coordinator = coordinator;
-  o.request_timeout_ms = 20000;
+  o.request_timeout_ms = 20000 * test::TimeScale();
   auto c = Client::Connect(o);
   CHECK(c.ok()) << c.status();
   return std::move(c).value();

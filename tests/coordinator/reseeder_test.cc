@@ -9,6 +9,8 @@
 namespace relaxps {
 namespace {
 
+using test::FrameFloats;
+
 // A dense table "w" of 8 keys on two servers: server 1 holds [4, 8).
 wire::ShardMap TwoServerMap() {
   wire::ShardMap m;
@@ -93,6 +95,24 @@ TEST(ReseederTest, TimesOutAndKeepsTheInitializerWithoutCopies) {
   EXPECT_EQ(summary.missing_workers, 1);
 }
 
+TEST(ReseederTest, TheSeedsVelocityGoesWithTheMergedRange) {
+  Reseeder r(ReseedOptions{});
+  r.Begin(1, 7, {0, 1}, 0);
+  const std::vector<float> v = {1, -2, 3, -4};
+  Message fresh = Copy(0, 5, 1, {1, 2, 3, 4}, {0, 0, 0, 0});
+  fresh.header.mutable_seed_data()->mutable_ranges(0)->set_slots(1);
+  fresh.frames.push_back(Frame::Copy(v.data(), v.size() * sizeof(float)));
+  ASSERT_OK(r.AddCopy(std::move(fresh)));
+  ASSERT_OK(r.AddCopy(Copy(1, 3, 1, {5, 6, 7, 8}, {0, 0, 0, 0})));  // SGD locally: none.
+  ReseedSummary summary;
+  ASSERT_OK_AND_ASSIGN(Message seed, r.Finish(1, TwoServerMap(), &summary));
+  ASSERT_EQ(seed.header.seed_data().ranges_size(), 1);
+  EXPECT_EQ(seed.header.seed_data().ranges(0).slots(), 1u);
+  ASSERT_EQ(seed.frames.size(), 2u);
+  EXPECT_EQ(FrameFloats(seed.frames[1]), v);
+  EXPECT_NE(summary.ToString().find("velocity_ranges=1"), std::string::npos) << summary.ToString();
+}
+
 TEST(ReseederTest, RefusesStaleOrMalformedCopies) {
   Reseeder r(ReseedOptions{});
   r.Begin(1, 7, {0}, 0);
@@ -102,6 +122,21 @@ TEST(ReseederTest, RefusesStaleOrMalformedCopies) {
   EXPECT_EQ(r.AddCopy(std::move(short_frame)).code(), StatusCode::kInvalidArgument);
   Message no_body;
   EXPECT_EQ(r.AddCopy(std::move(no_body)).code(), StatusCode::kInvalidArgument);
+  // A velocity announced but not sent, two slots, or one with a change-only copy.
+  Message no_velocity = Copy(0, 3, 1, {1, 2, 3, 4}, {0, 0, 0, 0});
+  no_velocity.header.mutable_seed_data()->mutable_ranges(0)->set_slots(1);
+  EXPECT_EQ(r.AddCopy(std::move(no_velocity)).code(), StatusCode::kInvalidArgument);
+  const std::vector<float> v = {1, 1, 1, 1};
+  Message two = Copy(0, 3, 1, {1, 2, 3, 4}, {0, 0, 0, 0});
+  two.header.mutable_seed_data()->mutable_ranges(0)->set_slots(2);
+  two.frames.push_back(Frame::Copy(v.data(), 16));
+  two.frames.push_back(Frame::Copy(v.data(), 16));
+  EXPECT_EQ(r.AddCopy(std::move(two)).code(), StatusCode::kInvalidArgument);
+  Message change_only = Copy(0, 3, 1, {1, 2, 3, 4}, {0, 0, 0, 0});
+  change_only.header.mutable_seed_data()->mutable_ranges(0)->set_slots(1);
+  change_only.header.mutable_seed_data()->mutable_ranges(0)->set_change_only(true);
+  change_only.frames.push_back(Frame::Copy(v.data(), 16));
+  EXPECT_EQ(r.AddCopy(std::move(change_only)).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.RequestsFor(0).size(), 1u);  // Still expected.
 }
 

@@ -10,6 +10,9 @@ set -euo pipefail
 SRC=$1
 BUILD=$2
 MODE=${3:-install}
+# Set by sanitizer builds (tests/examples/CMakeLists.txt): the trainers are
+# built with the same instrumentation as the installed library.
+SAN=${RELAXPS_SANITIZER_FLAGS:-}
 TMP=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -32,7 +35,8 @@ else
   cmake --install "$BUILD" --prefix "$TMP/prefix" >/dev/null
 fi
 cmake -S "$SRC/examples" -B "$TMP/build" -DCMAKE_PREFIX_PATH="$TMP/prefix" \
-  -DCMAKE_BUILD_TYPE=Release >"$TMP/configure.log" 2>&1 || { cat "$TMP/configure.log"; exit 1; }
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$SAN" -DCMAKE_EXE_LINKER_FLAGS="$SAN" \
+  >"$TMP/configure.log" 2>&1 || { cat "$TMP/configure.log"; exit 1; }
 cmake --build "$TMP/build" -j 2 >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log"; exit 1; }
 # Only the public headers are installed, none of them includes glog.
 if find "$TMP/prefix/include/" -type f | grep -v "^$TMP/prefix/include/relaxps/"; then
@@ -52,7 +56,7 @@ check_links() {
 check_links "$TMP/build/linear_trainer"
 # pkg-config, with the same warnings as errors.
 PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" pkg-config --exists relaxps
-g++ -std=c++17 -Wall -Wextra -Werror "$SRC/examples/linear_trainer.cc" -o "$TMP/pc_trainer" \
+g++ -std=c++17 -Wall -Wextra -Werror $SAN "$SRC/examples/linear_trainer.cc" -o "$TMP/pc_trainer" \
   $(PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" pkg-config --cflags --libs relaxps) \
   -Wl,-rpath,"$TMP/prefix/lib"
 check_links "$TMP/pc_trainer"
@@ -60,7 +64,7 @@ check_links "$TMP/pc_trainer"
 sed -n '/<!-- readme-snippet: begin -->/,/<!-- readme-snippet: end -->/p' "$SRC/README.md" |
   sed '1,2d;$d' | sed '$d' >"$TMP/readme_snippet.cc"
 grep -q "int main" "$TMP/readme_snippet.cc" || { echo "README snippet not found"; exit 1; }
-g++ -std=c++17 -Wall -Wextra -Werror "$TMP/readme_snippet.cc" -o "$TMP/readme_snippet" \
+g++ -std=c++17 -Wall -Wextra -Werror $SAN "$TMP/readme_snippet.cc" -o "$TMP/readme_snippet" \
   $(PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" pkg-config --cflags --libs relaxps) \
   -Wl,-rpath,"$TMP/prefix/lib"
 

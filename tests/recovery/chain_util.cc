@@ -51,7 +51,7 @@ std::vector<ChainRange> BucketChains(RecoveryCluster* cluster, const std::string
 
 StatusOr<std::vector<float>> WhenInSync(
     const std::function<StatusOr<std::vector<float>>()>& read) {
-  const int64_t until = MonotonicMs() + 10000;
+  const int64_t until = MonotonicMs() + 10000 * TimeScale();
   StatusOr<std::vector<float>> got = read();
   while (!got.ok() && got.status().code() == StatusCode::kUnavailable && MonotonicMs() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -62,7 +62,7 @@ StatusOr<std::vector<float>> WhenInSync(
 
 bool WaitForChains(RecoveryCluster* cluster, const std::string& table, int gone,
                    size_t replicas, int timeout_ms) {
-  const int64_t until = MonotonicMs() + timeout_ms;
+  const int64_t until = MonotonicMs() + int64_t{timeout_ms} * TimeScale();
   while (MonotonicMs() < until) {
     std::vector<ChainRange> ranges = Chains(cluster, table);
     bool ok = !ranges.empty();

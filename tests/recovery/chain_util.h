@@ -30,12 +30,13 @@ std::vector<ChainRange> Chains(RecoveryCluster* cluster, const std::string& tabl
 std::vector<ChainRange> BucketChains(RecoveryCluster* cluster, const std::string& table);
 
 // Waits until no chain of `table` holds server `gone` (gone >= 0), or until
-// every chain has `replicas` replicas (gone < 0). False on timeout.
+// every chain has `replicas` replicas (gone < 0). False on timeout
+// (timeout_ms times the sanitizer TimeScale()).
 bool WaitForChains(RecoveryCluster* cluster, const std::string& table, int gone,
                    size_t replicas, int timeout_ms);
 
 // Runs `read` (a read of one replica's copy) again while the replica is
-// still awaiting its state transfer (Unavailable), for up to 10 s.
+// still awaiting its state transfer (Unavailable), for up to 10 s times TimeScale().
 StatusOr<std::vector<float>> WhenInSync(const std::function<StatusOr<std::vector<float>>()>& read);
 
 // Pushing threads, stopped and joined however the test ends.

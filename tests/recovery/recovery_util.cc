@@ -102,7 +102,7 @@ StatusOr<std::unique_ptr<Client>> RecoveryCluster::Connect(const std::string& ro
   ClientOptions o;
   o.coordinator = coordinator_endpoint_;
   o.role = role;
-  o.request_timeout_ms = 10000;
+  o.request_timeout_ms = 10000 * TimeScale();
   return Client::Connect(o);
 }
 

@@ -61,6 +61,29 @@ TEST(SeedMergeTest, WeightedAverageSeedFavoursFresherCopies) {
   EXPECT_EQ(r.clock, 13);
 }
 
+TEST(SeedMergeTest, VelocityFollowsTheSeedWeightsAndNeedsEverySeedCopysVelocity) {
+  TwoCopies t;
+  std::vector<float> v0{2, -4}, v1{8, 4};
+  std::vector<WorkerCopy> copies = t.copies();
+  copies[0].velocity = v0.data();
+  copies[1].velocity = v1.data();
+  // Freshest: the seed's own velocity, whatever the merge rule does to changes.
+  ASSERT_OK_AND_ASSIGN(MergeResult r,
+                       MergeCopies(copies, 2, SeedRule::kFreshest, MergeRule::kAverage));
+  EXPECT_EQ(r.velocity, v0);
+  // Weighted average: e = {2/3, 1/3}.
+  ASSERT_OK_AND_ASSIGN(r, MergeCopies(copies, 2, SeedRule::kWeightedAverage, MergeRule::kAverage));
+  EXPECT_NEAR(r.velocity[0], 2.0 * 2 / 3 + 8.0 / 3, 1e-5);
+  EXPECT_NEAR(r.velocity[1], -4.0 * 2 / 3 + 4.0 / 3, 1e-5);
+  // A seed copy without a velocity (SGD locally): the slot is reset.
+  copies[1].velocity = nullptr;
+  ASSERT_OK_AND_ASSIGN(r, MergeCopies(copies, 2, SeedRule::kWeightedAverage, MergeRule::kAverage));
+  EXPECT_TRUE(r.velocity.empty());
+  // ... unless that copy has no seed weight.
+  ASSERT_OK_AND_ASSIGN(r, MergeCopies(copies, 2, SeedRule::kFreshest, MergeRule::kAverage));
+  EXPECT_EQ(r.velocity, v0);
+}
+
 TEST(SeedMergeTest, TiesGoToMoreLocalStepsThenTheLowestId) {
   std::vector<float> x{1}, d{0};
   std::vector<WorkerCopy> c = {WorkerCopy{5, 9, 4, 1, x.data(), d.data()},

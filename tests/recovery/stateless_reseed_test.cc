@@ -34,16 +34,20 @@ constexpr float kLr = 0.5f;
 TableOptions DenseSgd() { return SgdTable(kSize, kLr, 8.0f); }
 FloatBuffer Gradient(int worker, int step) { return IntegerGradient(kSize, worker, step); }
 
-// What a worker holds after its local steps: copy, change, clock, base clock.
+// What a worker holds after its local steps: copy, change, clock, base
+// clock, and (momentum tables) its local velocity.
 struct Worker {
   std::unique_ptr<Client> client;
   std::vector<float> copy;
   std::vector<float> change = std::vector<float>(kSize, 0.0f);
+  std::vector<float> velocity = std::vector<float>(kSize, 0.0f);
   int64_t base_clock = 0;
   int steps = 0;
 };
 
-void LocalSteps(Worker* w, int worker, int k) {
+// k local steps; `momentum` > 0: the table's optimizer is momentum, which the
+// worker applies locally too (velocity from zero when the server was lost).
+void LocalSteps(Worker* w, int worker, int k, float momentum = 0.0f) {
   for (int step = 0; step < k; ++step) {
     FloatBuffer g = Gradient(worker, step);
     FloatBuffer out(kSize);
@@ -51,10 +55,11 @@ void LocalSteps(Worker* w, int worker, int k) {
     ASSERT_OK(w->client->PushPull("w", 0, g, out).get());
     // Never waits for the dead server longer than the local_after_ms bound
     // (plus scheduling slack on a loaded machine).
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, Scaled(Millis(5000)));
     for (uint64_t i = 0; i < kSize; ++i) {
       const float before = w->copy[i];
-      w->copy[i] = before - kLr * g[i];
+      w->velocity[i] = momentum * w->velocity[i] + g[i];
+      w->copy[i] = before - kLr * (momentum > 0 ? w->velocity[i] : g[i]);
       w->change[i] += w->copy[i] - before;
     }
     EXPECT_EQ(std::vector<float>(out.data(), out.data() + kSize), w->copy) << "step " << step;
@@ -88,6 +93,39 @@ void ExpectTrainingGoesOn(Worker* a, Worker* b, int64_t clock, const std::vector
   for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], seeded[i] - kLr * g[i]) << i;
 }
 
+// Reads keys [0, kSize) of the table from `endpoint` until the server answers
+// (a server awaiting its seed refuses) and the values satisfy `done`, for at
+// most 30 s.
+StatusOr<std::vector<float>> ReadWhen(const std::string& endpoint,
+                                      const std::function<bool(const std::vector<float>&)>& done) {
+  StatusOr<std::vector<float>> got = UnavailableError("not read");
+  for (int i = 0; i < 300; ++i) {
+    got = ReadDenseSlot(endpoint, "w", 0, kSize, 0);
+    if (got.ok() && done(*got)) return got;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!got.ok()) return got;
+  return DeadlineExceededError("values never reached the expected state");
+}
+
+// `rounds` ordinary steps of both workers through the server, then both pull
+// the same state: the copies they go local with.
+void TrainThenPullOneCopy(Worker* a, Worker* b, int rounds) {
+  for (int round = 0; round < rounds; ++round) {
+    for (Worker* w : {a, b}) {
+      ASSERT_OK(w->client->Push("w", 0, Gradient(w == a ? 10 : 11, round)).get());
+      ASSERT_OK(w->client->Clock());
+    }
+  }
+  for (Worker* w : {a, b}) {
+    FloatBuffer p(kSize);
+    ASSERT_OK(w->client->Pull("w", 0, p).get());
+    w->copy.assign(p.data(), p.data() + kSize);
+    w->base_clock = w->client->last_params_clock();
+  }
+  ASSERT_EQ(a->copy, b->copy);
+}
+
 TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   const std::string dir = MakeTempDir();
   ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 1000, 30000));
@@ -98,20 +136,7 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   ASSERT_OK(a.client->CreateTable(DenseSgd()));
   ASSERT_OK(b.client->CreateTable(DenseSgd()));
 
-  // A few ordinary steps through the server, then both pull the same state.
-  for (int round = 0; round < 2; ++round) {
-    for (Worker* w : {&a, &b}) {
-      ASSERT_OK(w->client->Push("w", 0, Gradient(w == &a ? 10 : 11, round)).get());
-      ASSERT_OK(w->client->Clock());
-    }
-  }
-  for (Worker* w : {&a, &b}) {
-    FloatBuffer p(kSize);
-    ASSERT_OK(w->client->Pull("w", 0, p).get());
-    w->copy.assign(p.data(), p.data() + kSize);
-    w->base_clock = w->client->last_params_clock();
-  }
-  ASSERT_EQ(a.copy, b.copy);
+  ASSERT_NO_FATAL_FAILURE(TrainThenPullOneCopy(&a, &b, 2));
 
   cluster->server(0)->Kill(SIGKILL);
   ASSERT_OK(cluster->server(0)->Wait(Millis(10000)).status());
@@ -123,11 +148,8 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   // A new server for the lost id: refuses data until seeded, then holds the
   // merged copies.
   ASSERT_OK(cluster->StartServer(0, server_flags));
-  StatusOr<std::vector<float>> seeded = UnavailableError("not read");
-  for (int i = 0; i < 300 && !seeded.ok(); ++i) {
-    seeded = ReadDenseSlot(cluster->server_endpoint(0), "w", 0, kSize, 0);
-    if (!seeded.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  StatusOr<std::vector<float>> seeded =
+      ReadWhen(cluster->server_endpoint(0), [](const std::vector<float>&) { return true; });
   ASSERT_OK(seeded);
 
   // The rule (freshest seed, staleness-weighted changes), applied to the
@@ -156,19 +178,61 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   RemoveTree(dir);
 }
 
-// Reads keys [0, kSize) of the table from `endpoint` until the server answers
-// (a server awaiting its seed refuses) and the values satisfy `done`, for at
-// most 30 s.
-StatusOr<std::vector<float>> ReadWhen(const std::string& endpoint,
-                                      const std::function<bool(const std::vector<float>&)>& done) {
-  StatusOr<std::vector<float>> got = UnavailableError("not read");
-  for (int i = 0; i < 300; ++i) {
-    got = ReadDenseSlot(endpoint, "w", 0, kSize, 0);
-    if (got.ok() && done(*got)) return got;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+// A momentum table: each worker trains its copy locally with momentum, and the
+// new server gets the seeding worker's velocity as its momentum slot instead
+// of zeros, so the step size does not change when the server is back.
+TEST(StatelessReseedTest, MomentumTableTrainsLocallyWithMomentumAndTheSeedKeepsTheVelocity) {
+  constexpr float kMomentum = 0.5f;  // With kLr 0.5 and integer gradients: exact.
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 1000, 30000));
+  TableOptions t = DenseSgd();
+  t.optimizer.name = "momentum";
+  t.optimizer.momentum = kMomentum;
+  Worker a, b;
+  ASSERT_OK_AND_ASSIGN(a.client, cluster->Connect("worker"));
+  ASSERT_OK_AND_ASSIGN(b.client, cluster->Connect("worker"));
+  ASSERT_OK(a.client->CreateTable(t));
+  ASSERT_OK(b.client->CreateTable(t));
+  ASSERT_NO_FATAL_FAILURE(TrainThenPullOneCopy(&a, &b, 1));
+  // The server's own velocity is not zero: the seed must not keep it either.
+  ASSERT_OK_AND_ASSIGN(std::vector<float> old_velocity,
+                       ReadDenseSlot(cluster->server_endpoint(0), "w", 0, kSize, 1));
+
+  cluster->server(0)->Kill(SIGKILL);
+  ASSERT_OK(cluster->server(0)->Wait(Millis(10000)).status());
+  LocalSteps(&a, 0, 3, kMomentum);  // The freshest copy: it seeds the new server.
+  LocalSteps(&b, 1, 2, kMomentum);
+  const int64_t clock_a = a.client->clock();
+
+  ASSERT_OK(cluster->StartServer(0, StatelessServerFlags()));
+  StatusOr<std::vector<float>> seeded =
+      ReadWhen(cluster->server_endpoint(0), [](const std::vector<float>&) { return true; });
+  ASSERT_OK(seeded);
+  std::vector<WorkerCopy> copies = {
+      WorkerCopy{a.client->worker_id(), clock_a, a.base_clock, 3, a.copy.data(), a.change.data(),
+                 false, a.velocity.data()},
+      WorkerCopy{b.client->worker_id(), b.client->clock(), b.base_clock, 2, b.copy.data(),
+                 b.change.data(), false, b.velocity.data()}};
+  ASSERT_OK_AND_ASSIGN(MergeResult expected,
+                       MergeCopies(copies, kSize, SeedRule::kFreshest, MergeRule::kStaleness));
+  EXPECT_EQ(*seeded, expected.params);
+  EXPECT_EQ(expected.velocity, a.velocity);
+  ASSERT_OK_AND_ASSIGN(std::vector<float> velocity,
+                       ReadDenseSlot(cluster->server_endpoint(0), "w", 0, kSize, 1));
+  EXPECT_EQ(velocity, a.velocity);
+  EXPECT_NE(velocity, old_velocity);
+
+  // The next update continues the seed's trajectory: w -= lr * (mu * v + g).
+  ASSERT_NO_FATAL_FAILURE(PullUntilSeeded(a.client.get(), clock_a));
+  FloatBuffer g = Gradient(0, 99);
+  FloatBuffer out(kSize);
+  ASSERT_OK(a.client->PushPull("w", 0, g, out).get());
+  for (uint64_t i = 0; i < kSize; ++i) {
+    EXPECT_EQ(out[i], (*seeded)[i] - kLr * (kMomentum * a.velocity[i] + g[i])) << i;
   }
-  if (!got.ok()) return got;
-  return DeadlineExceededError("values never reached the expected state");
+  ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(dir + "/coordinator.log"));
+  EXPECT_NE(log.find("velocity_ranges=1"), std::string::npos) << log;
+  RemoveTree(dir);
 }
 
 TEST(StatelessReseedTest, HybridFailsOverOnOneLossAndReseedsWhenEveryReplicaIsLost) {

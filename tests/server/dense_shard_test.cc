@@ -70,6 +70,20 @@ TEST_P(DenseShardClockTest, LoadedShardIsVisibleAtItsStoredClock) {
   EXPECT_EQ(state->visible_clock(), 150);  // BSP: no open round, so everything up to 150.
 }
 
+// A re-seed carries a velocity only for a momentum table: refused for SGD,
+// with nothing changed.
+TEST_P(DenseShardClockTest, SeedWithAVelocityIsRefusedForANonMomentumTable) {
+  auto state = NewState();
+  const std::vector<float> params(16, 3.0f), velocity(16, 1.0f);
+  const float before = state->CopySlot(0, 0, 1)[0];
+  EXPECT_EQ(state->Seed(params.data(), 16, 5, velocity.data()).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(state->CopySlot(0, 0, 1)[0], before);
+  ASSERT_TRUE(state->Seed(params.data(), 16, 5).ok());
+  EXPECT_EQ(state->CopySlot(0, 0, 1)[0], 3.0f);
+  EXPECT_EQ(state->visible_clock(), 5);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, DenseShardClockTest, ::testing::Values("async", "ssp", "bsp"));
 
 // Per-layer pushes: a clock may carry several pushes of one worker to

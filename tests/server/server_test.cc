@@ -14,6 +14,7 @@
 #include "storage/fault_injecting_fs.h"
 #include "tests/server/in_process_cluster.h"
 #include "tests/storage/storage_test_util.h"
+#include "tests/test_util.h"
 
 namespace relaxps {
 namespace {
@@ -24,7 +25,7 @@ std::unique_ptr<Client> Connect(const std::string& coordinator, const std::strin
   ClientOptions o;
   o.coordinator = coordinator;
   o.role = role;
-  o.request_timeout_ms = 5000;
+  o.request_timeout_ms = 5000 * test::TimeScale();
   auto c = Client::Connect(o);
   CHECK(c.ok()) << c.status();
   return std::move(c).value();
