@@ -176,6 +176,15 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
       return;
     }
   }
+  if (type != wire::PULL && SplitsParts() &&
+      n * sizeof(float) > static_cast<uint64_t>(options_.dense_split_bytes) &&
+      !AllFinite(grads.data(), n)) {
+    // The servers refuse such a part, but the parts before and after it would
+    // be applied: a split push is checked whole before any part is sent.
+    errors_.fetch_add(1);
+    done(InvalidArgumentError("gradient contains non-finite values (NaN or Inf)"));
+    return;
+  }
   auto op = std::make_shared<DenseOp>();
   op->type = type;
   op->table = table;
@@ -201,7 +210,7 @@ void ClientImpl::SplitLargeParts(std::vector<DenseSlice>* slices,
   continues->assign(slices->size(), false);
   const uint64_t part_keys = static_cast<uint64_t>(options_.dense_part_bytes) / sizeof(float);
   const uint64_t split_keys = static_cast<uint64_t>(options_.dense_split_bytes) / sizeof(float);
-  if (part_keys == 0 || Chained() || replica_ != nullptr) return;
+  if (!SplitsParts()) return;
   std::vector<DenseSlice> parts;
   std::vector<bool> later;
   for (const DenseSlice& s : *slices) {

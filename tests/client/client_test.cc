@@ -4,6 +4,7 @@
 #include "client/client.h"
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <thread>
 #include <memory>
@@ -182,6 +183,37 @@ TEST(ClientTest, SplitDenseRequestsMatchWholeOnesBitForBit) {
     ASSERT_TRUE((*split)->Pull("split", 37, d).get().ok());
     for (uint64_t i = 0; i < 900; ++i) ASSERT_EQ(c[i], d[i]) << "round " << round << " key " << 37 + i;
   }
+}
+
+// A push split into parts is refused whole when any value is not finite:
+// NaN in the very last key leaves every key of the table as it was (each part
+// alone would have been applied by its server).
+TEST(ClientTest, SplitPushWithNanInTheLastPartChangesNothing) {
+  InProcessCluster cluster(1);
+  constexpr uint64_t kSize = 1000;
+  ClientOptions options;
+  options.coordinator = cluster.coordinator();
+  options.dense_part_bytes = 64;
+  options.dense_split_bytes = 256;
+  auto c = Client::Connect(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->CreateTable(AdamTable("w", kSize)).ok());
+  FloatBuffer before(kSize);
+  ASSERT_TRUE((*c)->Pull("w", 0, before).get().ok());
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    FloatBuffer g(kSize);
+    for (uint64_t i = 0; i < kSize; ++i) g[i] = 0.5f;
+    g[kSize - 1] = bad;
+    FloatBuffer out(kSize);
+    const Status push = (*c)->Push("w", 0, g).get();
+    EXPECT_EQ(push.code(), StatusCode::kInvalidArgument) << push;
+    EXPECT_NE(push.message().find("non-finite"), std::string::npos) << push;
+    const Status push_pull = (*c)->PushPull("w", 0, g, out).get();
+    EXPECT_EQ(push_pull.code(), StatusCode::kInvalidArgument) << push_pull;
+  }
+  FloatBuffer after(kSize);
+  ASSERT_TRUE((*c)->Pull("w", 0, after).get().ok());
+  for (uint64_t i = 0; i < kSize; ++i) ASSERT_EQ(before[i], after[i]) << "key " << i;
 }
 
 }  // namespace
