@@ -149,6 +149,16 @@ TableOptions AdamTable(const std::string& name, uint64_t size) {
   return t;
 }
 
+// Options of a client on `cluster` that splits dense parts of more than 64
+// floats into parts of 16 floats (part_bytes 0: never splits).
+ClientOptions SplittingOptions(const InProcessCluster& cluster, int64_t part_bytes = 64) {
+  ClientOptions options;
+  options.coordinator = cluster.coordinator();
+  options.dense_part_bytes = part_bytes;
+  options.dense_split_bytes = 256;
+  return options;
+}
+
 // A dense request split into many parts in flight (ClientOptions::
 // dense_part_bytes) lands exactly as the whole request does: same keys, same
 // replies at the same offsets, and one optimizer step per push (Adam's bias
@@ -156,14 +166,8 @@ TableOptions AdamTable(const std::string& name, uint64_t size) {
 TEST(ClientTest, SplitDenseRequestsMatchWholeOnesBitForBit) {
   InProcessCluster cluster(2);
   constexpr uint64_t kSize = 1000;
-  ClientOptions whole_options;
-  whole_options.coordinator = cluster.coordinator();
-  whole_options.dense_part_bytes = 0;
-  ClientOptions split_options = whole_options;
-  split_options.dense_part_bytes = 64;    // 16 floats a part,
-  split_options.dense_split_bytes = 256;  // for parts of more than 64 floats.
-  auto whole = Client::Connect(whole_options);
-  auto split = Client::Connect(split_options);
+  auto whole = Client::Connect(SplittingOptions(cluster, /*part_bytes=*/0));
+  auto split = Client::Connect(SplittingOptions(cluster));
   ASSERT_TRUE(whole.ok()) << whole.status();
   ASSERT_TRUE(split.ok()) << split.status();
   ASSERT_TRUE((*whole)->CreateTable(AdamTable("whole", kSize)).ok());
@@ -191,11 +195,7 @@ TEST(ClientTest, SplitDenseRequestsMatchWholeOnesBitForBit) {
 TEST(ClientTest, SplitPushWithNanInTheLastPartChangesNothing) {
   InProcessCluster cluster(1);
   constexpr uint64_t kSize = 1000;
-  ClientOptions options;
-  options.coordinator = cluster.coordinator();
-  options.dense_part_bytes = 64;
-  options.dense_split_bytes = 256;
-  auto c = Client::Connect(options);
+  auto c = Client::Connect(SplittingOptions(cluster));
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE((*c)->CreateTable(AdamTable("w", kSize)).ok());
   FloatBuffer before(kSize);
