@@ -239,8 +239,12 @@ void RpcClient::IoLoop() {
       pending_.clear();
       deadlines_.clear();
     }
+    // Calls queued before a cancellation are sent first, then failed with the
+    // others of their peer (the simplest way to keep one code path); sending
+    // them after the cancellation let them wait out their deadlines.
+    for (auto& out : outbox) SendNow(std::move(out));
+    outbox.clear();
     for (const auto& [peer, status] : cancel_peers) {
-      // Sent first, then failed: the simplest way to keep one code path.
       for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.peer != peer) {
           ++it;
@@ -253,7 +257,6 @@ void RpcClient::IoLoop() {
     }
     cancel_peers.clear();
     const int64_t now = clock_->NowMs();
-    for (auto& out : outbox) SendNow(std::move(out));
 
     items.clear();
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});

@@ -43,6 +43,38 @@ TEST(RpcClientTest, EchoesPayloadAndTimesOutOnASilentPeer) {
   EXPECT_EQ(rpc.stats().timeouts, 1u);
 }
 
+// CancelPeer fails every call made to the peer before it, including one the
+// I/O thread has not sent yet when the cancellation reaches it (both in one
+// batch): such a call used to be sent after the cancellation was applied and
+// waited for its whole deadline (a hybrid worker's first push after a
+// double failure waited 10 s).
+TEST(RpcClientTest, CancelPeerFailsACallQueuedInTheSameBatch) {
+  // Declared before the client: its callbacks may run until it is destroyed.
+  std::promise<void> release, holding;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<Status> cancelled;
+  EchoServer echo;
+  RpcClient rpc;
+  const int live = rpc.Connect(echo.endpoint());
+  const int dead = rpc.Connect("tcp://127.0.0.1:9");
+  // Hold the I/O thread inside a reply callback while the call and the
+  // cancellation are queued, so that it takes both at once.
+  rpc.Call(live, Ping(1), 5000, [&](const Status&, Message) {
+    holding.set_value();
+    released.wait();
+  });
+  holding.get_future().wait();
+  const auto t0 = std::chrono::steady_clock::now();
+  rpc.Call(dead, Ping(2), 60000, [&](const Status& s, Message) { cancelled.set_value(s); });
+  rpc.CancelPeer(dead, UnavailableError("peer lost"));
+  release.set_value();
+  std::future<Status> result = cancelled.get_future();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "the queued call was not cancelled";
+  EXPECT_EQ(result.get().code(), StatusCode::kUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+}
+
 // A request's deadline is measured on the client's clock: with a FakeClock a
 // one-minute deadline expires when the clock passes it, not after a minute.
 TEST(RpcClientTest, DeadlinesFollowTheClock) {

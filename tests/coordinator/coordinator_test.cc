@@ -37,15 +37,19 @@ wire::StatusReply GetStatus(RpcClient* rpc, int peer) {
 // Registers a "server" at an endpoint nobody listens on (so nothing sent to
 // it is ever answered) for process `pid`. A refusal comes back as the
 // call's status.
-Status RegisterSilentServer(RpcClient* rpc, int peer, int pid) {
+StatusOr<Message> Register(RpcClient* rpc, int peer, const std::string& role, int pid) {
   Message reg;
   reg.header.set_type(wire::REGISTER);
-  reg.header.mutable_register_request()->set_role("server");
+  reg.header.mutable_register_request()->set_role(role);
   reg.header.mutable_register_request()->set_requested_id(-1);
-  reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:9");
+  if (role == "server") reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:9");
   reg.header.mutable_register_request()->set_pid(pid);
   reg.header.mutable_register_request()->set_protocol_version(kProtocolVersion);
-  return rpc->CallSync(peer, std::move(reg), 5000).status();
+  return rpc->CallSync(peer, std::move(reg), 5000);
+}
+
+Status RegisterSilentServer(RpcClient* rpc, int peer, int pid) {
+  return Register(rpc, peer, "server", pid).status();
 }
 
 // Polls `done` (real time, bounded) and returns whether it became true.
@@ -215,6 +219,36 @@ TEST(CoordinatorTest, RepeatedServerRegistrationOfTheSameProcessGetsTheSameId) {
   Status stranger = register_server(getpid() + 1);
   EXPECT_FALSE(stranger.ok());
   EXPECT_NE(stranger.message().find("already has 1 server"), std::string::npos) << stranger;
+}
+
+// A server that registers (again) learns the live workers and their clocks in
+// its RegisterReply, before it serves anything: a server restored from an old
+// checkpoint would otherwise refuse the workers' pushes as too far ahead of
+// its clock (--max_clocks_ahead) until its first heartbeat.
+TEST(CoordinatorTest, ServerRegistrationCarriesTheLiveWorkersAndTheirClocks) {
+  CoordinatorOptions co;
+  co.num_servers = 1;
+  co.consistency = ConsistencyModel::kBsp;
+  RunningCoordinator coordinator(co);
+  RpcClient rpc;
+  const int peer = rpc.Connect(coordinator.endpoint());
+  // The worker first (a silent server would never acknowledge its worker set).
+  StatusOr<Message> worker = Register(&rpc, peer, "worker", getpid());
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const int worker_id = worker->header.register_reply().id();
+  Message hb;
+  hb.header.set_type(wire::HEARTBEAT);
+  hb.header.mutable_heartbeat()->set_role("worker");
+  hb.header.mutable_heartbeat()->set_id(worker_id);
+  hb.header.mutable_heartbeat()->set_clock(42);
+  ASSERT_TRUE(rpc.CallSync(peer, std::move(hb), 5000).ok());
+  StatusOr<Message> server = Register(&rpc, peer, "server", getpid());
+  ASSERT_TRUE(server.ok()) << server.status();
+  const wire::LiveWorkers& lw = server->header.register_reply().live_workers();
+  ASSERT_EQ(lw.ids_size(), 1);
+  EXPECT_EQ(lw.ids(0), worker_id);
+  ASSERT_EQ(lw.clocks_size(), 1);
+  EXPECT_EQ(lw.clocks(0), 42);
 }
 
 // Hybrid replicates like chain: it needs 2 <= --replicas <= --num_servers,

@@ -175,7 +175,7 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   EXPECT_NE(log.find("RESEED server=0 source=worker:" + std::to_string(a.client->worker_id())),
             std::string::npos)
       << log;
-  RemoveTree(dir);
+  if (!::testing::Test::HasFailure()) RemoveTree(dir);  // Kept for a failure's logs.
 }
 
 // A momentum table: each worker trains its copy locally with momentum, and the
@@ -232,7 +232,7 @@ TEST(StatelessReseedTest, MomentumTableTrainsLocallyWithMomentumAndTheSeedKeepsT
   }
   ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(dir + "/coordinator.log"));
   EXPECT_NE(log.find("velocity_ranges=1"), std::string::npos) << log;
-  RemoveTree(dir);
+  if (!::testing::Test::HasFailure()) RemoveTree(dir);  // Kept for a failure's logs.
 }
 
 TEST(StatelessReseedTest, HybridFailsOverOnOneLossAndReseedsWhenEveryReplicaIsLost) {
@@ -325,7 +325,7 @@ TEST(StatelessReseedTest, HybridFailsOverOnOneLossAndReseedsWhenEveryReplicaIsLo
                      std::to_string(a.client->worker_id())),
             std::string::npos)
       << log;
-  RemoveTree(dir);
+  if (!::testing::Test::HasFailure()) RemoveTree(dir);  // Kept for a failure's logs.
 }
 
 }  // namespace
