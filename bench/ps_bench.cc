@@ -73,6 +73,10 @@ DEFINE_double(zipf_s, 1.0, "Exponent of the Zipf id distribution.");
 DEFINE_uint64(seed, 1, "Seed of the sparse id streams.");
 DEFINE_string(security, "plain",
               "plain or curve (every socket CurveZMQ with fresh keys; scripts/bench.sh compares)");
+DEFINE_int64(dense_part_bytes, -1,
+             "ClientOptions::dense_part_bytes of every client (-1: its default; 0: no split).");
+DEFINE_int64(dense_split_bytes, -1,
+             "ClientOptions::dense_split_bytes of every client (-1: its default).");
 DEFINE_bool(tune_malloc, true,
             "Call TuneMallocForLargeMessages() as relaxps-server and relaxps-worker do (false: "
             "glibc's defaults, for comparison).");
@@ -140,6 +144,8 @@ class Cluster {
       ClientOptions o;
       o.coordinator = coordinator_->endpoint();
       o.request_timeout_ms = 120000;
+      if (FLAGS_dense_part_bytes >= 0) o.dense_part_bytes = FLAGS_dense_part_bytes;
+      if (FLAGS_dense_split_bytes >= 0) o.dense_split_bytes = FLAGS_dense_split_bytes;
       if (curve.enabled()) {
         o.worker_id = i;
         o.curve = CurveOptions{curve.keys_dir, "worker-" + std::to_string(i)};

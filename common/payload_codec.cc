@@ -1,5 +1,6 @@
 #include "common/payload_codec.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/half_bits.h"
@@ -106,6 +107,29 @@ StatusOr<const float*> DecodeFloats(const Frame& frame, size_t n, wire::Encoding
   scratch->resize(n);
   RETURN_IF_ERROR(DecodeFloatsInto(frame, encoding, scratch->data(), n));
   return static_cast<const float*>(scratch->data());
+}
+
+namespace {
+
+// The number of non-finite values among n (branch-free so that it vectorizes).
+uint32_t CountNonFinite(const float* __restrict x, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], sizeof(bits));
+    bad += (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad;
+}
+
+}  // namespace
+
+bool AllFinite(const float* x, size_t n) {
+  constexpr size_t kBlock = 4096;  // Early exit granularity.
+  for (size_t i = 0; i < n; i += kBlock) {
+    if (CountNonFinite(x + i, std::min(kBlock, n - i)) != 0) return false;
+  }
+  return true;
 }
 
 Status DecodeFloatsInto(const Frame& frame, wire::Encoding encoding, float* out, size_t n) {

@@ -26,6 +26,10 @@ namespace relaxps {
 void FloatToHalf(const float* in, uint16_t* out, size_t n);
 void HalfToFloat(const uint16_t* in, float* out, size_t n);
 
+// True when none of the n values is NaN or +-Inf (a branch-free scan that
+// vectorizes; the CPU device's AllFinite).
+bool AllFinite(const float* x, size_t n);
+
 // Validates that `frame` holds exactly n values in `encoding` and returns a
 // pointer to n fp32 values: the frame itself for aligned fp32, `scratch`
 // (resized) after conversion or an unaligned copy. InvalidArgument for an

@@ -144,6 +144,15 @@ class ClientImpl final : public Client {
   // buffers) with `map` and completes `done` when every part has.
   // `push_id`: the exactly-once key of a re-routed part (0: new parts get
   // fresh ids).
+  // Whether dense requests may be split into parts (ClientOptions).
+  bool SplitsParts() const {
+    return options_.dense_part_bytes >= static_cast<int64_t>(sizeof(float)) && !Chained() &&
+           replica_ == nullptr;
+  }
+  // Splits every slice larger than options_.dense_split_bytes into parts of
+  // about options_.dense_part_bytes, sent in flight at once. (*continues)[i]:
+  // slice i is a later part of a split one (wire::Header.push_continues).
+  void SplitLargeParts(std::vector<DenseSlice>* slices, std::vector<bool>* continues) const;
   void SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> map,
                  uint64_t begin, uint64_t offset, uint64_t count, int reroutes, Callback done,
                  uint64_t push_id = 0);

@@ -176,6 +176,15 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
       return;
     }
   }
+  if (type != wire::PULL && SplitsParts() &&
+      n * sizeof(float) > static_cast<uint64_t>(options_.dense_split_bytes) &&
+      !AllFinite(grads.data(), n)) {
+    // The servers refuse such a part, but the parts before and after it would
+    // be applied: a split push is checked whole before any part is sent.
+    errors_.fetch_add(1);
+    done(InvalidArgumentError("gradient contains non-finite values (NaN or Inf)"));
+    return;
+  }
   auto op = std::make_shared<DenseOp>();
   op->type = type;
   op->table = table;
@@ -196,6 +205,31 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
   SendDense(op, router_->map(), offset, 0, n, 0, std::move(done));
 }
 
+void ClientImpl::SplitLargeParts(std::vector<DenseSlice>* slices,
+                                 std::vector<bool>* continues) const {
+  continues->assign(slices->size(), false);
+  const uint64_t part_keys = static_cast<uint64_t>(options_.dense_part_bytes) / sizeof(float);
+  const uint64_t split_keys = static_cast<uint64_t>(options_.dense_split_bytes) / sizeof(float);
+  if (!SplitsParts()) return;
+  std::vector<DenseSlice> parts;
+  std::vector<bool> later;
+  for (const DenseSlice& s : *slices) {
+    // n parts of equal size but for one key.
+    const uint64_t n = s.count > split_keys ? (s.count + part_keys - 1) / part_keys : 1;
+    for (uint64_t i = 0; i < n; ++i) {
+      DenseSlice p = s;
+      const uint64_t from = s.count * i / n, to = s.count * (i + 1) / n;
+      p.begin = s.begin + from;
+      p.offset = s.offset + from;
+      p.count = to - from;
+      parts.push_back(p);
+      later.push_back(i > 0);
+    }
+  }
+  slices->swap(parts);
+  continues->swap(later);
+}
+
 void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> m,
                            uint64_t begin, uint64_t offset, uint64_t count, int reroutes,
                            Callback done, uint64_t push_id) {
@@ -205,8 +239,12 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
     done(slices.status());
     return;
   }
+  std::vector<bool> continues;
+  SplitLargeParts(&*slices, &continues);
   auto join = std::make_shared<Join>(static_cast<int>(slices->size()), std::move(done));
-  for (const DenseSlice& s : *slices) {
+  for (size_t i = 0; i < slices->size(); ++i) {
+    const DenseSlice& s = (*slices)[i];
+    const bool push_continues = continues[i] && op->type != wire::PULL;
     const uint64_t at = offset + s.offset;  // Position within the request's buffers.
     const bool with_payload = op->type != wire::PULL;
     const FloatBuffer payload = with_payload ? op->grads.Slice(at, s.count) : FloatBuffer();
@@ -216,9 +254,10 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                                  ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1))
                                  : 0;
     auto make = [this, op, begin = s.begin, count = s.count, payload, version = m->version(),
-                 part_id] {
+                 part_id, push_continues] {
       Message req = NewRequest(op->type, op->table, op->clock, version);
       req.header.set_push_id(part_id);
+      req.header.set_push_continues(push_continues);
       req.header.set_key_begin(begin);
       req.header.set_key_count(count);
       if (op->type != wire::PULL) req.frames.push_back(EncodeFloats(payload, encoding_));

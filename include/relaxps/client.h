@@ -96,6 +96,16 @@ struct ClientOptions {
   // Largest reply accepted, in bytes (ZMQ_MAXMSGSIZE); a peer sending a
   // bigger one is disconnected. Must exceed the largest pull.
   int64_t max_message_bytes = int64_t{1} << 30;
+  // A dense request's part for one server of more than dense_split_bytes is
+  // sent as requests of about dense_part_bytes each (consecutive key ranges),
+  // all in flight at once: the server applies one while the next is still on
+  // the wire, and the client copies one reply while the next arrives. The
+  // optimizer counts the parts as one step. Smaller parts: more overlap, more
+  // per-request overhead. dense_part_bytes 0: never split. Not used under
+  // chain replication or stateless recovery (their exactly-once keys are per
+  // request).
+  int64_t dense_part_bytes = int64_t{512} << 10;
+  int64_t dense_split_bytes = int64_t{4} << 20;
   // Time source of heartbeats, request deadlines and the resend give-up
   // time (nullptr: real time). Tests pass a FakeClock. Must outlive the
   // client.

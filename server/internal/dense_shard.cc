@@ -42,11 +42,12 @@ int64_t DenseShardState::visible_clock() const {
   return policy_->AggregatesPushes() ? applied_clock_ : std::max(clocks_.Min(), loaded_clock_);
 }
 
-Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, float lr_scale) {
+Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, float lr_scale,
+                              bool new_step) {
   store_->BeforeDenseWrite(shard_);  // A background flush may still be copying the slots.
   float* w = shard_->slots[0] + offset;
   for (size_t s = 1; s < shard_->slots.size(); ++s) state_scratch_[s - 1] = shard_->slots[s] + offset;
-  shard_->step += 1;
+  if (new_step || shard_->step == 0) shard_->step += 1;
   optimizer_->Apply(device_, w, state_scratch_.data(), grads, n, shard_->step, lr_scale);
   ++updates_applied_;
   return store_->DenseUpdated(shard_, offset, n);
@@ -72,12 +73,12 @@ bool DenseShardState::CoveredByPushes(int worker, int64_t clock, size_t n) {
 }
 
 Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const float* grads,
-                             size_t n) {
+                             size_t n, bool new_step) {
   const uint64_t offset = begin - shard_->spec.begin;
   if (!policy_->AggregatesPushes() || clock < applied_clock_) {
     // Async / SSP, or a BSP push for a round already closed (a worker that
     // fell behind and rejoined): apply on arrival.
-    RETURN_IF_ERROR(Apply(offset, grads, n, LrScale(clock)));
+    RETURN_IF_ERROR(Apply(offset, grads, n, LrScale(clock), new_step));
     shard_->clock = std::max(shard_->clock, clock + 1);
     if (CoveredByPushes(worker, clock, n)) clocks_.Advance(worker, clock);
     ServeWaiters();

@@ -59,7 +59,11 @@ class DenseShardState {
   // (AdvanceClock). Under BSP a round's sum is averaged per key over the
   // workers that pushed that key; InvalidArgument if a worker pushes a key
   // twice for one clock.
-  Status Push(int worker, int64_t clock, uint64_t begin, const float* grads, size_t n);
+  //
+  // `new_step` false: a later part of one push split by the client (the
+  // optimizer step is not counted again; wire::Header.push_continues).
+  Status Push(int worker, int64_t clock, uint64_t begin, const float* grads, size_t n,
+              bool new_step = true);
 
   // Adds `delta` to keys [begin, begin+n) as is (no optimizer): the change a
   // stateless worker made locally while it could not reach this server.
@@ -147,7 +151,8 @@ class DenseShardState {
     PullReply done;
   };
 
-  Status Apply(uint64_t offset, const float* grads, size_t n, float lr_scale);
+  Status Apply(uint64_t offset, const float* grads, size_t n, float lr_scale,
+               bool new_step = true);
   // Averages the round's sum (per key, over the workers that pushed the key)
   // and applies it.
   Status ApplyRound(Round* round, int64_t clock);

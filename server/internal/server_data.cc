@@ -70,7 +70,7 @@ void ServerImpl::HandleDense(Request req) {
     if (grads == nullptr) return;
     s = h.raw_delta() && h.type() == wire::PUSH
             ? shard->AddDelta(h.key_begin(), grads, n)
-            : shard->Push(h.sender(), h.clock(), h.key_begin(), grads, n);
+            : shard->Push(h.sender(), h.clock(), h.key_begin(), grads, n, !h.push_continues());
     if (!s.ok()) {
       Reject(req, s);
       return;

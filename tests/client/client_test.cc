@@ -4,14 +4,17 @@
 #include "client/client.h"
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <thread>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "common/table.h"
 #include "tests/server/in_process_cluster.h"
 
 namespace relaxps {
@@ -132,6 +135,85 @@ TEST(ClientTest, JobInfoStalenessIsZeroUnderBsp) {
   auto a = Client::Connect(options);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ((*a)->job().staleness, 0);
+}
+
+TableOptions AdamTable(const std::string& name, uint64_t size) {
+  TableOptions t;
+  t.name = name;
+  t.type = TableType::kDense;
+  t.size = size;
+  t.optimizer.name = "adam";
+  t.optimizer.lr = 0.01f;
+  t.init.seed = 5;
+  t.init.segments.push_back(InitSegment{0, size, InitKind::kUniform, -1.0f, 1.0f});
+  return t;
+}
+
+// Options of a client on `cluster` that splits dense parts of more than 64
+// floats into parts of 16 floats (part_bytes 0: never splits).
+ClientOptions SplittingOptions(const InProcessCluster& cluster, int64_t part_bytes = 64) {
+  ClientOptions options;
+  options.coordinator = cluster.coordinator();
+  options.dense_part_bytes = part_bytes;
+  options.dense_split_bytes = 256;
+  return options;
+}
+
+// A dense request split into many parts in flight (ClientOptions::
+// dense_part_bytes) lands exactly as the whole request does: same keys, same
+// replies at the same offsets, and one optimizer step per push (Adam's bias
+// correction would differ if each part counted as a step).
+TEST(ClientTest, SplitDenseRequestsMatchWholeOnesBitForBit) {
+  InProcessCluster cluster(2);
+  constexpr uint64_t kSize = 1000;
+  auto whole = Client::Connect(SplittingOptions(cluster, /*part_bytes=*/0));
+  auto split = Client::Connect(SplittingOptions(cluster));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_TRUE((*whole)->CreateTable(AdamTable("whole", kSize)).ok());
+  ASSERT_TRUE((*split)->CreateTable(AdamTable("split", kSize)).ok());
+  for (int round = 0; round < 3; ++round) {
+    FloatBuffer g(kSize);
+    for (uint64_t i = 0; i < kSize; ++i) g[i] = 0.01f * static_cast<float>((i * 7 + round) % 13) - 0.05f;
+    FloatBuffer a(kSize), b(kSize);
+    ASSERT_TRUE((*whole)->PushPull("whole", 0, g, a).get().ok());
+    ASSERT_TRUE((*split)->PushPull("split", 0, g, b).get().ok());
+    for (uint64_t i = 0; i < kSize; ++i) ASSERT_EQ(a[i], b[i]) << "round " << round << " key " << i;
+    // A push alone and a pull of an inner range (offsets inside parts).
+    ASSERT_TRUE((*whole)->Push("whole", 100, g.Slice(100, 700)).get().ok());
+    ASSERT_TRUE((*split)->Push("split", 100, g.Slice(100, 700)).get().ok());
+    FloatBuffer c(900), d(900);
+    ASSERT_TRUE((*whole)->Pull("whole", 37, c).get().ok());
+    ASSERT_TRUE((*split)->Pull("split", 37, d).get().ok());
+    for (uint64_t i = 0; i < 900; ++i) ASSERT_EQ(c[i], d[i]) << "round " << round << " key " << 37 + i;
+  }
+}
+
+// A push split into parts is refused whole when any value is not finite:
+// NaN in the very last key leaves every key of the table as it was (each part
+// alone would have been applied by its server).
+TEST(ClientTest, SplitPushWithNanInTheLastPartChangesNothing) {
+  InProcessCluster cluster(1);
+  constexpr uint64_t kSize = 1000;
+  auto c = Client::Connect(SplittingOptions(cluster));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->CreateTable(AdamTable("w", kSize)).ok());
+  FloatBuffer before(kSize);
+  ASSERT_TRUE((*c)->Pull("w", 0, before).get().ok());
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    FloatBuffer g(kSize);
+    for (uint64_t i = 0; i < kSize; ++i) g[i] = 0.5f;
+    g[kSize - 1] = bad;
+    FloatBuffer out(kSize);
+    const Status push = (*c)->Push("w", 0, g).get();
+    EXPECT_EQ(push.code(), StatusCode::kInvalidArgument) << push;
+    EXPECT_NE(push.message().find("non-finite"), std::string::npos) << push;
+    const Status push_pull = (*c)->PushPull("w", 0, g, out).get();
+    EXPECT_EQ(push_pull.code(), StatusCode::kInvalidArgument) << push_pull;
+  }
+  FloatBuffer after(kSize);
+  ASSERT_TRUE((*c)->Pull("w", 0, after).get().ok());
+  for (uint64_t i = 0; i < kSize; ++i) ASSERT_EQ(before[i], after[i]) << "key " << i;
 }
 
 }  // namespace

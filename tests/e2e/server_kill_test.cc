@@ -75,12 +75,15 @@ TEST(e2e_ServerKill, CheckpointPolicyRestartsTheServerAndTrainingGoesOn) {
   const std::string out = dir + "/run";
   ASSERT_OK_AND_ASSIGN(
       std::unique_ptr<Subprocess> run,
-      StartRunLocal(dir, {"--servers=2", "--workers=2", "--model=mlp", "--duration_s=20",
+      // Killed after its first checkpoints, however slow the build (sanitizers).
+      StartRunLocal(dir, {"--servers=2", "--workers=2", "--model=mlp",
+                          "--duration_s=" + std::to_string(20 * TimeScale()),
                           "--out_dir=" + out, "--progress_s=1", "--eval_every_s=0",
                           "--log_every_s=0.5", "--recovery=checkpoint",
-                          "--checkpoint_every_s=2", "--kill_server=1@6",
+                          "--checkpoint_every_s=2",
+                          "--kill_server=1@" + std::to_string(6 * TimeScale()),
                           "--restart_after_s=2"}));
-  auto code = run->Wait(Millis(100000));
+  auto code = run->Wait(Scaled(Millis(100000)));
   ASSERT_OK(code) << "run_local.sh did not finish; log:\n" << run->Log();
   EXPECT_EQ(*code, 0) << run->Log();
   const std::string log = run->Log();
