@@ -150,8 +150,10 @@ class ClientImpl final : public Client {
            replica_ == nullptr;
   }
   // Splits every slice larger than options_.dense_split_bytes into parts of
-  // about options_.dense_part_bytes, sent in flight at once. (*continues)[i]:
-  // slice i is a later part of a split one (wire::Header.push_continues).
+  // about options_.dense_part_bytes (at most kMaxSplitParts of them, larger
+  // if need be), sent in flight at once. (*continues)[i]: slice i is a later
+  // part of a split one (wire::Header.push_continues).
+  static constexpr uint64_t kMaxSplitParts = 8;
   void SplitLargeParts(std::vector<DenseSlice>* slices, std::vector<bool>* continues) const;
   void SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> map,
                  uint64_t begin, uint64_t offset, uint64_t count, int reroutes, Callback done,

@@ -101,7 +101,9 @@ struct ClientOptions {
   // all in flight at once: the server applies one while the next is still on
   // the wire, and the client copies one reply while the next arrives. The
   // optimizer counts the parts as one step. Smaller parts: more overlap, more
-  // per-request overhead. dense_part_bytes 0: never split. Not used under
+  // per-request overhead. At most 8 parts per server and request (larger
+  // parts if need be): a server queues at most --max_queued_replies replies
+  // per client. dense_part_bytes 0: never split. Not used under
   // chain replication or stateless recovery (their exactly-once keys are per
   // request).
   int64_t dense_part_bytes = int64_t{512} << 10;

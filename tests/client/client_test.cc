@@ -189,6 +189,23 @@ TEST(ClientTest, SplitDenseRequestsMatchWholeOnesBitForBit) {
   }
 }
 
+// A request is split into at most 8 parts per server, whatever
+// dense_part_bytes asks for: a server queues at most --max_queued_replies
+// replies per client and drops the rest, and 8 requests in flight of 32
+// parts each hung the bench.
+TEST(ClientTest, SplitRequestsUseAtMostEightPartsPerServer) {
+  InProcessCluster cluster(1);
+  constexpr uint64_t kSize = 1000;  // 63 parts of 64 bytes if uncapped.
+  auto c = Client::Connect(SplittingOptions(cluster));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->CreateTable(AdamTable("w", kSize)).ok());
+  FloatBuffer g(kSize), out(kSize);
+  for (uint64_t i = 0; i < kSize; ++i) g[i] = 0.25f;
+  const uint64_t before = (*c)->stats().requests;
+  ASSERT_TRUE((*c)->PushPull("w", 0, g, out).get().ok());
+  EXPECT_EQ((*c)->stats().requests - before, 8u);
+}
+
 // A push split into parts is refused whole when any value is not finite:
 // NaN in the very last key leaves every key of the table as it was (each part
 // alone would have been applied by its server).
