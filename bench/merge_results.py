@@ -210,9 +210,12 @@ def main():
         try:
             with open(path) as f:
                 text = f.read()
-            # A bench may print log lines before its JSON: take the last JSON line.
-            lines = [l for l in text.splitlines() if l.strip().startswith("{")]
-            data = json.loads(lines[-1])
+            try:  # One JSON document (curve_bench.sh prints it indented) ...
+                data = json.loads(text)
+            except ValueError:
+                # ... or log lines before it: take the last JSON line.
+                lines = [l for l in text.splitlines() if l.strip().startswith("{")]
+                data = json.loads(lines[-1])
         except (OSError, ValueError, IndexError) as e:
             doc["errors"][name] = f"{path}: {e}"
             continue
