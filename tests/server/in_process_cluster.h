@@ -12,6 +12,7 @@
 
 #include "coordinator/coordinator.h"
 #include "server/server.h"
+#include "tests/test_util.h"
 
 namespace relaxps {
 
@@ -67,7 +68,10 @@ class InProcessCluster {
     co.num_servers = num_servers;
     co.consistency = consistency;
     co.staleness = staleness;
-    co.heartbeat_timeout_ms = heartbeat_timeout_ms;
+    // Sanitized builds run several times slower: a worker starved for a
+    // second must not be dropped from the live set (BSP rounds would close
+    // without it).
+    co.heartbeat_timeout_ms = heartbeat_timeout_ms * test::TimeScale();
     return co;
   }
 
