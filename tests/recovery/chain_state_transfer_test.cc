@@ -85,7 +85,8 @@ TEST(ChainStateTransferTest, SnapshotsBiggerThanAnyMessageStreamInPiecesWhileTra
   ASSERT_OK(worker->CreateTable(Dense()));
   ASSERT_OK(worker->CreateTable(Sparse()));
 
-  Status error;
+  Status error;  // Written by the pusher before it sets `failed` and returns.
+  std::atomic<bool> failed{false};
   std::atomic<int> pushes{0};
   Pushers pushers;
   pushers.threads.emplace_back([&] {
@@ -105,6 +106,7 @@ TEST(ChainStateTransferTest, SnapshotsBiggerThanAnyMessageStreamInPiecesWhileTra
       if (s.ok()) s = worker->PushRows("e", ids, rows).get();
       if (!s.ok()) {
         error = s;
+        failed.store(true);
         return;
       }
       pushes.fetch_add(1);
@@ -112,10 +114,10 @@ TEST(ChainStateTransferTest, SnapshotsBiggerThanAnyMessageStreamInPiecesWhileTra
   });
   // Every row updated before the kill: the buckets' snapshots hold them all.
   const int touch_all = static_cast<int>(kRows / kRowsPerPush) + 2;
-  for (int i = 0; i < 600 && pushes.load() < touch_all && error.ok(); ++i) {
+  for (int i = 0; i < 600 && pushes.load() < touch_all && !failed.load(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_GE(pushes.load(), touch_all) << error;
+  ASSERT_GE(pushes.load(), touch_all) << (failed.load() ? error.ToString() : "");
 
   cluster->server(1)->Kill(SIGKILL);
   ASSERT_TRUE(WaitForChains(cluster.get(), "w", 1, 0, 10000)) << "no failover";
