@@ -141,23 +141,18 @@ StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint
     if (r.doubtful_delta.size() != r.params.size()) Zero(&r.doubtful_delta, r.params.size());
     float* w = r.params.data() + offset;
     float* d = (doubtful_id != 0 ? r.doubtful_delta.data() : r.delta.data()) + offset;
-    const float lr = step.lr;
+    // The server's momentum update (kernels: v = mu * v + g; w -= lr * v);
+    // plain SGD (no velocity kept) when mu is 0.
+    float* v = nullptr;
     if (step.momentum != 0.0f) {
-      // The server's momentum update (kernels: v = mu * v + g; w -= lr * v).
       if (r.velocity.size() != r.params.size()) Zero(&r.velocity, r.params.size());
-      float* v = r.velocity.data() + offset;
-      for (size_t i = 0; i < n; ++i) {
-        const float before = w[i];
-        v[i] = step.momentum * v[i] + grads[i];
-        w[i] = before - lr * v[i];
-        d[i] += w[i] - before;
-      }
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        const float before = w[i];
-        w[i] = before - lr * grads[i];
-        d[i] += w[i] - before;
-      }
+      v = r.velocity.data() + offset;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const float before = w[i];
+      const float g = v != nullptr ? (v[i] = step.momentum * v[i] + grads[i]) : grads[i];
+      w[i] = before - step.lr * g;
+      d[i] += w[i] - before;
     }
     // A copy: the caller may reuse its buffer once the push completed.
     if (doubtful_id != 0) {
