@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
   }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   relaxps::InitLogging(argv[0]);
+  relaxps::ScaleTimeoutFlags(relaxps::SanitizerTimeScale(),
+                             {"start_barrier_timeout_ms", "probe_timeout_ms", "heartbeat_timeout_ms",
+                              "reseed_timeout_ms", "zk_session_timeout_ms"});
   if (argc > 1) {
     return relaxps::Fail("relaxps-coordinator",
                          relaxps::InvalidArgumentError(std::string("unexpected argument '") +

@@ -324,6 +324,7 @@ int main(int argc, char** argv) {
   }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   relaxps::InitLogging(argv[0]);
+  relaxps::ScaleTimeoutFlags(relaxps::SanitizerTimeScale(), {"timeout_ms", "checkpoint_timeout_ms"});
   using relaxps::Fail;
   using relaxps::InvalidArgumentError;
   if (argc == 3 && std::string(argv[1]) == "keygen") return relaxps::Keygen(argv[2]);

@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   relaxps::InitLogging(argv[0]);
   relaxps::TuneMallocForLargeMessages();
+  relaxps::ScaleTimeoutFlags(relaxps::SanitizerTimeScale(), {"coordinator_timeout_ms"});
   const char* kName = "relaxps-server";
   if (argc > 1) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError(std::string("unexpected argument '") + argv[1] + "'"), 2);

@@ -214,6 +214,8 @@ int Main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   InitLogging(argv[0]);
   TuneMallocForLargeMessages();
+  ScaleTimeoutFlags(SanitizerTimeScale(),
+                    {"request_timeout_ms", "coordinator_timeout_ms", "recovery_timeout_ms"});
   if (Status s = CheckFlagValues(); !s.ok()) return UsageError(s.message());
   StatusOr<bool> evaluator_role = IsEvaluatorRole();
   if (!evaluator_role.ok()) return UsageError(evaluator_role.status().message());

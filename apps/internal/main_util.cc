@@ -3,15 +3,18 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstring>
-
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include <gflags/gflags.h>
+#include <glog/logging.h>
 
 namespace relaxps {
 namespace {
@@ -104,6 +107,30 @@ Status CheckCommandLine(int argc, char** argv, bool allow_positional) {
     }
   }
   return Status::OK();
+}
+
+int SanitizerTimeScale() {
+#ifdef RELAXPS_SANITIZER_TIME_SCALE
+  return RELAXPS_SANITIZER_TIME_SCALE;
+#else
+  return 1;
+#endif
+}
+
+void ScaleTimeoutFlags(int factor, std::initializer_list<const char*> names) {
+  if (factor == 1) return;
+  std::string scaled;
+  for (const char* name : names) {
+    gflags::CommandLineFlagInfo info;
+    CHECK(gflags::GetCommandLineFlagInfo(name, &info) && info.type == "int32")
+        << "ScaleTimeoutFlags: --" << name << " is not an int32 flag";
+    const int64_t value =
+        std::min<int64_t>(std::stoll(info.current_value) * factor,
+                          std::numeric_limits<int32_t>::max());
+    gflags::SetCommandLineOption(name, std::to_string(value).c_str());
+    scaled += (scaled.empty() ? " --" : ", --") + std::string(name) + "=" + std::to_string(value);
+  }
+  LOG(INFO) << "timeouts stretched " << factor << "x (sanitizer build):" << scaled;
 }
 
 int Fail(const char* binary, const Status& status, int code) {

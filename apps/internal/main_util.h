@@ -3,6 +3,7 @@
 #define RELAXPS_APPS_INTERNAL_MAIN_UTIL_H_
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,19 @@ Status ReExecSelf(const std::vector<std::string>& args);
 std::vector<std::string> ReplaceFlags(std::vector<std::string> args,
                                       const std::vector<std::string>& names,
                                       const std::vector<std::string>& extra);
+
+// The factor by which this build's binaries stretch their timeouts: the
+// sanitizer time scale of cmake/Sanitizers.cmake (TSan 5, ASan 3; the one the
+// test suite applies to its own waits) in a sanitized build, 1 otherwise.
+// Instrumented code runs several times slower, and a job should not time out
+// only because it is being checked.
+int SanitizerTimeScale();
+
+// Multiplies each of the named int32 flags (timeouts in milliseconds, as
+// given or defaulted) by `factor`, saturating at INT32_MAX, and logs the
+// factor once when it is not 1. Binaries call it after parsing their flags
+// with SanitizerTimeScale(). REQUIRES: each name is a defined int32 flag.
+void ScaleTimeoutFlags(int factor, std::initializer_list<const char*> names);
 
 // Prints "<binary>: <status>" to stderr and returns `code` (for main()).
 int Fail(const char* binary, const Status& status, int code);
