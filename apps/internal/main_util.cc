@@ -124,13 +124,15 @@ void ScaleTimeoutFlags(int factor, std::initializer_list<const char*> names) {
     gflags::CommandLineFlagInfo info;
     CHECK(gflags::GetCommandLineFlagInfo(name, &info) && info.type == "int32")
         << "ScaleTimeoutFlags: --" << name << " is not an int32 flag";
+    if (!info.is_default) continue;
     const int64_t value =
         std::min<int64_t>(std::stoll(info.current_value) * factor,
                           std::numeric_limits<int32_t>::max());
     gflags::SetCommandLineOption(name, std::to_string(value).c_str());
     scaled += (scaled.empty() ? " --" : ", --") + std::string(name) + "=" + std::to_string(value);
   }
-  LOG(INFO) << "timeouts stretched " << factor << "x (sanitizer build):" << scaled;
+  // Not at INFO: a usage error must stay the binary's only line on stderr.
+  VLOG(1) << "default timeouts stretched " << factor << "x (sanitizer build):" << scaled;
 }
 
 int Fail(const char* binary, const Status& status, int code) {

@@ -61,10 +61,12 @@ std::vector<std::string> ReplaceFlags(std::vector<std::string> args,
 // only because it is being checked.
 int SanitizerTimeScale();
 
-// Multiplies each of the named int32 flags (timeouts in milliseconds, as
-// given or defaulted) by `factor`, saturating at INT32_MAX, and logs the
-// factor once when it is not 1. Binaries call it after parsing their flags
-// with SanitizerTimeScale(). REQUIRES: each name is a defined int32 flag.
+// Multiplies each of the named int32 flags (timeouts in milliseconds) that
+// still has its default value by `factor`, saturating at INT32_MAX (logged
+// with --v=1). A value given on the command line
+// or in a flagfile is kept: a test that sets a short timeout also bounds
+// what it measures by it. Binaries call it after parsing their flags with
+// SanitizerTimeScale(). REQUIRES: each name is a defined int32 flag.
 void ScaleTimeoutFlags(int factor, std::initializer_list<const char*> names);
 
 // Prints "<binary>: <status>" to stderr and returns `code` (for main()).

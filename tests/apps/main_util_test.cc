@@ -33,14 +33,25 @@ TEST(ReplaceFlagsTest, KeepsTheProgramNameAndAFlagfile) {
             (Args{"server_id", "--flagfile=f", "--server_id=0"}));
 }
 
-TEST(ScaleTimeoutFlagsTest, MultipliesOnlyTheNamedFlagsAndSaturates) {
+TEST(ScaleTimeoutFlagsTest, MultipliesOnlyTheNamedDefaultedFlagsAndSaturates) {
   gflags::FlagSaver saver;
   ScaleTimeoutFlags(5, {"test_timeout_ms", "test_huge_timeout_ms"});
   EXPECT_EQ(FLAGS_test_timeout_ms, 15000);
   EXPECT_EQ(FLAGS_test_huge_timeout_ms, INT32_MAX);
   EXPECT_EQ(FLAGS_test_period_ms, 200);
-  ScaleTimeoutFlags(1, {"test_timeout_ms"});
-  EXPECT_EQ(FLAGS_test_timeout_ms, 15000);
+}
+
+TEST(ScaleTimeoutFlagsTest, KeepsValuesGivenOnTheCommandLine) {
+  gflags::FlagSaver saver;
+  int argc = 2;
+  char arg0[] = "relaxps-test", arg1[] = "--test_timeout_ms=700";
+  char* args[] = {arg0, arg1, nullptr};
+  char** argv = args;
+  gflags::ParseCommandLineFlags(&argc, &argv, false);
+  ScaleTimeoutFlags(5, {"test_timeout_ms"});
+  EXPECT_EQ(FLAGS_test_timeout_ms, 700);
+  ScaleTimeoutFlags(1, {"test_huge_timeout_ms"});
+  EXPECT_EQ(FLAGS_test_huge_timeout_ms, 2000000000);
 }
 
 TEST(ScaleTimeoutFlagsTest, SanitizedBuildsStretchTheirTimeoutsAsTheTestsDo) {

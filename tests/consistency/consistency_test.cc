@@ -439,7 +439,9 @@ StalenessRun RunWithStraggler(ConsistencyModel model, int staleness) {
   std::thread straggler([&] {
     FloatBuffer w(1000), g(1000);
     for (int s = 0; s < kSteps; ++s) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      // Stretched under sanitizers, where a PushPull alone takes tens of ms:
+      // waiting for the straggler must still dominate the fast worker's time.
+      std::this_thread::sleep_for(std::chrono::milliseconds(25 * test::TimeScale()));
       CHECK(slow->PushPull("w", 0, g, w).get().ok());
       CHECK(slow->Clock().ok());
     }
