@@ -63,9 +63,8 @@ int SanitizerTimeScale();
 
 // Multiplies each of the named int32 flags (timeouts in milliseconds) that
 // still has its default value by `factor`, saturating at INT32_MAX (logged
-// with --v=1). A value given on the command line
-// or in a flagfile is kept: a test that sets a short timeout also bounds
-// what it measures by it. Binaries call it after parsing their flags with
+// with --v=1). A value given on the command line or in a flagfile is kept: a
+// test that sets a short timeout also bounds what it measures by it. Binaries call it after parsing their flags with
 // SanitizerTimeScale(). REQUIRES: each name is a defined int32 flag.
 void ScaleTimeoutFlags(int factor, std::initializer_list<const char*> names);
 
