@@ -284,7 +284,8 @@ TEST_F(PsParamsTest, TwoWorkerProcessesTrainThroughTheServers) {
   for (int i = 0; i < 2; ++i) {
     auto w = cluster_->StartWorker(
         "worker-" + std::to_string(i),
-        {"--model=mlp", "--duration_s=6", "--num_workers=2", "--log_every_s=1",
+        {"--model=mlp", "--duration_s=" + std::to_string(6 * test::TimeScale()),
+         "--num_workers=2", "--log_every_s=1",
          "--eval_every_s=0", "--metrics_csv=" + dir_ + "/w" + std::to_string(i) + ".csv"});
     ASSERT_OK(w);
     workers.push_back(std::move(*w));
