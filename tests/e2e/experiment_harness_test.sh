@@ -12,8 +12,11 @@ SCALE=${RELAXPS_TEST_TIME_SCALE:-1}
 OUT=$(mktemp -d /tmp/relaxps_experiment_test_XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*"; echo "--- progress.log"; cat "$OUT/progress.log" 2>/dev/null; exit 1; }
-ARGS=(ttf --quick --model=mlp --policies=checkpoint --kills=0,1 --duration_s=16 --down_s=3
-      --out="$OUT")
+# Runs last 16 s times SCALE (the kill stays at 6 s): a sanitized server's
+# restore takes seconds, and the worker must step again after it for the
+# stall to span the outage.
+ARGS=(ttf --quick --model=mlp --policies=checkpoint --kills=0,1 --duration_s=$((16 * SCALE))
+      --down_s=3 --out="$OUT")
 RELAXPS_BIN=$BIN timeout $((150 * SCALE)) "$SRC/scripts/experiment.sh" "${ARGS[@]}" || fail "experiment.sh exited with $?"
 
 /usr/bin/python3 - "$OUT" <<'PY' || fail "summary checks"
