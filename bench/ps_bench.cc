@@ -65,6 +65,8 @@ DEFINE_string(sizes, "4096,1048576,16777216,67108864", "Dense table sizes in byt
 DEFINE_string(in_flight, "1,8", "Operations kept in flight per client.");
 DEFINE_uint64(deep_max_bytes, 0,
               "Run in-flight depths > 1 only for sizes up to this many bytes (0: all sizes).");
+DEFINE_string(dense_modes, "pushpull,push_then_pull,pull,push",
+              "Dense operations to measure (a subset, to profile one of them alone).");
 DEFINE_bool(sparse, true, "Run the sparse PullRows/PushRows measurements.");
 DEFINE_int32(rows_per_batch, 1024, "Rows per sparse request.");
 DEFINE_int32(row_width, 64, "Floats per sparse row.");
@@ -380,6 +382,11 @@ const char* DenseModeName(DenseMode m) {
   return "?";
 }
 
+bool DenseModeWanted(DenseMode m) {
+  const std::vector<std::string> wanted = SplitCsv(FLAGS_dense_modes);
+  return std::find(wanted.begin(), wanted.end(), DenseModeName(m)) != wanted.end();
+}
+
 class DenseWorkload : public Workload {
  public:
   DenseWorkload(Client* client, std::string table, size_t floats, int in_flight, DenseMode mode)
@@ -546,6 +553,9 @@ class PsBench {
         // Pushes alone (an ack back): against an echo of the same request
         // bytes with a 16-byte answer per server, compared by ops/s.
         if (bytes <= 4096) modes.push_back(DenseMode::kPush);
+        modes.erase(std::remove_if(modes.begin(), modes.end(),
+                                   [](DenseMode m) { return !DenseModeWanted(m); }),
+                    modes.end());
         const EchoOptions push_eo = Echo(workers, servers, bytes, 16 * servers, in_flight, false);
         std::vector<std::vector<std::unique_ptr<DenseWorkload>>> loads(modes.size());
         for (size_t m = 0; m < modes.size(); ++m) {
@@ -572,6 +582,9 @@ class PsBench {
                          "/ops_per_s",
                      push_echo.best().ops_per_s(), true, {}};
             WriteFigure(json_, f);
+            WriteCpuPerOp(name, ps[m], push_echo, "zmq_echo/zerocopy/" + cfg + "/" + SizeLabel(bytes) +
+                                                      "_to_" + SizeLabel(push_eo.reply_bytes) +
+                                                      "/if" + std::to_string(in_flight));
             continue;
           }
           if (modes[m] != DenseMode::kPull) {
@@ -583,6 +596,7 @@ class PsBench {
             ops_per_s_[name] = ps[m].best().ops_per_s();
             ops_per_s_[yname] = echo.best().ops_per_s();
             if (bytes >= (1u << 20)) WriteUsage(name, workers, servers, ps[m], echo);
+            if (bytes <= 4096) WriteCpuPerOp(name, ps[m], echo, yname);
           }
           if (ro.record_latency) {
             Figure f{name + "/p50_us", ps[m].p50_us(), "us", yname + "/p50_us", echo.p50_us(),
@@ -599,6 +613,7 @@ class PsBench {
           const std::string base = std::string("dense/") + DenseModeName(mode) + "/" + cfg + "/" +
                                    SizeLabel(bytes) + "/if";
           const std::string ybase = "zmq_echo/zerocopy/" + cfg + "/" + SizeLabel(bytes) + "/if";
+          if (ops_per_s_.count(base + std::to_string(hi)) == 0) continue;  // Not measured.
           const double v = ops_per_s_[base + std::to_string(hi)] / ops_per_s_[base + std::to_string(lo)];
           const double y =
               ops_per_s_[ybase + std::to_string(hi)] / ops_per_s_[ybase + std::to_string(lo)];
@@ -699,6 +714,15 @@ class PsBench {
     double faults_per_gb = 0;
     double gbps = 0;
   };
+  // CPU time of the whole process (clients, servers and the coordinator) per
+  // operation: the fixed cost of a request, steadier than ops/s on a loaded
+  // machine. Small requests only, where that cost is all there is.
+  void WriteCpuPerOp(const std::string& name, const BestOf& m, const BestOf& echo,
+                     const std::string& yname) {
+    WriteFigure(json_, Figure{name + "/cpu_us_per_op", m.cpu_us_per_op(), "CPU us/op",
+                              yname + "/cpu_us_per_op", echo.cpu_us_per_op(), false, {}});
+  }
+
   void WriteUsage(const std::string& name, int workers, int servers, const BestOf& m,
                   const BestOf& echo) {
     const std::string cfg = ConfigLabel(workers, servers);
