@@ -67,6 +67,9 @@ DEFINE_uint64(deep_max_bytes, 0,
               "Run in-flight depths > 1 only for sizes up to this many bytes (0: all sizes).");
 DEFINE_string(dense_modes, "pushpull,push_then_pull,pull,push",
               "Dense operations to measure (a subset, to profile one of them alone).");
+DEFINE_bool(echo, true,
+            "Measure the ZeroMQ echo yardstick (false: relaxps alone, e.g. to count its system "
+            "calls per operation; the ratios are then meaningless).");
 DEFINE_bool(sparse, true, "Run the sparse PullRows/PushRows measurements.");
 DEFINE_int32(rows_per_batch, 1024, "Rows per sparse request.");
 DEFINE_int32(row_width, 64, "Floats per sparse row.");
@@ -567,8 +570,8 @@ class PsBench {
         BestOf echo, push_echo;
         std::vector<BestOf> ps(modes.size());
         for (int rep = 0; rep < FLAGS_reps; ++rep) {
-          echo.Add(RunEcho(eo));
-          if (bytes <= 4096) push_echo.Add(RunEcho(push_eo));
+          if (FLAGS_echo) echo.Add(RunEcho(eo));
+          if (FLAGS_echo && bytes <= 4096) push_echo.Add(RunEcho(push_eo));
           for (size_t m = 0; m < modes.size(); ++m) ps[m].Add(Drive(Raw(loads[m]), ro));
         }
         const std::string suffix = cfg + "/" + SizeLabel(bytes) + "/if" + std::to_string(in_flight);
@@ -688,7 +691,7 @@ class PsBench {
                               : Echo(workers, servers, id_bytes, row_bytes, 1, false);
         BestOf echo, ps;
         for (int rep = 0; rep < FLAGS_reps; ++rep) {
-          echo.Add(RunEcho(eo));
+          if (FLAGS_echo) echo.Add(RunEcho(eo));
           ps.Add(Drive(raw, Base(1)));
         }
         const std::string op = push ? "push_rows" : "pull_rows";
