@@ -126,6 +126,7 @@ void RpcClient::SendNow(Outgoing out) {
   deadlines_.emplace(out.deadline_ms, id);
   requests_.fetch_add(1);
   zmq::socket_t& socket = sockets_[out.peer];
+  sent_to_.push_back(out.peer);
   const size_t bytes = out.msg.PayloadBytes() + out.msg.header.ByteSizeLong();
   Status s = SendMessage(socket, "", std::move(out.msg));
   if (!s.ok()) {
@@ -191,7 +192,8 @@ void RpcClient::FailAll(const Status& status) {
 }
 
 void RpcClient::IoLoop() {
-  std::vector<zmq::pollitem_t> items;
+  // Items: the wake-up eventfd, then sockets_, then monitors_.
+  SocketPoller poller;
   std::vector<zmq::message_t> parts;
   while (true) {
     std::vector<Outgoing> outbox;
@@ -258,25 +260,30 @@ void RpcClient::IoLoop() {
     cancel_peers.clear();
     const int64_t now = clock_->NowMs();
 
-    items.clear();
-    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
-    for (auto& s : sockets_) items.push_back({static_cast<void*>(s), 0, ZMQ_POLLIN, 0});
-    for (auto& m : monitors_) items.push_back({static_cast<void*>(m), 0, ZMQ_POLLIN, 0});
+    if (poller.size() != 1 + sockets_.size() + monitors_.size()) {
+      // Sockets were added: poll them all (a new socket starts touched).
+      poller.Clear();
+      poller.AddFd(wake_fd_);
+      for (auto& s : sockets_) poller.AddSocket(&s);
+      for (auto& m : monitors_) poller.AddSocket(&m);
+    }
+    for (int peer : sent_to_) poller.Touch(1 + peer);
+    sent_to_.clear();
     int64_t timeout = 100;
     if (!deadlines_.empty()) timeout = std::min(timeout, deadlines_.begin()->first - now);
     timeout = std::max<int64_t>(clock_->RealWaitMs(std::max<int64_t>(timeout, 0)), 0);
     try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
+      poller.Wait(static_cast<int>(timeout));
     } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR) LOG(ERROR) << "poll failed: " << e.what();
+      LOG(ERROR) << "poll failed: " << e.what();
       continue;
     }
-    if (items[0].revents & ZMQ_POLLIN) {
+    if (poller.readable(0)) {
       uint64_t v;
       (void)!read(wake_fd_, &v, sizeof(v));
     }
     for (size_t m = 0; m < monitors_.size(); ++m) {
-      if (!(items[1 + sockets_.size() + m].revents & ZMQ_POLLIN)) continue;
+      if (!poller.readable(1 + sockets_.size() + m)) continue;
       while (true) {
         parts.clear();
         zmq::recv_result_t r;
@@ -284,6 +291,7 @@ void RpcClient::IoLoop() {
           r = zmq::recv_multipart(monitors_[m], std::back_inserter(parts),
                                   zmq::recv_flags::dontwait);
         } catch (const zmq::error_t&) {
+          poller.Touch(1 + sockets_.size() + m);
           break;
         }
         if (!r) break;
@@ -295,8 +303,10 @@ void RpcClient::IoLoop() {
       }
     }
     for (size_t i = 1; i < 1 + sockets_.size(); ++i) {
-      if (!(items[i].revents & ZMQ_POLLIN)) continue;
-      for (int n = 0; n < 1024; ++n) {
+      if (!poller.readable(i)) continue;
+      // Read until empty (EAGAIN), or touched to be read on after a batch.
+      bool empty = false;
+      for (int n = 0; n < 1024 && !empty; ++n) {
         parts.clear();
         zmq::recv_result_t r;
         try {
@@ -306,9 +316,10 @@ void RpcClient::IoLoop() {
           LOG(WARNING) << "recv failed: " << e.what();
           break;
         }
-        if (!r) break;
-        OnReply(parts);
+        empty = !r;
+        if (!empty) OnReply(parts);
       }
+      if (!empty) poller.Touch(i);
     }
     ExpireDeadlines();
   }

@@ -32,6 +32,7 @@
 #include "common/clock.h"
 #include "common/curve_auth.h"
 #include "common/log_limiter.h"
+#include "common/socket_poller.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 #include "common/transport.h"
@@ -137,6 +138,9 @@ class RpcClient final : public Transport {
   std::vector<zmq::socket_t> monitors_;  // Parallel to sockets_ with on_disconnect.
   std::unordered_map<uint64_t, Pending> pending_;
   std::multimap<int64_t, uint64_t> deadlines_;  // deadline -> request id
+  // Peers sent to since the last wait: their sockets are touched (see
+  // SocketPoller), since a send may take in a reply without a wake-up.
+  std::vector<int> sent_to_;
   LogLimiter log_limiter_;  // Malformed replies: one line a second.
 
   std::atomic<uint64_t> next_request_id_{1};
