@@ -150,7 +150,12 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
           break;
         }
         empty = !r;
-        if (empty) break;
+        if (empty) {
+          // That receive processed every command the replies sent meanwhile
+          // may have left: the ROUTER needs no touch for them.
+          sent_ = false;
+          break;
+        }
         if (parts.size() < 2) {
           ++malformed_;
           uint64_t more = 0;
