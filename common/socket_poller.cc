@@ -27,25 +27,44 @@ bool SocketPoller::HasInput(zmq::socket_t* socket) {
 }
 
 bool SocketPoller::Wait(int timeout_ms) {
+  const bool ready = CheckTouched();
+  // Plain descriptors are looked at even when a socket has input, so that a
+  // busy socket cannot hide them.
+  Sleep(ready ? 0 : timeout_ms);
+  return CheckFired();
+}
+
+bool SocketPoller::CheckTouched() {
   bool any = false;
-  for (Item& item : items_) {
+  for (size_t i = 0; i < items_.size(); ++i) {
+    Item& item = items_[i];
+    fds_[i].revents = 0;
     item.readable = false;
     if (item.socket == nullptr || !item.touched) continue;
     item.touched = false;
     item.readable = HasInput(item.socket);
     any = any || item.readable;
   }
-  // Plain descriptors are looked at even when a socket has input, so that a
-  // busy socket cannot hide them.
-  const int n = poll(fds_.data(), fds_.size(), any ? 0 : timeout_ms);
-  if (n < 0) {
+  return any;
+}
+
+void SocketPoller::Sleep(int timeout_ms) {
+  if (poll(fds_.data(), fds_.size(), timeout_ms) < 0) {
+    for (pollfd& fd : fds_) fd.revents = 0;
     if (errno != EINTR) throw zmq::error_t();
-    return any;
   }
-  for (size_t i = 0; n > 0 && i < items_.size(); ++i) {
-    if (fds_[i].revents == 0) continue;
+}
+
+bool SocketPoller::CheckFired() {
+  bool any = false;
+  for (size_t i = 0; i < items_.size(); ++i) {
     Item& item = items_[i];
-    item.readable = item.readable || item.socket == nullptr || HasInput(item.socket);
+    const bool fired = fds_[i].revents != 0;
+    fds_[i].revents = 0;
+    if (!item.readable && (fired || item.touched)) {
+      item.readable = item.socket == nullptr || HasInput(item.socket);
+    }
+    item.touched = false;
     any = any || item.readable;
   }
   return any;

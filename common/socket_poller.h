@@ -52,9 +52,22 @@ class SocketPoller {
   // any item; returns whether some item has it (see readable()). A touched
   // socket with input ends the wait at once. An interrupted wait returns
   // what it found. Throws zmq::error_t as zmq_poll does (a closed context).
+  // The same as CheckTouched(), Sleep() unless that found input, CheckFired().
   bool Wait(int timeout_ms);
-  // Whether the item had input at the last Wait().
+  // Whether the item had input at the last check.
   bool readable(size_t index) const { return items_[index].readable; }
+
+  // Wait() in three steps, for a thread that shares its sockets with others
+  // under a lock: only Sleep() leaves the sockets alone, so only it may run
+  // without the lock.
+  // Forgets what the last wait found and asks the touched sockets; returns
+  // whether one has input.
+  bool CheckTouched();
+  // poll() on the descriptors; no ZeroMQ call.
+  void Sleep(int timeout_ms);
+  // Asks the sockets whose descriptors fired in Sleep(), and those touched
+  // since CheckTouched(); returns whether any item has input.
+  bool CheckFired();
 
  private:
   struct Item {
