@@ -593,9 +593,9 @@ class PsBench {
                          "/ops_per_s",
                      push_echo.best().ops_per_s(), true, {}};
             WriteFigure(json_, f);
-            WriteCpuPerOp(name, ps[m], push_echo, "zmq_echo/zerocopy/" + cfg + "/" + SizeLabel(bytes) +
-                                                      "_to_" + SizeLabel(push_eo.reply_bytes) +
-                                                      "/if" + std::to_string(in_flight));
+            WriteCpuPerOp(name, ps[m], push_echo,
+                          "zmq_echo/zerocopy/" + cfg + "/" + SizeLabel(bytes) + "_to_" +
+                              SizeLabel(push_eo.reply_bytes) + "/if" + std::to_string(in_flight));
             continue;
           }
           if (modes[m] != DenseMode::kPull) {

@@ -118,14 +118,11 @@ bool RpcClient::SendFromCaller(Outgoing* out) {
   bool wake = !failed.empty() || deadline < sleep_until_ms_;
   for (Completion& c : failed) failed_sends_.push_back(std::move(c));
   // The send may have taken in a reply (see SocketPoller::Touch) that the
-  // sleeping I/O thread would not hear of.
+  // sleeping I/O thread would not hear of: then it is woken, and asks the
+  // socket (SendNow listed it in sent_to_).
   try {
-    if (sockets_[peer].get(zmq::sockopt::events) & ZMQ_POLLIN) {
-      sent_to_.push_back(peer);
-      wake = true;
-    }
+    wake = wake || (sockets_[peer].get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
   } catch (const zmq::error_t&) {
-    sent_to_.push_back(peer);
     wake = true;
   }
   if (wake) Wake();
@@ -176,7 +173,8 @@ void RpcClient::SendNow(Outgoing out, std::vector<Completion>* completions) {
       MutexLock l(&mu_);  // Connect() may be appending meanwhile.
       endpoint = endpoints_[out.peer].endpoint;
     }
-    completions->push_back(Completion{std::move(done), s.WithPrefix("send to " + endpoint), Message()});
+    completions->push_back(
+        Completion{std::move(done), s.WithPrefix("send to " + endpoint), Message()});
     return;
   }
   bytes_sent_.fetch_add(bytes);
@@ -213,13 +211,15 @@ void RpcClient::ExpireDeadlines(std::vector<Completion>* completions) {
     ReplyCallback done = std::move(it->second.done);
     pending_.erase(it);
     timeouts_.fetch_add(1);
-    completions->push_back(
-        Completion{std::move(done), DeadlineExceededError("no reply before the deadline"), Message()});
+    completions->push_back(Completion{
+        std::move(done), DeadlineExceededError("no reply before the deadline"), Message()});
   }
 }
 
 void RpcClient::FailPending(const Status& status, std::vector<Completion>* completions) {
-  for (auto& [id, p] : pending_) completions->push_back(Completion{std::move(p.done), status, Message()});
+  for (auto& [id, p] : pending_) {
+    completions->push_back(Completion{std::move(p.done), status, Message()});
+  }
   pending_.clear();
   deadlines_.clear();
 }
@@ -278,7 +278,9 @@ void RpcClient::IoLoop() {
       failed_sends_.clear();
       if (stopping) {
         const Status aborted = AbortedError("rpc client is shutting down");
-        for (auto& out : outbox) completions.push_back(Completion{std::move(out.done), aborted, Message()});
+        for (auto& out : outbox) {
+          completions.push_back(Completion{std::move(out.done), aborted, Message()});
+        }
         {
           MutexLock l(&mu_);
           for (auto& out : outbox_) {
@@ -289,7 +291,9 @@ void RpcClient::IoLoop() {
         FailPending(aborted, &completions);
       } else {
         if (!cancel.ok()) {
-          for (auto& out : outbox) completions.push_back(Completion{std::move(out.done), cancel, Message()});
+          for (auto& out : outbox) {
+            completions.push_back(Completion{std::move(out.done), cancel, Message()});
+          }
           outbox.clear();
           FailPending(cancel, &completions);
         }

@@ -142,13 +142,14 @@ class RpcClient final : public Transport {
   // except while it sleeps in poll() or runs callbacks, and by a caller that
   // sends its request itself. Taken before mu_.
   Mutex io_mu_;
-  std::vector<zmq::socket_t> sockets_ GUARDED_BY(io_mu_);  // Parallel to endpoints_ once connected.
-  std::vector<zmq::socket_t> monitors_ GUARDED_BY(io_mu_);  // Parallel to sockets_ with on_disconnect.
+  // Parallel to endpoints_ once connected.
+  std::vector<zmq::socket_t> sockets_ GUARDED_BY(io_mu_);
+  // Parallel to sockets_ with on_disconnect.
+  std::vector<zmq::socket_t> monitors_ GUARDED_BY(io_mu_);
   std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(io_mu_);
   std::multimap<int64_t, uint64_t> deadlines_ GUARDED_BY(io_mu_);  // deadline -> request id
-  // Peers sent to whose sockets the I/O thread must ask for input (see
-  // SocketPoller::Touch): by the I/O thread, since its last wait; by a
-  // caller, when its send took in a reply the I/O thread was not told of.
+  // Peers sent to (by the I/O thread or by callers) since the I/O thread last
+  // asked their sockets for input: it touches them (SocketPoller::Touch).
   std::vector<int> sent_to_ GUARDED_BY(io_mu_);
   // Requests a caller failed to send, for the I/O thread to complete.
   std::vector<Completion> failed_sends_ GUARDED_BY(io_mu_);
