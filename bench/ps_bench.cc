@@ -65,6 +65,11 @@ DEFINE_string(sizes, "4096,1048576,16777216,67108864", "Dense table sizes in byt
 DEFINE_string(in_flight, "1,8", "Operations kept in flight per client.");
 DEFINE_uint64(deep_max_bytes, 0,
               "Run in-flight depths > 1 only for sizes up to this many bytes (0: all sizes).");
+DEFINE_string(dense_modes, "pushpull,push_then_pull,pull,push",
+              "Dense operations to measure (a subset, to profile one of them alone).");
+DEFINE_bool(echo, true,
+            "Measure the ZeroMQ echo yardstick (false: relaxps alone, e.g. to count its system "
+            "calls per operation; the ratios are then meaningless).");
 DEFINE_bool(sparse, true, "Run the sparse PullRows/PushRows measurements.");
 DEFINE_int32(rows_per_batch, 1024, "Rows per sparse request.");
 DEFINE_int32(row_width, 64, "Floats per sparse row.");
@@ -194,8 +199,14 @@ class Cluster {
 class CompletionQueue {
  public:
   void Push(int slot, Status s) {
-    std::lock_guard<std::mutex> l(mu_);
-    q_.emplace_back(slot, std::move(s));
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      q_.emplace_back(slot, std::move(s));
+    }
+    // After unlocking: a waiter woken under the lock blocks on the mutex at
+    // once and needs a second wake-up (two more context switches and futex
+    // calls per op, which the single-threaded echo client never pays). The
+    // caller keeps the queue alive (Driver::Done shares it).
     cv_.notify_one();
   }
   std::pair<int, Status> Pop() {
@@ -260,7 +271,7 @@ class Driver {
   // Waits for one completion and starts the op's next stage, if any. Returns
   // the slot whose op just completed (or failed), -1 if it moved on a stage.
   int Step() {
-    auto [slot, s] = cq_.Pop();
+    auto [slot, s] = cq_->Pop();
     --outstanding_;
     if (!s.ok() && status_.ok()) status_ = s;
     if (status_.ok() && w_->Issue(slot, ++stage_[slot], Done(slot))) {
@@ -282,11 +293,13 @@ class Driver {
 
  private:
   Client::Callback Done(int slot) {
-    return [this, slot](const Status& s) { cq_.Push(slot, s); };
+    return [cq = cq_, slot](const Status& s) { cq->Push(slot, s); };
   }
 
   Workload* const w_;
-  CompletionQueue cq_;
+  // Shared with the callbacks: the last one may still be inside Push() when
+  // the driver has taken its completion and is gone.
+  const std::shared_ptr<CompletionQueue> cq_ = std::make_shared<CompletionQueue>();
   std::vector<int> stage_;
   std::vector<Clock::time_point> started_;
   int outstanding_ = 0;
@@ -378,6 +391,11 @@ const char* DenseModeName(DenseMode m) {
     case DenseMode::kPush: return "push";
   }
   return "?";
+}
+
+bool DenseModeWanted(DenseMode m) {
+  const std::vector<std::string> wanted = SplitCsv(FLAGS_dense_modes);
+  return std::find(wanted.begin(), wanted.end(), DenseModeName(m)) != wanted.end();
 }
 
 class DenseWorkload : public Workload {
@@ -546,6 +564,9 @@ class PsBench {
         // Pushes alone (an ack back): against an echo of the same request
         // bytes with a 16-byte answer per server, compared by ops/s.
         if (bytes <= 4096) modes.push_back(DenseMode::kPush);
+        modes.erase(std::remove_if(modes.begin(), modes.end(),
+                                   [](DenseMode m) { return !DenseModeWanted(m); }),
+                    modes.end());
         const EchoOptions push_eo = Echo(workers, servers, bytes, 16 * servers, in_flight, false);
         std::vector<std::vector<std::unique_ptr<DenseWorkload>>> loads(modes.size());
         for (size_t m = 0; m < modes.size(); ++m) {
@@ -557,8 +578,8 @@ class PsBench {
         BestOf echo, push_echo;
         std::vector<BestOf> ps(modes.size());
         for (int rep = 0; rep < FLAGS_reps; ++rep) {
-          echo.Add(RunEcho(eo));
-          if (bytes <= 4096) push_echo.Add(RunEcho(push_eo));
+          if (FLAGS_echo) echo.Add(RunEcho(eo));
+          if (FLAGS_echo && bytes <= 4096) push_echo.Add(RunEcho(push_eo));
           for (size_t m = 0; m < modes.size(); ++m) ps[m].Add(Drive(Raw(loads[m]), ro));
         }
         const std::string suffix = cfg + "/" + SizeLabel(bytes) + "/if" + std::to_string(in_flight);
@@ -572,6 +593,9 @@ class PsBench {
                          "/ops_per_s",
                      push_echo.best().ops_per_s(), true, {}};
             WriteFigure(json_, f);
+            WriteCpuPerOp(name, ps[m], push_echo,
+                          "zmq_echo/zerocopy/" + cfg + "/" + SizeLabel(bytes) + "_to_" +
+                              SizeLabel(push_eo.reply_bytes) + "/if" + std::to_string(in_flight));
             continue;
           }
           if (modes[m] != DenseMode::kPull) {
@@ -583,6 +607,7 @@ class PsBench {
             ops_per_s_[name] = ps[m].best().ops_per_s();
             ops_per_s_[yname] = echo.best().ops_per_s();
             if (bytes >= (1u << 20)) WriteUsage(name, workers, servers, ps[m], echo);
+            if (bytes <= 4096) WriteCpuPerOp(name, ps[m], echo, yname);
           }
           if (ro.record_latency) {
             Figure f{name + "/p50_us", ps[m].p50_us(), "us", yname + "/p50_us", echo.p50_us(),
@@ -599,6 +624,7 @@ class PsBench {
           const std::string base = std::string("dense/") + DenseModeName(mode) + "/" + cfg + "/" +
                                    SizeLabel(bytes) + "/if";
           const std::string ybase = "zmq_echo/zerocopy/" + cfg + "/" + SizeLabel(bytes) + "/if";
+          if (ops_per_s_.count(base + std::to_string(hi)) == 0) continue;  // Not measured.
           const double v = ops_per_s_[base + std::to_string(hi)] / ops_per_s_[base + std::to_string(lo)];
           const double y =
               ops_per_s_[ybase + std::to_string(hi)] / ops_per_s_[ybase + std::to_string(lo)];
@@ -673,7 +699,7 @@ class PsBench {
                               : Echo(workers, servers, id_bytes, row_bytes, 1, false);
         BestOf echo, ps;
         for (int rep = 0; rep < FLAGS_reps; ++rep) {
-          echo.Add(RunEcho(eo));
+          if (FLAGS_echo) echo.Add(RunEcho(eo));
           ps.Add(Drive(raw, Base(1)));
         }
         const std::string op = push ? "push_rows" : "pull_rows";
@@ -699,6 +725,15 @@ class PsBench {
     double faults_per_gb = 0;
     double gbps = 0;
   };
+  // CPU time of the whole process (clients, servers and the coordinator) per
+  // operation: the fixed cost of a request, steadier than ops/s on a loaded
+  // machine. Small requests only, where that cost is all there is.
+  void WriteCpuPerOp(const std::string& name, const BestOf& m, const BestOf& echo,
+                     const std::string& yname) {
+    WriteFigure(json_, Figure{name + "/cpu_us_per_op", m.cpu_us_per_op(), "CPU us/op",
+                              yname + "/cpu_us_per_op", echo.cpu_us_per_op(), false, {}});
+  }
+
   void WriteUsage(const std::string& name, int workers, int servers, const BestOf& m,
                   const BestOf& echo) {
     const std::string cfg = ConfigLabel(workers, servers);

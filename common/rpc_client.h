@@ -1,9 +1,10 @@
 // RpcClient: asynchronous requests to ROUTER peers (servers, coordinator).
 //
-// One DEALER socket per peer endpoint, all driven by one I/O thread. Callers
-// on any thread enqueue a request with a deadline and a callback; the I/O
-// thread sends it (payload frames zero-copy), matches the reply by request id
-// and runs the callback. A request without a reply by its deadline completes
+// One DEALER socket per peer endpoint, all driven by one I/O thread. A caller
+// on any thread sends its request (payload frames zero-copy) on the socket
+// itself when the I/O thread is asleep, and otherwise enqueues it for the I/O
+// thread to send; the I/O thread matches the reply by request id and runs the
+// callback. A request without a reply by its deadline completes
 // with DeadlineExceeded; destroying the client completes every pending
 // request with Aborted. Callbacks therefore run exactly once.
 //
@@ -32,6 +33,7 @@
 #include "common/clock.h"
 #include "common/curve_auth.h"
 #include "common/log_limiter.h"
+#include "common/socket_poller.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 #include "common/transport.h"
@@ -106,18 +108,54 @@ class RpcClient final : public Transport {
     int64_t deadline_ms;
     int peer;
   };
+  // A callback to run with its outcome once io_mu_ is released: callbacks
+  // may call Call(), which takes io_mu_.
+  struct Completion {
+    ReplyCallback done;
+    Status status;
+    Message reply;
+  };
 
   void IoLoop();
   void Wake();
-  void SendNow(Outgoing out);
-  void OnReply(std::vector<zmq::message_t>& parts);
-  void ExpireDeadlines();
-  void FailAll(const Status& status);
+  // Sends on the socket of out.peer, which exists. Failures are added to
+  // `completions`.
+  void SendNow(Outgoing out, std::vector<Completion>* completions) REQUIRES(io_mu_);
+  // Call() on the caller's thread: sends `out` unless the I/O thread has
+  // something to do first (a cancellation, a socket to make); returns whether
+  // it took `out` (then its callback runs once, on the I/O thread).
+  bool SendFromCaller(Outgoing* out) REQUIRES(io_mu_);
+  void OnReply(std::vector<zmq::message_t>& parts, std::vector<Completion>* completions)
+      REQUIRES(io_mu_);
+  void ExpireDeadlines(std::vector<Completion>* completions) REQUIRES(io_mu_);
+  void FailPending(const Status& status, std::vector<Completion>* completions) REQUIRES(io_mu_);
+  static void RunCompletions(std::vector<Completion>* completions);
 
   // Constant after construction.
   const RpcClientOptions options_;
   const Clock* const clock_;
   int wake_fd_ = -1;
+  // Thread-safe; declared before the sockets, which must close before it.
+  zmq::context_t context_{1};
+
+  // The sockets and the requests awaiting replies. Held by the I/O thread
+  // except while it sleeps in poll() or runs callbacks, and by a caller that
+  // sends its request itself. Taken before mu_.
+  Mutex io_mu_;
+  // Parallel to endpoints_ once connected.
+  std::vector<zmq::socket_t> sockets_ GUARDED_BY(io_mu_);
+  // Parallel to sockets_ with on_disconnect.
+  std::vector<zmq::socket_t> monitors_ GUARDED_BY(io_mu_);
+  std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(io_mu_);
+  std::multimap<int64_t, uint64_t> deadlines_ GUARDED_BY(io_mu_);  // deadline -> request id
+  // Peers sent to (by the I/O thread or by callers) since the I/O thread last
+  // asked their sockets for input: it touches them (SocketPoller::Touch).
+  std::vector<int> sent_to_ GUARDED_BY(io_mu_);
+  // Requests a caller failed to send, for the I/O thread to complete.
+  std::vector<Completion> failed_sends_ GUARDED_BY(io_mu_);
+  // When the I/O thread's current sleep ends at the latest (monotonic ms): a
+  // caller whose deadline comes sooner wakes it.
+  int64_t sleep_until_ms_ GUARDED_BY(io_mu_) = 0;
 
   Mutex mu_;
   struct Peer {
@@ -132,15 +170,11 @@ class RpcClient final : public Transport {
   std::vector<std::pair<int, Status>> cancel_peers_ GUARDED_BY(mu_);  // CancelPeer requests.
 
   // I/O thread only.
-  zmq::context_t context_{1};
-  std::vector<zmq::socket_t> sockets_;  // Parallel to endpoints_ once connected.
-  std::vector<zmq::socket_t> monitors_;  // Parallel to sockets_ with on_disconnect.
-  std::unordered_map<uint64_t, Pending> pending_;
-  std::multimap<int64_t, uint64_t> deadlines_;  // deadline -> request id
-  LogLimiter log_limiter_;  // Malformed replies: one line a second.
+  LogLimiter log_limiter_;  // Malformed replies: one a second.
 
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<uint64_t> requests_{0}, bytes_sent_{0}, bytes_received_{0}, timeouts_{0};
+  std::atomic<uint64_t> sent_by_caller_{0};
 
   std::thread io_thread_;
 };

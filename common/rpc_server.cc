@@ -7,6 +7,8 @@
 #include <chrono>
 #include <climits>
 
+#include "common/socket_poller.h"
+
 namespace relaxps {
 namespace {
 
@@ -107,30 +109,38 @@ void RpcServer::RunDueTimers() {
 }
 
 void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
-  std::vector<zmq::pollitem_t> items;
+  // Items: the ROUTER socket, the wake-up eventfd, then extra_sockets_.
+  SocketPoller poller;
+  poller.AddSocket(&socket_);
+  poller.AddFd(wake_fd_);
   std::vector<zmq::message_t> parts;
   while (!stop_.load()) {
-    // Rebuilt every time: handlers may add sockets (AddSocket).
-    items.assign({{static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0},
-                  {nullptr, wake_fd_, ZMQ_POLLIN, 0}});
-    for (auto& [extra, fn] : extra_sockets_) {
-      items.push_back({static_cast<void*>(*extra), 0, ZMQ_POLLIN, 0});
+    // Handlers may add sockets (AddSocket): polled from the next round.
+    while (poller.size() < 2 + extra_sockets_.size()) {
+      poller.AddSocket(extra_sockets_[poller.size() - 2].first);
     }
+    // The loop sends on the ROUTER (replies) and, through callbacks, on the
+    // extra sockets: all of them may hold input their descriptors will not
+    // announce (see SocketPoller).
+    if (sent_) poller.Touch(0);
+    sent_ = false;
+    for (size_t i = 2; i < poller.size(); ++i) poller.Touch(i);
     try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(NextTimerDelayMs()));
+      poller.Wait(NextTimerDelayMs());
     } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
       LOG(ERROR) << "poll failed: " << e.what();
       continue;
     }
-    if (items[1].revents & ZMQ_POLLIN) RunPosted();
-    for (size_t i = 2; i < items.size(); ++i) {
+    if (poller.readable(1)) RunPosted();
+    for (size_t i = 2; i < poller.size(); ++i) {
       // By index: a callback may add sockets (polled from the next round).
-      if (items[i].revents & ZMQ_POLLIN) extra_sockets_[i - 2].second();
+      if (poller.readable(i)) extra_sockets_[i - 2].second();
     }
-    if (items[0].revents & ZMQ_POLLIN) {
+    if (poller.readable(0)) {
       // Drain a bounded batch so timers and posted tasks are not starved.
-      for (int n = 0; n < 256 && !stop_.load(); ++n) {
+      // Read until empty (EAGAIN), or touched to be read on next round.
+      bool empty = false;
+      for (int n = 0; n < 256 && !stop_.load() && !empty; ++n) {
         parts.clear();
         zmq::recv_result_t r;
         try {
@@ -139,7 +149,13 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
           LOG(WARNING) << "recv failed: " << e.what();
           break;
         }
-        if (!r) break;
+        empty = !r;
+        if (empty) {
+          // That receive processed every command the replies sent meanwhile
+          // may have left: the ROUTER needs no touch for them.
+          sent_ = false;
+          break;
+        }
         if (parts.size() < 2) {
           ++malformed_;
           uint64_t more = 0;
@@ -172,6 +188,7 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
         handler(Request{std::move(identity), std::move(msg).value(), std::move(user_id),
                         SteadyNowNs()});
       }
+      if (!empty) poller.Touch(0);
     }
     RunDueTimers();
     if (after_batch) after_batch();
@@ -179,6 +196,7 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
 }
 
 Status RpcServer::Send(const std::string& identity, Message msg) {
+  sent_ = true;
   return SendMessage(socket_, identity, std::move(msg));
 }
 

@@ -94,7 +94,7 @@ class RpcServer {
   void Post(std::function<void()> task);
   // Runs `fn` every `period_ms` on the loop thread. Loop thread or before Run().
   void AddTimer(int period_ms, std::function<void()> fn);
-  // Polls `socket` in the loop's own zmq_poll, beside the ROUTER socket, and
+  // Polls `socket` in the loop's own wait, beside the ROUTER socket, and
   // runs `on_readable` on the loop thread whenever it has input (it should
   // read what is there without blocking). For sockets the loop owns, such as
   // a LoopClient's DEALERs: their replies are handled without a thread
@@ -148,6 +148,9 @@ class RpcServer {
   // running one in place.
   std::deque<std::pair<zmq::socket_t*, std::function<void()>>> extra_sockets_;
   uint64_t malformed_ = 0;
+  // Send() ran since the loop last waited: the ROUTER is touched (see
+  // SocketPoller).
+  bool sent_ = false;
   LogLimiter log_limiter_;  // Malformed-input lines: one a second per reason.
 
   std::atomic<bool> stop_{false};

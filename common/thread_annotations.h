@@ -28,6 +28,7 @@
 #define EXCLUDES(...) RELAXPS_THREAD_ANNOTATION_(locks_excluded(__VA_ARGS__))
 #define ACQUIRE(...) RELAXPS_THREAD_ANNOTATION_(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) RELAXPS_THREAD_ANNOTATION_(release_capability(__VA_ARGS__))
+#define TRY_ACQUIRE(...) RELAXPS_THREAD_ANNOTATION_(try_acquire_capability(__VA_ARGS__))
 #define NO_THREAD_SAFETY_ANALYSIS RELAXPS_THREAD_ANNOTATION_(no_thread_safety_analysis)
 
 namespace relaxps {
@@ -41,6 +42,8 @@ class CAPABILITY("mutex") Mutex {
 
   void Lock() ACQUIRE() { mu_.lock(); }
   void Unlock() RELEASE() { mu_.unlock(); }
+  // REQUIRES: not held by the calling thread.
+  bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
   // For std::condition_variable_any and std::unique_lock; prefer MutexLock.
   void lock() ACQUIRE() { mu_.lock(); }
   void unlock() RELEASE() { mu_.unlock(); }

@@ -28,6 +28,9 @@ struct TransportStats {
   uint64_t bytes_received = 0;  // Header + payload bytes.
   uint64_t timeouts = 0;
   uint64_t dropped_by_faults = 0;
+  // Requests the calling thread sent on the socket itself, with no hand-over
+  // to the I/O thread (RpcClient::Call while that thread sleeps).
+  uint64_t sent_by_caller = 0;
 };
 
 class Transport {

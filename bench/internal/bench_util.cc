@@ -37,6 +37,7 @@ void BestOf::Add(Measurement m) {
   cpu_s_ += m.cpu_s;
   faults_ += static_cast<double>(m.faults);
   bytes_ += static_cast<double>(m.bytes);
+  ops_ += static_cast<double>(m.ops);
   if (!m.latencies_us.empty()) {
     std::vector<double> lat = m.latencies_us;
     const double p50 = Quantile(&lat, 0.50);

@@ -56,7 +56,8 @@ struct Measurement {
 
 // Keeps the best (highest ops/s) of several repetitions; latency
 // percentiles come from the repetition with the lowest p50; CPU and page
-// faults per GB are summed over all repetitions (steadier than one window).
+// faults per GB (and CPU per op) are summed over all repetitions (steadier
+// than one window).
 class BestOf {
  public:
   void Add(Measurement m);
@@ -66,10 +67,12 @@ class BestOf {
   double p99_us() const { return p99_us_; }
   double cpu_s_per_gb() const { return bytes_ > 0 ? cpu_s_ / (bytes_ / 1e9) : 0; }
   double faults_per_gb() const { return bytes_ > 0 ? faults_ / (bytes_ / 1e9) : 0; }
+  double cpu_us_per_op() const { return ops_ > 0 ? cpu_s_ * 1e6 / ops_ : 0; }
 
  private:
   bool have_ = false;
   double cpu_s_ = 0;
+  double ops_ = 0;
   double faults_ = 0;
   double bytes_ = 0;
   Measurement best_;

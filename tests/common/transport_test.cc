@@ -5,6 +5,7 @@
 #include <chrono>
 #include <future>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -73,6 +74,64 @@ TEST(RpcClientTest, CancelPeerFailsACallQueuedInTheSameBatch) {
       << "the queued call was not cancelled";
   EXPECT_EQ(result.get().code(), StatusCode::kUnavailable);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+}
+
+// While the I/O thread sleeps, a caller sends its request on the socket
+// itself: no wake-up of the I/O thread, no thread crossing on the way out.
+TEST(RpcClientTest, CallerSendsItsRequestItselfWhileTheIoThreadSleeps) {
+  EchoServer echo;
+  RpcClient rpc;
+  const int peer = rpc.Connect(echo.endpoint());
+  constexpr uint32_t kCalls = 40;
+  for (uint32_t i = 0; i < kCalls; ++i) {
+    auto reply = rpc.CallSync(peer, Ping(i), 5000);
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    ASSERT_EQ(reply->frames.size(), 1u);
+    EXPECT_EQ(*reply->frames[0].as<uint32_t>(), i);
+    // Long enough for the I/O thread to be back asleep.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const TransportStats stats = rpc.stats();
+  EXPECT_EQ(stats.requests, kCalls);
+  EXPECT_GT(stats.sent_by_caller, 0u);
+}
+
+// Callers on several threads, some sending themselves and some through the
+// I/O thread, with a cancellation among them: every callback runs exactly
+// once, and on the I/O thread.
+TEST(RpcClientTest, ConcurrentCallersGetEveryCallbackExactlyOnce) {
+  EchoServer echo;
+  constexpr int kThreads = 4;
+  constexpr int kCallsPerThread = 300;
+  std::vector<std::atomic<int>> runs(kThreads * kCallsPerThread);
+  std::atomic<int> completed{0}, on_caller_thread{0};
+  {
+    RpcClient rpc;
+    const int peer = rpc.Connect(echo.endpoint());
+    std::vector<std::thread> callers;
+    for (int t = 0; t < kThreads; ++t) {
+      callers.emplace_back([&, t] {
+        const std::thread::id me = std::this_thread::get_id();
+        for (int i = 0; i < kCallsPerThread; ++i) {
+          const int n = t * kCallsPerThread + i;
+          rpc.Call(peer, Ping(static_cast<uint32_t>(n)), 20000, [&, n, me](const Status&, Message) {
+            if (std::this_thread::get_id() == me) on_caller_thread.fetch_add(1);
+            runs[n].fetch_add(1);
+            completed.fetch_add(1);
+          });
+          if (t == 0 && i == kCallsPerThread / 2) rpc.CancelAll(AbortedError("test"));
+        }
+      });
+    }
+    for (auto& c : callers) c.join();
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (completed.load() < kThreads * kCallsPerThread &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }  // Destroying the client fails whatever is left, exactly once too.
+  for (size_t n = 0; n < runs.size(); ++n) ASSERT_EQ(runs[n].load(), 1) << "call " << n;
+  EXPECT_EQ(on_caller_thread.load(), 0);
 }
 
 // A request's deadline is measured on the client's clock: with a FakeClock a
