@@ -107,7 +107,9 @@ TEST_F(AttackMemoryTest, ServerPeakMemoryStaysWithinItsLimits) {
     const int64_t bound = 128 * static_cast<int64_t>(kKeys) * 4 / 1024 + kAllowanceKb;
     std::printf("1000 unread 400 KB pulls: peak +%.1f MB (bound %.1f MB; 396 MB before limits)\n",
                 (after - before) / 1024.0, bound / 1024.0);
-    if (!test::kSanitizerInflatesMemory) EXPECT_LT(after - before, bound);  // test_util.h.
+    if (!test::kSanitizerInflatesMemory) {  // test_util.h.
+      EXPECT_LT(after - before, bound);
+    }
     before = after;
   }
 
@@ -134,7 +136,9 @@ TEST_F(AttackMemoryTest, ServerPeakMemoryStaysWithinItsLimits) {
     const int64_t bound = 4 * static_cast<int64_t>(kKeys) * 4 / 1024 + kAllowanceKb;
     std::printf("500 future-clock pushes: peak +%.1f MB (bound %.1f MB; 202 MB before limits)\n",
                 (after - before) / 1024.0, bound / 1024.0);
-    if (!test::kSanitizerInflatesMemory) EXPECT_LT(after - before, bound);  // test_util.h.
+    if (!test::kSanitizerInflatesMemory) {  // test_util.h.
+      EXPECT_LT(after - before, bound);
+    }
     before = after;
   }
 
@@ -154,7 +158,9 @@ TEST_F(AttackMemoryTest, ServerPeakMemoryStaysWithinItsLimits) {
     std::printf("400,000 random sparse reads: peak +%.1f MB (bound %.1f MB; the rows would be "
                 "25.6 MB)\n",
                 (after - before) / 1024.0, bound / 1024.0);
-    if (!test::kSanitizerInflatesMemory) EXPECT_LT(after - before, bound);  // test_util.h.
+    if (!test::kSanitizerInflatesMemory) {  // test_util.h.
+      EXPECT_LT(after - before, bound);
+    }
   }
 
   // The server still serves the honest worker.
