@@ -103,6 +103,9 @@ StatusOr<std::unique_ptr<Client>> RecoveryCluster::Connect(const std::string& ro
   o.coordinator = coordinator_endpoint_;
   o.role = role;
   o.request_timeout_ms = 10000 * TimeScale();
+  // A sanitized server can take longer than the default 200 ms to answer;
+  // under stateless recovery the client would then serve the step locally.
+  o.local_after_ms *= TimeScale();
   return Client::Connect(o);
 }
 

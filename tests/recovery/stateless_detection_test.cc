@@ -58,6 +58,7 @@ TEST(StatelessDetectionTest, PushThatTimedOutAgainstAPausedServerCountsOnce) {
   ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 60000, 3000));
   ClientOptions o;
   o.coordinator = cluster->coordinator_endpoint();
+  o.local_after_ms *= TimeScale();  // Only the paused server's pushes go local.
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
   ASSERT_OK(c->CreateTable(SgdTable(kSize, kLr, 8.0f)));
   std::vector<float> expected(kSize, 8.0f);  // Init minus every push, once.
@@ -107,6 +108,7 @@ TEST(StatelessDetectionTest, RowPushThatTimedOutAgainstAPausedServerCountsOnce) 
   ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 60000, 3000));
   ClientOptions o;
   o.coordinator = cluster->coordinator_endpoint();
+  o.local_after_ms *= TimeScale();  // Only the paused server's pushes go local.
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
   constexpr size_t kWidth = 4;
   ASSERT_OK(c->CreateTable(SparseSgdTable(kWidth, kLr, 1.0f)));
