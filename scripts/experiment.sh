@@ -22,7 +22,9 @@
 #          fault time, alternating 0, 1, ..., restarted --down_s later as a
 #          standby; needs java and zookeeper)
 #   --model=cnn|mlp   --quick (a compressed schedule: 30 s runs, faults at 6 s
-#   and 16 s, back 5 s later)   --out=DIR (default runs/experiments/SET)
+#   and 16 s, back 5 s later)   --fault_at=T1,T2 (the ttf schedule's fault
+#   times, seconds from the start of each run)   --out=DIR (default
+#   runs/experiments/SET)
 #   --no_plots   --down_s=S (outage length)   --eval_every_s=S
 #   --keep_data (keep each run's RocksDB data and checkpoints; default: deleted
 #   once the run is analyzed)   --reanalyze (analyze existing runs again)
@@ -71,6 +73,7 @@ case "$SET" in
   *) die "unknown set '$SET' (ttf, ttf4; see --help)" ;;
 esac
 USER_DURATION=""
+USER_FAULT_AT=""
 for arg in "$@"; do
   v=${arg#*=}
   case "$arg" in
@@ -81,6 +84,7 @@ for arg in "$@"; do
     --workers=*) WORKERS=$v ;;
     --repeats=*) REPEATS=$v ;;
     --duration_s=*) USER_DURATION=$v ;;
+    --fault_at=*) USER_FAULT_AT=$v ;;
     --schedule=*) SCHEDULE=$v ;;
     --seed=*) SEED=$v ;;
     --faults=*) FAULTS=$v ;;
@@ -97,6 +101,11 @@ for arg in "$@"; do
 done
 if [ "$QUICK" = 1 ]; then DURATION_S=30; FAULT_AT=(6 16); DOWN_S=5; fi
 [ -n "$USER_DURATION" ] && DURATION_S=$USER_DURATION
+if [ -n "$USER_FAULT_AT" ]; then
+  [[ $USER_FAULT_AT =~ ^[0-9]+(,[0-9]+)*$ ]] ||
+    die "--fault_at=$USER_FAULT_AT: expected whole seconds, e.g. --fault_at=30,80"
+  IFS=, read -r -a FAULT_AT <<<"$USER_FAULT_AT"
+fi
 
 # ---- Validation ----------------------------------------------------------------
 for v in REPEATS DURATION_S SEED DOWN_S; do

@@ -12,16 +12,16 @@ SCALE=${RELAXPS_TEST_TIME_SCALE:-1}
 OUT=$(mktemp -d /tmp/relaxps_experiment_test_XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*"; echo "--- progress.log"; cat "$OUT/progress.log" 2>/dev/null; exit 1; }
-# Runs last 16 s times SCALE (the kill stays at 6 s): a sanitized server's
-# restore takes seconds, and the worker must step again after it for the
-# stall to span the outage.
+# Times stretch with SCALE: sanitized processes start and restore several
+# times slower, and the kill must come once training runs and leave time for
+# the worker to step again after the restart (for the stall to span it).
 ARGS=(ttf --quick --model=mlp --policies=checkpoint --kills=0,1 --duration_s=$((16 * SCALE))
-      --down_s=3 --out="$OUT")
+      --fault_at=$((6 * SCALE)),$((16 * SCALE)) --down_s=3 --out="$OUT")
 RELAXPS_BIN=$BIN timeout $((150 * SCALE)) "$SRC/scripts/experiment.sh" "${ARGS[@]}" || fail "experiment.sh exited with $?"
 
-/usr/bin/python3 - "$OUT" <<'PY' || fail "summary checks"
+/usr/bin/python3 - "$OUT" "$SCALE" <<'PY' || fail "summary checks"
 import csv, os, sys
-out = sys.argv[1]
+out, scale = sys.argv[1], int(sys.argv[2])
 rows = list(csv.DictReader(open(os.path.join(out, "summary.csv"))))
 need = ["policy", "kills", "fault", "workers", "repeats", "status", "final_acc_mean",
         "final_acc_sd", "t070_mean", "t085_mean", "stall_s_mean", "recovery_s_mean",
@@ -46,7 +46,7 @@ ev = list(csv.DictReader(open(os.path.join(out, "runs", "checkpoint-k1-kill-asyn
 kinds = [e["event"] for e in ev]
 assert "kill" in kinds and "restart" in kinds, kinds
 kill = next(float(e["time_s"]) for e in ev if e["event"] == "kill")
-assert 5 <= kill <= 8, kill
+assert 5 * scale <= kill <= 8 * scale, kill
 merged = os.path.join(out, "runs", "checkpoint-k1-kill-async-w1-r1", "merged.csv")
 sources = {r["source"] for r in csv.DictReader(open(merged))}
 assert sources == {"worker", "evaluator"}, sources
