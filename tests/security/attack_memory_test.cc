@@ -29,11 +29,7 @@ constexpr int64_t kAllowanceKb = 24 * 1024;  // Allocator arenas, socket buffers
 
 // Waits until the server has taken `n` more requests than `before`.
 void WaitForRequests(const std::string& server, uint64_t before, uint64_t n) {
-  const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(60000));
-  while (test::ServerStatsOf(server).requests() < before + n &&
-         std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  test::WaitForServerRequests(server, before + n, test::Scaled(test::Millis(60000)));
 }
 
 class AttackMemoryTest : public ::testing::Test {

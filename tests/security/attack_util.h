@@ -7,7 +7,10 @@
 #ifndef RELAXPS_TESTS_SECURITY_ATTACK_UTIL_H_
 #define RELAXPS_TESTS_SECURITY_ATTACK_UTIL_H_
 
+#include <chrono>
+#include <cstdint>
 #include <string>
+#include <thread>
 
 #include <glog/logging.h>
 #include <zmq.hpp>
@@ -54,6 +57,24 @@ inline wire::ServerStats ServerStatsOf(const std::string& endpoint) {
   auto reply = rpc.CallSync(rpc.Connect(endpoint), std::move(m), 10000);
   CHECK(reply.ok()) << reply.status();
   return reply->header.server_stats();
+}
+
+// Asks the server at `endpoint` for its stats until it has taken `n`
+// requests besides those stats requests themselves, or `timeout` passed, and
+// returns the last stats. Counting the stats requests matters: the ROUTER
+// fair-queues its peers, so it may answer them before the last of the `n`
+// (under TSan, waiting for `n` in all read the stats early).
+inline wire::ServerStats WaitForServerRequests(const std::string& endpoint, uint64_t n,
+                                               std::chrono::milliseconds timeout) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  wire::ServerStats stats;
+  for (uint64_t asked = 1;; ++asked) {
+    stats = ServerStatsOf(endpoint);
+    if (stats.requests() >= n + asked || std::chrono::steady_clock::now() >= give_up) {
+      return stats;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 }  // namespace test

@@ -41,7 +41,9 @@ TEST(LifecycleTest, PausedServerRejoinsFromItsCheckpointAndTrainingFinishes) {
                           "--out_dir=" + out, "--progress_s=1", "--eval_every_s=0",
                           "--log_every_s=0.5", "--recovery=checkpoint",
                           "--checkpoint_every_s=2", "--stop_server=1@8+10",
-                          "--restart_after_s=1"}));
+                          "--restart_after_s=1",
+                          // Explicit, so a sanitized coordinator keeps it too.
+                          "--heartbeat_timeout_ms=3000"}));
   auto code = run->Wait(Scaled(Millis(150000)));
   ASSERT_OK(code) << "run_local.sh did not finish; log:\n" << run->Log();
   EXPECT_EQ(*code, 0) << run->Log();

@@ -124,11 +124,8 @@ TEST(QuotasTest, BspPushesFarInTheFutureAreRefused) {
     push.set_clock(c);
     peer.Send(push, std::string(reinterpret_cast<const char*>(&one), sizeof(one)));
   }
-  wire::ServerStats stats;
-  const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(20000));
-  do {
-    stats = test::ServerStatsOf(cluster.server(0)->endpoint());
-  } while (stats.requests() < 500 && std::chrono::steady_clock::now() < give_up);
+  const wire::ServerStats stats = test::WaitForServerRequests(
+      cluster.server(0)->endpoint(), 500, test::Scaled(test::Millis(20000)));
   // Clocks 1..4 fit the window (staleness 0 + 4); the other 496 are refused.
   EXPECT_GE(stats.quota_rejected(), 496u);
 
@@ -196,18 +193,8 @@ TEST(QuotasTest, UnreadRepliesAreBoundedPerPeer) {
     pull.set_request_id(i);
     peer.Send(pull);
   }
-  // Every stats request counts too, and the ROUTER may take them before the
-  // last pulls (it fair-queues its peers): wait for 1000 beyond them. Waiting
-  // for 1000 in all could read the stats early (TSan: 876 dropped).
-  wire::ServerStats stats;
-  const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(30000));
-  uint64_t stats_requests = 0;
-  do {
-    if (stats_requests > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    stats = test::ServerStatsOf(cluster.server(0)->endpoint());
-    ++stats_requests;
-  } while (stats.requests() < 1000 + stats_requests &&
-           std::chrono::steady_clock::now() < give_up);
+  const wire::ServerStats stats = test::WaitForServerRequests(
+      cluster.server(0)->endpoint(), 1000, test::Scaled(test::Millis(30000)));
   std::printf("1000 unread 400 KB pulls: %llu replies dropped\n",
               static_cast<unsigned long long>(stats.replies_dropped()));
   // At most the queue (16) plus what the kernel's socket buffers took.
