@@ -74,8 +74,23 @@ void CoordinatorImpl::FinishReseeds() {
 }
 
 void CoordinatorImpl::CheckLiveness() {
-  if (!leading_.load()) return;  // A standby only answers "not the leader".
   const int64_t now = clock_->NowMs();
+  // A loop that did not run (this process paused, swapped out or starved)
+  // heard no heartbeats either, and those sent meanwhile may still wait in
+  // its socket: members silent over that gap are not dead. Both clocks must
+  // show the gap: a FakeClock jumps while the loop runs.
+  const int64_t real_now = RealClock()->NowMs();
+  const int64_t stalled_ms =
+      last_check_ms_ < 0 ? 0 : std::min(now - last_check_ms_, real_now - last_check_real_ms_);
+  last_check_ms_ = now;
+  last_check_real_ms_ = real_now;
+  if (!leading_.load()) return;  // A standby only answers "not the leader".
+  if (stalled_ms > options_.heartbeat_timeout_ms / 2) {
+    LOG(WARNING) << "the coordinator did not run for " << stalled_ms
+                 << " ms (paused or starved); every member gets a whole heartbeat timeout from "
+                    "now before it can be declared dead";
+    members_.ForgiveSilence(now);
+  }
   watchers_->Expire(map_, now);
   FinishReseeds();
   if (options_.exit_when_done && options_.num_workers > 0 && !job_done_ &&

@@ -73,6 +73,14 @@ std::vector<int> Membership::ExpireWorkers(int64_t now_ms) {
   return dead;
 }
 
+void Membership::ForgiveSilence(int64_t now_ms) {
+  for (auto* members : {&servers_, &workers_}) {
+    for (auto& [id, m] : *members) {
+      if (m.alive) m.last_heartbeat_ms = std::max(m.last_heartbeat_ms, now_ms);
+    }
+  }
+}
+
 int Membership::live_servers() const {
   int n = 0;
   for (const auto& [id, m] : servers_) n += m.alive ? 1 : 0;

@@ -47,6 +47,11 @@ class Membership {
   std::vector<int> ExpireServers(int64_t now_ms);
   std::vector<int> ExpireWorkers(int64_t now_ms);
 
+  // Counts every live member as heard from at `now_ms`: after the
+  // coordinator itself stalled (paused, starved), their silence was its own
+  // deafness, and a member that really died is found a timeout later.
+  void ForgiveSilence(int64_t now_ms);
+
   const std::map<int, MemberInfo>& servers() const { return servers_; }
   const std::map<int, MemberInfo>& workers() const { return workers_; }
   int live_servers() const;

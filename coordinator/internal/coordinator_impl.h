@@ -170,6 +170,9 @@ class CoordinatorImpl final : public Coordinator {
   // Loop thread only.
   std::unique_ptr<MapWatchers> watchers_;  // Created in Init().
   Membership members_;
+  // The last CheckLiveness, on clock_ and on the real clock (-1: none yet).
+  int64_t last_check_ms_ = -1;
+  int64_t last_check_real_ms_ = -1;
   Barriers barriers_;
   // The live workers of the last worker set every server acknowledged (the
   // barriers count these: a worker counts once the servers count it too).

@@ -44,6 +44,23 @@ TEST(MembershipTest, SilentMembersExpireAndTheWorkerSetVersionMoves) {
   EXPECT_EQ(m.AddWorker(-1, 0, 23, 1700), 2);
 }
 
+TEST(MembershipTest, ForgivenSilenceRestartsTheTimeoutOfLiveMembersOnly) {
+  Membership m(/*heartbeat_timeout_ms=*/1000);
+  m.AddServer(-1, "tcp://a", 10, /*now=*/0);
+  m.AddServer(-1, "tcp://b", 11, 0);
+  m.AddWorker(-1, 0, 20, 0);
+  EXPECT_TRUE(m.MarkServerDead(1));
+  // The coordinator stalled from t=100 to t=5000: nobody could be heard.
+  m.ForgiveSilence(5000);
+  EXPECT_TRUE(m.ExpireServers(5900).empty());
+  EXPECT_TRUE(m.ExpireWorkers(5900).empty());
+  EXPECT_FALSE(m.servers().at(1).alive);  // The dead stay dead.
+  EXPECT_FALSE(m.ServerHeartbeat(1, 5900));
+  // Still silent a whole timeout after the stall: dead.
+  EXPECT_EQ(m.ExpireServers(6001), std::vector<int>({0}));
+  EXPECT_EQ(m.ExpireWorkers(6001), std::vector<int>({0}));
+}
+
 TEST(RecoveryPolicyTest, FactoryKnowsItsPolicies) {
   auto none = NewRecoveryPolicy(RecoveryMode::kNone);
   ASSERT_TRUE(none.ok());

@@ -274,9 +274,11 @@ uint64_t StaleEpochRefused(RecoveryCluster* cluster, const std::vector<int>& ser
 // Acceptance 5: a server paused for 5 s is routed around after the heartbeat
 // timeout; when it resumes, what it still does at its old epoch is refused
 // (here, deterministically: a push that reached it while it was paused, which
-// it applies and forwards at the old epoch when it resumes), it is fenced,
-// drops its replicas and rejoins its chains in process as tail; training
-// goes on with nothing lost or applied twice, on the rejoined server too.
+// it applies and forwards at the old epoch when it resumes, while the
+// coordinator is paused so that no heartbeat reply can tell it first that it
+// was fenced), it is fenced, drops its replicas and rejoins its chains in
+// process as tail; training goes on with nothing lost or applied twice, on
+// the rejoined server too.
 TEST_F(ChainExactlyOnceTest, PausedServerRoutedAroundThenFencedAndRejoins) {
   constexpr float kInit = 1000.0f;
   StartSgdWorkers(kInit);
@@ -317,7 +319,17 @@ TEST_F(ChainExactlyOnceTest, PausedServerRoutedAroundThenFencedAndRejoins) {
   std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(0, 5000 - routed_ms)));
   const int64_t during = Pushes() - before;
   EXPECT_EQ(StaleEpochRefused(cluster_.get(), {1, 2}), 0u);
+  // Server 0 learns that it was fenced from its next heartbeat's reply,
+  // which would race with reading the late push: the coordinator waits.
+  cluster_->coordinator()->Kill(SIGSTOP);
   cluster_->server(0)->Kill(SIGCONT);
+  uint64_t refused = 0;
+  const int64_t give_up = MonotonicMs() + 10000;
+  while ((refused = StaleEpochRefused(cluster_.get(), {1, 2})) == 0 && MonotonicMs() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  cluster_->coordinator()->Kill(SIGCONT);
+  EXPECT_GT(refused, 0u) << "no late update of the fenced server was refused by epoch";
   // Fenced, then back in every chain of its home placement, in process.
   ASSERT_TRUE(WaitForChains(cluster_.get(), "w", -1, 2, 10000))
       << "fenced server did not rejoin; its log ends:\n"
@@ -329,8 +341,6 @@ TEST_F(ChainExactlyOnceTest, PausedServerRoutedAroundThenFencedAndRejoins) {
   ASSERT_EQ(late_result.wait_for(std::chrono::seconds(15)), std::future_status::ready);
   const Status late_status = late_result.get();
   EXPECT_FALSE(late_status.ok()) << "a push the fenced server took was acknowledged";
-  const uint64_t refused = StaleEpochRefused(cluster_.get(), {1, 2});
-  EXPECT_GT(refused, 0u) << "no late update of the fenced server was refused by epoch";
   ASSERT_OK_AND_ASSIGN(std::string log0, ReadFile(cluster_->server(0)->log_path()));
   EXPECT_FALSE(GrepLines(log0, "fenced at epoch").empty()) << log0;
   EXPECT_FALSE(GrepLines(log0, "registered again after being fenced").empty()) << log0;
@@ -340,6 +350,25 @@ TEST_F(ChainExactlyOnceTest, PausedServerRoutedAroundThenFencedAndRejoins) {
   EXPECT_GT(during, 0) << "training stalled during the pause";
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   FinishSgd(kInit);  // Server 0's replicas included.
+}
+
+// A coordinator paused for three heartbeat timeouts heard nobody meanwhile:
+// when it resumes it declares no one dead (it would otherwise remove every
+// server from every chain at once), and training goes on with nothing lost.
+TEST_F(ChainExactlyOnceTest, PausedCoordinatorDeclaresNobodyDeadWhenItResumes) {
+  constexpr float kInit = 1000.0f;
+  StartSgdWorkers(kInit);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  cluster_->coordinator()->Kill(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // 3 x --heartbeat_timeout_ms.
+  cluster_->coordinator()->Kill(SIGCONT);
+  // Several liveness checks (every 200 ms) after the pause.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(cluster_->dir() + "/coordinator.log"));
+  EXPECT_TRUE(GrepLines(log, "missed heartbeats").empty()) << log;
+  EXPECT_EQ(GrepLines(log, "the coordinator did not run for [0-9]+ ms").size(), 1u) << log;
+  ASSERT_TRUE(WaitForChains(cluster_.get(), "w", -1, 2, 1000)) << log;
+  FinishSgd(kInit);
 }
 
 TEST_F(ChainExactlyOnceTest, AdamSlotsIdenticalToOneProcessAfterFailover) {

@@ -40,6 +40,7 @@ class RecoveryCluster {
   Status ReloadServerEndpoint(int id, Millis timeout);
 
   Subprocess* server(int id) { return servers_.at(id).get(); }
+  Subprocess* coordinator() { return coordinator_.get(); }
   const std::string& server_endpoint(int id) { return server_endpoints_.at(id); }
   std::string data_dir(int id) const { return dir_ + "/data/server-" + std::to_string(id); }
   std::string checkpoint_root(int id) const {
