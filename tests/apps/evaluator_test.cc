@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -167,12 +168,19 @@ TEST_F(EvaluatorTest, CountsFailedPullsWhenTheServerDiesAndKeepsGoing) {
   ASSERT_NE(CreateTable(worker.get(), model_->num_params()), nullptr);
   std::unique_ptr<Client> observer = Connect("observer");
   EvaluatorOptions options = Options();
-  options.duration_s = 3.0;
+  options.duration_s = 3.0 * test::TimeScale();
   options.pull_timeout_ms = 500;
   auto evaluator = Evaluator::Create(options, observer.get(), device_.get(), model_.get(), &data_);
   ASSERT_OK(evaluator);
-  std::thread killer([this] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  // Killed once an evaluation is in the CSV (its header and one row): a
+  // fixed delay was too short for the first one under a loaded TSan run.
+  std::thread killer([this, csv = options.metrics_csv] {
+    const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(2500));
+    while (std::chrono::steady_clock::now() < give_up) {
+      StatusOr<std::string> text = test::ReadFile(csv);
+      if (text.ok() && std::count(text->begin(), text->end(), '\n') >= 2) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     cluster_->server(0)->Kill(SIGKILL);
   });
   auto result = (*evaluator)->Run(nullptr);
