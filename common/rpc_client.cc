@@ -157,8 +157,8 @@ TransportStats RpcClient::stats() const {
 
 void RpcClient::SendNow(Outgoing out, std::vector<Completion>* completions) {
   const uint64_t id = out.msg.header.request_id();
-  pending_.emplace(id, Pending{std::move(out.done), out.deadline_ms, out.peer});
-  deadlines_.emplace(out.deadline_ms, id);
+  const Deadlines::iterator deadline = deadlines_.emplace(out.deadline_ms, id);
+  pending_.emplace(id, Pending{std::move(out.done), deadline, out.peer});
   requests_.fetch_add(1);
   zmq::socket_t& socket = sockets_[out.peer];
   sent_to_.push_back(out.peer);
@@ -167,6 +167,7 @@ void RpcClient::SendNow(Outgoing out, std::vector<Completion>* completions) {
   if (!s.ok()) {
     auto it = pending_.find(id);
     ReplyCallback done = std::move(it->second.done);
+    deadlines_.erase(it->second.deadline);
     pending_.erase(it);
     std::string endpoint;
     {
@@ -196,6 +197,7 @@ void RpcClient::OnReply(std::vector<zmq::message_t>& parts, std::vector<Completi
   auto it = pending_.find(msg->header.request_id());
   if (it == pending_.end()) return;  // Late (after deadline) or duplicate reply.
   ReplyCallback done = std::move(it->second.done);
+  deadlines_.erase(it->second.deadline);
   pending_.erase(it);
   Status status = StatusFromProto(msg->header.status());
   completions->push_back(Completion{std::move(done), std::move(status), std::move(msg).value()});
@@ -207,7 +209,7 @@ void RpcClient::ExpireDeadlines(std::vector<Completion>* completions) {
     const uint64_t id = deadlines_.begin()->second;
     deadlines_.erase(deadlines_.begin());
     auto it = pending_.find(id);
-    if (it == pending_.end()) continue;
+    CHECK(it != pending_.end()) << "deadline of request " << id << " outlived it";
     ReplyCallback done = std::move(it->second.done);
     pending_.erase(it);
     timeouts_.fetch_add(1);
@@ -318,7 +320,8 @@ void RpcClient::IoLoop() {
               continue;
             }
             completions.push_back(Completion{std::move(it->second.done), status, Message()});
-            it = pending_.erase(it);  // Its deadlines_ entry is skipped when it expires.
+            deadlines_.erase(it->second.deadline);
+            it = pending_.erase(it);
           }
         }
         const int64_t now = clock_->NowMs();

@@ -103,9 +103,11 @@ class RpcClient final : public Transport {
     int64_t deadline_ms;  // Monotonic.
     ReplyCallback done;
   };
+  // Deadline -> request id, of the requests in pending_.
+  using Deadlines = std::multimap<int64_t, uint64_t>;
   struct Pending {
     ReplyCallback done;
-    int64_t deadline_ms;
+    Deadlines::iterator deadline;  // This request's entry in deadlines_.
     int peer;
   };
   // A callback to run with its outcome once io_mu_ is released: callbacks
@@ -147,7 +149,11 @@ class RpcClient final : public Transport {
   // Parallel to sockets_ with on_disconnect.
   std::vector<zmq::socket_t> monitors_ GUARDED_BY(io_mu_);
   std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(io_mu_);
-  std::multimap<int64_t, uint64_t> deadlines_ GUARDED_BY(io_mu_);  // deadline -> request id
+  // Leaves with its request: the entries of answered requests stayed until
+  // their deadlines passed, up to request rate x timeout of them (half a
+  // million at 50,000 requests/s and 10 s), and the I/O thread woke for each
+  // of those deadlines once the first timeout had gone by.
+  Deadlines deadlines_ GUARDED_BY(io_mu_);
   // Peers sent to (by the I/O thread or by callers) since the I/O thread last
   // asked their sockets for input: it touches them (SocketPoller::Touch).
   std::vector<int> sent_to_ GUARDED_BY(io_mu_);

@@ -205,7 +205,7 @@ void RpcServer::FillReplyHeader(const Request& request, Message* reply) {
   h.set_type(request.msg.header.type());
   h.set_is_reply(true);
   h.set_request_id(request.msg.header.request_id());
-  if (!h.has_status()) StatusToProto(Status::OK(), h.mutable_status());
+  // No status set means OK (see MakeReply).
 }
 
 Status RpcServer::Reply(const Request& request, Message reply) {

@@ -111,8 +111,9 @@ class RpcServer {
   // type and is_reply are filled in from the request).
   Status Reply(const Request& request, Message reply);
   Status ReplyStatus(const Request& request, const Status& status);
-  // Fills in `reply`'s request id, type, is_reply and (if unset) an OK
-  // status from `request`, as Reply() does; for replies sent later by Send().
+  // Fills in `reply`'s request id, type and is_reply from `request`, as
+  // Reply() does; for replies sent later by Send(). A reply whose status is
+  // unset is OK.
   static void FillReplyHeader(const Request& request, Message* reply);
 
   // Counters (loop thread).

@@ -88,8 +88,9 @@ struct Message {
 void StatusToProto(const Status& s, wire::StatusProto* out);
 Status StatusFromProto(const wire::StatusProto& p);
 
-// Builds a reply skeleton for a request: same type, request id, table, with
-// is_reply set and the given status.
+// Builds a reply skeleton for a request: same type, request id and
+// key_begin, with is_reply set and the given status (none when OK: an absent
+// status reads as OK). The table is not repeated.
 Message MakeReply(const wire::Header& request, const Status& status);
 
 // Sends [prefix frames...] + header + payload frames on a socket. `identity`

@@ -84,8 +84,8 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
                             Transport::ReplyCallback done, int64_t give_up_ms) {
   Message request = make();
   server = RouteOf(request, server);
-  std::string endpoint;
-  const int peer = router_->Peer(server, &endpoint);
+  std::shared_ptr<const ShardMap> peer_map;  // Names the endpoint the request goes to.
+  const int peer = router_->Peer(server, &peer_map);
   if (peer < 0) {
     done(UnavailableError("server " + std::to_string(server) + " has no endpoint in the shard map"),
          Message());
@@ -102,7 +102,7 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
   }
   const int timeout_ms = ServerTimeoutMs(request.header.type());
   rpc_->Call(peer, std::move(request), timeout_ms,
-             [this, server, endpoint, epoch, give_up_ms, make = std::move(make),
+             [this, server, peer_map, epoch, give_up_ms, make = std::move(make),
               done = std::move(done)](Status st, Message reply) mutable {
                if (Chained() && st.code() == StatusCode::kWrongShard &&
                    reply.header.has_shard_map()) {
@@ -139,7 +139,8 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
                  done(st, Message());
                  return;
                }
-               resender_->Park({server, endpoint, std::move(make), std::move(done), give_up_ms, st});
+               resender_->Park({server, peer_map->server_endpoint(server), std::move(make),
+                                std::move(done), give_up_ms, st});
                // The map may have named the restarted server before the part
                // was parked: resend what it already names. (Chain parts are
                // retried by the heartbeat and on every new map instead.)
@@ -208,10 +209,16 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
 
 void ClientImpl::SplitLargeParts(std::vector<DenseSlice>* slices,
                                  std::vector<bool>* continues) const {
-  continues->assign(slices->size(), false);
+  continues->clear();
+  if (!SplitsParts()) return;
   const uint64_t part_keys = static_cast<uint64_t>(options_.dense_part_bytes) / sizeof(float);
   const uint64_t split_keys = static_cast<uint64_t>(options_.dense_split_bytes) / sizeof(float);
-  if (!SplitsParts()) return;
+  // The common case (no slice to split) allocates nothing: this runs on
+  // every dense request.
+  if (std::none_of(slices->begin(), slices->end(),
+                   [split_keys](const DenseSlice& s) { return s.count > split_keys; })) {
+    return;
+  }
   std::vector<DenseSlice> parts;
   std::vector<bool> later;
   for (const DenseSlice& s : *slices) {
@@ -251,7 +258,7 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
   auto join = std::make_shared<Join>(static_cast<int>(slices->size()), std::move(done));
   for (size_t i = 0; i < slices->size(); ++i) {
     const DenseSlice& s = (*slices)[i];
-    const bool push_continues = continues[i] && op->type != wire::PULL;
+    const bool push_continues = !continues.empty() && continues[i] && op->type != wire::PULL;
     const uint64_t at = offset + s.offset;  // Position within the request's buffers.
     const bool with_payload = op->type != wire::PULL;
     const FloatBuffer payload = with_payload ? op->grads.Slice(at, s.count) : FloatBuffer();
@@ -274,11 +281,13 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
       join->PartDone(ServeLocally(op, s, at));
       continue;
     }
-    const std::string endpoint = m->server_endpoint(s.server);
-    const std::string where = "server " + std::to_string(s.server) + " (" + endpoint + ")";
+    // The callback keeps the map the part was routed with, not strings made
+    // from it: the server's endpoint is only read on failure paths, and two
+    // strings per part were a fifth of a dense push's heap allocations.
     CallServer(s.server, std::move(make),
-               [this, op, join, s, at, where, endpoint, reroutes, part_id, version = m->version()](
-                   const Status& st, Message reply) {
+               [this, op, join, s, at, reroutes, part_id, m](const Status& st, Message reply) {
+                 const uint64_t version = m->version();
+                 const std::string& endpoint = m->server_endpoint(s.server);
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendDense(op, router_->map(), s.begin, at, s.count, reroutes + 1,
                              [join](const Status& r) { join->PartDone(r); }, part_id);
@@ -321,7 +330,8 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                  }
                  if (!result.ok()) {
                    errors_.fetch_add(1);
-                   result = result.WithPrefix(where);
+                   result = result.WithPrefix("server " + std::to_string(s.server) + " (" +
+                                              endpoint + ")");
                  }
                  join->PartDone(result);
                });

@@ -38,6 +38,13 @@ int Router::Peer(int server, std::string* endpoint) const {
   return peers_[server];
 }
 
+int Router::Peer(int server, std::shared_ptr<const ShardMap>* map) const {
+  MutexLock l(&mu_);
+  if (server < 0 || server >= static_cast<int>(peers_.size())) return -1;
+  *map = map_;
+  return peers_[server];
+}
+
 std::vector<int> Router::ServersWithEndpoint() const {
   std::vector<int> servers;
   MutexLock l(&mu_);

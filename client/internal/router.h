@@ -53,6 +53,10 @@ class Router {
   // The peer of `server` and, in *endpoint, its current endpoint; -1 when
   // the map names none.
   int Peer(int server, std::string* endpoint) const;
+  // The same, with the current map in *map instead of a copy of the
+  // endpoint (map->server_endpoint(server)): for the request path, which
+  // needs the endpoint only if the request fails.
+  int Peer(int server, std::shared_ptr<const ShardMap>* map) const;
 
   // Servers with an endpoint in the current map.
   std::vector<int> ServersWithEndpoint() const;

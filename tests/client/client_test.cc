@@ -3,9 +3,13 @@
 // waited out), and a request to a dead cluster fails instead of hanging.
 #include "client/client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <chrono>
+#include <cstdlib>
+#include <future>
+#include <new>
 #include <thread>
 #include <memory>
 #include <string>
@@ -16,6 +20,22 @@
 
 #include "common/table.h"
 #include "tests/server/in_process_cluster.h"
+
+namespace {
+// Heap allocations (operator new) made by a thread while it sets
+// counting_allocations: the calling thread's share of a request, not the
+// client's, the servers' or ZeroMQ's threads'.
+thread_local bool counting_allocations = false;
+thread_local int64_t allocations = 0;
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  if (counting_allocations) ++allocations;
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+void operator delete(void* p) noexcept { std::free(p); }
 
 namespace relaxps {
 namespace {
@@ -231,6 +251,37 @@ TEST(ClientTest, SplitPushWithNanInTheLastPartChangesNothing) {
   FloatBuffer after(kSize);
   ASSERT_TRUE((*c)->Pull("w", 0, after).get().ok());
   for (uint64_t i = 0; i < kSize; ++i) ASSERT_EQ(before[i], after[i]) << "key " << i;
+}
+
+// Issuing a dense push (routing it and sending it to its one server) makes
+// few heap allocations on the calling thread: no strings naming the server
+// (built only if the part fails) and no re-split vectors for a part too small
+// to split. Each used to be a malloc and a free per request, about a fifth of
+// those of a 4 KiB push. The fewest of 50 pushes is counted, so that a hash
+// table growing now and then does not count.
+TEST(ClientTest, DensePushAllocatesLittleOnTheCallingThread) {
+  InProcessCluster cluster(1);
+  ClientOptions options;
+  options.coordinator = cluster.coordinator();
+  auto c = Client::Connect(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->CreateTable(AdamTable("w", 1024)).ok());
+  FloatBuffer g(1024);
+  for (uint64_t i = 0; i < g.size(); ++i) g[i] = 0.25f;
+  int64_t fewest = INT64_MAX;
+  for (int i = 0; i < 50; ++i) {
+    std::promise<Status> done;
+    std::future<Status> pushed = done.get_future();
+    Client::Callback callback = [&done](const Status& s) { done.set_value(s); };
+    allocations = 0;
+    counting_allocations = true;
+    (*c)->Push("w", 0, g, std::move(callback));
+    counting_allocations = false;
+    fewest = std::min(fewest, allocations);
+    ASSERT_TRUE(pushed.get().ok());
+  }
+  // 24 before the strings and vectors went, 12 after (libstdc++ 12).
+  EXPECT_LE(fewest, 14) << "heap allocations on the calling thread per dense push";
 }
 
 }  // namespace

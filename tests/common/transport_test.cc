@@ -1,5 +1,7 @@
 // RpcClient against a real RpcServer, and the fault-injecting wrapper's
 // drop / duplicate / delay / partition behaviour, seeded and reproducible.
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,6 +44,24 @@ TEST(RpcClientTest, EchoesPayloadAndTimesOutOnASilentPeer) {
   EXPECT_EQ(lost.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
   EXPECT_EQ(rpc.stats().timeouts, 1u);
+}
+
+// An answered request takes its deadline with it. The deadlines of answered
+// requests used to stay until they passed (an hour here): 10,000 requests
+// held about 640 KB of them, a busy client up to request rate x timeout
+// entries, and its I/O thread woke for each once the first timeout had gone
+// by. (Heap in use from mallinfo2, which sanitizer builds report as zero.)
+TEST(RpcClientTest, AnsweredRequestsKeepNoDeadlineUntilItPasses) {
+  EchoServer echo;
+  RpcClientOptions options;
+  options.default_timeout_ms = 3600 * 1000;
+  RpcClient rpc(options);
+  const int peer = rpc.Connect(echo.endpoint());
+  for (uint32_t i = 0; i < 1000; ++i) ASSERT_TRUE(rpc.CallSync(peer, Ping(i), 0).ok());
+  const int64_t before = static_cast<int64_t>(mallinfo2().uordblks);
+  for (uint32_t i = 0; i < 10000; ++i) ASSERT_TRUE(rpc.CallSync(peer, Ping(i), 0).ok());
+  const int64_t grown = static_cast<int64_t>(mallinfo2().uordblks) - before;
+  EXPECT_LT(grown, 256 << 10) << "bytes of heap kept by 10,000 answered requests";
 }
 
 // CancelPeer fails every call made to the peer before it, including one the
