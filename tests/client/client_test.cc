@@ -7,9 +7,8 @@
 #include <atomic>
 #include <cmath>
 #include <chrono>
-#include <cstdlib>
+#include <cstdint>
 #include <future>
-#include <new>
 #include <thread>
 #include <memory>
 #include <string>
@@ -19,23 +18,8 @@
 #include <gtest/gtest.h>
 
 #include "common/table.h"
+#include "tests/allocation_counter.h"
 #include "tests/server/in_process_cluster.h"
-
-namespace {
-// Heap allocations (operator new) made by a thread while it sets
-// counting_allocations: the calling thread's share of a request, not the
-// client's, the servers' or ZeroMQ's threads'.
-thread_local bool counting_allocations = false;
-thread_local int64_t allocations = 0;
-}  // namespace
-
-void* operator new(std::size_t bytes) {
-  if (counting_allocations) ++allocations;
-  void* p = std::malloc(bytes == 0 ? 1 : bytes);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-void operator delete(void* p) noexcept { std::free(p); }
 
 namespace relaxps {
 namespace {
@@ -273,11 +257,9 @@ TEST(ClientTest, DensePushAllocatesLittleOnTheCallingThread) {
     std::promise<Status> done;
     std::future<Status> pushed = done.get_future();
     Client::Callback callback = [&done](const Status& s) { done.set_value(s); };
-    allocations = 0;
-    counting_allocations = true;
+    test::StartCountingAllocations();
     (*c)->Push("w", 0, g, std::move(callback));
-    counting_allocations = false;
-    fewest = std::min(fewest, allocations);
+    fewest = std::min(fewest, test::StopCountingAllocations());
     ASSERT_TRUE(pushed.get().ok());
   }
   // 24 before the strings and vectors went, 12 after (libstdc++ 12).

@@ -4,28 +4,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <new>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <zmq_addon.hpp>
 
-namespace {
-// Heap allocations (operator new) made by a thread while it sets
-// counting_allocations.
-thread_local bool counting_allocations = false;
-thread_local int64_t allocations = 0;
-}  // namespace
-
-void* operator new(std::size_t bytes) {
-  if (counting_allocations) ++allocations;
-  void* p = std::malloc(bytes == 0 ? 1 : bytes);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-void operator delete(void* p) noexcept { std::free(p); }
+#include "tests/allocation_counter.h"
 
 namespace relaxps {
 namespace {
@@ -97,12 +82,10 @@ TEST(WireTest, SendMessageAllocatesNoHeaderString) {
   for (int i = 0; i < 20; ++i) {
     Message msg;
     msg.header = request;
-    allocations = 0;
-    counting_allocations = true;
+    test::StartCountingAllocations();
     const Status sent = SendMessage(out, "", std::move(msg));
-    counting_allocations = false;
+    fewest = std::min(fewest, test::StopCountingAllocations());
     ASSERT_TRUE(sent.ok()) << sent;
-    fewest = std::min(fewest, allocations);
     std::vector<zmq::message_t> parts;
     ASSERT_TRUE(zmq::recv_multipart(in, std::back_inserter(parts)));
     StatusOr<Message> parsed = ParseMessage(parts, 0);
