@@ -4,9 +4,10 @@
 // client's, the servers' or ZeroMQ's threads).
 //
 // Linking tests/allocation_counter.cc replaces the test binary's global
-// operator new and operator delete (all of them, sized delete included:
-// AddressSanitizer reports memory from the replaced new that reaches the
-// library's delete as a mismatch). Link it only into the tests that count.
+// operator new and operator delete, every unaligned form (sized, array and
+// nothrow included: AddressSanitizer reports memory that one form allocated
+// and a library form freed as a mismatch). Link it only into the tests that
+// count.
 //
 // Thread-safety: the count is per thread.
 #ifndef RELAXPS_TESTS_ALLOCATION_COUNTER_H_
