@@ -32,10 +32,10 @@ std::shared_ptr<const ShardMap> Router::map() const {
 }
 
 int Router::Peer(int server, std::string* endpoint) const {
-  MutexLock l(&mu_);
-  if (server < 0 || server >= static_cast<int>(peers_.size())) return -1;
-  *endpoint = map_->server_endpoint(server);
-  return peers_[server];
+  std::shared_ptr<const ShardMap> map;
+  const int peer = Peer(server, &map);
+  if (peer >= 0) *endpoint = map->server_endpoint(server);
+  return peer;
 }
 
 int Router::Peer(int server, std::shared_ptr<const ShardMap>* map) const {
