@@ -27,7 +27,7 @@ void FloatToHalf(const float* in, uint16_t* out, size_t n);
 void HalfToFloat(const uint16_t* in, float* out, size_t n);
 
 // True when none of the n values is NaN or +-Inf (a branch-free scan that
-// vectorizes; the CPU device's AllFinite).
+// vectorizes, with an AVX2 copy; the CPU device's AllFinite).
 bool AllFinite(const float* x, size_t n);
 
 // Validates that `frame` holds exactly n values in `encoding` and returns a

@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "common/payload_codec.h"  // Host fp16 conversion.
+#include "common/vector_clones.h"
 #include "kernels/internal/scalar_math.h"
 
 
@@ -25,21 +26,8 @@ namespace kernels {
 namespace {
 
 // ---- Fused loops ----------------------------------------------------------
-// Free functions with __restrict parameters: GCC honours restrict reliably
-// only on parameters. RELAXPS_VECTOR_CLONES builds an AVX2 copy next to the
-// baseline (SSE2) one, picked at load time: with SSE2 only, sqrt and division
-// make Adam compute-bound on some CPUs. Both copies round identically (no FMA
-// contraction), so results do not depend on the CPU. Not under TSan: the
-// clones' ifunc resolvers run during relocation, before the TSan runtime is
-// initialized, and its instrumentation of them crashes every binary at load.
-#if defined(__x86_64__) && defined(__has_attribute) && !defined(__SANITIZE_THREAD__)
-#if __has_attribute(target_clones)
-#define RELAXPS_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef RELAXPS_VECTOR_CLONES
-#define RELAXPS_VECTOR_CLONES
-#endif
+// Each has an AVX2 copy (common/vector_clones.h): with SSE2 only, sqrt and
+// division make Adam compute-bound on some CPUs.
 
 RELAXPS_VECTOR_CLONES
 void SgdLoop(float* __restrict w, const float* __restrict g, size_t n, float lr) {
