@@ -51,6 +51,12 @@ def figures_of(bench, doc):
         for r in doc.get("optimizer_update", []):
             out.append(figure(bench, f"optimizer/{dev}/{r['name']}/gbps", r["gbps"], "GB/s",
                               f"optimizer/{dev}/axpy/gbps", r["axpy_gbps"]))
+            if r.get("apply_and_copy_speedup"):
+                # A PUSH_PULL's update and reply snapshot: Apply then memcpy
+                # (the yardstick, 1.0) over Optimizer::ApplyAndCopy.
+                out.append(figure(bench, f"optimizer/{dev}/{r['name']}/apply_and_copy_speedup",
+                                  r["apply_and_copy_speedup"], "x",
+                                  f"optimizer/{dev}/{r['name']}/apply_then_copy", 1.0))
         if "memcpy_d2d_gbps" in doc:
             out.append(figure(bench, f"optimizer/{dev}/memcpy/gbps", doc["memcpy_d2d_gbps"], "GB/s",
                               f"optimizer/{dev}/memcpy/gbps", doc["memcpy_d2d_gbps"]))

@@ -2,7 +2,9 @@
 // one fused Device update, so the same rule runs on CPU and CUDA.
 #include "kernels/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace relaxps {
@@ -61,6 +63,22 @@ class AdagradOptimizer final : public Optimizer {
 };
 
 }  // namespace
+
+void Optimizer::ApplyAndCopy(Device* device, float* w, float* const* state, const float* g,
+                             size_t n, int64_t step, float lr_scale, float* w_copy) const {
+  // 2,048 floats: w, g and two state slots take 32 KiB, within L1.
+  constexpr size_t kBlock = 2048;
+  constexpr int kMaxSlots = 4;
+  const int slots = num_state_slots();
+  CHECK_LE(slots, kMaxSlots) << Name() << " has more state slots than ApplyAndCopy handles";
+  float* block_state[kMaxSlots];
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t len = std::min(kBlock, n - i);
+    for (int s = 0; s < slots; ++s) block_state[s] = state[s] + i;
+    Apply(device, w + i, block_state, g + i, len, step, lr_scale);
+    std::memcpy(w_copy + i, w + i, len * sizeof(float));
+  }
+}
 
 StatusOr<std::unique_ptr<Optimizer>> NewOptimizer(const OptimizerOptions& options) {
   RETURN_IF_ERROR(ValidateOptimizerOptions(options));

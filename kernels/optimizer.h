@@ -46,6 +46,14 @@ class Optimizer {
   // lr_scale multiplies the learning rate (e.g. for staleness-aware steps).
   virtual void Apply(Device* device, float* w, float* const* state, const float* g, size_t n,
                      int64_t step, float lr_scale) const = 0;
+  // Apply(), and the updated w[0, n) copied to w_copy (the parameters a
+  // PUSH_PULL's reply carries). This implementation updates and copies in
+  // blocks small enough for the L1 cache, so the copy reads what the update
+  // just wrote instead of making a second pass over memory; it requires
+  // Apply to be element-wise (every built-in rule is). A rule whose Apply
+  // leaves host memory (a GPU staging one) overrides it.
+  virtual void ApplyAndCopy(Device* device, float* w, float* const* state, const float* g,
+                            size_t n, int64_t step, float lr_scale, float* w_copy) const;
 
   const OptimizerOptions& options() const { return options_; }
 

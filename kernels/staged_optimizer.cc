@@ -1,5 +1,6 @@
 #include "kernels/staged_optimizer.h"
 
+#include <cstring>
 #include <vector>
 
 namespace relaxps {
@@ -38,6 +39,12 @@ class StagedOptimizer final : public Optimizer {
     device_->CopyToHost(w, staging_[0].data(), bytes);
     for (int s = 0; s < slots; ++s) device_->CopyToHost(state[s], dstate[s], bytes);
     device_->Synchronize();
+  }
+  // One staged update, then the copy: blocks would each pay the transfers.
+  void ApplyAndCopy(Device* host, float* w, float* const* state, const float* g, size_t n,
+                    int64_t step, float lr_scale, float* w_copy) const override {
+    Apply(host, w, state, g, n, step, lr_scale);
+    std::memcpy(w_copy, w, n * sizeof(float));
   }
 
  private:

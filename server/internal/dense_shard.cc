@@ -43,12 +43,17 @@ int64_t DenseShardState::visible_clock() const {
 }
 
 Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, float lr_scale,
-                              bool new_step) {
+                              bool new_step, float* copy) {
   store_->BeforeDenseWrite(shard_);  // A background flush may still be copying the slots.
   float* w = shard_->slots[0] + offset;
   for (size_t s = 1; s < shard_->slots.size(); ++s) state_scratch_[s - 1] = shard_->slots[s] + offset;
   if (new_step || shard_->step == 0) shard_->step += 1;
-  optimizer_->Apply(device_, w, state_scratch_.data(), grads, n, shard_->step, lr_scale);
+  if (copy != nullptr) {
+    optimizer_->ApplyAndCopy(device_, w, state_scratch_.data(), grads, n, shard_->step, lr_scale,
+                             copy);
+  } else {
+    optimizer_->Apply(device_, w, state_scratch_.data(), grads, n, shard_->step, lr_scale);
+  }
   ++updates_applied_;
   return store_->DenseUpdated(shard_, offset, n);
 }
@@ -75,14 +80,8 @@ bool DenseShardState::CoveredByPushes(int worker, int64_t clock, size_t n) {
 Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const float* grads,
                              size_t n, bool new_step) {
   const uint64_t offset = begin - shard_->spec.begin;
-  if (!policy_->AggregatesPushes() || clock < applied_clock_) {
-    // Async / SSP, or a BSP push for a round already closed (a worker that
-    // fell behind and rejoined): apply on arrival.
-    RETURN_IF_ERROR(Apply(offset, grads, n, LrScale(clock), new_step));
-    shard_->clock = std::max(shard_->clock, clock + 1);
-    if (CoveredByPushes(worker, clock, n)) clocks_.Advance(worker, clock);
-    ServeWaiters();
-    return Status::OK();
+  if (AppliesOnArrival(clock)) {
+    return ApplyOnArrival(worker, clock, offset, grads, n, new_step, nullptr);
   }
   Round& round = rounds_[clock];
   if (round.sum.empty()) round.sum.assign(shard_->size(), 0.0f);
@@ -97,6 +96,35 @@ Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const fl
   if (covered.keys == shard_->size()) clocks_.Advance(worker, clock);
   RETURN_IF_ERROR(CompleteRounds());
   ServeWaiters();
+  return Status::OK();
+}
+
+Status DenseShardState::ApplyOnArrival(int worker, int64_t clock, uint64_t offset,
+                                       const float* grads, size_t n, bool new_step, float* copy) {
+  // Async / SSP, or a BSP push for a round already closed (a worker that
+  // fell behind and rejoined).
+  RETURN_IF_ERROR(Apply(offset, grads, n, LrScale(clock), new_step, copy));
+  shard_->clock = std::max(shard_->clock, clock + 1);
+  if (CoveredByPushes(worker, clock, n)) clocks_.Advance(worker, clock);
+  ServeWaiters();
+  return Status::OK();
+}
+
+Status DenseShardState::PushPull(int worker, int64_t clock, uint64_t begin, const float* grads,
+                                 size_t n, bool new_step, int64_t pull_clock,
+                                 int64_t deadline_ms, PullReply done) {
+  // The gate only opens further with the push, so a pull it lets through
+  // now is answered right after it.
+  const int64_t required = policy_->RequiredMinClock(pull_clock);
+  if (!AppliesOnArrival(clock) || visible_clock() < required) {
+    RETURN_IF_ERROR(Push(worker, clock, begin, grads, n, new_step));
+    Pull(pull_clock, begin, n, deadline_ms, std::move(done));
+    return Status::OK();
+  }
+  FloatBuffer snapshot = NewSnapshot(n);
+  RETURN_IF_ERROR(ApplyOnArrival(worker, clock, begin - shard_->spec.begin, grads, n, new_step,
+                                 snapshot.data()));
+  done(Status::OK(), std::move(snapshot), visible_clock());
   return Status::OK();
 }
 
@@ -303,10 +331,14 @@ Status DenseShardState::LoadMeta(const wire::ChainSnapshot& snap,
 
 FloatBuffer DenseShardState::Copy(uint64_t begin, size_t n) const { return CopySlot(0, begin, n); }
 
+FloatBuffer DenseShardState::NewSnapshot(size_t n) const {
+  return pool_ != nullptr ? pool_->Acquire<float>(n) : FloatBuffer::Uninitialized(n);
+}
+
 FloatBuffer DenseShardState::CopySlot(int slot, uint64_t begin, size_t n) const {
   // One copy: the snapshot ZeroMQ sends while the next update may change
   // the shard.
-  FloatBuffer out = pool_ != nullptr ? pool_->Acquire<float>(n) : FloatBuffer::Uninitialized(n);
+  FloatBuffer out = NewSnapshot(n);
   std::memcpy(out.data(), shard_->slots[slot] + (begin - shard_->spec.begin), n * sizeof(float));
   return out;
 }

@@ -65,6 +65,14 @@ class DenseShardState {
   Status Push(int worker, int64_t clock, uint64_t begin, const float* grads, size_t n,
               bool new_step = true);
 
+  // Push() and then Pull(pull_clock, begin, n, deadline_ms, done), answered
+  // with one copy: when the push is applied on arrival (not aggregated for
+  // a BSP round) and the gate already lets the pull through, the reply's
+  // snapshot is written by the update itself (Optimizer::ApplyAndCopy), not
+  // by a second pass over the shard. On an error `done` is not called.
+  Status PushPull(int worker, int64_t clock, uint64_t begin, const float* grads, size_t n,
+                  bool new_step, int64_t pull_clock, int64_t deadline_ms, PullReply done);
+
   // Adds `delta` to keys [begin, begin+n) as is (no optimizer): the change a
   // stateless worker made locally while it could not reach this server.
   // Counts as one update. REQUIRES: CheckRange OK, delta finite.
@@ -151,8 +159,17 @@ class DenseShardState {
     PullReply done;
   };
 
+  // Applies the optimizer to keys [offset, offset + n) of the shard; with
+  // `copy`, also writes the updated parameters there.
   Status Apply(uint64_t offset, const float* grads, size_t n, float lr_scale,
-               bool new_step = true);
+               bool new_step = true, float* copy = nullptr);
+  // Push() of a gradient applied on arrival (async, SSP, or a BSP round
+  // already closed); `copy` as for Apply.
+  Status ApplyOnArrival(int worker, int64_t clock, uint64_t offset, const float* grads, size_t n,
+                        bool new_step, float* copy);
+  bool AppliesOnArrival(int64_t clock) const {
+    return !policy_->AggregatesPushes() || clock < applied_clock_;
+  }
   // Averages the round's sum (per key, over the workers that pushed the key)
   // and applies it.
   Status ApplyRound(Round* round, int64_t clock);
@@ -163,6 +180,8 @@ class DenseShardState {
   Status CompleteRounds();
   void ServeWaiters();
   FloatBuffer Copy(uint64_t begin, size_t n) const;
+  // An uninitialized buffer of n floats for a pull's answer.
+  FloatBuffer NewSnapshot(size_t n) const;
 
   // Constant after construction.
   DenseShard* const shard_;

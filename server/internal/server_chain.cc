@@ -335,7 +335,7 @@ void ServerImpl::HandleChainDense(RangeState* range, Request req) {
       }
     }
   }
-  ServePull(range, shared);
+  ServePull(range, shared).IgnoreError();  // Without a push to apply it cannot fail.
 }
 
 void ServerImpl::HandleForwarded(Request req) {

@@ -65,6 +65,22 @@ void ServerImpl::HandleDense(Request req) {
   const bool seen = push && h.push_id() > 0 &&
                     pushes_seen_.Applied(h.sender(), h.incarnation(), h.push_id());
   if (seen) stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+  if (h.type() == wire::PUSH_PULL && !seen) {
+    // Decoded after the move: a gradient of a few bytes lives inside the
+    // ZeroMQ message object itself.
+    auto shared = std::make_shared<Request>(std::move(req));
+    const wire::Header& sh = shared->msg.header;
+    const float* grads = DecodeGradient(*shared, shared->msg.frames[0], n);
+    if (grads == nullptr) return;
+    s = ServePull(range, shared, grads);
+    if (!s.ok()) {
+      Reject(*shared, s);
+      return;
+    }
+    if (sh.push_id() > 0) pushes_seen_.Record(sh.sender(), sh.incarnation(), sh.push_id());
+    MaybeFlush();
+    return;
+  }
   if (push && !seen) {
     const float* grads = DecodeGradient(req, req.msg.frames[0], n);
     if (grads == nullptr) return;
@@ -84,7 +100,7 @@ void ServerImpl::HandleDense(Request req) {
       return;
     }
   }
-  ServePull(range, std::make_shared<Request>(std::move(req)));
+  ServePull(range, std::make_shared<Request>(std::move(req))).IgnoreError();  // No push in it.
   if (push) MaybeFlush();
 }
 
@@ -99,7 +115,8 @@ int64_t ServerImpl::PullDeadlineMs(const wire::Header& h) const {
   return clock_->NowMs() + wait_ms;
 }
 
-void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
+Status ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req,
+                             const float* push_grads) {
   const wire::Header& h = req->msg.header;
   // A push at clock c is followed by computation at clock c + 1.
   const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
@@ -107,8 +124,7 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
   ChainReplica* chain = range->chain.get();
   // Set once Pull() returned: a reply after that waited at the gate.
   auto parked = metrics_.enabled() ? std::make_shared<bool>(false) : nullptr;
-  range->shard->Pull(
-      pull_clock, h.key_begin(), h.key_count(), deadline,
+  PullReply answer =
       [this, req, chain, parked](const Status& st, FloatBuffer params, int64_t params_clock) {
         if (parked != nullptr && *parked) metrics_.OnGateWait(*req);
         if (!st.ok()) {
@@ -126,8 +142,17 @@ void ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req) {
         // Everything these parameters reflect must survive a failover.
         chain->WhenAcked(chain->applied_seq(),
                          [this, req, reply] { ReplyWith(*req, std::move(*reply)); });
-      });
+      };
+  Status pushed;
+  if (push_grads != nullptr) {
+    pushed = range->shard->PushPull(h.sender(), h.clock(), h.key_begin(), push_grads,
+                                    h.key_count(), !h.push_continues(), pull_clock, deadline,
+                                    std::move(answer));
+  } else {
+    range->shard->Pull(pull_clock, h.key_begin(), h.key_count(), deadline, std::move(answer));
+  }
   if (parked != nullptr) *parked = true;
+  return pushed;
 }
 
 void ServerImpl::HandleSparse(Request req) {

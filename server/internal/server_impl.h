@@ -130,8 +130,12 @@ class ServerImpl final : public Server {
   bool HasDenseTable(const std::string& table) const;
   // Answers a pull (or the pull half of a PushPull) when the consistency
   // gate allows; under chain replication also waits until everything the
-  // answer reflects is on every live replica.
-  void ServePull(RangeState* range, std::shared_ptr<Request> req);
+  // answer reflects is on every live replica. With `push_grads` (a
+  // PUSH_PULL's decoded gradient) it applies the push first, answering with
+  // one copy (DenseShardState::PushPull), and returns the push's status: on
+  // an error nothing is answered.
+  Status ServePull(RangeState* range, std::shared_ptr<Request> req,
+                   const float* push_grads = nullptr);
 
   // ---- Chain replication (server_chain.cc), loop thread ----
   bool chained() const { return replicas_ > 1; }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -208,6 +209,46 @@ TEST_F(OptimizerTest, LrScaleMultipliesTheLearningRate) {
     std::vector<std::vector<float>> wc;
     Run(*a, 1.0f, [&](int, const std::vector<float>& w, const auto&) { wc.push_back(w); });
     EXPECT_NE(wc.back(), wa.back());
+  }
+}
+
+// ApplyAndCopy works in blocks (2,048 floats); over a length that is not a
+// multiple of the block it leaves parameters and state bit for bit as Apply
+// does, and the copy equals the updated parameters.
+TEST_F(OptimizerTest, ApplyAndCopyMatchesApplyBitForBit) {
+  constexpr size_t n = 2048 * 3 + 517;
+  for (const char* name : {"sgd", "momentum", "adam", "adagrad"}) {
+    SCOPED_TRACE(name);
+    OptimizerOptions o;
+    o.name = name;
+    o.lr = 0.05f;
+    auto opt = Make(o);
+    ASSERT_NE(opt, nullptr);
+    const int slots = opt->num_state_slots();
+    std::vector<float> w(n), g(n);
+    for (size_t i = 0; i < n; ++i) {
+      w[i] = std::sin(0.01f * static_cast<float>(i));
+      g[i] = std::cos(0.37f * static_cast<float>(i)) * (i % 7 == 0 ? 10.0f : 0.1f);
+    }
+    std::vector<float> w2 = w;
+    std::vector<std::vector<float>> state(slots, std::vector<float>(n, 0.0f)), state2 = state;
+    std::vector<float*> sp, sp2;
+    for (int s = 0; s < slots; ++s) {
+      sp.push_back(state[s].data());
+      sp2.push_back(state2[s].data());
+    }
+    std::vector<float> copy(n, -1.0f);
+    for (int step = 1; step <= 3; ++step) {
+      opt->Apply(device_.get(), w.data(), sp.data(), g.data(), n, step, 0.5f);
+      opt->ApplyAndCopy(device_.get(), w2.data(), sp2.data(), g.data(), n, step, 0.5f,
+                        copy.data());
+      ASSERT_EQ(0, std::memcmp(w.data(), w2.data(), n * sizeof(float))) << "step " << step;
+      ASSERT_EQ(0, std::memcmp(w.data(), copy.data(), n * sizeof(float))) << "step " << step;
+      for (int s = 0; s < slots; ++s) {
+        ASSERT_EQ(0, std::memcmp(state[s].data(), state2[s].data(), n * sizeof(float)))
+            << "state " << s << " step " << step;
+      }
+    }
   }
 }
 

@@ -44,7 +44,14 @@ TEST_P(StagedOptimizerTest, MatchesInPlaceUpdatesOverSeveralSteps) {
     for (int step = 1; step <= 5; ++step) {
       for (auto& v : g) v = u(rng);
       (*direct)->Apply(host->get(), w1.data(), p1.data(), g.data(), n, step, 0.5f);
-      staged->Apply(host->get(), w2.data(), p2.data(), g.data(), n, step, 0.5f);
+      if (step % 2 == 1) {
+        staged->Apply(host->get(), w2.data(), p2.data(), g.data(), n, step, 0.5f);
+      } else {  // A PUSH_PULL's update: one staged Apply and a copy.
+        std::vector<float> copy(n, -7.0f);
+        staged->ApplyAndCopy(host->get(), w2.data(), p2.data(), g.data(), n, step, 0.5f,
+                             copy.data());
+        ASSERT_EQ(copy, w2) << GetParam() << " n=" << n << " step " << step;
+      }
     }
     ASSERT_EQ(w1, w2) << GetParam() << " n=" << n;
     for (int s = 0; s < slots; ++s) ASSERT_EQ(s1[s], s2[s]);
