@@ -4,7 +4,9 @@
 // each with its own relaxps::Client, and measures
 //   - dense PushPull and separate Push-then-Pull on a dense table (sgd) of
 //     4 KiB .. 64 MiB with 1 and 8 operations in flight: GB/s (bytes pushed +
-//     bytes pulled) and ops/s;
+//     bytes pulled) and ops/s; with 1 in flight also PushPullZeroCopy
+//     (pushpull_zero_copy: the parameters handed over, not copied into a
+//     buffer of the caller's);
 //   - dense Pull of 4 KiB, one in flight: p50/p99 latency;
 //   - sparse PullRows / PushRows of batches of 1024 rows of width 64, ids
 //     uniform or Zipf(1.0) over 1M ids: rows/s.
@@ -65,7 +67,7 @@ DEFINE_string(sizes, "4096,1048576,16777216,67108864", "Dense table sizes in byt
 DEFINE_string(in_flight, "1,8", "Operations kept in flight per client.");
 DEFINE_uint64(deep_max_bytes, 0,
               "Run in-flight depths > 1 only for sizes up to this many bytes (0: all sizes).");
-DEFINE_string(dense_modes, "pushpull,push_then_pull,pull,push",
+DEFINE_string(dense_modes, "pushpull,push_then_pull,pull,push,pushpull_zero_copy",
               "Dense operations to measure (a subset, to profile one of them alone).");
 DEFINE_bool(echo, true,
             "Measure the ZeroMQ echo yardstick (false: relaxps alone, e.g. to count its system "
@@ -381,7 +383,7 @@ Measurement Drive(const std::vector<Workload*>& workloads, const RunOptions& o) 
 
 // ---- Workloads ---------------------------------------------------------------------
 
-enum class DenseMode { kPushPull, kPushThenPull, kPull, kPush };
+enum class DenseMode { kPushPull, kPushThenPull, kPull, kPush, kPushPullZeroCopy };
 
 const char* DenseModeName(DenseMode m) {
   switch (m) {
@@ -389,6 +391,7 @@ const char* DenseModeName(DenseMode m) {
     case DenseMode::kPushThenPull: return "push_then_pull";
     case DenseMode::kPull: return "pull";
     case DenseMode::kPush: return "push";
+    case DenseMode::kPushPullZeroCopy: return "pushpull_zero_copy";
   }
   return "?";
 }
@@ -423,6 +426,11 @@ class DenseWorkload : public Workload {
       case DenseMode::kPush:
         if (stage > 0) return false;
         client_->Push(table_, 0, grads_, std::move(done));
+        return true;
+      case DenseMode::kPushPullZeroCopy:
+        if (stage > 0) return false;
+        client_->PushPullZeroCopy(table_, 0, grads_,
+                                  [done = std::move(done)](const Status& s, FloatBuffer) { done(s); });
         return true;
     }
     return false;
@@ -561,6 +569,7 @@ class PsBench {
         EchoOptions eo = Echo(workers, servers, bytes, bytes, in_flight, ro.record_latency);
         std::vector<DenseMode> modes = {DenseMode::kPushPull, DenseMode::kPushThenPull};
         if (in_flight == 1 && bytes <= 4096) modes.push_back(DenseMode::kPull);
+        if (in_flight == 1) modes.push_back(DenseMode::kPushPullZeroCopy);
         // Pushes alone (an ack back): against an echo of the same request
         // bytes with a 16-byte answer per server, compared by ops/s.
         if (bytes <= 4096) modes.push_back(DenseMode::kPush);

@@ -24,6 +24,19 @@ std::pair<Client::Callback, std::future<Status>> MakePromise() {
   return {[p](const Status& s) { p->set_value(s); }, std::move(f)};
 }
 
+std::pair<Client::ParamsCallback, std::future<StatusOr<FloatBuffer>>> MakeParamsPromise() {
+  auto p = std::make_shared<std::promise<StatusOr<FloatBuffer>>>();
+  std::future<StatusOr<FloatBuffer>> f = p->get_future();
+  return {[p](const Status& s, FloatBuffer params) {
+            if (s.ok()) {
+              p->set_value(std::move(params));
+            } else {
+              p->set_value(s);
+            }
+          },
+          std::move(f)};
+}
+
 // Longest wait for the coordinator's answer to a goodbye at shutdown.
 constexpr int kDeregisterTimeoutMs = 300;
 // How long the coordinator holds a map watch before answering it unchanged.
@@ -65,6 +78,20 @@ std::future<Status> Client::PushPull(const std::string& table, uint64_t offset,
                                      FloatBuffer grads, FloatBuffer out) {
   auto [cb, f] = MakePromise();
   PushPull(table, offset, std::move(grads), std::move(out), std::move(cb));
+  return std::move(f);
+}
+
+std::future<StatusOr<FloatBuffer>> Client::PullZeroCopy(const std::string& table,
+                                                        uint64_t offset, size_t n) {
+  auto [cb, f] = MakeParamsPromise();
+  PullZeroCopy(table, offset, n, std::move(cb));
+  return std::move(f);
+}
+
+std::future<StatusOr<FloatBuffer>> Client::PushPullZeroCopy(const std::string& table,
+                                                            uint64_t offset, FloatBuffer grads) {
+  auto [cb, f] = MakeParamsPromise();
+  PushPullZeroCopy(table, offset, std::move(grads), std::move(cb));
   return std::move(f);
 }
 
@@ -427,6 +454,7 @@ ClientStats ClientImpl::stats() const {
   s.bytes_received = r.bytes_received;
   s.requests = r.requests;
   s.errors = errors_.load();
+  s.replies_handed_over = replies_handed_over_.load();
   if (cache_ != nullptr) {
     s.cache_hits = cache_->hits();
     s.cache_misses = cache_->misses();

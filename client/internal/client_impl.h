@@ -101,6 +101,16 @@ class ClientImpl final : public Client {
     const size_t n = out.size();
     Dense(wire::PUSH_PULL, table, offset, n, std::move(grads), std::move(out), std::move(done));
   }
+  void PullZeroCopy(const std::string& table, uint64_t offset, size_t n,
+                    ParamsCallback done) override {
+    Dense(wire::PULL, table, offset, n, FloatBuffer(), FloatBuffer(), nullptr, std::move(done));
+  }
+  void PushPullZeroCopy(const std::string& table, uint64_t offset, FloatBuffer grads,
+                        ParamsCallback done) override {
+    const size_t n = grads.size();
+    Dense(wire::PUSH_PULL, table, offset, n, std::move(grads), FloatBuffer(), nullptr,
+          std::move(done));
+  }
   void PullRows(const std::string& table, KeyBuffer ids, FloatBuffer out,
                 Callback done) override {
     Sparse(wire::PULL_ROWS, table, std::move(ids), FloatBuffer(), std::move(out),
@@ -124,6 +134,11 @@ class ClientImpl final : public Client {
     wire::MsgType type;
     std::string table;
     FloatBuffer grads, out;  // Whole-request buffers (out empty for PUSH).
+    size_t n = 0;            // Keys of the whole request.
+    // A *ZeroCopy request: `out` stays empty while its single part may still
+    // hand over its reply message; it is made (EnsureOut) as soon as the
+    // parameters must be assembled (several parts, a local answer).
+    bool hand_over = false;
     int64_t clock;
     std::atomic<int64_t> min_params_clock{INT64_MAX};
     std::atomic<bool> served_locally{false};  // Counted once in local_steps.
@@ -158,8 +173,17 @@ class ClientImpl final : public Client {
   void SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> map,
                  uint64_t begin, uint64_t offset, uint64_t count, int reroutes, Callback done,
                  uint64_t push_id = 0);
+  // `hand_over` set (and `out` empty, `done` null): a *ZeroCopy request,
+  // completed with the parameters.
   void Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
-             FloatBuffer grads, FloatBuffer out, Callback done);
+             FloatBuffer grads, FloatBuffer out, Callback done,
+             ParamsCallback hand_over = nullptr);
+  // Makes op->out of a *ZeroCopy request (a no-op otherwise). Only while no
+  // other part of it is in flight: before its parts are sent, or from the
+  // callback of its single part.
+  static void EnsureOut(DenseOp* op) {
+    if (op->hand_over && op->out.empty()) op->out = FloatBuffer::Uninitialized(op->n);
+  }
   // Routes the rows at `positions` of ids/grads/out with `map`: by owner,
   // or under chain replication by bucket (one part per bucket, to its head,
   // the bucket in key_begin). `push_id`: the exactly-once key of a re-routed
@@ -285,6 +309,7 @@ class ClientImpl final : public Client {
   std::atomic<int64_t> clock_{0};
   std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> replies_handed_over_{0};
 
   std::atomic<bool> shutting_down_{false};
   // Set at the end of Init() when the worker goes local on a closed

@@ -19,6 +19,22 @@ Status DecodeReply(const Message& reply, float* out, size_t n) {
   return DecodeFloatsInto(reply.frames[0], reply.header.encoding(), out, n);
 }
 
+// A *ZeroCopy request's single reply: its payload frame (n floats) handed
+// over as the parameters when it can be read in place (fp32, aligned; then
+// *in_place is set), otherwise copied into a new buffer.
+Status TakeReply(Message* reply, size_t n, FloatBuffer* out, bool* in_place) {
+  if (reply->frames.size() == 1 && reply->header.encoding() == wire::ENC_FP32 &&
+      reply->frames[0].size() == n * sizeof(float) &&
+      reinterpret_cast<uintptr_t>(reply->frames[0].data()) % alignof(float) == 0) {
+    Buffer<uint8_t> bytes = reply->frames[0].ShareBytes();
+    *out = FloatBuffer::Wrap(reinterpret_cast<float*>(bytes.data()), n, [bytes] {});
+    *in_place = true;
+    return Status::OK();
+  }
+  *out = FloatBuffer::Uninitialized(n);
+  return DecodeReply(*reply, out->data(), n);
+}
+
 // Copies the rows of a PULL_ROWS reply (pos.size() rows of `width` floats)
 // to their positions in `out`, straight from the frame when it can be read
 // in place.
@@ -164,7 +180,13 @@ bool ClientImpl::Rerouted(const Status& st, const Message& reply, uint64_t versi
 }
 
 void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
-                       FloatBuffer grads, FloatBuffer out, Callback done) {
+                       FloatBuffer grads, FloatBuffer out, Callback done,
+                       ParamsCallback hand_over) {
+  if (hand_over) {
+    // The SSP cache answers into a buffer.
+    if (type == wire::PULL && cache_ != nullptr) out = FloatBuffer::Uninitialized(n);
+    done = [hand_over, out](const Status& st) { hand_over(st, st.ok() ? out : FloatBuffer()); };
+  }
   Status err = JobError();
   if (!err.ok()) {
     done(err);
@@ -192,16 +214,23 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
   op->table = table;
   op->grads = std::move(grads);
   op->out = out;
+  op->n = n;
+  op->hand_over = static_cast<bool>(hand_over);
   op->clock = clock_.load();
   // Parts report the clock their shard reflects; the request reflects the
   // minimum, published when the last part completes.
   if (type != wire::PUSH) {
-    done = [this, op, offset, done = std::move(done)](const Status& st) {
+    done = [this, op, offset, done = std::move(done),
+            hand_over = std::move(hand_over)](const Status& st) {
       if (st.ok()) {
         last_params_clock_.store(op->min_params_clock.load());
         if (cache_ != nullptr) cache_->Fill(op->table, offset, op->out, op->min_params_clock.load());
       }
-      done(st);
+      if (hand_over) {
+        hand_over(st, st.ok() ? op->out : FloatBuffer());
+      } else {
+        done(st);
+      }
     };
   }
   SendDense(op, router_->map(), offset, 0, n, 0, std::move(done));
@@ -255,6 +284,9 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
   }
   std::vector<bool> continues;
   SplitLargeParts(&*slices, &continues);
+  if (slices->size() != 1 || (replica_ != nullptr && replica_->IsLocal((*slices)[0].server))) {
+    EnsureOut(op.get());  // Assembled from parts, or answered here.
+  }
   auto join = std::make_shared<Join>(static_cast<int>(slices->size()), std::move(done));
   for (size_t i = 0; i < slices->size(); ++i) {
     const DenseSlice& s = (*slices)[i];
@@ -315,13 +347,17 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                      GoLocal(holder, Chained() ? now->server_endpoint(holder) : endpoint,
                              st.code() == StatusCode::kDeadlineExceeded, st.ToString());
                      // The part was sent: the server may still apply it.
+                     EnsureOut(op.get());
                      join->PartDone(ServeLocally(op, s, at, part_id));
                      return;
                    }
                  }
                  Status result = st;
                  if (result.ok() && op->type != wire::PUSH) {
-                   result = DecodeReply(reply, op->out.data() + at, s.count);
+                   bool in_place = false;
+                   result = op->out.empty() ? TakeReply(&reply, s.count, &op->out, &in_place)
+                                            : DecodeReply(reply, op->out.data() + at, s.count);
+                   if (in_place) replies_handed_over_.fetch_add(1);
                    int64_t seen = op->min_params_clock.load();
                    const int64_t mine = reply.header.params_clock();
                    while (mine < seen && !op->min_params_clock.compare_exchange_weak(seen, mine)) {

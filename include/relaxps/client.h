@@ -138,6 +138,8 @@ struct ClientStats {
   uint64_t bytes_received = 0;
   uint64_t requests = 0;
   uint64_t errors = 0;
+  // *ZeroCopy replies handed to the caller as received, without a copy.
+  uint64_t replies_handed_over = 0;
   // SSP parameter cache: pulls answered locally / sent to servers.
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
@@ -149,6 +151,8 @@ struct ClientStats {
 class Client {
  public:
   using Callback = std::function<void(const Status&)>;
+  // Completes a *ZeroCopy request with its parameters (empty on an error).
+  using ParamsCallback = std::function<void(const Status&, FloatBuffer params)>;
 
   // Registers with the coordinator (retrying until request_timeout_ms) and
   // starts the I/O and heartbeat threads.
@@ -206,6 +210,23 @@ class Client {
   std::future<Status> Pull(const std::string& table, uint64_t offset, FloatBuffer out);
   std::future<Status> PushPull(const std::string& table, uint64_t offset, FloatBuffer grads,
                                FloatBuffer out);
+
+  // Pull and PushPull that hand over the parameters instead of copying them
+  // into a buffer of the caller's: `done` gets keys [offset, offset + n)
+  // (PushPull: n = grads.size(), after the push was applied). When they
+  // arrive in one piece (one server, one part, fp32 on the wire) the buffer
+  // is the received message itself and nothing is copied; otherwise the
+  // pieces are assembled into a new buffer, one copy as Pull makes. Either
+  // way the buffer is the caller's to keep, read and write; a trainer can
+  // compute on it directly.
+  virtual void PullZeroCopy(const std::string& table, uint64_t offset, size_t n,
+                            ParamsCallback done) = 0;
+  virtual void PushPullZeroCopy(const std::string& table, uint64_t offset, FloatBuffer grads,
+                                ParamsCallback done) = 0;
+  std::future<StatusOr<FloatBuffer>> PullZeroCopy(const std::string& table, uint64_t offset,
+                                                  size_t n);
+  std::future<StatusOr<FloatBuffer>> PushPullZeroCopy(const std::string& table, uint64_t offset,
+                                                      FloatBuffer grads);
 
   // ---- Sparse ---------------------------------------------------------------
   // out receives ids.size() * row_width floats (parameters only). `ids` may

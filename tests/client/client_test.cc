@@ -237,6 +237,72 @@ TEST(ClientTest, SplitPushWithNanInTheLastPartChangesNothing) {
   for (uint64_t i = 0; i < kSize; ++i) ASSERT_EQ(before[i], after[i]) << "key " << i;
 }
 
+// PullZeroCopy / PushPullZeroCopy: a request answered in one piece hands
+// the received message over (counted in replies_handed_over) with exactly
+// what Pull copies; one split into parts, or fp16 on the wire, is assembled
+// into a new buffer with the same values. (Payloads are above ZeroMQ's 8 KiB
+// receive batch, so the message has a buffer of its own, aligned; a smaller
+// one may sit unaligned inside the batch and is then copied.)
+TEST(ClientTest, ZeroCopyRequestsHandOverOnePieceAndAssembleParts) {
+  InProcessCluster cluster(1);
+  constexpr uint64_t kSize = 4000;
+  auto whole = Client::Connect(SplittingOptions(cluster, /*part_bytes=*/0));
+  auto split = Client::Connect(SplittingOptions(cluster));
+  ClientOptions fp16_options = SplittingOptions(cluster, /*part_bytes=*/0);
+  fp16_options.wire_dtype = "fp16";
+  auto fp16 = Client::Connect(fp16_options);
+  ASSERT_TRUE(whole.ok() && split.ok() && fp16.ok());
+  for (auto* c : {whole->get(), split->get(), fp16->get()}) {
+    ASSERT_TRUE(c->CreateTable(AdamTable("w", kSize)).ok());  // Each learns the map.
+  }
+  FloatBuffer g(kSize);
+  for (uint64_t i = 0; i < kSize; ++i) g[i] = 0.01f * static_cast<float>(i % 11) - 0.05f;
+
+  for (Client* c : {whole->get(), split->get()}) {
+    const bool one_piece = c == whole->get();
+    SCOPED_TRACE(one_piece ? "one piece" : "split into parts");
+    const uint64_t handed_before = c->stats().replies_handed_over;
+    StatusOr<FloatBuffer> pushed = c->PushPullZeroCopy("w", 0, g).get();
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    FloatBuffer now(kSize);
+    ASSERT_TRUE(c->Pull("w", 0, now).get().ok());
+    ASSERT_EQ(pushed->size(), kSize);
+    ASSERT_EQ(0, std::memcmp(pushed->data(), now.data(), kSize * sizeof(float)));
+    StatusOr<FloatBuffer> inner = c->PullZeroCopy("w", 100, 3000).get();  // Split too.
+    ASSERT_TRUE(inner.ok()) << inner.status();
+    ASSERT_EQ(0, std::memcmp(inner->data(), now.data() + 100, 3000 * sizeof(float)));
+    (*inner)[0] = 42.0f;  // The caller's to write.
+    EXPECT_EQ(c->stats().replies_handed_over - handed_before, one_piece ? 2u : 0u);
+  }
+  const uint64_t handed_before = (*fp16)->stats().replies_handed_over;
+  FloatBuffer now(kSize);
+  ASSERT_TRUE((*whole)->Pull("w", 0, now).get().ok());
+  StatusOr<FloatBuffer> halves = (*fp16)->PullZeroCopy("w", 0, kSize).get();
+  ASSERT_TRUE(halves.ok()) << halves.status();
+  for (uint64_t i = 0; i < kSize; ++i) ASSERT_NEAR((*halves)[i], now[i], 2e-3f) << i;
+  EXPECT_EQ((*fp16)->stats().replies_handed_over, handed_before);
+
+  StatusOr<FloatBuffer> unknown = (*whole)->PullZeroCopy("nope", 0, 10).get();
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound) << unknown.status();
+}
+
+// A range spanning two servers comes back in two pieces, assembled in order.
+TEST(ClientTest, ZeroCopyPullAcrossServersAssemblesThePieces) {
+  InProcessCluster cluster(2);
+  ClientOptions options;
+  options.coordinator = cluster.coordinator();
+  auto c = Client::Connect(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  constexpr uint64_t kSize = 3 * 4096 + 123;
+  ASSERT_TRUE((*c)->CreateTable(AdamTable("w", kSize)).ok());
+  FloatBuffer want(kSize);
+  ASSERT_TRUE((*c)->Pull("w", 0, want).get().ok());
+  StatusOr<FloatBuffer> got = (*c)->PullZeroCopy("w", 0, kSize).get();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(0, std::memcmp(got->data(), want.data(), kSize * sizeof(float)));
+  EXPECT_EQ((*c)->stats().replies_handed_over, 0u);
+}
+
 // Issuing a dense push (routing it and sending it to its one server) makes
 // few heap allocations on the calling thread: no strings naming the server
 // (built only if the part fails) and no re-split vectors for a part too small
