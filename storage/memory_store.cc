@@ -113,11 +113,11 @@ class MemoryStore final : public ParamStore {
     if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
     SparseTable& t = it->second;
     const size_t rf = t.spec.row_floats();
-    for (size_t i = 0; i < n; ++i) {
+    storage_internal::ForEachRowPrefetched(*t.rows, ids, n, [&](size_t i) {
       auto [row, inserted] = t.rows->FindOrInsert(ids[i]);
       if (inserted) storage_internal::InitRow(t.spec, ids[i], row);
       std::copy(row, row + rf, out + i * rf);
-    }
+    });
     return Status::OK();
   }
 
@@ -127,14 +127,14 @@ class MemoryStore final : public ParamStore {
     if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
     SparseTable& t = it->second;
     const size_t rf = t.spec.row_floats();
-    for (size_t i = 0; i < n; ++i) {
+    storage_internal::ForEachRowPrefetched(*t.rows, ids, n, [&](size_t i) {
       const float* row = t.rows->Find(ids[i]);
       if (row == nullptr) {
         storage_internal::InitRow(t.spec, ids[i], out + i * rf);
       } else {
         std::copy(row, row + rf, out + i * rf);
       }
-    }
+    });
     return Status::OK();
   }
 
@@ -144,10 +144,25 @@ class MemoryStore final : public ParamStore {
     if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
     SparseTable& t = it->second;
     const size_t rf = t.spec.row_floats();
-    for (size_t i = 0; i < n; ++i) {
+    storage_internal::ForEachRowPrefetched(*t.rows, ids, n, [&](size_t i) {
       float* row = t.rows->FindOrInsert(ids[i]).first;
       std::copy(rows + i * rf, rows + (i + 1) * rf, row);
-    }
+    });
+    return Status::OK();
+  }
+
+  bool UpdatesRowsInPlace() const override { return true; }
+
+  Status UpdateRowsInPlace(const std::string& table, const uint64_t* ids, size_t n,
+                           const std::function<void(size_t i, float* row)>& update) override {
+    auto it = sparse_.find(table);
+    if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
+    SparseTable& t = it->second;
+    storage_internal::ForEachRowPrefetched(*t.rows, ids, n, [&](size_t i) {
+      auto [row, inserted] = t.rows->FindOrInsert(ids[i]);
+      if (inserted) storage_internal::InitRow(t.spec, ids[i], row);
+      update(i, row);
+    });
     return Status::OK();
   }
 

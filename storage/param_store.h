@@ -155,6 +155,23 @@ class ParamStore {
   // Writes n full rows (n * row_floats floats).
   virtual Status WriteRows(const std::string& table, const uint64_t* ids, size_t n,
                            const float* rows) = 0;
+  // Whether UpdateRowsInPlace works: the rows live in memory the store can
+  // hand out, and changing them needs no bookkeeping (no WAL, no dirty
+  // marks, no eviction).
+  virtual bool UpdatesRowsInPlace() const { return false; }
+  // Calls update(i, row) for each of n distinct ids, row pointing at the
+  // row_floats() floats of row ids[i] (created from the initializer if
+  // missing): the same as ReadRows, those updates on what was read, and
+  // WriteRows, without the two copies. NotFound for an unknown table;
+  // FailedPrecondition where !UpdatesRowsInPlace().
+  virtual Status UpdateRowsInPlace(const std::string& table, const uint64_t* ids, size_t n,
+                                   const std::function<void(size_t i, float* row)>& update) {
+    (void)ids;
+    (void)n;
+    (void)update;
+    return FailedPreconditionError("the store of sparse table '" + table +
+                                   "' cannot update rows in place");
+  }
   // Optimizer steps applied to a sparse table (Adam's bias correction), owned
   // by the store and persisted with the table (by the next Flush, or with the
   // next WriteRows under wal_per_update). nullptr for an unknown table; valid

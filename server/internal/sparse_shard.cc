@@ -57,17 +57,25 @@ Status SparseShardState::ApplyRows(const uint64_t* ids, size_t u, const float* g
   const float lr_scale = static_cast<float>(rates_.LrScaleAt(clock));
   const size_t w = spec_.width;
   const size_t rf = spec_.row_floats();
-  rows_.resize(u * rf);
-  RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, u, rows_.data()));
   int64_t* step = store_->SparseStep(spec_.table);
   if (step == nullptr) return NotFoundError("no sparse table '" + spec_.table + "' in the store");
-  ++*step;
   state_.resize(spec_.num_slots - 1);
-  for (size_t i = 0; i < u; ++i) {
-    float* row = rows_.data() + i * rf;
+  const int64_t this_step = *step + 1;
+  auto apply = [&](size_t i, float* row) {
     for (int s = 1; s < spec_.num_slots; ++s) state_[s - 1] = row + s * w;
-    optimizer_->Apply(device_, row, state_.data(), grads + i * w, w, *step, lr_scale);
+    optimizer_->Apply(device_, row, state_.data(), grads + i * w, w, this_step, lr_scale);
+  };
+  if (store_->UpdatesRowsInPlace()) {
+    // One lookup per row and no copies (a memory store).
+    RETURN_IF_ERROR(store_->UpdateRowsInPlace(spec_.table, ids, u, apply));
+    *step = this_step;
+    updates_applied_ += u;
+    return Status::OK();
   }
+  rows_.resize(u * rf);
+  RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, u, rows_.data()));
+  *step = this_step;
+  for (size_t i = 0; i < u; ++i) apply(i, rows_.data() + i * rf);
   updates_applied_ += u;
   return store_->WriteRows(spec_.table, ids, u, rows_.data());
 }

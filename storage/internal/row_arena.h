@@ -25,12 +25,30 @@ class RowArena {
 
   // The row's floats, or nullptr if it does not exist.
   float* Find(uint64_t id) {
+    return const_cast<float*>(static_cast<const RowArena*>(this)->Find(id));
+  }
+  const float* Find(uint64_t id) const {
     if (slots_.empty()) return nullptr;
     for (size_t i = Home(id);; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.row == 0) return nullptr;
       if (s.id == id) return RowAt(s.row - 1);
     }
+  }
+
+  // Hints for a lookup of `id` coming soon: PrefetchSlot starts loading its
+  // probe sequence's first slot; PrefetchRow, once that is in cache, the
+  // row's floats (nothing for a missing row). Random ids over a large table
+  // miss the cache twice per row (slot, then row), and one miss at a time
+  // bounded the sparse path at about 160 ns a row.
+  void PrefetchSlot(uint64_t id) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[Home(id)]);
+  }
+  void PrefetchRow(uint64_t id) const {
+    const float* row = Find(id);
+    if (row == nullptr) return;
+    const char* bytes = reinterpret_cast<const char*>(row);
+    for (size_t b = 0; b < row_floats_ * sizeof(float); b += 64) __builtin_prefetch(bytes + b);
   }
 
   // The row's floats and false, or a new row's (uninitialized) floats and
@@ -58,7 +76,7 @@ class RowArena {
   };
 
   size_t Home(uint64_t id) const { return (id * 0x9E3779B97F4A7C15ull) >> 20 & mask_; }
-  float* RowAt(uint64_t row) {
+  float* RowAt(uint64_t row) const {
     return blocks_[row / kBlockRows].get() + (row % kBlockRows) * row_floats_;
   }
   void Grow() {
@@ -80,6 +98,19 @@ class RowArena {
   size_t num_rows_ = 0;
   std::vector<std::unique_ptr<float[]>> blocks_;
 };
+
+// Calls visit(i) for i in [0, n) with the rows of ids a few places ahead
+// already on their way into the cache (RowArena::PrefetchSlot, PrefetchRow).
+template <typename Visit>
+void ForEachRowPrefetched(const RowArena& rows, const uint64_t* ids, size_t n, Visit visit) {
+  constexpr size_t kSlotAhead = 16;
+  constexpr size_t kRowAhead = 8;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kSlotAhead < n) rows.PrefetchSlot(ids[i + kSlotAhead]);
+    if (i + kRowAhead < n) rows.PrefetchRow(ids[i + kRowAhead]);
+    visit(i);
+  }
+}
 
 }  // namespace storage_internal
 }  // namespace relaxps

@@ -119,6 +119,45 @@ TEST(MemoryStoreTest, SparseRowsCreatedOnFirstTouchAndWritable) {
   EXPECT_EQ(store->NumRows("nope").status().code(), StatusCode::kNotFound);
 }
 
+// UpdateRowsInPlace hands out each row (a missing one initialized first)
+// and leaves the store as ReadRows + the same changes + WriteRows does.
+TEST(MemoryStoreTest, RowsUpdatedInPlaceMatchReadThenWrite) {
+  auto in_place = NewMemoryStore();
+  auto copied = NewMemoryStore();
+  SparseTableSpec spec{"emb", 4, 2, UniformInit(3, 4), 0.25f};
+  ASSERT_TRUE(in_place->CreateSparse(spec).ok());
+  ASSERT_TRUE(copied->CreateSparse(spec).ok());
+  ASSERT_TRUE(in_place->UpdatesRowsInPlace());
+  const uint64_t first[] = {5, 1ull << 40};
+  const uint64_t second[] = {7, 5};  // One new row, one already there.
+  for (const uint64_t* ids : {first, second}) {
+    auto change = [](size_t i, float* row) {
+      for (int c = 0; c < 8; ++c) row[c] = row[c] * 0.5f + static_cast<float>(i + c);
+    };
+    std::vector<uint64_t> visited;
+    ASSERT_TRUE(in_place
+                    ->UpdateRowsInPlace("emb", ids, 2,
+                                        [&](size_t i, float* row) {
+                                          visited.push_back(i);
+                                          change(i, row);
+                                        })
+                    .ok());
+    EXPECT_EQ(visited, (std::vector<uint64_t>{0, 1}));
+    std::vector<float> rows(2 * 8);
+    ASSERT_TRUE(copied->ReadRows("emb", ids, 2, rows.data()).ok());
+    for (size_t i = 0; i < 2; ++i) change(i, rows.data() + i * 8);
+    ASSERT_TRUE(copied->WriteRows("emb", ids, 2, rows.data()).ok());
+  }
+  const uint64_t all[] = {5, 1ull << 40, 7};
+  std::vector<float> a(3 * 8), b(3 * 8);
+  ASSERT_TRUE(in_place->PeekRows("emb", all, 3, a.data()).ok());
+  ASSERT_TRUE(copied->PeekRows("emb", all, 3, b.data()).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(*in_place->NumRows("emb"), 3u);
+  EXPECT_EQ(in_place->UpdateRowsInPlace("nope", all, 1, [](size_t, float*) {}).code(),
+            StatusCode::kNotFound);
+}
+
 TEST(MemoryStoreTest, FlushIsNoOpAndCheckpointUnavailable) {
   auto store = NewMemoryStore();
   ASSERT_TRUE(store->CreateSparse({"emb", 2, 1, {}, 0.0f}).ok());

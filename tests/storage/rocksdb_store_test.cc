@@ -59,6 +59,10 @@ TEST_F(RocksDbStoreTest, DenseAndSparseRoundTrip) {
   EXPECT_EQ(store->Tables(), (std::vector<std::string>{"emb", "w"}));
   EXPECT_EQ(store->ReadRows("nope", ids.data(), 1, back.data()).code(), StatusCode::kNotFound);
   EXPECT_EQ(store->CreateSparse({"w", 4, 1, {}, 0.0f}).code(), StatusCode::kInvalidArgument);
+  // Its rows need WAL, dirty marks and eviction: updated through copies.
+  EXPECT_FALSE(store->UpdatesRowsInPlace());
+  EXPECT_EQ(store->UpdateRowsInPlace("emb", ids.data(), 1, [](size_t, float*) {}).code(),
+            StatusCode::kFailedPrecondition);
 }
 
 TEST_F(RocksDbStoreTest, InitializationIsIndependentOfSharding) {
