@@ -19,20 +19,17 @@ Status DecodeReply(const Message& reply, float* out, size_t n) {
   return DecodeFloatsInto(reply.frames[0], reply.header.encoding(), out, n);
 }
 
-// A *ZeroCopy request's single reply: its payload frame (n floats) handed
-// over as the parameters when it can be read in place (fp32, aligned; then
-// *in_place is set), otherwise copied into a new buffer.
-Status TakeReply(Message* reply, size_t n, FloatBuffer* out, bool* in_place) {
-  if (reply->frames.size() == 1 && reply->header.encoding() == wire::ENC_FP32 &&
-      reply->frames[0].size() == n * sizeof(float) &&
-      reinterpret_cast<uintptr_t>(reply->frames[0].data()) % alignof(float) == 0) {
-    Buffer<uint8_t> bytes = reply->frames[0].ShareBytes();
-    *out = FloatBuffer::Wrap(reinterpret_cast<float*>(bytes.data()), n, [bytes] {});
-    *in_place = true;
-    return Status::OK();
+// A *ZeroCopy request's single reply: its payload frame (n floats) becomes
+// *out when it can be read in place (fp32, aligned); false otherwise.
+bool HandOver(Message* reply, size_t n, FloatBuffer* out) {
+  if (reply->frames.size() != 1 || reply->header.encoding() != wire::ENC_FP32 ||
+      reply->frames[0].size() != n * sizeof(float) ||
+      reinterpret_cast<uintptr_t>(reply->frames[0].data()) % alignof(float) != 0) {
+    return false;
   }
-  *out = FloatBuffer::Uninitialized(n);
-  return DecodeReply(*reply, out->data(), n);
+  Buffer<uint8_t> bytes = reply->frames[0].ShareBytes();
+  *out = FloatBuffer::Wrap(reinterpret_cast<float*>(bytes.data()), n, [bytes] {});
+  return true;
 }
 
 // Copies the rows of a PULL_ROWS reply (pos.size() rows of `width` floats)
@@ -184,7 +181,7 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
                        ParamsCallback hand_over) {
   if (hand_over) {
     // The SSP cache answers into a buffer.
-    if (type == wire::PULL && cache_ != nullptr) out = FloatBuffer::Uninitialized(n);
+    if (type == wire::PULL && cache_ != nullptr) out = NewParams(n);
     done = [hand_over, out](const Status& st) { hand_over(st, st.ok() ? out : FloatBuffer()); };
   }
   Status err = JobError();
@@ -354,10 +351,12 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                  }
                  Status result = st;
                  if (result.ok() && op->type != wire::PUSH) {
-                   bool in_place = false;
-                   result = op->out.empty() ? TakeReply(&reply, s.count, &op->out, &in_place)
-                                            : DecodeReply(reply, op->out.data() + at, s.count);
-                   if (in_place) replies_handed_over_.fetch_add(1);
+                   if (op->out.empty() && HandOver(&reply, s.count, &op->out)) {
+                     replies_handed_over_.fetch_add(1);
+                   } else {
+                     EnsureOut(op.get());  // Its only part: nothing else in flight.
+                     result = DecodeReply(reply, op->out.data() + at, s.count);
+                   }
                    int64_t seen = op->min_params_clock.load();
                    const int64_t mine = reply.header.params_clock();
                    while (mine < seen && !op->min_params_clock.compare_exchange_weak(seen, mine)) {
