@@ -286,12 +286,11 @@ TEST(ClientTest, ZeroCopyRequestsHandOverOnePieceAndAssembleParts) {
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound) << unknown.status();
 }
 
-// A range spanning two servers comes back in two pieces, assembled in order.
+// A range spanning two servers comes back in two pieces (the client splits
+// nothing itself), assembled in order.
 TEST(ClientTest, ZeroCopyPullAcrossServersAssemblesThePieces) {
   InProcessCluster cluster(2);
-  ClientOptions options;
-  options.coordinator = cluster.coordinator();
-  auto c = Client::Connect(options);
+  auto c = Client::Connect(SplittingOptions(cluster, /*part_bytes=*/0));
   ASSERT_TRUE(c.ok()) << c.status();
   constexpr uint64_t kSize = 3 * 4096 + 123;
   ASSERT_TRUE((*c)->CreateTable(AdamTable("w", kSize)).ok());
