@@ -351,7 +351,7 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                  }
                  Status result = st;
                  if (result.ok() && op->type != wire::PUSH) {
-                   if (op->out.empty() && HandOver(&reply, s.count, &op->out)) {
+                   if (op->hand_over && op->out.empty() && HandOver(&reply, s.count, &op->out)) {
                      replies_handed_over_.fetch_add(1);
                    } else {
                      EnsureOut(op.get());  // Its only part: nothing else in flight.
