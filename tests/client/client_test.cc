@@ -284,6 +284,10 @@ TEST(ClientTest, ZeroCopyRequestsHandOverOnePieceAndAssembleParts) {
 
   StatusOr<FloatBuffer> unknown = (*whole)->PullZeroCopy("nope", 0, 10).get();
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound) << unknown.status();
+  StatusOr<FloatBuffer> past_end = (*whole)->PullZeroCopy("w", kSize - 1, 2).get();
+  EXPECT_EQ(past_end.status().code(), StatusCode::kInvalidArgument) << past_end.status();
+  StatusOr<FloatBuffer> nothing = (*whole)->PushPullZeroCopy("w", 0, FloatBuffer()).get();
+  EXPECT_EQ(nothing.status().code(), StatusCode::kInvalidArgument) << nothing.status();
 }
 
 // A range spanning two servers comes back in two pieces (the client splits
