@@ -109,16 +109,9 @@ class MemoryStore final : public ParamStore {
 
   Status ReadRows(const std::string& table, const uint64_t* ids, size_t n,
                   float* out) override {
-    auto it = sparse_.find(table);
-    if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
-    SparseTable& t = it->second;
-    const size_t rf = t.spec.row_floats();
-    storage_internal::ForEachRowPrefetched(*t.rows, ids, n, [&](size_t i) {
-      auto [row, inserted] = t.rows->FindOrInsert(ids[i]);
-      if (inserted) storage_internal::InitRow(t.spec, ids[i], row);
+    return ForEachRowCreating(table, ids, n, [out](size_t i, float* row, size_t rf) {
       std::copy(row, row + rf, out + i * rf);
     });
-    return Status::OK();
   }
 
   Status PeekRows(const std::string& table, const uint64_t* ids, size_t n,
@@ -155,15 +148,8 @@ class MemoryStore final : public ParamStore {
 
   Status UpdateRowsInPlace(const std::string& table, const uint64_t* ids, size_t n,
                            const std::function<void(size_t i, float* row)>& update) override {
-    auto it = sparse_.find(table);
-    if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
-    SparseTable& t = it->second;
-    storage_internal::ForEachRowPrefetched(*t.rows, ids, n, [&](size_t i) {
-      auto [row, inserted] = t.rows->FindOrInsert(ids[i]);
-      if (inserted) storage_internal::InitRow(t.spec, ids[i], row);
-      update(i, row);
-    });
-    return Status::OK();
+    return ForEachRowCreating(table, ids, n,
+                              [&update](size_t i, float* row, size_t) { update(i, row); });
   }
 
   StatusOr<uint64_t> NumRows(const std::string& table) override {
@@ -196,6 +182,24 @@ class MemoryStore final : public ParamStore {
     int64_t step = 0;
     std::unique_ptr<storage_internal::RowArena> rows;
   };
+
+  // Calls visit(i, row, row_floats) for the row of each of ids[0, n),
+  // created from the initializer if missing, with the rows a few ids ahead
+  // already on their way into the cache.
+  template <typename Visit>
+  Status ForEachRowCreating(const std::string& table, const uint64_t* ids, size_t n,
+                            Visit visit) {
+    auto it = sparse_.find(table);
+    if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
+    SparseTable& t = it->second;
+    const size_t rf = t.spec.row_floats();
+    storage_internal::ForEachRowPrefetched(*t.rows, ids, n, [&](size_t i) {
+      auto [row, inserted] = t.rows->FindOrInsert(ids[i]);
+      if (inserted) storage_internal::InitRow(t.spec, ids[i], row);
+      visit(i, row, rf);
+    });
+    return Status::OK();
+  }
 
   // Not synchronized: the server serializes calls (see param_store.h).
   // unique_ptr keeps DenseShard addresses stable across rehashing.

@@ -65,19 +65,18 @@ Status SparseShardState::ApplyRows(const uint64_t* ids, size_t u, const float* g
     for (int s = 1; s < spec_.num_slots; ++s) state_[s - 1] = row + s * w;
     optimizer_->Apply(device_, row, state_.data(), grads + i * w, w, this_step, lr_scale);
   };
-  if (store_->UpdatesRowsInPlace()) {
-    // One lookup per row and no copies (a memory store).
+  // A memory store: one lookup per row and no copies.
+  const bool in_place = store_->UpdatesRowsInPlace();
+  if (in_place) {
     RETURN_IF_ERROR(store_->UpdateRowsInPlace(spec_.table, ids, u, apply));
-    *step = this_step;
-    updates_applied_ += u;
-    return Status::OK();
+  } else {
+    rows_.resize(u * rf);
+    RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, u, rows_.data()));
+    for (size_t i = 0; i < u; ++i) apply(i, rows_.data() + i * rf);
   }
-  rows_.resize(u * rf);
-  RETURN_IF_ERROR(store_->ReadRows(spec_.table, ids, u, rows_.data()));
   *step = this_step;
-  for (size_t i = 0; i < u; ++i) apply(i, rows_.data() + i * rf);
   updates_applied_ += u;
-  return store_->WriteRows(spec_.table, ids, u, rows_.data());
+  return in_place ? Status::OK() : store_->WriteRows(spec_.table, ids, u, rows_.data());
 }
 
 Status SparseShardState::AddDelta(const uint64_t* ids, size_t n, const float* deltas) {
