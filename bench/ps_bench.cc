@@ -72,6 +72,10 @@ DEFINE_string(dense_modes, "pushpull,push_then_pull,pull,push,pushpull_zero_copy
 DEFINE_bool(echo, true,
             "Measure the ZeroMQ echo yardstick (false: relaxps alone, e.g. to count its system "
             "calls per operation; the ratios are then meaningless).");
+DEFINE_bool(drive, true,
+            "Each client's driving thread waits in Client::Drive() (replies read and callbacks run "
+            "on it); false: on a condition variable, the callbacks running on the client's I/O "
+            "thread.");
 DEFINE_bool(sparse, true, "Run the sparse PullRows/PushRows measurements.");
 DEFINE_int32(rows_per_batch, 1024, "Rows per sparse request.");
 DEFINE_int32(row_width, 64, "Floats per sparse row.");
@@ -182,6 +186,30 @@ class Cluster {
   Client* client(int i) { return clients_[i].get(); }
   int num_clients() const { return int(clients_.size()); }
 
+  // Creates a table through client 0 and waits until every client's shard
+  // map has it (the others learn of it from the coordinator a moment later;
+  // an op sent before that fails with NotFound).
+  void CreateTable(const TableOptions& t) {
+    Status st = clients_[0]->CreateTable(t);
+    CHECK(st.ok()) << st.ToString();
+    const auto give_up = Clock::now() + std::chrono::seconds(30);
+    for (const auto& c : clients_) {
+      while (true) {
+        Status s = t.type == TableType::kDense
+                       ? c->Pull(t.name, 0, FloatBuffer(1)).get()
+                       : c->PullRows(t.name, KeyBuffer(1),
+                                     FloatBuffer(t.row_width))
+                             .get();
+        if (s.code() != StatusCode::kNotFound) {
+          CHECK(s.ok()) << s.ToString();
+          break;
+        }
+        CHECK(Clock::now() < give_up) << "table " << t.name << " never reached a client";
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+  }
+
  private:
   // --metrics: declared first, so it outlives the processes it collects from.
   metrics::Registry registry_;
@@ -211,6 +239,10 @@ class CompletionQueue {
     // caller keeps the queue alive (Driver::Done shares it).
     cv_.notify_one();
   }
+  bool ready() {
+    std::lock_guard<std::mutex> l(mu_);
+    return !q_.empty();
+  }
   std::pair<int, Status> Pop() {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [this] { return !q_.empty(); });
@@ -235,6 +267,8 @@ class Workload {
   virtual bool Issue(int slot, int stage, Client::Callback done) = 0;
   // Payload bytes (pushed + pulled) and items of one op.
   virtual uint64_t bytes_per_op() const = 0;
+  // The client the ops go through.
+  virtual Client* client() const = 0;
   virtual uint64_t items_per_op() const { return 1; }
 };
 
@@ -273,6 +307,9 @@ class Driver {
   // Waits for one completion and starts the op's next stage, if any. Returns
   // the slot whose op just completed (or failed), -1 if it moved on a stage.
   int Step() {
+    // Driving returns false at once when it cannot (e.g. another thread
+    // drives this client); Pop() then waits as without it.
+    if (FLAGS_drive) w_->client()->Drive([this] { return cq_->ready(); }, 60 * 1000);
     auto [slot, s] = cq_->Pop();
     --outstanding_;
     if (!s.ok() && status_.ok()) status_ = s;
@@ -435,6 +472,7 @@ class DenseWorkload : public Workload {
     }
     return false;
   }
+  Client* client() const override { return client_; }
   uint64_t bytes_per_op() const override {
     return grads_.bytes() * (mode_ == DenseMode::kPull || mode_ == DenseMode::kPush ? 1 : 2);
   }
@@ -465,6 +503,7 @@ class SparseWorkload : public Workload {
     else client_->PullRows(table_, ids, out_[slot], std::move(done));
     return true;
   }
+  Client* client() const override { return client_; }
   uint64_t bytes_per_op() const override {
     return rows_ * (sizeof(uint64_t) + width_ * sizeof(float));
   }
@@ -557,8 +596,7 @@ class PsBench {
       t.size = bytes / sizeof(float);
       t.optimizer.name = "sgd";
       t.optimizer.lr = 1e-3f;
-      Status st = cluster.client(0)->CreateTable(t);
-      CHECK(st.ok()) << st.ToString();
+      cluster.CreateTable(t);
       std::vector<int> depths;
       for (int d : in_flights) {
         if (d == 1 || FLAGS_deep_max_bytes == 0 || bytes <= FLAGS_deep_max_bytes) depths.push_back(d);
@@ -684,8 +722,7 @@ class PsBench {
     t.row_width = FLAGS_row_width;
     t.optimizer.name = "sgd";
     t.optimizer.lr = 1e-3f;
-    Status st = cluster->client(0)->CreateTable(t);
-    CHECK(st.ok()) << st.ToString();
+    cluster->CreateTable(t);
     const size_t rows = FLAGS_rows_per_batch;
     const size_t id_bytes = rows * sizeof(uint64_t), row_bytes = rows * FLAGS_row_width * 4;
     for (bool zipf : {false, true}) {

@@ -455,6 +455,7 @@ ClientStats ClientImpl::stats() const {
   s.requests = r.requests;
   s.errors = errors_.load();
   s.replies_handed_over = replies_handed_over_.load();
+  s.replies_read_by_caller = r.replies_read_by_caller;
   if (cache_ != nullptr) {
     s.cache_hits = cache_->hits();
     s.cache_misses = cache_->misses();

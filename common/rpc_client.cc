@@ -38,6 +38,8 @@ RpcClient::RpcClient(const RpcClientOptions& options)
     : options_(options), clock_(ClockOrReal(options.clock)) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   CHECK_GE(wake_fd_, 0) << "eventfd failed";
+  driver_wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  CHECK_GE(driver_wake_fd_, 0) << "eventfd failed";
   io_thread_ = std::thread([this] { IoLoop(); });
 }
 
@@ -49,11 +51,29 @@ RpcClient::~RpcClient() {
   Wake();
   io_thread_.join();
   close(wake_fd_);
+  close(driver_wake_fd_);
 }
 
 void RpcClient::Wake() {
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void RpcClient::WakeDriver() {
+  uint64_t one = 1;
+  (void)!write(driver_wake_fd_, &one, sizeof(one));
+}
+
+void RpcClient::WakeDriverIfAny() {
+  // Pairs with the fence in Drive(): either the driver sees what ran before
+  // this (its done() after setting driving_), or this sees driving_.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (driving_.load()) WakeDriver();
+}
+
+void RpcClient::TellDriver(int peer) {
+  driver_touch_.push_back(peer);
+  WakeDriver();  // Kept by the eventfd for the next driver if none drives now.
 }
 
 int RpcClient::Connect(const std::string& endpoint, const std::string& curve_server_key) {
@@ -118,12 +138,21 @@ bool RpcClient::SendFromCaller(Outgoing* out) {
   bool wake = !failed.empty() || deadline < sleep_until_ms_;
   for (Completion& c : failed) failed_sends_.push_back(std::move(c));
   // The send may have taken in a reply (see SocketPoller::Touch) that the
-  // sleeping I/O thread would not hear of: then it is woken, and asks the
-  // socket (SendNow listed it in sent_to_).
+  // sleeping reader would not hear of: then it is told, and asks the socket.
+  // The reader is the I/O thread (SendNow listed the socket in sent_to_) or,
+  // while the sockets are left to drivers, the current or next driver; both
+  // are told when that may change before they look.
+  bool input;
   try {
-    wake = wake || (sockets_[peer].get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+    input = (sockets_[peer].get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
   } catch (const zmq::error_t&) {
-    wake = true;
+    input = true;
+  }
+  if (input) {
+    TellDriver(peer);
+    // A driver holds the sockets, and the I/O thread takes them back with a
+    // touch of each (SocketPoller::Enable) when it does.
+    wake = wake || !(driving_.load() || MonotonicMs() < drivers_hold_until_ms_);
   }
   if (wake) Wake();
   return true;
@@ -152,7 +181,105 @@ TransportStats RpcClient::stats() const {
   s.bytes_received = bytes_received_.load();
   s.timeouts = timeouts_.load();
   s.sent_by_caller = sent_by_caller_.load();
+  s.replies_read_by_caller = replies_read_by_caller_.load();
   return s;
+}
+
+bool RpcClient::Drive(const std::function<bool()>& done, int timeout_ms) {
+  if (done()) return true;
+  const int64_t give_up = MonotonicMs() + std::max(timeout_ms, 0);
+  {
+    MutexLock io(&io_mu_);
+    {
+      MutexLock l(&mu_);
+      if (stopping_) return false;
+    }
+    if (driving_.load() || sockets_.empty()) return false;
+    driving_.store(true);
+    SyncDriverPoller(/*force=*/io_used_sockets_);
+    io_used_sockets_ = false;
+  }
+  // Callbacks the I/O thread ran before it could see driving_ (see
+  // WakeDriverIfAny) are seen by this done().
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  bool reached = done();
+  std::vector<Completion> completions;
+  while (!reached) {
+    bool ready;
+    {
+      MutexLock io(&io_mu_);
+      SyncDriverPoller(/*force=*/false);
+      for (int peer : driver_touch_) driver_poller_.Touch(1 + peer);
+      driver_touch_.clear();
+      ready = driver_poller_.CheckTouched();
+    }
+    const int64_t left = give_up - MonotonicMs();
+    if (!ready && left <= 0) break;
+    // The descriptors only: other threads may send on the sockets meanwhile
+    // (they tell this one when that takes in input, see SendFromCaller).
+    driver_poller_.Sleep(ready ? 0 : static_cast<int>(std::min<int64_t>(left, kDriverMaxSleepMs)));
+    bool woken;
+    {
+      MutexLock io(&io_mu_);
+      // Sockets were added: their items moved, and are all asked again.
+      if (SyncDriverPoller(/*force=*/false)) continue;
+      for (int peer : driver_touch_) driver_poller_.Touch(1 + peer);
+      driver_touch_.clear();
+      driver_poller_.CheckFired();
+      woken = driver_poller_.readable(0);
+      if (woken) {
+        uint64_t v;
+        (void)!read(driver_wake_fd_, &v, sizeof(v));
+      }
+      ReadReplies(&driver_poller_, /*by_caller=*/true, &completions);
+    }
+    RunCompletions(&completions);
+    reached = done();
+    if (woken && !reached) {
+      MutexLock l(&mu_);
+      if (stopping_) break;
+    }
+  }
+  MutexLock io(&io_mu_);
+  driving_.store(false);
+  drivers_hold_until_ms_ = MonotonicMs() + kDriverGraceMs;
+  return reached;
+}
+
+bool RpcClient::SyncDriverPoller(bool force) {
+  if (!force && driver_poller_.size() == 1 + sockets_.size()) return false;
+  driver_poller_.Clear();
+  driver_poller_.AddFd(driver_wake_fd_);
+  for (auto& socket : sockets_) driver_poller_.AddSocket(&socket);  // Touched.
+  driver_touch_.clear();
+  return true;
+}
+
+void RpcClient::ReadReplies(SocketPoller* poller, bool by_caller,
+                            std::vector<Completion>* completions) {
+  std::vector<zmq::message_t> parts;
+  for (size_t i = 1; i < 1 + sockets_.size(); ++i) {
+    if (!poller->readable(i)) continue;
+    // Read until empty (EAGAIN), or touched to be read on after a batch.
+    bool empty = false;
+    for (int n = 0; n < 1024 && !empty; ++n) {
+      parts.clear();
+      zmq::recv_result_t r;
+      try {
+        r = zmq::recv_multipart(sockets_[i - 1], std::back_inserter(parts),
+                                zmq::recv_flags::dontwait);
+      } catch (const zmq::error_t& e) {
+        LOG(WARNING) << "recv failed: " << e.what();
+        break;
+      }
+      empty = !r;
+      if (empty) break;
+      const size_t before = completions->size();
+      OnReply(parts, completions);
+      if (by_caller && completions->size() > before) replies_read_by_caller_.fetch_add(1);
+    }
+    if (!empty) poller->Touch(i);
+  }
 }
 
 void RpcClient::SendNow(Outgoing out, std::vector<Completion>* completions) {
@@ -226,9 +353,11 @@ void RpcClient::FailPending(const Status& status, std::vector<Completion>* compl
   deadlines_.clear();
 }
 
-void RpcClient::RunCompletions(std::vector<Completion>* completions) {
+bool RpcClient::RunCompletions(std::vector<Completion>* completions) {
+  if (completions->empty()) return false;
   for (Completion& c : *completions) c.done(c.status, std::move(c.reply));
   completions->clear();
+  return true;
 }
 
 void RpcClient::IoLoop() {
@@ -237,6 +366,18 @@ void RpcClient::IoLoop() {
   std::vector<zmq::message_t> parts;
   std::vector<Completion> completions;  // Run once io_mu_ is released.
   std::vector<int> disconnected;        // Likewise on_disconnect.
+  bool sockets_left = false;            // Disabled in `poller`: a driver's.
+  const auto leave_sockets = [&](bool leave) {
+    if (leave == sockets_left) return;
+    for (size_t p = 0; p < sockets_.size(); ++p) {
+      if (leave) {
+        poller.Disable(1 + p);
+      } else {
+        poller.Enable(1 + p);
+      }
+    }
+    sockets_left = leave;
+  };
   while (true) {
     int64_t timeout = 0;
     bool ready = false;
@@ -310,7 +451,11 @@ void RpcClient::IoLoop() {
                 InvalidArgumentError("no such peer " + std::to_string(out.peer)), Message()});
             continue;
           }
+          const int peer = out.peer;
           SendNow(std::move(out), &completions);
+          // The send may have taken in input that a driver waits for.
+          io_used_sockets_ = true;
+          if (driving_.load()) TellDriver(peer);
         }
         outbox.clear();
         for (const auto& [peer, status] : cancel_peers) {
@@ -331,7 +476,14 @@ void RpcClient::IoLoop() {
           poller.AddFd(wake_fd_);
           for (auto& s : sockets_) poller.AddSocket(&s);
           for (auto& m : monitors_) poller.AddSocket(&m);
+          sockets_left = false;
         }
+        // While a driver reads the sockets, and for a grace period after,
+        // they are left out of this thread's waits and checks: it would
+        // otherwise wake for every reply the driver reads.
+        const bool leave = driving_.load() || MonotonicMs() < drivers_hold_until_ms_;
+        leave_sockets(leave);
+        if (!leave) io_used_sockets_ = true;
         for (int peer : sent_to_) poller.Touch(1 + peer);
         sent_to_.clear();
         timeout = 100;
@@ -339,6 +491,8 @@ void RpcClient::IoLoop() {
         timeout = std::max<int64_t>(timeout, 0);
         sleep_until_ms_ = now + timeout;
         timeout = std::max<int64_t>(clock_->RealWaitMs(timeout), 0);
+        // Looks again soon: the driver may leave.
+        if (leave) timeout = std::min<int64_t>(timeout, kDriverGraceMs);
         try {
           ready = poller.CheckTouched();
         } catch (const zmq::error_t& e) {
@@ -347,9 +501,12 @@ void RpcClient::IoLoop() {
       }
       exit = stopping;
     }
-    RunCompletions(&completions);
+    if (RunCompletions(&completions)) WakeDriverIfAny();
     // Callers see stopping_ and no longer use the sockets.
-    if (exit) return;
+    if (exit) {
+      WakeDriver();
+      return;
+    }
     try {
       // Callers may send meanwhile (the sockets are theirs while io_mu_ is
       // free); they wake this thread when it has to look at them.
@@ -361,6 +518,8 @@ void RpcClient::IoLoop() {
       MutexLock io(&io_mu_);
       for (int peer : sent_to_) poller.Touch(1 + peer);
       sent_to_.clear();
+      // A driver started during the sleep: the sockets are its now.
+      if (driving_.load()) leave_sockets(true);
       try {
         poller.CheckFired();
       } catch (const zmq::error_t& e) {
@@ -390,30 +549,12 @@ void RpcClient::IoLoop() {
           if (event == ZMQ_EVENT_DISCONNECTED) disconnected.push_back(static_cast<int>(m));
         }
       }
-      for (size_t i = 1; i < 1 + sockets_.size(); ++i) {
-        if (!poller.readable(i)) continue;
-        // Read until empty (EAGAIN), or touched to be read on after a batch.
-        bool empty = false;
-        for (int n = 0; n < 1024 && !empty; ++n) {
-          parts.clear();
-          zmq::recv_result_t r;
-          try {
-            r = zmq::recv_multipart(sockets_[i - 1], std::back_inserter(parts),
-                                    zmq::recv_flags::dontwait);
-          } catch (const zmq::error_t& e) {
-            LOG(WARNING) << "recv failed: " << e.what();
-            break;
-          }
-          empty = !r;
-          if (!empty) OnReply(parts, &completions);
-        }
-        if (!empty) poller.Touch(i);
-      }
+      ReadReplies(&poller, /*by_caller=*/false, &completions);
       ExpireDeadlines(&completions);
     }
     for (int peer : disconnected) options_.on_disconnect(peer);
     disconnected.clear();
-    RunCompletions(&completions);
+    if (RunCompletions(&completions)) WakeDriverIfAny();
   }
 }
 

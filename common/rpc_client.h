@@ -11,8 +11,18 @@
 // The ZeroMQ implementation of Transport (common/transport.h); wrap it in a
 // FaultInjectingTransport for failure tests.
 //
+// A caller may instead lend its thread (Drive()): while it waits, it reads
+// the replies and runs the callbacks itself, and the I/O thread leaves the
+// sockets alone. The reply then reaches the waiting thread straight from
+// ZeroMQ, as in a single-threaded client, instead of through a second
+// thread and a futex wake-up. The I/O thread takes the sockets back
+// kDriverGraceMs after the driver leaves (a driver that waits again at once,
+// as a training loop does, keeps them), and keeps deadlines, cancellations
+// and new connections throughout.
+//
 // Thread-safety: all public methods are safe from any thread. Callbacks run on
-// the I/O thread and must not block on other requests of the same client.
+// the I/O thread, or on a thread in Drive(), and must not block on other
+// requests of the same client.
 #ifndef RELAXPS_COMMON_RPC_CLIENT_H_
 #define RELAXPS_COMMON_RPC_CLIENT_H_
 
@@ -95,8 +105,18 @@ class RpcClient final : public Transport {
   void CancelAll(const Status& status) override;
   void CancelPeer(int peer, const Status& status) override;
   TransportStats stats() const override;
+  bool Drive(const std::function<bool()>& done, int timeout_ms) override;
 
  private:
+  // How long the I/O thread leaves the sockets to the last driver after it
+  // returns, and how often it looks while a driver is in Drive(): a reply
+  // to a request that nobody drives for waits at most about twice this.
+  static constexpr int kDriverGraceMs = 1;
+  // The longest sleep of a driver between looks at stopping_. Everything it
+  // waits for wakes it (its eventfd, see TellDriver and WakeDriverIfAny), so
+  // a longer sleep is a lost wake-up: long enough to show in tests.
+  static constexpr int kDriverMaxSleepMs = 1000;
+
   struct Outgoing {
     int peer;
     Message msg;
@@ -131,7 +151,23 @@ class RpcClient final : public Transport {
       REQUIRES(io_mu_);
   void ExpireDeadlines(std::vector<Completion>* completions) REQUIRES(io_mu_);
   void FailPending(const Status& status, std::vector<Completion>* completions) REQUIRES(io_mu_);
-  static void RunCompletions(std::vector<Completion>* completions);
+  // Runs and clears them; returns whether there were any.
+  static bool RunCompletions(std::vector<Completion>* completions);
+  // Reads every socket item of `poller` (item 1 + peer) that has input until
+  // it runs dry, or touches it after a batch.
+  void ReadReplies(SocketPoller* poller, bool by_caller, std::vector<Completion>* completions)
+      REQUIRES(io_mu_);
+  // Rebuilds driver_poller_ when sockets were added (or the I/O thread used
+  // them since the last Drive); returns whether it did.
+  bool SyncDriverPoller(bool force) REQUIRES(io_mu_);
+  void WakeDriver();
+  // A ZeroMQ call on `peer`'s socket by a thread other than the driver found
+  // input there: the current or next driver asks that socket.
+  void TellDriver(int peer) REQUIRES(io_mu_);
+  // The driver's sleep must end: completions ran that it may wait for, or
+  // another thread's ZeroMQ call took in input its descriptor will not
+  // announce again.
+  void WakeDriverIfAny();
 
   // Constant after construction.
   const RpcClientOptions options_;
@@ -163,6 +199,21 @@ class RpcClient final : public Transport {
   // caller whose deadline comes sooner wakes it.
   int64_t sleep_until_ms_ GUARDED_BY(io_mu_) = 0;
 
+  // Drive(). Set under io_mu_ by the driving thread; read without it only to
+  // decide whether to wake the driver.
+  std::atomic<bool> driving_{false};
+  // The sockets (item 1 + peer) and driver_wake_fd_ (item 0); used by the
+  // driving thread only.
+  SocketPoller driver_poller_;
+  int driver_wake_fd_ = -1;
+  // Until when (MonotonicMs) the I/O thread leaves the sockets to drivers.
+  int64_t drivers_hold_until_ms_ GUARDED_BY(io_mu_) = 0;
+  // The I/O thread made ZeroMQ calls on the sockets since the last Drive():
+  // the driver's poller must ask them all again.
+  bool io_used_sockets_ GUARDED_BY(io_mu_) = true;
+  // Peers whose sockets the driver asks before it next sleeps (TellDriver).
+  std::vector<int> driver_touch_ GUARDED_BY(io_mu_);
+
   Mutex mu_;
   struct Peer {
     std::string endpoint;
@@ -180,7 +231,7 @@ class RpcClient final : public Transport {
 
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<uint64_t> requests_{0}, bytes_sent_{0}, bytes_received_{0}, timeouts_{0};
-  std::atomic<uint64_t> sent_by_caller_{0};
+  std::atomic<uint64_t> sent_by_caller_{0}, replies_read_by_caller_{0};
 
   std::thread io_thread_;
 };

@@ -5,15 +5,27 @@
 namespace relaxps {
 
 size_t SocketPoller::AddSocket(zmq::socket_t* socket) {
-  items_.push_back(Item{socket, true, false});
-  fds_.push_back(pollfd{socket->get(zmq::sockopt::fd), POLLIN, 0});
+  const int fd = socket->get(zmq::sockopt::fd);
+  items_.push_back(Item{socket, true, false, fd});
+  fds_.push_back(pollfd{fd, POLLIN, 0});
   return items_.size() - 1;
 }
 
 size_t SocketPoller::AddFd(int fd) {
-  items_.push_back(Item{nullptr, false, false});
+  items_.push_back(Item{nullptr, false, false, fd});
   fds_.push_back(pollfd{fd, POLLIN, 0});
   return items_.size() - 1;
+}
+
+void SocketPoller::Disable(size_t index) {
+  fds_[index].fd = -1;  // poll() skips negative descriptors.
+  fds_[index].revents = 0;
+  items_[index].readable = false;
+}
+
+void SocketPoller::Enable(size_t index) {
+  fds_[index].fd = items_[index].fd;
+  items_[index].touched = true;
 }
 
 void SocketPoller::Clear() {
@@ -40,7 +52,7 @@ bool SocketPoller::CheckTouched() {
     Item& item = items_[i];
     fds_[i].revents = 0;
     item.readable = false;
-    if (item.socket == nullptr || !item.touched) continue;
+    if (item.socket == nullptr || !item.touched || fds_[i].fd < 0) continue;
     item.touched = false;
     item.readable = HasInput(item.socket);
     any = any || item.readable;
@@ -61,6 +73,7 @@ bool SocketPoller::CheckFired() {
     Item& item = items_[i];
     const bool fired = fds_[i].revents != 0;
     fds_[i].revents = 0;
+    if (fds_[i].fd < 0) continue;  // Disabled: not ours to ask.
     if (!item.readable && (fired || item.touched)) {
       item.readable = item.socket == nullptr || HasInput(item.socket);
     }

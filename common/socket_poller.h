@@ -48,6 +48,13 @@ class SocketPoller {
   // leaving input unread.
   void Touch(size_t index) { items_[index].touched = true; }
 
+  // Leaves the item out of the waits and the checks (no poll() on its
+  // descriptor, no ZeroMQ call on its socket) while another thread reads it;
+  // Enable() takes it back, touched, since that thread's calls may have
+  // processed the commands that its descriptor announced.
+  void Disable(size_t index);
+  void Enable(size_t index);
+
   // Waits up to timeout_ms (< 0: without limit; 0: not at all) for input on
   // any item; returns whether some item has it (see readable()). A touched
   // socket with input ends the wait at once. An interrupted wait returns
@@ -74,6 +81,7 @@ class SocketPoller {
     zmq::socket_t* socket;  // nullptr: a plain descriptor.
     bool touched;
     bool readable;
+    int fd;  // fds_[i].fd is -1 while the item is disabled.
   };
   static bool HasInput(zmq::socket_t* socket);
 

@@ -31,6 +31,8 @@ struct TransportStats {
   // Requests the calling thread sent on the socket itself, with no hand-over
   // to the I/O thread (RpcClient::Call while that thread sleeps).
   uint64_t sent_by_caller = 0;
+  // Replies read, and their callbacks run, by a thread in Drive().
+  uint64_t replies_read_by_caller = 0;
 };
 
 class Transport {
@@ -62,6 +64,16 @@ class Transport {
   // peer is known to be dead: no need to wait for the deadlines).
   virtual void CancelPeer(int peer, const Status& status) = 0;
   virtual TransportStats stats() const = 0;
+
+  // Lends the calling thread to the transport until done() returns true or
+  // timeout_ms passes: replies are read and their callbacks run on this
+  // thread, not on the implementation's, which saves a thread hand-off per
+  // reply. done() is called here after each batch of callbacks and must not
+  // block. Returns whether done() returned true. Returns false at once when
+  // the calling thread cannot drive (another thread does, the transport is
+  // shutting down, or it cannot be driven at all, as here): then wait as
+  // without it. REQUIRES: not on a callback.
+  virtual bool Drive(const std::function<bool()>& done, int timeout_ms) { return done(); }
 
   // Blocking convenience for control traffic. REQUIRES: not on a callback.
   StatusOr<Message> CallSync(int peer, Message request, int timeout_ms);

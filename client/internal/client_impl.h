@@ -128,6 +128,9 @@ class ClientImpl final : public Client {
   int64_t clock() const override { return clock_.load(); }
   int64_t last_params_clock() const override { return last_params_clock_.load(); }
   ClientStats stats() const override;
+  bool Drive(const std::function<bool()>& done, int timeout_ms) override {
+    return rpc_->Drive(done, timeout_ms);
+  }
 
  private:
   // A dense request being routed: what every part of it shares.

@@ -2,6 +2,7 @@
 // promptly once the servers and the coordinator are gone (no deadline is
 // waited out), and a request to a dead cluster fails instead of hanging.
 #include "client/client.h"
+#include "client/testing.h"
 
 #include <algorithm>
 #include <atomic>
@@ -312,6 +313,49 @@ TEST(ClientTest, ZeroCopyPullAcrossServersAssemblesThePieces) {
 // to split. Each used to be a malloc and a free per request, about a fifth of
 // those of a 4 KiB push. The fewest of 50 pushes is counted, so that a hash
 // table growing now and then does not count.
+// A worker that waits in Drive() gets its replies, and runs its callbacks,
+// on its own thread; what it pushed and pulled is what a plain Pull reads.
+// With fault injection on (a wrapped transport) Drive() declines at once and
+// the callbacks stay on the I/O thread.
+TEST(ClientTest, DriveRunsTheCallbacksOnTheWaitingThread) {
+  InProcessCluster cluster(2);
+  ClientOptions options;
+  options.coordinator = cluster.coordinator();
+  auto c = Client::Connect(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->CreateTable(AdamTable("w", 1000)).ok());
+  FloatBuffer g(1000), out(1000), now(1000);
+  for (uint64_t i = 0; i < g.size(); ++i) g[i] = 0.001f * static_cast<float>(i % 7);
+  const std::thread::id me = std::this_thread::get_id();
+  int on_me = 0;
+  for (int step = 0; step < 50; ++step) {
+    std::atomic<bool> done{false};
+    Status result;
+    std::thread::id ran_on;
+    (*c)->PushPull("w", 0, g, out, [&](const Status& s) {  // Spans both servers.
+      result = s;
+      ran_on = std::this_thread::get_id();
+      done = true;
+    });
+    ASSERT_TRUE((*c)->Drive([&] { return done.load(); }, 10000)) << "step " << step;
+    ASSERT_TRUE(result.ok()) << result;
+    on_me += ran_on == me ? 1 : 0;
+  }
+  EXPECT_GT(on_me, 25);
+  EXPECT_GE((*c)->stats().replies_read_by_caller, 50u);
+  ASSERT_TRUE((*c)->Pull("w", 0, now).get().ok());
+  EXPECT_EQ(0, std::memcmp(out.data(), now.data(), now.size() * sizeof(float)));
+
+  FaultOptions faults;
+  faults.delay_ms = 1;
+  auto f = ConnectWithFaults(options, faults);
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::atomic<bool> pulled{false};
+  (*f)->Pull("w", 0, now, [&](const Status&) { pulled = true; });
+  EXPECT_FALSE((*f)->Drive([] { return false; }, 10000));
+  while (!pulled.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 TEST(ClientTest, DensePushAllocatesLittleOnTheCallingThread) {
   InProcessCluster cluster(1);
   ClientOptions options;

@@ -154,6 +154,117 @@ TEST(RpcClientTest, ConcurrentCallersGetEveryCallbackExactlyOnce) {
   EXPECT_EQ(on_caller_thread.load(), 0);
 }
 
+// A thread in Drive() reads its own replies and runs their callbacks: the
+// reply does not go through the I/O thread. Many drives in a row keep the
+// sockets with the driver (the I/O thread leaves them during the grace);
+// a request nobody drives for still completes, on the I/O thread, once it
+// has taken them back.
+TEST(RpcClientTest, DriverReadsItsRepliesAndTheIoThreadTakesThemBack) {
+  EchoServer echo;
+  RpcClient rpc;
+  const int peer = rpc.Connect(echo.endpoint());
+  ASSERT_TRUE(rpc.CallSync(peer, Ping(0), 5000).ok());  // The socket exists.
+  const std::thread::id me = std::this_thread::get_id();
+  constexpr uint32_t kDrives = 200;
+  for (uint32_t i = 1; i <= kDrives; ++i) {
+    std::atomic<bool> done{false};
+    std::atomic<uint32_t> echoed{0};
+    std::thread::id ran_on;
+    rpc.Call(peer, Ping(i), 5000, [&](const Status& s, Message reply) {
+      ASSERT_TRUE(s.ok()) << s;
+      echoed = *reply.frames[0].as<uint32_t>();
+      ran_on = std::this_thread::get_id();
+      done = true;
+    });
+    ASSERT_TRUE(rpc.Drive([&] { return done.load(); }, 5000)) << "drive " << i;
+    ASSERT_EQ(echoed.load(), i);
+    // Most replies come after the driver is asleep, and are its own to read;
+    // a fast one may already be in when it starts (the I/O thread's then).
+    if (ran_on != me) ASSERT_LT(i, kDrives) << "the last drive ran no callback of its own";
+  }
+  EXPECT_GT(rpc.stats().replies_read_by_caller, kDrives / 2);
+  // Right after a drive, and after the grace: nobody drives for these.
+  for (int wait_ms : {0, 20}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto reply = rpc.CallSync(peer, Ping(7), 5000);
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  }
+}
+
+// One thread drives at a time: a second one returns false at once. The I/O
+// thread keeps the deadlines meanwhile and wakes the driver when it fails a
+// request (without that wake-up the driver would sleep on for a second).
+TEST(RpcClientTest, OneDriverAtATimeAndDeadlinesWakeIt) {
+  EchoServer echo;
+  RpcClient rpc;
+  const int live = rpc.Connect(echo.endpoint());
+  const int dead = rpc.Connect("tcp://127.0.0.1:9");
+  ASSERT_TRUE(rpc.CallSync(live, Ping(0), 5000).ok());
+  std::atomic<bool> failed{false};
+  rpc.Call(dead, Ping(1), 300, [&](const Status& s, Message) {
+    EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
+    failed = true;
+  });
+  std::promise<void> driving;
+  std::atomic<int> asked{0};
+  std::thread driver([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(rpc.Drive(
+        [&] {
+          // The second ask is made with driving set (see Drive()).
+          if (asked.fetch_add(1) == 1) driving.set_value();
+          return failed.load();
+        },
+        20000));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(900));
+  });
+  driving.get_future().wait();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(rpc.Drive([] { return false; }, 10000));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  driver.join();
+  EXPECT_TRUE(failed.load());
+}
+
+// Callers on several threads drive for their own requests (one at a time;
+// the others fall back to waiting on a future) while the others' replies
+// are read by whoever drives: every callback runs exactly once.
+TEST(RpcClientTest, DrivingCallersGetEveryCallbackExactlyOnce) {
+  EchoServer echo;
+  constexpr int kThreads = 4;
+  constexpr int kCallsPerThread = 200;
+  std::vector<std::atomic<int>> runs(kThreads * kCallsPerThread);
+  {
+    RpcClient rpc;
+    const int peer = rpc.Connect(echo.endpoint());
+    ASSERT_TRUE(rpc.CallSync(peer, Ping(0), 5000).ok());
+    std::vector<std::thread> callers;
+    for (int t = 0; t < kThreads; ++t) {
+      callers.emplace_back([&, t] {
+        for (int i = 0; i < kCallsPerThread; ++i) {
+          const int n = t * kCallsPerThread + i;
+          auto done = std::make_shared<std::promise<void>>();
+          std::future<void> f = done->get_future();
+          rpc.Call(peer, Ping(static_cast<uint32_t>(n)), 20000,
+                   [&runs, n, done](const Status& s, Message) {
+                     EXPECT_TRUE(s.ok()) << s;
+                     runs[n].fetch_add(1);
+                     done->set_value();
+                   });
+          const auto ready = [&f] {
+            return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+          };
+          if (!rpc.Drive(ready, 20000)) f.wait();
+        }
+      });
+    }
+    for (auto& c : callers) c.join();
+  }
+  for (size_t n = 0; n < runs.size(); ++n) ASSERT_EQ(runs[n].load(), 1) << "call " << n;
+}
+
 // A request's deadline is measured on the client's clock: with a FakeClock a
 // one-minute deadline expires when the clock passes it, not after a minute.
 TEST(RpcClientTest, DeadlinesFollowTheClock) {
