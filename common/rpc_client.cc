@@ -492,7 +492,11 @@ void RpcClient::IoLoop() {
         sleep_until_ms_ = now + timeout;
         timeout = std::max<int64_t>(clock_->RealWaitMs(timeout), 0);
         // Looks again soon: the driver may leave.
-        if (leave) timeout = std::min<int64_t>(timeout, kDriverGraceMs);
+        if (leave) {
+          timeout = std::min<int64_t>(
+              timeout, driving_.load() ? kDriverCheckMs
+                                       : std::max<int64_t>(drivers_hold_until_ms_ - MonotonicMs(), 1));
+        }
         try {
           ready = poller.CheckTouched();
         } catch (const zmq::error_t& e) {

@@ -12,10 +12,12 @@
 //
 // Thread-safety: all methods are safe to call from multiple threads. A
 // callback runs on the client's I/O thread when its request went to the
-// servers, or inline on the calling thread (before the call returns) when it
-// completes without a round trip: an argument error, a job that has failed,
-// an SSP cache hit, an empty sparse request, or a client shutting down.
-// Callbacks must not block, and must not assume they run on either thread.
+// servers (or on a thread waiting in Drive(), which reads the replies itself
+// while it waits), or inline on the calling thread (before the call returns)
+// when it completes without a round trip: an argument error, a job that has
+// failed, an SSP cache hit, an empty sparse request, or a client shutting
+// down. Callbacks must not block, and must not assume they run on any
+// particular thread.
 #ifndef RELAXPS_CLIENT_H_
 #define RELAXPS_CLIENT_H_
 
@@ -284,7 +286,7 @@ class Client {
   // thread cannot drive: another thread is in Drive(), the client is
   // shutting down, or fault injection is on. Then wait as without it (the
   // callbacks keep running on the I/O thread). A reply that arrives after
-  // Drive() returned, with nobody driving, waits up to about 2 ms for the
+  // Drive() returned, with nobody driving, waits up to about 11 ms for the
   // I/O thread to take the sockets back. REQUIRES: not on a callback.
   //
   //   std::atomic<bool> pushed{false};
