@@ -200,8 +200,15 @@ class PsParams final : public ParamSource {
   // Waits for a request with a bound, and names it in any error.
   Status Wait(std::future<Status> f, const char* what) {
     auto name = [&] { return std::string(what) + " of table '" + table() + "'"; };
-    if (f.wait_for(std::chrono::milliseconds(options_.wait_timeout_ms)) !=
-        std::future_status::ready) {
+    // Waits on this thread's own reads of the replies (Client::Drive) when it
+    // can: no hand-off from the client's I/O thread.
+    const auto ready = [&f] {
+      return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    };
+    const auto give_up =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.wait_timeout_ms);
+    client_->Drive(ready, options_.wait_timeout_ms);
+    if (f.wait_until(give_up) != std::future_status::ready) {
       // The client still references our buffers; they stay alive through
       // their shared owner, so abandoning the request is safe.
       incoming_ = NewHostBuffer();
