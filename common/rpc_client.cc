@@ -187,6 +187,9 @@ TransportStats RpcClient::stats() const {
 
 bool RpcClient::Drive(const std::function<bool()>& done, int timeout_ms) {
   if (done()) return true;
+  // A callback on the I/O thread must not drive: that thread's deadlines and
+  // sends would wait for it.
+  if (std::this_thread::get_id() == io_thread_.get_id()) return false;
   const int64_t give_up = MonotonicMs() + std::max(timeout_ms, 0);
   {
     MutexLock io(&io_mu_);

@@ -229,8 +229,9 @@ class RpcClient final : public Transport {
   Status cancel_ GUARDED_BY(mu_);
   std::vector<std::pair<int, Status>> cancel_peers_ GUARDED_BY(mu_);  // CancelPeer requests.
 
-  // I/O thread only.
-  LogLimiter log_limiter_;  // Malformed replies: one a second.
+  // Malformed replies: one a second. Used under io_mu_ (by the I/O thread
+  // or a driver).
+  LogLimiter log_limiter_;
 
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<uint64_t> requests_{0}, bytes_sent_{0}, bytes_received_{0}, timeouts_{0};

@@ -319,8 +319,7 @@ TEST(ClientTest, ZeroCopyPullAcrossServersAssemblesThePieces) {
 // the callbacks stay on the I/O thread.
 TEST(ClientTest, DriveRunsTheCallbacksOnTheWaitingThread) {
   InProcessCluster cluster(2);
-  ClientOptions options;
-  options.coordinator = cluster.coordinator();
+  const ClientOptions options = SplittingOptions(cluster, /*part_bytes=*/0);
   auto c = Client::Connect(options);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE((*c)->CreateTable(AdamTable("w", 1000)).ok());

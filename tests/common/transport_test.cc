@@ -191,6 +191,15 @@ TEST(RpcClientTest, DriverReadsItsRepliesAndTheIoThreadTakesThemBack) {
     ASSERT_TRUE(reply.ok()) << reply.status();
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
   }
+  // A callback on the I/O thread that tries to drive is refused at once: the
+  // thread would otherwise stop keeping deadlines for as long as it drove.
+  std::promise<std::chrono::steady_clock::duration> refused;
+  rpc.Call(peer, Ping(8), 5000, [&](const Status&, Message) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(rpc.Drive([] { return false; }, 2000));
+    refused.set_value(std::chrono::steady_clock::now() - t0);
+  });
+  EXPECT_LT(refused.get_future().get(), std::chrono::milliseconds(500));
 }
 
 // One thread drives at a time: a second one returns false at once. The I/O
