@@ -212,8 +212,7 @@ bool RpcClient::Drive(const std::function<bool()>& done, int timeout_ms) {
     {
       MutexLock io(&io_mu_);
       SyncDriverPoller(/*force=*/false);
-      for (int peer : driver_touch_) driver_poller_.Touch(1 + peer);
-      driver_touch_.clear();
+      TouchToldSockets();
       ready = driver_poller_.CheckTouched();
     }
     const int64_t left = give_up - MonotonicMs();
@@ -226,8 +225,7 @@ bool RpcClient::Drive(const std::function<bool()>& done, int timeout_ms) {
       MutexLock io(&io_mu_);
       // Sockets were added: their items moved, and are all asked again.
       if (SyncDriverPoller(/*force=*/false)) continue;
-      for (int peer : driver_touch_) driver_poller_.Touch(1 + peer);
-      driver_touch_.clear();
+      TouchToldSockets();
       driver_poller_.CheckFired();
       woken = driver_poller_.readable(0);
       if (woken) {
@@ -249,6 +247,11 @@ bool RpcClient::Drive(const std::function<bool()>& done, int timeout_ms) {
   return reached;
 }
 
+void RpcClient::TouchToldSockets() {
+  for (int peer : driver_touch_) driver_poller_.Touch(1 + peer);
+  driver_touch_.clear();
+}
+
 bool RpcClient::SyncDriverPoller(bool force) {
   if (!force && driver_poller_.size() == 1 + sockets_.size()) return false;
   driver_poller_.Clear();
@@ -260,7 +263,7 @@ bool RpcClient::SyncDriverPoller(bool force) {
 
 void RpcClient::ReadReplies(SocketPoller* poller, bool by_caller,
                             std::vector<Completion>* completions) {
-  std::vector<zmq::message_t> parts;
+  std::vector<zmq::message_t>& parts = recv_parts_;
   for (size_t i = 1; i < 1 + sockets_.size(); ++i) {
     if (!poller->readable(i)) continue;
     // Read until empty (EAGAIN), or touched to be read on after a batch.

@@ -163,6 +163,8 @@ class RpcClient final : public Transport {
   // Rebuilds driver_poller_ when sockets were added (or the I/O thread used
   // them since the last Drive); returns whether it did.
   bool SyncDriverPoller(bool force) REQUIRES(io_mu_);
+  // Touches in driver_poller_ the sockets that TellDriver named.
+  void TouchToldSockets() REQUIRES(io_mu_);
   void WakeDriver();
   // A ZeroMQ call on `peer`'s socket by a thread other than the driver found
   // input there: the current or next driver asks that socket.
@@ -216,6 +218,8 @@ class RpcClient final : public Transport {
   bool io_used_sockets_ GUARDED_BY(io_mu_) = true;
   // Peers whose sockets the driver asks before it next sleeps (TellDriver).
   std::vector<int> driver_touch_ GUARDED_BY(io_mu_);
+  // ReadReplies' scratch, reused so that reading allocates nothing.
+  std::vector<zmq::message_t> recv_parts_ GUARDED_BY(io_mu_);
 
   Mutex mu_;
   struct Peer {
