@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "common/buffer_pool.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
 
@@ -48,6 +49,9 @@ DEFINE_string(only, "", "Run only the configuration with this name (e.g. rocksdb
               "rocksdb/noflush and memory");
 DEFINE_double(push_mb, 0, "MiB each PushPull covers, at the end of the table (0: all of it)");
 DEFINE_string(dir, "", "Scratch directory for RocksDB (default: $TMPDIR or /tmp)");
+DEFINE_bool(tune_malloc, true,
+            "Call TuneMallocForLargeMessages() as relaxps-server does (false: glibc's defaults, "
+            "for comparison).");
 
 namespace relaxps {
 namespace {
@@ -133,6 +137,7 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_minloglevel = 1;
+  if (FLAGS_tune_malloc) relaxps::TuneMallocForLargeMessages();
   using relaxps::Config;
   if (FLAGS_mb <= 0 || FLAGS_seconds <= 0 || FLAGS_reps < 1 || FLAGS_push_mb < 0 ||
       FLAGS_push_mb > FLAGS_mb) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -29,13 +30,40 @@ size_t ClassBytes(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+// Classes below this come from malloc, above it from mmap. A small block
+// gains nothing from its own mapping (its pages are in glibc's heap, already
+// faulted in), and mappings of a few pages each would only add VMAs; what
+// pooling it saves is the allocation itself (see min_pooled_bytes).
+constexpr size_t kMinMappedBytes = size_t{64} << 10;
+constexpr size_t kSmallBlockAlign = 64;  // A cache line.
+
+void* NewBlock(size_t bytes, bool prefault) {
+  if (bytes < kMinMappedBytes) {
+    void* p = std::aligned_alloc(kSmallBlockAlign, bytes);
+    CHECK(p != nullptr) << "BufferPool: allocation of " << bytes << " bytes failed";
+    return p;
+  }
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (prefault ? MAP_POPULATE : 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+  CHECK(p != MAP_FAILED) << "BufferPool: mmap of " << bytes << " bytes failed";
+  return p;
+}
+
+void DeleteBlock(void* p, size_t bytes) {
+  if (bytes < kMinMappedBytes) {
+    std::free(p);
+  } else {
+    munmap(p, bytes);
+  }
+}
+
 }  // namespace
 
 struct BufferPool::Core {
   explicit Core(const BufferPoolOptions& o) : options(o) {}
   ~Core() {
     for (auto& [bytes, list] : free_lists) {
-      for (void* p : list) munmap(p, bytes);
+      for (void* p : list) DeleteBlock(p, bytes);
     }
   }
 
@@ -53,10 +81,7 @@ struct BufferPool::Core {
       }
       ++stats.mapped;
     }
-    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (options.prefault ? MAP_POPULATE : 0);
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
-    CHECK(p != MAP_FAILED) << "BufferPool: mmap of " << bytes << " bytes failed";
-    return p;
+    return NewBlock(bytes, options.prefault);
   }
 
   void Give(void* p, size_t bytes) {
@@ -69,7 +94,7 @@ struct BufferPool::Core {
       }
       ++stats.unmapped;
     }
-    munmap(p, bytes);
+    DeleteBlock(p, bytes);
   }
 
   const BufferPoolOptions options;
@@ -91,7 +116,7 @@ BufferPool::~BufferPool() {
     core_->stats.cached_bytes = 0;
   }
   for (auto& [bytes, list] : lists) {
-    for (void* p : list) munmap(p, bytes);
+    for (void* p : list) DeleteBlock(p, bytes);
   }
 }
 

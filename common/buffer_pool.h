@@ -12,7 +12,7 @@
 //
 // Buffers are Buffer<T>s (common/buffer.h) whose release returns the memory
 // to the pool; the pool's state is shared with every buffer it handed out,
-// so a buffer may outlive the BufferPool object (it is then unmapped when
+// so a buffer may outlive the BufferPool object (it is then freed when
 // released). Requests below `min_pooled_bytes` come from new[] as before:
 // glibc keeps small blocks in its bins without faulting.
 //
@@ -31,7 +31,9 @@ namespace relaxps {
 
 struct BufferPoolOptions {
   // Smaller requests bypass the pool (plain new[]). Lower: more requests
-  // pooled, more size classes kept; higher: more faults for mid-size payloads.
+  // pooled, more size classes kept; higher: more faults for mid-size payloads,
+  // and a malloc per payload. (Pooled classes below 64 KiB are malloc'd once
+  // and then reused; from 64 KiB they are mapped.)
   size_t min_pooled_bytes = size_t{64} << 10;
   // Most bytes kept on the free lists; a buffer released beyond this is
   // unmapped. Higher: fewer faults under bursts, more resident memory.
@@ -44,8 +46,8 @@ struct BufferPoolOptions {
 struct BufferPoolStats {
   uint64_t acquired = 0;      // Pooled buffers handed out.
   uint64_t reused = 0;        // ...of which came from a free list.
-  uint64_t mapped = 0;        // ...of which were mapped fresh.
-  uint64_t unmapped = 0;      // Buffers returned to the kernel (over the cap).
+  uint64_t mapped = 0;        // ...of which were allocated fresh.
+  uint64_t unmapped = 0;      // Buffers freed (over the cap).
   uint64_t cached_bytes = 0;  // Bytes on the free lists now.
 };
 
@@ -54,10 +56,11 @@ class BufferPool {
   explicit BufferPool(const BufferPoolOptions& options = BufferPoolOptions());
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
-  // Unmaps the free lists; buffers still in use are unmapped when released.
+  // Frees the free lists; buffers still in use are freed when released.
   ~BufferPool();
 
-  // `n` uninitialized elements, page-aligned when pooled. Never fails short
+  // `n` uninitialized elements: page-aligned when pooled in a class of at
+  // least 64 KiB, cache-line aligned in a smaller one. Never fails short
   // of the process running out of memory (then it aborts, like new[]).
   template <typename T>
   Buffer<T> Acquire(size_t n) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -62,6 +63,35 @@ TEST(BufferPoolTest, SmallRequestsBypassThePool) {
   { FloatBuffer b = pool.Acquire<float>(100); ASSERT_EQ(b.size(), 100u); }
   EXPECT_EQ(pool.stats().acquired, 0u);
   EXPECT_TRUE(pool.Acquire<float>(0).empty());
+}
+
+TEST(BufferPoolTest, SmallPooledClassesAreReusedAndAligned) {
+  // A server pools replies from 4 KiB on (server_impl.h): below 64 KiB the
+  // blocks come from malloc once, and are then handed out again.
+  BufferPoolOptions o;
+  o.min_pooled_bytes = 4096;
+  BufferPool pool(o);
+  std::vector<float*> first;
+  {
+    std::vector<FloatBuffer> held;
+    for (size_t n : {size_t{1024}, size_t{1500}, size_t{4096}}) {
+      held.push_back(pool.Acquire<float>(n));
+      first.push_back(held.back().data());
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(first.back()) % 64, 0u) << n;
+      std::fill(held.back().data(), held.back().data() + n, 1.0f);  // All addressable.
+    }
+  }
+  EXPECT_EQ(pool.stats().mapped, 3u);
+  EXPECT_EQ(pool.stats().cached_bytes, size_t{4096} + 8192 + 16384);
+  for (int round = 0; round < 3; ++round) {
+    FloatBuffer a = pool.Acquire<float>(1024);
+    FloatBuffer b = pool.Acquire<float>(4096);
+    EXPECT_EQ(a.data(), first[0]);
+    EXPECT_EQ(b.data(), first[2]);
+  }
+  const BufferPoolStats s = pool.stats();
+  EXPECT_EQ(s.mapped, 3u);
+  EXPECT_EQ(s.reused, 6u);
 }
 
 TEST(BufferPoolTest, CachedBytesStayUnderTheCap) {
