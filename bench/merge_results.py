@@ -92,6 +92,13 @@ def figures_of(bench, doc):
                                   f"store/{table}/rocksdb/noflush/iters_per_s",
                                   noflush.get("iters_per_s")))
                 out[-1]["ratio"] = r["ratio_to_noflush"]
+            if "flush_cpu_ms" in r and noflush.get("cpu_ms_per_iter"):
+                # The CPU of one flush against that of the clocks it covers.
+                every = r["flush_every_clocks"]
+                out.append(figure(bench, f"store/{table}/{r['name']}/flush_cpu_ms",
+                                  r["flush_cpu_ms"], "CPU ms",
+                                  f"store/{table}/rocksdb/noflush/cpu_ms_per_{every}_iters",
+                                  noflush["cpu_ms_per_iter"] * every, "lower"))
         return out
     # Generic: any list of objects carrying name + value (+ ratio).
     for key, rows in doc.items():

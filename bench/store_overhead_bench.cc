@@ -20,10 +20,15 @@
 //
 // Prints one JSON object: {"bench":"store_overhead","mb":..,"push_mb":..,
 //   "results":[{"name":"rocksdb/flush1","iters_per_s":..,"gb_per_s":..,
-//   "ratio_to_memory":..,"ratio_to_noflush":..},...]}
+//   "ratio_to_memory":..,"ratio_to_noflush":..,"cpu_ms_per_iter":..,
+//   "flush_every_clocks":..,"flush_cpu_ms":..},...]}
+// flush_cpu_ms (flushing configurations only): the process CPU one flush
+// costs, from the CPU per iteration over rocksdb/noflush's; a steadier
+// figure on a shared machine than the rate ratios.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,7 +67,22 @@ struct Config {
   int flush_every_clocks;
 };
 
-double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n, uint64_t push_n) {
+struct RunResult {
+  double iters_per_s = 0;
+  // Process CPU (every thread: the loop, the store's flush thread, RocksDB's
+  // background threads, ZeroMQ's) per PushPull + Clock. Machine noise moves
+  // it less than the rate.
+  double cpu_ms_per_iter = 0;
+};
+
+double ProcessCpuSeconds() {
+  rusage r;
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+RunResult RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n, uint64_t push_n) {
   std::filesystem::remove_all(data_dir);
   CoordinatorOptions co;
   co.consistency = ConsistencyModel::kAsync;
@@ -77,7 +97,7 @@ double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n, uint6
   auto server = Server::Start(so);
   CHECK(server.ok()) << server.status();
   std::thread st([&] { (*server)->Run().IgnoreError(); });
-  double iters_per_s = 0;
+  RunResult result;
   {
     ClientOptions o;
     o.coordinator = (*coordinator)->endpoint();
@@ -99,6 +119,7 @@ double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n, uint6
       CHECK((*client)->Clock().ok());
     }
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = ProcessCpuSeconds();
     int iters = 0;
     double elapsed = 0;
     while (elapsed < FLAGS_seconds) {
@@ -108,7 +129,8 @@ double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n, uint6
       ++iters;
       elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
-    iters_per_s = iters / elapsed;
+    result.iters_per_s = iters / elapsed;
+    result.cpu_ms_per_iter = (ProcessCpuSeconds() - cpu_start) * 1e3 / iters;
   }
   (*server)->Stop();
   st.join();
@@ -116,7 +138,7 @@ double RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n, uint6
   (*coordinator)->Stop();
   ct.join();
   std::filesystem::remove_all(data_dir);
-  return iters_per_s;
+  return result;
 }
 
 }  // namespace
@@ -172,21 +194,31 @@ int main(int argc, char** argv) {
   // that no configuration always follows the same neighbour; the page cache
   // is written back (sync) before each, so one run's writeback does not land
   // in the next one's time. A configuration's figure is the median over the
-  // rounds of its ratio to the memory store in the same round.
-  std::map<std::string, std::vector<double>> rates, ratios, noflush_ratios;
+  // rounds of its ratio to the memory store in the same round. A flushing
+  // configuration's CPU per flush is its CPU per iteration over
+  // rocksdb/noflush's in the same round, times the clocks between flushes
+  // (a flush coalesced into the next one still counts as one).
+  std::map<std::string, std::vector<double>> rates, ratios, noflush_ratios, cpu, flush_cpu;
   for (int rep = 0; rep < FLAGS_reps; ++rep) {
-    std::map<std::string, double> round;
+    std::map<std::string, relaxps::RunResult> round;
     for (size_t k = 0; k < configs.size(); ++k) {
       const Config& c = configs[(rep + k) % configs.size()];
       sync();
-      const double v = relaxps::RunOnce(c, root + "/db", n, push_n);
-      round[c.name] = v;
-      rates[c.name].push_back(v);
-      std::fprintf(stderr, "round %d %-16s %.2f iters/s\n", rep, c.name.c_str(), v);
+      const relaxps::RunResult r = relaxps::RunOnce(c, root + "/db", n, push_n);
+      round[c.name] = r;
+      rates[c.name].push_back(r.iters_per_s);
+      cpu[c.name].push_back(r.cpu_ms_per_iter);
+      std::fprintf(stderr, "round %d %-16s %.2f iters/s %.3f CPU ms/iter\n", rep, c.name.c_str(),
+                   r.iters_per_s, r.cpu_ms_per_iter);
     }
+    const relaxps::RunResult& noflush = round["rocksdb/noflush"];
     for (const Config& c : configs) {
-      ratios[c.name].push_back(round[c.name] / round["memory"]);
-      noflush_ratios[c.name].push_back(round[c.name] / round["rocksdb/noflush"]);
+      ratios[c.name].push_back(round[c.name].iters_per_s / round["memory"].iters_per_s);
+      noflush_ratios[c.name].push_back(round[c.name].iters_per_s / noflush.iters_per_s);
+      if (c.flush_every_clocks > 0 && noflush.iters_per_s > 0) {
+        flush_cpu[c.name].push_back((round[c.name].cpu_ms_per_iter - noflush.cpu_ms_per_iter) *
+                                    c.flush_every_clocks);
+      }
     }
   }
   std::filesystem::remove_all(root);
@@ -197,9 +229,14 @@ int main(int argc, char** argv) {
     const std::string& name = configs[i].name;
     const double v = Median(rates[name]);
     std::printf("%s{\"name\":\"%s\",\"iters_per_s\":%.3f,\"gb_per_s\":%.3f,"
-                "\"ratio_to_memory\":%.3f,\"ratio_to_noflush\":%.3f}",
+                "\"ratio_to_memory\":%.3f,\"ratio_to_noflush\":%.3f,\"cpu_ms_per_iter\":%.3f",
                 i ? "," : "", name.c_str(), v, v * 2 * push_n * 4 / 1e9, Median(ratios[name]),
-                Median(noflush_ratios[name]));
+                Median(noflush_ratios[name]), Median(cpu[name]));
+    if (!flush_cpu[name].empty()) {
+      std::printf(",\"flush_every_clocks\":%d,\"flush_cpu_ms\":%.3f", configs[i].flush_every_clocks,
+                  Median(flush_cpu[name]));
+    }
+    std::printf("}");
   }
   std::printf("]}\n");
   return 0;

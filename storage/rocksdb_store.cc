@@ -5,7 +5,9 @@
 // and generations. Only the chunks written since the last flush (DenseUpdated
 // marks them in a bitmap) are written, under a new delta generation; once the
 // deltas would add up to the table, the flush writes every chunk under a new
-// base generation instead. The flush record, the store metadata and every
+// base generation instead. A delta holding every chunk of the older deltas
+// (the same part of the model trained again) replaces them instead of adding
+// up: they are dropped once it is committed. The flush record, the store metadata and every
 // table record go to a second SST file, and both are ingested in one atomic
 // IngestExternalFile. The new generation's key range overlaps nothing, so its
 // file lands in the bottom level and is never compacted; once a new base is

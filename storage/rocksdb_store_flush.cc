@@ -183,16 +183,34 @@ void RocksDbStore::CaptureDirtyChunks(DenseTable* t) {
   const uint64_t dirty = all ? chunks : t->num_dirty;
   ++t->generation;
   t->flush_chunks.clear();
-  if (dirty == chunks || t->delta_chunks + dirty > chunks || t->num_deltas >= kMaxDenseDeltas) {
+  // A delta with every chunk of the older deltas replaces them (the
+  // per-update WAL writes into the committed generation: not with it).
+  const bool supersedes = !all && t->num_deltas > 0 && !options_.wal_per_update &&
+                          t->delta_bits.size() == t->dirty_bits.size() &&
+                          std::equal(t->delta_bits.begin(), t->delta_bits.end(),
+                                     t->dirty_bits.begin(), [](uint64_t older, uint64_t now) {
+                                       return (older & ~now) == 0;
+                                     });
+  const uint64_t delta_chunks = supersedes ? dirty : t->delta_chunks + dirty;
+  const int num_deltas = supersedes ? 1 : t->num_deltas + 1;
+  t->drop_superseded = false;
+  if (dirty == chunks || delta_chunks > chunks || num_deltas > kMaxDenseDeltas) {
     // A new base: every chunk.
     t->base_generation = t->generation;
     t->delta_chunks = 0;
     t->num_deltas = 0;
+    t->delta_bits.clear();
     t->flush_chunks.resize(chunks);
     for (uint64_t c = 0; c < chunks; ++c) t->flush_chunks[c] = c;
   } else {
-    t->delta_chunks += dirty;
-    ++t->num_deltas;
+    t->delta_chunks = delta_chunks;
+    t->num_deltas = num_deltas;
+    t->drop_superseded = supersedes;
+    if (supersedes || t->delta_bits.empty()) {
+      t->delta_bits = t->dirty_bits;
+    } else {
+      for (size_t w = 0; w < t->delta_bits.size(); ++w) t->delta_bits[w] |= t->dirty_bits[w];
+    }
     t->flush_chunks.reserve(dirty);
     for (size_t w = 0; w < t->dirty_bits.size(); ++w) {
       for (uint64_t bits = t->dirty_bits[w]; bits != 0; bits &= bits - 1) {
@@ -264,7 +282,8 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
   for (const std::string& path : paths) RemoveAll(path).IgnoreError();
   RETURN_IF_ERROR(s);
   for (const DenseTable* t : cap.tables) {
-    if (t->base_generation != t->generation) continue;  // A delta: older ones still count.
+    // A delta: older ones still count, unless it superseded them.
+    if (t->base_generation != t->generation && !t->drop_superseded) continue;
     // Only space is at stake: the commit no longer refers to these keys.
     Status d = DropOldGenerations(*t);
     if (!d.ok()) LOG(WARNING) << "flush of " << Where() << ": " << d;
@@ -310,7 +329,9 @@ Status RocksDbStore::WriteDenseGeneration(const DenseTable& t, const std::vector
 }
 
 Status RocksDbStore::DropOldGenerations(const DenseTable& t) {
-  const std::string lo = DensePrefix(t.id, 0), hi = DensePrefix(t.id, t.base_generation);
+  const bool deltas = t.base_generation != t.generation;  // Superseded ones.
+  const std::string lo = DensePrefix(t.id, deltas ? t.base_generation + 1 : 0);
+  const std::string hi = DensePrefix(t.id, deltas ? t.generation : t.base_generation);
   const rocksdb::Slice begin(lo), end(hi);
   // Files still referenced by a running compaction's version are removed
   // from disk when it ends.

@@ -131,17 +131,19 @@ Status ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req,
           Reject(*req, st);
           return;
         }
-        auto reply = std::make_shared<Message>(MakeReply(req->msg.header, Status::OK()));
-        reply->header.set_params_clock(params_clock);
-        reply->header.set_encoding(req->msg.header.encoding());
-        reply->frames.push_back(EncodeFloats(params, req->msg.header.encoding()));
+        Message reply = MakeReply(req->msg.header, Status::OK());
+        reply.header.set_params_clock(params_clock);
+        reply.header.set_encoding(req->msg.header.encoding());
+        reply.frames.push_back(EncodeFloats(params, req->msg.header.encoding()));
         if (chain == nullptr) {
-          ReplyWith(*req, std::move(*reply));
+          ReplyWith(*req, std::move(reply));
           return;
         }
         // Everything these parameters reflect must survive a failover.
         chain->WhenAcked(chain->applied_seq(),
-                         [this, req, reply] { ReplyWith(*req, std::move(*reply)); });
+                         [this, req, shared = std::make_shared<Message>(std::move(reply))] {
+                           ReplyWith(*req, std::move(*shared));
+                         });
       };
   Status pushed;
   if (push_grads != nullptr) {

@@ -138,6 +138,15 @@ class RocksDbStore final : public ParamStore {
     // replaces them once they add up to the table) and their number.
     uint64_t delta_chunks = 0;
     int num_deltas = 0;
+    // Bit c: chunk c is in a delta above base_generation. A delta that
+    // rewrites all of them supersedes the older deltas: they are dropped
+    // once it is committed instead of adding up towards a new base (a model
+    // of which the same part is trained at every step writes one delta's
+    // worth per flush, not a whole base every few flushes). Loop thread.
+    std::vector<uint64_t> delta_bits;
+    // The captured flush supersedes the deltas in (base_generation,
+    // generation): drop them once it is committed.
+    bool drop_superseded = false;
     // Dirty-chunk tracking. Loop thread only. Bit c: chunk c (all slots)
     // was written since the last captured flush (set by DenseUpdated).
     std::vector<uint64_t> dirty_bits;
@@ -290,8 +299,9 @@ class RocksDbStore final : public ParamStore {
   // path.
   Status WriteDenseGeneration(const DenseTable& t, const std::vector<float*>& slots,
                               const std::string& path);
-  // Removes generations [0, t.base_generation) of a committed table: whole files
-  // first (no compaction), then a range tombstone for any leftovers.
+  // Removes generations [0, t.base_generation) of a committed table, or with
+  // t.drop_superseded the deltas in (t.base_generation, t.generation): whole
+  // files first (no compaction), then a range tombstone for any leftovers.
   Status DropOldGenerations(const DenseTable& t);
   // Hands cap to the flush thread (started on first use).
   // REQUIRES: no flush job running.

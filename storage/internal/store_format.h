@@ -23,7 +23,9 @@
 // is the base overlaid by the deltas after it in order. A flush writes a new
 // base once the deltas would add up to more than the table (or there would
 // be too many of them); then every older generation is garbage as soon as
-// the commit lands. Each generation is one contiguous key range that
+// the commit lands. A delta that holds every chunk of the deltas before it
+// supersedes them: they are garbage once it lands, and a generation missing
+// between the base and the newest one is one that was dropped so. Each generation is one contiguous key range that
 // overlaps nothing else, and the dense prefix sorts after every other kind,
 // so a generation's SST file is ingested straight into the bottom level and
 // later dropped whole (DeleteFilesInRange) instead of being rewritten by

@@ -15,6 +15,7 @@
 #include <rocksdb/db.h>
 
 #include "storage/checkpoint.h"
+#include "storage/internal/rocksdb_store_impl.h"
 #include "storage/internal/store_format.h"
 #include "storage/param_store.h"
 #include "tests/storage/rocksdb_store_test_util.h"
@@ -183,6 +184,48 @@ TEST_F(RocksDbStoreFlushTest, DeltasThatAddUpToTheTableBecomeANewBase) {
   const std::map<uint64_t, std::vector<uint64_t>> on_disk = ChunksOnDisk();
   ASSERT_EQ(on_disk.size(), 3u);
   EXPECT_EQ(on_disk.begin()->second.size(), 3 * kChunks);
+  auto store = OpenStore(dir_);
+  StatusOr<DenseShard*> shard = store->CreateDense(EightChunkSpec());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ExpectRestored(*shard);
+}
+
+TEST_F(RocksDbStoreFlushTest, ADeltaRewritingEveryOlderDeltaChunkSupersedesThem) {
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(EightChunkSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    int64_t clock = 0;
+    // A base, then the same two chunks trained before every flush (a head
+    // on a frozen backbone): 3 x kMaxDenseDeltas flushes would add up to
+    // the table many times over, and the delta count passes its bound.
+    store->BeforeDenseWrite(*shard);
+    ASSERT_OK(store->DenseUpdated(*shard, 0, (*shard)->size()));
+    Remember(*shard);
+    ASSERT_OK(store->Flush(++clock));
+    ASSERT_OK(store->WaitForFlush());
+    for (int flush = 0; flush < 3 * storage_internal::kMaxDenseDeltas; ++flush) {
+      WriteChunk(store.get(), *shard, 2);
+      WriteChunk(store.get(), *shard, 5);
+      ASSERT_OK(store->Flush(++clock));
+      ASSERT_OK(store->WaitForFlush());
+    }
+    // Chunk 6 alone: not a superset of {2, 5}, so the delta before it stays.
+    WriteChunk(store.get(), *shard, 6);
+    ASSERT_OK(store->Flush(++clock));
+    ASSERT_OK(store->WaitForFlush());
+  }
+  // The first base is still the base, each delta replaced the one before
+  // it, and the last one adds to it.
+  const std::map<uint64_t, std::vector<uint64_t>> on_disk = ChunksOnDisk();
+  ASSERT_EQ(on_disk.size(), 3u);
+  auto gen = on_disk.begin();
+  EXPECT_EQ(gen->first, 1u) << "the base was rewritten";
+  EXPECT_EQ(gen->second.size(), 3 * kChunks);
+  ++gen;
+  EXPECT_EQ(gen->second, (std::vector<uint64_t>{2, 5, 10, 13, 18, 21}));
+  ++gen;
+  EXPECT_EQ(gen->second, (std::vector<uint64_t>{6, 14, 22}));
   auto store = OpenStore(dir_);
   StatusOr<DenseShard*> shard = store->CreateDense(EightChunkSpec());
   ASSERT_TRUE(shard.ok()) << shard.status();
