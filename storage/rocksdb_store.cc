@@ -5,18 +5,18 @@
 // and generations. Only the chunks written since the last flush (DenseUpdated
 // marks them in a bitmap) are written, under a new delta generation; once the
 // deltas would add up to the table, the flush writes every chunk under a new
-// base generation instead. A delta holding every chunk of the older deltas
-// (the same part of the model trained again) replaces them instead of adding
-// up: they are dropped once it is committed. The flush record, the store metadata and every
-// table record go to a second SST file, and both are ingested in one atomic
-// IngestExternalFile. The new generation's key range overlaps nothing, so its
-// file lands in the bottom level and is never compacted; once a new base is
-// in, the older generations are dropped as whole files (see
-// store_format.h). Dense data is thus written once per
-// flush, with no WriteBatch, memtable, WAL or compaction copy. A table nobody
-// wrote is not written again, so a Checkpoint right after a Flush writes no
-// dense data. Sparse rows live in RocksDB behind a byte-bounded LRU cache
-// (RowCache), so a table may be much larger than cache_mb.
+// base generation instead. A delta holding every chunk of the older deltas (the
+// same part of the model trained again) replaces them instead of adding up:
+// they are dropped once it is committed. The flush record, the store metadata
+// and every table record go to a second SST file, and both are ingested in one
+// atomic IngestExternalFile. The new generation's key range overlaps nothing,
+// so its file lands in the bottom level and is never compacted; once a new base
+// is in, the older generations are dropped as whole files (see store_format.h).
+// Dense data is thus written once per flush, with no WriteBatch, memtable, WAL
+// or compaction copy. A table nobody wrote is not written again, so a
+// Checkpoint right after a Flush writes no dense data. Sparse rows live in
+// RocksDB behind a byte-bounded LRU cache (RowCache), so a table may be much
+// larger than cache_mb.
 //
 // Durability, without wal_per_update: the store on disk is exactly the state
 // of the last Flush. Dirty rows evicted between flushes go to "staged" keys

@@ -262,7 +262,7 @@ class ServerImpl final : public Server {
   // a large malloc (and its page faults) per reply. Replies from 4 KiB on are
   // pooled: glibc serves such a request only after consolidating its fast
   // bins, and ZeroMQ's I/O thread frees the reply, so a malloc per small
-  // reply cost about 10% of a 4 KiB PushPull's CPU (docs/benchmarks.md).
+  // reply cost about 6% of a 4 KiB PushPull's CPU (docs/benchmarks.md).
   static BufferPoolOptions ReplyPoolOptions() {
     BufferPoolOptions o;
     o.min_pooled_bytes = 4096;

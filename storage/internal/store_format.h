@@ -17,19 +17,19 @@
 // Floats are stored in host (little-endian) byte order.
 //
 // Dense generations: a flush writes the chunks of a dense table that changed
-// since the previous flush under a new generation, and the table record
-// names it. A generation is a base (every chunk) or a delta (the changed
-// chunks only); the record also names the latest base, and the table's value
-// is the base overlaid by the deltas after it in order. A flush writes a new
-// base once the deltas would add up to more than the table (or there would
-// be too many of them); then every older generation is garbage as soon as
-// the commit lands. A delta that holds every chunk of the deltas before it
-// supersedes them: they are garbage once it lands, and a generation missing
-// between the base and the newest one is one that was dropped so. Each generation is one contiguous key range that
-// overlaps nothing else, and the dense prefix sorts after every other kind,
-// so a generation's SST file is ingested straight into the bottom level and
-// later dropped whole (DeleteFilesInRange) instead of being rewritten by
-// compactions. Base generation 0 means "never flushed": chunks absent from
+// since the previous flush under a new generation, and the table record names
+// it. A generation is a base (every chunk) or a delta (the changed chunks
+// only); the record also names the latest base, and the table's value is the
+// base overlaid by the deltas after it in order. A flush writes a new base once
+// the deltas would add up to more than the table (or there would be too many of
+// them); then every older generation is garbage as soon as the commit lands. A
+// delta that holds every chunk of the deltas before it supersedes them: they
+// are garbage once it lands, and a generation missing between the base and the
+// newest one is one that was dropped so. Each generation is one contiguous key
+// range that overlaps nothing else, and the dense prefix sorts after every
+// other kind, so a generation's SST file is ingested straight into the bottom
+// level and later dropped whole (DeleteFilesInRange) instead of being rewritten
+// by compactions. Base generation 0 means "never flushed": chunks absent from
 // it and from the deltas hold their initial values.
 //
 // All functions are pure; safe to call from any thread.
