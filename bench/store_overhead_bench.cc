@@ -197,7 +197,8 @@ int main(int argc, char** argv) {
   // rounds of its ratio to the memory store in the same round. A flushing
   // configuration's CPU per flush is its CPU per iteration over
   // rocksdb/noflush's in the same round, times the clocks between flushes
-  // (a flush coalesced into the next one still counts as one).
+  // (the CPU per flush asked for: flushes coalesced while one runs count
+  // as asked).
   std::map<std::string, std::vector<double>> rates, ratios, noflush_ratios, cpu, flush_cpu;
   for (int rep = 0; rep < FLAGS_reps; ++rep) {
     std::map<std::string, relaxps::RunResult> round;
