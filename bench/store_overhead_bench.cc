@@ -46,6 +46,7 @@
 #include "common/buffer_pool.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
+#include "storage/param_store.h"
 
 DEFINE_double(mb, 16, "Dense table size in MiB");
 DEFINE_double(seconds, 2, "Measuring time per configuration and round");
@@ -54,6 +55,10 @@ DEFINE_string(only, "", "Run only the configuration with this name (e.g. rocksdb
               "rocksdb/noflush and memory");
 DEFINE_double(push_mb, 0, "MiB each PushPull covers, at the end of the table (0: all of it)");
 DEFINE_string(dir, "", "Scratch directory for RocksDB (default: $TMPDIR or /tmp)");
+DEFINE_int32(flush_cost, 0,
+             "If > 0: instead of the PushPull runs, time this many flushes of a RocksDbStore "
+             "alone (a dense table of --mb, its last --push_mb rewritten before each flush, "
+             "waited for) and print the process CPU and wall time per flush.");
 DEFINE_bool(tune_malloc, true,
             "Call TuneMallocForLargeMessages() as relaxps-server does (false: glibc's defaults, "
             "for comparison).");
@@ -141,6 +146,46 @@ RunResult RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n, ui
   return result;
 }
 
+// --flush_cost: the flush alone, without a server or client around it. Its
+// CPU per flush repeats within about 10% on a shared machine.
+int RunFlushCost(const std::string& root, uint64_t n, uint64_t push_n) {
+  std::filesystem::remove_all(root);
+  ParamStoreOptions options;
+  options.kind = "rocksdb";
+  options.data_dir = root + "/db";
+  auto store = NewParamStore(options);
+  CHECK(store.ok()) << store.status();
+  DenseShardSpec spec;
+  spec.table = "w";
+  spec.end = n;
+  StatusOr<DenseShard*> shard = (*store)->CreateDense(spec);
+  CHECK(shard.ok()) << shard.status();
+  DenseShard* d = *shard;
+  const auto flush = [&](int64_t clock) {
+    (*store)->BeforeDenseWrite(d);
+    for (uint64_t i = n - push_n; i < n; i += 1024) d->slots[0][i] += 1.0f;
+    CHECK((*store)->DenseUpdated(d, n - push_n, push_n).ok());
+    Status s = (*store)->Flush(clock);
+    if (s.ok()) s = (*store)->WaitForFlush();
+    CHECK(s.ok()) << s;
+  };
+  for (int i = 0; i < 3; ++i) flush(i);  // Warm-up, with the first base.
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = ProcessCpuSeconds();
+  for (int i = 0; i < FLAGS_flush_cost; ++i) flush(3 + i);
+  const double cpu_ms = (ProcessCpuSeconds() - cpu_start) * 1e3 / FLAGS_flush_cost;
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      FLAGS_flush_cost;
+  store->reset();
+  std::filesystem::remove_all(root);
+  std::printf("{\"bench\":\"store_flush_cost\",\"mb\":%.1f,\"push_mb\":%.2f,\"flushes\":%d,"
+              "\"cpu_ms_per_flush\":%.3f,\"wall_ms_per_flush\":%.3f}\n",
+              FLAGS_mb, static_cast<double>(push_n) * sizeof(float) / (1 << 20), FLAGS_flush_cost,
+              cpu_ms, wall_ms);
+  return 0;
+}
+
 }  // namespace
 }  // namespace relaxps
 
@@ -162,10 +207,10 @@ int main(int argc, char** argv) {
   if (FLAGS_tune_malloc) relaxps::TuneMallocForLargeMessages();
   using relaxps::Config;
   if (FLAGS_mb <= 0 || FLAGS_seconds <= 0 || FLAGS_reps < 1 || FLAGS_push_mb < 0 ||
-      FLAGS_push_mb > FLAGS_mb) {
+      FLAGS_push_mb > FLAGS_mb || FLAGS_flush_cost < 0) {
     std::fprintf(stderr,
                  "relaxps-bench-store: --mb and --seconds must be > 0, --reps >= 1, "
-                 "0 <= --push_mb <= --mb\n");
+                 "0 <= --push_mb <= --mb, --flush_cost >= 0\n");
     return 2;
   }
   std::string root = FLAGS_dir;
@@ -174,6 +219,7 @@ int main(int argc, char** argv) {
   const uint64_t n = static_cast<uint64_t>(FLAGS_mb * (1 << 20) / sizeof(float));
   const uint64_t push_n =
       FLAGS_push_mb > 0 ? static_cast<uint64_t>(FLAGS_push_mb * (1 << 20) / sizeof(float)) : n;
+  if (FLAGS_flush_cost > 0) return relaxps::RunFlushCost(root, n, push_n);
   std::vector<Config> configs = {{"memory", "memory", 0},
                                  {"rocksdb/flush1", "rocksdb", 1},
                                  {"rocksdb/flush10", "rocksdb", 10},
