@@ -28,7 +28,6 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/internal/bench_util.h"
 #include "client/client.h"
 #include "common/buffer_pool.h"
 #include "coordinator/coordinator.h"
@@ -80,12 +80,7 @@ struct RunResult {
   double cpu_ms_per_iter = 0;
 };
 
-double ProcessCpuSeconds() {
-  rusage r;
-  getrusage(RUSAGE_SELF, &r);
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
-}
+double ProcessCpuSeconds() { return bench::ProcessUsage::Now().cpu_s; }
 
 RunResult RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n, uint64_t push_n) {
   std::filesystem::remove_all(data_dir);
