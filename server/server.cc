@@ -63,7 +63,9 @@ Status ServerImpl::Init() {
   }
   ParamStoreOptions store_options = options_.store;
   store_options.metrics = options_.metrics;
-  ASSIGN_OR_RETURN(store_, NewParamStore(store_options));
+  ASSIGN_OR_RETURN(store_, options_.store_factory ? options_.store_factory(store_options)
+                                                  : NewParamStore(store_options));
+  if (store_ == nullptr) return InvalidArgumentError("the store factory returned no store");
 
   RpcClientOptions rpc_options;
   rpc_options.clock = clock_;

@@ -7,6 +7,11 @@
 // frame count, payload length, finite values); a bad one gets an error reply,
 // is counted as rejected, and changes nothing.
 //
+// Without chain replication, a row push to a memory store is acknowledged
+// once it is validated, just before the loop updates its rows (the update
+// then overlaps the reply's way back and the worker's next request); a store
+// that writes rows (rocksdb) acknowledges after the write, which may fail.
+//
 // A background thread heartbeats to the coordinator and brings back the live
 // worker set (which releases BSP/SSP waits when a worker dies) and newer
 // shard maps.
@@ -31,6 +36,7 @@
 #ifndef RELAXPS_SERVER_SERVER_H_
 #define RELAXPS_SERVER_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +70,10 @@ struct ServerOptions {
   // passes its old id to take its shards back.
   int server_id = -1;
   ParamStoreOptions store;
+  // Opens the store from `store` (empty: NewParamStore, the memory and
+  // rocksdb stores of relaxps-server). An embedder's own ParamStore goes
+  // here; tests pass one that holds back or fails chosen calls.
+  std::function<StatusOr<std::unique_ptr<ParamStore>>(const ParamStoreOptions&)> store_factory;
   kernels::DeviceOptions device;
   // Heartbeat period. Shorter detects failures sooner at more traffic.
   int heartbeat_ms = 200;

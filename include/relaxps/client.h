@@ -240,7 +240,11 @@ class Client {
                         Callback done) = 0;
   // grads holds ids.size() * row_width floats. `ids` and `grads` may be sent
   // without a copy (always when one server holds every row): leave them
-  // untouched until `done` runs.
+  // untouched until `done` runs. `done` runs once every server holding the
+  // rows has accepted its part; a server applies it before anything it
+  // receives later, so this worker's next requests see it. (A server on a
+  // memory store answers just before it updates the rows, a durable store
+  // once they are written.)
   virtual void PushRows(const std::string& table, KeyBuffer ids, FloatBuffer grads,
                         Callback done) = 0;
 

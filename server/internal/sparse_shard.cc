@@ -79,6 +79,12 @@ Status SparseShardState::ApplyRows(const uint64_t* ids, size_t u, const float* g
   return in_place ? Status::OK() : store_->WriteRows(spec_.table, ids, u, rows_.data());
 }
 
+bool SparseShardState::PushCannotFail() {
+  // ApplyRows fails only for a table the store lacks, and the in-place
+  // update only for that too; a BSP push is only summed into its round.
+  return store_->UpdatesRowsInPlace() && store_->SparseStep(spec_.table) != nullptr;
+}
+
 Status SparseShardState::AddDelta(const uint64_t* ids, size_t n, const float* deltas) {
   const size_t w = spec_.width;
   const size_t rf = spec_.row_floats();

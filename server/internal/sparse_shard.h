@@ -69,6 +69,10 @@ class SparseShardState {
   // A gradient for n rows (n * width floats) from `worker` at `clock`.
   // REQUIRES: grads finite.
   Status Push(int worker, int64_t clock, const uint64_t* ids, size_t n, const float* grads);
+  // Whether Push() of a validated request cannot fail: the store updates the
+  // rows in place (in memory, nothing to log or write) and holds the table.
+  // The server then acknowledges a row push before applying it.
+  bool PushCannotFail();
   // Adds `deltas` (n * width floats) to the rows' parameters at once, without
   // an optimizer step or the gate (stateless recovery: a worker's row changes).
   Status AddDelta(const uint64_t* ids, size_t n, const float* deltas);
