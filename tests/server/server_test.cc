@@ -34,16 +34,28 @@ std::unique_ptr<Client> Connect(const std::string& coordinator, const std::strin
   return std::move(c).value();
 }
 
-TableOptions DenseTable(const std::string& name, uint64_t size, const std::string& opt = "sgd",
-                        float lr = 0.1f) {
+TableOptions NewTable(const std::string& name, TableType type, const std::string& opt, float lr) {
   TableOptions t;
   t.name = name;
-  t.type = TableType::kDense;
-  t.size = size;
+  t.type = type;
   t.optimizer.name = opt;
   t.optimizer.lr = lr;
+  return t;
+}
+
+TableOptions DenseTable(const std::string& name, uint64_t size, const std::string& opt = "sgd",
+                        float lr = 0.1f) {
+  TableOptions t = NewTable(name, TableType::kDense, opt, lr);
+  t.size = size;
   t.init.seed = 7;
   t.init.segments.push_back(InitSegment{0, size, InitKind::kUniform, -1.0f, 1.0f});
+  return t;
+}
+
+TableOptions SparseTable(const std::string& name, uint32_t width, const std::string& opt,
+                         float lr) {
+  TableOptions t = NewTable(name, TableType::kSparse, opt, lr);
+  t.row_width = width;
   return t;
 }
 
@@ -138,12 +150,7 @@ TEST(ServerTest, PushPullAnswersWithWhatAPullThenReads) {
 TEST(ServerTest, SparseRowsAreCreatedOnTouchAndUpdated) {
   InProcessCluster cluster(2);
   auto client = Connect(cluster.coordinator());
-  TableOptions t;
-  t.name = "emb";
-  t.type = TableType::kSparse;
-  t.row_width = 8;
-  t.optimizer.name = "adagrad";
-  t.optimizer.lr = 0.5f;
+  TableOptions t = SparseTable("emb", 8, "adagrad", 0.5f);
   t.init.seed = 3;
   t.init.segments.push_back(InitSegment{0, 8, InitKind::kNormal, 0.0f, 0.1f});
   ASSERT_TRUE(client->CreateTable(t).ok());
@@ -174,13 +181,7 @@ struct HeldRowPush {
   explicit HeldRowPush(bool in_place)
       : gate(std::make_shared<test::RowGate>()), cluster(Options(), ServerOptionsFor(gate, in_place)) {
     client = Connect(cluster.coordinator());
-    TableOptions t;
-    t.name = "emb";
-    t.type = TableType::kSparse;
-    t.row_width = 4;
-    t.optimizer.name = "sgd";
-    t.optimizer.lr = 1.0f;
-    CHECK(client->CreateTable(t).ok());
+    CHECK(client->CreateTable(SparseTable("emb", 4, "sgd", 1.0f)).ok());
     const uint64_t raw[2] = {3, 9};
     std::memcpy(ids.data(), raw, sizeof(raw));
     FloatBuffer grads(2 * 4);
