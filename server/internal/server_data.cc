@@ -201,29 +201,31 @@ void ServerImpl::HandleSparse(Request req) {
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;
     }
-    if (!h.raw_delta() && shard->PushCannotFail()) {
-      // Acknowledged before its rows are updated: the update (a cache miss
-      // or two per row, the bulk of a row push's time here) then overlaps
-      // the reply's way back and the worker's next request on its way in,
-      // instead of adding to every round trip. Nothing can observe the
-      // difference: the update runs next on this thread, before any other
-      // request, timer or checkpoint, and can no longer fail. Only a crash
-      // in between loses it, and a memory store loses everything then.
+    // Acknowledged before its rows are updated where that update can no
+    // longer fail: it (a cache miss or two per row, the bulk of a row push's
+    // time here) then overlaps the reply's way back and the worker's next
+    // request on its way in, instead of adding to every round trip. Nothing
+    // can observe the difference: the update runs next on this thread, before
+    // any other request, timer or checkpoint. Only a crash in between loses
+    // it, and a memory store loses everything then.
+    const bool acknowledge_first = !h.raw_delta() && shard->PushCannotFail();
+    const auto acknowledge = [&] {
       if (h.push_id() > 0) pushes_seen_.Record(h.sender(), h.incarnation(), h.push_id());
       ReplyWith(req, MakeReply(h, Status::OK()));
-      Status s = shard->Push(h.sender(), h.clock(), ids, n, grads);
-      if (!s.ok()) LOG(DFATAL) << "acknowledged row push to '" << h.table() << "' failed: " << s;
-      return;
-    }
+    };
+    if (acknowledge_first) acknowledge();
     // A raw delta: a stateless worker's row changes made while this server
     // was lost.
     Status s = h.raw_delta() ? shard->AddDelta(ids, n, grads) : shard->Push(h.sender(), h.clock(), ids, n, grads);
+    if (acknowledge_first) {
+      if (!s.ok()) LOG(DFATAL) << "acknowledged row push to '" << h.table() << "' failed: " << s;
+      return;
+    }
     if (!s.ok()) {
       Reject(req, s);
       return;
     }
-    if (h.push_id() > 0) pushes_seen_.Record(h.sender(), h.incarnation(), h.push_id());
-    ReplyWith(req, MakeReply(h, Status::OK()));
+    acknowledge();
     return;
   }
   // Everything the gate needs, taken before the request moves.
