@@ -88,6 +88,10 @@ DEFINE_int64(dense_part_bytes, -1,
              "ClientOptions::dense_part_bytes of every client (-1: its default; 0: no split).");
 DEFINE_int64(dense_split_bytes, -1,
              "ClientOptions::dense_split_bytes of every client (-1: its default).");
+DEFINE_int64(pull_rows_part, -1,
+             "ClientOptions::pull_rows_part of every client (-1: its default; 0: no split).");
+DEFINE_int64(pull_rows_split, -1,
+             "ClientOptions::pull_rows_split of every client (-1: its default).");
 DEFINE_bool(tune_malloc, true,
             "Call TuneMallocForLargeMessages() as relaxps-server and relaxps-worker do (false: "
             "glibc's defaults, for comparison).");
@@ -157,6 +161,8 @@ class Cluster {
       o.request_timeout_ms = 120000;
       if (FLAGS_dense_part_bytes >= 0) o.dense_part_bytes = FLAGS_dense_part_bytes;
       if (FLAGS_dense_split_bytes >= 0) o.dense_split_bytes = FLAGS_dense_split_bytes;
+      if (FLAGS_pull_rows_part >= 0) o.pull_rows_part = FLAGS_pull_rows_part;
+      if (FLAGS_pull_rows_split >= 0) o.pull_rows_split = FLAGS_pull_rows_split;
       if (curve.enabled()) {
         o.worker_id = i;
         o.curve = CurveOptions{curve.keys_dir, "worker-" + std::to_string(i)};

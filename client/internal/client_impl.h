@@ -192,6 +192,16 @@ class ClientImpl final : public Client {
   // out_pool_, pre-faulted and reused once the caller drops them (a fresh
   // 16 MiB allocation per request cost thousands of page faults).
   FloatBuffer NewParams(size_t n) { return out_pool_.Acquire<float>(n); }
+  // The positions of a request's rows, by the request part they go in: one
+  // part per owner (under chain replication per bucket), a large pull's
+  // split into several (ClientOptions::pull_rows_part).
+  struct RowsPart {
+    int group = 0;  // Server, or bucket under chain replication.
+    std::vector<uint32_t> positions;
+  };
+  std::vector<RowsPart> GroupRows(wire::MsgType type, const KeyBuffer& ids,
+                                  const std::vector<uint32_t>& positions, const ShardMap& map,
+                                  const wire::TableShards& shards, bool by_bucket) const;
   // Routes the rows at `positions` of ids/grads/out with `map`: by owner,
   // or under chain replication by bucket (one part per bucket, to its head,
   // the bucket in key_begin). `push_id`: the exactly-once key of a re-routed

@@ -406,6 +406,44 @@ void ClientImpl::Sparse(wire::MsgType type, const std::string& table, KeyBuffer 
            std::move(done), 0);
 }
 
+std::vector<ClientImpl::RowsPart> ClientImpl::GroupRows(wire::MsgType type, const KeyBuffer& ids,
+                                                       const std::vector<uint32_t>& positions,
+                                                       const ShardMap& map,
+                                                       const wire::TableShards& shards,
+                                                       bool by_bucket) const {
+  std::vector<RowsPart> groups(by_bucket ? map.NumBuckets(shards) : map.num_servers());
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].group = static_cast<int>(g);
+  if (groups.size() == 1) {
+    groups[0].positions = positions;  // One owner: nothing to hash.
+  } else {
+    for (uint32_t p : positions) {
+      const int bucket = map.SparseBucket(shards, ids[p]);
+      groups[by_bucket ? bucket : map.BucketServer(shards, bucket)].positions.push_back(p);
+    }
+  }
+  const uint64_t part_rows = options_.pull_rows_part > 0 ? options_.pull_rows_part : 0;
+  const uint64_t split_rows = static_cast<uint64_t>(std::max<int64_t>(options_.pull_rows_split, 0));
+  std::vector<RowsPart> parts;
+  for (RowsPart& g : groups) {
+    const uint64_t rows = g.positions.size();
+    if (rows == 0) continue;
+    if (type != wire::PULL_ROWS || part_rows == 0 || rows <= split_rows) {
+      parts.push_back(std::move(g));
+      continue;
+    }
+    // n parts of equal size but for one row, at most kMaxSplitParts (the
+    // server's reply queue per client is bounded, as for dense parts).
+    const uint64_t n = std::min<uint64_t>(kMaxSplitParts, (rows + part_rows - 1) / part_rows);
+    for (uint64_t i = 0; i < n; ++i) {
+      RowsPart p;
+      p.group = g.group;
+      p.positions.assign(g.positions.begin() + rows * i / n, g.positions.begin() + rows * (i + 1) / n);
+      parts.push_back(std::move(p));
+    }
+  }
+  return parts;
+}
+
 void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const KeyBuffer& ids,
                           const FloatBuffer& grads, const FloatBuffer& out, size_t width,
                           int64_t clock, const std::vector<uint32_t>& positions,
@@ -417,20 +455,13 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     done(NotFoundError("unknown table '" + table + "'"));
     return;
   }
-  // Group the rows' positions by owner; under chain replication by bucket
-  // (each bucket has its own chain, head and exactly-once record).
+  // Each bucket has its own chain, head and exactly-once record.
   const bool by_bucket = Chained() && ts->buckets_size() > 0;
-  std::vector<std::vector<uint32_t>> groups(by_bucket ? m->NumBuckets(*ts) : m->num_servers());
-  for (uint32_t p : positions) {
-    const int bucket = m->SparseBucket(*ts, ids[p]);
-    groups[by_bucket ? bucket : m->BucketServer(*ts, bucket)].push_back(p);
-  }
-  int parts = 0;
-  for (const auto& p : groups) parts += p.empty() ? 0 : 1;
-  auto join = std::make_shared<Join>(parts, std::move(done));
-  for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
-    auto pos = std::make_shared<const std::vector<uint32_t>>(std::move(groups[g]));
-    if (pos->empty()) continue;
+  std::vector<RowsPart> parts = GroupRows(type, ids, positions, *m, *ts, by_bucket);
+  auto join = std::make_shared<Join>(static_cast<int>(parts.size()), std::move(done));
+  for (RowsPart& rp : parts) {
+    const int g = rp.group;
+    auto pos = std::make_shared<const std::vector<uint32_t>>(std::move(rp.positions));
     const int s = by_bucket ? m->BucketServer(*ts, g) : g;
     const uint64_t bucket = by_bucket ? static_cast<uint64_t>(g) : 0;
     // Exactly-once key of the part (chain replication), kept by resends and
@@ -439,17 +470,21 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     const uint64_t part_id = type == wire::PUSH_ROWS && (by_bucket || replica_ != nullptr)
                                  ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1))
                                  : 0;
-    // Positions are distinct and in order: all of them means every row goes
-    // to this part, and the caller's buffers are sent (and filled) as they are.
-    const bool whole = pos->size() == ids.size();
-    KeyBuffer part_ids = whole ? ids : KeyBuffer::Uninitialized(pos->size());
-    if (!whole) {
+    // Positions are distinct and in order: consecutive ones (all of them,
+    // or a split pull's part of one server's) are sent and filled straight
+    // from and into the caller's buffers.
+    const uint32_t first = pos->front();
+    const bool consecutive = pos->back() - first + 1 == pos->size();
+    KeyBuffer part_ids =
+        consecutive ? ids.Slice(first, pos->size()) : KeyBuffer::Uninitialized(pos->size());
+    if (!consecutive) {
       for (size_t i = 0; i < pos->size(); ++i) part_ids[i] = ids[(*pos)[i]];
     }
     FloatBuffer part;
     if (type == wire::PUSH_ROWS) {
-      part = whole ? grads : FloatBuffer::Uninitialized(pos->size() * width);
-      for (size_t i = 0; !whole && i < pos->size(); ++i) {
+      part = consecutive ? grads.Slice(first * width, pos->size() * width)
+                         : FloatBuffer::Uninitialized(pos->size() * width);
+      for (size_t i = 0; !consecutive && i < pos->size(); ++i) {
         std::memcpy(part.data() + i * width, grads.data() + (*pos)[i] * width,
                     width * sizeof(float));
       }
@@ -477,7 +512,7 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     const std::string endpoint = m->server_endpoint(s);
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
-                part_ids, part, stateless, endpoint, whole, bucket, served_locally,
+                part_ids, part, stateless, endpoint, consecutive, first, bucket, served_locally,
                 version = m->version()](const Status& st, Message reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
@@ -509,8 +544,9 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                  }
                  Status result = st;
                  if (result.ok() && type == wire::PULL_ROWS) {
-                   result = whole ? DecodeReply(reply, out.data(), out.size())
-                                  : ScatterRows(reply, *pos, width, out.data());
+                   result = consecutive ? DecodeReply(reply, out.data() + first * width,
+                                                      pos->size() * width)
+                                        : ScatterRows(reply, *pos, width, out.data());
                    if (result.ok() && rows_ != nullptr) {  // Stateless: keep the rows.
                      for (size_t i = 0; i < pos->size(); ++i) {
                        rows_->Remember(table, width, part_ids.data() + i,

@@ -110,6 +110,14 @@ struct ClientOptions {
   // request).
   int64_t dense_part_bytes = int64_t{512} << 10;
   int64_t dense_split_bytes = int64_t{4} << 20;
+  // A PullRows part for one server of more than pull_rows_split rows is sent
+  // as requests of about pull_rows_part rows each (consecutive positions),
+  // all in flight at once: the server looks up one while the rows of the
+  // one before are on the wire and being copied into `out`. At most 8 per
+  // server and request (larger if need be). pull_rows_part 0: never split.
+  // Row pushes are never split: a push is one optimizer step.
+  int64_t pull_rows_part = 512;
+  int64_t pull_rows_split = 768;
   // Time source of heartbeats, request deadlines and the resend give-up
   // time (nullptr: real time). Tests pass a FakeClock. Must outlive the
   // client.

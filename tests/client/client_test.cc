@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <map>
 #include <thread>
 #include <memory>
 #include <string>
@@ -209,6 +210,71 @@ TEST(ClientTest, SplitRequestsUseAtMostEightPartsPerServer) {
   const uint64_t before = (*c)->stats().requests;
   ASSERT_TRUE((*c)->PushPull("w", 0, g, out).get().ok());
   EXPECT_EQ((*c)->stats().requests - before, 8u);
+}
+
+// A large row pull is sent as several requests per server (ClientOptions::
+// pull_rows_part), at most 8, and fills `out` exactly as the whole pull does:
+// every row at its position, duplicates and all. With one server each part
+// is a run of consecutive positions (filled in place), with two it is not.
+// Row pushes are never split.
+TEST(ClientTest, SplitRowPullsMatchWholeOnes) {
+  for (int servers : {1, 2}) {
+    SCOPED_TRACE(std::to_string(servers) + " servers");
+    InProcessCluster cluster(servers);
+    ClientOptions whole_options;
+    whole_options.coordinator = cluster.coordinator();
+    whole_options.pull_rows_part = 0;
+    ClientOptions split_options = whole_options;
+    split_options.pull_rows_part = 16;
+    split_options.pull_rows_split = 24;
+    auto whole = Client::Connect(whole_options);
+    auto split = Client::Connect(split_options);
+    ASSERT_TRUE(whole.ok() && split.ok());
+    constexpr size_t kWidth = 3, kRows = 300;
+    TableOptions t;
+    t.name = "rows";
+    t.type = TableType::kSparse;
+    t.row_width = kWidth;
+    t.optimizer.name = "sgd";
+    t.optimizer.lr = 1.0f;
+    for (auto* c : {whole->get(), split->get()}) {
+      ASSERT_TRUE(c->CreateTable(t).ok());  // Each learns the map.
+    }
+    // Ids in no order, a third of them repeated.
+    KeyBuffer ids(kRows);
+    for (size_t i = 0; i < kRows; ++i) ids[i] = (i * 7919) % 200 + 1000000;
+    FloatBuffer g(kRows * kWidth);
+    for (size_t i = 0; i < kRows * kWidth; ++i) g[i] = static_cast<float>(i % 97) - 40.0f;
+    const uint64_t pushes_before = (*split)->stats().requests;
+    const Status pushed = (*split)->PushRows("rows", ids, g).get();
+    ASSERT_TRUE(pushed.ok()) << pushed;
+    EXPECT_EQ((*split)->stats().requests - pushes_before, static_cast<uint64_t>(servers));
+    FloatBuffer a(kRows * kWidth), b(kRows * kWidth);
+    ASSERT_TRUE((*whole)->PullRows("rows", ids, a).get().ok());
+    const uint64_t before = (*split)->stats().requests;
+    ASSERT_TRUE((*split)->PullRows("rows", ids, b).get().ok());
+    EXPECT_EQ((*split)->stats().requests - before, 8u * servers);  // 19 parts if uncapped.
+    // Rows start at zero and SGD with lr 1 subtracts every gradient pushed
+    // to them (small integers: exact in any order).
+    std::map<uint64_t, std::vector<float>> expected;
+    for (size_t r = 0; r < kRows; ++r) {
+      std::vector<float>& row = expected.try_emplace(ids[r], kWidth, 0.0f).first->second;
+      for (size_t k = 0; k < kWidth; ++k) row[k] -= g[r * kWidth + k];
+    }
+    for (size_t r = 0; r < kRows; ++r) {
+      for (size_t k = 0; k < kWidth; ++k) {
+        ASSERT_EQ(a[r * kWidth + k], expected[ids[r]][k]) << "whole: row " << r << " float " << k;
+        ASSERT_EQ(b[r * kWidth + k], expected[ids[r]][k]) << "split: row " << r << " float " << k;
+      }
+    }
+    // Fewer rows than pull_rows_split per server: one request per server.
+    KeyBuffer few = ids.Slice(0, 20);
+    FloatBuffer c(20 * kWidth);
+    const uint64_t small_before = (*split)->stats().requests;
+    ASSERT_TRUE((*split)->PullRows("rows", few, c).get().ok());
+    EXPECT_EQ((*split)->stats().requests - small_before, static_cast<uint64_t>(servers));
+    for (size_t i = 0; i < 20 * kWidth; ++i) ASSERT_EQ(a[i], c[i]) << "float " << i;
+  }
 }
 
 // A push split into parts is refused whole when any value is not finite:
