@@ -206,7 +206,7 @@ bool RpcClient::Drive(const std::function<bool()>& done, int timeout_ms) {
   // WakeDriverIfAny) are seen by this done().
   std::atomic_thread_fence(std::memory_order_seq_cst);
   bool reached = done();
-  std::vector<Completion> completions;
+  std::vector<Completion>& completions = driver_completions_;
   while (!reached) {
     bool ready;
     {

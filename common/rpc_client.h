@@ -211,6 +211,10 @@ class RpcClient final : public Transport {
   // driving thread only.
   SocketPoller driver_poller_;
   int driver_wake_fd_ = -1;
+  // The callbacks a driver read, run once io_mu_ is released; kept from one
+  // Drive() to the next (a training loop drives once per step), so that
+  // collecting them allocates nothing.
+  std::vector<Completion> driver_completions_;
   // Until when (MonotonicMs) the I/O thread leaves the sockets to drivers.
   int64_t drivers_hold_until_ms_ GUARDED_BY(io_mu_) = 0;
   // The I/O thread made ZeroMQ calls on the sockets since the last Drive():
