@@ -163,6 +163,12 @@ class ClientImpl final : public Client {
   // buffers) with `map` and completes `done` when every part has.
   // `push_id`: the exactly-once key of a re-routed part (0: new parts get
   // fresh ids).
+  // InvalidArgument (counted in errors_) unless every value is finite. The
+  // client checks a push that goes as several requests (parts of a split
+  // push, several servers or buckets) whole before sending any, and a part
+  // it applies itself (stateless); each server checks what it receives. So a
+  // push refused for a NaN or Inf changes nothing anywhere.
+  Status CheckPushFinite(const float* values, size_t n);
   // Whether dense requests may be split into parts (ClientOptions).
   bool SplitsParts() const {
     return options_.dense_part_bytes >= static_cast<int64_t>(sizeof(float)) && !Chained() &&

@@ -52,6 +52,12 @@ Status ScatterRows(const Message& reply, const std::vector<uint32_t>& pos, size_
 
 }  // namespace
 
+Status ClientImpl::CheckPushFinite(const float* values, size_t n) {
+  if (AllFinite(values, n)) return Status::OK();
+  errors_.fetch_add(1);
+  return InvalidArgumentError("gradient contains non-finite values (NaN or Inf)");
+}
+
 Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
                                uint64_t map_version) const {
   Message m;
@@ -197,15 +203,6 @@ void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t of
       return;
     }
   }
-  if (type != wire::PULL && SplitsParts() &&
-      n * sizeof(float) > static_cast<uint64_t>(options_.dense_split_bytes) &&
-      !AllFinite(grads.data(), n)) {
-    // The servers refuse such a part, but the parts before and after it would
-    // be applied: a split push is checked whole before any part is sent.
-    errors_.fetch_add(1);
-    done(InvalidArgumentError("gradient contains non-finite values (NaN or Inf)"));
-    return;
-  }
   auto op = std::make_shared<DenseOp>();
   op->type = type;
   op->table = table;
@@ -281,6 +278,13 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
   }
   std::vector<bool> continues;
   SplitLargeParts(&*slices, &continues);
+  if (op->type != wire::PULL && reroutes == 0 && slices->size() > 1) {
+    Status finite = CheckPushFinite(op->grads.data() + offset, count);
+    if (!finite.ok()) {
+      done(finite);
+      return;
+    }
+  }
   if (slices->size() != 1 || (replica_ != nullptr && replica_->IsLocal((*slices)[0].server))) {
     EnsureOut(op.get());  // Assembled from parts, or answered here.
   }
@@ -458,6 +462,13 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
   // Each bucket has its own chain, head and exactly-once record.
   const bool by_bucket = Chained() && ts->buckets_size() > 0;
   std::vector<RowsPart> parts = GroupRows(type, ids, positions, *m, *ts, by_bucket);
+  if (type == wire::PUSH_ROWS && reroutes == 0 && parts.size() > 1) {
+    Status finite = CheckPushFinite(grads.data(), grads.size());
+    if (!finite.ok()) {
+      done(finite);
+      return;
+    }
+  }
   auto join = std::make_shared<Join>(static_cast<int>(parts.size()), std::move(done));
   for (RowsPart& rp : parts) {
     const int g = rp.group;

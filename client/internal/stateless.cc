@@ -65,6 +65,7 @@ Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseS
   if (ts == nullptr) return NotFoundError("unknown table '" + op->table + "'");
   const bool push = op->type != wire::PULL;
   const bool pull = op->type != wire::PUSH;
+  if (push) RETURN_IF_ERROR(CheckPushFinite(op->grads.data() + at, s.count));
   const int holder = HolderOf(op->table, s.range_begin, s.server);
   // A worker that never pulled the whole range trains on the initializer's
   // values; only its change is merged at the re-seed (docs/stateless.md).
@@ -98,6 +99,7 @@ Status ClientImpl::ServeRowsLocally(int server, wire::MsgType type, const std::s
   if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
   const TableOptions t = TableFromProto(ts->table());
   const bool push = type == wire::PUSH_ROWS;
+  if (push) RETURN_IF_ERROR(CheckPushFinite(grads.data(), grads.size()));
   std::vector<float> rows(push ? 0 : ids.size() * width);
   rows_->Serve(server, table, t.init, width, t.optimizer.lr, ids, grads,
                push ? nullptr : rows.data(), push ? doubtful_id : 0);

@@ -205,6 +205,10 @@ class Client {
   virtual Status SetLearningRate(const std::string& table, float lr) = 0;
 
   // ---- Dense ----------------------------------------------------------------
+  // A push (Push, PushPull, PushRows) with a NaN or Inf anywhere fails with
+  // InvalidArgument and changes nothing on any server, nor in this worker's
+  // own copy while a server is lost (stateless recovery).
+  //
   // Sends gradients for keys [offset, offset + grads.size()). `grads` is sent
   // without a copy: leave it untouched until `done` runs.
   virtual void Push(const std::string& table, uint64_t offset, FloatBuffer grads,

@@ -304,6 +304,63 @@ TEST(ClientTest, SplitPushWithNanInTheLastPartChangesNothing) {
   for (uint64_t i = 0; i < kSize; ++i) ASSERT_EQ(before[i], after[i]) << "key " << i;
 }
 
+// A push spread over two servers is refused whole when any value is not
+// finite, dense or rows: NaN or Inf among the second server's keys (each
+// server would have applied its own part) leaves both servers as they were.
+TEST(ClientTest, PushOverTwoServersWithNanChangesNeitherServer) {
+  InProcessCluster cluster(2);
+  constexpr uint64_t kSize = 10000;  // 3 chunks of 4,096 keys: both servers; not split.
+  ClientOptions options;
+  options.coordinator = cluster.coordinator();
+  auto c = Client::Connect(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->CreateTable(AdamTable("w", kSize)).ok());
+  TableOptions rows_table;
+  rows_table.name = "rows";
+  rows_table.type = TableType::kSparse;
+  rows_table.row_width = 2;
+  rows_table.optimizer.name = "sgd";
+  rows_table.optimizer.lr = 1.0f;
+  ASSERT_TRUE((*c)->CreateTable(rows_table).ok());
+  constexpr size_t kRows = 64;  // Both servers own some of them.
+  KeyBuffer ids(kRows);
+  for (size_t i = 0; i < kRows; ++i) ids[i] = 1000 + i;
+  FloatBuffer before(kSize), rows_before(kRows * 2);
+  ASSERT_TRUE((*c)->Pull("w", 0, before).get().ok());
+  ASSERT_TRUE((*c)->PullRows("rows", ids, rows_before).get().ok());
+  const uint64_t requests_before = (*c)->stats().requests;
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    FloatBuffer g(kSize);
+    for (uint64_t i = 0; i < kSize; ++i) g[i] = 0.5f;
+    g[kSize - 1] = bad;
+    FloatBuffer out(kSize);
+    const Status push = (*c)->Push("w", 0, g).get();
+    EXPECT_EQ(push.code(), StatusCode::kInvalidArgument) << push;
+    EXPECT_NE(push.message().find("non-finite"), std::string::npos) << push;
+    const Status push_pull = (*c)->PushPull("w", 0, g, out).get();
+    EXPECT_EQ(push_pull.code(), StatusCode::kInvalidArgument) << push_pull;
+    FloatBuffer row_grads(kRows * 2);
+    for (size_t i = 0; i < kRows * 2; ++i) row_grads[i] = 0.25f;
+    row_grads[kRows * 2 - 1] = bad;
+    const Status push_rows = (*c)->PushRows("rows", ids, row_grads).get();
+    EXPECT_EQ(push_rows.code(), StatusCode::kInvalidArgument) << push_rows;
+  }
+  // Refused before any part was sent.
+  EXPECT_EQ((*c)->stats().requests, requests_before);
+  FloatBuffer after(kSize), rows_after(kRows * 2);
+  ASSERT_TRUE((*c)->Pull("w", 0, after).get().ok());
+  ASSERT_TRUE((*c)->PullRows("rows", ids, rows_after).get().ok());
+  for (uint64_t i = 0; i < kSize; ++i) ASSERT_EQ(before[i], after[i]) << "key " << i;
+  for (size_t i = 0; i < kRows * 2; ++i) ASSERT_EQ(rows_before[i], rows_after[i]) << "float " << i;
+  // A finite push over both servers still goes through.
+  FloatBuffer g(kSize);
+  for (uint64_t i = 0; i < kSize; ++i) g[i] = 0.5f;
+  ASSERT_TRUE((*c)->Push("w", 0, g).get().ok());
+  ASSERT_TRUE((*c)->Pull("w", 0, after).get().ok());
+  EXPECT_NE(before[0], after[0]);
+  EXPECT_NE(before[kSize - 1], after[kSize - 1]);
+}
+
 // PullZeroCopy / PushPullZeroCopy: a request answered in one piece hands
 // the received message over (counted in replies_handed_over) with exactly
 // what Pull copies; one split into parts, or fp16 on the wire, is assembled

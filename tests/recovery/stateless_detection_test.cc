@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,6 +50,56 @@ TEST(StatelessDetectionTest, ClosedConnectionGoesLocalWithoutWaitingForATimeout)
   EXPECT_LT(std::chrono::steady_clock::now() - t0, Scaled(Millis(10000)));
   EXPECT_EQ(c->stats().local_steps, 1u);
   for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], copy[i] - kLr * g[i]) << i;
+  c.reset();
+  RemoveTree(dir);
+}
+
+// While its server is lost a worker applies its pushes to its own copy, and
+// there no server checks them: the worker does. A push with a NaN or Inf,
+// dense or rows, is refused and leaves the copy as it was; the next finite
+// push trains on as before.
+TEST(StatelessDetectionTest, NonFinitePushWhileTheServerIsLostChangesNothing) {
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 60000, 3000));
+  ClientOptions o;
+  o.coordinator = cluster->coordinator_endpoint();
+  o.request_timeout_ms = 60000;
+  o.local_after_ms = 60000;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
+  ASSERT_OK(c->CreateTable(SgdTable(kSize, kLr, 8.0f)));
+  ASSERT_OK(c->CreateTable(SparseSgdTable(2, kLr, 4.0f)));
+  FloatBuffer copy(kSize);
+  ASSERT_OK(c->PushPull("w", 0, IntegerGradient(kSize, 0, 0), copy).get());
+  KeyBuffer ids(3);
+  for (uint64_t i = 0; i < ids.size(); ++i) ids[i] = 10 + i;
+  FloatBuffer rows(ids.size() * 2);
+  ASSERT_OK(c->PullRows("s", ids, rows).get());
+
+  cluster->server(0)->Kill(SIGKILL);
+  ASSERT_OK(cluster->server(0)->Wait(Millis(10000)).status());
+  FloatBuffer out(kSize);
+  ASSERT_OK(c->PushPull("w", 0, IntegerGradient(kSize, 0, 1), out).get());  // Local now.
+  ASSERT_EQ(c->stats().local_steps, 1u);
+  for (float bad : {std::nanf(""), INFINITY}) {
+    FloatBuffer g = IntegerGradient(kSize, 0, 2);
+    g[kSize / 2] = bad;
+    FloatBuffer ignored(kSize);
+    EXPECT_EQ(c->Push("w", 0, g).get().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(c->PushPull("w", 0, g, ignored).get().code(), StatusCode::kInvalidArgument);
+    FloatBuffer row_grads(ids.size() * 2);
+    row_grads[3] = bad;
+    EXPECT_EQ(c->PushRows("s", ids, row_grads).get().code(), StatusCode::kInvalidArgument);
+  }
+  FloatBuffer after(kSize), rows_after(ids.size() * 2);
+  ASSERT_OK(c->Pull("w", 0, after).get());
+  ASSERT_OK(c->PullRows("s", ids, rows_after).get());
+  for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(after[i], out[i]) << i;
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows_after[i], rows[i]) << i;
+  EXPECT_EQ(c->stats().local_steps, 1u);
+  // A finite push still trains locally.
+  FloatBuffer g = IntegerGradient(kSize, 0, 3);
+  ASSERT_OK(c->PushPull("w", 0, g, after).get());
+  for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(after[i], out[i] - kLr * g[i]) << i;
   c.reset();
   RemoveTree(dir);
 }
