@@ -155,6 +155,18 @@ TableOptions AdamTable(const std::string& name, uint64_t size) {
   return t;
 }
 
+// A sparse table of `width` floats per row, rows starting at zero, trained
+// by SGD with lr 1 (a row is minus the sum of the gradients pushed to it).
+TableOptions SgdRowsTable(const std::string& name, size_t width) {
+  TableOptions t;
+  t.name = name;
+  t.type = TableType::kSparse;
+  t.row_width = width;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = 1.0f;
+  return t;
+}
+
 // Options of a client on `cluster` that splits dense parts of more than 64
 // floats into parts of 16 floats (part_bytes 0: never splits).
 ClientOptions SplittingOptions(const InProcessCluster& cluster, int64_t part_bytes = 64) {
@@ -231,12 +243,7 @@ TEST(ClientTest, SplitRowPullsMatchWholeOnes) {
     auto split = Client::Connect(split_options);
     ASSERT_TRUE(whole.ok() && split.ok());
     constexpr size_t kWidth = 3, kRows = 300;
-    TableOptions t;
-    t.name = "rows";
-    t.type = TableType::kSparse;
-    t.row_width = kWidth;
-    t.optimizer.name = "sgd";
-    t.optimizer.lr = 1.0f;
+    const TableOptions t = SgdRowsTable("rows", kWidth);
     for (auto* c : {whole->get(), split->get()}) {
       ASSERT_TRUE(c->CreateTable(t).ok());  // Each learns the map.
     }
@@ -277,6 +284,20 @@ TEST(ClientTest, SplitRowPullsMatchWholeOnes) {
   }
 }
 
+// Pushes `size` gradients of 0.5 but for `bad` in the last key, by Push and
+// by PushPull: both must be refused as non-finite.
+void ExpectNonFinitePushRefused(Client* c, const std::string& table, uint64_t size, float bad) {
+  FloatBuffer g(size);
+  for (uint64_t i = 0; i < size; ++i) g[i] = 0.5f;
+  g[size - 1] = bad;
+  FloatBuffer out(size);
+  const Status push = c->Push(table, 0, g).get();
+  EXPECT_EQ(push.code(), StatusCode::kInvalidArgument) << push;
+  EXPECT_NE(push.message().find("non-finite"), std::string::npos) << push;
+  const Status push_pull = c->PushPull(table, 0, g, out).get();
+  EXPECT_EQ(push_pull.code(), StatusCode::kInvalidArgument) << push_pull;
+}
+
 // A push split into parts is refused whole when any value is not finite:
 // NaN in the very last key leaves every key of the table as it was (each part
 // alone would have been applied by its server).
@@ -289,15 +310,7 @@ TEST(ClientTest, SplitPushWithNanInTheLastPartChangesNothing) {
   FloatBuffer before(kSize);
   ASSERT_TRUE((*c)->Pull("w", 0, before).get().ok());
   for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
-    FloatBuffer g(kSize);
-    for (uint64_t i = 0; i < kSize; ++i) g[i] = 0.5f;
-    g[kSize - 1] = bad;
-    FloatBuffer out(kSize);
-    const Status push = (*c)->Push("w", 0, g).get();
-    EXPECT_EQ(push.code(), StatusCode::kInvalidArgument) << push;
-    EXPECT_NE(push.message().find("non-finite"), std::string::npos) << push;
-    const Status push_pull = (*c)->PushPull("w", 0, g, out).get();
-    EXPECT_EQ(push_pull.code(), StatusCode::kInvalidArgument) << push_pull;
+    ExpectNonFinitePushRefused(c->get(), "w", kSize, bad);
   }
   FloatBuffer after(kSize);
   ASSERT_TRUE((*c)->Pull("w", 0, after).get().ok());
@@ -315,13 +328,7 @@ TEST(ClientTest, PushOverTwoServersWithNanChangesNeitherServer) {
   auto c = Client::Connect(options);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE((*c)->CreateTable(AdamTable("w", kSize)).ok());
-  TableOptions rows_table;
-  rows_table.name = "rows";
-  rows_table.type = TableType::kSparse;
-  rows_table.row_width = 2;
-  rows_table.optimizer.name = "sgd";
-  rows_table.optimizer.lr = 1.0f;
-  ASSERT_TRUE((*c)->CreateTable(rows_table).ok());
+  ASSERT_TRUE((*c)->CreateTable(SgdRowsTable("rows", 2)).ok());
   constexpr size_t kRows = 64;  // Both servers own some of them.
   KeyBuffer ids(kRows);
   for (size_t i = 0; i < kRows; ++i) ids[i] = 1000 + i;
@@ -330,15 +337,7 @@ TEST(ClientTest, PushOverTwoServersWithNanChangesNeitherServer) {
   ASSERT_TRUE((*c)->PullRows("rows", ids, rows_before).get().ok());
   const uint64_t requests_before = (*c)->stats().requests;
   for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
-    FloatBuffer g(kSize);
-    for (uint64_t i = 0; i < kSize; ++i) g[i] = 0.5f;
-    g[kSize - 1] = bad;
-    FloatBuffer out(kSize);
-    const Status push = (*c)->Push("w", 0, g).get();
-    EXPECT_EQ(push.code(), StatusCode::kInvalidArgument) << push;
-    EXPECT_NE(push.message().find("non-finite"), std::string::npos) << push;
-    const Status push_pull = (*c)->PushPull("w", 0, g, out).get();
-    EXPECT_EQ(push_pull.code(), StatusCode::kInvalidArgument) << push_pull;
+    ExpectNonFinitePushRefused(c->get(), "w", kSize, bad);
     FloatBuffer row_grads(kRows * 2);
     for (size_t i = 0; i < kRows * 2; ++i) row_grads[i] = 0.25f;
     row_grads[kRows * 2 - 1] = bad;

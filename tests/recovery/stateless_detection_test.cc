@@ -25,16 +25,21 @@ namespace {
 constexpr uint64_t kSize = 64;
 constexpr float kLr = 0.5f;
 
-TEST(StatelessDetectionTest, ClosedConnectionGoesLocalWithoutWaitingForATimeout) {
-  const std::string dir = MakeTempDir();
-  // Neither the coordinator (60 s heartbeat timeout) nor the request
-  // deadlines (60 s) can take the server away within the test's bound.
-  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 60000, 3000));
+// Options of a worker that no request deadline (60 s) takes a server away
+// from within a test's bound; with StartStatelessCluster(dir, 60000, ...) the
+// coordinator's heartbeat timeout cannot either.
+ClientOptions SlowToGiveUp(const RecoveryCluster& cluster) {
   ClientOptions o;
-  o.coordinator = cluster->coordinator_endpoint();
+  o.coordinator = cluster.coordinator_endpoint();
   o.request_timeout_ms = 60000;
   o.local_after_ms = 60000;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
+  return o;
+}
+
+TEST(StatelessDetectionTest, ClosedConnectionGoesLocalWithoutWaitingForATimeout) {
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 60000, 3000));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(SlowToGiveUp(*cluster)));
   ASSERT_OK(c->CreateTable(SgdTable(kSize, kLr, 8.0f)));
   FloatBuffer copy(kSize);
   ASSERT_OK(c->PushPull("w", 0, IntegerGradient(kSize, 0, 0), copy).get());
@@ -61,11 +66,7 @@ TEST(StatelessDetectionTest, ClosedConnectionGoesLocalWithoutWaitingForATimeout)
 TEST(StatelessDetectionTest, NonFinitePushWhileTheServerIsLostChangesNothing) {
   const std::string dir = MakeTempDir();
   ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 60000, 3000));
-  ClientOptions o;
-  o.coordinator = cluster->coordinator_endpoint();
-  o.request_timeout_ms = 60000;
-  o.local_after_ms = 60000;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(SlowToGiveUp(*cluster)));
   ASSERT_OK(c->CreateTable(SgdTable(kSize, kLr, 8.0f)));
   ASSERT_OK(c->CreateTable(SparseSgdTable(2, kLr, 4.0f)));
   FloatBuffer copy(kSize);
