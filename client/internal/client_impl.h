@@ -159,10 +159,6 @@ class ClientImpl final : public Client {
   // recovery policy resends across restarts (see client/internal/resender.h).
   void CallServer(int server, std::function<Message()> make, Transport::ReplyCallback done,
                   int64_t give_up_ms = 0);
-  // Routes keys [begin, begin + count) of op (at `offset` within its
-  // buffers) with `map` and completes `done` when every part has.
-  // `push_id`: the exactly-once key of a re-routed part (0: new parts get
-  // fresh ids).
   // InvalidArgument (counted in errors_) unless every value is finite. The
   // client checks a push that goes as several requests (parts of a split
   // push, several servers or buckets) whole before sending any, and a part
@@ -180,6 +176,10 @@ class ClientImpl final : public Client {
   // part of a split one (wire::Header.push_continues).
   static constexpr uint64_t kMaxSplitParts = 8;
   void SplitLargeParts(std::vector<DenseSlice>* slices, std::vector<bool>* continues) const;
+  // Routes keys [begin, begin + count) of op (at `offset` within its
+  // buffers) with `map` and completes `done` when every part has.
+  // `push_id`: the exactly-once key of a re-routed part (0: new parts get
+  // fresh ids).
   void SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> map,
                  uint64_t begin, uint64_t offset, uint64_t count, int reroutes, Callback done,
                  uint64_t push_id = 0);
