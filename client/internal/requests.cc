@@ -245,14 +245,7 @@ void ClientImpl::SplitLargeParts(std::vector<DenseSlice>* slices,
   std::vector<DenseSlice> parts;
   std::vector<bool> later;
   for (const DenseSlice& s : *slices) {
-    // n parts of equal size but for one key, at most kMaxSplitParts: the
-    // server queues at most --max_queued_replies (128) replies per client
-    // and drops the rest, so splitting may multiply a client's requests in
-    // flight to one server only by a small factor (32 parts of 512 KiB per
-    // 16 MiB request, 8 requests in flight, hung the bench).
-    const uint64_t n = s.count > split_keys
-                           ? std::min<uint64_t>(kMaxSplitParts, (s.count + part_keys - 1) / part_keys)
-                           : 1;
+    const uint64_t n = NumSplitParts(s.count, split_keys, part_keys);
     for (uint64_t i = 0; i < n; ++i) {
       DenseSlice p = s;
       const uint64_t from = s.count * i / n, to = s.count * (i + 1) / n;
@@ -431,13 +424,12 @@ std::vector<ClientImpl::RowsPart> ClientImpl::GroupRows(wire::MsgType type, cons
   for (RowsPart& g : groups) {
     const uint64_t rows = g.positions.size();
     if (rows == 0) continue;
-    if (type != wire::PULL_ROWS || part_rows == 0 || rows <= split_rows) {
+    // Row pushes are never split (one push, one optimizer step).
+    const uint64_t n = type == wire::PULL_ROWS ? NumSplitParts(rows, split_rows, part_rows) : 1;
+    if (n == 1) {
       parts.push_back(std::move(g));
       continue;
     }
-    // n parts of equal size but for one row, at most kMaxSplitParts (the
-    // server's reply queue per client is bounded, as for dense parts).
-    const uint64_t n = std::min<uint64_t>(kMaxSplitParts, (rows + part_rows - 1) / part_rows);
     for (uint64_t i = 0; i < n; ++i) {
       RowsPart p;
       p.group = g.group;
