@@ -275,7 +275,7 @@ void ClientImpl::WatchMap() {
   watch.header.set_watch_ms(kMapWatchMs);
   const int peer = coordinators_.current();
   rpc_->Call(peer, std::move(watch), kMapWatchMs + 5000,
-             [this, peer](const Status& st, Message reply) {
+             [this, peer](const Status& st, Message&& reply) {
                watching_map_.store(false);
                if (CoordinatorPeers::ShouldRotate(st)) coordinators_.Rotate(peer);
                if (shutting_down_.load() || !st.ok()) return;  // The heartbeat re-arms it.

@@ -58,7 +58,7 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
       Message copy;
       copy.header = request.header;
       for (const Frame& f : request.frames) copy.frames.push_back(Frame::Copy(f.data(), f.size()));
-      Forward(peer, std::move(copy), timeout_ms, [](const Status&, Message) {});
+      Forward(peer, std::move(copy), timeout_ms, [](const Status&, Message&&) {});
     }
     Forward(peer, std::move(request), timeout_ms, std::move(done));
   }

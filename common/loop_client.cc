@@ -71,22 +71,22 @@ void LoopClient::Drain(int peer) {
       return;
     }
     if (!r) return;
-    StatusOr<Message> msg = ParseMessage(parts_, 0);
-    if (!msg.ok()) {
+    Message msg;
+    if (Status parsed = ParseMessage(parts_, 0, &msg); !parsed.ok()) {
       uint64_t more = 0;
       if (log_limiter_.Allow("malformed reply", &more)) {
         LOG(WARNING) << "ignoring malformed reply from " << peers_[peer].endpoint << ": "
-                     << msg.status() << " (" << more << " more since the last such line)";
+                     << parsed << " (" << more << " more since the last such line)";
       }
       continue;
     }
-    auto it = pending_.find(msg->header.request_id());
+    auto it = pending_.find(msg.header.request_id());
     if (it == pending_.end()) continue;  // Late (after its deadline) or duplicate.
     ReplyCallback done = std::move(it->second.done);
     deadlines_.erase(it->second.deadline);
     pending_.erase(it);
-    const Status status = StatusFromProto(msg->header.status());
-    done(status, std::move(msg).value());
+    const Status status = StatusFromProto(msg.header.status());
+    done(status, std::move(msg));
   }
 }
 

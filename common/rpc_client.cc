@@ -288,7 +288,7 @@ void RpcClient::ReadReplies(SocketPoller* poller, bool by_caller,
   }
 }
 
-void RpcClient::SendNow(Outgoing out, std::vector<Completion>* completions) {
+void RpcClient::SendNow(Outgoing&& out, std::vector<Completion>* completions) {
   const uint64_t id = out.msg.header.request_id();
   const Deadlines::iterator deadline = deadlines_.emplace(out.deadline_ms, id);
   pending_.emplace(id, Pending{std::move(out.done), deadline, out.peer});
@@ -318,22 +318,24 @@ void RpcClient::OnReply(std::vector<zmq::message_t>& parts, std::vector<Completi
   size_t bytes = 0;
   for (const auto& p : parts) bytes += p.size();
   bytes_received_.fetch_add(bytes);
-  StatusOr<Message> msg = ParseMessage(parts, 0);
-  if (!msg.ok()) {
+  // Parsed in place, into the completion that will carry it.
+  Completion& c = completions->emplace_back();
+  const Status parsed = ParseMessage(parts, 0, &c.reply);
+  auto it = parsed.ok() ? pending_.find(c.reply.header.request_id()) : pending_.end();
+  if (it == pending_.end()) {
+    // Malformed, or late (after its deadline) or duplicate.
+    completions->pop_back();
     uint64_t more = 0;
-    if (log_limiter_.Allow("malformed reply", &more)) {
-      LOG(WARNING) << "ignoring malformed reply: " << msg.status() << " (" << more
+    if (!parsed.ok() && log_limiter_.Allow("malformed reply", &more)) {
+      LOG(WARNING) << "ignoring malformed reply: " << parsed << " (" << more
                    << " more since the last such line)";
     }
     return;
   }
-  auto it = pending_.find(msg->header.request_id());
-  if (it == pending_.end()) return;  // Late (after deadline) or duplicate reply.
-  ReplyCallback done = std::move(it->second.done);
+  c.done = std::move(it->second.done);
   deadlines_.erase(it->second.deadline);
   pending_.erase(it);
-  Status status = StatusFromProto(msg->header.status());
-  completions->push_back(Completion{std::move(done), std::move(status), std::move(msg).value()});
+  c.status = StatusFromProto(c.reply.header.status());
 }
 
 void RpcClient::ExpireDeadlines(std::vector<Completion>* completions) {

@@ -145,7 +145,7 @@ class RpcClient final : public Transport {
   void Wake();
   // Sends on the socket of out.peer, which exists. Failures are added to
   // `completions`.
-  void SendNow(Outgoing out, std::vector<Completion>* completions) REQUIRES(io_mu_);
+  void SendNow(Outgoing&& out, std::vector<Completion>* completions) REQUIRES(io_mu_);
   // Call() on the caller's thread: sends `out` unless the I/O thread has
   // something to do first (a cancellation, a socket to make); returns whether
   // it took `out` (then its callback runs once, on the I/O thread).

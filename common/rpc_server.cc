@@ -114,6 +114,9 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
   poller.AddSocket(&socket_);
   poller.AddFd(wake_fd_);
   std::vector<zmq::message_t> parts;
+  // Every request is parsed into this one: the handler may move from it
+  // (one that keeps the request), and it is overwritten by the next.
+  Request request;
   while (!stop_.load()) {
     // Handlers may add sockets (AddSocket): polled from the next round.
     while (poller.size() < 2 + extra_sockets_.size()) {
@@ -165,28 +168,27 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
           }
           continue;
         }
-        std::string identity = parts[0].to_string();
-        std::string user_id;
+        request.identity.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
+        request.user_id.clear();
         if (zap_ != nullptr) {
           const char* u = zmq_msg_gets(parts[1].handle(), "User-Id");
-          if (u != nullptr) user_id = u;
+          if (u != nullptr) request.user_id = u;
         }
-        StatusOr<Message> msg = ParseMessage(parts, 1);
-        if (!msg.ok()) {
+        if (Status parsed = ParseMessage(parts, 1, &request.msg); !parsed.ok()) {
           ++malformed_;
           uint64_t more = 0;
           if (log_limiter_.Allow("malformed", &more)) {
-            LOG(WARNING) << "malformed request: " << msg.status() << " (" << more
+            LOG(WARNING) << "malformed request: " << parsed << " (" << more
                          << " more since the last such line)";
           }
           Message reply;
           reply.header.set_is_reply(true);
-          StatusToProto(msg.status(), reply.header.mutable_status());
-          Send(identity, std::move(reply)).IgnoreError();
+          StatusToProto(parsed, reply.header.mutable_status());
+          Send(request.identity, std::move(reply)).IgnoreError();
           continue;
         }
-        handler(Request{std::move(identity), std::move(msg).value(), std::move(user_id),
-                        SteadyNowNs()});
+        request.received_ns = SteadyNowNs();
+        handler(std::move(request));
       }
       if (!empty) poller.Touch(0);
     }
@@ -195,7 +197,7 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
   }
 }
 
-Status RpcServer::Send(const std::string& identity, Message msg) {
+Status RpcServer::Send(const std::string& identity, Message&& msg) {
   sent_ = true;
   return SendMessage(socket_, identity, std::move(msg));
 }
@@ -208,7 +210,7 @@ void RpcServer::FillReplyHeader(const Request& request, Message* reply) {
   // No status set means OK (see MakeReply).
 }
 
-Status RpcServer::Reply(const Request& request, Message reply) {
+Status RpcServer::Reply(const Request& request, Message&& reply) {
   FillReplyHeader(request, &reply);
   return Send(request.identity, std::move(reply));
 }

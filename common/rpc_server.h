@@ -69,7 +69,9 @@ struct Request {
 
 class RpcServer {
  public:
-  using Handler = std::function<void(Request request)>;
+  // Runs on the loop thread for each request. It may move from `request`
+  // (to keep it); the loop reuses the object for the next one.
+  using Handler = std::function<void(Request&& request)>;
 
   // Binds the socket. Unavailable/InvalidArgument if the endpoint cannot be bound.
   static StatusOr<std::unique_ptr<RpcServer>> Bind(const RpcServerOptions& options);
@@ -106,10 +108,10 @@ class RpcServer {
 
   // Sends a reply (or any message) to a peer. Loop thread only. Unavailable if
   // the peer is gone or its queue is full; the message is then dropped.
-  Status Send(const std::string& identity, Message msg);
+  Status Send(const std::string& identity, Message&& msg);
   // Convenience: replies to `request` with `reply` (its header's request id,
   // type and is_reply are filled in from the request).
-  Status Reply(const Request& request, Message reply);
+  Status Reply(const Request& request, Message&& reply);
   Status ReplyStatus(const Request& request, const Status& status);
   // Fills in `reply`'s request id, type and is_reply from `request`, as
   // Reply() does; for replies sent later by Send(). A reply whose status is

@@ -8,7 +8,7 @@ namespace relaxps {
 StatusOr<Message> Transport::CallSync(int peer, Message request, int timeout_ms) {
   auto promise = std::make_shared<std::promise<StatusOr<Message>>>();
   auto future = promise->get_future();
-  Call(peer, std::move(request), timeout_ms, [promise](const Status& s, Message reply) {
+  Call(peer, std::move(request), timeout_ms, [promise](const Status& s, Message&& reply) {
     if (s.ok()) {
       promise->set_value(std::move(reply));
     } else {

@@ -39,7 +39,8 @@ class Transport {
  public:
   // The reply's status is folded into `status` (transport failures and the
   // peer's own error); `reply` is empty unless a reply arrived.
-  using ReplyCallback = std::function<void(const Status& status, Message reply)>;
+  // The callback may move from `reply`.
+  using ReplyCallback = std::function<void(const Status& status, Message&& reply)>;
 
   Transport() = default;
   Transport(const Transport&) = delete;

@@ -31,6 +31,15 @@ Buffer<uint8_t> Frame::ShareBytes() {
 zmq::message_t Frame::ToZmq() && {
   if (has_msg_) return std::move(msg_);
   if (size_ == 0) return zmq::message_t();
+  // A small frame is copied into the message: cheaper than the two
+  // allocations of a shared one (the hint and ZeroMQ's own record) and the
+  // release of the reference from ZeroMQ's I/O thread, and ZeroMQ copies a
+  // message of up to its 8 KiB batch into the batch in any case.
+  if (size_ <= kCopyFramesUpToBytes) {
+    zmq::message_t copy(data_, size_);
+    keepalive_.reset();
+    return copy;
+  }
   auto* hint = new std::shared_ptr<void>(std::move(keepalive_));
   return zmq::message_t(const_cast<void*>(data_), size_, &ReleaseShared, hint);
 }
@@ -69,7 +78,9 @@ Message MakeReply(const wire::Header& request, const Status& status) {
   return reply;
 }
 
-Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message msg) {
+namespace {
+
+Status SendFrames(zmq::socket_t& socket, const std::string& identity, Message& msg) {
   // Serialized straight into the frame ZeroMQ sends, not into a string that
   // zmq_send then copies: one heap allocation and one copy fewer per message
   // (and none at all for a header of up to 33 bytes, which ZeroMQ keeps
@@ -100,16 +111,29 @@ Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message m
   return Status::OK();
 }
 
-StatusOr<Message> ParseMessage(std::vector<zmq::message_t>& parts, size_t first) {
-  if (parts.size() <= first) return InvalidArgumentError("message has no header frame");
-  Message msg;
+}  // namespace
+
+Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message&& msg) {
+  Status s = SendFrames(socket, identity, msg);
+  // The frames are consumed whether or not they went: a shared buffer is
+  // released here, not when the caller's moved-from Message goes.
+  msg.frames.clear();
+  return s;
+}
+
+Status ParseMessage(std::vector<zmq::message_t>& parts, size_t first, Message* out) {
+  out->frames.clear();
+  if (parts.size() <= first) {
+    out->header.Clear();
+    return InvalidArgumentError("message has no header frame");
+  }
   const zmq::message_t& h = parts[first];
-  if (!msg.header.ParseFromArray(h.data(), static_cast<int>(h.size()))) {
+  if (!out->header.ParseFromArray(h.data(), static_cast<int>(h.size()))) {
     return InvalidArgumentError("malformed header frame (" + std::to_string(h.size()) + " bytes)");
   }
-  msg.frames.reserve(parts.size() - first - 1);
-  for (size_t i = first + 1; i < parts.size(); ++i) msg.frames.emplace_back(std::move(parts[i]));
-  return msg;
+  out->frames.reserve(parts.size() - first - 1);
+  for (size_t i = first + 1; i < parts.size(); ++i) out->frames.emplace_back(std::move(parts[i]));
+  return Status::OK();
 }
 
 int64_t NowUnixMs() {

@@ -65,8 +65,10 @@ class Frame {
   template <typename T>
   const T* as() const { return static_cast<const T*>(data()); }
 
-  // Converts into a zmq message for sending (zero-copy for shared buffers).
+  // Converts into a zmq message for sending: zero-copy for a shared buffer
+  // above kCopyFramesUpToBytes, a copy of a smaller one.
   zmq::message_t ToZmq() &&;
+  static constexpr size_t kCopyFramesUpToBytes = 8192;
 
  private:
   zmq::message_t msg_;
@@ -96,11 +98,14 @@ Message MakeReply(const wire::Header& request, const Status& status);
 // Sends [prefix frames...] + header + payload frames on a socket. `identity`
 // is prepended when non-empty (ROUTER sockets). Non-blocking: returns
 // Unavailable if the socket would block (peer gone / HWM reached).
-Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message msg);
+// Takes the message's frames (a caller keeps nothing of `msg` it needs).
+Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message&& msg);
 
-// Parses the frames of one multipart message after any identity frame.
-// InvalidArgument if the header frame is missing or malformed.
-StatusOr<Message> ParseMessage(std::vector<zmq::message_t>& parts, size_t first);
+// Parses the frames of one multipart message after any identity frame into
+// `out`, taking the payload parts. `out` is overwritten, so a receive loop
+// can parse every message into the same one (a Header is costly to construct
+// and move). InvalidArgument if the header frame is missing or malformed.
+Status ParseMessage(std::vector<zmq::message_t>& parts, size_t first, Message* out);
 
 // Milliseconds since the Unix epoch (wall clock) and a monotonic clock.
 int64_t NowUnixMs();

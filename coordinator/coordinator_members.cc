@@ -45,7 +45,7 @@ void CoordinatorImpl::ProbeBeforeTakeover(Request req, int id) {
   ping.header.set_type(wire::PING);
   auto shared = std::make_shared<Request>(std::move(req));
   servers_rpc_->Call(server_peer_[id], std::move(ping), options_.takeover_probe_ms,
-                     [this, shared, who](const Status& s, Message) {
+                     [this, shared, who](const Status& s, Message&&) {
                        rpc_->Post([this, shared, who, s] {
                          const wire::RegisterRequest& r = shared->msg.header.register_request();
                          if (s.ok()) {

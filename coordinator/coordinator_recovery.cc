@@ -53,7 +53,7 @@ void CoordinatorImpl::FinishReseeds() {
     auto shared_summary = std::make_shared<ReseedSummary>(summary);
     servers_rpc_->Call(
         peer->second, std::move(seed).value(), 10000,
-        [this, server, registered, shared_summary](const Status& s, Message) {
+        [this, server, registered, shared_summary](const Status& s, Message&&) {
           rpc_->Post([this, server, registered, shared_summary, s] {
             if (!s.ok()) {
               // The new server died too: the next one to register is seeded.
@@ -167,7 +167,7 @@ void CoordinatorImpl::OnDisconnect(int peer) {
   Message ping;
   ping.header.set_type(wire::PING);
   servers_rpc_->Call(peer, std::move(ping), options_.probe_timeout_ms,
-                     [this, id, endpoint, since](const Status& s, Message) {
+                     [this, id, endpoint, since](const Status& s, Message&&) {
                        if (s.ok()) return;
                        rpc_->Post([this, id, endpoint, since, s] {
                          auto it = members_.servers().find(id);

@@ -173,7 +173,7 @@ void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Sta
     copy.header = msg.header;
     const int server_id = id;
     servers_rpc_->Call(peer, std::move(copy), timeout_ms,
-                       [this, state, server_id, on_reply](const Status& s, Message reply) {
+                       [this, state, server_id, on_reply](const Status& s, Message&& reply) {
                          auto shared = std::make_shared<Message>(std::move(reply));
                          rpc_->Post([state, s, server_id, on_reply, shared] {
                            if (!s.ok() && state->first_error.ok()) {

@@ -137,7 +137,7 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
 }
 
 Status ServerImpl::Run() {
-  rpc_->Run([this](Request req) { Handle(std::move(req)); }, [this] { SyncAndRelease(); });
+  rpc_->Run([this](Request&& req) { Handle(std::move(req)); }, [this] { SyncAndRelease(); });
   SyncAndRelease();
   StopHeartbeat();
   if (fenced_.load()) {

@@ -122,7 +122,8 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
   const int timeout_ms = ServerTimeoutMs(request.header.type());
   rpc_->Call(peer, std::move(request), timeout_ms,
              [this, server, peer_map, epoch, give_up_ms, make = std::move(make),
-              done = std::move(done)](Status st, Message reply) mutable {
+              done = std::move(done)](const Status& reply_status, Message&& reply) mutable {
+               Status st = reply_status;
                if (Chained() && st.code() == StatusCode::kWrongShard &&
                    reply.header.has_shard_map()) {
                  // Not (or no longer) the head: install the map the server
@@ -311,7 +312,7 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
     // from it: the server's endpoint is only read on failure paths, and two
     // strings per part were a fifth of a dense push's heap allocations.
     CallServer(s.server, std::move(make),
-               [this, op, join, s, at, reroutes, part_id, m](const Status& st, Message reply) {
+               [this, op, join, s, at, reroutes, part_id, m](const Status& st, Message&& reply) {
                  const uint64_t version = m->version();
                  const std::string& endpoint = m->server_endpoint(s.server);
                  if (Rerouted(st, reply, version, reroutes)) {
@@ -516,7 +517,7 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
                 part_ids, part, stateless, endpoint, consecutive, first, bucket, served_locally,
-                version = m->version()](const Status& st, Message reply) {
+                version = m->version()](const Status& st, Message&& reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
                             reroutes + 1, [join](const Status& r) { join->PartDone(r); },
@@ -577,7 +578,7 @@ Status ClientImpl::Clock() {
     if (replica_ != nullptr && replica_->IsLocal(server)) continue;
     CallServer(
         server, [this, c, version] { return NewRequest(wire::CLOCK, "", c, version); },
-        [](const Status& s, Message) {
+        [](const Status& s, Message&&) {
           if (!s.ok()) VLOG(1) << "clock message failed: " << s;
         });
   }

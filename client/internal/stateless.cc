@@ -185,7 +185,7 @@ void ClientImpl::Rejoin(int server, bool same_server, const char* why) {
   const uint64_t version = router_->map()->version();
   const int64_t clock = clock_.load();
   auto send = [this, server](const char* what, std::function<Message()> make) {
-    CallServer(server, std::move(make), [server, what](const Status& s, Message) {
+    CallServer(server, std::move(make), [server, what](const Status& s, Message&&) {
       if (!s.ok()) LOG(WARNING) << what << " for server " << server << " lost: " << s;
     });
   };
@@ -271,7 +271,7 @@ void ClientImpl::OnDisconnect(int peer) {
     probe.header.set_sender(job_.worker_id);
     const int probe_ms = options_.disconnect_probe_ms;
     rpc_->Call(peer, std::move(probe), probe_ms,
-               [this, i, endpoint, probe_ms](const Status& s, Message) {
+               [this, i, endpoint, probe_ms](const Status& s, Message&&) {
                  if (s.ok() || shutting_down_.load()) return;
                  GoLocal(i, endpoint, false,
                          "its connection closed and it did not answer a probe within " +

@@ -71,7 +71,7 @@ void ServerImpl::UpdateAwaitingState() {
     h->set_shard_map_version(map_version_);
     h->set_awaiting_state(false);
     coordinator_->Call(coordinators_.current(), std::move(hb), options_.heartbeat_ms * 5,
-                       [](const Status&, Message) {});
+                       [](const Status&, Message&&) {});
   }
 }
 
@@ -204,7 +204,7 @@ void ServerImpl::SendLogged(RangeState* range, const LoggedOp& op) {
   range->chain->set_last_send_ms(clock_->NowMs());
   // The acknowledgement is handled inline on this loop (LoopClient).
   peers_->Call(peer, std::move(msg), kForwardTimeoutMs,
-               [this, table, begin, seq](const Status& st, Message reply) {
+               [this, table, begin, seq](const Status& st, Message&& reply) {
                  OnForwardReply(table, begin, seq, st, reply);
                });
 }
@@ -270,7 +270,7 @@ Status ServerImpl::ApplyPush(DenseShardState* shard, const wire::Header& h, cons
   return shard->Push(h.sender(), h.clock(), h.key_begin(), grads, h.key_count());
 }
 
-void ServerImpl::HandleChainDense(RangeState* range, Request req) {
+void ServerImpl::HandleChainDense(RangeState* range, Request&& req) {
   const wire::Header& h = req.msg.header;
   ChainReplica* chain = range->chain.get();
   // A request routed with a newer map than ours waits for it (the client
@@ -338,7 +338,7 @@ void ServerImpl::HandleChainDense(RangeState* range, Request req) {
   ServePull(range, shared).IgnoreError();  // Without a push to apply it cannot fail.
 }
 
-void ServerImpl::HandleForwarded(Request req) {
+void ServerImpl::HandleForwarded(Request&& req) {
   const wire::Header& h = req.msg.header;
   if (h.epoch() < epoch_) {
     stats_.set_stale_epoch_refused(stats_.stale_epoch_refused() + 1);

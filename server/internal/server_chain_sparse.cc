@@ -108,7 +108,7 @@ Status ServerImpl::SeedBuckets(const wire::SeedRows& r, const Frame* ids_frame,
   return Status::OK();
 }
 
-void ServerImpl::HandleChainSparse(Request req) {
+void ServerImpl::HandleChainSparse(Request&& req) {
   const wire::Header& h = req.msg.header;
   auto it = buckets_.find({h.table(), h.key_begin()});
   if (it == buckets_.end()) {

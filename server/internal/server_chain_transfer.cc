@@ -91,7 +91,7 @@ void ServerImpl::SendPiece(RangeState* range) {
   const uint64_t seq = t->seq();
   const size_t index = t->next;
   peers_->Call(peer, std::move(msg), kPieceTimeoutMs,
-               [this, table, key, seq, index](const Status& st, Message reply) {
+               [this, table, key, seq, index](const Status& st, Message&& reply) {
                  OnPieceReply(table, key, seq, index, st, reply);
                });
 }

@@ -173,7 +173,7 @@ void ServerImpl::HandleSeed(const Request& req) {
   ReplyWith(req, MakeReply(h, Status::OK()));
 }
 
-void ServerImpl::HandleCheckpoint(Request req) {
+void ServerImpl::HandleCheckpoint(Request&& req) {
   const wire::Header& h = req.msg.header;
   if (!h.has_checkpoint_request()) {
     Reject(req, InvalidArgumentError("CHECKPOINT without checkpoint_request"));

@@ -12,7 +12,7 @@
 namespace relaxps {
 namespace server_internal {
 
-void ServerImpl::HandleDense(Request req) {
+void ServerImpl::HandleDense(Request&& req) {
   const wire::Header& h = req.msg.header;
   RangeState* range = FindRange(h.table(), h.key_begin());
   if (range == nullptr) {
@@ -157,7 +157,7 @@ Status ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req,
   return pushed;
 }
 
-void ServerImpl::HandleSparse(Request req) {
+void ServerImpl::HandleSparse(Request&& req) {
   if (chained()) {
     HandleChainSparse(std::move(req));
     return;

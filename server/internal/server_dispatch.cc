@@ -141,7 +141,7 @@ const float* ServerImpl::DecodeGradient(const Request& req, const Frame& frame, 
   return *values;
 }
 
-void ServerImpl::ReplyWith(const Request& req, Message reply) {
+void ServerImpl::ReplyWith(const Request& req, Message&& reply) {
   stats_.set_bytes_out(stats_.bytes_out() + reply.PayloadBytes());
   metrics_.OnReply(req);
   reply.header.set_shard_map_version(map_version_);
@@ -176,7 +176,7 @@ void ServerImpl::SyncAndRelease() {
   }
 }
 
-void ServerImpl::Handle(Request req) {
+void ServerImpl::Handle(Request&& req) {
   const wire::Header& h = req.msg.header;
   stats_.set_requests(stats_.requests() + 1);
   stats_.set_bytes_in(stats_.bytes_in() + req.msg.PayloadBytes());

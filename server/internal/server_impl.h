@@ -72,20 +72,20 @@ class ServerImpl final : public Server {
 
  private:
   // ---- Loop thread ----
-  void Handle(Request req);
+  void Handle(Request&& req);
   Status InstallMap(const wire::ShardMap& map);
   // Installs a newer live worker set (an older one is ignored); refuses a
   // malformed one or a version jump beyond kMaxVersionStep.
   Status SetLiveWorkers(const wire::LiveWorkers& live);
-  void HandleDense(Request req);
-  void HandleSparse(Request req);
+  void HandleDense(Request&& req);
+  void HandleSparse(Request&& req);
   // Monotonic deadline of a pull waiting at the consistency gate: the
   // request's own deadline, at most a day away.
   int64_t PullDeadlineMs(const wire::Header& h) const;
   void HandleStats(const Request& req);
   // Scrape-time metrics (server_metrics.cc), posted to the loop thread.
   void CollectMetrics(metrics::MetricSink* sink);
-  void HandleCheckpoint(Request req);
+  void HandleCheckpoint(Request&& req);
   // SEED (stateless recovery): installs the merged parameters of this
   // server's dense ranges and starts serving.
   void HandleSeed(const Request& req);
@@ -115,7 +115,7 @@ class ServerImpl final : public Server {
   // Sends a reply; while the store holds updates not yet synced (WAL group
   // commit) it is queued until SyncAndRelease(), so nothing is acknowledged
   // before it is durable and replies keep their order.
-  void ReplyWith(const Request& req, Message reply);
+  void ReplyWith(const Request& req, Message&& reply);
   // After each batch of requests: one WAL sync for every update the batch
   // wrote, then the queued replies (each failed with the sync's error if it
   // failed).
@@ -144,10 +144,10 @@ class ServerImpl final : public Server {
   // joining the chain), becoming the tail.
   void ApplyChainRoles(const wire::ShardMap& map);
   // A client push / pull / push-pull at the head of a chain.
-  void HandleChainDense(RangeState* range, Request req);
+  void HandleChainDense(RangeState* range, Request&& req);
   // PUSH_ROWS / PULL_ROWS of a sparse table under chain replication: at the
   // head of the bucket the request names (server_chain_sparse.cc).
-  void HandleChainSparse(Request req);
+  void HandleChainSparse(Request&& req);
   // Applies a forwarded update (or snapshot) of a dense range / a sparse
   // bucket at a follower; false (after rejecting) when it could not be.
   bool ApplyForwardedDense(RangeState* range, const Request& req);
@@ -177,7 +177,7 @@ class ServerImpl final : public Server {
   // server holds it (see ApplyChainRoles).
   void ApplyChainRole(RangeState* range, const std::vector<int>& members, uint64_t epoch);
   // An update, completion or snapshot forwarded by the predecessor.
-  void HandleForwarded(Request req);
+  void HandleForwarded(Request&& req);
   // Head: gives `msg` the next sequence number and forwards it.
   uint64_t ForwardNew(RangeState* range, Message* msg);
   // Update `seq` (already applied here) goes down the chain; at the tail it
