@@ -189,6 +189,9 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
         }
         request.received_ns = SteadyNowNs();
         handler(std::move(request));
+        // A payload the handler did not keep is released now, not when the
+        // next request is parsed (a large one could wait a while).
+        request.msg.frames.clear();
       }
       if (!empty) poller.Touch(0);
     }
