@@ -71,7 +71,7 @@ void LoopClient::Drain(int peer) {
       return;
     }
     if (!r) return;
-    Message msg;
+    Message& msg = reply_;
     if (Status parsed = ParseMessage(parts_, 0, &msg); !parsed.ok()) {
       uint64_t more = 0;
       if (log_limiter_.Allow("malformed reply", &more)) {
@@ -81,12 +81,18 @@ void LoopClient::Drain(int peer) {
       continue;
     }
     auto it = pending_.find(msg.header.request_id());
-    if (it == pending_.end()) continue;  // Late (after its deadline) or duplicate.
+    if (it == pending_.end()) {  // Late (after its deadline) or duplicate.
+      msg.frames.clear();
+      continue;
+    }
     ReplyCallback done = std::move(it->second.done);
     deadlines_.erase(it->second.deadline);
     pending_.erase(it);
     const Status status = StatusFromProto(msg.header.status());
     done(status, std::move(msg));
+    // A payload the callback did not keep is released now, not when the
+    // next reply comes (which may be a while).
+    msg.frames.clear();
   }
 }
 

@@ -94,6 +94,9 @@ class LoopClient {
   std::unordered_map<uint64_t, Pending> pending_;
   std::multimap<int64_t, uint64_t> deadlines_;  // Deadline -> request id.
   std::vector<zmq::message_t> parts_;           // Receive scratch.
+  // Every reply is parsed into this one, as RpcServer::Run and RpcClient do;
+  // a callback may move from it, and ParseMessage leaves nothing of the last.
+  Message reply_;
   LogLimiter log_limiter_;
   uint64_t next_request_id_ = 1;
   uint64_t requests_ = 0;

@@ -4,7 +4,7 @@
 # (see docs/benchmarks.md). The document is also written to
 # bench/results/bench-<timestamp>.json.
 #
-#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve]
+#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions]
 #
 # --quick: short time boxes, under 3 minutes on 2 cores; the default (full)
 # run takes under 15.
@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 QUICK=0
 SKIP_BUILD=0
-ONLY=zmq,ps,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve
+ONLY=zmq,ps,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
@@ -139,6 +139,13 @@ if want curve && have relaxps-bench-ps; then
   # --security=curve against plain TCP, same process layout (ratios inside).
   if [ "$QUICK" = 1 ]; then run curve "$ROOT/bench/curve_bench.sh" --seconds=0.5 --reps=2;
   else run curve "$ROOT/bench/curve_bench.sh" --seconds=1 --reps=3; fi
+fi
+
+if want instructions && have relaxps-bench-ps; then
+  # Instructions per 4 KiB PushPull on the application threads against the
+  # echo's, counted under callgrind: steady where the timed 4 KiB figures
+  # swing by tens of percent (skipped without valgrind).
+  run instructions /usr/bin/python3 "$ROOT/bench/instructions_per_op.py" --bin="$BIN"
 fi
 
 OUT="$ROOT/bench/results/bench-$STAMP.json"
