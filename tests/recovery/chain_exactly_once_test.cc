@@ -360,7 +360,7 @@ TEST_F(ChainExactlyOnceTest, PausedCoordinatorDeclaresNobodyDeadWhenItResumes) {
   // The heartbeat timeout stretches with the sanitizers' slowdown (the
   // binaries do not scale a flag given on their command line). Under TSan,
   // with 1000 ms, the workers' heartbeats, starved on 2 cores, sometimes
-  // went missing for a timeout before the pause began (3 runs in 10 of the
+  // went missing for a timeout before the pause began (4 runs in 10 of the
   // chain tests two at a time): not what this test is about.
   const int timeout_ms = 1000 * TimeScale();
   if (TimeScale() > 1) {
