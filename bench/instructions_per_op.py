@@ -129,10 +129,9 @@ def measure(args, valgrind, bench, work, doc):
     per_op = {}
     for path in files:
         total, calls, functions = parse_thread(path)
-        if has(functions, "relaxps::RpcServer::Run") and \
-                calls_to(calls, "relaxps::server_internal::DenseShardState::PushPull") > 0:
-            ops = calls_to(calls, "relaxps::server_internal::DenseShardState::PushPull")
-            per_op.setdefault("server", (total / ops, ops))
+        pushpulls = calls_to(calls, "relaxps::server_internal::DenseShardState::PushPull")
+        if has(functions, "relaxps::RpcServer::Run") and pushpulls > 0:
+            per_op.setdefault("server", (total / pushpulls, pushpulls))
         elif has(functions, "Driver::Step"):
             ops = calls_to(calls, "relaxps::client_internal::ClientImpl::Dense(")
             if ops > 0:

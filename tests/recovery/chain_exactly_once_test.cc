@@ -88,9 +88,16 @@ FloatBuffer Gradient(int w, int k) {
 
 class ChainExactlyOnceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { StartCluster({}); }
+  // Starts the coordinator (CoordinatorFlags() and then `extra`: a flag
+  // given twice takes the later value) and the three servers, in place of
+  // any cluster started before.
+  void StartCluster(const std::vector<std::string>& extra) {
+    cluster_.reset();
+    std::vector<std::string> flags = CoordinatorFlags();
+    flags.insert(flags.end(), extra.begin(), extra.end());
     dir_ = MakeTempDir();
-    ASSERT_OK_AND_ASSIGN(cluster_, RecoveryCluster::Start(dir_, 3, CoordinatorFlags()));
+    ASSERT_OK_AND_ASSIGN(cluster_, RecoveryCluster::Start(dir_, 3, flags));
     for (int id = 0; id < 3; ++id) ASSERT_OK(cluster_->StartServer(id, ServerFlags()));
   }
   static std::vector<std::string> ServerFlags() { return {"--store=memory", "--heartbeat_ms=100"}; }
@@ -364,11 +371,8 @@ TEST_F(ChainExactlyOnceTest, PausedCoordinatorDeclaresNobodyDeadWhenItResumes) {
   // chain tests two at a time): not what this test is about.
   const int timeout_ms = 1000 * TimeScale();
   if (TimeScale() > 1) {
-    cluster_.reset();
-    std::vector<std::string> flags = CoordinatorFlags();
-    flags.push_back("--heartbeat_timeout_ms=" + std::to_string(timeout_ms));
-    ASSERT_OK_AND_ASSIGN(cluster_, RecoveryCluster::Start(MakeTempDir(), 3, flags));
-    for (int id = 0; id < 3; ++id) ASSERT_OK(cluster_->StartServer(id, ServerFlags()));
+    ASSERT_NO_FATAL_FAILURE(
+        StartCluster({"--heartbeat_timeout_ms=" + std::to_string(timeout_ms)}));
   }
   StartSgdWorkers(kInit);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -433,11 +437,7 @@ TEST_F(ChainExactlyOnceTest, AdamSlotsIdenticalToOneProcessAfterFailover) {
 TEST_F(ChainExactlyOnceTest, LastSyncedReplicaDyingBeforeTheStateTransferFailsTheJob) {
   // A heartbeat timeout long enough that the paused server is only found
   // dead when it is killed.
-  cluster_.reset();
-  std::vector<std::string> flags = CoordinatorFlags();
-  flags.push_back("--heartbeat_timeout_ms=10000");
-  ASSERT_OK_AND_ASSIGN(cluster_, RecoveryCluster::Start(MakeTempDir(), 3, flags));
-  for (int id = 0; id < 3; ++id) ASSERT_OK(cluster_->StartServer(id, ServerFlags()));
+  ASSERT_NO_FATAL_FAILURE(StartCluster({"--heartbeat_timeout_ms=10000"}));
   ASSERT_OK_AND_ASSIGN(auto worker, cluster_->Connect("worker"));
   ASSERT_OK(worker->CreateTable(Table("sgd", 1.0f)));
   ASSERT_OK(worker->Push("w", 0, Gradient(0, 0)).get());
