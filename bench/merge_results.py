@@ -70,6 +70,16 @@ def figures_of(bench, doc):
                 out.append(figure(bench, f"checkpoint/{mb:g}MiB/{key}", c[key], "s",
                                   f"checkpoint/{mb:g}MiB/{unit_of}", c.get(unit_of), "lower"))
         return out
+    if bench.startswith("store") and doc.get("bench") == "store_flush_cost":
+        # One flush of the store alone against a plain write + fdatasync of
+        # the same bytes: what RocksDB adds to what any durable flush costs.
+        table = f"{doc.get('push_mb', 0):g}MiB"
+        for what, unit in (("cpu", "CPU ms"), ("wall", "ms")):
+            out.append(figure(bench, f"store/flush_cost/{table}/{what}_ms_per_flush",
+                              doc.get(f"{what}_ms_per_flush"), unit,
+                              f"store/flush_cost/{table}/raw_write_fdatasync_{what}_ms",
+                              doc.get(f"raw_write_{what}_ms"), "lower"))
+        return out
     if bench.startswith("store"):
         mb = doc.get("mb")
         # A run whose pushes cover part of the table names it ("push4MiB").

@@ -115,6 +115,8 @@ if want store && have relaxps-bench-store; then
     "${STORE_DIRTY_ARGS[@]}"
   if [ "$QUICK" = 0 ]; then
     run store_1MiB "$BIN/relaxps-bench-store" --mb=1 --seconds=2 --reps=5
+    # One 1 MiB flush alone, against a plain write + fdatasync of 1 MiB.
+    run store_flush_cost "$BIN/relaxps-bench-store" --mb=1 --flush_cost=200
   fi
 fi
 if want wal && have relaxps-bench-wal; then
