@@ -43,17 +43,20 @@ void* NewBlock(size_t bytes, bool prefault) {
     CHECK(p != nullptr) << "BufferPool: allocation of " << bytes << " bytes failed";
     return p;
   }
+  // A page more than the class, the buffer kLargeBufferPageOffset into it
+  // (include/relaxps/buffer.h says why: a page-aligned payload is copied
+  // into the socket at half speed).
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (prefault ? MAP_POPULATE : 0);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+  void* p = mmap(nullptr, bytes + PageBytes(), PROT_READ | PROT_WRITE, flags, -1, 0);
   CHECK(p != MAP_FAILED) << "BufferPool: mmap of " << bytes << " bytes failed";
-  return p;
+  return static_cast<char*>(p) + kLargeBufferPageOffset;
 }
 
 void DeleteBlock(void* p, size_t bytes) {
   if (bytes < kMinMappedBytes) {
     std::free(p);
   } else {
-    munmap(p, bytes);
+    munmap(static_cast<char*>(p) - kLargeBufferPageOffset, bytes + PageBytes());
   }
 }
 

@@ -1,4 +1,4 @@
-// BufferPool: reusable, page-aligned, pre-faulted memory for large payloads.
+// BufferPool: reusable, pre-faulted memory for large payloads.
 //
 // A parameter server moves the same large tensors again and again: every
 // pull reply is a fresh snapshot of a shard, handed to ZeroMQ zero-copy and
@@ -59,8 +59,10 @@ class BufferPool {
   // Frees the free lists; buffers still in use are freed when released.
   ~BufferPool();
 
-  // `n` uninitialized elements: page-aligned when pooled in a class of at
-  // least 64 KiB, cache-line aligned in a smaller one. Never fails short
+  // `n` uninitialized elements: kLargeBufferPageOffset (half a 4 KiB page)
+  // past a page boundary when pooled in a class of at least 64 KiB, as a
+  // large Buffer<T> is (include/relaxps/buffer.h), cache-line aligned in a
+  // smaller one. Never fails short
   // of the process running out of memory (then it aborts, like new[]).
   template <typename T>
   Buffer<T> Acquire(size_t n) {

@@ -17,9 +17,26 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
+#include <type_traits>
 #include <vector>
 
 namespace relaxps {
+
+// Where large payload buffers start: half a 4 KiB page past a page boundary.
+// ZeroMQ hands a large frame to the kernel from inside the frame (its first
+// few KiB go out in ZeroMQ's 8 KiB batch, after the frames before it), and
+// the kernel copies it into socket pages that start on a page boundary. When
+// the frame starts on a page boundary too, as glibc's mmapped allocations and
+// any page-aligned buffer do, the copy reads each byte a few dozen bytes
+// below the 4 KiB offset it last wrote, and the CPU takes those loads for
+// dependent on the stores (4K aliasing): the kernel's copy of a 1 MiB frame
+// took 800 us instead of 300 (docs/benchmarks.md, ninth stop). Half a page
+// in, the copy is clear of that window whatever precedes the frame. Buffers
+// from Buffer(n) / Uninitialized(n) of at least kLargeBufferBytes, and the
+// server's and client's pooled payloads (common/buffer_pool.h), start there.
+inline constexpr size_t kLargeBufferBytes = size_t{64} << 10;
+inline constexpr size_t kLargeBufferPageOffset = 2048;
 
 template <typename T>
 class Buffer {
@@ -28,20 +45,11 @@ class Buffer {
   Buffer() = default;
 
   // n value-initialized (zeroed) elements.
-  explicit Buffer(size_t n)
-      : owner_(n ? std::shared_ptr<T[]>(new T[n]()) : nullptr), data_(owner_.get()), size_(n) {}
+  explicit Buffer(size_t n) : Buffer(Allocate(n, /*zeroed=*/true)) {}
 
   // n elements left uninitialized, for buffers about to be overwritten
   // (saves a pass of zeroing over large payloads).
-  static Buffer Uninitialized(size_t n) {
-    Buffer b;
-    if (n) {
-      b.owner_ = std::shared_ptr<T[]>(new T[n]);
-      b.data_ = b.owner_.get();
-      b.size_ = n;
-    }
-    return b;
-  }
+  static Buffer Uninitialized(size_t n) { return Allocate(n, /*zeroed=*/false); }
 
   // Copies `n` elements from `src`.
   static Buffer CopyOf(const T* src, size_t n) {
@@ -89,6 +97,29 @@ class Buffer {
   const std::shared_ptr<T[]>& owner() const { return owner_; }
 
  private:
+  static Buffer Allocate(size_t n, bool zeroed) {
+    Buffer b;
+    if (n == 0) return b;
+    if constexpr (std::is_trivially_default_constructible_v<T> &&
+                  std::is_trivially_destructible_v<T> && alignof(T) <= 64) {
+      if (n >= kLargeBufferBytes / sizeof(T) && n <= (SIZE_MAX - 8192) / sizeof(T)) {
+        // A page more than asked for, the data half a page into it.
+        const size_t bytes = (n * sizeof(T) + kLargeBufferPageOffset + 4095) / 4096 * 4096;
+        void* base = std::aligned_alloc(4096, bytes);
+        if (base == nullptr) throw std::bad_alloc();
+        b.data_ = reinterpret_cast<T*>(static_cast<char*>(base) + kLargeBufferPageOffset);
+        b.owner_ = std::shared_ptr<T[]>(b.data_, [base](T*) { std::free(base); });
+        b.size_ = n;
+        if (zeroed) std::memset(static_cast<void*>(b.data_), 0, n * sizeof(T));
+        return b;
+      }
+    }
+    b.owner_ = zeroed ? std::shared_ptr<T[]>(new T[n]()) : std::shared_ptr<T[]>(new T[n]);
+    b.data_ = b.owner_.get();
+    b.size_ = n;
+    return b;
+  }
+
   std::shared_ptr<T[]> owner_;
   T* data_ = nullptr;
   size_t size_ = 0;
