@@ -95,6 +95,30 @@ Status StatusFromProto(const wire::StatusProto& p);
 // status reads as OK). The table is not repeated.
 Message MakeReply(const wire::Header& request, const Status& status);
 
+// Where the kernel starts copying the payload of `msg` from, as an offset in a
+// 4 KiB page, or -1 if no frame of it is handed over that way. ZeroMQ copies
+// the first 8 KiB of a message's wire bytes (ZMTP framing, the header, the
+// payload's head) into one batch; once that batch is written, it hands the
+// rest of a frame of at least another 8 KiB to the kernel from where it
+// stands, and the kernel copies it into socket pages that start on a page
+// boundary when the socket's earlier data has been read. `header_bytes` is
+// the header's serialized size.
+int ZeroCopyStartPageOffset(const Message& msg, size_t header_bytes);
+
+// True when a copy starting at that page offset runs into 4K aliasing: the
+// loads trail the stores of the copy by a few dozen bytes in their 4 KiB
+// offsets, and the CPU takes them for dependent (include/relaxps/buffer.h).
+bool CopyIs4KAliased(int page_offset);
+
+// Pads the header (wire::Header.pad) of a message whose payload copy would be
+// 4K-aliased so that it is not, and returns whether it did (the header's
+// cached size is then stale). `header_bytes`: its serialized size before.
+// SendMessage calls it:
+// a payload in the caller's memory may lie anywhere (a numpy array or a
+// page-locked buffer at a page boundary), and the copy then took 800 us per
+// MiB instead of 300.
+bool PadAgainst4KAliasing(Message* msg, size_t header_bytes);
+
 // Sends [prefix frames...] + header + payload frames on a socket. `identity`
 // is prepended when non-empty (ROUTER sockets). Non-blocking: returns
 // Unavailable if the socket would block (peer gone / HWM reached).
