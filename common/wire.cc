@@ -90,6 +90,15 @@ constexpr size_t kAliasingPadBytes = 512;
 // length, the body.
 size_t FramedBytes(size_t body) { return 1 + (body > 255 ? 8 : 1) + body; }
 
+// The cheap test before PadAgainst4KAliasing: most messages carry nothing
+// that ZeroMQ would hand to the kernel from where it stands.
+bool HasFrameOfAtLeast(const Message& msg, size_t bytes) {
+  for (const Frame& f : msg.frames) {
+    if (f.size() >= bytes) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int ZeroCopyStartPageOffset(const Message& msg, size_t header_bytes) {
@@ -120,7 +129,7 @@ bool PadAgainst4KAliasing(Message* msg, size_t header_bytes) {
   if (!CopyIs4KAliased(from)) return false;
   // 512 bytes more before the payload move the start down by a little more
   // than that (the field's tag and length), clear of the window on both sides.
-  msg->header.set_pad(std::string(kAliasingPadBytes, '\0'));
+  msg->header.mutable_pad()->set_zeros(std::string(kAliasingPadBytes, '\0'));
   return true;
 }
 
@@ -132,7 +141,9 @@ Status SendFrames(zmq::socket_t& socket, const std::string& identity, Message& m
   // (and none at all for a header of up to 33 bytes, which ZeroMQ keeps
   // inside the message itself).
   size_t header_bytes = msg.header.ByteSizeLong();
-  if (PadAgainst4KAliasing(&msg, header_bytes)) header_bytes = msg.header.ByteSizeLong();
+  if (HasFrameOfAtLeast(msg, kZmqBatchBytes) && PadAgainst4KAliasing(&msg, header_bytes)) {
+    header_bytes = msg.header.ByteSizeLong();
+  }
   if (header_bytes > static_cast<size_t>(INT_MAX)) return InternalError("header too large");
   zmq::message_t header(header_bytes);
   msg.header.SerializeWithCachedSizesToArray(static_cast<uint8_t*>(header.data()));

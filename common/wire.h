@@ -110,7 +110,7 @@ int ZeroCopyStartPageOffset(const Message& msg, size_t header_bytes);
 // offsets, and the CPU takes them for dependent (include/relaxps/buffer.h).
 bool CopyIs4KAliased(int page_offset);
 
-// Pads the header (wire::Header.pad) of a message whose payload copy would be
+// Pads the header (wire::Header.pad.zeros) of a message whose payload copy would be
 // 4K-aliased so that it is not, and returns whether it did (the header's
 // cached size is then stale). `header_bytes`: its serialized size before.
 // SendMessage calls it:
