@@ -110,13 +110,12 @@ int ZeroCopyStartPageOffset(const Message& msg, size_t header_bytes);
 // offsets, and the CPU takes them for dependent (include/relaxps/buffer.h).
 bool CopyIs4KAliased(int page_offset);
 
-// Pads the header (wire::Header.pad.zeros) of a message whose payload copy would be
-// 4K-aliased so that it is not, and returns whether it did (the header's
+// Pads the header (wire::Header.pad) of a message whose payload copy would
+// be 4K-aliased so that it is not, and returns whether it did (the header's
 // cached size is then stale). `header_bytes`: its serialized size before.
-// SendMessage calls it:
-// a payload in the caller's memory may lie anywhere (a numpy array or a
-// page-locked buffer at a page boundary), and the copy then took 800 us per
-// MiB instead of 300.
+// SendMessage calls it: a payload in the caller's memory may lie anywhere (a
+// numpy array or a page-locked buffer at a page boundary), and such a copy
+// took 800 us per MiB instead of 300.
 bool PadAgainst4KAliasing(Message* msg, size_t header_bytes);
 
 // Sends [prefix frames...] + header + payload frames on a socket. `identity`

@@ -103,7 +103,7 @@ class Buffer {
     if constexpr (std::is_trivially_default_constructible_v<T> &&
                   std::is_trivially_destructible_v<T> && alignof(T) <= 64) {
       if (n >= kLargeBufferBytes / sizeof(T) && n <= (SIZE_MAX - 8192) / sizeof(T)) {
-        // A page more than asked for, the data half a page into it.
+        // Whole pages with room for the offset; the data starts that far in.
         const size_t bytes = (n * sizeof(T) + kLargeBufferPageOffset + 4095) / 4096 * 4096;
         void* base = std::aligned_alloc(4096, bytes);
         if (base == nullptr) throw std::bad_alloc();
