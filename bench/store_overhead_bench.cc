@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -146,22 +147,31 @@ RunResult RunOnce(const Config& cfg, const std::string& data_dir, uint64_t n, ui
   return result;
 }
 
-struct RawWriteCost {
-  double cpu_ms = 0;   // Process CPU per write + fdatasync.
+// Process CPU (every thread) and wall time per call of `body(i)`, i in
+// [0, reps).
+struct PerRepCost {
+  double cpu_ms = 0;
   double wall_ms = 0;
 };
+PerRepCost TimePerRep(int reps, const std::function<void(int)>& body) {
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = ProcessCpuSeconds();
+  for (int i = 0; i < reps; ++i) body(i);
+  PerRepCost cost;
+  cost.cpu_ms = (ProcessCpuSeconds() - cpu_start) * 1e3 / reps;
+  cost.wall_ms = bench::SecondsSince(start) * 1e3 / reps;
+  return cost;
+}
 
 // The yardstick of --flush_cost: what any durable flush of `bytes` costs on
 // this machine's file system, whatever the store: one write(2) of the bytes
 // into a new file and fdatasync(2), `reps` times, rotating over four files as
 // generations do. On a virtual disk the kernel's part is not small (0.8 ms of
 // CPU per MiB on the 2-vCPU test machines), and no store can go below it.
-RawWriteCost MeasureRawWrites(const std::string& root, size_t bytes, int reps) {
+PerRepCost MeasureRawWrites(const std::string& root, size_t bytes, int reps) {
   std::filesystem::create_directories(root);
-  std::vector<char> buf(bytes, 1);
-  const auto start = std::chrono::steady_clock::now();
-  const double cpu_start = ProcessCpuSeconds();
-  for (int i = 0; i < reps; ++i) {
+  const std::vector<char> buf(bytes, 1);
+  return TimePerRep(reps, [&](int i) {
     const std::string path = root + "/raw." + std::to_string(i % 4);
     const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
     PCHECK(fd >= 0) << "open " << path;
@@ -172,13 +182,7 @@ RawWriteCost MeasureRawWrites(const std::string& root, size_t bytes, int reps) {
     }
     PCHECK(::fdatasync(fd) == 0) << "fdatasync " << path;
     ::close(fd);
-  }
-  RawWriteCost cost;
-  cost.cpu_ms = (ProcessCpuSeconds() - cpu_start) * 1e3 / reps;
-  cost.wall_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
-      reps;
-  return cost;
+  });
 }
 
 // --flush_cost: the flush alone, without a server or client around it. Its
@@ -206,21 +210,15 @@ int RunFlushCost(const std::string& root, uint64_t n, uint64_t push_n) {
     CHECK(s.ok()) << s;
   };
   for (int i = 0; i < 3; ++i) flush(i);  // Warm-up, with the first base.
-  const auto start = std::chrono::steady_clock::now();
-  const double cpu_start = ProcessCpuSeconds();
-  for (int i = 0; i < FLAGS_flush_cost; ++i) flush(3 + i);
-  const double cpu_ms = (ProcessCpuSeconds() - cpu_start) * 1e3 / FLAGS_flush_cost;
-  const double wall_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
-      FLAGS_flush_cost;
+  const PerRepCost cost = TimePerRep(FLAGS_flush_cost, [&](int i) { flush(3 + i); });
   store->reset();
-  const RawWriteCost raw = MeasureRawWrites(root, push_n * sizeof(float), FLAGS_flush_cost);
+  const PerRepCost raw = MeasureRawWrites(root, push_n * sizeof(float), FLAGS_flush_cost);
   std::filesystem::remove_all(root);
   std::printf("{\"bench\":\"store_flush_cost\",\"mb\":%.1f,\"push_mb\":%.2f,\"flushes\":%d,"
               "\"cpu_ms_per_flush\":%.3f,\"wall_ms_per_flush\":%.3f,"
               "\"raw_write_cpu_ms\":%.3f,\"raw_write_wall_ms\":%.3f}\n",
               FLAGS_mb, static_cast<double>(push_n) * sizeof(float) / (1 << 20), FLAGS_flush_cost,
-              cpu_ms, wall_ms, raw.cpu_ms, raw.wall_ms);
+              cost.cpu_ms, cost.wall_ms, raw.cpu_ms, raw.wall_ms);
   return 0;
 }
 
