@@ -154,7 +154,10 @@ def targets_of(figs):
                 and "/axpy/" not in f["name"] and "/memcpy/" not in f["name"]:
             target("optimizer update >= 0.7x axpy", f["name"], ">=", 0.7)
     for f in figs:
-        if f["bench"].startswith("store") and "/rocksdb/flush1/" in f["name"]:
+        # The throughput figure only: the same prefix also names the flush's
+        # CPU cost (flush_cpu_ms, lower is better), which this bound does not fit.
+        if f["bench"].startswith("store") and "/rocksdb/flush1/" in f["name"] \
+                and f["name"].endswith("/iters_per_s"):
             target("rocksdb store, flush every clock: PushPull+Clock >= 0.9x memory store",
                    f["name"], ">=", 0.9)
     for f in figs:
