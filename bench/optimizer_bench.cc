@@ -7,9 +7,15 @@
 // reads g and reads + writes w and each state slot (4 * (1 + 2 * (1 + slots))
 // B: sgd 12, momentum 20, adagrad 20, adam 28).
 //
+// On a CPU device it also times the passes over the bytes that a dense
+// PushPull of --passes_bytes makes besides moving them (see PushPullPasses):
+// their CPU seconds per GB moved, added to the ZeroMQ echo's own, bound what
+// any PushPull of that size can reach on a machine's cores.
+//
 // Prints one JSON object on stdout, e.g.
 //   {"device":"cpu","n":16777216,"iters":10,"reps":5,"optimizer_update":[
-//     {"name":"adam","gbps":9.1,"axpy_gbps":10.2,"ratio":0.89},...]}
+//     {"name":"adam","gbps":9.1,"axpy_gbps":10.2,"ratio":0.89},...],
+//    "pushpull_passes":{"bytes":16777216,"check_s":0.0016,...,"cpu_s_per_gb":0.29}}
 #include <gflags/gflags.h>
 
 #include <algorithm>
@@ -27,6 +33,8 @@ DEFINE_int64(n, int64_t{1} << 24, "Floats per parameter array (default 16M = 64 
 DEFINE_int64(copy_n, int64_t{1} << 18,
              "Floats per array of the update-and-copy comparison (default 256K = 1 MiB, a "
              "PUSH_PULL part's size).");
+DEFINE_int64(passes_bytes, int64_t{16} << 20,
+             "Dense table size of the PushPull passes measurement (CPU devices; 0: skip).");
 DEFINE_int32(iters, 10, "Updates per timed repetition.");
 DEFINE_int32(reps, 5, "Timed repetitions; the best one is reported.");
 DEFINE_string(device, "cpu", "Device to measure: cpu or cuda.");
@@ -141,9 +149,46 @@ StatusOr<Row> MeasureOptimizer(Device* device, const std::string& name, size_t n
   return row;
 }
 
+// The passes a dense PushPull of n floats makes over its bytes besides
+// moving them, each timed alone on n floats: the finiteness check (twice: the
+// client checks a split push whole before its first part goes, at 16 MiB
+// every push is split, and the server checks what it receives), the server's
+// update with its reply snapshot (sgd ApplyAndCopy) and the client's copy of
+// the reply into `out`. ZeroMQ's and the kernel's work is not in it: the echo
+// yardstick measures that.
+struct PushPullPasses {
+  double check_s = 0;
+  double apply_and_copy_s = 0;
+  double copy_s = 0;
+  double Seconds() const { return 2 * check_s + apply_and_copy_s + copy_s; }
+};
+
+StatusOr<PushPullPasses> MeasurePushPullPasses(Device* device, size_t n) {
+  OptimizerOptions options;
+  options.name = "sgd";
+  options.lr = 1e-3f;
+  ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> opt, kernels::NewOptimizer(options));
+  std::vector<float> g(n, 0.01f), w(n, 1.0f), reply(n), out(n);
+  int64_t step = 0;
+  bool finite = true;
+  const std::vector<double> s = BestSecondsPerCall(
+      device, {[&] { finite = device->AllFinite(g.data(), n) && finite; },
+               [&] {
+                 opt->ApplyAndCopy(device, w.data(), nullptr, g.data(), n, ++step, 1.0f,
+                                   reply.data());
+               },
+               [&] { std::memcpy(out.data(), reply.data(), n * sizeof(float)); }});
+  if (!finite) return InternalError("AllFinite rejected a finite gradient");
+  PushPullPasses p;
+  p.check_s = s[0];
+  p.apply_and_copy_s = s[1];
+  p.copy_s = s[2];
+  return p;
+}
+
 int Main() {
-  if (FLAGS_n <= 0 || FLAGS_iters <= 0 || FLAGS_reps <= 0) {
-    std::fprintf(stderr, "--n, --iters and --reps must be positive\n");
+  if (FLAGS_n <= 0 || FLAGS_iters <= 0 || FLAGS_reps <= 0 || FLAGS_passes_bytes < 0) {
+    std::fprintf(stderr, "--n, --iters and --reps must be positive, --passes_bytes >= 0\n");
     return 2;
   }
   auto type = kernels::ParseDeviceType(FLAGS_device);
@@ -182,6 +227,22 @@ int Main() {
     first = false;
   }
   json += "]";
+  const size_t passes_n = static_cast<size_t>(FLAGS_passes_bytes) / sizeof(float);
+  if (device->type() == kernels::DeviceType::kCpu && passes_n > 0) {
+    auto passes = MeasurePushPullPasses(device, passes_n);
+    if (!passes.ok()) {
+      std::fprintf(stderr, "pushpull passes: %s\n", passes.status().ToString().c_str());
+      return 1;
+    }
+    const double bytes = static_cast<double>(passes_n * sizeof(float));
+    char buf[256];
+    std::snprintf(buf, sizeof(buf),
+                  ",\"pushpull_passes\":{\"bytes\":%.0f,\"check_s\":%.6f,"
+                  "\"apply_and_copy_s\":%.6f,\"copy_s\":%.6f,\"cpu_s_per_gb\":%.4f}",
+                  bytes, passes->check_s, passes->apply_and_copy_s, passes->copy_s,
+                  passes->Seconds() / (2 * bytes / 1e9));  // A PushPull moves its bytes twice.
+    json += buf;
+  }
   if (device->type() == kernels::DeviceType::kCuda) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), ",\"memcpy_d2d_gbps\":%.2f", MemcpyGbps(device, n));

@@ -160,7 +160,8 @@ for t in doc["targets"]:
     v = t["value"]
     mark = {True: "MET ", False: "MISS", None: "n/a "}[t["met"]]
     vs = "n/a" if v is None else f"{v:.3f}"
-    print(f"  {mark} {t['target']}: {t['measure']} {vs} {t['op']} {t['bound']}")
+    note = f" ({t['note']})" if t.get("note") else ""
+    print(f"  {mark} {t['target']}: {t['measure']} {vs} {t['op']} {t['bound']}{note}")
 for k, e in doc["errors"].items():
     print(f"  ERROR {k}: {e}")
 PY
