@@ -3,6 +3,7 @@
 #include "common/thread_annotations.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -79,6 +80,7 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
 
  private:
   using Task = std::function<void(bool shutdown)>;
+  using Clock = std::chrono::steady_clock;
 
   void Forward(int peer, Message request, int timeout_ms, ReplyCallback done) {
     if (faults_.delay_ms <= 0) {
@@ -100,7 +102,9 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
   void Schedule(int after_ms, Task task) {
     {
       MutexLock l(&mu_);
-      tasks_.emplace(MonotonicMs() + after_ms, std::move(task));
+      // Full clock precision: a due time in whole milliseconds (the current
+      // one truncated) made a delay up to 1 ms shorter than asked.
+      tasks_.emplace(Clock::now() + std::chrono::milliseconds(after_ms), std::move(task));
     }
     cv_.notify_all();
   }
@@ -115,9 +119,9 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
           cv_.wait(mu_);
           continue;
         }
-        const int64_t wait = tasks_.begin()->first - MonotonicMs();
-        if (wait > 0) {
-          cv_.wait_for(mu_, std::chrono::milliseconds(wait));
+        const Clock::time_point due = tasks_.begin()->first;
+        if (Clock::now() < due) {
+          cv_.wait_until(mu_, due);
           continue;
         }
         task = std::move(tasks_.begin()->second);
@@ -136,7 +140,7 @@ class FaultInjectingTransportImpl final : public FaultInjectingTransport {
   std::mt19937_64 rng_ GUARDED_BY(mu_);
   bool partitioned_ GUARDED_BY(mu_) = false;
   bool stop_ GUARDED_BY(mu_) = false;
-  std::multimap<int64_t, Task> tasks_ GUARDED_BY(mu_);  // Due time -> task.
+  std::multimap<Clock::time_point, Task> tasks_ GUARDED_BY(mu_);  // Due time -> task.
   std::atomic<uint64_t> dropped_{0};
   std::thread scheduler_;  // Last: starts once the members above exist.
 };
