@@ -33,8 +33,9 @@ size_t ClassBytes(size_t bytes) {
 // Classes below this come from malloc, above it from mmap. A small block
 // gains nothing from its own mapping (its pages are in glibc's heap, already
 // faulted in), and mappings of a few pages each would only add VMAs; what
-// pooling it saves is the allocation itself (see min_pooled_bytes).
-constexpr size_t kMinMappedBytes = size_t{64} << 10;
+// pooling it saves is the allocation itself (see min_pooled_bytes). The
+// mapped ones are the large payloads, offset as a large Buffer<T> is.
+constexpr size_t kMinMappedBytes = kLargeBufferBytes;
 constexpr size_t kSmallBlockAlign = 64;  // A cache line.
 
 void* NewBlock(size_t bytes, bool prefault) {

@@ -83,7 +83,6 @@ Message MakeReply(const wire::Header& request, const Status& status) {
 namespace {
 
 constexpr size_t kZmqBatchBytes = 8192;  // ZMQ_OUT_BATCH_SIZE's default.
-constexpr uintptr_t kAliasingPeriod = 4096;
 constexpr size_t kAliasingPadBytes = 512;
 
 // A frame's bytes on the wire (ZMTP 3): a flags byte, a one- or eight-byte
@@ -110,7 +109,7 @@ int ZeroCopyStartPageOffset(const Message& msg, size_t header_bytes) {
     if (at >= kZmqBatchBytes) return -1;
     if (at + f.size() >= 2 * kZmqBatchBytes) {
       const uintptr_t from = reinterpret_cast<uintptr_t>(f.data()) + (kZmqBatchBytes - at);
-      return static_cast<int>(from % kAliasingPeriod);
+      return static_cast<int>(from % kAliasingPeriodBytes);
     }
     at += f.size();
   }
@@ -121,7 +120,7 @@ bool CopyIs4KAliased(int page_offset) {
   // Measured with 1 MiB replies: starts at 4,075 and 4,091 ran at half speed,
   // 43 at two thirds, 107 and up at full speed; the margins are doubled.
   return page_offset >= 0 &&
-         (page_offset >= static_cast<int>(kAliasingPeriod) - 256 || page_offset < 128);
+         (page_offset >= static_cast<int>(kAliasingPeriodBytes) - 256 || page_offset < 128);
 }
 
 bool PadAgainst4KAliasing(Message* msg, size_t header_bytes) {

@@ -36,7 +36,8 @@ namespace relaxps {
 // from Buffer(n) / Uninitialized(n) of at least kLargeBufferBytes, and the
 // server's and client's pooled payloads (common/buffer_pool.h), start there.
 inline constexpr size_t kLargeBufferBytes = size_t{64} << 10;
-inline constexpr size_t kLargeBufferPageOffset = 2048;
+inline constexpr size_t kAliasingPeriodBytes = 4096;  // Loads and stores alias mod this.
+inline constexpr size_t kLargeBufferPageOffset = kAliasingPeriodBytes / 2;
 
 template <typename T>
 class Buffer {
@@ -102,10 +103,11 @@ class Buffer {
     if (n == 0) return b;
     if constexpr (std::is_trivially_default_constructible_v<T> &&
                   std::is_trivially_destructible_v<T> && alignof(T) <= 64) {
-      if (n >= kLargeBufferBytes / sizeof(T) && n <= (SIZE_MAX - 8192) / sizeof(T)) {
+      constexpr size_t kPage = kAliasingPeriodBytes;
+      if (n >= kLargeBufferBytes / sizeof(T) && n <= (SIZE_MAX - 2 * kPage) / sizeof(T)) {
         // Whole pages with room for the offset; the data starts that far in.
-        const size_t bytes = (n * sizeof(T) + kLargeBufferPageOffset + 4095) / 4096 * 4096;
-        void* base = std::aligned_alloc(4096, bytes);
+        const size_t bytes = (n * sizeof(T) + kLargeBufferPageOffset + kPage - 1) / kPage * kPage;
+        void* base = std::aligned_alloc(kPage, bytes);
         if (base == nullptr) throw std::bad_alloc();
         b.data_ = reinterpret_cast<T*>(static_cast<char*>(base) + kLargeBufferPageOffset);
         b.owner_ = std::shared_ptr<T[]>(b.data_, [base](T*) { std::free(base); });
