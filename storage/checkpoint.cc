@@ -13,12 +13,13 @@
 #include <cctype>
 #include <cinttypes>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <sstream>
 
 #include <glog/logging.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 
 #include "storage/internal/checkpoint_manifest.h"
 #include "storage/internal/crc32c.h"
@@ -29,8 +30,9 @@
 namespace relaxps {
 namespace {
 
-namespace fs = std::filesystem;
 using storage_internal::Crc32c;
+using storage_internal::DefaultFileSystem;
+using storage_internal::JoinPath;
 
 constexpr char kManifestHeader[] = "relaxps-checkpoint 1";
 constexpr char kCheckpointPrefix[] = "ckpt-";
@@ -85,8 +87,16 @@ bool ParseCheckpointDirName(const std::string& name, int64_t* clock) {
   return true;
 }
 
-Status VerifyRestoredStore(const std::string& dir) {
-  rocksdb::Options options = storage_internal::MakeDbOptions(ParamStoreOptions{});
+// Opens the copy in `dir` read-only through `fs` and checks every block.
+Status VerifyRestoredStore(const std::string& dir, rocksdb::FileSystem* fs) {
+  // An Env over `fs` (borrowed: the aliasing shared_ptr owns nothing); the
+  // default file system keeps rocksdb's default Env.
+  std::unique_ptr<rocksdb::Env> env;
+  if (fs != rocksdb::FileSystem::Default().get()) {
+    env = rocksdb::NewCompositeEnv(
+        std::shared_ptr<rocksdb::FileSystem>(std::shared_ptr<void>(), fs));
+  }
+  rocksdb::Options options = storage_internal::MakeDbOptions(ParamStoreOptions{}, env.get());
   options.create_if_missing = false;
   rocksdb::DB* raw = nullptr;
   RETURN_IF_ERROR(storage_internal::FromRocks(rocksdb::DB::OpenForReadOnly(options, dir, &raw),
@@ -114,16 +124,22 @@ namespace storage_internal {
 
 Status WriteCheckpointManifest(rocksdb::FileSystem* fs, const std::string& dir, int64_t clock,
                                const std::string& store, const std::vector<std::string>& tables) {
+  fs = DefaultFileSystem(fs);
+  const rocksdb::IOOptions io;
+  std::vector<std::string> names;
+  RETURN_IF_ERROR(FromRocks(fs->GetChildren(dir, io, &names, nullptr),
+                            "cannot list checkpoint " + dir));
   std::vector<CheckpointFile> files;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
-    const std::string name = it->path().filename().string();
-    if (name.rfind(kCheckpointManifestName, 0) == 0) continue;
-    files.push_back({name, static_cast<uint64_t>(it->file_size(ec))});
-    if (ec) break;
+  for (const std::string& name : names) {
+    if (name == "." || name == ".." || name.rfind(kCheckpointManifestName, 0) == 0) continue;
+    const std::string path = JoinPath(dir, name);
+    ASSIGN_OR_RETURN(const bool is_dir, IsDirectory(fs, path));
+    if (is_dir) continue;  // Only the regular files are data.
+    CheckpointFile f{name, 0};
+    RETURN_IF_ERROR(FromRocks(fs->GetFileSize(path, io, &f.size, nullptr),
+                              "cannot list checkpoint " + dir));
+    files.push_back(std::move(f));
   }
-  if (ec) return IOError("cannot list checkpoint " + dir + ": " + ec.message());
   std::sort(files.begin(), files.end(),
             [](const CheckpointFile& a, const CheckpointFile& b) { return a.name < b.name; });
   std::string text = std::string(kManifestHeader) + "\n";
@@ -134,7 +150,7 @@ Status WriteCheckpointManifest(rocksdb::FileSystem* fs, const std::string& dir, 
     text += "file " + f.name + " " + std::to_string(f.size) + "\n";
   }
   text += "crc32c " + Hex32(Crc32c(0, text.data(), text.size())) + "\n";
-  return WriteFileAtomic(fs, dir + "/" + kCheckpointManifestName, text);
+  return WriteFileAtomic(fs, JoinPath(dir, kCheckpointManifestName), text);
 }
 
 Status ParseCheckpointManifest(const std::string& path, const std::string& text,
@@ -191,13 +207,14 @@ Status ParseCheckpointManifest(const std::string& path, const std::string& text,
 
 std::string CheckpointDirName(int64_t clock) { return kCheckpointPrefix + std::to_string(clock); }
 
-StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
+StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir, rocksdb::FileSystem* fs) {
+  fs = DefaultFileSystem(fs);
   try {
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) return NotFoundError("no checkpoint directory " + dir);
-    const std::string path = dir + "/" + kCheckpointManifestName;
+    ASSIGN_OR_RETURN(const bool is_dir, storage_internal::IsDirectory(fs, dir));
+    if (!is_dir) return NotFoundError("no checkpoint directory " + dir);
+    const std::string path = JoinPath(dir, kCheckpointManifestName);
     std::string text;
-    Status s = storage_internal::ReadFile(path, &text);
+    Status s = storage_internal::ReadFile(fs, path, &text);
     if (s.code() == StatusCode::kNotFound) {
       return CorruptionError("checkpoint " + dir + " has no manifest " + path);
     }
@@ -206,9 +223,13 @@ StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
     info.dir = dir;
     RETURN_IF_ERROR(storage_internal::ParseCheckpointManifest(path, text, &info));
     for (const CheckpointFile& f : info.files) {
-      const std::string file = dir + "/" + f.name;
-      const uint64_t size = fs::file_size(file, ec);
-      if (ec) return CorruptionError("checkpoint file " + file + " is missing: " + ec.message());
+      const std::string file = JoinPath(dir, f.name);
+      uint64_t size = 0;
+      const rocksdb::IOStatus io = fs->GetFileSize(file, rocksdb::IOOptions(), &size, nullptr);
+      if (io.IsNotFound() || io.IsPathNotFound()) {
+        return CorruptionError("checkpoint file " + file + " is missing: " + io.ToString());
+      }
+      if (!io.ok()) return IOError("cannot stat checkpoint file " + file + ": " + io.ToString());
       if (size != f.size) {
         return CorruptionError("checkpoint file " + file + " has " + std::to_string(size) +
                                " bytes, the manifest says " + std::to_string(f.size));
@@ -220,28 +241,30 @@ StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
   }
 }
 
-Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& data_dir) {
+Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& data_dir,
+                         rocksdb::FileSystem* fs) {
+  fs = DefaultFileSystem(fs);
   try {
-    ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(checkpoint_dir));
+    ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(checkpoint_dir, fs));
     std::string target = data_dir;
     while (target.size() > 1 && target.back() == '/') target.pop_back();
     const std::string staging = target + ".restoring";
     const std::string old = target + ".replaced";
-    RETURN_IF_ERROR(storage_internal::RemoveAll(staging));
-    std::error_code ec;
-    fs::create_directories(staging, ec);
-    if (ec) return IOError("cannot create " + staging + ": " + ec.message());
+    const rocksdb::IOOptions io;
+    RETURN_IF_ERROR(storage_internal::RemoveAll(fs, staging));  // A crashed restore's copy.
+    RETURN_IF_ERROR(storage_internal::CreateDirs(fs, staging));
 
     Status s = [&]() -> Status {
       for (const CheckpointFile& f : info.files) {
-        const std::string src = checkpoint_dir + "/" + f.name;
-        const std::string dst = staging + "/" + f.name;
-        const bool immutable = f.name.size() > 4 && f.name.compare(f.name.size() - 4, 4, ".sst") == 0;
-        RETURN_IF_ERROR(immutable ? storage_internal::LinkOrCopyFile(src, dst)
-                                  : storage_internal::CopyFile(src, dst));
+        const std::string src = JoinPath(checkpoint_dir, f.name);
+        const std::string dst = JoinPath(staging, f.name);
+        const bool immutable =
+            f.name.size() > 4 && f.name.compare(f.name.size() - 4, 4, ".sst") == 0;
+        RETURN_IF_ERROR(immutable ? storage_internal::LinkOrCopyFile(fs, src, dst)
+                                  : storage_internal::CopyFile(fs, src, dst));
       }
-      RETURN_IF_ERROR(storage_internal::SyncPath(staging));
-      Status v = VerifyRestoredStore(staging);
+      RETURN_IF_ERROR(storage_internal::SyncDir(fs, staging));
+      Status v = VerifyRestoredStore(staging, fs);
       if (!v.ok()) {
         // Name the checkpoint's files, not the scratch copy's.
         return Status(v.code() == StatusCode::kNotFound ? StatusCode::kCorruption : v.code(),
@@ -251,25 +274,29 @@ Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& d
       return Status::OK();
     }();
     if (!s.ok()) {
-      storage_internal::RemoveAll(staging).IgnoreError();
+      storage_internal::RemoveAll(fs, staging).IgnoreError();
       return s;
     }
 
     // Swap: data_dir -> .replaced, staging -> data_dir, then drop the old one.
-    RETURN_IF_ERROR(storage_internal::RemoveAll(old));
-    const bool had_data = fs::exists(target, ec);
+    RETURN_IF_ERROR(storage_internal::RemoveAll(fs, old));
+    const bool had_data = storage_internal::PathExists(fs, target);
     if (had_data) {
-      fs::rename(target, old, ec);
-      if (ec) return IOError("cannot move " + target + " aside: " + ec.message());
+      const rocksdb::IOStatus moved = fs->RenameFile(target, old, io, nullptr);
+      if (!moved.ok()) return IOError("cannot move " + target + " aside: " + moved.ToString());
     }
-    fs::rename(staging, target, ec);
-    if (ec) {
-      std::error_code undo;
-      if (had_data) fs::rename(old, target, undo);
-      return IOError("cannot move restored checkpoint into " + target + ": " + ec.message());
+    const rocksdb::IOStatus placed = fs->RenameFile(staging, target, io, nullptr);
+    if (!placed.ok()) {
+      if (had_data) fs->RenameFile(old, target, io, nullptr).PermitUncheckedError();
+      return IOError("cannot move restored checkpoint into " + target + ": " + placed.ToString());
     }
-    RETURN_IF_ERROR(storage_internal::SyncPath(storage_internal::ParentDir(target)));
-    if (had_data) RETURN_IF_ERROR(storage_internal::RemoveAll(old));
+    RETURN_IF_ERROR(storage_internal::SyncDir(fs, storage_internal::ParentDir(target)));
+    if (had_data) {
+      // data_dir is already the restored copy: only space is at stake, and
+      // the next restore removes the leftover.
+      Status dropped = storage_internal::RemoveAll(fs, old);
+      if (!dropped.ok()) LOG(WARNING) << "restore into " << target << ": " << dropped;
+    }
     LOG(INFO) << "restored checkpoint " << checkpoint_dir << " (clock " << info.clock << ", "
               << info.bytes << " bytes) into " << target;
     return Status::OK();
@@ -278,16 +305,22 @@ Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& d
   }
 }
 
-std::vector<CheckpointInfo> ListCheckpoints(const std::string& root) {
+std::vector<CheckpointInfo> ListCheckpoints(const std::string& root, rocksdb::FileSystem* fs) {
+  fs = DefaultFileSystem(fs);
   std::vector<CheckpointInfo> result;
   try {
-    std::error_code ec;
-    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    std::vector<std::string> names;
+    const rocksdb::IOStatus listed = fs->GetChildren(root, rocksdb::IOOptions(), &names, nullptr);
+    if (!listed.ok() && !listed.IsNotFound() && !listed.IsPathNotFound()) {
+      LOG(WARNING) << "cannot list checkpoints under " << root << ": " << listed.ToString();
+    }
+    for (const std::string& name : names) {
       int64_t clock;
-      if (!it->is_directory(ec) || !ParseCheckpointDirName(it->path().filename().string(), &clock)) {
-        continue;
-      }
-      StatusOr<CheckpointInfo> info = ReadCheckpointInfo(it->path().string());
+      if (!ParseCheckpointDirName(name, &clock)) continue;
+      const std::string dir = JoinPath(root, name);
+      StatusOr<bool> is_dir = storage_internal::IsDirectory(fs, dir);
+      if (!is_dir.ok() || !*is_dir) continue;
+      StatusOr<CheckpointInfo> info = ReadCheckpointInfo(dir, fs);
       if (!info.ok()) {
         LOG(WARNING) << "skipping invalid checkpoint: " << info.status();
         continue;
@@ -303,15 +336,16 @@ std::vector<CheckpointInfo> ListCheckpoints(const std::string& root) {
   return result;
 }
 
-Status PruneCheckpoints(const std::string& root, int keep_last_k) {
+Status PruneCheckpoints(const std::string& root, int keep_last_k, rocksdb::FileSystem* fs) {
   if (keep_last_k < 1) {
     return InvalidArgumentError("PruneCheckpoints: keep_last_k must be >= 1, got " +
                                 std::to_string(keep_last_k));
   }
-  std::vector<CheckpointInfo> all = ListCheckpoints(root);
+  fs = DefaultFileSystem(fs);
+  std::vector<CheckpointInfo> all = ListCheckpoints(root, fs);
   if (all.size() <= static_cast<size_t>(keep_last_k)) return Status::OK();
   for (size_t i = 0; i + keep_last_k < all.size(); ++i) {
-    RETURN_IF_ERROR(storage_internal::RemoveAll(all[i].dir));
+    RETURN_IF_ERROR(storage_internal::RemoveAll(fs, all[i].dir));
   }
   return Status::OK();
 }

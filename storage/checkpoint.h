@@ -13,6 +13,13 @@
 // "<root>/ckpt-<clock>" (CheckpointDirName); ListCheckpoints and
 // PruneCheckpoints work on such a root.
 //
+// Every file and directory operation (listing, sizes, reads, copies, links,
+// renames, deletes, syncs, and the verification of a restored copy) goes
+// through the `fs` argument: the store's ParamStoreOptions::file_system, so
+// a FaultInjectingFileSystem (storage/fault_injecting_fs.h) reaches restore,
+// listing and pruning too. nullptr (the default) is the real file system,
+// rocksdb::FileSystem::Default(). `fs` is borrowed for the call only.
+//
 // Thread-safety: the functions are stateless; callers must not restore into
 // a data_dir that an open store is using, nor prune a checkpoint being read.
 #ifndef RELAXPS_STORAGE_CHECKPOINT_H_
@@ -23,6 +30,10 @@
 #include <vector>
 
 #include "common/status.h"
+
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
 
 namespace relaxps {
 
@@ -49,26 +60,37 @@ std::string CheckpointDirName(int64_t clock);
 // Reads and validates the manifest of `dir`: its checksum, and that every
 // listed file exists with its recorded size. NotFound if `dir` does not
 // exist; Corruption naming the file if the manifest is missing, truncated or
-// garbled, or a data file is missing or has the wrong size.
-StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir);
+// garbled, or a data file is missing or has the wrong size; IOError naming
+// the path if `fs` fails to read the manifest or a file's size.
+StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir,
+                                            rocksdb::FileSystem* fs = nullptr);
 
 // Replaces the contents of `data_dir` with a copy of `checkpoint_dir`
 // (immutable SST files are hard-linked when possible, the rest is copied),
 // after verifying that the copy opens as a store and that every block
 // checksum matches. On any failure data_dir is left untouched and the error
-// (Corruption for a bad checkpoint) names the checkpoint and the bad file.
+// (Corruption for a bad checkpoint) names the checkpoint and the bad file;
+// a disk error (IOError, e.g. an ENOSPC or EIO copy) names the failing path.
+// The copy is built and synced in "<data_dir>.restoring", then swapped in
+// by renames, so a crash never leaves a partial data_dir (between the two
+// renames it is absent, the old one in "<data_dir>.replaced"); rerunning the
+// restore removes the leftovers and completes it.
 // REQUIRES: no store is open on data_dir.
-Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& data_dir);
+Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& data_dir,
+                         rocksdb::FileSystem* fs = nullptr);
 
 // The valid checkpoints "<root>/ckpt-*", sorted by clock (oldest first).
 // Directories that fail ReadCheckpointInfo are skipped with a warning; an
 // unreadable or missing root gives an empty list.
-std::vector<CheckpointInfo> ListCheckpoints(const std::string& root);
+std::vector<CheckpointInfo> ListCheckpoints(const std::string& root,
+                                            rocksdb::FileSystem* fs = nullptr);
 
 // Deletes all but the newest keep_last_k valid checkpoints under root.
 // InvalidArgument if keep_last_k < 1; IOError naming the directory that
-// could not be removed.
-Status PruneCheckpoints(const std::string& root, int keep_last_k);
+// could not be removed (the older ones are removed first; a failure stops
+// the pruning, leaving the newer ones).
+Status PruneCheckpoints(const std::string& root, int keep_last_k,
+                        rocksdb::FileSystem* fs = nullptr);
 
 }  // namespace relaxps
 

@@ -86,6 +86,38 @@ void FaultInjectingFileSystem::SetWriteError(WriteError error, const std::string
   error_path_part_ = path_part;
 }
 
+void FaultInjectingFileSystem::SetReadError(bool fail, const std::string& path_part) {
+  MutexLock l(&mu_);
+  read_error_ = fail;
+  read_error_path_part_ = path_part;
+}
+
+void FaultInjectingFileSystem::SetDeleteError(bool fail, const std::string& path_part) {
+  MutexLock l(&mu_);
+  delete_error_ = fail;
+  delete_error_path_part_ = path_part;
+}
+
+IOStatus FaultInjectingFileSystem::ReadFault(const std::string& path) {
+  MutexLock l(&mu_);
+  if (!read_error_ || path.find(read_error_path_part_) == std::string::npos) return IOStatus::OK();
+  injected_errors_.fetch_add(1);
+  return IOStatus::IOError("injected EIO: Input/output error (read)", path);
+}
+
+IOStatus FaultInjectingFileSystem::DeleteFault(const std::string& path) {
+  MutexLock l(&mu_);
+  if (!active_) {
+    injected_errors_.fetch_add(1);
+    return IOStatus::IOError("injected: file system inactive after a simulated crash", path);
+  }
+  if (!delete_error_ || path.find(delete_error_path_part_) == std::string::npos) {
+    return IOStatus::OK();
+  }
+  injected_errors_.fetch_add(1);
+  return IOStatus::IOError("injected EIO: Input/output error (delete)", path);
+}
+
 IOStatus FaultInjectingFileSystem::WriteFault(const std::string& path) {
   MutexLock l(&mu_);
   if (!active_) {
@@ -168,6 +200,13 @@ IOStatus FaultInjectingFileSystem::RenameFile(const std::string& src, const std:
     } else {
       files_.erase(dst);
     }
+    // A renamed directory takes the files written under it along.
+    const std::string prefix = src + "/";
+    for (it = files_.lower_bound(prefix);
+         it != files_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+      files_[dst + it->first.substr(src.size())] = it->second;
+      it = files_.erase(it);
+    }
   }
   return s;
 }
@@ -180,15 +219,52 @@ IOStatus FaultInjectingFileSystem::LinkFile(const std::string& src, const std::s
 
 IOStatus FaultInjectingFileSystem::DeleteFile(const std::string& fname, const IOOptions& options,
                                               IODebugContext* dbg) {
+  RETURN_FAULT(DeleteFault(fname));
   {
     MutexLock l(&mu_);
-    if (!active_) {
-      injected_errors_.fetch_add(1);
-      return IOStatus::IOError("injected: file system inactive after a simulated crash", fname);
-    }
     files_.erase(fname);
   }
   return target()->DeleteFile(fname, options, dbg);
+}
+
+IOStatus FaultInjectingFileSystem::DeleteDir(const std::string& dirname, const IOOptions& options,
+                                             IODebugContext* dbg) {
+  RETURN_FAULT(DeleteFault(dirname));
+  return target()->DeleteDir(dirname, options, dbg);
+}
+
+IOStatus FaultInjectingFileSystem::CreateDir(const std::string& dirname, const IOOptions& options,
+                                             IODebugContext* dbg) {
+  RETURN_FAULT(WriteFault(dirname));
+  return target()->CreateDir(dirname, options, dbg);
+}
+
+IOStatus FaultInjectingFileSystem::CreateDirIfMissing(const std::string& dirname,
+                                                      const IOOptions& options,
+                                                      IODebugContext* dbg) {
+  RETURN_FAULT(WriteFault(dirname));
+  return target()->CreateDirIfMissing(dirname, options, dbg);
+}
+
+IOStatus FaultInjectingFileSystem::NewSequentialFile(
+    const std::string& fname, const rocksdb::FileOptions& options,
+    std::unique_ptr<rocksdb::FSSequentialFile>* result, IODebugContext* dbg) {
+  RETURN_FAULT(ReadFault(fname));
+  return target()->NewSequentialFile(fname, options, result, dbg);
+}
+
+IOStatus FaultInjectingFileSystem::NewRandomAccessFile(
+    const std::string& fname, const rocksdb::FileOptions& options,
+    std::unique_ptr<rocksdb::FSRandomAccessFile>* result, IODebugContext* dbg) {
+  RETURN_FAULT(ReadFault(fname));
+  return target()->NewRandomAccessFile(fname, options, result, dbg);
+}
+
+IOStatus FaultInjectingFileSystem::GetChildren(const std::string& dir, const IOOptions& options,
+                                               std::vector<std::string>* result,
+                                               IODebugContext* dbg) {
+  RETURN_FAULT(ReadFault(dir));
+  return target()->GetChildren(dir, options, result, dbg);
 }
 
 void FaultInjectingFileSystem::SimulateCrash() {

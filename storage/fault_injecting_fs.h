@@ -4,16 +4,25 @@
 // FaultInjectionTestFS) that forwards to a real file system and, on demand:
 //  - fails writes with ENOSPC ("no space left") or EIO, for every file or
 //    only files whose path contains a given substring: creating a writable
-//    file, Append, Sync/Fsync, Close, and renames/links onto such a path;
+//    file or a directory, Append, Sync/Fsync, Close, and renames/links onto
+//    such a path;
+//  - fails reads with EIO by path, the same way: opening a file for reading
+//    and listing a directory (SetReadError);
+//  - fails deletes of files and directories with EIO by path
+//    (SetDeleteError), independently of the write errors, so a failed write
+//    can still clean up after itself;
 //  - delays every Append and Sync by a fixed time (a slow disk);
 //  - tracks, per file written through it, how many bytes were synced, and on
 //    SimulateCrash() drops what was not: files never synced are deleted,
-//    others truncated to their last synced size; until Reactivate() every
-//    write then fails, so the dying process cannot add anything.
+//    others truncated to their last synced size (a file is followed through
+//    renames of it and of its directories); until Reactivate() every write
+//    and delete then fails, so the dying process cannot change anything.
 // RocksDbStore uses it through ParamStoreOptions::file_system for its
 // database, its SST writer (the O_DIRECT generation files) and its
-// checkpoint directories and manifests, so a test reaches every disk write
-// of the store through one seam. Deterministic: no randomness, no clock.
+// checkpoint directories and manifests, and the checkpoint functions
+// (storage/checkpoint.h: read, restore, list, prune) take it as their `fs`
+// argument, so a test reaches every disk access of the store and of its
+// checkpoints through one seam. Deterministic: no randomness, no clock.
 //
 // Thread-safety: all methods are safe from any thread.
 #ifndef RELAXPS_STORAGE_FAULT_INJECTING_FS_H_
@@ -24,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <rocksdb/file_system.h>
 
@@ -44,6 +54,13 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
   // From now on, writes to paths containing `path_part` ("" : every path)
   // fail with `error` (kNone: stop failing).
   void SetWriteError(WriteError error, const std::string& path_part = "");
+  // From now on, opening files for reading (sequential or random access) and
+  // listing directories whose path contains `path_part` ("" : every path)
+  // fail with EIO (false: stop failing).
+  void SetReadError(bool fail, const std::string& path_part = "");
+  // From now on, deleting files and directories whose path contains
+  // `path_part` ("" : every path) fails with EIO (false: stop failing).
+  void SetDeleteError(bool fail, const std::string& path_part = "");
   // Every Append and Sync waits this long first (0: no delay).
   void SetWriteDelayMs(int ms) { delay_ms_.store(ms); }
   // Drops every write not covered by a Sync (see the header comment) and
@@ -56,6 +73,9 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
   // Internal, for the wrapped files: the error to return for a write to
   // `path` now (OK if none), counting it.
   rocksdb::IOStatus WriteFault(const std::string& path);
+  // The same for a read of, and a delete of, `path`.
+  rocksdb::IOStatus ReadFault(const std::string& path);
+  rocksdb::IOStatus DeleteFault(const std::string& path);
   void Delay() const;
   void Appended(const std::string& path, uint64_t bytes);
   void Synced(const std::string& path);
@@ -80,6 +100,24 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
                              rocksdb::IODebugContext* dbg) override;
   rocksdb::IOStatus DeleteFile(const std::string& fname, const rocksdb::IOOptions& options,
                                rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus DeleteDir(const std::string& dirname, const rocksdb::IOOptions& options,
+                              rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus CreateDir(const std::string& dirname, const rocksdb::IOOptions& options,
+                              rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus CreateDirIfMissing(const std::string& dirname,
+                                       const rocksdb::IOOptions& options,
+                                       rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus NewSequentialFile(const std::string& fname,
+                                      const rocksdb::FileOptions& options,
+                                      std::unique_ptr<rocksdb::FSSequentialFile>* result,
+                                      rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus NewRandomAccessFile(const std::string& fname,
+                                        const rocksdb::FileOptions& options,
+                                        std::unique_ptr<rocksdb::FSRandomAccessFile>* result,
+                                        rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus GetChildren(const std::string& dir, const rocksdb::IOOptions& options,
+                                std::vector<std::string>* result,
+                                rocksdb::IODebugContext* dbg) override;
 
  private:
   struct FileState {
@@ -95,6 +133,10 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
   Mutex mu_;
   WriteError error_ GUARDED_BY(mu_) = WriteError::kNone;
   std::string error_path_part_ GUARDED_BY(mu_);
+  bool read_error_ GUARDED_BY(mu_) = false;
+  std::string read_error_path_part_ GUARDED_BY(mu_);
+  bool delete_error_ GUARDED_BY(mu_) = false;
+  std::string delete_error_path_part_ GUARDED_BY(mu_);
   bool active_ GUARDED_BY(mu_) = true;
   std::map<std::string, FileState> files_ GUARDED_BY(mu_);
 };

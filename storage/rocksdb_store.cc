@@ -48,7 +48,6 @@
 // Flush, Checkpoint or close writes the pending batch first.
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +56,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include "storage/internal/file_util.h"
 #include "storage/internal/rocksdb_store_impl.h"
 #include "storage/internal/rocksdb_util.h"
 #include "storage/internal/spec_util.h"
@@ -69,9 +69,8 @@ StatusOr<std::unique_ptr<ParamStore>> RocksDbStore::Open(const ParamStoreOptions
   if (options.data_dir.empty()) {
     return InvalidArgumentError("rocksdb param store needs a data_dir");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(options.data_dir, ec);
-  if (ec) return IOError("cannot create data_dir " + options.data_dir + ": " + ec.message());
+  Status created = CreateDirs(DefaultFileSystem(options.file_system.get()), options.data_dir);
+  if (!created.ok()) return IOError("cannot create data_dir: " + created.message());
 
   std::unique_ptr<RocksDbStore> store(new RocksDbStore(options));
   rocksdb::DB* db = nullptr;

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -279,7 +278,7 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
     ingest.allow_blocking_flush = true;  // Older records may sit in the memtable.
     return FromRocks(db_->IngestExternalFile(paths, ingest), "cannot commit flush of " + Where());
   }();
-  for (const std::string& path : paths) RemoveAll(path).IgnoreError();
+  for (const std::string& path : paths) RemoveAll(fs(), path).IgnoreError();
   RETURN_IF_ERROR(s);
   for (const DenseTable* t : cap.tables) {
     // A delta: older ones still count, unless it superseded them.
@@ -484,7 +483,9 @@ Status RocksDbStore::RunFlushJob(const FlushCapture& cap) {
 
 Status RocksDbStore::CheckCheckpointDir(const std::string& dir) const {
   if (dir.empty()) return InvalidArgumentError("checkpoint needs a directory");
-  if (PathExists(dir)) return InvalidArgumentError("checkpoint directory " + dir + " already exists");
+  if (PathExists(fs(), dir)) {
+    return InvalidArgumentError("checkpoint directory " + dir + " already exists");
+  }
   return Status::OK();
 }
 
@@ -526,12 +527,10 @@ void RocksDbStore::CheckpointAsync(const std::string& dir, int64_t clock,
 
 Status RocksDbStore::WriteCheckpointDir(const std::string& dir, int64_t clock,
                                         const std::vector<std::string>& tables) {
-  std::error_code ec;
-  std::filesystem::create_directories(ParentDir(dir), ec);
-  if (ec) return IOError("cannot create " + ParentDir(dir) + ": " + ec.message());
+  RETURN_IF_ERROR(CreateDirs(fs(), ParentDir(dir)));
   // Built under a temporary name and renamed, so `dir` is complete or absent.
   const std::string partial = dir + ".partial";
-  RETURN_IF_ERROR(RemoveAll(partial));
+  RETURN_IF_ERROR(RemoveAll(fs(), partial));
   Status s = [&]() -> Status {
     rocksdb::Checkpoint* raw = nullptr;
     RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw),
@@ -544,7 +543,7 @@ Status RocksDbStore::WriteCheckpointDir(const std::string& dir, int64_t clock,
                               "cannot rename " + partial + " to " + dir));
     return SyncDir(fs(), ParentDir(dir));
   }();
-  if (!s.ok()) RemoveAll(partial).IgnoreError();
+  if (!s.ok()) RemoveAll(fs(), partial).IgnoreError();
   return s;
 }
 

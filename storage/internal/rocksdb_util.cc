@@ -7,8 +7,6 @@
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 
-#include "storage/internal/file_util.h"
-
 namespace relaxps {
 namespace storage_internal {
 
@@ -57,32 +55,6 @@ rocksdb::Options MakeDbOptions(const ParamStoreOptions& options, rocksdb::Env* e
   t.block_size = 16 * 1024;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
   return o;
-}
-
-Status SyncDir(rocksdb::FileSystem* fs, const std::string& dir) {
-  std::unique_ptr<rocksdb::FSDirectory> d;
-  RETURN_IF_ERROR(FromRocks(fs->NewDirectory(dir, rocksdb::IOOptions(), &d, nullptr),
-                            "cannot open directory " + dir));
-  return FromRocks(d->Fsync(rocksdb::IOOptions(), nullptr), "cannot fsync directory " + dir);
-}
-
-Status WriteFileAtomic(rocksdb::FileSystem* fs, const std::string& path,
-                       const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  const rocksdb::IOOptions io;
-  std::unique_ptr<rocksdb::FSWritableFile> file;
-  RETURN_IF_ERROR(FromRocks(fs->NewWritableFile(tmp, rocksdb::FileOptions(), &file, nullptr),
-                            "cannot create " + tmp));
-  Status s = FromRocks(file->Append(contents, io, nullptr), "cannot write " + tmp);
-  if (s.ok()) s = FromRocks(file->Sync(io, nullptr), "cannot sync " + tmp);
-  const Status closed = FromRocks(file->Close(io, nullptr), "cannot close " + tmp);
-  if (s.ok()) s = closed;
-  if (s.ok()) s = FromRocks(fs->RenameFile(tmp, path, io, nullptr), "cannot rename to " + path);
-  if (!s.ok()) {
-    fs->DeleteFile(tmp, io, nullptr).PermitUncheckedError();
-    return s;
-  }
-  return SyncDir(fs, ParentDir(path));
 }
 
 }  // namespace storage_internal

@@ -5,7 +5,6 @@
 
 #include <string>
 
-#include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 #include <rocksdb/status.h>
 
@@ -26,16 +25,6 @@ Status FromRocks(const rocksdb::Status& s, const std::string& context);
 // `env` (nullptr: rocksdb's default) carries the file system of every file
 // the database reads and writes.
 rocksdb::Options MakeDbOptions(const ParamStoreOptions& options, rocksdb::Env* env = nullptr);
-
-// ---- Writes through a store's file system (the disk seam) ----
-// Writes `contents` to `path` atomically through `fs`: a temporary file in
-// the same directory, sync, rename over `path`, fsync of the directory.
-// IOError naming the file (and the injected ENOSPC/EIO, if any) on failure;
-// `path` is then untouched.
-Status WriteFileAtomic(rocksdb::FileSystem* fs, const std::string& path,
-                       const std::string& contents);
-// fsyncs directory `dir` through `fs` (makes renames into it durable).
-Status SyncDir(rocksdb::FileSystem* fs, const std::string& dir);
 
 }  // namespace storage_internal
 }  // namespace relaxps

@@ -1,7 +1,8 @@
 // Disk faults through the store's file-system seam (FaultInjectingFileSystem):
 // ENOSPC and EIO during a flush and during a checkpoint leave the last good
 // state readable and the previous checkpoint valid, and a crash that loses
-// every unsynced write keeps exactly what the store had made durable.
+// every unsynced write keeps exactly what the store had made durable. The
+// read, delete and directory faults hit only the paths they name.
 #include "storage/fault_injecting_fs.h"
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <rocksdb/file_system.h>
 
 #include "storage/checkpoint.h"
 #include "storage/param_store.h"
@@ -255,6 +257,70 @@ TEST_F(WalGroupCommitTest, EvictionsBeforeTheSyncKeepPendingRows) {
   std::vector<float> row(spec.row_floats());
   ASSERT_OK(store->PeekRows("emb", &untouched, 1, row.data()));
   EXPECT_EQ(row, InitialRow(spec, untouched));
+}
+
+// Reads, deletes and directory creation fail by path like writes do, each
+// knob on its own; after a simulated crash deletes fail too; a file written
+// under a directory is followed through the directory's rename, so the crash
+// still drops it.
+TEST(FaultInjectingFileSystemTest, ReadDeleteAndDirectoryFaultsMatchByPath) {
+  ScopedTempDir tmp("fault_fs_paths_test");
+  FaultInjectingFileSystem fs;
+  const rocksdb::IOOptions io;
+  const rocksdb::FileOptions fo;
+  const std::string alpha = tmp.path() + "/alpha.file";
+  const std::string beta = tmp.path() + "/beta.file";
+  ASSERT_TRUE(rocksdb::WriteStringToFile(&fs, "a", alpha, /*should_sync=*/true).ok());
+  ASSERT_TRUE(rocksdb::WriteStringToFile(&fs, "b", beta, /*should_sync=*/true).ok());
+
+  fs.SetReadError(true, "alpha");
+  std::unique_ptr<rocksdb::FSSequentialFile> seq;
+  rocksdb::IOStatus s = fs.NewSequentialFile(alpha, fo, &seq, nullptr);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_NE(s.ToString().find("injected EIO"), std::string::npos) << s.ToString();
+  std::unique_ptr<rocksdb::FSRandomAccessFile> random;
+  EXPECT_TRUE(fs.NewRandomAccessFile(alpha, fo, &random, nullptr).IsIOError());
+  EXPECT_TRUE(fs.NewSequentialFile(beta, fo, &seq, nullptr).ok());
+  std::vector<std::string> children;
+  EXPECT_TRUE(fs.GetChildren(tmp.path(), io, &children, nullptr).ok());
+  fs.SetReadError(true, tmp.path());
+  EXPECT_TRUE(fs.GetChildren(tmp.path(), io, &children, nullptr).IsIOError());
+  fs.SetReadError(false);
+  EXPECT_TRUE(fs.NewSequentialFile(alpha, fo, &seq, nullptr).ok());
+  EXPECT_EQ(fs.injected_errors(), 3u);
+
+  fs.SetDeleteError(true, "alpha");
+  EXPECT_TRUE(fs.DeleteFile(alpha, io, nullptr).IsIOError());
+  EXPECT_TRUE(std::filesystem::exists(alpha));
+  EXPECT_TRUE(fs.DeleteFile(beta, io, nullptr).ok());
+  fs.SetDeleteError(false);
+  EXPECT_TRUE(fs.DeleteFile(alpha, io, nullptr).ok());
+
+  // Creating a directory is a write; a write error does not stop deletes.
+  const std::string dir = tmp.path() + "/gamma.dir";
+  fs.SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace, "gamma");
+  EXPECT_TRUE(fs.CreateDirIfMissing(dir, io, nullptr).IsNoSpace());
+  EXPECT_TRUE(fs.CreateDir(dir, io, nullptr).IsNoSpace());
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  fs.SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
+  ASSERT_TRUE(fs.CreateDir(dir, io, nullptr).ok());
+  fs.SetWriteError(FaultInjectingFileSystem::WriteError::kIO, "gamma");
+  EXPECT_TRUE(fs.DeleteDir(dir, io, nullptr).ok());
+  fs.SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
+
+  // Unsynced, then its directory renamed: the crash still drops it, and the
+  // dying process can delete nothing.
+  ASSERT_TRUE(fs.CreateDir(dir, io, nullptr).ok());
+  ASSERT_TRUE(rocksdb::WriteStringToFile(&fs, "lost", dir + "/f", /*should_sync=*/false).ok());
+  const std::string moved = tmp.path() + "/delta.dir";
+  ASSERT_TRUE(fs.RenameFile(dir, moved, io, nullptr).ok());
+  ASSERT_TRUE(std::filesystem::exists(moved + "/f"));
+  fs.SimulateCrash();
+  EXPECT_FALSE(std::filesystem::exists(moved + "/f"));
+  EXPECT_TRUE(fs.DeleteDir(moved, io, nullptr).IsIOError());
+  EXPECT_TRUE(std::filesystem::exists(moved));
+  fs.Reactivate();
+  EXPECT_TRUE(fs.DeleteDir(moved, io, nullptr).ok());
 }
 
 }  // namespace
