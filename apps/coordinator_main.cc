@@ -7,6 +7,7 @@
 #include "apps/internal/metrics_flags.h"
 #include "common/advertise.h"
 #include "coordinator/coordinator.h"
+#include "relaxps/recovery_policy.h"
 
 DEFINE_string(bind, "tcp://127.0.0.1:*",
               "ZeroMQ endpoint to bind ('*' port: OS-chosen), e.g. tcp://0.0.0.0:5555 for every "
@@ -25,10 +26,13 @@ DEFINE_int32(start_barrier_timeout_ms, 300000,
 DEFINE_string(consistency, "async", "Consistency model: bsp, ssp or async");
 DEFINE_int32(staleness, 2, "SSP staleness bound in clocks");
 DEFINE_string(recovery, "none",
-              "Recovery policy: none (a lost server ends the job), checkpoint (restart from the "
-              "latest checkpoint), chain (every dense range and sparse bucket replicated on --replicas servers) "
-              "or stateless (workers train through the loss and re-seed the new server)");
-DEFINE_int32(replicas, 2, "--recovery=chain: servers per chain (2 .. --num_servers)");
+              "Recovery policy: what the job does when a server is lost (--recovery=help lists "
+              "the registered policies, what each does and what it needs, and exits)");
+// --recovery=help: print the registered policies and exit (not a policy).
+constexpr char kListPolicies[] = "help";
+DEFINE_int32(replicas, 2,
+             "Under a policy that replicates ranges on chains (--recovery=help: replicas>=2): "
+             "servers per chain (2 .. --num_servers)");
 DEFINE_int32(sparse_buckets, 0,
              "Hash buckets of every sparse table, fixed at its creation and placed like dense "
              "ranges (0: one per server)");
@@ -104,6 +108,10 @@ int main(int argc, char** argv) {
     return relaxps::Fail("relaxps-coordinator", s, 2);
   }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (FLAGS_recovery == kListPolicies) {
+    std::printf("%s", relaxps::DescribeRecoveryPolicies(false).c_str());
+    return 0;
+  }
   relaxps::InitLogging(argv[0]);
   relaxps::ScaleTimeoutFlags(relaxps::SanitizerTimeScale(),
                              {"start_barrier_timeout_ms", "probe_timeout_ms", "heartbeat_timeout_ms",
@@ -129,9 +137,10 @@ int main(int argc, char** argv) {
   if (!consistency.ok()) return relaxps::Fail("relaxps-coordinator", consistency.status(), 2);
   options.consistency = *consistency;
   options.staleness = FLAGS_staleness;
-  relaxps::StatusOr<relaxps::RecoveryMode> recovery = relaxps::ParseRecoveryMode(FLAGS_recovery);
-  if (!recovery.ok()) return relaxps::Fail("relaxps-coordinator", recovery.status(), 2);
-  options.recovery = *recovery;
+  if (relaxps::Status s = relaxps::CheckRecoveryPolicyName(FLAGS_recovery); !s.ok()) {
+    return relaxps::Fail("relaxps-coordinator", s, 2);
+  }
+  options.recovery = FLAGS_recovery;
   options.replicas = FLAGS_replicas;
   options.probe_timeout_ms = FLAGS_probe_timeout_ms;
   options.takeover_probe_ms = FLAGS_takeover_probe_ms;

@@ -7,6 +7,8 @@
 //   relaxps-ctl --coordinator=EP checkpoint    take a coordinated checkpoint now
 //   relaxps-ctl --coordinator=EP checkpoints   complete checkpoints + what servers hold
 //   relaxps-ctl keygen DIR [--servers=N --workers=M]   CurveZMQ keys of a job
+//   relaxps-ctl policies [--json]              the registered recovery policies, what each
+//                                              does and needs (no coordinator needed)
 //   relaxps-ctl --coordinator=EP shutdown      end the job in order: workers finish their
 //                                              step, servers flush, everyone exits 0
 //
@@ -24,6 +26,7 @@
 #include "client/client.h"
 #include "common/rpc_client.h"
 #include "common/shard_map.h"
+#include "relaxps/recovery_policy.h"
 
 DEFINE_string(coordinator, "", "Coordinator endpoint (required)");
 DEFINE_int32(timeout_ms, 5000, "Deadline of each request");
@@ -47,6 +50,25 @@ int PrintJson(const std::string& json, int code = 0) {
   return code;
 }
 
+// True if some range or bucket of the map is held by a chain of replicas.
+bool HasChains(const wire::ShardMap& map) {
+  for (const wire::TableShards& t : map.tables()) {
+    for (const wire::DenseRange& r : t.ranges()) {
+      if (r.chain_size() > 0) return true;
+    }
+    for (const wire::SparseBucket& b : t.buckets()) {
+      if (b.chain_size() > 0) return true;
+    }
+  }
+  return false;
+}
+
+// `policies`: the registry's table, or its JSON array with --json.
+int Policies() {
+  std::printf("%s", DescribeRecoveryPolicies(FLAGS_json).c_str());
+  return 0;
+}
+
 StatusOr<wire::StatusReply> FetchStatus(RpcClient* rpc, int peer) {
   Message m;
   m.header.set_type(wire::GET_STATUS);
@@ -66,7 +88,7 @@ int Status_(RpcClient* rpc, int peer) {
   if (!st->job_error().empty()) std::printf("job_error: %s\n", st->job_error().c_str());
   std::printf("shard_map_version: %llu\n",
               static_cast<unsigned long long>(st->shard_map().version()));
-  if (j.replicas() > 1) {  // chain, hybrid
+  if (HasChains(st->shard_map())) {
     std::printf("chain: replicas=%d epoch=%llu\n", j.replicas(),
                 static_cast<unsigned long long>(st->shard_map().epoch()));
   }
@@ -316,7 +338,8 @@ int Shutdown(RpcClient* rpc, int peer) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "relaxps-ctl --coordinator=EP [--json] <status | tables | stats | checkpoint | checkpoints | "
-      "shutdown | pull TABLE FILE> | relaxps-ctl keygen DIR [--servers=N --workers=M]\n  --json: "
+      "shutdown | pull TABLE FILE> | relaxps-ctl keygen DIR [--servers=N --workers=M] | "
+      "relaxps-ctl policies\n  --json: "
       "one JSON document on stdout. Flags may also come from a file: --flagfile=FILE (one "
       "--flag=value per line, # comments).");
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, true); !s.ok()) {
@@ -328,6 +351,7 @@ int main(int argc, char** argv) {
   using relaxps::Fail;
   using relaxps::InvalidArgumentError;
   if (argc == 3 && std::string(argv[1]) == "keygen") return relaxps::Keygen(argv[2]);
+  if (argc == 2 && std::string(argv[1]) == "policies") return relaxps::Policies();
   if (FLAGS_coordinator.empty()) return Fail(relaxps::kName, InvalidArgumentError("--coordinator is required"), 2);
   auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, "ctl");
   if (!curve.ok()) return Fail(relaxps::kName, curve.status(), 2);

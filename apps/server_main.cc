@@ -1,5 +1,7 @@
 // relaxps-server: one parameter-server process.
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <gflags/gflags.h>
 
@@ -183,10 +185,21 @@ int main(int argc, char** argv) {
     // The old server is destroyed first: it closes its store and sockets.
     server->reset();
     std::vector<std::string> extra = {"--server_id=" + std::to_string(restart->server_id)};
-    if (restart->restore_latest_checkpoint) extra.push_back("--restore_from=latest");
-    std::fprintf(stderr, "relaxps-server: %s; re-executing with %s%s\n", s.ToString().c_str(),
-                 extra[0].c_str(), extra.size() > 1 ? " --restore_from=latest" : "");
-    s = relaxps::ReExecSelf(relaxps::ReplaceFlags(args, {"server_id", "restore_from"}, extra));
+    std::vector<std::string> names = {"server_id", "restore_from"};
+    std::string shown = extra[0];
+    for (const std::string& flag : restart->flags) {
+      // "--NAME=VALUE": an earlier --NAME is replaced.
+      const size_t start = flag.find_first_not_of('-');
+      const size_t eq = flag.find('=');
+      if (start != std::string::npos) {
+        names.push_back(flag.substr(start, eq == std::string::npos ? eq : eq - start));
+      }
+      extra.push_back(flag);
+      shown += " " + flag;
+    }
+    std::fprintf(stderr, "relaxps-server: %s; re-executing with %s\n", s.ToString().c_str(),
+                 shown.c_str());
+    s = relaxps::ReExecSelf(relaxps::ReplaceFlags(args, names, extra));
   }
   return s.ok() ? 0 : relaxps::Fail(kName, s, 1);
 }

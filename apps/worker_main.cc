@@ -49,8 +49,13 @@ DEFINE_string(keys_dir, "", "--security=curve: the job's keys (relaxps-ctl keyge
 DEFINE_int32(coordinator_timeout_ms, 30000,
              "Fail (exit non-zero) after this long without an answer from the coordinator");
 DEFINE_int32(recovery_timeout_ms, 120000,
-             "Under --recovery=checkpoint (the coordinator's): how long a request whose server "
-             "died waits for the restarted server before the worker gives up");
+             "Under a recovery policy that restarts lost servers (the coordinator's --recovery, "
+             "e.g. checkpoint): how long a request whose server died waits for the restarted "
+             "server before the worker gives up");
+DEFINE_int64(replay_log_mb, 1024,
+             "Under a recovery policy that replays this worker's acknowledged updates into a "
+             "server restarted from a checkpoint: the most MiB of updates kept; beyond it the "
+             "oldest are dropped and reported as lost");
 
 // ---- Model and optimizer ----
 DEFINE_string(model, "cnn", "mlp (784-256-10), mlp-<w1>-<w2>... or cnn (the paper's)");
@@ -157,6 +162,7 @@ Status CheckFlagValues() {
   if (FLAGS_request_timeout_ms <= 0) return bad("--request_timeout_ms must be positive");
   if (FLAGS_recovery_timeout_ms <= 0) return bad("--recovery_timeout_ms must be positive");
   if (FLAGS_local_after_ms <= 0) return bad("--local_after_ms must be positive");
+  if (FLAGS_replay_log_mb < 0) return bad("--replay_log_mb must not be negative");
   if (FLAGS_wire_dtype != "fp32" && FLAGS_wire_dtype != "fp16") {
     return bad("--wire_dtype must be fp32 or fp16");
   }
@@ -306,6 +312,7 @@ int Main(int argc, char** argv) {
     client_options.request_timeout_ms = FLAGS_request_timeout_ms;
     client_options.recovery_timeout_ms = FLAGS_recovery_timeout_ms;
     client_options.local_after_ms = FLAGS_local_after_ms;
+    client_options.update_log_bytes = FLAGS_replay_log_mb << 20;
     client_options.wire_dtype = FLAGS_wire_dtype;
     client_options.coordinator_timeout_ms = FLAGS_coordinator_timeout_ms;
     StatusOr<CurveOptions> curve = SecurityFromFlags(
@@ -340,8 +347,12 @@ int Main(int argc, char** argv) {
     ps.table.init = init;
     // A request may wait out a dead server's restart (recovery_timeout_ms)
     // on top of its own deadline; PsParams' bound only catches a lost reply.
+    // It waits whenever a lost server comes back by itself (restarted from a
+    // checkpoint, or rejoining its chains while requests go to a new head),
+    // not when the workers re-seed it (they train on their own copies then).
     ps.wait_timeout_ms = FLAGS_request_timeout_ms + 10000;
-    if (client->recovery_policy().ResendsAcrossRestarts()) {
+    const RestartRule restart = client->recovery_policy().needs().restart;
+    if (restart != RestartRule::kNever && restart != RestartRule::kSameIdReseeded) {
       ps.wait_timeout_ms += FLAGS_recovery_timeout_ms;
     }
     ps.pipeline_async = FLAGS_async_pipeline;

@@ -132,7 +132,7 @@ class Cluster {
     co.num_workers = workers;
     co.consistency = ConsistencyModel::kAsync;
     if (FLAGS_replicas > 1) {
-      co.recovery = RecoveryMode::kChain;
+      co.recovery = "chain";
       co.replicas = FLAGS_replicas;
     }
     if (FLAGS_metrics) co.metrics = &registry_;

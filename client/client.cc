@@ -175,40 +175,52 @@ Status ClientImpl::Init() {
   job_.worker_id = rr.id();
   ASSIGN_OR_RETURN(job_.consistency, ParseConsistencyModel(rr.job().consistency()));
   job_.staleness = rr.job().staleness();
-  ASSIGN_OR_RETURN(job_.recovery, ParseRecoveryMode(rr.job().recovery()));
+  job_.recovery = rr.job().recovery();
   ASSIGN_OR_RETURN(consistency_, NewConsistencyPolicy({job_.consistency, job_.staleness}));
   // The bound workers actually get: BSP is SSP with staleness 0.
   if (job_.consistency == ConsistencyModel::kBsp) job_.staleness = 0;
   ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(job_.recovery));
+  recovery::ClientRecoveryOptions role_options;
+  role_options.worker = options_.role == "worker";
+  role_options.request_timeout_ms = options_.request_timeout_ms;
+  role_options.heartbeat_ms = options_.heartbeat_ms;
+  role_options.local_after_ms = options_.local_after_ms;
+  role_options.update_log_bytes = options_.update_log_bytes;
+  role_ = recovery_->NewClientRecovery(role_options);
+  CHECK(role_ != nullptr) << "recovery policy " << recovery_->Name() << " made no client role";
+  features_ = role_->features();
   job_.num_servers = rr.job().num_servers();
   job_.expected_workers = rr.job().num_workers();
   incarnation_ = rr.incarnation();
   barrier_generation_.store(rr.barrier_generation());
   clock_.store(rr.start_clock());
-  resender_ = std::make_unique<client_internal::Resender>(recovery_.get(), clock_source_,
+  resender_ = std::make_unique<client_internal::Resender>(clock_source_,
                                                           options_.recovery_timeout_ms);
+  gate_ = std::make_unique<client_internal::ServerGate>(features_.hold_restarted_servers);
   if (options_.ssp_cache && consistency_->ServesCachedReads()) {
     cache_ = std::make_unique<client_internal::SspCache>(consistency_->staleness_bound());
   }
-  if (recovery_->TrainsThroughServerLoss() && options_.role == "worker") {
+  if (features_.local_copies) {
     if (options_.local_after_ms <= 0 || options_.disconnect_probe_ms <= 0) {
       return InvalidArgumentError("local_after_ms and disconnect_probe_ms must be positive");
     }
     replica_ = std::make_unique<client_internal::LocalReplica>();
     rows_ = std::make_unique<client_internal::LocalRows>();
   }
+  role_->Attach(this);
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
-  local_on_disconnect_.store(replica_ != nullptr && !Chained());
+  local_on_disconnect_.store(features_.local_copies && features_.probe_on_disconnect);
   if (options_.role == "worker") {
     last_heartbeat_ok_ms_ = clock_source_->NowMs();
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
                                                   clock_source_);
-    if (Chained()) WatchMap();
-    // The start barrier (BSP/SSP with --num_workers): held by the
-    // coordinator until the job's workers are live; a no-op otherwise.
-    if (job_.expected_workers > 0 && job_.consistency != ConsistencyModel::kAsync) {
-      RETURN_IF_ERROR(WaitAtBarrier(true, 0, rr.job().start_barrier_timeout_ms()));
-    }
+  }
+  role_->OnStarted();  // E.g. arms a map watch (before the start barrier).
+  // The start barrier (BSP/SSP with --num_workers): held by the
+  // coordinator until the job's workers are live; a no-op otherwise.
+  if (options_.role == "worker" && job_.expected_workers > 0 &&
+      job_.consistency != ConsistencyModel::kAsync) {
+    RETURN_IF_ERROR(WaitAtBarrier(true, 0, rr.job().start_barrier_timeout_ms()));
   }
   return Status::OK();
 }
@@ -295,6 +307,11 @@ ClientImpl::~ClientImpl() {
   shutting_down_.store(true);
   if (rpc_ != nullptr) rpc_->CancelAll(AbortedError("client is shutting down"));
   if (resender_ != nullptr) resender_->FailExpired(AbortedError("client is shutting down"));
+  if (gate_ != nullptr) {
+    for (client_internal::ServerGate::Held& h : gate_->TakeAll()) {
+      h.done(AbortedError("client is shutting down"), Message());
+    }
+  }
   if (heartbeat_ != nullptr) {
     heartbeat_->Stop();
     if (heartbeat_failures_ == 0) {
@@ -311,18 +328,30 @@ ClientImpl::~ClientImpl() {
 
 Status ClientImpl::SetMap(const wire::ShardMap& proto) {
   ASSIGN_OR_RETURN(std::vector<client_internal::Router::Moved> moved,
-                   router_->Install(proto, /*cancel_dead=*/Chained()));
+                   router_->Install(proto, /*cancel_dead=*/features_.chain_routing));
+  std::shared_ptr<const ShardMap> current = router_->map();
+  // A server's first endpoint is open at the gate; a restarted server's new
+  // one waits for the role's ReleaseServer.
+  if (gate_->enabled()) {
+    for (int i = 0; i < current->num_servers(); ++i) {
+      for (client_internal::ServerGate::Held& h : gate_->OpenIfNew(i, current->server_endpoint(i))) {
+        CallServer(h.server, std::move(h.make), std::move(h.done), h.give_up_ms);
+      }
+    }
+  }
   // Requests still waiting on a dead server's old endpoint fail now (and are
   // resent by CallServer) instead of at their deadlines.
+  std::vector<int> restarted;
   for (const client_internal::Router::Moved& m : moved) {
     const std::string why = "server " + std::to_string(m.server) + " moved to " + m.endpoint;
     LOG(INFO) << why << "; resending what it had not answered";
     rpc_->CancelPeer(m.old_peer, UnavailableError(why));
+    if (m.restarted) restarted.push_back(m.server);
   }
-  for (client_internal::Resender::Parked& p : resender_->TakeRestarted(*router_->map())) {
-    CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
+  for (client_internal::Resender::Parked& p : resender_->TakeRestarted(*current)) {
+    CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms, p.past_gate);
   }
-  if (replica_ != nullptr) FollowMap(*router_->map());
+  role_->OnMapInstalled(*router_->map(), restarted);
   return Status::OK();
 }
 
@@ -346,15 +375,7 @@ Status ClientImpl::JobError() const {
 void ClientImpl::Heartbeat() {
   if (shutting_down_.load()) return;
   resender_->FailExpired(JobError());
-  if (Chained()) {
-    WatchMap();
-    // Parts a server refused for now (an epoch it had not installed yet, a
-    // replica still awaiting its state) are tried again.
-    for (client_internal::Resender::Parked& p :
-         resender_->TakeParkedBefore(resender_->NowMs() - options_.heartbeat_ms)) {
-      CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
-    }
-  }
+  role_->OnHeartbeat();
   Message hb;
   hb.header.set_type(wire::HEARTBEAT);
   hb.header.set_sender(job_.worker_id);
@@ -397,7 +418,21 @@ void ClientImpl::Heartbeat() {
     Status s = SetMap(hr.shard_map());
     if (!s.ok()) LOG(ERROR) << "bad shard map from coordinator: " << s;
   }
-  if (replica_ != nullptr) StatelessHeartbeat(hr);
+  role_->OnHeartbeatReply(hr);
+}
+
+void ClientImpl::RetryParkedBefore(int64_t ms) {
+  for (client_internal::Resender::Parked& p : resender_->TakeParkedBefore(ms)) {
+    CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms, p.past_gate);
+  }
+}
+
+void ClientImpl::ReleaseServer(int server) {
+  std::string endpoint;
+  if (router_->Peer(server, &endpoint) < 0) return;
+  for (client_internal::ServerGate::Held& h : gate_->Release(server, endpoint)) {
+    CallServer(h.server, std::move(h.make), std::move(h.done), h.give_up_ms);
+  }
 }
 
 Status ClientImpl::CreateTable(const TableOptions& options) {
@@ -460,7 +495,10 @@ ClientStats ClientImpl::stats() const {
     s.cache_hits = cache_->hits();
     s.cache_misses = cache_->misses();
   }
-  if (replica_ != nullptr) s.local_steps = replica_->local_steps();
+  if (features_.local_copies) s.local_steps = replica_->local_steps();
+  s.acked_updates = acked_updates_.load();
+  s.incarnation = incarnation_;
+  role_->AddCounters(&s.recovery_counters);
   return s;
 }
 

@@ -7,6 +7,18 @@
 
 namespace relaxps {
 
+namespace {
+
+recovery::CoordinatorJob JobShape(const CoordinatorOptions& o) {
+  recovery::CoordinatorJob job;
+  job.num_servers = o.num_servers;
+  job.replicas = o.replicas;
+  job.spare_takeover_ms = o.spare_takeover_ms;
+  return job;
+}
+
+}  // namespace
+
 Status CoordinatorOptions::Validate() const {
   if (num_servers < 1) return InvalidArgumentError("--num_servers must be >= 1");
   if (num_workers < 0) return InvalidArgumentError("--num_workers must be >= 0");
@@ -15,7 +27,7 @@ Status CoordinatorOptions::Validate() const {
   }
   ConsistencyOptions co{consistency, staleness};
   RETURN_IF_ERROR(NewConsistencyPolicy(co).status());
-  ASSIGN_OR_RETURN(std::unique_ptr<RecoveryPolicy> policy, NewRecoveryPolicy(recovery));
+  RETURN_IF_ERROR(CheckRecoveryPolicyName(recovery));
   if (heartbeat_timeout_ms < 50) return InvalidArgumentError("--heartbeat_timeout_ms must be >= 50");
   if (checkpoint_every_clocks < 0 || checkpoint_every_s < 0) {
     return InvalidArgumentError("--checkpoint_every_clocks and --checkpoint_every_s must be >= 0");
@@ -23,10 +35,10 @@ Status CoordinatorOptions::Validate() const {
   if (checkpoint_timeout_ms < 1) return InvalidArgumentError("checkpoint_timeout_ms must be > 0");
   if (reseed_timeout_ms < 1) return InvalidArgumentError("--reseed_timeout_ms must be > 0");
   if (spare_takeover_ms < 0) return InvalidArgumentError("--spare_takeover_ms must be >= 0");
-  if (policy->ReplicatesServers() && (replicas < 2 || replicas > num_servers)) {
-    return InvalidArgumentError("--replicas must be between 2 and --num_servers (" +
-                                std::to_string(num_servers) + ") under --recovery=" +
-                                policy->Name() + ", got " + std::to_string(replicas));
+  {
+    // The job's shape as the policy needs it (e.g. replicas for chains).
+    ASSIGN_OR_RETURN(std::unique_ptr<RecoveryPolicy> policy, NewRecoveryPolicy(recovery));
+    RETURN_IF_ERROR(policy->NewCoordinatorRecovery()->Configure(JobShape(*this)));
   }
   if (probe_timeout_ms < 1) return InvalidArgumentError("probe_timeout_ms must be > 0");
   if (takeover_probe_ms < 1) return InvalidArgumentError("--takeover_probe_ms must be > 0");
@@ -53,8 +65,21 @@ Status CoordinatorOptions::Validate() const {
 
 namespace coordinator_internal {
 
+CheckpointSchedulerOptions CheckpointScheduleFor(const CoordinatorOptions& options) {
+  recovery::CheckpointSchedule schedule{options.checkpoint_every_clocks,
+                                        options.checkpoint_every_s};
+  StatusOr<std::unique_ptr<RecoveryPolicy>> policy = NewRecoveryPolicy(options.recovery);
+  if (policy.ok()) {
+    std::unique_ptr<recovery::CoordinatorRecovery> role = (*policy)->NewCoordinatorRecovery();
+    if (role->Configure(JobShape(options)).ok()) schedule = role->Checkpoints(schedule);
+  }
+  return CheckpointSchedulerOptions{schedule.every_clocks, schedule.every_s, 16};
+}
+
 Status CoordinatorImpl::Init() {
-  ASSIGN_OR_RETURN(recovery_, NewRecoveryPolicy(options_.recovery));
+  ASSIGN_OR_RETURN(policy_, NewRecoveryPolicy(options_.recovery));
+  recovery_ = policy_->NewCoordinatorRecovery();
+  RETURN_IF_ERROR(recovery_->Configure(JobShape(options_)));
   RpcServerOptions ro;
   ro.bind = options_.bind;
   ro.clock = clock_;
@@ -74,29 +99,31 @@ Status CoordinatorImpl::Init() {
   co.routing_id = identity_;
   co.max_message_bytes = options_.max_message_bytes;
   RETURN_IF_ERROR(co.UseCurve(options_.curve));
-  if (chained()) {
+  if (recovery_->ProbesClosedConnections()) {
     co.on_disconnect = [this](int peer) { rpc_->Post([this, peer] { OnDisconnect(peer); }); };
   }
   servers_rpc_ = std::make_unique<RpcClient>(co);
-  next_incarnation_ = static_cast<uint64_t>(NowUnixMs()) * 1000;
+  // Real wall time: incarnations stay unique across coordinator restarts.
+  next_incarnation_ = static_cast<uint64_t>(RealClock()->NowUnixMs()) * 1000;
   job_.set_consistency(ConsistencyModelName(options_.consistency));
   job_.set_staleness(options_.staleness);
-  job_.set_recovery(RecoveryModeName(options_.recovery));
+  job_.set_recovery(policy_->Name());
   job_.set_num_servers(options_.num_servers);
   job_.set_num_workers(options_.num_workers);
   job_.set_start_barrier_timeout_ms(options_.start_barrier_timeout_ms);
   job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
-  job_.set_replicas(chained() ? options_.replicas : 1);
+  job_.set_replicas(recovery_->ReplicasPerRange());
   map_.set_version(1);
   map_.set_epoch(1);
   rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
   start_ms_ = clock_->NowMs();
   LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
             << ConsistencyModelName(options_.consistency) << " staleness " << options_.staleness
-            << " recovery " << recovery_->Name() << ", waiting for " << options_.num_servers << " server(s)";
+            << " recovery " << policy_->Name() << ", waiting for " << options_.num_servers << " server(s)";
   if (checkpoints_.enabled()) {
-    LOG(INFO) << "coordinated checkpoints every " << options_.checkpoint_every_clocks
-              << " clocks / " << options_.checkpoint_every_s << " s (0: off)";
+    const CheckpointSchedulerOptions schedule = CheckpointScheduleFor(options_);
+    LOG(INFO) << "coordinated checkpoints every " << schedule.every_clocks << " clocks / "
+              << schedule.every_s << " s (0: off)";
   }
   return OpenStore();
 }

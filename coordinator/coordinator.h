@@ -7,36 +7,39 @@
 // it is acknowledged, and a worker's registration is acknowledged only once
 // every server knows it is live, so a BSP round can never close without it.
 //
-// With recovery policy "none", a server that misses its heartbeats fails the
-// job: every client learns the reason from its next heartbeat. With
-// "checkpoint", the job waits for the server to come back: a server that
-// registers again with its old id (--server_id) gets the same shards. With
-// "chain", every dense range and every sparse bucket is held by a chain of
-// `replicas` servers; a
-// server that dies (its connection closes and a probe confirms, or it misses
-// its heartbeats) is removed from every chain at once: the job epoch and map
-// version are bumped and the new map is installed on every live server; a
-// server that registers again with its id joins its chains as tail after a
-// state transfer from its predecessor.
-// With "stateless", the job goes on while the server is lost (workers train
-// on their own copies); a server that registers with the lost id is seeded
-// from the workers' copies (coordinator/reseeder.h) before the shard map
-// routes to it again. Each re-seed is logged as a "RESEED ..." line.
-// With "hybrid", chains as under "chain"; a server lost while it held a range
-// or sparse bucket alone leaves it stranded with it ("FALLBACK
-// cause=all-replicas-lost" line): workers train on their copies, and the
-// server that registers with that id, or a server with another id once the
-// holder has been lost for spare_takeover_ms ("TAKEOVER" line), is seeded
-// from them as under "stateless" (sparse rows: its checkpoint or the
-// initializer plus the workers' merged row changes), or, if no worker sent a
-// real copy, keeps what it loaded from its latest checkpoint plus the changes
-// of workers that trained on the initializer ("FALLBACK
-// cause=no-worker-copy"); then the other servers rejoin its chains as tail.
+// Recovery (recovery/coordinator_recovery.h): the job's recovery policy
+// (CoordinatorOptions::recovery, a registered name) decides through its
+// coordinator-side hooks what a lost server means and what a registering one
+// does; the coordinator provides the mechanisms and never asks which policy
+// runs. A server is lost when it misses its heartbeats or, under a policy that
+// probes closed connections, when its connection closed and it does not
+// answer a probe. Today's policies (relaxps-ctl policies lists them):
+// "none" fails the job (every client learns the reason from its next
+// heartbeat); "checkpoint" waits for the server to restart with its id
+// (--server_id) from its latest complete checkpoint, with the same shards;
+// "chain" holds every dense range and sparse bucket on a chain of `replicas`
+// servers, removes a lost server from every chain at once (epoch and map
+// version bumped, the new map installed on every live server) and lets it
+// rejoin its chains as tail after a state transfer; "stateless" goes on while
+// the server is lost (workers train on their own copies) and seeds a server
+// that registers with the lost id from the workers' copies
+// (coordinator/reseeder.h, a "RESEED ..." line) before the map routes to it;
+// "hybrid" chains as "chain", and a range whose every replica is lost
+// ("FALLBACK cause=all-replicas-lost") is seeded as under "stateless" into
+// the server that registers with its holder's id, or another one after
+// spare_takeover_ms ("TAKEOVER"), or keeps its latest checkpoint when no
+// worker sent a copy ("FALLBACK cause=no-worker-copy"); then the other
+// servers rejoin its chains as tail.
+//
+// Every registration of a server is shown in the map (ServerInfo.incarnation,
+// and restored_from: the checkpoint it restored), and workers learn each new
+// complete checkpoint from their heartbeat replies
+// (HeartbeatReply.latest_checkpoint).
 //
 // Coordinated checkpoints (CheckpointScheduler): every
 // checkpoint_every_clocks clocks of the slowest live worker, every
-// checkpoint_every_s seconds, or on TRIGGER_CHECKPOINT (relaxps-ctl
-// checkpoint), the coordinator sends CHECKPOINT to every server and records
+// checkpoint_every_s seconds (as the recovery policy adjusts them), or on
+// TRIGGER_CHECKPOINT (relaxps-ctl checkpoint), the coordinator sends CHECKPOINT to every server and records
 // the checkpoint once all of them wrote it (shown by relaxps-ctl status).
 //
 // Durable state and high availability (coordinator/state_store.h): every
@@ -88,19 +91,23 @@ struct CoordinatorOptions {
   ConsistencyModel consistency = ConsistencyModel::kAsync;
   // SSP staleness bound in clocks.
   int staleness = 2;
-  // See recovery/recovery_policy.h; Validate() refuses modes not built yet.
-  RecoveryMode recovery = RecoveryMode::kNone;
-  // --recovery=chain: servers holding each dense range (R). More survives
-  // more simultaneous failures; each push crosses R servers before it is
-  // acknowledged. 2 <= replicas <= num_servers.
+  // The recovery policy: a registered name (include/relaxps/recovery_policy.h;
+  // relaxps-coordinator --recovery=help lists them). Validate() refuses an
+  // unknown name, and a job shape the policy cannot run.
+  std::string recovery = "none";
+  // Under a policy that replicates ranges on chains (chain, hybrid): servers
+  // holding each dense range and sparse bucket (R). More survives more
+  // simultaneous failures; each push crosses R servers before it is
+  // acknowledged. 2 <= replicas <= num_servers. Unused by other policies.
   int replicas = 2;
   // Hash buckets of every sparse table, fixed when the table is created and
   // placed like dense ranges (0: one per server). More buckets spread a
   // table's load and re-replication over more chains; each bucket of a
   // request is one message.
   int sparse_buckets = 0;
-  // --recovery=chain: a server whose connection closed is probed; no answer
-  // within this long confirms the crash. Shorter fails over sooner.
+  // Under a policy that probes closed connections (chain, hybrid): a server
+  // whose connection closed is probed; no answer within this long confirms
+  // the crash. Shorter fails over sooner.
   int probe_timeout_ms = 100;
   // A server registering with the id of a live server (a restart before the
   // old one was declared dead, or a forged REGISTER) is accepted only if the
@@ -132,17 +139,17 @@ struct CoordinatorOptions {
   double checkpoint_every_s = 0;
   // How long a coordinated checkpoint may take before it counts as failed.
   int checkpoint_timeout_ms = 120000;
-  // --recovery=stateless: how a re-registered server's ranges are rebuilt
-  // from the workers' copies (recovery/seed_merge.h), and how long the
-  // coordinator waits for the copies.
+  // Re-seeding (stateless, hybrid's fallback): how a re-registered server's
+  // ranges are rebuilt from the workers' copies (recovery/seed_merge.h), and
+  // how long the coordinator waits for the copies.
   SeedRule seed_rule = SeedRule::kFreshest;
   MergeRule merge_rule = MergeRule::kStaleness;
   int reseed_timeout_ms = 3000;
-  // --recovery=hybrid: a server registering with another id than a stranded
-  // holder's takes over what that holder held alone once it has been lost
-  // this long (recovery/hybrid_fallback.h, PickStrandedForSpare). 0: at once
-  // (training resumes on a server soonest); longer waits for the holder's own
-  // restart (which may restore its own checkpoint).
+  // Under a policy with spare takeover (hybrid): a server registering with
+  // another id than a lost server's takes over what that server held alone
+  // once it has been lost this long (recovery::CoordinatorJob). 0: at once
+  // (training resumes on a server soonest); longer waits for the lost
+  // server's own restart (which may restore its own checkpoint).
   int spare_takeover_ms = 0;
   // Lifecycle. A job is over on `relaxps-ctl shutdown` (SHUTDOWN) or, with
   // exit_when_done and num_workers set, once num_workers workers have

@@ -3,8 +3,6 @@
 
 #include <algorithm>
 
-#include "recovery/hybrid_fallback.h"
-
 namespace relaxps {
 namespace coordinator_internal {
 
@@ -22,10 +20,12 @@ void CoordinatorImpl::RebuildServerList() {
       s->set_curve_public_key(server_keys_[id]);
       s->set_alive(it->second.alive && !seeding_.count(id));
     }
-    auto spare = took_over_.find(id);
-    if (spare != took_over_.end()) {
-      for (int holder : spare->second) s->add_took_over(holder);
+    auto reg = registrations_.find(id);
+    if (reg != registrations_.end()) {
+      s->set_incarnation(reg->second.incarnation);
+      if (reg->second.restored) *s->mutable_restored_from() = reg->second.restored_from;
     }
+    recovery_->DescribeServer(id, s);
   }
   map_.set_version(map_.version() + 1);
 }
@@ -114,7 +114,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
         rr->set_coordinator_identity(identity_);
         rr->set_coordinator_term(term_);
         FillLiveWorkers(rr->mutable_live_workers());
-        rr->set_awaits_seed(seeding_.count(id) > 0);  // Stateless: still waiting for its seed.
+        rr->set_awaits_seed(seeding_.count(id) > 0);  // Still waiting for its seed.
         *rr->mutable_shard_map() = map_;
         rpc_->Reply(req, std::move(reply)).IgnoreError();
         return;
@@ -150,47 +150,23 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
       if (key.ok()) server_keys_[id] = *key;
     }
     server_peer_[id] = servers_rpc_->Connect(r.endpoint(), server_keys_[id]);
-    // Stateless: a server in place of a known one starts empty; it is seeded
-    // from the workers' copies before anyone routes to it.
-    if (hybrid() && was_live && map_.tables_size() > 0) {
-      // Its state is gone: what it held alone is stranded like a loss.
-      if (!SpliceOrStrand(&map_, id, Syncing()).stranded.empty()) Strand(id);
-    }
-    // Hybrid: a server with another id may take a stranded holder's place.
-    const bool took_over = hybrid() && map_.tables_size() > 0 && TakeOverStranded(id) >= 0;
-    // Under hybrid only a server whose ranges are stranded is seeded; the
-    // others rejoin their chains by state transfer.
-    const bool seed = recovery_->TrainsThroughServerLoss() && (replaces || took_over) &&
-                      map_.tables_size() > 0 && (!chained() || stranded_holders_.count(id));
+    // The map shows each registration (a restart) and what it restored.
+    Registration& registration = registrations_[id];
+    registration.incarnation = next_incarnation_++;
+    registration.restored = r.has_restored_from();
+    registration.restored_from = r.restored_from();
+    recovery::ServerRegistration joining;
+    joining.id = id;
+    joining.replaces = replaces;
+    joining.was_live = was_live;
+    joining.has_tables = map_.tables_size() > 0;
+    const recovery::RegistrationOutcome outcome = recovery_->OnServerRegistered(joining, *this);
+    const bool seed = outcome.seed;
     if (seed) seeding_[id] = now;
-    int joined = 0;
-    if (chained() && map_.tables_size() > 0) {
-      syncing_.erase(id);
-      if (was_live && !hybrid()) {
-        StatusOr<int> removed = RemoveFromChains(&map_, id, options_.replicas, Syncing());
-        if (!removed.ok()) {
-          FailJob(removed.status().message());
-        }
-      }
-      joined = JoinChains(&map_, id, options_.num_servers, options_.replicas);
-      if (hybrid()) {
-        std::set<int> others = stranded_holders_;
-        others.erase(id);
-        const int kept_out = LeaveStrandedChains(&map_, id, others);
-        joined -= kept_out;
-        if (kept_out > 0) {
-          LOG(INFO) << "server " << id << " joins " << kept_out
-                    << " stranded chain(s) only once they are seeded";
-        }
-      }
-      map_.set_epoch(map_.epoch() + 1);
-      LOG(INFO) << "server " << id << " joins " << joined << " chain(s) as tail; epoch "
-                << map_.epoch();
-    }
     RebuildServerList();
     // Until it reports its state transfers done, it is no copy of those
     // chains (RemoveFromChains).
-    if (joined > 0) syncing_[id] = map_.version();
+    if (outcome.joined_chains > 0) MarkSyncing(id);
     if (seed) {
       std::vector<int> workers;
       std::vector<int64_t> clocks;
@@ -210,7 +186,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     *rr->mutable_shard_map() = map_;
     if (!Persist()) return;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
-    if (joined > 0 || took_over) PushMap("server " + std::to_string(id) + " rejoined");
+    if (outcome.push_map) PushMap("server " + std::to_string(id) + " rejoined");
     return;
   }
   if (r.role() == "worker" && job_done_) {
@@ -287,6 +263,11 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
     for (const wire::ReseedRequest& q : reseeder_.RequestsFor(hb.id())) *hr->add_reseed() = q;
+    // A complete checkpoint newer than the worker knows (its clients may drop
+    // what they keep for replaying into servers restarted from an older one).
+    if (checkpoints_.latest() && checkpoints_.latest()->seq() > hb.checkpoint_seq()) {
+      *hr->mutable_latest_checkpoint() = *checkpoints_.latest();
+    }
   }
   if (!known && job_error_.empty()) {
     StatusToProto(NotFoundError(hb.role() + " " + std::to_string(hb.id()) +

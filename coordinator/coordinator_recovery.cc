@@ -1,9 +1,8 @@
-// Failure detection, the recovery policies' reactions, and checkpoints.
+// Failure detection, the mechanisms the recovery policy's hooks drive
+// (recovery/coordinator_recovery.h), re-seeds and checkpoints.
 #include "coordinator/internal/coordinator_impl.h"
 
 #include <algorithm>
-
-#include "recovery/hybrid_fallback.h"
 
 namespace relaxps {
 namespace coordinator_internal {
@@ -31,21 +30,14 @@ void CoordinatorImpl::FinishReseeds() {
       FailJob("re-seeding server " + std::to_string(server) + ": " + seed.status().ToString());
       continue;
     }
-    if (hybrid() && summary.seed_worker < 0) {
-      // No live worker held a copy: the server keeps what it loaded at start
-      // (run_local.sh restarts it with --restore_from=latest).
-      summary.source = checkpoints_.latest()
-                           ? "checkpoint@" + std::to_string(checkpoints_.latest()->clock())
-                           : std::string("initializer");
-      metrics_.OnRecovery("fallback");
-      LOG(WARNING) << "FALLBACK cause=no-worker-copy server=" << server
-                   << " ranges=" << DescribeRanges(RangesHeldAlone(map_, server))
-                   << " action=restore source=" << summary.source
-                   << (summary.changes_only + summary.buckets > 0
-                           ? " plus the workers' merged changes"
-                           : "")
-                   << ": no live worker sent a copy of its ranges"
-                   << (summary.buckets > 0 ? " (sparse rows never have one)" : "");
+    if (summary.seed_worker < 0) {
+      recovery::SeedReport report;
+      report.server = server;
+      report.changes_only = summary.changes_only;
+      report.buckets = summary.buckets;
+      report.source = summary.source;
+      recovery_->OnSeedWithoutWorkerCopy(&report, *this);
+      summary.source = report.source;
     }
     auto peer = server_peer_.find(server);
     if (peer == server_peer_.end()) continue;
@@ -67,7 +59,7 @@ void CoordinatorImpl::FinishReseeds() {
             LOG(INFO) << "RESEED " << shared_summary->ToString() << " seconds="
                       << (clock_->NowMs() - registered) / 1000.0 << " map_version="
                       << map_.version();
-            if (hybrid()) RejoinAfterSeed(server);
+            recovery_->OnServerSeeded(server, *this);
           });
         });
   }
@@ -123,16 +115,7 @@ void CoordinatorImpl::CheckLiveness() {
     // not at its deadline: a checkpoint that waited out its 120 s blocked
     // every later one, so a second kill rolled back to before the first.
     servers_rpc_->CancelPeer(server_peer_[id], UnavailableError(what));
-    if (recovery_->on_server_loss() == RecoveryPolicy::OnServerLoss::kReconfigure) {
-      Reconfigure(id, what);
-      continue;
-    }
-    RebuildServerList();
-    if (recovery_->on_server_loss() == RecoveryPolicy::OnServerLoss::kFailJob) {
-      FailJob(what + "; recovery policy '" + recovery_->Name() + "' ends the job");
-    } else {
-      LOG(WARNING) << "waiting for server " << id << ": " << recovery_->RestartAdvice(id);
-    }
+    ServerLost(id, what);
   }
   if (checkpoints_.enabled() && job_error_.empty() &&
       members_.live_servers() >= options_.num_servers && map_.tables_size() > 0 &&
@@ -180,101 +163,34 @@ void CoordinatorImpl::OnDisconnect(int peer) {
                          servers_rpc_->CancelPeer(
                              server_peer_[id],
                              UnavailableError("server " + std::to_string(id) + " is dead"));
-                         Reconfigure(id, "server " + std::to_string(id) + " (" + endpoint +
-                                             ") closed its connection and did not answer a "
-                                             "probe within " +
-                                             std::to_string(clock_->NowMs() - since) + " ms");
+                         ServerLost(id, "server " + std::to_string(id) + " (" + endpoint +
+                                            ") closed its connection and did not answer a "
+                                            "probe within " +
+                                            std::to_string(clock_->NowMs() - since) + " ms");
                        });
                      });
 }
 
-void CoordinatorImpl::Reconfigure(int server_id, const std::string& why) {
-  LOG(WARNING) << why;
-  metrics_.OnRecovery("failover");
-  syncing_.erase(server_id);
-  if (hybrid()) {
-    took_over_.erase(server_id);  // A spare lost before its seed: stranded again.
-    const SpliceResult r = SpliceOrStrand(&map_, server_id, Syncing());
-    map_.set_epoch(map_.epoch() + 1);
-    RebuildServerList();
-    LOG(WARNING) << "server " << server_id << " removed from " << r.changed
-                 << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version();
-    if (!r.stranded.empty()) {
-      Strand(server_id);
-      metrics_.OnRecovery("fallback");
-      LOG(WARNING) << "FALLBACK cause=all-replicas-lost server=" << server_id
-                   << " ranges=" << DescribeRanges(r.stranded)
-                   << " action=stateless-reseed epoch=" << map_.epoch() << " (" << why
-                   << "): workers train on their own copies until a server registers with id "
-                   << server_id << " and is seeded from them";
-    }
-    LOG(WARNING) << recovery_->RestartAdvice(server_id);
-    PushMap("server " + std::to_string(server_id) + " lost");
-    watchers_->Notify(map_);
-    return;
-  }
-  StatusOr<int> changed = RemoveFromChains(&map_, server_id, options_.replicas, Syncing());
-  if (!changed.ok()) {
-    RebuildServerList();
-    FailJob(why + "; " + changed.status().message() + ": every replica is lost");
-    return;
-  }
-  map_.set_epoch(map_.epoch() + 1);
-  RebuildServerList();
-  LOG(WARNING) << "server " << server_id << " removed from " << *changed
-               << " chain(s); epoch " << map_.epoch() << ", map version " << map_.version()
-               << ". " << recovery_->RestartAdvice(server_id);
-  PushMap("server " + std::to_string(server_id) + " lost");
-  watchers_->Notify(map_);
+void CoordinatorImpl::ServerLost(int server_id, const std::string& why) {
+  EndSyncing(server_id);
+  recovery_->OnServerLost(server_id, why, *this);
 }
 
-void CoordinatorImpl::RejoinAfterSeed(int seeded) {
-  stranded_holders_.erase(seeded);
-  stranded_since_.erase(seeded);
-  took_over_.erase(seeded);
-  int joined = 0;
-  std::vector<int> joiners;
+std::vector<int> CoordinatorImpl::LiveServers() const {
+  std::vector<int> ids;
   for (const auto& [id, m] : members_.servers()) {
-    if (!m.alive || seeding_.count(id) || stranded_holders_.count(id)) continue;
-    const int n = JoinChains(&map_, id, options_.num_servers, options_.replicas) -
-                  LeaveStrandedChains(&map_, id, stranded_holders_);
-    if (n > 0) joiners.push_back(id);
-    joined += n;
+    if (m.alive) ids.push_back(id);
   }
-  if (joined > 0) {
-    map_.set_epoch(map_.epoch() + 1);
-    map_.set_version(map_.version() + 1);
-    // They hold no state of those chains until their state transfers arrive.
-    for (int id : joiners) syncing_[id] = map_.version();
-    LOG(INFO) << joined << " replica(s) join the chains seeded on server " << seeded << " as tail; epoch "
-              << map_.epoch();
-  }
-  PushMap("server " + std::to_string(seeded) + " seeded");
-  watchers_->Notify(map_);
+  return ids;
 }
 
-int CoordinatorImpl::TakeOverStranded(int spare) {
-  if (stranded_holders_.count(spare)) return -1;  // Its own restart.
-  std::set<int> busy;  // Holders restarted and being seeded now.
+std::set<int> CoordinatorImpl::LiveServersAwaitingSeed() const {
+  std::set<int> ids;
   for (const auto& [id, since] : seeding_) {
     auto m = members_.servers().find(id);
-    if (m != members_.servers().end() && m->second.alive) busy.insert(id);
+    if (m != members_.servers().end() && m->second.alive) ids.insert(id);
   }
-  const int holder = PickStrandedForSpare(stranded_since_, busy, spare, clock_->NowMs(),
-                                          options_.spare_takeover_ms);
-  if (holder < 0) return -1;
-  const std::vector<StrandedRange> moved = MoveStranded(&map_, holder, spare);
-  const int64_t since = stranded_since_[holder];
-  stranded_holders_.erase(holder);
-  stranded_since_.erase(holder);
-  stranded_holders_.insert(spare);
-  stranded_since_[spare] = since;
-  took_over_[spare].push_back(holder);
-  LOG(WARNING) << "TAKEOVER server=" << spare << " holder=" << holder
-               << " ranges=" << DescribeRanges(moved) << " stranded_ms="
-               << clock_->NowMs() - since << ": server " << spare
-               << " is seeded from the workers' copies in place of server " << holder;
-  return holder;
+  return ids;
 }
 
 void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters) {
@@ -304,12 +220,15 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
   const int64_t now = clock_->NowMs();
   const int64_t clock = members_.MinWorkerClock();
   checkpoints_.Start(clock, now);
+  const uint64_t seq = next_checkpoint_seq_++;
   LOG(INFO) << "checkpoint at clock " << clock << " started";
   Message msg;
   msg.header.set_type(wire::CHECKPOINT);
   msg.header.mutable_checkpoint_request()->set_clock(clock);
+  msg.header.mutable_checkpoint_request()->set_seq(seq);
   auto record = std::make_shared<wire::CheckpointRecord>();
   record->set_clock(clock);
+  record->set_seq(seq);
   auto shared_waiters = std::make_shared<std::vector<std::shared_ptr<Request>>>(std::move(waiters));
   Broadcast(
       msg,
@@ -325,7 +244,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
                                     " servers wrote the checkpoint");
         }
         record->set_seconds((clock_->NowMs() - now) / 1000.0);
-        record->set_unix_s(NowUnixMs() / 1000.0);
+        record->set_unix_s(clock_->NowUnixMs() / 1000.0);
         if (result.ok()) {
           LOG(INFO) << "checkpoint at clock " << clock << " complete on "
                     << record->shards_size() << " server(s) in " << record->seconds() << " s";

@@ -133,7 +133,7 @@ StateRecords CoordinatorImpl::Snapshot() const {
   m.set_workers_left(workers_left_);
   m.SerializeToString(&r[kMembers]);
   wire::StoredRecovery rec;
-  for (int id : stranded_holders_) rec.add_stranded_holders(id);
+  recovery_->SaveState(&rec);
   for (const auto& [id, version] : syncing_) {
     rec.add_syncing_ids(id);
     rec.add_syncing_versions(version);
@@ -175,6 +175,12 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
     done_at_ms_ = now;
   }
   RETURN_IF_ERROR(ParseRecord(records, kMap, &map_));
+  for (const wire::ServerInfo& s : map_.servers()) {
+    Registration& registration = registrations_[s.id()];
+    registration.incarnation = s.incarnation();
+    registration.restored = s.has_restored_from();
+    registration.restored_from = s.restored_from();
+  }
   wire::StoredMembership m;
   RETURN_IF_ERROR(ParseRecord(records, kMembers, &m));
   // Members get a heartbeat timeout of grace on top: they are looking for
@@ -199,7 +205,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   workers_left_ = m.workers_left();
   wire::StoredRecovery rec;
   RETURN_IF_ERROR(ParseRecord(records, kRecovery, &rec));
-  for (int id : rec.stranded_holders()) Strand(id);  // Lost since the takeover, as far as spares go.
+  recovery_->RestoreState(rec, now);
   for (int i = 0; i < rec.syncing_ids_size() && i < rec.syncing_versions_size(); ++i) {
     syncing_[rec.syncing_ids(i)] = rec.syncing_versions(i);
   }
@@ -214,6 +220,9 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   wire::StoredCheckpoints cps;
   RETURN_IF_ERROR(ParseRecord(records, kCheckpoints, &cps));
   checkpoints_.Restore({cps.history().begin(), cps.history().end()}, cps.failed());
+  for (const wire::CheckpointRecord& c : cps.history()) {
+    next_checkpoint_seq_ = std::max(next_checkpoint_seq_, c.seq() + 1);
+  }
   announced_workers_ = workers;
   announced_version_ = members_.worker_set_version();
   barriers_.Update(announced_workers_, now);

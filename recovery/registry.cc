@@ -1,103 +1,134 @@
-#include "recovery/recovery_policy.h"
+#include "recovery/registry.h"
+
+#include <cstdio>
+
+#include "recovery/chain/chain.h"
+#include "recovery/checkpoint/checkpoint.h"
+#include "recovery/hybrid/hybrid.h"
+#include "recovery/none/none.h"
+#include "recovery/stateless/stateless.h"
 
 namespace relaxps {
 namespace {
 
-class NoRecovery final : public RecoveryPolicy {
- public:
-  RecoveryMode mode() const override { return RecoveryMode::kNone; }
-  OnServerLoss on_server_loss() const override { return OnServerLoss::kFailJob; }
-  std::string RestartAdvice(int) const override { return ""; }
-  bool ResendsAcrossRestarts() const override { return false; }
+using recovery::PolicyDefinition;
+
+// The registered policies, one line each, in the order --recovery=help lists
+// them.
+constexpr const PolicyDefinition& (*kPolicies[])() = {
+    &recovery::NonePolicy,
+    &recovery::CheckpointPolicy,
+    &recovery::ChainPolicy,
+    &recovery::StatelessPolicy,
+    &recovery::HybridPolicy,
 };
 
-class CheckpointRestart final : public RecoveryPolicy {
+// A registered definition seen through the public interface.
+class DefinedPolicy final : public RecoveryPolicy {
  public:
-  RecoveryMode mode() const override { return RecoveryMode::kCheckpoint; }
-  OnServerLoss on_server_loss() const override { return OnServerLoss::kAwaitRestart; }
-  std::string RestartAdvice(int id) const override {
-    return "restart it with --server_id=" + std::to_string(id) +
-           " --restore_from=latest to roll it back to the last complete checkpoint";
+  explicit DefinedPolicy(const PolicyDefinition& def) : def_(def) {}
+  const char* Name() const override { return def_.name; }
+  const char* Description() const override { return def_.description; }
+  const RecoveryNeeds& needs() const override { return def_.needs; }
+  std::unique_ptr<recovery::CoordinatorRecovery> NewCoordinatorRecovery() const override {
+    return def_.new_coordinator();
   }
-  bool ResendsAcrossRestarts() const override { return true; }
-};
-
-class ChainReplication final : public RecoveryPolicy {
- public:
-  RecoveryMode mode() const override { return RecoveryMode::kChain; }
-  OnServerLoss on_server_loss() const override { return OnServerLoss::kReconfigure; }
-  std::string RestartAdvice(int id) const override {
-    return "restart it with --server_id=" + std::to_string(id) +
-           " to copy its ranges from a live replica and rejoin its chains as tail";
+  std::unique_ptr<recovery::ServerRecovery> NewServerRecovery() const override {
+    return def_.new_server();
   }
-  bool ResendsAcrossRestarts() const override { return true; }
-  bool ReplicatesServers() const override { return true; }
-};
-
-class StatelessServers final : public RecoveryPolicy {
- public:
-  RecoveryMode mode() const override { return RecoveryMode::kStateless; }
-  OnServerLoss on_server_loss() const override { return OnServerLoss::kAwaitRestart; }
-  std::string RestartAdvice(int id) const override {
-    return "workers train on their own copies meanwhile; start a server with --server_id=" +
-           std::to_string(id) + " and it is seeded from them";
+  std::unique_ptr<recovery::ClientRecovery> NewClientRecovery(
+      const recovery::ClientRecoveryOptions& options) const override {
+    return def_.new_client(options);
   }
-  // Requests are served locally instead of waiting for the restart.
-  bool ResendsAcrossRestarts() const override { return false; }
-  bool TrainsThroughServerLoss() const override { return true; }
+
+ private:
+  const PolicyDefinition& def_;
 };
 
-// Chains in normal times; a range whose every replica is lost falls back to
-// the workers' copies (stateless re-seeding), and a range no worker holds to
-// the latest checkpoint (docs/stateless.md, "Hybrid").
-class HybridRecovery final : public RecoveryPolicy {
- public:
-  RecoveryMode mode() const override { return RecoveryMode::kHybrid; }
-  OnServerLoss on_server_loss() const override { return OnServerLoss::kReconfigure; }
-  std::string RestartAdvice(int id) const override {
-    return "restart it with --server_id=" + std::to_string(id) +
-           " to rejoin its chains as tail; a range it held last is seeded from the workers' "
-           "copies (or its latest checkpoint) first";
+std::string KnownNames() {
+  std::string names;
+  for (const auto& def : kPolicies) names += (names.empty() ? "" : ", ") + std::string(def().name);
+  return names;
+}
+
+const PolicyDefinition* Find(const std::string& name) {
+  for (const auto& def : kPolicies) {
+    if (name == def().name) return &def();
   }
-  bool ResendsAcrossRestarts() const override { return true; }
-  bool ReplicatesServers() const override { return true; }
-  bool TrainsThroughServerLoss() const override { return true; }
-};
+  return nullptr;
+}
 
-constexpr RecoveryMode kAllModes[] = {RecoveryMode::kNone, RecoveryMode::kCheckpoint,
-                                      RecoveryMode::kChain, RecoveryMode::kStateless,
-                                      RecoveryMode::kHybrid};
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+const char* Bool(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
 
-const char* RecoveryModeName(RecoveryMode mode) {
-  switch (mode) {
-    case RecoveryMode::kNone: return "none";
-    case RecoveryMode::kCheckpoint: return "checkpoint";
-    case RecoveryMode::kChain: return "chain";
-    case RecoveryMode::kStateless: return "stateless";
-    case RecoveryMode::kHybrid: return "hybrid";
+const char* RestartRuleName(RestartRule rule) {
+  switch (rule) {
+    case RestartRule::kNever: return "never";
+    case RestartRule::kSameIdFromCheckpoint: return "same-id-from-checkpoint";
+    case RestartRule::kSameIdReseeded: return "same-id-reseeded";
+    case RestartRule::kSameIdRejoinsAsTail: return "same-id-rejoins-as-tail";
   }
   return "unknown";
 }
 
-StatusOr<RecoveryMode> ParseRecoveryMode(const std::string& name) {
-  for (RecoveryMode m : kAllModes) {
-    if (name == RecoveryModeName(m)) return m;
-  }
-  return InvalidArgumentError("unknown recovery policy '" + name +
-                              "' (expected none, checkpoint, chain, stateless or hybrid)");
+Status CheckRecoveryPolicyName(const std::string& name) {
+  if (Find(name) != nullptr) return Status::OK();
+  return InvalidArgumentError("unknown recovery policy '" + name + "' (expected one of " +
+                              KnownNames() + "; --recovery=help lists them)");
 }
 
-StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(RecoveryMode mode) {
-  switch (mode) {
-    case RecoveryMode::kNone: return std::unique_ptr<RecoveryPolicy>(new NoRecovery());
-    case RecoveryMode::kCheckpoint: return std::unique_ptr<RecoveryPolicy>(new CheckpointRestart());
-    case RecoveryMode::kChain: return std::unique_ptr<RecoveryPolicy>(new ChainReplication());
-    case RecoveryMode::kStateless: return std::unique_ptr<RecoveryPolicy>(new StatelessServers());
-    case RecoveryMode::kHybrid: return std::unique_ptr<RecoveryPolicy>(new HybridRecovery());
+StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(const std::string& name) {
+  RETURN_IF_ERROR(CheckRecoveryPolicyName(name));
+  return std::unique_ptr<RecoveryPolicy>(new DefinedPolicy(*Find(name)));
+}
+
+std::vector<std::string> RecoveryPolicyNames() {
+  std::vector<std::string> names;
+  for (const auto& def : kPolicies) names.push_back(def().name);
+  return names;
+}
+
+std::string DescribeRecoveryPolicies(bool json) {
+  std::string out = json ? "[" : "";
+  bool first = true;
+  for (const auto& get : kPolicies) {
+    const PolicyDefinition& def = get();
+    const RecoveryNeeds& n = def.needs;
+    char line[1024];
+    if (json) {
+      std::snprintf(line, sizeof(line),
+                    "%s\n {\"name\": %s, \"description\": %s, \"needs\": {\"min_servers\": %d, "
+                    "\"experiment_servers\": %d, \"min_replicas\": %d, \"store_kind\": %s, "
+                    "\"restart\": \"%s\", \"restart_flags\": %s, \"tolerates_server_loss\": %s, "
+                    "\"tolerates_chain_loss\": %s, \"tolerates_pause\": %s, "
+                    "\"rolls_back\": %s}}",
+                    first ? "" : ",", JsonString(def.name).c_str(),
+                    JsonString(def.description).c_str(), n.min_servers, n.experiment_servers,
+                    n.min_replicas, JsonString(n.store_kind).c_str(), RestartRuleName(n.restart),
+                    JsonString(n.restart_flags).c_str(), Bool(n.tolerates_server_loss),
+                    Bool(n.tolerates_chain_loss), Bool(n.tolerates_pause), Bool(n.rolls_back));
+    } else {
+      std::snprintf(line, sizeof(line),
+                    "%-11s %s\n            needs: servers>=%d (experiments: %d), replicas>=%d, "
+                    "store=%s; a lost server: %s%s%s\n",
+                    def.name, def.description, n.min_servers, n.experiment_servers,
+                    n.min_replicas, n.store_kind.c_str(), RestartRuleName(n.restart),
+                    n.restart_flags.empty() ? "" : " ", n.restart_flags.c_str());
+    }
+    out += line;
+    first = false;
   }
-  return InvalidArgumentError("unknown recovery mode " + std::to_string(static_cast<int>(mode)));
+  return json ? out + "\n]\n" : out;
 }
 
 }  // namespace relaxps

@@ -8,11 +8,11 @@
 # Sets:
 #   ttf    "Training Through Failure" (arXiv 2406.05546): 1 worker, cnn, sgd
 #          lr 0.01 batch 32, evaluator every 2 s, kills at 30 s and 80 s, each
-#          server back 20 s later, 210 s runs; policies none (no-kill only),
-#          checkpoint, chain, stateless, hybrid x kills 0,1,2.
+#          server back 20 s later, 210 s runs; every registered recovery
+#          policy (relaxps-ctl policies) x kills 0,1,2.
 #   ttf4   the same with 4 workers.
 # Flags (override the set's values):
-#   --policies=none,checkpoint,chain,stateless,hybrid   --kills=0,1,2
+#   --policies=P1,P2,... (default: every registered policy)   --kills=0,1,2
 #   --consistency=async,bsp   --workers=1,4   --repeats=N   --duration_s=S
 #   --schedule=ttf|random --seed=S   (random: seeded fault times and targets)
 #   --faults=kill,stop,partition   (SIGKILL, restarted --down_s later;
@@ -29,10 +29,12 @@
 #   --keep_data (keep each run's RocksDB data and checkpoints; default: deleted
 #   once the run is analyzed)   --reanalyze (analyze existing runs again)
 #
-# Policies: none, checkpoint and stateless run 1 server; chain and hybrid 3
-# servers with --replicas=2. A policy that relaxps-coordinator refuses (exit
-# 2, e.g. "not available in this version") is skipped with a line in the
-# progress output and in report.md. `none` runs only without faults.
+# Policies come from the registry (relaxps-ctl policies --json, saved as
+# OUT/policies.json): each runs with the servers, replicas and store its
+# needs name, restarted servers get its restart flags, and a policy that
+# does not tolerate a server loss runs only without faults. A policy that
+# relaxps-coordinator refuses (exit 2) is skipped with a line in the
+# progress output and in report.md.
 #
 # Resumable: a run whose DIR/runs/<id>/metrics.json exists is skipped; the
 # summary and plots are rebuilt from every finished run each time.
@@ -43,13 +45,13 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=/usr/bin/python3
 EXP_PY="$ROOT/scripts/experiment"
 
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "experiment.sh: $*" >&2; exit 2; }
 
 [ $# -ge 1 ] || { usage; exit 2; }
 case "$1" in -h|--help) usage; exit 0 ;; esac
 SET=$1; shift
-POLICIES=none,checkpoint,chain,stateless,hybrid
+POLICIES=""
 KILLS=0,1,2
 CONSISTENCY=async
 WORKERS=1
@@ -112,13 +114,17 @@ for v in REPEATS DURATION_S SEED DOWN_S; do
   [[ ${!v} =~ ^[0-9]+$ ]] && [ "${!v}" -gt 0 -o "$v" = SEED ] || die "--${v,,} must be a positive integer"
 done
 [[ $EVAL_EVERY_S =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--eval_every_s must be a number"
+BIN=${RELAXPS_BIN:-$ROOT/build/bin}
+source "$ROOT/scripts/policies.sh"
+load_policies "$BIN" || exit 2
+[ -n "$POLICIES" ] || POLICIES=$(IFS=,; echo "${POLICY_NAMES[*]}")
 IFS=, read -ra POLICY_LIST <<<"$POLICIES"
 IFS=, read -ra KILL_LIST <<<"$KILLS"
 IFS=, read -ra CONS_LIST <<<"$CONSISTENCY"
 IFS=, read -ra WORKER_LIST <<<"$WORKERS"
 IFS=, read -ra FAULT_LIST <<<"$FAULTS"
 for p in "${POLICY_LIST[@]}"; do
-  case "$p" in none|checkpoint|chain|stateless|hybrid) ;; *) die "unknown policy '$p'" ;; esac
+  is_policy "$p" || die "unknown policy '$p' (registered: ${POLICY_NAMES[*]})"
 done
 for k in "${KILL_LIST[@]}"; do [[ $k =~ ^[0-9]$ ]] || die "--kills: '$k' is not a count 0-9"; done
 for c in "${CONS_LIST[@]}"; do
@@ -131,7 +137,6 @@ done
 case "$SCHEDULE" in ttf|random) ;; *) die "--schedule must be ttf or random" ;; esac
 case "$MODEL" in cnn|mlp|mlp-*) ;; *) die "--model must be cnn or mlp" ;; esac
 
-BIN=${RELAXPS_BIN:-$ROOT/build/bin}
 TTF_CSV=${RELAXPS_TTF_CSV:-$ROOT/../shared/ttf/ttf_accuracy.csv}
 for b in relaxps-coordinator relaxps-server relaxps-worker; do
   [ -x "$BIN/$b" ] || die "$BIN/$b not found: run scripts/build.sh first"
@@ -139,6 +144,7 @@ done
 [ -n "$OUT" ] || OUT="$ROOT/runs/experiments/$SET"
 mkdir -p "$OUT/runs" || exit 1
 OUT=$(cd "$OUT" && pwd)
+echo "$POLICIES_JSON" >"$OUT/policies.json"
 LOG="$OUT/progress.log"
 say() { echo "$*" | tee -a "$LOG"; }
 

@@ -203,10 +203,6 @@ if [ "$SERVERS" -lt 1 ] || [ "$WORKERS" -lt 1 ]; then
   echo "run_local.sh: need at least one server and one worker" >&2; exit 2
 fi
 if [ -z "$DURATION_S" ] && [ -z "$EPOCHS" ]; then DURATION_S=120; fi
-# Stateless servers keep their state in memory only.
-if [ "$RECOVERY" = stateless ] && [[ " ${SERVER_ARGS[*]} " != *" --store="* ]]; then
-  SERVER_ARGS+=(--store=memory)
-fi
 
 if [ "$SKIP_BUILD" != 1 ]; then
   "$ROOT/scripts/install_deps.sh" || exit 1
@@ -214,6 +210,17 @@ if [ "$SKIP_BUILD" != 1 ]; then
     tail -n 40 "${TMPDIR:-/tmp}/relaxps-build.log"; echo "run_local.sh: build failed" >&2; exit 1; }
 fi
 BIN=${RELAXPS_BIN:-$ROOT/${BUILD_DIR:-build}/bin}
+# What the recovery policy needs (scripts/policies.sh): no policy is known by
+# name here.
+source "$ROOT/scripts/policies.sh"
+load_policies "$BIN" || exit 1
+is_policy "$RECOVERY" || {
+  echo "run_local.sh: unknown --recovery=$RECOVERY (registered: ${POLICY_NAMES[*]})" >&2; exit 2; }
+# The store the policy keeps its promise with, unless --store is given
+# (stateless servers keep their state in memory only).
+if [ "${NEED[$RECOVERY.store_kind]}" != any ] && [[ " ${SERVER_ARGS[*]} " != *" --store="* ]]; then
+  SERVER_ARGS+=(--store="${NEED[$RECOVERY.store_kind]}")
+fi
 for b in relaxps-coordinator relaxps-server relaxps-worker; do
   [ -x "$BIN/$b" ] || { echo "run_local.sh: $BIN/$b not found (build failed?)" >&2; exit 1; }
 done
@@ -355,13 +362,17 @@ for i in $(seq 0 $((SERVERS - 1))); do
   server_cmd "$i"
   start "server $i" "$OUT_DIR/server-$i.log" "${CMD[@]}"
 done
-# Restarts server I in place (same id, data dir and slot in PIDS), from its
-# latest checkpoint when it has one.
+# Restarts server I in place (same id, data dir and slot in PIDS) with the
+# policy's restart flags; --restore_from only when it has a checkpoint.
 restart_server() {
-  local i=$1 from=()
-  if { [ "$RECOVERY" = checkpoint ] || [ "$RECOVERY" = hybrid ]; } && compgen -G "$OUT_DIR/data/checkpoints/server-$i/ckpt-*" >/dev/null; then
-    from=(--restore_from=latest)
-  fi
+  local i=$1 from=() f
+  for f in ${NEED[$RECOVERY.restart_flags]}; do
+    if [[ $f == --restore_from=* ]] &&
+       ! compgen -G "$OUT_DIR/data/checkpoints/server-$i/ckpt-*" >/dev/null; then
+      continue
+    fi
+    from+=("$f")
+  done
   echo "==== restarted by run_local.sh at $(date +%T) ${from[*]}" >>"$OUT_DIR/server-$i.log"
   server_cmd "$i" "${from[@]}"
   "${CMD[@]}" >>"$OUT_DIR/server-$i.log" 2>&1 &
@@ -478,10 +489,8 @@ coordinator_events() {
 }
 log_reseeds() {
   coordinator_events RESEED reseed
-  if [ "$RECOVERY" = hybrid ]; then
-    coordinator_events FALLBACK fallback
-    coordinator_events TAKEOVER takeover
-  fi
+  coordinator_events FALLBACK fallback
+  coordinator_events TAKEOVER takeover
   return 0
 }
 while true; do
@@ -496,9 +505,9 @@ while true; do
       for id in ${ids//,/ }; do
         echo "[$((now - START))s] run_local.sh: killed server $id (pid ${PIDS[$id + 1]}, --kill_server=${KILLS[$k]})" >&2
         event kill "$id"
-        # Under hybrid a kill of several servers at once is a fallback (its
-        # reseed event), not a failover.
-        [ "$RECOVERY" = hybrid ] && [ "$ids" != "$id" ] || KILL_MS+=("$(date +%s%3N)@$id")
+        # A kill of several servers at once is no single failover (under a
+        # policy that falls back, its reseed event tells what happened).
+        [ "$ids" != "$id" ] || KILL_MS+=("$(date +%s%3N)@$id")
       done
     fi
   done
@@ -580,14 +589,14 @@ $(tail -n 5 "$(coord_log "$c")" 2>/dev/null)"
       event heal "$id"
     fi
   done
-  { [ "$RECOVERY" = stateless ] || [ "$RECOVERY" = hybrid ]; } && log_reseeds
+  log_reseeds
   # Control plane: the coordinator's death ends the job; a server's too,
   # unless the recovery policy restarts it.
   for idx in $(seq 1 $((FIRST_WORKER - 1))); do
     pid=${PIDS[$idx]}
     if ! kill -0 "$pid" 2>/dev/null; then
       name=${NAMES[$idx]}
-      if [ "$idx" -gt 0 ] && [ "$RECOVERY" != none ]; then
+      if [ "$idx" -gt 0 ] && [ "${NEED[$RECOVERY.restart]}" != never ]; then
         i=$((idx - 1))
         if [ -z "${RESTART_AT[$i]:-}" ]; then
           wait "$pid" 2>/dev/null; code=$?
@@ -641,8 +650,8 @@ done
 # ---- Failover times (chain) ------------------------------------------------------
 # For each kill: the first "chain failover" acknowledgement any worker logged
 # after it.
-if [ "$RECOVERY" = chain ] || [ "$RECOVERY" = hybrid ]; then
-  { [ "$RECOVERY" = hybrid ] && log_reseeds; }
+if [ "${#KILL_MS[@]}" -gt 0 ]; then
+  log_reseeds
   acks=$(grep -aho 'chain failover: .* at unix_ms=[0-9]*' "$OUT_DIR"/worker-*.log 2>/dev/null |
          grep -o '[0-9]*$' | sort -n)
   for k in "${KILL_MS[@]}"; do

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "common/advertise.h"
+#include "relaxps/recovery_policy.h"
 #include "server/internal/server_checkpoints.h"
 #include "server/internal/server_impl.h"
 
@@ -57,8 +58,10 @@ Status ServerImpl::Init() {
       return InvalidArgumentError("--restore_from needs --store=rocksdb");
     }
     const int64_t restore_start_ms = clock_->NowMs();
+    wire::ShardCheckpoint restored;
     RETURN_IF_ERROR(server_internal::RestoreDataDir(options_.restore_from, checkpoint_root_,
-                                                    options_.store.data_dir));
+                                                    options_.store.data_dir, &restored));
+    restored_from_ = restored;
     metrics_.OnRestore((clock_->NowMs() - restore_start_ms) / 1000.0);
   }
   ParamStoreOptions store_options = options_.store;
@@ -66,6 +69,12 @@ Status ServerImpl::Init() {
   ASSIGN_OR_RETURN(store_, options_.store_factory ? options_.store_factory(store_options)
                                                   : NewParamStore(store_options));
   if (store_ == nullptr) return InvalidArgumentError("the store factory returned no store");
+  ASSIGN_OR_RETURN(applied_table_, OpenAppliedRecord(store_.get()));
+  if (restored_from_.has_value()) {
+    ASSIGN_OR_RETURN(wire::AppliedRecord record, LoadAppliedRecord(*applied_table_));
+    restored_from_->set_seq(record.checkpoint_seq());
+    restored_from_->set_server(options_.server_id);
+  }
 
   RpcClientOptions rpc_options;
   rpc_options.clock = clock_;
@@ -78,10 +87,21 @@ Status ServerImpl::Init() {
   job_ = rr.job();
   coordinator_identity_ = rr.coordinator_identity();
   coordinator_term_ = rr.coordinator_term();
-  // The coordinator sets replicas > 1 only for the policies that replicate
-  // (chain, hybrid).
-  replicas_ = std::max(1, job_.replicas());
-  if (chained()) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RecoveryPolicy> recovery_policy,
+                   NewRecoveryPolicy(job_.recovery()));
+  recovery_ = recovery_policy->NewServerRecovery();
+  if (recovery_ == nullptr) {
+    return InvalidArgumentError(std::string("recovery policy '") + recovery_policy->Name() +
+                                "' has no server side");
+  }
+  job_info_.server_id = id_;
+  job_info_.replicas = std::max(1, job_.replicas());
+  job_info_.store_kind = options_.store.ResolvedKind();
+  job_info_.checkpoint_root = checkpoint_root_;
+  job_info_.restored = !options_.restore_from.empty();
+  job_info_.awaits_seed = rr.awaits_seed();
+  write_rule_ = recovery_->write_rule(job_info_);
+  if (ChainReplicates()) {
     RpcClientOptions po;
     po.default_timeout_ms = 5000;
     po.clock = clock_;
@@ -94,12 +114,17 @@ Status ServerImpl::Init() {
   co.staleness = job_.staleness();
   ASSIGN_OR_RETURN(policy_, NewConsistencyPolicy(co));
   RETURN_IF_ERROR(InstallMap(rr.shard_map()));
+  // What the state the store opened with reflects (a restored checkpoint,
+  // the last flush): the units of the first map take their records back.
+  RETURN_IF_ERROR(RestoreApplied());
   if (rr.has_live_workers()) RETURN_IF_ERROR(SetLiveWorkers(rr.live_workers()));
   registered_ = true;
   awaiting_seed_ = rr.awaits_seed();
   if (awaiting_seed_) LOG(INFO) << "server " << id_ << " waits to be seeded from the workers";
+  recovery_->OnStarted(job_info_);
   LOG(INFO) << "server " << id_ << " serving on " << advertised_ << " (store "
-            << store_->Name() << ", consistency " << policy_->Name() << ")";
+            << store_->Name() << ", consistency " << policy_->Name() << ", recovery "
+            << recovery_->Name() << ")";
   last_heartbeat_ok_ms_ = clock_->NowMs();
   heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
                                                 clock_);
@@ -116,6 +141,7 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
   r->set_endpoint(advertised_);
   r->set_pid(getpid());
   r->set_protocol_version(kProtocolVersion);
+  if (restored_from_.has_value()) *r->mutable_restored_from() = *restored_from_;
   const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
   StatusOr<Message> reply = UnavailableError("not sent");
   while (true) {
@@ -145,6 +171,7 @@ Status ServerImpl::Run() {
                         " was declared dead by the coordinator and stopped (fenced)");
   }
   // Flush starts a background job; wait until it is on disk.
+  SaveApplied();
   Status s = store_->Flush(last_flush_clock_);
   if (s.ok()) s = store_->WaitForFlush();
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
@@ -189,37 +216,31 @@ void ServerImpl::Heartbeat() {
     if (CoordinatorPeers::ShouldRotate(reply.status())) coordinators_.Rotate(peer);
     if (reply.status().code() == StatusCode::kNotFound) {
       const std::string why = reply.status().message();
-      if (chained()) {
-        RejoinAfterFence(why);
-        return;
-      }
       // Declared dead (e.g. paused past the heartbeat timeout): its shards
       // may have moved on without it, so its state must not serve again.
-      const std::string& mode = job_.recovery();
-      if (mode == "stateless" ||
-          (mode == "checkpoint" && options_.store.ResolvedKind() == "rocksdb")) {
-        RestartInPlace restart{id_, mode == "checkpoint" &&
-                                        ListShardCheckpoints(checkpoint_root_, id_)
-                                                .checkpoints_size() > 0};
-        const Status s = AbortedError(
-            "server " + std::to_string(id_) + " was declared dead by the coordinator (" + why +
-            "); restarting in place " +
-            (mode == "stateless" ? std::string("to be re-seeded from the workers")
-             : restart.restore_latest_checkpoint
-                 ? "from its latest checkpoint under " + checkpoint_root_
-                 : "from its data dir (it has no complete checkpoint)"));
-        rpc_->Post([this, s, restart] {
-          restart_ = restart;
-          Exit(s);
-        });
-        return;
+      // The policy says how it comes back.
+      const recovery::DeadServerPlan plan = recovery_->OnDeclaredDead(JobInfoNow());
+      const std::string dead = "server " + std::to_string(id_) +
+                               " was declared dead by the coordinator (" + why + "); ";
+      switch (plan.action) {
+        case recovery::DeadServerPlan::Action::kRejoinChains:
+          RejoinAfterFence(why);
+          return;
+        case recovery::DeadServerPlan::Action::kRestartInPlace: {
+          RestartInPlace restart{id_, plan.restart_flags};
+          const Status s = AbortedError(dead + "restarting in place " + plan.advice);
+          rpc_->Post([this, s, restart] {
+            restart_ = restart;
+            Exit(s);
+          });
+          return;
+        }
+        case recovery::DeadServerPlan::Action::kExit: {
+          const Status s = AbortedError(dead + "exiting: " + plan.advice);
+          rpc_->Post([this, s] { Exit(s); });
+          return;
+        }
       }
-      const Status s = AbortedError(
-          "server " + std::to_string(id_) + " was declared dead by the coordinator (" + why +
-          "); exiting: restart it with --server_id=" + std::to_string(id_) +
-          (job_.recovery() == "checkpoint" ? " --restore_from=latest" : "") +
-          " to rejoin (under --recovery=none the job has failed)");
-      rpc_->Post([this, s] { Exit(s); });
       return;
     }
     const int64_t silent_ms = clock_->NowMs() - last_heartbeat_ok_ms_;
@@ -262,6 +283,12 @@ void ServerImpl::Heartbeat() {
       if (!s.ok()) LOG(ERROR) << "live worker set from the coordinator: " << s;
     }
   });
+}
+
+recovery::ServerJobInfo ServerImpl::JobInfoNow() const {
+  recovery::ServerJobInfo info = job_info_;
+  info.complete_checkpoints = ListShardCheckpoints(checkpoint_root_, id_).checkpoints_size();
+  return info;
 }
 
 void ServerImpl::AdoptCoordinator(const std::string& identity, uint64_t term) {

@@ -40,6 +40,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "relaxps/curve_options.h"
@@ -163,16 +164,17 @@ class Server {
 
   // How to come back after Run() returned because the coordinator declared
   // this server dead (paused or cut off past the heartbeat timeout) under a
-  // policy that expects the same server id back: under checkpoint, from its
-  // latest complete checkpoint (or its own data dir when it has none); under
-  // stateless, empty, to be re-seeded from the workers. Its old state must
-  // not serve again, so it restarts as a fresh process would; relaxps-server
-  // re-executes itself with these settings, so no supervisor is needed.
-  // (Under chain and hybrid it rejoins without leaving Run(); under none
-  // the job has failed.)
+  // policy whose server side restarts it in place
+  // (recovery::DeadServerPlan::kRestartInPlace; e.g. from its latest complete
+  // checkpoint, or empty to be re-seeded from the workers). Its old state
+  // must not serve again, so it restarts as a fresh process would;
+  // relaxps-server re-executes itself with --server_id and `flags` (and
+  // without its old --restore_from), so no supervisor is needed. (A policy
+  // may instead rejoin chains without leaving Run(), or exit with advice.)
   struct RestartInPlace {
     int server_id = -1;
-    bool restore_latest_checkpoint = false;
+    // Flags besides --server_id, e.g. {"--restore_from=latest"}.
+    std::vector<std::string> flags;
   };
   // Set once Run() has returned for that reason; nullopt otherwise.
   virtual std::optional<RestartInPlace> restart_in_place() const = 0;

@@ -4,8 +4,16 @@
 // the coordinator calls and table metadata; client/internal/requests.cc the
 // data path (dense and sparse requests, Clock). Routing by shard map is
 // client/internal/router.h, parking and resending across server restarts
-// client/internal/resender.h, the SSP parameter cache
-// client/internal/ssp_cache.h.
+// client/internal/resender.h, holding requests to a restarted server
+// client/internal/server_gate.h, the SSP parameter cache
+// client/internal/ssp_cache.h, the local copies of a worker that trains
+// through a server's loss client/internal/stateless.cc.
+//
+// Recovery: the client never asks which policy runs. It makes the policy's
+// client role (recovery/client_recovery.h) at registration, runs the
+// mechanisms the role's features() ask for, asks the role at each decision
+// point (a part whose server failed, a new map, a heartbeat, an
+// acknowledged push) and implements recovery::ClientMechanisms for it.
 //
 // Thread-safety: as Client: every public method is safe from any thread.
 // A request's callback runs on the transport's I/O thread, or inline on the
@@ -27,6 +35,7 @@
 #include "client/internal/local_rows.h"
 #include "client/internal/resender.h"
 #include "client/internal/router.h"
+#include "client/internal/server_gate.h"
 #include "client/internal/ssp_cache.h"
 #include "common/buffer_pool.h"
 #include "common/clock.h"
@@ -36,6 +45,7 @@
 #include "common/shard_map.h"
 #include "common/thread_annotations.h"
 #include "common/transport.h"
+#include "recovery/client_recovery.h"
 
 namespace relaxps {
 namespace client_internal {
@@ -65,7 +75,7 @@ class Join {
   Status first_error_ GUARDED_BY(mu_);
 };
 
-class ClientImpl final : public Client {
+class ClientImpl final : public Client, private recovery::ClientMechanisms {
  public:
   ClientImpl(const ClientOptions& options, const FaultOptions& faults)
       : options_(options), faults_(faults), clock_source_(ClockOrReal(options.clock)) {}
@@ -126,7 +136,7 @@ class ClientImpl final : public Client {
 
   Status Clock() override;
   Status Barrier() override;
-  int64_t clock() const override { return clock_.load(); }
+  int64_t clock() const override { return clock_.load(); }  // Also ClientMechanisms.
   int64_t last_params_clock() const override { return last_params_clock_.load(); }
   ClientStats stats() const override;
   bool Drive(const std::function<bool()>& done, int timeout_ms) override {
@@ -156,10 +166,12 @@ class ClientImpl final : public Client {
   Status SetMap(const wire::ShardMap& proto);
   Status JobError() const;
   // Sends one request part to a server; `make` builds it (again for a
-  // resend). A part whose server is lost waits in resender_ while the
-  // recovery policy resends across restarts (see client/internal/resender.h).
+  // resend). A part whose server is lost waits in resender_ when the
+  // recovery role says so (ClientRecovery::OnServerFailed, see
+  // client/internal/resender.h); one to a restarted server waits at gate_
+  // until the role releases it, unless `past_gate` (a replayed part).
   void CallServer(int server, std::function<Message()> make, Transport::ReplyCallback done,
-                  int64_t give_up_ms = 0);
+                  int64_t give_up_ms = 0, bool past_gate = false);
   // InvalidArgument (counted in errors_) unless every value is finite. The
   // client checks a push that goes as several requests (parts of a split
   // push, several servers or buckets) whole before sending any, and a part
@@ -168,8 +180,8 @@ class ClientImpl final : public Client {
   Status CheckPushFinite(const float* values, size_t n);
   // Whether dense requests may be split into parts (ClientOptions).
   bool SplitsParts() const {
-    return options_.dense_part_bytes >= static_cast<int64_t>(sizeof(float)) && !Chained() &&
-           replica_ == nullptr;
+    return options_.dense_part_bytes >= static_cast<int64_t>(sizeof(float)) &&
+           !features_.exactly_once_keys;
   }
   // Splits every slice larger than options_.dense_split_bytes into parts of
   // about options_.dense_part_bytes (at most kMaxSplitParts of them, larger
@@ -242,14 +254,13 @@ class ClientImpl final : public Client {
   // Holds at a barrier (the start barrier, or worker barrier `generation`)
   // until the coordinator lets it pass or answers at `timeout_ms`.
   Status WaitAtBarrier(bool start, int64_t generation, int timeout_ms);
-  // Chain replication (RecoveryPolicy::ReplicatesServers): dense requests go
-  // to the head of their range's chain in the current map, sparse ones to the
-  // head of their bucket's; a lost one is re-routed to the new head with its
-  // exactly-once key.
-  bool Chained() const { return recovery_->ReplicatesServers(); }
-  // The server `request` should go to now: the head of its range's or
-  // bucket's chain (chained data requests), else `server`.
+  // The server `request` should go to now: under chain routing
+  // (ClientFeatures::chain_routing) the head of its range's or bucket's
+  // chain in the current map (data requests), else `server`.
   int RouteOf(const Message& request, int server) const;
+  // Reports an acknowledged push part to the role (callers check
+  // ClientFeatures::report_acked_pushes first: building `push` costs).
+  void PushAcked(recovery::AckedPush push);
   // Logs the first acknowledged resend of each epoch (scripts/run_local.sh
   // reads it: kill -> first push acknowledged by the new head).
   void LogFailover(int server);
@@ -261,25 +272,46 @@ class ClientImpl final : public Client {
   // registration). Registers again with the same id, keeping this process's
   // clock and incarnation (its exactly-once keys stay valid).
   Status RegisterAgain(const std::string& why);
-  // Chain replication, workers: keeps one map watch (a GET_SHARD_MAP the
-  // coordinator holds until its map changes, coordinator/map_watchers.h)
-  // outstanding, so a failover's map arrives within a message delay of the
-  // coordinator's decision, not at the next heartbeat. Re-armed by each
-  // answer; after an error, by the next heartbeat. No-op while one is out.
-  void WatchMap();
 
-  // ---- Stateless recovery (client/internal/stateless.cc; replica_ set) ----
+  // ---- recovery::ClientMechanisms (recovery/client_recovery.h) -----------
+  int64_t NowMs() const override { return clock_source_->NowMs(); }
+  std::shared_ptr<const ShardMap> map() const override { return router_->map(); }
+  // Keeps one map watch (a GET_SHARD_MAP the coordinator holds until its
+  // map changes, coordinator/map_watchers.h) outstanding, so a failover's
+  // map arrives within a message delay of the coordinator's decision, not
+  // at the next heartbeat. Re-armed by each answer; after an error, by the
+  // role's next call (its heartbeat hook). No-op while one is out.
+  void WatchMap() override;
+  void RetryParkedBefore(int64_t ms) override;
+  bool IsLocal(int server) const override;
+  bool LostAt(int server, std::string* endpoint, bool* stalled) const override;
+  // Starts training locally on `server`'s ranges (lost at `endpoint`).
+  void GoLocal(int server, const std::string& endpoint, bool stalled,
+               const std::string& why) override;
+  bool TakeOver(int holder, int spare) override;
+  void Reassign(const std::string& table, uint64_t range_begin, int server) override;
+  // Answers the coordinator's re-seed requests (heartbeat thread).
+  void SendSeedCopies(const wire::HeartbeatReply& hr) override;
+  // Probes servers lost by a stall that the map still shows alive.
+  void ProbeStalledServers() override;
+  void Replay(int server, const recovery::AckedPush& push,
+              std::function<void(const Status&)> done) override;
+  void ReleaseServer(int server) override;
+
+  // ---- Local copies (client/internal/stateless.cc; replica_ set) ----------
   // Deadline of a request of `type` to a server.
   int ServerTimeoutMs(wire::MsgType type) const;
   // The server holding the dense range of `table` that starts at
-  // `range_begin`: the head of its chain in the current map (chain, hybrid),
-  // else `server` (ranges do not move).
+  // `range_begin`: under chain routing the head of its chain in the current
+  // map, else `server` (ranges do not move).
   int HolderOf(const std::string& table, uint64_t range_begin, int server) const;
-  // Hybrid: true if `server` is dead in the current map while it still heads
-  // a chain: the ranges it holds have no live replica left.
-  bool Stranded(int server) const;
-  // Starts training locally on `server`'s ranges (lost at `endpoint`).
-  void GoLocal(int server, const std::string& endpoint, bool stalled, const std::string& why);
+  // The server holding bucket `bucket` of sparse `table` in the current map
+  // under chain routing (-1: none), else `server`.
+  int RowsHolderOf(const std::string& table, uint64_t bucket, int server) const;
+  // What the recovery role is told about a part that failed at `server`
+  // (sent at `endpoint`, held by `holder` now) with `error`.
+  recovery::FailedPart NewFailedPart(int server, const std::string& endpoint, int holder,
+                                     const Status& error, bool rows, int reroutes) const;
   // Serves one dense part from the local copy (op's buffers at `at`);
   // lowers op->min_params_clock to the copy's clock. `doubtful_id` != 0:
   // the part's push was sent under that exactly-once key and may still be
@@ -299,26 +331,19 @@ class ClientImpl final : public Client {
   // up to a seeded server's.
   void RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
                      int64_t params_clock);
-  // After a map change: local servers that are back (seeded, at a new
-  // endpoint) are used again; servers the map shows dead go local (under
-  // hybrid only those still heading a chain: the others were spliced out).
-  void FollowMap(const ShardMap& m);
   // Ends local mode for `server`; what was changed locally since the last
   // copy sent to the coordinator goes to it as raw deltas. `same_server`:
   // the server was slow, not lost; the pushes it may have applied are resent
   // with their exactly-once keys rather than as part of the deltas.
-  void Rejoin(int server, bool same_server, const char* why);
-  // Chain replication (hybrid): `deltas` split into one per sparse bucket
+  void Rejoin(int server, bool same_server, const char* why) override;
+  // Chain routing: `deltas` split into one per sparse bucket
   // (RowsDelta::bucket), the unit a chained server takes row pushes in;
-  // others: `deltas` as they are.
+  // else `deltas` as they are.
   std::vector<RowsDelta> SplitByBucket(const std::vector<RowsDelta>& deltas) const;
   // I/O thread (RpcClientOptions::on_disconnect): the connection of `peer`
-  // closed; a stateless worker probes the server and goes local if it does
-  // not answer within disconnect_probe_ms.
+  // closed; with ClientFeatures::probe_on_disconnect the worker probes the
+  // server and goes local if it does not answer within disconnect_probe_ms.
   void OnDisconnect(int peer);
-  // Heartbeat thread: answers the coordinator's re-seed requests and probes
-  // servers lost by a stall that the map still shows alive.
-  void StatelessHeartbeat(const wire::HeartbeatReply& hr);
 
   // Constant after Init().
   const ClientOptions options_;
@@ -327,6 +352,9 @@ class ClientImpl final : public Client {
   JobInfo job_;
   std::unique_ptr<ConsistencyPolicy> consistency_;
   std::unique_ptr<RecoveryPolicy> recovery_;
+  // The policy's client role and the mechanisms it asked for.
+  std::unique_ptr<recovery::ClientRecovery> role_;
+  recovery::ClientFeatures features_;
   std::unique_ptr<Transport> rpc_;
   // Every coordinator of the job (--coordinator may list several); set in
   // Init(), then used from any thread.
@@ -334,8 +362,9 @@ class ClientImpl final : public Client {
   wire::Encoding encoding_ = wire::ENC_FP32;
   std::unique_ptr<client_internal::Router> router_;
   std::unique_ptr<client_internal::Resender> resender_;
+  std::unique_ptr<client_internal::ServerGate> gate_;
   std::unique_ptr<client_internal::SspCache> cache_;  // Null unless the policy caches reads.
-  // Null unless the policy trains through server loss (stateless).
+  // Null unless the role keeps local copies (ClientFeatures::local_copies).
   std::unique_ptr<client_internal::LocalReplica> replica_;
   std::unique_ptr<client_internal::LocalRows> rows_;  // With replica_.
 
@@ -346,6 +375,7 @@ class ClientImpl final : public Client {
   std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> replies_handed_over_{0};
+  std::atomic<uint64_t> acked_updates_{0};  // ClientStats::acked_updates.
   BufferPool out_pool_{ParamsPoolOptions()};
   static BufferPoolOptions ParamsPoolOptions() {
     BufferPoolOptions o;
@@ -355,7 +385,7 @@ class ClientImpl final : public Client {
 
   std::atomic<bool> shutting_down_{false};
   // Set at the end of Init() when the worker goes local on a closed
-  // connection (stateless, not hybrid: there chain failover handles it).
+  // connection (local copies with ClientFeatures::probe_on_disconnect).
   std::atomic<bool> local_on_disconnect_{false};
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
   std::atomic<uint64_t> next_push_id_{1};

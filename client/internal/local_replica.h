@@ -1,7 +1,8 @@
 // LocalReplica: a stateless-recovery worker's own copy of the dense ranges it
 // trains on, and what it changed while their server was lost.
 //
-// Under --recovery=stateless (RecoveryPolicy::TrainsThroughServerLoss) the
+// Under a policy whose workers keep local copies (--recovery=stateless,
+// hybrid; recovery::ClientFeatures::local_copies) the
 // client remembers the last parameters every dense range returned. When a
 // range's server is lost (its request failed or timed out, or the shard map
 // says it is dead) the server goes "local": pushes to its ranges are applied

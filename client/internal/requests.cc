@@ -67,16 +67,17 @@ Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int
   m.header.set_clock(clock);
   m.header.set_shard_map_version(map_version);
   m.header.set_encoding(encoding_);
-  // Exactly-once keys: chain resends, and a stateless worker's resend of a
-  // push it gave up on (client/internal/local_replica.h, DoubtfulPush).
-  if (Chained() || replica_ != nullptr) m.header.set_incarnation(incarnation_);
-  if (Chained()) m.header.set_epoch(router_->map()->epoch());
+  // Exactly-once keys (ClientFeatures::exactly_once_keys): chain resends, a
+  // stateless worker's resend of a push it gave up on
+  // (client/internal/local_replica.h, DoubtfulPush), replays.
+  if (features_.exactly_once_keys) m.header.set_incarnation(incarnation_);
+  if (features_.chain_routing) m.header.set_epoch(router_->map()->epoch());
   return m;
 }
 
 int ClientImpl::RouteOf(const Message& request, int server) const {
   const wire::MsgType t = request.header.type();
-  if (!Chained()) return server;
+  if (!features_.chain_routing) return server;
   std::shared_ptr<const ShardMap> m = router_->map();
   if (t == wire::PUSH_ROWS || t == wire::PULL_ROWS) {
     // The head of the request's bucket.
@@ -99,8 +100,38 @@ void ClientImpl::LogFailover(int server) {
             << " at unix_ms=" << clock_source_->NowUnixMs() << " (epoch " << epoch << ")";
 }
 
+recovery::FailedPart ClientImpl::NewFailedPart(int server, const std::string& endpoint,
+                                               int holder, const Status& error, bool rows,
+                                               int reroutes) const {
+  recovery::FailedPart part;
+  part.server = server;
+  part.endpoint = endpoint;
+  part.holder = holder;
+  part.error = error;
+  part.rows = rows;
+  part.can_reroute = reroutes < kMaxReroutes;
+  part.map = router_->map();
+  return part;
+}
+
+namespace {
+
+// An update of this client's that acked_updates counts: a push part (a
+// split range's first part standing for all), not a raw delta or a replay.
+bool CountsAsUpdate(const wire::Header& h) {
+  return (h.type() == wire::PUSH || h.type() == wire::PUSH_PULL || h.type() == wire::PUSH_ROWS) &&
+         !h.raw_delta() && !h.replayed() && !h.push_continues();
+}
+
+}  // namespace
+
+void ClientImpl::PushAcked(recovery::AckedPush push) {
+  push.incarnation = incarnation_;
+  role_->OnPushAcked(push);
+}
+
 void ClientImpl::CallServer(int server, std::function<Message()> make,
-                            Transport::ReplyCallback done, int64_t give_up_ms) {
+                            Transport::ReplyCallback done, int64_t give_up_ms, bool past_gate) {
   Message request = make();
   server = RouteOf(request, server);
   std::shared_ptr<const ShardMap> peer_map;  // Names the endpoint the request goes to.
@@ -111,20 +142,29 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
     return;
   }
   const uint64_t epoch = router_->map()->epoch();
-  if (Chained()) request.header.set_epoch(epoch);
-  if (Chained() && replica_ != nullptr && Stranded(server)) {
-    // Hybrid: no live replica holds the range; the caller serves it locally.
+  if (features_.chain_routing) request.header.set_epoch(epoch);
+  if (role_->BeforeSend(server, *router_->map()) == recovery::PartAction::kServeLocally) {
+    // No live server holds the range; the caller serves it locally.
     done(UnavailableError("server " + std::to_string(server) +
                           " held the last replica of the range and is lost"),
          Message());
     return;
   }
+  if (!past_gate && gate_->enabled()) {
+    // A restarted server gets nothing before the role released it.
+    client_internal::ServerGate::Held held{server, std::move(make), std::move(done), give_up_ms};
+    if (!gate_->Admit(server, peer_map->server_endpoint(server), &held)) return;
+    make = std::move(held.make);
+    done = std::move(held.done);
+  }
+  const bool update = CountsAsUpdate(request.header);
   const int timeout_ms = ServerTimeoutMs(request.header.type());
   rpc_->Call(peer, std::move(request), timeout_ms,
-             [this, server, peer_map, epoch, give_up_ms, make = std::move(make),
+             [this, server, peer_map, epoch, give_up_ms, past_gate, update, make = std::move(make),
               done = std::move(done)](const Status& reply_status, Message&& reply) mutable {
                Status st = reply_status;
-               if (Chained() && st.code() == StatusCode::kWrongShard &&
+               const bool chained = features_.chain_routing;
+               if (chained && st.code() == StatusCode::kWrongShard &&
                    reply.header.has_shard_map()) {
                  // Not (or no longer) the head: install the map the server
                  // sent if it is newer, then re-route to the head it names,
@@ -134,7 +174,7 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
                  if (!installed.ok()) LOG(ERROR) << "bad shard map in a reply: " << installed;
                  st = UnavailableError(st.message() + "; re-routing");
                }
-               if (Chained()) {
+               if (chained) {
                  if (st.ok() && !router_->map()->proto().servers(server).alive()) {
                    // A late reply of a server declared dead since: refused.
                    st = UnavailableError("reply from server " + std::to_string(server) +
@@ -143,15 +183,23 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
                    LogFailover(server);
                  }
                }
-               if (st.ok() || !resender_->ShouldWait(st) || !JobError().ok()) {
+               if (st.ok() && update) acked_updates_.fetch_add(1);
+               if (st.ok() || !Resender::IsServerLoss(st) || !JobError().ok()) {
                  done(st, std::move(reply));
                  return;
                }
-               if (Chained() && (router_->map()->epoch() > epoch ||
-                                 RouteOf(make(), server) != server)) {
+               const recovery::PartAction action = role_->OnServerFailed(
+                   NewFailedPart(server, peer_map->server_endpoint(server), server, st, false, 0));
+               const bool until_restart = action == recovery::PartAction::kPark;
+               if (!until_restart && action != recovery::PartAction::kReroute) {
+                 done(st, std::move(reply));
+                 return;
+               }
+               if (!until_restart && (router_->map()->epoch() > epoch ||
+                                      RouteOf(make(), server) != server)) {
                  // The map changed meanwhile: re-route to the new head now.
                  CallServer(server, std::move(make), std::move(done),
-                            resender_->GiveUpTime(give_up_ms));
+                            resender_->GiveUpTime(give_up_ms), past_gate);
                  return;
                }
                give_up_ms = resender_->GiveUpTime(give_up_ms);
@@ -159,15 +207,20 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
                  done(st, Message());
                  return;
                }
-               resender_->Park({server, peer_map->server_endpoint(server), std::move(make),
-                                std::move(done), give_up_ms, st});
+               Resender::Parked parked{server, peer_map->server_endpoint(server), std::move(make),
+                                       std::move(done), give_up_ms, st};
+               parked.until_restart = until_restart;
+               parked.past_gate = past_gate;
+               resender_->Park(std::move(parked));
                // The map may have named the restarted server before the part
-               // was parked: resend what it already names. (Chain parts are
-               // retried by the heartbeat and on every new map instead.)
-               if (Chained()) return;
+               // was parked: resend what it already names. (Parts waiting for
+               // a new head are retried by the role's heartbeat and on every
+               // new map instead.)
+               if (!until_restart) return;
                for (client_internal::Resender::Parked& p :
                     resender_->TakeRestarted(*router_->map())) {
-                 CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms);
+                 CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms,
+                            p.past_gate);
                }
              });
 }
@@ -279,7 +332,7 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
       return;
     }
   }
-  if (slices->size() != 1 || (replica_ != nullptr && replica_->IsLocal((*slices)[0].server))) {
+  if (slices->size() != 1 || (features_.local_copies && replica_->IsLocal((*slices)[0].server))) {
     EnsureOut(op.get());  // Assembled from parts, or answered here.
   }
   auto join = std::make_shared<Join>(static_cast<int>(slices->size()), std::move(done));
@@ -289,9 +342,9 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
     const uint64_t at = offset + s.offset;  // Position within the request's buffers.
     const bool with_payload = op->type != wire::PULL;
     const FloatBuffer payload = with_payload ? op->grads.Slice(at, s.count) : FloatBuffer();
-    // Exactly-once key of the part (chain replication): kept by resends and
-    // by a re-route of the same range.
-    const uint64_t part_id = with_payload && (Chained() || replica_ != nullptr)
+    // Exactly-once key of the part (ClientFeatures::exactly_once_keys): kept
+    // by resends and by a re-route of the same range.
+    const uint64_t part_id = with_payload && features_.exactly_once_keys
                                  ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1))
                                  : 0;
     auto make = [this, op, begin = s.begin, count = s.count, payload, version = m->version(),
@@ -304,7 +357,7 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
       if (op->type != wire::PULL) req.frames.push_back(EncodeFloats(payload, encoding_));
       return req;
     };
-    if (replica_ != nullptr && replica_->IsLocal(s.server)) {
+    if (features_.local_copies && replica_->IsLocal(s.server)) {
       join->PartDone(ServeLocally(op, s, at));
       continue;
     }
@@ -320,26 +373,21 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                              [join](const Status& r) { join->PartDone(r); }, part_id);
                    return;
                  }
-                 if (replica_ != nullptr && JobError().ok() &&
-                     (st.code() == StatusCode::kUnavailable ||
-                      st.code() == StatusCode::kDeadlineExceeded)) {
-                   // Stateless: never wait for a lost server. A part sent to
-                   // an endpoint the map has replaced since goes to the new
-                   // server (which holds nothing of the old one's state);
-                   // otherwise the server goes local and the part is served
-                   // from this worker's copy.
-                   std::shared_ptr<const ShardMap> now = router_->map();
-                   const std::string current = now->server_endpoint(s.server);
-                   const int holder = HolderOf(op->table, s.range_begin, s.server);
-                   if (!Chained() && current != endpoint && !current.empty() &&
-                       now->proto().servers(s.server).alive() && reroutes < kMaxReroutes) {
-                     SendDense(op, now, s.begin, at, s.count, reroutes + 1,
+                 if (JobError().ok() && Resender::IsServerLoss(st)) {
+                   // The role decides: fail, serve from this worker's copy
+                   // (the server goes local), or send to the server that
+                   // replaced it.
+                   const recovery::LostPartDecision d = role_->OnPartLost(NewFailedPart(
+                       s.server, endpoint, HolderOf(op->table, s.range_begin, s.server), st,
+                       false, reroutes));
+                   if (d.action == recovery::PartAction::kSendToReplacement &&
+                       reroutes < kMaxReroutes) {
+                     SendDense(op, router_->map(), s.begin, at, s.count, reroutes + 1,
                                [join](const Status& r) { join->PartDone(r); });
                      return;
                    }
-                   // Hybrid: only a range whose every replica is lost.
-                   if (!Chained() || Stranded(holder)) {
-                     GoLocal(holder, Chained() ? now->server_endpoint(holder) : endpoint,
+                   if (d.action == recovery::PartAction::kServeLocally && features_.local_copies) {
+                     GoLocal(d.local_server, d.endpoint,
                              st.code() == StatusCode::kDeadlineExceeded, st.ToString());
                      // The part was sent: the server may still apply it.
                      EnsureOut(op.get());
@@ -359,7 +407,18 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                    const int64_t mine = reply.header.params_clock();
                    while (mine < seen && !op->min_params_clock.compare_exchange_weak(seen, mine)) {
                    }
-                   if (result.ok() && replica_ != nullptr) RememberReply(op, s, at, mine);
+                   if (result.ok() && features_.local_copies) RememberReply(op, s, at, mine);
+                 }
+                 if (result.ok() && op->type != wire::PULL && features_.report_acked_pushes) {
+                   recovery::AckedPush acked;
+                   acked.server = s.server;
+                   acked.type = op->type;
+                   acked.table = op->table;
+                   acked.key_begin = s.begin;
+                   acked.grads = op->grads.Slice(at, s.count);
+                   acked.clock = op->clock;
+                   acked.push_id = part_id;
+                   PushAcked(std::move(acked));
                  }
                  if (!result.ok()) {
                    errors_.fetch_add(1);
@@ -452,8 +511,9 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     done(NotFoundError("unknown table '" + table + "'"));
     return;
   }
-  // Each bucket has its own chain, head and exactly-once record.
-  const bool by_bucket = Chained() && ts->buckets_size() > 0;
+  // Under chain routing each bucket has its own chain, head and exactly-once
+  // record.
+  const bool by_bucket = features_.chain_routing && ts->buckets_size() > 0;
   std::vector<RowsPart> parts = GroupRows(type, ids, positions, *m, *ts, by_bucket);
   if (type == wire::PUSH_ROWS && reroutes == 0 && parts.size() > 1) {
     Status finite = CheckPushFinite(grads.data(), grads.size());
@@ -468,10 +528,14 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     auto pos = std::make_shared<const std::vector<uint32_t>>(std::move(rp.positions));
     const int s = by_bucket ? m->BucketServer(*ts, g) : g;
     const uint64_t bucket = by_bucket ? static_cast<uint64_t>(g) : 0;
-    // Exactly-once key of the part (chain replication), kept by resends and
-    // by a re-route of the same bucket; under stateless the key of a row push
-    // that may be resent (see DoubtfulRowPush).
-    const uint64_t part_id = type == wire::PUSH_ROWS && (by_bucket || replica_ != nullptr)
+    // Exactly-once key of the part (ClientFeatures::exactly_once_keys), kept
+    // by resends and by a re-route of the same bucket; with local copies the
+    // key of a row push that may be resent (see DoubtfulRowPush). Under
+    // chain routing a table without buckets (a map of an older version) has
+    // no exactly-once record: its parts carry none.
+    const bool keyed = features_.exactly_once_keys &&
+                       (by_bucket || !features_.chain_routing || features_.local_copies);
+    const uint64_t part_id = type == wire::PUSH_ROWS && keyed
                                  ? (push_id != 0 ? push_id : next_push_id_.fetch_add(1))
                                  : 0;
     // Positions are distinct and in order: consecutive ones (all of them,
@@ -503,12 +567,12 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
       if (type == wire::PUSH_ROWS) req.frames.push_back(EncodeFloats(part, encoding_));
       return req;
     };
-    // Stateless: the rows of a lost server are served from this worker's
-    // row copies (a stateless server holds no chains: the row owner is it).
-    // Hybrid: those of a bucket whose every replica is lost (its head is
-    // local, see FollowMap).
-    const bool stateless = replica_ != nullptr;
-    if (stateless && replica_->IsLocal(s)) {
+    // Local copies: the rows of a local server are served from this
+    // worker's row copies (without chains the row owner is that server;
+    // under chain routing the head of a bucket whose every replica is lost,
+    // which the role took local).
+    const bool local_copies = features_.local_copies;
+    if (local_copies && replica_->IsLocal(s)) {
       join->PartDone(
           ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos, served_locally.get()));
       continue;
@@ -516,7 +580,7 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     const std::string endpoint = m->server_endpoint(s);
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
-                part_ids, part, stateless, endpoint, consecutive, first, bucket, served_locally,
+                part_ids, part, local_copies, endpoint, consecutive, first, bucket, served_locally,
                 version = m->version()](const Status& st, Message&& reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
@@ -524,29 +588,36 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                             part_id, served_locally);
                    return;
                  }
-                 if (stateless && JobError().ok() &&
-                     (st.code() == StatusCode::kUnavailable ||
-                      st.code() == StatusCode::kDeadlineExceeded)) {
-                   // Hybrid: only a bucket whose every replica is lost (its
-                   // head now); otherwise the error stands (chain resends).
-                   int holder = s;
-                   if (Chained()) {
-                     std::shared_ptr<const ShardMap> now = router_->map();
-                     const wire::TableShards* nts = now->FindTable(table);
-                     holder = nts == nullptr || nts->buckets_size() == 0
-                                  ? -1
-                                  : now->BucketServer(*nts, static_cast<int>(bucket));
-                   }
-                   if (!Chained() || (holder >= 0 && Stranded(holder))) {
-                     GoLocal(holder, Chained() ? router_->map()->server_endpoint(holder) : endpoint,
+                 if (JobError().ok() && Resender::IsServerLoss(st)) {
+                   // The role decides: fail (e.g. a bucket that still has a
+                   // live replica: chain routing resent it as long as it
+                   // could), or serve from this worker's copy.
+                   const recovery::LostPartDecision d = role_->OnPartLost(NewFailedPart(
+                       s, endpoint, RowsHolderOf(table, bucket, s), st, true, reroutes));
+                   if (d.action == recovery::PartAction::kServeLocally && local_copies &&
+                       d.local_server >= 0) {
+                     GoLocal(d.local_server, d.endpoint,
                              st.code() == StatusCode::kDeadlineExceeded, st.ToString());
                      // The part was sent: the server may still apply it.
-                     join->PartDone(ServeRowsLocally(holder, type, table, width, part_ids, part,
-                                                     out, *pos, served_locally.get(), part_id));
+                     join->PartDone(ServeRowsLocally(d.local_server, type, table, width, part_ids,
+                                                     part, out, *pos, served_locally.get(),
+                                                     part_id));
                      return;
                    }
                  }
                  Status result = st;
+                 if (result.ok() && type == wire::PUSH_ROWS && features_.report_acked_pushes) {
+                   recovery::AckedPush acked;
+                   acked.server = s;
+                   acked.type = type;
+                   acked.table = table;
+                   acked.key_begin = bucket;
+                   acked.ids = part_ids;
+                   acked.grads = part;
+                   acked.clock = clock;
+                   acked.push_id = part_id;
+                   PushAcked(std::move(acked));
+                 }
                  if (result.ok() && type == wire::PULL_ROWS) {
                    result = consecutive ? DecodeReply(reply, out.data() + first * width,
                                                       pos->size() * width)
@@ -575,7 +646,7 @@ Status ClientImpl::Clock() {
   // sparse tables' rounds.
   const uint64_t version = router_->map()->version();
   for (int server : router_->ServersWithEndpoint()) {
-    if (replica_ != nullptr && replica_->IsLocal(server)) continue;
+    if (features_.local_copies && replica_->IsLocal(server)) continue;
     CallServer(
         server, [this, c, version] { return NewRequest(wire::CLOCK, "", c, version); },
         [](const Status& s, Message&&) {

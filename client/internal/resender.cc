@@ -3,10 +3,9 @@
 namespace relaxps {
 namespace client_internal {
 
-bool Resender::ShouldWait(const Status& status) const {
-  const bool lost = status.code() == StatusCode::kUnavailable ||
-                    status.code() == StatusCode::kDeadlineExceeded;
-  return lost && policy_->ResendsAcrossRestarts();
+bool Resender::IsServerLoss(const Status& status) {
+  return status.code() == StatusCode::kUnavailable ||
+         status.code() == StatusCode::kDeadlineExceeded;
 }
 
 int64_t Resender::GiveUpTime(int64_t give_up_ms) const {
@@ -23,7 +22,7 @@ std::vector<Resender::Parked> Resender::TakeParkedBefore(int64_t ms) {
   std::vector<Parked> taken;
   MutexLock l(&mu_);
   for (auto it = parked_.begin(); it != parked_.end();) {
-    if (it->parked_ms <= ms) {
+    if (!it->until_restart && it->parked_ms <= ms) {
       taken.push_back(std::move(*it));
       it = parked_.erase(it);
     } else {
@@ -39,7 +38,7 @@ std::vector<Resender::Parked> Resender::TakeRestarted(const ShardMap& map) {
   for (auto it = parked_.begin(); it != parked_.end();) {
     const std::string ep =
         it->server < map.num_servers() ? map.server_endpoint(it->server) : std::string();
-    if (policy_->ReplicatesServers() || (!ep.empty() && ep != it->endpoint)) {
+    if (!it->until_restart || (!ep.empty() && ep != it->endpoint)) {
       taken.push_back(std::move(*it));
       it = parked_.erase(it);
     } else {

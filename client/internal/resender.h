@@ -1,10 +1,13 @@
 // Resender: request parts parked while their server is down, resent when it
 // is back (the client's side of a recovery policy that restarts servers).
 //
-// Under a RecoveryPolicy whose ResendsAcrossRestarts() is true, a part that
-// fails because its server is gone (Unavailable, DeadlineExceeded) is parked
-// with the endpoint it failed on. When a newer shard map names a different
-// endpoint for that server (it restarted), the part is taken out and sent
+// When the client's recovery role says so (ClientRecovery::OnServerFailed),
+// a part that fails because its server is gone (Unavailable,
+// DeadlineExceeded) is parked with the endpoint it failed on. A part parked
+// until its server restarts (PartAction::kPark) is taken out when a newer
+// shard map names a different endpoint for that server; one parked until
+// the next map (PartAction::kReroute: a new chain head may take it) is taken
+// out by every map, or after a while by TakeParkedBefore. Either is sent
 // again (its `make` builds the request anew). A part still parked at its
 // give-up time fails with its original error.
 //
@@ -22,7 +25,6 @@
 #include "common/shard_map.h"
 #include "common/thread_annotations.h"
 #include "common/transport.h"
-#include "recovery/recovery_policy.h"
 
 namespace relaxps {
 namespace client_internal {
@@ -38,28 +40,32 @@ class Resender {
     int64_t give_up_ms;  // On `clock`'s time line.
     Status error;        // Why it failed.
     int64_t parked_ms = 0;  // When it was parked (Park() sets it).
+    // Taken only when its server's endpoint changes (else by any new map).
+    bool until_restart = true;
+    // Passes the gate of a restarted server (a replayed part).
+    bool past_gate = false;
   };
 
-  // `policy` and `clock` must outlive the resender.
-  Resender(const RecoveryPolicy* policy, const Clock* clock, int recovery_timeout_ms)
-      : policy_(policy), clock_(clock), recovery_timeout_ms_(recovery_timeout_ms) {}
+  // `clock` must outlive the resender.
+  Resender(const Clock* clock, int recovery_timeout_ms)
+      : clock_(clock), recovery_timeout_ms_(recovery_timeout_ms) {}
   Resender(const Resender&) = delete;
   Resender& operator=(const Resender&) = delete;
 
-  // True if a part that failed with `status` should wait for its server
-  // rather than fail: the server looks lost and the policy resends.
-  bool ShouldWait(const Status& status) const;
+  // True if `status` says the part's server looks lost (Unavailable,
+  // DeadlineExceeded): the recovery role decides whether it waits.
+  static bool IsServerLoss(const Status& status);
   // The give-up time of a part first failing now (`give_up_ms` == 0), or its
   // existing one; a part past it fails.
   int64_t GiveUpTime(int64_t give_up_ms) const;
   int64_t NowMs() const { return clock_->NowMs(); }
 
   void Park(Parked part);
-  // Takes the parts whose server `map` names a new, non-empty endpoint for;
-  // under chain replication (the policy ReplicatesServers) every part: a new
-  // map may name a new head for it.
+  // Takes the parts parked until the next map (a new map may name a new
+  // head for them), and those parked until a restart whose server `map`
+  // names a new, non-empty endpoint for.
   std::vector<Parked> TakeRestarted(const ShardMap& map);
-  // Takes the parts parked at or before `ms`.
+  // Takes the parts parked until the next map at or before `ms`.
   std::vector<Parked> TakeParkedBefore(int64_t ms);
   // Takes the parts past their give-up time, or every part if `all`.
   std::vector<Parked> TakeExpired(bool all);
@@ -68,7 +74,6 @@ class Resender {
   void FailExpired(const Status& all);
 
  private:
-  const RecoveryPolicy* const policy_;
   const Clock* const clock_;
   const int recovery_timeout_ms_;
 

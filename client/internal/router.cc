@@ -15,10 +15,10 @@ StatusOr<std::vector<Router::Moved>> Router::Install(const wire::ShardMap& proto
     const std::string& ep = next->server_endpoint(i);
     if (map_ && i < map_->num_servers() && peers_[i] >= 0 && !ep.empty() &&
         map_->server_endpoint(i) != ep) {
-      moved.push_back(Moved{i, peers_[i], ep});
+      moved.push_back(Moved{i, peers_[i], ep, true});
     } else if (cancel_dead && map_ && i < map_->num_servers() && peers_[i] >= 0 &&
                map_->proto().servers(i).alive() && !next->proto().servers(i).alive()) {
-      moved.push_back(Moved{i, peers_[i], ep});
+      moved.push_back(Moved{i, peers_[i], ep, false});
     }
     if (!ep.empty()) peers_[i] = transport_->Connect(ep, next->proto().servers(i).curve_public_key());
   }

@@ -37,14 +37,17 @@ class Router {
     int server;
     int old_peer;          // Peer of its previous endpoint.
     std::string endpoint;  // Its new endpoint.
+    // Its endpoint changed (it restarted), rather than the new map marking
+    // it dead (cancel_dead).
+    bool restarted = true;
   };
 
   // Installs `proto` if its version is newer than the current map's and
   // returns the servers that moved (empty if not newer). InvalidArgument for
   // a malformed map (the current one stays).
-  // With `cancel_dead` (chain replication), a server the new map marks dead
-  // is reported too (endpoint unchanged): what is in flight there is
-  // re-routed to the new heads.
+  // With `cancel_dead` (chain routing), a server the new map marks dead
+  // is reported too (endpoint unchanged, restarted false): what is in
+  // flight there is re-routed to the new heads.
   StatusOr<std::vector<Moved>> Install(const wire::ShardMap& proto, bool cancel_dead = false);
 
   // Never null after the first successful Install().

@@ -1,7 +1,9 @@
-// Stateless recovery on the worker's side (--recovery=stateless): going local
-// when a server is lost, serving its ranges from client_internal::LocalReplica,
-// answering the coordinator's re-seed requests, and switching back to a
-// seeded (or merely slow) server.
+// The local-copy mechanisms of a worker that trains through a server's loss
+// (recovery::ClientFeatures::local_copies; the role decides when): going
+// local when a server is lost, serving its ranges from
+// client_internal::LocalReplica and LocalRows, answering the coordinator's
+// re-seed requests, and switching back to a seeded (or merely slow) server;
+// and the other mechanisms a recovery role drives (recovery::ClientMechanisms).
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -14,21 +16,23 @@ namespace relaxps {
 namespace client_internal {
 
 int ClientImpl::ServerTimeoutMs(wire::MsgType type) const {
-  // Hybrid: a slow or lost head is chain replication's business (resent with
-  // its exactly-once key to the new head); a range goes local only once the
-  // map shows its whole chain lost.
-  if (replica_ == nullptr || Chained()) return options_.request_timeout_ms;
+  // Without lost_after_ms a slow or lost server is the role's business
+  // (waited for, or the part resent to a new chain head): every request gets
+  // the full deadline.
+  if (features_.lost_after_ms <= 0) return options_.request_timeout_ms;
   // A pull may wait at the BSP/SSP gate for slower workers: only the
   // coordinator's word or a closed connection takes its server away.
   const bool gated = (type == wire::PULL || type == wire::PUSH_PULL) &&
                      consistency_->model() != ConsistencyModel::kAsync;
   return gated ? options_.request_timeout_ms
-               : std::min(options_.request_timeout_ms, options_.local_after_ms);
+               : std::min(options_.request_timeout_ms, features_.lost_after_ms);
 }
 
 void ClientImpl::GoLocal(int server, const std::string& endpoint, bool stalled,
                          const std::string& why) {
-  if (!replica_->GoLocal(server, endpoint, stalled, clock_.load())) return;
+  if (!features_.local_copies || !replica_->GoLocal(server, endpoint, stalled, clock_.load())) {
+    return;
+  }
   LOG(WARNING) << "server " << server << " (" << endpoint << ") lost: " << why
                << "; training on this worker's copy of its ranges until it is replaced";
   std::string current;
@@ -40,23 +44,59 @@ void ClientImpl::GoLocal(int server, const std::string& endpoint, bool stalled,
 }
 
 int ClientImpl::HolderOf(const std::string& table, uint64_t range_begin, int server) const {
-  if (!Chained()) return server;
+  if (!features_.chain_routing) return server;
   StatusOr<std::vector<DenseSlice>> head = router_->map()->SplitDense(table, range_begin, 1);
   return head.ok() && !head->empty() ? head->front().server : server;
 }
 
-bool ClientImpl::Stranded(int server) const {
-  std::shared_ptr<const ShardMap> m = router_->map();
-  if (server < 0 || server >= m->num_servers() || m->proto().servers(server).alive()) return false;
-  for (const wire::TableShards& ts : m->proto().tables()) {
-    for (const wire::DenseRange& r : ts.ranges()) {
-      if (r.server() == server) return true;
-    }
-    for (const wire::SparseBucket& b : ts.buckets()) {
-      if (b.server() == server) return true;
-    }
-  }
-  return false;
+int ClientImpl::RowsHolderOf(const std::string& table, uint64_t bucket, int server) const {
+  if (!features_.chain_routing) return server;
+  std::shared_ptr<const ShardMap> now = router_->map();
+  const wire::TableShards* ts = now->FindTable(table);
+  return ts == nullptr || ts->buckets_size() == 0
+             ? -1
+             : now->BucketServer(*ts, static_cast<int>(bucket));
+}
+
+bool ClientImpl::IsLocal(int server) const {
+  return features_.local_copies && replica_->IsLocal(server);
+}
+
+bool ClientImpl::LostAt(int server, std::string* endpoint, bool* stalled) const {
+  return features_.local_copies && replica_->LostAt(server, endpoint, stalled);
+}
+
+bool ClientImpl::TakeOver(int holder, int spare) {
+  if (!features_.local_copies || !replica_->TakeOver(holder, spare)) return false;
+  rows_->TakeOver(holder, spare);
+  LOG(WARNING) << "server " << spare << " takes over what server " << holder
+               << " held alone; this worker's copies of it move there";
+  return true;
+}
+
+void ClientImpl::Reassign(const std::string& table, uint64_t range_begin, int server) {
+  if (features_.local_copies) replica_->Reassign(table, range_begin, server);
+}
+
+void ClientImpl::Replay(int server, const recovery::AckedPush& push,
+                        std::function<void(const Status&)> done) {
+  const uint64_t version = router_->map()->version();
+  auto make = [this, push, version] {
+    const bool rows = push.type == wire::PUSH_ROWS;
+    Message req = NewRequest(rows ? wire::PUSH_ROWS : wire::PUSH, push.table, push.clock, version);
+    req.header.set_incarnation(push.incarnation);
+    req.header.set_push_id(push.push_id);
+    req.header.set_replayed(true);
+    req.header.set_key_begin(push.key_begin);
+    req.header.set_key_count(rows ? push.ids.size() : push.grads.size());
+    if (rows) req.frames.push_back(Frame::Share(push.ids));
+    req.frames.push_back(EncodeFloats(push.grads, encoding_));
+    return req;
+  };
+  CallServer(
+      server, std::move(make),
+      [done = std::move(done)](const Status& st, Message&&) { done(st); }, 0,
+      /*past_gate=*/true);
 }
 
 Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s,
@@ -121,59 +161,8 @@ void ClientImpl::RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSl
   }
 }
 
-void ClientImpl::FollowMap(const ShardMap& m) {
-  if (Chained()) {
-    // Hybrid: a spare took over what a local server held alone: the copies
-    // and changes move to it, and it is local until it is seeded.
-    for (int i = 0; i < m.num_servers(); ++i) {
-      for (int holder : m.proto().servers(i).took_over()) {
-        if (replica_->TakeOver(holder, i)) {
-          rows_->TakeOver(holder, i);
-          LOG(WARNING) << "server " << i << " takes over what server " << holder
-                       << " held alone; this worker's copies of it move there";
-        }
-      }
-    }
-    // A range whose head is dead has lost every replica (a dead
-    // server that still had another replica was spliced out of the chain).
-    for (const wire::TableShards& ts : m.proto().tables()) {
-      for (const wire::DenseRange& r : ts.ranges()) {
-        if (!m.proto().servers(r.server()).alive()) {
-          replica_->Reassign(ts.table().name(), r.begin(), r.server());
-        }
-      }
-    }
-    for (int i = 0; i < m.num_servers(); ++i) {
-      const wire::ServerInfo& info = m.proto().servers(i);
-      std::string lost_at;
-      bool stalled = false;
-      const bool local = replica_->LostAt(i, &lost_at, &stalled);
-      // Under hybrid a local server shows alive again only once seeded
-      // (restarted, a fenced one registered again at the same endpoint, or a
-      // spare that took over).
-      if (!local && Stranded(i)) {
-        GoLocal(i, info.endpoint(), false, "every replica of its ranges is lost");
-      } else if (local && info.alive()) {
-        Rejoin(i, false, "it was seeded");
-      }
-    }
-    return;
-  }
-  for (int i = 0; i < m.num_servers(); ++i) {
-    const wire::ServerInfo& info = m.proto().servers(i);
-    std::string lost_at;
-    bool stalled = false;
-    if (!replica_->LostAt(i, &lost_at, &stalled)) {
-      if (!info.alive() && !info.endpoint().empty()) {
-        GoLocal(i, info.endpoint(), false, "the coordinator declared it dead");
-      }
-    } else if (info.alive() && !info.endpoint().empty() && info.endpoint() != lost_at) {
-      Rejoin(i, false, "it was replaced and seeded");
-    }
-  }
-}
-
 void ClientImpl::Rejoin(int server, bool same_server, const char* why) {
+  if (!features_.local_copies) return;
   std::vector<DoubtfulPush> resend;
   std::vector<DoubtfulRowPush> resend_rows;
   std::vector<RangeDelta> deltas = replica_->Rejoin(server, same_server, &resend);
@@ -233,7 +222,7 @@ void ClientImpl::Rejoin(int server, bool same_server, const char* why) {
 }
 
 std::vector<RowsDelta> ClientImpl::SplitByBucket(const std::vector<RowsDelta>& deltas) const {
-  if (!Chained()) return deltas;
+  if (!features_.chain_routing) return deltas;
   std::shared_ptr<const ShardMap> m = router_->map();
   std::vector<RowsDelta> out;
   for (const RowsDelta& d : deltas) {
@@ -280,7 +269,8 @@ void ClientImpl::OnDisconnect(int peer) {
   }
 }
 
-void ClientImpl::StatelessHeartbeat(const wire::HeartbeatReply& hr) {
+void ClientImpl::SendSeedCopies(const wire::HeartbeatReply& hr) {
+  if (!features_.local_copies) return;
   for (const wire::ReseedRequest& q : hr.reseed()) {
     Message copy;
     copy.header.set_type(wire::SEED_COPY);
@@ -297,6 +287,10 @@ void ClientImpl::StatelessHeartbeat(const wire::HeartbeatReply& hr) {
     StatusOr<Message> reply = rpc_->CallSync(coordinators_.current(), std::move(copy), 3000);
     if (!reply.ok()) LOG(WARNING) << "SEED_COPY for server " << q.server() << ": " << reply.status();
   }
+}
+
+void ClientImpl::ProbeStalledServers() {
+  if (!features_.local_copies) return;
   // A server lost by a stall that the map still shows alive at the same
   // endpoint may just have been slow: probe it, and hand back the change.
   std::shared_ptr<const ShardMap> m = router_->map();

@@ -3,8 +3,9 @@
 //   coordinator.cc          start-up, leadership, dispatch, job end and status
 //   coordinator_members.cc  registration, heartbeats, the live worker set, barriers
 //   coordinator_tables.cc   tables, learning rates, shard map installs
-//   coordinator_recovery.cc failure detection, chain/stateless/hybrid recovery,
-//                           checkpoints
+//   coordinator_recovery.cc failure detection, the mechanisms the recovery
+//                           policy's hooks drive (recovery/coordinator_recovery.h),
+//                           re-seeds, checkpoints
 //   coordinator_state.cc    the durable state (coordinator/state_store.h)
 //
 // Thread-safety: everything runs on the RpcServer's loop thread, except
@@ -32,21 +33,26 @@
 #include "coordinator/reseeder.h"
 #include "coordinator/state_store.h"
 #include "coordinator/zk_session.h"
+#include "recovery/coordinator_recovery.h"
 #include "recovery/recovery_policy.h"
 
 namespace relaxps {
 namespace coordinator_internal {
 
-class CoordinatorImpl final : public Coordinator {
+// The periodic checkpoints a job takes: the flags', as the recovery policy
+// adjusts them (CoordinatorRecovery::Checkpoints). REQUIRES: options.Validate().
+CheckpointSchedulerOptions CheckpointScheduleFor(const CoordinatorOptions& options);
+
+// The coordinator is the mechanisms side of its recovery policy's hooks
+// (recovery/coordinator_recovery.h): it never asks which policy runs.
+class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorMechanisms {
  public:
   explicit CoordinatorImpl(const CoordinatorOptions& options)
       : options_(options),
         clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
         barriers_(options.consistency == ConsistencyModel::kAsync ? 0 : options.num_workers),
-        checkpoints_(CheckpointSchedulerOptions{options.checkpoint_every_clocks,
-                                                options.checkpoint_every_s, 16},
-                     clock_->NowMs()),
+        checkpoints_(CheckpointScheduleFor(options), clock_->NowMs()),
         reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
                                 options.reseed_timeout_ms}),
         metrics_(options.metrics) {}
@@ -122,8 +128,27 @@ class CoordinatorImpl final : public Coordinator {
   void BroadcastWorkerSet(std::function<void(const Status&)> done);
   // The live worker set (ids, clocks, version) as sent to servers.
   void FillLiveWorkers(wire::LiveWorkers* lw) const;
-  void RebuildServerList();
-  void FailJob(const std::string& reason);
+  // Mechanisms (recovery::CoordinatorMechanisms); see there.
+  void RebuildServerList() override;
+  void FailJob(const std::string& reason) override;
+  int64_t NowMs() const override { return clock_->NowMs(); }
+  const wire::ShardMap& map() const override { return map_; }
+  wire::ShardMap* mutable_map() override { return &map_; }
+  std::vector<int> LiveServers() const override;
+  std::set<int> LiveServersAwaitingSeed() const override;
+  const wire::CheckpointRecord* LatestCheckpoint() const override {
+    return checkpoints_.latest() ? &*checkpoints_.latest() : nullptr;
+  }
+  void PublishMap(const std::string& why) override {
+    PushMap(why);
+    watchers_->Notify(map_);
+  }
+  void MarkSyncing(int server) override { syncing_[server] = map_.version(); }
+  void EndSyncing(int server) override { syncing_.erase(server); }
+  void CountRecovery(const std::string& kind) override { metrics_.OnRecovery(kind); }
+  // A server was confirmed dead (`why`) while the job runs: it holds no
+  // state any more; the policy decides the rest (OnServerLost).
+  void ServerLost(int server_id, const std::string& why);
   // Removes table `name` from the map (its creation failed with `why`) and
   // sends the map without it to the servers.
   void DropTable(const std::string& name, const Status& why);
@@ -131,23 +156,14 @@ class CoordinatorImpl final : public Coordinator {
   // copies are in (or timed out) by sending SEED to their server.
   void HandleSeedCopy(Request req);
   void FinishReseeds();
-  bool chained() const { return recovery_->ReplicatesServers(); }
-  // Hybrid: chains that fall back to the workers' copies when every replica
-  // of a range is lost (recovery/hybrid_fallback.h).
-  bool hybrid() const { return chained() && recovery_->TrainsThroughServerLoss(); }
-  // Hybrid: once `seeded`'s stranded ranges are served again, the live
-  // servers join the chains they were kept out of; pushes the map.
-  void RejoinAfterSeed(int seeded);
-  // Chain replication: the connection to a server closed; probe it.
+  // The connection to a server closed (when the policy probes closed
+  // connections): probe it; no answer is a loss.
   void OnDisconnect(int peer);
-  // Chain replication: removes a dead server from its chains and installs
-  // the new map (epoch + 1) on every live server.
-  void Reconfigure(int server_id, const std::string& why);
-  // Sends the current map to every live server.
-  void PushMap(const std::string& why);
+  // Stores the state, then sends the current map to every live server.
+  void PushMap(const std::string& why) override;
   // Chain replication: servers that joined chains and have not yet reported
   // (heartbeat awaiting_state false) that every state transfer arrived.
-  std::set<int> Syncing() const {
+  std::set<int> Syncing() const override {
     std::set<int> ids;
     for (const auto& [id, version] : syncing_) ids.insert(id);
     return ids;
@@ -158,7 +174,9 @@ class CoordinatorImpl final : public Coordinator {
   const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<RpcClient> servers_rpc_;
-  std::unique_ptr<RecoveryPolicy> recovery_;
+  std::unique_ptr<RecoveryPolicy> policy_;
+  // The policy's coordinator side; its hooks run on the loop thread.
+  std::unique_ptr<recovery::CoordinatorRecovery> recovery_;
   wire::JobConfig job_;
   int64_t start_ms_ = 0;
   std::string identity_;  // Routing id of servers_rpc_ (see RegisterReply).
@@ -190,22 +208,17 @@ class CoordinatorImpl final : public Coordinator {
   Reseeder reseeder_;
   // Servers being seeded: registered, shown dead in the map until seeded.
   std::map<int, int64_t> seeding_;  // server id -> registration time (ms).
-  // Hybrid: lost servers that held ranges alone (stranded, awaiting a seed),
-  // and since when (for spare takeover).
-  std::set<int> stranded_holders_;
-  std::map<int, int64_t> stranded_since_;
-  // Hybrid: spare -> the holders whose stranded ranges it took over, shown in
-  // the map (ServerInfo.took_over) until it is seeded.
-  std::map<int, std::vector<int>> took_over_;
-  // Hybrid: records `id` as a stranded holder (since now, unless it was).
-  void Strand(int id) {
-    stranded_holders_.insert(id);
-    stranded_since_.emplace(id, clock_->NowMs());
-  }
-  // Hybrid spare takeover: if a stranded holder qualifies
-  // (PickStrandedForSpare), moves what it held alone to `spare`, which is
-  // then seeded in its place. Returns the holder or -1.
-  int TakeOverStranded(int spare);
+  // Per server id, what its latest registration showed in the map:
+  // ServerInfo.incarnation and ServerInfo.restored_from (kept in the stored
+  // map; Restore reads them back).
+  struct Registration {
+    uint64_t incarnation = 0;
+    wire::ShardCheckpoint restored_from;
+    bool restored = false;
+  };
+  std::map<int, Registration> registrations_;
+  // Seq of the next coordinated checkpoint (CheckpointRecord.seq).
+  uint64_t next_checkpoint_seq_ = 1;
   // Chain replication: joined servers still receiving their state, with the
   // map version of their join (see Syncing()).
   std::map<int, uint64_t> syncing_;

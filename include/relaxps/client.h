@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,11 +53,12 @@ struct ClientOptions {
   int request_timeout_ms = 10000;
   // Heartbeat period to the coordinator.
   int heartbeat_ms = 200;
-  // Under a recovery policy that restarts lost servers (--recovery=checkpoint):
-  // a request whose server died waits for the coordinator to announce the
-  // restarted server, then is sent to it again, for at most this long before
-  // failing with the original error. Pushes are thus applied to the
-  // restored state instead of being lost with the dead server.
+  // Under a recovery policy whose lost requests wait (checkpoint restarts:
+  // for the coordinator to announce the restarted server; chain
+  // replication: for a new head): a request whose server died is sent again
+  // when the map names where, for at most this long before failing with the
+  // original error. Pushes are thus applied to the restored state (or the
+  // surviving replicas) instead of being lost with the dead server.
   int recovery_timeout_ms = 120000;
   // Payload encoding of dense floats on the wire: "fp32" or "fp16" (half the
   // bytes, fp32 master copies stay on the servers).
@@ -66,7 +68,8 @@ struct ClientOptions {
   // Petuum/Bosen parameter cache). Saves pulls at the cost of one copy per
   // pull; reads within the bound may miss this worker's own recent pushes.
   bool ssp_cache = true;
-  // Under --recovery=stateless: a request to a server that has not answered
+  // Under a policy whose workers keep training on their own copies
+  // (--recovery=stateless): a request to a server that has not answered
   // after this long counts the server as lost, and the worker trains on its
   // own copy of that server's ranges (async; under BSP/SSP only pushes and
   // clock messages, since a pull may legitimately wait at the gate: there
@@ -74,12 +77,18 @@ struct ClientOptions {
   // sooner; too short mistakes a slow server for a dead one (the worker then
   // hands its local change back once the server answers a probe).
   int local_after_ms = 200;
-  // Under --recovery=stateless: when the connection to a server closes (the
+  // Under the same policies: when the connection to a server closes (the
   // transport's socket monitor), the server is probed; no answer within this
   // long counts it as lost at once, without waiting for local_after_ms or
   // the coordinator. Shorter reacts sooner; too short mistakes a busy server
   // whose connection was merely re-established for a dead one.
   int disconnect_probe_ms = 100;
+  // Under a policy that keeps this worker's acknowledged updates to replay
+  // them into a server restarted from a checkpoint (upstream backup): the
+  // most payload bytes the log holds. Beyond it the oldest entries are
+  // dropped and counted as lost (ClientStats::recovery_counters). Larger
+  // covers a longer checkpoint interval at the cost of memory.
+  int64_t update_log_bytes = int64_t{1} << 30;
   // How long Barrier() waits for the other workers before failing with
   // DeadlineExceeded (naming the missing workers).
   int barrier_timeout_ms = 600000;
@@ -105,9 +114,9 @@ struct ClientOptions {
   // optimizer counts the parts as one step. Smaller parts: more overlap, more
   // per-request overhead. At most 8 parts per server and request (larger
   // parts if need be): a server queues at most --max_queued_replies replies
-  // per client. dense_part_bytes 0: never split. Not used under
-  // chain replication or stateless recovery (their exactly-once keys are per
-  // request).
+  // per client. dense_part_bytes 0: never split. Not used when the recovery
+  // policy puts exactly-once keys on pushes (chain replication, stateless
+  // workers: the keys are per request part).
   int64_t dense_part_bytes = int64_t{512} << 10;
   int64_t dense_split_bytes = int64_t{4} << 20;
   // A PullRows part for one server of more than pull_rows_split rows is sent
@@ -131,7 +140,9 @@ struct JobInfo {
   // Staleness bound in clocks a worker's reads may have: 0 under BSP, the
   // job's bound under SSP (unused under async).
   int staleness = 0;
-  RecoveryMode recovery = RecoveryMode::kNone;
+  // The recovery policy's name (--recovery of the coordinator); ask
+  // recovery_policy() (its needs()) rather than comparing it.
+  std::string recovery = "none";
   int num_servers = 0;
   // The coordinator's --num_workers (0: not given). Under BSP and SSP it is
   // also the start barrier.
@@ -155,9 +166,23 @@ struct ClientStats {
   // SSP parameter cache: pulls answered locally / sent to servers.
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
-  // --recovery=stateless: pushes applied to the worker's own copy while
-  // their server was lost.
+  // Pushes applied to the worker's own copy while their server was lost
+  // (policies whose workers train on their own copies: stateless, hybrid).
   uint64_t local_steps = 0;
+  // Push parts of this client (requests of Push, PushPull, PushRows: one per
+  // server, range or bucket they were split into, a split range's parts
+  // counting once) that a server acknowledged, each once however often it
+  // was sent; raw deltas and replays of logged updates not counted. Compare
+  // with the servers' applied parts of (worker_id, incarnation)
+  // (ServerStats.applied_parts): the difference is what was acknowledged
+  // but lost.
+  uint64_t acked_updates = 0;
+  // This client's registration (part of its pushes' exactly-once keys and of
+  // the servers' per-incarnation counts).
+  uint64_t incarnation = 0;
+  // Counters of the recovery policy's client side, by name (e.g. a replay
+  // log's entries and the updates it dropped).
+  std::map<std::string, uint64_t> recovery_counters;
 };
 
 class Client {
@@ -177,8 +202,9 @@ class Client {
   virtual ~Client() = default;
 
   virtual const JobInfo& job() const = 0;
-  // The job's policies, built from job() at registration; ask them rather
-  // than comparing job().consistency / job().recovery.
+  // The job's policies, built from job() at registration; ask them (e.g.
+  // recovery_policy().needs()) rather than comparing job().consistency /
+  // job().recovery.
   virtual const ConsistencyPolicy& consistency_policy() const = 0;
   virtual const RecoveryPolicy& recovery_policy() const = 0;
   virtual int worker_id() const = 0;

@@ -1,73 +1,109 @@
 // RecoveryPolicy: what a job does when one of its servers is lost.
 //
-// Chosen per job with the coordinator's --recovery flag and announced to
-// every member at registration. A policy is a rule that the coordinator,
-// servers, clients and workers consult at the decision points of a failure;
-// the mechanisms (checkpoints, membership, shard maps, request resends) live
-// elsewhere. Nothing outside this module compares policy names: callers build
-// a policy with NewRecoveryPolicy() and ask it.
+// A policy is a plug-in (docs/recovery.md, "Writing a recovery policy"): it
+// lives in its own folder recovery/<name>/, registers itself by name in one
+// registry (recovery/registry.cc), declares what it needs from the tools that
+// run it (RecoveryNeeds), and gives each role of the job an object of its own:
+// the coordinator, every server and every client ask theirs at the decision
+// points of a failure (recovery/coordinator_recovery.h, server_recovery.h,
+// client_recovery.h). The mechanisms those objects drive (chain forwarding,
+// state transfer, checkpoint writing, re-seeding, parking and resending
+// requests) live in coordinator/, server/ and client/, which never ask which
+// policy runs. Policy names are parsed here and nowhere else.
 //
-// Thread-safety: policies are immutable and safe to share.
+// Chosen per job with the coordinator's --recovery flag and announced to
+// every member at registration.
+//
+// Thread-safety: policies are immutable and safe to share; the role objects
+// they make say their own rules.
 #ifndef RELAXPS_RECOVERY_POLICY_H_
 #define RELAXPS_RECOVERY_POLICY_H_
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "relaxps/status.h"
 
 namespace relaxps {
 
-// The recovery policies of DESIGN.md.
-enum class RecoveryMode { kNone, kCheckpoint, kChain, kStateless, kHybrid };
+namespace recovery {
+class ClientRecovery;
+class CoordinatorRecovery;
+class ServerRecovery;
+struct ClientRecoveryOptions;
+}  // namespace recovery
 
-// "none", "checkpoint", "chain", "stateless" or "hybrid" -> the mode;
-// InvalidArgument naming the bad value otherwise.
-StatusOr<RecoveryMode> ParseRecoveryMode(const std::string& name);
-// The name ParseRecoveryMode accepts for `mode`.
-const char* RecoveryModeName(RecoveryMode mode);
+// How a lost server comes back under a policy: what a launcher (or a person)
+// does after a server died.
+enum class RestartRule {
+  kNever,                 // It does not: the job fails (none).
+  kSameIdFromCheckpoint,  // Restart it with its id; it restores the latest complete checkpoint.
+  kSameIdReseeded,        // Restart it with its id; it starts empty and the workers seed it.
+  kSameIdRejoinsAsTail,   // Restart it with its id; it copies its ranges from a live replica.
+};
+// "never", "same-id-from-checkpoint", "same-id-reseeded", "same-id-rejoins-as-tail".
+const char* RestartRuleName(RestartRule rule);
+
+// What a policy needs from the job and the tools that run it. Launchers,
+// chaos schedules and the experiment harness read this (relaxps-coordinator
+// --recovery=help, relaxps-ctl policies) instead of knowing policies.
+struct RecoveryNeeds {
+  // Fewest servers a job under the policy may have.
+  int min_servers = 1;
+  // Servers the experiment harness (scripts/experiment.sh) runs it with.
+  int experiment_servers = 1;
+  // Servers holding each range (> 1: ranges are chains of replicas; the
+  // coordinator's --replicas chooses between this and --num_servers).
+  int min_replicas = 1;
+  // "any", or the store a server must use for the policy to keep its
+  // promise ("rocksdb": a restarted server restores its own checkpoints).
+  std::string store_kind = "any";
+  RestartRule restart = RestartRule::kNever;
+  // Flags a restarted server is given besides --server_id (e.g.
+  // "--restore_from=latest", which a launcher gives only to a server that
+  // has written a checkpoint).
+  std::string restart_flags;
+  // The faults a job under the policy trains through (a launcher draws only
+  // these in a chaos schedule).
+  bool tolerates_server_loss = false;  // One server at a time.
+  bool tolerates_chain_loss = false;   // Every replica of a range at once.
+  bool tolerates_pause = false;        // A server paused (SIGSTOP) past its heartbeat timeout.
+  // A restarted server's state rolls back to its checkpoint: the updates
+  // acknowledged after it are lost (workers keep their clocks).
+  bool rolls_back = false;
+};
 
 class RecoveryPolicy {
  public:
-  enum class OnServerLoss {
-    kFailJob,         // End the job with an error naming the server (never hang).
-    kAwaitRestart,    // Keep the job; the server restarts (from a checkpoint) with its id.
-    kReconfigure,     // Remove it from its chains at once; a restart rejoins as tail.
-  };
-
   RecoveryPolicy() = default;
   RecoveryPolicy(const RecoveryPolicy&) = delete;
   RecoveryPolicy& operator=(const RecoveryPolicy&) = delete;
   virtual ~RecoveryPolicy() = default;
 
-  virtual RecoveryMode mode() const = 0;
-  const char* Name() const { return RecoveryModeName(mode()); }
-  // What the coordinator does when a server misses its heartbeats.
-  virtual OnServerLoss on_server_loss() const = 0;
-  // Advice logged next to the loss, for the person or script supervising
-  // the job ("" for none).
-  virtual std::string RestartAdvice(int server_id) const = 0;
-  // Client side: true if a request whose server was lost (Unavailable,
-  // DeadlineExceeded) is parked until the shard map names the server's new
-  // endpoint and then sent again, instead of failing at once.
-  virtual bool ResendsAcrossRestarts() const = 0;
-  // True if dense ranges are held by chains of replicas (chain and
-  // hybrid): clients send a range's requests to the head of its chain in the
-  // current map, tag pushes with an exactly-once key, and re-route lost
-  // requests to the new head after a reconfiguration.
-  virtual bool ReplicatesServers() const { return false; }
-  // Stateless servers: a server holds its ranges in memory only. While one
-  // is lost, every worker trains on its own copy of the lost ranges (client:
-  // Push / PushPull served locally); a server that registers for the lost
-  // ranges is seeded by the coordinator from the workers' copies
-  // (recovery/seed_merge.h) before anyone routes to it. Under hybrid (both
-  // this and ReplicatesServers) a range goes local only once every replica
-  // of its chain is lost.
-  virtual bool TrainsThroughServerLoss() const { return false; }
+  // The name --recovery takes ("chain").
+  virtual const char* Name() const = 0;
+  // One line for --recovery=help.
+  virtual const char* Description() const = 0;
+  virtual const RecoveryNeeds& needs() const = 0;
+
+  // The role objects. Each call makes a new one, owned by the caller.
+  virtual std::unique_ptr<recovery::CoordinatorRecovery> NewCoordinatorRecovery() const = 0;
+  virtual std::unique_ptr<recovery::ServerRecovery> NewServerRecovery() const = 0;
+  virtual std::unique_ptr<recovery::ClientRecovery> NewClientRecovery(
+      const recovery::ClientRecoveryOptions& options) const = 0;
 };
 
-// InvalidArgument for a value outside RecoveryMode.
-StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(RecoveryMode mode);
+// The registered policy named `name`; InvalidArgument naming the known ones
+// otherwise.
+StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(const std::string& name);
+// Every registered policy's name, in registration order.
+std::vector<std::string> RecoveryPolicyNames();
+// OK if `name` is a registered policy; InvalidArgument naming the known ones.
+Status CheckRecoveryPolicyName(const std::string& name);
+// The registered policies: a table for people, or with `json` one JSON array
+// of {name, description, needs} for scripts (docs/recovery.md).
+std::string DescribeRecoveryPolicies(bool json);
 
 }  // namespace relaxps
 

@@ -15,6 +15,22 @@ it. Every blocking call releases the GIL. A failed call raises a subclass of
 relaxps.Error (InvalidArgument, NotFound, Unavailable, DeadlineExceeded,
 Aborted, ...) whose message is the client's Status message. See
 relaxps.torch for keeping a torch.nn.Module's parameters on the servers.
+
+client.job describes the job: its consistency model, and its recovery
+policy by name ("recovery") and by what the policy declares it needs
+("recovery_needs": min_servers, experiment_servers, min_replicas,
+store_kind, restart, restart_flags, tolerates_server_loss,
+tolerates_chain_loss, tolerates_pause, rolls_back). Ask recovery_needs
+rather than comparing names: a new policy then needs no change here.
+Deprecated, kept for one release and computed from recovery_needs:
+job["resends_across_restarts"] (a request whose server died waits for it to
+come back) and job["trains_through_server_loss"] (workers train on their own
+copies while a server is lost).
+
+client.stats() counts, among others, "acked_updates": this client's push
+parts that servers acknowledged (compare with the servers' applied parts of
+its worker id and "incarnation" to count acknowledged updates lost), and
+"recovery_counters", the recovery policy's own counters by name.
 """
 
 from relaxps._relaxps import (  # noqa: F401

@@ -32,7 +32,8 @@ void DefineClient(py::module_& m) {
                        const std::string& wire_dtype, bool ssp_cache, int local_after_ms,
                        int disconnect_probe_ms, int barrier_timeout_ms,
                        int coordinator_timeout_ms, const std::string& keys_dir,
-                       const std::string& curve_name, int64_t max_message_bytes) {
+                       const std::string& curve_name, int64_t max_message_bytes,
+                       int64_t update_log_bytes) {
              ClientOptions o;
              o.coordinator = coordinator;
              o.role = role;
@@ -49,6 +50,7 @@ void DefineClient(py::module_& m) {
              o.curve.keys_dir = keys_dir;
              o.curve.name = curve_name;
              o.max_message_bytes = max_message_bytes;
+             o.update_log_bytes = update_log_bytes;
              return std::make_unique<PyClient>(std::move(o));
            }),
            py::arg("coordinator"), py::kw_only(), py::arg("role") = d.role,
@@ -63,6 +65,7 @@ void DefineClient(py::module_& m) {
            py::arg("coordinator_timeout_ms") = d.coordinator_timeout_ms,
            py::arg("keys_dir") = d.curve.keys_dir, py::arg("curve_name") = d.curve.name,
            py::arg("max_message_bytes") = d.max_message_bytes,
+           py::arg("update_log_bytes") = d.update_log_bytes,
            "Registers with the coordinator (see ClientOptions in relaxps/client.h for each "
            "option). keys_dir/curve_name: --security=curve (curve_name e.g. 'worker-0').")
       .def("close", &PyClient::Close, "Leaves the job; pending requests fail with Aborted.")
@@ -139,8 +142,23 @@ void DefineClient(py::module_& m) {
       .def_property_readonly("coordinator_healthy", &PyClient::coordinator_healthy)
       .def_property_readonly("job_done", &PyClient::job_done,
                              "True once the coordinator ended the job (relaxps-ctl shutdown).")
-      .def_property_readonly("job", &PyClient::job)
-      .def("stats", &PyClient::stats, "Counters since connecting, as a dict.");
+      .def_property_readonly(
+          "job", &PyClient::job,
+          "What the coordinator told this client at registration, as a dict: worker_id, "
+          "consistency, staleness, recovery (the recovery policy's name), num_servers, "
+          "expected_workers, staleness_bound, serves_cached_reads, and recovery_needs (the "
+          "policy's declared needs: min_servers, experiment_servers, min_replicas, store_kind, "
+          "restart, restart_flags, tolerates_server_loss, tolerates_chain_loss, "
+          "tolerates_pause, rolls_back). Deprecated, kept for one release and computed from "
+          "recovery_needs: resends_across_restarts (a request whose server died waits for it "
+          "to come back: restart is neither 'never' nor 'same-id-reseeded') and "
+          "trains_through_server_loss (workers train on their own copies while every replica "
+          "of a range is lost: tolerates_chain_loss without a checkpoint restart).")
+      .def("stats", &PyClient::stats,
+           "Counters since connecting, as a dict (ClientStats in relaxps/client.h): bytes, "
+           "requests, errors, cache hits, local_steps, acked_updates (push parts a server "
+           "acknowledged), incarnation, and recovery_counters (the recovery policy's, by "
+           "name).");
 }
 
 PYBIND11_MODULE(_relaxps, m) {

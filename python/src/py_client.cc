@@ -234,14 +234,34 @@ py::dict PyClient::job() {
   d["worker_id"] = j.worker_id;
   d["consistency"] = c->consistency_policy().Name();
   d["staleness"] = j.staleness;
-  d["recovery"] = RecoveryModeName(j.recovery);
+  d["recovery"] = j.recovery;
   d["num_servers"] = j.num_servers;
   d["expected_workers"] = j.expected_workers;
   // What a trainer adapts to (as apps/trainer/ps_params.cc does).
   d["staleness_bound"] = c->consistency_policy().staleness_bound();
   d["serves_cached_reads"] = c->consistency_policy().ServesCachedReads();
-  d["resends_across_restarts"] = c->recovery_policy().ResendsAcrossRestarts();
-  d["trains_through_server_loss"] = c->recovery_policy().TrainsThroughServerLoss();
+  const RecoveryNeeds& needs = c->recovery_policy().needs();
+  py::dict n;
+  n["min_servers"] = needs.min_servers;
+  n["experiment_servers"] = needs.experiment_servers;
+  n["min_replicas"] = needs.min_replicas;
+  n["store_kind"] = needs.store_kind;
+  n["restart"] = RestartRuleName(needs.restart);
+  n["restart_flags"] = needs.restart_flags;
+  n["tolerates_server_loss"] = needs.tolerates_server_loss;
+  n["tolerates_chain_loss"] = needs.tolerates_chain_loss;
+  n["tolerates_pause"] = needs.tolerates_pause;
+  n["rolls_back"] = needs.rolls_back;
+  d["recovery_needs"] = n;
+  // Deprecated (one release): the booleans job() reported before
+  // recovery_needs, derived from it. A request whose server died waits for
+  // it when the server comes back by itself (not re-seeded by the workers);
+  // the workers train on their own copies when a whole chain may be lost and
+  // no checkpoint restores it.
+  d["resends_across_restarts"] =
+      needs.restart != RestartRule::kNever && needs.restart != RestartRule::kSameIdReseeded;
+  d["trains_through_server_loss"] =
+      needs.tolerates_chain_loss && needs.restart != RestartRule::kSameIdFromCheckpoint;
   return d;
 }
 
@@ -255,6 +275,11 @@ py::dict PyClient::stats() {
   d["cache_hits"] = s.cache_hits;
   d["cache_misses"] = s.cache_misses;
   d["local_steps"] = s.local_steps;
+  d["acked_updates"] = s.acked_updates;
+  d["incarnation"] = s.incarnation;
+  py::dict counters;
+  for (const auto& [name, value] : s.recovery_counters) counters[name.c_str()] = value;
+  d["recovery_counters"] = counters;
   return d;
 }
 

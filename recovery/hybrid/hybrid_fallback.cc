@@ -1,4 +1,4 @@
-#include "recovery/hybrid_fallback.h"
+#include "recovery/hybrid/hybrid_fallback.h"
 
 #include <algorithm>
 

@@ -16,8 +16,8 @@
 // seeded.
 //
 // Thread-safety: pure functions on the caller's map.
-#ifndef RELAXPS_RECOVERY_HYBRID_FALLBACK_H_
-#define RELAXPS_RECOVERY_HYBRID_FALLBACK_H_
+#ifndef RELAXPS_RECOVERY_HYBRID_HYBRID_FALLBACK_H_
+#define RELAXPS_RECOVERY_HYBRID_HYBRID_FALLBACK_H_
 
 #include <cstdint>
 #include <map>
@@ -75,4 +75,4 @@ std::string DescribeRanges(const std::vector<StrandedRange>& ranges);
 
 }  // namespace relaxps
 
-#endif  // RELAXPS_RECOVERY_HYBRID_FALLBACK_H_
+#endif  // RELAXPS_RECOVERY_HYBRID_HYBRID_FALLBACK_H_

@@ -1,6 +1,6 @@
 // recovery/hybrid_fallback: splicing a lost server out of its chains, and
 // stranding the ranges it held alone.
-#include "recovery/hybrid_fallback.h"
+#include "recovery/hybrid/hybrid_fallback.h"
 
 #include <gtest/gtest.h>
 

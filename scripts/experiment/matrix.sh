@@ -22,14 +22,17 @@ on_signal() {
 }
 trap on_signal INT TERM
 
-servers_for() {  # servers_for POLICY
-  case "$1" in chain|hybrid) echo 3 ;; *) echo 1 ;; esac
+servers_for() {  # servers_for POLICY: what the policy's needs say experiments run
+  echo "${NEED[$1.experiment_servers]}"
 }
-policy_flags() {  # policy_flags POLICY: the coordinator/server flags of a policy
-  case "$1" in
-    chain|hybrid) echo "--coordinator.replicas=2" ;;
-    checkpoint) echo "--store=rocksdb --checkpoint_every_s=$([ "$QUICK" = 1 ] && echo 2 || echo 5)" ;;
-  esac
+policy_flags() {  # policy_flags POLICY: the coordinator/server flags its needs ask for
+  local p=$1 flags=()
+  [ "${NEED[$p.min_replicas]}" -gt 1 ] && flags+=("--coordinator.replicas=${NEED[$p.min_replicas]}")
+  [ "${NEED[$p.store_kind]}" = any ] || flags+=("--store=${NEED[$p.store_kind]}")
+  # A policy that restores checkpoints needs them written.
+  [ "${NEED[$p.restart]}" = same-id-from-checkpoint ] &&
+    flags+=("--checkpoint_every_s=$([ "$QUICK" = 1 ] && echo 2 || echo 5)")
+  echo "${flags[*]}"
 }
 
 # Asks relaxps-coordinator whether it accepts each policy (then with the
@@ -105,7 +108,8 @@ build_matrix() {
         for k in "${KILL_LIST[@]}"; do
           for p in "${POLICY_LIST[@]}"; do
             for f in $([ "$k" = 0 ] && echo nofault || echo "${FAULT_LIST[@]}"); do
-              [ "$p" = none ] && [ "$k" != 0 ] && continue  # a fault ends a `none` job
+              # A fault ends the job of a policy that does not tolerate one.
+              [ "${NEED[$p.tolerates_server_loss]}" = false ] && [ "$k" != 0 ] && continue
               id="$p-k$k-$f-$c-w$w-r$rep"
               if [ -n "${REFUSED[$p]:-}" ] || [ -n "${REFUSED[$f]:-}" ]; then
                 continue

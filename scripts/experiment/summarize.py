@@ -3,7 +3,7 @@
 
 Usage: summarize.py --out=DIR --set=NAME [--ttf_csv=PATH] [--fault_at="30 80"]
                     [--down_s=20] [--duration_s=210] [--skipped=DIR/skipped.txt]
-                    [--kills=0,1,2]
+                    [--kills=0,1,2] [--policies_json=DIR/policies.json]
 
 Reads DIR/runs/*/metrics.json (analyze_run.py) and writes DIR/summary.csv
 (one row per configuration: policy x kills x fault x consistency x workers,
@@ -11,6 +11,9 @@ mean and sample standard deviation over repeats), DIR/report.md (the same
 with TTF's logged numbers beside ours) and DIR/plots/ (data + plots.gp,
 see plots.py). Runs that failed (exit.txt without metrics.json) and
 policies the binaries refused (skipped.txt) appear as rows with a status.
+What it knows of the recovery policies (their order, the servers a run used,
+which ones run only without faults) comes from the registry's JSON
+(relaxps-ctl policies --json, saved by experiment.sh as DIR/policies.json).
 """
 import argparse
 import csv
@@ -25,7 +28,12 @@ import ttf_reference
 METRICS = ["final_acc", "t070", "t085", "stall_s", "recovery_s", "regain_s", "lost_updates",
            "idle_frac", "grads_computed", "grads_applied", "samples_per_s", "wall_s"]
 KEYS = ["policy", "kills", "fault", "consistency", "workers"]
-POLICY_ORDER = ["none", "checkpoint", "chain", "stateless", "hybrid"]
+
+
+def load_policies(path):
+    """{name: needs} in registry order, from relaxps-ctl policies --json."""
+    with open(path) as f:
+        return {p["name"]: p["needs"] for p in json.load(f)}
 
 
 def parse_id(run_id):
@@ -67,14 +75,14 @@ def mean_sd(vals):
     return statistics.mean(vals), (statistics.stdev(vals) if len(vals) > 1 else None)
 
 
-def summarize(runs, failed, skipped, kills):
+def summarize(runs, failed, skipped, kills, policies):
     groups = {}
     for r in runs:
         groups.setdefault(tuple(r[k] for k in KEYS), []).append(r)
     rows = []
     for key, rs in groups.items():
         row = dict(zip(KEYS, key))
-        row.update(repeats=len(rs), status="ok", servers=3 if key[0] in ("chain", "hybrid") else 1)
+        row.update(repeats=len(rs), status="ok", servers=policies.get(key[0], {}).get("experiment_servers"))
         nfail = sum(1 for f in failed if tuple(f[k] for k in KEYS) == key)
         if nfail:
             row["status"] = f"ok ({nfail} failed repeat(s))"
@@ -91,8 +99,8 @@ def summarize(runs, failed, skipped, kills):
     for kind, name, reason in skipped:
         if kind == "policy":
             for k in kills:
-                if name == "none" and k != 0:
-                    continue
+                if k != 0 and not policies.get(name, {}).get("tolerates_server_loss", True):
+                    continue  # A fault ends such a job: it runs without faults only.
                 rows.append({"policy": name, "kills": k, "fault": "-", "consistency": "-",
                              "workers": "-", "repeats": 0, "status": "skipped: " + reason})
     # Each policy's no-kill accuracy, for the acceptance comparison.
@@ -104,7 +112,7 @@ def summarize(runs, failed, skipped, kills):
         acc = r.get("final_acc_mean")
         r["acc_minus_nokill"] = None if base is None or acc is None else acc - base
         r.update(ttf_reference.columns(r["policy"], r["kills"]))
-    order = {p: i for i, p in enumerate(POLICY_ORDER)}
+    order = {p: i for i, p in enumerate(policies)}
     rows.sort(key=lambda r: (str(r["workers"]), str(r["consistency"]), r["kills"],
                              order.get(r["policy"], 9), str(r["fault"])))
     return rows
@@ -148,13 +156,16 @@ def main():
     ap.add_argument("--skipped", default="")
     ap.add_argument("--kills", default="0,1,2")
     ap.add_argument("--schedule", default="ttf")
+    ap.add_argument("--policies_json", default="",
+                    help="relaxps-ctl policies --json output (default OUT/policies.json)")
     a = ap.parse_args()
     runs, failed = load_runs(a.out)
     skipped = read_skipped(a.skipped)
-    rows = summarize(runs, failed, skipped, [int(k) for k in a.kills.split(",") if k])
+    policies = load_policies(a.policies_json or os.path.join(a.out, "policies.json"))
+    rows = summarize(runs, failed, skipped, [int(k) for k in a.kills.split(",") if k], policies)
     write_csv(os.path.join(a.out, "summary.csv"), rows, a.set)
     ttf = ttf_reference.load_curves(a.ttf_csv) if a.duration_s >= 100 else {}
-    pngs = plots.write(os.path.join(a.out, "plots"), runs, rows, ttf)
+    pngs = plots.write(os.path.join(a.out, "plots"), runs, rows, ttf, list(policies))
     import report  # after the data: report.md links the PNGs
     report.write(os.path.join(a.out, "report.md"), a, rows, runs, failed, skipped, pngs,
                  bool(ttf))

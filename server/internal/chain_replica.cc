@@ -20,23 +20,6 @@ void ChainReplica::SetApplied(uint64_t seq) {
   if (tail()) OnAcked(applied_seq_);
 }
 
-uint64_t ChainReplica::FindApplied(int worker, uint64_t incarnation, uint64_t push_id) const {
-  auto it = applied_.find({worker, incarnation});
-  if (it == applied_.end()) return 0;
-  const std::map<uint64_t, uint64_t>& ids = it->second.ids;
-  auto found = ids.find(push_id);
-  if (found != ids.end()) return found->second;
-  if (ids.size() >= kDedupWindow && push_id < ids.begin()->first) return 1;
-  return 0;
-}
-
-void ChainReplica::RecordApplied(int worker, uint64_t incarnation, uint64_t push_id,
-                                 uint64_t seq) {
-  std::map<uint64_t, uint64_t>& ids = applied_[{worker, incarnation}].ids;
-  ids[push_id] = seq;
-  while (ids.size() > kDedupWindow) ids.erase(ids.begin());
-}
-
 void ChainReplica::WhenAcked(uint64_t seq, std::function<void()> fn) {
   if (seq <= acked_seq_ || (tail() && seq <= applied_seq_)) {
     fn();
@@ -77,24 +60,10 @@ void ChainReplica::Logged(uint64_t seq, LoggedOp op, int64_t now_ms) {
 }
 
 void ChainReplica::SaveDedup(wire::ChainSnapshot* snap) const {
-  for (const auto& [key, applied] : applied_) {
-    wire::DedupEntry* e = snap->add_dedup();
-    e->set_worker(key.first);
-    e->set_incarnation(key.second);
-    for (const auto& [id, seq] : applied.ids) {
-      e->add_push_ids(id);
-      e->add_seqs(seq);
-    }
-  }
+  ledger_.Save(snap->mutable_dedup(), /*max_ids=*/0, /*with_seqs=*/true);
 }
 
-void ChainReplica::LoadDedup(const wire::ChainSnapshot& snap) {
-  applied_.clear();
-  for (const wire::DedupEntry& e : snap.dedup()) {
-    std::map<uint64_t, uint64_t>& ids = applied_[{e.worker(), e.incarnation()}].ids;
-    for (int i = 0; i < e.push_ids_size() && i < e.seqs_size(); ++i) ids[e.push_ids(i)] = e.seqs(i);
-  }
-}
+void ChainReplica::LoadDedup(const wire::ChainSnapshot& snap) { ledger_.Load(snap.dedup()); }
 
 }  // namespace server_internal
 }  // namespace relaxps

@@ -13,9 +13,10 @@
 //  - replies waiting for an acknowledgement (a push is answered only once
 //    every live replica applied it; a pull only once everything it reflects
 //    is on every live replica);
-//  - the exactly-once record: for each (worker, incarnation) the recently
-//    applied push ids and the sequence numbers they got, so a push resent
-//    after a failover is recognized on whichever replica is head by then.
+//  - the exactly-once record (AppliedLedger): for each (worker,
+//    incarnation) the recently applied push ids and the sequence numbers
+//    they got, so a push resent after a failover is recognized on whichever
+//    replica is head by then, and how many push parts the state reflects.
 //
 // Thread-safety: not synchronized; used only on the server's loop thread.
 #ifndef RELAXPS_SERVER_INTERNAL_CHAIN_REPLICA_H_
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "server/internal/applied_ledger.h"
 
 #include "common/wire.h"
 #include "proto/relaxps.pb.h"
@@ -83,8 +85,16 @@ class ChainReplica {
   // The chain sequence at which (worker, incarnation, push_id) was applied,
   // or 0 if it was not. Ids older than the kept window count as applied
   // (returns 1: acknowledged long ago).
-  uint64_t FindApplied(int worker, uint64_t incarnation, uint64_t push_id) const;
-  void RecordApplied(int worker, uint64_t incarnation, uint64_t push_id, uint64_t seq);
+  uint64_t FindApplied(int worker, uint64_t incarnation, uint64_t push_id) const {
+    return ledger_.Find(worker, incarnation, push_id);
+  }
+  // A push part of the worker incarnation was applied at `seq`: counted, and
+  // its id (if not 0) recorded.
+  void RecordApplied(int worker, uint64_t incarnation, uint64_t push_id, uint64_t seq) {
+    ledger_.Record(worker, incarnation, push_id, seq);
+  }
+  const AppliedLedger& ledger() const { return ledger_; }
+  AppliedLedger* mutable_ledger() { return &ledger_; }
 
   // Runs `fn` once every replica applied update `seq` (at once if acked).
   void WhenAcked(uint64_t seq, std::function<void()> fn);
@@ -103,10 +113,6 @@ class ChainReplica {
   void LoadDedup(const wire::ChainSnapshot& snap);
 
  private:
-  struct Applied {
-    std::map<uint64_t, uint64_t> ids;  // push id -> seq, newest kDedupWindow.
-  };
-
   bool head_ = false;
   int successor_ = -1;
   bool has_state_ = true;
@@ -115,7 +121,7 @@ class ChainReplica {
   std::deque<std::pair<uint64_t, LoggedOp>> unacked_;
   int64_t last_send_ms_ = 0;
   std::multimap<uint64_t, std::function<void()>> waiting_;
-  std::map<std::pair<int, uint64_t>, Applied> applied_;  // (worker, incarnation).
+  AppliedLedger ledger_{kDedupWindow};
 };
 
 }  // namespace server_internal

@@ -1,4 +1,5 @@
-// Chain replication of dense ranges (--recovery=chain): the server side.
+// Chain replication of dense ranges (the write rule kForwardAlongChain,
+// recovery/server_recovery.h): the server side.
 //
 // The head of a range's chain takes pushes (and CLOCKs) from workers, applies
 // each, gives it the next sequence number and forwards it, with the worker's
@@ -323,7 +324,7 @@ void ServerImpl::HandleChainDense(RangeState* range, Request&& req) {
         Reject(*shared, s);
         return;
       }
-      if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
+      chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
       Commit(range, seq, &shared->msg);
       MaybeForwardCompletion(range);
       if (sh.type() == wire::PUSH) {
@@ -392,7 +393,11 @@ void ServerImpl::HandleForwarded(Request&& req) {
     return;
   }
   if (!apply(*shared)) return;
-  if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
+  // A worker's push (not a CLOCK or a round completion): counted, and its
+  // key recorded for the replica that heads the chain after a failover.
+  if (type == wire::PUSH || type == wire::PUSH_PULL || type == wire::PUSH_ROWS) {
+    chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
+  }
   chain->SetApplied(seq);
   if (!chain->tail()) Forward(range, seq, &shared->msg);
   chain->WhenAcked(seq, ack);

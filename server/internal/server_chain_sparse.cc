@@ -1,4 +1,5 @@
-// Chain replication of sparse tables (--recovery=chain): the server side.
+// Chain replication of sparse tables (the write rule kForwardAlongChain): the
+// server side.
 //
 // Rows hash into a fixed number of buckets (ShardMap::SparseBucket); each
 // bucket is replicated like a dense range, by its own chain, with its own
@@ -214,7 +215,7 @@ void ServerImpl::HandleChainSparse(Request&& req) {
     Reject(*shared, s);
     return;
   }
-  if (sh.push_id() > 0) chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
+  chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
   Commit(range, seq, &shared->msg);
   chain->WhenAcked(seq, ack);
 }

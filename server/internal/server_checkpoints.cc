@@ -28,7 +28,7 @@ std::string DefaultCheckpointRoot(const std::string& data_dir) {
 }
 
 Status RestoreDataDir(const std::string& restore_from, const std::string& root,
-                      const std::string& data_dir) {
+                      const std::string& data_dir, wire::ShardCheckpoint* restored) {
   if (data_dir.empty()) return InvalidArgumentError("--restore_from needs --data_dir");
   std::string dir = restore_from;
   if (restore_from == "latest") {
@@ -40,6 +40,12 @@ Status RestoreDataDir(const std::string& restore_from, const std::string& root,
   }
   ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(dir));
   RETURN_IF_ERROR(RestoreCheckpoint(dir, data_dir));
+  if (restored != nullptr) {
+    std::error_code ec;
+    restored->set_dir(fs::absolute(dir, ec).string());
+    restored->set_clock(info.clock);
+    restored->set_bytes(info.bytes);
+  }
   LOG(INFO) << "restored " << data_dir << " from checkpoint " << dir << " (clock " << info.clock
             << ")";
   return Status::OK();

@@ -26,9 +26,10 @@ std::string DefaultCheckpointRoot(const std::string& data_dir);
 // (the newest valid checkpoint under `root`) or a checkpoint directory.
 // NotFound if "latest" finds none; Corruption naming the checkpoint (and the
 // bad file) if it is invalid; InvalidArgument without a data_dir. On error
-// data_dir is untouched.
+// data_dir is untouched. `restored` (optional) gets the checkpoint's dir,
+// clock and bytes.
 Status RestoreDataDir(const std::string& restore_from, const std::string& root,
-                      const std::string& data_dir);
+                      const std::string& data_dir, wire::ShardCheckpoint* restored = nullptr);
 
 // Writes "<root>/ckpt-<clock>" from `store` (replacing an older checkpoint
 // of the same clock) and then keeps only the newest `keep` under root, in

@@ -1,9 +1,11 @@
 // ServerImpl: control messages from the coordinator and operators
-// (server_impl.h): SERVER_STATS, SEED (stateless recovery) and CHECKPOINT.
+// (server_impl.h): SERVER_STATS, SEED (workers re-seeding a server) and
+// CHECKPOINT, and the applied record saved with the state (applied_ledger.h).
 // Loop thread.
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -23,6 +25,7 @@ void ServerImpl::HandleStats(const Request& req) {
   for (auto& [k, b] : buckets_) applied += b.bucket->shard()->updates_applied();
   stats_.set_updates_applied(applied);
   *reply.header.mutable_server_stats() = stats_;
+  FillAppliedParts(reply.header.mutable_server_stats());
   ReplyWith(req, std::move(reply));
 }
 
@@ -42,7 +45,7 @@ void ServerImpl::HandleSeed(const Request& req) {
   std::vector<std::pair<SparseShardState*, const wire::SeedRows*>> rows;
   for (size_t k = 0, f = row_frames; k < static_cast<size_t>(seed.rows_size()); ++k) {
     const wire::SeedRows& r = seed.rows(k);
-    if (chained()) {  // Hybrid: rows of stranded buckets.
+    if (ChainReplicates()) {  // Hybrid: rows of stranded buckets.
       const bool frames_here = r.count() > 0;
       Status s = SeedBuckets(r, frames_here ? &req.msg.frames[f] : nullptr,
                              frames_here ? &req.msg.frames[f + 1] : nullptr, /*apply=*/false);
@@ -141,7 +144,7 @@ void ServerImpl::HandleSeed(const Request& req) {
                                         (r.slots() == 1 ? " with the workers' velocity"
                                                         : " (optimizer slots reset)"));
   }
-  for (size_t k = 0, f = row_frames; chained() && k < static_cast<size_t>(seed.rows_size()); ++k) {
+  for (size_t k = 0, f = row_frames; ChainReplicates() && k < static_cast<size_t>(seed.rows_size()); ++k) {
     const wire::SeedRows& r = seed.rows(k);
     const bool frames_here = r.count() > 0;
     Status s = SeedBuckets(r, frames_here ? &req.msg.frames[f] : nullptr,
@@ -173,6 +176,74 @@ void ServerImpl::HandleSeed(const Request& req) {
   ReplyWith(req, MakeReply(h, Status::OK()));
 }
 
+void ServerImpl::FillAppliedParts(wire::ServerStats* stats) {
+  std::map<std::pair<int, uint64_t>, uint64_t> counts;
+  // A unit counts where it is served: held alone, or at the head of its
+  // chain (the replicas after it hold a prefix of the head's updates), so
+  // the servers' counts add up to the job's.
+  ForEachReplica([&](RangeState* range) {
+    if (range->chain != nullptr && (!range->chain->head() || !range->chain->has_state())) return;
+    range->ledger()->AddCounts(&counts);
+  });
+  for (const auto& [name, ledger] : sparse_applied_) ledger.AddCounts(&counts);
+  for (const auto& [key, parts] : counts) {
+    wire::AppliedParts* a = stats->add_applied_parts();
+    a->set_worker(key.first);
+    a->set_incarnation(key.second);
+    a->set_parts(parts);
+  }
+}
+
+void ServerImpl::SaveApplied(uint64_t checkpoint_seq) {
+  if (applied_table_ == nullptr) return;
+  wire::AppliedRecord record;
+  record.set_checkpoint_seq(checkpoint_seq);
+  auto add = [&record](const std::string& table, uint64_t key, bool bucket,
+                       const AppliedLedger& ledger) {
+    if (ledger.empty()) return;
+    wire::AppliedRecord::Unit* u = record.add_units();
+    u->set_table(table);
+    u->set_key(key);
+    u->set_bucket(bucket);
+    ledger.Save(u->mutable_entries(), /*max_ids=*/0, /*with_seqs=*/false);
+  };
+  ForEachReplica([&](RangeState* range) {
+    // A replica awaiting its state transfer reflects nothing yet.
+    if (range->chain != nullptr && !range->chain->has_state()) return;
+    add(range->table, range->key, range->bucket != nullptr, *range->ledger());
+  });
+  for (const auto& [name, ledger] : sparse_applied_) add(name, 0, true, ledger);
+  Status s = SaveAppliedRecord(store_.get(), applied_table_, std::move(record));
+  if (!s.ok()) LOG(ERROR) << "saving the applied record: " << s;
+}
+
+Status ServerImpl::RestoreApplied() {
+  if (applied_table_ == nullptr) return Status::OK();
+  ASSIGN_OR_RETURN(wire::AppliedRecord record, LoadAppliedRecord(*applied_table_));
+  size_t restored = 0;
+  for (const wire::AppliedRecord::Unit& u : record.units()) {
+    AppliedLedger* ledger = nullptr;
+    if (u.bucket() && sparse_.count(u.table())) {
+      ledger = &sparse_applied_.try_emplace(u.table(), RangeState::kUnreplicatedWindow)
+                    .first->second;
+    } else if (RangeState* range = u.bucket() ? nullptr : FindRange(u.table(), u.key());
+               range != nullptr && range->key == u.key()) {
+      ledger = range->ledger();
+    } else if (auto b = buckets_.find({u.table(), u.key()}); u.bucket() && b != buckets_.end()) {
+      ledger = b->second.ledger();
+    }
+    if (ledger == nullptr) continue;  // A unit this server no longer holds.
+    ledger->Load(u.entries());
+    ++restored;
+  }
+  if (restored > 0) {
+    LOG(INFO) << "server " << id_ << ": the applied record of " << restored
+              << " range(s) restored with the state"
+              << (options_.restore_from.empty() ? "" : " (restored checkpoint)");
+  }
+  return Status::OK();
+}
+
 void ServerImpl::HandleCheckpoint(Request&& req) {
   const wire::Header& h = req.msg.header;
   if (!h.has_checkpoint_request()) {
@@ -184,7 +255,10 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
     Reject(req, InvalidArgumentError("CHECKPOINT at negative clock " + std::to_string(clock)));
     return;
   }
-  // The checkpoint's flush covers what has been applied so far.
+  // The checkpoint's flush covers what has been applied so far, and the
+  // applied record what that state reflects.
+  const uint64_t seq = h.checkpoint_request().seq();
+  SaveApplied(seq);
   int64_t flushed_clock = last_flush_clock_;
   for (auto& [key, range] : dense_) {
     flushed_clock = std::max(flushed_clock, range.shard->visible_clock());
@@ -193,8 +267,8 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
   auto shared_req = std::make_shared<Request>(std::move(req));
   server_internal::WriteCheckpointAsync(
       store_.get(), checkpoint_root_, clock, options_.keep_checkpoints, id_,
-      [this, shared_req, clock, flushed_clock](StatusOr<wire::ShardCheckpoint> done) {
-        rpc_->Post([this, shared_req, clock, flushed_clock, done = std::move(done)] {
+      [this, shared_req, clock, seq, flushed_clock](StatusOr<wire::ShardCheckpoint> done) {
+        rpc_->Post([this, shared_req, clock, seq, flushed_clock, done = std::move(done)] {
           const wire::Header& h = shared_req->msg.header;
           if (!done.ok()) {
             LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << done.status();
@@ -204,6 +278,7 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
           last_flush_clock_ = std::max(last_flush_clock_, flushed_clock);
           Message reply = MakeReply(h, Status::OK());
           *reply.header.mutable_shard_checkpoint() = *done;
+          reply.header.mutable_shard_checkpoint()->set_seq(seq);
           ReplyWith(*shared_req, std::move(reply));
         });
       });

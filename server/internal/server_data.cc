@@ -1,6 +1,8 @@
 // ServerImpl: the data path without chain replication (server_impl.h):
 // dense PUSH / PULL / PUSH_PULL and sparse PUSH_ROWS / PULL_ROWS, pulls
-// waiting at the consistency gate. Under --recovery=chain requests go on to
+// waiting at the consistency gate, and the exactly-once record of every push
+// (a resent or replayed push its range's state reflects is acknowledged
+// without being applied). Ranges replicated in chains go on to
 // server_chain.cc / server_chain_sparse.cc. Loop thread.
 
 #include <algorithm>
@@ -61,9 +63,12 @@ void ServerImpl::HandleDense(Request&& req) {
     HandleChainDense(range, std::move(req));
     return;
   }
-  // A stateless worker's resend of a push it gave up on (exactly once).
+  // A push with an exactly-once key that this range's state reflects: a
+  // stateless worker's resend of a push it gave up on, or a push replayed
+  // into a server restored from a checkpoint. Applied once.
+  AppliedLedger* ledger = &range->applied;
   const bool seen = push && h.push_id() > 0 &&
-                    pushes_seen_.Applied(h.sender(), h.incarnation(), h.push_id());
+                    ledger->Find(h.sender(), h.incarnation(), h.push_id()) > 0;
   if (seen) stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
   if (h.type() == wire::PUSH_PULL && !seen) {
     // Decoded after the move: a gradient of a few bytes lives inside the
@@ -77,7 +82,7 @@ void ServerImpl::HandleDense(Request&& req) {
       Reject(*shared, s);
       return;
     }
-    if (sh.push_id() > 0) pushes_seen_.Record(sh.sender(), sh.incarnation(), sh.push_id());
+    ledger->Record(sh.sender(), sh.incarnation(), sh.push_id(), 0);
     MaybeFlush();
     return;
   }
@@ -91,7 +96,7 @@ void ServerImpl::HandleDense(Request&& req) {
       Reject(req, s);
       return;
     }
-    if (h.push_id() > 0) pushes_seen_.Record(h.sender(), h.incarnation(), h.push_id());
+    ledger->Record(h.sender(), h.incarnation(), h.push_id(), 0);
   }
   if (push) {
     if (h.type() == wire::PUSH) {
@@ -158,7 +163,7 @@ Status ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req,
 }
 
 void ServerImpl::HandleSparse(Request&& req) {
-  if (chained()) {
+  if (ChainReplicates()) {
     HandleChainSparse(std::move(req));
     return;
   }
@@ -195,8 +200,10 @@ void ServerImpl::HandleSparse(Request&& req) {
   if (push) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
-    // A stateless worker's resend of a row push it gave up on (exactly once).
-    if (h.push_id() > 0 && pushes_seen_.Applied(h.sender(), h.incarnation(), h.push_id())) {
+    // A resent or replayed row push the table's state reflects (exactly once).
+    AppliedLedger* ledger =
+        &sparse_applied_.try_emplace(h.table(), RangeState::kUnreplicatedWindow).first->second;
+    if (h.push_id() > 0 && ledger->Find(h.sender(), h.incarnation(), h.push_id()) > 0) {
       stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
       ReplyWith(req, MakeReply(h, Status::OK()));
       return;
@@ -210,7 +217,7 @@ void ServerImpl::HandleSparse(Request&& req) {
     // it, and a memory store loses everything then.
     const bool acknowledge_first = !h.raw_delta() && shard->PushCannotFail();
     const auto acknowledge = [&] {
-      if (h.push_id() > 0) pushes_seen_.Record(h.sender(), h.incarnation(), h.push_id());
+      ledger->Record(h.sender(), h.incarnation(), h.push_id(), 0);
       ReplyWith(req, MakeReply(h, Status::OK()));
     };
     if (acknowledge_first) acknowledge();

@@ -71,7 +71,7 @@ void ServerImpl::OnTimer() {
   const int64_t now = clock_->NowMs();
   for (auto& [key, range] : dense_) range.shard->ExpireWaiters(now);
   for (auto& [name, table] : sparse_) table->ExpireWaiters(now);
-  if (chained()) ResendStale();
+  if (ChainReplicates()) ResendStale();
   MaybeFlush();
 }
 
@@ -80,6 +80,7 @@ void ServerImpl::MaybeFlush() {
     int64_t clock = 0;
     for (auto& [key, range] : dense_) clock = std::max(clock, range.shard->visible_clock());
     if (clock >= last_flush_clock_ + options_.FlushEveryClocks()) {
+      SaveApplied();  // What the flushed state reflects goes with it.
       Status s = store_->Flush(clock);
       if (!s.ok()) {
         LOG(ERROR) << "flush at clock " << clock << " failed: " << s;
@@ -108,7 +109,7 @@ void ServerImpl::Reject(const Request& req, const Status& status) {
   const uint64_t sender_version = req.msg.header.shard_map_version();
   const bool routing_error =
       status.code() == StatusCode::kWrongShard || status.code() == StatusCode::kNotFound;
-  if (routing_error && sender_version != 0 && (sender_version < map_version_ || chained())) {
+  if (routing_error && sender_version != 0 && (sender_version < map_version_ || ChainReplicates())) {
     // The sender routes with an old map (a key range or table this server
     // does not hold, or under chain replication a range it does not head):
     // send ours along ("moved"); the client installs it.
@@ -190,7 +191,7 @@ void ServerImpl::Handle(Request&& req) {
     return;
   }
   if (h.forwarded() || h.type() == wire::CHAIN_SNAPSHOT || h.type() == wire::CHAIN_COMPLETE) {
-    if (!chained()) {
+    if (!ChainReplicates()) {
       Reject(req, FailedPreconditionError("chain message to a server without replication"));
       return;
     }
@@ -207,6 +208,10 @@ void ServerImpl::Handle(Request&& req) {
       if (awaiting_seed_) {
         Reject(req, UnavailableError("server " + std::to_string(id_) +
                                      " is waiting to be seeded from the workers"));
+        return;
+      }
+      if (Status s = recovery_->AdmitRequest(h); !s.ok()) {
+        Reject(req, s);
         return;
       }
       if (h.type() == wire::PUSH_ROWS || h.type() == wire::PULL_ROWS) {

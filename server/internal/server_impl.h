@@ -2,8 +2,8 @@
 // server.cc (start-up, registration, heartbeats), server_tables.cc (shard
 // maps, the ranges held), server_dispatch.cc (request dispatch, replies),
 // server_data.cc (the data path), server_control.cc (stats, seed,
-// checkpoint) and server_chain*.cc (chain replication under
-// --recovery=chain).
+// checkpoint) and server_chain*.cc (chain replication, when the recovery
+// policy's write rule forwards writes along chains: recovery/server_recovery.h).
 //
 // Thread-safety: as Server; everything but Stop() and the heartbeat thread
 // runs on the RpcServer loop thread.
@@ -26,9 +26,10 @@
 #include "common/rpc_server.h"
 #include "common/shard_map.h"
 #include "consistency/consistency_policy.h"
+#include "recovery/server_recovery.h"
 #include "server/internal/chain_replica.h"
 #include "server/internal/dense_shard.h"
-#include "server/internal/push_dedup.h"
+#include "server/internal/applied_ledger.h"
 #include "server/internal/server_metrics.h"
 #include "server/internal/sparse_bucket.h"
 #include "server/internal/sparse_shard.h"
@@ -55,6 +56,15 @@ struct RangeState {
   std::unique_ptr<OutgoingTransfer> outgoing;
   std::unique_ptr<IncomingTransfer> incoming;
   int64_t forwarded_applied_clock = 0;  // BSP: completion last forwarded/applied.
+  // The exactly-once record and counts of an unreplicated range (a chain
+  // replica keeps its own, replicated: ChainReplica::ledger()).
+  AppliedLedger applied{kUnreplicatedWindow};
+  // Push ids kept per worker incarnation without a chain.
+  static constexpr size_t kUnreplicatedWindow = 4096;
+
+  // The record and counts of this unit's state.
+  AppliedLedger* ledger() { return chain != nullptr ? chain->mutable_ledger() : &applied; }
+  const AppliedLedger& ledger() const { return chain != nullptr ? chain->ledger() : applied; }
 };
 
 class ServerImpl final : public Server {
@@ -137,8 +147,22 @@ class ServerImpl final : public Server {
   Status ServePull(RangeState* range, std::shared_ptr<Request> req,
                    const float* push_grads = nullptr);
 
+  // The applied record (applied_ledger.h): SaveApplied writes every unit's
+  // ledger into the store before a flush or checkpoint; RestoreApplied loads
+  // the one the store opened with into the units created by the first map.
+  // `checkpoint_seq`: the coordinated checkpoint it is saved for (0: a flush).
+  void SaveApplied(uint64_t checkpoint_seq = 0);
+  Status RestoreApplied();
+  // ServerStats.applied_parts: the counts of the units this server serves.
+  void FillAppliedParts(wire::ServerStats* stats);
+  // The facts the recovery role object decides from (job_info_, with the
+  // complete checkpoints on disk now).
+  recovery::ServerJobInfo JobInfoNow() const;
+
   // ---- Chain replication (server_chain.cc), loop thread ----
-  bool chained() const { return replicas_ > 1; }
+  // Whether writes go along chains (the policy's write rule); the chains
+  // themselves (members, head) come from the shard map.
+  bool ChainReplicates() const { return write_rule_ == recovery::WriteRule::kForwardAlongChain; }
   // Applies the chain roles of a newly installed map: promotion, a new
   // successor (resend what it has not acknowledged, or a snapshot to a server
   // joining the chain), becoming the tail.
@@ -210,8 +234,8 @@ class ServerImpl final : public Server {
   // Resends unacknowledged updates that waited too long (timer).
   void ResendStale();
   int PeerOf(int server);
-  // Declared dead by the coordinator: drops every replica's state and chain
-  // position (never a split brain: it holds nothing until a predecessor's
+  // Declared dead by the coordinator (DeadServerPlan::kRejoinChains): drops
+  // every replica's state and chain position (never a split brain: it holds nothing until a predecessor's
   // snapshot arrives), so it can rejoin as a fresh tail. Run by InstallMap
   // when fence_pending_ is set.
   void Fence();
@@ -254,6 +278,15 @@ class ServerImpl final : public Server {
   // Adopts a coordinator's identity if its term is not older. Loop thread.
   void AdoptCoordinator(const std::string& identity, uint64_t term);
   std::unique_ptr<ConsistencyPolicy> policy_;
+  // The server side of the job's recovery policy, and what it answered.
+  std::unique_ptr<recovery::ServerRecovery> recovery_;
+  recovery::WriteRule write_rule_ = recovery::WriteRule::kApplyLocally;
+  recovery::ServerJobInfo job_info_;
+  // The store table of the applied record (applied_ledger.h).
+  DenseShard* applied_table_ = nullptr;
+  // The checkpoint part restored at start (--restore_from; its seq from the
+  // applied record), reported when registering. Constant after Init().
+  std::optional<wire::ShardCheckpoint> restored_from_;
   std::unique_ptr<kernels::Device> device_;         // CPU: host-memory work.
   std::unique_ptr<kernels::Device> update_device_;  // Optional GPU for updates.
   std::unique_ptr<ParamStore> store_;
@@ -275,6 +308,8 @@ class ServerImpl final : public Server {
   wire::ShardMap map_;
   std::map<std::pair<std::string, uint64_t>, RangeState> dense_;  // (table, begin).
   std::map<std::string, std::unique_ptr<SparseShardState>> sparse_;  // Without chains.
+  // The exactly-once record and counts of each table of sparse_.
+  std::map<std::string, AppliedLedger> sparse_applied_;
   // Chain replication: the sparse buckets held here, by (table, bucket).
   std::map<std::pair<std::string, uint64_t>, RangeState> buckets_;
   wire::ServerStats stats_;
@@ -286,14 +321,11 @@ class ServerImpl final : public Server {
   std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
   uint64_t held_bytes_ = 0;  // Dense shards created here (all slots).
-  int replicas_ = 1;     // Constant after Init(): job's chain length.
   uint64_t epoch_ = 0;   // Job epoch of the installed map.
   bool registered_ = false;  // Ranges created after registration are new tables.
   // Stateless recovery: this server replaced a lost one and has not been
   // seeded yet; data requests are refused with Unavailable meanwhile.
   bool awaiting_seed_ = false;
-  // Unreplicated dense pushes with an exactly-once key (stateless workers).
-  PushDedup pushes_seen_;
   // Successors in the chains: DEALER sockets polled by the loop itself, so a
   // forward and its acknowledgement cross no thread. Created in Init().
   std::unique_ptr<LoopClient> peers_;

@@ -16,7 +16,7 @@ namespace server_internal {
 Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   ASSIGN_OR_RETURN(ShardMap checked, ShardMap::FromProto(map));
   (void)checked;
-  if (chained() && fence_pending_.exchange(false)) Fence();
+  if (ChainReplicates() && fence_pending_.exchange(false)) Fence();
   if (map_version_ > 0 && map.version() < map_version_) return Status::OK();  // Reordered.
   if (map_version_ > 0 && map.version() - map_version_ > kMaxVersionStep) {
     return InvalidArgumentError("shard map version " + std::to_string(map.version()) +
@@ -58,14 +58,14 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
     const int slots = 1 + optimizer->num_state_slots();
     if (t.type == TableType::kDense) {
       for (const wire::DenseRange& r : ts.ranges()) {
-        const bool mine = chained() ? std::find(r.chain().begin(), r.chain().end(), id_) !=
+        const bool mine = ChainReplicates() ? std::find(r.chain().begin(), r.chain().end(), id_) !=
                                           r.chain().end()
                                     : r.server() == id_;
         if (!mine || dense_.count({t.name, r.begin()})) continue;
         DenseShardSpec spec;
         // Under replication a server holds several ranges of a table: each
         // is its own store shard.
-        spec.table = chained() ? t.name + "@" + std::to_string(r.begin()) : t.name;
+        spec.table = ChainReplicates() ? t.name + "@" + std::to_string(r.begin()) : t.name;
         spec.begin = r.begin();
         spec.end = r.end();
         spec.num_slots = slots;
@@ -85,7 +85,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
             std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
             std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
         range.forwarded_applied_clock = range.shard->applied_clock();
-        if (chained()) {
+        if (ChainReplicates()) {
           range.chain = std::make_unique<ChainReplica>();
           // A table that existed before this server registered, or before
           // this map (hybrid: joining a chain once it was seeded), is held by
@@ -99,10 +99,10 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
         dense_.emplace(std::make_pair(t.name, r.begin()), std::move(range));
         LOG(INFO) << "table '" << t.name << "': dense keys [" << spec.begin << ", " << spec.end
                   << ") with " << t.optimizer.name
-                  << (chained() ? " (chain replica" + std::string(awaiting ? ", awaiting state)" : ")")
+                  << (ChainReplicates() ? " (chain replica" + std::string(awaiting ? ", awaiting state)" : ")")
                                 : "");
       }
-    } else if (chained()) {
+    } else if (ChainReplicates()) {
       RETURN_IF_ERROR(CreateBuckets(t, ts, slots, known_table(t.name)));
     } else {
       SparseTableSpec spec;
@@ -123,7 +123,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   }
   map_ = map;
   map_version_ = map.version();
-  if (chained()) {
+  if (ChainReplicates()) {
     epoch_ = std::max(epoch_, map.epoch());
     ApplyChainRoles(map);
     UpdateAwaitingState();
@@ -151,6 +151,7 @@ Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
     if (range.chain != nullptr) MaybeForwardCompletion(&range);
   }
   for (auto& [name, table] : sparse_) table->SetLiveWorkers(ids, clocks);
+  recovery_->OnLiveWorkers(ids);
   return Status::OK();
 }
 
@@ -168,7 +169,7 @@ Status ServerImpl::CheckByteQuota(const wire::ShardMap& map) const {
                      kernels::NewOptimizer(t.optimizer));
     const int slots = 1 + optimizer->num_state_slots();
     for (const wire::DenseRange& r : ts.ranges()) {
-      const bool mine = chained() ? std::find(r.chain().begin(), r.chain().end(), id_) !=
+      const bool mine = ChainReplicates() ? std::find(r.chain().begin(), r.chain().end(), id_) !=
                                         r.chain().end()
                                   : r.server() == id_;
       if (!mine || dense_.count({t.name, r.begin()}) || r.end() < r.begin()) continue;

@@ -160,7 +160,7 @@ TEST(CoordinatorClockTest, CheckpointInFlightFailsWhenItsServerIsDeclaredDead) {
   CoordinatorOptions co;
   co.num_servers = 1;
   co.heartbeat_timeout_ms = 3000;
-  co.recovery = RecoveryMode::kCheckpoint;
+  co.recovery = "checkpoint";
   co.checkpoint_timeout_ms = 120000;
   co.clock = &clock;
   RunningCoordinator coordinator(co);
@@ -285,7 +285,7 @@ TEST(CoordinatorTest, WorkerUnknownToARestartedCoordinatorRegistersAgainWithItsI
 TEST(CoordinatorTest, HybridNeedsReplicasLikeChain) {
   CoordinatorOptions co;
   co.num_servers = 2;
-  co.recovery = RecoveryMode::kHybrid;
+  co.recovery = "hybrid";
   co.replicas = 2;
   EXPECT_TRUE(co.Validate().ok()) << co.Validate();
   for (int replicas : {1, 3}) {
@@ -294,7 +294,7 @@ TEST(CoordinatorTest, HybridNeedsReplicasLikeChain) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << replicas;
     EXPECT_NE(s.message().find("under --recovery=hybrid"), std::string::npos) << s;
   }
-  co.recovery = RecoveryMode::kStateless;  // Does not replicate: not checked.
+  co.recovery = "stateless";  // Does not replicate: not checked.
   EXPECT_TRUE(co.Validate().ok()) << co.Validate();
 }
 

@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include "recovery/recovery_policy.h"
 
 namespace relaxps {
 namespace {
@@ -59,45 +58,6 @@ TEST(MembershipTest, ForgivenSilenceRestartsTheTimeoutOfLiveMembersOnly) {
   // Still silent a whole timeout after the stall: dead.
   EXPECT_EQ(m.ExpireServers(6001), std::vector<int>({0}));
   EXPECT_EQ(m.ExpireWorkers(6001), std::vector<int>({0}));
-}
-
-TEST(RecoveryPolicyTest, FactoryKnowsItsPolicies) {
-  auto none = NewRecoveryPolicy(RecoveryMode::kNone);
-  ASSERT_TRUE(none.ok());
-  EXPECT_EQ((*none)->on_server_loss(), RecoveryPolicy::OnServerLoss::kFailJob);
-  auto ckpt = NewRecoveryPolicy(RecoveryMode::kCheckpoint);
-  ASSERT_TRUE(ckpt.ok());
-  EXPECT_EQ((*ckpt)->on_server_loss(), RecoveryPolicy::OnServerLoss::kAwaitRestart);
-  EXPECT_NE((*ckpt)->RestartAdvice(3).find("--server_id=3"), std::string::npos);
-  EXPECT_FALSE((*none)->ResendsAcrossRestarts());
-  EXPECT_TRUE((*ckpt)->ResendsAcrossRestarts());
-  for (const char* name : {"none", "checkpoint", "chain", "stateless", "hybrid"}) {
-    auto mode = ParseRecoveryMode(name);
-    ASSERT_TRUE(mode.ok()) << name;
-    EXPECT_STREQ(RecoveryModeName(*mode), name);
-  }
-  for (const char* name : {"bogus", "", "Checkpoint"}) {
-    auto mode = ParseRecoveryMode(name);
-    ASSERT_FALSE(mode.ok()) << name;
-    EXPECT_EQ(mode.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(mode.status().message().find("'" + std::string(name) + "'"), std::string::npos);
-  }
-  auto stateless = NewRecoveryPolicy(RecoveryMode::kStateless);
-  ASSERT_TRUE(stateless.ok());
-  EXPECT_TRUE((*stateless)->TrainsThroughServerLoss());
-  EXPECT_FALSE((*stateless)->ResendsAcrossRestarts());
-  EXPECT_FALSE((*ckpt)->TrainsThroughServerLoss());
-  auto chain = NewRecoveryPolicy(RecoveryMode::kChain);
-  ASSERT_TRUE(chain.ok());
-  EXPECT_EQ((*chain)->on_server_loss(), RecoveryPolicy::OnServerLoss::kReconfigure);
-  EXPECT_TRUE((*chain)->ReplicatesServers());
-  EXPECT_FALSE((*ckpt)->ReplicatesServers());
-  auto hybrid = NewRecoveryPolicy(RecoveryMode::kHybrid);
-  ASSERT_TRUE(hybrid.ok());
-  EXPECT_EQ((*hybrid)->on_server_loss(), RecoveryPolicy::OnServerLoss::kReconfigure);
-  EXPECT_TRUE((*hybrid)->ReplicatesServers());
-  EXPECT_TRUE((*hybrid)->TrainsThroughServerLoss());
-  EXPECT_TRUE((*hybrid)->ResendsAcrossRestarts());
 }
 
 }  // namespace

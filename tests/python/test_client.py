@@ -85,7 +85,14 @@ def test_clock_barrier_learning_rate_and_job_info(cluster):
         stats = c.stats()
         assert stats["requests"] > 0 and stats["bytes_sent"] >= 16 and stats["errors"] == 0
         assert set(stats) == {"bytes_sent", "bytes_received", "requests", "errors",
-                              "cache_hits", "cache_misses", "local_steps"}
+                              "cache_hits", "cache_misses", "local_steps", "acked_updates",
+                              "incarnation", "recovery_counters"}
+        assert stats["acked_updates"] == 1  # The one push part the server acknowledged.
+        needs = job["recovery_needs"]
+        assert needs["restart"] == "never" and not needs["tolerates_server_loss"]
+        # Deprecated aliases of the needs (one release).
+        assert job["resends_across_restarts"] is False
+        assert job["trains_through_server_loss"] is False
 
 
 def test_async_requests_and_torch_tensors(cluster):

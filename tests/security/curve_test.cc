@@ -35,7 +35,7 @@ CoordinatorOptions CurveCoordinator(const std::string& keys, int num_servers = 1
   co.curve = CurveOptions{keys, "coordinator"};
   co.num_servers = num_servers;
   if (chain) {
-    co.recovery = RecoveryMode::kChain;
+    co.recovery = "chain";
     co.replicas = 2;
   }
   return co;

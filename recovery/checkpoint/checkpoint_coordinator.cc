@@ -1,0 +1,30 @@
+// --recovery=checkpoint, coordinator side: the job waits for a lost server
+// to restart with its id from the latest complete checkpoint (the server
+// restores it; workers roll back to its clock). The coordinator's periodic
+// checkpoints are the flags' (--checkpoint_every_clocks / _s).
+#include <memory>
+#include <string>
+
+#include "recovery/checkpoint/checkpoint.h"
+#include "recovery/coordinator_await_restart.h"
+
+namespace relaxps {
+namespace recovery {
+namespace {
+
+class CheckpointCoordinator final : public AwaitRestartCoordinator {
+ protected:
+  std::string RestartAdvice(int server) const override {
+    return "restart it with --server_id=" + std::to_string(server) +
+           " --restore_from=latest to roll it back to the last complete checkpoint";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<CoordinatorRecovery> NewCheckpointCoordinatorRecovery() {
+  return std::make_unique<CheckpointCoordinator>();
+}
+
+}  // namespace recovery
+}  // namespace relaxps
