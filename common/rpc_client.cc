@@ -7,6 +7,14 @@
 #include <cstring>
 
 namespace relaxps {
+namespace {
+
+// Real monotonic time, for how long a thread may sleep in a poll or hold the
+// driver role: those are waits of this process's threads, not timeouts of
+// the protocol (which use options_.clock).
+int64_t RealMs() { return RealClock()->NowMs(); }
+
+}  // namespace
 
 Status RpcClientOptions::UseCurve(const CurveOptions& curve) {
   if (!curve.enabled()) return Status::OK();
@@ -152,7 +160,7 @@ bool RpcClient::SendFromCaller(Outgoing* out) {
     TellDriver(peer);
     // A driver holds the sockets, and the I/O thread takes them back with a
     // touch of each (SocketPoller::Enable) when it does.
-    wake = wake || !(driving_.load() || MonotonicMs() < drivers_hold_until_ms_);
+    wake = wake || !(driving_.load() || RealMs() < drivers_hold_until_ms_);
   }
   if (wake) Wake();
   return true;
@@ -190,7 +198,7 @@ bool RpcClient::Drive(const std::function<bool()>& done, int timeout_ms) {
   // A callback on the I/O thread must not drive: that thread's deadlines and
   // sends would wait for it.
   if (std::this_thread::get_id() == io_thread_.get_id()) return false;
-  const int64_t give_up = MonotonicMs() + std::max(timeout_ms, 0);
+  const int64_t give_up = RealMs() + std::max(timeout_ms, 0);
   {
     MutexLock io(&io_mu_);
     {
@@ -215,7 +223,7 @@ bool RpcClient::Drive(const std::function<bool()>& done, int timeout_ms) {
       TouchToldSockets();
       ready = driver_poller_.CheckTouched();
     }
-    const int64_t left = give_up - MonotonicMs();
+    const int64_t left = give_up - RealMs();
     if (!ready && left <= 0) break;
     // The descriptors only: other threads may send on the sockets meanwhile
     // (they tell this one when that takes in input, see SendFromCaller).
@@ -243,7 +251,7 @@ bool RpcClient::Drive(const std::function<bool()>& done, int timeout_ms) {
   }
   MutexLock io(&io_mu_);
   driving_.store(false);
-  drivers_hold_until_ms_ = MonotonicMs() + kDriverGraceMs;
+  drivers_hold_until_ms_ = RealMs() + kDriverGraceMs;
   return reached;
 }
 
@@ -489,7 +497,7 @@ void RpcClient::IoLoop() {
         // While a driver reads the sockets, and for a grace period after,
         // they are left out of this thread's waits and checks: it would
         // otherwise wake for every reply the driver reads.
-        const bool leave = driving_.load() || MonotonicMs() < drivers_hold_until_ms_;
+        const bool leave = driving_.load() || RealMs() < drivers_hold_until_ms_;
         leave_sockets(leave);
         if (!leave) io_used_sockets_ = true;
         for (int peer : sent_to_) poller.Touch(1 + peer);
@@ -503,7 +511,7 @@ void RpcClient::IoLoop() {
         if (leave) {
           timeout = std::min<int64_t>(
               timeout, driving_.load() ? kDriverCheckMs
-                                       : std::max<int64_t>(drivers_hold_until_ms_ - MonotonicMs(), 1));
+                                       : std::max<int64_t>(drivers_hold_until_ms_ - RealMs(), 1));
         }
         try {
           ready = poller.CheckTouched();

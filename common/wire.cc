@@ -1,6 +1,5 @@
 #include "common/wire.h"
 
-#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -191,18 +190,6 @@ Status ParseMessage(std::vector<zmq::message_t>& parts, size_t first, Message* o
   out->frames.reserve(parts.size() - first - 1);
   for (size_t i = first + 1; i < parts.size(); ++i) out->frames.emplace_back(std::move(parts[i]));
   return Status::OK();
-}
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t MonotonicMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace relaxps

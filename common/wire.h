@@ -130,10 +130,6 @@ Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message&&
 // and move). InvalidArgument if the header frame is missing or malformed.
 Status ParseMessage(std::vector<zmq::message_t>& parts, size_t first, Message* out);
 
-// Milliseconds since the Unix epoch (wall clock) and a monotonic clock.
-int64_t NowUnixMs();
-int64_t MonotonicMs();
-
 }  // namespace relaxps
 
 #endif  // RELAXPS_COMMON_WIRE_H_

@@ -100,7 +100,7 @@ class ChainChaosTest : public ::testing::Test {
         Worker& me = *workers_[w];
         while (!pushers_->stop.load()) {
           FloatBuffer g = Gradient(w, me.acked);
-          const int64_t started = MonotonicMs();
+          const int64_t started = RealClock()->NowMs();
           Status s = me.client->Push("w", 0, g).get();
           if (!s.ok()) {
             me.error = s;
@@ -108,7 +108,7 @@ class ChainChaosTest : public ::testing::Test {
           }
           const int64_t fault = fault_ms_.load();
           if (fault != 0 && started >= fault && me.first_ack_after_fault_ms.load() == 0) {
-            me.first_ack_after_fault_ms = MonotonicMs();
+            me.first_ack_after_fault_ms = RealClock()->NowMs();
           }
           for (uint64_t i = 0; i < kSize; ++i) me.sum[i] += g[i];
           ++me.acked;
@@ -120,7 +120,7 @@ class ChainChaosTest : public ::testing::Test {
   // Marks a fault now; returns its time.
   int64_t Fault() {
     for (auto& w : workers_) w->first_ack_after_fault_ms = 0;
-    const int64_t now = MonotonicMs();
+    const int64_t now = RealClock()->NowMs();
     fault_ms_ = now;
     return now;
   }
@@ -131,12 +131,12 @@ class ChainChaosTest : public ::testing::Test {
   int64_t MeasureFailover(int64_t at_ms, int64_t limit_ms) {
     int64_t worst = 0;
     for (auto& w : workers_) {
-      while (w->first_ack_after_fault_ms.load() == 0 && MonotonicMs() < at_ms + limit_ms &&
+      while (w->first_ack_after_fault_ms.load() == 0 && RealClock()->NowMs() < at_ms + limit_ms &&
              w->error.ok()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
       const int64_t ack = w->first_ack_after_fault_ms.load();
-      worst = std::max(worst, (ack == 0 ? MonotonicMs() : ack) - at_ms);
+      worst = std::max(worst, (ack == 0 ? RealClock()->NowMs() : ack) - at_ms);
     }
     return worst;
   }
@@ -198,7 +198,7 @@ TEST_F(ChainChaosTest, RandomKillsAndPausesLoseNothingAndApplyNothingTwice) {
       const int pause_ms = 1200 + static_cast<int>(rng() % 800);
       cluster_->server(victim)->Kill(SIGSTOP);
       stop_failover.push_back(MeasureFailover(at, 10000));
-      const int64_t left = at + pause_ms - MonotonicMs();
+      const int64_t left = at + pause_ms - RealClock()->NowMs();
       if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(left));
       ASSERT_TRUE(WaitForChains(cluster_.get(), "w", victim, 0, 10000))
           << "trial " << trial << ": paused server " << victim << " not routed around";

@@ -303,7 +303,7 @@ TEST_F(ChainExactlyOnceTest, PausedServerRoutedAroundThenFencedAndRejoins) {
   ping.header.set_type(wire::PING);
   ASSERT_OK(late.CallSync(late_peer, std::move(ping), 5000).status());
   cluster_->server(0)->Kill(SIGSTOP);
-  const int64_t stopped = MonotonicMs();
+  const int64_t stopped = RealClock()->NowMs();
   // A push queued at the paused head, by no real worker (its gradient is in
   // no sum: applying it on any live replica breaks the final check).
   Message push;
@@ -321,7 +321,7 @@ TEST_F(ChainExactlyOnceTest, PausedServerRoutedAroundThenFencedAndRejoins) {
   late.Call(late_peer, std::move(push), 9000,
             [&late_push](const Status& st, Message) { late_push.set_value(st); });
   ASSERT_TRUE(WaitForChains(cluster_.get(), "w", 0, 0, 5000)) << "paused server not routed around";
-  const int64_t routed_ms = MonotonicMs() - stopped;
+  const int64_t routed_ms = RealClock()->NowMs() - stopped;
   const int64_t before = Pushes();
   std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(0, 5000 - routed_ms)));
   const int64_t during = Pushes() - before;
@@ -331,8 +331,8 @@ TEST_F(ChainExactlyOnceTest, PausedServerRoutedAroundThenFencedAndRejoins) {
   cluster_->coordinator()->Kill(SIGSTOP);
   cluster_->server(0)->Kill(SIGCONT);
   uint64_t refused = 0;
-  const int64_t give_up = MonotonicMs() + 10000;
-  while ((refused = StaleEpochRefused(cluster_.get(), {1, 2})) == 0 && MonotonicMs() < give_up) {
+  const int64_t give_up = RealClock()->NowMs() + 10000;
+  while ((refused = StaleEpochRefused(cluster_.get(), {1, 2})) == 0 && RealClock()->NowMs() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   cluster_->coordinator()->Kill(SIGCONT);
@@ -453,8 +453,8 @@ TEST_F(ChainExactlyOnceTest, LastSyncedReplicaDyingBeforeTheStateTransferFailsTh
   EXPECT_EQ(before->output.find("job_error"), std::string::npos) << before->output;
   cluster_->server(0)->Kill(SIGKILL);
   std::string error;
-  const int64_t until = MonotonicMs() + 10000;
-  while (error.empty() && MonotonicMs() < until) {
+  const int64_t until = RealClock()->NowMs() + 10000;
+  while (error.empty() && RealClock()->NowMs() < until) {
     StatusOr<CommandResult> st = cluster_->Ctl({"status"});
     if (st.ok()) {
       for (const std::string& l : GrepLines(st->output, "job_error")) error += l;
@@ -470,8 +470,8 @@ TEST_F(ChainExactlyOnceTest, LastSyncedReplicaDyingBeforeTheStateTransferFailsTh
   // on: until then a push may be told Unavailable (the rejoined server has no
   // state), never OK.
   Status pushed = UnavailableError("not pushed");
-  const int64_t learn_by = MonotonicMs() + 10000;
-  while (pushed.code() == StatusCode::kUnavailable && MonotonicMs() < learn_by) {
+  const int64_t learn_by = RealClock()->NowMs() + 10000;
+  while (pushed.code() == StatusCode::kUnavailable && RealClock()->NowMs() < learn_by) {
     pushed = worker->Push("w", 0, Gradient(0, 1)).get();
     if (pushed.code() == StatusCode::kUnavailable) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

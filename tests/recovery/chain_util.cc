@@ -51,9 +51,9 @@ std::vector<ChainRange> BucketChains(RecoveryCluster* cluster, const std::string
 
 StatusOr<std::vector<float>> WhenInSync(
     const std::function<StatusOr<std::vector<float>>()>& read) {
-  const int64_t until = MonotonicMs() + 10000 * TimeScale();
+  const int64_t until = RealClock()->NowMs() + 10000 * TimeScale();
   StatusOr<std::vector<float>> got = read();
-  while (!got.ok() && got.status().code() == StatusCode::kUnavailable && MonotonicMs() < until) {
+  while (!got.ok() && got.status().code() == StatusCode::kUnavailable && RealClock()->NowMs() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     got = read();
   }
@@ -62,8 +62,8 @@ StatusOr<std::vector<float>> WhenInSync(
 
 bool WaitForChains(RecoveryCluster* cluster, const std::string& table, int gone,
                    size_t replicas, int timeout_ms) {
-  const int64_t until = MonotonicMs() + int64_t{timeout_ms} * TimeScale();
-  while (MonotonicMs() < until) {
+  const int64_t until = RealClock()->NowMs() + int64_t{timeout_ms} * TimeScale();
+  while (RealClock()->NowMs() < until) {
     std::vector<ChainRange> ranges = Chains(cluster, table);
     bool ok = !ranges.empty();
     for (const ChainRange& r : ranges) {
