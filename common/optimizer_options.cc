@@ -3,6 +3,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "common/optimizer_rules.h"
+
 namespace relaxps {
 namespace {
 
@@ -25,7 +27,7 @@ Status CheckPositive(const char* field, float value) {
 }  // namespace
 
 Status ValidateOptimizerOptions(const OptimizerOptions& o) {
-  if (o.name != "sgd" && o.name != "momentum" && o.name != "adam" && o.name != "adagrad") {
+  if (FindOptimizerRule(o.name) == nullptr) {
     return InvalidArgumentError("unknown optimizer '" + o.name +
                                 "' (expected sgd, momentum, adam or adagrad)");
   }

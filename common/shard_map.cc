@@ -99,8 +99,8 @@ const wire::TableShards* ShardMap::FindTable(const std::string& name) const {
   return it == table_index_.end() ? nullptr : &proto_.tables(it->second);
 }
 
-StatusOr<std::vector<DenseSlice>> ShardMap::SplitDense(const std::string& table,
-                                                       uint64_t offset, uint64_t count) const {
+Status ShardMap::CheckDenseRange(const std::string& table, uint64_t offset,
+                                 uint64_t count) const {
   const wire::TableShards* ts = FindTable(table);
   if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
   if (ts->table().type() != static_cast<int>(TableType::kDense)) {
@@ -108,10 +108,21 @@ StatusOr<std::vector<DenseSlice>> ShardMap::SplitDense(const std::string& table,
   }
   const uint64_t size = ts->table().size();
   if (count == 0 || offset > size || count > size - offset) {
-    return InvalidArgumentError("range [" + std::to_string(offset) + ", " +
-                                std::to_string(offset + count) + ") is outside table '" + table +
-                                "' of size " + std::to_string(size));
+    // offset + count may wrap: name the end only when it does not.
+    const std::string end = count <= UINT64_MAX - offset
+                                ? std::to_string(offset + count)
+                                : std::to_string(offset) + " + " + std::to_string(count);
+    return InvalidArgumentError("range [" + std::to_string(offset) + ", " + end +
+                                ") is outside table '" + table + "' of size " +
+                                std::to_string(size));
   }
+  return Status::OK();
+}
+
+StatusOr<std::vector<DenseSlice>> ShardMap::SplitDense(const std::string& table,
+                                                       uint64_t offset, uint64_t count) const {
+  RETURN_IF_ERROR(CheckDenseRange(table, offset, count));
+  const wire::TableShards* ts = FindTable(table);
   const uint64_t end = offset + count;
   // Ranges are sorted: binary search the first that ends after `offset`.
   const auto& ranges = ts->ranges();

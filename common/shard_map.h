@@ -54,8 +54,13 @@ class ShardMap {
   // nullptr if the table is unknown.
   const wire::TableShards* FindTable(const std::string& name) const;
 
+  // OK if keys [offset, offset + count) are a non-empty range inside dense
+  // table `table` (tested without sums that could wrap near 2^64); NotFound
+  // for an unknown table, InvalidArgument for a sparse one or a range that is
+  // empty or outside it.
+  Status CheckDenseRange(const std::string& table, uint64_t offset, uint64_t count) const;
   // Splits keys [offset, offset + count) of a dense table by owner.
-  // NotFound for an unknown table, InvalidArgument for a range outside it.
+  // Fails as CheckDenseRange does.
   StatusOr<std::vector<DenseSlice>> SplitDense(const std::string& table, uint64_t offset,
                                               uint64_t count) const;
   // Sparse routing. The bucket of `row_id` in sparse table `ts` (one of this

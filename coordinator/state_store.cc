@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/write_batch.h>
 
 namespace relaxps {
@@ -40,8 +42,10 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 
 class RocksDbStateStore final : public CoordinatorStateStore {
  public:
-  RocksDbStateStore(std::string dir, std::unique_ptr<rocksdb::DB> db)
-      : dir_(std::move(dir)), db_(std::move(db)) {}
+  // `env` (null: the default) is the one `db` was opened with.
+  RocksDbStateStore(std::string dir, std::shared_ptr<rocksdb::FileSystem> fs,
+                    std::unique_ptr<rocksdb::Env> env, std::unique_ptr<rocksdb::DB> db)
+      : dir_(std::move(dir)), fs_(std::move(fs)), env_(std::move(env)), db_(std::move(db)) {}
 
   std::string Name() const override { return "rocksdb:" + dir_; }
 
@@ -84,8 +88,11 @@ class RocksDbStateStore final : public CoordinatorStateStore {
   }
 
  private:
-  // Constant after construction.
+  // Constant after construction. db_ is declared last: it is closed before
+  // the Env and FileSystem it uses go.
   const std::string dir_;
+  const std::shared_ptr<rocksdb::FileSystem> fs_;
+  const std::unique_ptr<rocksdb::Env> env_;
   const std::unique_ptr<rocksdb::DB> db_;
   uint64_t term_ = 0;
 };
@@ -96,9 +103,12 @@ std::unique_ptr<CoordinatorStateStore> NewMemoryStateStore() {
   return std::make_unique<MemoryStateStore>();
 }
 
-StatusOr<std::unique_ptr<CoordinatorStateStore>> NewRocksDbStateStore(const std::string& dir) {
+StatusOr<std::unique_ptr<CoordinatorStateStore>> NewRocksDbStateStore(
+    const std::string& dir, std::shared_ptr<rocksdb::FileSystem> fs) {
   if (dir.empty()) return InvalidArgumentError("coordinator --data_dir is empty");
+  std::unique_ptr<rocksdb::Env> env = fs ? rocksdb::NewCompositeEnv(fs) : nullptr;
   rocksdb::Options options;
+  if (env != nullptr) options.env = env.get();
   options.create_if_missing = true;
   options.max_open_files = 64;
   options.keep_log_file_num = 2;
@@ -109,8 +119,8 @@ StatusOr<std::unique_ptr<CoordinatorStateStore>> NewRocksDbStateStore(const std:
     return FromRocks(s, "opening the coordinator state in --data_dir=" + dir +
                             " (is another coordinator using it?)");
   }
-  return std::unique_ptr<CoordinatorStateStore>(
-      std::make_unique<RocksDbStateStore>(dir, std::unique_ptr<rocksdb::DB>(raw)));
+  return std::unique_ptr<CoordinatorStateStore>(std::make_unique<RocksDbStateStore>(
+      dir, std::move(fs), std::move(env), std::unique_ptr<rocksdb::DB>(raw)));
 }
 
 }  // namespace relaxps

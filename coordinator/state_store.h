@@ -12,9 +12,11 @@
 // Implementations:
 //   NewMemoryStateStore()         nothing survives the process (the default
 //                                 without --data_dir or --coordination).
-//   NewRocksDbStateStore(dir)     a local RocksDB (--data_dir): a coordinator
+//   NewRocksDbStateStore(dir, fs) a local RocksDB (--data_dir): a coordinator
 //                                 restarted with the same dir resumes the job.
 //                                 RocksDB's LOCK file keeps a second process out.
+//                                 Every file access goes through `fs`, so tests
+//                                 inject disk faults (storage/fault_injecting_fs.h).
 //   NewZkStateStore(session, path) ZooKeeper (--coordination=zk://...): the
 //                                 records are znodes under PATH/state, the term
 //                                 is PATH/epoch, and every write is one
@@ -35,6 +37,14 @@
 namespace relaxps {
 
 class ZkSession;
+
+}  // namespace relaxps
+
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
+
+namespace relaxps {
 
 // Record name -> serialized record.
 using StateRecords = std::map<std::string, std::string>;
@@ -65,7 +75,12 @@ class CoordinatorStateStore {
 };
 
 std::unique_ptr<CoordinatorStateStore> NewMemoryStateStore();
-StatusOr<std::unique_ptr<CoordinatorStateStore>> NewRocksDbStateStore(const std::string& dir);
+// The database in `dir` (created if missing), opened through `fs` (nullptr:
+// the real file system); the store shares `fs`. IOError naming dir if it
+// cannot be opened (e.g. another coordinator holds it); a failed Write()
+// (ENOSPC, EIO) is IOError naming dir and the disk error.
+StatusOr<std::unique_ptr<CoordinatorStateStore>> NewRocksDbStateStore(
+    const std::string& dir, std::shared_ptr<rocksdb::FileSystem> fs = nullptr);
 // `session` must outlive the store; `path` is the job's znode ("/relaxps/job1").
 StatusOr<std::unique_ptr<CoordinatorStateStore>> NewZkStateStore(ZkSession* session,
                                                                  const std::string& path);

@@ -70,6 +70,9 @@ struct ServerOptions {
   // Requested server id (-1: the coordinator assigns one). A restarted server
   // passes its old id to take its shards back.
   int server_id = -1;
+  // The store's options. Its file_system (nullptr: the real one) also
+  // carries the server's own checkpoint work: restore_from, listing,
+  // pruning and replacing checkpoints.
   ParamStoreOptions store;
   // Opens the store from `store` (empty: NewParamStore, the memory and
   // rocksdb stores of relaxps-server). An embedder's own ParamStore goes
@@ -94,7 +97,8 @@ struct ServerOptions {
   int keep_checkpoints = 3;
   // Before opening the store: "" (no restore), "latest" (the newest valid
   // checkpoint under checkpoint_dir; NotFound if none) or a checkpoint
-  // directory. A bad checkpoint fails Start() with Corruption naming it.
+  // directory. A bad checkpoint fails Start() with Corruption naming it, a
+  // disk error with IOError naming the path; data_dir is then untouched.
   std::string restore_from;
   // --security=curve (curve.name "server-<server_id>"; server_id is then
   // required); empty keys_dir: plain TCP.

@@ -336,6 +336,10 @@ std::vector<CheckpointInfo> ListCheckpoints(const std::string& root, rocksdb::Fi
   return result;
 }
 
+Status RemoveCheckpoint(const std::string& dir, rocksdb::FileSystem* fs) {
+  return storage_internal::RemoveAll(DefaultFileSystem(fs), dir);
+}
+
 Status PruneCheckpoints(const std::string& root, int keep_last_k, rocksdb::FileSystem* fs) {
   if (keep_last_k < 1) {
     return InvalidArgumentError("PruneCheckpoints: keep_last_k must be >= 1, got " +

@@ -85,6 +85,11 @@ Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& d
 std::vector<CheckpointInfo> ListCheckpoints(const std::string& root,
                                             rocksdb::FileSystem* fs = nullptr);
 
+// Removes the checkpoint directory `dir` and everything in it (e.g. to
+// replace a checkpoint of the same clock); OK if it does not exist. IOError
+// naming the entry that could not be removed.
+Status RemoveCheckpoint(const std::string& dir, rocksdb::FileSystem* fs = nullptr);
+
 // Deletes all but the newest keep_last_k valid checkpoints under root.
 // InvalidArgument if keep_last_k < 1; IOError naming the directory that
 // could not be removed (the older ones are removed first; a failure stops

@@ -20,7 +20,8 @@ StatusOr<std::vector<Router::Moved>> Router::Install(const wire::ShardMap& proto
                map_->proto().servers(i).alive() && !next->proto().servers(i).alive()) {
       moved.push_back(Moved{i, peers_[i], ep, false});
     }
-    if (!ep.empty()) peers_[i] = transport_->Connect(ep, next->proto().servers(i).curve_public_key());
+    // A server the new map gives no endpoint has no peer (Peer() returns -1).
+    peers_[i] = ep.empty() ? -1 : transport_->Connect(ep, next->proto().servers(i).curve_public_key());
   }
   map_ = std::move(next);
   return moved;

@@ -13,7 +13,11 @@ bool SspCache::Serve(const std::string& table, uint64_t offset, const FloatBuffe
     auto it = entries_.find(table);
     if (it != entries_.end()) {
       const Entry& e = it->second;
-      const bool covers = offset >= e.offset && offset + out.size() <= e.offset + e.values.size();
+      // [offset, offset + out.size()) inside [e.offset, e.offset + size),
+      // tested without sums that could wrap near 2^64.
+      const uint64_t cached = e.values.size();
+      const bool covers = offset >= e.offset && out.size() <= cached &&
+                          offset - e.offset <= cached - out.size();
       if (covers && e.params_clock >= needed) {
         std::memcpy(out.data(), e.values.data() + (offset - e.offset), out.bytes());
         hits_.fetch_add(1);

@@ -11,7 +11,6 @@
 namespace relaxps {
 namespace server_internal {
 namespace {
-namespace fs = std::filesystem;
 
 std::string StripSlashes(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -22,27 +21,34 @@ std::string StripSlashes(std::string p) {
 
 std::string DefaultCheckpointRoot(const std::string& data_dir) {
   if (data_dir.empty()) return "";
-  const fs::path p(StripSlashes(data_dir));
-  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  // Path arithmetic only: nothing here touches the disk.
+  const std::filesystem::path p(StripSlashes(data_dir));
+  const std::filesystem::path parent =
+      p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
   return (parent / "checkpoints" / p.filename()).string();
 }
 
 Status RestoreDataDir(const std::string& restore_from, const std::string& root,
-                      const std::string& data_dir, wire::ShardCheckpoint* restored) {
+                      const std::string& data_dir, rocksdb::FileSystem* fs,
+                      wire::ShardCheckpoint* restored) {
   if (data_dir.empty()) return InvalidArgumentError("--restore_from needs --data_dir");
   std::string dir = restore_from;
   if (restore_from == "latest") {
-    std::vector<CheckpointInfo> all = ListCheckpoints(root);
+    std::vector<CheckpointInfo> all = ListCheckpoints(root, fs);
     if (all.empty()) {
       return NotFoundError("--restore_from=latest: no valid checkpoint under " + root);
     }
     dir = all.back().dir;
   }
-  ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(dir));
-  RETURN_IF_ERROR(RestoreCheckpoint(dir, data_dir));
+  ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(dir, fs));
+  Status s = RestoreCheckpoint(dir, data_dir, fs);
+  if (!s.ok()) {
+    return Status(s.code(),
+                  "cannot restore " + data_dir + " from checkpoint " + dir + ": " + s.message());
+  }
   if (restored != nullptr) {
     std::error_code ec;
-    restored->set_dir(fs::absolute(dir, ec).string());
+    restored->set_dir(std::filesystem::absolute(dir, ec).string());
     restored->set_clock(info.clock);
     restored->set_bytes(info.bytes);
   }
@@ -51,8 +57,8 @@ Status RestoreDataDir(const std::string& restore_from, const std::string& root,
   return Status::OK();
 }
 
-void WriteCheckpointAsync(ParamStore* store, const std::string& root, int64_t clock, int keep,
-                          int server_id,
+void WriteCheckpointAsync(ParamStore* store, rocksdb::FileSystem* fs, const std::string& root,
+                          int64_t clock, int keep, int server_id,
                           std::function<void(StatusOr<wire::ShardCheckpoint>)> done) {
   if (root.empty()) {
     done(FailedPreconditionError("server " + std::to_string(server_id) +
@@ -62,15 +68,12 @@ void WriteCheckpointAsync(ParamStore* store, const std::string& root, int64_t cl
   }
   const std::string dir = root + "/" + CheckpointDirName(clock);
   const auto start = std::chrono::steady_clock::now();
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    // A second checkpoint at the same clock (e.g. a manual one while workers
-    // are idle): the newer state replaces the older snapshot.
-    fs::remove_all(dir, ec);
-    if (ec) {
-      done(IOError("cannot replace checkpoint " + dir + ": " + ec.message()));
-      return;
-    }
+  // A second checkpoint at the same clock (e.g. a manual one while workers
+  // are idle): the newer state replaces the older snapshot.
+  Status removed = RemoveCheckpoint(dir, fs);
+  if (!removed.ok()) {
+    done(IOError("cannot replace checkpoint " + dir + ": " + removed.message()));
+    return;
   }
   store->CheckpointAsync(dir, clock, [=](Status s) {
     if (!s.ok()) {
@@ -79,17 +82,17 @@ void WriteCheckpointAsync(ParamStore* store, const std::string& root, int64_t cl
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    StatusOr<CheckpointInfo> info = ReadCheckpointInfo(dir);
+    StatusOr<CheckpointInfo> info = ReadCheckpointInfo(dir, fs);
     if (!info.ok()) {
       done(info.status());
       return;
     }
-    Status pruned = PruneCheckpoints(root, keep);
+    Status pruned = PruneCheckpoints(root, keep, fs);
     if (!pruned.ok()) LOG(WARNING) << "pruning checkpoints under " << root << ": " << pruned;
     wire::ShardCheckpoint out;
     std::error_code abs_ec;
     out.set_server(server_id);
-    out.set_dir(fs::absolute(dir, abs_ec).string());
+    out.set_dir(std::filesystem::absolute(dir, abs_ec).string());
     out.set_clock(clock);
     out.set_bytes(info->bytes);
     out.set_seconds(seconds);
@@ -99,14 +102,15 @@ void WriteCheckpointAsync(ParamStore* store, const std::string& root, int64_t cl
   });
 }
 
-wire::CheckpointList ListShardCheckpoints(const std::string& root, int server_id) {
+wire::CheckpointList ListShardCheckpoints(const std::string& root, int server_id,
+                                          rocksdb::FileSystem* fs) {
   wire::CheckpointList list;
   if (root.empty()) return list;
   std::error_code ec;
-  for (const CheckpointInfo& info : ListCheckpoints(root)) {
+  for (const CheckpointInfo& info : ListCheckpoints(root, fs)) {
     wire::ShardCheckpoint* c = list.add_checkpoints();
     c->set_server(server_id);
-    c->set_dir(fs::absolute(info.dir, ec).string());
+    c->set_dir(std::filesystem::absolute(info.dir, ec).string());
     c->set_clock(info.clock);
     c->set_bytes(info.bytes);
   }

@@ -2,6 +2,12 @@
 // before the store opens, writing a checkpoint on the coordinator's request,
 // and listing the checkpoints on its disk.
 //
+// Every disk access (restore, listing, pruning, replacing a checkpoint) goes
+// through `fs`, the store's file system (ParamStoreOptions::file_system, so
+// a test's FaultInjectingFileSystem reaches them too); nullptr is the real
+// one. `fs` is borrowed and must outlive the call (for WriteCheckpointAsync,
+// until `done` ran).
+//
 // Thread-safety: stateless functions; callers serialize use of the store.
 // Checkpoints under one root are written one at a time (the store runs one
 // background job).
@@ -16,6 +22,10 @@
 #include "common/wire.h"
 #include "storage/param_store.h"
 
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
+
 namespace relaxps {
 namespace server_internal {
 
@@ -25,23 +35,26 @@ std::string DefaultCheckpointRoot(const std::string& data_dir);
 // Replaces `data_dir` with the checkpoint named by `restore_from`: "latest"
 // (the newest valid checkpoint under `root`) or a checkpoint directory.
 // NotFound if "latest" finds none; Corruption naming the checkpoint (and the
-// bad file) if it is invalid; InvalidArgument without a data_dir. On error
-// data_dir is untouched. `restored` (optional) gets the checkpoint's dir,
-// clock and bytes.
+// bad file) if it is invalid; IOError naming the path for a disk error;
+// InvalidArgument without a data_dir. Errors of the restore itself name
+// data_dir and the checkpoint. On error data_dir is untouched. `restored`
+// (optional) gets the checkpoint's dir, clock and bytes.
 Status RestoreDataDir(const std::string& restore_from, const std::string& root,
-                      const std::string& data_dir, wire::ShardCheckpoint* restored = nullptr);
+                      const std::string& data_dir, rocksdb::FileSystem* fs,
+                      wire::ShardCheckpoint* restored = nullptr);
 
 // Writes "<root>/ckpt-<clock>" from `store` (replacing an older checkpoint
 // of the same clock) and then keeps only the newest `keep` under root, in
 // the background where the store allows (ParamStore::CheckpointAsync).
 // `done` gets this server's part of the coordinated checkpoint, on this
 // thread or on the store's; it must not call into the store.
-void WriteCheckpointAsync(ParamStore* store, const std::string& root, int64_t clock, int keep,
-                          int server_id,
+void WriteCheckpointAsync(ParamStore* store, rocksdb::FileSystem* fs, const std::string& root,
+                          int64_t clock, int keep, int server_id,
                           std::function<void(StatusOr<wire::ShardCheckpoint>)> done);
 
 // The valid checkpoints under root, oldest first.
-wire::CheckpointList ListShardCheckpoints(const std::string& root, int server_id);
+wire::CheckpointList ListShardCheckpoints(const std::string& root, int server_id,
+                                          rocksdb::FileSystem* fs);
 
 }  // namespace server_internal
 }  // namespace relaxps

@@ -341,13 +341,10 @@ TEST(RouterTest, PeerAndMapStayConsistentWhileMapsAreInstalled) {
   EXPECT_EQ(router.map()->version(), kVersions);
 }
 
-// DISABLED: fails today. The header promises Peer() returns -1 "when the map
-// names none" and ServersWithEndpoint() lists "servers with an endpoint in
-// the current map", but Install() only overwrites a server's peer when the
-// new map gives it an endpoint: a server whose endpoint the newer map clears
-// keeps its old peer (requests would still go to the old address). Enable
-// once router.cc resets peers_[i] to -1 for an empty endpoint.
-TEST(RouterTest, DISABLED_AServerThatLosesItsEndpointHasNoPeer) {
+// A server whose endpoint a newer map clears has no peer (Peer() returns -1)
+// and is not among the servers with an endpoint: requests must not go on to
+// its old address.
+TEST(RouterTest, AServerThatLosesItsEndpointHasNoPeer) {
   FakeTransport transport;
   Router router(&transport);
   ASSERT_OK(router.Install(Map(1, {kA, kB, kC})));

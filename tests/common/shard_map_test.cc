@@ -5,6 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -45,6 +51,29 @@ TEST(ShardMapChainTest, RangesAreHeldByTheirOwnerAndTheNextServers) {
   ASSERT_OK_AND_ASSIGN(std::vector<DenseSlice> slices, map.SplitDense("w", kDenseChunk, 1));
   EXPECT_EQ(slices[0].server, 1);
   EXPECT_TRUE(ChainMap(3, 1).tables(0).ranges(0).chain().empty());
+}
+
+// CheckDenseRange (and so SplitDense) accepts a non-empty range inside the
+// table and refuses one that is empty, leaves it, or whose end wraps past
+// 2^64, naming the range without a wrapped end.
+TEST(ShardMapTest, DenseRangesOutsideTheTableOrWrappingAreRefused) {
+  ASSERT_OK_AND_ASSIGN(ShardMap map, ShardMap::FromProto(ChainMap(3, 1)));
+  const uint64_t size = 3 * kDenseChunk;
+  EXPECT_OK(map.CheckDenseRange("w", 0, size));
+  EXPECT_OK(map.CheckDenseRange("w", size - 1, 1));
+  EXPECT_EQ(map.CheckDenseRange("nope", 0, 1).code(), StatusCode::kNotFound);
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  for (const auto& [offset, count] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {0, 0}, {size, 1}, {size - 1, 2}, {max, 1}, {max - 1, 4}, {1, max}}) {
+    SCOPED_TRACE(std::to_string(offset) + " + " + std::to_string(count));
+    const Status s = map.CheckDenseRange("w", offset, count);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_EQ(map.SplitDense("w", offset, count).status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_NE(map.CheckDenseRange("w", max - 1, 4).message().find(std::to_string(max - 1) + " + 4)"),
+            std::string::npos);
+  EXPECT_NE(map.CheckDenseRange("w", 0, 0).message().find("range [0, 0) is outside table 'w'"),
+            std::string::npos);
 }
 
 TEST(ShardMapChainTest, RejectsAChainWhoseHeadIsNotTheOwner) {

@@ -8,11 +8,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <string>
 #include <thread>
 
+#include "common/rpc_client.h"
+#include "common/wire.h"
+#include "coordinator/coordinator.h"
 #include "coordinator/leader_election.h"
 #include "coordinator/zk_session.h"
 #include "tests/coordinator/ha_cluster.h"
+#include "storage/fault_injecting_fs.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -45,6 +51,65 @@ TEST(StateStoreTest, RocksDbRoundTripsRecordsAndBumpsTheTerm) {
 TEST(StateStoreTest, WriteBeforeClaimIsRefused) {
   ASSERT_OK_AND_ASSIGN(auto store, NewRocksDbStateStore(MakeTempDir() + "/s"));
   EXPECT_EQ(store->Write({{"a", "b"}}).code(), StatusCode::kFailedPrecondition);
+}
+
+// The RocksDB store opens its database through the given file system: a
+// disk that fills up (ENOSPC injected there) fails Write() with IOError
+// naming the directory and the disk error; what was written before survives.
+TEST(StateStoreTest, RocksDbWriteOnAFullDiskFailsNamingIt) {
+  const std::string dir = MakeTempDir() + "/state";
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, NewRocksDbStateStore(dir, fs));
+    ASSERT_OK_AND_ASSIGN(ClaimedState c, store->Claim());
+    EXPECT_EQ(c.term, 1u);
+    ASSERT_OK(store->Write({{"map", "v1"}}));
+    fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace);
+    const Status full = store->Write({{"map", "v2"}});
+    EXPECT_EQ(full.code(), StatusCode::kIOError) << full;
+    EXPECT_NE(full.message().find("No space left on device"), std::string::npos) << full;
+    EXPECT_NE(full.message().find(dir), std::string::npos) << full;
+    EXPECT_GT(fs->injected_errors(), 0u);
+    fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
+  }
+  ASSERT_OK_AND_ASSIGN(auto store, NewRocksDbStateStore(dir));
+  ASSERT_OK_AND_ASSIGN(ClaimedState c, store->Claim());
+  EXPECT_EQ(c.term, 2u);
+  EXPECT_EQ(c.records["map"], "v1");
+}
+
+// A coordinator whose state store (CoordinatorOptions::file_system) hits a
+// full disk while it runs: the write of a change (a server registering)
+// fails, the coordinator steps down instead of crashing or acting on state
+// it could not store, and result() names the disk error.
+TEST(StateStoreTest, CoordinatorStepsDownNamingAFullDisk) {
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  CoordinatorOptions co;
+  co.num_servers = 1;
+  co.data_dir = MakeTempDir() + "/coordinator";
+  co.file_system = fs;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Coordinator> coordinator, Coordinator::Start(co));
+  EXPECT_TRUE(coordinator->leading());
+  std::thread running([&] { coordinator->Run(); });
+  fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace);
+  RpcClient rpc;
+  Message reg;
+  reg.header.set_type(wire::REGISTER);
+  wire::RegisterRequest* r = reg.header.mutable_register_request();
+  r->set_role("server");
+  r->set_requested_id(-1);
+  r->set_endpoint("tcp://127.0.0.1:9");  // Nobody listens: nothing there answers.
+  r->set_pid(4242);
+  r->set_protocol_version(kProtocolVersion);
+  // The registration is never acknowledged: it could not be stored.
+  EXPECT_FALSE(rpc.CallSync(rpc.Connect(coordinator->endpoint()), std::move(reg), 1000).ok());
+  running.join();  // Run() returns on its own once the coordinator stepped down.
+  EXPECT_FALSE(coordinator->leading());
+  const Status result = coordinator->result();
+  EXPECT_EQ(result.code(), StatusCode::kAborted) << result;
+  EXPECT_NE(result.message().find("writing the coordinator state"), std::string::npos) << result;
+  EXPECT_NE(result.message().find("No space left on device"), std::string::npos) << result;
+  EXPECT_GT(fs->injected_errors(), 0u);
 }
 
 TEST(StateStoreTest, ParsesZooKeeperAddresses) {

@@ -10,6 +10,8 @@
 #include <limits>
 #include <vector>
 
+#include "common/optimizer_rules.h"
+
 namespace relaxps {
 namespace kernels {
 namespace {
@@ -306,6 +308,41 @@ TEST(NewOptimizerTest, RejectsBadOptions) {
     good.lr = 1e-4f;
     EXPECT_TRUE(NewOptimizer(good).ok()) << name;
   }
+}
+
+// Every rule declared in common/optimizer_rules.h (what code without
+// kernels/ knows of a rule's state) is built by NewOptimizer with exactly
+// the state slots it declares, and a velocity slot is declared only by the
+// rule whose update is heavy-ball momentum: with it, one step from v = 0 is
+// w -= lr * g, the next w -= lr * (momentum * g1 + g2).
+TEST(OptimizerRulesTest, DeclaredRulesAgreeWithTheKernels) {
+  ASSERT_FALSE(OptimizerRules().empty());
+  auto device = NewDevice(DeviceOptions());
+  ASSERT_TRUE(device.ok()) << device.status();
+  for (const OptimizerRule& rule : OptimizerRules()) {
+    SCOPED_TRACE(rule.name);
+    EXPECT_EQ(FindOptimizerRule(rule.name), &rule);
+    OptimizerOptions options;
+    options.name = rule.name;
+    options.lr = 0.5f;
+    options.momentum = 0.25f;
+    auto opt = NewOptimizer(options);
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    EXPECT_STREQ((*opt)->Name(), rule.name);
+    EXPECT_EQ((*opt)->num_state_slots(), rule.state_slots);
+    if (!rule.velocity_slot) continue;
+    ASSERT_GE(rule.state_slots, 1);
+    float w = 1.0f, v = 0.0f;
+    float* state[] = {&v, nullptr};
+    const float g1 = 2.0f, g2 = 4.0f;
+    (*opt)->Apply(device->get(), &w, state, &g1, 1, 1, 1.0f);
+    EXPECT_FLOAT_EQ(v, g1);
+    EXPECT_FLOAT_EQ(w, 1.0f - 0.5f * g1);
+    (*opt)->Apply(device->get(), &w, state, &g2, 1, 2, 1.0f);
+    EXPECT_FLOAT_EQ(v, 0.25f * g1 + g2);
+    EXPECT_FLOAT_EQ(w, 1.0f - 0.5f * g1 - 0.5f * (0.25f * g1 + g2));
+  }
+  EXPECT_EQ(FindOptimizerRule("rmsprop"), nullptr);
 }
 
 }  // namespace

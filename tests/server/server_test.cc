@@ -3,8 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <limits>
+#include <map>
+#include <sstream>
+#include <string>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
@@ -443,6 +448,90 @@ TEST(ServerTest, CheckpointOnAFullDiskFailsAndTheServerGoesOn) {
   }
   (*server)->Stop();
   serving.join();
+  (*coordinator)->Stop();
+  coordinating.join();
+}
+
+// Every file under `dir` (relative path -> contents).
+std::map<std::string, std::string> DirContents(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    files[std::filesystem::relative(e.path(), dir).string()] = contents.str();
+  }
+  return files;
+}
+
+// A server started with restore_from ("--restore_from=latest") whose restore
+// fails on the store's file system (ENOSPC copying the checkpoint's MANIFEST
+// into the scratch copy, midway through the restore): Start() fails with an
+// IOError naming the data dir, the checkpoint and the disk error; the data
+// dir is byte for byte what it was and no scratch copy is left. With the
+// disk recovered the same restore succeeds.
+TEST(ServerTest, RestoreFailingOnTheStoresFileSystemLeavesTheDataDirUntouched) {
+  testing_storage::ScopedTempDir dir("server_restore_fault");
+  CoordinatorOptions co;
+  co.num_servers = 1;
+  auto coordinator = Coordinator::Start(co);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  std::thread coordinating([&] { (*coordinator)->Run(); });
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  ServerOptions so;
+  so.coordinator = (*coordinator)->endpoint();
+  so.server_id = 0;
+  so.store.data_dir = dir.path() + "/data/server-0";
+  so.store.file_system = fs;
+  so.heartbeat_ms = 100;
+  {
+    auto server = Server::Start(so);
+    ASSERT_TRUE(server.ok()) << server.status();
+    std::thread serving([&] { (*server)->Run().IgnoreError(); });
+    {
+      ClientOptions cli;
+      cli.coordinator = (*coordinator)->endpoint();
+      auto client = Client::Connect(cli);
+      ASSERT_TRUE(client.ok()) << client.status();
+      ASSERT_TRUE((*client)->CreateTable(DenseTable("w", 100)).ok());
+      FloatBuffer grads(100);
+      for (size_t i = 0; i < grads.size(); ++i) grads[i] = 1.0f;
+      ASSERT_TRUE((*client)->Push("w", 0, grads).get().ok());
+      RpcClient rpc;
+      Message m;
+      m.header.set_type(wire::TRIGGER_CHECKPOINT);
+      const Status checkpointed =
+          rpc.CallSync(rpc.Connect((*coordinator)->endpoint()), std::move(m), 60000).status();
+      ASSERT_TRUE(checkpointed.ok()) << checkpointed;
+      // The data dir moves on past the checkpoint.
+      ASSERT_TRUE((*client)->Push("w", 0, grads).get().ok());
+    }
+    (*server)->Stop();
+    serving.join();
+  }
+  const std::map<std::string, std::string> before = DirContents(so.store.data_dir);
+  ASSERT_FALSE(before.empty());
+
+  so.restore_from = "latest";
+  fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace, "server-0.restoring/MANIFEST");
+  auto failed = Server::Start(so);
+  ASSERT_FALSE(failed.ok());
+  const std::string error = failed.status().ToString();
+  EXPECT_EQ(failed.status().code(), StatusCode::kIOError) << error;
+  EXPECT_NE(error.find("cannot restore " + so.store.data_dir), std::string::npos) << error;
+  EXPECT_NE(error.find("/ckpt-"), std::string::npos) << error;
+  EXPECT_NE(error.find("No space left on device"), std::string::npos) << error;
+  EXPECT_GT(fs->injected_errors(), 0u);
+  EXPECT_EQ(DirContents(so.store.data_dir), before);
+  EXPECT_FALSE(std::filesystem::exists(so.store.data_dir + ".restoring"));
+
+  fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
+  {
+    auto restored = Server::Start(so);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    EXPECT_NE(DirContents(so.store.data_dir), before);
+  }
   (*coordinator)->Stop();
   coordinating.join();
 }

@@ -190,6 +190,24 @@ TEST_F(CheckpointFaultTest, PruneWhoseDeleteFailsNamesTheDirectory) {
   EXPECT_FALSE(stdfs::exists(Ckpt(2)));
 }
 
+// RemoveCheckpoint (a server replacing a checkpoint of the same clock) goes
+// through the file system: a failed delete is an IOError naming the
+// directory, which is left valid; a missing directory is no error.
+TEST_F(CheckpointFaultTest, RemoveCheckpointWhoseDeleteFailsNamesTheDirectory) {
+  MakeCheckpoints({1}, 2);
+  fs_->SetDeleteError(true, Ckpt(1));
+  Status s = RemoveCheckpoint(Ckpt(1), fs_.get());
+  EXPECT_EQ(s.code(), StatusCode::kIOError) << s;
+  EXPECT_NE(s.message().find("cannot remove " + Ckpt(1)), std::string::npos) << s;
+  EXPECT_NE(s.message().find("injected EIO"), std::string::npos) << s;
+  ASSERT_EQ(ListCheckpoints(root_).size(), 1u);
+
+  fs_->SetDeleteError(false);
+  ASSERT_OK(RemoveCheckpoint(Ckpt(1), fs_.get()));
+  EXPECT_FALSE(stdfs::exists(Ckpt(1)));
+  ASSERT_OK(RemoveCheckpoint(Ckpt(1), fs_.get()));  // Already gone.
+}
+
 // Simulates the death of the restoring process at one operation: the first
 // time an operation of kind `op_` matches `trigger_` (a substring of the
 // created file's path, or of "<src> -> <dst>" for a rename), the wrapped
