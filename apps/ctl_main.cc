@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include <gflags/gflags.h>
 
@@ -160,6 +161,8 @@ int Stats(RpcClient* rpc, int peer) {
   auto st = FetchStatus(rpc, peer);
   if (!st.ok()) return Fail(kName, st.status(), 1);
   std::vector<std::string> json;
+  // Push parts each worker incarnation's updates left in the servers' states.
+  std::map<std::pair<int, uint64_t>, uint64_t> applied;
   for (const wire::ServerState& s : st->servers()) {
     if (!s.info().alive()) continue;
     Message m;
@@ -175,6 +178,9 @@ int Stats(RpcClient* rpc, int peer) {
       continue;
     }
     const wire::ServerStats& x = reply->header.server_stats();
+    for (const wire::AppliedParts& a : x.applied_parts()) {
+      applied[{a.worker(), a.incarnation()}] += a.parts();
+    }
     if (FLAGS_json) {
       json.push_back(JsonObject({{"id", id}, {"stats", ProtoToJson(x)}}));
       continue;
@@ -185,7 +191,30 @@ int Stats(RpcClient* rpc, int peer) {
                 (unsigned long long)x.nonfinite_rejected(), (unsigned long long)x.bytes_in(),
                 (unsigned long long)x.bytes_out(), (unsigned long long)x.updates_applied());
   }
-  if (FLAGS_json) return PrintJson(JsonObject({{"servers", JsonArray(json)}}));
+  // Per worker: acknowledged (its last heartbeat) against reflected (the
+  // servers now); the difference is what the servers lost.
+  std::vector<std::string> workers;
+  for (const wire::WorkerState& w : st->workers()) {
+    const uint64_t parts = applied[{w.id(), w.incarnation()}];
+    const uint64_t absent = w.acked_updates() > parts ? w.acked_updates() - parts : 0;
+    if (FLAGS_json) {
+      workers.push_back(JsonObject({{"id", std::to_string(w.id())},
+                                    {"incarnation", JsonQuote(std::to_string(w.incarnation()))},
+                                    {"alive", w.alive() ? "true" : "false"},
+                                    {"acked_updates", std::to_string(w.acked_updates())},
+                                    {"applied_parts", std::to_string(parts)},
+                                    {"acked_but_absent", std::to_string(absent)}}));
+      continue;
+    }
+    std::printf("worker %d incarnation=%llu acked_updates=%llu applied_parts=%llu "
+                "acked_but_absent=%llu%s\n",
+                w.id(), (unsigned long long)w.incarnation(),
+                (unsigned long long)w.acked_updates(), (unsigned long long)parts,
+                (unsigned long long)absent, w.alive() ? "" : " (dead)");
+  }
+  if (FLAGS_json) {
+    return PrintJson(JsonObject({{"servers", JsonArray(json)}, {"workers", JsonArray(workers)}}));
+  }
   return 0;
 }
 

@@ -384,6 +384,11 @@ void ClientImpl::Heartbeat() {
   h->set_id(job_.worker_id);
   h->set_clock(clock_.load());
   h->set_shard_map_version(router_->map()->version());
+  // The coordinator announces a newer complete checkpoint only (the role
+  // hears of it in OnHeartbeatReply).
+  h->set_checkpoint_seq(checkpoint_seq_seen_);
+  h->set_incarnation(incarnation_);
+  h->set_acked_updates(acked_updates_.load());
   const int peer = coordinators_.current();
   StatusOr<Message> reply =
       rpc_->CallSync(peer, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
@@ -417,6 +422,9 @@ void ClientImpl::Heartbeat() {
   if (hr.has_shard_map()) {
     Status s = SetMap(hr.shard_map());
     if (!s.ok()) LOG(ERROR) << "bad shard map from coordinator: " << s;
+  }
+  if (hr.has_latest_checkpoint()) {
+    checkpoint_seq_seen_ = std::max(checkpoint_seq_seen_, hr.latest_checkpoint().seq());
   }
   role_->OnHeartbeatReply(hr);
 }

@@ -23,6 +23,17 @@ bool VectorClock::SetLive(const std::vector<int>& ids, const std::vector<int64_t
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = clocks_.find(ids[i]);
     int64_t reported = i < clocks.size() ? clocks[i] : 0;
+    if (auto held = held_.find(ids[i]); held != held_.end()) {
+      // Rises only through Advance: the reported clock waits for Release.
+      held->second.second = std::max(held->second.second, reported);
+      int64_t start = held->second.first;
+      if (auto early = outside_.find(ids[i]); early != outside_.end()) {
+        start = std::max(start, early->second);
+        outside_.erase(early);
+      }
+      next[ids[i]] = it != clocks_.end() ? it->second : start;
+      continue;
+    }
     auto early = outside_.find(ids[i]);
     if (early != outside_.end()) {
       reported = std::max(reported, early->second);
@@ -35,6 +46,26 @@ bool VectorClock::SetLive(const std::vector<int>& ids, const std::vector<int64_t
     }
   }
   clocks_.swap(next);
+  return Min() != before;
+}
+
+void VectorClock::Hold(const std::vector<int>& ids, int64_t start) {
+  for (int id : ids) held_[id] = {start, 0};
+}
+
+bool VectorClock::Release(int worker) {
+  auto held = held_.find(worker);
+  if (held == held_.end()) return false;
+  const int64_t reported = held->second.second;
+  held_.erase(held);
+  const int64_t before = Min();
+  auto it = clocks_.find(worker);
+  if (it == clocks_.end()) {
+    int64_t& c = outside_[worker];
+    c = std::max(c, reported);
+    return false;
+  }
+  it->second = std::max(it->second, reported);
   return Min() != before;
 }
 

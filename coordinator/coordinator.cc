@@ -320,6 +320,8 @@ wire::StatusReply CoordinatorImpl::BuildStatus() const {
     w->set_clock(m.clock);
     w->set_alive(m.alive);
     w->set_last_heartbeat_ms_ago(now - m.last_heartbeat_ms);
+    w->set_incarnation(m.incarnation);
+    w->set_acked_updates(m.acked_updates);
   }
   sr->set_job_error(job_error_);
   sr->set_uptime_s((now - start_ms_) / 1000.0);

@@ -69,6 +69,10 @@
 #include "recovery/recovery_policy.h"
 #include "recovery/seed_merge.h"
 
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
+
 namespace relaxps {
 
 namespace metrics {
@@ -170,6 +174,10 @@ struct CoordinatorOptions {
   // among the coordinators given the same PATH (takes precedence).
   std::string data_dir;
   std::string coordination;
+  // The file system the data_dir state store reads and writes through
+  // (nullptr: the real one). Tests pass a FaultInjectingFileSystem
+  // (storage/fault_injecting_fs.h) to fail its writes (ENOSPC, EIO).
+  std::shared_ptr<rocksdb::FileSystem> file_system;
   // ZooKeeper session timeout: a crashed leader is replaced about this long
   // after it died (at most twice that). Servers' and workers'
   // --coordinator_timeout_ms must exceed 2x this plus heartbeat_timeout_ms.

@@ -261,7 +261,8 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
       syncing_.erase(syncing);
     }
   } else if (hb.role() == "worker") {
-    known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now);
+    known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now, hb.incarnation(),
+                                     hb.acked_updates());
     for (const wire::ReseedRequest& q : reseeder_.RequestsFor(hb.id())) *hr->add_reseed() = q;
     // A complete checkpoint newer than the worker knows (its clients may drop
     // what they keep for replaying into servers restarted from an older one).

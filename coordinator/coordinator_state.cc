@@ -48,7 +48,7 @@ Status CoordinatorImpl::OpenStore() {
     return Status::OK();
   }
   if (!options_.data_dir.empty()) {
-    ASSIGN_OR_RETURN(store_, NewRocksDbStateStore(options_.data_dir));
+    ASSIGN_OR_RETURN(store_, NewRocksDbStateStore(options_.data_dir, options_.file_system));
   } else {
     store_ = NewMemoryStateStore();
   }
@@ -63,7 +63,11 @@ Status CoordinatorImpl::TakeOver() {
   RETURN_IF_ERROR(Restore(claimed.records));
   written_ = claimed.records;
   leading_.store(true);
-  if (!Persist()) return AbortedError("the first write of the coordinator state failed");
+  if (!Persist()) {
+    // result_ names why (the store's error, e.g. a full disk).
+    return AbortedError("the first write of the coordinator state failed: " +
+                        result_.ToString());
+  }
   LOG(INFO) << "LEADER coordinator " << endpoint() << " serves the job from " << store_->Name()
             << " (term " << term_ << ", map version " << map_.version() << ", epoch "
             << map_.epoch() << ", " << members_.live_servers() << " live server(s), "

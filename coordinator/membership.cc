@@ -40,11 +40,15 @@ bool Membership::ServerHeartbeat(int id, int64_t now_ms) {
   return true;
 }
 
-bool Membership::WorkerHeartbeat(int id, int64_t clock, int64_t now_ms) {
+bool Membership::WorkerHeartbeat(int id, int64_t clock, int64_t now_ms, uint64_t incarnation,
+                                 uint64_t acked_updates) {
   auto it = workers_.find(id);
   if (it == workers_.end() || !it->second.alive) return false;
   it->second.last_heartbeat_ms = now_ms;
   it->second.clock = std::max(it->second.clock, clock);
+  if (incarnation != it->second.incarnation) it->second.acked_updates = 0;
+  it->second.incarnation = incarnation;
+  it->second.acked_updates = std::max(it->second.acked_updates, acked_updates);
   return true;
 }
 

@@ -22,6 +22,10 @@ struct MemberInfo {
   int pid = 0;
   int64_t last_heartbeat_ms = 0;
   int64_t clock = 0;  // Workers only: completed clocks.
+  // Workers only, as of the last heartbeat: its incarnation and the push
+  // parts servers acknowledged to it.
+  uint64_t incarnation = 0;
+  uint64_t acked_updates = 0;
   bool alive = true;
 };
 
@@ -37,7 +41,8 @@ class Membership {
 
   // Records a heartbeat; returns false for an unknown or dead member.
   bool ServerHeartbeat(int id, int64_t now_ms);
-  bool WorkerHeartbeat(int id, int64_t clock, int64_t now_ms);
+  bool WorkerHeartbeat(int id, int64_t clock, int64_t now_ms, uint64_t incarnation = 0,
+                       uint64_t acked_updates = 0);
 
   // Marks a live server dead (a confirmed crash). Returns false if it was not
   // a live server.

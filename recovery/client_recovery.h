@@ -171,6 +171,13 @@ struct AckedPush {
   int64_t clock = 0;         // The clock the push was made at.
   uint64_t incarnation = 0;  // This client's registration.
   uint64_t push_id = 0;      // Its exactly-once key (0 without exactly_once_keys).
+  // From the server's acknowledgement (Header.snapshot_seq, .pending): the
+  // seq of the newest checkpoint the server had written when it replied, and
+  // whether the push was accepted without being reflected yet (a BSP push
+  // waiting for its round). A reflected push is in every checkpoint of a
+  // larger seq.
+  uint64_t snapshot_seq = 0;
+  bool pending = false;
   // Payload bytes (grads and ids): what a log of it costs.
   int64_t bytes() const {
     return static_cast<int64_t>(grads.size() * sizeof(float) + ids.size() * sizeof(uint64_t));
@@ -234,10 +241,11 @@ class ClientMechanisms {
   // Sends `push` again to `server` as a PUSH (dense) or PUSH_ROWS with its
   // exactly-once key and clock, marked replayed (Header.replayed), past the
   // gate of hold_restarted_servers; `done` runs with the server's answer
-  // (a lost server parks or fails it as OnServerFailed says). Not counted
-  // in ClientStats::acked_updates again.
+  // and its header (snapshot_seq, pending as for OnPushAcked; a lost server
+  // parks or fails it as OnServerFailed says). Not counted in
+  // ClientStats::acked_updates again.
   virtual void Replay(int server, const AckedPush& push,
-                      std::function<void(const Status&)> done) = 0;
+                      std::function<void(const Status&, const wire::Header& reply)> done) = 0;
   // Opens the gate of `server` (hold_restarted_servers) at its current
   // endpoint: the requests held for it are sent, in the order they were
   // held. A role that holds must release every restarted server.

@@ -2,25 +2,26 @@
 
 #include <cstdio>
 
-#include "recovery/chain/chain.h"
-#include "recovery/checkpoint/checkpoint.h"
-#include "recovery/hybrid/hybrid.h"
-#include "recovery/none/none.h"
-#include "recovery/stateless/stateless.h"
-
 namespace relaxps {
+namespace recovery {
+
+// Each registered folder's definition (recovery/<name>/<name>.cc).
+#define RELAXPS_RECOVERY_POLICY(Name) const PolicyDefinition& Name##Policy();
+#include "recovery/policies.inc"
+#undef RELAXPS_RECOVERY_POLICY
+
+}  // namespace recovery
+
 namespace {
 
 using recovery::PolicyDefinition;
 
-// The registered policies, one line each, in the order --recovery=help lists
-// them.
+// The registered policies (RELAXPS_RECOVERY_POLICIES in
+// recovery/CMakeLists.txt), in the order --recovery=help lists them.
 constexpr const PolicyDefinition& (*kPolicies[])() = {
-    &recovery::NonePolicy,
-    &recovery::CheckpointPolicy,
-    &recovery::ChainPolicy,
-    &recovery::StatelessPolicy,
-    &recovery::HybridPolicy,
+#define RELAXPS_RECOVERY_POLICY(Name) &recovery::Name##Policy,
+#include "recovery/policies.inc"
+#undef RELAXPS_RECOVERY_POLICY
 };
 
 // A registered definition seen through the public interface.

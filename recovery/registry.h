@@ -1,10 +1,13 @@
 // The registry of recovery policies: one PolicyDefinition per folder
-// recovery/<name>/, listed once in registry.cc.
+// recovery/<name>/.
 //
-// A policy folder defines `const PolicyDefinition& <Name>Policy()` (its
-// name, one-line description, needs and the factories of its role objects)
-// and adds one line to kPolicies in registry.cc; nothing else in the tree
-// names it (docs/recovery.md).
+// A policy folder defines `const PolicyDefinition& <Name>Policy()` in
+// namespace relaxps::recovery (its name, one-line description, needs and
+// the factories of its role objects), has a CMakeLists.txt adding its
+// sources to relaxps_recovery, and is registered by adding its name to
+// RELAXPS_RECOVERY_POLICIES in recovery/CMakeLists.txt (registry.cc's table
+// is generated from that list); nothing else in the tree names it
+// (docs/recovery.md).
 //
 // Thread-safety: definitions are constants; the registry is immutable.
 #ifndef RELAXPS_RECOVERY_REGISTRY_H_

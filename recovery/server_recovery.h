@@ -24,15 +24,25 @@
 //    heartbeat timeout): rejoin its chains as tail after a fence, restart in
 //    place (from its latest checkpoint, or empty to be re-seeded), or exit
 //    with advice naming the restart flags (RecoveryNeeds::restart_flags).
+//  - RebuildsRoundsFromReplay(): whether a server restored from a checkpoint
+//    holds the live workers' clocks so that the pushes they replay re-form
+//    its BSP rounds (instead of jumping to the workers' current clocks).
 //
 // Mechanisms every policy gets (server/): the exactly-once record of each
 // range or bucket (per worker incarnation: the push ids applied recently and
-// how many push parts the state reflects, ServerStats.applied_parts) is part
-// of the range's state: saved in the server's store with every flush and
+// how many push parts the state reflects, ServerStats.applied_parts; a BSP
+// push waiting for its round is pending, recognized as a duplicate but
+// neither counted nor saved until its round is applied) is part of the
+// range's state: saved in the server's store with every flush and
 // checkpoint (so a server restored from a checkpoint knows exactly which
 // pushes its state reflects, and a replayed one it reflects is acknowledged
 // without being applied again) and carried to a joining chain replica by the
-// state transfer.
+// state transfer. Every reply to a PUSH, PUSH_PULL or PUSH_ROWS carries
+// Header.snapshot_seq (the seq of the newest checkpoint whose state this
+// server had captured when it replied; a restored server starts from its
+// checkpoint's) and, for a PUSH or PUSH_ROWS accepted into a BSP round not
+// applied yet, Header.pending (a resend of such a push is acknowledged the
+// same way: pending, not applied twice).
 //
 // Writing the server side of a new policy (e.g. replay: checkpoint restarts
 // plus the workers' replay of their logged pushes): derive from
@@ -136,6 +146,29 @@ class ServerRecovery {
   // the server (asked once, after registration, before the first map is
   // installed). Must depend only on `job`.
   virtual WriteRule write_rule(const ServerJobInfo& job) const = 0;
+
+  // Whether a server restored from a checkpoint re-forms its BSP rounds from
+  // the pushes the workers replay (asked once, after registration, before
+  // the first map and live worker set are installed; must depend only on
+  // `job`, e.g. `job.restored`). True: the workers live when the server
+  // first learns the live set are held on every shard it restored
+  // (server/internal/dense_shard.h): each one's clock starts at the shard's
+  // restored clock and rises only through its own pushes (replayed or not)
+  // and CLOCKs, not through the clocks the coordinator reports, until that
+  // worker's first data request that is not marked Header.replayed reaches
+  // this server (the client sends nothing new before its replay to this
+  // server is done); then its reported clock applies again. So the replayed
+  // pushes fill the rounds they were made for and each round is applied
+  // once, in clock order, and the job ends as it would have without the
+  // failure. Workers that join later are not held. Async and SSP are
+  // unaffected but for pulls that wait for the held clocks. A policy that
+  // returns true must have its workers replay, then send something new
+  // (a push, pull or CLOCK) to each restored server: until then rounds that
+  // need a held worker stay open.
+  virtual bool RebuildsRoundsFromReplay(const ServerJobInfo& job) const {
+    (void)job;
+    return false;
+  }
 
   // The server registered, installed its first map and is about to serve.
   virtual void OnStarted(const ServerJobInfo& job) { (void)job; }

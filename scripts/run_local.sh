@@ -664,6 +664,13 @@ if [ "${#KILL_MS[@]}" -gt 0 ]; then
   done
 fi
 
+# ---- Counters --------------------------------------------------------------------
+# The push parts of each worker incarnation the servers' states reflect, read
+# while they still run: with each worker's acked_updates (its final line) it
+# counts what the failures lost (scripts/experiment/analyze_run.py).
+"$BIN/relaxps-ctl" --coordinator="$COORD" --json stats >"$OUT_DIR/counters.json" \
+  2>"$OUT_DIR/counters.err" || echo "run_local.sh: relaxps-ctl stats failed (see counters.err)" >&2
+
 # ---- Summary ----------------------------------------------------------------------
 if [ -n "$EVAL_PID" ]; then
   # Its last evaluation, of the final model, before the servers go.

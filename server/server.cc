@@ -60,7 +60,8 @@ Status ServerImpl::Init() {
     const int64_t restore_start_ms = clock_->NowMs();
     wire::ShardCheckpoint restored;
     RETURN_IF_ERROR(server_internal::RestoreDataDir(options_.restore_from, checkpoint_root_,
-                                                    options_.store.data_dir, &restored));
+                                                    options_.store.data_dir,
+                                                    options_.store.file_system.get(), &restored));
     restored_from_ = restored;
     metrics_.OnRestore((clock_->NowMs() - restore_start_ms) / 1000.0);
   }
@@ -70,10 +71,14 @@ Status ServerImpl::Init() {
                                                   : NewParamStore(store_options));
   if (store_ == nullptr) return InvalidArgumentError("the store factory returned no store");
   ASSIGN_OR_RETURN(applied_table_, OpenAppliedRecord(store_.get()));
-  if (restored_from_.has_value()) {
+  {
     ASSIGN_OR_RETURN(wire::AppliedRecord record, LoadAppliedRecord(*applied_table_));
-    restored_from_->set_seq(record.checkpoint_seq());
-    restored_from_->set_server(options_.server_id);
+    // Push replies name the newest checkpoint the state was captured for.
+    snapshot_seq_ = record.checkpoint_seq();
+    if (restored_from_.has_value()) {
+      restored_from_->set_seq(record.checkpoint_seq());
+      restored_from_->set_server(options_.server_id);
+    }
   }
 
   RpcClientOptions rpc_options;
@@ -101,6 +106,8 @@ Status ServerImpl::Init() {
   job_info_.restored = !options_.restore_from.empty();
   job_info_.awaits_seed = rr.awaits_seed();
   write_rule_ = recovery_->write_rule(job_info_);
+  rebuilds_rounds_ = recovery_->RebuildsRoundsFromReplay(job_info_);
+  hold_next_live_set_ = rebuilds_rounds_;
   if (ChainReplicates()) {
     RpcClientOptions po;
     po.default_timeout_ms = 5000;
@@ -287,7 +294,9 @@ void ServerImpl::Heartbeat() {
 
 recovery::ServerJobInfo ServerImpl::JobInfoNow() const {
   recovery::ServerJobInfo info = job_info_;
-  info.complete_checkpoints = ListShardCheckpoints(checkpoint_root_, id_).checkpoints_size();
+  info.complete_checkpoints =
+      ListShardCheckpoints(checkpoint_root_, id_, options_.store.file_system.get())
+          .checkpoints_size();
   return info;
 }
 

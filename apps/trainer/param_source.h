@@ -38,6 +38,13 @@ struct TrafficStats {
   // --recovery=stateless: pushes applied to the worker's own copy while a
   // server was lost (cumulative).
   uint64_t local_steps = 0;
+  // Parameter server: this registration's incarnation, the push parts
+  // servers acknowledged (ClientStats::acked_updates; with the servers'
+  // applied_parts, what a failure lost), and the acknowledged updates the
+  // recovery policy itself reported lost (e.g. replay's log overflow).
+  uint64_t incarnation = 0;
+  uint64_t acked_updates = 0;
+  uint64_t reported_lost = 0;
 };
 
 // What the last completed step (Update + Clock) observed.

@@ -130,6 +130,10 @@ class PsParams final : public ParamSource {
     t.bytes_received = c.bytes_received;
     t.cache_hits = c.cache_hits;
     t.local_steps = c.local_steps;
+    t.incarnation = c.incarnation;
+    t.acked_updates = c.acked_updates;
+    auto lost = c.recovery_counters.find("replay_lost");
+    t.reported_lost = lost == c.recovery_counters.end() ? 0 : lost->second;
     return t;
   }
 

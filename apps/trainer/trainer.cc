@@ -237,16 +237,20 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
   MetricsRow summary = row;
   summary.samples_per_s = result.train_samples_per_s;
   std::string line = FormatProgress("final", summary, result.test_acc);
-  char extra[320];
+  char extra[480];
   const TrafficStats traffic = source_->stats();
   const double bytes_per_step =
       result.steps > 0 ? static_cast<double>(traffic.bytes_sent) / result.steps : 0.0;
   std::snprintf(extra, sizeof(extra),
                 " test_loss=%.4f wall_samples_per_s=%.1f eval_s=%.1f bytes_sent_per_step=%.0f%s"
-                " start_unix=%.3f local_steps=%llu",
+                " start_unix=%.3f local_steps=%llu incarnation=%llu acked_updates=%llu"
+                " reported_lost=%llu",
                 result.test_loss, result.samples_per_s, eval_s, bytes_per_step,
                 result.stopped ? " stopped=1" : " stopped=0", start_unix,
-                static_cast<unsigned long long>(traffic.local_steps));
+                static_cast<unsigned long long>(traffic.local_steps),
+                static_cast<unsigned long long>(traffic.incarnation),
+                static_cast<unsigned long long>(traffic.acked_updates),
+                static_cast<unsigned long long>(traffic.reported_lost));
   std::fprintf(options_.progress, "%s%s\n", line.c_str(), extra);
   std::fflush(options_.progress);
   return result;

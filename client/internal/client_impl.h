@@ -295,7 +295,7 @@ class ClientImpl final : public Client, private recovery::ClientMechanisms {
   // Probes servers lost by a stall that the map still shows alive.
   void ProbeStalledServers() override;
   void Replay(int server, const recovery::AckedPush& push,
-              std::function<void(const Status&)> done) override;
+              std::function<void(const Status&, const wire::Header&)> done) override;
   void ReleaseServer(int server) override;
 
   // ---- Local copies (client/internal/stateless.cc; replica_ set) ----------
@@ -400,6 +400,7 @@ class ClientImpl final : public Client, private recovery::ClientMechanisms {
   std::atomic<int> heartbeat_failures_{0};
   // Heartbeat thread only.
   int64_t last_heartbeat_ok_ms_ = 0;
+  uint64_t checkpoint_seq_seen_ = 0;  // The newest complete checkpoint announced.
   bool job_done_seen_ = false;
   std::unique_ptr<PeriodicThread> heartbeat_;
 };

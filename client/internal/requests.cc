@@ -67,10 +67,12 @@ Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int
   m.header.set_clock(clock);
   m.header.set_shard_map_version(map_version);
   m.header.set_encoding(encoding_);
-  // Exactly-once keys (ClientFeatures::exactly_once_keys): chain resends, a
-  // stateless worker's resend of a push it gave up on
-  // (client/internal/local_replica.h, DoubtfulPush), replays.
-  if (features_.exactly_once_keys) m.header.set_incarnation(incarnation_);
+  // Every request names this registration: servers count the push parts
+  // they apply per (worker, incarnation) (ServerStats.applied_parts), for
+  // every policy. With ClientFeatures::exactly_once_keys pushes also carry
+  // a push_id (chain resends, a stateless worker's resend of a push it gave
+  // up on, replays).
+  m.header.set_incarnation(incarnation_);
   if (features_.chain_routing) m.header.set_epoch(router_->map()->epoch());
   return m;
 }
@@ -239,6 +241,19 @@ bool ClientImpl::Rerouted(const Status& st, const Message& reply, uint64_t versi
 void ClientImpl::Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
                        FloatBuffer grads, FloatBuffer out, Callback done,
                        ParamsCallback hand_over) {
+  // A range outside the table (or whose end wraps past 2^64) is refused
+  // before the cache is asked, a buffer allocated or anything sent.
+  std::shared_ptr<const ShardMap> map = router_->map();
+  Status range = map != nullptr ? map->CheckDenseRange(table, offset, n) : Status::OK();
+  if (!range.ok()) {
+    errors_.fetch_add(1);
+    if (hand_over) {
+      hand_over(range, FloatBuffer());
+    } else {
+      done(range);
+    }
+    return;
+  }
   if (hand_over) {
     // The SSP cache answers into a buffer.
     if (type == wire::PULL && cache_ != nullptr) out = NewParams(n);
@@ -418,6 +433,8 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                    acked.grads = op->grads.Slice(at, s.count);
                    acked.clock = op->clock;
                    acked.push_id = part_id;
+                   acked.snapshot_seq = reply.header.snapshot_seq();
+                   acked.pending = reply.header.pending();
                    PushAcked(std::move(acked));
                  }
                  if (!result.ok()) {
@@ -616,6 +633,8 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                    acked.grads = part;
                    acked.clock = clock;
                    acked.push_id = part_id;
+                   acked.snapshot_seq = reply.header.snapshot_seq();
+                   acked.pending = reply.header.pending();
                    PushAcked(std::move(acked));
                  }
                  if (result.ok() && type == wire::PULL_ROWS) {

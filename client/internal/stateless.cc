@@ -9,6 +9,7 @@
 #include <map>
 
 #include "client/internal/client_impl.h"
+#include "common/optimizer_rules.h"
 #include "common/payload_codec.h"
 #include "common/table.h"
 
@@ -79,7 +80,7 @@ void ClientImpl::Reassign(const std::string& table, uint64_t range_begin, int se
 }
 
 void ClientImpl::Replay(int server, const recovery::AckedPush& push,
-                        std::function<void(const Status&)> done) {
+                        std::function<void(const Status&, const wire::Header&)> done) {
   const uint64_t version = router_->map()->version();
   auto make = [this, push, version] {
     const bool rows = push.type == wire::PUSH_ROWS;
@@ -95,7 +96,7 @@ void ClientImpl::Replay(int server, const recovery::AckedPush& push,
   };
   CallServer(
       server, std::move(make),
-      [done = std::move(done)](const Status& st, Message&&) { done(st); }, 0,
+      [done = std::move(done)](const Status& st, Message&& reply) { done(st, reply.header); }, 0,
       /*past_gate=*/true);
 }
 
@@ -111,11 +112,14 @@ Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseS
   // values; only its change is merged at the re-seed (docs/stateless.md).
   replica_->StartFromInitializer(holder, op->table, s.range_begin, s.range_end,
                                  TableFromProto(ts->table()).init);
-  // Momentum tables train locally with momentum (the same step size as on
-  // the server, so accuracy does not jump when the server is back); the
-  // other optimizers with plain SGD (docs/stateless.md, "Choices").
+  // A rule whose state is a velocity (momentum) trains locally with that
+  // momentum (the same step size as on the server, so accuracy does not
+  // jump when the server is back); the others with plain SGD
+  // (docs/stateless.md, "Choices").
   const wire::OptimizerProto& opt = ts->table().optimizer();
-  const LocalStep step{opt.lr(), opt.name() == "momentum" ? opt.momentum() : 0.0f};
+  const OptimizerRule* rule = FindOptimizerRule(opt.name());
+  const bool velocity = rule != nullptr && rule->velocity_slot;
+  const LocalStep step{opt.lr(), velocity ? opt.momentum() : 0.0f};
   StatusOr<int64_t> clock = replica_->Serve(
       holder, op->table, s.range_begin, step, s.begin,
       push ? op->grads.data() + at : nullptr, pull ? op->out.data() + at : nullptr, s.count,

@@ -1,7 +1,7 @@
 // --recovery=checkpoint, coordinator side: the job waits for a lost server
 // to restart with its id from the latest complete checkpoint (the server
-// restores it; workers roll back to its clock). The coordinator's periodic
-// checkpoints are the flags' (--checkpoint_every_clocks / _s).
+// restores it: what was acknowledged after it is lost; workers keep their
+// clocks). The coordinator's periodic checkpoints are the flags' (--checkpoint_every_clocks / _s).
 #include <memory>
 #include <string>
 

@@ -17,10 +17,13 @@ Measures (definitions also in report.md):
                   acknowledged push after); fault -> next step if there was none
   regain_s        per fault: recovery -> first evaluation >= the last pre-fault
                   accuracy - 0.005
-  lost_updates    per fault: pushes acknowledged after the restored checkpoint was
-                  written and before the fault (method "checkpoint"); without a
-                  restore, the jump of the staleness right after recovery
-                  (method "staleness"), which is what a rollback shows as
+  lost_updates    counted (method "counted"): per worker, the push parts servers
+                  acknowledged (its final line) minus those of its incarnation
+                  the servers' states reflect at the end (counters.json); runs
+                  without those files fall back to estimates per fault: pushes
+                  acknowledged after the restored checkpoint was written and
+                  before the fault ("checkpoint"), or the staleness jump right
+                  after recovery ("staleness")
   idle_frac       per worker and outage (fault -> server back): 1 - steps in it x
                   median step time / its length
   grads_computed  training steps of all workers; grads_applied: minus lost
@@ -95,17 +98,48 @@ def load_workers(run, start_unix):
             continue
         i = int(m.group(1))
         offset = worker_offset(os.path.join(run, name), start_unix)
-        sps = None
+        sps, acked = None, None
         with open(os.path.join(run, name), errors="replace") as f:
             for line in f:
                 fin = re.match(r"final .* samples_per_s=([0-9.]+)", line)
                 if fin:
                     sps = float(fin.group(1))
+                    ack = re.search(r" incarnation=(\d+) acked_updates=(\d+)", line)
+                    if ack:
+                        acked = (ack.group(1), int(ack.group(2)))
         steps = [(float(r["time_s"]) + offset, int(r["clock"]), int(r["staleness"]))
                  for r in read_csv(os.path.join(run, f"worker-{i}.steps.csv"))]
         rows = read_csv(os.path.join(run, f"worker-{i}.csv"))
-        workers[i] = {"offset": offset, "steps": steps, "rows": rows, "sps": sps}
+        workers[i] = {"offset": offset, "steps": steps, "rows": rows, "sps": sps, "acked": acked}
     return workers
+
+
+def counted_lost(run, workers):
+    """Acknowledged updates absent from the final model, counted: each worker's
+    acknowledged push parts (its final line: incarnation, acked_updates) minus
+    the parts of that incarnation the servers' states reflect at the end
+    (counters.json: relaxps-ctl --json stats, taken by run_local.sh before the
+    servers stop). None without both."""
+    path = os.path.join(run, "counters.json")
+    if not os.path.exists(path) or not workers:
+        return None
+    try:
+        with open(path) as f:
+            counters = json.load(f)
+    except ValueError:
+        return None
+    applied = {}
+    for s in counters.get("servers", []):
+        for a in s.get("stats", {}).get("applied_parts", []):
+            key = str(a.get("incarnation", "0"))
+            applied[key] = applied.get(key, 0) + int(a.get("parts", 0))
+    lost = 0
+    for w in workers.values():
+        if w.get("acked") is None:
+            return None
+        incarnation, acked = w["acked"]
+        lost += max(0, acked - applied.get(incarnation, 0))
+    return lost
 
 
 def faults_of(events):
@@ -221,6 +255,9 @@ def analyze(run):
         return statistics.mean(vals) if vals else None
 
     lost = total("lost_updates")
+    counted = counted_lost(run, workers)
+    if counted is not None:
+        lost = counted
     computed = len(all_steps)
     sps = [w["sps"] for w in workers.values() if w["sps"] is not None]
     return {
@@ -229,7 +266,8 @@ def analyze(run):
         "t085": first_eval_at_least(0.85), "stall_s": stall, "stall_at_s": stall_at,
         "recovery_s": mean("recovery_s"), "regain_s": mean("regain_s"),
         "lost_updates": lost,
-        "lost_method": ",".join(sorted({f["lost_method"] for f in per_fault if f["lost_method"]})),
+        "lost_method": "counted" if counted is not None else
+                       ",".join(sorted({f["lost_method"] for f in per_fault if f["lost_method"]})),
         "idle_frac": mean("idle_frac"), "grads_computed": computed,
         "grads_applied": None if lost is None else computed - lost,
         "samples_per_s": sum(sps) if sps else None, "workers": len(workers),

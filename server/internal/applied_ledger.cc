@@ -17,6 +17,8 @@ uint64_t AppliedLedger::Find(int worker, uint64_t incarnation, uint64_t push_id)
   const Entry& e = it->second;
   auto found = e.ids.find(push_id);
   if (found != e.ids.end()) return std::max<uint64_t>(found->second, 1);
+  auto pending = e.pending.find(push_id);
+  if (pending != e.pending.end()) return std::max<uint64_t>(pending->second, 1);
   if (push_id < e.applied_below) return 1;
   if (e.ids.size() >= window_ && push_id < e.ids.begin()->first) return 1;
   return 0;
@@ -34,24 +36,64 @@ void AppliedLedger::Record(int worker, uint64_t incarnation, uint64_t push_id, u
   ++entries_[{worker, incarnation}].parts;
 }
 
+void AppliedLedger::RecordPending(int worker, uint64_t incarnation, uint64_t push_id,
+                                  uint64_t seq, int64_t clock) {
+  Entry& e = entries_[{worker, incarnation}];
+  if (push_id != 0) e.pending[push_id] = seq;
+  pending_.emplace(clock, PendingPart{worker, incarnation, push_id, seq});
+}
+
+void AppliedLedger::SettleBelow(int64_t clock) {
+  while (!pending_.empty() && pending_.begin()->first < clock) {
+    const PendingPart p = pending_.begin()->second;
+    pending_.erase(pending_.begin());
+    if (p.push_id != 0) entries_[{p.worker, p.incarnation}].pending.erase(p.push_id);
+    Record(p.worker, p.incarnation, p.push_id, p.seq);
+  }
+}
+
+bool AppliedLedger::IsPending(int worker, uint64_t incarnation, uint64_t push_id) const {
+  if (push_id == 0) return false;
+  auto it = entries_.find({worker, incarnation});
+  return it != entries_.end() && it->second.pending.count(push_id) > 0;
+}
+
+size_t AppliedLedger::pending_parts() const { return pending_.size(); }
+
 void AppliedLedger::Save(google::protobuf::RepeatedPtrField<wire::DedupEntry>* out,
-                         size_t max_ids, bool with_seqs) const {
-  for (const auto& [key, e] : entries_) {
+                         size_t max_ids, bool with_seqs, bool include_pending) const {
+  // Pending parts counted per incarnation (include_pending).
+  std::map<std::pair<int, uint64_t>, uint64_t> pending_parts;
+  if (include_pending) {
+    for (const auto& [clock, p] : pending_) ++pending_parts[{p.worker, p.incarnation}];
+  }
+  for (const auto& [key, entry] : entries_) {
+    std::map<uint64_t, uint64_t> merged;
+    const std::map<uint64_t, uint64_t>* ids = &entry.ids;
+    if (include_pending && !entry.pending.empty()) {
+      merged = entry.ids;
+      merged.insert(entry.pending.begin(), entry.pending.end());
+      ids = &merged;
+    }
+    auto counted = pending_parts.find(key);
+    const uint64_t parts = entry.parts + (counted == pending_parts.end() ? 0 : counted->second);
+    // An incarnation with only pending parts: nothing the state reflects.
+    if (ids->empty() && parts == 0 && entry.applied_below == 0) continue;
     wire::DedupEntry* d = out->Add();
     d->set_worker(key.first);
     d->set_incarnation(key.second);
-    d->set_parts(e.parts);
-    uint64_t below = e.applied_below;
-    auto from = e.ids.begin();
-    if (max_ids > 0 && e.ids.size() > max_ids) {
-      std::advance(from, e.ids.size() - max_ids);
+    d->set_parts(parts);
+    uint64_t below = entry.applied_below;
+    auto from = ids->begin();
+    if (max_ids > 0 && ids->size() > max_ids) {
+      std::advance(from, ids->size() - max_ids);
       below = std::max(below, from->first);
-    } else if (e.ids.size() >= window_ && !e.ids.empty()) {
+    } else if (ids->size() >= window_ && !ids->empty()) {
       // A full window: what is older counts as applied, after a load too.
-      below = std::max(below, e.ids.begin()->first);
+      below = std::max(below, ids->begin()->first);
     }
     d->set_applied_below(below);
-    for (auto it = from; it != e.ids.end(); ++it) {
+    for (auto it = from; it != ids->end(); ++it) {
       d->add_push_ids(it->first);
       if (with_seqs) d->add_seqs(it->second);
     }
@@ -60,6 +102,7 @@ void AppliedLedger::Save(google::protobuf::RepeatedPtrField<wire::DedupEntry>* o
 
 void AppliedLedger::Load(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in) {
   entries_.clear();
+  pending_.clear();
   for (const wire::DedupEntry& d : in) {
     Entry& e = entries_[{d.worker(), d.incarnation()}];
     e.parts = d.parts();

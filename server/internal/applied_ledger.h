@@ -45,13 +45,29 @@ class AppliedLedger {
   void Record(int worker, uint64_t incarnation, uint64_t push_id, uint64_t seq);
   // Records an id (at `seq`) without counting a part (ChainReplica's record).
   void RecordId(int worker, uint64_t incarnation, uint64_t push_id, uint64_t seq);
+  // A push part of the worker incarnation was accepted (at chain sequence
+  // `seq`) into the BSP round of `clock`, which is not applied yet: Find
+  // knows it (a resend is a duplicate) and IsPending says so; it is counted
+  // and recorded as applied by the first SettleBelow above `clock`.
+  void RecordPending(int worker, uint64_t incarnation, uint64_t push_id, uint64_t seq,
+                     int64_t clock);
+  // The rounds below `clock` are applied: their pending parts are recorded
+  // (Record) in round order.
+  void SettleBelow(int64_t clock);
+  // Whether (worker, incarnation, push_id) is pending (RecordPending, not
+  // settled). push_id 0: false.
+  bool IsPending(int worker, uint64_t incarnation, uint64_t push_id) const;
+  // Pending parts (all worker incarnations).
+  size_t pending_parts() const;
 
   // Appends one entry per worker incarnation (ids ascending, each with its
   // seq when `with_seqs`; at most `max_ids` newest ids each, the cut noted
-  // in applied_below; 0: all).
+  // in applied_below; 0: all). Pending parts are left out, unless
+  // `include_pending` (a chain state transfer, whose snapshot carries the
+  // pending rounds): then they are saved as applied (ids and counts).
   void Save(google::protobuf::RepeatedPtrField<wire::DedupEntry>* out, size_t max_ids,
-            bool with_seqs) const;
-  // Replaces the ledger with saved entries.
+            bool with_seqs, bool include_pending = false) const;
+  // Replaces the ledger with saved entries (nothing pending).
   void Load(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in);
   // Adds this ledger's part counts to `counts`, by (worker, incarnation).
   void AddCounts(std::map<std::pair<int, uint64_t>, uint64_t>* counts) const;
@@ -62,9 +78,17 @@ class AppliedLedger {
     std::map<uint64_t, uint64_t> ids;  // push id -> seq, the newest window_.
     uint64_t parts = 0;
     uint64_t applied_below = 0;  // From a cut record: ids below count as applied.
+    std::map<uint64_t, uint64_t> pending;  // Pending push id -> seq.
+  };
+  struct PendingPart {
+    int worker;
+    uint64_t incarnation;
+    uint64_t push_id;  // 0: none (counted only).
+    uint64_t seq;
   };
   size_t window_;
   std::map<std::pair<int, uint64_t>, Entry> entries_;  // (worker, incarnation).
+  std::multimap<int64_t, PendingPart> pending_;  // Round clock -> its pending parts.
 };
 
 // The store table holding a server's AppliedRecord (one per server, in every

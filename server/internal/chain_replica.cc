@@ -60,7 +60,9 @@ void ChainReplica::Logged(uint64_t seq, LoggedOp op, int64_t now_ms) {
 }
 
 void ChainReplica::SaveDedup(wire::ChainSnapshot* snap) const {
-  ledger_.Save(snap->mutable_dedup(), /*max_ids=*/0, /*with_seqs=*/true);
+  // The snapshot carries the pending BSP rounds: their parts go as applied.
+  ledger_.Save(snap->mutable_dedup(), /*max_ids=*/0, /*with_seqs=*/true,
+               /*include_pending=*/true);
 }
 
 void ChainReplica::LoadDedup(const wire::ChainSnapshot& snap) { ledger_.Load(snap.dedup()); }

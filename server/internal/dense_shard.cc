@@ -163,6 +163,8 @@ Status DenseShardState::Seed(const float* params, size_t n, int64_t clock,
   loaded_clock_ = std::max(loaded_clock_, clock);
   applied_clock_ = std::max(applied_clock_, clock);
   rounds_.clear();
+  // The dropped rounds' pushes count as reflected, as the seed replaces them.
+  NotifyRoundsApplied();
   RETURN_IF_ERROR(store_->DenseUpdated(shard_, 0, n));
   ServeWaiters();
   return Status::OK();
@@ -189,7 +191,18 @@ Status DenseShardState::ApplyRound(Round* round, int64_t clock) {
   return Apply(0, sum.data(), sum.size(), LrScale(clock));
 }
 
+void DenseShardState::NotifyRoundsApplied() {
+  if (on_rounds_applied_) on_rounds_applied_(applied_clock_);
+}
+
 Status DenseShardState::CompleteRounds() {
+  const int64_t before = applied_clock_;
+  Status s = ApplyCompleteRounds();
+  if (applied_clock_ > before) NotifyRoundsApplied();
+  return s;
+}
+
+Status DenseShardState::ApplyCompleteRounds() {
   if (follower_) return Status::OK();  // The head decides (CompleteRoundsBelow).
   // Round c is complete once every live worker has completed clock c.
   while (!rounds_.empty() && clocks_.Min() > rounds_.begin()->first) {
@@ -216,10 +229,16 @@ void DenseShardState::SetFollower(bool follower) {
 Status DenseShardState::CompleteRoundsBelow(int64_t clock) {
   while (!rounds_.empty() && rounds_.begin()->first < clock) {
     auto it = rounds_.begin();
-    RETURN_IF_ERROR(ApplyRound(&it->second, it->first));
+    Status s = ApplyRound(&it->second, it->first);
+    if (!s.ok()) {
+      NotifyRoundsApplied();
+      return s;
+    }
+    applied_clock_ = std::max(applied_clock_, it->first + 1);
     rounds_.erase(it);
   }
   applied_clock_ = std::max(applied_clock_, clock);
+  NotifyRoundsApplied();
   shard_->clock = std::max(shard_->clock, applied_clock_);
   ServeWaiters();
   return Status::OK();
@@ -366,6 +385,19 @@ void DenseShardState::ServeWaiters() {
 void DenseShardState::SetLiveWorkers(const std::vector<int>& ids,
                                      const std::vector<int64_t>& clocks) {
   clocks_.SetLive(ids, clocks);
+  if (policy_->AggregatesPushes()) {
+    Status s = CompleteRounds();
+    if (!s.ok()) LOG(ERROR) << "completing BSP rounds: " << s;
+  }
+  ServeWaiters();
+}
+
+void DenseShardState::HoldWorkerClocks(const std::vector<int>& ids) {
+  clocks_.Hold(ids, loaded_clock_);
+}
+
+void DenseShardState::ReleaseWorkerClock(int worker) {
+  if (!clocks_.Release(worker)) return;
   if (policy_->AggregatesPushes()) {
     Status s = CompleteRounds();
     if (!s.ok()) LOG(ERROR) << "completing BSP rounds: " << s;

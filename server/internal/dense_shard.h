@@ -4,6 +4,28 @@
 // Owns nothing of the parameter memory (the ParamStore does); owns the BSP
 // aggregation buffers and the queue of pulls waiting for their clock.
 //
+// BSP: a push of clock c is summed into round c and applied with it once
+// every live worker completed clock c (Reflects(c) turns true then; the
+// server's exactly-once record counts the push only from then on, through
+// set_on_rounds_applied). A push for a round already applied (a worker that
+// fell behind) is applied on arrival.
+//
+// Rounds re-formed from a replay (HoldWorkerClocks): a shard restored from a
+// checkpoint would otherwise take the live workers' current clocks from the
+// coordinator (SetLiveWorkers), close every round up to them at once and
+// apply the pushes the workers replay (clocks at or after the restored one)
+// one by one on arrival, so the job would not end as it would have without
+// the failure. Holding the workers live at the time keeps each one's clock
+// at the shard's restored clock, rising only through its own pushes
+// (replayed or not: whole-shard coverage, as always) and CLOCKs, until
+// ReleaseWorkerClock (its first request that is not a replay reached the
+// server; the client sends nothing new before its replay is done): the
+// replayed pushes fill rounds again, each applied once every held worker
+// completed it, in clock order, as in the run without the failure. Workers
+// that join later are not held. Switched on by the recovery policy
+// (ServerRecovery::RebuildsRoundsFromReplay); async and SSP are unchanged
+// (their clocks only open the gate; holding them only makes pulls wait).
+//
 // Thread-safety: not synchronized; used only on the server's loop thread.
 #ifndef RELAXPS_SERVER_INTERNAL_DENSE_SHARD_H_
 #define RELAXPS_SERVER_INTERNAL_DENSE_SHARD_H_
@@ -92,8 +114,30 @@ class DenseShardState {
   // otherwise queues it until `deadline_ms` (monotonic).
   void Pull(int64_t worker_clock, uint64_t begin, size_t n, int64_t deadline_ms, PullReply done);
 
+  // Whether the state reflects a push of `clock` accepted now: always but
+  // under BSP, where only once its round is applied (clock < applied_clock()).
+  bool Reflects(int64_t clock) const {
+    return !policy_->AggregatesPushes() || clock < applied_clock_;
+  }
+  // Called with applied_clock() each time BSP rounds were applied (or a
+  // re-seed dropped them): the pushes of clocks below it are reflected now.
+  void set_on_rounds_applied(std::function<void(int64_t applied_clock)> fn) {
+    on_rounds_applied_ = std::move(fn);
+  }
+
   // The coordinator's live worker set changed.
   void SetLiveWorkers(const std::vector<int>& ids, const std::vector<int64_t>& clocks);
+  // Holds the clocks of `ids` (see the file comment): each starts at the
+  // clock the store loaded the shard at and rises only through its own
+  // pushes and AdvanceClock, not through SetLiveWorkers' clocks. REQUIRES:
+  // none of `ids` live yet (call before the first live set).
+  void HoldWorkerClocks(const std::vector<int>& ids);
+  // Ends the hold of `worker`: the clock the coordinator reported for it last
+  // applies (rounds it completes are applied). No-op if not held.
+  void ReleaseWorkerClock(int worker);
+  bool holds_worker_clock(int worker) const { return clocks_.IsHeld(worker); }
+  // Completed clock of a live worker as this shard sees it (-1: not live).
+  int64_t worker_clock(int worker) const { return clocks_.Get(worker); }
   // Worker completed `clock` without pushing here.
   void AdvanceClock(int worker, int64_t clock);
   // Fails waiting pulls whose deadline passed.
@@ -177,7 +221,10 @@ class DenseShardState {
   // Not BSP: records a push of n keys; true once `worker`'s pushes for
   // `clock` cover the shard.
   bool CoveredByPushes(int worker, int64_t clock, size_t n);
+  // Applies the rounds every live worker completed; tells on_rounds_applied_.
   Status CompleteRounds();
+  Status ApplyCompleteRounds();
+  void NotifyRoundsApplied();
   void ServeWaiters();
   FloatBuffer Copy(uint64_t begin, size_t n) const;
   // An uninitialized buffer of n floats for a pull's answer.
@@ -202,6 +249,7 @@ class DenseShardState {
   uint64_t updates_applied_ = 0;
   bool follower_ = false;
   TableOptions rates_;  // Learning rate by clock (LrScaleAt).
+  std::function<void(int64_t)> on_rounds_applied_;
 };
 
 }  // namespace server_internal

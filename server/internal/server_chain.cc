@@ -299,11 +299,15 @@ void ServerImpl::HandleChainDense(RangeState* range, Request&& req) {
     const uint64_t done_at =
         sh.push_id() > 0 ? chain->FindApplied(sh.sender(), sh.incarnation(), sh.push_id()) : 0;
     if (done_at > 0) {
-      // A resend (after a failover or a lost reply): applied once already.
+      // A resend (after a failover or a lost reply): applied once already
+      // (or waiting for its BSP round: acknowledged as pending).
       stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
       if (sh.type() == wire::PUSH) {
-        chain->WhenAcked(done_at, [this, shared] {
-          ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK()));
+        const bool pending = chain->ledger().IsPending(sh.sender(), sh.incarnation(), sh.push_id());
+        chain->WhenAcked(done_at, [this, shared, pending] {
+          Message reply = MakeReply(shared->msg.header, Status::OK());
+          reply.header.set_pending(pending);
+          ReplyWith(*shared, std::move(reply));
         });
         return;
       }
@@ -324,12 +328,15 @@ void ServerImpl::HandleChainDense(RangeState* range, Request&& req) {
         Reject(*shared, s);
         return;
       }
-      chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
+      const bool pending = PushPending(*shard, sh);
+      RecordPush(chain->mutable_ledger(), sh, seq, pending);
       Commit(range, seq, &shared->msg);
       MaybeForwardCompletion(range);
       if (sh.type() == wire::PUSH) {
-        chain->WhenAcked(seq, [this, shared] {
-          ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK()));
+        chain->WhenAcked(seq, [this, shared, pending] {
+          Message reply = MakeReply(shared->msg.header, Status::OK());
+          reply.header.set_pending(pending);
+          ReplyWith(*shared, std::move(reply));
         });
         MaybeFlush();
         return;
@@ -395,8 +402,10 @@ void ServerImpl::HandleForwarded(Request&& req) {
   if (!apply(*shared)) return;
   // A worker's push (not a CLOCK or a round completion): counted, and its
   // key recorded for the replica that heads the chain after a failover.
+  // A BSP push waits for its round, completed by the head's CHAIN_COMPLETE.
   if (type == wire::PUSH || type == wire::PUSH_PULL || type == wire::PUSH_ROWS) {
-    chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
+    RecordPush(chain->mutable_ledger(), sh, seq,
+               range->shard != nullptr && PushPending(*range->shard, sh));
   }
   chain->SetApplied(seq);
   if (!chain->tail()) Forward(range, seq, &shared->msg);

@@ -4,11 +4,11 @@
 // Loop thread.
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <utility>
 #include <vector>
 
+#include "common/optimizer_rules.h"
 #include "common/payload_codec.h"
 #include "server/internal/request_codec.h"
 #include "server/internal/server_checkpoints.h"
@@ -85,8 +85,9 @@ void ServerImpl::HandleSeed(const Request& req) {
     }
     if (!r.has_copy()) continue;  // No worker held it: keep the initializer's values.
     const size_t bytes = (r.end() - r.begin()) * sizeof(float);
-    const bool momentum = std::strcmp(it->second.shard->optimizer_name(), "momentum") == 0;
-    if (r.slots() > 1 || (r.slots() == 1 && (r.change_only() || !momentum))) {
+    const OptimizerRule* rule = FindOptimizerRule(it->second.shard->optimizer_name());
+    const bool velocity = rule != nullptr && rule->velocity_slot;
+    if (r.slots() > 1 || (r.slots() == 1 && (r.change_only() || !velocity))) {
       Reject(req, InvalidArgumentError("seed for '" + r.table() + "' carries " +
                                        std::to_string(r.slots()) + " optimizer slot(s); only a "
                                        "momentum table's velocity can be seeded"));
@@ -197,7 +198,9 @@ void ServerImpl::FillAppliedParts(wire::ServerStats* stats) {
 void ServerImpl::SaveApplied(uint64_t checkpoint_seq) {
   if (applied_table_ == nullptr) return;
   wire::AppliedRecord record;
-  record.set_checkpoint_seq(checkpoint_seq);
+  // A flush keeps the newest checkpoint's seq (the state it reopens with
+  // answers pushes with it).
+  record.set_checkpoint_seq(checkpoint_seq > 0 ? checkpoint_seq : snapshot_seq_);
   auto add = [&record](const std::string& table, uint64_t key, bool bucket,
                        const AppliedLedger& ledger) {
     if (ledger.empty()) return;
@@ -259,6 +262,10 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
   // applied record what that state reflects.
   const uint64_t seq = h.checkpoint_request().seq();
   SaveApplied(seq);
+  // The checkpoint's state is captured now (the store copies what a later
+  // update changes): a push acknowledged from here on may be missing from
+  // it, and is in every later one.
+  snapshot_seq_ = std::max(snapshot_seq_, seq);
   int64_t flushed_clock = last_flush_clock_;
   for (auto& [key, range] : dense_) {
     flushed_clock = std::max(flushed_clock, range.shard->visible_clock());
@@ -266,7 +273,8 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
   // Written in the background; the reply waits for it on this loop.
   auto shared_req = std::make_shared<Request>(std::move(req));
   server_internal::WriteCheckpointAsync(
-      store_.get(), checkpoint_root_, clock, options_.keep_checkpoints, id_,
+      store_.get(), options_.store.file_system.get(), checkpoint_root_, clock,
+      options_.keep_checkpoints, id_,
       [this, shared_req, clock, seq, flushed_clock](StatusOr<wire::ShardCheckpoint> done) {
         rpc_->Post([this, shared_req, clock, seq, flushed_clock, done = std::move(done)] {
           const wire::Header& h = shared_req->msg.header;

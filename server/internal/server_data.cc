@@ -30,7 +30,7 @@ void ServerImpl::HandleDense(Request&& req) {
   const uint64_t n = h.key_count();
   Status s = server_internal::CheckClock(h.clock());
   if (s.ok()) s = shard->CheckRange(h.key_begin(), n);
-  if (s.ok() && h.type() != wire::PULL) s = CheckClockAhead(*shard, h.clock());
+  if (s.ok() && h.type() != wire::PULL) s = CheckClockAhead(*shard, h.clock(), h.sender());
   if (!s.ok()) {
     Reject(req, s);
     return;
@@ -66,10 +66,13 @@ void ServerImpl::HandleDense(Request&& req) {
   // A push with an exactly-once key that this range's state reflects: a
   // stateless worker's resend of a push it gave up on, or a push replayed
   // into a server restored from a checkpoint. Applied once.
+  // A push still waiting for its BSP round is recognized too (acknowledged
+  // as pending, not summed twice).
   AppliedLedger* ledger = &range->applied;
   const bool seen = push && h.push_id() > 0 &&
                     ledger->Find(h.sender(), h.incarnation(), h.push_id()) > 0;
   if (seen) stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+  bool pending = seen && ledger->IsPending(h.sender(), h.incarnation(), h.push_id());
   if (h.type() == wire::PUSH_PULL && !seen) {
     // Decoded after the move: a gradient of a few bytes lives inside the
     // ZeroMQ message object itself.
@@ -82,7 +85,8 @@ void ServerImpl::HandleDense(Request&& req) {
       Reject(*shared, s);
       return;
     }
-    ledger->Record(sh.sender(), sh.incarnation(), sh.push_id(), 0);
+    // Answered once its round is applied (never pending), maybe not yet.
+    RecordPush(ledger, sh, 0, PushPending(*shard, sh));
     MaybeFlush();
     return;
   }
@@ -96,11 +100,14 @@ void ServerImpl::HandleDense(Request&& req) {
       Reject(req, s);
       return;
     }
-    ledger->Record(h.sender(), h.incarnation(), h.push_id(), 0);
+    pending = PushPending(*shard, h);
+    RecordPush(ledger, h, 0, pending);
   }
   if (push) {
     if (h.type() == wire::PUSH) {
-      ReplyWith(req, MakeReply(h, Status::OK()));
+      Message reply = MakeReply(h, Status::OK());
+      reply.header.set_pending(pending);
+      ReplyWith(req, std::move(reply));
       MaybeFlush();
       return;
     }
@@ -205,9 +212,14 @@ void ServerImpl::HandleSparse(Request&& req) {
         &sparse_applied_.try_emplace(h.table(), RangeState::kUnreplicatedWindow).first->second;
     if (h.push_id() > 0 && ledger->Find(h.sender(), h.incarnation(), h.push_id()) > 0) {
       stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
-      ReplyWith(req, MakeReply(h, Status::OK()));
+      Message reply = MakeReply(h, Status::OK());
+      reply.header.set_pending(ledger->IsPending(h.sender(), h.incarnation(), h.push_id()));
+      ReplyWith(req, std::move(reply));
       return;
     }
+    // A BSP push only joins its round (a row push completes no clock, so
+    // this holds after Push too): counted once the round is applied.
+    const bool pending = !h.raw_delta() && !shard->Reflects(h.clock());
     // Acknowledged before its rows are updated where that update can no
     // longer fail: it (a cache miss or two per row, the bulk of a row push's
     // time here) then overlaps the reply's way back and the worker's next
@@ -217,8 +229,10 @@ void ServerImpl::HandleSparse(Request&& req) {
     // it, and a memory store loses everything then.
     const bool acknowledge_first = !h.raw_delta() && shard->PushCannotFail();
     const auto acknowledge = [&] {
-      ledger->Record(h.sender(), h.incarnation(), h.push_id(), 0);
-      ReplyWith(req, MakeReply(h, Status::OK()));
+      RecordPush(ledger, h, 0, pending);
+      Message reply = MakeReply(h, Status::OK());
+      reply.header.set_pending(pending);
+      ReplyWith(req, std::move(reply));
     };
     if (acknowledge_first) acknowledge();
     // A raw delta: a stateless worker's row changes made while this server

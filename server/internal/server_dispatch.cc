@@ -15,12 +15,18 @@
 namespace relaxps {
 namespace server_internal {
 
-Status ServerImpl::CheckClockAhead(const DenseShardState& shard, int64_t clock) const {
+Status ServerImpl::CheckClockAhead(const DenseShardState& shard, int64_t clock,
+                                   int worker) const {
   if (!policy_->AggregatesPushes() && policy_->staleness_bound() < 0) return Status::OK();
   const int64_t window = std::max(0, policy_->staleness_bound()) + options_.max_clocks_ahead;
   // What the shard has seen of its workers: a legitimate worker is never
   // further ahead than the staleness bound (plus pushes without pulls).
-  const int64_t base = std::max(shard.visible_clock(), shard.min_worker_clock());
+  int64_t base = std::max(shard.visible_clock(), shard.min_worker_clock());
+  if (worker >= 0 && held_workers_.count(worker) > 0) {
+    for (int i = 0; i < live_workers_.ids_size() && i < live_workers_.clocks_size(); ++i) {
+      if (live_workers_.ids(i) == worker) base = std::max(base, live_workers_.clocks(i));
+    }
+  }
   if (clock <= base + window) return Status::OK();
   return FailedPreconditionError("clock " + std::to_string(clock) + " is more than " +
                                  std::to_string(window) + " clocks ahead of shard '" +
@@ -147,6 +153,11 @@ void ServerImpl::ReplyWith(const Request& req, Message&& reply) {
   metrics_.OnReply(req);
   reply.header.set_shard_map_version(map_version_);
   reply.header.set_epoch(epoch_);
+  const wire::MsgType type = req.msg.header.type();
+  if (type == wire::PUSH || type == wire::PUSH_PULL || type == wire::PUSH_ROWS) {
+    // Whatever this reply acknowledges is in every checkpoint after this one.
+    reply.header.set_snapshot_seq(snapshot_seq_);
+  }
   if (!unsynced_replies_.empty() || store_->HasUnsyncedUpdates()) {
     RpcServer::FillReplyHeader(req, &reply);
     unsynced_replies_.emplace_back(req.identity, std::move(reply));
@@ -214,6 +225,11 @@ void ServerImpl::Handle(Request&& req) {
         Reject(req, s);
         return;
       }
+      // A held worker's first request that is not a replay: its replay to
+      // this server is done (RebuildsRoundsFromReplay).
+      if (!held_workers_.empty() && !h.replayed() && h.sender() >= 0) {
+        ReleaseWorkerClock(h.sender());
+      }
       if (h.type() == wire::PUSH_ROWS || h.type() == wire::PULL_ROWS) {
         HandleSparse(std::move(req));
       } else if (h.type() != wire::CLOCK) {
@@ -271,7 +287,8 @@ void ServerImpl::Handle(Request&& req) {
     case wire::LIST_CHECKPOINTS: {
       Message reply = MakeReply(h, Status::OK());
       *reply.header.mutable_checkpoint_list() =
-          server_internal::ListShardCheckpoints(checkpoint_root_, id_);
+          server_internal::ListShardCheckpoints(checkpoint_root_, id_,
+                                                options_.store.file_system.get());
       ReplyWith(req, std::move(reply));
       return;
     }

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -104,7 +105,10 @@ class ServerImpl final : public Server {
   // shards here past options_.max_bytes; a push or clock too far ahead of
   // `shard` (see ServerOptions::max_clocks_ahead).
   Status CheckByteQuota(const wire::ShardMap& map) const;
-  Status CheckClockAhead(const DenseShardState& shard, int64_t clock) const;
+  // `worker`: the sender; a held one (RebuildsRoundsFromReplay) replays
+  // pushes up to the clock the coordinator reports for it, however far its
+  // held clock here lags.
+  Status CheckClockAhead(const DenseShardState& shard, int64_t clock, int worker = -1) const;
   static uint64_t DenseBytes(uint64_t keys, int slots);
   // --security=curve: PermissionDenied unless the sender's key may send
   // this message as the worker (or server) it claims to be.
@@ -150,8 +154,31 @@ class ServerImpl final : public Server {
   // The applied record (applied_ledger.h): SaveApplied writes every unit's
   // ledger into the store before a flush or checkpoint; RestoreApplied loads
   // the one the store opened with into the units created by the first map.
-  // `checkpoint_seq`: the coordinated checkpoint it is saved for (0: a flush).
+  // `checkpoint_seq`: the coordinated checkpoint it is saved for (0: a flush,
+  // whose record keeps snapshot_seq_, so a server reopened from its own data
+  // dir still knows the newest checkpoint it took).
   void SaveApplied(uint64_t checkpoint_seq = 0);
+  // Records the push part `h` just accepted in `ledger` at chain sequence
+  // `seq` (0 without a chain): as applied, or with `pending` as waiting for
+  // the BSP round of h.clock() (counted once the round is applied).
+  static void RecordPush(AppliedLedger* ledger, const wire::Header& h, uint64_t seq,
+                         bool pending) {
+    if (pending) {
+      ledger->RecordPending(h.sender(), h.incarnation(), h.push_id(), seq, h.clock());
+    } else {
+      ledger->Record(h.sender(), h.incarnation(), h.push_id(), seq);
+    }
+  }
+  // Whether the push `h` accepted on `shard` waits for its BSP round.
+  static bool PushPending(const DenseShardState& shard, const wire::Header& h) {
+    return !(h.raw_delta() && h.type() == wire::PUSH) && !shard.Reflects(h.clock());
+  }
+  // ServerRecovery::RebuildsRoundsFromReplay: holds the clocks of `ids` (the
+  // first live set) on every dense range and sparse table held now.
+  void HoldWorkerClocks(const std::vector<int>& ids);
+  // The held worker's first request that is not a replay arrived: its
+  // reported clock applies again on every shard.
+  void ReleaseWorkerClock(int worker);
   Status RestoreApplied();
   // ServerStats.applied_parts: the counts of the units this server serves.
   void FillAppliedParts(wire::ServerStats* stats);
@@ -284,6 +311,9 @@ class ServerImpl final : public Server {
   recovery::ServerJobInfo job_info_;
   // The store table of the applied record (applied_ledger.h).
   DenseShard* applied_table_ = nullptr;
+  // The recovery role re-forms BSP rounds from replayed pushes
+  // (ServerRecovery::RebuildsRoundsFromReplay). Constant after Init().
+  bool rebuilds_rounds_ = false;
   // The checkpoint part restored at start (--restore_from; its seq from the
   // applied record), reported when registering. Constant after Init().
   std::optional<wire::ShardCheckpoint> restored_from_;
@@ -320,6 +350,14 @@ class ServerImpl final : public Server {
   std::vector<std::pair<std::string, Message>> unsynced_replies_;
   std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
+  // Header.snapshot_seq of push replies: the seq of the newest checkpoint
+  // whose state this server captured (its restored or reopened record's at
+  // start).
+  uint64_t snapshot_seq_ = 0;
+  // RebuildsRoundsFromReplay: the first non-empty live set is held, and the
+  // workers in it until their first request that is not a replay.
+  bool hold_next_live_set_ = false;
+  std::set<int> held_workers_;
   uint64_t held_bytes_ = 0;  // Dense shards created here (all slots).
   uint64_t epoch_ = 0;   // Job epoch of the installed map.
   bool registered_ = false;  // Ranges created after registration are new tables.

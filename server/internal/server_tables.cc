@@ -80,6 +80,13 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
                                                         policy_.get(), device_.get(),
                                                         store_.get(), &buffer_pool_);
         range.shard->set_rates(t);
+        // The pushes of rounds applied now are reflected: the exactly-once
+        // record counts them from here on.
+        range.shard->set_on_rounds_applied(
+            [this, key = std::make_pair(t.name, r.begin())](int64_t applied_clock) {
+              auto it = dense_.find(key);
+              if (it != dense_.end()) it->second.ledger()->SettleBelow(applied_clock);
+            });
         // A shard created after workers joined starts from the known live set.
         range.shard->SetLiveWorkers(
             std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
@@ -117,6 +124,10 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
           std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
           std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
       sparse->set_rates(t);
+      sparse->set_on_rounds_applied([this, name = t.name](int64_t applied_clock) {
+        auto it = sparse_applied_.find(name);
+        if (it != sparse_applied_.end()) it->second.SettleBelow(applied_clock);
+      });
       sparse_[t.name] = std::move(sparse);
       LOG(INFO) << "table '" << t.name << "': sparse rows of width " << spec.width;
     }
@@ -146,6 +157,10 @@ Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
   live_workers_ = live;
   std::vector<int> ids(live.ids().begin(), live.ids().end());
   std::vector<int64_t> clocks(live.clocks().begin(), live.clocks().end());
+  if (hold_next_live_set_ && !ids.empty()) {
+    hold_next_live_set_ = false;
+    HoldWorkerClocks(ids);
+  }
   for (auto& [key, range] : dense_) {
     range.shard->SetLiveWorkers(ids, clocks);
     if (range.chain != nullptr) MaybeForwardCompletion(&range);
@@ -153,6 +168,27 @@ Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
   for (auto& [name, table] : sparse_) table->SetLiveWorkers(ids, clocks);
   recovery_->OnLiveWorkers(ids);
   return Status::OK();
+}
+
+void ServerImpl::HoldWorkerClocks(const std::vector<int>& ids) {
+  for (auto& [key, range] : dense_) range.shard->HoldWorkerClocks(ids);
+  // A sparse table stores no clock: its rounds start at the restored
+  // checkpoint's clock (lower is safe: the record skips what it reflects).
+  const int64_t sparse_start = restored_from_.has_value() ? restored_from_->clock() : 0;
+  for (auto& [name, table] : sparse_) table->HoldWorkerClocks(ids, sparse_start);
+  held_workers_.insert(ids.begin(), ids.end());
+  LOG(INFO) << "server " << id_ << ": holding the clocks of " << ids.size()
+            << " worker(s) until their replay is done (BSP rounds re-formed from it)";
+}
+
+void ServerImpl::ReleaseWorkerClock(int worker) {
+  if (held_workers_.erase(worker) == 0) return;
+  for (auto& [key, range] : dense_) {
+    range.shard->ReleaseWorkerClock(worker);
+    if (range.chain != nullptr) MaybeForwardCompletion(&range);
+  }
+  for (auto& [name, table] : sparse_) table->ReleaseWorkerClock(worker);
+  VLOG(1) << "server " << id_ << ": worker " << worker << " replayed; its clock is released";
 }
 
 uint64_t ServerImpl::DenseBytes(uint64_t keys, int slots) {

@@ -163,6 +163,13 @@ Status SparseShardState::Push(int worker, int64_t clock, const uint64_t* ids, si
 }
 
 Status SparseShardState::CompleteRounds() {
+  const int64_t before = applied_clock_;
+  Status s = ApplyCompleteRounds();
+  if (applied_clock_ > before && on_rounds_applied_) on_rounds_applied_(applied_clock_);
+  return s;
+}
+
+Status SparseShardState::ApplyCompleteRounds() {
   // Round c is complete once every live worker has completed clock c.
   while (!rounds_.empty() && clocks_.Min() > rounds_.begin()->first) {
     auto it = rounds_.begin();
@@ -197,6 +204,14 @@ void SparseShardState::SetLiveWorkers(const std::vector<int>& ids,
                                       const std::vector<int64_t>& clocks) {
   clocks_.SetLive(ids, clocks);
   ClocksMoved();
+}
+
+void SparseShardState::HoldWorkerClocks(const std::vector<int>& ids, int64_t start) {
+  clocks_.Hold(ids, start);
+}
+
+void SparseShardState::ReleaseWorkerClock(int worker) {
+  if (clocks_.Release(worker)) ClocksMoved();
 }
 
 void SparseShardState::AdvanceClock(int worker, int64_t clock) {

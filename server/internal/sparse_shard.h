@@ -13,7 +13,13 @@
 // A worker's pushes to this table within one clock are summed (duplicate ids
 // within one push too), so each row gets one optimizer step per push (async,
 // SSP) or per round (BSP). Pending BSP rounds are not checkpointed: a
-// restarted server applies what the workers send again.
+// restarted server applies what the workers send again (the server's
+// exactly-once record counts a BSP push only once its round is applied:
+// Reflects, set_on_rounds_applied). Rounds re-formed from a replay
+// (HoldWorkerClocks) work as for dense shards (dense_shard.h), except that a
+// row push completes no clock: a held worker's clock rises through its
+// CLOCKs only, so the replayed rounds are applied, in clock order, once the
+// held workers are released.
 //
 // Thread-safety: not synchronized; used only on the server's loop thread.
 #ifndef RELAXPS_SERVER_INTERNAL_SPARSE_SHARD_H_
@@ -77,8 +83,22 @@ class SparseShardState {
   // an optimizer step or the gate (stateless recovery: a worker's row changes).
   Status AddDelta(const uint64_t* ids, size_t n, const float* deltas);
 
+  // Whether the rows reflect a push of `clock` accepted now: always but under
+  // BSP, where only once its round is applied.
+  bool Reflects(int64_t clock) const { return !aggregates() || clock < applied_clock_; }
+  // As DenseShardState::set_on_rounds_applied.
+  void set_on_rounds_applied(std::function<void(int64_t applied_clock)> fn) {
+    on_rounds_applied_ = std::move(fn);
+  }
+
   // The coordinator's live worker set changed.
   void SetLiveWorkers(const std::vector<int>& ids, const std::vector<int64_t>& clocks);
+  // As DenseShardState::HoldWorkerClocks, starting at `start` (a sparse
+  // table stores no clock: the restored checkpoint's; lower is safe, as the
+  // exactly-once record skips replayed pushes the rows reflect).
+  void HoldWorkerClocks(const std::vector<int>& ids, int64_t start);
+  void ReleaseWorkerClock(int worker);
+  bool holds_worker_clock(int worker) const { return clocks_.IsHeld(worker); }
   // `worker` completed `clock` (its CLOCK message).
   void AdvanceClock(int worker, int64_t clock);
   // Fails waiting pulls whose deadline passed.
@@ -106,7 +126,9 @@ class SparseShardState {
   bool aggregates() const { return policy_ != nullptr && policy_->AggregatesPushes(); }
   // One optimizer step on each of the u distinct rows `ids` with `grads`.
   Status ApplyRows(const uint64_t* ids, size_t u, const float* grads, int64_t clock);
+  // Applies the rounds every live worker completed; tells on_rounds_applied_.
   Status CompleteRounds();
+  Status ApplyCompleteRounds();
   // After the vector clock changed: completes rounds, answers waiters.
   void ClocksMoved();
   void ServeWaiters();
@@ -125,6 +147,7 @@ class SparseShardState {
   std::vector<Waiter> waiters_;
   uint64_t updates_applied_ = 0;
   TableOptions rates_;  // Learning rate by clock (LrScaleAt).
+  std::function<void(int64_t)> on_rounds_applied_;
   // Scratch, reused by every call.
   std::vector<float> rows_;  // Full row records.
   std::vector<float*> state_;  // Optimizer state slots of one row.

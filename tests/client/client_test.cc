@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <limits>
 #include <map>
 #include <thread>
 #include <memory>
@@ -358,6 +359,60 @@ TEST(ClientTest, PushOverTwoServersWithNanChangesNeitherServer) {
   ASSERT_TRUE((*c)->Pull("w", 0, after).get().ok());
   EXPECT_NE(before[0], after[0]);
   EXPECT_NE(before[kSize - 1], after[kSize - 1]);
+}
+
+// A dense request whose range is outside the table, or whose end
+// offset + size wraps past 2^64, is refused with InvalidArgument before
+// anything is sent, by every dense call. Under SSP the cache is on and holds
+// a pull of the whole table: a wrapped range must not count as inside it
+// (it would be answered from far outside the cached values), and a huge
+// PullZeroCopy must not allocate its buffer first.
+TEST(ClientTest, DenseRangesOutsideTheTableOrWrappingAreRefusedBeforeSending) {
+  InProcessCluster cluster(1, ConsistencyModel::kSsp, /*staleness=*/2);
+  constexpr uint64_t kSize = 100;
+  ClientOptions options;
+  options.coordinator = cluster.coordinator();
+  auto c = Client::Connect(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->CreateTable(AdamTable("w", kSize)).ok());
+  FloatBuffer before(kSize);
+  ASSERT_TRUE((*c)->Pull("w", 0, before).get().ok());  // Fills the SSP cache.
+  const uint64_t requests_before = (*c)->stats().requests;
+  const uint64_t hits_before = (*c)->stats().cache_hits;
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  constexpr float kUntouched = -7.0f;
+  // (offset, size): wrapping near 2^64, just past the end, starting past it.
+  const std::vector<std::pair<uint64_t, size_t>> ranges = {
+      {kMax - 1, 4}, {kMax, 1}, {kSize - 1, 2}, {kSize, 1}, {kSize + 5, 3}};
+  for (const auto& [offset, size] : ranges) {
+    SCOPED_TRACE("offset " + std::to_string(offset) + ", " + std::to_string(size) + " keys");
+    FloatBuffer out(size), grads(size);
+    for (size_t i = 0; i < size; ++i) {
+      out[i] = kUntouched;
+      grads[i] = 0.5f;
+    }
+    const Status pull = (*c)->Pull("w", offset, out).get();
+    EXPECT_EQ(pull.code(), StatusCode::kInvalidArgument) << pull;
+    for (size_t i = 0; i < size; ++i) EXPECT_EQ(out[i], kUntouched) << "float " << i;
+    const Status push = (*c)->Push("w", offset, grads).get();
+    EXPECT_EQ(push.code(), StatusCode::kInvalidArgument) << push;
+    const Status push_pull = (*c)->PushPull("w", offset, grads, out).get();
+    EXPECT_EQ(push_pull.code(), StatusCode::kInvalidArgument) << push_pull;
+    StatusOr<FloatBuffer> zero_copy = (*c)->PullZeroCopy("w", offset, size).get();
+    EXPECT_EQ(zero_copy.status().code(), StatusCode::kInvalidArgument) << zero_copy.status();
+    StatusOr<FloatBuffer> push_pull_zero_copy = (*c)->PushPullZeroCopy("w", offset, grads).get();
+    EXPECT_EQ(push_pull_zero_copy.status().code(), StatusCode::kInvalidArgument)
+        << push_pull_zero_copy.status();
+  }
+  // A size whose end wraps (no buffer of that size is ever allocated).
+  StatusOr<FloatBuffer> huge = (*c)->PullZeroCopy("w", 1, static_cast<size_t>(kMax)).get();
+  EXPECT_EQ(huge.status().code(), StatusCode::kInvalidArgument) << huge.status();
+  EXPECT_EQ((*c)->stats().requests, requests_before);
+  EXPECT_EQ((*c)->stats().cache_hits, hits_before);
+  // Nothing was pushed: the table is as it was.
+  FloatBuffer after(kSize);
+  ASSERT_TRUE((*c)->Pull("w", 0, after).get().ok());
+  for (uint64_t i = 0; i < kSize; ++i) ASSERT_EQ(before[i], after[i]) << "key " << i;
 }
 
 // PullZeroCopy / PushPullZeroCopy: a request answered in one piece hands
