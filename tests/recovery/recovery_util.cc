@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "common/rpc_client.h"
@@ -98,7 +99,8 @@ StatusOr<CommandResult> RecoveryCluster::RunServerToExit(int id,
   return r;
 }
 
-StatusOr<std::unique_ptr<Client>> RecoveryCluster::Connect(const std::string& role) {
+StatusOr<std::unique_ptr<Client>> RecoveryCluster::Connect(
+    const std::string& role, const std::function<void(ClientOptions*)>& tweak) {
   ClientOptions o;
   o.coordinator = coordinator_endpoint_;
   o.role = role;
@@ -106,7 +108,22 @@ StatusOr<std::unique_ptr<Client>> RecoveryCluster::Connect(const std::string& ro
   // A sanitized server can take longer than the default 200 ms to answer;
   // under stateless recovery the client would then serve the step locally.
   o.local_after_ms *= TimeScale();
+  if (tweak) tweak(&o);
   return Client::Connect(o);
+}
+
+StatusOr<uint64_t> RecoveryCluster::AppliedParts(int worker, uint64_t incarnation) {
+  ASSIGN_OR_RETURN(CommandResult r, Ctl({"--json", "stats"}));
+  if (r.exit_status != 0) return InternalError("relaxps-ctl stats failed: " + r.output);
+  // {"worker":W,"incarnation":"I","parts":"P"} (64-bit integers are strings).
+  const std::regex entry(R"re(\{"worker":(\d+),"incarnation":"?(\d+)"?,"parts":"?(\d+)"?\})re");
+  uint64_t parts = 0;
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), entry), end; it != end; ++it) {
+    if (std::stoi((*it)[1]) == worker && std::stoull((*it)[2]) == incarnation) {
+      parts += std::stoull((*it)[3]);
+    }
+  }
+  return parts;
 }
 
 StatusOr<CommandResult> RecoveryCluster::Ctl(const std::vector<std::string>& args) {

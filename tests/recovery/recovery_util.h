@@ -7,6 +7,7 @@
 #define RELAXPS_TESTS_RECOVERY_RECOVERY_UTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,8 +50,15 @@ class RecoveryCluster {
   const std::string& coordinator_endpoint() const { return coordinator_endpoint_; }
   const std::string& dir() const { return dir_; }
 
-  // A client of the job (role "worker" or "observer").
-  StatusOr<std::unique_ptr<Client>> Connect(const std::string& role = "worker");
+  // A client of the job (role "worker" or "observer"); `tweak` may change
+  // its options before it connects.
+  StatusOr<std::unique_ptr<Client>> Connect(
+      const std::string& role = "worker",
+      const std::function<void(ClientOptions*)>& tweak = nullptr);
+  // Push parts of worker `worker`'s incarnation `incarnation` that the
+  // servers' states reflect, summed over the servers (relaxps-ctl --json
+  // stats: ServerStats.applied_parts).
+  StatusOr<uint64_t> AppliedParts(int worker, uint64_t incarnation);
   // relaxps-ctl --coordinator=... <args>.
   StatusOr<CommandResult> Ctl(const std::vector<std::string>& args);
 

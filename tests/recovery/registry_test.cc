@@ -15,7 +15,7 @@ TEST(RegistryTest, EveryRegisteredNameMakesItsPolicy) {
   ASSERT_GE(names.size(), 5u);
   std::set<std::string> unique(names.begin(), names.end());
   EXPECT_EQ(unique.size(), names.size()) << "a name is registered twice";
-  for (const std::string& name : {"none", "checkpoint", "chain", "stateless", "hybrid"}) {
+  for (const char* name : {"none", "checkpoint", "chain", "stateless", "hybrid", "replay"}) {
     EXPECT_TRUE(unique.count(name)) << name;
   }
   for (const std::string& name : names) {
@@ -32,8 +32,12 @@ TEST(RegistryTest, EveryRegisteredNameMakesItsPolicy) {
     EXPECT_TRUE(n.store_kind == "any" || n.store_kind == "rocksdb" || n.store_kind == "memory")
         << name << ": " << n.store_kind;
     // A policy that never brings a server back tolerates no server loss.
-    if (n.restart == RestartRule::kNever) EXPECT_FALSE(n.tolerates_server_loss) << name;
-    if (n.tolerates_chain_loss) EXPECT_TRUE(n.tolerates_server_loss) << name;
+    if (n.restart == RestartRule::kNever) {
+      EXPECT_FALSE(n.tolerates_server_loss) << name;
+    }
+    if (n.tolerates_chain_loss) {
+      EXPECT_TRUE(n.tolerates_server_loss) << name;
+    }
     EXPECT_NE(p->get()->NewCoordinatorRecovery(), nullptr) << name;
     EXPECT_NE(p->get()->NewServerRecovery(), nullptr) << name;
   }
@@ -61,6 +65,12 @@ TEST(RegistryTest, NeedsOfTheBuiltInPolicies) {
   ASSERT_TRUE(hybrid.ok());
   EXPECT_TRUE((*hybrid)->needs().tolerates_chain_loss);
   EXPECT_EQ((*hybrid)->needs().min_replicas, 2);
+  // Replay restarts like checkpoint but loses nothing it logged.
+  auto replay = NewRecoveryPolicy("replay");
+  ASSERT_TRUE(replay.ok());
+  EXPECT_EQ((*replay)->needs().restart, RestartRule::kSameIdFromCheckpoint);
+  EXPECT_EQ((*replay)->needs().store_kind, "rocksdb");
+  EXPECT_FALSE((*replay)->needs().rolls_back);
 }
 
 TEST(RegistryTest, UnknownNamesAreRefusedNamingTheKnownOnes) {

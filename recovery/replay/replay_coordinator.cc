@@ -1,0 +1,39 @@
+// --recovery=replay, coordinator side: as checkpoint (the job waits for a
+// lost server to restart with its id from its latest complete checkpoint),
+// and checkpoints are always scheduled: they bound the workers' logs. A job
+// that asks for none gets one every kDefaultEveryS seconds.
+#include <memory>
+#include <string>
+
+#include "recovery/coordinator_await_restart.h"
+#include "recovery/replay/replay.h"
+
+namespace relaxps {
+namespace recovery {
+namespace {
+
+constexpr double kDefaultEveryS = 2.0;
+
+class ReplayCoordinator final : public AwaitRestartCoordinator {
+ public:
+  CheckpointSchedule Checkpoints(const CheckpointSchedule& requested) const override {
+    CheckpointSchedule s = requested;
+    if (s.every_clocks <= 0 && s.every_s <= 0) s.every_s = kDefaultEveryS;
+    return s;
+  }
+
+ protected:
+  std::string RestartAdvice(int server) const override {
+    return "restart it with --server_id=" + std::to_string(server) +
+           " --restore_from=latest; the workers replay what they logged since that checkpoint";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<CoordinatorRecovery> NewReplayCoordinatorRecovery() {
+  return std::make_unique<ReplayCoordinator>();
+}
+
+}  // namespace recovery
+}  // namespace relaxps
