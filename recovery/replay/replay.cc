@@ -1,5 +1,7 @@
 #include "recovery/replay/replay.h"
 
+#include "recovery/checkpoint/checkpoint.h"
+
 namespace relaxps {
 namespace recovery {
 
@@ -9,13 +11,10 @@ const PolicyDefinition& ReplayPolicy() {
       "checkpoints plus each worker's log of its acknowledged updates, replayed exactly once "
       "into a restarted server",
       [] {
-        RecoveryNeeds n;
-        n.store_kind = "rocksdb";
-        n.restart = RestartRule::kSameIdFromCheckpoint;
-        n.restart_flags = "--restore_from=latest";
-        n.tolerates_server_loss = true;
-        n.tolerates_chain_loss = true;
-        n.tolerates_pause = true;
+        // Checkpoint's restarts, without its losses: the replay brings back
+        // what was acknowledged after the checkpoint.
+        RecoveryNeeds n = CheckpointPolicy().needs;
+        n.rolls_back = false;
         return n;
       }(),
       &NewReplayCoordinatorRecovery,

@@ -32,17 +32,7 @@ constexpr int kRowWidth = 8;
 constexpr int kRows = 200;
 constexpr int kAdamSlots = 3;  // params, m, v
 
-TableOptions DenseAdam() {
-  TableOptions t;
-  t.name = "w";
-  t.type = TableType::kDense;
-  t.size = kDenseSize;
-  t.optimizer.name = "adam";
-  t.optimizer.lr = 0.01f;
-  t.init.seed = 3;
-  t.init.segments.push_back(InitSegment{0, kDenseSize, InitKind::kUniform, -1.0f, 1.0f});
-  return t;
-}
+TableOptions DenseAdam() { return DenseAdamTable("w", kDenseSize); }
 
 TableOptions SparseAdam() {
   TableOptions t;

@@ -112,6 +112,18 @@ StatusOr<std::unique_ptr<Client>> RecoveryCluster::Connect(
   return Client::Connect(o);
 }
 
+TableOptions DenseAdamTable(const std::string& name, uint64_t size) {
+  TableOptions t;
+  t.name = name;
+  t.type = TableType::kDense;
+  t.size = size;
+  t.optimizer.name = "adam";
+  t.optimizer.lr = 0.01f;
+  t.init.seed = 3;
+  t.init.segments.push_back(InitSegment{0, size, InitKind::kUniform, -1.0f, 1.0f});
+  return t;
+}
+
 StatusOr<uint64_t> RecoveryCluster::AppliedParts(int worker, uint64_t incarnation) {
   ASSIGN_OR_RETURN(CommandResult r, Ctl({"--json", "stats"}));
   if (r.exit_status != 0) return InternalError("relaxps-ctl stats failed: " + r.output);

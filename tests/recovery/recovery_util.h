@@ -83,6 +83,10 @@ StatusOr<std::vector<float>> ReadRowsSlot(const std::string& endpoint, const std
                                           const std::vector<uint64_t>& ids, int slot,
                                           uint64_t bucket = 0);
 
+// A dense table `name` of `size` keys trained with Adam (lr 0.01) from a
+// seeded uniform [-1, 1) initialization: state in three slots (params, m, v).
+TableOptions DenseAdamTable(const std::string& name, uint64_t size);
+
 // VmHWM (peak resident set) of a live process in KiB; -1 if unreadable.
 int64_t PeakRssKb(pid_t pid);
 
