@@ -119,6 +119,8 @@ build_matrix() {
               flags="--servers=$servers --workers=$w --model=$MODEL --consistency=$c"
               flags+=" --recovery=$p --duration_s=$DURATION_S --restart_after_s=$DOWN_S"
               flags+=" --optimizer=sgd --lr=0.01 --batch=32 --evaluator_every_s=$EVAL_EVERY_S"
+              # Each repeat trains from its own seed (initialization, data order, dropout).
+              flags+=" --seed=$rep"
               flags+=" --log_every_s=1 --progress_s=30 $(policy_flags "$p")"
               local nth=0
               [ "$f" = coordinator ] && flags+=" --coordinators=2 --coordination=zk"
