@@ -20,7 +20,9 @@ Measures (definitions also in report.md):
   lost_updates    counted (method "counted"): per worker, the push parts servers
                   acknowledged (its final line) minus those of its incarnation
                   the servers' states reflect at the end (counters.json); runs
-                  without those files fall back to estimates per fault: pushes
+                  without those files, or with a re-seed (stateless, hybrid's
+                  fallback: seeded state holds the workers' changes, not
+                  counted parts), fall back to estimates per fault: pushes
                   acknowledged after the restored checkpoint was written and
                   before the fault ("checkpoint"), or the staleness jump right
                   after recovery ("staleness")
@@ -114,14 +116,18 @@ def load_workers(run, start_unix):
     return workers
 
 
-def counted_lost(run, workers):
+def counted_lost(run, workers, events):
     """Acknowledged updates absent from the final model, counted: each worker's
     acknowledged push parts (its final line: incarnation, acked_updates) minus
     the parts of that incarnation the servers' states reflect at the end
     (counters.json: relaxps-ctl --json stats, taken by run_local.sh before the
-    servers stop). None without both."""
+    servers stop). None without both, and None after a re-seed: a server
+    seeded from the workers' copies holds their changes, not counted parts,
+    so the difference would not count what its name says."""
     path = os.path.join(run, "counters.json")
     if not os.path.exists(path) or not workers:
+        return None
+    if any(e["event"] == "reseed" for e in events):
         return None
     try:
         with open(path) as f:
@@ -255,7 +261,7 @@ def analyze(run):
         return statistics.mean(vals) if vals else None
 
     lost = total("lost_updates")
-    counted = counted_lost(run, workers)
+    counted = counted_lost(run, workers, events)
     if counted is not None:
         lost = counted
     computed = len(all_steps)
