@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-
-#include "server/internal/waiters.h"
+#include <string>
+#include <utility>
 
 namespace relaxps {
 namespace server_internal {
@@ -18,7 +18,10 @@ DenseShardState::DenseShardState(DenseShard* shard,
       device_(device),
       store_(store),
       pool_(pool),
-      state_scratch_(shard->slots.size(), nullptr) {
+      state_scratch_(shard->slots.size(), nullptr),
+      gate_(policy, /*label=*/"",
+            ConsistencyGate::Hooks{[this] { return visible_clock(); },
+                                   [this] { return CompleteRounds(); }}) {
   CHECK_EQ(static_cast<int>(shard->slots.size()), 1 + optimizer_->num_state_slots());
   applied_clock_ = shard->clock;
   loaded_clock_ = shard->clock;
@@ -39,7 +42,7 @@ int64_t DenseShardState::visible_clock() const {
   // A shard loaded from disk (a restart, a restored checkpoint) holds every
   // worker's updates up to the clock it was stored at, even before the live
   // set and its clocks have arrived.
-  return policy_->AggregatesPushes() ? applied_clock_ : std::max(clocks_.Min(), loaded_clock_);
+  return policy_->AggregatesPushes() ? applied_clock_ : std::max(gate_.min_clock(), loaded_clock_);
 }
 
 Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, float lr_scale,
@@ -93,9 +96,9 @@ Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const fl
                                 std::to_string(clock));
   }
   device_->Axpy(n, 1.0f, grads, round.sum.data() + offset);
-  if (covered.keys == shard_->size()) clocks_.Advance(worker, clock);
+  if (covered.keys == shard_->size()) gate_.RecordCompleted(worker, clock);
   RETURN_IF_ERROR(CompleteRounds());
-  ServeWaiters();
+  gate_.ServeWaiters();
   return Status::OK();
 }
 
@@ -105,8 +108,8 @@ Status DenseShardState::ApplyOnArrival(int worker, int64_t clock, uint64_t offse
   // fell behind and rejoined).
   RETURN_IF_ERROR(Apply(offset, grads, n, LrScale(clock), new_step, copy));
   shard_->clock = std::max(shard_->clock, clock + 1);
-  if (CoveredByPushes(worker, clock, n)) clocks_.Advance(worker, clock);
-  ServeWaiters();
+  if (CoveredByPushes(worker, clock, n)) gate_.RecordCompleted(worker, clock);
+  gate_.ServeWaiters();
   return Status::OK();
 }
 
@@ -115,8 +118,8 @@ Status DenseShardState::PushPull(int worker, int64_t clock, uint64_t begin, cons
                                  int64_t deadline_ms, PullReply done) {
   // The gate only opens further with the push, so a pull it lets through
   // now is answered right after it.
-  const int64_t required = policy_->RequiredMinClock(pull_clock);
-  if (!AppliesOnArrival(clock) || visible_clock() < required) {
+  const int64_t required = gate_.RequiredClock(pull_clock);
+  if (!AppliesOnArrival(clock) || !gate_.Passes(required)) {
     RETURN_IF_ERROR(Push(worker, clock, begin, grads, n, new_step));
     Pull(pull_clock, begin, n, deadline_ms, std::move(done));
     return Status::OK();
@@ -134,7 +137,7 @@ Status DenseShardState::AddDelta(uint64_t begin, const float* delta, size_t n) {
   device_->Axpy(n, 1.0f, delta, shard_->slots[0] + offset);
   ++updates_applied_;
   RETURN_IF_ERROR(store_->DenseUpdated(shard_, offset, n));
-  ServeWaiters();
+  gate_.ServeWaiters();
   return Status::OK();
 }
 
@@ -166,7 +169,7 @@ Status DenseShardState::Seed(const float* params, size_t n, int64_t clock,
   // The dropped rounds' pushes count as reflected, as the seed replaces them.
   NotifyRoundsApplied();
   RETURN_IF_ERROR(store_->DenseUpdated(shard_, 0, n));
-  ServeWaiters();
+  gate_.ServeWaiters();
   return Status::OK();
 }
 
@@ -205,7 +208,7 @@ Status DenseShardState::CompleteRounds() {
 Status DenseShardState::ApplyCompleteRounds() {
   if (follower_) return Status::OK();  // The head decides (CompleteRoundsBelow).
   // Round c is complete once every live worker has completed clock c.
-  while (!rounds_.empty() && clocks_.Min() > rounds_.begin()->first) {
+  while (!rounds_.empty() && gate_.min_clock() > rounds_.begin()->first) {
     auto it = rounds_.begin();
     RETURN_IF_ERROR(ApplyRound(&it->second, it->first));
     applied_clock_ = it->first + 1;
@@ -213,7 +216,7 @@ Status DenseShardState::ApplyCompleteRounds() {
     rounds_.erase(it);
   }
   // No pending round: everything every live worker completed is applied.
-  if (rounds_.empty()) applied_clock_ = std::max(applied_clock_, clocks_.Min());
+  if (rounds_.empty()) applied_clock_ = std::max(applied_clock_, gate_.min_clock());
   return Status::OK();
 }
 
@@ -223,7 +226,7 @@ void DenseShardState::SetFollower(bool follower) {
     Status s = CompleteRounds();
     if (!s.ok()) LOG(ERROR) << "completing BSP rounds after promotion: " << s;
   }
-  ServeWaiters();
+  gate_.ServeWaiters();
 }
 
 Status DenseShardState::CompleteRoundsBelow(int64_t clock) {
@@ -240,7 +243,7 @@ Status DenseShardState::CompleteRoundsBelow(int64_t clock) {
   applied_clock_ = std::max(applied_clock_, clock);
   NotifyRoundsApplied();
   shard_->clock = std::max(shard_->clock, applied_clock_);
-  ServeWaiters();
+  gate_.ServeWaiters();
   return Status::OK();
 }
 
@@ -249,7 +252,7 @@ void DenseShardState::SaveState(wire::ChainSnapshot* snap,
   snap->set_step(shard_->step);
   snap->set_shard_clock(shard_->clock);
   snap->set_applied_clock(applied_clock_);
-  for (const auto& [worker, clock] : clocks_.entries()) {
+  for (const auto& [worker, clock] : gate_.clocks().entries()) {
     snap->mutable_clocks()->add_ids(worker);
     snap->mutable_clocks()->add_clocks(clock);
   }
@@ -343,7 +346,7 @@ Status DenseShardState::LoadMeta(const wire::ChainSnapshot& snap,
     }
   }
   for (int i = 0; i < snap.clocks().ids_size(); ++i) {
-    clocks_.Advance(snap.clocks().ids(i), snap.clocks().clocks(i) - 1);  // Stores clock + 1.
+    gate_.RecordCompleted(snap.clocks().ids(i), snap.clocks().clocks(i) - 1);  // Stores clock + 1.
   }
   return Status::OK();
 }
@@ -364,65 +367,31 @@ FloatBuffer DenseShardState::CopySlot(int slot, uint64_t begin, size_t n) const 
 
 void DenseShardState::Pull(int64_t worker_clock, uint64_t begin, size_t n, int64_t deadline_ms,
                            PullReply done) {
-  const int64_t required = policy_->RequiredMinClock(worker_clock);
-  if (visible_clock() >= required) {
+  const int64_t required = gate_.RequiredClock(worker_clock);
+  if (gate_.Passes(required)) {
     done(Status::OK(), Copy(begin, n), visible_clock());
     return;
   }
-  waiters_.push_back(Waiter{required, begin, n, deadline_ms, std::move(done)});
-}
-
-void DenseShardState::ServeWaiters() {
-  if (waiters_.empty()) return;
-  const int64_t visible = visible_clock();
-  std::vector<Waiter> still;
-  std::vector<Waiter> ready;
-  for (Waiter& w : waiters_) (w.required <= visible ? ready : still).push_back(std::move(w));
-  waiters_.swap(still);
-  for (Waiter& w : ready) w.done(Status::OK(), Copy(w.begin, w.n), visible);
+  gate_.Park(required, deadline_ms,
+             [this, begin, n, done = std::move(done)](const Status& s, int64_t visible) {
+               done(s, s.ok() ? Copy(begin, n) : FloatBuffer(), visible);
+             });
 }
 
 void DenseShardState::SetLiveWorkers(const std::vector<int>& ids,
                                      const std::vector<int64_t>& clocks) {
-  clocks_.SetLive(ids, clocks);
-  if (policy_->AggregatesPushes()) {
-    Status s = CompleteRounds();
-    if (!s.ok()) LOG(ERROR) << "completing BSP rounds: " << s;
-  }
-  ServeWaiters();
+  gate_.SetLiveWorkers(ids, clocks);
 }
 
 void DenseShardState::HoldWorkerClocks(const std::vector<int>& ids) {
-  clocks_.Hold(ids, loaded_clock_);
+  gate_.HoldWorkerClocks(ids, loaded_clock_);
 }
 
-void DenseShardState::ReleaseWorkerClock(int worker) {
-  if (!clocks_.Release(worker)) return;
-  if (policy_->AggregatesPushes()) {
-    Status s = CompleteRounds();
-    if (!s.ok()) LOG(ERROR) << "completing BSP rounds: " << s;
-  }
-  ServeWaiters();
-}
+void DenseShardState::ReleaseWorkerClock(int worker) { gate_.ReleaseWorkerClock(worker); }
 
-void DenseShardState::AdvanceClock(int worker, int64_t clock) {
-  clocks_.Advance(worker, clock);
-  if (policy_->AggregatesPushes()) {
-    Status s = CompleteRounds();
-    if (!s.ok()) LOG(ERROR) << "completing BSP rounds: " << s;
-  }
-  ServeWaiters();
-}
+void DenseShardState::AdvanceClock(int worker, int64_t clock) { gate_.AdvanceClock(worker, clock); }
 
-void DenseShardState::ExpireWaiters(int64_t now_ms) {
-  if (waiters_.empty()) return;
-  for (Waiter& w : TakeExpired(&waiters_, now_ms)) {
-    w.done(DeadlineExceededError("pull waited for clock " + std::to_string(w.required) +
-                                 " but the slowest live worker is at " +
-                                 std::to_string(visible_clock())),
-           FloatBuffer(), visible_clock());
-  }
-}
+void DenseShardState::ExpireWaiters(int64_t now_ms) { gate_.ExpireWaiters(now_ms); }
 
 }  // namespace server_internal
 }  // namespace relaxps

@@ -2,7 +2,10 @@
 // optimizer, consistency gate and waiting pulls.
 //
 // Owns nothing of the parameter memory (the ParamStore does); owns the BSP
-// aggregation buffers and the queue of pulls waiting for their clock.
+// aggregation buffers and its ConsistencyGate (consistency_gate.h: the live
+// workers' clocks, held clocks and the queue of pulls waiting for a clock),
+// answering the gate's hooks: its visible clock, how rounds complete, how a
+// waiting pull is answered.
 //
 // BSP: a push of clock c is summed into round c and applied with it once
 // every live worker completed clock c (Reflects(c) turns true then; the
@@ -43,10 +46,10 @@
 #include "common/status.h"
 #include "common/table.h"
 #include "consistency/consistency_policy.h"
-#include "consistency/vector_clock.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
 #include "proto/relaxps.pb.h"
+#include "server/internal/consistency_gate.h"
 #include "storage/param_store.h"
 
 namespace relaxps {
@@ -135,9 +138,9 @@ class DenseShardState {
   // Ends the hold of `worker`: the clock the coordinator reported for it last
   // applies (rounds it completes are applied). No-op if not held.
   void ReleaseWorkerClock(int worker);
-  bool holds_worker_clock(int worker) const { return clocks_.IsHeld(worker); }
+  bool holds_worker_clock(int worker) const { return gate_.holds_worker_clock(worker); }
   // Completed clock of a live worker as this shard sees it (-1: not live).
-  int64_t worker_clock(int worker) const { return clocks_.Get(worker); }
+  int64_t worker_clock(int worker) const { return gate_.worker_clock(worker); }
   // Worker completed `clock` without pushing here.
   void AdvanceClock(int worker, int64_t clock);
   // Fails waiting pulls whose deadline passed.
@@ -146,8 +149,8 @@ class DenseShardState {
   // Clock every parameter of this shard reflects.
   int64_t visible_clock() const;
   // Minimum completed clock over the live workers (0 if none).
-  int64_t min_worker_clock() const { return clocks_.Min(); }
-  size_t waiting_pulls() const { return waiters_.size(); }
+  int64_t min_worker_clock() const { return gate_.min_clock(); }
+  size_t waiting_pulls() const { return gate_.waiting(); }
   size_t num_slots() const { return shard_->slots.size(); }
   // A copy of keys [begin, begin + n) of `slot` (0: parameters, 1..: optimizer
   // state). REQUIRES: CheckRange OK, slot < num_slots().
@@ -195,14 +198,6 @@ class DenseShardState {
     std::vector<float> sum;
     std::map<int, Coverage> covered;  // Contributing worker -> its keys.
   };
-  struct Waiter {
-    int64_t required;
-    uint64_t begin;
-    size_t n;
-    int64_t deadline_ms;
-    PullReply done;
-  };
-
   // Applies the optimizer to keys [offset, offset + n) of the shard; with
   // `copy`, also writes the updated parameters there.
   Status Apply(uint64_t offset, const float* grads, size_t n, float lr_scale,
@@ -225,7 +220,6 @@ class DenseShardState {
   Status CompleteRounds();
   Status ApplyCompleteRounds();
   void NotifyRoundsApplied();
-  void ServeWaiters();
   FloatBuffer Copy(uint64_t begin, size_t n) const;
   // An uninitialized buffer of n floats for a pull's answer.
   FloatBuffer NewSnapshot(size_t n) const;
@@ -238,18 +232,20 @@ class DenseShardState {
   ParamStore* const store_;
   BufferPool* const pool_;
 
-  VectorClock clocks_;
   int64_t applied_clock_ = 0;  // BSP: rounds < applied_clock_ are applied.
   int64_t loaded_clock_ = 0;   // The clock of the state the store loaded (0 if new).
   std::map<int64_t, Round> rounds_;  // BSP: clock -> aggregated gradients.
   // SSP / async: worker -> (clock, keys it pushed at that clock so far).
   std::map<int, std::pair<int64_t, uint64_t>> pushed_keys_;
-  std::vector<Waiter> waiters_;
   std::vector<float*> state_scratch_;
   uint64_t updates_applied_ = 0;
   bool follower_ = false;
   TableOptions rates_;  // Learning rate by clock (LrScaleAt).
   std::function<void(int64_t)> on_rounds_applied_;
+  // Live workers' clocks, held clocks, waiting pulls. Its hooks and parked
+  // answers use the members above (visible_clock, CompleteRounds, Copy /
+  // Read): constructed after them, destroyed before them.
+  ConsistencyGate gate_;
 };
 
 }  // namespace server_internal

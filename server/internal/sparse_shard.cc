@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-
-#include "server/internal/waiters.h"
+#include <utility>
 
 namespace relaxps {
 namespace server_internal {
@@ -18,7 +17,10 @@ SparseShardState::SparseShardState(SparseTableSpec spec,
       policy_(policy),
       device_(device),
       store_(store),
-      pool_(pool) {}
+      pool_(pool),
+      gate_(policy, " of sparse table '" + spec_.table + "'",
+            ConsistencyGate::Hooks{[this] { return visible_clock(); },
+                                   [this] { return CompleteRounds(); }}) {}
 
 StatusOr<FloatBuffer> SparseShardState::Read(const uint64_t* ids, size_t n, int slot) {
   const size_t rf = spec_.row_floats();
@@ -39,17 +41,24 @@ StatusOr<FloatBuffer> SparseShardState::Read(const uint64_t* ids, size_t n, int 
 }
 
 int64_t SparseShardState::visible_clock() const {
-  return aggregates() ? applied_clock_ : clocks_.Min();
+  return aggregates() ? applied_clock_ : gate_.min_clock();
 }
 
 void SparseShardState::Pull(int64_t worker_clock, std::vector<uint64_t> ids,
                             int64_t deadline_ms, RowsReply done) {
-  if (policy_ == nullptr || visible_clock() >= policy_->RequiredMinClock(worker_clock)) {
+  const int64_t required = gate_.RequiredClock(worker_clock);
+  if (gate_.Passes(required)) {
     done(Read(ids.data(), ids.size()));
     return;
   }
-  waiters_.push_back(
-      Waiter{policy_->RequiredMinClock(worker_clock), std::move(ids), deadline_ms, std::move(done)});
+  gate_.Park(required, deadline_ms,
+             [this, ids = std::move(ids), done = std::move(done)](const Status& s, int64_t) {
+               if (s.ok()) {
+                 done(Read(ids.data(), ids.size()));
+               } else {
+                 done(s);
+               }
+             });
 }
 
 Status SparseShardState::ApplyRows(const uint64_t* ids, size_t u, const float* grads,
@@ -106,7 +115,7 @@ Status SparseShardState::AddDelta(const uint64_t* ids, size_t n, const float* de
   RETURN_IF_ERROR(store_->ReadRows(spec_.table, unique_ids.data(), u, rows_.data()));
   for (size_t i = 0; i < u; ++i) device_->Axpy(w, 1.0f, summed.data() + i * w, rows_.data() + i * rf);
   RETURN_IF_ERROR(store_->WriteRows(spec_.table, unique_ids.data(), u, rows_.data()));
-  ServeWaiters();
+  gate_.ServeWaiters();
   return Status::OK();
 }
 
@@ -125,7 +134,7 @@ Status SparseShardState::Push(int worker, int64_t clock, const uint64_t* ids, si
     }
     if (u == n) {
       RETURN_IF_ERROR(ApplyRows(ids, n, grads, clock));
-      ServeWaiters();
+      gate_.ServeWaiters();
       return Status::OK();
     }
     index_.Reset(n);
@@ -141,7 +150,7 @@ Status SparseShardState::Push(int worker, int64_t clock, const uint64_t* ids, si
       }
     }
     RETURN_IF_ERROR(ApplyRows(unique_ids_.data(), unique_ids_.size(), summed_.data(), clock));
-    ServeWaiters();
+    gate_.ServeWaiters();
     return Status::OK();
   }
   // Sum the gradients of duplicate ids into the clock's round.
@@ -171,7 +180,7 @@ Status SparseShardState::CompleteRounds() {
 
 Status SparseShardState::ApplyCompleteRounds() {
   // Round c is complete once every live worker has completed clock c.
-  while (!rounds_.empty() && clocks_.Min() > rounds_.begin()->first) {
+  while (!rounds_.empty() && gate_.min_clock() > rounds_.begin()->first) {
     auto it = rounds_.begin();
     Round& r = it->second;
     const size_t w = spec_.width;
@@ -186,56 +195,26 @@ Status SparseShardState::ApplyCompleteRounds() {
     rounds_.erase(it);
     RETURN_IF_ERROR(s);
   }
-  if (rounds_.empty()) applied_clock_ = std::max(applied_clock_, clocks_.Min());
+  if (rounds_.empty()) applied_clock_ = std::max(applied_clock_, gate_.min_clock());
   return Status::OK();
-}
-
-void SparseShardState::ServeWaiters() {
-  if (waiters_.empty()) return;
-  const int64_t visible = visible_clock();
-  std::vector<Waiter> still;
-  std::vector<Waiter> ready;
-  for (Waiter& w : waiters_) (w.required <= visible ? ready : still).push_back(std::move(w));
-  waiters_.swap(still);
-  for (Waiter& w : ready) w.done(Read(w.ids.data(), w.ids.size()));
 }
 
 void SparseShardState::SetLiveWorkers(const std::vector<int>& ids,
                                       const std::vector<int64_t>& clocks) {
-  clocks_.SetLive(ids, clocks);
-  ClocksMoved();
+  gate_.SetLiveWorkers(ids, clocks);
 }
 
 void SparseShardState::HoldWorkerClocks(const std::vector<int>& ids, int64_t start) {
-  clocks_.Hold(ids, start);
+  gate_.HoldWorkerClocks(ids, start);
 }
 
-void SparseShardState::ReleaseWorkerClock(int worker) {
-  if (clocks_.Release(worker)) ClocksMoved();
-}
+void SparseShardState::ReleaseWorkerClock(int worker) { gate_.ReleaseWorkerClock(worker); }
 
 void SparseShardState::AdvanceClock(int worker, int64_t clock) {
-  clocks_.Advance(worker, clock);
-  ClocksMoved();
+  gate_.AdvanceClock(worker, clock);
 }
 
-void SparseShardState::ClocksMoved() {
-  if (aggregates()) {
-    Status s = CompleteRounds();
-    if (!s.ok()) LOG(ERROR) << "completing BSP rounds of sparse table '" << spec_.table << "': " << s;
-  }
-  ServeWaiters();
-}
-
-void SparseShardState::ExpireWaiters(int64_t now_ms) {
-  if (waiters_.empty()) return;
-  for (Waiter& w : TakeExpired(&waiters_, now_ms)) {
-    w.done(DeadlineExceededError("pull of sparse table '" + spec_.table + "' waited for clock " +
-                                 std::to_string(w.required) +
-                                 " but the slowest live worker is at " +
-                                 std::to_string(visible_clock())));
-  }
-}
+void SparseShardState::ExpireWaiters(int64_t now_ms) { gate_.ExpireWaiters(now_ms); }
 
 }  // namespace server_internal
 }  // namespace relaxps

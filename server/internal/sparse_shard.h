@@ -21,6 +21,11 @@
 // CLOCKs only, so the replayed rounds are applied, in clock order, once the
 // held workers are released.
 //
+// The live workers' clocks, held clocks and the pulls waiting for a clock
+// live in this table's ConsistencyGate (consistency_gate.h); this object owns
+// the rows' rounds and answers the gate's hooks (visible clock, how rounds
+// complete, how a waiting pull is answered).
+//
 // Thread-safety: not synchronized; used only on the server's loop thread.
 #ifndef RELAXPS_SERVER_INTERNAL_SPARSE_SHARD_H_
 #define RELAXPS_SERVER_INTERNAL_SPARSE_SHARD_H_
@@ -37,9 +42,9 @@
 #include "common/status.h"
 #include "common/table.h"
 #include "consistency/consistency_policy.h"
-#include "consistency/vector_clock.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
+#include "server/internal/consistency_gate.h"
 #include "server/internal/row_index.h"
 #include "storage/param_store.h"
 
@@ -98,7 +103,7 @@ class SparseShardState {
   // exactly-once record skips replayed pushes the rows reflect).
   void HoldWorkerClocks(const std::vector<int>& ids, int64_t start);
   void ReleaseWorkerClock(int worker);
-  bool holds_worker_clock(int worker) const { return clocks_.IsHeld(worker); }
+  bool holds_worker_clock(int worker) const { return gate_.holds_worker_clock(worker); }
   // `worker` completed `clock` (its CLOCK message).
   void AdvanceClock(int worker, int64_t clock);
   // Fails waiting pulls whose deadline passed.
@@ -116,22 +121,12 @@ class SparseShardState {
     std::vector<float> sum;                      // ids.size() * width.
     std::vector<std::vector<int>> pushers;       // Distinct workers per row.
   };
-  struct Waiter {
-    int64_t required;
-    std::vector<uint64_t> ids;
-    int64_t deadline_ms;
-    RowsReply done;
-  };
-
   bool aggregates() const { return policy_ != nullptr && policy_->AggregatesPushes(); }
   // One optimizer step on each of the u distinct rows `ids` with `grads`.
   Status ApplyRows(const uint64_t* ids, size_t u, const float* grads, int64_t clock);
   // Applies the rounds every live worker completed; tells on_rounds_applied_.
   Status CompleteRounds();
   Status ApplyCompleteRounds();
-  // After the vector clock changed: completes rounds, answers waiters.
-  void ClocksMoved();
-  void ServeWaiters();
 
   // Constant after construction.
   const SparseTableSpec spec_;
@@ -141,10 +136,8 @@ class SparseShardState {
   ParamStore* const store_;
   BufferPool* const pool_;
 
-  VectorClock clocks_;
   int64_t applied_clock_ = 0;  // BSP: rounds below it are applied.
   std::map<int64_t, Round> rounds_;
-  std::vector<Waiter> waiters_;
   uint64_t updates_applied_ = 0;
   TableOptions rates_;  // Learning rate by clock (LrScaleAt).
   std::function<void(int64_t)> on_rounds_applied_;
@@ -154,6 +147,10 @@ class SparseShardState {
   RowIndex index_;  // Duplicate ids of one push.
   std::vector<uint64_t> unique_ids_;
   std::vector<float> summed_;
+  // Live workers' clocks, held clocks, waiting pulls. Its hooks and parked
+  // answers use the members above (visible_clock, CompleteRounds, Copy /
+  // Read): constructed after them, destroyed before them.
+  ConsistencyGate gate_;
 };
 
 }  // namespace server_internal
