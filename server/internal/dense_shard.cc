@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "common/optimizer_rules.h"
+
 namespace relaxps {
 namespace server_internal {
 
@@ -147,7 +149,8 @@ Status DenseShardState::Seed(const float* params, size_t n, int64_t clock,
     return InvalidArgumentError("seed of " + std::to_string(n) + " floats for a shard of " +
                                 std::to_string(shard_->size()));
   }
-  if (velocity != nullptr && std::strcmp(optimizer_->Name(), "momentum") != 0) {
+  const OptimizerRule* rule = FindOptimizerRule(optimizer_->Name());
+  if (velocity != nullptr && (rule == nullptr || !rule->velocity_slot)) {
     return InvalidArgumentError("a velocity seeds only a momentum table's slot, not " +
                                 std::string(optimizer_->Name()) + "'s");
   }
