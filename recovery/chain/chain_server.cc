@@ -18,7 +18,7 @@ DeadServerPlan ChainServerRecovery::OnDeclaredDead(const ServerJobInfo& job) con
     return plan;
   }
   plan.action = DeadServerPlan::Action::kExit;
-  plan.advice = RestartAdvice(job.server_id, policy_.needs.restart_flags);
+  plan.advice = RestartAdvice(job.server_id, policy().needs.restart_flags);
   return plan;
 }
 

@@ -12,26 +12,17 @@
 #ifndef RELAXPS_RECOVERY_CHAIN_CHAIN_SERVER_H_
 #define RELAXPS_RECOVERY_CHAIN_CHAIN_SERVER_H_
 
-#include "recovery/registry.h"
-#include "recovery/server_recovery.h"
+#include "recovery/defined_server_recovery.h"
 
 namespace relaxps {
 namespace recovery {
 
-class ChainServerRecovery : public ServerRecovery {
+class ChainServerRecovery : public DefinedServerRecovery {
  public:
-  // `policy`: the definition whose name and restart flags this object uses.
-  explicit ChainServerRecovery(const PolicyDefinition& policy) : policy_(policy) {}
+  using DefinedServerRecovery::DefinedServerRecovery;
 
-  const char* Name() const override { return policy_.name; }
   WriteRule write_rule(const ServerJobInfo& job) const override;
   DeadServerPlan OnDeclaredDead(const ServerJobInfo& job) const override;
-
- protected:
-  const PolicyDefinition& policy() const { return policy_; }
-
- private:
-  const PolicyDefinition& policy_;  // Static storage.
 };
 
 }  // namespace recovery

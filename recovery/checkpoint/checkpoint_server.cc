@@ -20,12 +20,12 @@ DeadServerPlan CheckpointServerRecovery::OnDeclaredDead(const ServerJobInfo& job
   // holds nothing to come back to.
   if (job.store_kind != "rocksdb") {
     plan.action = DeadServerPlan::Action::kExit;
-    plan.advice = RestartAdvice(job.server_id, policy_.needs.restart_flags);
+    plan.advice = RestartAdvice(job.server_id, policy().needs.restart_flags);
     return plan;
   }
   plan.action = DeadServerPlan::Action::kRestartInPlace;
   if (job.complete_checkpoints > 0) {
-    std::istringstream flags(policy_.needs.restart_flags);
+    std::istringstream flags(policy().needs.restart_flags);
     for (std::string flag; flags >> flag;) plan.restart_flags.push_back(flag);
     plan.advice = "from its latest checkpoint under " + job.checkpoint_root;
   } else {
