@@ -163,7 +163,9 @@ Status ClientImpl::Init() {
   RETURN_IF_ERROR(ro.UseCurve(options_.curve));
   // The policy is known only after registering: the hook ignores
   // disconnects until Init() enabled it.
-  ro.on_disconnect = [this](int peer) { OnDisconnect(peer); };
+  ro.on_disconnect = [this](int peer) {
+    if (local_on_disconnect_.load()) fallback_->OnDisconnect(peer);
+  };
   rpc_ = std::make_unique<RpcClient>(ro);
   if (faults_.any()) rpc_ = FaultInjectingTransport::Wrap(std::move(rpc_), faults_);
   RETURN_IF_ERROR(coordinators_.Connect(rpc_.get(), options_.coordinator));
@@ -201,15 +203,16 @@ Status ClientImpl::Init() {
     cache_ = std::make_unique<client_internal::SspCache>(consistency_->staleness_bound());
   }
   if (features_.local_copies) {
-    if (options_.local_after_ms <= 0 || options_.disconnect_probe_ms <= 0) {
-      return InvalidArgumentError("local_after_ms and disconnect_probe_ms must be positive");
-    }
-    replica_ = std::make_unique<client_internal::LocalReplica>();
-    rows_ = std::make_unique<client_internal::LocalRows>();
+    client_internal::LocalFallback::Options fo;
+    fo.chain_routing = features_.chain_routing;
+    fo.disconnect_probe_ms = options_.disconnect_probe_ms;
+    fo.stalled_probe_ms = options_.local_after_ms;
+    ASSIGN_OR_RETURN(fallback_,
+                     client_internal::LocalFallback::New(this, router_.get(), rpc_.get(), fo));
   }
   role_->Attach(this);
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
-  local_on_disconnect_.store(features_.local_copies && features_.probe_on_disconnect);
+  local_on_disconnect_.store(fallback_ != nullptr && features_.probe_on_disconnect);
   if (options_.role == "worker") {
     last_heartbeat_ok_ms_ = clock_source_->NowMs();
     heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
@@ -503,7 +506,7 @@ ClientStats ClientImpl::stats() const {
     s.cache_hits = cache_->hits();
     s.cache_misses = cache_->misses();
   }
-  if (features_.local_copies) s.local_steps = replica_->local_steps();
+  if (fallback_ != nullptr) s.local_steps = fallback_->local_steps();
   s.acked_updates = acked_updates_.load();
   s.incarnation = incarnation_;
   role_->AddCounters(&s.recovery_counters);

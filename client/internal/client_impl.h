@@ -7,7 +7,9 @@
 // client/internal/resender.h, holding requests to a restarted server
 // client/internal/server_gate.h, the SSP parameter cache
 // client/internal/ssp_cache.h, the local copies of a worker that trains
-// through a server's loss client/internal/stateless.cc.
+// through a server's loss and its go-local/rejoin rules
+// client/internal/local_fallback.h; requests.cc also implements the
+// mechanisms a recovery role drives (recovery::ClientMechanisms).
 //
 // Recovery: the client never asks which policy runs. It makes the policy's
 // client role (recovery/client_recovery.h) at registration, runs the
@@ -31,8 +33,7 @@
 #include <vector>
 
 #include "client/client.h"
-#include "client/internal/local_replica.h"
-#include "client/internal/local_rows.h"
+#include "client/internal/local_fallback.h"
 #include "client/internal/resender.h"
 #include "client/internal/router.h"
 #include "client/internal/server_gate.h"
@@ -41,6 +42,7 @@
 #include "common/clock.h"
 #include "common/coordinator_peers.h"
 #include "common/fault_options.h"
+#include "common/payload_codec.h"
 #include "common/periodic_thread.h"
 #include "common/shard_map.h"
 #include "common/thread_annotations.h"
@@ -75,7 +77,9 @@ class Join {
   Status first_error_ GUARDED_BY(mu_);
 };
 
-class ClientImpl final : public Client, private recovery::ClientMechanisms {
+class ClientImpl final : public Client,
+                         private recovery::ClientMechanisms,
+                         private LocalFallback::Host {
  public:
   ClientImpl(const ClientOptions& options, const FaultOptions& faults)
       : options_(options), faults_(faults), clock_source_(ClockOrReal(options.clock)) {}
@@ -136,7 +140,8 @@ class ClientImpl final : public Client, private recovery::ClientMechanisms {
 
   Status Clock() override;
   Status Barrier() override;
-  int64_t clock() const override { return clock_.load(); }  // Also ClientMechanisms.
+  // Also ClientMechanisms and LocalFallback::Host.
+  int64_t clock() const override { return clock_.load(); }
   int64_t last_params_clock() const override { return last_params_clock_.load(); }
   ClientStats stats() const override;
   bool Drive(const std::function<bool()>& done, int timeout_ms) override {
@@ -177,7 +182,7 @@ class ClientImpl final : public Client, private recovery::ClientMechanisms {
   // push, several servers or buckets) whole before sending any, and a part
   // it applies itself (stateless); each server checks what it receives. So a
   // push refused for a NaN or Inf changes nothing anywhere.
-  Status CheckPushFinite(const float* values, size_t n);
+  Status CheckPushFinite(const float* values, size_t n) override;  // Also LocalFallback::Host.
   // Whether dense requests may be split into parts (ClientOptions).
   bool SplitsParts() const {
     return options_.dense_part_bytes >= static_cast<int64_t>(sizeof(float)) &&
@@ -249,7 +254,7 @@ class ClientImpl final : public Client, private recovery::ClientMechanisms {
   // A request made at `clock`, routed with the shard map of `map_version` (a
   // resend keeps both: it belongs to the clock and the split it was made with).
   Message NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
-                     uint64_t map_version) const;
+                     uint64_t map_version) const override;  // Also LocalFallback::Host.
   StatusOr<Message> CallCoordinator(Message msg, bool retry_unavailable);
   // Holds at a barrier (the start barrier, or worker barrier `generation`)
   // until the coordinator lets it pass or answers at `timeout_ms`.
@@ -283,67 +288,72 @@ class ClientImpl final : public Client, private recovery::ClientMechanisms {
   // role's next call (its heartbeat hook). No-op while one is out.
   void WatchMap() override;
   void RetryParkedBefore(int64_t ms) override;
-  bool IsLocal(int server) const override;
-  bool LostAt(int server, std::string* endpoint, bool* stalled) const override;
-  // Starts training locally on `server`'s ranges (lost at `endpoint`).
+  // The local-copy mechanisms are the fallback's (no-ops without one).
+  bool IsLocal(int server) const override { return ServedHere(server); }
+  bool LostAt(int server, std::string* endpoint, bool* stalled) const override {
+    return fallback_ != nullptr && fallback_->LostAt(server, endpoint, stalled);
+  }
   void GoLocal(int server, const std::string& endpoint, bool stalled,
-               const std::string& why) override;
-  bool TakeOver(int holder, int spare) override;
-  void Reassign(const std::string& table, uint64_t range_begin, int server) override;
-  // Answers the coordinator's re-seed requests (heartbeat thread).
-  void SendSeedCopies(const wire::HeartbeatReply& hr) override;
-  // Probes servers lost by a stall that the map still shows alive.
-  void ProbeStalledServers() override;
+               const std::string& why) override {
+    if (fallback_ != nullptr) fallback_->GoLocal(server, endpoint, stalled, why);
+  }
+  bool TakeOver(int holder, int spare) override {
+    return fallback_ != nullptr && fallback_->TakeOver(holder, spare);
+  }
+  void Reassign(const std::string& table, uint64_t range_begin, int server) override {
+    if (fallback_ != nullptr) fallback_->Reassign(table, range_begin, server);
+  }
+  void SendSeedCopies(const wire::HeartbeatReply& hr) override {
+    if (fallback_ != nullptr) fallback_->SendSeedCopies(hr);
+  }
+  void ProbeStalledServers() override {
+    if (fallback_ != nullptr) fallback_->ProbeStalledServers();
+  }
   void Replay(int server, const recovery::AckedPush& push,
               std::function<void(const Status&, const wire::Header&)> done) override;
   void ReleaseServer(int server) override;
 
-  // ---- Local copies (client/internal/stateless.cc; replica_ set) ----------
+  // ---- LocalFallback::Host (client/internal/local_fallback.h) -------------
+  void RaiseClock(int64_t clock) override {
+    int64_t c = clock_.load();
+    while (clock > c && !clock_.compare_exchange_weak(c, clock)) {
+    }
+  }
+  bool shutting_down() const override { return shutting_down_.load(); }
+  Frame EncodeValues(const FloatBuffer& values) const override {
+    return EncodeFloats(values, encoding_);
+  }
+  void SendToServer(int server, std::function<Message()> make,
+                    Transport::ReplyCallback done) override {
+    CallServer(server, std::move(make), std::move(done));
+  }
+  void CountError() override { errors_.fetch_add(1); }
+  StatusOr<Message> CallCoordinatorSync(Message msg, int timeout_ms) override {
+    return rpc_->CallSync(coordinators_.current(), std::move(msg), timeout_ms);
+  }
+
+  // ---- The data path's use of the fallback (requests.cc) -------------------
+  // Whether `server`'s parts are served from this worker's copies.
+  bool ServedHere(int server) const { return fallback_ != nullptr && fallback_->IsLocal(server); }
   // Deadline of a request of `type` to a server.
   int ServerTimeoutMs(wire::MsgType type) const;
-  // The server holding the dense range of `table` that starts at
-  // `range_begin`: under chain routing the head of its chain in the current
-  // map, else `server` (ranges do not move).
+  // The server holding the dense range of `table` at `range_begin` (under
+  // chain routing the head of its chain), and the same for a sparse bucket
+  // (-1: none).
   int HolderOf(const std::string& table, uint64_t range_begin, int server) const;
-  // The server holding bucket `bucket` of sparse `table` in the current map
-  // under chain routing (-1: none), else `server`.
   int RowsHolderOf(const std::string& table, uint64_t bucket, int server) const;
   // What the recovery role is told about a part that failed at `server`
   // (sent at `endpoint`, held by `holder` now) with `error`.
   recovery::FailedPart NewFailedPart(int server, const std::string& endpoint, int holder,
                                      const Status& error, bool rows, int reroutes) const;
-  // Serves one dense part from the local copy (op's buffers at `at`);
-  // lowers op->min_params_clock to the copy's clock. `doubtful_id` != 0:
-  // the part's push was sent under that exactly-once key and may still be
-  // applied by the server (client_internal::DoubtfulPush).
+  // Serves one dense part from the local copy (op's buffers at `at`) and
+  // lowers op->min_params_clock to the copy's clock. `doubtful_id`: see
+  // LocalFallback::ServeDense.
   Status ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
                       uint64_t doubtful_id = 0);
-  // Serves the rows `ids` of `table` (PUSH_ROWS with `grads`, or PULL_ROWS
-  // into `out` at `positions`) held by the lost `server` from this worker's
-  // row copies (client/internal/local_rows.h).
-  // `doubtful_id` as for ServeLocally. A push counts one local step per
-  // request: the first part served locally sets `*served_locally`.
-  Status ServeRowsLocally(int server, wire::MsgType type, const std::string& table, size_t width,
-                          const KeyBuffer& ids, const FloatBuffer& grads, const FloatBuffer& out,
-                          const std::vector<uint32_t>& positions, std::atomic<bool>* served_locally,
-                          uint64_t doubtful_id = 0);
-  // A dense part's reply arrived: remember the parameters and move the clock
-  // up to a seeded server's.
-  void RememberReply(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
-                     int64_t params_clock);
-  // Ends local mode for `server`; what was changed locally since the last
-  // copy sent to the coordinator goes to it as raw deltas. `same_server`:
-  // the server was slow, not lost; the pushes it may have applied are resent
-  // with their exactly-once keys rather than as part of the deltas.
-  void Rejoin(int server, bool same_server, const char* why) override;
-  // Chain routing: `deltas` split into one per sparse bucket
-  // (RowsDelta::bucket), the unit a chained server takes row pushes in;
-  // else `deltas` as they are.
-  std::vector<RowsDelta> SplitByBucket(const std::vector<RowsDelta>& deltas) const;
-  // I/O thread (RpcClientOptions::on_disconnect): the connection of `peer`
-  // closed; with ClientFeatures::probe_on_disconnect the worker probes the
-  // server and goes local if it does not answer within disconnect_probe_ms.
-  void OnDisconnect(int peer);
+  void Rejoin(int server, bool same_server, const char* why) override {
+    if (fallback_ != nullptr) fallback_->Rejoin(server, same_server, why);
+  }
 
   // Constant after Init().
   const ClientOptions options_;
@@ -365,8 +375,7 @@ class ClientImpl final : public Client, private recovery::ClientMechanisms {
   std::unique_ptr<client_internal::ServerGate> gate_;
   std::unique_ptr<client_internal::SspCache> cache_;  // Null unless the policy caches reads.
   // Null unless the role keeps local copies (ClientFeatures::local_copies).
-  std::unique_ptr<client_internal::LocalReplica> replica_;
-  std::unique_ptr<client_internal::LocalRows> rows_;  // With replica_.
+  std::unique_ptr<LocalFallback> fallback_;
 
   mutable Mutex mu_;
   std::string job_error_ GUARDED_BY(mu_);
@@ -384,8 +393,8 @@ class ClientImpl final : public Client, private recovery::ClientMechanisms {
   }
 
   std::atomic<bool> shutting_down_{false};
-  // Set at the end of Init() when the worker goes local on a closed
-  // connection (local copies with ClientFeatures::probe_on_disconnect).
+  // Set at the end of Init() (fallback_ made before) when the worker goes
+  // local on a closed connection (ClientFeatures::probe_on_disconnect).
   std::atomic<bool> local_on_disconnect_{false};
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
   std::atomic<uint64_t> next_push_id_{1};

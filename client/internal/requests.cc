@@ -102,6 +102,64 @@ void ClientImpl::LogFailover(int server) {
             << " at unix_ms=" << clock_source_->NowUnixMs() << " (epoch " << epoch << ")";
 }
 
+int ClientImpl::ServerTimeoutMs(wire::MsgType type) const {
+  // Without lost_after_ms a slow or lost server is the role's business
+  // (waited for, or the part resent to a new chain head): every request gets
+  // the full deadline.
+  if (features_.lost_after_ms <= 0) return options_.request_timeout_ms;
+  // A pull may wait at the BSP/SSP gate for slower workers: only the
+  // coordinator's word or a closed connection takes its server away.
+  const bool gated = (type == wire::PULL || type == wire::PUSH_PULL) &&
+                     consistency_->model() != ConsistencyModel::kAsync;
+  return gated ? options_.request_timeout_ms
+               : std::min(options_.request_timeout_ms, features_.lost_after_ms);
+}
+
+int ClientImpl::HolderOf(const std::string& table, uint64_t range_begin, int server) const {
+  return features_.chain_routing ? router_->RangeHolder(table, range_begin, server) : server;
+}
+
+int ClientImpl::RowsHolderOf(const std::string& table, uint64_t bucket, int server) const {
+  return features_.chain_routing ? router_->BucketHolder(table, bucket) : server;
+}
+
+Status ClientImpl::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s,
+                                uint64_t at, uint64_t doubtful_id) {
+  const bool push = op->type != wire::PULL;
+  const bool pull = op->type != wire::PUSH;
+  ASSIGN_OR_RETURN(
+      int64_t clock,
+      fallback_->ServeDense(op->table, s, push ? op->grads.data() + at : nullptr,
+                            pull ? op->out.data() + at : nullptr, &op->served_locally,
+                            doubtful_id, push && doubtful_id != 0 ? op->grads.Slice(at, s.count)
+                                                                  : FloatBuffer()));
+  int64_t seen = op->min_params_clock.load();
+  while (clock < seen && !op->min_params_clock.compare_exchange_weak(seen, clock)) {
+  }
+  return Status::OK();
+}
+
+void ClientImpl::Replay(int server, const recovery::AckedPush& push,
+                        std::function<void(const Status&, const wire::Header&)> done) {
+  const uint64_t version = router_->map()->version();
+  auto make = [this, push, version] {
+    const bool rows = push.type == wire::PUSH_ROWS;
+    Message req = NewRequest(rows ? wire::PUSH_ROWS : wire::PUSH, push.table, push.clock, version);
+    req.header.set_incarnation(push.incarnation);
+    req.header.set_push_id(push.push_id);
+    req.header.set_replayed(true);
+    req.header.set_key_begin(push.key_begin);
+    req.header.set_key_count(rows ? push.ids.size() : push.grads.size());
+    if (rows) req.frames.push_back(Frame::Share(push.ids));
+    req.frames.push_back(EncodeFloats(push.grads, encoding_));
+    return req;
+  };
+  CallServer(
+      server, std::move(make),
+      [done = std::move(done)](const Status& st, Message&& reply) { done(st, reply.header); }, 0,
+      /*past_gate=*/true);
+}
+
 recovery::FailedPart ClientImpl::NewFailedPart(int server, const std::string& endpoint,
                                                int holder, const Status& error, bool rows,
                                                int reroutes) const {
@@ -347,7 +405,7 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
       return;
     }
   }
-  if (slices->size() != 1 || (features_.local_copies && replica_->IsLocal((*slices)[0].server))) {
+  if (slices->size() != 1 || ServedHere((*slices)[0].server)) {
     EnsureOut(op.get());  // Assembled from parts, or answered here.
   }
   auto join = std::make_shared<Join>(static_cast<int>(slices->size()), std::move(done));
@@ -372,7 +430,7 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
       if (op->type != wire::PULL) req.frames.push_back(EncodeFloats(payload, encoding_));
       return req;
     };
-    if (features_.local_copies && replica_->IsLocal(s.server)) {
+    if (ServedHere(s.server)) {
       join->PartDone(ServeLocally(op, s, at));
       continue;
     }
@@ -401,9 +459,9 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                                [join](const Status& r) { join->PartDone(r); });
                      return;
                    }
-                   if (d.action == recovery::PartAction::kServeLocally && features_.local_copies) {
-                     GoLocal(d.local_server, d.endpoint,
-                             st.code() == StatusCode::kDeadlineExceeded, st.ToString());
+                   if (d.action == recovery::PartAction::kServeLocally && fallback_ != nullptr) {
+                     fallback_->GoLocal(d.local_server, d.endpoint,
+                                        st.code() == StatusCode::kDeadlineExceeded, st.ToString());
                      // The part was sent: the server may still apply it.
                      EnsureOut(op.get());
                      join->PartDone(ServeLocally(op, s, at, part_id));
@@ -422,7 +480,9 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                    const int64_t mine = reply.header.params_clock();
                    while (mine < seen && !op->min_params_clock.compare_exchange_weak(seen, mine)) {
                    }
-                   if (result.ok() && features_.local_copies) RememberReply(op, s, at, mine);
+                   if (result.ok() && fallback_ != nullptr) {
+                     fallback_->RememberDense(op->table, s, op->out.data() + at, mine);
+                   }
                  }
                  if (result.ok() && op->type != wire::PULL && features_.report_acked_pushes) {
                    recovery::AckedPush acked;
@@ -588,16 +648,15 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
     // worker's row copies (without chains the row owner is that server;
     // under chain routing the head of a bucket whose every replica is lost,
     // which the role took local).
-    const bool local_copies = features_.local_copies;
-    if (local_copies && replica_->IsLocal(s)) {
-      join->PartDone(
-          ServeRowsLocally(s, type, table, width, part_ids, part, out, *pos, served_locally.get()));
+    if (ServedHere(s)) {
+      join->PartDone(fallback_->ServeRows(s, type, table, width, part_ids, part, out, *pos,
+                                          served_locally.get()));
       continue;
     }
     const std::string endpoint = m->server_endpoint(s);
     CallServer(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
-                part_ids, part, local_copies, endpoint, consecutive, first, bucket, served_locally,
+                part_ids, part, endpoint, consecutive, first, bucket, served_locally,
                 version = m->version()](const Status& st, Message&& reply) {
                  if (Rerouted(st, reply, version, reroutes)) {
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
@@ -611,14 +670,14 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                    // could), or serve from this worker's copy.
                    const recovery::LostPartDecision d = role_->OnPartLost(NewFailedPart(
                        s, endpoint, RowsHolderOf(table, bucket, s), st, true, reroutes));
-                   if (d.action == recovery::PartAction::kServeLocally && local_copies &&
+                   if (d.action == recovery::PartAction::kServeLocally && fallback_ != nullptr &&
                        d.local_server >= 0) {
-                     GoLocal(d.local_server, d.endpoint,
-                             st.code() == StatusCode::kDeadlineExceeded, st.ToString());
+                     fallback_->GoLocal(d.local_server, d.endpoint,
+                                        st.code() == StatusCode::kDeadlineExceeded, st.ToString());
                      // The part was sent: the server may still apply it.
-                     join->PartDone(ServeRowsLocally(d.local_server, type, table, width, part_ids,
-                                                     part, out, *pos, served_locally.get(),
-                                                     part_id));
+                     join->PartDone(fallback_->ServeRows(d.local_server, type, table, width,
+                                                         part_ids, part, out, *pos,
+                                                         served_locally.get(), part_id));
                      return;
                    }
                  }
@@ -641,10 +700,10 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                    result = consecutive ? DecodeReply(reply, out.data() + first * width,
                                                       pos->size() * width)
                                         : ScatterRows(reply, *pos, width, out.data());
-                   if (result.ok() && rows_ != nullptr) {  // Stateless: keep the rows.
+                   if (result.ok() && fallback_ != nullptr) {  // Keep the rows.
                      for (size_t i = 0; i < pos->size(); ++i) {
-                       rows_->Remember(table, width, part_ids.data() + i,
-                                       out.data() + (*pos)[i] * width, 1);
+                       fallback_->RememberRows(table, width, part_ids.data() + i,
+                                               out.data() + (*pos)[i] * width, 1);
                      }
                    }
                  }
@@ -665,7 +724,7 @@ Status ClientImpl::Clock() {
   // sparse tables' rounds.
   const uint64_t version = router_->map()->version();
   for (int server : router_->ServersWithEndpoint()) {
-    if (features_.local_copies && replica_->IsLocal(server)) continue;
+    if (ServedHere(server)) continue;
     CallServer(
         server, [this, c, version] { return NewRequest(wire::CLOCK, "", c, version); },
         [](const Status& s, Message&&) {

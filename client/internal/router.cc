@@ -59,5 +59,18 @@ bool Router::IsMoved(const Status& status, const Message& reply) {
   return status.code() == StatusCode::kWrongShard && reply.header.has_shard_map();
 }
 
+int Router::RangeHolder(const std::string& table, uint64_t range_begin, int otherwise) const {
+  StatusOr<std::vector<DenseSlice>> head = map()->SplitDense(table, range_begin, 1);
+  return head.ok() && !head->empty() ? head->front().server : otherwise;
+}
+
+int Router::BucketHolder(const std::string& table, uint64_t bucket) const {
+  std::shared_ptr<const ShardMap> now = map();
+  const wire::TableShards* ts = now->FindTable(table);
+  return ts == nullptr || ts->buckets_size() == 0
+             ? -1
+             : now->BucketServer(*ts, static_cast<int>(bucket));
+}
+
 }  // namespace client_internal
 }  // namespace relaxps

@@ -61,6 +61,14 @@ class Router {
   // needs the endpoint only if the request fails.
   int Peer(int server, std::shared_ptr<const ShardMap>* map) const;
 
+  // The server of the dense range of `table` that starts at `range_begin`
+  // in the current map (under chain replication the head of its chain);
+  // `otherwise` if the map has no such range.
+  int RangeHolder(const std::string& table, uint64_t range_begin, int otherwise) const;
+  // The server of bucket `bucket` of sparse `table` in the current map (the
+  // head of its chain); -1 if the map has none.
+  int BucketHolder(const std::string& table, uint64_t bucket) const;
+
   // Servers with an endpoint in the current map.
   std::vector<int> ServersWithEndpoint() const;
 

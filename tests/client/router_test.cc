@@ -15,56 +15,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/client/fake_transport.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
 namespace client_internal {
 namespace {
-
-// A Transport that connects nowhere: Connect() hands out one handle per
-// (endpoint, key), as RpcClient does; calls fail at once.
-class FakeTransport final : public Transport {
- public:
-  using Transport::Connect;
-  int Connect(const std::string& endpoint, const std::string& curve_server_key) override {
-    MutexLock l(&mu_);
-    connects_.emplace_back(endpoint, curve_server_key);
-    auto [it, added] =
-        handles_.emplace(std::make_pair(endpoint, curve_server_key), static_cast<int>(endpoints_.size()));
-    if (added) endpoints_.push_back(endpoint);
-    return it->second;
-  }
-  void Call(int /*peer*/, Message /*request*/, int /*timeout_ms*/, ReplyCallback done) override {
-    done(UnavailableError("fake transport"), Message());
-  }
-  void CancelAll(const Status& /*status*/) override {}
-  void CancelPeer(int /*peer*/, const Status& /*status*/) override {}
-  TransportStats stats() const override { return TransportStats(); }
-
-  // The handle Connect() gave (or would give) `endpoint` with no key; -1 if never connected.
-  int HandleOf(const std::string& endpoint, const std::string& key = std::string()) {
-    MutexLock l(&mu_);
-    auto it = handles_.find(std::make_pair(endpoint, key));
-    return it == handles_.end() ? -1 : it->second;
-  }
-  std::string EndpointOf(int handle) {
-    MutexLock l(&mu_);
-    return handle >= 0 && handle < static_cast<int>(endpoints_.size()) ? endpoints_[handle] : "";
-  }
-  bool EverConnected(const std::string& endpoint) {
-    MutexLock l(&mu_);
-    for (const auto& c : connects_) {
-      if (c.first == endpoint) return true;
-    }
-    return false;
-  }
-
- private:
-  Mutex mu_;
-  std::map<std::pair<std::string, std::string>, int> handles_ GUARDED_BY(mu_);
-  std::vector<std::string> endpoints_ GUARDED_BY(mu_);  // Handle -> endpoint.
-  std::vector<std::pair<std::string, std::string>> connects_ GUARDED_BY(mu_);
-};
 
 // A map of `version` with one server per endpoint ("" : none yet), a dense
 // table "w" of three chunks and a sparse table "e" of 8 buckets over them.
