@@ -2,8 +2,8 @@
 // heartbeats with the coordinator. The rest of ServerImpl (server_impl.h) is
 // in server/internal/: server_tables.cc (shard maps and the ranges held),
 // server_dispatch.cc (request dispatch and replies), server_data.cc (the data
-// path), server_control.cc (stats, seed, checkpoint), server_chain*.cc (chain
-// replication).
+// path), server_control.cc (stats, seed, checkpoint). Chain replication is
+// its own object (server/internal/chain_replication.h).
 #include "server/server.h"
 
 #include <unistd.h>
@@ -108,13 +108,22 @@ Status ServerImpl::Init() {
   write_rule_ = recovery_->write_rule(job_info_);
   rebuilds_rounds_ = recovery_->RebuildsRoundsFromReplay(job_info_);
   hold_next_live_set_ = rebuilds_rounds_;
-  if (ChainReplicates()) {
+  if (write_rule_ == recovery::WriteRule::kForwardAlongChain) {
     RpcClientOptions po;
     po.default_timeout_ms = 5000;
     po.clock = clock_;
     po.max_message_bytes = options_.max_message_bytes;
     RETURN_IF_ERROR(po.UseCurve(options_.curve));
-    peers_ = std::make_unique<LoopClient>(rpc_.get(), po);
+    ChainReplication::Options co;
+    co.transfer_chunk_bytes = std::max<size_t>(options_.state_transfer_chunk_bytes, 4096);
+    if (options_.max_message_bytes > 0) {
+      co.transfer_chunk_bytes =
+          std::min(co.transfer_chunk_bytes, static_cast<size_t>(options_.max_message_bytes / 2));
+    }
+    co.transfer_chunk_bytes = std::max<size_t>(co.transfer_chunk_bytes, 1024);
+    co.restored_from = options_.restore_from;
+    chain_ = std::make_unique<ChainReplication>(static_cast<ChainHost*>(this), rpc_.get(), po,
+                                                clock_, co);
   }
   ConsistencyOptions co;
   ASSIGN_OR_RETURN(co.model, ParseConsistencyModel(job_.consistency()));
@@ -205,17 +214,23 @@ void ServerImpl::StopHeartbeat() {
   if (heartbeat_ != nullptr) heartbeat_->Stop();
 }
 
-void ServerImpl::Heartbeat() {
+Message ServerImpl::HeartbeatMessage(uint64_t map_version, bool awaiting_state) const {
   Message hb;
   hb.header.set_type(wire::HEARTBEAT);
   hb.header.set_sender(id_);
   wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
   h->set_role("server");
   h->set_id(id_);
-  // The version first: awaiting_state_ is updated before a new version is
+  h->set_shard_map_version(map_version);
+  h->set_awaiting_state(awaiting_state);
+  return hb;
+}
+
+void ServerImpl::Heartbeat() {
+  // The version first: awaiting_state() is updated before a new version is
   // published (InstallMap), so the pair never claims a new map's state early.
-  h->set_shard_map_version(seen_map_version_.load());
-  h->set_awaiting_state(awaiting_state_.load());
+  const uint64_t version = seen_map_version_.load();
+  Message hb = HeartbeatMessage(version, chain_ != nullptr && chain_->awaiting_state());
   const int peer = coordinators_.current();
   StatusOr<Message> reply =
       coordinator_->CallSync(peer, std::move(hb), options_.heartbeat_ms * 5);
@@ -308,6 +323,42 @@ void ServerImpl::AdoptCoordinator(const std::string& identity, uint64_t term) {
   }
   coordinator_identity_ = identity;
   coordinator_term_ = term;
+}
+
+void ServerImpl::ReportStateArrived() {
+  coordinator_->Call(coordinators_.current(), HeartbeatMessage(map_version_, false),
+                     options_.heartbeat_ms * 5, [](const Status&, Message&&) {});
+}
+
+void ServerImpl::RejoinAfterFence(const std::string& why) {
+  LOG(ERROR) << "server " << id_ << " was declared dead: " << why << "; rejoining";
+  // The replicas are fenced (Fence) by the next map this server installs,
+  // before anything in it: the map of its rejoin, or whatever the coordinator
+  // pushes first. Until then it acts at its old epoch, and whatever it sends
+  // is refused by epoch.
+  chain_->MarkFencePending();
+  StatusOr<wire::RegisterReply> rr = Register(id_);
+  if (!rr.ok()) {
+    LOG(ERROR) << "server " << id_ << " could not rejoin after being fenced: " << rr.status()
+               << "; stopping";
+    fenced_.store(true);
+    rpc_->Stop();
+    return;
+  }
+  auto map = std::make_shared<wire::ShardMap>(rr->shard_map());
+  const bool awaits_seed = rr->awaits_seed();
+  rpc_->Post([this, map, awaits_seed, identity = rr->coordinator_identity(),
+              term = rr->coordinator_term()] {
+    AdoptCoordinator(identity, term);
+    LOG(INFO) << "server " << id_ << " registered again after being fenced; rejoining at epoch "
+              << map->epoch();
+    // Hybrid: it held ranges alone when it was declared dead; they are
+    // seeded from the workers before it serves them.
+    if (awaits_seed) awaiting_seed_ = true;
+    if (map->version() <= map_version_) return;  // The coordinator's push came first.
+    Status s = InstallMap(*map);
+    if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
+  });
 }
 
 }  // namespace server_internal

@@ -13,7 +13,7 @@
 
 #include "common/payload_codec.h"
 #include "server/internal/request_codec.h"
-#include "server/internal/server_impl.h"
+#include "server/internal/chain_replication.h"
 
 namespace relaxps {
 namespace server_internal {
@@ -25,19 +25,57 @@ constexpr int64_t kResendAfterMs = 300;
 constexpr int kForwardTimeoutMs = 5000;
 }  // namespace
 
-int ServerImpl::PeerOf(int server) {
-  if (server < 0 || server >= map_.servers_size()) return -1;
-  const wire::ServerInfo& info = map_.servers(server);
+ChainReplication::ChainReplication(ChainHost* host, RpcServer* rpc,
+                                   const RpcClientOptions& peer_options, const Clock* clock,
+                                   const Options& options)
+    : host_(host), clock_(clock), options_(options), peers_(rpc, peer_options) {}
+
+void ChainReplication::MakeReplica(RangeState* range, bool has_state) {
+  range->chain = std::make_unique<ChainReplica>();
+  range->chain->set_has_state(has_state);
+  if (range->shard != nullptr) range->shard->SetFollower(true);
+}
+
+void ChainReplication::SetBucketRates(const TableOptions& t) {
+  for (auto it = buckets_.lower_bound({t.name, 0}); it != buckets_.end() && it->first.first == t.name;
+       ++it) {
+    it->second.bucket->shard()->set_rates(t);
+  }
+}
+
+void ChainReplication::FenceIfPending() {
+  if (fence_pending_.exchange(false)) Fence();
+}
+
+RangeState* ChainReplication::FindBucket(const std::string& table, uint64_t bucket) {
+  auto b = buckets_.find({table, bucket});
+  return b == buckets_.end() ? nullptr : &b->second;
+}
+
+void ChainReplication::ForEachBucket(const std::function<void(RangeState*)>& fn) {
+  for (auto& [key, range] : buckets_) fn(&range);
+}
+
+void ChainReplication::ForEachReplica(const std::function<void(RangeState*)>& fn) {
+  host_->ForEachDenseRange([&fn](RangeState* range) {
+    if (range->chain != nullptr) fn(range);
+  });
+  ForEachBucket(fn);
+}
+
+int ChainReplication::PeerOf(int server) {
+  if (server < 0 || server >= host_->map().servers_size()) return -1;
+  const wire::ServerInfo& info = host_->map().servers(server);
   if (info.endpoint().empty()) return -1;
   auto it = peer_of_.find(server);
   if (it == peer_of_.end() || it->second.first != info.endpoint()) {
-    peer_of_[server] = {info.endpoint(), peers_->Connect(info.endpoint(), info.curve_public_key())};
+    peer_of_[server] = {info.endpoint(), peers_.Connect(info.endpoint(), info.curve_public_key())};
   }
   return peer_of_[server].second;
 }
 
-void ServerImpl::Fence() {
-  LOG(ERROR) << "server " << id_ << " fenced at epoch " << epoch_
+void ChainReplication::Fence() {
+  LOG(ERROR) << "server " << id() << " fenced at epoch " << epoch()
              << ": dropping its replicas to rejoin its chains as tail";
   ForEachReplica([](RangeState* range) {
     // Replies waiting for acknowledgements are dropped: the workers refuse
@@ -52,82 +90,40 @@ void ServerImpl::Fence() {
   awaiting_state_.store(true);
 }
 
-void ServerImpl::UpdateAwaitingState() {
+void ChainReplication::UpdateAwaitingState() {
   bool awaiting = false;
   ForEachReplica([&](RangeState* range) {
     const bool member =
-        std::find(range->members.begin(), range->members.end(), id_) != range->members.end();
+        std::find(range->members.begin(), range->members.end(), id()) != range->members.end();
     if (member && !range->chain->has_state()) awaiting = true;
   });
   const bool was_awaiting = awaiting_state_.exchange(awaiting);
-  if (was_awaiting && !awaiting && registered_) {
-    // Tell the coordinator now, not at the next heartbeat: until it knows,
-    // it does not count this server as a copy of the chains it joined.
-    Message hb;
-    hb.header.set_type(wire::HEARTBEAT);
-    hb.header.set_sender(id_);
-    wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
-    h->set_role("server");
-    h->set_id(id_);
-    h->set_shard_map_version(map_version_);
-    h->set_awaiting_state(false);
-    coordinator_->Call(coordinators_.current(), std::move(hb), options_.heartbeat_ms * 5,
-                       [](const Status&, Message&&) {});
-  }
+  // Until the coordinator knows, it does not count this server as a copy of
+  // the chains it joined.
+  if (was_awaiting && !awaiting && host_->registered()) host_->ReportStateArrived();
 }
 
-void ServerImpl::RejoinAfterFence(const std::string& why) {
-  LOG(ERROR) << "server " << id_ << " was declared dead: " << why << "; rejoining";
-  // The replicas are fenced (Fence) by the next map this server installs,
-  // before anything in it: the map of its rejoin, or whatever the coordinator
-  // pushes first. Until then it acts at its old epoch, and whatever it sends
-  // is refused by epoch.
-  fence_pending_.store(true);
-  StatusOr<wire::RegisterReply> rr = Register(id_);
-  if (!rr.ok()) {
-    LOG(ERROR) << "server " << id_ << " could not rejoin after being fenced: " << rr.status()
-               << "; stopping";
-    fenced_.store(true);
-    rpc_->Stop();
-    return;
-  }
-  auto map = std::make_shared<wire::ShardMap>(rr->shard_map());
-  const bool awaits_seed = rr->awaits_seed();
-  rpc_->Post([this, map, awaits_seed, identity = rr->coordinator_identity(),
-              term = rr->coordinator_term()] {
-    AdoptCoordinator(identity, term);
-    LOG(INFO) << "server " << id_ << " registered again after being fenced; rejoining at epoch "
-              << map->epoch();
-    // Hybrid: it held ranges alone when it was declared dead; they are
-    // seeded from the workers before it serves them.
-    if (awaits_seed) awaiting_seed_ = true;
-    if (map->version() <= map_version_) return;  // The coordinator's push came first.
-    Status s = InstallMap(*map);
-    if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
-  });
-}
-
-void ServerImpl::ApplyChainRoles(const wire::ShardMap& map) {
+void ChainReplication::ApplyRoles(const wire::ShardMap& map) {
   for (const wire::TableShards& ts : map.tables()) {
     for (const wire::DenseRange& r : ts.ranges()) {
-      auto it = dense_.find({ts.table().name(), r.begin()});
-      if (it == dense_.end()) continue;
-      ApplyChainRole(&it->second, std::vector<int>(r.chain().begin(), r.chain().end()),
-                     map.epoch());
+      RangeState* range = host_->DenseRange(ts.table().name(), r.begin());
+      if (range == nullptr || range->chain == nullptr) continue;
+      ApplyRole(range, std::vector<int>(r.chain().begin(), r.chain().end()), map.epoch());
     }
     for (int b = 0; b < ts.buckets_size(); ++b) {
       auto it = buckets_.find({ts.table().name(), static_cast<uint64_t>(b)});
       if (it == buckets_.end()) continue;
       const wire::SparseBucket& sb = ts.buckets(b);
-      ApplyChainRole(&it->second, std::vector<int>(sb.chain().begin(), sb.chain().end()),
-                     map.epoch());
+      ApplyRole(&it->second, std::vector<int>(sb.chain().begin(), sb.chain().end()),
+                map.epoch());
     }
   }
+  UpdateAwaitingState();
 }
 
-void ServerImpl::ApplyChainRole(RangeState* range, const std::vector<int>& members,
-                                uint64_t epoch) {
-  auto me = std::find(members.begin(), members.end(), id_);
+void ChainReplication::ApplyRole(RangeState* range, const std::vector<int>& members,
+                                 uint64_t epoch) {
+  auto me = std::find(members.begin(), members.end(), id());
   if (me == members.end()) return;  // Dropped from this chain: fenced by heartbeat.
   const bool head = me == members.begin();
   const int successor = me + 1 == members.end() ? -1 : *(me + 1);
@@ -159,20 +155,20 @@ void ServerImpl::ApplyChainRole(RangeState* range, const std::vector<int>& membe
   }
 }
 
-RangeState* ServerImpl::FindReplica(const std::string& table, uint64_t key) {
+RangeState* ChainReplication::FindReplica(const std::string& table, uint64_t key) {
   auto b = buckets_.find({table, key});
   if (b != buckets_.end()) return &b->second;
-  auto d = dense_.find({table, key});
-  return d == dense_.end() || d->second.chain == nullptr ? nullptr : &d->second;
+  RangeState* d = host_->DenseRange(table, key);
+  return d == nullptr || d->chain == nullptr ? nullptr : d;
 }
 
-uint64_t ServerImpl::ForwardNew(RangeState* range, Message* msg) {
+uint64_t ChainReplication::ForwardNew(RangeState* range, Message* msg) {
   const uint64_t seq = range->chain->NextSeq();
   Commit(range, seq, msg);
   return seq;
 }
 
-void ServerImpl::Commit(RangeState* range, uint64_t seq, Message* msg) {
+void ChainReplication::Commit(RangeState* range, uint64_t seq, Message* msg) {
   if (range->chain->tail()) {
     range->chain->SetApplied(seq);
   } else {
@@ -180,37 +176,37 @@ void ServerImpl::Commit(RangeState* range, uint64_t seq, Message* msg) {
   }
 }
 
-void ServerImpl::Forward(RangeState* range, uint64_t seq, Message* msg) {
+void ChainReplication::Forward(RangeState* range, uint64_t seq, Message* msg) {
   LoggedOp op = LoggedOp::From(msg);
   op.header.set_forwarded(true);
   op.header.set_chain_seq(seq);
-  op.header.set_epoch(epoch_);
+  op.header.set_epoch(epoch());
   op.header.clear_request_id();
   op.header.clear_deadline_unix_ms();
   SendLogged(range, op);
   range->chain->Logged(seq, std::move(op), clock_->NowMs());
-  stats_.set_forwarded(stats_.forwarded() + 1);
+  stats()->set_forwarded(stats()->forwarded() + 1);
 }
 
-void ServerImpl::SendLogged(RangeState* range, const LoggedOp& op) {
+void ChainReplication::SendLogged(RangeState* range, const LoggedOp& op) {
   // Held back behind a state transfer in progress (sent when it completes).
   if (range->outgoing != nullptr) return;
   const int peer = PeerOf(range->chain->successor());
   if (peer < 0) return;
   Message msg = op.ToMessage();
-  msg.header.set_epoch(epoch_);  // A resend after a reconfiguration carries the new epoch.
+  msg.header.set_epoch(epoch());  // A resend after a reconfiguration carries the new epoch.
   const std::string table = range->table;
   const uint64_t begin = range->key;
   const uint64_t seq = op.header.chain_seq();
   range->chain->set_last_send_ms(clock_->NowMs());
   // The acknowledgement is handled inline on this loop (LoopClient).
-  peers_->Call(peer, std::move(msg), kForwardTimeoutMs,
+  peers_.Call(peer, std::move(msg), kForwardTimeoutMs,
                [this, table, begin, seq](const Status& st, Message&& reply) {
                  OnForwardReply(table, begin, seq, st, reply);
                });
 }
 
-void ServerImpl::OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
+void ChainReplication::OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
                                 const Status& status, const Message& reply) {
   RangeState* found = FindReplica(table, begin);
   if (found == nullptr) return;
@@ -224,15 +220,15 @@ void ServerImpl::OnForwardReply(const std::string& table, uint64_t begin, uint64
     }
     return;
   }
-  if (reply.header.epoch() < epoch_) {
+  if (reply.header.epoch() < epoch()) {
     // A late acknowledgement from a replica fenced since: its word no longer counts.
-    stats_.set_stale_epoch_refused(stats_.stale_epoch_refused() + 1);
+    stats()->set_stale_epoch_refused(stats()->stale_epoch_refused() + 1);
     return;
   }
   range.chain->OnAcked(seq);
 }
 
-void ServerImpl::ResendStale() {
+void ChainReplication::ResendStale() {
   const int64_t now = clock_->NowMs();
   ForEachReplica([this, now](RangeState* range) {
     if (range->chain == nullptr || range->chain->tail()) return;
@@ -251,7 +247,18 @@ void ServerImpl::ResendStale() {
   });
 }
 
-void ServerImpl::MaybeForwardCompletion(RangeState* range) {
+void ChainReplication::HandleClock(RangeState* range, const wire::Header& h) {
+  if (!range->chain->head() || !range->chain->has_state()) return;
+  range->shard->AdvanceClock(h.sender(), h.clock());
+  Message op;
+  op.header = h;
+  op.header.set_table(range->table);
+  op.header.set_key_begin(range->key);
+  ForwardNew(range, &op);
+  MaybeForwardCompletion(range);
+}
+
+void ChainReplication::MaybeForwardCompletion(RangeState* range) {
   if (range->shard == nullptr || range->chain == nullptr || !range->chain->head() || !range->chain->has_state()) return;
   const int64_t applied = range->shard->applied_clock();
   if (applied <= range->forwarded_applied_clock) return;
@@ -264,32 +271,32 @@ void ServerImpl::MaybeForwardCompletion(RangeState* range) {
   ForwardNew(range, &op);
 }
 
-Status ServerImpl::ApplyPush(DenseShardState* shard, const wire::Header& h, const float* grads) {
+Status ChainReplication::ApplyPush(DenseShardState* shard, const wire::Header& h, const float* grads) {
   // Hybrid: a worker hands back what it changed on its own copy while the
   // range was stranded as a raw delta, replicated like any push.
   if (h.raw_delta() && h.type() == wire::PUSH) return shard->AddDelta(h.key_begin(), grads, h.key_count());
   return shard->Push(h.sender(), h.clock(), h.key_begin(), grads, h.key_count());
 }
 
-void ServerImpl::HandleChainDense(RangeState* range, Request&& req) {
+void ChainReplication::HandleDense(RangeState* range, Request&& req) {
   const wire::Header& h = req.msg.header;
   ChainReplica* chain = range->chain.get();
   // A request routed with a newer map than ours waits for it (the client
   // retries): judged by our older map, we may not be the head yet.
-  if (h.epoch() > epoch_) {
-    Reject(req, UnavailableError("server " + std::to_string(id_) + " is at epoch " +
-                                 std::to_string(epoch_) + ", the request at " +
+  if (h.epoch() > epoch()) {
+    host_->Reject(req, UnavailableError("server " + std::to_string(id()) + " is at epoch " +
+                                 std::to_string(epoch()) + ", the request at " +
                                  std::to_string(h.epoch())));
     return;
   }
   if (!chain->head()) {
-    Reject(req, WrongShardError("keys from " + std::to_string(h.key_begin()) + " of table '" +
+    host_->Reject(req, WrongShardError("keys from " + std::to_string(h.key_begin()) + " of table '" +
                               h.table() + "' are not in this shard: server " +
-                              std::to_string(id_) + " is not the head of their chain"));
+                              std::to_string(id()) + " is not the head of their chain"));
     return;
   }
   if (!chain->has_state()) {
-    Reject(req, UnavailableError("server " + std::to_string(id_) + " is awaiting state"));
+    host_->Reject(req, UnavailableError("server " + std::to_string(id()) + " is awaiting state"));
     return;
   }
   DenseShardState* shard = range->shard.get();
@@ -301,18 +308,18 @@ void ServerImpl::HandleChainDense(RangeState* range, Request&& req) {
     if (done_at > 0) {
       // A resend (after a failover or a lost reply): applied once already
       // (or waiting for its BSP round: acknowledged as pending).
-      stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+      stats()->set_duplicates_skipped(stats()->duplicates_skipped() + 1);
       if (sh.type() == wire::PUSH) {
         const bool pending = chain->ledger().IsPending(sh.sender(), sh.incarnation(), sh.push_id());
         chain->WhenAcked(done_at, [this, shared, pending] {
           Message reply = MakeReply(shared->msg.header, Status::OK());
           reply.header.set_pending(pending);
-          ReplyWith(*shared, std::move(reply));
+          host_->ReplyWith(*shared, std::move(reply));
         });
         return;
       }
     } else {
-      const float* grads = DecodeGradient(*shared, shared->msg.frames[0], sh.key_count());
+      const float* grads = host_->DecodeGradient(*shared, shared->msg.frames[0], sh.key_count(), true);
       if (grads == nullptr) return;
       // Numbered before it is applied: pulls the push releases wait for it.
       const uint64_t seq = chain->NextSeq();
@@ -325,7 +332,7 @@ void ServerImpl::HandleChainDense(RangeState* range, Request&& req) {
         filler.header.set_key_begin(shard->spec().begin);
         filler.header.set_clock(shard->applied_clock());
         Commit(range, seq, &filler);
-        Reject(*shared, s);
+        host_->Reject(*shared, s);
         return;
       }
       const bool pending = PushPending(*shard, sh);
@@ -336,40 +343,40 @@ void ServerImpl::HandleChainDense(RangeState* range, Request&& req) {
         chain->WhenAcked(seq, [this, shared, pending] {
           Message reply = MakeReply(shared->msg.header, Status::OK());
           reply.header.set_pending(pending);
-          ReplyWith(*shared, std::move(reply));
+          host_->ReplyWith(*shared, std::move(reply));
         });
-        MaybeFlush();
+        host_->MaybeFlush();
         return;
       }
     }
   }
-  ServePull(range, shared).IgnoreError();  // Without a push to apply it cannot fail.
+  host_->ServePull(range, shared, nullptr).IgnoreError();  // Without a push to apply it cannot fail.
 }
 
-void ServerImpl::HandleForwarded(Request&& req) {
+void ChainReplication::HandleForwarded(Request&& req) {
   const wire::Header& h = req.msg.header;
-  if (h.epoch() < epoch_) {
-    stats_.set_stale_epoch_refused(stats_.stale_epoch_refused() + 1);
-    Reject(req, AbortedError("update from epoch " + std::to_string(h.epoch()) +
-                             " refused at epoch " + std::to_string(epoch_) +
+  if (h.epoch() < epoch()) {
+    stats()->set_stale_epoch_refused(stats()->stale_epoch_refused() + 1);
+    host_->Reject(req, AbortedError("update from epoch " + std::to_string(h.epoch()) +
+                             " refused at epoch " + std::to_string(epoch()) +
                              ": its sender was removed from the chain"));
     return;
   }
-  if (h.epoch() > epoch_) {
-    Reject(req, UnavailableError("server " + std::to_string(id_) + " is at epoch " +
-                                 std::to_string(epoch_) + ", the update at " +
+  if (h.epoch() > epoch()) {
+    host_->Reject(req, UnavailableError("server " + std::to_string(id()) + " is at epoch " +
+                                 std::to_string(epoch()) + ", the update at " +
                                  std::to_string(h.epoch())));
     return;
   }
   RangeState* range = FindReplica(h.table(), h.key_begin());
   if (range == nullptr) {
-    Reject(req, NotFoundError("no replica of table '" + h.table() + "' keys (or bucket) " +
+    host_->Reject(req, NotFoundError("no replica of table '" + h.table() + "' keys (or bucket) " +
                               std::to_string(h.key_begin()) + " here"));
     return;
   }
   ChainReplica* chain = range->chain.get();
   if (chain->head()) {
-    Reject(req, FailedPreconditionError("server " + std::to_string(id_) +
+    host_->Reject(req, FailedPreconditionError("server " + std::to_string(id()) +
                                         " heads this chain; it takes no forwarded updates"));
     return;
   }
@@ -377,17 +384,17 @@ void ServerImpl::HandleForwarded(Request&& req) {
   const wire::MsgType type = h.type();
   auto shared = std::make_shared<Request>(std::move(req));  // `h` is gone from here on.
   const wire::Header& sh = shared->msg.header;
-  auto ack = [this, shared] { ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK())); };
+  auto ack = [this, shared] { host_->ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK())); };
   auto apply = [this, range](const Request& r) {
     return range->bucket != nullptr ? ApplyForwardedSparse(range, r)
                                     : ApplyForwardedDense(range, r);
   };
   if (type == wire::CHAIN_SNAPSHOT) {
-    HandleSnapshotPiece(range, shared);  // server_chain_transfer.cc
+    HandleSnapshotPiece(range, shared);  // chain_replication_transfer.cc
     return;
   }
   if (!chain->has_state()) {
-    Reject(*shared, FailedPreconditionError("replica is awaiting state"));
+    host_->Reject(*shared, FailedPreconditionError("replica is awaiting state"));
     return;
   }
   if (seq <= chain->applied_seq()) {  // Resent after a reconfiguration.
@@ -395,7 +402,7 @@ void ServerImpl::HandleForwarded(Request&& req) {
     return;
   }
   if (seq != chain->applied_seq() + 1) {
-    Reject(*shared, InternalError("update " + std::to_string(seq) + " after " +
+    host_->Reject(*shared, InternalError("update " + std::to_string(seq) + " after " +
                                   std::to_string(chain->applied_seq()) + ": a gap"));
     return;
   }
@@ -412,18 +419,18 @@ void ServerImpl::HandleForwarded(Request&& req) {
   chain->WhenAcked(seq, ack);
 }
 
-bool ServerImpl::ApplyForwardedDense(RangeState* range, const Request& req) {
+bool ChainReplication::ApplyForwardedDense(RangeState* range, const Request& req) {
   const wire::Header& h = req.msg.header;
   DenseShardState* shard = range->shard.get();
   switch (h.type()) {
     case wire::PUSH:
     case wire::PUSH_PULL: {
       if (req.msg.frames.size() != 1) {
-        Reject(req, InvalidArgumentError("forwarded push without its payload"));
+        host_->Reject(req, InvalidArgumentError("forwarded push without its payload"));
         return false;
       }
       const float* grads =
-          DecodeGradient(req, req.msg.frames[0], h.key_count(), /*check_finite=*/false);
+          host_->DecodeGradient(req, req.msg.frames[0], h.key_count(), /*check_finite=*/false);
       if (grads == nullptr) return false;
       Status s = ApplyPush(shard, h, grads);
       if (!s.ok()) {
@@ -441,7 +448,7 @@ bool ServerImpl::ApplyForwardedDense(RangeState* range, const Request& req) {
       return true;
     }
     default:
-      Reject(req, InvalidArgumentError("cannot replicate " + wire::MsgType_Name(h.type())));
+      host_->Reject(req, InvalidArgumentError("cannot replicate " + wire::MsgType_Name(h.type())));
       return false;
   }
 }

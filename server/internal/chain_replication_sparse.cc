@@ -13,36 +13,37 @@
 #include <map>
 
 #include "common/payload_codec.h"
+#include "common/shard_map.h"
 #include "kernels/staged_optimizer.h"
 #include "server/internal/request_codec.h"
-#include "server/internal/server_impl.h"
+#include "server/internal/chain_replication.h"
 
 namespace relaxps {
 namespace server_internal {
 
-Status ServerImpl::CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots,
+Status ChainReplication::CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots,
                                  bool known) {
   for (int b = 0; b < ts.buckets_size(); ++b) {
     const auto& chain = ts.buckets(b).chain();
-    if (std::find(chain.begin(), chain.end(), id_) == chain.end()) continue;
+    if (std::find(chain.begin(), chain.end(), id()) == chain.end()) continue;
     if (buckets_.count({t.name, static_cast<uint64_t>(b)})) continue;
     SparseTableSpec spec;
     spec.table = BucketStoreTable(t.name, b);
     spec.width = t.row_width;
     spec.num_slots = slots;
     spec.init = t.init;
-    RETURN_IF_ERROR(store_->CreateSparse(spec));
+    RETURN_IF_ERROR(host_->store()->CreateSparse(spec));
     ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer,
                      kernels::NewOptimizer(t.optimizer));
-    if (update_device_ != nullptr) {
-      optimizer = kernels::NewStagedOptimizer(std::move(optimizer), update_device_.get());
+    if (host_->update_device() != nullptr) {
+      optimizer = kernels::NewStagedOptimizer(std::move(optimizer), host_->update_device());
     }
     // Buckets apply every push on arrival (no BSP/SSP gate under chain).
     auto shard = std::make_unique<SparseShardState>(spec, std::move(optimizer), /*policy=*/nullptr,
-                                                    device_.get(), store_.get(), &buffer_pool_);
+                                                    host_->device(), host_->store(), host_->buffer_pool());
     shard->set_rates(t);
     RangeState range;
-    range.bucket = std::make_unique<SparseBucketState>(std::move(shard), store_.get(), spec.table,
+    range.bucket = std::make_unique<SparseBucketState>(std::move(shard), host_->store(), spec.table,
                                                        b, ts.buckets_size());
     range.table = t.name;
     range.key = static_cast<uint64_t>(b);
@@ -50,7 +51,7 @@ Status ServerImpl::CreateBuckets(const TableOptions& t, const wire::TableShards&
     // A table that existed before this server registered, or before this map
     // (hybrid: joining a chain once it was seeded), is held by the other
     // replicas: its state comes as a snapshot from the predecessor.
-    range.chain->set_has_state(registered_ && !known);
+    range.chain->set_has_state(host_->registered() && !known);
     const bool has_state = range.chain->has_state();
     buckets_.emplace(std::make_pair(t.name, static_cast<uint64_t>(b)), std::move(range));
     LOG(INFO) << "table '" << t.name << "': sparse bucket " << b << " of " << ts.buckets_size()
@@ -60,14 +61,14 @@ Status ServerImpl::CreateBuckets(const TableOptions& t, const wire::TableShards&
   return Status::OK();
 }
 
-Status ServerImpl::SeedBuckets(const wire::SeedRows& r, const Frame* ids_frame,
+Status ChainReplication::SeedBuckets(const wire::SeedRows& r, const Frame* ids_frame,
                                const Frame* deltas_frame, bool apply) {
   std::map<int, SparseBucketState*> held;
   for (int b : r.buckets()) {
     auto it = buckets_.find({r.table(), static_cast<uint64_t>(b)});
     if (it == buckets_.end()) {
       return InvalidArgumentError("seed names bucket " + std::to_string(b) + " of '" + r.table() +
-                                  "', which server " + std::to_string(id_) + " does not hold");
+                                  "', which server " + std::to_string(id()) + " does not hold");
     }
     held[b] = it->second.bucket.get();
   }
@@ -104,25 +105,25 @@ Status ServerImpl::SeedBuckets(const wire::SeedRows& r, const Frame* ids_frame,
   for (int b : r.buckets()) buckets_.at({r.table(), static_cast<uint64_t>(b)}).chain->set_has_state(true);
   LOG(INFO) << "seeded " << r.buckets_size() << " bucket(s) of '" << r.table() << "' with "
             << r.count() << " row(s) of the workers' merged changes on top of "
-            << (options_.restore_from.empty() ? "the initializer's values"
-                                              : "the restored checkpoint");
+            << (options_.restored_from.empty() ? "the initializer's values"
+                                               : "the restored checkpoint " + options_.restored_from);
   return Status::OK();
 }
 
-void ServerImpl::HandleChainSparse(Request&& req) {
+void ChainReplication::HandleSparse(Request&& req) {
   const wire::Header& h = req.msg.header;
   auto it = buckets_.find({h.table(), h.key_begin()});
   if (it == buckets_.end()) {
     const wire::TableShards* ts = nullptr;
-    for (const wire::TableShards& t : map_.tables()) {
+    for (const wire::TableShards& t : host_->map().tables()) {
       if (t.table().name() == h.table()) ts = &t;
     }
-    Reject(req, ts == nullptr ? NotFoundError("unknown sparse table '" + h.table() + "'")
+    host_->Reject(req, ts == nullptr ? NotFoundError("unknown sparse table '" + h.table() + "'")
                 : ts->table().type() != static_cast<int>(TableType::kSparse)
                     ? InvalidArgumentError("table '" + h.table() + "' is dense")
                     : WrongShardError("bucket " + std::to_string(h.key_begin()) + " of table '" +
                                       h.table() + "' is not held by server " +
-                                      std::to_string(id_)));
+                                      std::to_string(id())));
     return;
   }
   RangeState* range = &it->second;
@@ -131,39 +132,39 @@ void ServerImpl::HandleChainSparse(Request&& req) {
   const bool push = h.type() == wire::PUSH_ROWS;
   // Inspection (a state slot, or a read by no worker): this replica's copy.
   const bool inspect = !push && (h.slot() != 0 || h.sender() < 0);
-  if (h.epoch() > epoch_) {
-    Reject(req, UnavailableError("server " + std::to_string(id_) + " is at epoch " +
-                                 std::to_string(epoch_) + ", the request at " +
+  if (h.epoch() > epoch()) {
+    host_->Reject(req, UnavailableError("server " + std::to_string(id()) + " is at epoch " +
+                                 std::to_string(epoch()) + ", the request at " +
                                  std::to_string(h.epoch())));
     return;
   }
   if (!inspect && !chain->head()) {
-    Reject(req, WrongShardError("bucket " + std::to_string(h.key_begin()) + " of table '" +
-                                h.table() + "': server " + std::to_string(id_) +
+    host_->Reject(req, WrongShardError("bucket " + std::to_string(h.key_begin()) + " of table '" +
+                                h.table() + "': server " + std::to_string(id()) +
                                 " is not the head of its chain"));
     return;
   }
   if (!chain->has_state()) {
-    Reject(req, UnavailableError("server " + std::to_string(id_) + " is awaiting state"));
+    host_->Reject(req, UnavailableError("server " + std::to_string(id()) + " is awaiting state"));
     return;
   }
   SparseShardState* shard = bucket->shard();
   if (h.slot() != 0 && (push || h.slot() < 0 || h.slot() >= shard->num_slots())) {
-    Reject(req, InvalidArgumentError("slot " + std::to_string(h.slot()) + " of table '" +
+    host_->Reject(req, InvalidArgumentError("slot " + std::to_string(h.slot()) + " of table '" +
                                      h.table() + "' cannot be read (PULL_ROWS only; the table has " +
                                      std::to_string(shard->num_slots()) + " slots)"));
     return;
   }
-  if (!CheckFrameCount(req, push ? 2 : 1)) return;
+  if (!host_->CheckFrameCount(req, push ? 2 : 1)) return;
   StatusOr<const uint64_t*> ids = DecodeRowIds(req.msg.frames[0], h.key_count(), &ids_scratch_);
   if (!ids.ok()) {
-    Reject(req, ids.status());
+    host_->Reject(req, ids.status());
     return;
   }
   const size_t n = h.key_count();
   for (size_t i = 0; i < n; ++i) {
     if (SparseOwner((*ids)[i], bucket->num_buckets()) != bucket->bucket()) {
-      Reject(req, InvalidArgumentError("row " + std::to_string((*ids)[i]) + " of table '" +
+      host_->Reject(req, InvalidArgumentError("row " + std::to_string((*ids)[i]) + " of table '" +
                                        h.table() + "' is not in bucket " +
                                        std::to_string(bucket->bucket())));
       return;
@@ -174,13 +175,13 @@ void ServerImpl::HandleChainSparse(Request&& req) {
   if (!push) {
     StatusOr<FloatBuffer> rows = shard->Read(*ids, n, sh.slot());
     if (!rows.ok()) {
-      Reject(*shared, rows.status());
+      host_->Reject(*shared, rows.status());
       return;
     }
     auto reply = std::make_shared<Message>(MakeReply(sh, Status::OK()));
     reply->header.set_encoding(sh.encoding());
     reply->frames.push_back(EncodeFloats(*rows, sh.encoding()));
-    auto answer = [this, shared, reply] { ReplyWith(*shared, std::move(*reply)); };
+    auto answer = [this, shared, reply] { host_->ReplyWith(*shared, std::move(*reply)); };
     if (inspect) {
       answer();
     } else {
@@ -189,16 +190,16 @@ void ServerImpl::HandleChainSparse(Request&& req) {
     }
     return;
   }
-  auto ack = [this, shared] { ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK())); };
+  auto ack = [this, shared] { host_->ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK())); };
   const uint64_t done_at =
       sh.push_id() > 0 ? chain->FindApplied(sh.sender(), sh.incarnation(), sh.push_id()) : 0;
   if (done_at > 0) {
     // A resend (after a failover or a lost reply): applied once already.
-    stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+    stats()->set_duplicates_skipped(stats()->duplicates_skipped() + 1);
     chain->WhenAcked(done_at, ack);
     return;
   }
-  const float* grads = DecodeGradient(*shared, shared->msg.frames[1], n * shard->width());
+  const float* grads = host_->DecodeGradient(*shared, shared->msg.frames[1], n * shard->width(), true);
   if (grads == nullptr) return;
   const uint64_t seq = chain->NextSeq();
   // Hybrid: a worker hands back what it changed on its own rows while the
@@ -212,7 +213,7 @@ void ServerImpl::HandleChainSparse(Request&& req) {
     filler.header.set_table(sh.table());
     filler.header.set_key_begin(range->key);
     Commit(range, seq, &filler);
-    Reject(*shared, s);
+    host_->Reject(*shared, s);
     return;
   }
   chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
@@ -220,23 +221,23 @@ void ServerImpl::HandleChainSparse(Request&& req) {
   chain->WhenAcked(seq, ack);
 }
 
-bool ServerImpl::ApplyForwardedSparse(RangeState* range, const Request& req) {
+bool ChainReplication::ApplyForwardedSparse(RangeState* range, const Request& req) {
   const wire::Header& h = req.msg.header;
   SparseBucketState* bucket = range->bucket.get();
   switch (h.type()) {
     case wire::PUSH_ROWS: {
       if (req.msg.frames.size() != 2) {
-        Reject(req, InvalidArgumentError("forwarded PUSH_ROWS without ids and gradients"));
+        host_->Reject(req, InvalidArgumentError("forwarded PUSH_ROWS without ids and gradients"));
         return false;
       }
       StatusOr<const uint64_t*> ids =
           DecodeRowIds(req.msg.frames[0], h.key_count(), &ids_scratch_);
       if (!ids.ok()) {
-        Reject(req, ids.status());
+        host_->Reject(req, ids.status());
         return false;
       }
       const float* grads =
-          DecodeGradient(req, req.msg.frames[1], h.key_count() * bucket->shard()->width(),
+          host_->DecodeGradient(req, req.msg.frames[1], h.key_count() * bucket->shard()->width(),
                          /*check_finite=*/false);
       if (grads == nullptr) return false;
       Status s = h.raw_delta() ? bucket->AddDelta(*ids, h.key_count(), grads)
@@ -249,7 +250,7 @@ bool ServerImpl::ApplyForwardedSparse(RangeState* range, const Request& req) {
     case wire::CHAIN_COMPLETE:  // A filler keeping the sequence gap-free.
       return true;
     default:
-      Reject(req, InvalidArgumentError("cannot replicate " + wire::MsgType_Name(h.type()) +
+      host_->Reject(req, InvalidArgumentError("cannot replicate " + wire::MsgType_Name(h.type()) +
                                        " in a sparse bucket"));
       return false;
   }

@@ -16,7 +16,8 @@
 #include <algorithm>
 
 #include "common/payload_codec.h"
-#include "server/internal/server_impl.h"
+#include "server/internal/chain_replication.h"
+#include "server/internal/request_codec.h"
 
 namespace relaxps {
 namespace server_internal {
@@ -25,15 +26,7 @@ namespace {
 constexpr int kPieceTimeoutMs = 5000;
 }  // namespace
 
-size_t ServerImpl::TransferChunkBytes() const {
-  size_t chunk = std::max<size_t>(options_.state_transfer_chunk_bytes, 4096);
-  if (options_.max_message_bytes > 0) {
-    chunk = std::min(chunk, static_cast<size_t>(options_.max_message_bytes / 2));
-  }
-  return std::max<size_t>(chunk, 1024);
-}
-
-void ServerImpl::SendSnapshot(RangeState* range) {
+void ChainReplication::SendSnapshot(RangeState* range) {
   wire::ChainSnapshot meta;
   const uint64_t seq = range->chain->applied_seq();
   const int successor = range->chain->successor();
@@ -44,7 +37,7 @@ void ServerImpl::SendSnapshot(RangeState* range) {
     meta.set_seq(seq);
     range->outgoing = OutgoingTransfer::Dense(seq, successor, std::move(meta), std::move(frames),
                                               range->shard->spec().end - range->shard->spec().begin,
-                                              TransferChunkBytes());
+                                              options_.transfer_chunk_bytes);
   } else {
     KeyBuffer ids;
     FloatBuffer rows;
@@ -60,7 +53,7 @@ void ServerImpl::SendSnapshot(RangeState* range) {
     meta.set_seq(seq);
     range->outgoing =
         OutgoingTransfer::Sparse(seq, successor, std::move(meta), std::move(ids), std::move(rows),
-                                 range->bucket->row_floats(), TransferChunkBytes());
+                                 range->bucket->row_floats(), options_.transfer_chunk_bytes);
   }
   LOG(INFO) << "state transfer of table '" << range->table << "' "
             << (range->bucket ? "bucket " : "keys from ") << range->key << " ("
@@ -71,7 +64,7 @@ void ServerImpl::SendSnapshot(RangeState* range) {
   SendPiece(range);
 }
 
-void ServerImpl::SendPiece(RangeState* range) {
+void ChainReplication::SendPiece(RangeState* range) {
   OutgoingTransfer* t = range->outgoing.get();
   const int peer = PeerOf(t->successor());
   if (peer < 0) return;  // Resent by the timer once the successor is known.
@@ -81,22 +74,22 @@ void ServerImpl::SendPiece(RangeState* range) {
   msg.header.set_table(range->table);
   msg.header.set_key_begin(range->key);
   msg.header.set_chain_seq(t->seq());
-  msg.header.set_epoch(epoch_);
+  msg.header.set_epoch(epoch());
   t->FillPiece(t->next, &msg);
   t->in_flight = true;
   t->last_send_ms = clock_->NowMs();
-  stats_.set_forwarded(stats_.forwarded() + 1);
+  stats()->set_forwarded(stats()->forwarded() + 1);
   const std::string table = range->table;
   const uint64_t key = range->key;
   const uint64_t seq = t->seq();
   const size_t index = t->next;
-  peers_->Call(peer, std::move(msg), kPieceTimeoutMs,
+  peers_.Call(peer, std::move(msg), kPieceTimeoutMs,
                [this, table, key, seq, index](const Status& st, Message&& reply) {
                  OnPieceReply(table, key, seq, index, st, reply);
                });
 }
 
-void ServerImpl::OnPieceReply(const std::string& table, uint64_t key, uint64_t seq, size_t index,
+void ChainReplication::OnPieceReply(const std::string& table, uint64_t key, uint64_t seq, size_t index,
                               const Status& status, const Message& reply) {
   RangeState* range = FindReplica(table, key);
   if (range == nullptr) return;
@@ -108,9 +101,9 @@ void ServerImpl::OnPieceReply(const std::string& table, uint64_t key, uint64_t s
     VLOG(1) << "state transfer piece " << index << " failed: " << status;  // Resent by the timer.
     return;
   }
-  if (reply.header.epoch() < epoch_) {
+  if (reply.header.epoch() < epoch()) {
     // From a replica fenced since: its word no longer counts.
-    stats_.set_stale_epoch_refused(stats_.stale_epoch_refused() + 1);
+    stats()->set_stale_epoch_refused(stats()->stale_epoch_refused() + 1);
     return;
   }
   if (++t->next < t->num_pieces()) {
@@ -125,23 +118,23 @@ void ServerImpl::OnPieceReply(const std::string& table, uint64_t key, uint64_t s
   for (const auto& [s, op] : range->chain->unacked()) SendLogged(range, op);
 }
 
-void ServerImpl::HandleSnapshotPiece(RangeState* range, std::shared_ptr<Request> req) {
+void ChainReplication::HandleSnapshotPiece(RangeState* range, std::shared_ptr<Request> req) {
   const wire::Header& h = req->msg.header;
   ChainReplica* chain = range->chain.get();
   const uint64_t seq = h.chain_seq();
-  auto ack = [this, req] { ReplyWith(*req, MakeReply(req->msg.header, Status::OK())); };
+  auto ack = [this, req] { host_->ReplyWith(*req, MakeReply(req->msg.header, Status::OK())); };
   if (chain->has_state() && chain->applied_seq() >= seq) {
     chain->WhenAcked(seq, ack);  // Has it (a resend, or an older transfer).
     return;
   }
   if (!h.has_snapshot_piece()) {
-    Reject(*req, InvalidArgumentError("CHAIN_SNAPSHOT without snapshot_piece"));
+    host_->Reject(*req, InvalidArgumentError("CHAIN_SNAPSHOT without snapshot_piece"));
     return;
   }
   const wire::SnapshotPiece& p = h.snapshot_piece();
   if (range->incoming == nullptr || range->incoming->seq != seq) {
     if (p.index() != 0) {
-      Reject(*req, FailedPreconditionError("state transfer at seq " + std::to_string(seq) +
+      host_->Reject(*req, FailedPreconditionError("state transfer at seq " + std::to_string(seq) +
                                            ": piece " + std::to_string(p.index()) +
                                            " before piece 0"));
       return;
@@ -160,7 +153,7 @@ void ServerImpl::HandleSnapshotPiece(RangeState* range, std::shared_ptr<Request>
     return;
   }
   if (p.index() > in->next) {
-    Reject(*req, FailedPreconditionError("state transfer at seq " + std::to_string(seq) +
+    host_->Reject(*req, FailedPreconditionError("state transfer at seq " + std::to_string(seq) +
                                          ": piece " + std::to_string(p.index()) +
                                          " while expecting " + std::to_string(in->next)));
     return;
@@ -227,7 +220,7 @@ void ServerImpl::HandleSnapshotPiece(RangeState* range, std::shared_ptr<Request>
   }
   if (!s.ok()) {
     range->incoming.reset();  // The sender starts over (FailedPrecondition from piece 1 on).
-    Reject(*req, s);
+    host_->Reject(*req, s);
     return;
   }
   ++in->next;

@@ -17,13 +17,19 @@
 namespace relaxps {
 namespace server_internal {
 
+uint64_t ServerImpl::UpdatesApplied() {
+  uint64_t applied = 0;
+  ForEachUnit([&applied](RangeState* unit) {
+    applied += unit->shard != nullptr ? unit->shard->updates_applied()
+                                      : unit->bucket->shard()->updates_applied();
+  });
+  for (auto& [n, s] : sparse_) applied += s->updates_applied();
+  return applied;
+}
+
 void ServerImpl::HandleStats(const Request& req) {
   Message reply = MakeReply(req.msg.header, Status::OK());
-  uint64_t applied = 0;
-  for (auto& [k, r] : dense_) applied += r.shard->updates_applied();
-  for (auto& [n, s] : sparse_) applied += s->updates_applied();
-  for (auto& [k, b] : buckets_) applied += b.bucket->shard()->updates_applied();
-  stats_.set_updates_applied(applied);
+  stats_.set_updates_applied(UpdatesApplied());
   *reply.header.mutable_server_stats() = stats_;
   FillAppliedParts(reply.header.mutable_server_stats());
   ReplyWith(req, std::move(reply));
@@ -47,7 +53,7 @@ void ServerImpl::HandleSeed(const Request& req) {
     const wire::SeedRows& r = seed.rows(k);
     if (ChainReplicates()) {  // Hybrid: rows of stranded buckets.
       const bool frames_here = r.count() > 0;
-      Status s = SeedBuckets(r, frames_here ? &req.msg.frames[f] : nullptr,
+      Status s = chain_->SeedBuckets(r, frames_here ? &req.msg.frames[f] : nullptr,
                              frames_here ? &req.msg.frames[f + 1] : nullptr, /*apply=*/false);
       if (!s.ok()) {
         Reject(req, s);
@@ -148,7 +154,7 @@ void ServerImpl::HandleSeed(const Request& req) {
   for (size_t k = 0, f = row_frames; ChainReplicates() && k < static_cast<size_t>(seed.rows_size()); ++k) {
     const wire::SeedRows& r = seed.rows(k);
     const bool frames_here = r.count() > 0;
-    Status s = SeedBuckets(r, frames_here ? &req.msg.frames[f] : nullptr,
+    Status s = chain_->SeedBuckets(r, frames_here ? &req.msg.frames[f] : nullptr,
                            frames_here ? &req.msg.frames[f + 1] : nullptr, /*apply=*/true);
     if (!s.ok()) {
       Reject(req, s);
@@ -182,7 +188,7 @@ void ServerImpl::FillAppliedParts(wire::ServerStats* stats) {
   // A unit counts where it is served: held alone, or at the head of its
   // chain (the replicas after it hold a prefix of the head's updates), so
   // the servers' counts add up to the job's.
-  ForEachReplica([&](RangeState* range) {
+  ForEachUnit([&](RangeState* range) {
     if (range->chain != nullptr && (!range->chain->head() || !range->chain->has_state())) return;
     range->ledger()->AddCounts(&counts);
   });
@@ -210,7 +216,7 @@ void ServerImpl::SaveApplied(uint64_t checkpoint_seq) {
     u->set_bucket(bucket);
     ledger.Save(u->mutable_entries(), /*max_ids=*/0, /*with_seqs=*/false);
   };
-  ForEachReplica([&](RangeState* range) {
+  ForEachUnit([&](RangeState* range) {
     // A replica awaiting its state transfer reflects nothing yet.
     if (range->chain != nullptr && !range->chain->has_state()) return;
     add(range->table, range->key, range->bucket != nullptr, *range->ledger());
@@ -232,8 +238,10 @@ Status ServerImpl::RestoreApplied() {
     } else if (RangeState* range = u.bucket() ? nullptr : FindRange(u.table(), u.key());
                range != nullptr && range->key == u.key()) {
       ledger = range->ledger();
-    } else if (auto b = buckets_.find({u.table(), u.key()}); u.bucket() && b != buckets_.end()) {
-      ledger = b->second.ledger();
+    } else if (RangeState* b = u.bucket() && chain_ != nullptr ? chain_->FindBucket(u.table(), u.key())
+                                                                : nullptr;
+               b != nullptr) {
+      ledger = b->ledger();
     }
     if (ledger == nullptr) continue;  // A unit this server no longer holds.
     ledger->Load(u.entries());

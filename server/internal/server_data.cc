@@ -3,7 +3,7 @@
 // waiting at the consistency gate, and the exactly-once record of every push
 // (a resent or replayed push its range's state reflects is acknowledged
 // without being applied). Ranges replicated in chains go on to
-// server_chain.cc / server_chain_sparse.cc. Loop thread.
+// ChainReplication (chain_replication.h). Loop thread.
 
 #include <algorithm>
 
@@ -60,7 +60,7 @@ void ServerImpl::HandleDense(Request&& req) {
     return;
   }
   if (range->chain != nullptr) {
-    HandleChainDense(range, std::move(req));
+    chain_->HandleDense(range, std::move(req));
     return;
   }
   // A push with an exactly-once key that this range's state reflects: a
@@ -171,7 +171,7 @@ Status ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req,
 
 void ServerImpl::HandleSparse(Request&& req) {
   if (ChainReplicates()) {
-    HandleChainSparse(std::move(req));
+    chain_->HandleSparse(std::move(req));
     return;
   }
   const wire::Header& h = req.msg.header;

@@ -77,7 +77,7 @@ void ServerImpl::OnTimer() {
   const int64_t now = clock_->NowMs();
   for (auto& [key, range] : dense_) range.shard->ExpireWaiters(now);
   for (auto& [name, table] : sparse_) table->ExpireWaiters(now);
-  if (ChainReplicates()) ResendStale();
+  if (chain_ != nullptr) chain_->ResendStale();
   MaybeFlush();
 }
 
@@ -206,7 +206,7 @@ void ServerImpl::Handle(Request&& req) {
       Reject(req, FailedPreconditionError("chain message to a server without replication"));
       return;
     }
-    HandleForwarded(std::move(req));
+    chain_->HandleForwarded(std::move(req));
     return;
   }
   switch (h.type()) {
@@ -304,15 +304,7 @@ void ServerImpl::HandleClock(const Request& req) {
       range.shard->AdvanceClock(h.sender(), h.clock());
       continue;
     }
-    // Replicated like a push: only the head takes it from a worker.
-    if (!range.chain->head() || !range.chain->has_state()) continue;
-    range.shard->AdvanceClock(h.sender(), h.clock());
-    Message op;
-    op.header = h;
-    op.header.set_table(key.first);
-    op.header.set_key_begin(key.second);
-    ForwardNew(&range, &op);
-    MaybeForwardCompletion(&range);
+    chain_->HandleClock(&range, h);
   }
   for (auto& [name, table] : sparse_) table->AdvanceClock(h.sender(), h.clock());
   ReplyWith(req, MakeReply(h, Status::OK()));

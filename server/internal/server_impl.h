@@ -1,9 +1,11 @@
 // ServerImpl: the implementation behind relaxps::Server (server.h), shared by
 // server.cc (start-up, registration, heartbeats), server_tables.cc (shard
 // maps, the ranges held), server_dispatch.cc (request dispatch, replies),
-// server_data.cc (the data path), server_control.cc (stats, seed,
-// checkpoint) and server_chain*.cc (chain replication, when the recovery
-// policy's write rule forwards writes along chains: recovery/server_recovery.h).
+// server_data.cc (the data path) and server_control.cc (stats, seed,
+// checkpoint). Chain replication, when the recovery policy's write rule
+// forwards writes along chains (recovery/server_recovery.h), is its own
+// object, ChainReplication (chain_replication.h), to which this server is
+// the ChainHost.
 //
 // Thread-safety: as Server; everything but Stop() and the heartbeat thread
 // runs on the RpcServer loop thread.
@@ -28,47 +30,16 @@
 #include "common/shard_map.h"
 #include "consistency/consistency_policy.h"
 #include "recovery/server_recovery.h"
-#include "server/internal/chain_replica.h"
-#include "server/internal/dense_shard.h"
-#include "server/internal/applied_ledger.h"
+#include "server/internal/chain_replication.h"
+#include "server/internal/range_state.h"
 #include "server/internal/server_metrics.h"
-#include "server/internal/sparse_bucket.h"
 #include "server/internal/sparse_shard.h"
-#include "server/internal/state_transfer.h"
 #include "server/server.h"
 
 namespace relaxps {
 namespace server_internal {
 
-// One dense key range held by this server, or under chain replication one
-// sparse hash bucket (a replicated unit either way).
-struct RangeState {
-  std::unique_ptr<DenseShardState> shard;    // Dense ranges (else null).
-  std::unique_ptr<SparseBucketState> bucket;  // Sparse buckets (else null).
-  std::string table;
-  // Dense: the range's first key; sparse: the bucket index. Chain messages
-  // of the unit carry it as key_begin.
-  uint64_t key = 0;
-  // Chain replication only (null otherwise).
-  std::unique_ptr<ChainReplica> chain;
-  std::vector<int> members;  // Current chain, head first.
-  // State transfer to the successor in progress (updates are held back
-  // until it completes), and the one being received from the predecessor.
-  std::unique_ptr<OutgoingTransfer> outgoing;
-  std::unique_ptr<IncomingTransfer> incoming;
-  int64_t forwarded_applied_clock = 0;  // BSP: completion last forwarded/applied.
-  // The exactly-once record and counts of an unreplicated range (a chain
-  // replica keeps its own, replicated: ChainReplica::ledger()).
-  AppliedLedger applied{kUnreplicatedWindow};
-  // Push ids kept per worker incarnation without a chain.
-  static constexpr size_t kUnreplicatedWindow = 4096;
-
-  // The record and counts of this unit's state.
-  AppliedLedger* ledger() { return chain != nullptr ? chain->mutable_ledger() : &applied; }
-  const AppliedLedger& ledger() const { return chain != nullptr ? chain->ledger() : applied; }
-};
-
-class ServerImpl final : public Server {
+class ServerImpl final : public Server, private ChainHost {
  public:
   explicit ServerImpl(const ServerOptions& options)
       : options_(options), clock_(ClockOrReal(options.clock)), metrics_(options.metrics) {}
@@ -94,6 +65,8 @@ class ServerImpl final : public Server {
   // request's own deadline, at most a day away.
   int64_t PullDeadlineMs(const wire::Header& h) const;
   void HandleStats(const Request& req);
+  // Updates (pushes, rounds) applied to every shard held here.
+  uint64_t UpdatesApplied();
   // Scrape-time metrics (server_metrics.cc), posted to the loop thread.
   void CollectMetrics(metrics::MetricSink* sink);
   void HandleCheckpoint(Request&& req);
@@ -116,20 +89,20 @@ class ServerImpl final : public Server {
   // OK if `req` came over the coordinator's connection.
   Status CheckFromCoordinator(const Request& req) const;
   // Replies with an error and counts the rejection.
-  void Reject(const Request& req, const Status& status);
+  void Reject(const Request& req, const Status& status) override;
   // False (after rejecting) unless the request has exactly `expected`
   // payload frames.
-  bool CheckFrameCount(const Request& req, size_t expected);
+  bool CheckFrameCount(const Request& req, size_t expected) override;
   // The n gradient values of `frame` as fp32, or nullptr after rejecting a
   // wrong size/encoding or a NaN/Inf (counted as nonfinite_rejected).
   // `check_finite` false: an update forwarded down a chain, which its head
   // checked already (saves a pass over the payload on every replica).
   const float* DecodeGradient(const Request& req, const Frame& frame, size_t n,
-                              bool check_finite = true);
+                              bool check_finite = true) override;
   // Sends a reply; while the store holds updates not yet synced (WAL group
   // commit) it is queued until SyncAndRelease(), so nothing is acknowledged
   // before it is durable and replies keep their order.
-  void ReplyWith(const Request& req, Message&& reply);
+  void ReplyWith(const Request& req, Message&& reply) override;
   // After each batch of requests: one WAL sync for every update the batch
   // wrote, then the queued replies (each failed with the sync's error if it
   // failed).
@@ -137,7 +110,7 @@ class ServerImpl final : public Server {
   void OnTimer();
   // Flushes the store if a dense shard's clock advanced flush_every_clocks
   // past the last flush.
-  void MaybeFlush();
+  void MaybeFlush() override;
 
   // The dense range of `table` holding `key`, or nullptr.
   RangeState* FindRange(const std::string& table, uint64_t key);
@@ -149,7 +122,7 @@ class ServerImpl final : public Server {
   // one copy (DenseShardState::PushPull), and returns the push's status: on
   // an error nothing is answered.
   Status ServePull(RangeState* range, std::shared_ptr<Request> req,
-                   const float* push_grads = nullptr);
+                   const float* push_grads = nullptr) override;
 
   // The applied record (applied_ledger.h): SaveApplied writes every unit's
   // ledger into the store before a flush or checkpoint; RestoreApplied loads
@@ -158,21 +131,6 @@ class ServerImpl final : public Server {
   // whose record keeps snapshot_seq_, so a server reopened from its own data
   // dir still knows the newest checkpoint it took).
   void SaveApplied(uint64_t checkpoint_seq = 0);
-  // Records the push part `h` just accepted in `ledger` at chain sequence
-  // `seq` (0 without a chain): as applied, or with `pending` as waiting for
-  // the BSP round of h.clock() (counted once the round is applied).
-  static void RecordPush(AppliedLedger* ledger, const wire::Header& h, uint64_t seq,
-                         bool pending) {
-    if (pending) {
-      ledger->RecordPending(h.sender(), h.incarnation(), h.push_id(), seq, h.clock());
-    } else {
-      ledger->Record(h.sender(), h.incarnation(), h.push_id(), seq);
-    }
-  }
-  // Whether the push `h` accepted on `shard` waits for its BSP round.
-  static bool PushPending(const DenseShardState& shard, const wire::Header& h) {
-    return !(h.raw_delta() && h.type() == wire::PUSH) && !shard.Reflects(h.clock());
-  }
   // ServerRecovery::RebuildsRoundsFromReplay: holds the clocks of `ids` (the
   // first live set) on every dense range and sparse table held now.
   void HoldWorkerClocks(const std::vector<int>& ids);
@@ -186,92 +144,42 @@ class ServerImpl final : public Server {
   // complete checkpoints on disk now).
   recovery::ServerJobInfo JobInfoNow() const;
 
-  // ---- Chain replication (server_chain.cc), loop thread ----
+  // ---- Chain replication (chain_replication.h) ----
   // Whether writes go along chains (the policy's write rule); the chains
   // themselves (members, head) come from the shard map.
-  bool ChainReplicates() const { return write_rule_ == recovery::WriteRule::kForwardAlongChain; }
-  // Applies the chain roles of a newly installed map: promotion, a new
-  // successor (resend what it has not acknowledged, or a snapshot to a server
-  // joining the chain), becoming the tail.
-  void ApplyChainRoles(const wire::ShardMap& map);
-  // A client push / pull / push-pull at the head of a chain.
-  void HandleChainDense(RangeState* range, Request&& req);
-  // PUSH_ROWS / PULL_ROWS of a sparse table under chain replication: at the
-  // head of the bucket the request names (server_chain_sparse.cc).
-  void HandleChainSparse(Request&& req);
-  // Applies a forwarded update (or snapshot) of a dense range / a sparse
-  // bucket at a follower; false (after rejecting) when it could not be.
-  bool ApplyForwardedDense(RangeState* range, const Request& req);
-  bool ApplyForwardedSparse(RangeState* range, const Request& req);
-  // SEED under hybrid: the workers' merged changes to rows of the buckets
-  // `rows` names (frames `ids` and `deltas`, null when count is 0), added to
-  // the rows this server holds (its restored checkpoint or the
-  // initializer's). With `apply` false only checks: InvalidArgument for a
-  // bucket not held here or a row outside the named buckets. With `apply`
-  // the changes are added and each named bucket heads its chain from here on.
-  Status SeedBuckets(const wire::SeedRows& rows, const Frame* ids, const Frame* deltas, bool apply);
-  // Creates this server's replicas of the buckets of sparse table `t`.
-  // `known`: the table was in the map installed before (a bucket joined
-  // later waits for its state transfer instead of serving the initializer's
-  // values).
-  Status CreateBuckets(const TableOptions& t, const wire::TableShards& ts, int slots, bool known);
-  // The replicated unit (dense range or sparse bucket) whose chain messages
-  // carry (table, key); nullptr if this server holds none.
-  RangeState* FindReplica(const std::string& table, uint64_t key);
-  // Runs fn on every replicated unit (dense ranges, then sparse buckets).
+  bool ChainReplicates() const { return chain_ != nullptr; }
+  // Runs fn on every unit held (dense ranges, then chain-replicated sparse
+  // buckets).
   template <typename Fn>
-  void ForEachReplica(Fn fn) {
+  void ForEachUnit(Fn fn) {
     for (auto& [key, range] : dense_) fn(&range);
-    for (auto& [key, range] : buckets_) fn(&range);
+    if (chain_ != nullptr) chain_->ForEachBucket(fn);
   }
-  // Applies the chain position `members` (head first) of the unit, if this
-  // server holds it (see ApplyChainRoles).
-  void ApplyChainRole(RangeState* range, const std::vector<int>& members, uint64_t epoch);
-  // An update, completion or snapshot forwarded by the predecessor.
-  void HandleForwarded(Request&& req);
-  // Head: gives `msg` the next sequence number and forwards it.
-  uint64_t ForwardNew(RangeState* range, Message* msg);
-  // Update `seq` (already applied here) goes down the chain; at the tail it
-  // is acknowledged at once.
-  // `msg`'s frames are shared with the log (Message stays valid).
-  void Commit(RangeState* range, uint64_t seq, Message* msg);
-  void Forward(RangeState* range, uint64_t seq, Message* msg);
-  // A client push (or a raw delta) on `shard`, at the head or forwarded.
-  static Status ApplyPush(DenseShardState* shard, const wire::Header& h, const float* grads);
-  void SendLogged(RangeState* range, const server_internal::LoggedOp& op);
-  void OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
-                      const Status& status, const Message& reply);
-  // State transfer (server_chain_transfer.cc). SendSnapshot copies the
-  // unit's state at its applied seq and streams it to the successor in
-  // pieces (SendPiece, one in flight; OnPieceReply sends the next, and after
-  // the last the updates held back meanwhile); HandleSnapshotPiece applies
-  // the pieces at the joiner.
-  void SendSnapshot(RangeState* range);
-  void SendPiece(RangeState* range);
-  void OnPieceReply(const std::string& table, uint64_t key, uint64_t seq, size_t index,
-                    const Status& status, const Message& reply);
-  void HandleSnapshotPiece(RangeState* range, std::shared_ptr<Request> req);
-  // Bytes of payload per state transfer piece.
-  size_t TransferChunkBytes() const;
-  // Head under BSP: forwards the rounds the shard completed since last time.
-  void MaybeForwardCompletion(RangeState* range);
-  // Publishes (awaiting_state_) whether a replica in a chain of the current
-  // map still waits for its state transfer.
-  void UpdateAwaitingState();
-  // Resends unacknowledged updates that waited too long (timer).
-  void ResendStale();
-  int PeerOf(int server);
-  // Declared dead by the coordinator (DeadServerPlan::kRejoinChains): drops
-  // every replica's state and chain position (never a split brain: it holds nothing until a predecessor's
-  // snapshot arrives), so it can rejoin as a fresh tail. Run by InstallMap
-  // when fence_pending_ is set.
-  void Fence();
+  // ChainHost.
+  uint64_t epoch() const override { return epoch_; }
+  const wire::ShardMap& map() const override { return map_; }
+  bool registered() const override { return registered_; }
+  wire::ServerStats* mutable_stats() override { return &stats_; }
+  RangeState* DenseRange(const std::string& table, uint64_t begin) override {
+    auto it = dense_.find({table, begin});
+    return it == dense_.end() ? nullptr : &it->second;
+  }
+  void ForEachDenseRange(const std::function<void(RangeState*)>& fn) override {
+    for (auto& [key, range] : dense_) fn(&range);
+  }
+  void ReportStateArrived() override;
+  ParamStore* store() override { return store_.get(); }
+  kernels::Device* device() override { return device_.get(); }
+  kernels::Device* update_device() override { return update_device_.get(); }
+  BufferPool* buffer_pool() override { return &buffer_pool_; }
 
   // Loop thread: Run() returns `why` (after the final flush).
   void Exit(const Status& why);
 
   // ---- Heartbeat thread ----
   void Heartbeat();
+  // A server HEARTBEAT reporting `map_version` and `awaiting_state`.
+  Message HeartbeatMessage(uint64_t map_version, bool awaiting_state) const;
   // REGISTER with the coordinator (retried while it is unreachable, up to
   // register_timeout_ms). Also used by Init().
   StatusOr<wire::RegisterReply> Register(int requested_id);
@@ -340,8 +248,6 @@ class ServerImpl final : public Server {
   std::map<std::string, std::unique_ptr<SparseShardState>> sparse_;  // Without chains.
   // The exactly-once record and counts of each table of sparse_.
   std::map<std::string, AppliedLedger> sparse_applied_;
-  // Chain replication: the sparse buckets held here, by (table, bucket).
-  std::map<std::pair<std::string, uint64_t>, RangeState> buckets_;
   wire::ServerStats stats_;
   ServerMetrics metrics_;  // Hot-path hooks; scrape-time values from CollectMetrics.
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
@@ -364,15 +270,11 @@ class ServerImpl final : public Server {
   // Stateless recovery: this server replaced a lost one and has not been
   // seeded yet; data requests are refused with Unavailable meanwhile.
   bool awaiting_seed_ = false;
-  // Successors in the chains: DEALER sockets polled by the loop itself, so a
-  // forward and its acknowledgement cross no thread. Created in Init().
-  std::unique_ptr<LoopClient> peers_;
-  std::map<int, std::pair<std::string, int>> peer_of_;  // Server id -> (endpoint, peer).
+  // Chain replication (null unless the write rule forwards along chains).
+  // Created in Init().
+  std::unique_ptr<ChainReplication> chain_;
   // Set when the server stops because it was fenced and could not rejoin.
   std::atomic<bool> fenced_{false};
-  // Set by the heartbeat thread when declared dead: the next InstallMap
-  // fences the replicas before it applies the map.
-  std::atomic<bool> fence_pending_{false};
 
   Status exit_status_;   // Loop thread: what Run() returns.
   // Set (loop thread) before the loop stops for a restart in place; read
@@ -385,7 +287,6 @@ class ServerImpl final : public Server {
   int64_t last_heartbeat_ok_ms_ = 0;  // Heartbeat thread only.
   std::unique_ptr<PeriodicThread> heartbeat_;
   std::atomic<uint64_t> seen_map_version_{0};
-  std::atomic<bool> awaiting_state_{false};  // Written on the loop thread.
 };
 
 }  // namespace server_internal

@@ -135,10 +135,7 @@ void ServerImpl::CollectMetrics(MetricSink* sink) {
   const auto counter = [&](const char* name, const char* help, uint64_t v) {
     sink->Counter(name, help, none, static_cast<double>(v));
   };
-  uint64_t applied = 0;
-  for (auto& [k, r] : dense_) applied += r.shard->updates_applied();
-  for (auto& [n, s] : sparse_) applied += s->updates_applied();
-  for (auto& [k, b] : buckets_) applied += b.bucket->shard()->updates_applied();
+  const uint64_t applied = UpdatesApplied();
   counter("relaxps_server_bytes_in_total", "Payload bytes received.", stats_.bytes_in());
   counter("relaxps_server_bytes_out_total", "Payload bytes sent in replies.", stats_.bytes_out());
   counter("relaxps_server_updates_applied_total", "Updates (pushes, rounds) applied to shards.",

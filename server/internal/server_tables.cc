@@ -16,7 +16,7 @@ namespace server_internal {
 Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   ASSIGN_OR_RETURN(ShardMap checked, ShardMap::FromProto(map));
   (void)checked;
-  if (ChainReplicates() && fence_pending_.exchange(false)) Fence();
+  if (chain_ != nullptr) chain_->FenceIfPending();
   if (map_version_ > 0 && map.version() < map_version_) return Status::OK();  // Reordered.
   if (map_version_ > 0 && map.version() - map_version_ > kMaxVersionStep) {
     return InvalidArgumentError("shard map version " + std::to_string(map.version()) +
@@ -45,10 +45,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
          ++it) {
       it->second.shard->set_rates(t);
     }
-    for (auto it = buckets_.lower_bound({t.name, 0});
-         it != buckets_.end() && it->first.first == t.name; ++it) {
-      it->second.bucket->shard()->set_rates(t);
-    }
+    if (chain_ != nullptr) chain_->SetBucketRates(t);
     auto make_optimizer = [&]() -> StatusOr<std::unique_ptr<kernels::Optimizer>> {
       ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> o, kernels::NewOptimizer(t.optimizer));
       if (update_device_ != nullptr) o = kernels::NewStagedOptimizer(std::move(o), update_device_.get());
@@ -93,14 +90,12 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
             std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
         range.forwarded_applied_clock = range.shard->applied_clock();
         if (ChainReplicates()) {
-          range.chain = std::make_unique<ChainReplica>();
           // A table that existed before this server registered, or before
           // this map (hybrid: joining a chain once it was seeded), is held by
           // the other replicas: its state comes as a snapshot from the
           // predecessor. Only a table new in this map starts from its
           // initializer.
-          range.chain->set_has_state(registered_ && !known_table(t.name));
-          range.shard->SetFollower(true);
+          ChainReplication::MakeReplica(&range, registered_ && !known_table(t.name));
         }
         const bool awaiting = range.chain != nullptr && !range.chain->has_state();
         dense_.emplace(std::make_pair(t.name, r.begin()), std::move(range));
@@ -110,7 +105,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
                                 : "");
       }
     } else if (ChainReplicates()) {
-      RETURN_IF_ERROR(CreateBuckets(t, ts, slots, known_table(t.name)));
+      RETURN_IF_ERROR(chain_->CreateBuckets(t, ts, slots, known_table(t.name)));
     } else {
       SparseTableSpec spec;
       spec.table = t.name;
@@ -136,8 +131,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
   map_version_ = map.version();
   if (ChainReplicates()) {
     epoch_ = std::max(epoch_, map.epoch());
-    ApplyChainRoles(map);
-    UpdateAwaitingState();
+    chain_->ApplyRoles(map);
   }
   seen_map_version_.store(map_version_);
   return Status::OK();
@@ -163,7 +157,7 @@ Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
   }
   for (auto& [key, range] : dense_) {
     range.shard->SetLiveWorkers(ids, clocks);
-    if (range.chain != nullptr) MaybeForwardCompletion(&range);
+    if (range.chain != nullptr) chain_->MaybeForwardCompletion(&range);
   }
   for (auto& [name, table] : sparse_) table->SetLiveWorkers(ids, clocks);
   recovery_->OnLiveWorkers(ids);
@@ -185,7 +179,7 @@ void ServerImpl::ReleaseWorkerClock(int worker) {
   if (held_workers_.erase(worker) == 0) return;
   for (auto& [key, range] : dense_) {
     range.shard->ReleaseWorkerClock(worker);
-    if (range.chain != nullptr) MaybeForwardCompletion(&range);
+    if (range.chain != nullptr) chain_->MaybeForwardCompletion(&range);
   }
   for (auto& [name, table] : sparse_) table->ReleaseWorkerClock(worker);
   VLOG(1) << "server " << id_ << ": worker " << worker << " replayed; its clock is released";
