@@ -255,12 +255,14 @@ void ServerImpl::MaybeForwardCompletion(RangeState* range) {
   if (range->shard == nullptr || range->chain == nullptr || !range->chain->head() || !range->chain->has_state()) return;
   const int64_t applied = range->shard->applied_clock();
   if (applied <= range->forwarded_applied_clock) return;
-  range->forwarded_applied_clock = applied;
   Message op;
   op.header.set_type(wire::CHAIN_COMPLETE);
   op.header.set_table(range->table);
   op.header.set_key_begin(range->key);
   op.header.set_clock(applied);
+  range->shard->DescribeRoundsApplied(range->forwarded_applied_clock,
+                                      op.header.mutable_rounds_applied());
+  range->forwarded_applied_clock = applied;
   ForwardNew(range, &op);
 }
 
@@ -324,6 +326,8 @@ void ServerImpl::HandleChainDense(RangeState* range, Request&& req) {
         filler.header.set_table(sh.table());
         filler.header.set_key_begin(shard->spec().begin);
         filler.header.set_clock(shard->applied_clock());
+        shard->DescribeRoundsApplied(range->forwarded_applied_clock,
+                                     filler.header.mutable_rounds_applied());
         Commit(range, seq, &filler);
         Reject(*shared, s);
         return;
@@ -435,7 +439,7 @@ bool ServerImpl::ApplyForwardedDense(RangeState* range, const Request& req) {
       shard->AdvanceClock(h.sender(), h.clock());
       return true;
     case wire::CHAIN_COMPLETE: {
-      Status s = shard->CompleteRoundsBelow(h.clock());
+      Status s = shard->CompleteRoundsBelow(h.clock(), h.rounds_applied());
       if (!s.ok()) LOG(ERROR) << "replica could not complete BSP rounds: " << s;
       range->forwarded_applied_clock = std::max(range->forwarded_applied_clock, h.clock());
       return true;
