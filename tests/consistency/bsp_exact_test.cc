@@ -1,0 +1,192 @@
+// BSP means one large batch, for every table, end to end: N workers (real
+// clients) train a dense table pushed layer by layer and a sparse table
+// through two in-process servers; after every clock each worker pulls both
+// and must read, bit for bit, what one process with the combined batch would
+// hold (tests/server/bsp_reference.h): one optimizer step with (the sum of
+// the workers' gradients in worker-id order) * (1/N) per clock, a layer or
+// row a worker did not push counting as its zero. Every clock one worker
+// skips one layer (the last layer is all of the second server's range, so
+// that worker pushes nothing there), and the pushes reach the servers in a
+// different order of workers each clock (each push acknowledged before the
+// next is sent, so the orders are the ones chosen).
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "client/client.h"
+#include "tests/server/bsp_reference.h"
+#include "tests/server/in_process_cluster.h"
+#include "tests/test_util.h"
+
+namespace relaxps {
+namespace {
+
+constexpr uint64_t kDim = 6000;  // Dense chunks of 4096: [0, 4096) and [4096, 6000).
+constexpr uint64_t kLayers[] = {0, 2500, 4096, kDim};
+constexpr uint32_t kWidth = 4;
+constexpr uint64_t kRows = 16;
+constexpr int kClocks = 6;
+
+TableOptions Dense() {
+  TableOptions t;
+  t.name = "w";
+  t.size = kDim;
+  t.optimizer.name = "adam";
+  t.optimizer.lr = 0.01f;
+  t.init.seed = 5;
+  t.init.segments.push_back(InitSegment{0, kDim, InitKind::kUniform, -0.1f, 0.1f});
+  return t;
+}
+
+// Momentum: a step's velocity carries into the next, and the rows hash over
+// both servers, each with its own step counter (which momentum ignores).
+TableOptions Sparse() {
+  TableOptions t;
+  t.name = "emb";
+  t.type = TableType::kSparse;
+  t.row_width = kWidth;
+  t.optimizer.name = "momentum";
+  t.optimizer.lr = 0.05f;
+  t.optimizer.momentum = 0.9f;
+  t.init.seed = 6;
+  t.init.segments.push_back(InitSegment{0, kWidth, InitKind::kUniform, -0.5f, 0.5f});
+  return t;
+}
+
+class BspExactTest : public ::testing::TestWithParam<int> {
+ protected:
+  // The layer worker `rank` (by id) skips at clock t (-1: none).
+  static int Skipped(size_t rank, int t, size_t workers) {
+    return rank == static_cast<size_t>(t) % workers ? t % 3 : -1;
+  }
+  // Worker `id`'s dense gradient at clock t from the parameters w it pulled:
+  // zero on the layer it skips.
+  static std::vector<float> DenseGrad(int id, int skipped, int t, const float* w) {
+    std::vector<float> g(kDim, 0.0f);
+    for (int l = 0; l < 3; ++l) {
+      if (l == skipped) continue;
+      for (uint64_t d = kLayers[l]; d < kLayers[l + 1]; ++d) {
+        g[d] = 1e-3f * test::OrderSensitiveGradient(id, t, d) + w[d];
+      }
+    }
+    return g;
+  }
+  // Worker `id`'s row push at clock t: rows of its own, rows some others
+  // push, one repeated (summed by the server in the order sent), and rows
+  // 12..15, which every worker pushes.
+  static void RowPush(int id, int t, KeyBuffer* ids, FloatBuffer* grads) {
+    const std::vector<uint64_t> rows = {static_cast<uint64_t>(id + t) % 12,
+                                        static_cast<uint64_t>(3 * id + 2 * t + 1) % 12,
+                                        static_cast<uint64_t>(id + t) % 12, 12, 13, 14, 15};
+    *ids = KeyBuffer(rows.size());
+    *grads = FloatBuffer(rows.size() * kWidth);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      (*ids)[i] = rows[i];
+      for (uint32_t j = 0; j < kWidth; ++j) {
+        (*grads)[i * kWidth + j] = test::OrderSensitiveGradient(id, t, 64 * rows[i] + 8 * i + j);
+      }
+    }
+  }
+};
+
+TEST_P(BspExactTest, EveryWorkerReadsTheCombinedBatchModel) {
+  const size_t n = static_cast<size_t>(GetParam());
+  InProcessCluster cluster(2, ConsistencyModel::kBsp, /*staleness=*/0);
+  std::vector<std::unique_ptr<Client>> workers;
+  for (size_t k = 0; k < n; ++k) {
+    ClientOptions o;
+    o.coordinator = cluster.coordinator();
+    o.request_timeout_ms = 20000 * test::TimeScale();
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
+    ASSERT_OK(c->CreateTable(Dense()));
+    ASSERT_OK(c->CreateTable(Sparse()));
+    workers.push_back(std::move(c));
+  }
+  std::sort(workers.begin(), workers.end(),
+            [](const auto& a, const auto& b) { return a->worker_id() < b->worker_id(); });
+  KeyBuffer all(kRows);
+  std::iota(all.begin(), all.end(), 0);
+  // The reference starts from what the servers initialized.
+  FloatBuffer w0(kDim), rows0(kRows * kWidth);
+  ASSERT_OK(workers[0]->Pull("w", 0, w0).get());
+  ASSERT_OK(workers[0]->PullRows("emb", all, rows0).get());
+  test::ReferenceModel dense_ref(Dense().optimizer, std::vector<float>(w0.begin(), w0.end()));
+  test::ReferenceModel sparse_ref(Sparse().optimizer,
+                                  std::vector<float>(rows0.begin(), rows0.end()));
+  std::vector<FloatBuffer> pulled(n, FloatBuffer(kDim));
+  for (FloatBuffer& p : pulled) std::copy(w0.begin(), w0.end(), p.begin());
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  for (int t = 0; t < kClocks; ++t) {
+    std::next_permutation(order.begin(), order.end());  // Arrival order of this clock.
+    std::vector<std::vector<float>> dense_grads(n);
+    std::vector<KeyBuffer> row_ids(n);
+    std::vector<FloatBuffer> row_grads(n);
+    for (size_t r = 0; r < n; ++r) {
+      dense_grads[r] = DenseGrad(workers[r]->worker_id(), Skipped(r, t, n), t, pulled[r].data());
+      RowPush(workers[r]->worker_id(), t, &row_ids[r], &row_grads[r]);
+    }
+    FloatBuffer grads;
+    for (int l = 0; l < 3; ++l) {
+      for (size_t r : order) {
+        if (l == Skipped(r, t, n)) continue;
+        grads = FloatBuffer(kLayers[l + 1] - kLayers[l]);
+        std::copy(dense_grads[r].begin() + kLayers[l], dense_grads[r].begin() + kLayers[l + 1],
+                  grads.begin());
+        ASSERT_OK(workers[r]->Push("w", kLayers[l], grads).get());
+      }
+    }
+    for (auto r = order.rbegin(); r != order.rend(); ++r) {
+      ASSERT_OK(workers[*r]->PushRows("emb", row_ids[*r], row_grads[*r]).get());
+    }
+    for (size_t r : order) ASSERT_OK(workers[r]->Clock());
+
+    // The reference step of one process with the combined batch.
+    const std::vector<float> dense_mean = test::CombinedBatchGradient(dense_grads);
+    dense_ref.Step(0, dense_mean.data(), kDim, t + 1);
+    std::map<uint64_t, std::vector<std::vector<float>>> per_row;  // Row -> per-worker sums.
+    for (size_t r = 0; r < n; ++r) {
+      for (size_t i = 0; i < row_ids[r].size(); ++i) {
+        auto& sums = per_row[row_ids[r][i]];
+        sums.resize(n, std::vector<float>(kWidth, 0.0f));
+        for (uint32_t j = 0; j < kWidth; ++j) sums[r][j] += row_grads[r][i * kWidth + j];
+      }
+    }
+    for (const auto& [row, sums] : per_row) {
+      const std::vector<float> mean = test::CombinedBatchGradient(sums);
+      sparse_ref.Step(row * kWidth, mean.data(), kWidth, t + 1);
+    }
+
+    for (size_t r = 0; r < n; ++r) {
+      FloatBuffer rows(kRows * kWidth);
+      ASSERT_OK(workers[r]->Pull("w", 0, pulled[r]).get());
+      ASSERT_OK(workers[r]->PullRows("emb", all, rows).get());
+      const size_t dense_diff = test::DifferingFloats(pulled[r].data(), dense_ref.slot(0).data(), kDim);
+      const size_t sparse_diff =
+          test::DifferingFloats(rows.data(), sparse_ref.slot(0).data(), kRows * kWidth);
+      EXPECT_EQ(dense_diff, 0u) << "worker " << workers[r]->worker_id() << ", clock " << t;
+      EXPECT_EQ(sparse_diff, 0u) << "worker " << workers[r]->worker_id() << ", clock " << t;
+      if (r == 0) {
+        std::printf("bsp exact, %zu workers, clock %d: %zu of %llu dense and %zu of %llu sparse "
+                    "floats differ from one process with the combined batch\n",
+                    n, t, dense_diff, static_cast<unsigned long long>(kDim), sparse_diff,
+                    static_cast<unsigned long long>(kRows * kWidth));
+      }
+    }
+  }
+  // The model moved: equality is not the initial values.
+  EXPECT_GT(test::DifferingFloats(w0.data(), dense_ref.slot(0).data(), kDim), kDim / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, BspExactTest, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "workers";
+                         });
+
+}  // namespace
+}  // namespace relaxps
