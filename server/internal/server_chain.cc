@@ -162,8 +162,8 @@ void ServerImpl::ApplyChainRole(RangeState* range, const std::vector<int>& membe
 RangeState* ServerImpl::FindReplica(const std::string& table, uint64_t key) {
   auto b = buckets_.find({table, key});
   if (b != buckets_.end()) return &b->second;
-  auto d = dense_.find({table, key});
-  return d == dense_.end() || d->second.chain == nullptr ? nullptr : &d->second;
+  RangeState* d = FindRange(table, key);  // A per-layer push may begin inside its range.
+  return d == nullptr || d->chain == nullptr ? nullptr : d;
 }
 
 uint64_t ServerImpl::ForwardNew(RangeState* range, Message* msg) {
