@@ -10,23 +10,29 @@
 // be compared with it by memcmp.
 //
 // Also: Interleave, a seeded random arrival order of several workers'
-// message sequences (each worker's own order kept, as on one connection).
+// message sequences (each worker's own order kept, as on one connection),
+// and BspShardTest, the shard tests' fixture.
 //
 // Thread-safety: none; use from one thread.
 #ifndef RELAXPS_TESTS_SERVER_BSP_REFERENCE_H_
 #define RELAXPS_TESTS_SERVER_BSP_REFERENCE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "common/optimizer_options.h"
+#include "consistency/consistency_policy.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
+#include "storage/param_store.h"
 
 namespace relaxps {
 namespace test {
@@ -115,6 +121,51 @@ inline float OrderSensitiveGradient(int worker, int64_t clock, uint64_t element)
   const float sign = (h >> 40) & 1 ? -1.0f : 1.0f;
   return sign * (0.5f + unit) * kScales[(h >> 41) % 5];
 }
+
+// A shard test under BSP, parameterized by (optimizer name, workers 2..3):
+// the policy, a CPU device, the optimizer's options, the workers' ids (4, 1,
+// 7: index order is not id order) and stores that outlive the shards.
+class BspShardTest : public ::testing::TestWithParam<std::tuple<const char*, int>> {
+ public:
+  // For INSTANTIATE_TEST_SUITE_P: "adam_3workers".
+  static std::string Name(const ::testing::TestParamInfo<ParamType>& info) {
+    return std::string(std::get<0>(info.param)) + "_" + std::to_string(std::get<1>(info.param)) +
+           "workers";
+  }
+
+ protected:
+  void SetUp() override {
+    ConsistencyOptions co;
+    co.model = ConsistencyModel::kBsp;
+    policy_ = std::move(NewConsistencyPolicy(co)).value();
+    device_ = std::move(kernels::NewDevice(kernels::DeviceOptions{})).value();
+    options_.name = std::get<0>(GetParam());
+    options_.lr = 0.01f;
+    options_.momentum = 0.9f;
+    ids_ = std::vector<int>{4, 1, 7};
+    ids_.resize(std::get<1>(GetParam()));
+    sorted_ = ids_;
+    std::sort(sorted_.begin(), sorted_.end());
+  }
+  // Index of worker `id` in ids_.
+  size_t IndexOf(int id) const { return std::find(ids_.begin(), ids_.end(), id) - ids_.begin(); }
+  // Slots of a table with options_'s optimizer (parameters + state).
+  int NumSlots() const {
+    return 1 + std::move(kernels::NewOptimizer(options_)).value()->num_state_slots();
+  }
+  // A new memory store, owned by the fixture.
+  ParamStore* NewStore() {
+    stores_.push_back(NewMemoryStore());
+    return stores_.back().get();
+  }
+  std::unique_ptr<ConsistencyPolicy> policy_;
+  std::unique_ptr<kernels::Device> device_;
+  OptimizerOptions options_;
+  std::vector<int> ids_, sorted_;
+
+ private:
+  std::vector<std::unique_ptr<ParamStore>> stores_;
+};
 
 }  // namespace test
 }  // namespace relaxps

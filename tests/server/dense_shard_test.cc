@@ -187,7 +187,7 @@ INSTANTIATE_TEST_SUITE_P(Models, PerLayerPushTest, ::testing::Values("ssp", "bsp
 // skipped layer) and multiplies by 1/N. Gradients mix magnitudes from 1e-3
 // to 1e6, so summing in arrival order, or dividing a layer by its pushers,
 // changes the bits.
-class BspRoundTest : public ::testing::TestWithParam<std::tuple<const char*, int>> {
+class BspRoundTest : public test::BspShardTest {
  protected:
   static constexpr size_t kKeys = 16;
   static constexpr int kClocks = 4;
@@ -195,36 +195,27 @@ class BspRoundTest : public ::testing::TestWithParam<std::tuple<const char*, int
   static constexpr uint64_t kLayers[] = {0, 5, 11, 16};
 
   void SetUp() override {
-    ConsistencyOptions co;
-    co.model = ConsistencyModel::kBsp;
-    policy_ = std::move(NewConsistencyPolicy(co)).value();
-    device_ = std::move(kernels::NewDevice(kernels::DeviceOptions{})).value();
-    options_.name = std::get<0>(GetParam());
-    options_.lr = 0.01f;
-    options_.momentum = 0.9f;
-    const int n = std::get<1>(GetParam());
-    ids_ = std::vector<int>{4, 1, 7}; // Index order is not id order.
-    ids_.resize(n);
-    sorted_ = ids_;
-    std::sort(sorted_.begin(), sorted_.end());
+    test::BspShardTest::SetUp();
     for (size_t k = 0; k < kKeys; ++k) initial_.push_back(0.25f * static_cast<float>(k) - 1.0f);
   }
 
   // A fresh shard of kKeys keys at initial_, in its own store.
   std::unique_ptr<DenseShardState> NewShard() {
-    stores_.push_back(NewMemoryStore());
+    ParamStore* store = NewStore();
     DenseShardSpec spec;
     spec.table = "w";
     spec.end = kKeys;
-    spec.num_slots = 1 + std::move(kernels::NewOptimizer(options_)).value()->num_state_slots();
-    DenseShard* shard = std::move(stores_.back()->CreateDense(spec)).value();
+    spec.num_slots = NumSlots();
+    DenseShard* shard = std::move(store->CreateDense(spec)).value();
     std::copy(initial_.begin(), initial_.end(), shard->slots[0]);
     return std::make_unique<DenseShardState>(shard, std::move(kernels::NewOptimizer(options_)).value(),
-                                             policy_.get(), device_.get(), stores_.back().get());
+                                             policy_.get(), device_.get(), store);
   }
 
   // The layer worker index k skips at clock t (-1: none); one worker a clock.
-  int Skipped(size_t k, int t) const { return static_cast<int>(k) == t % static_cast<int>(ids_.size()) ? t % 3 : -1; }
+  int Skipped(size_t k, int t) const {
+    return static_cast<int>(k) == t % static_cast<int>(ids_.size()) ? t % 3 : -1;
+  }
   // Worker index k's gradient at clock t, zero on the layer it skips.
   std::vector<float> Grad(size_t k, int t) const {
     std::vector<float> g(kKeys, 0.0f);
@@ -256,10 +247,7 @@ class BspRoundTest : public ::testing::TestWithParam<std::tuple<const char*, int
   // One clock of the reference: the workers' gradients in id order.
   void StepReference(test::ReferenceModel* ref, int t) const {
     std::vector<std::vector<float>> grads;
-    for (int id : sorted_) {
-      const size_t k = std::find(ids_.begin(), ids_.end(), id) - ids_.begin();
-      grads.push_back(Grad(k, t));
-    }
+    for (int id : sorted_) grads.push_back(Grad(IndexOf(id), t));
     const std::vector<float> mean = test::CombinedBatchGradient(grads);
     ref->Step(0, mean.data(), kKeys, t + 1);
   }
@@ -273,12 +261,7 @@ class BspRoundTest : public ::testing::TestWithParam<std::tuple<const char*, int
     return differing;
   }
 
-  std::unique_ptr<ConsistencyPolicy> policy_;
-  std::unique_ptr<kernels::Device> device_;
-  OptimizerOptions options_;
-  std::vector<int> ids_, sorted_;
   std::vector<float> initial_;
-  std::vector<std::unique_ptr<ParamStore>> stores_;
 };
 
 TEST_P(BspRoundTest, EveryArrivalOrderGivesTheCombinedBatchStep) {
@@ -364,10 +347,7 @@ TEST_P(BspRoundTest, ChainReplicasApplyTheHeadsRounds) {
 INSTANTIATE_TEST_SUITE_P(
     OptimizersAndWorkers, BspRoundTest,
     ::testing::Combine(::testing::Values("sgd", "momentum", "adam"), ::testing::Values(2, 3)),
-    [](const ::testing::TestParamInfo<BspRoundTest::ParamType>& info) {
-      return std::string(std::get<0>(info.param)) + "_" +
-             std::to_string(std::get<1>(info.param)) + "workers";
-    });
+    test::BspShardTest::Name);
 
 }  // namespace
 }  // namespace server_internal

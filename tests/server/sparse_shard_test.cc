@@ -31,7 +31,7 @@ namespace {
 // in the order it sent them, then the workers' sums in id order (a worker
 // that did not push the row: zero), multiplies by 1/N and takes one optimizer
 // step on every row any worker pushed; the other rows stay as they were.
-class SparseBspRoundTest : public ::testing::TestWithParam<std::tuple<const char*, int>> {
+class SparseBspRoundTest : public test::BspShardTest {
  protected:
   static constexpr uint32_t kWidth = 3;
   static constexpr uint64_t kRows = 8;  // Ids 100 .. 107.
@@ -45,33 +45,23 @@ class SparseBspRoundTest : public ::testing::TestWithParam<std::tuple<const char
   };
 
   void SetUp() override {
-    ConsistencyOptions co;
-    co.model = ConsistencyModel::kBsp;
-    policy_ = std::move(NewConsistencyPolicy(co)).value();
-    device_ = std::move(kernels::NewDevice(kernels::DeviceOptions{})).value();
-    options_.name = std::get<0>(GetParam());
-    options_.lr = 0.01f;
-    options_.momentum = 0.9f;
-    ids_ = std::vector<int>{4, 1, 7};
-    ids_.resize(std::get<1>(GetParam()));
-    sorted_ = ids_;
-    std::sort(sorted_.begin(), sorted_.end());
+    test::BspShardTest::SetUp();
     for (uint64_t r = 0; r < kRows; ++r) all_.push_back(100 + r);
   }
 
   // A fresh table "emb" in its own store, rows initialized U(-1, 1).
   std::unique_ptr<SparseShardState> NewShard() {
-    stores_.push_back(NewMemoryStore());
+    ParamStore* store = NewStore();
     SparseTableSpec spec;
     spec.table = "emb";
     spec.width = kWidth;
-    spec.num_slots = 1 + std::move(kernels::NewOptimizer(options_)).value()->num_state_slots();
+    spec.num_slots = NumSlots();
     spec.init.seed = 3;
     spec.init.segments.push_back(InitSegment{0, kWidth, InitKind::kUniform, -1.0f, 1.0f});
-    EXPECT_OK(stores_.back()->CreateSparse(spec));
+    EXPECT_OK(store->CreateSparse(spec));
     return std::make_unique<SparseShardState>(spec,
                                               std::move(kernels::NewOptimizer(options_)).value(),
-                                              policy_.get(), device_.get(), stores_.back().get());
+                                              policy_.get(), device_.get(), store);
   }
 
   // Push p (0 or 1) of worker index k at clock t.
@@ -101,7 +91,7 @@ class SparseBspRoundTest : public ::testing::TestWithParam<std::tuple<const char
   void StepReference(test::ReferenceModel* ref, int t) const {
     std::map<uint64_t, std::vector<std::vector<float>>> per_row;  // Row -> per-worker sums.
     for (size_t rank = 0; rank < sorted_.size(); ++rank) {
-      const size_t k = std::find(ids_.begin(), ids_.end(), sorted_[rank]) - ids_.begin();
+      const size_t k = IndexOf(sorted_[rank]);
       for (int p = 0; p < 2; ++p) {
         const RowPush push = Push(k, t, p);
         for (size_t i = 0; i < push.ids.size(); ++i) {
@@ -117,12 +107,7 @@ class SparseBspRoundTest : public ::testing::TestWithParam<std::tuple<const char
     }
   }
 
-  std::unique_ptr<ConsistencyPolicy> policy_;
-  std::unique_ptr<kernels::Device> device_;
-  OptimizerOptions options_;
-  std::vector<int> ids_, sorted_;
   std::vector<uint64_t> all_;
-  std::vector<std::unique_ptr<ParamStore>> stores_;
 };
 
 TEST_P(SparseBspRoundTest, EveryArrivalOrderGivesTheCombinedBatchStep) {
@@ -158,10 +143,7 @@ TEST_P(SparseBspRoundTest, EveryArrivalOrderGivesTheCombinedBatchStep) {
 INSTANTIATE_TEST_SUITE_P(
     OptimizersAndWorkers, SparseBspRoundTest,
     ::testing::Combine(::testing::Values("sgd", "momentum", "adam"), ::testing::Values(2, 3)),
-    [](const ::testing::TestParamInfo<SparseBspRoundTest::ParamType>& info) {
-      return std::string(std::get<0>(info.param)) + "_" +
-             std::to_string(std::get<1>(info.param)) + "workers";
-    });
+    test::BspShardTest::Name);
 
 }  // namespace
 }  // namespace server_internal
