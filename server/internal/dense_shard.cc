@@ -95,7 +95,10 @@ Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const fl
                                 ") of table '" + spec().table + "' twice for clock " +
                                 std::to_string(clock));
   }
-  if (mine.grads.empty()) mine.grads.assign(shard_->size(), 0.0f);
+  if (mine.grads.empty()) {
+    mine.grads = NewSnapshot(shard_->size());
+    std::fill(mine.grads.begin(), mine.grads.end(), 0.0f);
+  }
   std::memcpy(mine.grads.data() + offset, grads, n * sizeof(float));
   if (mine.covered.keys == shard_->size()) gate_.RecordCompleted(worker, clock);
   RETURN_IF_ERROR(CompleteRounds());
@@ -188,7 +191,7 @@ Status DenseShardState::ApplyRound(Round* round, int64_t clock, size_t workers) 
   // In worker-id order (the map's), into the lowest id's buffer: the same
   // float additions whatever order the pushes arrived in.
   auto it = round->workers.begin();
-  std::vector<float>& sum = it->second.grads;
+  FloatBuffer& sum = it->second.grads;
   for (++it; it != round->workers.end(); ++it) {
     device_->Axpy(sum.size(), 1.0f, it->second.grads.data(), sum.data());
   }
@@ -284,7 +287,7 @@ void DenseShardState::SaveState(wire::ChainSnapshot* snap,
       }
       FloatBuffer grads = FloatBuffer::Uninitialized(mine.grads.size());
       std::memcpy(grads.data(), mine.grads.data(), grads.bytes());
-      frames->push_back(std::move(grads));
+      frames->push_back(std::move(grads));  // A copy: the round goes on here.
     }
   }
 }
@@ -293,7 +296,8 @@ Status DenseShardState::LoadState(const wire::ChainSnapshot& snap,
                                   const std::vector<const float*>& frames,
                                   const std::vector<size_t>& sizes) {
   const size_t slots = shard_->slots.size();
-  if (frames.size() != slots + RoundFrames(snap)) {
+  if (snap.rounds_size() != snap.round_clocks_size() ||
+      frames.size() != slots + RoundFrames(snap)) {
     return InvalidArgumentError("chain snapshot of table '" + spec().table + "' has " +
                                 std::to_string(frames.size()) + " frames, expected " +
                                 std::to_string(slots + RoundFrames(snap)));
@@ -327,8 +331,6 @@ Status DenseShardState::LoadSlotPiece(size_t slot, uint64_t offset, const float*
 }
 
 size_t DenseShardState::RoundFrames(const wire::ChainSnapshot& snap) {
-  // A round without its contributors: an unusable count.
-  if (snap.rounds_size() != snap.round_clocks_size()) return ~size_t{0};
   size_t n = 0;
   for (const wire::RoundContributors& rc : snap.rounds()) n += rc.workers_size();
   return n;
@@ -336,7 +338,7 @@ size_t DenseShardState::RoundFrames(const wire::ChainSnapshot& snap) {
 
 Status DenseShardState::LoadMeta(const wire::ChainSnapshot& snap,
                                  const std::vector<const float*>& round_grads) {
-  if (round_grads.size() != RoundFrames(snap)) {
+  if (snap.rounds_size() != snap.round_clocks_size() || round_grads.size() != RoundFrames(snap)) {
     return InvalidArgumentError("chain snapshot of table '" + spec().table + "' has " +
                                 std::to_string(round_grads.size()) + " round gradients for " +
                                 std::to_string(snap.round_clocks_size()) +
@@ -361,7 +363,8 @@ Status DenseShardState::LoadMeta(const wire::ChainSnapshot& snap,
                                     std::to_string(snap.round_clocks(r)));
       }
       Contribution& mine = round.workers[rc.workers(i)];
-      mine.grads.assign(grads, grads + shard_->size());
+      mine.grads = NewSnapshot(shard_->size());
+      std::memcpy(mine.grads.data(), grads, mine.grads.bytes());
       Coverage& covered = mine.covered;
       if (i >= rc.covered_size()) {  // A snapshot of whole-shard pushes only.
         covered.Add(0, shard_->size());

@@ -19,8 +19,8 @@
 // applied (a worker that fell behind) is applied on arrival.
 //
 // Memory: a pending round holds one shard-sized float buffer per worker that
-// pushed to it (allocated at its first push, freed when the round is
-// applied); the server refuses pushes more than --max_clocks_ahead clocks
+// pushed to it (taken from the server's BufferPool at its first push, given
+// back when the round is applied); the server refuses pushes more than --max_clocks_ahead clocks
 // ahead of the applied rounds, so at most (max_clocks_ahead + 1) rounds *
 // pushing workers * size() floats are pending (default 5 * N * size()).
 //
@@ -222,8 +222,8 @@ class DenseShardState {
   };
   // One worker's part of a pending BSP round.
   struct Contribution {
-    std::vector<float> grads;  // size() floats: what it pushed, zero elsewhere.
-    Coverage covered;          // The keys it pushed.
+    FloatBuffer grads;  // size() floats (from pool_): what it pushed, zero elsewhere.
+    Coverage covered;   // The keys it pushed.
   };
   // A pending BSP round: each contributing worker's gradient apart, so that
   // they are summed in worker-id order, not in arrival order.
@@ -247,7 +247,8 @@ class DenseShardState {
   Status ApplyRound(Round* round, int64_t clock, size_t workers);
   // The head's divisor of `round`: ConsistencyGate::RoundWorkers.
   size_t RoundWorkers(const Round& round) const;
-  // Frames of pending rounds' gradients a snapshot carries (SaveState).
+  // Frames of pending rounds' gradients a snapshot carries (SaveState): one
+  // per contributor named in snap.rounds().
   static size_t RoundFrames(const wire::ChainSnapshot& snap);
   float LrScale(int64_t clock) const { return static_cast<float>(rates_.LrScaleAt(clock)); }
   // Not BSP: records a push of n keys; true once `worker`'s pushes for
@@ -258,7 +259,8 @@ class DenseShardState {
   Status ApplyCompleteRounds();
   void NotifyRoundsApplied();
   FloatBuffer Copy(uint64_t begin, size_t n) const;
-  // An uninitialized buffer of n floats for a pull's answer.
+  // An uninitialized buffer of n floats (from pool_ if any): a pull's answer,
+  // or a worker's part of a BSP round.
   FloatBuffer NewSnapshot(size_t n) const;
 
   // Constant after construction.
