@@ -10,7 +10,6 @@
 // different order of workers each clock (each push acknowledged before the
 // next is sent, so the orders are the ones chosen).
 #include <algorithm>
-#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -62,18 +61,16 @@ TableOptions Sparse() {
 // Worker `id`'s row push at clock t: rows of its own, rows some others push,
 // one repeated (summed by the server in the order sent), and rows 12..15,
 // which every worker pushes.
-void RowPush(int id, int t, KeyBuffer* ids, FloatBuffer* grads) {
-  const std::vector<uint64_t> rows = {static_cast<uint64_t>(id + t) % 12,
-                                      static_cast<uint64_t>(3 * id + 2 * t + 1) % 12,
-                                      static_cast<uint64_t>(id + t) % 12, 12, 13, 14, 15};
-  *ids = KeyBuffer(rows.size());
-  *grads = FloatBuffer(rows.size() * kWidth);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    (*ids)[i] = rows[i];
+test::RowPush MakeRowPush(int id, int t) {
+  test::RowPush push;
+  push.ids = {static_cast<uint64_t>(id + t) % 12, static_cast<uint64_t>(3 * id + 2 * t + 1) % 12,
+              static_cast<uint64_t>(id + t) % 12, 12, 13, 14, 15};
+  for (size_t i = 0; i < push.ids.size(); ++i) {
     for (uint32_t j = 0; j < kWidth; ++j) {
-      (*grads)[i * kWidth + j] = test::OrderSensitiveGradient(id, t, 64 * rows[i] + 8 * i + j);
+      push.grads.push_back(test::OrderSensitiveGradient(id, t, 64 * push.ids[i] + 8 * i + j));
     }
   }
+  return push;
 }
 
 class BspExactTest : public ::testing::TestWithParam<int> {};
@@ -108,28 +105,18 @@ TEST_P(BspExactTest, EveryWorkerReadsTheCombinedBatchModel) {
   for (int t = 0; t < kClocks; ++t) {
     std::next_permutation(order.begin(), order.end());  // Arrival order of this clock.
     ASSERT_OK(dense.Push(t, order));
-    std::vector<KeyBuffer> row_ids(n);
-    std::vector<FloatBuffer> row_grads(n);
-    for (size_t r = 0; r < n; ++r) RowPush(workers[r]->worker_id(), t, &row_ids[r], &row_grads[r]);
+    std::vector<std::vector<test::RowPush>> row_pushes(n);  // One push per worker (id order).
+    for (size_t r = 0; r < n; ++r) row_pushes[r] = {MakeRowPush(workers[r]->worker_id(), t)};
     for (auto r = order.rbegin(); r != order.rend(); ++r) {
-      ASSERT_OK(workers[*r]->PushRows("emb", row_ids[*r], row_grads[*r]).get());
+      const test::RowPush& p = row_pushes[*r][0];
+      KeyBuffer ids(p.ids.size());
+      FloatBuffer grads(p.grads.size());
+      std::copy(p.ids.begin(), p.ids.end(), ids.begin());
+      std::copy(p.grads.begin(), p.grads.end(), grads.begin());
+      ASSERT_OK(workers[*r]->PushRows("emb", ids, grads).get());
     }
     for (size_t r : order) ASSERT_OK(workers[r]->Clock());
-
-    // The sparse reference: each worker's entries of a row summed in the
-    // order sent, then the workers in id order, times 1/N.
-    std::map<uint64_t, std::vector<std::vector<float>>> per_row;  // Row -> per-worker sums.
-    for (size_t r = 0; r < n; ++r) {
-      for (size_t i = 0; i < row_ids[r].size(); ++i) {
-        auto& sums = per_row[row_ids[r][i]];
-        sums.resize(n, std::vector<float>(kWidth, 0.0f));
-        for (uint32_t j = 0; j < kWidth; ++j) sums[r][j] += row_grads[r][i * kWidth + j];
-      }
-    }
-    for (const auto& [row, sums] : per_row) {
-      const std::vector<float> mean = test::CombinedBatchGradient(sums);
-      sparse_ref.Step(row * kWidth, mean.data(), kWidth, t + 1);
-    }
+    test::StepRows(&sparse_ref, row_pushes, kWidth, /*first_row=*/0, t + 1);
 
     ASSERT_OK_AND_ASSIGN(const size_t dense_diff, dense.PullAndCompare());
     size_t sparse_diff = 0;

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -77,6 +78,35 @@ class ReferenceModel {
   std::vector<float> params_;
   std::vector<std::vector<float>> state_;
 };
+
+// One row push: ids and `width` gradient floats per id.
+struct RowPush {
+  std::vector<uint64_t> ids;
+  std::vector<float> grads;
+};
+
+// One clock of a sparse table's reference: `pushes[r]` are the row pushes of
+// the r-th worker in id order, in the order it sent them. Each worker's
+// entries of a row are summed in that order, the workers' sums in id order
+// (zero for a worker without the row), times 1/N; every row anyone pushed
+// takes one step (row id's floats start at (id - first_row) * width).
+inline void StepRows(ReferenceModel* ref, const std::vector<std::vector<RowPush>>& pushes,
+                     uint32_t width, uint64_t first_row, int64_t step) {
+  std::map<uint64_t, std::vector<std::vector<float>>> per_row;  // Row -> per-worker sums.
+  for (size_t r = 0; r < pushes.size(); ++r) {
+    for (const RowPush& push : pushes[r]) {
+      for (size_t i = 0; i < push.ids.size(); ++i) {
+        std::vector<std::vector<float>>& sums = per_row[push.ids[i]];
+        sums.resize(pushes.size(), std::vector<float>(width, 0.0f));
+        for (uint32_t j = 0; j < width; ++j) sums[r][j] += push.grads[i * width + j];
+      }
+    }
+  }
+  for (const auto& [row, sums] : per_row) {
+    const std::vector<float> mean = CombinedBatchGradient(sums);
+    ref->Step((row - first_row) * width, mean.data(), width, step);
+  }
+}
 
 // Elements of `a` and `b` whose bits differ (sizes must match).
 inline size_t DifferingFloats(const float* a, const float* b, size_t n) {

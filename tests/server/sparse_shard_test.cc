@@ -3,7 +3,6 @@
 #include "server/internal/sparse_shard.h"
 
 #include <algorithm>
-#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -38,12 +37,6 @@ class SparseBspRoundTest : public test::BspShardTest {
   static constexpr int kClocks = 4;
   static constexpr int kOrders = 12;
 
-  // One push: row ids and their gradients (kWidth floats each).
-  struct RowPush {
-    std::vector<uint64_t> ids;
-    std::vector<float> grads;
-  };
-
   void SetUp() override {
     test::BspShardTest::SetUp();
     for (uint64_t r = 0; r < kRows; ++r) all_.push_back(100 + r);
@@ -65,10 +58,10 @@ class SparseBspRoundTest : public test::BspShardTest {
   }
 
   // Push p (0 or 1) of worker index k at clock t.
-  RowPush Push(size_t k, int t, int p) const {
+  test::RowPush Push(size_t k, int t, int p) const {
     const uint64_t a = 100 + (k + t) % kRows, b = 100 + (3 * k + 2 * t + 1) % kRows;
     const uint64_t c = 100 + (5 * k + t + 4) % kRows;
-    RowPush push;
+    test::RowPush push;
     // Rows 104..107 are pushed by every worker (push 1).
     push.ids = p == 0 ? std::vector<uint64_t>{a, b, a} : std::vector<uint64_t>{c, b, 104, 105, 106, 107};
     for (size_t i = 0; i < push.ids.size(); ++i) {
@@ -89,22 +82,9 @@ class SparseBspRoundTest : public test::BspShardTest {
 
   // One clock of the reference.
   void StepReference(test::ReferenceModel* ref, int t) const {
-    std::map<uint64_t, std::vector<std::vector<float>>> per_row;  // Row -> per-worker sums.
-    for (size_t rank = 0; rank < sorted_.size(); ++rank) {
-      const size_t k = IndexOf(sorted_[rank]);
-      for (int p = 0; p < 2; ++p) {
-        const RowPush push = Push(k, t, p);
-        for (size_t i = 0; i < push.ids.size(); ++i) {
-          auto& sums = per_row[push.ids[i]];
-          sums.resize(sorted_.size(), std::vector<float>(kWidth, 0.0f));
-          for (uint32_t j = 0; j < kWidth; ++j) sums[rank][j] += push.grads[i * kWidth + j];
-        }
-      }
-    }
-    for (const auto& [row, sums] : per_row) {
-      const std::vector<float> mean = test::CombinedBatchGradient(sums);
-      ref->Step((row - 100) * kWidth, mean.data(), kWidth, t + 1);
-    }
+    std::vector<std::vector<test::RowPush>> pushes;
+    for (int id : sorted_) pushes.push_back({Push(IndexOf(id), t, 0), Push(IndexOf(id), t, 1)});
+    test::StepRows(ref, pushes, kWidth, /*first_row=*/100, t + 1);
   }
 
   std::vector<uint64_t> all_;
@@ -122,7 +102,7 @@ TEST_P(SparseBspRoundTest, EveryArrivalOrderGivesTheCombinedBatchStep) {
         ASSERT_EQ(shard->visible_clock(), t);
         const int m = next[k]++;
         if (m < 2) {
-          const RowPush push = Push(k, t, m);
+          const test::RowPush push = Push(k, t, m);
           ASSERT_OK(shard->Push(ids_[k], t, push.ids.data(), push.ids.size(), push.grads.data()));
         } else {
           shard->AdvanceClock(ids_[k], t);  // Its CLOCK, after its pushes.
