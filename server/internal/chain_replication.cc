@@ -158,7 +158,7 @@ void ChainReplication::ApplyRole(RangeState* range, const std::vector<int>& memb
 RangeState* ChainReplication::FindReplica(const std::string& table, uint64_t key) {
   auto b = buckets_.find({table, key});
   if (b != buckets_.end()) return &b->second;
-  RangeState* d = host_->DenseRange(table, key);
+  RangeState* d = host_->DenseRange(table, key);  // A per-layer push may begin inside it.
   return d == nullptr || d->chain == nullptr ? nullptr : d;
 }
 
@@ -262,12 +262,14 @@ void ChainReplication::MaybeForwardCompletion(RangeState* range) {
   if (range->shard == nullptr || range->chain == nullptr || !range->chain->head() || !range->chain->has_state()) return;
   const int64_t applied = range->shard->applied_clock();
   if (applied <= range->forwarded_applied_clock) return;
-  range->forwarded_applied_clock = applied;
   Message op;
   op.header.set_type(wire::CHAIN_COMPLETE);
   op.header.set_table(range->table);
   op.header.set_key_begin(range->key);
   op.header.set_clock(applied);
+  range->shard->DescribeRoundsApplied(range->forwarded_applied_clock,
+                                      op.header.mutable_rounds_applied());
+  range->forwarded_applied_clock = applied;
   ForwardNew(range, &op);
 }
 
@@ -331,6 +333,8 @@ void ChainReplication::HandleDense(RangeState* range, Request&& req) {
         filler.header.set_table(sh.table());
         filler.header.set_key_begin(shard->spec().begin);
         filler.header.set_clock(shard->applied_clock());
+        shard->DescribeRoundsApplied(range->forwarded_applied_clock,
+                                     filler.header.mutable_rounds_applied());
         Commit(range, seq, &filler);
         host_->Reject(*shared, s);
         return;
@@ -442,7 +446,7 @@ bool ChainReplication::ApplyForwardedDense(RangeState* range, const Request& req
       shard->AdvanceClock(h.sender(), h.clock());
       return true;
     case wire::CHAIN_COMPLETE: {
-      Status s = shard->CompleteRoundsBelow(h.clock());
+      Status s = shard->CompleteRoundsBelow(h.clock(), h.rounds_applied());
       if (!s.ok()) LOG(ERROR) << "replica could not complete BSP rounds: " << s;
       range->forwarded_applied_clock = std::max(range->forwarded_applied_clock, h.clock());
       return true;

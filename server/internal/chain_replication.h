@@ -65,8 +65,8 @@ class ChainHost {
   // tables the other replicas hold already (their state comes by transfer).
   virtual bool registered() const = 0;
   virtual wire::ServerStats* mutable_stats() = 0;
-  // The dense range of `table` that starts at `begin`, or nullptr.
-  virtual RangeState* DenseRange(const std::string& table, uint64_t begin) = 0;
+  // The dense range of `table` that holds `key`, or nullptr.
+  virtual RangeState* DenseRange(const std::string& table, uint64_t key) = 0;
   virtual void ForEachDenseRange(const std::function<void(RangeState*)>& fn) = 0;
   // The data path's mechanisms (server_impl.h says what each does).
   virtual void Reject(const Request& req, const Status& status) = 0;

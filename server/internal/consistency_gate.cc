@@ -63,6 +63,12 @@ void ConsistencyGate::AdvanceClock(int worker, int64_t clock) {
   ClocksMoved();
 }
 
+size_t ConsistencyGate::RoundWorkers(const std::vector<int>& contributors) const {
+  size_t n = clocks_.size();
+  for (int w : contributors) n += clocks_.IsLive(w) ? 0 : 1;
+  return n > 0 ? n : 1;
+}
+
 void ConsistencyGate::ClocksMoved() {
   if (aggregates()) {
     Status s = hooks_.complete_rounds();

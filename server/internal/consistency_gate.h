@@ -112,6 +112,13 @@ class ConsistencyGate {
   int64_t worker_clock(int worker) const { return clocks_.Get(worker); }
   // Minimum completed clock over the live workers (0 if none).
   int64_t min_clock() const { return clocks_.Min(); }
+  // BSP: how many workers a round that closes now is averaged over (at
+  // least 1): the live workers, each of which completed the round's clock
+  // whether or not it pushed to this shard (a key or row it did not push is
+  // a zero in its gradient), and the `contributors` (workers whose pushes
+  // are in the round) that have left the live set since. So N workers of
+  // batch b take the step one process would take with batch N*b.
+  size_t RoundWorkers(const std::vector<int>& contributors) const;
   const VectorClock& clocks() const { return clocks_; }
 
  private:

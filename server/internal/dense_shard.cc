@@ -88,17 +88,19 @@ Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const fl
   if (AppliesOnArrival(clock)) {
     return ApplyOnArrival(worker, clock, offset, grads, n, new_step, nullptr);
   }
-  Round& round = rounds_[clock];
-  if (round.sum.empty()) round.sum.assign(shard_->size(), 0.0f);
-  Coverage& covered = round.covered[worker];
-  if (!covered.Add(offset, offset + n)) {
+  Contribution& mine = rounds_[clock].workers[worker];
+  if (!mine.covered.Add(offset, offset + n)) {
     return InvalidArgumentError("worker " + std::to_string(worker) + " pushed keys [" +
                                 std::to_string(begin) + ", " + std::to_string(begin + n) +
                                 ") of table '" + spec().table + "' twice for clock " +
                                 std::to_string(clock));
   }
-  device_->Axpy(n, 1.0f, grads, round.sum.data() + offset);
-  if (covered.keys == shard_->size()) gate_.RecordCompleted(worker, clock);
+  if (mine.grads.empty()) {
+    mine.grads = NewSnapshot(shard_->size());
+    std::fill(mine.grads.begin(), mine.grads.end(), 0.0f);
+  }
+  std::memcpy(mine.grads.data() + offset, grads, n * sizeof(float));
+  if (mine.covered.keys == shard_->size()) gate_.RecordCompleted(worker, clock);
   RETURN_IF_ERROR(CompleteRounds());
   gate_.ServeWaiters();
   return Status::OK();
@@ -176,25 +178,32 @@ Status DenseShardState::Seed(const float* params, size_t n, int64_t clock,
   return Status::OK();
 }
 
-Status DenseShardState::ApplyRound(Round* round, int64_t clock) {
-  std::vector<float>& sum = round->sum;
-  bool whole = true;
-  for (const auto& [worker, covered] : round->covered) whole &= covered.keys == sum.size();
-  if (whole) {
-    // Every contributor pushed every key: one factor (the common case).
-    device_->Scale(sum.size(), 1.0f / static_cast<float>(round->covered.size()), sum.data());
-  } else {
-    std::vector<uint32_t> pushers(sum.size(), 0);
-    for (const auto& [worker, covered] : round->covered) {
-      for (const auto& [b, e] : covered.intervals) {
-        for (uint64_t k = b; k < e; ++k) ++pushers[k];
-      }
-    }
-    for (size_t k = 0; k < sum.size(); ++k) {
-      if (pushers[k] > 1) sum[k] *= 1.0f / static_cast<float>(pushers[k]);
-    }
+size_t DenseShardState::RoundWorkers(const Round& round) const {
+  std::vector<int> contributors;
+  for (const auto& [worker, mine] : round.workers) contributors.push_back(worker);
+  return gate_.RoundWorkers(contributors);
+}
+
+Status DenseShardState::ApplyRound(Round* round, int64_t clock, size_t workers) {
+  round_workers_[clock] = static_cast<uint32_t>(workers);
+  while (round_workers_.size() > kRoundHistory) round_workers_.erase(round_workers_.begin());
+  if (round->workers.empty()) return Status::OK();  // Nobody pushed: no step.
+  // In worker-id order (the map's), into the lowest id's buffer: the same
+  // float additions whatever order the pushes arrived in.
+  auto it = round->workers.begin();
+  FloatBuffer& sum = it->second.grads;
+  for (++it; it != round->workers.end(); ++it) {
+    device_->Axpy(sum.size(), 1.0f, it->second.grads.data(), sum.data());
   }
+  device_->Scale(sum.size(), 1.0f / static_cast<float>(workers), sum.data());
   return Apply(0, sum.data(), sum.size(), LrScale(clock));
+}
+
+void DenseShardState::DescribeRoundsApplied(int64_t from, wire::RoundsApplied* out) const {
+  for (auto it = round_workers_.lower_bound(from); it != round_workers_.end(); ++it) {
+    out->add_clocks(it->first);
+    out->add_workers(it->second);
+  }
 }
 
 void DenseShardState::NotifyRoundsApplied() {
@@ -213,7 +222,7 @@ Status DenseShardState::ApplyCompleteRounds() {
   // Round c is complete once every live worker has completed clock c.
   while (!rounds_.empty() && gate_.min_clock() > rounds_.begin()->first) {
     auto it = rounds_.begin();
-    RETURN_IF_ERROR(ApplyRound(&it->second, it->first));
+    RETURN_IF_ERROR(ApplyRound(&it->second, it->first, RoundWorkers(it->second)));
     applied_clock_ = it->first + 1;
     shard_->clock = applied_clock_;
     rounds_.erase(it);
@@ -232,10 +241,16 @@ void DenseShardState::SetFollower(bool follower) {
   gate_.ServeWaiters();
 }
 
-Status DenseShardState::CompleteRoundsBelow(int64_t clock) {
+Status DenseShardState::CompleteRoundsBelow(int64_t clock, const wire::RoundsApplied& applied) {
+  std::map<int64_t, size_t> head_workers;
+  for (int i = 0; i < applied.clocks_size() && i < applied.workers_size(); ++i) {
+    if (applied.workers(i) > 0) head_workers[applied.clocks(i)] = applied.workers(i);
+  }
   while (!rounds_.empty() && rounds_.begin()->first < clock) {
     auto it = rounds_.begin();
-    Status s = ApplyRound(&it->second, it->first);
+    auto head = head_workers.find(it->first);
+    Status s = ApplyRound(&it->second, it->first,
+                          head != head_workers.end() ? head->second : RoundWorkers(it->second));
     if (!s.ok()) {
       NotifyRoundsApplied();
       return s;
@@ -263,17 +278,17 @@ void DenseShardState::SaveState(wire::ChainSnapshot* snap,
   for (const auto& [clock, round] : rounds_) {
     snap->add_round_clocks(clock);
     wire::RoundContributors* rc = snap->add_rounds();
-    for (const auto& [w, covered] : round.covered) {
+    for (const auto& [w, mine] : round.workers) {
       rc->add_workers(w);
       wire::KeyIntervals* keys = rc->add_covered();
-      for (const auto& [b, e] : covered.intervals) {
+      for (const auto& [b, e] : mine.covered.intervals) {
         keys->add_begin(b);
         keys->add_end(e);
       }
+      FloatBuffer grads = FloatBuffer::Uninitialized(mine.grads.size());
+      std::memcpy(grads.data(), mine.grads.data(), grads.bytes());
+      frames->push_back(std::move(grads));  // A copy: the round goes on here.
     }
-    FloatBuffer sum = FloatBuffer::Uninitialized(round.sum.size());
-    std::memcpy(sum.data(), round.sum.data(), sum.bytes());
-    frames->push_back(std::move(sum));
   }
 }
 
@@ -281,11 +296,11 @@ Status DenseShardState::LoadState(const wire::ChainSnapshot& snap,
                                   const std::vector<const float*>& frames,
                                   const std::vector<size_t>& sizes) {
   const size_t slots = shard_->slots.size();
-  if (frames.size() != slots + static_cast<size_t>(snap.round_clocks_size()) ||
-      snap.rounds_size() != snap.round_clocks_size()) {
+  if (snap.rounds_size() != snap.round_clocks_size() ||
+      frames.size() != slots + RoundFrames(snap)) {
     return InvalidArgumentError("chain snapshot of table '" + spec().table + "' has " +
                                 std::to_string(frames.size()) + " frames, expected " +
-                                std::to_string(slots + snap.round_clocks_size()));
+                                std::to_string(slots + RoundFrames(snap)));
   }
   for (size_t i = 0; i < frames.size(); ++i) {
     if (sizes[i] != shard_->size()) {
@@ -315,24 +330,42 @@ Status DenseShardState::LoadSlotPiece(size_t slot, uint64_t offset, const float*
   return store_->DenseUpdated(shard_, offset, n);
 }
 
+size_t DenseShardState::RoundFrames(const wire::ChainSnapshot& snap) {
+  size_t n = 0;
+  for (const wire::RoundContributors& rc : snap.rounds()) n += rc.workers_size();
+  return n;
+}
+
 Status DenseShardState::LoadMeta(const wire::ChainSnapshot& snap,
-                                 const std::vector<const float*>& round_sums) {
-  if (round_sums.size() != static_cast<size_t>(snap.round_clocks_size()) ||
-      snap.rounds_size() != snap.round_clocks_size()) {
+                                 const std::vector<const float*>& round_grads) {
+  if (snap.rounds_size() != snap.round_clocks_size() || round_grads.size() != RoundFrames(snap)) {
     return InvalidArgumentError("chain snapshot of table '" + spec().table + "' has " +
-                                std::to_string(round_sums.size()) + " round sums for " +
-                                std::to_string(snap.round_clocks_size()) + " rounds");
+                                std::to_string(round_grads.size()) + " round gradients for " +
+                                std::to_string(snap.round_clocks_size()) +
+                                " rounds that name " + std::to_string(RoundFrames(snap)) +
+                                " contributions");
   }
   shard_->step = snap.step();
   shard_->clock = snap.shard_clock();
   applied_clock_ = snap.applied_clock();
   rounds_.clear();
+  round_workers_.clear();  // The predecessor forwards what it applies from here on.
+  size_t frame = 0;
   for (int r = 0; r < snap.round_clocks_size(); ++r) {
     Round& round = rounds_[snap.round_clocks(r)];
-    round.sum.assign(round_sums[r], round_sums[r] + shard_->size());
     const wire::RoundContributors& rc = snap.rounds(r);
     for (int i = 0; i < rc.workers_size(); ++i) {
-      Coverage& covered = round.covered[rc.workers(i)];
+      const float* grads = round_grads[frame++];
+      if (round.workers.count(rc.workers(i)) > 0) {
+        return InvalidArgumentError("chain snapshot of table '" + spec().table +
+                                    "' names worker " + std::to_string(rc.workers(i)) +
+                                    " twice in the round of clock " +
+                                    std::to_string(snap.round_clocks(r)));
+      }
+      Contribution& mine = round.workers[rc.workers(i)];
+      mine.grads = NewSnapshot(shard_->size());
+      std::memcpy(mine.grads.data(), grads, mine.grads.bytes());
+      Coverage& covered = mine.covered;
       if (i >= rc.covered_size()) {  // A snapshot of whole-shard pushes only.
         covered.Add(0, shard_->size());
         continue;

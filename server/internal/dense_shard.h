@@ -7,11 +7,22 @@
 // answering the gate's hooks: its visible clock, how rounds complete, how a
 // waiting pull is answered.
 //
-// BSP: a push of clock c is summed into round c and applied with it once
-// every live worker completed clock c (Reflects(c) turns true then; the
-// server's exactly-once record counts the push only from then on, through
-// set_on_rounds_applied). A push for a round already applied (a worker that
-// fell behind) is applied on arrival.
+// BSP: a push of clock c is kept in round c, apart per worker, and applied
+// with it once every live worker completed clock c (Reflects(c) turns true
+// then; the server's exactly-once record counts the push only from then on,
+// through set_on_rounds_applied). The round's step is one optimizer step with
+// (the workers' gradients summed in worker-id order) * (1 / W), W the round's
+// workers (ConsistencyGate::RoundWorkers: the live workers when it closes,
+// whether or not they pushed every key, plus contributors that left): N
+// workers of batch b take the step of one process with batch N*b, bit for
+// bit, whatever order the pushes arrived in. A push for a round already
+// applied (a worker that fell behind) is applied on arrival.
+//
+// Memory: a pending round holds one shard-sized float buffer per worker that
+// pushed to it (taken from the server's BufferPool at its first push, given
+// back when the round is applied); the server refuses pushes more than --max_clocks_ahead clocks
+// ahead of the applied rounds, so at most (max_clocks_ahead + 1) rounds *
+// pushing workers * size() floats are pending (default 5 * N * size()).
 //
 // Rounds re-formed from a replay (HoldWorkerClocks): a shard restored from a
 // checkpoint would otherwise take the live workers' current clocks from the
@@ -81,9 +92,10 @@ class DenseShardState {
   // A clock may carry several pushes of one worker to disjoint key ranges
   // (per-layer pushes). The worker counts as done with `clock` here once its
   // pushes for it cover the whole shard, or when its CLOCK arrives
-  // (AdvanceClock). Under BSP a round's sum is averaged per key over the
-  // workers that pushed that key; InvalidArgument if a worker pushes a key
-  // twice for one clock.
+  // (AdvanceClock). Under BSP a key a worker did not push counts as a zero
+  // gradient of that worker (the round is divided by its workers, not by the
+  // pushers of a key); InvalidArgument if a worker pushes a key twice for one
+  // clock.
   //
   // `new_step` false: a later part of one push split by the client (the
   // optimizer step is not counted again; wire::Header.push_continues).
@@ -161,17 +173,27 @@ class DenseShardState {
   // A follower (a chain replica that is not the head) applies what its
   // predecessor forwards and never closes a BSP round on its own: the head
   // decides when a round is complete (it depends on the live set, which
-  // reaches each server at a different time) and forwards CompleteRoundsBelow.
+  // reaches each server at a different time) and how many workers it is
+  // averaged over, and forwards both (DescribeRoundsApplied,
+  // CompleteRoundsBelow), so every replica takes the very same steps.
   // Turning a follower into the head (promotion) closes the rounds the live
   // set allows.
   void SetFollower(bool follower);
   bool follower() const { return follower_; }
   // BSP rounds below this clock are applied.
   int64_t applied_clock() const { return applied_clock_; }
-  // Follower: applies every pending round below `clock`, as the head did.
-  Status CompleteRoundsBelow(int64_t clock);
+  // Head: the rounds applied at or after clock `from` (the newest
+  // kRoundHistory of them), each with the number of workers it was averaged
+  // over, into `out` (appended), for the CHAIN_COMPLETE that replicates them.
+  void DescribeRoundsApplied(int64_t from, wire::RoundsApplied* out) const;
+  // Follower: applies every pending round below `clock` as the head did,
+  // averaged over the number of workers `applied` gives for it (a round it
+  // does not name: over this replica's own count, RoundWorkers).
+  Status CompleteRoundsBelow(int64_t clock,
+                             const wire::RoundsApplied& applied = wire::RoundsApplied());
   // The replicated state (parameters, optimizer slots, step, clocks, pending
-  // BSP rounds) into `snap` and `frames` (slots, then one sum per round).
+  // BSP rounds) into `snap` and `frames` (slots, then for each round one
+  // gradient per contributing worker, in ascending worker order).
   void SaveState(wire::ChainSnapshot* snap, std::vector<FloatBuffer>* frames) const;
   // Replaces the state with a snapshot from SaveState. InvalidArgument when
   // the frames do not fit this shard.
@@ -179,11 +201,15 @@ class DenseShardState {
                    const std::vector<size_t>& sizes);
   // The same in pieces (a streamed state transfer): LoadSlotPiece writes
   // floats [offset, offset + n) of `slot` in place; LoadMeta then replaces
-  // the rest of the state (step, clocks, pending rounds with their sums
-  // `round_sums`, of size() floats each). InvalidArgument when they do not
-  // fit this shard.
+  // the rest of the state (step, clocks, pending rounds with their workers'
+  // gradients `round_grads`, of size() floats each, in SaveState's order).
+  // InvalidArgument when they do not fit this shard.
   Status LoadSlotPiece(size_t slot, uint64_t offset, const float* values, size_t n);
-  Status LoadMeta(const wire::ChainSnapshot& snap, const std::vector<const float*>& round_sums);
+  Status LoadMeta(const wire::ChainSnapshot& snap, const std::vector<const float*>& round_grads);
+
+  // How many applied rounds DescribeRoundsApplied remembers: far more than
+  // close between two forwarded completions (at most --max_clocks_ahead + 1).
+  static constexpr size_t kRoundHistory = 256;
 
  private:
   // Keys (offsets in the shard) one worker pushed for one clock, as
@@ -194,9 +220,15 @@ class DenseShardState {
     // Adds [begin, end); false (and nothing added) if it overlaps.
     bool Add(uint64_t begin, uint64_t end);
   };
+  // One worker's part of a pending BSP round.
+  struct Contribution {
+    FloatBuffer grads;  // size() floats (from pool_): what it pushed, zero elsewhere.
+    Coverage covered;   // The keys it pushed.
+  };
+  // A pending BSP round: each contributing worker's gradient apart, so that
+  // they are summed in worker-id order, not in arrival order.
   struct Round {
-    std::vector<float> sum;
-    std::map<int, Coverage> covered;  // Contributing worker -> its keys.
+    std::map<int, Contribution> workers;  // By worker id.
   };
   // Applies the optimizer to keys [offset, offset + n) of the shard; with
   // `copy`, also writes the updated parameters there.
@@ -209,9 +241,15 @@ class DenseShardState {
   bool AppliesOnArrival(int64_t clock) const {
     return !policy_->AggregatesPushes() || clock < applied_clock_;
   }
-  // Averages the round's sum (per key, over the workers that pushed the key)
-  // and applies it.
-  Status ApplyRound(Round* round, int64_t clock);
+  // Sums the round's gradients in worker-id order, multiplies by 1/`workers`
+  // and applies the result as one step; remembers `workers` for
+  // DescribeRoundsApplied.
+  Status ApplyRound(Round* round, int64_t clock, size_t workers);
+  // The head's divisor of `round`: ConsistencyGate::RoundWorkers.
+  size_t RoundWorkers(const Round& round) const;
+  // Frames of pending rounds' gradients a snapshot carries (SaveState): one
+  // per contributor named in snap.rounds().
+  static size_t RoundFrames(const wire::ChainSnapshot& snap);
   float LrScale(int64_t clock) const { return static_cast<float>(rates_.LrScaleAt(clock)); }
   // Not BSP: records a push of n keys; true once `worker`'s pushes for
   // `clock` cover the shard.
@@ -221,7 +259,8 @@ class DenseShardState {
   Status ApplyCompleteRounds();
   void NotifyRoundsApplied();
   FloatBuffer Copy(uint64_t begin, size_t n) const;
-  // An uninitialized buffer of n floats for a pull's answer.
+  // An uninitialized buffer of n floats (from pool_ if any): a pull's answer,
+  // or a worker's part of a BSP round.
   FloatBuffer NewSnapshot(size_t n) const;
 
   // Constant after construction.
@@ -234,7 +273,9 @@ class DenseShardState {
 
   int64_t applied_clock_ = 0;  // BSP: rounds < applied_clock_ are applied.
   int64_t loaded_clock_ = 0;   // The clock of the state the store loaded (0 if new).
-  std::map<int64_t, Round> rounds_;  // BSP: clock -> aggregated gradients.
+  std::map<int64_t, Round> rounds_;  // BSP: clock -> the workers' gradients.
+  // BSP: clock -> workers of the newest kRoundHistory applied rounds.
+  std::map<int64_t, uint32_t> round_workers_;
   // SSP / async: worker -> (clock, keys it pushed at that clock so far).
   std::map<int, std::pair<int64_t, uint64_t>> pushed_keys_;
   std::vector<float*> state_scratch_;

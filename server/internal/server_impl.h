@@ -160,9 +160,8 @@ class ServerImpl final : public Server, private ChainHost {
   const wire::ShardMap& map() const override { return map_; }
   bool registered() const override { return registered_; }
   wire::ServerStats* mutable_stats() override { return &stats_; }
-  RangeState* DenseRange(const std::string& table, uint64_t begin) override {
-    auto it = dense_.find({table, begin});
-    return it == dense_.end() ? nullptr : &it->second;
+  RangeState* DenseRange(const std::string& table, uint64_t key) override {
+    return FindRange(table, key);
   }
   void ForEachDenseRange(const std::function<void(RangeState*)>& fn) override {
     for (auto& [key, range] : dense_) fn(&range);

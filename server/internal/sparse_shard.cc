@@ -153,22 +153,39 @@ Status SparseShardState::Push(int worker, int64_t clock, const uint64_t* ids, si
     gate_.ServeWaiters();
     return Status::OK();
   }
-  // Sum the gradients of duplicate ids into the clock's round.
-  Round& r = rounds_[clock];
-  r.index.reserve(r.index.size() + n);
+  // Into the worker's part of the clock's round, duplicate ids summed.
+  Rows& mine = rounds_[clock].workers[worker];
+  mine.index.reserve(mine.index.size() + n);
   for (size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = r.index.emplace(ids[i], r.ids.size());
+    auto [it, inserted] = mine.index.emplace(ids[i], mine.ids.size());
     if (inserted) {
-      r.ids.push_back(ids[i]);
-      r.sum.insert(r.sum.end(), grads + i * w, grads + (i + 1) * w);
-      r.pushers.push_back({worker});
+      mine.ids.push_back(ids[i]);
+      mine.sum.insert(mine.sum.end(), grads + i * w, grads + (i + 1) * w);
     } else {
-      device_->Axpy(w, 1.0f, grads + i * w, r.sum.data() + it->second * w);
-      std::vector<int>& p = r.pushers[it->second];
-      if (std::find(p.begin(), p.end(), worker) == p.end()) p.push_back(worker);
+      device_->Axpy(w, 1.0f, grads + i * w, mine.sum.data() + it->second * w);
     }
   }
   return Status::OK();  // Applied when the round completes.
+}
+
+void SparseShardState::ReduceRound(const Round& round, Rows* out) const {
+  const size_t w = spec_.width;
+  std::vector<int> contributors;
+  for (const auto& [worker, rows] : round.workers) {
+    contributors.push_back(worker);
+    for (size_t i = 0; i < rows.ids.size(); ++i) {
+      auto [it, inserted] = out->index.emplace(rows.ids[i], out->ids.size());
+      const float* g = rows.sum.data() + i * w;
+      if (inserted) {
+        out->ids.push_back(rows.ids[i]);
+        out->sum.insert(out->sum.end(), g, g + w);
+      } else {
+        device_->Axpy(w, 1.0f, g, out->sum.data() + it->second * w);
+      }
+    }
+  }
+  const size_t workers = gate_.RoundWorkers(contributors);
+  device_->Scale(out->sum.size(), 1.0f / static_cast<float>(workers), out->sum.data());
 }
 
 Status SparseShardState::CompleteRounds() {
@@ -182,13 +199,8 @@ Status SparseShardState::ApplyCompleteRounds() {
   // Round c is complete once every live worker has completed clock c.
   while (!rounds_.empty() && gate_.min_clock() > rounds_.begin()->first) {
     auto it = rounds_.begin();
-    Round& r = it->second;
-    const size_t w = spec_.width;
-    for (size_t i = 0; i < r.ids.size(); ++i) {
-      if (r.pushers[i].size() > 1) {
-        device_->Scale(w, 1.0f / static_cast<float>(r.pushers[i].size()), r.sum.data() + i * w);
-      }
-    }
+    Rows r;
+    ReduceRound(it->second, &r);
     Status s = r.ids.empty() ? Status::OK()
                              : ApplyRows(r.ids.data(), r.ids.size(), r.sum.data(), it->first);
     applied_clock_ = it->first + 1;

@@ -6,13 +6,22 @@
 //  - SSP: a push is applied on arrival; a pull by a worker at clock c waits
 //    until every live worker has completed clock c - s - 1 (its CLOCK, sent
 //    to every server at the end of each clock, has arrived).
-//  - BSP: pushes of clock c are aggregated per row and applied together,
-//    as one optimizer step per row with the mean over the workers that
-//    pushed the row, once every live worker has completed clock c; a pull
-//    at clock c waits for the rounds below c.
+//  - BSP: pushes of clock c are kept per worker and applied together once
+//    every live worker has completed clock c, as one optimizer step per row
+//    that any worker pushed, with (the workers' gradients of the row summed
+//    in worker-id order) * (1 / W), W the round's workers
+//    (ConsistencyGate::RoundWorkers: the live workers when it closes, plus
+//    contributors that left), not the pushers of the row: a worker that did
+//    not push a row contributes a zero gradient, so N workers of batch b take
+//    the step of one process with batch N*b, bit for bit, whatever order the
+//    pushes arrived in. A pull at clock c waits for the rounds below c.
 // A worker's pushes to this table within one clock are summed (duplicate ids
-// within one push too), so each row gets one optimizer step per push (async,
-// SSP) or per round (BSP). Pending BSP rounds are not checkpointed: a
+// within one push too, in the order it sent them), so each row gets one
+// optimizer step per push (async, SSP) or per round (BSP). Memory: a pending
+// round holds each worker's rows apart (what it pushed, summed per row)
+// until it is applied; pushes more than --max_clocks_ahead clocks ahead are
+// refused, so at most (max_clocks_ahead + 1) rounds of them are pending.
+// Pending BSP rounds are not checkpointed: a
 // restarted server applies what the workers send again (the server's
 // exactly-once record counts a BSP push only once its round is applied:
 // Reflects, set_on_rounds_applied). Rounds re-formed from a replay
@@ -114,13 +123,20 @@ class SparseShardState {
   uint64_t updates_applied() const { return updates_applied_; }
 
  private:
-  // BSP: the summed gradients of one clock, per row.
-  struct Round {
+  // BSP: the rows one worker pushed for one clock, its pushes summed per row.
+  struct Rows {
     std::unordered_map<uint64_t, size_t> index;  // Row id -> position.
     std::vector<uint64_t> ids;
     std::vector<float> sum;                      // ids.size() * width.
-    std::vector<std::vector<int>> pushers;       // Distinct workers per row.
   };
+  // BSP: one clock's pushes, apart per worker so that they are summed in
+  // worker-id order, not in arrival order.
+  struct Round {
+    std::map<int, Rows> workers;  // By worker id.
+  };
+  // Sums `round`'s rows in worker-id order into `out` (ids in order of first
+  // appearance) and multiplies them by 1/W (ConsistencyGate::RoundWorkers).
+  void ReduceRound(const Round& round, Rows* out) const;
   bool aggregates() const { return policy_ != nullptr && policy_->AggregatesPushes(); }
   // One optimizer step on each of the u distinct rows `ids` with `grads`.
   Status ApplyRows(const uint64_t* ids, size_t u, const float* grads, int64_t clock);

@@ -8,9 +8,10 @@
 // holds more than one piece in flight and no message approaches the
 // peers' --max_message_mb. The joiner applies each piece as it arrives
 // (dense slots and sparse rows are written in place; a dense range's few
-// pending BSP round sums are staged) and completes the state with the last
-// piece, which carries the ChainSnapshot metadata. Updates the old tail
-// applies meanwhile are logged and sent behind the last piece.
+// pending BSP rounds, one gradient per contributing worker, are staged) and
+// completes the state with the last piece, which carries the ChainSnapshot
+// metadata. Updates the old tail applies meanwhile are logged and sent
+// behind the last piece.
 //
 // OutgoingTransfer: the sender's copy and its progress. IncomingTransfer: the
 // joiner's progress through one transfer.
@@ -85,7 +86,7 @@ struct IncomingTransfer {
   uint32_t next = 0;        // Index of the piece expected next.
   uint64_t received = 0;    // Floats (dense) or rows (sparse) applied so far.
   uint32_t num_frames = 0;  // Dense: of the whole snapshot.
-  std::vector<std::vector<float>> staged;  // Dense: pending round sums.
+  std::vector<std::vector<float>> staged;  // Dense: pending rounds' gradients.
 };
 
 }  // namespace server_internal

@@ -55,8 +55,8 @@ class FakeHost final : public ChainHost {
   const wire::ShardMap& map() const override { return map_; }
   bool registered() const override { return true; }
   wire::ServerStats* mutable_stats() override { return &stats_; }
-  RangeState* DenseRange(const std::string& table, uint64_t begin) override {
-    return table == "w" && begin == 0 ? &range_ : nullptr;
+  RangeState* DenseRange(const std::string& table, uint64_t key) override {
+    return table == "w" && key < kKeys ? &range_ : nullptr;
   }
   void ForEachDenseRange(const std::function<void(RangeState*)>& fn) override { fn(&range_); }
   void Reject(const Request& /*req*/, const Status& status) override {

@@ -1,7 +1,8 @@
 // ConsistencyGate in isolation, with a fake owner (its visible clock and
 // rounds are plain fields) and a FakeClock for deadlines: pulls answered
 // once the live workers' clocks let them through, expiry at their deadlines,
-// held worker clocks, live-set changes, and when rounds are completed.
+// held worker clocks, live-set changes, when rounds are completed and how
+// many workers a round is divided by.
 #include "server/internal/consistency_gate.h"
 
 #include <algorithm>
@@ -210,6 +211,21 @@ TEST_F(ConsistencyGateTest, BspCompletesRoundsWhenTheClocksMove) {
   EXPECT_EQ(applied_, 1);
   EXPECT_EQ(Tags(), std::vector<int>({1}));  // Served despite the error.
   EXPECT_EQ(answered_[0].visible, 1);
+}
+
+// A BSP round is divided by its workers: every live one (whether or not it
+// pushed to this shard), plus contributors no longer live; never by zero.
+TEST_F(ConsistencyGateTest, RoundWorkersAreTheLiveOnesAndTheContributorsThatLeft) {
+  MakeGate(ConsistencyModel::kBsp);
+  EXPECT_EQ(gate_->RoundWorkers({}), 1u);  // Nobody live, nobody pushed.
+  EXPECT_EQ(gate_->RoundWorkers({3}), 1u);
+  gate_->SetLiveWorkers({0, 2, 5}, {0, 0, 0});
+  EXPECT_EQ(gate_->RoundWorkers({2}), 3u);        // 0 and 5 count as zeros.
+  EXPECT_EQ(gate_->RoundWorkers({0, 2, 5}), 3u);
+  EXPECT_EQ(gate_->RoundWorkers({0, 1, 7}), 5u);  // 1 and 7 pushed, then left.
+  gate_->SetLiveWorkers({0, 5}, {0, 0});          // Worker 2 dies after its push.
+  EXPECT_EQ(gate_->RoundWorkers({2}), 3u);
+  EXPECT_EQ(gate_->RoundWorkers({}), 2u);
 }
 
 // Held workers (a server restored under replay): their clocks start at the

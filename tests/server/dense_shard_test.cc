@@ -1,8 +1,12 @@
-// DenseShardState in isolation: the clock its parameters are reported at.
+// DenseShardState in isolation: the clock its parameters are reported at,
+// per-layer pushes, and BSP rounds bit-identical to one process with the
+// combined batch (whatever the arrival order, on every chain replica).
 #include "server/internal/dense_shard.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -12,6 +16,7 @@
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
 #include "storage/param_store.h"
+#include "tests/server/bsp_reference.h"
 
 namespace relaxps {
 namespace server_internal {
@@ -117,8 +122,13 @@ TEST_P(PerLayerPushTest, ClockMessageClosesAPartlyPushedRound) {
   EXPECT_EQ(state->visible_clock(), 0);
   state->AdvanceClock(0, 0);
   EXPECT_EQ(state->visible_clock(), 1);
-  // Keys [0, 8) averaged over their one pusher, [8, 16) untouched.
-  EXPECT_FLOAT_EQ(At(*state, 0), -0.2f);
+  if (std::string(GetParam()) == "bsp") {
+    // Keys [0, 8) averaged over the round's two workers (worker 1's gradient
+    // there is zero): -0.1 * 2 / 2; [8, 16) untouched.
+    EXPECT_FLOAT_EQ(At(*state, 0), -0.1f);
+  } else {
+    EXPECT_FLOAT_EQ(At(*state, 0), -0.2f);  // Applied on arrival.
+  }
   EXPECT_FLOAT_EQ(At(*state, 15), 0.0f);
 }
 
@@ -168,6 +178,176 @@ TEST_P(PerLayerPushTest, SnapshotKeepsThePiecesOfAPendingRound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PerLayerPushTest, ::testing::Values("ssp", "bsp"));
+
+// BSP rounds against the single-process reference (bsp_reference.h), bit for
+// bit: N workers (ids not in arrival or index order) push a 16-key shard
+// layer by layer ([0, 5), [5, 11), [11, 16)) in seeded random arrival orders;
+// at every clock one worker skips one layer and completes the clock with its
+// CLOCK. The reference sums the workers' gradients in id order (zero for the
+// skipped layer) and multiplies by 1/N. Gradients mix magnitudes from 1e-3
+// to 1e6, so summing in arrival order, or dividing a layer by its pushers,
+// changes the bits.
+class BspRoundTest : public test::BspShardTest {
+ protected:
+  static constexpr size_t kKeys = 16;
+  static constexpr int kClocks = 4;
+  static constexpr int kOrders = 12;  // Arrival orders tried per configuration.
+  static constexpr uint64_t kLayers[] = {0, 5, 11, 16};
+
+  void SetUp() override {
+    test::BspShardTest::SetUp();
+    for (size_t k = 0; k < kKeys; ++k) initial_.push_back(0.25f * static_cast<float>(k) - 1.0f);
+  }
+
+  // A fresh shard of kKeys keys at initial_, in its own store.
+  std::unique_ptr<DenseShardState> NewShard() {
+    ParamStore* store = NewStore();
+    DenseShardSpec spec;
+    spec.table = "w";
+    spec.end = kKeys;
+    spec.num_slots = NumSlots();
+    DenseShard* shard = std::move(store->CreateDense(spec)).value();
+    std::copy(initial_.begin(), initial_.end(), shard->slots[0]);
+    return std::make_unique<DenseShardState>(shard, std::move(kernels::NewOptimizer(options_)).value(),
+                                             policy_.get(), device_.get(), store);
+  }
+
+  // The layer worker index k skips at clock t (-1: none); one worker a clock.
+  int Skipped(size_t k, int t) const {
+    return static_cast<int>(k) == t % static_cast<int>(ids_.size()) ? t % 3 : -1;
+  }
+  // Worker index k's gradient at clock t, zero on the layer it skips.
+  std::vector<float> Grad(size_t k, int t) const {
+    std::vector<float> g(kKeys, 0.0f);
+    for (int l = 0; l < 3; ++l) {
+      if (l == Skipped(k, t)) continue;
+      for (uint64_t key = kLayers[l]; key < kLayers[l + 1]; ++key) {
+        g[key] = test::OrderSensitiveGradient(ids_[k], t, key);
+      }
+    }
+    return g;
+  }
+  // One arrival: worker index k's next message at clock t (its layers in
+  // order, then its CLOCK), applied to `shards`.
+  void Deliver(size_t k, int t, int* next, const std::vector<DenseShardState*>& shards) {
+    const std::vector<float> g = Grad(k, t);
+    int l = (*next)++;
+    if (l == Skipped(k, t)) ++l, ++*next;
+    for (DenseShardState* s : shards) {
+      if (l >= 3) {
+        s->AdvanceClock(ids_[k], t);
+      } else {
+        const uint64_t b = kLayers[l], e = kLayers[l + 1];
+        ASSERT_TRUE(s->Push(ids_[k], t, b, g.data() + b, e - b).ok());
+      }
+    }
+  }
+  // Messages of worker index k at clock t: its pushed layers and its CLOCK.
+  int Messages(size_t k, int t) const { return (Skipped(k, t) >= 0 ? 2 : 3) + 1; }
+  // One clock of the reference: the workers' gradients in id order.
+  void StepReference(test::ReferenceModel* ref, int t) const {
+    std::vector<std::vector<float>> grads;
+    for (int id : sorted_) grads.push_back(Grad(IndexOf(id), t));
+    const std::vector<float> mean = test::CombinedBatchGradient(grads);
+    ref->Step(0, mean.data(), kKeys, t + 1);
+  }
+  // Keys of any slot of `s` whose bits differ from the reference.
+  size_t Differing(const DenseShardState& s, const test::ReferenceModel& ref) const {
+    size_t differing = 0;
+    for (int slot = 0; slot < ref.num_slots(); ++slot) {
+      differing += test::DifferingFloats(s.CopySlot(slot, 0, kKeys).data(),
+                                         ref.slot(slot).data(), kKeys);
+    }
+    return differing;
+  }
+
+  std::vector<float> initial_;
+};
+
+TEST_P(BspRoundTest, EveryArrivalOrderGivesTheCombinedBatchStep) {
+  std::vector<int64_t> zeros(ids_.size(), 0);
+  for (int order = 0; order < kOrders; ++order) {
+    auto shard = NewShard();
+    shard->SetLiveWorkers(ids_, zeros);
+    test::ReferenceModel ref(options_, initial_);
+    for (int t = 0; t < kClocks; ++t) {
+      std::vector<int> counts, next(ids_.size(), 0);
+      for (size_t k = 0; k < ids_.size(); ++k) counts.push_back(Messages(k, t));
+      for (int k : test::Interleave(counts, 1000 * order + t)) {
+        Deliver(k, t, &next[k], {shard.get()});
+      }
+      ASSERT_EQ(shard->visible_clock(), t + 1);
+      StepReference(&ref, t);
+      ASSERT_EQ(Differing(*shard, ref), 0u) << "order " << order << ", clock " << t;
+    }
+  }
+}
+
+// Chain replication: a follower that has seen a different live set (one
+// worker fewer) and a replica that joined from a snapshot taken in the middle
+// of a round apply the head's rounds with the head's worker counts
+// (DescribeRoundsApplied -> CompleteRoundsBelow): all three end bit-identical
+// to the reference.
+TEST_P(BspRoundTest, ChainReplicasApplyTheHeadsRounds) {
+  std::vector<int64_t> zeros(ids_.size(), 0);
+  auto head = NewShard();
+  auto follower = NewShard();
+  head->SetLiveWorkers(ids_, zeros);
+  follower->SetFollower(true);
+  follower->SetLiveWorkers(std::vector<int>(ids_.begin(), ids_.end() - 1),
+                           std::vector<int64_t>(ids_.size() - 1, 0));
+  std::unique_ptr<DenseShardState> joiner;
+  test::ReferenceModel ref(options_, initial_);
+  int64_t forwarded = 0;
+  for (int t = 0; t < kClocks; ++t) {
+    std::vector<int> counts, next(ids_.size(), 0);
+    for (size_t k = 0; k < ids_.size(); ++k) counts.push_back(Messages(k, t));
+    const std::vector<int> order = test::Interleave(counts, 77 + t);
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (t == 1 && i == order.size() / 2) {  // A state transfer in mid-round.
+        wire::ChainSnapshot snap;
+        std::vector<FloatBuffer> frames;
+        follower->SaveState(&snap, &frames);
+        ASSERT_GT(snap.round_clocks_size(), 0);
+        joiner = NewShard();
+        joiner->SetFollower(true);
+        std::vector<const float*> data;
+        std::vector<size_t> sizes;
+        for (const FloatBuffer& f : frames) {
+          data.push_back(f.data());
+          sizes.push_back(f.size());
+        }
+        ASSERT_TRUE(joiner->LoadState(snap, data, sizes).ok());
+      }
+      std::vector<DenseShardState*> replicas = {head.get(), follower.get()};
+      if (joiner) replicas.push_back(joiner.get());
+      Deliver(order[i], t, &next[order[i]], replicas);
+    }
+    ASSERT_EQ(head->applied_clock(), t + 1);
+    ASSERT_EQ(follower->applied_clock(), t);  // Waits for the head.
+    wire::RoundsApplied applied;
+    head->DescribeRoundsApplied(forwarded, &applied);
+    forwarded = head->applied_clock();
+    ASSERT_EQ(applied.clocks_size(), 1);
+    EXPECT_EQ(applied.workers(0), ids_.size());
+    ASSERT_TRUE(follower->CompleteRoundsBelow(forwarded, applied).ok());
+    if (joiner) {
+      ASSERT_TRUE(joiner->CompleteRoundsBelow(forwarded, applied).ok());
+    }
+    StepReference(&ref, t);
+    EXPECT_EQ(Differing(*head, ref), 0u) << "clock " << t;
+    EXPECT_EQ(Differing(*follower, ref), 0u) << "clock " << t;
+    if (joiner) {
+      EXPECT_EQ(Differing(*joiner, ref), 0u) << "clock " << t;
+    }
+  }
+  ASSERT_NE(joiner, nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OptimizersAndWorkers, BspRoundTest,
+    ::testing::Combine(::testing::Values("sgd", "momentum", "adam"), ::testing::Values(2, 3)),
+    test::BspShardTest::Name);
 
 }  // namespace
 }  // namespace server_internal
