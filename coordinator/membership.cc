@@ -33,6 +33,19 @@ void Membership::RemoveWorker(int id) {
   }
 }
 
+bool Membership::MarkWorkerFinished(int id) {
+  auto it = workers_.find(id);
+  if (it == workers_.end() || it->second.finished) return false;
+  it->second.finished = true;
+  return true;
+}
+
+int Membership::LostWorkers() const {
+  int lost = 0;
+  for (const auto& [id, m] : workers_) lost += !m.alive && !m.finished;
+  return lost;
+}
+
 bool Membership::ServerHeartbeat(int id, int64_t now_ms) {
   auto it = servers_.find(id);
   if (it == servers_.end() || !it->second.alive) return false;

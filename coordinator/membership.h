@@ -27,6 +27,9 @@ struct MemberInfo {
   uint64_t incarnation = 0;
   uint64_t acked_updates = 0;
   bool alive = true;
+  // Workers only: reported that it finished (HeartbeatRequest.finished) or
+  // said goodbye (DEREGISTER). A dead worker without it went silent: lost.
+  bool finished = false;
 };
 
 class Membership {
@@ -38,6 +41,11 @@ class Membership {
   int AddServer(int requested_id, const std::string& endpoint, int pid, int64_t now_ms);
   int AddWorker(int requested_id, int64_t start_clock, int pid, int64_t now_ms);
   void RemoveWorker(int id);
+  // Records that worker `id` finished (see MemberInfo::finished). Returns
+  // true the first time for a known worker.
+  bool MarkWorkerFinished(int id);
+  // Workers that are dead and never finished (went silent).
+  int LostWorkers() const;
 
   // Records a heartbeat; returns false for an unknown or dead member.
   bool ServerHeartbeat(int id, int64_t now_ms);
