@@ -381,6 +381,7 @@ int Main(int argc, char** argv) {
     StatusOr<std::unique_ptr<trainer::ParamSource>> s =
         trainer::NewPsParams(client.get(), device->get(), ps);
     if (!s.ok()) {
+      client->ReportFinished(s.status()).IgnoreError();
       return FailWorker(IsPsFailure(s.status()) ? kExitPsFailed : kExitError, id,
            "worker " + std::to_string(id) + ": parameter server", s.status());
     }
@@ -400,9 +401,10 @@ int Main(int argc, char** argv) {
             << FLAGS_lr;
   StatusOr<trainer::TrainResult> result = (*t)->Run(&g_stop);
 #ifdef RELAXPS_TRAINER_WITH_CLIENT
-  if (result.ok() && client != nullptr) {
-    // The final report: the job ends cleanly even if the goodbye is lost.
-    if (Status r = client->ReportFinished(); !r.ok()) {
+  if (client != nullptr) {
+    // The final report: the job ends cleanly even if the goodbye is lost,
+    // and not cleanly if this worker failed.
+    if (Status r = client->ReportFinished(result.status()); !r.ok()) {
       LOG(WARNING) << "worker " << client->worker_id() << ": " << r;
     }
   }

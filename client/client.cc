@@ -420,14 +420,19 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
   return Status::OK();
 }
 
-Status ClientImpl::ReportFinished(int timeout_ms) {
+Status ClientImpl::ReportFinished(const Status& outcome, int timeout_ms) {
   if (options_.role != "worker") return InvalidArgumentError("ReportFinished() is for workers only");
+  if (!coordinator_healthy()) {
+    return UnavailableError("not reporting the end: the coordinator is not answering or the job "
+                            "failed");
+  }
   const int64_t give_up = clock_source_->NowMs() + std::max(1, timeout_ms);
   Status last;
   while (true) {
     Message hb = WorkerHeartbeat(job_.worker_id, clock_.load(), router_->map()->version(),
                                  incarnation_, acked_updates_.load());
     hb.header.mutable_heartbeat()->set_finished(true);
+    if (!outcome.ok()) hb.header.mutable_heartbeat()->set_failure(outcome.ToString());
     const int peer = coordinators_.current();
     const int64_t left = give_up - clock_source_->NowMs();
     StatusOr<Message> reply =

@@ -338,6 +338,12 @@ JobEnd CoordinatorImpl::ComputeJobEnd() const {
                 done_reason_ + ")",
             kExitWorkersLost};
   }
+  const std::vector<std::string> failed = members_.FailedWorkers();
+  if (job_done_ && !failed.empty()) {
+    std::string reason = std::to_string(failed.size()) + " worker(s) failed: " + failed[0];
+    if (failed.size() > 1) reason += " (and " + std::to_string(failed.size() - 1) + " more)";
+    return {"workers_failed", reason, kExitWorkersLost};
+  }
   if (job_done_) return {"done", done_reason_, kExitDone};
   // Stopped before the job ended (Stop(): SIGTERM or SIGINT).
   if (term_ == 0) return {"stopped", "a standby coordinator was stopped", kExitDone};

@@ -206,14 +206,15 @@ constexpr int kExitDone = 0;          // Ended as configured, or stopped when to
 constexpr int kExitStartupError = 1;  // Could not start (bind, state store, metrics port).
 constexpr int kExitUsage = 2;         // Bad flags.
 constexpr int kExitJobFailed = 3;     // The recovery policy failed the job (a lost server...).
-constexpr int kExitWorkersLost = 4;   // Over, but worker(s) went silent without finishing.
+constexpr int kExitWorkersLost = 4;   // Over, but worker(s) failed or went silent.
 constexpr int kExitSteppedDown = 5;   // Lost its leadership or its state store.
 constexpr int kExitInterrupted = 6;   // Stopped (SIGTERM/SIGINT) before its job ended.
 
 // How a job ended, once Coordinator::Run() returned: the job_end event, the
 // one-line reason relaxps-coordinator prints, and its exit status.
 struct JobEnd {
-  // done | stopped | failed | workers_lost | stepped_down | interrupted
+  // done | stopped | failed | workers_lost | workers_failed | stepped_down |
+  // interrupted
   std::string verdict;
   std::string reason;  // One line for people.
   int exit_code = kExitDone;
@@ -242,7 +243,8 @@ class Coordinator {
   // Also emitted as the job_end event. "done" only when the job ended as
   // configured: relaxps-ctl shutdown, or (exit_when_done) every expected
   // worker finished or left; a worker that reported finishing
-  // (Client::ReportFinished) counts even if its goodbye was lost.
+  // (Client::ReportFinished) counts even if its goodbye was lost, and one
+  // that reported an error makes it "workers_failed".
   // Stopped by Stop() before that: "stopped" (exit 0) for a standby or a
   // coordinator that does not end the job itself (exit_when_done off or no
   // num_workers: its launcher does), else "interrupted".

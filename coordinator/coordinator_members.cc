@@ -287,13 +287,20 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now, hb.incarnation(),
                                      hb.acked_updates());
-    if (known && hb.finished() && members_.MarkWorkerFinished(hb.id())) {
-      LOG(INFO) << "worker " << hb.id() << " finished at clock " << hb.clock();
-      Emit("member_finished", {{"role", "worker"},
-                               {"id", hb.id()},
-                               {"clock", hb.clock()},
-                               {"incarnation", hb.incarnation()},
-                               {"acked_updates", hb.acked_updates()}});
+    if (known && hb.finished() && members_.MarkWorkerFinished(hb.id(), hb.failure())) {
+      if (hb.failure().empty()) {
+        LOG(INFO) << "worker " << hb.id() << " finished at clock " << hb.clock();
+      } else {
+        LOG(WARNING) << "worker " << hb.id() << " failed at clock " << hb.clock() << ": "
+                     << hb.failure();
+      }
+      EventFields fields = {{"role", "worker"},
+                            {"id", hb.id()},
+                            {"clock", hb.clock()},
+                            {"incarnation", hb.incarnation()},
+                            {"acked_updates", hb.acked_updates()}};
+      if (!hb.failure().empty()) fields.push_back({"reason", hb.failure()});
+      Emit(hb.failure().empty() ? "member_finished" : "member_failed", fields);
     }
     for (const wire::ReseedRequest& q : reseeder_.RequestsFor(hb.id())) *hr->add_reseed() = q;
     // A complete checkpoint newer than the worker knows (its clients may drop

@@ -144,6 +144,7 @@ StateRecords CoordinatorImpl::Snapshot() const {
     w->set_pid(info.pid);
     w->set_alive(info.alive);
     w->set_finished(info.finished);
+    w->set_failure(info.failure);
   }
   m.set_worker_set_version(members_.worker_set_version());
   m.set_workers_left(workers_left_);
@@ -215,7 +216,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   for (const wire::StoredMember& w : m.workers()) {
     members_.AddWorker(w.id(), 0, w.pid(), seen);
     if (!w.alive()) members_.RemoveWorker(w.id());
-    if (w.finished()) members_.MarkWorkerFinished(w.id());
+    if (w.finished()) members_.MarkWorkerFinished(w.id(), w.failure());
   }
   // One ahead of what servers saw: the next live set supersedes theirs.
   members_.set_worker_set_version(m.worker_set_version() + 1);

@@ -33,11 +33,20 @@ void Membership::RemoveWorker(int id) {
   }
 }
 
-bool Membership::MarkWorkerFinished(int id) {
+bool Membership::MarkWorkerFinished(int id, const std::string& failure) {
   auto it = workers_.find(id);
   if (it == workers_.end() || it->second.finished) return false;
   it->second.finished = true;
+  it->second.failure = failure;
   return true;
+}
+
+std::vector<std::string> Membership::FailedWorkers() const {
+  std::vector<std::string> failed;
+  for (const auto& [id, m] : workers_) {
+    if (!m.failure.empty()) failed.push_back("worker " + std::to_string(id) + ": " + m.failure);
+  }
+  return failed;
 }
 
 int Membership::LostWorkers() const {

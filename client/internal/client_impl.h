@@ -139,7 +139,7 @@ class ClientImpl final : public Client, private recovery::ClientMechanisms {
   int64_t clock() const override { return clock_.load(); }  // Also ClientMechanisms.
   int64_t last_params_clock() const override { return last_params_clock_.load(); }
   ClientStats stats() const override;
-  Status ReportFinished(int timeout_ms) override;  // client.cc
+  Status ReportFinished(const Status& outcome, int timeout_ms) override;  // client.cc
   bool Drive(const std::function<bool()>& done, int timeout_ms) override {
     return rpc_->Drive(done, timeout_ms);
   }

@@ -325,15 +325,17 @@ class Client {
 
   virtual ClientStats stats() const = 0;
 
-  // Workers: reports that this worker finished its work (its training run
-  // ended; call it once, after its last push), retrying for up to
-  // timeout_ms. The coordinator then counts the worker as finished, so a
-  // job whose workers all finished ends cleanly (relaxps-coordinator exits
-  // 0) even if a worker's goodbye (the DEREGISTER sent by the destructor)
-  // is lost. Returns the last error if no attempt was answered (the
-  // coordinator is gone); a worker that never calls it counts as finished
-  // only through its goodbye, as before.
-  virtual Status ReportFinished(int timeout_ms = 5000) = 0;
+  // Workers: reports how this worker ends, once, after its last push:
+  // `outcome` OK when it did its work (its training run ended), else the
+  // error it gives up with. Retries for up to timeout_ms. The coordinator
+  // counts the worker as finished, so a job whose workers all finished
+  // ends cleanly (relaxps-coordinator exits 0) even if a worker's goodbye
+  // (the DEREGISTER the destructor sends) is lost; one that reported an
+  // error ends the job as "workers_failed" (exit 4). Unavailable at once
+  // when the coordinator is not answering heartbeats or the job failed
+  // (nothing to tell); the last error if no attempt was answered. A worker
+  // that never calls it counts as finished through its goodbye, as before.
+  virtual Status ReportFinished(const Status& outcome = Status::OK(), int timeout_ms = 5000) = 0;
 
   // ---- Waiting on the calling thread ------------------------------------------
   // Lends the calling thread to the client until done() returns true or

@@ -81,13 +81,15 @@ class JobEndTest : public ::testing::Test {
     return reply.ok() ? reply->header.register_reply().id() : -1;
   }
   int RegisterWorker() { return Register("worker"); }
-  Status Heartbeat(int worker, bool finished) {
+  // A worker's heartbeat; `finished`: its final report, with `failure`.
+  Status Heartbeat(int worker, bool finished, const std::string& failure = "") {
     Message hb;
     hb.header.set_type(wire::HEARTBEAT);
     hb.header.mutable_heartbeat()->set_role("worker");
     hb.header.mutable_heartbeat()->set_id(worker);
     hb.header.mutable_heartbeat()->set_clock(7);
     hb.header.mutable_heartbeat()->set_finished(finished);
+    hb.header.mutable_heartbeat()->set_failure(failure);
     return Call(std::move(hb)).status();
   }
   std::string Events() {
@@ -137,6 +139,25 @@ TEST_F(JobEndTest, AWorkerThatWentSilentWithoutFinishingIsWorkersLost) {
   EXPECT_FALSE(coordinator_->result().ok());
   EXPECT_NE(Events().find("\"kind\":\"job_end\",\"verdict\":\"workers_lost\",\"reason\":\"1 "
                           "worker(s) went silent"),
+            std::string::npos);
+}
+
+// A worker that reported an error fails the job's end even though it said
+// goodbye.
+TEST_F(JobEndTest, AWorkerThatReportedAnErrorIsWorkersFailed) {
+  Start();
+  const int worker = RegisterWorker();
+  ASSERT_TRUE(Heartbeat(worker, /*finished=*/true, "Unavailable: server 1 is lost").ok());
+  Message bye;
+  bye.header.set_type(wire::DEREGISTER);
+  bye.header.set_sender(worker);
+  ASSERT_TRUE(Call(std::move(bye)).ok());
+  ASSERT_TRUE(RunsToItsEnd());
+  const JobEnd end = coordinator_->job_end();
+  EXPECT_EQ(end.verdict, "workers_failed");
+  EXPECT_EQ(end.exit_code, kExitWorkersLost);
+  EXPECT_EQ(end.reason, "1 worker(s) failed: worker 0: Unavailable: server 1 is lost");
+  EXPECT_NE(Events().find("\"kind\":\"member_failed\",\"role\":\"worker\",\"id\":0,\"clock\":7,"),
             std::string::npos);
 }
 

@@ -56,7 +56,9 @@ TEST(MembershipTest, ADeadWorkerIsLostUnlessItFinished) {
   EXPECT_FALSE(m.MarkWorkerFinished(0));   // Once.
   EXPECT_FALSE(m.MarkWorkerFinished(99));  // Unknown.
   m.RemoveWorker(1);
-  EXPECT_TRUE(m.MarkWorkerFinished(1));  // A goodbye counts as finishing.
+  // Ended with an error: not lost, but failed.
+  EXPECT_TRUE(m.MarkWorkerFinished(1, "Aborted: diverged"));
+  EXPECT_EQ(m.FailedWorkers(), std::vector<std::string>{"worker 1: Aborted: diverged"});
   EXPECT_EQ(m.LostWorkers(), 0);         // Worker 0 finished but is still live.
   EXPECT_EQ(m.ExpireWorkers(2000), (std::vector<int>{0, 2}));
   EXPECT_EQ(m.LostWorkers(), 1);  // Worker 2 went silent.
