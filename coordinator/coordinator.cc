@@ -98,7 +98,7 @@ Status CoordinatorImpl::Init() {
     // GET_EVENTS requests are answered on the loop.
     eo.on_line = [this](const std::string& line) {
       ring_.Append(line);
-      rpc_->Post([this] { AnswerEventWaiters(false, clock_->NowMs()); });
+      rpc_->Post([this] { AnswerEventWaiters(clock_->NowMs()); });
     };
     ASSIGN_OR_RETURN(events_, EventLog::Open(eo));
   }
@@ -362,7 +362,7 @@ JobEnd CoordinatorImpl::ComputeJobEnd() const {
 void CoordinatorImpl::EndRunAndStop() {
   EndRun();
   // Followers (relaxps-ctl events --follow) get job_end before the loop stops.
-  AnswerEventWaiters(false, clock_->NowMs());
+  AnswerEventWaiters(clock_->NowMs());
   rpc_->Stop();
 }
 
@@ -389,14 +389,14 @@ void CoordinatorImpl::HandleGetEvents(Request req) {
   w.deadline_ms = clock_->NowMs() + std::clamp(r.wait_ms(), 0, kMaxWaitMs);
   w.req = std::make_shared<Request>(std::move(req));
   event_waiters_.push_back(std::move(w));
-  AnswerEventWaiters(false, clock_->NowMs());
+  AnswerEventWaiters(clock_->NowMs());
 }
 
-void CoordinatorImpl::AnswerEventWaiters(bool expire, int64_t now) {
+void CoordinatorImpl::AnswerEventWaiters(int64_t now) {
   const uint64_t last = ring_.last_seq();
   std::vector<EventWaiter> held;
   for (EventWaiter& w : event_waiters_) {
-    if (last <= w.after && !(expire && now >= w.deadline_ms) && now < w.deadline_ms) {
+    if (last <= w.after && now < w.deadline_ms) {  // No news yet, still waiting.
       held.push_back(std::move(w));
       continue;
     }

@@ -96,7 +96,7 @@ void CoordinatorImpl::CheckLiveness() {
     members_.ForgiveSilence(now);
   }
   watchers_->Expire(map_, now);
-  AnswerEventWaiters(/*expire=*/true, now);
+  AnswerEventWaiters(now);  // Those whose wait ended.
   FinishReseeds();
   if (options_.exit_when_done && options_.num_workers > 0 && !job_done_ &&
       static_cast<int>(members_.workers().size()) >= options_.num_workers) {

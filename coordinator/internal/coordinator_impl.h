@@ -106,9 +106,9 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // GET_EVENTS: answers at once, or holds the request until an event comes
   // or its wait ends.
   void HandleGetEvents(Request req);
-  // Answers held GET_EVENTS requests that have news, or whose wait ended
-  // (`expire`, at `now`).
-  void AnswerEventWaiters(bool expire, int64_t now);
+  // Answers the held GET_EVENTS requests that have news or whose wait ended
+  // by `now`.
+  void AnswerEventWaiters(int64_t now);
   // chain_failover for every range or bucket whose head moved off `lost`
   // between `before` and the current map.
   void EmitFailovers(int lost, const wire::ShardMap& before);
