@@ -3,6 +3,7 @@
 
 #include <gflags/gflags.h>
 
+#include "apps/internal/events_flags.h"
 #include "apps/internal/main_util.h"
 #include "apps/internal/metrics_flags.h"
 #include "common/advertise.h"
@@ -128,6 +129,8 @@ int main(int argc, char** argv) {
   // usage error before anything binds (the port is checked once bound).
   if (auto a = relaxps::AdvertisedEndpoint(FLAGS_bind, FLAGS_advertise); !a.ok()) {
     return relaxps::Fail("relaxps-coordinator", a.status(), 2);
+  } else if (relaxps::Status r = relaxps::CheckHostResolves(*a); !r.ok()) {
+    return relaxps::Fail("relaxps-coordinator", r, 2);
   }
   options.num_servers = FLAGS_num_servers;
   options.num_workers = FLAGS_num_workers;
@@ -178,6 +181,7 @@ int main(int argc, char** argv) {
   options.spare_takeover_ms = FLAGS_spare_takeover_ms;
   options.checkpoint_every_clocks = FLAGS_checkpoint_every_clocks;
   options.checkpoint_every_s = FLAGS_checkpoint_every_s;
+  options.events_file = relaxps::EventsFileFlag();
   relaxps::metrics::Registry registry;
   if (relaxps::MetricsEnabled()) options.metrics = &registry;
   // Reset before the coordinator is destroyed (scrapes read its loop).
@@ -207,6 +211,12 @@ int main(int argc, char** argv) {
   (*coordinator)->Run();
   exporter->reset();
   g_coordinator = nullptr;
-  const relaxps::Status result = (*coordinator)->result();
-  return result.ok() ? 0 : relaxps::Fail("relaxps-coordinator", result, 1);
+  // The verdict, its reason and the exit status (docs/events.md, "Exit
+  // codes"), also in the job_end event.
+  const relaxps::JobEnd end = (*coordinator)->job_end();
+  if (end.exit_code != relaxps::kExitDone) {
+    std::fprintf(stderr, "relaxps-coordinator: job %s: %s\n", end.verdict.c_str(),
+                 end.reason.c_str());
+  }
+  return end.exit_code;
 }

@@ -11,6 +11,9 @@
 //                                              does and needs (no coordinator needed)
 //   relaxps-ctl --coordinator=EP shutdown      end the job in order: workers finish their
 //                                              step, servers flush, everyone exits 0
+//   relaxps-ctl --coordinator=EP events [--follow]   the coordinator's recent structured
+//                                              events (JSON Lines, docs/events.md); --follow
+//                                              keeps printing new ones until the job ends
 //
 // --json: every command prints one JSON document on stdout instead of text
 // (protobuf messages in the proto3 JSON mapping: proto field names, 64-bit
@@ -25,6 +28,7 @@
 #include "apps/internal/json_out.h"
 #include "apps/internal/main_util.h"
 #include "client/client.h"
+#include "common/advertise.h"
 #include "common/rpc_client.h"
 #include "common/shard_map.h"
 #include "relaxps/recovery_policy.h"
@@ -36,6 +40,9 @@ DEFINE_string(security, "plain", "plain or curve (then --keys_dir: the job's key
 DEFINE_string(keys_dir, "", "--security=curve: the job's keys (relaxps-ctl keygen DIR)");
 DEFINE_int32(servers, 1, "keygen: server keys to write (server-0 ..)");
 DEFINE_int32(workers, 1, "keygen: worker keys to write (worker-0 ..)");
+DEFINE_bool(follow, false,
+            "events: keep printing new events as they come; exits 0 after the job_end event, "
+            "1 if the coordinator goes away before it");
 DEFINE_bool(json, false,
             "Print one JSON document on stdout (for scripts): protobuf messages in the proto3 "
             "JSON mapping, 64-bit integers as strings");
@@ -350,6 +357,45 @@ int Pull(const std::string& table, const std::string& path) {
   return 0;
 }
 
+// `events [--follow]`: the coordinator's ring of recent events, as JSON
+// Lines on stdout (the same with or without --json).
+int Events(RpcClient* rpc, int peer) {
+  constexpr int kPollMs = 10000;  // How long one GET_EVENTS may be held.
+  constexpr uint32_t kBatch = 1000;
+  uint64_t after = 0;
+  for (;;) {
+    Message m;
+    m.header.set_type(wire::GET_EVENTS);
+    wire::EventsRequest* r = m.header.mutable_events_request();
+    r->set_after_seq(after);
+    r->set_wait_ms(FLAGS_follow ? kPollMs : 0);
+    r->set_max_events(kBatch);
+    StatusOr<Message> reply =
+        rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms + (FLAGS_follow ? kPollMs : 0));
+    if (!reply.ok()) {
+      return Fail(kName,
+                  reply.status().WithPrefix(FLAGS_follow ? "the coordinator went away before "
+                                                           "the job ended"
+                                                         : "reading events"),
+                  1);
+    }
+    const wire::EventsReply& er = reply->header.events_reply();
+    if (er.missed() > 0) {
+      std::fprintf(stderr, "relaxps-ctl: %llu earlier event(s) missed: the coordinator's ring "
+                   "no longer held them\n", static_cast<unsigned long long>(er.missed()));
+    }
+    bool ended = false;
+    for (const std::string& line : er.lines()) {
+      std::printf("%s\n", line.c_str());
+      ended = ended || line.find("\"kind\":\"job_end\"") != std::string::npos;
+    }
+    std::fflush(stdout);
+    after = er.last_seq();
+    if (ended) return 0;
+    if (!FLAGS_follow && static_cast<uint32_t>(er.lines_size()) < kBatch) return 0;
+  }
+}
+
 }  // namespace
 int Shutdown(RpcClient* rpc, int peer) {
   Message m;
@@ -367,7 +413,7 @@ int Shutdown(RpcClient* rpc, int peer) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "relaxps-ctl --coordinator=EP [--json] <status | tables | stats | checkpoint | checkpoints | "
-      "shutdown | pull TABLE FILE> | relaxps-ctl keygen DIR [--servers=N --workers=M] | "
+      "shutdown | events [--follow] | pull TABLE FILE> | relaxps-ctl keygen DIR [--servers=N --workers=M] | "
       "relaxps-ctl policies\n  --json: "
       "one JSON document on stdout. Flags may also come from a file: --flagfile=FILE (one "
       "--flag=value per line, # comments).");
@@ -385,7 +431,7 @@ int main(int argc, char** argv) {
   auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, "ctl");
   if (!curve.ok()) return Fail(relaxps::kName, curve.status(), 2);
   relaxps::g_curve = *curve;
-  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown or pull"), 2);
+  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown, events or pull"), 2);
   const std::string cmd = argv[1];
   if (cmd == "pull") {
     if (argc != 4) return Fail(relaxps::kName, InvalidArgumentError("usage: pull TABLE FILE"), 2);
@@ -393,6 +439,9 @@ int main(int argc, char** argv) {
   }
   relaxps::RpcClientOptions rpc_options;
   if (relaxps::Status s = rpc_options.UseCurve(relaxps::g_curve); !s.ok()) {
+    return Fail(relaxps::kName, s, 2);
+  }
+  if (relaxps::Status s = relaxps::CheckHostResolves(FLAGS_coordinator); !s.ok()) {
     return Fail(relaxps::kName, s, 2);
   }
   relaxps::RpcClient rpc(rpc_options);
@@ -403,5 +452,6 @@ int main(int argc, char** argv) {
   if (cmd == "checkpoint") return relaxps::Checkpoint(&rpc, peer);
   if (cmd == "checkpoints") return relaxps::Checkpoints(&rpc, peer);
   if (cmd == "shutdown") return relaxps::Shutdown(&rpc, peer);
+  if (cmd == "events") return relaxps::Events(&rpc, peer);
   return Fail(relaxps::kName, InvalidArgumentError("unknown command '" + cmd + "'"), 2);
 }

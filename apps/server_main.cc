@@ -5,6 +5,7 @@
 
 #include <gflags/gflags.h>
 
+#include "apps/internal/events_flags.h"
 #include "apps/internal/main_util.h"
 #include "apps/internal/metrics_flags.h"
 #include "common/advertise.h"
@@ -151,6 +152,10 @@ int main(int argc, char** argv) {
   auto device = relaxps::kernels::ParseDeviceType(FLAGS_device);
   if (!device.ok()) return relaxps::Fail(kName, device.status(), 2);
   options.device.type = *device;
+  // Named "server-<id>" by the server once it registered.
+  auto events = relaxps::EventsFromFlags("");
+  if (!events.ok()) return relaxps::Fail(kName, events.status(), 2);
+  options.events = *events;
   relaxps::metrics::Registry registry;
   if (relaxps::MetricsEnabled()) options.metrics = &registry;
   // Before the server registers, so a port in use is a startup error; reset

@@ -56,9 +56,11 @@ StatusOr<bool> IsEvaluatorRole() {
 }
 
 int RunEvaluatorRole(kernels::Device* device, trainer::Model* model,
-                     const trainer::FashionMnist* data, const std::atomic<bool>* stop) {
+                     const trainer::FashionMnist* data, const std::atomic<bool>* stop,
+                     std::shared_ptr<EventLog> events) {
 #ifdef RELAXPS_TRAINER_WITH_CLIENT
   ClientOptions client_options;
+  client_options.events = events;
   client_options.coordinator = FLAGS_coordinator;
   client_options.role = "observer";
   client_options.request_timeout_ms = FLAGS_request_timeout_ms;
@@ -84,6 +86,7 @@ int RunEvaluatorRole(kernels::Device* device, trainer::Model* model,
   options.pull_timeout_ms = FLAGS_request_timeout_ms;
   options.time_origin_unix = FLAGS_time_origin_unix;
   options.metrics_csv = FLAGS_metrics_csv;
+  options.events = events;
   StatusOr<std::unique_ptr<trainer::Evaluator>> evaluator =
       trainer::Evaluator::Create(options, client->get(), device, model, data);
   if (!evaluator.ok()) {
@@ -100,7 +103,7 @@ int RunEvaluatorRole(kernels::Device* device, trainer::Model* model,
             << " failed pulls";
   return 0;
 #else
-  (void)device, (void)model, (void)data, (void)stop;
+  (void)device, (void)model, (void)data, (void)stop, (void)events;
   std::fprintf(stderr, "relaxps-worker: this build has no parameter-server client\n");
   return 2;
 #endif

@@ -3,9 +3,11 @@
 #define RELAXPS_APPS_WORKER_EVALUATOR_H_
 
 #include <atomic>
+#include <memory>
 
 #include "apps/trainer/mnist.h"
 #include "apps/trainer/model.h"
+#include "common/events.h"
 #include "common/status.h"
 #include "kernels/device.h"
 
@@ -17,8 +19,10 @@ StatusOr<bool> IsEvaluatorRole();
 
 // Runs the evaluator until *stop is set or --duration_s passes; returns the
 // process exit status (0 done, 1 error, 2 bad flags, 3 cannot join the job).
+// `events` (may be null) gets the evaluator's and its client's events.
 int RunEvaluatorRole(kernels::Device* device, trainer::Model* model,
-                     const trainer::FashionMnist* data, const std::atomic<bool>* stop);
+                     const trainer::FashionMnist* data, const std::atomic<bool>* stop,
+                     std::shared_ptr<EventLog> events);
 
 }  // namespace relaxps
 

@@ -4,7 +4,8 @@
 //
 // Exit status: 0 done (duration/epochs reached, or SIGTERM/SIGINT after the
 // current step), 1 runtime error (data, diverged training, metrics file),
-// 2 bad flags or an unavailable --device, 3 the parameter server failed
+// 2 bad flags, an unavailable --device or a --coordinator whose host does not
+// resolve, 3 the parameter server failed
 // (Unavailable, DeadlineExceeded or Aborted). Errors are one line on stderr
 // and an `error worker=... code=...` line on stdout.
 #include <atomic>
@@ -17,6 +18,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "apps/internal/events_flags.h"
 #include "apps/internal/main_util.h"
 #include "apps/internal/metrics_flags.h"
 #include "common/buffer_pool.h"
@@ -261,8 +263,18 @@ int Main(int argc, char** argv) {
   StatusOr<trainer::FashionMnist> data = trainer::LoadFashionMnist(FLAGS_data_dir);
   if (!data.ok()) return FailWorker(kExitError, FLAGS_worker_index, "cannot load the data", data.status());
 
+  // Named "worker-<id>" by the client once it registered ("worker-<index>"
+  // with --local), "evaluator" for that role.
+  StatusOr<std::shared_ptr<EventLog>> events =
+      EventsFromFlags(*evaluator_role ? "evaluator"
+                      : FLAGS_local   ? "worker-" + std::to_string(FLAGS_worker_index)
+                                      : "");
+  if (!events.ok()) return Fail(kName, events.status(), kExitUsage);
+
   // --role=evaluator: evaluations only, off the training path.
-  if (*evaluator_role) return RunEvaluatorRole(device->get(), model->get(), &*data, &g_stop);
+  if (*evaluator_role) {
+    return RunEvaluatorRole(device->get(), model->get(), &*data, &g_stop, *events);
+  }
 
   // ---- Parameters: local or through the parameter server ----
   trainer::TrainerOptions options;
@@ -280,6 +292,7 @@ int Main(int argc, char** argv) {
   options.metrics_csv = FLAGS_metrics_csv;
   options.steps_csv = FLAGS_steps_csv;
   options.straggle_ms = FLAGS_straggle_ms;
+  options.events = *events;
 
   const Initializer init = (*model)->MakeInitializer(FLAGS_seed);
   std::unique_ptr<trainer::ParamSource> source;
@@ -318,6 +331,7 @@ int Main(int argc, char** argv) {
     client_options.update_log_bytes = FLAGS_replay_log_mb << 20;
     client_options.wire_dtype = FLAGS_wire_dtype;
     client_options.coordinator_timeout_ms = FLAGS_coordinator_timeout_ms;
+    client_options.events = *events;
     StatusOr<CurveOptions> curve = SecurityFromFlags(
         FLAGS_security, FLAGS_keys_dir, "worker-" + std::to_string(FLAGS_worker_id));
     if (!curve.ok()) return UsageError(curve.status().message());
@@ -326,8 +340,13 @@ int Main(int argc, char** argv) {
     client_options.on_job_done = [] { Stop(); };
     StatusOr<std::unique_ptr<Client>> connected = Client::Connect(client_options);
     if (!connected.ok()) {
-      return FailWorker(IsPsFailure(connected.status()) ? kExitPsFailed : kExitError, -1,
-           "cannot join the job at " + FLAGS_coordinator, connected.status());
+      // InvalidArgument: a malformed --coordinator or a host that does not
+      // resolve, a usage error.
+      const StatusCode code = connected.status().code();
+      return FailWorker(IsPsFailure(connected.status())       ? kExitPsFailed
+                        : code == StatusCode::kInvalidArgument ? kExitUsage
+                                                               : kExitError,
+                        -1, "cannot join the job at " + FLAGS_coordinator, connected.status());
     }
     client = std::move(*connected);
     AddClientMetrics(client.get(), &registry);
@@ -362,6 +381,7 @@ int Main(int argc, char** argv) {
     StatusOr<std::unique_ptr<trainer::ParamSource>> s =
         trainer::NewPsParams(client.get(), device->get(), ps);
     if (!s.ok()) {
+      client->ReportFinished(s.status()).IgnoreError();
       return FailWorker(IsPsFailure(s.status()) ? kExitPsFailed : kExitError, id,
            "worker " + std::to_string(id) + ": parameter server", s.status());
     }
@@ -380,6 +400,15 @@ int Main(int argc, char** argv) {
             << " parameters, batch " << FLAGS_batch << ", " << FLAGS_optimizer << " lr "
             << FLAGS_lr;
   StatusOr<trainer::TrainResult> result = (*t)->Run(&g_stop);
+#ifdef RELAXPS_TRAINER_WITH_CLIENT
+  if (client != nullptr) {
+    // The final report: the job ends cleanly even if the goodbye is lost,
+    // and not cleanly if this worker failed.
+    if (Status r = client->ReportFinished(result.status()); !r.ok()) {
+      LOG(WARNING) << "worker " << client->worker_id() << ": " << r;
+    }
+  }
+#endif
   if (!result.ok()) {
     const bool ps = IsPsFailure(result.status()) && !FLAGS_local;
     return FailWorker(ps ? kExitPsFailed : kExitError, metrics_worker,

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <thread>
 
@@ -41,6 +42,19 @@ std::pair<Client::ParamsCallback, std::future<StatusOr<FloatBuffer>>> MakeParams
 constexpr int kDeregisterTimeoutMs = 300;
 // How long the coordinator holds a map watch before answering it unchanged.
 constexpr int kMapWatchMs = 10000;
+
+// client_registered (nothing without a log).
+void EmitRegistered(EventLog* events, const ClientOptions& options, const JobInfo& job,
+                    uint64_t incarnation, int64_t clock, bool again) {
+  EmitEvent(events, "client_registered",
+            {{"role", options.role},
+             {"worker", job.worker_id},
+             {"incarnation", incarnation},
+             {"clock", clock},
+             {"coordinator", options.coordinator},
+             {"recovery", job.recovery},
+             {"again", again}});
+}
 
 // "tcp://host:port" or "ipc://path": refused at once rather than after the
 // registration timeout.
@@ -207,11 +221,19 @@ Status ClientImpl::Init() {
     fo.chain_routing = features_.chain_routing;
     fo.disconnect_probe_ms = options_.disconnect_probe_ms;
     fo.stalled_probe_ms = options_.local_after_ms;
+    fo.events = options_.events.get();
     ASSIGN_OR_RETURN(fallback_,
                      client_internal::LocalFallback::New(this, router_.get(), rpc_.get(), fo));
   }
   role_->Attach(this);
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
+  if (EventLog* events = options_.events.get(); events != nullptr) {
+    if (events->process().empty()) {
+      events->set_process(options_.role == "worker" ? "worker-" + std::to_string(job_.worker_id)
+                                                    : options_.role);
+    }
+    EmitRegistered(events, options_, job_, incarnation_, rr.start_clock(), /*again=*/false);
+  }
   local_on_disconnect_.store(fallback_ != nullptr && features_.probe_on_disconnect);
   if (options_.role == "worker") {
     last_heartbeat_ok_ms_ = clock_source_->NowMs();
@@ -252,6 +274,8 @@ Status ClientImpl::RegisterAgain(const std::string& why) {
   }
   LOG(WARNING) << "worker " << job_.worker_id << " registered again with its id at clock "
                << clock_.load() << " (the coordinator said: " << why << ")";
+  EmitRegistered(options_.events.get(), options_, job_, incarnation_, clock_.load(),
+                 /*again=*/true);
   heartbeat_failures_.store(0);
   last_heartbeat_ok_ms_ = clock_source_->NowMs();
   return Status::OK();
@@ -329,10 +353,52 @@ ClientImpl::~ClientImpl() {
   rpc_.reset();  // Fails anything sent meanwhile with Aborted.
 }
 
+namespace {
+
+// A worker's HEARTBEAT (ReportFinished sets `finished` on one).
+Message WorkerHeartbeat(int worker, int64_t clock, uint64_t map_version, uint64_t incarnation,
+                        uint64_t acked_updates) {
+  Message hb;
+  hb.header.set_type(wire::HEARTBEAT);
+  hb.header.set_sender(worker);
+  wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
+  h->set_role("worker");
+  h->set_id(worker);
+  h->set_clock(clock);
+  h->set_shard_map_version(map_version);
+  h->set_incarnation(incarnation);
+  h->set_acked_updates(acked_updates);
+  return hb;
+}
+
+// client_server_lost / client_server_back for each server whose liveness
+// differs between two maps.
+void EmitServerChanges(EventLog* events, int worker, const ShardMap& before,
+                       const ShardMap& after) {
+  if (events == nullptr) return;
+  for (int i = 0; i < after.num_servers() && i < before.num_servers(); ++i) {
+    const bool was = before.proto().servers(i).alive();
+    const bool is = after.proto().servers(i).alive();
+    if (was == is) continue;
+    events->Emit(is ? "client_server_back" : "client_server_lost",
+                 {{"worker", worker},
+                  {"server", i},
+                  {"endpoint", (is ? after : before).server_endpoint(i)},
+                  {"map_version", after.version()},
+                  {"epoch", after.proto().epoch()}});
+  }
+}
+
+}  // namespace
+
 Status ClientImpl::SetMap(const wire::ShardMap& proto) {
+  const std::shared_ptr<const ShardMap> before = router_->map();
   ASSIGN_OR_RETURN(std::vector<client_internal::Router::Moved> moved,
                    router_->Install(proto, /*cancel_dead=*/features_.chain_routing));
   std::shared_ptr<const ShardMap> current = router_->map();
+  if (before != nullptr && current != before) {
+    EmitServerChanges(options_.events.get(), job_.worker_id, *before, *current);
+  }
   // A server's first endpoint is open at the gate; a restarted server's new
   // one waits for the role's ReleaseServer.
   if (gate_->enabled()) {
@@ -358,6 +424,33 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
   return Status::OK();
 }
 
+Status ClientImpl::ReportFinished(const Status& outcome, int timeout_ms) {
+  if (options_.role != "worker") return InvalidArgumentError("ReportFinished() is for workers only");
+  if (!coordinator_healthy()) {
+    return UnavailableError("not reporting the end: the coordinator is not answering or the job "
+                            "failed");
+  }
+  const int64_t give_up = clock_source_->NowMs() + std::max(1, timeout_ms);
+  Status last;
+  while (true) {
+    Message hb = WorkerHeartbeat(job_.worker_id, clock_.load(), router_->map()->version(),
+                                 incarnation_, acked_updates_.load());
+    hb.header.mutable_heartbeat()->set_finished(true);
+    if (!outcome.ok()) hb.header.mutable_heartbeat()->set_failure(outcome.ToString());
+    const int peer = coordinators_.current();
+    const int64_t left = give_up - clock_source_->NowMs();
+    StatusOr<Message> reply =
+        rpc_->CallSync(peer, std::move(hb), static_cast<int>(std::clamp<int64_t>(left, 1, 1000)));
+    // Answered (even "not a live member": a worker declared dead cannot
+    // finish any more) or out of time.
+    if (reply.ok() || reply.status().code() == StatusCode::kNotFound) return reply.status();
+    last = reply.status();
+    if (CoordinatorPeers::ShouldRotate(last)) coordinators_.Rotate(peer);
+    if (clock_source_->NowMs() >= give_up) return last.WithPrefix("reporting the end to the coordinator");
+    std::this_thread::sleep_for(std::chrono::milliseconds(clock_source_->RealWaitMs(50)));
+  }
+}
+
 void ClientImpl::SetJobError(const std::string& reason) {
   {
     MutexLock l(&mu_);
@@ -379,19 +472,11 @@ void ClientImpl::Heartbeat() {
   if (shutting_down_.load()) return;
   resender_->FailExpired(JobError());
   role_->OnHeartbeat();
-  Message hb;
-  hb.header.set_type(wire::HEARTBEAT);
-  hb.header.set_sender(job_.worker_id);
-  wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
-  h->set_role("worker");
-  h->set_id(job_.worker_id);
-  h->set_clock(clock_.load());
-  h->set_shard_map_version(router_->map()->version());
+  Message hb = WorkerHeartbeat(job_.worker_id, clock_.load(), router_->map()->version(),
+                               incarnation_, acked_updates_.load());
   // The coordinator announces a newer complete checkpoint only (the role
   // hears of it in OnHeartbeatReply).
-  h->set_checkpoint_seq(checkpoint_seq_seen_);
-  h->set_incarnation(incarnation_);
-  h->set_acked_updates(acked_updates_.load());
+  hb.header.mutable_heartbeat()->set_checkpoint_seq(checkpoint_seq_seen_);
   const int peer = coordinators_.current();
   StatusOr<Message> reply =
       rpc_->CallSync(peer, std::move(hb), std::max(500, options_.heartbeat_ms * 5));

@@ -1,5 +1,9 @@
 #include "common/advertise.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
 namespace relaxps {
 namespace {
 
@@ -52,6 +56,23 @@ StatusOr<std::string> AdvertisedEndpoint(const std::string& bound, const std::st
     return InvalidArgumentError("--advertise=" + advertise + " needs a tcp:// bind, not " + bound);
   }
   return "tcp://" + advertise + ":" + port;
+}
+
+Status CheckHostResolves(const std::string& endpoint) {
+  std::string host;
+  std::string port;
+  if (!SplitTcp(endpoint, &host, &port)) return Status::OK();
+  if (host == "*" || host.front() == '[') return Status::OK();  // Wildcard, IPv6 address.
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (rc == 0) return Status::OK();
+  return InvalidArgumentError("cannot resolve host '" + host + "' of endpoint " + endpoint +
+                              ": " + ::gai_strerror(rc) +
+                              " (use an address, or a name this machine resolves)");
 }
 
 }  // namespace relaxps

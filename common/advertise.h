@@ -23,6 +23,13 @@ namespace relaxps {
 // HOST may be a name, an IPv4 address or a bracketed IPv6 address.
 StatusOr<std::string> AdvertisedEndpoint(const std::string& bound, const std::string& advertise);
 
+// For "tcp://HOST:PORT" with a host name (not an address, not a wildcard):
+// InvalidArgument at once, naming the host and the endpoint, if the name does
+// not resolve (getaddrinfo), rather than the DeadlineExceeded a connection to
+// it ends in much later. Other endpoints (ipc://, addresses) are OK as they
+// are. "localhost" resolves through /etc/hosts like any name.
+Status CheckHostResolves(const std::string& endpoint);
+
 }  // namespace relaxps
 
 #endif  // RELAXPS_COMMON_ADVERTISE_H_

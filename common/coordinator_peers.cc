@@ -1,5 +1,7 @@
 #include "common/coordinator_peers.h"
 
+#include "common/advertise.h"
+
 namespace relaxps {
 
 StatusOr<std::vector<std::string>> CoordinatorPeers::Split(const std::string& endpoints) {
@@ -21,6 +23,8 @@ StatusOr<std::vector<std::string>> CoordinatorPeers::Split(const std::string& en
 
 Status CoordinatorPeers::Connect(Transport* transport, const std::string& endpoints) {
   ASSIGN_OR_RETURN(endpoints_, Split(endpoints));
+  // An unresolvable host is a clear error now, not a timeout later.
+  for (const std::string& e : endpoints_) RETURN_IF_ERROR(CheckHostResolves(e));
   for (const std::string& e : endpoints_) peers_.push_back(transport->Connect(e));
   return Status::OK();
 }

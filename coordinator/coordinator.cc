@@ -1,6 +1,9 @@
 // Start-up, leadership, request dispatch, the end of the job and status.
 #include "coordinator/internal/coordinator_impl.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <random>
 
 #include "consistency/consistency_policy.h"
@@ -86,6 +89,19 @@ Status CoordinatorImpl::Init() {
   ro.max_message_bytes = options_.max_message_bytes;
   ro.curve = options_.curve;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
+  {
+    EventLogOptions eo;
+    eo.path = options_.events_file;
+    eo.process = "coordinator";
+    eo.clock = clock_;
+    // Every event also enters the ring relaxps-ctl events reads; held
+    // GET_EVENTS requests are answered on the loop.
+    eo.on_line = [this](const std::string& line) {
+      ring_.Append(line);
+      rpc_->Post([this] { AnswerEventWaiters(clock_->NowMs()); });
+    };
+    ASSIGN_OR_RETURN(events_, EventLog::Open(eo));
+  }
   watchers_ = std::make_unique<MapWatchers>(rpc_.get());
   metrics_.AddStatusCollector(rpc_.get(), [this] { return BuildStatus(); });
   RpcClientOptions co;
@@ -120,11 +136,20 @@ Status CoordinatorImpl::Init() {
   LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
             << ConsistencyModelName(options_.consistency) << " staleness " << options_.staleness
             << " recovery " << policy_->Name() << ", waiting for " << options_.num_servers << " server(s)";
+  const CheckpointSchedulerOptions schedule = CheckpointScheduleFor(options_);
   if (checkpoints_.enabled()) {
-    const CheckpointSchedulerOptions schedule = CheckpointScheduleFor(options_);
     LOG(INFO) << "coordinated checkpoints every " << schedule.every_clocks << " clocks / "
               << schedule.every_s << " s (0: off)";
   }
+  Emit("coordinator_started", {{"endpoint", rpc_->endpoint()},
+                               {"consistency", ConsistencyModelName(options_.consistency)},
+                               {"staleness", options_.staleness},
+                               {"recovery", policy_->Name()},
+                               {"num_servers", options_.num_servers},
+                               {"num_workers", options_.num_workers},
+                               {"checkpoint_every_clocks", schedule.every_clocks},
+                               {"checkpoint_every_s", schedule.every_s},
+                               {"pid", static_cast<int>(getpid())}});
   return OpenStore();
 }
 
@@ -224,6 +249,9 @@ void CoordinatorImpl::Dispatch(Request req) {
     case wire::TRIGGER_CHECKPOINT:
       StartCheckpoint({std::make_shared<Request>(std::move(req))});
       return;
+    case wire::GET_EVENTS:
+      HandleGetEvents(std::move(req));
+      return;
     case wire::SHUTDOWN:
       EndJob("relaxps-ctl shutdown");
       if (!Persist()) return;
@@ -233,6 +261,7 @@ void CoordinatorImpl::Dispatch(Request req) {
       if (h.heartbeat().role() == "server") {
         if (members_.MarkServerDead(h.heartbeat().id())) {
           LOG(INFO) << "server " << h.heartbeat().id() << " left";
+          Emit("member_left", {{"role", "server"}, {"id", h.heartbeat().id()}});
           RebuildServerList();
         }
         if (!Persist()) return;
@@ -240,8 +269,10 @@ void CoordinatorImpl::Dispatch(Request req) {
         return;
       }
       members_.RemoveWorker(h.sender());
+      members_.MarkWorkerFinished(h.sender());
       ++workers_left_;
       LOG(INFO) << "worker " << h.sender() << " left";
+      Emit("member_left", {{"role", "worker"}, {"id", h.sender()}});
       auto shared = std::make_shared<Request>(std::move(req));
       BroadcastWorkerSet([this, shared](const Status& s) {
         rpc_->ReplyStatus(*shared, s).IgnoreError();
@@ -260,6 +291,7 @@ void CoordinatorImpl::EndJob(const std::string& why) {
   if (job_done_) return;
   job_done_ = true;
   done_at_ms_ = clock_->NowMs();
+  done_reason_ = why;
   LOG(INFO) << "job over (" << why << "): workers finish their step and leave, then servers "
             << "flush and exit";
 }
@@ -269,7 +301,7 @@ void CoordinatorImpl::MaybeExit(int64_t now) {
       now - failed_at_ms_ >= options_.failed_exit_ms) {
     LOG(ERROR) << "exiting: the job failed " << (now - failed_at_ms_) << " ms ago: " << job_error_;
     result_ = AbortedError("job failed: " + job_error_);
-    rpc_->Stop();
+    EndRunAndStop();
     return;
   }
   if (!job_done_) return;
@@ -278,12 +310,12 @@ void CoordinatorImpl::MaybeExit(int64_t now) {
   members_.LiveWorkers(&ids, &clocks);
   if (ids.empty() && members_.live_servers() == 0) {
     LOG(INFO) << "exiting: the job is over and every process left";
-    rpc_->Stop();
+    EndRunAndStop();
   } else if (now - done_at_ms_ >= options_.done_grace_ms) {
     LOG(WARNING) << "exiting: the job is over; " << ids.size() << " worker(s) and "
                  << members_.live_servers() << " server(s) did not leave within "
                  << options_.done_grace_ms << " ms";
-    rpc_->Stop();
+    EndRunAndStop();
   }
 }
 
@@ -292,6 +324,91 @@ void CoordinatorImpl::FailJob(const std::string& reason) {
   job_error_ = reason;
   failed_at_ms_ = clock_->NowMs();
   LOG(ERROR) << "job failed: " << reason;
+  Emit("job_failed", {{"reason", reason}});
+}
+
+JobEnd CoordinatorImpl::ComputeJobEnd() const {
+  if (stepped_down_) return {"stepped_down", result_.message(), kExitSteppedDown};
+  if (!job_error_.empty()) return {"failed", job_error_, kExitJobFailed};
+  if (!result_.ok()) return {"failed", result_.message(), kExitJobFailed};
+  const int lost = members_.LostWorkers();
+  if (job_done_ && lost > 0) {
+    return {"workers_lost",
+            std::to_string(lost) + " worker(s) went silent without finishing or leaving (" +
+                done_reason_ + ")",
+            kExitWorkersLost};
+  }
+  const std::vector<std::string> failed = members_.FailedWorkers();
+  if (job_done_ && !failed.empty()) {
+    std::string reason = std::to_string(failed.size()) + " worker(s) failed: " + failed[0];
+    if (failed.size() > 1) reason += " (and " + std::to_string(failed.size() - 1) + " more)";
+    return {"workers_failed", reason, kExitWorkersLost};
+  }
+  if (job_done_) return {"done", done_reason_, kExitDone};
+  // Stopped before the job ended (Stop(): SIGTERM or SIGINT).
+  if (term_ == 0) return {"stopped", "a standby coordinator was stopped", kExitDone};
+  if (!options_.exit_when_done || options_.num_workers == 0) {
+    return {"stopped", "stopped by its launcher (the job ends when it is stopped)", kExitDone};
+  }
+  std::vector<int> ids;
+  std::vector<int64_t> clocks;
+  members_.LiveWorkers(&ids, &clocks);
+  return {"interrupted",
+          "stopped before the job ended (" + std::to_string(ids.size()) + " worker(s) live, " +
+              std::to_string(lost) + " lost)",
+          kExitInterrupted};
+}
+
+void CoordinatorImpl::EndRunAndStop() {
+  EndRun();
+  // Followers (relaxps-ctl events --follow) get job_end before the loop stops.
+  AnswerEventWaiters(clock_->NowMs());
+  rpc_->Stop();
+}
+
+void CoordinatorImpl::EndRun() {
+  if (ended_) return;
+  ended_ = true;
+  job_end_ = ComputeJobEnd();
+  if (job_end_.exit_code != kExitDone && result_.ok()) {
+    result_ = AbortedError("job " + job_end_.verdict + ": " + job_end_.reason);
+  }
+  Emit("job_end", {{"verdict", job_end_.verdict},
+                   {"reason", job_end_.reason},
+                   {"exit_code", job_end_.exit_code},
+                   {"uptime_s", (clock_->NowMs() - start_ms_) / 1000.0}});
+}
+
+void CoordinatorImpl::HandleGetEvents(Request req) {
+  const wire::EventsRequest& r = req.msg.header.events_request();
+  constexpr size_t kMaxPerReply = 1000;
+  constexpr int kMaxWaitMs = 30000;
+  EventWaiter w;
+  w.after = r.after_seq();
+  w.max = r.max_events() == 0 ? kMaxPerReply : std::min<size_t>(r.max_events(), kMaxPerReply);
+  w.deadline_ms = clock_->NowMs() + std::clamp(r.wait_ms(), 0, kMaxWaitMs);
+  w.req = std::make_shared<Request>(std::move(req));
+  event_waiters_.push_back(std::move(w));
+  AnswerEventWaiters(clock_->NowMs());
+}
+
+void CoordinatorImpl::AnswerEventWaiters(int64_t now) {
+  const uint64_t last = ring_.last_seq();
+  std::vector<EventWaiter> held;
+  for (EventWaiter& w : event_waiters_) {
+    if (last <= w.after && now < w.deadline_ms) {  // No news yet, still waiting.
+      held.push_back(std::move(w));
+      continue;
+    }
+    const EventRing::Slice slice = ring_.Since(w.after, w.max);
+    Message reply = MakeReply(w.req->msg.header, Status::OK());
+    wire::EventsReply* er = reply.header.mutable_events_reply();
+    for (const std::string& line : slice.lines) er->add_lines(line);
+    er->set_last_seq(slice.last_seq);
+    er->set_missed(slice.missed);
+    rpc_->Reply(*w.req, std::move(reply)).IgnoreError();
+  }
+  event_waiters_ = std::move(held);
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {

@@ -189,8 +189,35 @@ struct CoordinatorOptions {
   // Prometheus metrics (coordinator/coordinator_metrics.h) are kept in this
   // registry; nullptr: none. Borrowed; must outlive the coordinator.
   metrics::Registry* metrics = nullptr;
+  // Structured events (docs/events.md; process "coordinator"): appended to
+  // this JSON Lines file (O_APPEND, so other processes of the job may share
+  // it); empty: no file. Either way the last events_ring of them are kept
+  // in memory for `relaxps-ctl events [--follow]` (GET_EVENTS). A larger
+  // ring lets a follower that fell behind catch up; each line is ~200 bytes.
+  std::string events_file;
+  int events_ring = 4096;
 
   Status Validate() const;
+};
+
+// The exit status of relaxps-coordinator for each way a job ends (docs/events.md,
+// "Exit codes"; 1 and 2 are start-up errors and bad flags, as before).
+constexpr int kExitDone = 0;          // Ended as configured, or stopped when told to.
+constexpr int kExitStartupError = 1;  // Could not start (bind, state store, metrics port).
+constexpr int kExitUsage = 2;         // Bad flags.
+constexpr int kExitJobFailed = 3;     // The recovery policy failed the job (a lost server...).
+constexpr int kExitWorkersLost = 4;   // Over, but worker(s) failed or went silent.
+constexpr int kExitSteppedDown = 5;   // Lost its leadership or its state store.
+constexpr int kExitInterrupted = 6;   // Stopped (SIGTERM/SIGINT) before its job ended.
+
+// How a job ended, once Coordinator::Run() returned: the job_end event, the
+// one-line reason relaxps-coordinator prints, and its exit status.
+struct JobEnd {
+  // done | stopped | failed | workers_lost | workers_failed | stepped_down |
+  // interrupted
+  std::string verdict;
+  std::string reason;  // One line for people.
+  int exit_code = kExitDone;
 };
 
 class Coordinator {
@@ -212,6 +239,16 @@ class Coordinator {
   // After Run() returned: OK (stopped, or the job ended in order) or
   // Aborted naming why the job failed.
   virtual Status result() const = 0;
+  // After Run() returned: how the job ended (verdict, reason, exit status).
+  // Also emitted as the job_end event. "done" only when the job ended as
+  // configured: relaxps-ctl shutdown, or (exit_when_done) every expected
+  // worker finished or left; a worker that reported finishing
+  // (Client::ReportFinished) counts even if its goodbye was lost, and one
+  // that reported an error makes it "workers_failed".
+  // Stopped by Stop() before that: "stopped" (exit 0) for a standby or a
+  // coordinator that does not end the job itself (exit_when_done off or no
+  // num_workers: its launcher does), else "interrupted".
+  virtual JobEnd job_end() const = 0;
 
  protected:
   Coordinator() = default;

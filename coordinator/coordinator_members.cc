@@ -176,9 +176,27 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
       LOG(INFO) << "server " << id << " replaces a lost one: asking " << workers.size()
                 << " worker(s) for their copies of its ranges (map version " << map_.version()
                 << ")";
+      Emit("reseed_begun", {{"server", id},
+                            {"workers", static_cast<int>(workers.size())},
+                            {"map_version", map_.version()}});
     }
     LOG(INFO) << "server " << id << " registered at " << r.endpoint() << " (pid " << r.pid()
               << "); " << members_.live_servers() << "/" << options_.num_servers << " live";
+    Emit("member_joined", {{"role", "server"},
+                           {"id", id},
+                           {"endpoint", r.endpoint()},
+                           {"pid", r.pid()},
+                           {"incarnation", registration.incarnation},
+                           {"replaces", replaces},
+                           {"restored_seq", registration.restored ? r.restored_from().seq() : 0},
+                           {"restored_clock", registration.restored ? r.restored_from().clock() : -1},
+                           {"live_servers", members_.live_servers()}});
+    if (seed && id < map_.servers_size() && map_.servers(id).took_over_size() > 0) {
+      // A spare seeded in place of stranded holders (the policy's takeover).
+      const auto& holders = map_.servers(id).took_over();
+      Emit("spare_takeover", {{"server", id},
+                              {"holders", std::vector<int>(holders.begin(), holders.end())}});
+    }
     rr->set_id(id);
     rr->set_coordinator_identity(identity_);
     rr->set_coordinator_term(term_);
@@ -215,6 +233,12 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     const int id = members_.AddWorker(r.requested_id(), start_clock, r.pid(), now);
     LOG(INFO) << "worker " << id << " registered (pid " << r.pid() << ") at clock "
               << start_clock;
+    Emit("member_joined", {{"role", "worker"},
+                           {"id", id},
+                           {"pid", r.pid()},
+                           {"incarnation", next_incarnation_},
+                           {"replaces", replaces},
+                           {"clock", start_clock}});
     rr->set_id(id);
     rr->set_start_clock(start_clock);
     rr->set_barrier_generation(barriers_.generation());
@@ -263,6 +287,21 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now, hb.incarnation(),
                                      hb.acked_updates());
+    if (known && hb.finished() && members_.MarkWorkerFinished(hb.id(), hb.failure())) {
+      if (hb.failure().empty()) {
+        LOG(INFO) << "worker " << hb.id() << " finished at clock " << hb.clock();
+      } else {
+        LOG(WARNING) << "worker " << hb.id() << " failed at clock " << hb.clock() << ": "
+                     << hb.failure();
+      }
+      EventFields fields = {{"role", "worker"},
+                            {"id", hb.id()},
+                            {"clock", hb.clock()},
+                            {"incarnation", hb.incarnation()},
+                            {"acked_updates", hb.acked_updates()}};
+      if (!hb.failure().empty()) fields.push_back({"reason", hb.failure()});
+      Emit(hb.failure().empty() ? "member_finished" : "member_failed", fields);
+    }
     for (const wire::ReseedRequest& q : reseeder_.RequestsFor(hb.id())) *hr->add_reseed() = q;
     // A complete checkpoint newer than the worker knows (its clients may drop
     // what they keep for replaying into servers restarted from an older one).

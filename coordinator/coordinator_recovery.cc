@@ -36,8 +36,15 @@ void CoordinatorImpl::FinishReseeds() {
       report.changes_only = summary.changes_only;
       report.buckets = summary.buckets;
       report.source = summary.source;
+      const int counted = fallbacks_counted_;
       recovery_->OnSeedWithoutWorkerCopy(&report, *this);
       summary.source = report.source;
+      if (fallbacks_counted_ > counted) {
+        Emit("fallback", {{"server", server},
+                          {"cause", "no-worker-copy"},
+                          {"source", report.source},
+                          {"epoch", map_.epoch()}});
+      }
     }
     auto peer = server_peer_.find(server);
     if (peer == server_peer_.end()) continue;
@@ -59,6 +66,11 @@ void CoordinatorImpl::FinishReseeds() {
             LOG(INFO) << "RESEED " << shared_summary->ToString() << " seconds="
                       << (clock_->NowMs() - registered) / 1000.0 << " map_version="
                       << map_.version();
+            Emit("reseed_done", {{"server", server},
+                                 {"source", shared_summary->source},
+                                 {"summary", shared_summary->ToString()},
+                                 {"seconds", (clock_->NowMs() - registered) / 1000.0},
+                                 {"map_version", map_.version()}});
             recovery_->OnServerSeeded(server, *this);
           });
         });
@@ -84,6 +96,7 @@ void CoordinatorImpl::CheckLiveness() {
     members_.ForgiveSilence(now);
   }
   watchers_->Expire(map_, now);
+  AnswerEventWaiters(now);  // Those whose wait ended.
   FinishReseeds();
   if (options_.exit_when_done && options_.num_workers > 0 && !job_done_ &&
       static_cast<int>(members_.workers().size()) >= options_.num_workers) {
@@ -92,14 +105,11 @@ void CoordinatorImpl::CheckLiveness() {
     members_.LiveWorkers(&ids, &clocks);
     if (ids.empty()) {
       // Every worker is gone: nothing will use the servers again. Workers
-      // that went silent instead of saying goodbye make the exit non-zero.
-      const int lost = static_cast<int>(members_.workers().size()) - workers_left_;
-      EndJob(std::to_string(workers_left_) + " worker(s) left, " +
-             std::to_string(std::max(0, lost)) + " lost");
-      if (lost > 0) {
-        result_ = AbortedError(std::to_string(lost) +
-                               " worker(s) went silent without leaving; the job is over");
-      }
+      // that went silent without finishing or saying goodbye make the exit
+      // non-zero (ComputeJobEnd); one that reported finishing does not.
+      const int lost = members_.LostWorkers();
+      EndJob(std::to_string(static_cast<int>(members_.workers().size()) - lost) +
+             " worker(s) finished or left, " + std::to_string(lost) + " lost");
     }
   }
   MaybeExit(now);
@@ -111,6 +121,7 @@ void CoordinatorImpl::CheckLiveness() {
                              std::to_string(options_.heartbeat_timeout_ms) + " ms";
     LOG(WARNING) << what;
     metrics_.OnDeclaredDead("server");
+    Emit("member_dead", {{"role", "server"}, {"id", id}, {"reason", what}});
     // Whatever waits on the dead server (a checkpoint in flight) fails now,
     // not at its deadline: a checkpoint that waited out its 120 s blocked
     // every later one, so a second kill rolled back to before the first.
@@ -125,9 +136,16 @@ void CoordinatorImpl::CheckLiveness() {
   barriers_.Update(announced_workers_, now);  // Expires held barrier requests.
   std::vector<int> dead_workers = members_.ExpireWorkers(now);
   for (int id : dead_workers) {
-    metrics_.OnDeclaredDead("worker");
-    LOG(WARNING) << "worker " << id << " missed heartbeats for "
-                 << options_.heartbeat_timeout_ms << " ms; dropped from the live set";
+    const bool finished = members_.workers().at(id).finished;
+    const std::string what = "worker " + std::to_string(id) + " missed heartbeats for " +
+                             std::to_string(options_.heartbeat_timeout_ms) + " ms";
+    if (finished) {
+      LOG(INFO) << what << " after it finished (its goodbye was lost); dropped from the live set";
+    } else {
+      metrics_.OnDeclaredDead("worker");
+      LOG(WARNING) << what << "; dropped from the live set";
+    }
+    Emit("member_dead", {{"role", "worker"}, {"id", id}, {"reason", what}, {"finished", finished}});
   }
   if (!dead_workers.empty()) {
     BroadcastWorkerSet([](const Status& s) {
@@ -147,6 +165,10 @@ void CoordinatorImpl::OnDisconnect(int peer) {
   if (id < 0 || it == members_.servers().end() || !it->second.alive) return;
   const std::string endpoint = it->second.endpoint;
   const int64_t since = clock_->NowMs();
+  Emit("member_suspected", {{"role", "server"},
+                            {"id", id},
+                            {"reason", "its connection closed; probing it for " +
+                                           std::to_string(options_.probe_timeout_ms) + " ms"}});
   Message ping;
   ping.header.set_type(wire::PING);
   servers_rpc_->Call(peer, std::move(ping), options_.probe_timeout_ms,
@@ -160,6 +182,10 @@ void CoordinatorImpl::OnDisconnect(int peer) {
                            return;
                          }
                          members_.MarkServerDead(id);
+                         Emit("member_dead",
+                              {{"role", "server"},
+                               {"id", id},
+                               {"reason", "closed its connection and did not answer a probe"}});
                          servers_rpc_->CancelPeer(
                              server_peer_[id],
                              UnavailableError("server " + std::to_string(id) + " is dead"));
@@ -173,7 +199,46 @@ void CoordinatorImpl::OnDisconnect(int peer) {
 
 void CoordinatorImpl::ServerLost(int server_id, const std::string& why) {
   EndSyncing(server_id);
+  const wire::ShardMap before = map_;
+  const int counted = fallbacks_counted_;
   recovery_->OnServerLost(server_id, why, *this);
+  EmitFailovers(server_id, before);
+  if (fallbacks_counted_ > counted) {
+    Emit("fallback", {{"server", server_id},
+                      {"cause", "all-replicas-lost"},
+                      {"source", "workers"},
+                      {"epoch", map_.epoch()}});
+  }
+}
+
+void CoordinatorImpl::EmitFailovers(int lost, const wire::ShardMap& before) {
+  for (const wire::TableShards& now : map_.tables()) {
+    const wire::TableShards* was = nullptr;
+    for (const wire::TableShards& t : before.tables()) {
+      if (t.table().name() == now.table().name()) was = &t;
+    }
+    if (was == nullptr) continue;
+    for (int i = 0; i < now.ranges_size() && i < was->ranges_size(); ++i) {
+      const wire::DenseRange& r = now.ranges(i);
+      if (was->ranges(i).server() != lost || r.server() == lost) continue;
+      Emit("chain_failover", {{"lost_server", lost},
+                              {"table", now.table().name()},
+                              {"range_begin", r.begin()},
+                              {"range_end", r.end()},
+                              {"new_head", r.server()},
+                              {"epoch", map_.epoch()},
+                              {"map_version", map_.version()}});
+    }
+    for (int b = 0; b < now.buckets_size() && b < was->buckets_size(); ++b) {
+      if (was->buckets(b).server() != lost || now.buckets(b).server() == lost) continue;
+      Emit("chain_failover", {{"lost_server", lost},
+                              {"table", now.table().name()},
+                              {"bucket", b},
+                              {"new_head", now.buckets(b).server()},
+                              {"epoch", map_.epoch()},
+                              {"map_version", map_.version()}});
+    }
+  }
 }
 
 std::vector<int> CoordinatorImpl::LiveServers() const {
@@ -222,6 +287,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
   checkpoints_.Start(clock, now);
   const uint64_t seq = next_checkpoint_seq_++;
   LOG(INFO) << "checkpoint at clock " << clock << " started";
+  Emit("checkpoint_started", {{"seq", seq}, {"clock", clock}});
   Message msg;
   msg.header.set_type(wire::CHECKPOINT);
   msg.header.mutable_checkpoint_request()->set_clock(clock);
@@ -248,8 +314,14 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
         if (result.ok()) {
           LOG(INFO) << "checkpoint at clock " << clock << " complete on "
                     << record->shards_size() << " server(s) in " << record->seconds() << " s";
+          Emit("checkpoint_complete", {{"seq", record->seq()},
+                                       {"clock", clock},
+                                       {"servers", record->shards_size()},
+                                       {"seconds", record->seconds()}});
         } else {
           LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << result;
+          Emit("checkpoint_failed",
+               {{"seq", record->seq()}, {"clock", clock}, {"reason", result.ToString()}});
         }
         checkpoints_.Finish(result, *record, clock_->NowMs());
         if (!Persist()) return;

@@ -73,6 +73,16 @@ Status CoordinatorImpl::TakeOver() {
             << map_.epoch() << ", " << members_.live_servers() << " live server(s), "
             << announced_workers_.size() << " live worker(s)) after loading for "
             << (clock_->NowMs() - since) << " ms";
+  // HA takeover: a term > 1 resumed a job another coordinator (or an
+  // earlier run of this one) served.
+  Emit("leader_elected", {{"endpoint", endpoint()},
+                          {"term", term_},
+                          {"store", store_->Name()},
+                          {"resumed", term_ > 1},
+                          {"map_version", map_.version()},
+                          {"epoch", map_.epoch()},
+                          {"live_servers", members_.live_servers()},
+                          {"load_ms", clock_->NowMs() - since}});
   return Status::OK();
 }
 
@@ -81,8 +91,9 @@ void CoordinatorImpl::StepDown(const std::string& why) {
   stepped_down_ = true;
   leading_.store(false);
   LOG(ERROR) << "STEPDOWN coordinator " << endpoint() << " stops serving: " << why;
+  Emit("leader_stepped_down", {{"endpoint", endpoint()}, {"term", term_}, {"reason", why}});
   result_ = AbortedError("coordinator stepped down: " + why);
-  rpc_->Stop();
+  EndRunAndStop();
 }
 
 void CoordinatorImpl::OnZkEvent(ZkEvent e) {
@@ -132,6 +143,8 @@ StateRecords CoordinatorImpl::Snapshot() const {
     w->set_id(id);
     w->set_pid(info.pid);
     w->set_alive(info.alive);
+    w->set_finished(info.finished);
+    w->set_failure(info.failure);
   }
   m.set_worker_set_version(members_.worker_set_version());
   m.set_workers_left(workers_left_);
@@ -203,6 +216,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   for (const wire::StoredMember& w : m.workers()) {
     members_.AddWorker(w.id(), 0, w.pid(), seen);
     if (!w.alive()) members_.RemoveWorker(w.id());
+    if (w.finished()) members_.MarkWorkerFinished(w.id(), w.failure());
   }
   // One ahead of what servers saw: the next live set supersedes theirs.
   members_.set_worker_set_version(m.worker_set_version() + 1);

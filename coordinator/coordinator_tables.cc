@@ -88,7 +88,10 @@ void CoordinatorImpl::InstallMapAndReply(Request req, const std::string& what,
   install.header.set_type(wire::INSTALL_MAP);
   *install.header.mutable_shard_map() = map_;
   auto shared = std::make_shared<Request>(std::move(req));
-  Broadcast(install, [this, shared, what, drop_on_failure](const Status& s) {
+  const uint64_t version = map_.version();
+  const uint64_t epoch = map_.epoch();
+  Broadcast(install, [this, shared, what, drop_on_failure, version, epoch](const Status& s) {
+    EmitMapInstalled(version, epoch, what, s);
     if (!s.ok()) {
       // A table a server could not create (over its quota, out of memory)
       // leaves no trace: servers would otherwise retry it at every
@@ -186,14 +189,25 @@ void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Sta
   }
 }
 
+void CoordinatorImpl::EmitMapInstalled(uint64_t version, uint64_t epoch, const std::string& why,
+                                       const Status& s) {
+  Emit("shard_map_installed", {{"version", version},
+                               {"epoch", epoch},
+                               {"reason", why},
+                               {"ok", s.ok()},
+                               {"error", s.ok() ? std::string() : s.ToString()}});
+}
+
 void CoordinatorImpl::PushMap(const std::string& why) {
   if (!Persist()) return;
   Message install;
   install.header.set_type(wire::INSTALL_MAP);
   *install.header.mutable_shard_map() = map_;
   const uint64_t epoch = map_.epoch();
-  Broadcast(install, [why, epoch](const Status& s) {
+  const uint64_t version = map_.version();
+  Broadcast(install, [this, why, epoch, version](const Status& s) {
     if (!s.ok()) LOG(WARNING) << "installing the map of epoch " << epoch << " (" << why << "): " << s;
+    EmitMapInstalled(version, epoch, why, s);
   }, 2000);
 }
 

@@ -33,6 +33,28 @@ void Membership::RemoveWorker(int id) {
   }
 }
 
+bool Membership::MarkWorkerFinished(int id, const std::string& failure) {
+  auto it = workers_.find(id);
+  if (it == workers_.end() || it->second.finished) return false;
+  it->second.finished = true;
+  it->second.failure = failure;
+  return true;
+}
+
+std::vector<std::string> Membership::FailedWorkers() const {
+  std::vector<std::string> failed;
+  for (const auto& [id, m] : workers_) {
+    if (!m.failure.empty()) failed.push_back("worker " + std::to_string(id) + ": " + m.failure);
+  }
+  return failed;
+}
+
+int Membership::LostWorkers() const {
+  int lost = 0;
+  for (const auto& [id, m] : workers_) lost += !m.alive && !m.finished;
+  return lost;
+}
+
 bool Membership::ServerHeartbeat(int id, int64_t now_ms) {
   auto it = servers_.find(id);
   if (it == servers_.end() || !it->second.alive) return false;

@@ -27,6 +27,11 @@ struct MemberInfo {
   uint64_t incarnation = 0;
   uint64_t acked_updates = 0;
   bool alive = true;
+  // Workers only: reported that it finished (HeartbeatRequest.finished) or
+  // said goodbye (DEREGISTER). A dead worker without it went silent: lost.
+  bool finished = false;
+  // Workers only: the error it reported ending with (empty: none).
+  std::string failure;
 };
 
 class Membership {
@@ -38,6 +43,15 @@ class Membership {
   int AddServer(int requested_id, const std::string& endpoint, int pid, int64_t now_ms);
   int AddWorker(int requested_id, int64_t start_clock, int pid, int64_t now_ms);
   void RemoveWorker(int id);
+  // Records that worker `id` finished (see MemberInfo::finished), with the
+  // error it ends with (`failure`, empty: none). Returns true the first time
+  // for a known worker.
+  bool MarkWorkerFinished(int id, const std::string& failure = "");
+  // Workers that are dead and never finished (went silent).
+  int LostWorkers() const;
+  // "worker <id>: <failure>" of each worker that reported ending with an
+  // error, by id.
+  std::vector<std::string> FailedWorkers() const;
 
   // Records a heartbeat; returns false for an unknown or dead member.
   bool ServerHeartbeat(int id, int64_t now_ms);

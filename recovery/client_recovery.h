@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "common/events.h"
 #include "common/buffer.h"
 #include "common/shard_map.h"
 #include "common/status.h"
@@ -196,6 +197,10 @@ class ClientMechanisms {
   virtual int64_t clock() const = 0;
   // The current shard map (never null once Attach() returned).
   virtual std::shared_ptr<const ShardMap> map() const = 0;
+  // This worker's id, and the client's structured event log (null: none;
+  // docs/events.md lists the kinds a role may emit).
+  virtual int worker_id() const = 0;
+  virtual EventLog* events() const = 0;
 
   // ---- Map watch and parked parts --------------------------------------
   // Keeps one map watch outstanding (a GET_SHARD_MAP the coordinator holds

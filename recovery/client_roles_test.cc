@@ -43,10 +43,12 @@ class FakeClientMechanisms final : public ClientMechanisms {
   int64_t NowMs() const override { return clock_->NowMs(); }
   int64_t clock() const override { return 0; }
   std::shared_ptr<const ShardMap> map() const override { return current_map; }
+  int worker_id() const override { return 0; }
+  EventLog* events() const override { return nullptr; }
 
-  void WatchMap() override { events.push_back("watch"); }
+  void WatchMap() override { calls.push_back("watch"); }
   void RetryParkedBefore(int64_t ms) override {
-    events.push_back("retry");
+    calls.push_back("retry");
     retry_before.push_back(ms);
   }
 
@@ -60,31 +62,31 @@ class FakeClientMechanisms final : public ClientMechanisms {
   }
   void GoLocal(int server, const std::string& endpoint, bool stalled,
                const std::string& /*why*/) override {
-    events.push_back("local " + std::to_string(server) + " " + endpoint +
+    calls.push_back("local " + std::to_string(server) + " " + endpoint +
                      (stalled ? " stalled" : ""));
     local.emplace(server, std::make_pair(endpoint, stalled));
   }
   void Rejoin(int server, bool same_server, const char* /*why*/) override {
-    events.push_back("rejoin " + std::to_string(server) + (same_server ? " same" : ""));
+    calls.push_back("rejoin " + std::to_string(server) + (same_server ? " same" : ""));
     local.erase(server);
   }
   bool TakeOver(int holder, int spare) override {
-    events.push_back("takeover " + std::to_string(holder) + "->" + std::to_string(spare));
+    calls.push_back("takeover " + std::to_string(holder) + "->" + std::to_string(spare));
     return local.count(holder) > 0;
   }
   void Reassign(const std::string& table, uint64_t range_begin, int server) override {
-    events.push_back("reassign " + table + "@" + std::to_string(range_begin) + "->" +
+    calls.push_back("reassign " + table + "@" + std::to_string(range_begin) + "->" +
                      std::to_string(server));
   }
-  void SendSeedCopies(const wire::HeartbeatReply& /*reply*/) override { events.push_back("seed"); }
-  void ProbeStalledServers() override { events.push_back("probe"); }
+  void SendSeedCopies(const wire::HeartbeatReply& /*reply*/) override { calls.push_back("seed"); }
+  void ProbeStalledServers() override { calls.push_back("probe"); }
 
   void Replay(int server, const AckedPush& push,
               std::function<void(const Status&, const wire::Header& reply)> done) override {
-    events.push_back("replay " + std::to_string(server) + " #" + std::to_string(push.push_id));
+    calls.push_back("replay " + std::to_string(server) + " #" + std::to_string(push.push_id));
     replays.push_back({server, push, std::move(done)});
   }
-  void ReleaseServer(int server) override { events.push_back("release " + std::to_string(server)); }
+  void ReleaseServer(int server) override { calls.push_back("release " + std::to_string(server)); }
 
   // Answers replays[i] with `status` (and the reply's marker).
   void Answer(size_t i, const Status& status = Status::OK(), uint64_t snapshot_seq = 0,
@@ -95,12 +97,12 @@ class FakeClientMechanisms final : public ClientMechanisms {
     replays.at(i).done(status, reply);
   }
   int Count(const std::string& event) const {
-    return static_cast<int>(std::count(events.begin(), events.end(), event));
+    return static_cast<int>(std::count(calls.begin(), calls.end(), event));
   }
 
   std::shared_ptr<const ShardMap> current_map;
   std::map<int, std::pair<std::string, bool>> local;  // server -> (lost at, stalled)
-  std::vector<std::string> events;
+  std::vector<std::string> calls;
   std::vector<int64_t> retry_before;
   std::vector<ReplayCall> replays;
 
@@ -341,7 +343,7 @@ TEST_F(ClientRolesTest, PoliciesWithoutLocalCopiesFailALostPart) {
     EXPECT_EQ(d.action, PartAction::kFail);
     EXPECT_EQ(d.local_server, -1);
   }
-  EXPECT_TRUE(mech_.events.empty());
+  EXPECT_TRUE(mech_.calls.empty());
 }
 
 TEST_F(ClientRolesTest, HybridGoesLocalForALostPartOnlyIfItsHolderIsStranded) {
@@ -371,7 +373,7 @@ TEST_F(ClientRolesTest, HybridGoesLocalForALostPartOnlyIfItsHolderIsStranded) {
   ASSERT_NE(observer, nullptr);
   EXPECT_EQ(observer->OnPartLost(Failed(lost, 0, 0, Endpoint(0))).action, PartAction::kFail);
   // Deciding drives no mechanism.
-  EXPECT_TRUE(mech_.events.empty());
+  EXPECT_TRUE(mech_.calls.empty());
 }
 
 TEST_F(ClientRolesTest, StatelessSendsADensePartToAReplacementElseServesItLocally) {
@@ -416,28 +418,28 @@ TEST_F(ClientRolesTest, StatelessSendsADensePartToAReplacementElseServesItLocall
 TEST_F(ClientRolesTest, ChainWatchesTheMapAndRetriesPartsParkedForAHeartbeat) {
   for (const char* policy : {"chain", "hybrid"}) {
     SCOPED_TRACE(policy);
-    mech_.events.clear();
+    mech_.calls.clear();
     mech_.retry_before.clear();
     std::unique_ptr<ClientRecovery> r = Make(policy);
     ASSERT_NE(r, nullptr);
     r->OnStarted();
-    EXPECT_EQ(mech_.events, std::vector<std::string>({"watch"}));
+    EXPECT_EQ(mech_.calls, std::vector<std::string>({"watch"}));
 
     r->OnHeartbeat();
     clock_.AdvanceMs(1000);
     r->OnHeartbeat();
-    EXPECT_EQ(mech_.events, std::vector<std::string>({"watch", "watch", "retry", "watch", "retry"}));
+    EXPECT_EQ(mech_.calls, std::vector<std::string>({"watch", "watch", "retry", "watch", "retry"}));
     // The parts parked at least a heartbeat period ago, on the client's clock.
     ASSERT_EQ(mech_.retry_before.size(), 2u);
     EXPECT_EQ(mech_.retry_before[1] - mech_.retry_before[0], 1000);
     EXPECT_EQ(mech_.retry_before[1], clock_.NowMs() - kHeartbeatMs);
   }
   // An observer does not watch at start.
-  mech_.events.clear();
+  mech_.calls.clear();
   std::unique_ptr<ClientRecovery> observer = Make("chain", /*worker=*/false);
   ASSERT_NE(observer, nullptr);
   observer->OnStarted();
-  EXPECT_TRUE(mech_.events.empty());
+  EXPECT_TRUE(mech_.calls.empty());
 }
 
 TEST_F(ClientRolesTest, PoliciesWithoutChainsDriveNothingOnStartOrHeartbeat) {
@@ -449,7 +451,7 @@ TEST_F(ClientRolesTest, PoliciesWithoutChainsDriveNothingOnStartOrHeartbeat) {
     r->OnHeartbeat();
     clock_.AdvanceMs(kHeartbeatMs);
     r->OnHeartbeat();
-    EXPECT_TRUE(mech_.events.empty());
+    EXPECT_TRUE(mech_.calls.empty());
   }
 }
 
@@ -459,50 +461,50 @@ TEST_F(ClientRolesTest, HybridGoesLocalOnAStrandedChainAndRejoinsOnceSeeded) {
   std::unique_ptr<ClientRecovery> r = Make("hybrid");
   ASSERT_NE(r, nullptr);
   r->OnMapInstalled(*Install(MapProto(3, 2)), {});
-  EXPECT_TRUE(mech_.events.empty());
+  EXPECT_TRUE(mech_.calls.empty());
 
   // Server 1 spliced out, server 0 stranded with range 0: only 0 goes local
   // (at the endpoint it was lost on), and its range is reassigned to it.
   const wire::ShardMap lost = ChainLostMap();
   r->OnMapInstalled(*Install(lost), {});
-  EXPECT_EQ(mech_.events, std::vector<std::string>({"reassign w@0->0", "local 0 " + Endpoint(0)}));
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"reassign w@0->0", "local 0 " + Endpoint(0)}));
   EXPECT_FALSE(mech_.IsLocal(1));
 
   // The same map again: already local, nothing new.
-  mech_.events.clear();
+  mech_.calls.clear();
   r->OnMapInstalled(*Install(lost), {});
-  EXPECT_EQ(mech_.events, std::vector<std::string>({"reassign w@0->0"}));
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"reassign w@0->0"}));
 
   // Server 2 took over what server 0 held alone (and is seeded): the copies
   // move to it; server 0 back and alive (seeded): rejoin.
-  mech_.events.clear();
+  mech_.calls.clear();
   wire::ShardMap seeded = lost;
   seeded.mutable_servers(2)->add_took_over(0);
   seeded.mutable_servers(0)->set_alive(true);
   seeded.mutable_servers(0)->set_endpoint(Endpoint(0, 2));
   seeded.set_version(4);
   r->OnMapInstalled(*Install(seeded), {0});
-  EXPECT_EQ(mech_.events, std::vector<std::string>({"takeover 0->2", "rejoin 0"}));
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"takeover 0->2", "rejoin 0"}));
 
   // The heartbeat reply answers re-seed requests and probes stalled servers.
-  mech_.events.clear();
+  mech_.calls.clear();
   r->OnHeartbeatReply(wire::HeartbeatReply());
-  EXPECT_EQ(mech_.events, std::vector<std::string>({"seed", "probe"}));
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"seed", "probe"}));
 
   // Observers do none of it.
-  mech_.events.clear();
+  mech_.calls.clear();
   std::unique_ptr<ClientRecovery> observer = Make("hybrid", /*worker=*/false);
   ASSERT_NE(observer, nullptr);
   observer->OnMapInstalled(*Install(lost), {});
   observer->OnHeartbeatReply(wire::HeartbeatReply());
-  EXPECT_TRUE(mech_.events.empty());
+  EXPECT_TRUE(mech_.calls.empty());
 }
 
 TEST_F(ClientRolesTest, StatelessGoesLocalOnADeadServerAndRejoinsItsReplacement) {
   std::unique_ptr<ClientRecovery> r = Make("stateless");
   ASSERT_NE(r, nullptr);
   r->OnMapInstalled(*Install(MapProto(3, 1)), {});
-  EXPECT_TRUE(mech_.events.empty());
+  EXPECT_TRUE(mech_.calls.empty());
 
   // The coordinator declared server 1 dead (endpoint kept) and server 2 dead
   // without an endpoint: only 1 can go local where it was.
@@ -511,33 +513,33 @@ TEST_F(ClientRolesTest, StatelessGoesLocalOnADeadServerAndRejoinsItsReplacement)
   dead.mutable_servers(2)->set_alive(false);
   dead.mutable_servers(2)->set_endpoint("");
   r->OnMapInstalled(*Install(dead), {});
-  EXPECT_EQ(mech_.events, std::vector<std::string>({"local 1 " + Endpoint(1)}));
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"local 1 " + Endpoint(1)}));
 
   // Alive again at the same endpoint (not replaced): stays local (a probe
   // decides that, not the map).
-  mech_.events.clear();
+  mech_.calls.clear();
   wire::ShardMap same = MapProto(3, 1);
   r->OnMapInstalled(*Install(same), {});
-  EXPECT_TRUE(mech_.events.empty());
+  EXPECT_TRUE(mech_.calls.empty());
   EXPECT_TRUE(mech_.IsLocal(1));
 
   // Replaced and seeded: alive at a new endpoint. Rejoin with raw deltas.
   wire::ShardMap replaced = MapProto(3, 1);
   replaced.mutable_servers(1)->set_endpoint(Endpoint(1, 2));
   r->OnMapInstalled(*Install(replaced), {1});
-  EXPECT_EQ(mech_.events, std::vector<std::string>({"rejoin 1"}));
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"rejoin 1"}));
   EXPECT_FALSE(mech_.IsLocal(1));
 
-  mech_.events.clear();
+  mech_.calls.clear();
   r->OnHeartbeatReply(wire::HeartbeatReply());
-  EXPECT_EQ(mech_.events, std::vector<std::string>({"seed", "probe"}));
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"seed", "probe"}));
 
-  mech_.events.clear();
+  mech_.calls.clear();
   std::unique_ptr<ClientRecovery> observer = Make("stateless", /*worker=*/false);
   ASSERT_NE(observer, nullptr);
   observer->OnMapInstalled(*Install(dead), {});
   observer->OnHeartbeatReply(wire::HeartbeatReply());
-  EXPECT_TRUE(mech_.events.empty());
+  EXPECT_TRUE(mech_.calls.empty());
 }
 
 TEST_F(ClientRolesTest, PoliciesThatRestartServersDoNotGoLocal) {
@@ -548,7 +550,7 @@ TEST_F(ClientRolesTest, PoliciesThatRestartServersDoNotGoLocal) {
     ASSERT_NE(r, nullptr);
     r->OnMapInstalled(*Install(lost), {0});
     r->OnHeartbeatReply(wire::HeartbeatReply());
-    EXPECT_TRUE(mech_.events.empty());
+    EXPECT_TRUE(mech_.calls.empty());
   }
 }
 
@@ -619,7 +621,7 @@ TEST_F(ReplayClientTest, ReplaysAcknowledgedPushesInOrderThenReleasesTheServer) 
 
   r->OnMapInstalled(*Restarted(0), {0});
   // Only server 0's entries, oldest first, and nothing released yet.
-  EXPECT_EQ(mech_.events,
+  EXPECT_EQ(mech_.calls,
             std::vector<std::string>({"replay 0 #1", "replay 0 #3", "replay 0 #4"}));
   ASSERT_EQ(mech_.replays.size(), 3u);
   const AckedPush& first = mech_.replays[0].push;
@@ -642,7 +644,7 @@ TEST_F(ReplayClientTest, ReplaysAcknowledgedPushesInOrderThenReleasesTheServer) 
   mech_.Answer(0);
   EXPECT_EQ(mech_.Count("release 0"), 0);
   mech_.Answer(1);
-  EXPECT_EQ(mech_.events.back(), "release 0");
+  EXPECT_EQ(mech_.calls.back(), "release 0");
   EXPECT_EQ(mech_.Count("release 0"), 1);
   EXPECT_EQ(mech_.Count("release 1"), 0);
 
@@ -658,11 +660,11 @@ TEST_F(ReplayClientTest, AServerWithNothingLoggedIsReleasedAtOnce) {
   ASSERT_NE(r, nullptr);
   r->OnPushAcked(Push(0, 1, 0, {1.0f}));
   r->OnMapInstalled(*Restarted(1), {1});
-  EXPECT_EQ(mech_.events, std::vector<std::string>({"release 1"}));
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"release 1"}));
   // A map with no restarted server replays and releases nothing.
-  mech_.events.clear();
+  mech_.calls.clear();
   r->OnMapInstalled(*Restarted(0), {});
-  EXPECT_TRUE(mech_.events.empty());
+  EXPECT_TRUE(mech_.calls.empty());
 }
 
 TEST_F(ReplayClientTest, AFailedReplayStillReleasesTheServerAndIsCounted) {

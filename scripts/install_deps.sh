@@ -24,6 +24,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev  # scripts/fuzz.sh (libFuzzer), scripts/test.sh --clang-tsa
   dataset-fashion-mnist
   python3
+  python3-jsonschema          # docs/events.schema.json checked by the events test
   gnuplot-nox                 # scripts/experiment.sh plots
   iptables iproute2           # run_local.sh --partition_server, the namespace test
   libcpp-httplib-dev          # Prometheus /metrics (common/metrics_exporter)

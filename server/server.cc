@@ -43,6 +43,8 @@ Status ServerImpl::Init() {
   ro.curve = options_.curve;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
   ASSIGN_OR_RETURN(advertised_, AdvertisedEndpoint(rpc_->endpoint(), options_.advertise));
+  // Peers connect to it: a name they cannot resolve is an error now.
+  RETURN_IF_ERROR(CheckHostResolves(advertised_));
   metrics_.AddLoopCollector(rpc_.get(), [this](metrics::MetricSink* s) { CollectMetrics(s); });
   // Shards live in host memory: host-side work (decoding, NaN checks, BSP
   // sums) runs on the CPU device; optimizer updates run on options_.device
@@ -138,6 +140,19 @@ Status ServerImpl::Init() {
   awaiting_seed_ = rr.awaits_seed();
   if (awaiting_seed_) LOG(INFO) << "server " << id_ << " waits to be seeded from the workers";
   recovery_->OnStarted(job_info_);
+  if (EventLog* events = options_.events.get(); events != nullptr) {
+    if (events->process().empty()) events->set_process("server-" + std::to_string(id_));
+    events->Emit("server_started",
+                 {{"server", id_},
+                  {"endpoint", advertised_},
+                  {"pid", static_cast<int>(getpid())},
+                  {"store", store_->Name()},
+                  {"recovery", recovery_->Name()},
+                  {"restored", restored_from_.has_value()},
+                  {"restored_seq", restored_from_.has_value() ? restored_from_->seq() : 0},
+                  {"restored_clock", restored_from_.has_value() ? restored_from_->clock() : -1},
+                  {"awaits_seed", awaiting_seed_}});
+  }
   LOG(INFO) << "server " << id_ << " serving on " << advertised_ << " (store "
             << store_->Name() << ", consistency " << policy_->Name() << ", recovery "
             << recovery_->Name() << ")";

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/events.h"
 #include "relaxps/curve_options.h"
 #include "common/status.h"
 #include "kernels/device.h"
@@ -136,6 +137,10 @@ struct ServerOptions {
   // gate), heartbeats and the loop's timers (nullptr: real time). Tests
   // pass a FakeClock. Must outlive the server.
   const Clock* clock = nullptr;
+  // Structured events (docs/events.md): server_started, checkpoint_written,
+  // checkpoint_write_failed. A log without a process name is named
+  // "server-<id>" once the server registered. nullptr: none.
+  std::shared_ptr<EventLog> events;
 
   // flush_every_clocks, or what -1 stands for.
   int FlushEveryClocks() const {

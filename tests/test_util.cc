@@ -112,6 +112,15 @@ void RemoveTree(const std::string& path) {
   std::filesystem::remove_all(path, ec);
 }
 
+bool Eventually(const std::function<bool()>& done, int max_ms) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
 StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError("cannot open " + path);

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -107,6 +108,11 @@ void RemoveTree(const std::string& path);
 
 // Returns the whole file.
 StatusOr<std::string> ReadFile(const std::string& path);
+
+// Polls `done` every 5 ms of real time until it returns true (then true) or
+// max_ms passed (then what it returns last): for tests whose fake clock makes
+// the work happen at once but on another thread.
+bool Eventually(const std::function<bool()>& done, int max_ms = 20000);
 
 // Waits until `path` exists and is not empty. DeadlineExceeded after
 // Scaled(timeout): both waits below are for work to happen, so sanitizer

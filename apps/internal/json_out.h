@@ -10,12 +10,12 @@
 
 #include <google/protobuf/message.h>
 
+#include "common/events.h"  // JsonQuote: a JSON string literal (quoted, escaped).
+
 namespace relaxps {
 
 // `m` as one line of JSON.
 std::string ProtoToJson(const google::protobuf::Message& m);
-// A JSON string literal (quoted, escaped).
-std::string JsonQuote(const std::string& s);
 // {"k1":v1,"k2":v2,...} from (key, JSON value) pairs.
 std::string JsonObject(const std::vector<std::pair<std::string, std::string>>& fields);
 // [v1,v2,...] from JSON values.

@@ -107,6 +107,8 @@ Status Evaluator::EvaluateOnce(double now_unix, bool final_line, EvaluatorResult
     std::fprintf(options_.progress, "evaluator time_s=%.1f pull_failed=1 reason=%s\n", time_s,
                  StatusCodeName(pulled.code()));
     std::fflush(options_.progress);
+    EmitEvent(options_.events.get(), "evaluator_pull_failed",
+              {{"time_s", time_s}, {"reason", pulled.ToString()}});
     return Status::OK();
   }
   const int64_t params_clock = client_->last_params_clock();
@@ -133,6 +135,14 @@ Status Evaluator::EvaluateOnce(double now_unix, bool final_line, EvaluatorResult
                final_line ? "final evaluator" : "evaluator", time_s, params_clock, ev.accuracy,
                ev.loss, eval_s);
   std::fflush(options_.progress);
+  EmitEvent(options_.events.get(), final_line ? "evaluator_final" : "evaluator_progress",
+            {{"time_s", time_s},
+             {"params_clock", params_clock},
+             {"test_acc", ev.accuracy},
+             {"test_loss", ev.loss},
+             {"eval_s", eval_s},
+             {"evaluations", result->evaluations},
+             {"failed_pulls", result->failed_pulls}});
   return Status::OK();
 }
 

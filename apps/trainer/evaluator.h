@@ -30,6 +30,7 @@
 #include "apps/trainer/mnist.h"
 #include "apps/trainer/model.h"
 #include "client/client.h"
+#include "common/events.h"
 #include "common/status.h"
 #include "kernels/device.h"
 
@@ -56,6 +57,9 @@ struct EvaluatorOptions {
   std::string metrics_csv;
   // Where progress and final lines go. Not owned.
   FILE* progress = stdout;
+  // Structured events (docs/events.md): evaluator_progress with each
+  // evaluation, evaluator_final with the last. nullptr: none.
+  std::shared_ptr<EventLog> events;
 };
 
 struct EvaluatorResult {

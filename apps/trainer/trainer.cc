@@ -212,6 +212,18 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
       std::fprintf(options_.progress, "%s\n",
                    FormatProgress("progress", row, latest_test_acc).c_str());
       std::fflush(options_.progress);
+      EmitEvent(options_.events.get(), "progress",
+                {{"worker", row.worker},
+                 {"time_s", row.time_s},
+                 {"step", row.clock},
+                 {"epoch", row.epoch},
+                 {"samples", row.samples},
+                 {"samples_per_s", row.samples_per_s},
+                 {"loss", row.loss},
+                 {"train_acc", row.train_acc},
+                 {"test_acc", latest_test_acc},  // null until the first evaluation
+                 {"staleness_max", row.staleness_max},
+                 {"bytes_sent", row.bytes_sent}});
       if (options_.log_every_s > 0) next_log = elapsed() + options_.log_every_s;
     }
   }
@@ -253,6 +265,21 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
                 static_cast<unsigned long long>(traffic.reported_lost));
   std::fprintf(options_.progress, "%s%s\n", line.c_str(), extra);
   std::fflush(options_.progress);
+  EmitEvent(options_.events.get(), "final",
+            {{"worker", row.worker},
+             {"time_s", end},
+             {"steps", result.steps},
+             {"epochs", result.epochs},
+             {"samples", result.samples},
+             {"samples_per_s", result.train_samples_per_s},
+             {"wall_samples_per_s", result.samples_per_s},
+             {"test_acc", result.test_acc},  // null without a final evaluation
+             {"test_loss", result.test_loss},
+             {"stopped", result.stopped},
+             {"incarnation", traffic.incarnation},
+             {"acked_updates", traffic.acked_updates},
+             {"local_steps", traffic.local_steps},
+             {"reported_lost", traffic.reported_lost}});
   return result;
 }
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "apps/trainer/metrics.h"
+#include "common/events.h"
 #include "apps/trainer/mnist.h"
 #include "apps/trainer/model.h"
 #include "apps/trainer/param_source.h"
@@ -79,6 +80,9 @@ struct TrainerOptions {
   int straggle_ms = 0;
   // Where progress lines go (stdout by default). Not owned.
   FILE* progress = stdout;
+  // Structured events (docs/events.md): a `progress` event with each
+  // progress line and a `final` one at the end. nullptr: none.
+  std::shared_ptr<EventLog> events;
   // Per-step Prometheus metrics (step_metrics.h) go here; nullptr: none.
   // Not owned; must outlive the trainer.
   metrics::Registry* metrics = nullptr;

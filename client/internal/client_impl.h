@@ -144,6 +144,7 @@ class ClientImpl final : public Client,
   int64_t clock() const override { return clock_.load(); }
   int64_t last_params_clock() const override { return last_params_clock_.load(); }
   ClientStats stats() const override;
+  Status ReportFinished(const Status& outcome, int timeout_ms) override;  // client.cc
   bool Drive(const std::function<bool()>& done, int timeout_ms) override {
     return rpc_->Drive(done, timeout_ms);
   }
@@ -280,6 +281,7 @@ class ClientImpl final : public Client,
 
   // ---- recovery::ClientMechanisms (recovery/client_recovery.h) -----------
   int64_t NowMs() const override { return clock_source_->NowMs(); }
+  EventLog* events() const override { return options_.events.get(); }
   std::shared_ptr<const ShardMap> map() const override { return router_->map(); }
   // Keeps one map watch (a GET_SHARD_MAP the coordinator holds until its
   // map changes, coordinator/map_watchers.h) outstanding, so a failover's

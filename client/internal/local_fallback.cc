@@ -26,6 +26,9 @@ void LocalFallback::GoLocal(int server, const std::string& endpoint, bool stalle
   if (!replica_.GoLocal(server, endpoint, stalled, host_->clock())) return;
   LOG(WARNING) << "server " << server << " (" << endpoint << ") lost: " << why
                << "; training on this worker's copy of its ranges until it is replaced";
+  EmitEvent(options_.events, "client_went_local",
+            {{"worker", host_->worker_id()}, {"server", server}, {"clock", host_->clock()},
+             {"reason", why}});
   std::string current;
   const int peer = router_->Peer(server, &current);
   // Whatever else waits on it is served locally now, not at its deadline.
@@ -111,6 +114,9 @@ void LocalFallback::Rejoin(int server, bool same_server, const char* why) {
   std::vector<DoubtfulRowPush> resend_rows;
   std::vector<RangeDelta> deltas = replica_.Rejoin(server, same_server, &resend);
   std::vector<RowsDelta> row_deltas = rows_.Take(server, same_server, &resend_rows);
+  EmitEvent(options_.events, "client_rejoined",
+            {{"worker", host_->worker_id()}, {"server", server}, {"clock", host_->clock()},
+             {"local_steps", replica_.local_steps()}});
   LOG(INFO) << "server " << server << " is back (" << why << "); " << deltas.size()
             << " range(s) and " << row_deltas.size()
             << " sparse table(s) changed locally since the last copy go to it as raw deltas, "

@@ -39,6 +39,7 @@
 #include "client/internal/local_rows.h"
 #include "client/internal/router.h"
 #include "common/buffer.h"
+#include "common/events.h"
 #include "common/status.h"
 #include "common/transport.h"
 #include "common/wire.h"
@@ -85,6 +86,8 @@ class LocalFallback {
     int disconnect_probe_ms = 0;
     // How long a probe of a stalled server may take (local_after_ms).
     int stalled_probe_ms = 0;
+    // Where client_went_local / client_rejoined go (null: nowhere).
+    EventLog* events = nullptr;
   };
 
   // `host`, `router` and `transport` must outlive the fallback.

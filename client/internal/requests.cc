@@ -100,6 +100,8 @@ void ClientImpl::LogFailover(int server) {
   if (logged >= epoch || !failover_logged_epoch_.compare_exchange_strong(logged, epoch)) return;
   LOG(INFO) << "chain failover: a resent request was acknowledged by server " << server
             << " at unix_ms=" << clock_source_->NowUnixMs() << " (epoch " << epoch << ")";
+  EmitEvent(options_.events.get(), "client_failover_acked",
+            {{"worker", job_.worker_id}, {"server", server}, {"epoch", epoch}});
 }
 
 int ClientImpl::ServerTimeoutMs(wire::MsgType type) const {

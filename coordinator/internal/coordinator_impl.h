@@ -13,11 +13,13 @@
 #ifndef RELAXPS_COORDINATOR_INTERNAL_COORDINATOR_IMPL_H_
 #define RELAXPS_COORDINATOR_INTERNAL_COORDINATOR_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/rpc_client.h"
@@ -27,6 +29,8 @@
 #include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/event_ring.h"
+#include "common/events.h"
 #include "coordinator/map_watchers.h"
 #include "coordinator/membership.h"
 #include "coordinator/leader_election.h"
@@ -55,7 +59,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
         checkpoints_(CheckpointScheduleFor(options), clock_->NowMs()),
         reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
                                 options.reseed_timeout_ms}),
-        metrics_(options.metrics) {}
+        metrics_(options.metrics),
+        ring_(static_cast<size_t>(std::max(1, options.events_ring))) {}
 
   Status Init();
 
@@ -63,9 +68,14 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   bool leading() const override { return leading_.load(); }
   void Run() override {
     rpc_->Run([this](Request r) { Handle(std::move(r)); });
+    EndRun();
   }
-  void Stop() override { rpc_->Stop(); }
+  void Stop() override {
+    stop_requested_.store(true);
+    rpc_->Stop();
+  }
   Status result() const override { return result_; }
+  JobEnd job_end() const override { return job_end_; }
 
  private:
   // ---- Leadership and durable state (coordinator_state.cc) ----
@@ -84,6 +94,27 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
 
   // Ends the job in order (SHUTDOWN or every worker left).
   void EndJob(const std::string& why);
+  // After the loop stopped: how the job ended (job_end_, result_, the
+  // job_end event).
+  // At most once (ended_).
+  void EndRun();
+  // EndRun, answers the event followers, then stops the loop.
+  void EndRunAndStop();
+  JobEnd ComputeJobEnd() const;
+  // ---- Structured events (docs/events.md) ----
+  void Emit(std::string_view kind, const EventFields& fields = {}) { events_->Emit(kind, fields); }
+  // GET_EVENTS: answers at once, or holds the request until an event comes
+  // or its wait ends.
+  void HandleGetEvents(Request req);
+  // Answers the held GET_EVENTS requests that have news or whose wait ended
+  // by `now`.
+  void AnswerEventWaiters(int64_t now);
+  // chain_failover for every range or bucket whose head moved off `lost`
+  // between `before` and the current map.
+  void EmitFailovers(int lost, const wire::ShardMap& before);
+  // shard_map_installed: map `version` went to every live server (`s`).
+  void EmitMapInstalled(uint64_t version, uint64_t epoch, const std::string& why,
+                        const Status& s);
   // Loop timer: returns from Run() once an ended job's processes left, or
   // a failed job's clients had time to learn why.
   void MaybeExit(int64_t now);
@@ -145,7 +176,10 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   }
   void MarkSyncing(int server) override { syncing_[server] = map_.version(); }
   void EndSyncing(int server) override { syncing_.erase(server); }
-  void CountRecovery(const std::string& kind) override { metrics_.OnRecovery(kind); }
+  void CountRecovery(const std::string& kind) override {
+    metrics_.OnRecovery(kind);
+    if (kind == "fallback") ++fallbacks_counted_;
+  }
   // A server was confirmed dead (`why`) while the job runs: it holds no
   // state any more; the policy decides the rest (OnServerLost).
   void ServerLost(int server_id, const std::string& why);
@@ -175,6 +209,7 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<RpcClient> servers_rpc_;
   std::unique_ptr<RecoveryPolicy> policy_;
+  std::shared_ptr<EventLog> events_;  // Opened in Init(); never null after.
   // The policy's coordinator side; its hooks run on the loop thread.
   std::unique_ptr<recovery::CoordinatorRecovery> recovery_;
   wire::JobConfig job_;
@@ -184,6 +219,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // holds (DIR/server-<id>.pub), listed in the map for clients.
   std::map<int, std::string> server_keys_;
   Status result_;         // Set before Run() returns.
+  JobEnd job_end_;        // Set before Run() returns.
+  bool ended_ = false;    // EndRun() ran.
 
   // Loop thread only.
   std::unique_ptr<MapWatchers> watchers_;  // Created in Init().
@@ -203,6 +240,18 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   bool job_done_ = false;
   int64_t done_at_ms_ = 0;
   int workers_left_ = 0;  // Orderly DEREGISTERs of workers.
+  std::string done_reason_;  // Why the job ended in order (EndJob).
+  // fallback events: CountRecovery("fallback") calls during the hook now
+  // running (the core emits one event per hook that counted one).
+  int fallbacks_counted_ = 0;
+  // GET_EVENTS requests held until an event after `after` (or `deadline`).
+  struct EventWaiter {
+    std::shared_ptr<Request> req;
+    uint64_t after = 0;
+    size_t max = 0;
+    int64_t deadline_ms = 0;
+  };
+  std::vector<EventWaiter> event_waiters_;
   uint64_t next_incarnation_ = 1;
   CheckpointScheduler checkpoints_;
   Reseeder reseeder_;
@@ -225,12 +274,16 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
   CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().
+  // Events kept for GET_EVENTS (filled by events_' observer on any thread).
+  EventRing ring_;
   uint64_t term_ = 0;      // The store's term of this leadership (Claim()).
   StateRecords written_;   // Records as last written to store_.
   bool stepped_down_ = false;
 
   // Written on the loop thread, read by leading() from any thread.
   std::atomic<bool> leading_{false};
+  // Stop() was called (a signal): the job did not end by itself.
+  std::atomic<bool> stop_requested_{false};
   // Declared last: destroyed first (the election and the session call back
   // into rpc_ until they are gone).
   std::unique_ptr<ZkSession> zk_;

@@ -33,6 +33,7 @@
 #include "relaxps/clock.h"
 #include "relaxps/consistency_policy.h"
 #include "relaxps/curve_options.h"
+#include "relaxps/events.h"
 #include "relaxps/recovery_policy.h"
 #include "relaxps/status.h"
 #include "relaxps/table.h"
@@ -131,6 +132,13 @@ struct ClientOptions {
   // time (nullptr: real time). Tests pass a FakeClock. Must outlive the
   // client.
   const Clock* clock = nullptr;
+  // Structured events (docs/events.md): the client emits its own
+  // (client_registered, client_server_lost, client_failover_acked, ...) on
+  // this log, typically the trainer's own, so they land in the same file
+  // under the same process name. A log without a process name is named
+  // "worker-<id>" (or "observer") at registration. nullptr: no events.
+  // Shared: the trainer keeps emitting on it after the client is gone.
+  std::shared_ptr<EventLog> events;
 };
 
 // What the coordinator told this client at registration.
@@ -316,6 +324,18 @@ class Client {
   virtual int64_t last_params_clock() const = 0;
 
   virtual ClientStats stats() const = 0;
+
+  // Workers: reports how this worker ends, once, after its last push:
+  // `outcome` OK when it did its work (its training run ended), else the
+  // error it gives up with. Retries for up to timeout_ms. The coordinator
+  // counts the worker as finished, so a job whose workers all finished
+  // ends cleanly (relaxps-coordinator exits 0) even if a worker's goodbye
+  // (the DEREGISTER the destructor sends) is lost; one that reported an
+  // error ends the job as "workers_failed" (exit 4). Unavailable at once
+  // when the coordinator is not answering heartbeats or the job failed
+  // (nothing to tell); the last error if no attempt was answered. A worker
+  // that never calls it counts as finished through its goodbye, as before.
+  virtual Status ReportFinished(const Status& outcome = Status::OK(), int timeout_ms = 5000) = 0;
 
   // ---- Waiting on the calling thread ------------------------------------------
   // Lends the calling thread to the client until done() returns true or

@@ -64,6 +64,12 @@ class ReplayClient final : public CheckpointClientRecovery {
         LOG(WARNING) << "server " << server << " restarted from checkpoint " << restored << ": "
                      << lost << " acknowledged update(s) of this worker dropped from its "
                      << "full replay log (--replay_log_mb) are lost";
+        EmitEvent(mechanisms()->events(), "updates_dropped",
+                  {{"worker", mechanisms()->worker_id()},
+                   {"server", server},
+                   {"count", lost},
+                   {"reason", "the replay log was full (--replay_log_mb) and checkpoint " +
+                                  std::to_string(restored) + " does not hold them: lost"}});
       }
       StartReplay(server);
     }
@@ -91,6 +97,7 @@ class ReplayClient final : public CheckpointClientRecovery {
       mechanisms()->ReleaseServer(server);
       return;
     }
+    auto replayed = std::make_shared<std::atomic<uint64_t>>(0);
     LOG(INFO) << "server " << server << " restarted: replaying " << entries.size()
               << " logged update(s) before anything new goes to it";
     auto left = std::make_shared<std::atomic<size_t>>(entries.size());
@@ -98,16 +105,22 @@ class ReplayClient final : public CheckpointClientRecovery {
       const uint64_t id = e->push.push_id;
       mechanisms()->Replay(
           server, e->push,
-          [this, server, generation, id, left](const Status& st, const wire::Header& reply) {
+          [this, server, generation, id, left, replayed](const Status& st,
+                                                         const wire::Header& reply) {
             if (st.ok()) {
               log_.Replayed(server, id, reply.snapshot_seq(), reply.pending());
               replayed_.fetch_add(1);
+              replayed->fetch_add(1);
             } else {
               replay_failed_.fetch_add(1);
               LOG(WARNING) << "replaying update " << id << " to server " << server
                            << " failed: " << st;
             }
             if (left->fetch_sub(1) == 1 && IsCurrent(server, generation)) {
+              EmitEvent(mechanisms()->events(), "updates_replayed",
+                        {{"worker", mechanisms()->worker_id()},
+                         {"server", server},
+                         {"count", replayed->load()}});
               mechanisms()->ReleaseServer(server);
             }
           });

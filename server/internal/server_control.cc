@@ -288,9 +288,21 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
           const wire::Header& h = shared_req->msg.header;
           if (!done.ok()) {
             LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << done.status();
+            EmitEvent(options_.events.get(), "checkpoint_write_failed",
+                      {{"server", id_},
+                       {"seq", seq},
+                       {"clock", clock},
+                       {"reason", done.status().ToString()}});
             Reject(*shared_req, done.status());
             return;
           }
+          EmitEvent(options_.events.get(), "checkpoint_written",
+                    {{"server", id_},
+                     {"seq", seq},
+                     {"clock", clock},
+                     {"bytes", done->bytes()},
+                     {"seconds", done->seconds()},
+                     {"dir", done->dir()}});
           last_flush_clock_ = std::max(last_flush_clock_, flushed_clock);
           Message reply = MakeReply(h, Status::OK());
           *reply.header.mutable_shard_checkpoint() = *done;

@@ -40,5 +40,20 @@ TEST(AdvertiseTest, RefusesMalformedAddresses) {
   EXPECT_FALSE(AdvertisedEndpoint("ipc:///tmp/x", "host").ok());
 }
 
+// Host names are resolved up front: a name that does not resolve is an
+// InvalidArgument naming it, at once.
+TEST(AdvertiseTest, AnUnresolvableHostIsAClearErrorAtOnce) {
+  const Status s = CheckHostResolves("tcp://no-such-host.invalid:5555");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("cannot resolve host 'no-such-host.invalid'"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("tcp://no-such-host.invalid:5555"), std::string::npos) << s;
+  EXPECT_TRUE(CheckHostResolves("tcp://127.0.0.1:5555").ok());
+  EXPECT_TRUE(CheckHostResolves("tcp://localhost:5555").ok());
+  EXPECT_TRUE(CheckHostResolves("tcp://*:*").ok());
+  EXPECT_TRUE(CheckHostResolves("tcp://[::1]:5555").ok());
+  EXPECT_TRUE(CheckHostResolves("ipc:///tmp/x").ok());
+}
+
 }  // namespace
 }  // namespace relaxps

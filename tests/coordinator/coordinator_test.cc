@@ -19,11 +19,13 @@
 #include "common/rpc_client.h"
 #include "server/server.h"
 #include "tests/storage/storage_test_util.h"
+#include "tests/test_util.h"
 #include "tests/coordinator/running_coordinator.h"
 
 namespace relaxps {
 namespace {
 
+using test::Eventually;
 using test::RunningCoordinator;
 
 wire::StatusReply GetStatus(RpcClient* rpc, int peer) {
@@ -50,16 +52,6 @@ StatusOr<Message> Register(RpcClient* rpc, int peer, const std::string& role, in
 
 Status RegisterSilentServer(RpcClient* rpc, int peer, int pid) {
   return Register(rpc, peer, "server", pid).status();
-}
-
-// Polls `done` (real time, bounded) and returns whether it became true.
-bool Eventually(const std::function<bool()>& done, int max_ms = 20000) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
-  while (std::chrono::steady_clock::now() < give_up) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return done();
 }
 
 TEST(CoordinatorClockTest, SilentServerIsDeclaredDeadAfterTheHeartbeatTimeoutOfClockTime) {

@@ -1,6 +1,8 @@
 // Membership with a fake clock, and the recovery-policy factory.
 #include "coordinator/membership.h"
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 
@@ -41,6 +43,28 @@ TEST(MembershipTest, SilentMembersExpireAndTheWorkerSetVersionMoves) {
   EXPECT_TRUE(m.WorkerHeartbeat(1, 9, 1700));
   // Ids are never reused by new members.
   EXPECT_EQ(m.AddWorker(-1, 0, 23, 1700), 2);
+}
+
+// A dead worker is lost unless it reported finishing or said goodbye; a
+// new registration of its id starts over.
+TEST(MembershipTest, ADeadWorkerIsLostUnlessItFinished) {
+  Membership m(/*heartbeat_timeout_ms=*/1000);
+  m.AddWorker(-1, 0, 20, 0);
+  m.AddWorker(-1, 0, 21, 0);
+  m.AddWorker(-1, 0, 22, 0);
+  EXPECT_TRUE(m.MarkWorkerFinished(0));
+  EXPECT_FALSE(m.MarkWorkerFinished(0));   // Once.
+  EXPECT_FALSE(m.MarkWorkerFinished(99));  // Unknown.
+  m.RemoveWorker(1);
+  // Ended with an error: not lost, but failed.
+  EXPECT_TRUE(m.MarkWorkerFinished(1, "Aborted: diverged"));
+  EXPECT_EQ(m.FailedWorkers(), std::vector<std::string>{"worker 1: Aborted: diverged"});
+  EXPECT_EQ(m.LostWorkers(), 0);         // Worker 0 finished but is still live.
+  EXPECT_EQ(m.ExpireWorkers(2000), (std::vector<int>{0, 2}));
+  EXPECT_EQ(m.LostWorkers(), 1);  // Worker 2 went silent.
+  m.AddWorker(2, 0, 23, 2100);    // Registers again with its id: not lost.
+  EXPECT_EQ(m.LostWorkers(), 0);
+  EXPECT_FALSE(m.workers().at(2).finished);
 }
 
 TEST(MembershipTest, ForgivenSilenceRestartsTheTimeoutOfLiveMembersOnly) {

@@ -108,6 +108,18 @@ const BadFlagCase kCases[] = {
     {"worker_not_a_number", "relaxps-worker", {kNoCoordinator, "--batch=abc"}, "batch"},
     {"worker_unknown_flag", "relaxps-worker", {kNoCoordinator, "--no_such_flag=1"}, "no_such_flag"},
     {"worker_local_and_coordinator", "relaxps-worker", {kNoCoordinator, "--local"}, "local"},
+    // An unresolvable host: a clear error at once, not a timeout.
+    {"coordinator_unresolvable_advertise", "relaxps-coordinator",
+     {"--advertise=no-such-host.invalid"}, "cannot resolve host 'no-such-host.invalid'"},
+    {"server_unresolvable_coordinator", "relaxps-server",
+     {"--coordinator=tcp://no-such-host.invalid:5555"},
+     "cannot resolve host 'no-such-host.invalid'"},
+    {"worker_unresolvable_coordinator", "relaxps-worker",
+     {"--coordinator=tcp://no-such-host.invalid:5555", "--model=mlp"},
+     "cannot resolve host 'no-such-host.invalid'"},
+    {"ctl_unresolvable_coordinator", "relaxps-ctl",
+     {"--coordinator=tcp://no-such-host.invalid:5555", "status"},
+     "cannot resolve host 'no-such-host.invalid'"},
     // relaxps-ctl
     {"ctl_no_coordinator", "relaxps-ctl", {"status"}, "coordinator"},
     {"ctl_unknown_command", "relaxps-ctl", {kNoCoordinator, "bogus"}, "bogus"},
