@@ -374,7 +374,7 @@ int main(int argc, char** argv) {
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, true); !s.ok()) {
     return relaxps::Fail("relaxps-ctl", s, 2);
   }
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv, relaxps::CtlFlagGroups());
   relaxps::InitLogging(argv[0]);
   relaxps::ScaleTimeoutFlags(relaxps::SanitizerTimeScale(), {"timeout_ms", "checkpoint_timeout_ms"});
   using relaxps::Fail;
