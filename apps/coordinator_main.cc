@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, false); !s.ok()) {
     return relaxps::Fail("relaxps-coordinator", s, 2);
   }
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv, relaxps::CoordinatorFlagGroups());
   if (FLAGS_recovery == kListPolicies) {
     std::printf("%s", relaxps::DescribeRecoveryPolicies(false).c_str());
     return 0;

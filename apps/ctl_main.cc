@@ -89,9 +89,13 @@ int Status_(RpcClient* rpc, int peer) {
   if (!st.ok()) return Fail(kName, st.status(), 1);
   if (FLAGS_json) return PrintJson(ProtoToJson(*st));
   const wire::JobConfig& j = st->job();
-  std::printf("job: consistency=%s staleness=%d recovery=%s servers=%d workers_expected=%d "
+  // The bound the model enforces (async ignores --staleness).
+  StatusOr<ConsistencyModel> model = ParseConsistencyModel(j.consistency());
+  const std::string staleness =
+      model.ok() ? StalenessBoundText({*model, j.staleness()}) : std::to_string(j.staleness());
+  std::printf("job: consistency=%s staleness=%s recovery=%s servers=%d workers_expected=%d "
               "uptime_s=%.1f\n",
-              j.consistency().c_str(), j.staleness(), j.recovery().c_str(), j.num_servers(),
+              j.consistency().c_str(), staleness.c_str(), j.recovery().c_str(), j.num_servers(),
               j.num_workers(), st->uptime_s());
   if (!st->job_error().empty()) std::printf("job_error: %s\n", st->job_error().c_str());
   std::printf("shard_map_version: %llu\n",
@@ -420,7 +424,7 @@ int main(int argc, char** argv) {
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, true); !s.ok()) {
     return relaxps::Fail("relaxps-ctl", s, 2);
   }
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv, relaxps::CtlFlagGroups());
   relaxps::InitLogging(argv[0]);
   relaxps::ScaleTimeoutFlags(relaxps::SanitizerTimeScale(), {"timeout_ms", "checkpoint_timeout_ms"});
   using relaxps::Fail;

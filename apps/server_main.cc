@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, false); !s.ok()) {
     return relaxps::Fail("relaxps-server", s, 2);
   }
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv, relaxps::ServerFlagGroups());
   relaxps::InitLogging(argv[0]);
   relaxps::TuneMallocForLargeMessages();
   relaxps::ScaleTimeoutFlags(relaxps::SanitizerTimeScale(), {"coordinator_timeout_ms"});

@@ -222,7 +222,7 @@ int Main(int argc, char** argv) {
       "metrics interface.\n  Flags may also come from a file: --flagfile=FILE (one "
       "--flag=value per line, # comments).");
   if (Status s = CheckCommandLine(argc, argv); !s.ok()) return UsageError(s.message());
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  ParseFlagsWithHelp(&argc, &argv, WorkerFlagGroups());
   InitLogging(argv[0]);
   TuneMallocForLargeMessages();
   ScaleTimeoutFlags(SanitizerTimeScale(),

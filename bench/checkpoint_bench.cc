@@ -37,6 +37,7 @@
 
 #include "storage/checkpoint.h"
 #include "storage/param_store.h"
+#include "common/flag_help.h"
 
 DEFINE_int64(mb, 256, "Size of the dense table (and of the sequential write) in MiB.");
 DEFINE_string(dir, "/tmp", "Directory to work in; a scratch subdirectory is made and removed.");
@@ -191,7 +192,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("Times Flush, Checkpoint and restore of a dense RocksDbStore table.");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv);
   google::InitGoogleLogging(argv[0]);
   return relaxps::Run();
 }

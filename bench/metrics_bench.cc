@@ -15,6 +15,7 @@
 #include "common/metrics.h"
 #include "proto/relaxps.pb.h"
 #include "server/internal/server_metrics.h"
+#include "common/flag_help.h"
 
 DEFINE_int64(iterations, 5000000, "Requests per measurement");
 DEFINE_int32(reps, 5, "Repetitions; the fastest is reported");
@@ -82,6 +83,6 @@ int Main() {
 }  // namespace relaxps
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv);
   return relaxps::Main();
 }

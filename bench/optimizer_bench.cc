@@ -28,6 +28,7 @@
 
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
+#include "common/flag_help.h"
 
 DEFINE_int64(n, int64_t{1} << 24, "Floats per parameter array (default 16M = 64 MiB).");
 DEFINE_int64(copy_n, int64_t{1} << 18,
@@ -259,6 +260,6 @@ int Main() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Measures optimizer-update throughput (GB/s) against axpy; prints one JSON object.");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv);
   return relaxps::Main();
 }

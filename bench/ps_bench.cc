@@ -48,6 +48,7 @@
 #include "common/metrics.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
+#include "common/flag_help.h"
 
 DEFINE_double(seconds, 1.0, "Time box of one repetition, in seconds.");
 DEFINE_bool(metrics, false,
@@ -862,7 +863,7 @@ int Main() {
 int main(int argc, char** argv) {
   FLAGS_minloglevel = 1;  // Servers' INFO lines would drown the figures.
   FLAGS_logtostderr = true;
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv);
   google::InitGoogleLogging(argv[0]);
   if (FLAGS_tune_malloc) relaxps::TuneMallocForLargeMessages();
   if (FLAGS_quick) {

@@ -52,6 +52,7 @@
 #include "coordinator/coordinator.h"
 #include "server/server.h"
 #include "storage/param_store.h"
+#include "common/flag_help.h"
 
 DEFINE_double(mb, 16, "Dense table size in MiB");
 DEFINE_double(seconds, 2, "Measuring time per configuration and round");
@@ -237,7 +238,7 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("Dense PushPull+Clock throughput: memory vs RocksDB store flush modes.");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_minloglevel = 1;
   if (FLAGS_tune_malloc) relaxps::TuneMallocForLargeMessages();

@@ -41,6 +41,7 @@
 #include "client/client.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
+#include "common/flag_help.h"
 
 DEFINE_int32(workers, 2, "Clients pushing concurrently");
 DEFINE_int32(in_flight, 8, "Pushes each client keeps outstanding");
@@ -239,7 +240,7 @@ int Main() {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("Pushes/s under --wal_per_update: group commit vs one sync per push.");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv);
   FLAGS_minloglevel = 1;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

@@ -17,6 +17,7 @@
 
 #include "bench/internal/bench_util.h"
 #include "bench/internal/zmq_echo.h"
+#include "common/flag_help.h"
 
 DEFINE_double(seconds, 1.0, "Time box of one repetition, in seconds.");
 DEFINE_int32(reps, 3, "Repetitions per configuration; the best one is reported.");
@@ -85,7 +86,7 @@ int Main() {
 }  // namespace relaxps
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  relaxps::ParseFlagsWithHelp(&argc, &argv);
   if (FLAGS_quick) {
     if (gflags::GetCommandLineFlagInfoOrDie("seconds").is_default) FLAGS_seconds = 0.25;
     if (gflags::GetCommandLineFlagInfoOrDie("reps").is_default) FLAGS_reps = 2;

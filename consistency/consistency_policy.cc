@@ -1,6 +1,7 @@
 #include "consistency/consistency_policy.h"
 
 #include <limits>
+#include <string>
 
 namespace relaxps {
 namespace {
@@ -58,6 +59,15 @@ StatusOr<ConsistencyModel> ParseConsistencyModel(const std::string& name) {
   }
   return InvalidArgumentError("unknown consistency model '" + name +
                               "' (expected bsp, ssp or async)");
+}
+
+std::string StalenessBoundText(const ConsistencyOptions& options) {
+  switch (options.model) {
+    case ConsistencyModel::kBsp: return "0";
+    case ConsistencyModel::kSsp: return std::to_string(options.staleness);
+    case ConsistencyModel::kAsync: return "unbounded";
+  }
+  return "unknown";
 }
 
 StatusOr<std::unique_ptr<ConsistencyPolicy>> NewConsistencyPolicy(

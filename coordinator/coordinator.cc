@@ -134,7 +134,8 @@ Status CoordinatorImpl::Init() {
   rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
   start_ms_ = clock_->NowMs();
   LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
-            << ConsistencyModelName(options_.consistency) << " staleness " << options_.staleness
+            << ConsistencyModelName(options_.consistency) << " staleness bound "
+            << StalenessBoundText({options_.consistency, options_.staleness})
             << " recovery " << policy_->Name() << ", waiting for " << options_.num_servers << " server(s)";
   const CheckpointSchedulerOptions schedule = CheckpointScheduleFor(options_);
   if (checkpoints_.enabled()) {

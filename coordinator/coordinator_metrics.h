@@ -9,6 +9,10 @@
 // from the same snapshot relaxps-ctl status gets (wire::StatusReply),
 // built on the loop thread (metrics::PostedCollector).
 //
+// The series of every known label value (members server and worker; kinds
+// failover, fallback and reseed; results ok and failed) are registered at
+// construction with value zero, so that a dashboard tells zero from missing.
+//
 // With a null registry every hook is a no-op.
 //
 // Thread-safety: the On*() hooks on the coordinator's loop thread only.
@@ -26,7 +30,8 @@ namespace relaxps {
 
 class CoordinatorMetrics {
  public:
-  explicit CoordinatorMetrics(metrics::Registry* registry) : registry_(registry) {}
+  // Registers the series (see above) in `registry` (may be null: off).
+  explicit CoordinatorMetrics(metrics::Registry* registry);
 
   // `role` ("server" or "worker") missed its heartbeats.
   void OnDeclaredDead(const std::string& role);
@@ -45,6 +50,13 @@ class CoordinatorMetrics {
   static constexpr int kCollectTimeoutMs = 2000;
 
  private:
+  // The series of one label value, registered on first use.
+  metrics::Counter* DeclaredDead(const std::string& member);
+  metrics::Counter* RecoveryEvents(const std::string& kind);
+  metrics::Histogram* RecoverySeconds(const std::string& kind);
+  metrics::Counter* Checkpoints(bool ok);
+  metrics::Histogram* CheckpointSeconds();
+
   metrics::Registry* const registry_;
 };
 

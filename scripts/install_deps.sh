@@ -28,7 +28,7 @@ PACKAGES=(
   gnuplot-nox                 # scripts/experiment.sh plots
   iptables iproute2           # run_local.sh --partition_server, the namespace test
   libcpp-httplib-dev          # Prometheus /metrics (common/metrics_exporter)
-  prometheus curl             # promtool check metrics in the metrics test
+  prometheus curl             # promtool in e2e.metrics_scrape; the prometheus server in e2e.prometheus
   openssh-client              # scripts/launch.sh over ssh
   libzookeeper-mt-dev         # coordinator --coordination=zk:// (ZooKeeper C client)
   zookeeper default-jre-headless  # scripts/zk.sh: a local ZooKeeper for tests and run_local.sh

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/internal/flag_groups.h"  // ParseFlagsWithHelp and each binary's groups.
 #include "common/curve_auth.h"
 #include "common/status.h"
 

@@ -4,6 +4,8 @@
 
 #include <gflags/gflags.h>
 
+#include "common/process_metrics.h"
+
 DEFINE_int32(metrics_port, 0,
              "Serve Prometheus metrics on http://<metrics_bind>:<port>/metrics (0: off)");
 DEFINE_string(metrics_bind, "",
@@ -15,7 +17,7 @@ namespace relaxps {
 bool MetricsEnabled() { return FLAGS_metrics_port != 0; }
 
 StatusOr<std::unique_ptr<metrics::MetricsExporter>> StartMetricsFromFlags(
-    const char* binary, const std::string& zmq_bind, const metrics::Registry* registry) {
+    const char* binary, const std::string& zmq_bind, metrics::Registry* registry) {
   if (FLAGS_metrics_port == 0) return std::unique_ptr<metrics::MetricsExporter>();
   if (FLAGS_metrics_port < 0 || FLAGS_metrics_port > 65535) {
     return InvalidArgumentError("--metrics_port=" + std::to_string(FLAGS_metrics_port) +
@@ -25,6 +27,7 @@ StatusOr<std::unique_ptr<metrics::MetricsExporter>> StartMetricsFromFlags(
   options.address =
       FLAGS_metrics_bind.empty() ? metrics::BindAddressOf(zmq_bind) : FLAGS_metrics_bind;
   options.port = FLAGS_metrics_port;
+  metrics::AddProcessCollector(registry);
   auto exporter = metrics::MetricsExporter::Start(options, registry);
   if (!exporter.ok()) return exporter.status().WithPrefix("--metrics_port");
   const bool v6 = options.address.find(':') != std::string::npos;

@@ -18,11 +18,12 @@ bool MetricsEnabled();
 
 // Starts serving `registry` on --metrics_port, bound on --metrics_bind or,
 // when that is empty, on the interface of `zmq_bind` (the binary's --bind;
-// 127.0.0.1 for a binary that binds nothing). nullptr when --metrics_port
-// is 0. Prints "<binary> metrics on http://ADDR:PORT/metrics". Errors:
+// 127.0.0.1 for a binary that binds nothing), with the process_* metrics
+// (common/process_metrics.h) added to it. nullptr when --metrics_port is
+// 0. Prints "<binary> metrics on http://ADDR:PORT/metrics". Errors:
 // InvalidArgument for a bad port, Unavailable when it cannot be bound.
 StatusOr<std::unique_ptr<metrics::MetricsExporter>> StartMetricsFromFlags(
-    const char* binary, const std::string& zmq_bind, const metrics::Registry* registry);
+    const char* binary, const std::string& zmq_bind, metrics::Registry* registry);
 
 }  // namespace relaxps
 

@@ -64,6 +64,11 @@ class ConsistencyPolicy {
   virtual bool ServesCachedReads() const = 0;
 };
 
+// The staleness bound a job with `options` enforces, for people (logs,
+// relaxps-ctl status): "0" under bsp, options.staleness under ssp,
+// "unbounded" under async (which ignores options.staleness).
+std::string StalenessBoundText(const ConsistencyOptions& options);
+
 // InvalidArgument for a negative staleness.
 StatusOr<std::unique_ptr<ConsistencyPolicy>> NewConsistencyPolicy(
     const ConsistencyOptions& options);

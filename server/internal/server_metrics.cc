@@ -26,6 +26,17 @@ size_t TypeSlot(int type) {
                                                 : static_cast<size_t>(wire::MsgType_MAX) + 1;
 }
 
+// The types a server handles: their series exist from the start at zero,
+// so that a dashboard tells "none yet" from "not reported". Others (a
+// coordinator message sent to a server by mistake, an unknown type) get
+// theirs when they first arrive.
+constexpr wire::MsgType kServerTypes[] = {
+    wire::PUSH,        wire::PULL,       wire::PUSH_PULL,        wire::PUSH_ROWS,
+    wire::PULL_ROWS,   wire::CLOCK,      wire::INSTALL_MAP,      wire::WORKER_SET,
+    wire::SERVER_STATS, wire::CHECKPOINT, wire::LIST_CHECKPOINTS, wire::CHAIN_SNAPSHOT,
+    wire::CHAIN_COMPLETE, wire::PING,    wire::SEED,
+};
+
 }  // namespace
 
 double SecondsSince(const Request& req) {
@@ -35,40 +46,49 @@ double SecondsSince(const Request& req) {
   return static_cast<double>(now - req.received_ns) * 1e-9;
 }
 
-void ServerMetrics::OnRequest(const Request& req) {
+ServerMetrics::ServerMetrics(metrics::Registry* registry) : registry_(registry) {
   if (registry_ == nullptr) return;
-  const int type = req.msg.header.type();
-  const size_t slot = TypeSlot(type);
-  if (requests_.empty()) requests_.resize(wire::MsgType_MAX + 2, nullptr);
-  metrics::Counter*& c = requests_[slot];
+  requests_.resize(wire::MsgType_MAX + 2, nullptr);
+  latency_.resize(wire::MsgType_MAX + 2, nullptr);
+  rejected_.resize(static_cast<size_t>(StatusCode::kMaxCode) + 1, nullptr);
+  for (wire::MsgType type : kServerTypes) {
+    RequestCounter(type);
+    LatencyHistogram(type);
+  }
+  for (int code = 1; code <= static_cast<int>(StatusCode::kMaxCode); ++code) {
+    RejectedCounter(static_cast<StatusCode>(code));
+  }
+  pushes_ = registry_->GetCounter(
+      "relaxps_server_pushes_total",
+      "Pushes received (PUSH, PUSH_PULL and PUSH_ROWS requests, forwarded ones excluded).");
+  pulls_ = registry_->GetCounter("relaxps_server_pulls_total",
+                                 "Pulls received (PULL, PUSH_PULL and PULL_ROWS requests).");
+  gate_waits_ = registry_->GetCounter(
+      "relaxps_server_gate_waits_total",
+      "Pulls that waited at the consistency gate (BSP round or SSP staleness bound).");
+  gate_wait_seconds_ = registry_->GetHistogram(
+      "relaxps_server_gate_wait_seconds",
+      "How long pulls that waited at the consistency gate waited.", metrics::LatencyBuckets());
+  restores_ = registry_->GetCounter(
+      "relaxps_server_restores_total",
+      "Data directories replaced by a checkpoint at start (--restore_from).");
+  restore_seconds_ = registry_->GetHistogram("relaxps_server_restore_seconds",
+                                             "Duration of those restores.",
+                                             metrics::DurationBuckets());
+}
+
+metrics::Counter* ServerMetrics::RequestCounter(int type) {
+  metrics::Counter*& c = requests_[TypeSlot(type)];
   if (c == nullptr) {
     c = registry_->GetCounter("relaxps_server_requests_total",
                               "Requests received by this server, by message type.",
                               {{"type", TypeName(type)}});
   }
-  c->Increment();
-  const bool client = !req.msg.header.forwarded();
-  const bool push =
-      client && (type == wire::PUSH || type == wire::PUSH_PULL || type == wire::PUSH_ROWS);
-  const bool pull =
-      client && (type == wire::PULL || type == wire::PUSH_PULL || type == wire::PULL_ROWS);
-  if ((push || pull) && pushes_ == nullptr) {
-    pushes_ = registry_->GetCounter(
-        "relaxps_server_pushes_total",
-        "Pushes received (PUSH, PUSH_PULL and PUSH_ROWS requests, forwarded ones excluded).");
-    pulls_ = registry_->GetCounter("relaxps_server_pulls_total",
-                                   "Pulls received (PULL, PUSH_PULL and PULL_ROWS requests).");
-  }
-  if (push) pushes_->Increment();
-  if (pull) pulls_->Increment();
+  return c;
 }
 
-void ServerMetrics::OnReply(const Request& req) {
-  if (registry_ == nullptr || req.received_ns == 0) return;
-  const int type = req.msg.header.type();
-  const size_t slot = TypeSlot(type);
-  if (latency_.empty()) latency_.resize(wire::MsgType_MAX + 2, nullptr);
-  metrics::Histogram*& h = latency_[slot];
+metrics::Histogram* ServerMetrics::LatencyHistogram(int type) {
+  metrics::Histogram*& h = latency_[TypeSlot(type)];
   if (h == nullptr) {
     h = registry_->GetHistogram(
         "relaxps_server_request_seconds",
@@ -76,49 +96,58 @@ void ServerMetrics::OnReply(const Request& req) {
         "a reply queued for a WAL group sync waits a little longer), by message type.",
         metrics::LatencyBuckets(), {{"type", TypeName(type)}});
   }
-  h->Observe(SecondsSince(req));
+  return h;
 }
 
-void ServerMetrics::OnReject(const Request& req, const Status& status) {
-  if (registry_ == nullptr) return;
-  (void)req;
-  const size_t code = static_cast<size_t>(status.code());
-  if (rejected_.empty()) rejected_.resize(static_cast<size_t>(StatusCode::kMaxCode) + 1, nullptr);
-  if (code >= rejected_.size()) return;
-  metrics::Counter*& c = rejected_[code];
+metrics::Counter* ServerMetrics::RejectedCounter(StatusCode code) {
+  metrics::Counter*& c = rejected_[static_cast<size_t>(code)];
   if (c == nullptr) {
     c = registry_->GetCounter(
         "relaxps_server_rejected_total",
         "Requests answered with an error, by reason (the status code: InvalidArgument for "
         "malformed input or NaN gradients, PermissionDenied for forged control messages, "
         "FailedPrecondition for quotas, WrongShard/NotFound for stale routing, ...).",
-        {{"reason", StatusCodeName(status.code())}});
+        {{"reason", StatusCodeName(code)}});
   }
-  c->Increment();
+  return c;
+}
+
+void ServerMetrics::OnRequest(const Request& req) {
+  if (registry_ == nullptr) return;
+  const int type = req.msg.header.type();
+  RequestCounter(type)->Increment();
+  const bool client = !req.msg.header.forwarded();
+  const bool push =
+      client && (type == wire::PUSH || type == wire::PUSH_PULL || type == wire::PUSH_ROWS);
+  const bool pull =
+      client && (type == wire::PULL || type == wire::PUSH_PULL || type == wire::PULL_ROWS);
+  if (push) pushes_->Increment();
+  if (pull) pulls_->Increment();
+}
+
+void ServerMetrics::OnReply(const Request& req) {
+  if (registry_ == nullptr || req.received_ns == 0) return;
+  LatencyHistogram(req.msg.header.type())->Observe(SecondsSince(req));
+}
+
+void ServerMetrics::OnReject(const Request& req, const Status& status) {
+  if (registry_ == nullptr) return;
+  (void)req;
+  const size_t code = static_cast<size_t>(status.code());
+  if (code == 0 || code >= rejected_.size()) return;
+  RejectedCounter(status.code())->Increment();
 }
 
 void ServerMetrics::OnGateWait(const Request& req) {
   if (registry_ == nullptr) return;
-  if (gate_waits_ == nullptr) {
-    gate_waits_ = registry_->GetCounter(
-        "relaxps_server_gate_waits_total",
-        "Pulls that waited at the consistency gate (BSP round or SSP staleness bound).");
-    gate_wait_seconds_ = registry_->GetHistogram(
-        "relaxps_server_gate_wait_seconds",
-        "How long pulls that waited at the consistency gate waited.", metrics::LatencyBuckets());
-  }
   gate_waits_->Increment();
   gate_wait_seconds_->Observe(SecondsSince(req));
 }
 
 void ServerMetrics::OnRestore(double seconds) {
   if (registry_ == nullptr) return;
-  registry_->GetCounter("relaxps_server_restores_total",
-                        "Data directories replaced by a checkpoint at start (--restore_from).")
-      ->Increment();
-  registry_->GetHistogram("relaxps_server_restore_seconds", "Duration of those restores.",
-                          metrics::DurationBuckets())
-      ->Observe(seconds);
+  restores_->Increment();
+  restore_seconds_->Observe(seconds);
 }
 
 void ServerMetrics::AddLoopCollector(RpcServer* rpc, std::function<void(MetricSink*)> collect) {

@@ -10,6 +10,11 @@
 // at most kCollectTimeoutMs; a scrape while the loop is stuck reports only
 // the hot-path metrics.
 //
+// Every series whose label values are known is registered at construction
+// with value zero (requests and latency of each message type a server
+// handles, rejections of each status code, gate waits, restores), so that
+// a dashboard tells zero from missing.
+//
 // With a null registry (metrics off) every hook is a no-op.
 //
 // Thread-safety: the On*() hooks on the loop thread only.
@@ -28,7 +33,8 @@ namespace server_internal {
 
 class ServerMetrics {
  public:
-  explicit ServerMetrics(metrics::Registry* registry) : registry_(registry) {}
+  // Registers the series (see above) in `registry` (may be null: off).
+  explicit ServerMetrics(metrics::Registry* registry);
 
   bool enabled() const { return registry_ != nullptr; }
   // A request arrived (counted by type).
@@ -52,15 +58,24 @@ class ServerMetrics {
   static constexpr int kCollectTimeoutMs = 2000;
 
  private:
+  // The series of `type` / `code`, registered on first use.
+  metrics::Counter* RequestCounter(int type);
+  metrics::Histogram* LatencyHistogram(int type);
+  metrics::Counter* RejectedCounter(StatusCode code);
+
   metrics::Registry* const registry_;
-  // Loop thread only: created on first use, indexed by message type / code.
+  // Loop thread only (after construction): indexed by message type / code,
+  // the known ones set at construction, others on first use.
   std::vector<metrics::Counter*> requests_;
   std::vector<metrics::Histogram*> latency_;
   std::vector<metrics::Counter*> rejected_;
+  // Constant after construction (null without a registry).
   metrics::Counter* pushes_ = nullptr;
   metrics::Counter* pulls_ = nullptr;
   metrics::Counter* gate_waits_ = nullptr;
   metrics::Histogram* gate_wait_seconds_ = nullptr;
+  metrics::Counter* restores_ = nullptr;
+  metrics::Histogram* restore_seconds_ = nullptr;
 };
 
 // Seconds since `req` arrived (steady clock).

@@ -1,0 +1,71 @@
+#include "apps/internal/flag_groups.h"
+
+namespace relaxps {
+namespace {
+
+// Flags of apps/internal/metrics_flags.cc (coordinator, server, worker).
+FlagGroup MetricsGroup() { return {"Prometheus metrics", {"metrics_port", "metrics_bind"}}; }
+
+}  // namespace
+
+std::vector<FlagGroup> CoordinatorFlagGroups() {
+  return {
+      {"Job", {"num_servers", "num_workers", "start_barrier_timeout_ms", "consistency",
+               "staleness", "sparse_buckets", "exit_when_done", "failed_exit_ms"}},
+      {"Failure detection and recovery",
+       {"recovery", "replicas", "heartbeat_timeout_ms", "probe_timeout_ms", "takeover_probe_ms",
+        "spare_takeover_ms", "seed_rule", "merge_rule", "reseed_timeout_ms"}},
+      {"Checkpoints", {"checkpoint_every_clocks", "checkpoint_every_s"}},
+      {"Coordinator state and standbys", {"data_dir", "coordination", "zk_session_timeout_ms"}},
+      {"Network and security",
+       {"bind", "advertise", "endpoint_file", "security", "keys_dir", "insecure_bind_public"}},
+      {"Limits", {"max_workers", "max_table_mb", "max_message_mb"}},
+      MetricsGroup(),
+  };
+}
+
+std::vector<FlagGroup> ServerFlagGroups() {
+  return {
+      {"Joining the job", {"coordinator", "server_id", "heartbeat_ms", "coordinator_timeout_ms"}},
+      {"Storage", {"store", "data_dir", "cache_mb", "wal_per_update", "wal_group_commit",
+                   "flush_every_clocks"}},
+      {"Checkpoints and recovery",
+       {"checkpoint_dir", "keep_checkpoints", "restore_from", "state_transfer_chunk_kb"}},
+      {"Network and security",
+       {"bind", "advertise", "endpoint_file", "security", "keys_dir", "insecure_bind_public"}},
+      {"Limits", {"max_server_mb", "max_clocks_ahead", "max_queued_replies", "max_message_mb"}},
+      {"Device", {"device"}},
+      MetricsGroup(),
+  };
+}
+
+std::vector<FlagGroup> WorkerFlagGroups() {
+  return {
+      {"Where parameters live",
+       {"coordinator", "local", "worker_id", "table", "async_pipeline", "wire_dtype",
+        "security", "keys_dir"}},
+      {"Timeouts and recovery",
+       {"request_timeout_ms", "coordinator_timeout_ms", "recovery_timeout_ms", "local_after_ms",
+        "replay_log_mb"}},
+      {"Model and optimizer",
+       {"model", "batch", "lr", "optimizer", "lr_schedule", "momentum", "dropout", "seed"}},
+      {"Data", {"data_dir", "worker_index", "num_workers"}},
+      {"Run length", {"duration_s", "epochs", "straggle_ms"}},
+      {"Evaluation", {"role", "eval_every_s", "eval_examples", "eval_batch", "eval_all_workers",
+                      "final_eval", "time_origin_unix"}},
+      {"Progress and metrics files", {"log_every_s", "metrics_csv", "steps_csv"}},
+      {"Device", {"device", "cuda_device", "cpu_threads"}},
+      MetricsGroup(),
+  };
+}
+
+std::vector<FlagGroup> CtlFlagGroups() {
+  return {
+      {"Connection", {"coordinator", "timeout_ms", "checkpoint_timeout_ms", "security",
+                      "keys_dir"}},
+      {"Output", {"json"}},
+      {"keygen", {"servers", "workers"}},
+  };
+}
+
+}  // namespace relaxps
