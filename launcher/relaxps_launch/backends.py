@@ -103,8 +103,7 @@ class LocalBackend:
 
     def run(self, host, argv, input_data=None, timeout=30):
         return subprocess.run(argv, input=input_data, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout,
-                              env=self.env)
+                              stderr=subprocess.PIPE, timeout=timeout)
 
     def sweep(self, host, tag):
         return proctools.sweep(tag)
@@ -119,9 +118,10 @@ class LocalBackend:
 class RemoteBackend:
     """ssh and slurm: a command prefix per host, the watchdog on the far side."""
 
-    def __init__(self, kind, prefix, env):
+    def __init__(self, kind, prefix, env, shell=True):
         self.name = kind
         self._prefix = prefix  # ssh: a template with "{host}"; slurm: the srun argv.
+        self._shell = shell    # ssh: the prefix runs one command line in a shell.
         self.env = env         # Variables every remote process gets (the tag among them).
 
     def workdir(self, host, spec_out_dir, tag):
@@ -134,8 +134,11 @@ class RemoteBackend:
         if self.name == "slurm":
             return self._prefix + ["--nodes=1", "--ntasks=1", f"--nodelist={host.name}",
                                    "--overlap", "--kill-on-bad-exit=0"] + argv
-        # ssh joins its arguments into one line for the remote shell.
-        return [a.replace("{host}", host.name) for a in self._prefix] + [shlex.join(argv)]
+        prefix = [a.replace("{host}", host.name) for a in self._prefix]
+        if self._shell:
+            # ssh joins its arguments into one line for the remote shell.
+            return prefix + [shlex.join(argv)]
+        return prefix + argv
 
     def _env_argv(self, env):
         return ["env"] + [f"{k}={v}" for k, v in sorted(dict(self.env, **env).items())]
@@ -217,5 +220,5 @@ def make(spec, env):
     if spec.backend == "local":
         return LocalBackend(env)
     if spec.backend == "ssh":
-        return RemoteBackend("ssh", spec.ssh_command, env)
+        return RemoteBackend("ssh", spec.ssh_command, env, spec.ssh_shell)
     return RemoteBackend("slurm", spec.srun_command, env)

@@ -3,6 +3,7 @@
   relaxps-launch SPEC.json [--out_dir=DIR] [--bin=DIR] [--chaos=SEED] [--tag=TAG]
                  [--name=NAME] [--check]
   relaxps-launch --sweep=TAG      kill what carries RELAXPS_JOB_TAG=TAG on this host
+  relaxps-launch make-spec KIND [flags...]   the spec a wrapper's flags describe (specgen.py)
 """
 import argparse
 import os
@@ -11,7 +12,7 @@ import shutil
 import sys
 import time
 
-from relaxps_launch import chaos, proctools, spec as specmod
+from relaxps_launch import chaos, proctools, spec as specmod, specgen
 from relaxps_launch.registry import Registry, RegistryError
 from relaxps_launch.supervisor import (EXIT_BAD_SPEC, EXIT_LAUNCH_FAILED, Supervisor)
 
@@ -70,6 +71,8 @@ def _reexec_in_netns(name):
 
 
 def main(argv):
+    if argv and argv[0] == "make-spec":
+        return specgen.main(argv[1:])
     args = _parser().parse_args(argv)
     name = args.name
     if args.sweep:
@@ -79,7 +82,7 @@ def main(argv):
         print(f"{name}: a spec file is required (see --help)", file=sys.stderr)
         return EXIT_BAD_SPEC
     try:
-        spec = specmod.load(args.spec)
+        spec, text = specmod.load(args.spec)
     except specmod.SpecError as e:
         return _bad(name, str(e))
     bin_dir = os.path.abspath(args.bin or spec.bin_dir or _default_bin())
@@ -114,6 +117,8 @@ def main(argv):
         os.getcwd(), "runs", time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     out = os.path.abspath(out)
+    with open(os.path.join(out, "job.json"), "w") as f:
+        f.write(text)  # The run's own record of what it ran.
     tag = args.tag or spec.tag or "relaxps-%s-%d-%04x" % (
         time.strftime("%Y%m%d%H%M%S"), os.getpid(), random.getrandbits(16))
 

@@ -95,6 +95,12 @@ class Planner:
     def _advertise(self, proc):
         return [] if self.spec.backend == "local" else [f"--advertise={proc.host.addr}"]
 
+    def advertised_endpoint(self, proc, port):
+        """Where the others reach a process bound on `port` (the host's addr;
+        locally its bind address)."""
+        host = proc.host.bind if self.spec.backend == "local" else proc.host.addr
+        return f"tcp://{host}:{port}"
+
     def coordinator(self, proc, bind_port):
         s = self.spec
         c = s.coordinator

@@ -270,9 +270,12 @@ def parse(raw, origin="spec"):
     s.start_timeout_s = _num(raw, "start_timeout_s", "start_timeout_s", 30, 1)
     s.env = _env(raw, "env", "env")
     ssh = raw.get("ssh", {})
-    _check_keys(ssh, {"command"}, "ssh")
+    _check_keys(ssh, {"command", "shell"}, "ssh")
     s.ssh_command = _str_list(ssh, "command", "ssh") or ["ssh", "-T", "-o", "BatchMode=yes",
                                                         "{host}"]
+    # true: the prefix hands its arguments to a remote shell as one command
+    # line (ssh); false: it executes them as argv (ip netns exec, sudo -u).
+    s.ssh_shell = _bool(ssh, "shell", "ssh", True)
     if "{host}" not in s.ssh_command:
         _fail("ssh.command", "must contain a \"{host}\" element")
     slurm = raw.get("slurm", {})
@@ -309,7 +312,8 @@ Spec.role = role_of
 
 
 def load(path):
-    """Reads and validates the spec file at `path`; SpecError on any problem."""
+    """Reads and validates the spec file at `path` (/dev/fd/N and pipes too);
+    returns (Spec, its text). SpecError on any problem."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -319,7 +323,7 @@ def load(path):
         raw = json.loads(text)
     except json.JSONDecodeError as e:
         raise SpecError(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}") from None
-    return parse(raw)
+    return parse(raw), text
 
 
 def check_policy(spec, registry):

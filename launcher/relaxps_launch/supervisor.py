@@ -105,7 +105,7 @@ class Supervisor:
                 raise LaunchFailed(str(e)) from None
         if self.spec.security == "curve":
             self._keys()
-        if self.spec.metrics:
+        if self.spec.metrics or any(h.metrics_port for h in self.spec.hosts.values()):
             self._metrics_ports()
 
     def _keys(self):
@@ -120,7 +120,8 @@ class Supervisor:
         for p in self.procs:
             if p.workdir == self.out and self.spec.backend != "ssh":
                 continue  # The run folder's keys are its own.
-            mine = {"coordinator": ["coordinator", "router"],
+            # The coordinator's host also runs relaxps-ctl for the launcher.
+            mine = {"coordinator": ["coordinator", "router", "ctl"],
                     "server": [f"server-{p.index}", "router"],
                     "worker": [f"worker-{p.index}"], "evaluator": []}[p.role]
             for f in sorted(os.listdir(keys)):
@@ -185,9 +186,11 @@ class Supervisor:
             time.sleep(POLL_S / 2)
         eps = []
         for p in self.role("coordinator"):
-            ep = self.state.coordinator_endpoint[p.name]
-            p.bind_port = int(ep.rsplit(":", 1)[1])
-            eps.append(ep)
+            # coordinator_started has the bound endpoint; the others reach it
+            # at the address the planner advertised (--advertise=HOST keeps
+            # the bound port).
+            p.bind_port = int(self.state.coordinator_endpoint[p.name].rsplit(":", 1)[1])
+            eps.append(self.planner.advertised_endpoint(p, p.bind_port))
         self.coordinators = ",".join(eps)
         with open(os.path.join(self.out, "coordinator.endpoint"), "w") as f:
             f.write(eps[0] + "\n")
@@ -456,22 +459,26 @@ class Supervisor:
             time.sleep(0.05)
 
     def _ctl(self, *args, timeout=20):
-        argv = [os.path.join(self.bin_dir, "relaxps-ctl"), f"--coordinator={self.coordinators}"]
+        """relaxps-ctl on the first coordinator's host (the launcher's host may
+        not reach the job's network); returns (exit code, stdout, stderr)."""
+        c = self.role("coordinator")[0]
+        argv = [os.path.join(c.host.bin_dir or self.bin_dir, "relaxps-ctl"),
+                f"--coordinator={self.coordinators}"]
         if self.spec.security == "curve":
-            argv += ["--security=curve", f"--keys_dir={os.path.join(self.out, 'keys')}"]
-        return subprocess.run(argv + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, timeout=timeout)
+            argv += ["--security=curve", f"--keys_dir={c.workdir}/keys"]
+        r = self.backend.run(c.host, argv + list(args), input_data=b"", timeout=timeout)
+        return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
 
     def _finish_normally(self):
         """Every worker exited: counters, the evaluator's last evaluation, then
         `relaxps-ctl shutdown` ends the job (servers flush and exit)."""
         if self.spec.collect_stats:
             try:
-                r = self._ctl("--json", "stats")
+                code, out, err = self._ctl("--json", "stats")
                 with open(os.path.join(self.out, "counters.json"), "w") as f:
-                    f.write(r.stdout)
-                if r.returncode != 0:
-                    self.say(f"relaxps-ctl stats failed: {r.stderr.strip()[-200:]}")
+                    f.write(out)
+                if code != 0:
+                    self.say(f"relaxps-ctl stats failed: {err.strip()[-200:]}")
             except (OSError, subprocess.SubprocessError) as e:
                 self.say(f"relaxps-ctl stats failed: {e}")
         self._stop(self.role("evaluator"), 60)  # Its last evaluation needs the servers.
