@@ -63,7 +63,7 @@ def _derived_rows(sup):
             rows.append((kill_ms / 1000.0 - sup.start_unix, f"failover_ms={first - kill_ms}",
                          server, ""))
     if sup.coordinator_kill_ms is not None:
-        for ev, name in sup.state.leaders:
+        for name, ev in sup.state.leaders:
             if ev["ts_unix_ms"] >= sup.coordinator_kill_ms:
                 idx = 0 if name == "coordinator" else int(name.rsplit("-", 1)[1])
                 rows.append((t(ev), "leader", idx,

@@ -100,7 +100,7 @@ class Supervisor:
         for h in {p.host.name: p.host for p in self.procs}.values():
             wd = self.backend.workdir(h, self.out, self.tag)
             try:
-                self.backend.prepare(h, wd)
+                self.backend.prepare(h, os.path.join(wd, "data"))
             except (OSError, subprocess.SubprocessError) as e:
                 raise LaunchFailed(str(e)) from None
         if self.spec.security == "curve":
