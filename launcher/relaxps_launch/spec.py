@@ -62,7 +62,7 @@ _TOP_KEYS = {"name", "backend", "bin_dir", "out_dir", "tag", "hosts", "coordinat
              "workers", "evaluator", "consistency", "staleness", "recovery", "model",
              "duration_s", "epochs", "restart_after_s", "security", "metrics", "progress_s",
              "faults", "chaos", "collect_stats", "stop_grace_s", "failure_grace_s", "ssh",
-             "slurm", "env", "start_timeout_s"}
+             "slurm", "env", "start_timeout_s", "logs"}
 _ROLE_KEYS = {"count", "hosts", "flags", "env", "command", "port", "restart"}
 _HOST_KEYS = {"name", "addr", "bind", "bin_dir", "workdir", "metrics_port"}
 _FAULT_KEYS = {"at_s", "action", "target", "for_s"}
@@ -265,6 +265,8 @@ def parse(raw, origin="spec"):
     s.metrics = _bool(raw, "metrics", "metrics", False)
     s.progress_s = _num(raw, "progress_s", "progress_s", 5)
     s.collect_stats = _bool(raw, "collect_stats", "collect_stats", True)
+    # false: every process's output goes to /dev/null (nothing is read from it).
+    s.logs = _bool(raw, "logs", "logs", True)
     s.stop_grace_s = _num(raw, "stop_grace_s", "stop_grace_s", 3)
     s.failure_grace_s = _num(raw, "failure_grace_s", "failure_grace_s", 5)
     s.start_timeout_s = _num(raw, "start_timeout_s", "start_timeout_s", 30, 1)

@@ -36,6 +36,8 @@ Coordinator flags: --consistency, --staleness, --recovery, --heartbeat_timeout_m
   policy's restart flags) and the store; under none a dead server fails the job.
 --security=curve: fresh CurveZMQ keys under <out_dir>/keys for every process.
 --metrics: a Prometheus port per process; <out_dir>/prometheus.yml, metrics.txt.
+--no_logs: every process's output goes to /dev/null (no value is read from logs:
+  summary.json, events.csv and the printed lines are the same without them).
 --evaluator_every_s=S: relaxps-worker --role=evaluator evaluates the model every
   S s into <out_dir>/evaluator.csv; the workers then do not evaluate.
 --trainer=FILE.py: workers run `/usr/bin/python3 FILE.py` (PYTHONPATH=<build>/python,
@@ -196,6 +198,8 @@ def run_local(args, env):
             trainer = v
         elif a == "--metrics":
             s["metrics"] = True
+        elif a == "--no_logs":
+            s["logs"] = False
         elif a == "--skip_build":
             pass
         else:

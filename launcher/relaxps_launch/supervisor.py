@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import time
+import traceback
 
 from relaxps_launch import backends, plan, proctools, registry, summary
 from relaxps_launch.events import JobState
@@ -15,6 +16,7 @@ POLL_S = 0.2
 
 # Exit codes (docs/launch.md).
 EXIT_DONE = 0
+EXIT_INTERNAL_ERROR = 1
 EXIT_BAD_SPEC = 2
 EXIT_JOB_FAILED = 3
 EXIT_COORDINATOR_LOST = 4
@@ -151,7 +153,7 @@ class Supervisor:
 
     def _start(self, p, argv):
         env = self.planner.env(p)
-        log = os.path.join(self.out, f"{p.name}.log")
+        log = os.path.join(self.out, f"{p.name}.log") if self.spec.logs else os.devnull
         try:
             p.handle = self.backend.start(p.host, argv, env, log, p.events_path)
         except OSError as e:
@@ -531,7 +533,11 @@ class Supervisor:
             try:
                 self._launch()
             except LaunchFailed as e:
-                ending = ("launch_failed", str(e), EXIT_LAUNCH_FAILED)
+                if self.interrupted:
+                    ending = ("interrupted", f"{self.interrupted} to the launcher during "
+                              "start-up", EXIT_INTERRUPTED)
+                else:
+                    ending = ("launch_failed", str(e), EXIT_LAUNCH_FAILED)
                 self.say(str(e), at=False)
             while ending is None:
                 if self.interrupted:
@@ -559,6 +565,9 @@ class Supervisor:
                 ending = self._normal_verdict()
             else:
                 self._stop_everything()
+        except Exception as e:  # A launcher bug: still stop everything, say what happened.
+            traceback.print_exc()
+            ending = ("error", f"{self.prog} internal error: {e!r}", EXIT_INTERNAL_ERROR)
         finally:
             self._stop_everything()
             for item in list(self.pending_heals):
