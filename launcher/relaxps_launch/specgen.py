@@ -146,7 +146,7 @@ def _route(arg, s):
 
 def _fault(kind, value, servers, target_role="server"):
     """ID[,ID...]@S or ID@S+D (run_local) / TARGET@S[+D] (launch.sh)."""
-    m = re.fullmatch(r"([^@]+)@(\d+(?:\.\d+)?)(?:\+(\d+(?:\.\d+)?))?", value)
+    m = re.fullmatch(r"(.+)@(\d+(?:\.\d+)?)(?:\+(\d+(?:\.\d+)?))?", value)
     needs_for = kind in ("stop", "partition")
     if not m or bool(m.group(3)) != needs_for:
         form = "ID@SECONDS+SECONDS" if needs_for else "ID@SECONDS"
@@ -237,7 +237,8 @@ def run_local(args, env):
 def _hostfile(path):
     hosts, roles = [], {"coordinator": [], "server": [], "worker": [], "evaluator": []}
     try:
-        lines = open(path).read().splitlines()
+        with open(path) as f:
+            lines = f.read().splitlines()
     except OSError as e:
         raise FlagError(f"cannot read hostfile {path}: {e.strerror}") from None
     for n, line in enumerate(lines, 1):
@@ -357,7 +358,10 @@ def main(argv, name="relaxps-launch"):
         print(text, end="")
         return 0
     env = dict(os.environ)
+    # Default run folders go under the source tree's runs/ (or ./runs when installed).
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    if not os.path.isdir(os.path.join(root, "scripts")):
+        root = os.getcwd()
     env.setdefault("RELAXPS_ROOT", root)
     env.setdefault("RELAXPS_BUILD", os.path.join(root, env.get("BUILD_DIR", "build")))
     try:
