@@ -13,7 +13,7 @@ LAUNCH=$ROOT/launcher/relaxps-launch
 export RELAXPS_SCRIPT=run_local.sh
 SKIP_BUILD=${RELAXPS_SKIP_BUILD:-0}
 OUT_DIR="$ROOT/runs/$(date +%Y%m%d-%H%M%S)"
-ZK=0
+ZK=""
 ARGS=()
 for arg in "$@"; do
   case "$arg" in
@@ -24,14 +24,15 @@ for arg in "$@"; do
     *) ARGS+=("$arg") ;;
   esac
 done
-"$LAUNCH" make-spec run_local "${ARGS[@]}" >/dev/null || exit 2  # Bad flags: before the build.
+# Bad flags fail before the build (ZooKeeper's address comes once it runs).
+"$LAUNCH" make-spec run_local "${ARGS[@]}" ${ZK/#1/--zk=check:0} >/dev/null || exit 2
 if [ "$SKIP_BUILD" != 1 ]; then
   "$ROOT/scripts/install_deps.sh" || exit 1
   "$ROOT/scripts/build.sh" >"${TMPDIR:-/tmp}/relaxps-build.log" 2>&1 || {
     tail -n 40 "${TMPDIR:-/tmp}/relaxps-build.log"; echo "run_local.sh: build failed" >&2; exit 1; }
 fi
 mkdir -p "$OUT_DIR" && OUT_DIR=$(cd "$OUT_DIR" && pwd) || exit 1
-if [ "$ZK" = 1 ]; then
+if [ -n "$ZK" ]; then
   ZK_ADDR=$("$ROOT/scripts/zk.sh" start "$OUT_DIR/zk") ||
     { echo "run_local.sh: could not start ZooKeeper (scripts/zk.sh)" >&2; exit 5; }
   ARGS+=(--zk="$ZK_ADDR")
@@ -39,7 +40,7 @@ fi
 "$LAUNCH" make-spec run_local "${ARGS[@]}" --out_dir="$OUT_DIR" >"$OUT_DIR/job.json" || exit 2
 RUN=("$LAUNCH" "$OUT_DIR/job.json" --bin="${RELAXPS_BIN:-$ROOT/${BUILD_DIR:-build}/bin}"
      --name=run_local.sh)
-[ "$ZK" = 1 ] || exec "${RUN[@]}"
+[ -n "$ZK" ] || exec "${RUN[@]}"
 # With ZooKeeper: relaxps-launch in the background, signals passed on to it.
 "${RUN[@]}" &
 PID=$!

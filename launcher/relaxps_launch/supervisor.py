@@ -279,7 +279,10 @@ class Supervisor:
                         self.kill_times[p.index] = row["unix_ms"]
                 elif p.role == "coordinator":
                     self.csv("kill_coordinator", p.index)
-                    self.coordinator_kill_ms = row["unix_ms"]
+                    # A takeover is timed only from the kill of the leader.
+                    leaders = [name for name, _ in self.state.leaders]
+                    if leaders and leaders[-1] == p.name:
+                        self.coordinator_kill_ms = row["unix_ms"]
         elif f.action == "stop":
             for p in procs:
                 p.stopped = True
@@ -460,12 +463,20 @@ class Supervisor:
                     self._reap(p)
             time.sleep(0.05)
 
+    def _leader(self):
+        """The coordinator that last reported leading (leader_elected), else the first."""
+        names = [name for name, _ in self.state.leaders]
+        for p in self.role("coordinator"):
+            if names and p.name == names[-1] and p.running:
+                return p
+        return self.role("coordinator")[0]
+
     def _ctl(self, *args, timeout=20):
-        """relaxps-ctl on the first coordinator's host (the launcher's host may
-        not reach the job's network); returns (exit code, stdout, stderr)."""
-        c = self.role("coordinator")[0]
+        """relaxps-ctl, on the leading coordinator's host (the launcher's host
+        may not reach the job's network); returns (exit code, stdout, stderr)."""
+        c = self._leader()
         argv = [os.path.join(c.host.bin_dir or self.bin_dir, "relaxps-ctl"),
-                f"--coordinator={self.coordinators}"]
+                f"--coordinator={self.planner.advertised_endpoint(c, c.bind_port)}"]
         if self.spec.security == "curve":
             argv += ["--security=curve", f"--keys_dir={c.workdir}/keys"]
         r = self.backend.run(c.host, argv + list(args), input_data=b"", timeout=timeout)
