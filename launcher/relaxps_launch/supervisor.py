@@ -70,6 +70,7 @@ class Supervisor:
         self.kill_times = {}        # server id -> unix ms of its last lone kill
         self.coordinator_kill_ms = None
         self.last_progress = 0.0
+        self.lost_hosts = set()     # Hosts killed as a whole: nothing restarts there.
 
     # ---- helpers ------------------------------------------------------------------
     def say(self, msg, at=True):
@@ -268,6 +269,8 @@ class Supervisor:
             self.say(f"fault {f.action} {f.target}: no running process; skipped")
             return
         if f.action == "kill":
+            if f.target.startswith("host:"):
+                self.lost_hosts.add(f.target[5:])
             for p in procs:
                 p.fault_killed = True
                 self.backend.signal(p.handle, signal.SIGKILL)
@@ -275,7 +278,8 @@ class Supervisor:
                          f"{f.at_s:g} s)")
                 if p.role == "server":
                     self.csv("kill", p.index)
-                    if len(same_time_kills) == 1 and not f.target.startswith("host:"):
+                    # A lone server's kill is one failover (several at once are not).
+                    if len(same_time_kills) == 1 and sum(q.role == "server" for q in procs) == 1:
                         self.kill_times[p.index] = row["unix_ms"]
                 elif p.role == "coordinator":
                     self.csv("kill_coordinator", p.index)
@@ -408,6 +412,11 @@ class Supervisor:
     def _server_exit(self, p, pid, rc):
         if self.state.job_end is not None:
             return None  # The coordinator ended the job; it let the servers go.
+        if registry.restarts_servers(self.policy) and p.host.name in self.lost_hosts:
+            self.say(f"server {p.index} (pid {pid}) exited with code {rc}; not restarted: its "
+                     f"host {p.host.name} is lost")
+            self.csv("down", p.index)
+            return None
         if registry.restarts_servers(self.policy):
             p.restart_at = time.monotonic() + self.spec.restart_after_s
             self.say(f"server {p.index} (pid {pid}) exited with code {rc}; restarting it in "
@@ -427,7 +436,11 @@ class Supervisor:
             verdict = end.get("verdict")
             code = EXIT_DONE if verdict in ("done", "stopped") else EXIT_JOB_FAILED
             return (verdict, f"the coordinator ended the job: {end.get('reason')}", code)
-        if self.planner.coordinator_restarts():
+        if p.host.name in self.lost_hosts and any(q.running for q in self.role("coordinator")):
+            self.say(f"coordinator {p.index} (pid {pid}) exited with code {rc}; not restarted: "
+                     f"its host {p.host.name} is lost")
+            return None
+        if self.planner.coordinator_restarts() and p.host.name not in self.lost_hosts:
             p.restart_at = time.monotonic() + self.spec.restart_after_s
             self.say(f"coordinator {p.index} (pid {pid}) exited with code {rc}; restarting it "
                      f"in {self.spec.restart_after_s:g} s")
