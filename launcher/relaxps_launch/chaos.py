@@ -30,25 +30,29 @@ def draw(seed, needs, servers, duration_s, chaos):
     hi = chaos["to_s"] if chaos["to_s"] is not None else max(lo, (duration_s or 60) * 0.6)
     gap = chaos["min_gap_s"]
     n = chaos["faults"]
-    # Evenly spread slots, each jittered within its share of [lo, hi].
+    # Evenly spread slots, each jittered within its share of [lo, hi]; a fault
+    # starts only min_gap_s after the previous one ended (a pause's end), so
+    # that two tolerated faults never add up to one the policy does not
+    # tolerate (a pause overlapping a kill is two servers lost at once).
     span = max(hi - lo, gap * (n - 1))
-    times = []
-    for i in range(n):
-        slot_lo = lo + span * i / n
-        t = slot_lo + rng.uniform(0, max(0.0, span / n - gap / 2))
-        if times and t < times[-1] + gap:
-            t = times[-1] + gap
-        times.append(round(t, 1))
     faults = []
     origin = f"chaos:{seed}"
-    for t in times:
+    prev_end = None
+    for i in range(n):
+        t = lo + span * i / n + rng.uniform(0, max(0.0, span / n - gap / 2))
+        if prev_end is not None and t < prev_end + gap:
+            t = prev_end + gap
+        t = round(t, 1)
         kind = rng.choice(kinds)
         if kind == "kill_one":
             faults.append(Fault(t, "kill", f"server-{rng.randrange(servers)}", origin=origin))
+            prev_end = t
         elif kind == "pause_one":
             faults.append(Fault(t, "stop", f"server-{rng.randrange(servers)}",
                                 chaos["down_s"] * 3, origin=origin))
+            prev_end = t + chaos["down_s"] * 3
         else:
-            for i in range(servers):
-                faults.append(Fault(t, "kill", f"server-{i}", origin=origin))
+            for j in range(servers):
+                faults.append(Fault(t, "kill", f"server-{j}", origin=origin))
+            prev_end = t
     return faults

@@ -73,7 +73,10 @@ def _derived_rows(sup):
 
 
 def _write_events_csv(sup):
-    rows = sorted(sup.csv_rows + _derived_rows(sup), key=lambda r: r[0])
+    # By time; at equal times the launcher's own action before what it caused.
+    rows = [r for _, _, r in sorted([(r[0], 0, r) for r in sup.csv_rows] +
+                                    [(r[0], 1, r) for r in _derived_rows(sup)],
+                                    key=lambda x: x[:2])]
     with open(os.path.join(sup.out, "events.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["time_s", "event", "server", "detail"])

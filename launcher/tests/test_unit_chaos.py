@@ -27,6 +27,14 @@ class ChaosTest(unittest.TestCase):
         self.assertTrue(all(f.action == "stop" and f.for_s == 9
                             for f in chaos.draw(4, pause_only, 2, 60, CFG)))
 
+    def test_faults_never_overlap(self):
+        needs = {"tolerates_server_loss": True, "tolerates_pause": True}
+        for seed in range(50):
+            faults = chaos.draw(seed, needs, 3, 30, CFG)
+            for a, b in zip(faults, faults[1:]):
+                self.assertGreaterEqual(b.at_s, a.at_s + (a.for_s or 0) + 8 - 0.1,
+                                        [f.describe() for f in faults])
+
     def test_whole_chain_loss_kills_every_server_at_once(self):
         seen = False
         for seed in range(30):
