@@ -119,8 +119,8 @@ def finish(sup, left):
                        "pids": p.pids, "exit_codes": p.exit_codes, "restarts": p.restarts,
                        "exit_code": p.exit_codes[-1] if p.exit_codes else None}
                       for p in sup.procs],
-        "faults": sup.applied,
-        "faults_not_applied": [f.describe() for f in sup.faults],
+        "faults": sup.faults.applied,
+        "faults_not_applied": [f.describe() for f in sup.faults.faults],
         "restarts": sup.restarts,
         "workers": [st.finals[w] for w in sorted(st.finals, key=str)] if st else [],
         "evaluator": st.evaluator_final if st else None,

@@ -10,6 +10,7 @@ import time
 import traceback
 
 from relaxps_launch import backends, plan, proctools, registry, summary
+from relaxps_launch.faults import FaultInjector
 from relaxps_launch.events import JobState
 
 POLL_S = 0.2
@@ -54,9 +55,7 @@ class Supervisor:
                                      if spec.backend == "local" else {proctools.TAG_VAR: tag})
         self.procs = plan.all_procs(spec)
         self.state = None
-        self.faults = sorted(spec.faults, key=lambda f: f.at_s)
-        self.applied = []           # summary rows of applied faults
-        self.pending_heals = []     # (due monotonic, action, fault, undo)
+        self.faults = FaultInjector(self, spec.faults)
         self.restarts = []          # summary rows of restarts
         self.csv_rows = []          # events.csv rows (time_s, event, server, detail)
         self.interrupted = None     # Signal name once SIGINT/SIGTERM arrived.
@@ -217,7 +216,7 @@ class Supervisor:
         self.say(f"coordinator {self.coordinators}, {s.servers.count} server(s), "
                  f"{s.workers.count} worker(s), model {s.model}, recovery {s.recovery}, "
                  f"backend {s.backend}, job tag {self.tag}; logs in {self.out}", at=False)
-        for f in self.faults:
+        for f in self.faults.faults:
             self.say(f"fault scheduled: {f.action} {f.target} at {f.at_s:g} s"
                      + (f" for {f.for_s:g} s" if f.for_s is not None else "")
                      + (f" ({f.origin})" if f.origin != "schedule" else ""), at=False)
@@ -241,113 +240,6 @@ class Supervisor:
         if e:
             self.echo(f"[{self.elapsed():.0f}s] evaluator params_clock={e.get('params_clock')} "
                       f"test_acc={_fmt(e.get('test_acc'), 4)}")
-
-    # ---- faults ---------------------------------------------------------------------
-    def _targets(self, target):
-        if target.startswith("host:"):
-            return [p for p in self.procs if p.host.name == target[5:] and p.running]
-        return [p for p in self.procs if target in p.target_names() and p.running]
-
-    def _apply_faults(self):
-        now = self.elapsed()
-        while self.faults and self.faults[0].at_s <= now:
-            f = self.faults.pop(0)
-            self._apply(f, [g for g in [f] + self.faults if g.at_s == f.at_s
-                            and g.action == "kill"])
-        for item in list(self.pending_heals):
-            if time.monotonic() >= item[0]:
-                self.pending_heals.remove(item)
-                item[3]()
-
-    def _apply(self, f, same_time_kills):
-        procs = self._targets(f.target)
-        row = dict(f.describe(), time_s=round(self.elapsed(), 3),
-                   unix_ms=int(time.time() * 1000), processes=[p.name for p in procs])
-        self.applied.append(row)
-        if not procs and f.action != "partition":
-            row["skipped"] = "no running process"
-            self.say(f"fault {f.action} {f.target}: no running process; skipped")
-            return
-        if f.action == "kill":
-            if f.target.startswith("host:"):
-                self.lost_hosts.add(f.target[5:])
-            for p in procs:
-                p.fault_killed = True
-                self.backend.signal(p.handle, signal.SIGKILL)
-                self.say(f"killed {p.role} {p.index} (pid {p.handle.pid}, {f.target} at "
-                         f"{f.at_s:g} s)")
-                if p.role == "server":
-                    self.csv("kill", p.index)
-                    # A lone server's kill is one failover (several at once are not).
-                    if len(same_time_kills) == 1 and sum(q.role == "server" for q in procs) == 1:
-                        self.kill_times[p.index] = row["unix_ms"]
-                elif p.role == "coordinator":
-                    self.csv("kill_coordinator", p.index)
-                    # A takeover is timed only from the kill of the leader.
-                    leaders = [name for name, _ in self.state.leaders]
-                    if leaders and leaders[-1] == p.name:
-                        self.coordinator_kill_ms = row["unix_ms"]
-        elif f.action == "stop":
-            for p in procs:
-                p.stopped = True
-                self.backend.signal(p.handle, signal.SIGSTOP)
-                self.say(f"stopping {p.role} {p.index} for {f.for_s:g} s (SIGSTOP)")
-                if p.role == "server":
-                    self.csv("stop", p.index)
-
-            def cont(procs=procs, row=row):
-                for p in procs:
-                    if p.running and p.stopped:
-                        p.stopped = False
-                        self.backend.signal(p.handle, signal.SIGCONT)
-                        self.say(f"continuing {p.role} {p.index} (SIGCONT)")
-                        if p.role == "server":
-                            self.csv("cont", p.index)
-                row["ended_s"] = round(self.elapsed(), 3)
-            self.pending_heals.append((time.monotonic() + f.for_s, "cont", f, cont))
-        else:
-            self._partition(f, procs, row)
-
-    def _partition(self, f, procs, row):
-        if f.target.startswith("host:"):
-            host = self.spec.hosts[f.target[5:]]
-            rules = proctools.iptables_rules(addr=host.addr)
-            where = host
-        else:
-            p = procs[0]
-            where = p.host
-            rules = proctools.iptables_rules(ports=self.backend.tcp_ports(p.host, p.handle))
-            row["ports"] = sorted({int(r[4]) for r in rules})
-        errors = self._iptables(where, "-A", rules)
-        if errors:
-            row["error"] = errors
-            self.say(f"partition of {f.target} failed: {errors}")
-            return
-        self.say(f"partitioning {f.target} for {f.for_s:g} s")
-        for p in procs:
-            if p.role == "server":
-                self.csv("partition", p.index)
-
-        def heal(rules=rules, where=where, row=row, procs=procs):
-            self._iptables(where, "-D", rules)
-            row["ended_s"] = round(self.elapsed(), 3)
-            self.say(f"healing the partition of {f.target}")
-            for p in procs:
-                if p.role == "server":
-                    self.csv("heal", p.index)
-        self.pending_heals.append((time.monotonic() + f.for_s, "heal", f, heal))
-
-    def _iptables(self, host, op, rules):
-        errors = []
-        for r in rules:
-            try:
-                res = self.backend.run(host, ["iptables", op] + r)
-            except (OSError, subprocess.SubprocessError) as e:
-                errors.append(str(e))
-                continue
-            if res.returncode != 0:
-                errors.append(res.stderr.decode(errors="replace").strip())
-        return "; ".join(sorted(set(errors)))[:300]
 
     # ---- exits and restarts -----------------------------------------------------------
     def _reap(self, p):
@@ -570,7 +462,7 @@ class Supervisor:
                               EXIT_INTERRUPTED)
                     break
                 self._read_events()
-                self._apply_faults()
+                self.faults.apply_due()
                 ending = self._check_exits()
                 if ending:
                     if ending[0] == "failed":
@@ -594,10 +486,7 @@ class Supervisor:
             ending = ("error", f"{self.prog} internal error: {e!r}", EXIT_INTERNAL_ERROR)
         finally:
             self._stop_everything()
-            for item in list(self.pending_heals):
-                if item[1] == "heal":
-                    item[3]()
-            self.pending_heals.clear()
+            self.faults.heal_all()
             left = self._sweep()
             self._read_events_after_end()
             for s, h in old.items():

@@ -2,7 +2,7 @@
 same schedule for the same seed."""
 import unittest
 
-import launch_util  # noqa: F401  (sys.path)
+import launch_util  # noqa: F401  (puts the package on sys.path)
 from relaxps_launch import chaos
 
 CFG = {"faults": 3, "from_s": 5, "to_s": 30, "down_s": 3, "min_gap_s": 8, "untolerated": False}
