@@ -121,17 +121,23 @@ def worker_offset(log, start_unix):
     return 0.0 if glog is None else glog - start_unix
 
 
+def worker_ids(run, suffix):
+    """The ids i of the run's worker-<i><suffix> files, sorted."""
+    ids = []
+    for name in os.listdir(run):
+        m = re.fullmatch(r"worker-(\d+)" + re.escape(suffix), name)
+        if m:
+            ids.append(int(m.group(1)))
+    return sorted(ids)
+
+
 def load_workers(run, start_unix):
     """worker id -> {'offset', 'steps': [(t, clock, staleness)], 'rows', 'sps'}"""
     events = load_events(run)
     if events is None:
         return load_workers_from_logs(run, start_unix)
     workers = {}
-    for name in sorted(os.listdir(run)):
-        m = re.fullmatch(r"worker-(\d+)\.csv", name)
-        if not m:
-            continue
-        i = int(m.group(1))
+    for i in worker_ids(run, ".csv"):
         mine = events.get(f"worker-{i}", [])
         final = next((e for e in reversed(mine) if e["kind"] == "final"), None)
         workers[i] = worker_entry(run, i, event_offset(mine, start_unix),
@@ -151,11 +157,8 @@ def worker_entry(run, i, offset, sps, acked):
 def load_workers_from_logs(run, start_unix):
     """load_workers for runs made before events.jsonl existed."""
     workers = {}
-    for name in sorted(os.listdir(run)):
-        m = re.fullmatch(r"worker-(\d+)\.log", name)
-        if not m:
-            continue
-        i = int(m.group(1))
+    for i in worker_ids(run, ".log"):
+        name = f"worker-{i}.log"
         offset = worker_offset(os.path.join(run, name), start_unix)
         sps, acked = None, None
         with open(os.path.join(run, name), errors="replace") as f:
