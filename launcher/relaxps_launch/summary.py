@@ -46,9 +46,11 @@ def _derived_rows(sup):
     for ev, _name in sup.state.derived:
         k = ev["kind"]
         if k == "reseed_done":
-            rows.append((t(ev), "reseed", ev.get("server"),
-                         f"server={ev.get('server')} source={ev.get('source')} "
-                         f"seconds={ev.get('seconds')} {ev.get('summary', '')}".strip()))
+            # The round in words (summary), as the coordinator's RESEED line had it.
+            detail = ev.get("summary") or f"server={ev.get('server')} source={ev.get('source')}"
+            if "seconds=" not in detail:
+                detail += f" seconds={ev.get('seconds')}"
+            rows.append((t(ev), "reseed", ev.get("server"), detail))
         elif k == "fallback":
             rows.append((t(ev), "fallback", ev.get("server"),
                          f"cause={ev.get('cause')} source={ev.get('source')}"))
