@@ -7,15 +7,16 @@
 # that no process carrying the run's job tag is left. Exits 1 if a run of a
 # policy that tolerates its faults did not exit 0, a run of a policy that
 # does not tolerate them did not exit 3, or anything was left.
-#   scripts/launch_chaos.sh [SEEDS=5] [DURATION_S=30]
+#   scripts/launch_chaos.sh [SEEDS=5] [DURATION_S=30] [POLICY,POLICY...=all]
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${RELAXPS_BIN:-$ROOT/${BUILD_DIR:-build}/bin}
-SEEDS=${1:-5} DURATION=${2:-30}
+SEEDS=${1:-5} DURATION=${2:-30} ONLY=${3:-}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/relaxps-launch-chaos-XXXXXX")}
 mkdir -p "$OUT" || exit 1
 bad=0
 while read -r p servers replicas restart tolerant; do
+  [ -z "$ONLY" ] || [[ ",$ONLY," == *",$p,"* ]] || continue
   flags=(--servers="$servers" --recovery="$p" --restart_after_s=2 --checkpoint_every_s=2)
   [ "$replicas" -gt 1 ] && flags+=(--replicas="$replicas")
   for seed in $(seq 1 "$SEEDS"); do
