@@ -87,11 +87,13 @@ def _write_events_csv(sup):
 
 
 def _final_line(e):
-    acc = e.get("test_acc")
-    return (f"final worker={e.get('worker')} time_s={e.get('time_s')} steps={e.get('steps')} "
+    def f(key, digits):
+        v = e.get(key)
+        return "nan" if v is None else f"{v:.{digits}f}"
+    return (f"final worker={e.get('worker')} time_s={f('time_s', 1)} steps={e.get('steps')} "
             f"epochs={e.get('epochs')} samples={e.get('samples')} "
-            f"samples_per_s={e.get('samples_per_s')} "
-            f"test_acc={'nan' if acc is None else acc} stopped={int(bool(e.get('stopped')))}")
+            f"samples_per_s={f('samples_per_s', 1)} test_acc={f('test_acc', 4)} "
+            f"stopped={int(bool(e.get('stopped')))}")
 
 
 def finish(sup, left):
