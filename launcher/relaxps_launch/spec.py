@@ -62,7 +62,7 @@ _TOP_KEYS = {"name", "backend", "bin_dir", "out_dir", "tag", "hosts", "coordinat
              "workers", "evaluator", "consistency", "staleness", "recovery", "model",
              "duration_s", "epochs", "restart_after_s", "security", "metrics", "progress_s",
              "faults", "chaos", "collect_stats", "stop_grace_s", "failure_grace_s", "ssh",
-             "slurm", "env", "start_timeout_s", "logs"}
+             "slurm", "env", "start_timeout_s", "logs", "max_restarts"}
 _ROLE_KEYS = {"count", "hosts", "flags", "env", "command", "port", "restart"}
 _HOST_KEYS = {"name", "addr", "bind", "bin_dir", "workdir", "metrics_port"}
 _FAULT_KEYS = {"at_s", "action", "target", "for_s"}
@@ -261,6 +261,9 @@ def parse(raw, origin="spec"):
     if s.duration_s is None and s.epochs is None:
         s.duration_s = 60
     s.restart_after_s = _num(raw, "restart_after_s", "restart_after_s", 1)
+    # A process restarted this often that exits again fails the job (a
+    # binary that cannot start is not restarted forever).
+    s.max_restarts = _num(raw, "max_restarts", "max_restarts", 20, integer=True)
     s.security = _str(raw, "security", "security", "plain", SECURITY)
     s.metrics = _bool(raw, "metrics", "metrics", False)
     s.progress_s = _num(raw, "progress_s", "progress_s", 5)

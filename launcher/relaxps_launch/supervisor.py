@@ -309,6 +309,11 @@ class Supervisor:
                      f"host {p.host.name} is lost")
             self.csv("down", p.index)
             return None
+        if registry.restarts_servers(self.policy) and p.restarts >= self.spec.max_restarts:
+            reason = (f"server {p.index} (pid {pid}) exited with code {rc} after "
+                      f"{p.restarts} restarts (max_restarts); see {p.name}.log")
+            self.say(reason)
+            return ("failed", reason, EXIT_JOB_FAILED)
         if registry.restarts_servers(self.policy):
             p.restart_at = time.monotonic() + self.spec.restart_after_s
             self.say(f"server {p.index} (pid {pid}) exited with code {rc}; restarting it in "
@@ -332,7 +337,8 @@ class Supervisor:
             self.say(f"coordinator {p.index} (pid {pid}) exited with code {rc}; not restarted: "
                      f"its host {p.host.name} is lost")
             return None
-        if self.planner.coordinator_restarts() and p.host.name not in self.lost_hosts:
+        if (self.planner.coordinator_restarts() and p.host.name not in self.lost_hosts
+                and p.restarts < self.spec.max_restarts):
             p.restart_at = time.monotonic() + self.spec.restart_after_s
             self.say(f"coordinator {p.index} (pid {pid}) exited with code {rc}; restarting it "
                      f"in {self.spec.restart_after_s:g} s")
