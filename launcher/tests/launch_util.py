@@ -1,7 +1,9 @@
 """Shared by the launcher's tests: where the binaries are, running
 relaxps-launch on a spec, and the /proc check for a job tag."""
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,9 +30,18 @@ def spec(**kw):
     return s
 
 
+def tempdir(prefix):
+    """A temporary folder removed when the test process exits
+    (RELAXPS_KEEP_TEST_DIRS=1 keeps it for a look)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    if os.environ.get("RELAXPS_KEEP_TEST_DIRS") != "1":
+        atexit.register(shutil.rmtree, d, True)
+    return d
+
+
 class Run:
     def __init__(self, spec_obj, *args, tag=None):
-        self.dir = tempfile.mkdtemp(prefix="relaxps-launch-test-")
+        self.dir = tempdir("relaxps-launch-test-")
         self.spec_path = os.path.join(self.dir, "job.json")
         with open(self.spec_path, "w") as f:
             json.dump(spec_obj, f)

@@ -6,11 +6,10 @@ events streamed back; then the launcher killed -9 mid-job: the watchdogs
 see their stdin close and stop every process."""
 import os
 import signal
-import tempfile
 import time
 import unittest
 
-from launch_util import SCALE, Run, spec, wait_for
+from launch_util import SCALE, Run, spec, tempdir, wait_for
 
 STANDIN = ["sh", "-c", "eval \"$1\"", "{host}"]
 
@@ -27,7 +26,7 @@ def remote_spec(tmp, **kw):
 
 class RemoteStandinTest(unittest.TestCase):
     def test_job_with_faults_through_the_watchdog(self):
-        tmp = tempfile.mkdtemp(prefix="relaxps-launch-hosts-")
+        tmp = tempdir("relaxps-launch-hosts-")
         run = Run(remote_spec(tmp, recovery="checkpoint", duration_s=12 * SCALE,
                               faults=[{"at_s": 4 * SCALE, "action": "kill",
                                        "target": "server-1"},
@@ -49,7 +48,7 @@ class RemoteStandinTest(unittest.TestCase):
         self.assertEqual(run.left(), [])
 
     def test_kill9_leaves_nothing_on_the_hosts(self):
-        run = Run(remote_spec(tempfile.mkdtemp(prefix="relaxps-launch-hosts-"), duration_s=120))
+        run = Run(remote_spec(tempdir("relaxps-launch-hosts-"), duration_s=120))
         launcher = run.start()
         try:
             wait_for(lambda: os.path.exists(os.path.join(run.out, "start_unix")) and
