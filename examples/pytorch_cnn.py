@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 # Beside this file (a script's folder is first on sys.path).
 from fashion_mnist import batches, load_split, partition
-from trainer_metrics import MetricsWriter, Row, StepLog, format_progress
+from trainer_metrics import EventWriter, MetricsWriter, Row, StepLog, format_progress
 
 EXIT_ERROR, EXIT_USAGE, EXIT_PS_FAILED = 1, 2, 3
 
@@ -84,6 +84,7 @@ def parse_flags(argv):
     add("--log_every_s", type=float, default=5)
     add("--metrics_csv", default="")
     add("--steps_csv", default="")
+    add("--events_file", default="", help="progress/final events, JSON Lines (docs/events.md)")
     add("--straggle_ms", type=int, default=0)
     add("--cpu_threads", type=int, default=1, help="torch.set_num_threads")
     add("--device", default="cpu", choices=["cpu"])
@@ -230,6 +231,7 @@ def run(a, model, params, data, worker, index, num_workers, client):
         raise ValueError(f"worker {worker} has {len(part)} examples, fewer than a batch")
     sampler = batches(part, a.batch, a.seed, index)
     metrics, steps = MetricsWriter(a.metrics_csv), StepLog(a.steps_csv)
+    events = EventWriter(a.events_file, worker)
     evaluates = a.eval_all_workers or worker == 0
     start, start_unix = time.monotonic(), time.time()
     never = math.inf
@@ -308,6 +310,7 @@ def run(a, model, params, data, worker, index, num_workers, client):
                 next_eval = time.monotonic() - start + a.eval_every_s
             metrics.write(row)
             print(format_progress("progress", row, latest_acc), flush=True)
+            events.progress(row, latest_acc)
             if a.log_every_s > 0:
                 next_log = time.monotonic() - start + a.log_every_s
 
@@ -323,6 +326,7 @@ def run(a, model, params, data, worker, index, num_workers, client):
     s = params.stats()
     test_loss = math.nan if row.test_loss is None else row.test_loss
     final_acc = math.nan if row.test_acc is None else row.test_acc
+    events.final(row, total_steps, total_samples / end if end else 0.0, stopped, s)
     print(format_progress("final", row, final_acc) +
           f" test_loss={test_loss:.4f} wall_samples_per_s={total_samples / end if end else 0:.1f}"
           f" eval_s={eval_s:.1f} bytes_sent_per_step="

@@ -77,3 +77,54 @@ def format_progress(kind, r, latest_test_acc):
             f"samples={r.samples} samples_per_s={r.samples_per_s:.1f} loss={r.loss:.4f} "
             f"train_acc={r.train_acc:.4f} test_acc={acc} staleness_max={r.staleness_max} "
             f"gate_wait_s={r.gate_wait_s:.2f} bytes_sent={r.bytes_sent}")
+
+
+def _num(x):
+    """A float for JSON: null when not finite (docs/events.md)."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+class EventWriter:
+    """The `progress` and `final` events of docs/events.md (--events_file),
+    one JSON line per write() with O_APPEND, as relaxps-worker writes them;
+    relaxps-launch reads a Python worker's progress and result from here."""
+
+    def __init__(self, path, worker):
+        import os
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if path else None
+        self._worker = worker
+
+    def _emit(self, kind, fields):
+        if self._fd is None:
+            return
+        import json
+        import os
+        import time
+        ev = {"v": 1, "ts_unix_ms": int(time.time() * 1000),
+              "mono_ms": int(time.monotonic() * 1000), "process": f"worker-{self._worker}",
+              "kind": kind}
+        ev.update(fields)
+        try:
+            os.write(self._fd, (json.dumps(ev) + "\n").encode())
+        except OSError:
+            pass
+
+    def progress(self, r, latest_test_acc):
+        self._emit("progress", {"worker": r.worker, "time_s": r.time_s, "step": r.clock,
+                                "epoch": r.epoch, "samples": r.samples,
+                                "samples_per_s": _num(r.samples_per_s) or 0.0,
+                                "loss": _num(r.loss), "train_acc": _num(r.train_acc),
+                                "test_acc": _num(latest_test_acc),
+                                "staleness_max": r.staleness_max, "bytes_sent": r.bytes_sent})
+
+    def final(self, r, steps, wall_samples_per_s, stopped, stats):
+        self._emit("final", {"worker": r.worker, "time_s": r.time_s, "steps": steps,
+                             "epochs": r.epoch, "samples": r.samples,
+                             "samples_per_s": _num(r.samples_per_s) or 0.0,
+                             "wall_samples_per_s": _num(wall_samples_per_s) or 0.0,
+                             "test_acc": _num(r.test_acc), "test_loss": _num(r.test_loss),
+                             "stopped": bool(stopped),
+                             "incarnation": int(stats.get("incarnation", 0)),
+                             "acked_updates": int(stats.get("acked_updates", 0)),
+                             "local_steps": int(stats.get("local_steps", 0)),
+                             "reported_lost": int(stats.get("reported_lost", 0))})

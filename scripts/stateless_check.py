@@ -19,6 +19,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "experiment"))
+import analyze_run  # noqa: E402  (scripts/experiment/analyze_run.py)
+
 
 def read_csv(path):
     with open(path, newline="") as f:
@@ -26,7 +29,11 @@ def read_csv(path):
 
 
 def worker_offset(run, w, run_start):
-    """Seconds from run_local.sh's start of the workers to worker w's time 0."""
+    """Seconds from run_local.sh's start of the workers to worker w's time 0: from
+    its events (events.jsonl), or its log's final line in runs made before them."""
+    events = analyze_run.load_events(run)
+    if events is not None:
+        return analyze_run.event_offset(events.get(f"worker-{w}", []), run_start)
     with open(os.path.join(run, f"worker-{w}.log"), errors="replace") as f:
         for line in f:
             m = re.search(r"^final .* start_unix=([0-9.]+)", line)

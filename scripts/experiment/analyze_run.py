@@ -3,8 +3,11 @@
 
 Usage: analyze_run.py RUN_DIR
 
-Reads start_unix, events.csv, evaluator.csv, worker-<i>.{csv,steps.csv,log},
-server-<i>.log and exit.txt; writes merged.csv (every worker metrics row and
+Reads start_unix, events.csv, events.jsonl (the processes' structured events,
+docs/events.md: each worker's final result and time origin, the servers'
+checkpoints and restores), evaluator.csv, worker-<i>.{csv,steps.csv} and
+exit.txt; no log line. (Runs made before events.jsonl existed are read from
+worker-<i>.log and server-<i>.log as they were then.) Writes merged.csv (every worker metrics row and
 evaluation on one time axis: seconds since run_local.sh started the workers),
 metrics.json and headline.txt. Exits 1 without metrics.json when the run
 failed (run_local.sh exit status, or no evaluation / steps to measure).
@@ -76,9 +79,36 @@ def num(x):
         return None
 
 
+def load_events(run):
+    """The run's events (events.jsonl) by process name, in file order; None for a
+    run made before events existed."""
+    path = os.path.join(run, "events.jsonl")
+    if not os.path.exists(path):
+        return None
+    by = {}
+    with open(path, errors="replace") as f:
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            by.setdefault(e.get("process"), []).append(e)
+    return by
+
+
+def event_offset(events, start_unix):
+    """When a worker's time_s was 0, in seconds after start_unix, from the
+    wall-clock time of its first progress or final event."""
+    for e in events:
+        if e["kind"] in ("progress", "final"):
+            return e["ts_unix_ms"] / 1000.0 - e["time_s"] - start_unix
+    return 0.0
+
+
 def worker_offset(log, start_unix):
-    """When the worker's time_s was 0, in seconds after start_unix: the final line's
-    start_unix=, else the glog line just before training started, else 0."""
+    """Runs without events.jsonl: when the worker's time_s was 0, in seconds after
+    start_unix: the final line's start_unix=, else the glog line just before
+    training started, else 0."""
     glog = None
     with open(log, errors="replace") as f:
         for line in f:
@@ -91,14 +121,44 @@ def worker_offset(log, start_unix):
     return 0.0 if glog is None else glog - start_unix
 
 
+def worker_ids(run, suffix):
+    """The ids i of the run's worker-<i><suffix> files, sorted."""
+    ids = []
+    for name in os.listdir(run):
+        m = re.fullmatch(r"worker-(\d+)" + re.escape(suffix), name)
+        if m:
+            ids.append(int(m.group(1)))
+    return sorted(ids)
+
+
 def load_workers(run, start_unix):
     """worker id -> {'offset', 'steps': [(t, clock, staleness)], 'rows', 'sps'}"""
+    events = load_events(run)
+    if events is None:
+        return load_workers_from_logs(run, start_unix)
     workers = {}
-    for name in sorted(os.listdir(run)):
-        m = re.fullmatch(r"worker-(\d+)\.log", name)
-        if not m:
-            continue
-        i = int(m.group(1))
+    for i in worker_ids(run, ".csv"):
+        mine = events.get(f"worker-{i}", [])
+        final = next((e for e in reversed(mine) if e["kind"] == "final"), None)
+        workers[i] = worker_entry(run, i, event_offset(mine, start_unix),
+                                  None if final is None else final["samples_per_s"],
+                                  None if final is None else
+                                  (str(final["incarnation"]), final["acked_updates"]))
+    return workers
+
+
+def worker_entry(run, i, offset, sps, acked):
+    steps = [(float(r["time_s"]) + offset, int(r["clock"]), int(r["staleness"]))
+             for r in read_csv(os.path.join(run, f"worker-{i}.steps.csv"))]
+    rows = read_csv(os.path.join(run, f"worker-{i}.csv"))
+    return {"offset": offset, "steps": steps, "rows": rows, "sps": sps, "acked": acked}
+
+
+def load_workers_from_logs(run, start_unix):
+    """load_workers for runs made before events.jsonl existed."""
+    workers = {}
+    for i in worker_ids(run, ".log"):
+        name = f"worker-{i}.log"
         offset = worker_offset(os.path.join(run, name), start_unix)
         sps, acked = None, None
         with open(os.path.join(run, name), errors="replace") as f:
@@ -109,10 +169,7 @@ def load_workers(run, start_unix):
                     ack = re.search(r" incarnation=(\d+) acked_updates=(\d+)", line)
                     if ack:
                         acked = (ack.group(1), int(ack.group(2)))
-        steps = [(float(r["time_s"]) + offset, int(r["clock"]), int(r["staleness"]))
-                 for r in read_csv(os.path.join(run, f"worker-{i}.steps.csv"))]
-        rows = read_csv(os.path.join(run, f"worker-{i}.csv"))
-        workers[i] = {"offset": offset, "steps": steps, "rows": rows, "sps": sps, "acked": acked}
+        workers[i] = worker_entry(run, i, offset, sps, acked)
     return workers
 
 
@@ -171,7 +228,23 @@ def step_gap_after(times, t_fault, t_until):
 
 
 def restore_info(run, server, t_fault, start_unix):
-    """(clock, time the restored checkpoint was written) of the first restore after t_fault."""
+    """(clock, time the restored checkpoint was written) of the first restore after
+    t_fault: the server's checkpoint_written and server_started events."""
+    events = load_events(run)
+    if events is None:
+        return restore_info_from_log(run, server, t_fault, start_unix)
+    written = {}  # checkpoint seq -> time written
+    for e in events.get(f"server-{server}", []):
+        t = e["ts_unix_ms"] / 1000.0 - start_unix
+        if e["kind"] == "checkpoint_written":
+            written[e["seq"]] = t
+        elif e["kind"] == "server_started" and e.get("restored") and t > t_fault:
+            return e["restored_clock"], written.get(e["restored_seq"])
+    return None
+
+
+def restore_info_from_log(run, server, t_fault, start_unix):
+    """restore_info for runs made before events.jsonl existed."""
     path = os.path.join(run, f"server-{server}.log")
     if not os.path.exists(path):
         return None

@@ -195,7 +195,9 @@ run_matrix() {
     else
       FAILED=$((FAILED + 1))
       say "[$((i + 1))/$n] $id: FAILED (exit $rc in ${wall}s): $(tail -n 1 "$dir/analyze.log")"
-      grep -a 'run_local.sh: ' "$dir/run_local.log" | tail -n 3 | sed 's/^/    /' | tee -a "$LOG"
+      # The launcher's verdict and reason (summary.json), not its output.
+      "$PY" -c 'import json, sys; s = json.load(open(sys.argv[1]))
+print("    job %s: %s" % (s["verdict"], s["reason"]))' "$dir/summary.json" 2>/dev/null | tee -a "$LOG"
     fi
   done
 }

@@ -53,6 +53,9 @@ def _curve_files(d, run):
 
 def _offset(run_dir, worker):
     start = float(open(os.path.join(run_dir, "start_unix")).read())
+    events = analyze_run.load_events(run_dir)
+    if events is not None:
+        return analyze_run.event_offset(events.get(worker, []), start)
     return analyze_run.worker_offset(os.path.join(run_dir, worker + ".log"), start)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end across three "hosts": three network namespaces, each with its own
 # 10.x address on a veth pair joined to one bridge. scripts/launch.sh
-# --exec='ip netns exec {host}' starts the coordinator on host 1, servers on
+# (relaxps-launch's ssh backend) --exec='ip netns exec {host}' starts the coordinator on host 1, servers on
 # hosts 1 and 2 and workers on hosts 2 and 3 (all bound on 0.0.0.0 and
 # advertising their namespace's address, CurveZMQ keys); the job must train
 # (mlp, test accuracy >= 0.75), every process must exit 0 and none may be left
@@ -81,12 +81,15 @@ rc=$?
 grep -v '\] progress' "$OUT/launch1.out" | tail -n 25
 [ $rc = 0 ] || fail "launch.sh exited with $rc"
 no_process_left
-grep -q "listening on tcp://$NET.1:" "$OUT/launch1.out" || fail "the coordinator did not advertise $NET.1"
-grep -q "relaxps-server 1 listening on tcp://$NET.2:" "$OUT"/run1/*.server-1.log ||
+grep -q "coordinator tcp://$NET.1:" "$OUT/launch1.out" || fail "the coordinator did not advertise $NET.1"
+grep -q "relaxps-server 1 listening on tcp://$NET.2:" "$OUT"/run1/server-1.log ||
   fail "server 1 did not advertise host 2's address"
-grep -q "^\[${NS[2]}.worker-1\] " "$OUT/launch1.out" || fail "no prefixed progress from host 3's worker"
+grep -q "progress worker=1 " "$OUT/launch1.out" || fail "no progress from host 3's worker"
 [ -s "$OUT/run1/prometheus.yml" ] || fail "no prometheus.yml"
-acc=$(sed -n 's/^launch.sh: final test accuracy \([0-9.]*\);.*/\1/p' "$OUT/launch1.out")
+acc=$(/usr/bin/python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["verdict"] == "done" and all(p["exit_codes"] == [0] for p in s["processes"]), s
+print(s["final_accuracy"])' "$OUT/run1/summary.json") || fail "summary.json: not done, or a process failed"
 awk -v a="${acc:-0}" 'BEGIN {exit !(a >= 0.75)}' || fail "test accuracy ${acc:-none} < 0.75"
 echo "run 1: test accuracy $acc across 3 namespaces in $((SECONDS - start)) s, no process left"
 
@@ -96,10 +99,10 @@ echo "run 1: test accuracy $acc across 3 namespaces in $((SECONDS - start)) s, n
   --duration_s=600 --eval_every_s=0 --log_every_s=1 >"$OUT/launch2.out" 2>&1 &
 LAUNCH=$!
 for _ in $(seq 1 $((300 * SCALE))); do
-  grep -q '^\[.*worker-1\] progress' "$OUT/launch2.out" 2>/dev/null && break
+  grep -q 'progress worker=1 ' "$OUT/launch2.out" 2>/dev/null && break
   sleep 0.1
 done
-grep -q '^\[.*worker-1\] progress' "$OUT/launch2.out" || { kill -KILL "$LAUNCH"; fail "run 2: no progress line"; }
+grep -q 'progress worker=1 ' "$OUT/launch2.out" || { kill -KILL "$LAUNCH"; fail "run 2: no progress line"; }
 # Metrics across hosts: host 3 scrapes server 0 on host 1 (its second port),
 # host 1 scrapes the worker on host 3.
 if command -v curl >/dev/null; then

@@ -1,9 +1,10 @@
 """examples/pytorch_cnn.py as scripts/run_local.sh's --trainer: a short job of
 2 Python workers and 2 servers that loses a server and rides through it
 (--recovery=checkpoint restarts it from its checkpoint), reported like the
-C++ worker: progress and final lines, metrics CSVs, events.csv and the final
-test accuracy."""
+C++ worker: progress and final lines, metrics CSVs, events (the launcher's
+summary.json: final accuracy, finals, the restart) and events.csv."""
 import csv
+import json
 import os
 import re
 import subprocess
@@ -36,10 +37,15 @@ def test_two_python_workers_ride_through_a_killed_server():
                       "--eval_every_s=10", "--eval_examples=1000", "--log_every_s=2")
         print(r.stdout)
         assert r.returncode == 0, r.stdout
-        acc = re.search(r"final test accuracy ([0-9.]+)", r.stdout)
-        assert acc and float(acc.group(1)) > 0.5, r.stdout
-        finals = re.findall(r"^final worker=(\d) .* samples=(\d+) .* stopped=0", r.stdout, re.M)
-        assert sorted(w for w, _ in finals) == ["0", "1"], r.stdout
+        # What the launcher read from the trainers' events (--events_file).
+        with open(os.path.join(out, "summary.json")) as f:
+            summary = json.load(f)
+        assert summary["verdict"] == "done", summary["reason"]
+        assert summary["final_accuracy"] > 0.5, summary
+        finals = summary["workers"]
+        assert sorted(w["worker"] for w in finals) == [0, 1], finals
+        assert all(w["samples"] > 0 and not w["stopped"] for w in finals), finals
+        assert [r["process"] for r in summary["restarts"]] == ["server-1"], summary["restarts"]
         with open(os.path.join(out, "events.csv")) as f:
             events = [row["event"] for row in csv.DictReader(f)]
         assert events[:3] == ["kill", "down", "restart"], events

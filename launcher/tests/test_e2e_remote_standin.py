@@ -1,0 +1,67 @@
+"""The ssh backend's code path without sshd: ssh.command is a stand-in that
+runs the remote command line with a local sh. Two "hosts" (each its own
+workdir), CurveZMQ keys installed per host, a server kill restarted under
+checkpoint and a SIGSTOP/SIGCONT through the watchdog's control channel,
+events streamed back; then the launcher killed -9 mid-job: the watchdogs
+see their stdin close and stop every process."""
+import os
+import signal
+import time
+import unittest
+
+from launch_util import SCALE, Run, spec, tempdir, wait_for
+
+STANDIN = ["sh", "-c", "eval \"$1\"", "{host}"]
+
+
+def remote_spec(tmp, **kw):
+    hosts = [{"name": h, "addr": "127.0.0.1", "bind": "127.0.0.1",
+              "workdir": os.path.join(tmp, h)} for h in ("h1", "h2")]
+    return spec(backend="ssh", hosts=hosts, ssh={"command": STANDIN}, security="curve",
+                coordinator={"hosts": ["h1"], "flags": ["--checkpoint_every_s=1"]},
+                servers={"count": 2, "hosts": ["h1", "h2"]},
+                workers={"count": 2, "hosts": ["h2"], "flags": ["--eval_every_s=0",
+                                                               "--log_every_s=0.5"]}, **kw)
+
+
+class RemoteStandinTest(unittest.TestCase):
+    def test_job_with_faults_through_the_watchdog(self):
+        tmp = tempdir("relaxps-launch-hosts-")
+        run = Run(remote_spec(tmp, recovery="checkpoint", duration_s=12 * SCALE,
+                              faults=[{"at_s": 4 * SCALE, "action": "kill",
+                                       "target": "server-1"},
+                                      {"at_s": 7 * SCALE, "action": "stop",
+                                       "target": "server-0", "for_s": 1}]))
+        code = run.run()
+        self.assertEqual(code, 0, run.output)
+        s = run.summary()
+        self.assertEqual(s["backend"], "ssh")
+        self.assertEqual([r["process"] for r in s["restarts"]], ["server-1"])
+        self.assertIsNotNone(s["final_accuracy"])
+        self.assertEqual(sorted(w["worker"] for w in s["workers"]), [0, 1])
+        # Keys: each host holds its own processes' secret keys only.
+        h1 = os.listdir(os.path.join(tmp, "h1", "keys"))
+        self.assertIn("coordinator.key", h1)
+        self.assertNotIn("worker-0.key", h1)
+        self.assertIn("worker-0.key", os.listdir(os.path.join(tmp, "h2", "keys")))
+        self.assertIn("continuing server 0 (SIGCONT)", run.output)
+        self.assertEqual(run.left(), [])
+
+    def test_kill9_leaves_nothing_on_the_hosts(self):
+        run = Run(remote_spec(tempdir("relaxps-launch-hosts-"), duration_s=120))
+        launcher = run.start()
+        try:
+            wait_for(lambda: os.path.exists(os.path.join(run.out, "start_unix")) and
+                     len(run.left()) >= 10, 60, "the job's processes and watchdogs")
+        finally:
+            launcher.send_signal(signal.SIGKILL)
+            launcher.wait()
+        # The watchdogs TERM their process at once and KILL it after 10 s.
+        deadline = time.monotonic() + 15
+        while run.left() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(run.left(), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
