@@ -58,8 +58,9 @@ relaxps_left() {  # pids of relaxps processes (binaries or the launcher) still r
 id=$(sbatch --parsable --nodes=1 --ntasks=5 --overcommit --chdir="$DIR" --output="$DIR/sbatch-%j.out" \
   "$ROOT/scripts/slurm/relaxps.sbatch" --out_dir="$DIR/run-sbatch" "${JOB_FLAGS[@]}") ||
   fail "sbatch refused the job"
-for _ in $(seq 1 600); do
-  [ -z "$(squeue -h -j "$id" 2>/dev/null)" ] && break
+# Every wait is bounded, so the script ends (and cleans up) before ctest's limit.
+for _ in $(seq 1 240); do
+  [ -z "$(timeout 5 squeue -h -j "$id" 2>/dev/null)" ] && break
   sleep 0.5
 done
 [ -z "$(squeue -h -j "$id" 2>/dev/null)" ] && [ -f "$DIR/run-sbatch/summary.json" ] ||
@@ -67,7 +68,7 @@ done
 check_summary "$DIR/run-sbatch" sbatch || fail "sbatch run"
 
 # 2. salloc, the script's srun steps inside the allocation.
-salloc --nodes=1 --ntasks=5 --overcommit "$ROOT/scripts/slurm/relaxps.sbatch" --out_dir="$DIR/run-salloc" \
+timeout 150 salloc --nodes=1 --ntasks=5 --overcommit "$ROOT/scripts/slurm/relaxps.sbatch" --out_dir="$DIR/run-salloc" \
   "${JOB_FLAGS[@]}" >"$DIR/salloc.out" 2>&1 || fail "salloc run exited $?"
 check_summary "$DIR/run-salloc" salloc || fail "salloc run"
 
@@ -84,7 +85,7 @@ scancel "$id"
 left=""
 for _ in $(seq 1 60); do
   left=$(relaxps_left)
-  [ -z "$left" ] && [ -z "$(squeue -h -j "$id" 2>/dev/null)" ] && break
+  [ -z "$left" ] && [ -z "$(timeout 5 squeue -h -j "$id" 2>/dev/null)" ] && break
   sleep 0.5
 done
 [ -z "$left" ] || fail "scancel left relaxps processes: $(ps -o pid,args -p "$(echo $left | tr ' ' ,)")"

@@ -22,13 +22,23 @@ slurm_up() {
   /usr/sbin/munged --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock" \
     --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" \
     --seed-file="$dir/munge/seed" || return 1
-  # Ports of its own, so that a Slurm already on the machine is not in the way.
-  local base=$((20000 + $$ % 20000))
+  # Free ports of its own (asked of the OS), so that nothing already on the
+  # machine is in the way.
+  local ports ctld_port slurmd_port
+  ports=$(/usr/bin/python3 -c '
+import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))')
+  read -r ctld_port slurmd_port <<<"$ports"
+  # slurmstepd processes that exist already are not this cluster's.
+  SLURM_STEPDS_BEFORE=" $(pgrep -x slurmstepd | tr '\n' ' ') "
   cat >"$dir/slurm.conf" <<CONF
 ClusterName=relaxpsselftest
 SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$base
-SlurmdPort=$((base + 1))
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 AuthType=auth/munge
 AuthInfo=socket=$dir/munge/munge.sock
 CredType=cred/munge
@@ -40,7 +50,7 @@ SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
-ProctrackType=proctrack/linuxproc
+ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 SwitchType=switch/none
@@ -56,8 +66,11 @@ CONF
   export SLURM_CONF=$dir/slurm.conf
   /usr/sbin/slurmctld -c || return 1
   /usr/sbin/slurmd || return 1
-  for _ in $(seq 1 100); do
-    if [ "$(sinfo -h -o %t 2>/dev/null)" = idle ]; then return 0; fi
+  local deadline=$((SECONDS + 30))
+  while [ $SECONDS -lt $deadline ]; do
+    [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null ||
+      { echo "slurmctld died: $(tail -2 "$dir/log/slurmctld.log")"; return 1; }
+    if [ "$(timeout 5 sinfo -h -o %t 2>/dev/null)" = idle ]; then return 0; fi
     sleep 0.2
   done
   echo "the Slurm node is not idle: $(sinfo 2>&1 | tail -1); $(tail -3 "$dir/log/slurmd.log")"
@@ -65,7 +78,16 @@ CONF
 }
 
 slurm_down() {
-  local f
+  local f pid
+  # Step daemons this cluster started (they outlive slurmd), and any slurmd
+  # child still serving a request.
+  for pid in $(pgrep -x slurmstepd); do
+    [[ "$SLURM_STEPDS_BEFORE" == *" $pid "* ]] || kill -KILL "$pid" 2>/dev/null
+  done
+  for pid in $(pgrep -x slurmd) $(pgrep -x slurmctld); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_DIR/slurm.conf" &&
+      kill -KILL "$pid" 2>/dev/null
+  done
   for f in "$SLURM_DIR/slurmd.pid" "$SLURM_DIR/slurmctld.pid" "$SLURM_DIR/munge/munged.pid"; do
     [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
   done
