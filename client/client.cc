@@ -358,12 +358,8 @@ namespace {
 // A worker's HEARTBEAT (ReportFinished sets `finished` on one).
 Message WorkerHeartbeat(int worker, int64_t clock, uint64_t map_version, uint64_t incarnation,
                         uint64_t acked_updates) {
-  Message hb;
-  hb.header.set_type(wire::HEARTBEAT);
-  hb.header.set_sender(worker);
+  Message hb = MemberMessage(wire::HEARTBEAT, "worker", worker);
   wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
-  h->set_role("worker");
-  h->set_id(worker);
   h->set_clock(clock);
   h->set_shard_map_version(map_version);
   h->set_incarnation(incarnation);

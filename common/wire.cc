@@ -64,6 +64,16 @@ Status StatusFromProto(const wire::StatusProto& p) {
   return Status(static_cast<StatusCode>(p.code()), p.message());
 }
 
+Message MemberMessage(wire::MsgType type, const std::string& role, int id) {
+  Message m;
+  m.header.set_type(type);
+  m.header.set_sender(id);
+  wire::HeartbeatRequest* h = m.header.mutable_heartbeat();
+  h->set_role(role);
+  h->set_id(id);
+  return m;
+}
+
 Message MakeReply(const wire::Header& request, const Status& status) {
   Message reply;
   wire::Header& h = reply.header;

@@ -95,6 +95,11 @@ Status StatusFromProto(const wire::StatusProto& p);
 // status reads as OK). The table is not repeated.
 Message MakeReply(const wire::Header& request, const Status& status);
 
+// A member's message to the coordinator (HEARTBEAT, DEREGISTER) from the
+// `role` ("server", "worker") member `id`: type, sender and heartbeat role
+// and id set; the caller adds the rest of the heartbeat.
+Message MemberMessage(wire::MsgType type, const std::string& role, int id);
+
 // Where the kernel starts copying the payload of `msg` from, as an offset in a
 // 4 KiB page, or -1 if no frame of it is handed over that way. ZeroMQ copies
 // the first 8 KiB of a message's wire bytes (ZMTP framing, the header, the

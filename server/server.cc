@@ -208,12 +208,10 @@ Status ServerImpl::Run() {
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
   if (job_done_) {
     // Tell the coordinator this server left in order (bounded wait).
-    Message bye;
-    bye.header.set_type(wire::DEREGISTER);
-    bye.header.set_sender(id_);
-    bye.header.mutable_heartbeat()->set_role("server");
-    bye.header.mutable_heartbeat()->set_id(id_);
-    coordinator_->CallSync(coordinators_.current(), std::move(bye), 300).status().IgnoreError();
+    coordinator_->CallSync(coordinators_.current(), MemberMessage(wire::DEREGISTER, "server", id_),
+                           300)
+        .status()
+        .IgnoreError();
     LOG(INFO) << "server " << id_ << ": the job is over; flushed and exiting";
   }
   return exit_status_.ok() ? s : exit_status_;
@@ -230,12 +228,8 @@ void ServerImpl::StopHeartbeat() {
 }
 
 Message ServerImpl::HeartbeatMessage(uint64_t map_version, bool awaiting_state) const {
-  Message hb;
-  hb.header.set_type(wire::HEARTBEAT);
-  hb.header.set_sender(id_);
+  Message hb = MemberMessage(wire::HEARTBEAT, "server", id_);
   wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
-  h->set_role("server");
-  h->set_id(id_);
   h->set_shard_map_version(map_version);
   h->set_awaiting_state(awaiting_state);
   return hb;
