@@ -368,20 +368,26 @@ Message WorkerHeartbeat(int worker, int64_t clock, uint64_t map_version, uint64_
 }
 
 // client_server_lost / client_server_back for each server whose liveness
-// differs between two maps.
+// differs between two maps. A server alive in both at different endpoints died
+// and came back between them (the client missed the map that showed it dead):
+// it gets both events, lost with the old endpoint, then back with the new.
 void EmitServerChanges(EventLog* events, int worker, const ShardMap& before,
                        const ShardMap& after) {
   if (events == nullptr) return;
+  auto emit = [&](const char* kind, int server, const std::string& endpoint) {
+    events->Emit(kind, {{"worker", worker},
+                        {"server", server},
+                        {"endpoint", endpoint},
+                        {"map_version", after.version()},
+                        {"epoch", after.proto().epoch()}});
+  };
   for (int i = 0; i < after.num_servers() && i < before.num_servers(); ++i) {
     const bool was = before.proto().servers(i).alive();
     const bool is = after.proto().servers(i).alive();
-    if (was == is) continue;
-    events->Emit(is ? "client_server_back" : "client_server_lost",
-                 {{"worker", worker},
-                  {"server", i},
-                  {"endpoint", (is ? after : before).server_endpoint(i)},
-                  {"map_version", after.version()},
-                  {"epoch", after.proto().epoch()}});
+    const bool restarted =
+        was && is && before.server_endpoint(i) != after.server_endpoint(i);
+    if (was && (!is || restarted)) emit("client_server_lost", i, before.server_endpoint(i));
+    if (is && (!was || restarted)) emit("client_server_back", i, after.server_endpoint(i));
   }
 }
 
