@@ -1,170 +1,114 @@
-"""gnuplot data and script for an experiment set (called by summarize.py).
+"""Plots of an experiment folder (called by summarize.py): gnuplot data, a
+plots.gp script, and the PNGs gnuplot makes of it (pngcairo).
 
-write(plot_dir, runs, rows, ttf_curves) writes plot_dir/*.dat and
-plot_dir/plots.gp, which experiment.sh runs with gnuplot (pngcairo) to make:
-  accuracy_<fault>_<consistency>_w<W>.png  test accuracy vs time, one panel per
-      kill count, every policy on it (first repeat), faults (red) and servers
-      back (green) marked, TTF's logged curves dashed (full-length sets only)
-  gradients_<...>.png  cumulative gradients computed (all workers) vs time
-  recovery.png         recovery time and time to regain the pre-fault accuracy
-  lost_updates.png     acknowledged updates lost and worker idle fraction
-Returns the PNG names.
+  accuracy_<fault>_w<W>.png  test accuracy vs time, one panel per policy
+      variant: the mean over seeds (line), the band from the lowest to the
+      highest seed, the outages shaded (fault -> server back), and TTF's
+      logged curve of the matching policy dashed (only when ttf is given:
+      runs of TTF's own protocol). The y axis zooms to the data from 20 s
+      before the first fault, so dips of 0.01 show.
+Returns the PNG names; [] without gnuplot (the report says so).
 """
+import math
 import os
+import shutil
+import subprocess
 
-import analyze_run
 import ttf_reference
 
-# One colour per recovery policy, by its place in the registry's order (a
-# policy added to the registry gets the next colour, no change here).
-PALETTE = ["#555555", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#d62728", "#8c564b",
-           "#e377c2", "#17becf", "#bcbd22"]
-COLORS = {}
-TTF_COLORS = {"sync ckpt": "#1f77b4", "async ckpt": "#17becf", "sync chain": "#2ca02c",
-              "async chain": "#bcbd22", "stateless": "#ff7f0e"}
+GRID_S = 2.0
+KILLS = {"kill1": 1, "kill2": 2}
 
 
-def _curve_files(d, run):
-    """Writes the accuracy and cumulative-gradient curves of one run; returns their names."""
-    base = run["id"]
-    acc, grads = f"acc_{base}.dat", f"grads_{base}.dat"
-    with open(os.path.join(run["dir"], "merged.csv")) as f, open(os.path.join(d, acc), "w") as o:
+def _curve(cell):
+    path = os.path.join(cell["dir"], "merged.csv")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
         next(f)
-        for line in f:
-            t, src, _, _, _, a = line.split(",")[:6]
-            if src == "evaluator" and a:
-                o.write(f"{t} {a}\n")
-    times = []
-    for name in os.listdir(run["dir"]):
-        if name.endswith(".steps.csv") or name.endswith(".steps.csv.gz"):
-            worker = name.split(".")[0]
-            off = _offset(run["dir"], worker)
-            rows = analyze_run.read_csv(os.path.join(run["dir"], worker + ".steps.csv"))
-            times += [float(r["time_s"]) + off for r in rows]
-    times.sort()
-    with open(os.path.join(d, grads), "w") as o:
-        last = -1.0
-        for i, t in enumerate(times):
-            if t - last >= 0.25 or i == len(times) - 1:
-                o.write(f"{t:.3f} {i + 1}\n")
-                last = t
-    return acc, grads
+        return [(float(t), float(v)) for t, s, v in (l.strip().split(",") for l in f)
+                if s == "evaluation"]
 
 
-def _offset(run_dir, worker):
-    start = float(open(os.path.join(run_dir, "start_unix")).read())
-    events = analyze_run.load_events(run_dir)
-    if events is not None:
-        return analyze_run.event_offset(events.get(worker, []), start)
-    return analyze_run.worker_offset(os.path.join(run_dir, worker + ".log"), start)
-
-
-def _events(run_dir):
-    out = []
-    with open(os.path.join(run_dir, "events.csv")) as f:
-        next(f)
-        for line in f:
-            # time_s,event,server[,detail]
-            t, ev = line.strip().split(",")[:2]
-            out.append((float(t), ev))
+def _on_grid(curve, end):
+    """The curve sampled every GRID_S (the last evaluation at or before)."""
+    out, j = [], 0
+    for k in range(int(end / GRID_S) + 1):
+        t = k * GRID_S
+        while j + 1 < len(curve) and curve[j + 1][0] <= t:
+            j += 1
+        out.append(curve[j][1] if curve and curve[0][0] <= t else None)
     return out
 
 
-def _panels(gp, d, title, png, panels, ylabel, which, ttf):
-    """One PNG, a panel per kill count: panels = [(kills, [run, ...])]."""
-    gp.append(f"set terminal pngcairo size {520 * len(panels)},420 font ',10'")
-    gp.append(f"set output '{png}'")
-    gp.append(f"set multiplot layout 1,{len(panels)} title '{title}'")
-    for kills, runs in panels:
-        gp.append("unset arrow; set key bottom right; set grid")
-        gp.append(f"set title '{kills} kill(s)'; set xlabel 'time (s)'; set ylabel '{ylabel}'")
-        gp.append("set yrange [0:1]" if which == "acc" else "set yrange [0:*]")
-        marked = next((r for r in runs if r["kills"] > 0), None)
-        if marked is not None:
-            for t, ev in _events(marked["dir"]):
-                if ev in ("kill", "stop", "partition", "restart", "cont", "heal"):
-                    color = "red" if ev in ("kill", "stop", "partition") else "#2ca02c"
-                    gp.append(f"set arrow from {t},graph 0 to {t},graph 1 nohead lc rgb '{color}' dt 3")
-        plot = []
-        for r in runs:
-            acc, grads = _curve_files(d, r)
-            f = acc if which == "acc" else grads
-            plot.append(f"'{f}' using 1:2 with lines lw 2 lc rgb '{COLORS.get(r['policy'], 'black')}'"
-                        f" title '{r['policy']}'")
-        if which == "acc" and ttf and kills > 0:
-            seen = set()
-            for policy in ttf_reference.TTF_POLICIES:
-                for label, pts in ttf_reference.curves_for(policy, kills, ttf):
-                    if label in seen:
-                        continue
-                    seen.add(label)
-                    name = f"ttf_{label.replace(' ', '_')}_k{kills}.dat"
-                    with open(os.path.join(d, name), "w") as o:
-                        o.writelines(f"{t} {a}\n" for t, a in pts)
-                    plot.append(f"'{name}' using 1:2 with lines dt 2 lw 1 "
-                                f"lc rgb '{TTF_COLORS[label]}' title 'TTF {label}'")
-        gp.append("plot " + ", \\\n     ".join(plot) if plot else "plot 0 notitle")
-    gp.append("unset multiplot")
-
-
-def _bars(gp, d, rows, png, specs):
-    """Clustered bars, one cluster per policy x kills row with faults; specs = [(column, label)]."""
-    data = [r for r in rows if r["kills"] and r["status"].startswith("ok")]
-    if not data:
+def _panel(d, gp, name, cells, ttf):
+    curves = [c for c in (_curve(c) for c in cells) if c]
+    if not curves:
         return False
-    name = png.replace(".png", ".dat")
-    with open(os.path.join(d, name), "w") as o:
-        for r in data:
-            label = f"{r['policy']} k{r['kills']} {r['fault']} w{r['workers']}"
-            vals = [r.get(c + "_mean") for c, _ in specs]
-            o.write(f"\"{label}\" " + " ".join("0" if v is None else f"{v:.4f}" for v in vals) + "\n")
-    gp.append(f"set terminal pngcairo size {max(640, 110 * len(data)) * len(specs)},420 font ',10'")
-    gp.append(f"set output '{png}'")
-    gp.append(f"set multiplot layout 1,{len(specs)}")
-    gp.append("unset arrow; set style data histograms; set style fill solid 0.8 border -1")
-    gp.append("set boxwidth 0.8; set xtics rotate by -30; set key off; set grid ytics")
-    gp.append("set yrange [0:1<*]; set xlabel ''")
-    for i, (col, label) in enumerate(specs):
-        gp.append(f"set title '{label}'; set ylabel '{label}'")
-        gp.append(f"plot '{name}' using {i + 2}:xtic(1) lc rgb '#1f77b4'")
-    gp.append("unset multiplot; set xtics norotate; set style data lines")
+    end = max(c[-1][0] for c in curves)
+    grids = [_on_grid(c, end) for c in curves]
+    with open(os.path.join(d, name + ".dat"), "w") as o:
+        for k in range(len(grids[0])):
+            vals = [g[k] for g in grids if g[k] is not None]
+            if vals:
+                o.write(f"{k * GRID_S:.1f} {sum(vals) / len(vals):.4f} {min(vals):.4f} "
+                        f"{max(vals):.4f}\n")
+    faults = (cells[0]["metrics"] or {}).get("faults", [])
+    lo = faults[0]["time_s"] - 20 if faults else end * 0.3
+    ys = [a for c in curves for t, a in c if t >= lo]
+    for f in faults:
+        back = f["back_s"] if f["back_s"] is not None else f["time_s"] + 1
+        gp.append(f"set object rect from {f['time_s']:.2f},graph 0 to {back:.2f},graph 1 "
+                  "fc rgb '#f4cccc' fs solid 0.5 noborder behind")
+    gp.append(f"set yrange [{math.floor(min(ys) * 100 - 1) / 100:.2f}:"
+              f"{math.ceil(max(ys) * 100 + 1) / 100:.2f}]" if ys else "set yrange [0:1]")
+    n = len(curves)
+    plot = [f"'{name}.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid "
+            f"0.5 title 'seeds min-max (n={n})'",
+            f"'{name}.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n={n})'"]
+    kills = KILLS.get(cells[0]["fault"], 0)
+    ref = ttf_reference.TTF_VARIANT.get(cells[0]["variant"])
+    if ttf is not None and ref and (ref, kills) in ttf:
+        with open(os.path.join(d, name + "_ttf.dat"), "w") as o:
+            o.writelines(f"{t} {a}\n" for t, a in ttf[(ref, kills)])
+        plot.append(f"'{name}_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' "
+                    f"title 'TTF {ttf_reference.SHORT[ref]}'")
+    gp.append("plot " + ", \\\n     ".join(plot))
+    gp.append("unset object")
     return True
 
 
-def write(d, runs, rows, ttf, policy_names=()):
-    """policy_names: the registry's order; a policy's colour is its place in it."""
+def write(d, cells, ttf):
     os.makedirs(d, exist_ok=True)
-    COLORS.clear()
-    names = list(policy_names) + sorted({r["policy"] for r in runs} - set(policy_names))
-    COLORS.update({p: PALETTE[i % len(PALETTE)] for i, p in enumerate(names)})
-    gp = ["# Generated by scripts/experiment/plots.py; run with: gnuplot plots.gp", "set encoding utf8"]
+    gp = ["# Generated by scripts/experiment/plots.py: gnuplot plots.gp", "set encoding utf8"]
     pngs = []
-    first = {}  # config -> the run of its lowest repeat
-    for r in sorted(runs, key=lambda r: r["repeat"]):
-        first.setdefault((r["policy"], r["kills"], r["fault"], r["consistency"], r["workers"]), r)
-    combos = sorted({(r["fault"], r["consistency"], r["workers"]) for r in first.values()
-                     if r["fault"] != "nofault"}) or sorted(
-        {("nofault", r["consistency"], r["workers"]) for r in first.values()})
-    for fault, cons, workers in combos:
-        panels = []
-        for k in sorted({r["kills"] for r in first.values()}):
-            sel = [r for key, r in sorted(first.items()) if key[1] == k and key[3] == cons and
-                   key[4] == workers and (key[2] == fault or k == 0)]
-            if sel:
-                panels.append((k, sel))
-        tag = f"{fault}_{cons}_w{workers}"
-        what = f"{fault}, {cons}, {workers} worker(s)"
-        _panels(gp, d, f"Test accuracy ({what}); dashed: TTF logged", f"accuracy_{tag}.png",
-                panels, "test accuracy", "acc", ttf)
-        _panels(gp, d, f"Cumulative gradients computed ({what})", f"gradients_{tag}.png",
-                panels, "gradients", "grads", ttf)
-        pngs += [f"accuracy_{tag}.png", f"gradients_{tag}.png"]
-    if _bars(gp, d, rows, "recovery.png", [("recovery_s", "recovery time (s)"),
-                                          ("regain_s", "time to regain pre-fault accuracy (s)")]):
-        pngs.append("recovery.png")
-    if _bars(gp, d, rows, "lost_updates.png", [("lost_updates", "acknowledged updates lost"),
-                                              ("idle_frac", "worker idle fraction in outages")]):
-        pngs.append("lost_updates.png")
+    ok = [c for c in cells if c["metrics"]]
+    for fault, workers in sorted({(c["fault"], c["workers"]) for c in ok}):
+        variants = []
+        for c in ok:
+            if c["fault"] == fault and c["workers"] == workers and c["variant"] not in variants:
+                variants.append(c["variant"])
+        cols = min(3, len(variants))
+        rows = math.ceil(len(variants) / cols)
+        png = f"accuracy_{fault}_w{workers}.png"
+        gp += [f"set terminal pngcairo size {480 * cols},{360 * rows} font ',9'",
+               f"set output '{png}'",
+               f"set multiplot layout {rows},{cols} title 'Test accuracy: {fault}, {workers} "
+               "worker(s); shaded: outages'",
+               "set grid; set key bottom right; set xlabel 'time since the workers started (s)'"]
+        for v in variants:
+            gp.append(f"set title '{v}'; set ylabel 'test accuracy'")
+            sel = [c for c in ok if (c["fault"], c["workers"], c["variant"]) ==
+                   (fault, workers, v)]
+            _panel(d, gp, f"acc_{fault}_w{workers}_{v}", sel, ttf)
+        gp.append("unset multiplot")
+        pngs.append(png)
     with open(os.path.join(d, "plots.gp"), "w") as f:
         f.write("\n".join(gp) + "\n")
+    if not pngs or not shutil.which("gnuplot"):
+        return []
+    r = subprocess.run(["gnuplot", "plots.gp"], cwd=d, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"gnuplot failed in {d}: {r.stdout.strip()[-500:]}")
     return pngs

@@ -1,122 +1,102 @@
-"""report.md of an experiment set (called by summarize.py)."""
+"""report.md of an experiment folder (called by summarize.py)."""
 import datetime
 
+import summarize
+import ttf_reference
 
-def _f(mean, sd=None, spec=".1f"):
-    if mean is None:
-        return "-"
-    s = format(mean, spec)
-    return s if sd is None else f"{s} ± {format(sd, spec)}"
+COLUMNS = [("final_acc", "final acc", ".4f"), ("t070", "t→0.70 (s)", ".0f"),
+           ("recovery_s", "recovery (s)", ".1f"), ("dip", "dip", ".3f"),
+           ("regain_s", "regain (s)", ".1f"), ("eval_blind_s", "evaluator blind (s)", ".1f"),
+           ("idle_frac", "idle", ".2f"), ("samples_per_s", "samples/s", ".0f"),
+           ("acked_lost", "acked updates lost", ".0f"), ("dropped", "computed, dropped", ".0f"),
+           ("applied_late", "applied late", ".0f")]
 
 
-def _row(r):
-    g = lambda m, spec=".1f": _f(r.get(m + "_mean"), r.get(m + "_sd"), spec)
-    delta = r.get("acc_minus_nokill")
-    lost = g("lost_updates", ".0f")
-    if r.get("lost_method"):
-        lost += f" ({r['lost_method']})"
-    cells = [r["policy"], str(r["kills"]), str(r["fault"]), str(r["workers"]), str(r["repeats"]),
-             g("final_acc", ".4f"), "-" if delta is None else f"{delta:+.4f}", g("t070"), g("t085"),
-             g("stall_s"), g("recovery_s"), g("regain_s"), lost, g("idle_frac", ".2f"),
-             g("grads_computed", ".0f"), g("grads_applied", ".0f"), g("samples_per_s", ".0f"),
-             r.get("ttf_final_acc") or "-", r.get("ttf_t070") or "-", r.get("ttf_stall_s") or "-",
-             r.get("ttf_grads") or "-"]
+def _row(r, with_ttf):
+    status = f"{r['as_expected']}/{r['runs']}"
+    if r["as_expected"] < r["runs"]:
+        status += " **exits " + ",".join(map(str, r["exits"])) + "**"
+    if r["expect_exit"]:
+        status += f" (expects {r['expect_exit']}: " + "; ".join(r["reasons"]) + ")"
+    if r["fallback"]:
+        status += " fallback"
+    cells = [r["variant"], r["fault"], str(r["workers"]), status]
+    cells += [summarize.cell_text(r[m], spec) for m, _, spec in COLUMNS]
+    cells.append("-" if r["throughput_vs_none"] is None else f"{r['throughput_vs_none']:.2f}")
+    if with_ttf:
+        ref = ttf_reference.TTF_VARIANT.get(r["variant"])
+        kills = {"nofault": 0, "kill1": 1, "kill2": 2}.get(r["fault"])
+        logged = ttf_reference.LOGGED.get((ref, kills)) if ref else None
+        cells += ["-" if not logged else f"{logged[0]:.3f}",
+                  "-" if not logged else str(logged[1])]
     return "| " + " | ".join(cells) + " |"
 
 
-HEADER = ("| policy | kills | fault | workers | runs | final acc | vs no-kill | t→0.70 (s) | "
-          "t→0.85 (s) | stall (s) | recovery (s) | regain (s) | acked updates lost | idle in "
-          "outage | grads computed | grads applied | samples/s | TTF final acc | TTF t→0.70 (s) | "
-          "TTF stall (s) | TTF grads |")
-
-
-def _acceptance(rows):
-    out = []
-    for r in rows:
-        if not r["kills"] or not str(r["status"]).startswith("ok"):
-            continue
-        acc, base = r.get("final_acc_mean"), r.get("nokill_final_acc")
-        if acc is None or base is None:
-            continue
-        ok = acc >= base - 0.02 and acc >= 0.85
-        out.append(f"- {r['policy']}, {r['kills']} {r['fault']}(s), {r['consistency']}, "
-                   f"{r['workers']} worker(s): final {acc:.4f} vs no-kill {base:.4f} "
-                   f"(needs >= {max(base - 0.02, 0.85):.4f}): **{'met' if ok else 'MISSED'}**")
-    return out
-
-
-def _fault_details(runs):
-    out = []
-    for r in sorted(runs, key=lambda r: r["id"]):
-        for f in r.get("faults", []):
-            lost = _f(f.get("lost_updates"), spec=".0f")
-            if f.get("lost_method"):
-                lost += f" ({f['lost_method']})"
-            out.append(f"| {r['id']} | {f['kind']} server {f['server']} | {_f(f['time_s'])} | "
-                       f"{_f(f.get('back_s'))} | {_f(f.get('recovery_s'))} | "
-                       f"{_f(f.get('pre_acc'), spec='.4f')} | {_f(f.get('regain_s'))} | {lost} | "
-                       f"{_f(f.get('idle_frac'), spec='.2f')} |")
-    return out
-
-
-def write(path, a, rows, runs, failed, skipped, pngs, with_ttf):
-    lines = [f"# Experiment set `{a.set}`", "",
+def write(path, matrix, rows, cells, skipped, pngs, ttf):
+    p = matrix["protocol"]
+    with_ttf = ttf is not None
+    lines = [f"# Experiment `{matrix['set']}`" + (" (quick: not comparable with TTF)"
+                                                   if matrix.get("quick") else ""), "",
              f"Generated {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC by scripts/experiment.sh "
-             f"from {len(runs)} run(s): {a.duration_s:.0f} s per run, "
-             + (f"faults at {a.fault_at.replace(' ', ' s, ')} s" if a.schedule == "ttf" else
-                f"faults at seeded random times ({a.schedule})")
-             + f", servers back {a.down_s:.0f} s later. "
-             "Times are seconds since run_local.sh started the workers. Mean ± sample standard "
-             "deviation over repeats.", ""]
-    for kind, name, reason in skipped:
-        lines.append(f"- **Skipped {kind} `{name}`**: {reason}")
-    for f in failed:
-        lines.append(f"- **Failed run** {f['policy']}-k{f['kills']}-{f['fault']}-"
-                     f"{f['consistency']}-w{f['workers']}-r{f['repeat']}: {f['reason']}")
-    if skipped or failed:
+             f"from {len(cells)} finished cell(s): {p['duration_s']:g} s per run, model "
+             f"{p['model']}, {p['consistency']} consistency, faults at "
+             f"{', '.join(f'{t:g}' for t in p['fault_at'])} s, outages of {p['down_s']:g} s.",
+             ""]
+    commits = sorted({(c.get("commit") or "?")[:10] + (" (dirty)" if c.get("dirty") else "")
+                      for c in cells})
+    hosts = sorted({f"{c['machine']['host']} ({c['machine']['cpus']} cpus)"
+                    for c in cells if c.get("machine")})
+    loads = [c["load_before"][0] for c in cells if c.get("load_before")]
+    lines += [f"Commits: {', '.join(commits) or '-'}. Machines: {', '.join(hosts) or '-'}. "
+              "1-min load before the cells: " +
+              (f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-") + ".", ""]
+    for s in skipped:
+        lines.append(f"- **Skipped variant `{s['variant']}`**: {s['reason']}")
+    if skipped:
         lines.append("")
     if pngs:
-        lines += ["## Plots", ""] + [f"![{p}](plots/{p})" for p in pngs] + [""]
-        if not with_ttf:
-            lines += ["TTF's curves are drawn only for full-length runs (its runs are 210 s).", ""]
-    for cons in sorted({str(r["consistency"]) for r in rows}):
-        sel = [r for r in rows if str(r["consistency"]) == cons]
-        lines += [f"## Results ({cons} consistency)" if cons != "-" else "## Skipped", "",
-                  HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
-        lines += [_row(r) if str(r["status"]).startswith("ok") else
-                  f"| {r['policy']} | {r['kills']} | {r['fault']} | {r['workers']} | 0 | "
-                  f"{r['status']} |" + " |" * 15 for r in sel]
-        lines.append("")
-    details = _fault_details(runs)
-    if details:
-        lines += ["## Every fault", "",
-                  "| run | fault | at (s) | server back (s) | recovery (s) | accuracy before | "
-                  "regain (s) | acked updates lost | idle |", "|---|---|---|---|---|---|---|---|---|"]
-        lines += details + [""]
-    acc = _acceptance(rows)
-    if acc:
-        lines += ["## Final accuracy with faults vs the same policy without (issue 19: >= "
-                  "no-kill - 0.02 and >= 0.85)", ""] + acc + [""]
+        lines += ["## Plots", ""] + [f"![{x}](plots/{x})" for x in pngs] + [""]
+    else:
+        lines += ["No plots (gnuplot missing or --no_plots).", ""]
+    head = ["variant", "fault", "workers", "as expected"] + [c[1] for c in COLUMNS] + \
+        ["throughput vs none"] + (["TTF final acc", "TTF t→0.70 (s)"] if with_ttf else [])
+    lines += ["## Results", "",
+              "Fewer than 3 runs: the values (seed by seed); 3 or more: mean ± sample sd.", "",
+              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += [_row(r, with_ttf) for r in rows]
+    notes = sorted({n for r in rows for n in r["lost_notes"]})
+    lines += [""] + [f"- acked updates lost \"-\": {n}" for n in notes]
+    lines += ["", "## What each policy costs and saves", ""]
+    for r in rows:
+        if r["fault"] != "nofault" or r["throughput_vs_none"] is None:
+            continue
+        worst = [x for x in rows if x["variant"] == r["variant"] and x["workers"] == r["workers"]
+                 and x["fault"] != "nofault"]
+        saved = ", ".join(f"{x['fault']}: final {summarize.cell_text(x['final_acc'], '.3f')}, "
+                          f"acked lost {summarize.cell_text(x['acked_lost'], '.0f')}"
+                          for x in worst) or "no fault runs"
+        lines.append(f"- **{r['variant']}** ({r['workers']} worker(s)): without faults "
+                     f"{r['throughput_vs_none']:.2f}x the throughput of none; with faults: {saved}.")
     lines += [
-        "## Definitions", "",
-        "- **final acc**: the evaluator's last evaluation, of the final model, on the whole "
-        "10k test set. **t→0.70 / t→0.85**: first evaluation at or above it.",
-        "- **stall**: longest gap between two consecutive training steps (any worker).",
-        "- **recovery**: fault → end of the step gap it caused (the first acknowledged push "
-        "after it); fault → next step when training did not stop.",
-        "- **regain**: recovery → first evaluation within 0.005 of the last pre-fault accuracy.",
-        "- **recovery**, **regain** and **idle** are means over a run's faults; **acked updates "
-        "lost** is their sum (per fault in the table above).",
-        "- **acked updates lost** (checkpoint): pushes acknowledged after the restored "
-        "checkpoint was written and before the kill, counted from the steps CSVs and the "
-        "server's own checkpoint/restore log lines. (staleness): without a restore, the jump "
-        "of the step staleness right after recovery times the workers, which is how a "
-        "rollback of the servers' clocks shows; 0 means no rollback was visible.",
-        "- **idle in outage**: per worker, 1 − steps between fault and server back × median "
-        "step time / outage length. **grads computed**: training steps of all workers; "
-        "**applied**: computed − lost.",
-        "- **TTF** columns: the paper's logged numbers for the matching prototype policies "
-        "(checkpoint ↔ sync/async checkpointing, chain ↔ sync/async chain replication, "
-        "stateless ↔ async relaxed consistency).", ""]
+        "", "## Definitions", "",
+        "- **recovery**: per worker, fault → its first acknowledged push after it "
+        "(client_failover_acked: a resent request acknowledged by a new chain head or by the "
+        "server back; client_rejoined for a worker that trained on its own copy), else the end "
+        "of the step gap the fault caused; mean over workers and faults.",
+        "- **idle**: per worker, wall time not computing gradients over its training time: the "
+        "sum over steps of (step interval − its fastest steady step, the 10th percentile).",
+        "- **dip**: largest drop of test accuracy within 60 s after a fault against the last "
+        "evaluation before it. **regain**: fault → first evaluation back at that value.",
+        "- **evaluator blind**: the evaluator's own gaps (evaluator_gap: pulls retried every "
+        "second failed), shown apart from the model's recovery.",
+        "- **acked updates lost**: per (worker, incarnation), push parts the servers "
+        "acknowledged (its final event) minus the parts the final servers' states reflect "
+        "(relaxps-ctl stats). **computed, dropped**: updates_dropped. **applied late**: "
+        "updates replayed into a restarted server plus steps a worker applied to its own copy "
+        "while its server was away (handed back at the re-seed).",
+        "- **throughput vs none**: samples/s over none's without faults, same workers.",
+        "- **TTF** columns (only for runs of TTF's own protocol: 1 worker, 210 s, kills at 30 s "
+        "and 80 s): the paper's logged numbers for the matching prototype policy; curves from "
+        "scripts/experiment/ttf/ (source named in its README.md).", ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))

@@ -1,19 +1,15 @@
 #!/usr/bin/python3
-"""Per-set summary of an experiment.sh output directory.
+"""summary.csv, report.md and plots of an experiment folder (matrix.py's).
 
-Usage: summarize.py --out=DIR --set=NAME [--ttf_csv=PATH] [--fault_at="30 80"]
-                    [--down_s=20] [--duration_s=210] [--skipped=DIR/skipped.txt]
-                    [--kills=0,1,2] [--policies_json=DIR/policies.json]
+Usage: summarize.py --out=DIR [--no_plots]
 
-Reads DIR/runs/*/metrics.json (analyze_run.py) and writes DIR/summary.csv
-(one row per configuration: policy x kills x fault x consistency x workers,
-mean and sample standard deviation over repeats), DIR/report.md (the same
-with TTF's logged numbers beside ours) and DIR/plots/ (data + plots.gp,
-see plots.py). Runs that failed (exit.txt without metrics.json) and
-policies the binaries refused (skipped.txt) appear as rows with a status.
-What it knows of the recovery policies (their order, the servers a run used,
-which ones run only without faults) comes from the registry's JSON
-(relaxps-ctl policies --json, saved by experiment.sh as DIR/policies.json).
+Reads DIR/matrix.json (the set and its protocol), DIR/cells/*/cell.json
+(config, exit code, provenance) and metrics.json (analyze_run.py), and
+DIR/skipped.json. One summary row per configuration (variant x fault x
+workers) over its seeds. Columns with fewer than 3 runs show the values,
+not mean ± sd. TTF's figures appear only when the protocol is TTF's own
+(ttf_reference.PROTOCOL); its curves are required then (a missing
+reference is an error, exit 1).
 """
 import argparse
 import csv
@@ -21,156 +17,132 @@ import glob
 import json
 import os
 import statistics
+import sys
 
 import plots
+import report
 import ttf_reference
 
-METRICS = ["final_acc", "t070", "t085", "stall_s", "recovery_s", "regain_s", "lost_updates",
-           "idle_frac", "grads_computed", "grads_applied", "samples_per_s", "wall_s"]
-KEYS = ["policy", "kills", "fault", "consistency", "workers"]
+METRICS = ["final_acc", "t070", "t085", "recovery_s", "dip", "regain_s", "eval_blind_s",
+           "idle_frac", "samples_per_s", "computed", "acked", "acked_lost", "dropped",
+           "applied_late", "wall_s"]
+KEYS = ["variant", "fault", "workers"]
 
 
-def load_policies(path):
-    """{name: needs} in registry order, from relaxps-ctl policies --json."""
-    with open(path) as f:
-        return {p["name"]: p["needs"] for p in json.load(f)}
-
-
-def parse_id(run_id):
-    # <policy>-k<kills>-<fault>-<consistency>-w<workers>-r<repeat>
-    p, k, f, c, w, r = run_id.split("-")
-    return {"policy": p, "kills": int(k[1:]), "fault": f, "consistency": c,
-            "workers": int(w[1:]), "repeat": int(r[1:])}
-
-
-def load_runs(out):
-    runs, failed = [], []
-    for d in sorted(glob.glob(os.path.join(out, "runs", "*"))):
-        run_id = os.path.basename(d)
+def load_cells(out):
+    cells = []
+    for d in sorted(glob.glob(os.path.join(out, "cells", "*"))):
         try:
-            cfg = parse_id(run_id)
-        except ValueError:
+            with open(os.path.join(d, "cell.json")) as f:
+                c = json.load(f)
+        except (OSError, ValueError):
+            continue  # Interrupted: not a result.
+        if not c.get("finished"):
             continue
-        mpath = os.path.join(d, "metrics.json")
-        if os.path.exists(mpath):
-            with open(mpath) as f:
-                m = json.load(f)
-            m.update(cfg)
-            m["dir"] = d
-            runs.append(m)
-        elif os.path.exists(os.path.join(d, "exit.txt")):
-            reason = ""
-            alog = os.path.join(d, "analyze.log")
-            if os.path.exists(alog):
-                lines = [l.strip() for l in open(alog) if l.strip()]
-                reason = lines[-1] if lines else ""
-            failed.append(dict(cfg, reason=reason or "no results"))
-    return runs, failed
+        c["dir"] = d
+        try:
+            with open(os.path.join(d, "metrics.json")) as f:
+                c["metrics"] = json.load(f)
+        except (OSError, ValueError):
+            c["metrics"] = None
+        cells.append(c)
+    return cells
 
 
-def mean_sd(vals):
+def stat(vals):
+    """{'n', 'values', 'mean', 'sd'}: mean and sd only from 3 values on."""
     vals = [v for v in vals if v is not None]
-    if not vals:
-        return None, None
-    return statistics.mean(vals), (statistics.stdev(vals) if len(vals) > 1 else None)
-
-
-def summarize(runs, failed, skipped, kills, policies):
-    groups = {}
-    for r in runs:
-        groups.setdefault(tuple(r[k] for k in KEYS), []).append(r)
-    rows = []
-    for key, rs in groups.items():
-        row = dict(zip(KEYS, key))
-        row.update(repeats=len(rs), status="ok", servers=policies.get(key[0], {}).get("experiment_servers"))
-        nfail = sum(1 for f in failed if tuple(f[k] for k in KEYS) == key)
-        if nfail:
-            row["status"] = f"ok ({nfail} failed repeat(s))"
-        for m in METRICS:
-            row[m + "_mean"], row[m + "_sd"] = mean_sd([r.get(m) for r in rs])
-        row["lost_method"] = ",".join(sorted({r["lost_method"] for r in rs if r.get("lost_method")}))
-        rows.append(row)
-    seen = {tuple(r[k] for k in KEYS) for r in rows}
-    for f in failed:
-        key = tuple(f[k] for k in KEYS)
-        if key not in seen:
-            seen.add(key)
-            rows.append(dict(zip(KEYS, key), repeats=0, status="failed: " + f["reason"]))
-    for kind, name, reason in skipped:
-        if kind == "policy":
-            for k in kills:
-                if k != 0 and not policies.get(name, {}).get("tolerates_server_loss", True):
-                    continue  # A fault ends such a job: it runs without faults only.
-                rows.append({"policy": name, "kills": k, "fault": "-", "consistency": "-",
-                             "workers": "-", "repeats": 0, "status": "skipped: " + reason})
-    # Each policy's no-kill accuracy, for the acceptance comparison.
-    nokill = {(r["policy"], r["consistency"], r["workers"]): r.get("final_acc_mean")
-              for r in rows if r["kills"] == 0 and r["status"].startswith("ok")}
-    for r in rows:
-        base = nokill.get((r["policy"], r["consistency"], r["workers"]))
-        r["nokill_final_acc"] = base
-        acc = r.get("final_acc_mean")
-        r["acc_minus_nokill"] = None if base is None or acc is None else acc - base
-        r.update(ttf_reference.columns(r["policy"], r["kills"]))
-    order = {p: i for i, p in enumerate(policies)}
-    rows.sort(key=lambda r: (str(r["workers"]), str(r["consistency"]), r["kills"],
-                             order.get(r["policy"], 9), str(r["fault"])))
-    return rows
-
-
-def columns():
-    cols = ["set"] + KEYS + ["servers", "repeats", "status"]
-    for m in METRICS:
-        cols += [m + "_mean", m + "_sd"]
-    return cols + ["lost_method", "nokill_final_acc", "acc_minus_nokill"] + ttf_reference.COLUMNS
-
-
-def write_csv(path, rows, set_name):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(columns())
-        for r in rows:
-            r["set"] = set_name
-            w.writerow(["" if r.get(c) is None else
-                         (f"{r[c]:.4f}" if isinstance(r[c], float) else r[c]) for c in columns()])
-
-
-def read_skipped(path):
-    out = []
-    if path and os.path.exists(path):
-        for line in open(path):
-            parts = line.rstrip("\n").split(",", 2)
-            if len(parts) == 3:
-                out.append(tuple(parts))
+    out = {"n": len(vals), "values": vals, "mean": None, "sd": None}
+    if len(vals) >= 3:
+        out["mean"], out["sd"] = statistics.mean(vals), statistics.stdev(vals)
     return out
 
 
-def main():
+def cell_text(s, spec):
+    if not s["n"]:
+        return "-"
+    if s["mean"] is None:
+        return " / ".join(format(v, spec) for v in s["values"])
+    return f"{format(s['mean'], spec)} ± {format(s['sd'], spec)}"
+
+
+def summarize(cells):
+    groups = {}
+    for c in cells:
+        groups.setdefault(tuple(c[k] for k in KEYS), []).append(c)
+    rows = []
+    for key, cs in sorted(groups.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])):
+        ok = [c for c in cs if c["exit_code"] == c["expect_exit"]]
+        row = dict(zip(KEYS, key), policy=cs[0]["policy"], runs=len(cs), as_expected=len(ok),
+                   expect_exit=cs[0]["expect_exit"],
+                   exits=sorted({c["exit_code"] for c in cs}),
+                   reasons=sorted({c.get("reason") or "" for c in cs if c["exit_code"] != 0}),
+                   fallback=any((c["metrics"] or {}).get("fallback") for c in cs),
+                   lost_notes=sorted({c["metrics"]["acked_lost_note"] for c in cs
+                                      if c["metrics"] and c["metrics"].get("acked_lost_note")}))
+        for m in METRICS:
+            row[m] = stat([(c["metrics"] or {}).get(m) for c in cs])
+        rows.append(row)
+    # Throughput against `none` without faults, per worker count.
+    base = {r["workers"]: r["samples_per_s"] for r in rows
+            if r["policy"] == "none" and r["fault"] == "nofault"}
+    for r in rows:
+        b, v = base.get(r["workers"]), r["samples_per_s"]
+        mean = lambda s: s["mean"] if s["mean"] is not None else (  # noqa: E731
+            statistics.mean(s["values"]) if s["values"] else None)
+        r["throughput_vs_none"] = (mean(v) / mean(b) if b and mean(b) and mean(v) is not None
+                                   else None)
+    return rows
+
+
+def write_csv(path, rows):
+    cols = KEYS + ["policy", "runs", "as_expected", "expect_exit"]
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols + [f"{m}_{x}" for m in METRICS for x in ("n", "mean", "sd", "values")]
+                   + ["throughput_vs_none"])
+        for r in rows:
+            w.writerow([r[c] for c in cols] +
+                       [x for m in METRICS for x in (
+                           r[m]["n"], "" if r[m]["mean"] is None else f"{r[m]['mean']:.4f}",
+                           "" if r[m]["sd"] is None else f"{r[m]['sd']:.4f}",
+                           " ".join(f"{v:.4f}" for v in r[m]["values"]))] +
+                       ["" if r["throughput_vs_none"] is None else f"{r['throughput_vs_none']:.3f}"])
+
+
+def is_ttf_protocol(matrix):
+    p, want = matrix["protocol"], ttf_reference.PROTOCOL
+    return (not matrix.get("quick") and p["duration_s"] == want["duration_s"]
+            and list(p["fault_at"]) == want["fault_at"] and p["down_s"] == want["down_s"])
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--set", required=True)
-    ap.add_argument("--ttf_csv", default="")
-    ap.add_argument("--fault_at", default="30 80")
-    ap.add_argument("--down_s", type=float, default=20)
-    ap.add_argument("--duration_s", type=float, default=210)
-    ap.add_argument("--skipped", default="")
-    ap.add_argument("--kills", default="0,1,2")
-    ap.add_argument("--schedule", default="ttf")
-    ap.add_argument("--policies_json", default="",
-                    help="relaxps-ctl policies --json output (default OUT/policies.json)")
-    a = ap.parse_args()
-    runs, failed = load_runs(a.out)
-    skipped = read_skipped(a.skipped)
-    policies = load_policies(a.policies_json or os.path.join(a.out, "policies.json"))
-    rows = summarize(runs, failed, skipped, [int(k) for k in a.kills.split(",") if k], policies)
-    write_csv(os.path.join(a.out, "summary.csv"), rows, a.set)
-    ttf = ttf_reference.load_curves(a.ttf_csv) if a.duration_s >= 100 else {}
-    pngs = plots.write(os.path.join(a.out, "plots"), runs, rows, ttf, list(policies))
-    import report  # after the data: report.md links the PNGs
-    report.write(os.path.join(a.out, "report.md"), a, rows, runs, failed, skipped, pngs,
-                 bool(ttf))
-    print(f"summarize: {len(runs)} run(s), {len(rows)} row(s) -> {a.out}/summary.csv, report.md")
+    ap.add_argument("--no_plots", action="store_true")
+    a = ap.parse_args(argv)
+    with open(os.path.join(a.out, "matrix.json")) as f:
+        matrix = json.load(f)
+    skipped = []
+    if os.path.exists(os.path.join(a.out, "skipped.json")):
+        with open(os.path.join(a.out, "skipped.json")) as f:
+            skipped = json.load(f)
+    cells = load_cells(a.out)
+    rows = summarize(cells)
+    write_csv(os.path.join(a.out, "summary.csv"), rows)
+    ttf = None
+    if is_ttf_protocol(matrix):
+        try:
+            ttf = ttf_reference.load_curves()
+        except ttf_reference.MissingReference as e:
+            print(f"summarize: {e}", file=sys.stderr)
+            return 1
+    pngs = [] if a.no_plots else plots.write(os.path.join(a.out, "plots"), cells, ttf)
+    report.write(os.path.join(a.out, "report.md"), matrix, rows, cells, skipped, pngs, ttf)
+    print(f"summarize: {len(cells)} cell(s), {len(rows)} row(s) -> {a.out}/summary.csv, "
+          f"report.md, {len(pngs)} plot(s)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,11 +2,20 @@
 comparison columns of summary.csv / report.md and the dashed curves.
 
 Numbers per policy and kill count are from the paper's public logs as quoted
-in issue 19; the curves come from ../shared/ttf/ttf_accuracy.csv
-(policy,kills,time_s,test_acc,test_loss).
+in issue 19; the curves come from ttf/ttf_accuracy.csv next to this file
+(policy,kills,time_s,test_acc,test_loss; ttf/README.md names its source:
+the prototype's public repository, SujeethJinesh/CS244B, metrics/).
 """
 import csv
 import os
+
+CURVES_CSV = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ttf", "ttf_accuracy.csv")
+# TTF's protocol: the only runs its figures may sit beside.
+PROTOCOL = {"workers": 1, "duration_s": 210, "fault_at": [30, 80], "down_s": 20}
+
+
+class MissingReference(Exception):
+    pass
 
 # Our policy -> the TTF prototype's policies it corresponds to.
 TTF_POLICIES = {
@@ -14,6 +23,10 @@ TTF_POLICIES = {
     "chain": ["sync_chain_replication", "async_chain_replication"],
     "stateless": ["async_relaxed_consistency"],
 }
+# Our policy variants (cells.VARIANTS) -> the prototype's policy they match.
+TTF_VARIANT = {"checkpoint-sync": "sync_checkpointing", "checkpoint": "async_checkpointing",
+               "chain": "sync_chain_replication", "chain-async": "async_chain_replication",
+               "stateless": "async_relaxed_consistency"}
 SHORT = {
     "sync_checkpointing": "sync ckpt", "async_checkpointing": "async ckpt",
     "sync_chain_replication": "sync chain", "async_chain_replication": "async chain",
@@ -58,11 +71,13 @@ def columns(policy, kills):
     return out
 
 
-def load_curves(path):
-    """{(ttf_policy, kills): [(time_s, test_acc)]}; {} if the file is missing."""
+def load_curves(path=CURVES_CSV):
+    """{(ttf_policy, kills): [(time_s, test_acc)]}; MissingReference if the
+    file is missing or unreadable (never an empty overlay)."""
     curves = {}
-    if not path or not os.path.exists(path):
-        return curves
+    if not os.path.exists(path):
+        raise MissingReference(f"TTF reference curves {path} are missing (they ship in "
+                               "scripts/experiment/ttf/; see its README.md)")
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
             curves.setdefault((r["policy"], int(r["kills"])), []).append(

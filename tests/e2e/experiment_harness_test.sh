@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# End to end: scripts/experiment.sh runs a tiny set (mlp, checkpoint without
-# and with one kill, 16 s runs) and writes summary.csv with the documented
-# columns, per-run events with the kill and its restart, a stall that spans
-# the outage, report.md and (with gnuplot) PNGs; a second invocation resumes
-# (skips both runs).
+# End to end: scripts/experiment.sh runs a tiny matrix (mlp, checkpoint
+# without and with one kill, 16 s runs, every process's log to /dev/null)
+# through relaxps-launch and writes summary.csv with the documented columns,
+# true counts (the kill lost acknowledged updates, the run without none), a
+# recovery from the workers' events, cell.json with its provenance, report.md
+# and (with gnuplot) the PNG; a second invocation runs nothing.
 #   experiment_harness_test.sh SOURCE_DIR BIN_DIR
 set -uo pipefail
 SRC=$1 BIN=$2
@@ -12,58 +13,49 @@ SCALE=${RELAXPS_TEST_TIME_SCALE:-1}
 OUT=$(mktemp -d /tmp/relaxps_experiment_test_XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*"; echo "--- progress.log"; cat "$OUT/progress.log" 2>/dev/null; exit 1; }
-# Times stretch with SCALE: sanitized processes start and restore several
-# times slower, and the kill must come once training runs and leave time for
-# the worker to step again after the restart (for the stall to span it).
 ARGS=(ttf --quick --model=mlp --policies=checkpoint --kills=0,1 --duration_s=$((16 * SCALE))
-      --fault_at=$((6 * SCALE)),$((16 * SCALE)) --down_s=3 --out="$OUT")
+      --fault_at=$((6 * SCALE)) --down_s=3 --cooldown_s=0 --no_logs --out="$OUT")
 RELAXPS_BIN=$BIN timeout $((150 * SCALE)) "$SRC/scripts/experiment.sh" "${ARGS[@]}" || fail "experiment.sh exited with $?"
 
 /usr/bin/python3 - "$OUT" "$SCALE" <<'PY' || fail "summary checks"
-import csv, os, sys
+import csv, glob, json, os, sys
 out, scale = sys.argv[1], int(sys.argv[2])
 rows = list(csv.DictReader(open(os.path.join(out, "summary.csv"))))
-need = ["policy", "kills", "fault", "workers", "repeats", "status", "final_acc_mean",
-        "final_acc_sd", "t070_mean", "t085_mean", "stall_s_mean", "recovery_s_mean",
-        "regain_s_mean", "lost_updates_mean", "idle_frac_mean", "grads_computed_mean",
-        "grads_applied_mean", "ttf_final_acc", "ttf_t070"]
+need = ["variant", "fault", "workers", "runs", "as_expected", "final_acc_values",
+        "recovery_s_values", "dip_values", "regain_s_values", "acked_lost_values",
+        "dropped_values", "applied_late_values", "idle_frac_values", "throughput_vs_none"]
 missing = [c for c in need if c not in rows[0]]
 assert not missing, f"summary.csv lacks {missing}"
-by = {(r["policy"], r["kills"]): r for r in rows}
-k0, k1 = by[("checkpoint", "0")], by[("checkpoint", "1")]
+by = {r["fault"]: r for r in rows}
+k0, k1 = by["nofault"], by["kill1"]
 for r in (k0, k1):
-    assert r["status"] == "ok", r
-    assert 0.1 < float(r["final_acc_mean"]) <= 1, r["final_acc_mean"]
-    assert int(float(r["grads_computed_mean"])) > 100, r["grads_computed_mean"]
-# The kill (at 6 s, server back 3 s after its death) stops training for >= 3 s.
-assert float(k1["stall_s_mean"]) >= 3.0, ("stall", k1["stall_s_mean"])
-assert float(k1["stall_s_mean"]) > float(k0["stall_s_mean"]) + 2, (k0["stall_s_mean"], k1["stall_s_mean"])
-assert float(k1["recovery_s_mean"]) >= 3.0, ("recovery", k1["recovery_s_mean"])
-# Lost updates are counted (acknowledged parts minus what the servers reflect):
-# the restart rolled back to the last checkpoint, the run without a kill lost none.
-assert k1["lost_method"] == "counted" and int(float(k1["lost_updates_mean"])) > 0, k1
-assert k0["lost_method"] == "counted" and int(float(k0["lost_updates_mean"])) == 0, k0
-assert float(k1["idle_frac_mean"]) > 0.5, k1["idle_frac_mean"]
-assert "sync ckpt" in k1["ttf_final_acc"], k1["ttf_final_acc"]
-ev = list(csv.DictReader(open(os.path.join(out, "runs", "checkpoint-k1-kill-async-w1-r1", "events.csv"))))
-kinds = [e["event"] for e in ev]
-assert "kill" in kinds and "restart" in kinds, kinds
-kill = next(float(e["time_s"]) for e in ev if e["event"] == "kill")
-assert 5 * scale <= kill <= 8 * scale, kill
-merged = os.path.join(out, "runs", "checkpoint-k1-kill-async-w1-r1", "merged.csv")
-sources = {r["source"] for r in csv.DictReader(open(merged))}
-assert sources == {"worker", "evaluator"}, sources
+    assert r["runs"] == "1" and r["as_expected"] == "1", r
+    assert 0.1 < float(r["final_acc_values"]) <= 1, r["final_acc_values"]
+    assert r["final_acc_mean"] == "", "a mean of one run"
+# Counted, not estimated: the restart rolled back to the last checkpoint.
+assert int(float(k1["acked_lost_values"])) > 0, k1
+assert int(float(k0["acked_lost_values"])) == 0, k0
+# The worker's first acknowledged push came after the server was back (3 s).
+assert float(k1["recovery_s_values"]) >= 2.5, k1["recovery_s_values"]
+cells = [json.load(open(p)) for p in glob.glob(os.path.join(out, "cells", "*", "cell.json"))]
+assert len(cells) == 2 and all(c["finished"] and c["exit_code"] == 0 for c in cells), cells
+assert all(c["commit"] and c["machine"]["cpus"] and len(c["load_after"]) == 3 for c in cells)
+kill = next(c for c in cells if c["fault"] == "kill1")
+m = json.load(open(os.path.join(out, "cells", kill["key"], "metrics.json")))
+assert m["faults"][0]["kind"] == "kill" and m["faults"][0]["back_s"] > m["faults"][0]["time_s"]
+assert not glob.glob(os.path.join(out, "cells", "*", "*.log")), "logs were written"
 report = open(os.path.join(out, "report.md")).read()
-assert "| checkpoint | 1 | kill |" in report, "report.md lacks the kill row"
-print("summary OK: stall", k0["stall_s_mean"], "->", k1["stall_s_mean"], "lost", k1["lost_updates_mean"])
+assert "| checkpoint | kill1 | 1 |" in report, "report.md lacks the kill row"
+assert "TTF final acc" not in report, "quick runs beside TTF's figures"
+print("summary OK: acked lost", k1["acked_lost_values"], "recovery", k1["recovery_s_values"])
 PY
 if command -v gnuplot >/dev/null 2>&1; then
   n=$(ls "$OUT"/plots/*.png 2>/dev/null | wc -l)
-  [ "$n" -ge 3 ] || fail "expected >= 3 PNGs, found $n"
+  [ "$n" -ge 2 ] || fail "expected 2 PNGs, found $n"
 fi
 # Resumable: nothing is run again.
 RELAXPS_BIN=$BIN timeout $((60 * SCALE)) "$SRC/scripts/experiment.sh" "${ARGS[@]}" >"$OUT/second.log" 2>&1 ||
   fail "second invocation exited with $?: $(cat "$OUT/second.log")"
-[ "$(grep -c 'results exist, skipped' "$OUT/second.log")" = 2 ] || fail "not resumed: $(cat "$OUT/second.log")"
-grep -q 'starting' "$OUT/second.log" && fail "a run was started again"
+[ "$(grep -c 'finished, skipped' "$OUT/second.log")" = 2 ] || fail "not resumed: $(cat "$OUT/second.log")"
+grep -q 'starting' "$OUT/second.log" && fail "a cell was started again"
 echo "PASS"

@@ -1,0 +1,144 @@
+"""The experiment harness's pieces without running a job (scripts/experiment/):
+cells keyed by config and seed, which faults apply to which policy, the
+analysis of a run folder from events and counters only, n < 3 shown as
+values, and the shipped TTF reference (a missing one is an error)."""
+import csv
+import json
+import os
+import sys
+import tempfile
+
+import pytest
+
+SOURCE = os.environ.get("RELAXPS_SOURCE_DIR",
+                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(SOURCE, "scripts", "experiment"))
+
+import analyze_run  # noqa: E402
+import cells  # noqa: E402
+import summarize  # noqa: E402
+import ttf_reference  # noqa: E402
+
+NEEDS = {
+    "none": {"experiment_servers": 1, "min_replicas": 1, "store_kind": "any", "restart": "never",
+             "tolerates_server_loss": False, "tolerates_chain_loss": False,
+             "tolerates_pause": False},
+    "chain": {"experiment_servers": 3, "min_replicas": 2, "store_kind": "any",
+              "restart": "same-id-rejoins-as-tail", "tolerates_server_loss": True,
+              "tolerates_chain_loss": False, "tolerates_pause": True},
+    "hybrid": {"experiment_servers": 3, "min_replicas": 2, "store_kind": "any",
+               "restart": "same-id-rejoins-as-tail", "tolerates_server_loss": True,
+               "tolerates_chain_loss": True, "tolerates_pause": True},
+}
+
+
+def build(faults, seeds=(1,), variants=None):
+    variants = variants or [v for v in cells.variants(list(NEEDS)) if not v.flags]
+    return cells.build(variants, faults, [1], list(seeds), cells.QUICK, NEEDS, quick=True)
+
+
+def test_cells_are_keyed_by_config_and_seed():
+    a, b = build(["kill1"], seeds=(1, 2)), build(["kill1"], seeds=(1, 2))
+    assert [c.key for c in a] == [c.key for c in b]  # Stable across invocations.
+    assert len({c.key for c in a}) == len(a)
+    # Seed outermost: every configuration at n=1 before any at n=2.
+    assert [c.seed for c in a] == [1] * (len(a) // 2) + [2] * (len(a) // 2)
+    # Another flag is another cell, even with the same names.
+    longer = cells.build([cells.Variant("chain", "chain")], ["kill1"], [1], [1],
+                         cells.Protocol(31, [6], 5), NEEDS, quick=True)
+    assert longer[0].key != next(c.key for c in a if c.variant.name == "chain")
+
+
+def test_faults_follow_the_registry_and_the_double_kill_expectation():
+    got = {(c.variant.name, c.fault): c for c in build(["nofault", "kill1", "double_kill"])}
+    assert ("none", "nofault") in got and ("none", "kill1") not in got
+    assert ("none", "double_kill") not in got
+    assert got[("chain", "double_kill")].expect_exit == 3  # A clear error, not training on.
+    assert got[("hybrid", "double_kill")].expect_exit == 0  # Falls back and trains on.
+    assert "--kill_server=0,1@6" in got[("hybrid", "double_kill")].flags
+    # A flag variant follows its policy; its flags are part of its cells.
+    assert [v.name for v in cells.variants(["none", "chain", "newpolicy"])] == [
+        "none", "chain", "chain-async", "newpolicy"]
+    v = cells.Variant("chain-async", "chain", ("--coordinator.replication=async",))
+    c = cells.build([v], ["kill1"], [1], [1], cells.QUICK, NEEDS, quick=True)[0]
+    assert "--coordinator.replication=async" in c.flags and c.key.startswith("chain-async-kill1")
+
+
+def test_fewer_than_three_values_are_shown_not_averaged():
+    two = summarize.stat([0.81, 0.83, None])
+    assert two["mean"] is None and summarize.cell_text(two, ".2f") == "0.81 / 0.83"
+    three = summarize.stat([0.80, 0.82, 0.84])
+    assert summarize.cell_text(three, ".2f") == "0.82 ± 0.02"
+
+
+def test_ttf_reference_ships_and_a_missing_one_is_an_error():
+    curves = ttf_reference.load_curves()
+    assert ("sync_checkpointing", 1) in curves and len(curves[("sync_checkpointing", 1)]) > 50
+    with pytest.raises(ttf_reference.MissingReference, match="missing"):
+        ttf_reference.load_curves("/nonexistent/ttf_accuracy.csv")
+
+
+def _event(t, process, kind, **fields):
+    return dict(v=1, ts_unix_ms=int((1000.0 + t) * 1000), mono_ms=0, process=process, kind=kind,
+                **fields)
+
+
+def _run_folder(d, reseed=False):
+    """A run: one worker stepping every 0.1 s from t=0 to 30 s, stalled
+    from 10 s (kill) to 14 s; its first acknowledged push after the restart
+    at 13.5 s; evaluations every 2 s dipping after the kill."""
+    with open(os.path.join(d, "summary.json"), "w") as f:
+        json.dump({"workers_started_unix": 1000.0, "wall_s": 31, "samples_per_s": 100.0}, f)
+    with open(os.path.join(d, "events.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerows([["time_s", "event", "server", "detail"], ["10.000", "kill", "0", ""],
+                      ["12.000", "restart", "0", ""]])
+    steps = [i / 10 for i in range(301) if not 10 < i / 10 < 14]
+    with open(os.path.join(d, "worker-0.steps.csv"), "w") as f:
+        f.write("time_s,clock,staleness,gate_wait_ms,cache_hit,loss\n")
+        f.writelines(f"{t - 0.5:.3f},{i},0,0,0,1\n" for i, t in enumerate(steps))
+    accs = {0: 0.5, 2: 0.6, 4: 0.7, 6: 0.75, 8: 0.78, 10: 0.80, 12: 0.74, 14: 0.76, 16: 0.79,
+            18: 0.81, 20: 0.83}
+    ev = [_event(1.0, "worker-0", "progress", worker=0, time_s=0.5, step=1, epoch=0, samples=32)]
+    ev += [_event(t, "evaluator", "evaluator_progress", time_s=t, test_acc=a) for t, a in
+           accs.items()]
+    ev += [_event(10.2, "worker-0", "client_request_parked", worker=0, server=0, until="restart"),
+           _event(13.5, "worker-0", "client_failover_acked", worker=0, server=0, epoch=1),
+           _event(11.0, "evaluator", "evaluator_gap", from_s=10.1, to_s=12.1, failed_pulls=2,
+                  reason="x"),
+           _event(30.0, "worker-0", "final", worker=0, time_s=29.5, steps=len(steps), samples=9,
+                  incarnation=77, acked_updates=260, local_steps=0)]
+    if reseed:
+        ev.append(_event(13.0, "coordinator", "reseed_done", server=0))
+    with open(os.path.join(d, "events.jsonl"), "w") as f:
+        f.writelines(json.dumps(e) + "\n" for e in ev)
+    with open(os.path.join(d, "counters.json"), "w") as f:
+        json.dump({"servers": [{"stats": {"applied_parts": [
+            {"worker": 0, "incarnation": 77, "parts": 240}]}}]}, f)
+
+
+def test_analysis_reads_events_and_counters_only():
+    with tempfile.TemporaryDirectory() as d:
+        _run_folder(d)
+        m = analyze_run.analyze(d)
+        f = m["faults"][0]
+        assert (f["kind"], f["servers"], f["back_s"]) == ("kill", ["0"], 12.0)
+        assert f["recovery_s"] == pytest.approx(3.5)  # The first acknowledged push.
+        assert f["pre_acc"] == 0.80 and f["dip"] == pytest.approx(0.06)
+        assert f["regain_s"] == pytest.approx(8.0)  # 0.81 at 18 s.
+        assert f["eval_blind_s"] == pytest.approx(2.0)
+        assert m["acked_lost"] == 20 and m["acked"] == 260  # Counted, not estimated.
+        assert m["final_acc"] == 0.83 and m["t070"] == 4
+        # The 4 s stall over the 30 s of training, the rest steady.
+        assert m["idle_frac"] == pytest.approx(3.9 / 29.5, abs=0.01)
+        _run_folder(d, reseed=True)
+        m = analyze_run.analyze(d)
+        assert m["acked_lost"] is None and "re-seeded" in m["acked_lost_note"]
+
+
+def test_a_run_without_evaluations_has_no_data():
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump({"workers_started_unix": None}, f)
+        with pytest.raises(analyze_run.NoData, match="never started"):
+            analyze_run.analyze(d)
