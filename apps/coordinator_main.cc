@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
   }
   relaxps::CoordinatorOptions options;
   options.bind = FLAGS_bind;
+  options.advertise = FLAGS_advertise;
   // A wildcard --bind without --advertise, or a malformed --advertise: a
   // usage error before anything binds (the port is checked once bound).
   if (auto a = relaxps::AdvertisedEndpoint(FLAGS_bind, FLAGS_advertise); !a.ok()) {
@@ -198,15 +199,14 @@ int main(int argc, char** argv) {
   }
   g_coordinator = coordinator->get();
   relaxps::StopOnSignals(&Stop);
-  relaxps::StatusOr<std::string> advertised =
-      relaxps::AdvertisedEndpoint((*coordinator)->endpoint(), FLAGS_advertise);
-  relaxps::Status s = advertised.status();
-  if (s.ok()) s = relaxps::WriteFileAtomically(FLAGS_endpoint_file, *advertised);
+  // endpoint() is the advertised one (CoordinatorOptions::advertise).
+  const std::string& advertised = (*coordinator)->endpoint();
+  relaxps::Status s = relaxps::WriteFileAtomically(FLAGS_endpoint_file, advertised);
   if (!s.ok()) {
     exporter->reset();
     return relaxps::Fail("relaxps-coordinator", s, s.code() == relaxps::StatusCode::kInvalidArgument ? 2 : 1);
   }
-  std::printf("relaxps-coordinator listening on %s\n", advertised->c_str());
+  std::printf("relaxps-coordinator listening on %s\n", advertised.c_str());
   std::fflush(stdout);
   (*coordinator)->Run();
   exporter->reset();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <random>
 
+#include "common/advertise.h"
 #include "consistency/consistency_policy.h"
 
 namespace relaxps {
@@ -89,6 +90,7 @@ Status CoordinatorImpl::Init() {
   ro.max_message_bytes = options_.max_message_bytes;
   ro.curve = options_.curve;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
+  ASSIGN_OR_RETURN(endpoint_, AdvertisedEndpoint(rpc_->endpoint(), options_.advertise));
   {
     EventLogOptions eo;
     eo.path = options_.events_file;
@@ -133,7 +135,7 @@ Status CoordinatorImpl::Init() {
   map_.set_epoch(1);
   rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
   start_ms_ = clock_->NowMs();
-  LOG(INFO) << "coordinator on " << rpc_->endpoint() << ": consistency "
+  LOG(INFO) << "coordinator on " << endpoint_ << " (bound " << rpc_->endpoint() << "): consistency "
             << ConsistencyModelName(options_.consistency) << " staleness bound "
             << StalenessBoundText({options_.consistency, options_.staleness})
             << " recovery " << policy_->Name() << ", waiting for " << options_.num_servers << " server(s)";
@@ -142,7 +144,7 @@ Status CoordinatorImpl::Init() {
     LOG(INFO) << "coordinated checkpoints every " << schedule.every_clocks << " clocks / "
               << schedule.every_s << " s (0: off)";
   }
-  Emit("coordinator_started", {{"endpoint", rpc_->endpoint()},
+  Emit("coordinator_started", {{"endpoint", endpoint_},
                                {"consistency", ConsistencyModelName(options_.consistency)},
                                {"staleness", options_.staleness},
                                {"recovery", policy_->Name()},

@@ -82,6 +82,11 @@ class Registry;
 struct CoordinatorOptions {
   // Endpoint to bind; the default lets the OS choose a port.
   std::string bind = "tcp://127.0.0.1:*";
+  // How others reach it (AdvertisedEndpoint's `advertise`: HOST, HOST:PORT or
+  // tcp://HOST:PORT): what endpoint(), the coordinator_started and
+  // leader_elected events and a ZooKeeper election publish. Empty: the bound
+  // endpoint, which must then not be a wildcard address.
+  std::string advertise;
   // Servers the job waits for before tables can be created.
   int num_servers = 1;
   // Workers expected. Under BSP and SSP a value > 0 is a start barrier:

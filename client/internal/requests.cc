@@ -244,6 +244,13 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
                  } else if (st.ok() && give_up_ms != 0) {
                    LogFailover(server);
                  }
+               } else if (st.ok() && give_up_ms != 0 && resender_->FirstAckAfterPark(server)) {
+                 // A part parked while its server was away, resent and
+                 // acknowledged: the outage is over for this worker.
+                 EmitEvent(options_.events.get(), "client_failover_acked",
+                           {{"worker", job_.worker_id},
+                            {"server", server},
+                            {"epoch", router_->map()->epoch()}});
                }
                if (st.ok() && update) acked_updates_.fetch_add(1);
                if (st.ok() || !Resender::IsServerLoss(st) || !JobError().ok()) {
@@ -273,7 +280,15 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
                                        std::move(done), give_up_ms, st};
                parked.until_restart = until_restart;
                parked.past_gate = past_gate;
-               resender_->Park(std::move(parked));
+               if (resender_->Park(std::move(parked))) {
+                 EmitEvent(options_.events.get(), "client_request_parked",
+                           {{"worker", job_.worker_id},
+                            {"server", server},
+                            {"endpoint", peer_map->server_endpoint(server)},
+                            {"until", until_restart ? "restart" : "new_map"},
+                            {"wait_ms", give_up_ms - resender_->NowMs()},
+                            {"reason", st.message()}});
+               }
                // The map may have named the restarted server before the part
                // was parked: resend what it already names. (Parts waiting for
                // a new head are retried by the role's heartbeat and on every

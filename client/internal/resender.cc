@@ -12,10 +12,22 @@ int64_t Resender::GiveUpTime(int64_t give_up_ms) const {
   return give_up_ms != 0 ? give_up_ms : clock_->NowMs() + recovery_timeout_ms_;
 }
 
-void Resender::Park(Parked part) {
+bool Resender::Park(Parked part) {
   part.parked_ms = clock_->NowMs();
   MutexLock l(&mu_);
+  Outage& outage = announced_[part.server];
+  const bool first = outage.endpoint != part.endpoint;
+  if (first) outage = Outage{part.endpoint, false};
   parked_.push_back(std::move(part));
+  return first;
+}
+
+bool Resender::FirstAckAfterPark(int server) {
+  MutexLock l(&mu_);
+  auto it = announced_.find(server);
+  if (it == announced_.end() || it->second.acked) return false;
+  it->second.acked = true;
+  return true;
 }
 
 std::vector<Resender::Parked> Resender::TakeParkedBefore(int64_t ms) {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,14 @@ class Resender {
   int64_t GiveUpTime(int64_t give_up_ms) const;
   int64_t NowMs() const { return clock_->NowMs(); }
 
-  void Park(Parked part);
+  // Parks `part`. Returns true for the first part parked for its server at
+  // its endpoint (a new outage, worth one client_request_parked event),
+  // false for the parts that follow, resends that fail again included.
+  bool Park(Parked part);
+  // After a resent part of `server` was acknowledged: true the first time
+  // since Park() announced an outage of it (the first acknowledged push
+  // after the server came back: one client_failover_acked event).
+  bool FirstAckAfterPark(int server);
   // Takes the parts parked until the next map (a new map may name a new
   // head for them), and those parked until a restart whose server `map`
   // names a new, non-empty endpoint for.
@@ -79,6 +87,13 @@ class Resender {
 
   Mutex mu_;
   std::vector<Parked> parked_ GUARDED_BY(mu_);
+  // Server -> its last announced outage (see Park()): the endpoint it was
+  // on, and whether a resent part was acknowledged since.
+  struct Outage {
+    std::string endpoint;
+    bool acked = false;
+  };
+  std::map<int, Outage> announced_ GUARDED_BY(mu_);
 };
 
 }  // namespace client_internal

@@ -64,7 +64,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
 
   Status Init();
 
-  const std::string& endpoint() const override { return rpc_->endpoint(); }
+  // The advertised endpoint (CoordinatorOptions::advertise), set by Init().
+  const std::string& endpoint() const override { return endpoint_; }
   bool leading() const override { return leading_.load(); }
   void Run() override {
     rpc_->Run([this](Request r) { Handle(std::move(r)); });
@@ -215,6 +216,7 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   wire::JobConfig job_;
   int64_t start_ms_ = 0;
   std::string identity_;  // Routing id of servers_rpc_ (see RegisterReply).
+  std::string endpoint_;  // Advertised: rpc_'s bound endpoint as others reach it.
   // --security=curve: server id -> the public key its ROUTER must prove it
   // holds (DIR/server-<id>.pub), listed in the map for clients.
   std::map<int, std::string> server_keys_;

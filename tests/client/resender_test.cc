@@ -112,6 +112,36 @@ TEST_F(ResenderTest, ParkStampsTheClockTime) {
   EXPECT_EQ(taken[1].parked_ms, t0 + 70);
 }
 
+// Park() says which part opens an outage (the client emits one
+// client_request_parked event for it): the first for a server at an
+// endpoint, not the parts after it nor a failed resend, again once the
+// server failed at a new endpoint (it restarted and was lost again).
+TEST_F(ResenderTest, ParkReportsTheFirstPartOfEachServerAndEndpoint) {
+  EXPECT_TRUE(resender_.Park(Part(1, 0, "tcp://s0:1", /*until_restart=*/true)));
+  EXPECT_FALSE(resender_.Park(Part(2, 0, "tcp://s0:1", /*until_restart=*/true)));
+  EXPECT_TRUE(resender_.Park(Part(3, 1, "tcp://s1:1", /*until_restart=*/false)));
+  // Taken and resent to the same dead endpoint: parked again, silently.
+  ASSERT_EQ(resender_.TakeParkedBefore(clock_.NowMs()).size(), 1u);
+  EXPECT_FALSE(resender_.Park(Part(3, 1, "tcp://s1:1", /*until_restart=*/false)));
+  // Server 0 restarted at a new endpoint and was lost there too.
+  EXPECT_TRUE(resender_.Park(Part(4, 0, "tcp://s0:2", /*until_restart=*/true)));
+  EXPECT_EQ(DrainCount(), 4u);
+}
+
+// FirstAckAfterPark: once per announced outage (the first acknowledged push
+// after the server came back), never for a server that was not parked for.
+TEST_F(ResenderTest, FirstAckAfterParkIsOncePerOutage) {
+  EXPECT_FALSE(resender_.FirstAckAfterPark(0));
+  ASSERT_TRUE(resender_.Park(Part(1, 0, "tcp://s0:1", /*until_restart=*/true)));
+  EXPECT_TRUE(resender_.FirstAckAfterPark(0));
+  EXPECT_FALSE(resender_.FirstAckAfterPark(0));
+  EXPECT_FALSE(resender_.FirstAckAfterPark(1));
+  // Lost again at its new endpoint: a new outage, a new first ack.
+  ASSERT_TRUE(resender_.Park(Part(2, 0, "tcp://s0:2", /*until_restart=*/true)));
+  EXPECT_TRUE(resender_.FirstAckAfterPark(0));
+  EXPECT_EQ(DrainCount(), 2u);
+}
+
 TEST_F(ResenderTest, RestartParkedPartIsTakenOnlyByANewNonEmptyEndpointOfItsServer) {
   resender_.Park(Part(1, 0, "tcp://s0:1", /*until_restart=*/true));
   resender_.Park(Part(2, 1, "tcp://s1:1", /*until_restart=*/true));

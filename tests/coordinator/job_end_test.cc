@@ -210,6 +210,26 @@ TEST_F(JobEndTest, StoppedBeforeItsEndIsInterruptedUnlessItsLauncherEndsTheJob) 
   EXPECT_EQ((*launched)->job_end().exit_code, kExitDone);
 }
 
+// coordinator_started and endpoint() name the advertised endpoint (what
+// others connect to), not the bound one.
+TEST_F(JobEndTest, CoordinatorStartedNamesTheAdvertisedEndpoint) {
+  options_.advertise = "localhost";
+  Start();
+  const std::string bound_port =
+      coordinator_->endpoint().substr(coordinator_->endpoint().rfind(':'));
+  EXPECT_EQ(coordinator_->endpoint(), "tcp://localhost" + bound_port);
+  EXPECT_NE(Events().find("\"kind\":\"coordinator_started\",\"endpoint\":\"tcp://localhost" +
+                          bound_port + "\""),
+            std::string::npos)
+      << Events();
+
+  options_.advertise = "relaxps-a.example:7001";  // A forwarded port.
+  auto forwarded = Coordinator::Start(options_);
+  ASSERT_TRUE(forwarded.ok()) << forwarded.status();
+  EXPECT_EQ((*forwarded)->endpoint(), "tcp://relaxps-a.example:7001");
+  EXPECT_NE(Events().find("\"endpoint\":\"tcp://relaxps-a.example:7001\""), std::string::npos);
+}
+
 // GET_EVENTS (relaxps-ctl events): what the ring holds, then a held request
 // answered by the next event.
 TEST_F(JobEndTest, GetEventsReturnsTheRingAndHoldsAFollowerUntilTheNextEvent) {
