@@ -4,7 +4,8 @@
 //
 // Reuses the worker's flags (--coordinator, --table, --eval_every_s,
 // --eval_examples, --eval_batch, --duration_s, --metrics_csv,
-// --request_timeout_ms, --wire_dtype); adds --time_origin_unix.
+// --request_timeout_ms, --wire_dtype); adds --time_origin_unix and
+// --eval_pull_timeout_ms.
 #include "apps/worker_evaluator.h"
 
 #include "apps/internal/main_util.h"
@@ -26,6 +27,11 @@ DEFINE_string(role, "worker",
 DEFINE_double(time_origin_unix, 0,
               "--role=evaluator: origin of the CSV's time_s in seconds since the epoch (0: the "
               "evaluator's start), e.g. the launcher's start time");
+
+DEFINE_int32(eval_pull_timeout_ms, 1000,
+             "--role=evaluator: a pull of the model that takes longer fails and is retried "
+             "1 s after it started (an outage blinds the evaluator about as long as it lasts; "
+             "its gaps are evaluator_gap events)");
 
 DECLARE_string(security);
 DECLARE_string(keys_dir);
@@ -83,7 +89,7 @@ int RunEvaluatorRole(kernels::Device* device, trainer::Model* model,
   options.duration_s = FLAGS_duration_s;
   options.eval_examples = FLAGS_eval_examples;
   options.eval_batch = FLAGS_eval_batch;
-  options.pull_timeout_ms = FLAGS_request_timeout_ms;
+  options.pull_timeout_ms = FLAGS_eval_pull_timeout_ms;
   options.time_origin_unix = FLAGS_time_origin_unix;
   options.metrics_csv = FLAGS_metrics_csv;
   options.events = events;
@@ -100,7 +106,7 @@ int RunEvaluatorRole(kernels::Device* device, trainer::Model* model,
     return 1;
   }
   LOG(INFO) << "evaluator: " << result->evaluations << " evaluations, " << result->failed_pulls
-            << " failed pulls";
+            << " failed pulls in " << result->gaps << " gap(s) of " << result->blind_s << " s";
   return 0;
 #else
   (void)device, (void)model, (void)data, (void)stop, (void)events;

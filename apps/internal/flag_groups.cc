@@ -52,7 +52,7 @@ std::vector<FlagGroup> WorkerFlagGroups() {
       {"Data", {"data_dir", "worker_index", "num_workers"}},
       {"Run length", {"duration_s", "epochs", "straggle_ms"}},
       {"Evaluation", {"role", "eval_every_s", "eval_examples", "eval_batch", "eval_all_workers",
-                      "final_eval", "time_origin_unix"}},
+                      "final_eval", "time_origin_unix", "eval_pull_timeout_ms"}},
       {"Progress and metrics files", {"log_every_s", "metrics_csv", "steps_csv"}},
       {"Device", {"device", "cuda_device", "cpu_threads"}},
       MetricsGroup(),

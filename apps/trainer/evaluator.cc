@@ -37,9 +37,10 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const EvaluatorOptions& o
   if (!(options.eval_every_s > 0) || !std::isfinite(options.eval_every_s)) {
     return InvalidArgumentError("evaluator: eval_every_s must be positive");
   }
-  if (!(options.duration_s >= 0) || options.eval_batch <= 0 || options.pull_timeout_ms <= 0) {
+  if (!(options.duration_s >= 0) || options.eval_batch <= 0 || options.pull_timeout_ms <= 0 ||
+      !(options.retry_s > 0)) {
     return InvalidArgumentError(
-        "evaluator: duration_s must be >= 0, eval_batch and pull_timeout_ms positive");
+        "evaluator: duration_s must be >= 0, eval_batch, pull_timeout_ms and retry_s positive");
   }
   if (data->test.image_size() != static_cast<size_t>(model->input_size())) {
     return InvalidArgumentError("evaluator: test images do not fit model " + model->Name());
@@ -99,17 +100,33 @@ Status Evaluator::PullParams() {
   return Status::OK();
 }
 
-Status Evaluator::EvaluateOnce(double now_unix, bool final_line, EvaluatorResult* result) {
+Status Evaluator::EvaluateOnce(double now_unix, bool final_line, EvaluatorResult* result,
+                               bool* ok) {
   const Status pulled = PullParams();
   const double time_s = now_unix - origin_unix_;
+  *ok = pulled.ok();
   if (!pulled.ok()) {
     ++result->failed_pulls;
+    if (gap_failures_++ == 0) {
+      gap_from_s_ = time_s;
+      gap_reason_ = pulled.ToString();
+    }
     std::fprintf(options_.progress, "evaluator time_s=%.1f pull_failed=1 reason=%s\n", time_s,
                  StatusCodeName(pulled.code()));
     std::fflush(options_.progress);
     EmitEvent(options_.events.get(), "evaluator_pull_failed",
               {{"time_s", time_s}, {"reason", pulled.ToString()}});
     return Status::OK();
+  }
+  if (gap_failures_ > 0) {
+    ++result->gaps;
+    result->blind_s += time_s - gap_from_s_;
+    EmitEvent(options_.events.get(), "evaluator_gap",
+              {{"from_s", gap_from_s_},
+               {"to_s", time_s},
+               {"failed_pulls", gap_failures_},
+               {"reason", gap_reason_}});
+    gap_failures_ = 0;
   }
   const int64_t params_clock = client_->last_params_clock();
   const Dataset& test = data_->test;
@@ -176,11 +193,16 @@ StatusOr<EvaluatorResult> Evaluator::Run(const std::atomic<bool>* stop) {
   double next = NowUnix();
   while (!stopping()) {
     const double now = NowUnix();
-    RETURN_IF_ERROR(EvaluateOnce(now, false, &result));
+    bool pulled = false;
+    RETURN_IF_ERROR(EvaluateOnce(now, false, &result, &pulled));
+    // The schedule's next slot; after a failed pull a retry sooner.
     next = std::max(next + options_.eval_every_s, NowUnix());
-    SleepUntil(std::min(next, end), stop);
+    const double at = pulled ? next : std::min(next, std::max(now + options_.retry_s, NowUnix()));
+    if (!pulled) next = at;  // The interval counts from the retry.
+    SleepUntil(std::min(at, end), stop);
   }
-  RETURN_IF_ERROR(EvaluateOnce(NowUnix(), true, &result));
+  bool pulled = false;
+  RETURN_IF_ERROR(EvaluateOnce(NowUnix(), true, &result, &pulled));
   return result;
 }
 

@@ -6,8 +6,14 @@
 // every eval_every_s pulls the whole table and evaluates it on the test set.
 // The workers then need not pause for evaluations, and the accuracy curve has
 // a point every few seconds even with one worker (as in TTF's protocol).
-// A pull that fails (its server is down) is logged and retried at the next
-// interval; the evaluator itself never gives up on a dead server. When `stop`
+// A pull waits at most pull_timeout_ms (1 s by default); one that fails (its
+// server is down) is retried retry_s later, not at the next interval, so an
+// outage blinds the evaluator for about as long as it lasts, never for a
+// request timeout more. Each run of failed pulls is reported once the model
+// can be pulled again: an `evaluator_gap` event (from the first failed pull
+// to the pull that worked) and EvaluatorResult's gaps / blind_s, so that a
+// reader tells the evaluator's gaps from the model's. The evaluator itself
+// never gives up on a dead server. When `stop`
 // is set (or duration_s passes) it runs one last pull and evaluation and
 // prints `final evaluator ... test_acc=...`.
 //
@@ -24,6 +30,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -48,8 +55,13 @@ struct EvaluatorOptions {
   // Test examples per evaluation (0: the whole test set).
   size_t eval_examples = 0;
   int eval_batch = 256;
-  // How long one pull may take before it counts as failed.
-  int pull_timeout_ms = 10000;
+  // How long one pull may take before it counts as failed (and is retried).
+  // Longer tolerates a slower network; shorter keeps the blind window of an
+  // outage closer to the outage.
+  int pull_timeout_ms = 1000;
+  // After a failed pull, the next one starts this long later at most (or at
+  // the next interval, if sooner). > 0.
+  double retry_s = 1.0;
   // Origin of the CSV's time_s, seconds since the epoch (0: the start of
   // Run), so the curve lines up with a launcher's events.
   double time_origin_unix = 0.0;
@@ -65,6 +77,10 @@ struct EvaluatorOptions {
 struct EvaluatorResult {
   int evaluations = 0;
   int failed_pulls = 0;
+  // Runs of failed pulls that ended with a pull that worked (evaluator_gap
+  // events), and the seconds they spanned in all.
+  int gaps = 0;
+  double blind_s = 0.0;
   // The last evaluation's numbers (NaN when there was none).
   double test_acc = 0.0;
   double test_loss = 0.0;
@@ -93,7 +109,8 @@ class Evaluator {
   // Pulls the table into params_host_ (and the device copy).
   Status PullParams();
   // One pull + evaluation + CSV row; `final` also prints the final line.
-  Status EvaluateOnce(double now_unix, bool final_line, EvaluatorResult* result);
+  // *pulled: whether the pull worked.
+  Status EvaluateOnce(double now_unix, bool final_line, EvaluatorResult* result, bool* pulled);
 
   const EvaluatorOptions options_;
   Client* const client_;
@@ -102,6 +119,11 @@ class Evaluator {
   const FashionMnist* const data_;
   FILE* const csv_;  // owned; null when no CSV is written
   double origin_unix_ = 0.0;
+  // The open gap: time_s of its first failed pull (NaN: none), its failed
+  // pulls and the first one's error. Run()'s thread only.
+  double gap_from_s_ = std::numeric_limits<double>::quiet_NaN();
+  int gap_failures_ = 0;
+  std::string gap_reason_;
   FloatBuffer params_host_;
   float* params_device_ = nullptr;  // owned (device memory); null on the CPU
 };

@@ -190,6 +190,29 @@ TEST_F(EvaluatorTest, CountsFailedPullsWhenTheServerDiesAndKeepsGoing) {
   EXPECT_GE(result->failed_pulls, 1);
 }
 
+// A failed pull is retried retry_s later, not at the next interval: with
+// evaluations due once a minute, a dead server still gets a pull every
+// 0.2 s (the evaluator is blind for as long as the outage, no longer).
+TEST_F(EvaluatorTest, RetriesAFailedPullSoonerThanTheNextInterval) {
+  std::unique_ptr<Client> worker = Connect("worker");
+  ASSERT_NE(CreateTable(worker.get(), model_->num_params()), nullptr);
+  std::unique_ptr<Client> observer = Connect("observer");
+  cluster_->server(0)->Kill(SIGKILL);
+  EvaluatorOptions options = Options();
+  options.eval_every_s = 60;
+  options.retry_s = 0.2;
+  options.pull_timeout_ms = 100;
+  options.duration_s = 1.5;
+  auto evaluator = Evaluator::Create(options, observer.get(), device_.get(), model_.get(), &data_);
+  ASSERT_OK(evaluator);
+  auto result = (*evaluator)->Run(nullptr);
+  ASSERT_OK(result);
+  // Every 0.2 s for 1.5 s, plus the final attempt; once a minute would be 2.
+  EXPECT_GE(result->failed_pulls, 4);
+  EXPECT_EQ(result->evaluations, 0);
+  EXPECT_EQ(result->gaps, 0);  // Never closed: the server stayed dead.
+}
+
 TEST_F(EvaluatorTest, RejectsBadOptions) {
   std::unique_ptr<Client> observer = Connect("observer");
   EvaluatorOptions options = Options();

@@ -47,27 +47,36 @@ def test_two_python_workers_ride_through_a_killed_server():
         assert all(w["samples"] > 0 and not w["stopped"] for w in finals), finals
         assert [r["process"] for r in summary["restarts"]] == ["server-1"], summary["restarts"]
         with open(os.path.join(out, "events.csv")) as f:
-            events = [row["event"] for row in csv.DictReader(f)]
-        assert events[:3] == ["kill", "down", "restart"], events
+            rows = list(csv.DictReader(f))
+        kinds = [r["event"] for r in rows]
+        # The launcher's own rows in order (rows derived from events may
+        # come between them on a loaded machine).
+        assert [k for k in kinds if k in ("kill", "restart")][:2] == ["kill", "restart"], kinds
         with open(os.path.join(out, "start_unix")) as f:
             launched = float(f.read())
-        restart_unix = launched + float(next(r for r in csv.DictReader(
-            open(os.path.join(out, "events.csv"))) if r["event"] == "restart")["time_s"])
-        for w in ("0", "1"):
-            with open(os.path.join(out, f"worker-{w}.log")) as f:
-                started = float(re.search(r"start_unix=([0-9.]+)", f.read()).group(1))
+        restart_unix = launched + float(next(r["time_s"] for r in rows if r["event"] == "restart"))
+        with open(os.path.join(out, "events.jsonl")) as f:
+            events = [json.loads(line) for line in f]
+        for w in (0, 1):
+            mine = [e for e in events if e["process"] == f"worker-{w}"]
+            progress = [e for e in mine if e["kind"] == "progress"]
+            final = next(e for e in mine if e["kind"] == "final")
+            # Its requests to the killed server waited for it (parked), and
+            # the first acknowledged one after its restart is in the events.
+            parked = [e for e in mine if e["kind"] == "client_request_parked" and e["server"] == 1]
+            assert parked and parked[0]["until"] == "restart", mine
+            acked = [e for e in mine if e["kind"] == "client_failover_acked" and e["server"] == 1]
+            assert acked and acked[0]["ts_unix_ms"] / 1000.0 > restart_unix, (acked, restart_unix)
+            assert acked[0]["ts_unix_ms"] > parked[0]["ts_unix_ms"], (parked, acked)
+            # It trained after the restart: more samples at the end than at
+            # its last progress row before it (whenever its rows came).
+            before = [e["samples"] for e in progress if e["ts_unix_ms"] / 1000.0 < restart_unix]
+            assert final["samples"] > max(before, default=0), (before, final)
+            assert final["acked_updates"] > 0, final
             with open(os.path.join(out, f"worker-{w}.csv")) as f:
-                rows = list(csv.DictReader(f))
-            times = [started + float(r["time_s"]) for r in rows]
-            # Training on both sides of the server's restart.
-            before = [r for r, t in zip(rows, times) if t < restart_unix]
-            after = [r for r, t in zip(rows, times) if t > restart_unix]
-            assert before and after, (restart_unix, times)
-            assert int(after[-1]["samples"]) > int(before[-1]["samples"]), rows
-            assert float(rows[-1]["loss"]) < float(rows[0]["loss"]), rows
-            assert int(rows[-1]["bytes_sent"]) > 0
-        with open(os.path.join(out, "worker-1.log")) as f:
-            assert "moved to" in f.read(), "worker 1 did not resend to the restarted server"
+                csv_rows = list(csv.DictReader(f))
+            assert float(csv_rows[-1]["loss"]) < float(csv_rows[0]["loss"]), csv_rows
+            assert int(csv_rows[-1]["bytes_sent"]) > 0
 
 
 def test_bad_flags_exit_2_and_a_dead_coordinator_exits_3():
