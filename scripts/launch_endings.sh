@@ -3,7 +3,8 @@
 # the coordinator's exit code 0, and each failing ending must give its
 # documented code (docs/launch.md, docs/events.md): every server lost under
 # none -> 3, the coordinator killed without a standby -> 4, a BSP worker lost
-# for good -> 3 or 4 with the coordinator's reason. Reads summary.json only.
+# for good (killed at 8 s, once both passed the start barrier) -> 3 or 4 with
+# the reason. Reads summary.json only. N=0 runs the failing endings only.
 #   scripts/launch_endings.sh [N]     (RELAXPS_BIN: binaries, default build/bin)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +37,6 @@ done
 job none-server-lost 3 "pass" "${BASE[@]}" --duration_s=8 --recovery=none --kill_server=0@3
 job coordinator-killed-no-standby 4 "s['coordinator']['restart'] = False" "${BASE[@]}" \
   --duration_s=8 --kill_coordinator=0@3
-job bsp-worker-lost 3,4 "s['faults'].append({'at_s': 3, 'action': 'kill', 'target': 'worker-1'}); s['workers']['restart'] = False" \
-  "${BASE[@]}" --duration_s=8 --workers=2 --consistency=bsp
+job bsp-worker-lost 3,4 "s['faults'].append({'at_s': 8, 'action': 'kill', 'target': 'worker-1'}); s['workers']['restart'] = False" \
+  "${BASE[@]}" --duration_s=16 --workers=2 --consistency=bsp
 exit "$FAILED"
