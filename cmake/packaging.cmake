@@ -58,7 +58,22 @@ install(PROGRAMS scripts/launch.sh scripts/slurm/relaxps.sbatch
 # ---- Debian packages: cpack -G DEB (in the build directory) -----------------------
 set(CPACK_PACKAGE_NAME relaxps)
 set(CPACK_PACKAGE_VENDOR "relaxps")
-set(CPACK_PACKAGE_CONTACT "relaxps maintainers <relaxps@localhost>")
+# The Maintainer field: who builds the packages (default: git's user.name and
+# user.email of the source tree).
+if(NOT RELAXPS_DEB_MAINTAINER)
+  execute_process(COMMAND git -C ${PROJECT_SOURCE_DIR} config user.name
+    OUTPUT_VARIABLE _relaxps_git_name OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  execute_process(COMMAND git -C ${PROJECT_SOURCE_DIR} config user.email
+    OUTPUT_VARIABLE _relaxps_git_email OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(_relaxps_git_name AND _relaxps_git_email)
+    set(_relaxps_maintainer "${_relaxps_git_name} <${_relaxps_git_email}>")
+  else()
+    set(_relaxps_maintainer "relaxps maintainers <relaxps@localhost>")
+  endif()
+  set(RELAXPS_DEB_MAINTAINER "${_relaxps_maintainer}" CACHE STRING
+    "Maintainer of the Debian packages, 'Name <email>'")
+endif()
+set(CPACK_PACKAGE_CONTACT "${RELAXPS_DEB_MAINTAINER}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "parameter server for data-parallel training")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
@@ -67,6 +82,10 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# A shlibs file for librelaxps-client (the only package with a versioned
+# shared library), so that packages built against it get their Depends.
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 # python3-relaxps' module links librelaxps_client.so.N of this build; where
 # dpkg-shlibdeps finds it (its package dependency is stated explicitly).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/client)
@@ -74,6 +93,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/client)
 # unstripped-binary-or-object); the build tree keeps its symbols.
 set(CPACK_STRIP_FILES ON)
 set(_relaxps_deb_version "${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE}")
+set(RELAXPS_DEB_VERSION ${_relaxps_deb_version})  # packaging/changelog.Debian.in
 
 # CPack joins a component's description lines with the Debian control file's
 # continuation rules: line 1 is the synopsis, the rest the long description.
@@ -82,8 +102,14 @@ set(CPACK_COMPONENTS_ALL client dev runtime)
 # librelaxps-client
 set(CPACK_DEBIAN_CLIENT_PACKAGE_NAME librelaxps-client)
 set(CPACK_DEBIAN_CLIENT_PACKAGE_SECTION libs)
-set(CPACK_DEBIAN_CLIENT_PACKAGE_GENERATE_SHLIBS ON)
-set(CPACK_DEBIAN_CLIENT_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
+# An ldconfig trigger instead of CPack's postinst/postrm calling ldconfig.
+configure_file(packaging/deb/librelaxps-client.triggers
+  ${CMAKE_CURRENT_BINARY_DIR}/packaging/client/triggers COPYONLY)
+set(_relaxps_no_ldconfig_scripts
+  ${PROJECT_SOURCE_DIR}/packaging/deb/postinst ${PROJECT_SOURCE_DIR}/packaging/deb/postrm)
+set(CPACK_DEBIAN_CLIENT_PACKAGE_CONTROL_EXTRA
+  ${CMAKE_CURRENT_BINARY_DIR}/packaging/client/triggers ${_relaxps_no_ldconfig_scripts})
+set(CPACK_DEBIAN_CLIENT_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_COMPONENT_CLIENT_DESCRIPTION "relaxps parameter server - client library
 The shared library librelaxps_client.so that trainers link to push gradients
 to and pull parameters from a relaxps job (BSP, SSP or async). It depends
@@ -133,6 +159,8 @@ if(RELAXPS_HAVE_CUDA)
   set(CPACK_DEBIAN_CUDA_PACKAGE_NAME relaxps-cuda)
   set(CPACK_DEBIAN_CUDA_PACKAGE_SECTION science)
   set(CPACK_DEBIAN_CUDA_PACKAGE_SHLIBDEPS OFF)
+  set(CPACK_DEBIAN_CUDA_PACKAGE_CONTROL_EXTRA ${_relaxps_no_ldconfig_scripts})
+  set(CPACK_DEBIAN_CUDA_PACKAGE_CONTROL_STRICT_PERMISSION ON)
   set(CPACK_DEBIAN_CUDA_PACKAGE_DEPENDS "relaxps-server (= ${_relaxps_deb_version})")
   set(CPACK_COMPONENT_CUDA_DESCRIPTION "relaxps parameter server - CUDA back end
 The CUDA kernels and cuBLAS back end of relaxps-worker and relaxps-server
@@ -143,5 +171,27 @@ dependencies are not computed from its libraries), install them from
 NVIDIA. Without them --device=cuda fails with an error naming the missing
 library; the CPU back end works as before.")
 endif()
+
+# Every package: /usr/share/doc/<package>/{copyright,changelog.Debian.gz} and
+# its lintian overrides (packaging/lintian/<package>: each says why).
+configure_file(packaging/changelog.Debian.in ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog.Debian
+  @ONLY)
+execute_process(COMMAND gzip -9 -n -c
+  INPUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog.Debian
+  OUTPUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog.Debian.gz
+  RESULT_VARIABLE _relaxps_gzip)
+if(NOT _relaxps_gzip EQUAL 0)
+  message(FATAL_ERROR "gzip of packaging/changelog.Debian failed")
+endif()
+foreach(_c IN LISTS CPACK_COMPONENTS_ALL)
+  string(TOUPPER ${_c} _C)
+  set(_pkg ${CPACK_DEBIAN_${_C}_PACKAGE_NAME})
+  install(FILES packaging/copyright ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog.Debian.gz
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${_pkg} COMPONENT ${_c})
+  if(EXISTS ${PROJECT_SOURCE_DIR}/packaging/lintian/${_pkg})
+    install(FILES packaging/lintian/${_pkg} DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
+      COMPONENT ${_c})
+  endif()
+endforeach()
 
 include(CPack)
