@@ -33,21 +33,25 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/relaxpsConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/relaxpsConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/relaxps COMPONENT dev)
 
-# relaxps.pc finds its prefix relative to itself (${pcfiledir}), so an
-# unpacked .deb or a moved prefix works as is. Its Libs carry
-# -Wl,-rpath,${libdir} unless the prefix is /usr, so that a program built
-# with `pkg-config --libs relaxps` runs without LD_LIBRARY_PATH: whether the
-# prefix is /usr is known only at install time (cpack installs into /usr, a
-# build directory configured for /usr/local may be installed anywhere with
-# --prefix), so cmake/install_pkgconfig.cmake writes the file then.
+# relaxps.pc in a prefix other than /usr finds the prefix relative to itself
+# (${pcfiledir}), so a moved prefix works as is, and its Libs carry
+# -Wl,-rpath,${libdir}, so that a program built with `pkg-config --libs
+# relaxps` runs without LD_LIBRARY_PATH; in /usr (the packages) it is a plain
+# prefix=/usr without rpath. Whether the prefix is /usr is known only at
+# install time (cpack installs into /usr, a build directory configured for
+# /usr/local may be installed anywhere with --prefix), so
+# cmake/install_pkgconfig.cmake writes the file then.
 file(RELATIVE_PATH RELAXPS_PC_TO_PREFIX
   ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
-set(RELAXPS_PC_RPATH "@RELAXPS_PC_RPATH@")  # Left for the install step.
+# Left for the install step.
+set(RELAXPS_PC_PREFIX "@RELAXPS_PC_PREFIX@")
+set(RELAXPS_PC_RPATH "@RELAXPS_PC_RPATH@")
 configure_file(cmake/relaxps.pc.in ${CMAKE_CURRENT_BINARY_DIR}/relaxps.pc.install.in @ONLY)
 install(CODE "
   set(RELAXPS_PC_TEMPLATE \"${CMAKE_CURRENT_BINARY_DIR}/relaxps.pc.install.in\")
   set(RELAXPS_PC_STAGING \"${CMAKE_CURRENT_BINARY_DIR}/pkgconfig-install\")
   set(RELAXPS_PC_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+  set(RELAXPS_PC_TO_PREFIX \"${RELAXPS_PC_TO_PREFIX}\")
   include(\"${PROJECT_SOURCE_DIR}/cmake/install_pkgconfig.cmake\")"
   COMPONENT dev)
 

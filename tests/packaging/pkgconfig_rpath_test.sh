@@ -6,7 +6,7 @@
 # (through the -Wl,-rpath in the .pc's Libs). The same after moving the
 # prefix; and without the rpath (--define-variable=rpath=) the program must
 # not start, so the check above is not passing by luck. Finally a /usr
-# install (DESTDIR) gets a relaxps.pc without an RPATH.
+# install (DESTDIR) gets a plain relaxps.pc: prefix=/usr, no RPATH.
 set -euo pipefail
 BUILD=$1
 SAN=${RELAXPS_SANITIZER_FLAGS:-}  # Set in sanitizer builds: the .so is instrumented.
@@ -67,5 +67,6 @@ echo "without the rpath: $(head -n 1 "$TMP/err")"
 DESTDIR="$TMP/destdir" cmake --install "$BUILD" --prefix /usr --component dev >/dev/null
 usr_pc=$(find "$TMP/destdir" -name relaxps.pc)
 grep -qx 'rpath=' "$usr_pc" || fail "a /usr install's relaxps.pc has an rpath: $(grep rpath "$usr_pc")"
-echo "the /usr install's relaxps.pc has an empty rpath"
+grep -qx 'prefix=/usr' "$usr_pc" || fail "a /usr install's relaxps.pc: $(grep prefix= "$usr_pc")"
+echo "the /usr install's relaxps.pc: prefix=/usr, empty rpath"
 echo "PASS"
