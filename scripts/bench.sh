@@ -4,7 +4,7 @@
 # (see docs/benchmarks.md). The document is also written to
 # bench/results/bench-<timestamp>.json.
 #
-#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions]
+#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions]
 #
 # --quick: short time boxes, under 3 minutes on 2 cores; the default (full)
 # run takes under 15.
@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 QUICK=0
 SKIP_BUILD=0
-ONLY=zmq,ps,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions
+ONLY=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
@@ -96,6 +96,18 @@ if want ps; then
   if have relaxps-bench-ps; then run ps "$BIN/relaxps-bench-ps" "${Q[@]}";
   else echo "bench.sh: relaxps-bench-ps not built; skipped" >&2; fi
 fi
+if want client; then
+  # The public client library and the Python module, every process separate
+  # (bench/client_bench.py): the issue-41 figures, the w2s2 ones included,
+  # with each process's page faults and CPU per GB.
+  if have relaxps-bench-client; then
+    PYDIR="$(dirname "$BIN")/python"
+    [ -d "$PYDIR/relaxps" ] || PYDIR=""
+    CLIENT_ARGS=(--bin="$BIN" --pythonpath="$PYDIR")
+    [ "$QUICK" = 1 ] && CLIENT_ARGS+=(--quick)
+    run client /usr/bin/python3 "$ROOT/bench/client_bench.py" "${CLIENT_ARGS[@]}"
+  else echo "bench.sh: relaxps-bench-client not built; skipped" >&2; fi
+fi
 if want optimizer && have relaxps-bench-optimizer; then
   run optimizer "$BIN/relaxps-bench-optimizer" "${OPT_ARGS[@]}"
 fi
@@ -151,7 +163,8 @@ if want instructions && have relaxps-bench-ps; then
 fi
 
 OUT="$ROOT/bench/results/bench-$STAMP.json"
-python3 "$ROOT/bench/merge_results.py" --quick="$QUICK" --out="$OUT" "${INPUTS[@]}"
+python3 "$ROOT/bench/merge_results.py" --quick="$QUICK" --wall_s="$(( $(date +%s) - START ))" \
+  --out="$OUT" "${INPUTS[@]}"
 echo "bench.sh: done in $(( $(date +%s) - START ))s; wrote $OUT (raw outputs and logs in $WORK)" >&2
 python3 - "$OUT" >&2 <<'PY'
 import json, sys
