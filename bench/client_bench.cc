@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -223,18 +224,24 @@ int RunWorker(const Flags& f) {
     // gradients are.
     relaxps::FloatBuffer grads(n), out(n);
     for (size_t i = 0; i < n; ++i) grads[i] = 1e-3f;
-    auto check = [&](const relaxps::Status& s) {
+    // Each call waits as a trainer's blocking step should: lending its
+    // thread to the client (Client::Drive), so the reply is read here;
+    // where it cannot drive, on the future.
+    auto check = [&](std::future<relaxps::Status> f) {
+      client->Drive(
+          [&f] { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
+          60 * 1000);
+      const relaxps::Status s = f.get();
       if (!s.ok()) std::fprintf(stderr, "relaxps-bench-client: %s\n", s.ToString().c_str());
       return s.ok();
     };
     OpFn fn;
     if (op == "push_then_pull") {
       fn = [&] {
-        return check(client->Push(table, 0, grads).get()) &&
-               check(client->Pull(table, 0, out).get());
+        return check(client->Push(table, 0, grads)) && check(client->Pull(table, 0, out));
       };
     } else if (op == "pushpull" || op == "pushpull_lat") {
-      fn = [&] { return check(client->PushPull(table, 0, grads, out).get()); };
+      fn = [&] { return check(client->PushPull(table, 0, grads, out)); };
     } else {
       std::printf("{\"op\":\"%s\",\"error\":\"unknown op\"}\n", op.c_str());
       std::fflush(stdout);
