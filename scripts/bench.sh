@@ -153,7 +153,7 @@ fi
 
 if want curve && have relaxps-bench-ps; then
   # --security=curve against plain TCP, same process layout (ratios inside).
-  if [ "$QUICK" = 1 ]; then run curve "$ROOT/bench/curve_bench.sh" --seconds=0.5 --reps=2;
+  if [ "$QUICK" = 1 ]; then run curve "$ROOT/bench/curve_bench.sh" --seconds=0.3 --reps=2;
   else run curve "$ROOT/bench/curve_bench.sh" --seconds=1 --reps=3; fi
 fi
 
