@@ -181,7 +181,7 @@ def main():
 
     python = None
     try:
-        (e0, e0_pid), (e1, _) = bench.echo_server("echo0"), bench.echo_server("echo1")
+        (e0, e0_pid), (e1, e1_pid) = bench.echo_server("echo0"), bench.echo_server("echo1")
         a_ep, a_servers = bench.job("a", 1)
         b_ep, b_servers = bench.job("b", 2)
         cli = f"{args.bin}/relaxps-bench-client"
@@ -201,9 +201,9 @@ def main():
         big = 16 * MIB
         for _ in range(rounds):
             # w1s1, 16 MiB.
-            (echo,), _ = run_all([echo_a], "pushpull", big, seconds, [e0_pid])
+            (echo,), (esrv,) = run_all([echo_a], "pushpull", big, seconds, [e0_pid])
             (cpp,), (srv,) = run_all([cpp_a], "push_then_pull", big, seconds, a_servers)
-            add("w1s1/16MiB/push_then_pull", cpp=cpp, echo=echo, server=srv)
+            add("w1s1/16MiB/push_then_pull", cpp=cpp, echo=echo, server=srv, echo_server=esrv)
             if python:
                 (py,), _ = run_all([python], "push_then_pull", big, seconds)
                 add("w1s1/16MiB/push_then_pull/python", cpp=cpp, py=py)
@@ -219,9 +219,10 @@ def main():
                 (py,), _ = run_all([python], "pushpull_lat", 4096, seconds)
                 add("w1s1/4KiB/pushpull_lat/python", cpp=cpp, py=py)
             # w2s2, 16 MiB: both workers at once.
-            echos, _ = run_all(echo_b, "pushpull", big, seconds)
+            echos, esrvs = run_all(echo_b, "pushpull", big, seconds, [e0_pid, e1_pid])
             cpps, srvs = run_all(cpp_b, "push_then_pull", big, seconds, b_servers)
-            add("w2s2/16MiB/push_then_pull", cpp=cpps, echo=echos, server=srvs)
+            add("w2s2/16MiB/push_then_pull", cpp=cpps, echo=echos, server=srvs,
+                echo_server=esrvs)
         for p in [echo_a, *echo_b, cpp_a, *cpp_b] + ([python] if python else []):
             p.send("quit")
     finally:
@@ -272,7 +273,10 @@ def summarize(samples, rounds):
                        med([per_gb(r["echo"]["cpu_s"], r["echo"]["moved_bytes"]) for r in rs]),
                        None, "lower",
                        server_cpu_s_per_gb=med([per_gb(r["server"][0], r["cpp"]["moved_bytes"])
-                                                for r in rs])))
+                                                for r in rs]),
+                       echo_server_cpu_s_per_gb=med([per_gb(r["echo_server"][0],
+                                                            r["echo"]["moved_bytes"])
+                                                     for r in rs])))
     rs = samples.get("w1s1/1MiB/pushpull", [])
     if rs:
         v = [r["cpp"]["gbps"] for r in rs]
@@ -335,10 +339,13 @@ def summarize(samples, rounds):
         sc = [statistics.mean(per_gb(s[0], m / len(r["server"])) for s in r["server"])
               for r, m in zip(rs, moved)]
         ec = [statistics.mean(per_gb(c["cpu_s"], c["moved_bytes"]) for c in r["echo"]) for r in rs]
+        esc = [statistics.mean(per_gb(s[0], sum(c["moved_bytes"] for c in r["echo"]) /
+                                      len(r["echo_server"])) for s in r["echo_server"])
+               for r in rs]
         out.append(fig(name + "/client_cpu_s_per_gb", med(cc), "CPU s/GB",
                        "client/echo/w2s2/16MiB/client_cpu_s_per_gb", med(ec),
                        med(cc) / med(ec) if med(ec) else None, "lower",
-                       server_cpu_s_per_gb=med(sc)))
+                       server_cpu_s_per_gb=med(sc), echo_server_cpu_s_per_gb=med(esc)))
     return out
 
 
