@@ -11,8 +11,12 @@ PYDIR="$(dirname "$BIN")/python"
 [ -d "$PYDIR/relaxps" ] || PYDIR=""  # A build without the Python module.
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/relaxps-client-bench-test.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
-/usr/bin/python3 "$SRC/bench/client_bench.py" --bin="$BIN" --pythonpath="$PYDIR" --rounds=1 \
-  --seconds=0.05 >"$OUT/doc.json" 2>"$OUT/err.log" || { cat "$OUT/err.log" >&2; exit 1; }
+# Every process the bench starts inherits this tag: the check at the end
+# finds only this run's (another bench may be running on the machine).
+TAG="relaxps_client_bench_test_$$_$RANDOM"
+env RELAXPS_CLIENT_BENCH_TEST_TAG="$TAG" /usr/bin/python3 "$SRC/bench/client_bench.py" \
+  --bin="$BIN" --pythonpath="$PYDIR" --rounds=1 --seconds=0.05 >"$OUT/doc.json" \
+  2>"$OUT/err.log" || { cat "$OUT/err.log" >&2; exit 1; }
 /usr/bin/python3 - "$OUT/doc.json" "$PYDIR" <<'PY'
 import json, math, sys
 doc = json.load(open(sys.argv[1]))
@@ -44,10 +48,13 @@ assert cpu["value"] > 0 and cpu["server_cpu_s_per_gb"] > 0, cpu
 assert cpu["echo_server_cpu_s_per_gb"] > 0, cpu
 print("client_bench: %d figures, load %s" % (len(figs), doc["load_avg"]))
 PY
-# Everything it started was stopped: no process still runs from this build
-# with the bench's work directory (it passes none) or its roles.
-if pgrep -f "$BIN/relaxps-bench-client --role" >/dev/null; then
+# Everything it started was stopped.
+left=$(grep -l "RELAXPS_CLIENT_BENCH_TEST_TAG=$TAG" /proc/[0-9]*/environ 2>/dev/null || true)
+if [ -n "$left" ]; then
   echo "client_bench.py left processes behind:" >&2
-  pgrep -af "$BIN/relaxps-bench-client --role" >&2
+  for e in $left; do
+    pid=${e#/proc/}; pid=${pid%/environ}
+    tr '\0' ' ' <"/proc/$pid/cmdline" >&2 2>/dev/null; echo >&2
+  done
   exit 1
 fi
