@@ -20,7 +20,8 @@
 //    "cpu_s":..,"minflt":..,"moved_bytes":..}
 // where gbps counts bytes pushed + pulled (the echo: sent + received),
 // cpu_s and minflt are this process's user+system CPU and minor page faults
-// over the timed window (getrusage), after two untimed warm-up operations.
+// over the timed window (getrusage), after two untimed warm-up operations
+// (which moved warmup_moved_bytes).
 // "quit" (or end of input) leaves.
 #include <sys/resource.h>
 #include <zmq.h>
@@ -54,15 +55,15 @@ struct Flags {
   // what a trainer gets without tuning.
 };
 
-[[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
+[[noreturn]] void Usage(const std::string& why, int code = 2) {
+  std::fprintf(code == 0 ? stdout : stderr,
                "relaxps-bench-client: %s\n"
                "usage: relaxps-bench-client --role=worker --coordinator=EP\n"
                "       relaxps-bench-client --role=echo_server --endpoint_file=F\n"
                "       relaxps-bench-client --role=echo_client --echo=EP[,EP...]\n"
                "then commands on stdin: run push_then_pull|pushpull|pushpull_lat BYTES SECONDS\n",
                why.c_str());
-  std::exit(2);
+  std::exit(code);
 }
 
 std::vector<std::string> SplitCsv(const std::string& s) {
@@ -79,6 +80,7 @@ Flags ParseFlags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") Usage("the data path through the public client API", 0);
     const size_t eq = a.find('=');
     if (a.rfind("--", 0) != 0 || eq == std::string::npos) Usage("bad argument '" + a + "'");
     const std::string key = a.substr(2, eq - 2), value = a.substr(eq + 1);
@@ -165,10 +167,10 @@ void Measure(const std::string& name, size_t bytes, double seconds, size_t moved
   const double p50 = lat_us[lat_us.size() / 2];
   std::printf(
       "{\"op\":\"%s\",\"bytes\":%zu,\"ops\":%llu,\"seconds\":%.6f,\"gbps\":%.6f,\"p50_us\":%.3f,"
-      "\"cpu_s\":%.6f,\"minflt\":%ld,\"moved_bytes\":%.0f}\n",
+      "\"cpu_s\":%.6f,\"minflt\":%ld,\"moved_bytes\":%.0f,\"warmup_moved_bytes\":%.0f}\n",
       name.c_str(), bytes, static_cast<unsigned long long>(ops), elapsed,
       static_cast<double>(moved) * ops / elapsed / 1e9, p50, u1.cpu_s - u0.cpu_s,
-      u1.minflt - u0.minflt, static_cast<double>(moved) * ops);
+      u1.minflt - u0.minflt, static_cast<double>(moved) * ops, 2.0 * static_cast<double>(moved));
   std::fflush(stdout);
 }
 

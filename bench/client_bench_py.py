@@ -40,7 +40,8 @@ def measure(name, nbytes, seconds, moved, op):
     ops = len(lat)
     return {"op": name, "bytes": nbytes, "ops": ops, "seconds": elapsed,
             "gbps": moved * ops / elapsed / 1e9, "p50_us": lat[ops // 2],
-            "cpu_s": cpu1 - cpu0, "minflt": flt1 - flt0, "moved_bytes": moved * ops}
+            "cpu_s": cpu1 - cpu0, "minflt": flt1 - flt0, "moved_bytes": moved * ops,
+            "warmup_moved_bytes": 2 * moved}
 
 
 def main():
