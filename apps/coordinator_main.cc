@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
   }
   relaxps::CoordinatorOptions options;
   options.bind = FLAGS_bind;
+  options.advertise = FLAGS_advertise;
   // A wildcard --bind without --advertise, or a malformed --advertise: a
   // usage error before anything binds (the port is checked once bound).
   if (auto a = relaxps::AdvertisedEndpoint(FLAGS_bind, FLAGS_advertise); !a.ok()) {

@@ -82,6 +82,11 @@ class Registry;
 struct CoordinatorOptions {
   // Endpoint to bind; the default lets the OS choose a port.
   std::string bind = "tcp://127.0.0.1:*";
+  // What other hosts reach this coordinator at, as relaxps-coordinator's
+  // --advertise (common/advertise.h): "" (the bound endpoint), "HOST" or
+  // "tcp://HOST:PORT". Under coordination it is what the election shows
+  // and standbys redirect to.
+  std::string advertise;
   // Servers the job waits for before tables can be created.
   int num_servers = 1;
   // Workers expected. Under BSP and SSP a value > 0 is a start barrier:

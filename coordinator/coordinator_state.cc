@@ -39,10 +39,15 @@ Status CoordinatorImpl::OpenStore() {
     LOG(INFO) << "coordinator " << endpoint() << ": ZooKeeper " << address.hosts << " session "
               << zk_->session_timeout_ms() << " ms, job " << address.path
               << "; standby until elected";
-    ASSIGN_OR_RETURN(election_, LeaderElection::Start(zk_.get(), address.path, endpoint(), [this] {
+    ASSIGN_OR_RETURN(election_, LeaderElection::Start(zk_.get(), address.path, advertised_, [this] {
                        rpc_->Post([this] {
                          Status s = TakeOver();
-                         if (!s.ok()) StepDown("taking over: " + s.ToString());
+                         // A stored job this coordinator's flags do not
+                         // match, or a corrupt record: no use trying again.
+                         const bool config = s.code() == StatusCode::kFailedPrecondition ||
+                                             s.code() == StatusCode::kCorruption ||
+                                             s.code() == StatusCode::kInvalidArgument;
+                         if (!s.ok()) StepDown("taking over: " + s.ToString(), !config);
                        });
                      }));
     return Status::OK();
@@ -86,11 +91,13 @@ Status CoordinatorImpl::TakeOver() {
   return Status::OK();
 }
 
-void CoordinatorImpl::StepDown(const std::string& why) {
+void CoordinatorImpl::StepDown(const std::string& why, bool rejoin) {
   if (stepped_down_) return;
   stepped_down_ = true;
+  rejoin_ = rejoin && !options_.coordination.empty() && !stop_requested_.load();
   leading_.store(false);
-  LOG(ERROR) << "STEPDOWN coordinator " << endpoint() << " stops serving: " << why;
+  LOG(ERROR) << "STEPDOWN coordinator " << endpoint() << " stops serving: " << why
+             << (rejoin_ ? " (it stands by again)" : "");
   Emit("leader_stepped_down", {{"endpoint", endpoint()}, {"term", term_}, {"reason", why}});
   result_ = AbortedError("coordinator stepped down: " + why);
   EndRunAndStop();
@@ -98,10 +105,10 @@ void CoordinatorImpl::StepDown(const std::string& why) {
 
 void CoordinatorImpl::OnZkEvent(ZkEvent e) {
   if (e == ZkEvent::kExpired) {
-    StepDown("its ZooKeeper session expired");
+    StepDown("its ZooKeeper session expired", /*rejoin=*/true);
   } else if (e == ZkEvent::kDisconnected && leading_.load()) {
     // Another coordinator may lead once the session expires: stop at once.
-    StepDown("it lost its ZooKeeper connection");
+    StepDown("it lost its ZooKeeper connection", /*rejoin=*/true);
   }
 }
 
@@ -114,7 +121,9 @@ bool CoordinatorImpl::Persist() {
   }
   if (changed.empty()) return true;
   if (Status s = store_->Write(changed); !s.ok()) {
-    StepDown("writing the coordinator state: " + s.ToString());
+    // Under ZooKeeper a failed write means another coordinator claimed the
+    // store, or ZooKeeper is away: this one stands by again.
+    StepDown("writing the coordinator state: " + s.ToString(), /*rejoin=*/true);
     return false;
   }
   for (auto& [name, value] : changed) written_[name] = std::move(value);

@@ -66,43 +66,51 @@ std::string LeaderElection::leader_endpoint() const {
   return signal_->leader;
 }
 
-StatusOr<bool> LeaderElection::Check() {
-  String_vector children{0, nullptr};
-  int rc = zoo_get_children(session_->handle(), dir_.c_str(), 0, &children);
-  RETURN_IF_ERROR(ZkStatus(rc, "listing " + dir_));
-  std::vector<std::string> nodes;
-  for (int i = 0; i < children.count; ++i) nodes.emplace_back(children.data[i]);
-  deallocate_String_vector(&children);
-  // Sequence numbers are zero-padded: names sort in creation order.
-  std::sort(nodes.begin(), nodes.end());
-  auto mine = std::find(nodes.begin(), nodes.end(), node_);
+std::vector<std::string> LeaderElection::candidates() const {
+  MutexLock l(&signal_->mu);
+  return signal_->candidates;
+}
+
+StatusOr<bool> LeaderElection::Check(bool elected) {
+  // A leader watches the children (the candidate list it hands to clients);
+  // a standby its predecessor only (no herd when the leader goes).
+  auto* ref = new std::weak_ptr<Signal>(signal_);
+  bool watch_set = false;
+  StatusOr<std::vector<ZkCandidate>> listed =
+      ListCandidates(session_, dir_, elected ? OnWatch<Signal> : nullptr, ref, &watch_set);
+  if (!watch_set) delete ref;
+  RETURN_IF_ERROR(listed.status());
+  const std::vector<ZkCandidate>& nodes = *listed;
+  auto mine = std::find_if(nodes.begin(), nodes.end(),
+                           [&](const ZkCandidate& c) { return c.node == node_; });
   if (mine == nodes.end()) {
     return AbortedError("election node " + dir_ + "/" + node_ + " is gone (session expired)");
   }
-  char buf[1024];
-  int len = sizeof(buf);
-  rc = zoo_get(session_->handle(), (dir_ + "/" + nodes.front()).c_str(), 0, buf, &len, nullptr);
-  if (rc == ZOK) {
+  {
     MutexLock l(&signal_->mu);
-    signal_->leader.assign(buf, std::max(0, len));
+    signal_->leader = nodes.front().endpoint;
+    signal_->candidates.clear();
+    for (const ZkCandidate& c : nodes) signal_->candidates.push_back(c.endpoint);
   }
-  if (mine == nodes.begin()) return true;
-  // Watch the predecessor only.
-  const std::string pred = dir_ + "/" + *(mine - 1);
-  auto* ref = new std::weak_ptr<Signal>(signal_);
-  Stat stat;
-  rc = zoo_wexists(session_->handle(), pred.c_str(), OnWatch<Signal>, ref, &stat);
-  if (rc == ZNONODE) {
-    // Gone already; the watch stays set on the absent node and may fire
-    // later (it only wakes this loop once more).
-    return false;
-  }
-  if (rc != ZOK) {
-    delete ref;
-    return ZkStatus(rc, "watching " + pred);
+  if (mine == nodes.begin() && !elected) return true;
+  if (!elected) {
+    const std::string pred = dir_ + "/" + (mine - 1)->node;
+    ref = new std::weak_ptr<Signal>(signal_);
+    Stat stat;
+    const int rc = zoo_wexists(session_->handle(), pred.c_str(), OnWatch<Signal>, ref, &stat);
+    if (rc == ZNONODE) {
+      // Gone already; the watch stays set on the absent node and may fire
+      // later (it only wakes this loop once more).
+      return false;
+    }
+    if (rc != ZOK) {
+      delete ref;
+      return ZkStatus(rc, "watching " + pred);
+    }
   }
   std::unique_lock<Mutex> l(signal_->mu);
-  // The poll bounds the wait should a watch be lost with a reconnection.
+  // The poll bounds the wait should a watch be lost with a reconnection, and
+  // refreshes a standby's view of the leader and the candidates.
   signal_->cv.wait_for(l, std::chrono::milliseconds(1000),
                        [&] { return signal_->stop || signal_->woken; });
   signal_->woken = false;
@@ -110,20 +118,22 @@ StatusOr<bool> LeaderElection::Check() {
 }
 
 void LeaderElection::Loop() {
+  bool elected = false;
   while (true) {
     {
       MutexLock l(&signal_->mu);
       if (signal_->stop) return;
     }
-    StatusOr<bool> lead = Check();
+    StatusOr<bool> lead = Check(elected);
     if (lead.ok() && *lead) {
       LOG(INFO) << "coordinator " << endpoint_ << " (" << node_ << ") leads the election";
+      elected = true;
       on_elected_();
-      return;
+      continue;  // Keeps the candidate list fresh while it leads.
     }
     if (!lead.ok()) {
       if (session_->expired()) {
-        LOG(ERROR) << "leaving the election: " << lead.status();
+        LOG(WARNING) << "leaving the election: " << lead.status();
         return;
       }
       LOG_EVERY_T(WARNING, 1) << "election: " << lead.status();

@@ -81,6 +81,23 @@ class ZkSession {
   std::vector<std::function<void(ZkEvent)>> listeners_ GUARDED_BY(mu_);
 };
 
+// A candidate of a job's leader election (coordinator/leader_election.h):
+// its znode under PATH/election and the coordinator endpoint it holds.
+struct ZkCandidate {
+  std::string node;      // "n_0000000007"
+  std::string endpoint;  // "tcp://10.0.0.5:7000"
+};
+// ZooKeeper's watcher_fn.
+using ZkWatchFn = void (*)(zhandle_t*, int type, int state, const char* path, void* ctx);
+// The candidates under `dir` in election order (the leader first: sequence
+// numbers are zero-padded, so names sort in creation order). With `watch`,
+// also sets a one-shot child watch on `dir`, which gets `ctx`; `*watch_set`
+// tells whether it was set (if not, the caller still owns ctx). Aborted
+// (ZNONODE) while `dir` does not exist (no coordinator joined yet).
+StatusOr<std::vector<ZkCandidate>> ListCandidates(ZkSession* session, const std::string& dir,
+                                                  ZkWatchFn watch = nullptr, void* ctx = nullptr,
+                                                  bool* watch_set = nullptr);
+
 // A ZooKeeper return code as a Status: ZBADVERSION/ZNONODE -> Aborted
 // (fenced), connection and session errors -> Unavailable, others IOError.
 Status ZkStatus(int rc, const std::string& what);

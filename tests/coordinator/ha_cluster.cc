@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
 #include "common/rpc_client.h"
 
 namespace relaxps {
@@ -63,6 +66,17 @@ Status HaCluster::StartCoordinator(int i) {
   return Status::OK();
 }
 
+int HaCluster::Leader(int timeout_ms) const {
+  const auto until = std::chrono::steady_clock::now() + Scaled(Millis(timeout_ms));
+  while (std::chrono::steady_clock::now() < until) {
+    for (const auto& [i, ep] : coordinator_endpoints_) {
+      if (MapVersion(ep, 200).ok()) return i;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
 void HaCluster::KillCoordinator(int i) {
   coordinators_.at(i)->Kill(SIGKILL);
   coordinators_.at(i)->Wait(Millis(10000)).status().IgnoreError();
@@ -78,10 +92,15 @@ Status HaCluster::StartServer(int id, const std::vector<std::string>& flags) {
   const std::string name = dir_ + "/server-" + std::to_string(id);
   const std::string ep_file = name + ".endpoint";
   ::unlink(ep_file.c_str());
-  std::vector<std::string> argv = {BinPath("relaxps-server"), "--coordinator=" + coordinator_list(),
-                                   "--server_id=" + std::to_string(id),
+  std::vector<std::string> argv = {BinPath("relaxps-server"), "--server_id=" + std::to_string(id),
                                    "--data_dir=" + name + ".data", "--endpoint_file=" + ep_file};
-  for (const std::string& f : flags) argv.push_back(f);
+  bool finds_coordinator = false;
+  for (const std::string& f : flags) {
+    finds_coordinator = finds_coordinator || f.rfind("--coordination=", 0) == 0 ||
+                        f.rfind("--coordinator=", 0) == 0;
+    argv.push_back(f);
+  }
+  if (!finds_coordinator) argv.push_back("--coordinator=" + coordinator_list());
   ASSIGN_OR_RETURN(servers_[id], Subprocess::Start(argv, name + ".log"));
   RETURN_IF_ERROR(WaitForLine(name + ".log", "listening on", kStartTimeout, servers_[id].get())
                       .status()

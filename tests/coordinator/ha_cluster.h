@@ -43,11 +43,16 @@ class HaCluster {
   // waits until it listens.
   Status StartCoordinator(int i);
   void KillCoordinator(int i);
+  // The coordinator that answers GET_SHARD_MAP (leads) first, polling every
+  // coordinator started so far; -1 if none does within Scaled(timeout_ms).
+  int Leader(int timeout_ms) const;
   Subprocess* coordinator(int i) { return coordinators_.at(i).get(); }
   const std::string& coordinator_endpoint(int i) const { return coordinator_endpoints_.at(i); }
   // Every coordinator endpoint, comma-separated (--coordinator).
   std::string coordinator_list() const;
 
+  // --coordinator=coordinator_list() unless `flags` has --coordinator or
+  // --coordination (the server then finds the leader itself).
   Status StartServer(int id, const std::vector<std::string>& flags);
   Subprocess* server(int id) { return servers_.at(id).get(); }
   const std::string& server_endpoint(int id) const { return server_endpoints_.at(id); }
