@@ -107,8 +107,24 @@ void CoordinatorImpl::OnZkEvent(ZkEvent e) {
   if (e == ZkEvent::kExpired) {
     StepDown("its ZooKeeper session expired", /*rejoin=*/true);
   } else if (e == ZkEvent::kDisconnected && leading_.load()) {
-    // Another coordinator may lead once the session expires: stop at once.
-    StepDown("it lost its ZooKeeper connection", /*rejoin=*/true);
+    // Another coordinator may lead once the session expires: stop serving
+    // at once. But the session (and with it this leader's election node,
+    // which keeps every other candidate from leading) may well survive a
+    // short disconnection: stepping down here would hand the job to a
+    // standby and make a second term out of one takeover. So it only
+    // pauses, and resumes the same term if it reconnects within its
+    // session; if the session expired instead, kExpired steps it down.
+    suspended_ = true;
+    leading_.store(false);
+    LOG(WARNING) << "coordinator " << endpoint() << " lost its ZooKeeper connection: it stops "
+                 << "serving until it reconnects within its session (term " << term_ << ")";
+  } else if (e == ZkEvent::kReconnected && suspended_ && !stepped_down_) {
+    suspended_ = false;
+    // Members could not reach it meanwhile: none is dead for that.
+    members_.ForgiveSilence(clock_->NowMs());
+    leading_.store(true);
+    LOG(WARNING) << "coordinator " << endpoint() << " reconnected to ZooKeeper within its "
+                 << "session: it serves again (term " << term_ << ", no takeover)";
   }
 }
 

@@ -7,22 +7,6 @@
 #include <vector>
 
 namespace relaxps {
-namespace {
-
-// A one-shot watch: wakes the election (if it still exists) and frees its
-// context.
-template <typename Signal>
-void OnWatch(zhandle_t*, int, int, const char*, void* ctx) {
-  auto* ref = static_cast<std::weak_ptr<Signal>*>(ctx);
-  if (std::shared_ptr<Signal> s = ref->lock()) {
-    std::lock_guard<Mutex> l(s->mu);
-    s->woken = true;
-    s->cv.notify_all();
-  }
-  delete ref;
-}
-
-}  // namespace
 
 LeaderElection::LeaderElection(ZkSession* session, std::string path, std::string endpoint,
                                std::function<void()> on_elected)
@@ -36,6 +20,14 @@ StatusOr<std::unique_ptr<LeaderElection>> LeaderElection::Start(
     std::function<void()> on_elected) {
   std::unique_ptr<LeaderElection> e(
       new LeaderElection(session, path, endpoint, std::move(on_elected)));
+  // Watches may fire after the election is gone: they hold a weak_ptr.
+  e->watch_ctx_ = session->WatchContext([weak = std::weak_ptr<Signal>(e->signal_)] {
+    if (std::shared_ptr<Signal> s = weak.lock()) {
+      MutexLock l(&s->mu);
+      s->woken = true;
+      s->cv.notify_all();
+    }
+  });
   RETURN_IF_ERROR(session->EnsurePath(e->dir_));
   char created[1024];
   const std::string prefix = e->dir_ + "/n_";
@@ -74,11 +66,8 @@ std::vector<std::string> LeaderElection::candidates() const {
 StatusOr<bool> LeaderElection::Check(bool elected) {
   // A leader watches the children (the candidate list it hands to clients);
   // a standby its predecessor only (no herd when the leader goes).
-  auto* ref = new std::weak_ptr<Signal>(signal_);
-  bool watch_set = false;
   StatusOr<std::vector<ZkCandidate>> listed =
-      ListCandidates(session_, dir_, elected ? OnWatch<Signal> : nullptr, ref, &watch_set);
-  if (!watch_set) delete ref;
+      ListCandidates(session_, dir_, elected ? watch_ctx_ : nullptr);
   RETURN_IF_ERROR(listed.status());
   const std::vector<ZkCandidate>& nodes = *listed;
   auto mine = std::find_if(nodes.begin(), nodes.end(),
@@ -95,18 +84,15 @@ StatusOr<bool> LeaderElection::Check(bool elected) {
   if (mine == nodes.begin() && !elected) return true;
   if (!elected) {
     const std::string pred = dir_ + "/" + (mine - 1)->node;
-    ref = new std::weak_ptr<Signal>(signal_);
     Stat stat;
-    const int rc = zoo_wexists(session_->handle(), pred.c_str(), OnWatch<Signal>, ref, &stat);
+    const int rc =
+        zoo_wexists(session_->handle(), pred.c_str(), &ZkSession::WakeWatch, watch_ctx_, &stat);
     if (rc == ZNONODE) {
       // Gone already; the watch stays set on the absent node and may fire
       // later (it only wakes this loop once more).
       return false;
     }
-    if (rc != ZOK) {
-      delete ref;
-      return ZkStatus(rc, "watching " + pred);
-    }
+    if (rc != ZOK) return ZkStatus(rc, "watching " + pred);
   }
   std::unique_lock<Mutex> l(signal_->mu);
   // The poll bounds the wait should a watch be lost with a reconnection, and

@@ -68,6 +68,9 @@ class LeaderElection {
   const std::function<void()> on_elected_;
   std::string node_;  // This candidate's znode name (set before the thread starts).
 
+  // The session's watch context (ZkSession::WatchContext) of every watch
+  // this election sets. Set before the thread starts.
+  void* watch_ctx_ = nullptr;
   // Shared with ZooKeeper's watches, which may fire after this object is
   // gone (they hold a weak_ptr).
   struct Signal {

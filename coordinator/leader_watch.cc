@@ -17,12 +17,20 @@ class LeaderWatch::Impl {
       : options_(std::move(options)), address_(std::move(address)),
         dir_(address_.path + "/election") {}
 
-  Status Connect(int timeout_ms) {
+  // A new session, whose watches wake this watch (if it still exists).
+  Status Connect(int timeout_ms, const std::weak_ptr<Impl>& self) {
     ZkSessionOptions zo;
     zo.hosts = address_.hosts;
     zo.session_timeout_ms = options_.session_timeout_ms;
     zo.connect_timeout_ms = timeout_ms;
     ASSIGN_OR_RETURN(session_, ZkSession::Connect(zo));
+    watch_ctx_ = session_->WatchContext([self] {
+      if (std::shared_ptr<Impl> s = self.lock()) {
+        MutexLock l(&s->mu_);
+        s->woken_ = true;
+        s->cv_.notify_all();
+      }
+    });
     return Status::OK();
   }
 
@@ -34,18 +42,14 @@ class LeaderWatch::Impl {
       }
       if (session_ == nullptr || session_->expired()) {
         session_.reset();
-        if (Status s = Connect(2000); !s.ok()) {
+        if (Status s = Connect(2000, self); !s.ok()) {
           LOG_EVERY_T(WARNING, 5) << "following the coordinator leader: " << s;
           Wait(1000);
           continue;
         }
         LOG(INFO) << "following the coordinator leader under " << dir_ << " with a new session";
       }
-      auto* ref = new std::weak_ptr<Impl>(self);
-      bool watch_set = false;
-      StatusOr<std::vector<ZkCandidate>> nodes =
-          ListCandidates(session_.get(), dir_, &Impl::OnWatch, ref, &watch_set);
-      if (!watch_set) delete ref;
+      StatusOr<std::vector<ZkCandidate>> nodes = ListCandidates(session_.get(), dir_, watch_ctx_);
       if (nodes.ok() && !nodes->empty()) Update(nodes->front().endpoint);
       if (!nodes.ok()) {
         LOG_EVERY_T(WARNING, 5) << "reading the coordinator leader: " << nodes.status();
@@ -69,16 +73,6 @@ class LeaderWatch::Impl {
     std::unique_lock<Mutex> l(mu_);
     cv_.wait_for(l, std::chrono::milliseconds(ms), [&] { return stop_ || woken_; });
     woken_ = false;
-  }
-
-  static void OnWatch(zhandle_t*, int, int, const char*, void* ctx) {
-    auto* ref = static_cast<std::weak_ptr<Impl>*>(ctx);
-    if (std::shared_ptr<Impl> s = ref->lock()) {
-      MutexLock l(&s->mu_);
-      s->woken_ = true;
-      s->cv_.notify_all();
-    }
-    delete ref;
   }
 
   void Stop() {
@@ -110,6 +104,7 @@ class LeaderWatch::Impl {
   const std::string dir_;
   // The watch thread's (and Connect()'s before it starts).
   std::unique_ptr<ZkSession> session_;
+  void* watch_ctx_ = nullptr;  // session_'s WatchContext.
 
   mutable Mutex mu_;
   mutable std::condition_variable_any cv_;
@@ -122,8 +117,8 @@ StatusOr<std::unique_ptr<LeaderWatch>> LeaderWatch::Start(LeaderWatchOptions opt
                                                           int connect_timeout_ms) {
   ASSIGN_OR_RETURN(ZkAddress address, ParseZkAddress(options.coordination));
   auto impl = std::make_shared<Impl>(std::move(options), std::move(address));
-  RETURN_IF_ERROR(impl->Connect(connect_timeout_ms));
   std::weak_ptr<Impl> weak = impl;
+  RETURN_IF_ERROR(impl->Connect(connect_timeout_ms, weak));
   impl->thread = std::thread([raw = impl.get(), weak] { raw->Run(weak); });
   return std::unique_ptr<LeaderWatch>(new LeaderWatch(std::move(impl)));
 }

@@ -131,6 +131,16 @@ void ZkSession::Deliver(int state) {
   for (const auto& fn : listeners) fn(event);
 }
 
+void* ZkSession::WatchContext(std::function<void()> wake) {
+  MutexLock l(&mu_);
+  watch_contexts_.push_back(std::make_unique<std::function<void()>>(std::move(wake)));
+  return watch_contexts_.back().get();
+}
+
+void ZkSession::WakeWatch(zhandle_t*, int, int, const char*, void* ctx) {
+  if (ctx != nullptr) (*static_cast<std::function<void()>*>(ctx))();
+}
+
 Status ZkSession::EnsurePath(const std::string& path) {
   for (size_t at = 1; at <= path.size(); ++at) {
     if (at != path.size() && path[at] != '/') continue;
@@ -142,12 +152,12 @@ Status ZkSession::EnsurePath(const std::string& path) {
 }
 
 StatusOr<std::vector<ZkCandidate>> ListCandidates(ZkSession* session, const std::string& dir,
-                                                  ZkWatchFn watch, void* ctx, bool* watch_set) {
+                                                  void* watch_ctx) {
   String_vector children{0, nullptr};
-  int rc = watch != nullptr
-               ? zoo_wget_children(session->handle(), dir.c_str(), watch, ctx, &children)
+  int rc = watch_ctx != nullptr
+               ? zoo_wget_children(session->handle(), dir.c_str(), &ZkSession::WakeWatch,
+                                   watch_ctx, &children)
                : zoo_get_children(session->handle(), dir.c_str(), 0, &children);
-  if (watch_set != nullptr) *watch_set = watch != nullptr && rc == ZOK;
   RETURN_IF_ERROR(ZkStatus(rc, "listing " + dir));
   std::vector<ZkCandidate> out;
   for (int i = 0; i < children.count; ++i) out.push_back(ZkCandidate{children.data[i], ""});

@@ -309,6 +309,9 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   StateRecords written_;   // Records as last written to store_.
   bool stepped_down_ = false;
   bool rejoin_ = false;  // See rejoins().
+  // Leading, but its ZooKeeper connection dropped (session maybe alive): not
+  // serving until it reconnects (OnZkEvent).
+  bool suspended_ = false;
 
   // Written on the loop thread, read by leading() from any thread.
   std::atomic<bool> leading_{false};
