@@ -110,6 +110,47 @@ Status HaCluster::StartServer(int id, const std::vector<std::string>& flags) {
   return Status::OK();
 }
 
+TableOptions OnesTable(const std::string& name, uint64_t size) {
+  TableOptions t;
+  t.name = name;
+  t.type = TableType::kDense;
+  t.size = size;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = 1.0f;
+  t.init.segments.push_back(InitSegment{0, size, InitKind::kConstant, 0.0f, 0.0f});
+  return t;
+}
+
+PushTrainer::PushTrainer(std::unique_ptr<Client> client, uint64_t size)
+    : client_(std::move(client)) {
+  thread_ = std::thread([this, size] {
+    FloatBuffer ones(size);
+    for (uint64_t i = 0; i < size; ++i) ones[i] = 1.0f;
+    while (!stop_.load()) {
+      Status s = client_->Push("w", 0, ones).get();
+      if (s.ok()) {
+        acked_.fetch_add(1);
+      } else {
+        failed_.fetch_add(1);
+        LOG(WARNING) << "push failed: " << s;
+      }
+      if (!client_->Clock().ok()) failed_.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+}
+
+void PushTrainer::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+bool PushTrainer::AckedMore(int64_t n, int timeout_ms) {
+  const int64_t target = acked() + n;
+  return Eventually([&] { return acked() >= target; },
+                    static_cast<int>(Scaled(Millis(timeout_ms)).count()));
+}
+
 StatusOr<wire::ShardMap> GetShardMap(const std::string& endpoint, int timeout_ms) {
   RpcClient rpc;
   const int peer = rpc.Connect(endpoint);

@@ -32,53 +32,6 @@ constexpr uint64_t kSize = 2 * 8192;
 constexpr int kSessionMs = 1000;  // --zk_session_timeout_ms of every process.
 constexpr int kCoordinators = 3;
 
-TableOptions Table() {
-  TableOptions t;
-  t.name = "w";
-  t.type = TableType::kDense;
-  t.size = kSize;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = 1.0f;
-  t.init.segments.push_back(InitSegment{0, kSize, InitKind::kConstant, 0.0f, 0.0f});
-  return t;
-}
-
-// Pushes and clocks on its own thread; counts what was acknowledged.
-class Trainer {
- public:
-  explicit Trainer(Client* client) : client_(client) {
-    thread_ = std::thread([this] {
-      FloatBuffer ones(kSize);
-      for (uint64_t i = 0; i < kSize; ++i) ones[i] = 1.0f;
-      while (!stop_.load()) {
-        if (client_->Push("w", 0, ones).get().ok() && client_->Clock().ok()) {
-          acked_.fetch_add(1);
-        } else {
-          failed_.fetch_add(1);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-    });
-  }
-  ~Trainer() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  int64_t failed() const { return failed_.load(); }
-  int64_t acked() const { return acked_.load(); }
-  bool AckedMore(int64_t n, int timeout_ms) {
-    const int64_t target = acked() + n;
-    return Eventually([&] { return acked() >= target; }, timeout_ms);
-  }
-
- private:
-  Client* const client_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> acked_{0}, failed_{0};
-  std::thread thread_;
-};
-
 // What `endpoint` answers a GET_SHARD_MAP with: its status and the leader it
 // redirects to (Header.leader_endpoint).
 struct Answer {
@@ -139,8 +92,8 @@ TEST(ZkTakeoversTest, TwoKillsAndAStopServersFollowZooKeeperClientsFollowRedirec
   o.recovery_timeout_ms = 60000;
   o.coordinator_timeout_ms = 30000;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Client::Connect(o));
-  ASSERT_OK(client->CreateTable(Table()));
-  Trainer trainer(client.get());
+  ASSERT_OK(client->CreateTable(OnesTable("w", kSize)));
+  PushTrainer trainer(std::move(client), kSize);
   ASSERT_TRUE(trainer.AckedMore(30, 30000));
 
   std::vector<int> leaders = {leader};
@@ -213,6 +166,10 @@ TEST(ZkTakeoversTest, TwoKillsAndAStopServersFollowZooKeeperClientsFollowRedirec
 
   // The job ends: the worker leaves, the leader tells the servers to exit
   // and exits 0; the standbys are stopped by their launcher (exit 0).
+  client = trainer.TakeClient();
+  // Its heartbeats reach the leader (one may have just gone to a coordinator
+  // that is gone).
+  ASSERT_TRUE(Eventually([&] { return client->coordinator_healthy(); }, 20000));
   ASSERT_OK(client->ReportFinished(Status::OK(), 5000));
   client.reset();
   for (int id = 0; id < 2; ++id) {
