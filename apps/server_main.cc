@@ -12,8 +12,15 @@
 #include "common/buffer_pool.h"
 #include "server/server.h"
 
-DEFINE_string(coordinator, "", "Coordinator endpoint (required), e.g. tcp://127.0.0.1:5555, or every coordinator "
-              "of a ZooKeeper-coordinated job, comma-separated (the leader is found among them)");
+DEFINE_string(coordinator, "", "Coordinator endpoint, e.g. tcp://127.0.0.1:5555 (required without "
+              "--coordination); under ZooKeeper coordination any coordinator of the job (a "
+              "standby redirects to the leader), or several, comma-separated");
+DEFINE_string(coordination, "",
+              "zk://HOST:PORT[,HOST:PORT...]/PATH, the coordinators' --coordination: find the "
+              "leading coordinator in ZooKeeper and follow it when it changes (no --coordinator "
+              "needed)");
+DEFINE_int32(zk_session_timeout_ms, 4000,
+             "--coordination: session timeout of the server's ZooKeeper watch");
 DEFINE_string(bind, "tcp://127.0.0.1:*",
               "ZeroMQ endpoint to bind ('*' port: OS-chosen), e.g. tcp://0.0.0.0:* for every "
               "interface (then also --advertise)");
@@ -78,7 +85,7 @@ void Stop() {
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv, argv + argc);  // Before gflags edits argv.
   gflags::SetUsageMessage(
-      "relaxps parameter server\n  relaxps-server --coordinator=tcp://HOST:PORT [--bind=...] "
+      "relaxps parameter server\n  relaxps-server --coordinator=tcp://HOST:PORT|--coordination=zk://HOST:PORT/PATH [--bind=...] "
       "[--advertise=HOST] [--metrics_port=N] [flags]\n  Flags may also come from a file: "
       "--flagfile=FILE (one --flag=value per line, # comments).");
   if (relaxps::Status s = relaxps::CheckCommandLine(argc, argv, false); !s.ok()) {
@@ -92,8 +99,10 @@ int main(int argc, char** argv) {
   if (argc > 1) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError(std::string("unexpected argument '") + argv[1] + "'"), 2);
   }
-  if (FLAGS_coordinator.empty()) {
-    return relaxps::Fail(kName, relaxps::InvalidArgumentError("--coordinator is required"), 2);
+  if (FLAGS_coordinator.empty() && FLAGS_coordination.empty()) {
+    return relaxps::Fail(kName, relaxps::InvalidArgumentError(
+                                    "--coordinator or --coordination (zk://HOST:PORT/PATH) is "
+                                    "required"), 2);
   }
   if (FLAGS_cache_mb <= 0 || FLAGS_heartbeat_ms <= 0 || FLAGS_flush_every_clocks < -1 ||
       FLAGS_keep_checkpoints < 1) {
@@ -110,6 +119,8 @@ int main(int argc, char** argv) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError("--store=rocksdb needs --data_dir"), 2);
   }
   options.coordinator = FLAGS_coordinator;
+  options.coordination = FLAGS_coordination;
+  options.zk_session_timeout_ms = FLAGS_zk_session_timeout_ms;
   options.bind = FLAGS_bind;
   options.advertise = FLAGS_advertise;
   // A wildcard --bind without --advertise, or a malformed --advertise: a

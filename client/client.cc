@@ -130,14 +130,12 @@ StatusOr<Message> ClientImpl::CallCoordinator(Message msg, bool retry_unavailabl
     Message attempt;
     attempt.header = msg.header;
     const int64_t left = std::max<int64_t>(100, give_up - clock_source_->NowMs());
-    const int peer = coordinators_.current();
-    StatusOr<Message> reply = rpc_->CallSync(peer, std::move(attempt),
-                                             static_cast<int>(std::min<int64_t>(left, 2000)));
+    // A standby's redirect, or a dead or leaderless coordinator with others
+    // known, moves to another one (`next`): ask it.
+    bool next = false;
+    StatusOr<Message> reply = coordinators_.CallSync(
+        std::move(attempt), static_cast<int>(std::min<int64_t>(left, 2000)), &next);
     const StatusCode code = reply.status().code();
-    // Several coordinators: a standby's (or a dead one's) answer means "ask
-    // the next one".
-    const bool next = coordinators_.size() > 1 && CoordinatorPeers::ShouldRotate(reply.status());
-    if (next) coordinators_.Rotate(peer);
     const bool retry = code == StatusCode::kDeadlineExceeded || next ||
                        (retry_unavailable && code == StatusCode::kUnavailable);
     if (!retry || clock_source_->NowMs() >= give_up) {
@@ -263,8 +261,8 @@ Message ClientImpl::RegisterMessage(int requested_id) const {
 
 Status ClientImpl::RegisterAgain(const std::string& why) {
   StatusOr<Message> reply =
-      rpc_->CallSync(coordinators_.current(), RegisterMessage(job_.worker_id),
-                     std::max(1000, options_.heartbeat_ms * 5));
+      coordinators_.CallSync(RegisterMessage(job_.worker_id),
+                             std::max(1000, options_.heartbeat_ms * 5));
   if (!reply.ok()) {
     if (heartbeat_failures_.load() % 10 == 0) {
       LOG(WARNING) << "worker " << job_.worker_id << " could not register again (" << why
@@ -292,8 +290,7 @@ Status ClientImpl::WaitAtBarrier(bool start, int64_t generation, int timeout_ms)
   // The coordinator answers at its timeout with who is missing; the
   // client's own deadline is a little later, for a coordinator that is gone.
   constexpr int kGraceMs = 5000;
-  StatusOr<Message> reply = rpc_->CallSync(coordinators_.current(), std::move(m),
-                                           std::max(1, timeout_ms) + kGraceMs);
+  StatusOr<Message> reply = coordinators_.CallSync(std::move(m), std::max(1, timeout_ms) + kGraceMs);
   if (!reply.ok()) return reply.status().WithPrefix("coordinator " + options_.coordinator);
   return Status::OK();
 }
@@ -312,11 +309,9 @@ void ClientImpl::WatchMap() {
   watch.header.set_sender(job_.worker_id);
   watch.header.set_shard_map_version(router_->map()->version());
   watch.header.set_watch_ms(kMapWatchMs);
-  const int peer = coordinators_.current();
-  rpc_->Call(peer, std::move(watch), kMapWatchMs + 5000,
-             [this, peer](const Status& st, Message&& reply) {
+  coordinators_.Call(std::move(watch), kMapWatchMs + 5000,
+             [this](const Status& st, Message&& reply) {
                watching_map_.store(false);
-               if (CoordinatorPeers::ShouldRotate(st)) coordinators_.Rotate(peer);
                if (shutting_down_.load() || !st.ok()) return;  // The heartbeat re-arms it.
                if (reply.header.has_shard_map()) {
                  Status s = SetMap(reply.header.shard_map());
@@ -345,7 +340,7 @@ ClientImpl::~ClientImpl() {
       Message bye;
       bye.header.set_type(wire::DEREGISTER);
       bye.header.set_sender(job_.worker_id);
-      rpc_->CallSync(coordinators_.current(), std::move(bye), kDeregisterTimeoutMs)
+      coordinators_.CallSync(std::move(bye), kDeregisterTimeoutMs)
           .status()
           .IgnoreError();
     }
@@ -439,15 +434,13 @@ Status ClientImpl::ReportFinished(const Status& outcome, int timeout_ms) {
                                  incarnation_, acked_updates_.load());
     hb.header.mutable_heartbeat()->set_finished(true);
     if (!outcome.ok()) hb.header.mutable_heartbeat()->set_failure(outcome.ToString());
-    const int peer = coordinators_.current();
     const int64_t left = give_up - clock_source_->NowMs();
     StatusOr<Message> reply =
-        rpc_->CallSync(peer, std::move(hb), static_cast<int>(std::clamp<int64_t>(left, 1, 1000)));
+        coordinators_.CallSync(std::move(hb), static_cast<int>(std::clamp<int64_t>(left, 1, 1000)));
     // Answered (even "not a live member": a worker declared dead cannot
     // finish any more) or out of time.
     if (reply.ok() || reply.status().code() == StatusCode::kNotFound) return reply.status();
     last = reply.status();
-    if (CoordinatorPeers::ShouldRotate(last)) coordinators_.Rotate(peer);
     if (clock_source_->NowMs() >= give_up) return last.WithPrefix("reporting the end to the coordinator");
     std::this_thread::sleep_for(std::chrono::milliseconds(clock_source_->RealWaitMs(50)));
   }
@@ -479,12 +472,10 @@ void ClientImpl::Heartbeat() {
   // The coordinator announces a newer complete checkpoint only (the role
   // hears of it in OnHeartbeatReply).
   hb.header.mutable_heartbeat()->set_checkpoint_seq(checkpoint_seq_seen_);
-  const int peer = coordinators_.current();
   StatusOr<Message> reply =
-      rpc_->CallSync(peer, std::move(hb), std::max(500, options_.heartbeat_ms * 5));
+      coordinators_.CallSync(std::move(hb), std::max(500, options_.heartbeat_ms * 5));
   if (!reply.ok()) {
     if (shutting_down_.load()) return;  // Cancelled by the destructor.
-    if (CoordinatorPeers::ShouldRotate(reply.status())) coordinators_.Rotate(peer);
     if (reply.status().code() == StatusCode::kNotFound && options_.role == "worker" &&
         RegisterAgain(reply.status().message()).ok()) {
       return;

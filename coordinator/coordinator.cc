@@ -1,6 +1,8 @@
 // Start-up, leadership, request dispatch, the end of the job and status.
 #include "coordinator/internal/coordinator_impl.h"
 
+#include "common/advertise.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -90,7 +92,13 @@ Status CoordinatorImpl::Init() {
   ro.max_message_bytes = options_.max_message_bytes;
   ro.curve = options_.curve;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
-  ASSIGN_OR_RETURN(endpoint_, AdvertisedEndpoint(rpc_->endpoint(), options_.advertise));
+  if (StatusOr<std::string> a = AdvertisedEndpoint(rpc_->endpoint(), options_.advertise); a.ok()) {
+    endpoint_ = *a;
+  } else if (!options_.coordination.empty()) {
+    return a.status();  // Standbys would send clients to an address they cannot reach.
+  } else {
+    endpoint_ = rpc_->endpoint();
+  }
   {
     EventLogOptions eo;
     eo.path = options_.events_file;
@@ -105,7 +113,7 @@ Status CoordinatorImpl::Init() {
     ASSIGN_OR_RETURN(events_, EventLog::Open(eo));
   }
   watchers_ = std::make_unique<MapWatchers>(rpc_.get());
-  metrics_.AddStatusCollector(rpc_.get(), [this] { return BuildStatus(); });
+  if (status_collector_) metrics_.AddStatusCollector(rpc_.get(), [this] { return BuildStatus(); });
   RpcClientOptions co;
   co.default_timeout_ms = 5000;
   co.clock = clock_;
@@ -196,12 +204,20 @@ Status CoordinatorImpl::CheckRole(const Request& req) const {
 
 void CoordinatorImpl::Handle(Request req) {
   if (!leading_.load()) {
+    // A standby (or a deposed leader standing by): Unavailable, and where
+    // the leader is (common/coordinator_peers.h follows it). Its own
+    // endpoint while it is taking over: the caller retries here.
     const std::string leader = election_ != nullptr ? election_->leader_endpoint() : "";
-    rpc_->ReplyStatus(req, UnavailableError(
-                               "coordinator " + endpoint() + " is a standby, not the leader" +
-                               (leader.empty() || leader == endpoint() ? std::string()
-                                                                       : "; the leader is " + leader)))
-        .IgnoreError();
+    const bool elsewhere = !leader.empty() && leader != endpoint_;
+    Message reply = MakeReply(
+        req.msg.header,
+        UnavailableError("coordinator " + endpoint_ + " is a standby, not the leader" +
+                         (elsewhere ? "; the leader is " + leader
+                                    : leader.empty() ? "; no coordinator leads yet"
+                                                     : "; it is taking over")));
+    if (elsewhere) reply.header.set_leader_endpoint(leader);
+    ListCoordinators(&reply.header);
+    rpc_->Reply(req, std::move(reply)).IgnoreError();
     return;
   }
   Dispatch(std::move(req));
@@ -376,6 +392,7 @@ void CoordinatorImpl::EndRun() {
   if (job_end_.exit_code != kExitDone && result_.ok()) {
     result_ = AbortedError("job " + job_end_.verdict + ": " + job_end_.reason);
   }
+  if (rejoin_) return;  // The process stands by again: the job goes on.
   Emit("job_end", {{"verdict", job_end_.verdict},
                    {"reason", job_end_.reason},
                    {"exit_code", job_end_.exit_code},
@@ -455,8 +472,13 @@ wire::StatusReply CoordinatorImpl::BuildStatus() const {
 
 StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  auto c = std::make_unique<coordinator_internal::CoordinatorImpl>(options);
+  // Under ZooKeeper a deposed coordinator stands by again instead of exiting.
+  const bool rejoins = !options.coordination.empty();
+  auto c = std::make_unique<coordinator_internal::CoordinatorImpl>(options, !rejoins);
   RETURN_IF_ERROR(c->Init());
+  if (rejoins) {
+    return coordinator_internal::RejoinWhenDeposed(options, std::move(c));
+  }
   return std::unique_ptr<Coordinator>(std::move(c));
 }
 

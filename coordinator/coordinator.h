@@ -50,10 +50,14 @@
 // job: servers and workers keep their ids and registration. With
 // coordination (zk://...), several coordinators may run; one wins the
 // election (coordinator/leader_election.h), loads the state and serves; the
-// others answer every request with Unavailable naming the leader, and take
-// over when its ZooKeeper session ends. A leader steps down (Run() returns
-// Aborted) as soon as it loses its ZooKeeper connection or a state write
-// fails (another coordinator claimed the store).
+// others answer every request with Unavailable and the leader's endpoint
+// (Header.leader_endpoint: clients follow it, common/coordinator_peers.h),
+// and take over when its ZooKeeper session ends. A leader whose ZooKeeper
+// connection drops stops serving until it reconnects within its session
+// (same term). One whose session expires or whose state write fails
+// (another coordinator claimed the store) steps down and, instead of
+// returning from Run(), is replaced by a fresh standby on the same endpoint
+// that may lead again later (docs/coordinator_ha.md).
 //
 // Thread-safety: Start() and Run() from one thread; Stop() from any thread.
 #ifndef RELAXPS_COORDINATOR_COORDINATOR_H_
@@ -82,10 +86,11 @@ class Registry;
 struct CoordinatorOptions {
   // Endpoint to bind; the default lets the OS choose a port.
   std::string bind = "tcp://127.0.0.1:*";
-  // How others reach it (AdvertisedEndpoint's `advertise`: HOST, HOST:PORT or
-  // tcp://HOST:PORT): what endpoint(), the coordinator_started and
-  // leader_elected events and a ZooKeeper election publish. Empty: the bound
-  // endpoint, which must then not be a wildcard address.
+  // How others reach it, as relaxps-coordinator's --advertise
+  // (common/advertise.h): "" (the bound endpoint), "HOST", "HOST:PORT" or
+  // "tcp://HOST:PORT". It is what endpoint(), the coordinator_started and
+  // leader_elected events and a ZooKeeper election publish, and what standbys
+  // redirect to.
   std::string advertise;
   // Servers the job waits for before tables can be created.
   int num_servers = 1;

@@ -85,6 +85,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     return;
   }
   Message reply = MakeReply(req.msg.header, Status::OK());
+  ListCoordinators(&reply.header);
   wire::RegisterReply* rr = reply.header.mutable_register_reply();
   *rr->mutable_job() = job_;
   if (r.role() == "server") {
@@ -269,6 +270,7 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   const wire::HeartbeatRequest& hb = req.msg.header.heartbeat();
   const int64_t now = clock_->NowMs();
   Message reply = MakeReply(req.msg.header, Status::OK());
+  ListCoordinators(&reply.header);
   wire::HeartbeatReply* hr = reply.header.mutable_heartbeat_reply();
   bool known = true;
   if (hb.role() == "server") {

@@ -39,10 +39,15 @@ Status CoordinatorImpl::OpenStore() {
     LOG(INFO) << "coordinator " << endpoint() << ": ZooKeeper " << address.hosts << " session "
               << zk_->session_timeout_ms() << " ms, job " << address.path
               << "; standby until elected";
-    ASSIGN_OR_RETURN(election_, LeaderElection::Start(zk_.get(), address.path, endpoint(), [this] {
+    ASSIGN_OR_RETURN(election_, LeaderElection::Start(zk_.get(), address.path, endpoint_, [this] {
                        rpc_->Post([this] {
                          Status s = TakeOver();
-                         if (!s.ok()) StepDown("taking over: " + s.ToString());
+                         // A stored job this coordinator's flags do not
+                         // match, or a corrupt record: no use trying again.
+                         const bool config = s.code() == StatusCode::kFailedPrecondition ||
+                                             s.code() == StatusCode::kCorruption ||
+                                             s.code() == StatusCode::kInvalidArgument;
+                         if (!s.ok()) StepDown("taking over: " + s.ToString(), !config);
                        });
                      }));
     return Status::OK();
@@ -86,11 +91,13 @@ Status CoordinatorImpl::TakeOver() {
   return Status::OK();
 }
 
-void CoordinatorImpl::StepDown(const std::string& why) {
+void CoordinatorImpl::StepDown(const std::string& why, bool rejoin) {
   if (stepped_down_) return;
   stepped_down_ = true;
+  rejoin_ = rejoin && !options_.coordination.empty() && !stop_requested_.load();
   leading_.store(false);
-  LOG(ERROR) << "STEPDOWN coordinator " << endpoint() << " stops serving: " << why;
+  LOG(ERROR) << "STEPDOWN coordinator " << endpoint() << " stops serving: " << why
+             << (rejoin_ ? " (it stands by again)" : "");
   Emit("leader_stepped_down", {{"endpoint", endpoint()}, {"term", term_}, {"reason", why}});
   result_ = AbortedError("coordinator stepped down: " + why);
   EndRunAndStop();
@@ -98,10 +105,26 @@ void CoordinatorImpl::StepDown(const std::string& why) {
 
 void CoordinatorImpl::OnZkEvent(ZkEvent e) {
   if (e == ZkEvent::kExpired) {
-    StepDown("its ZooKeeper session expired");
+    StepDown("its ZooKeeper session expired", /*rejoin=*/true);
   } else if (e == ZkEvent::kDisconnected && leading_.load()) {
-    // Another coordinator may lead once the session expires: stop at once.
-    StepDown("it lost its ZooKeeper connection");
+    // Another coordinator may lead once the session expires: stop serving
+    // at once. But the session (and with it this leader's election node,
+    // which keeps every other candidate from leading) may well survive a
+    // short disconnection: stepping down here would hand the job to a
+    // standby and make a second term out of one takeover. So it only
+    // pauses, and resumes the same term if it reconnects within its
+    // session; if the session expired instead, kExpired steps it down.
+    suspended_ = true;
+    leading_.store(false);
+    LOG(WARNING) << "coordinator " << endpoint() << " lost its ZooKeeper connection: it stops "
+                 << "serving until it reconnects within its session (term " << term_ << ")";
+  } else if (e == ZkEvent::kReconnected && suspended_ && !stepped_down_) {
+    suspended_ = false;
+    // Members could not reach it meanwhile: none is dead for that.
+    members_.ForgiveSilence(clock_->NowMs());
+    leading_.store(true);
+    LOG(WARNING) << "coordinator " << endpoint() << " reconnected to ZooKeeper within its "
+                 << "session: it serves again (term " << term_ << ", no takeover)";
   }
 }
 
@@ -114,7 +137,9 @@ bool CoordinatorImpl::Persist() {
   }
   if (changed.empty()) return true;
   if (Status s = store_->Write(changed); !s.ok()) {
-    StepDown("writing the coordinator state: " + s.ToString());
+    // Under ZooKeeper a failed write means another coordinator claimed the
+    // store, or ZooKeeper is away: this one stands by again.
+    StepDown("writing the coordinator state: " + s.ToString(), /*rejoin=*/true);
     return false;
   }
   for (auto& [name, value] : changed) written_[name] = std::move(value);

@@ -7,22 +7,6 @@
 #include <vector>
 
 namespace relaxps {
-namespace {
-
-// A one-shot watch: wakes the election (if it still exists) and frees its
-// context.
-template <typename Signal>
-void OnWatch(zhandle_t*, int, int, const char*, void* ctx) {
-  auto* ref = static_cast<std::weak_ptr<Signal>*>(ctx);
-  if (std::shared_ptr<Signal> s = ref->lock()) {
-    std::lock_guard<Mutex> l(s->mu);
-    s->woken = true;
-    s->cv.notify_all();
-  }
-  delete ref;
-}
-
-}  // namespace
 
 LeaderElection::LeaderElection(ZkSession* session, std::string path, std::string endpoint,
                                std::function<void()> on_elected)
@@ -36,6 +20,14 @@ StatusOr<std::unique_ptr<LeaderElection>> LeaderElection::Start(
     std::function<void()> on_elected) {
   std::unique_ptr<LeaderElection> e(
       new LeaderElection(session, path, endpoint, std::move(on_elected)));
+  // Watches may fire after the election is gone: they hold a weak_ptr.
+  e->watch_ctx_ = session->WatchContext([weak = std::weak_ptr<Signal>(e->signal_)] {
+    if (std::shared_ptr<Signal> s = weak.lock()) {
+      MutexLock l(&s->mu);
+      s->woken = true;
+      s->cv.notify_all();
+    }
+  });
   RETURN_IF_ERROR(session->EnsurePath(e->dir_));
   char created[1024];
   const std::string prefix = e->dir_ + "/n_";
@@ -66,43 +58,45 @@ std::string LeaderElection::leader_endpoint() const {
   return signal_->leader;
 }
 
-StatusOr<bool> LeaderElection::Check() {
-  String_vector children{0, nullptr};
-  int rc = zoo_get_children(session_->handle(), dir_.c_str(), 0, &children);
-  RETURN_IF_ERROR(ZkStatus(rc, "listing " + dir_));
-  std::vector<std::string> nodes;
-  for (int i = 0; i < children.count; ++i) nodes.emplace_back(children.data[i]);
-  deallocate_String_vector(&children);
-  // Sequence numbers are zero-padded: names sort in creation order.
-  std::sort(nodes.begin(), nodes.end());
-  auto mine = std::find(nodes.begin(), nodes.end(), node_);
+std::vector<std::string> LeaderElection::candidates() const {
+  MutexLock l(&signal_->mu);
+  return signal_->candidates;
+}
+
+StatusOr<bool> LeaderElection::Check(bool elected) {
+  // A leader watches the children (the candidate list it hands to clients);
+  // a standby its predecessor only (no herd when the leader goes).
+  StatusOr<std::vector<ZkCandidate>> listed =
+      ListCandidates(session_, dir_, elected ? watch_ctx_ : nullptr);
+  RETURN_IF_ERROR(listed.status());
+  const std::vector<ZkCandidate>& nodes = *listed;
+  auto mine = std::find_if(nodes.begin(), nodes.end(),
+                           [&](const ZkCandidate& c) { return c.node == node_; });
   if (mine == nodes.end()) {
     return AbortedError("election node " + dir_ + "/" + node_ + " is gone (session expired)");
   }
-  char buf[1024];
-  int len = sizeof(buf);
-  rc = zoo_get(session_->handle(), (dir_ + "/" + nodes.front()).c_str(), 0, buf, &len, nullptr);
-  if (rc == ZOK) {
+  {
     MutexLock l(&signal_->mu);
-    signal_->leader.assign(buf, std::max(0, len));
+    signal_->leader = nodes.front().endpoint;
+    signal_->candidates.clear();
+    for (const ZkCandidate& c : nodes) signal_->candidates.push_back(c.endpoint);
   }
-  if (mine == nodes.begin()) return true;
-  // Watch the predecessor only.
-  const std::string pred = dir_ + "/" + *(mine - 1);
-  auto* ref = new std::weak_ptr<Signal>(signal_);
-  Stat stat;
-  rc = zoo_wexists(session_->handle(), pred.c_str(), OnWatch<Signal>, ref, &stat);
-  if (rc == ZNONODE) {
-    // Gone already; the watch stays set on the absent node and may fire
-    // later (it only wakes this loop once more).
-    return false;
-  }
-  if (rc != ZOK) {
-    delete ref;
-    return ZkStatus(rc, "watching " + pred);
+  if (mine == nodes.begin() && !elected) return true;
+  if (!elected) {
+    const std::string pred = dir_ + "/" + (mine - 1)->node;
+    Stat stat;
+    const int rc =
+        zoo_wexists(session_->handle(), pred.c_str(), &ZkSession::WakeWatch, watch_ctx_, &stat);
+    if (rc == ZNONODE) {
+      // Gone already; the watch stays set on the absent node and may fire
+      // later (it only wakes this loop once more).
+      return false;
+    }
+    if (rc != ZOK) return ZkStatus(rc, "watching " + pred);
   }
   std::unique_lock<Mutex> l(signal_->mu);
-  // The poll bounds the wait should a watch be lost with a reconnection.
+  // The poll bounds the wait should a watch be lost with a reconnection, and
+  // refreshes a standby's view of the leader and the candidates.
   signal_->cv.wait_for(l, std::chrono::milliseconds(1000),
                        [&] { return signal_->stop || signal_->woken; });
   signal_->woken = false;
@@ -110,20 +104,22 @@ StatusOr<bool> LeaderElection::Check() {
 }
 
 void LeaderElection::Loop() {
+  bool elected = false;
   while (true) {
     {
       MutexLock l(&signal_->mu);
       if (signal_->stop) return;
     }
-    StatusOr<bool> lead = Check();
+    StatusOr<bool> lead = Check(elected);
     if (lead.ok() && *lead) {
       LOG(INFO) << "coordinator " << endpoint_ << " (" << node_ << ") leads the election";
+      elected = true;
       on_elected_();
-      return;
+      continue;  // Keeps the candidate list fresh while it leads.
     }
     if (!lead.ok()) {
       if (session_->expired()) {
-        LOG(ERROR) << "leaving the election: " << lead.status();
+        LOG(WARNING) << "leaving the election: " << lead.status();
         return;
       }
       LOG_EVERY_T(WARNING, 1) << "election: " << lead.status();

@@ -8,7 +8,11 @@
 // session_timeout after a crash, at once on a clean close.
 //
 // Leading here is only the right to Claim() the state store; the store's
-// conditional writes are what fences a deposed leader.
+// conditional writes are what fences a deposed leader. `on_elected` runs at
+// most once per LeaderElection: a coordinator that lost its session joins
+// again with a new session and a new LeaderElection (coordinator.h).
+// Servers follow the leader with LeaderWatch (coordinator/leader_watch.h),
+// which reads the same nodes.
 //
 // Thread-safety: all methods are safe to call from multiple threads;
 // `on_elected` runs on the election's own thread.
@@ -21,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/status.h"
 #include "common/thread_annotations.h"
@@ -44,12 +49,17 @@ class LeaderElection {
 
   // The endpoint of the leader as last seen ("" while unknown).
   std::string leader_endpoint() const;
+  // Every candidate's endpoint as last seen, the leader first (refreshed at
+  // least every second).
+  std::vector<std::string> candidates() const;
+
  private:
   LeaderElection(ZkSession* session, std::string path, std::string endpoint,
                  std::function<void()> on_elected);
   void Loop();
-  // One round: true once this candidate leads.
-  StatusOr<bool> Check();
+  // One round: true once this candidate leads (`elected`: it already does;
+  // the round only refreshes the leader and the candidates).
+  StatusOr<bool> Check(bool elected);
 
   // Constant after construction.
   ZkSession* const session_;
@@ -58,6 +68,9 @@ class LeaderElection {
   const std::function<void()> on_elected_;
   std::string node_;  // This candidate's znode name (set before the thread starts).
 
+  // The session's watch context (ZkSession::WatchContext) of every watch
+  // this election sets. Set before the thread starts.
+  void* watch_ctx_ = nullptr;
   // Shared with ZooKeeper's watches, which may fire after this object is
   // gone (they hold a weak_ptr).
   struct Signal {
@@ -66,6 +79,7 @@ class LeaderElection {
     bool stop GUARDED_BY(mu) = false;
     bool woken GUARDED_BY(mu) = false;
     std::string leader GUARDED_BY(mu);
+    std::vector<std::string> candidates GUARDED_BY(mu);
   };
   const std::shared_ptr<Signal> signal_ = std::make_shared<Signal>();
   std::thread thread_;

@@ -2,10 +2,9 @@
 
 #include <zookeeper/zookeeper.h>
 
-#include <chrono>
-#include <cstdio>
-
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 namespace relaxps {
@@ -132,6 +131,16 @@ void ZkSession::Deliver(int state) {
   for (const auto& fn : listeners) fn(event);
 }
 
+void* ZkSession::WatchContext(std::function<void()> wake) {
+  MutexLock l(&mu_);
+  watch_contexts_.push_back(std::make_unique<std::function<void()>>(std::move(wake)));
+  return watch_contexts_.back().get();
+}
+
+void ZkSession::WakeWatch(zhandle_t*, int, int, const char*, void* ctx) {
+  if (ctx != nullptr) (*static_cast<std::function<void()>*>(ctx))();
+}
+
 Status ZkSession::EnsurePath(const std::string& path) {
   for (size_t at = 1; at <= path.size(); ++at) {
     if (at != path.size() && path[at] != '/') continue;
@@ -140,6 +149,32 @@ Status ZkSession::EnsurePath(const std::string& path) {
     if (rc != ZOK && rc != ZNODEEXISTS) return ZkStatus(rc, "creating znode " + prefix);
   }
   return Status::OK();
+}
+
+StatusOr<std::vector<ZkCandidate>> ListCandidates(ZkSession* session, const std::string& dir,
+                                                  void* watch_ctx) {
+  String_vector children{0, nullptr};
+  int rc = watch_ctx != nullptr
+               ? zoo_wget_children(session->handle(), dir.c_str(), &ZkSession::WakeWatch,
+                                   watch_ctx, &children)
+               : zoo_get_children(session->handle(), dir.c_str(), 0, &children);
+  RETURN_IF_ERROR(ZkStatus(rc, "listing " + dir));
+  std::vector<ZkCandidate> out;
+  for (int i = 0; i < children.count; ++i) out.push_back(ZkCandidate{children.data[i], ""});
+  deallocate_String_vector(&children);
+  std::sort(out.begin(), out.end(),
+            [](const ZkCandidate& a, const ZkCandidate& b) { return a.node < b.node; });
+  std::vector<ZkCandidate> live;
+  for (ZkCandidate& c : out) {
+    char buf[1024];
+    int len = sizeof(buf);
+    rc = zoo_get(session->handle(), (dir + "/" + c.node).c_str(), 0, buf, &len, nullptr);
+    if (rc == ZNONODE) continue;  // Gone since the listing (its session ended).
+    RETURN_IF_ERROR(ZkStatus(rc, "reading " + dir + "/" + c.node));
+    c.endpoint.assign(buf, std::max(0, len));
+    live.push_back(std::move(c));
+  }
+  return live;
 }
 
 }  // namespace relaxps

@@ -66,6 +66,16 @@ class ZkSession {
   // Creates `path` and its missing parents as persistent nodes.
   Status EnsurePath(const std::string& path);
 
+  // A watch context owned by this session (freed after zookeeper_close, so
+  // after the last callback): a watch set with WakeWatch and it calls
+  // `wake` on each event, session events included (the C client hands
+  // those to every registered watch without removing it, so a context must
+  // never be freed by its callback). One context set again on the same path
+  // is one watch (the C client keeps each (function, context) pair once),
+  // so a loop that re-arms its watch at every poll adds nothing.
+  void* WatchContext(std::function<void()> wake);
+  static void WakeWatch(zhandle_t* zh, int type, int state, const char* path, void* ctx);
+
   // Called by the C client's watcher.
   void Deliver(int state);
 
@@ -79,7 +89,22 @@ class ZkSession {
   bool connected_ GUARDED_BY(mu_) = false;
   bool ever_connected_ GUARDED_BY(mu_) = false;
   std::vector<std::function<void(ZkEvent)>> listeners_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<std::function<void()>>> watch_contexts_ GUARDED_BY(mu_);
 };
+
+// A candidate of a job's leader election (coordinator/leader_election.h):
+// its znode under PATH/election and the coordinator endpoint it holds.
+struct ZkCandidate {
+  std::string node;      // "n_0000000007"
+  std::string endpoint;  // "tcp://10.0.0.5:7000"
+};
+// The candidates under `dir` in election order (the leader first: sequence
+// numbers are zero-padded, so names sort in creation order). With `watch`,
+// also sets a child watch on `dir` with ZkSession::WakeWatch and `ctx` (a
+// ZkSession::WatchContext). Aborted (ZNONODE) while `dir` does not exist (no
+// coordinator joined yet).
+StatusOr<std::vector<ZkCandidate>> ListCandidates(ZkSession* session, const std::string& dir,
+                                                  void* watch_ctx = nullptr);
 
 // A ZooKeeper return code as a Status: ZBADVERSION/ZNONODE -> Aborted
 // (fenced), connection and session errors -> Unavailable, others IOError.

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "common/advertise.h"
 #include "relaxps/recovery_policy.h"
@@ -25,7 +27,10 @@ std::string ServerOptions::CheckpointRoot() const {
 namespace server_internal {
 
 Status ServerImpl::Init() {
-  if (options_.coordinator.empty()) return InvalidArgumentError("--coordinator is required");
+  if (options_.coordinator.empty() && options_.coordination.empty()) {
+    return InvalidArgumentError("--coordinator (an endpoint of any coordinator) or --coordination "
+                                "(zk://HOST:PORT/PATH, the coordinators' ZooKeeper) is required");
+  }
   if (options_.curve.enabled() && options_.server_id < 0) {
     return InvalidArgumentError("--security=curve needs --server_id (the id of the server's key)");
   }
@@ -88,7 +93,7 @@ Status ServerImpl::Init() {
   rpc_options.max_message_bytes = options_.max_message_bytes;
   RETURN_IF_ERROR(rpc_options.UseCurve(options_.curve));
   coordinator_ = std::make_unique<RpcClient>(rpc_options);
-  RETURN_IF_ERROR(coordinators_.Connect(coordinator_.get(), options_.coordinator));
+  RETURN_IF_ERROR(FindCoordinator());
   ASSIGN_OR_RETURN(wire::RegisterReply rr, Register(options_.server_id));
   id_ = rr.id();
   job_ = rr.job();
@@ -163,6 +168,27 @@ Status ServerImpl::Init() {
   return Status::OK();
 }
 
+Status ServerImpl::FindCoordinator() {
+  std::string first = options_.coordinator;
+  if (!options_.coordination.empty()) {
+    LeaderWatchOptions wo;
+    wo.coordination = options_.coordination;
+    wo.session_timeout_ms = options_.zk_session_timeout_ms;
+    // Called on the watch's thread; CoordinatorPeers is thread-safe.
+    wo.on_leader = [this](const std::string& endpoint) { coordinators_.Follow(endpoint); };
+    ASSIGN_OR_RETURN(leader_watch_, LeaderWatch::Start(std::move(wo)));
+    if (first.empty()) {
+      ASSIGN_OR_RETURN(first, leader_watch_->WaitForLeader(options_.register_timeout_ms));
+    }
+  }
+  RETURN_IF_ERROR(coordinators_.Connect(coordinator_.get(), first));
+  // The watch may have seen a newer leader since `first`.
+  if (leader_watch_ != nullptr && !leader_watch_->leader().empty()) {
+    coordinators_.Follow(leader_watch_->leader());
+  }
+  return Status::OK();
+}
+
 StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
   Message req;
   req.header.set_type(wire::REGISTER);
@@ -178,17 +204,21 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
   while (true) {
     Message attempt;
     attempt.header = req.header;
-    const int peer = coordinators_.current();
-    reply = coordinator_->CallSync(peer, std::move(attempt), 1000);
-    if (CoordinatorPeers::ShouldRotate(reply.status())) coordinators_.Rotate(peer);
+    reply = coordinators_.CallSync(std::move(attempt), 1000);
     if (reply.ok() || clock_->NowMs() > give_up) break;
     if (reply.status().code() != StatusCode::kDeadlineExceeded &&
         reply.status().code() != StatusCode::kUnavailable) {
       break;
     }
+    // A standby with no leader to name yet (a takeover under way) answers
+    // at once: do not spin.
+    if (reply.status().code() == StatusCode::kUnavailable) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(clock_->RealWaitMs(50)));
+    }
   }
   if (!reply.ok()) {
-    return reply.status().WithPrefix("registering with coordinator " + options_.coordinator);
+    return reply.status().WithPrefix("registering with coordinator " +
+                                     coordinators_.current_endpoint());
   }
   return reply->header.register_reply();
 }
@@ -208,8 +238,7 @@ Status ServerImpl::Run() {
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
   if (job_done_) {
     // Tell the coordinator this server left in order (bounded wait).
-    coordinator_->CallSync(coordinators_.current(), MemberMessage(wire::DEREGISTER, "server", id_),
-                           300)
+    coordinators_.CallSync(MemberMessage(wire::DEREGISTER, "server", id_), 300)
         .status()
         .IgnoreError();
     LOG(INFO) << "server " << id_ << ": the job is over; flushed and exiting";
@@ -240,11 +269,8 @@ void ServerImpl::Heartbeat() {
   // published (InstallMap), so the pair never claims a new map's state early.
   const uint64_t version = seen_map_version_.load();
   Message hb = HeartbeatMessage(version, chain_ != nullptr && chain_->awaiting_state());
-  const int peer = coordinators_.current();
-  StatusOr<Message> reply =
-      coordinator_->CallSync(peer, std::move(hb), options_.heartbeat_ms * 5);
+  StatusOr<Message> reply = coordinators_.CallSync(std::move(hb), options_.heartbeat_ms * 5);
   if (!reply.ok()) {
-    if (CoordinatorPeers::ShouldRotate(reply.status())) coordinators_.Rotate(peer);
     if (reply.status().code() == StatusCode::kNotFound) {
       const std::string why = reply.status().message();
       // Declared dead (e.g. paused past the heartbeat timeout): its shards
@@ -277,7 +303,7 @@ void ServerImpl::Heartbeat() {
     const int64_t silent_ms = clock_->NowMs() - last_heartbeat_ok_ms_;
     if (silent_ms > options_.coordinator_timeout_ms) {
       const Status s = UnavailableError(
-          "no answer from the coordinator " + options_.coordinator + " for " +
+          "no answer from the coordinator " + coordinators_.current_endpoint() + " for " +
           std::to_string(silent_ms) + " ms (--coordinator_timeout_ms=" +
           std::to_string(options_.coordinator_timeout_ms) + "): " + reply.status().ToString());
       rpc_->Post([this, s] { Exit(s); });
@@ -335,8 +361,8 @@ void ServerImpl::AdoptCoordinator(const std::string& identity, uint64_t term) {
 }
 
 void ServerImpl::ReportStateArrived() {
-  coordinator_->Call(coordinators_.current(), HeartbeatMessage(map_version_, false),
-                     options_.heartbeat_ms * 5, [](const Status&, Message&&) {});
+  coordinators_.Call(HeartbeatMessage(map_version_, false), options_.heartbeat_ms * 5,
+                     [](const Status&, Message&&) {});
 }
 
 void ServerImpl::RejoinAfterFence(const std::string& why) {

@@ -66,8 +66,17 @@ struct ServerOptions {
   // Prometheus metrics (server/internal/server_metrics.h) are kept in this
   // registry; nullptr: none. Borrowed; must outlive the server.
   metrics::Registry* metrics = nullptr;
-  // Coordinator endpoint. Required.
+  // Coordinator endpoint(s), comma-separated: any coordinator of the job
+  // (standbys redirect to the leader, common/coordinator_peers.h). Required
+  // unless `coordination` is given.
   std::string coordinator;
+  // zk://HOST:PORT[,HOST:PORT...]/PATH, the coordinators' --coordination:
+  // the server reads the leader from ZooKeeper and follows it when it
+  // changes (coordinator/leader_watch.h), with no list of coordinators.
+  // `coordinator`, if also given, is where it looks first.
+  std::string coordination;
+  // The ZooKeeper session timeout of that watch.
+  int zk_session_timeout_ms = 4000;
   // Requested server id (-1: the coordinator assigns one). A restarted server
   // passes its old id to take its shards back.
   int server_id = -1;

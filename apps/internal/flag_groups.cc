@@ -26,7 +26,8 @@ std::vector<FlagGroup> CoordinatorFlagGroups() {
 
 std::vector<FlagGroup> ServerFlagGroups() {
   return {
-      {"Joining the job", {"coordinator", "server_id", "heartbeat_ms", "coordinator_timeout_ms"}},
+      {"Joining the job", {"coordinator", "coordination", "zk_session_timeout_ms", "server_id",
+                           "heartbeat_ms", "coordinator_timeout_ms"}},
       {"Storage", {"store", "data_dir", "cache_mb", "wal_per_update", "wal_group_commit",
                    "flush_every_clocks"}},
       {"Checkpoints and recovery",

@@ -320,7 +320,7 @@ class ClientImpl final : public Client,
   }
   void CountError() override { errors_.fetch_add(1); }
   StatusOr<Message> CallCoordinatorSync(Message msg, int timeout_ms) override {
-    return rpc_->CallSync(coordinators_.current(), std::move(msg), timeout_ms);
+    return coordinators_.CallSync(std::move(msg), timeout_ms);
   }
 
   // ---- The data path's use of the fallback (requests.cc) -------------------

@@ -47,12 +47,22 @@ namespace coordinator_internal {
 // adjusts them (CoordinatorRecovery::Checkpoints). REQUIRES: options.Validate().
 CheckpointSchedulerOptions CheckpointScheduleFor(const CoordinatorOptions& options);
 
+class CoordinatorImpl;
+// Under coordination: a Coordinator that replaces `first`, once deposed, by
+// a new standby on the same endpoint (rejoining_coordinator.cc).
+std::unique_ptr<Coordinator> RejoinWhenDeposed(const CoordinatorOptions& options,
+                                               std::unique_ptr<CoordinatorImpl> first);
+
 // The coordinator is the mechanisms side of its recovery policy's hooks
 // (recovery/coordinator_recovery.h): it never asks which policy runs.
 class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorMechanisms {
  public:
-  explicit CoordinatorImpl(const CoordinatorOptions& options)
-      : options_(options),
+  // `status_collector`: registers the Prometheus collector of
+  // GET_STATUS's figures (off when RejoinWhenDeposed registers one for the
+  // whole process).
+  explicit CoordinatorImpl(const CoordinatorOptions& options, bool status_collector = true)
+      : status_collector_(status_collector),
+        options_(options),
         clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
         barriers_(options.consistency == ConsistencyModel::kAsync ? 0 : options.num_workers),
@@ -66,6 +76,9 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
 
   // The advertised endpoint (CoordinatorOptions::advertise), set by Init().
   const std::string& endpoint() const override { return endpoint_; }
+  // The endpoint rpc_ is bound to (a concrete port), which a standby that
+  // replaces this one binds again.
+  const std::string& bound_endpoint() const { return rpc_->endpoint(); }
   bool leading() const override { return leading_.load(); }
   void Run() override {
     rpc_->Run([this](Request r) { Handle(std::move(r)); });
@@ -77,15 +90,30 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   }
   Status result() const override { return result_; }
   JobEnd job_end() const override { return job_end_; }
+  // After Run() returned: it was deposed (under coordination) and may lead
+  // again as a new standby (RejoinWhenDeposed); no job_end was emitted.
+  bool rejoins() const { return rejoin_; }
+  // Runs `task` on the loop thread (dropped if the loop never runs again).
+  void Post(std::function<void()> task) { rpc_->Post(std::move(task)); }
+  // GET_STATUS's figures. Loop thread only.
+  wire::StatusReply StatusForMetrics() const { return BuildStatus(); }
 
  private:
   // ---- Leadership and durable state (coordinator_state.cc) ----
   // Opens the state store (and joins the election under coordination).
   Status OpenStore();
+  // Every coordinator of the job, the leader first (from the election; none
+  // without coordination), into `h` (Header.coordinator_endpoints).
+  void ListCoordinators(wire::Header* h) const {
+    if (election_ == nullptr) return;
+    for (const std::string& e : election_->candidates()) h->add_coordinator_endpoints(e);
+  }
   // Claims the store and resumes from its records; then serves.
   Status TakeOver();
-  // Stops serving: Run() returns Aborted naming `why`.
-  void StepDown(const std::string& why);
+  // Stops serving: Run() returns Aborted naming `why`. `rejoin`: it lost
+  // its leadership (or its session) under coordination, not its job: it
+  // stands by again (rejoins()).
+  void StepDown(const std::string& why, bool rejoin = false);
   void OnZkEvent(ZkEvent e);
   // Writes every changed record to the store. False (and stepped down) if
   // the write failed: the caller must not let the change take effect.
@@ -205,6 +233,7 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   }
 
   // Constant after Init().
+  const bool status_collector_;
   const CoordinatorOptions options_;
   const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
@@ -281,6 +310,10 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   uint64_t term_ = 0;      // The store's term of this leadership (Claim()).
   StateRecords written_;   // Records as last written to store_.
   bool stepped_down_ = false;
+  bool rejoin_ = false;  // See rejoins().
+  // Leading, but its ZooKeeper connection dropped (session maybe alive): not
+  // serving until it reconnects (OnZkEvent).
+  bool suspended_ = false;
 
   // Written on the loop thread, read by leading() from any thread.
   std::atomic<bool> leading_{false};

@@ -29,6 +29,7 @@
 #include "common/rpc_server.h"
 #include "common/shard_map.h"
 #include "consistency/consistency_policy.h"
+#include "coordinator/leader_watch.h"
 #include "recovery/server_recovery.h"
 #include "server/internal/chain_replication.h"
 #include "server/internal/range_state.h"
@@ -181,6 +182,9 @@ class ServerImpl final : public Server, private ChainHost {
   Message HeartbeatMessage(uint64_t map_version, bool awaiting_state) const;
   // REGISTER with the coordinator (retried while it is unreachable, up to
   // register_timeout_ms). Also used by Init().
+  // Connects coordinators_: to ServerOptions::coordinator, or to the leader
+  // read from ZooKeeper (ServerOptions::coordination), then followed.
+  Status FindCoordinator();
   StatusOr<wire::RegisterReply> Register(int requested_id);
   // The coordinator answered a heartbeat NotFound (declared dead, e.g. after
   // a SIGSTOP): registers again with this id and installs the map it gets, in
@@ -199,6 +203,10 @@ class ServerImpl final : public Server, private ChainHost {
   // Every coordinator of the job (--coordinator may list several; the
   // leader serves, coordinator/coordinator.h).
   CoordinatorPeers coordinators_;
+  // --coordination: follows the leader in ZooKeeper (calls
+  // coordinators_.Follow from its thread; declared after coordinators_ and
+  // coordinator_, so destroyed before them).
+  std::unique_ptr<LeaderWatch> leader_watch_;
   int id_ = -1;
   wire::JobConfig job_;
   // Routing id of the coordinator's connection (RegisterReply): control

@@ -26,16 +26,7 @@ namespace {
 constexpr uint64_t kSize = 3 * 8192;  // Three ranges: one per server.
 constexpr int kSessionMs = 2000;  // --zk_session_timeout_ms of the ZooKeeper tests.
 
-TableOptions Table() {
-  TableOptions t;
-  t.name = "w";
-  t.type = TableType::kDense;
-  t.size = kSize;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = 1.0f;
-  t.init.segments.push_back(InitSegment{0, kSize, InitKind::kConstant, 0.0f, 0.0f});
-  return t;
-}
+TableOptions Table() { return OnesTable("w", kSize); }
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -43,50 +34,9 @@ int64_t NowMs() {
       .count();
 }
 
-// A worker pushing ones (-1 per key per acknowledged push under SGD lr 1)
-// and advancing its clock, on its own thread.
-class Trainer {
+class Trainer : public PushTrainer {
  public:
-  explicit Trainer(std::unique_ptr<Client> client) : client_(std::move(client)) {
-    thread_ = std::thread([this] {
-      while (!stop_.load()) {
-        FloatBuffer ones(kSize);
-        for (uint64_t i = 0; i < kSize; ++i) ones[i] = 1.0f;
-        Status s = client_->Push("w", 0, ones).get();
-        if (s.ok()) {
-          acked_.fetch_add(1);
-        } else {
-          failed_.fetch_add(1);
-          LOG(WARNING) << "push failed: " << s;
-        }
-        if (!client_->Clock().ok()) failed_.fetch_add(1);
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-    });
-  }
-  ~Trainer() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  Client* client() { return client_.get(); }
-  int64_t acked() const { return acked_.load(); }
-  int64_t failed() const { return failed_.load(); }
-  // Waits until `n` more pushes were acknowledged; false after `timeout_ms`.
-  bool AckedMore(int64_t n, int timeout_ms) {
-    const int64_t target = acked() + n;
-    const int64_t until = NowMs() + Scaled(Millis(timeout_ms)).count();
-    while (acked() < target && NowMs() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return acked() >= target;
-  }
-
- private:
-  std::unique_ptr<Client> client_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> acked_{0}, failed_{0};
-  std::thread thread_;
+  explicit Trainer(std::unique_ptr<Client> client) : PushTrainer(std::move(client), kSize) {}
 };
 
 StatusOr<std::unique_ptr<Client>> ConnectWorker(const std::string& coordinators) {

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
 #include "common/rpc_client.h"
 
 namespace relaxps {
@@ -63,6 +66,17 @@ Status HaCluster::StartCoordinator(int i) {
   return Status::OK();
 }
 
+int HaCluster::Leader(int timeout_ms) const {
+  const auto until = std::chrono::steady_clock::now() + Scaled(Millis(timeout_ms));
+  while (std::chrono::steady_clock::now() < until) {
+    for (const auto& [i, ep] : coordinator_endpoints_) {
+      if (MapVersion(ep, 200).ok()) return i;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
 void HaCluster::KillCoordinator(int i) {
   coordinators_.at(i)->Kill(SIGKILL);
   coordinators_.at(i)->Wait(Millis(10000)).status().IgnoreError();
@@ -78,10 +92,15 @@ Status HaCluster::StartServer(int id, const std::vector<std::string>& flags) {
   const std::string name = dir_ + "/server-" + std::to_string(id);
   const std::string ep_file = name + ".endpoint";
   ::unlink(ep_file.c_str());
-  std::vector<std::string> argv = {BinPath("relaxps-server"), "--coordinator=" + coordinator_list(),
-                                   "--server_id=" + std::to_string(id),
+  std::vector<std::string> argv = {BinPath("relaxps-server"), "--server_id=" + std::to_string(id),
                                    "--data_dir=" + name + ".data", "--endpoint_file=" + ep_file};
-  for (const std::string& f : flags) argv.push_back(f);
+  bool finds_coordinator = false;
+  for (const std::string& f : flags) {
+    finds_coordinator = finds_coordinator || f.rfind("--coordination=", 0) == 0 ||
+                        f.rfind("--coordinator=", 0) == 0;
+    argv.push_back(f);
+  }
+  if (!finds_coordinator) argv.push_back("--coordinator=" + coordinator_list());
   ASSIGN_OR_RETURN(servers_[id], Subprocess::Start(argv, name + ".log"));
   RETURN_IF_ERROR(WaitForLine(name + ".log", "listening on", kStartTimeout, servers_[id].get())
                       .status()
@@ -89,6 +108,47 @@ Status HaCluster::StartServer(int id, const std::vector<std::string>& flags) {
   ASSIGN_OR_RETURN(std::string ep, ReadFile(ep_file));
   server_endpoints_[id] = Trim(ep);
   return Status::OK();
+}
+
+TableOptions OnesTable(const std::string& name, uint64_t size) {
+  TableOptions t;
+  t.name = name;
+  t.type = TableType::kDense;
+  t.size = size;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = 1.0f;
+  t.init.segments.push_back(InitSegment{0, size, InitKind::kConstant, 0.0f, 0.0f});
+  return t;
+}
+
+PushTrainer::PushTrainer(std::unique_ptr<Client> client, uint64_t size)
+    : client_(std::move(client)) {
+  thread_ = std::thread([this, size] {
+    FloatBuffer ones(size);
+    for (uint64_t i = 0; i < size; ++i) ones[i] = 1.0f;
+    while (!stop_.load()) {
+      Status s = client_->Push("w", 0, ones).get();
+      if (s.ok()) {
+        acked_.fetch_add(1);
+      } else {
+        failed_.fetch_add(1);
+        LOG(WARNING) << "push failed: " << s;
+      }
+      if (!client_->Clock().ok()) failed_.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+}
+
+void PushTrainer::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+bool PushTrainer::AckedMore(int64_t n, int timeout_ms) {
+  const int64_t target = acked() + n;
+  return Eventually([&] { return acked() >= target; },
+                    static_cast<int>(Scaled(Millis(timeout_ms)).count()));
 }
 
 StatusOr<wire::ShardMap> GetShardMap(const std::string& endpoint, int timeout_ms) {

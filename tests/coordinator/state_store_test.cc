@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "common/wire.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/leader_election.h"
+#include "coordinator/leader_watch.h"
 #include "coordinator/zk_session.h"
 #include "tests/coordinator/ha_cluster.h"
 #include "storage/fault_injecting_fs.h"
@@ -192,6 +194,43 @@ TEST_F(ZkStateStoreTest, LowestCandidateLeadsAndTheNextTakesOverWhenItLeaves) {
   sa.reset();
   for (int i = 0; i < 500 && !b_leads; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(b_leads) << "the standby did not take over";
+}
+
+// LeaderWatch (how servers follow the leader) and the candidate list the
+// leader hands to clients.
+TEST_F(ZkStateStoreTest, LeaderWatchFollowsEachLeaderAndTheLeaderListsTheCandidates) {
+  std::mutex mu;
+  std::vector<std::string> followed;
+  LeaderWatchOptions wo;
+  wo.coordination = "zk://" + zk_->hostport() + "/t/watched_job";
+  wo.on_leader = [&](const std::string& e) {
+    std::lock_guard<std::mutex> l(mu);
+    followed.push_back(e);
+  };
+  // Before any coordinator: nothing to follow yet.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LeaderWatch> watch, LeaderWatch::Start(wo));
+  EXPECT_EQ(watch->WaitForLeader(100).status().code(), StatusCode::kDeadlineExceeded);
+  auto sa = Session();
+  auto sb = Session();
+  ASSERT_TRUE(sa && sb);
+  std::atomic<bool> b_leads{false};
+  ASSERT_OK_AND_ASSIGN(auto ea, LeaderElection::Start(sa.get(), "/t/watched_job", "tcp://a:1",
+                                                      [] {}));
+  ASSERT_OK_AND_ASSIGN(std::string first, watch->WaitForLeader(10000));
+  EXPECT_EQ(first, "tcp://a:1");
+  ASSERT_OK_AND_ASSIGN(auto eb, LeaderElection::Start(sb.get(), "/t/watched_job", "tcp://b:2",
+                                                      [&] { b_leads = true; }));
+  // The leader's list: every candidate, the leader first (refreshed within
+  // a second).
+  ASSERT_TRUE(Eventually([&] { return ea->candidates().size() == 2; }, 5000));
+  EXPECT_EQ(ea->candidates(), (std::vector<std::string>{"tcp://a:1", "tcp://b:2"}));
+  ea.reset();
+  sa.reset();
+  ASSERT_TRUE(Eventually([&] { return watch->leader() == "tcp://b:2"; }, 10000))
+      << "the watch still names " << watch->leader();
+  EXPECT_TRUE(Eventually([&] { return b_leads.load(); }, 5000));
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(followed, (std::vector<std::string>{"tcp://a:1", "tcp://b:2"}));
 }
 
 }  // namespace
