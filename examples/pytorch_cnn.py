@@ -84,7 +84,8 @@ def parse_flags(argv):
     add("--log_every_s", type=float, default=5)
     add("--metrics_csv", default="")
     add("--steps_csv", default="")
-    add("--events_file", default="", help="progress/final events, JSON Lines (docs/events.md)")
+    add("--events_file", default="",
+        help="progress/final events and the client library's own, JSON Lines (docs/events.md)")
     add("--straggle_ms", type=int, default=0)
     add("--cpu_threads", type=int, default=1, help="torch.set_num_threads")
     add("--device", default="cpu", choices=["cpu"])
@@ -210,7 +211,8 @@ def connect(a):
         recovery_timeout_ms=a.recovery_timeout_ms, local_after_ms=a.local_after_ms,
         coordinator_timeout_ms=a.coordinator_timeout_ms, wire_dtype=a.wire_dtype,
         keys_dir=a.keys_dir if a.security == "curve" else "",
-        curve_name=name if a.security == "curve" else "")
+        curve_name=name if a.security == "curve" else "",
+        events_file=a.events_file)
 
 
 # ---- The training loop (apps/trainer/trainer.cc's, in Python) ----
