@@ -240,7 +240,7 @@ def run(a, model, params, data, worker, index, num_workers, client):
     next_log = a.log_every_s if a.log_every_s > 0 else never
     next_eval = a.eval_every_s if a.eval_every_s > 0 and evaluates else never
     total_steps = total_samples = epoch = 0
-    eval_s, latest_acc = 0.0, math.nan
+    eval_s, compute_s, latest_acc = 0.0, 0.0, math.nan
     acc = dict(loss=0.0, correct=0, steps=0, samples=0, stale_sum=0, stale_max=0, wait=0.0,
                train_s=0.0, last_loss=math.nan, last_acc=math.nan)
     split = client is not None and client.job["serves_cached_reads"]
@@ -272,6 +272,7 @@ def run(a, model, params, data, worker, index, num_workers, client):
         stopped = False
         if (a.duration_s > 0 and elapsed >= a.duration_s) or (0 < a.epochs <= epoch):
             break
+        compute_start = time.monotonic()
         epochs_done, idx = next(sampler)
         x = train_x[idx].float().div_(255)
         y = train_y[idx]
@@ -284,11 +285,13 @@ def run(a, model, params, data, worker, index, num_workers, client):
                                      f"{total_steps} (lower --lr?)")
         if a.straggle_ms:
             time.sleep(a.straggle_ms / 1000)
+        step_compute_s = time.monotonic() - compute_start
+        compute_s += step_compute_s
         hits = client.stats()["cache_hits"] if split else 0
         params.step()
         cache_hit = split and client.stats()["cache_hits"] > hits
         steps.write(time.monotonic() - start, params.clock, params.staleness, params.last_wait_s,
-                    cache_hit, loss_value)
+                    cache_hit, loss_value, step_compute_s)
         total_steps += 1
         total_samples += a.batch
         epoch = epochs_done
@@ -328,7 +331,7 @@ def run(a, model, params, data, worker, index, num_workers, client):
     s = params.stats()
     test_loss = math.nan if row.test_loss is None else row.test_loss
     final_acc = math.nan if row.test_acc is None else row.test_acc
-    events.final(row, total_steps, total_samples / end if end else 0.0, stopped, s)
+    events.final(row, total_steps, total_samples / end if end else 0.0, compute_s, stopped, s)
     print(format_progress("final", row, final_acc) +
           f" test_loss={test_loss:.4f} wall_samples_per_s={total_samples / end if end else 0:.1f}"
           f" eval_s={eval_s:.1f} bytes_sent_per_step="
