@@ -339,6 +339,17 @@ def run(a, model, params, data, worker, index, num_workers, client):
           f" start_unix={start_unix:.3f} local_steps={s['local_steps']}", flush=True)
 
 
+def report_end(client, error=None):
+    """The final report, as relaxps-worker's: the job ends as reported (clean,
+    or failed with `error`) even if close()'s goodbye is lost on a loaded
+    machine, where a heartbeat that came late skips it."""
+    import relaxps
+    try:
+        client.report_finished(error)
+    except relaxps.Error as e:
+        print(f"pytorch_cnn.py: worker {client.worker_id}: {e}", file=sys.stderr, flush=True)
+
+
 def fail(worker, exit_code, code, what, error):
     print(f"error worker={worker} code={code} exit={exit_code}", flush=True)
     print(f"pytorch_cnn.py: {what}: {error}", file=sys.stderr, flush=True)
@@ -384,11 +395,14 @@ def main(argv=None):
         try:
             params = PsParams(a, model, client)
             run(a, model, params, data, worker, index, num_workers, client)
+            report_end(client)
         except relaxps.Error as e:
+            report_end(client, e)
             ps_failed = isinstance(e, relaxps.PS_FAILURES)
             return fail(worker, EXIT_PS_FAILED if ps_failed else EXIT_ERROR, e.code,
                         "parameter server failed" if ps_failed else "training failed", e)
         except (FloatingPointError, ValueError, OSError) as e:
+            report_end(client, e)
             return fail(worker, EXIT_ERROR, "InvalidArgument", "training failed", e)
     return 0
 

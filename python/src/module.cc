@@ -145,6 +145,12 @@ void DefineClient(py::module_& m) {
       .def("clock", &PyClient::Clock, "Ends this iteration: advances the worker's clock; "
                                       "returns the new clock.")
       .def("barrier", &PyClient::Barrier, "Waits until every live worker reached it.")
+      .def("report_finished", &PyClient::ReportFinished, py::arg("error") = py::none(),
+           py::arg("timeout_ms") = 5000,
+           "Tells the coordinator this worker's run ended: cleanly (error=None) or with "
+           "`error` (a relaxps.Error, or any exception: Internal). Call it before leaving: "
+           "the job then ends as reported even if the goodbye of close() is lost. Raises "
+           "relaxps.Error if the coordinator did not take the report within timeout_ms.")
       .def_property_readonly("worker_id", &PyClient::worker_id)
       .def_property_readonly("current_clock", &PyClient::current_clock)
       .def_property_readonly("last_params_clock", &PyClient::last_params_clock,

@@ -145,3 +145,11 @@ def test_events_file_gets_the_client_library_events(cluster, tmp_path):
     assert reg and reg[0]["process"] == f"worker-{wid}", events
     with pytest.raises(relaxps.Error, match="events_file"):
         connect(cluster, events_file=str(tmp_path / "missing" / "events.jsonl"))
+
+
+def test_report_finished_is_for_workers(cluster):
+    with connect(cluster) as c:
+        c.report_finished(timeout_ms=2000)  # Taken by the coordinator: no error.
+    with connect(cluster, role="observer") as o:
+        with pytest.raises(relaxps.InvalidArgument, match="workers only"):
+            o.report_finished()
