@@ -178,51 +178,54 @@ TEST_F(TrainerTest, StopFlagEndsAfterTheCurrentStep) {
   EXPECT_NE(out.find("stopped=1"), std::string::npos) << out;
 }
 
-// A parameter source whose Update fails at a given step.
-class FailingSource : public ParamSource {
+// Forwards every call to `inner` (leveldb's EnvWrapper): a fake overrides
+// only what it changes.
+class ForwardingSource : public ParamSource {
  public:
-  FailingSource(ParamSource* inner, int fail_at) : inner_(inner), fail_at_(fail_at) {}
-  std::string Name() const override { return "failing"; }
+  explicit ForwardingSource(ParamSource* inner) : inner_(inner) {}
+  std::string Name() const override { return "forwarding"; }
   size_t size() const override { return inner_->size(); }
   const float* params() const override { return inner_->params(); }
   float* grads() override { return inner_->grads(); }
-  Status Update() override {
-    if (updates_++ == fail_at_) return UnavailableError("server 1 at tcp://x:1 is down");
-    return inner_->Update();
-  }
+  Status Update() override { return inner_->Update(); }
   Status Clock() override { return inner_->Clock(); }
   int64_t clock() const override { return inner_->clock(); }
   TrafficStats stats() const override { return inner_->stats(); }
 
  private:
   ParamSource* inner_;
+};
+
+// A parameter source whose Update fails at a given step.
+class FailingSource : public ForwardingSource {
+ public:
+  FailingSource(ParamSource* inner, int fail_at) : ForwardingSource(inner), fail_at_(fail_at) {}
+  Status Update() override {
+    if (updates_++ == fail_at_) return UnavailableError("server 1 at tcp://x:1 is down");
+    return ForwardingSource::Update();
+  }
+
+ private:
   int fail_at_;
   int updates_ = 0;
 };
 
 // A parameter source on a fake clock: writing the gradient "takes"
 // compute_ms, the parameter server's answer wait_ms.
-class TimedSource : public ParamSource {
+class TimedSource : public ForwardingSource {
  public:
   TimedSource(ParamSource* inner, FakeClock* clock, int compute_ms, int wait_ms)
-      : inner_(inner), clock_(clock), compute_ms_(compute_ms), wait_ms_(wait_ms) {}
-  std::string Name() const override { return "timed"; }
-  size_t size() const override { return inner_->size(); }
-  const float* params() const override { return inner_->params(); }
+      : ForwardingSource(inner), clock_(clock), compute_ms_(compute_ms), wait_ms_(wait_ms) {}
   float* grads() override {
     clock_->AdvanceMs(compute_ms_);
-    return inner_->grads();
+    return ForwardingSource::grads();
   }
   Status Update() override {
     clock_->AdvanceMs(wait_ms_);
-    return inner_->Update();
+    return ForwardingSource::Update();
   }
-  Status Clock() override { return inner_->Clock(); }
-  int64_t clock() const override { return inner_->clock(); }
-  TrafficStats stats() const override { return inner_->stats(); }
 
  private:
-  ParamSource* inner_;
   FakeClock* clock_;
   const int compute_ms_, wait_ms_;
 };
