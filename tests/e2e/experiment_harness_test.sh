@@ -38,9 +38,11 @@ assert int(float(k1["acked_lost_values"])) > 0, k1
 assert int(float(k0["acked_lost_values"])) == 0, k0
 # The worker's first acknowledged push came after the server was back (3 s).
 assert float(k1["recovery_s_values"]) >= 2.5, k1["recovery_s_values"]
-# Idle is measured (steps.csv's compute_ms): the 3 s outage is idle time.
+# Idle is measured (steps.csv's compute_ms, waits on the servers excluded):
+# at least the 3 s outage of the 16 s run is idle (an mlp step computes for
+# well under a millisecond, so most of the rest is too).
 idle0, idle1 = float(k0["idle_frac_values"]), float(k1["idle_frac_values"])
-assert 0 <= idle0 < idle1 < 1, (idle0, idle1)
+assert 0 < idle0 < 1 and 2.5 / (16 * scale) <= idle1 < 1, (idle0, idle1)
 cells = [json.load(open(p)) for p in glob.glob(os.path.join(out, "cells", "*", "cell.json"))]
 assert len(cells) == 2 and all(c["finished"] and c["exit_code"] == 0 for c in cells), cells
 assert all(c["commit"] and c["machine"]["cpus"] and len(c["load_after"]) == 3 for c in cells)
