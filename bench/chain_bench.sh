@@ -8,7 +8,10 @@
 #  - dense 4 KiB push-pull p50 latency (target <= 2x);
 #  - cnn training samples/s of one worker, async (target >= 0.9x).
 #
-#   bench/chain_bench.sh [--duration_s=20] [--out_dir=DIR]
+#   bench/chain_bench.sh [--duration_s=20] [--quick] [--out_dir=DIR]
+#
+# --quick: the push-pull figures with 0.3 s time boxes, best of 2 (default:
+# 1 s, best of 3).
 #
 # Environment: BIN (default build/bin). Prints one JSON object on stdout.
 set -uo pipefail
@@ -16,10 +19,12 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/${BUILD_DIR:-build}/bin}
 DURATION_S=20
 OUT_DIR=""
+PS_BOX=(--seconds=1 --reps=3)
 for arg in "$@"; do
   case "$arg" in
     --duration_s=*) DURATION_S=${arg#*=} ;;
     --out_dir=*) OUT_DIR=${arg#*=} ;;
+    --quick) PS_BOX=(--seconds=0.3 --reps=2) ;;
     *) echo "chain_bench.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -35,7 +40,7 @@ figure() {  # figure LOG NAME: the value of a relaxps-bench-ps figure
 declare -A PP16 LAT4 SPS
 for r in 1 2; do
   "$BIN/relaxps-bench-ps" --configs=1x3 --sizes=4096,16777216 --in_flight=1 --sparse=false \
-    --seconds=1 --reps=3 --replicas=$r >"$OUT_DIR/ps-r$r.json" 2>"$OUT_DIR/ps-r$r.log"
+    "${PS_BOX[@]}" --replicas=$r >"$OUT_DIR/ps-r$r.json" 2>"$OUT_DIR/ps-r$r.log"
   PP16[$r]=$(figure "$OUT_DIR/ps-r$r.log" dense/pushpull/w1s3/16MiB/if1/gbps)
   LAT4[$r]=$(figure "$OUT_DIR/ps-r$r.log" dense/pushpull/w1s3/4KiB/if1/p50_us)
   echo "chain_bench: R=$r 16 MiB push-pull ${PP16[$r]:-?} GB/s, 4 KiB p50 ${LAT4[$r]:-?} us" >&2

@@ -263,6 +263,32 @@ def targets_of(figs):
                    f["name"], ">=", 0.5)
     target("issue 15: cnn through the PS (w1s1, async) >= 0.9x --local",
            "training/cnn/ps_async_w1s1/samples_per_s", ">=", 0.9)
+
+    # Issue 41: through the public client library and the Python module,
+    # every process separate (bench/client_bench.py), against a bare ZeroMQ
+    # echo between processes measured right before each figure.
+    c = "client/dense"
+    target("issue 41: 16 MiB push then pull, 1 server 1 worker, public API / echo of the same "
+           "bytes >= 1.0", f"{c}/push_then_pull/w1s1/16MiB/gbps", ">=", 1.0)
+    target("issue 41: 16 MiB push then pull, 2 servers 2 workers, total / two concurrent echo "
+           "pairs >= 0.9", f"{c}/push_then_pull/w2s2/16MiB/gbps", ">=", 0.9)
+    for cfg in ("w1s1", "w2s2"):
+        target(f"issue 41: round-to-round spread of 16 MiB push then pull {cfg} (max/min over "
+               "the rounds) / the echo's own spread <= 1.3",
+               f"{c}/push_then_pull/{cfg}/16MiB/spread", "<=", 1.3)
+    target("issue 41: 1 MiB PushPull / echo >= 0.8", f"{c}/pushpull/w1s1/1MiB/gbps", ">=", 0.8)
+    target("issue 41: 4 KiB PushPull p50 latency / echo p50 <= 1.15",
+           f"{c}/pushpull/w1s1/4KiB/p50_us", "<=", 1.15)
+    target("issue 41: Python module / C++ API, 16 MiB push then pull >= 0.9",
+           f"{c}/push_then_pull/w1s1/16MiB/python_vs_cpp", ">=", 0.9)
+    target("issue 41: Python module / C++ API, 4 KiB PushPull (C++ p50 / Python p50) >= 0.9",
+           f"{c}/pushpull/w1s1/4KiB/python_vs_cpp", ">=", 0.9)
+    target("issue 41: client page faults per GB / server's, 2x2 <= 2",
+           f"{c}/push_then_pull/w2s2/16MiB/client_faults_per_gb", "<=", 2.0)
+    target("issue 41: CURVE's added CPU per GB / libsodium enc+dec per GB, same run <= 1.3",
+           "curve/16MiB_pushpull_added_cpu_s_per_gb", "<=", 1.3)
+    target("issue 41: bench.sh --quick wall time <= 180 s", "bench/quick_wall_s", "<=", 180.0,
+           field="value")
     return out
 
 
@@ -270,6 +296,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", default="0")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--wall_s", type=float, default=None,
+                    help="bench.sh's wall time so far (a figure of its own)")
     ap.add_argument("inputs", nargs="*")
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -302,6 +330,11 @@ def main():
         doc["benches"][name] = data
         doc["figures"].extend(figures_of(name, data))
     doc["figures"].extend(derived_figures(doc["figures"], os.cpu_count()))
+    if args.wall_s is not None:
+        doc["wall_s"] = args.wall_s
+        if args.quick == "1":
+            doc["figures"].append(figure("bench", "bench/quick_wall_s", args.wall_s, "s", None,
+                                         None, "lower"))
     doc["targets"] = targets_of(doc["figures"])
     text = json.dumps(doc, indent=1)
     with open(args.out, "w") as f:

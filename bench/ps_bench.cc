@@ -865,7 +865,17 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   relaxps::ParseFlagsWithHelp(&argc, &argv);
   google::InitGoogleLogging(argv[0]);
-  if (FLAGS_tune_malloc) relaxps::TuneMallocForLargeMessages();
+  if (FLAGS_tune_malloc) {
+    relaxps::TuneMallocForLargeMessages();
+    // Messages above 32 MiB (the 64 MiB echo and requests): see
+    // TuneMallocForHugeMessages.
+    for (const std::string& size : relaxps::bench::SplitCsv(FLAGS_sizes)) {
+      if (std::stoull(size) > (uint64_t{32} << 20)) {
+        relaxps::bench::TuneMallocForHugeMessages();
+        break;
+      }
+    }
+  }
   if (FLAGS_quick) {
     if (gflags::GetCommandLineFlagInfoOrDie("seconds").is_default) FLAGS_seconds = 0.2;
     if (gflags::GetCommandLineFlagInfoOrDie("reps").is_default) FLAGS_reps = 2;

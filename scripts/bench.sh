@@ -4,10 +4,12 @@
 # (see docs/benchmarks.md). The document is also written to
 # bench/results/bench-<timestamp>.json.
 #
-#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions]
+#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions]
 #
-# --quick: short time boxes, under 3 minutes on 2 cores; the default (full)
-# run takes under 15.
+# --quick: short time boxes, under 3 minutes on 2 cores: every figure with a
+# target but the 64 MiB ones; no consistency-model comparison (no target)
+# and no instruction counts (callgrind). The default (full) run takes under
+# 15.
 # Environment: BUILD_DIR (default build; built with scripts/build.sh unless
 # --skip_build), JOBS (build parallelism, default 2).
 set -uo pipefail
@@ -15,13 +17,13 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 QUICK=0
 SKIP_BUILD=0
-ONLY=zmq,ps,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions
+ONLY=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
     --skip_build) SKIP_BUILD=1 ;;
     --only=*) ONLY=${arg#*=} ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -61,17 +63,17 @@ $(tail -n 5 "$WORK/$name.log")" >&2
 have() { [ -x "$BIN/$1" ]; }
 
 if [ "$QUICK" = 1 ]; then
-  Q=(--quick)
+  Q=(--quick --sizes=4096,1048576,16777216)
   # The ps bench measures its own zero-copy echo yardsticks at every size;
   # the standalone table is cut to the small sizes here.
   ZMQ_ARGS=(--quick --sizes=4096,1048576)
   OPT_ARGS=(--iters=3 --reps=3)
-  OVERHEAD_S=6
-  STORE_ARGS=(--mb=16 --seconds=1.5 --reps=3 --only=rocksdb/flush1)
-  STORE_DIRTY_ARGS=(--seconds=1.5 --reps=3)
+  OVERHEAD_ARGS=(--duration_s=5 --reps=1)
+  STORE_ARGS=(--mb=16 --seconds=1 --reps=2 --only=rocksdb/flush1)
+  STORE_DIRTY_ARGS=(--seconds=1 --reps=2)
   WAL_ARGS=(--seconds=1 --reps=1)
-  CONSISTENCY_S=8
-  CHAIN_S=8
+  CONSISTENCY_S=0
+  CHAIN_ARGS=(--duration_s=5 --quick)
 else
   # Sized to finish in under 15 minutes on 2 cores: every configuration and
   # size, shorter time boxes, and 8 in flight only up to 16 MiB (64 MiB x 8
@@ -80,12 +82,12 @@ else
   Q=(--seconds=0.5 --reps=2 --deep_max_bytes=16777216)
   ZMQ_ARGS=()
   OPT_ARGS=()
-  OVERHEAD_S=15
+  OVERHEAD_ARGS=(--duration_s=15)
   STORE_ARGS=(--mb=16 --seconds=2 --reps=5)
   STORE_DIRTY_ARGS=(--seconds=2 --reps=5)
   WAL_ARGS=(--seconds=2 --reps=5)
   CONSISTENCY_S=40
-  CHAIN_S=20
+  CHAIN_ARGS=(--duration_s=20)
 fi
 
 if want zmq; then
@@ -95,6 +97,18 @@ fi
 if want ps; then
   if have relaxps-bench-ps; then run ps "$BIN/relaxps-bench-ps" "${Q[@]}";
   else echo "bench.sh: relaxps-bench-ps not built; skipped" >&2; fi
+fi
+if want client; then
+  # The public client library and the Python module, every process separate
+  # (bench/client_bench.py): the issue-41 figures, the w2s2 ones included,
+  # with each process's page faults and CPU per GB.
+  if have relaxps-bench-client; then
+    PYDIR="$(dirname "$BIN")/python"
+    [ -d "$PYDIR/relaxps" ] || PYDIR=""
+    CLIENT_ARGS=(--bin="$BIN" --pythonpath="$PYDIR")
+    [ "$QUICK" = 1 ] && CLIENT_ARGS+=(--quick)
+    run client /usr/bin/python3 "$ROOT/bench/client_bench.py" "${CLIENT_ARGS[@]}"
+  else echo "bench.sh: relaxps-bench-client not built; skipped" >&2; fi
 fi
 if want optimizer && have relaxps-bench-optimizer; then
   run optimizer "$BIN/relaxps-bench-optimizer" "${OPT_ARGS[@]}"
@@ -124,26 +138,26 @@ if want wal && have relaxps-bench-wal; then
   run wal "$BIN/relaxps-bench-wal" "${WAL_ARGS[@]}"
 fi
 if want overhead; then
-  run overhead "$ROOT/bench/training_overhead.sh" --duration_s="$OVERHEAD_S" \
+  run overhead "$ROOT/bench/training_overhead.sh" "${OVERHEAD_ARGS[@]}" \
     --out_dir="$WORK/overhead"
 fi
-if want consistency; then
+if want consistency && [ "$CONSISTENCY_S" -gt 0 ]; then
   run consistency "$ROOT/bench/consistency_bench.sh" --duration_s="$CONSISTENCY_S" \
     --out_dir="$WORK/consistency"
 fi
 
 if want chain; then
   # Chain replication R=2 against R=1 on the same 3 servers (ratios inside).
-  run chain "$ROOT/bench/chain_bench.sh" --duration_s="$CHAIN_S" --out_dir="$WORK/chain"
+  run chain "$ROOT/bench/chain_bench.sh" "${CHAIN_ARGS[@]}" --out_dir="$WORK/chain"
 fi
 
 if want curve && have relaxps-bench-ps; then
   # --security=curve against plain TCP, same process layout (ratios inside).
-  if [ "$QUICK" = 1 ]; then run curve "$ROOT/bench/curve_bench.sh" --seconds=0.5 --reps=2;
+  if [ "$QUICK" = 1 ]; then run curve "$ROOT/bench/curve_bench.sh" --seconds=0.3 --reps=2;
   else run curve "$ROOT/bench/curve_bench.sh" --seconds=1 --reps=3; fi
 fi
 
-if want instructions && have relaxps-bench-ps; then
+if want instructions && [ "$QUICK" = 0 ] && have relaxps-bench-ps; then
   # Instructions per 4 KiB PushPull on the application threads against the
   # echo's, counted under callgrind: steady where the timed 4 KiB figures
   # swing by tens of percent (skipped without valgrind).
@@ -151,7 +165,8 @@ if want instructions && have relaxps-bench-ps; then
 fi
 
 OUT="$ROOT/bench/results/bench-$STAMP.json"
-python3 "$ROOT/bench/merge_results.py" --quick="$QUICK" --out="$OUT" "${INPUTS[@]}"
+python3 "$ROOT/bench/merge_results.py" --quick="$QUICK" --wall_s="$(( $(date +%s) - START ))" \
+  --out="$OUT" "${INPUTS[@]}"
 echo "bench.sh: done in $(( $(date +%s) - START ))s; wrote $OUT (raw outputs and logs in $WORK)" >&2
 python3 - "$OUT" >&2 <<'PY'
 import json, sys
@@ -162,6 +177,9 @@ for t in doc["targets"]:
     vs = "n/a" if v is None else f"{v:.3f}"
     note = f" ({t['note']})" if t.get("note") else ""
     print(f"  {mark} {t['target']}: {t['measure']} {vs} {t['op']} {t['bound']}{note}")
+print("  load average at the end (1, 5, 15 min): " +
+      ", ".join(f"{x:.1f}" for x in doc["host"]["load_avg_at_end"]) +
+      f" on {doc['host']['nproc']} cores; wall {doc.get('wall_s', 0):.0f} s")
 for k, e in doc["errors"].items():
     print(f"  ERROR {k}: {e}")
 PY

@@ -17,7 +17,11 @@
 # 4 coordinator lost, 5 launch failed, 130 interrupted).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# A checkout's launcher/, or (installed by relaxps-server into
+# /usr/share/relaxps/scripts) the relaxps-launch on PATH.
 LAUNCH=${RELAXPS_LAUNCH:-$ROOT/launcher/relaxps-launch}
+[ -x "$LAUNCH" ] || LAUNCH=$(command -v relaxps-launch) ||
+  { echo "launch.sh: relaxps-launch not found (no checkout around this script, none on PATH)" >&2; exit 5; }
 export RELAXPS_SCRIPT=launch.sh
 for arg in "$@"; do
   case "$arg" in -h|--help) exec "$LAUNCH" make-spec hostfile --help ;; esac

@@ -1,5 +1,6 @@
 #include "bench/internal/bench_util.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -143,6 +144,18 @@ std::string SizeLabel(uint64_t bytes) {
   if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
   if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "KiB";
   return std::to_string(bytes) + "B";
+}
+
+
+void TuneMallocForHugeMessages() {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // Threads other than the first use arenas whose heaps are at most 64 MiB:
+  // a larger block is always mmapped there. One arena, grown with brk.
+  if (mallopt(M_ARENA_MAX, 1) != 1 || mallopt(M_MMAP_MAX, 0) != 1 ||
+      mallopt(M_TRIM_THRESHOLD, 1 << 30) != 1) {
+    std::fprintf(stderr, "bench: mallopt failed; messages above 32 MiB will page-fault\n");
+  }
+#endif
 }
 
 }  // namespace bench

@@ -117,6 +117,15 @@ class JsonWriter {
 // "4KiB", "1MiB", ... for a byte count that is a power of two multiple.
 std::string SizeLabel(uint64_t bytes);
 
+// For a benchmark process that moves messages above 32 MiB (glibc's largest
+// mmap threshold): without it, every such message ZeroMQ receives is
+// mmapped and unmapped (a page fault per 4 KiB, the 64 MiB echo ran at a
+// fifth of its speed). Serves every allocation from one heap grown with brk
+// (one arena, no mmapped chunks) and keeps freed memory instead of trimming
+// it. Process-wide, from main() of a benchmark only, before any thread; the
+// echo and relaxps in the same process both get it. No-op under ASan/TSan.
+void TuneMallocForHugeMessages();
+
 }  // namespace bench
 }  // namespace relaxps
 

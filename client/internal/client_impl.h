@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "client/internal/dense_parts.h"
 #include "client/internal/local_fallback.h"
 #include "client/internal/resender.h"
 #include "client/internal/router.h"
@@ -189,22 +190,10 @@ class ClientImpl final : public Client,
     return options_.dense_part_bytes >= static_cast<int64_t>(sizeof(float)) &&
            !features_.exactly_once_keys;
   }
-  // Splits every slice larger than options_.dense_split_bytes into parts of
-  // about options_.dense_part_bytes (at most kMaxSplitParts of them, larger
-  // if need be), sent in flight at once. (*continues)[i]: slice i is a later
+  // Splits every slice larger than options_.dense_split_bytes into aligned
+  // parts of about options_.dense_part_bytes, sent in flight at once
+  // (client/internal/dense_parts.h). (*continues)[i]: slice i is a later
   // part of a split one (wire::Header.push_continues).
-  static constexpr uint64_t kMaxSplitParts = 8;
-  // How many parts of equal size (but for one item) `count` items go as: 1
-  // up to split_at (or with part 0), else about count / part, at most
-  // kMaxSplitParts. The server queues at most --max_queued_replies (128)
-  // replies per client and drops the rest, so splitting may multiply a
-  // client's requests in flight to one server only by a small factor (32
-  // parts of 512 KiB per 16 MiB request, 8 requests in flight, hung the
-  // bench). Part i holds items [count * i / n, count * (i + 1) / n).
-  static uint64_t NumSplitParts(uint64_t count, uint64_t split_at, uint64_t part) {
-    if (part == 0 || count <= split_at) return 1;
-    return std::min<uint64_t>(kMaxSplitParts, (count + part - 1) / part);
-  }
   void SplitLargeParts(std::vector<DenseSlice>* slices, std::vector<bool>* continues) const;
   // Routes keys [begin, begin + count) of op (at `offset` within its
   // buffers) with `map` and completes `done` when every part has.

@@ -378,30 +378,9 @@ void ClientImpl::SplitLargeParts(std::vector<DenseSlice>* slices,
                                  std::vector<bool>* continues) const {
   continues->clear();
   if (!SplitsParts()) return;
-  const uint64_t part_keys = static_cast<uint64_t>(options_.dense_part_bytes) / sizeof(float);
-  const uint64_t split_keys = static_cast<uint64_t>(options_.dense_split_bytes) / sizeof(float);
-  // The common case (no slice to split) allocates nothing: this runs on
-  // every dense request.
-  if (std::none_of(slices->begin(), slices->end(),
-                   [split_keys](const DenseSlice& s) { return s.count > split_keys; })) {
-    return;
-  }
-  std::vector<DenseSlice> parts;
-  std::vector<bool> later;
-  for (const DenseSlice& s : *slices) {
-    const uint64_t n = NumSplitParts(s.count, split_keys, part_keys);
-    for (uint64_t i = 0; i < n; ++i) {
-      DenseSlice p = s;
-      const uint64_t from = s.count * i / n, to = s.count * (i + 1) / n;
-      p.begin = s.begin + from;
-      p.offset = s.offset + from;
-      p.count = to - from;
-      parts.push_back(p);
-      later.push_back(i > 0);
-    }
-  }
-  slices->swap(parts);
-  continues->swap(later);
+  SplitDenseParts(static_cast<uint64_t>(options_.dense_split_bytes) / sizeof(float),
+                  static_cast<uint64_t>(options_.dense_part_bytes) / sizeof(float), slices,
+                  continues);
 }
 
 void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> m,

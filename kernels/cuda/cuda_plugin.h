@@ -23,8 +23,11 @@ using RelaxpsCudaDeviceCountFn = int (*)();
 // Symbol names looked up with dlsym().
 inline constexpr char kRelaxpsNewCudaDeviceSymbol[] = "RelaxpsNewCudaDevice";
 inline constexpr char kRelaxpsCudaDeviceCountSymbol[] = "RelaxpsCudaDeviceCount";
-// File name of the module, looked up next to the executable's ../lib, its own
-// directory, then the dynamic linker's search path.
+// File name of the module, looked up in <exe dir>/RELAXPS_CUDA_PLUGIN_REL_DIR
+// (the installed layout, <prefix>/<libdir>/relaxps), <exe dir>/../lib (the
+// build tree), the executable's own directory, then the dynamic linker's
+// search path. When it is found but does not load (NVIDIA's libraries
+// missing), NewDevice's error names the missing library.
 inline constexpr char kRelaxpsCudaPluginName[] = "librelaxps_kernels_cuda.so";
 
 #endif  // RELAXPS_KERNELS_CUDA_CUDA_PLUGIN_H_

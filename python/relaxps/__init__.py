@@ -11,7 +11,10 @@
 Arrays are float32 (ids: uint64 or non-negative int64), C-contiguous numpy
 arrays, CPU torch tensors or other objects with the buffer protocol; they are
 used in place, never copied: push* read the caller's memory, pull* write into
-it. Every blocking call releases the GIL. A failed call raises a subclass of
+it. Every blocking call releases the GIL; push, pull, push_pull, pull_rows
+and push_rows also read their reply on the calling thread (Client::Drive in
+C++) instead of waiting for the client's I/O thread to hand it over, unless
+another thread is driving. A failed call raises a subclass of
 relaxps.Error (InvalidArgument, NotFound, Unavailable, DeadlineExceeded,
 Aborted, ...) whose message is the client's Status message. See
 relaxps.torch for keeping a torch.nn.Module's parameters on the servers.

@@ -44,7 +44,40 @@ bool WaitReady(const std::shared_future<Status>& f, std::optional<double> timeou
   }
 }
 
+// A blocking call's wait: the calling thread (GIL released) drives the
+// client (Client::Drive), so the reply is read and the future completed
+// here, without waking a second thread (most of a small request's latency
+// on a busy machine). Where this thread cannot drive (another one does, or
+// fault injection is on), waits as WaitReady does.
+void DriveUntilReady(Client* client, const std::shared_future<Status>& f) {
+  const auto ready = [&f] {
+    return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  };
+  for (;;) {
+    bool done;
+    {
+      py::gil_scoped_release nogil;
+      const auto start = Clock::now();
+      done = client->Drive(ready, static_cast<int>(kSignalCheck.count()));
+      if (!done) {
+        // Drive() gave up at once (cannot drive) or after kSignalCheck.
+        const auto left = kSignalCheck - (Clock::now() - start);
+        done = f.wait_for(std::max<Clock::duration>(left, Clock::duration::zero())) ==
+               std::future_status::ready;
+      }
+    }
+    Graves().Drain();
+    if (done) return;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
 }  // namespace
+
+void Request::WaitDriving(Client* client) {
+  DriveUntilReady(client, future_);
+  Check(future_.get(), context_);
+}
 
 bool Request::Wait(std::optional<double> timeout_s) {
   if (timeout_s && *timeout_s < 0) throw py::value_error("timeout must be >= 0");
@@ -183,20 +216,25 @@ std::unique_ptr<Request> PyClient::PushRowsAsync(const std::string& table, py::h
 }
 
 void PyClient::Push(const std::string& table, py::handle grads, uint64_t offset) {
-  PushAsync(table, grads, offset)->Wait(std::nullopt);
+  std::shared_ptr<Client> c = client("push");
+  PushAsync(table, grads, offset)->WaitDriving(c.get());
 }
 void PyClient::Pull(const std::string& table, py::handle out, uint64_t offset) {
-  PullAsync(table, out, offset)->Wait(std::nullopt);
+  std::shared_ptr<Client> c = client("pull");
+  PullAsync(table, out, offset)->WaitDriving(c.get());
 }
 void PyClient::PushPull(const std::string& table, py::handle grads, py::handle out,
                         uint64_t offset) {
-  PushPullAsync(table, grads, out, offset)->Wait(std::nullopt);
+  std::shared_ptr<Client> c = client("push_pull");
+  PushPullAsync(table, grads, out, offset)->WaitDriving(c.get());
 }
 void PyClient::PullRows(const std::string& table, py::handle ids, py::handle out) {
-  PullRowsAsync(table, ids, out)->Wait(std::nullopt);
+  std::shared_ptr<Client> c = client("pull_rows");
+  PullRowsAsync(table, ids, out)->WaitDriving(c.get());
 }
 void PyClient::PushRows(const std::string& table, py::handle ids, py::handle grads) {
-  PushRowsAsync(table, ids, grads)->Wait(std::nullopt);
+  std::shared_ptr<Client> c = client("push_rows");
+  PushRowsAsync(table, ids, grads)->WaitDriving(c.get());
 }
 
 int64_t PyClient::Clock() {

@@ -42,6 +42,9 @@ class Request {
   // completed OK, False if it is still running at the timeout; raises its
   // error otherwise.
   bool Wait(std::optional<double> timeout_s);
+  // Waits for ever, reading the replies on this thread (Client::Drive)
+  // where it can; raises the request's error. For the blocking calls.
+  void WaitDriving(Client* client);
   bool done() const;
 
  private:

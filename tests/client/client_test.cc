@@ -208,6 +208,33 @@ TEST(ClientTest, SplitDenseRequestsMatchWholeOnesBitForBit) {
   }
 }
 
+// Parts large enough to start on aligned keys (client/internal/
+// dense_parts.h), over two servers and at an offset that is not: the
+// request lands exactly as the whole one does.
+TEST(ClientTest, AlignedSplitPartsAtAnOddOffsetMatchWholeRequests) {
+  InProcessCluster cluster(2);
+  constexpr uint64_t kSize = 40000, kOffset = 77, kCount = 39000;
+  ClientOptions whole_options = SplittingOptions(cluster, /*part_bytes=*/0);
+  ClientOptions split_options = SplittingOptions(cluster, /*part_bytes=*/8192);
+  split_options.dense_split_bytes = 16384;  // 4096 keys: each server's ~19,500 split.
+  auto whole = Client::Connect(whole_options);
+  auto split = Client::Connect(split_options);
+  ASSERT_TRUE(whole.ok() && split.ok());
+  ASSERT_TRUE((*whole)->CreateTable(AdamTable("whole", kSize)).ok());
+  ASSERT_TRUE((*split)->CreateTable(AdamTable("split", kSize)).ok());
+  const uint64_t before = (*split)->stats().requests;
+  for (int round = 0; round < 2; ++round) {
+    FloatBuffer g(kCount);
+    for (uint64_t i = 0; i < kCount; ++i) g[i] = 0.001f * static_cast<float>((i * 31 + round) % 17) - 0.008f;
+    FloatBuffer a(kCount), b(kCount);
+    ASSERT_TRUE((*whole)->PushPull("whole", kOffset, g, a).get().ok());
+    ASSERT_TRUE((*split)->PushPull("split", kOffset, g, b).get().ok());
+    for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(a[i], b[i]) << "round " << round << " key " << kOffset + i;
+  }
+  // Split for real: more than one request per server and round.
+  EXPECT_GT((*split)->stats().requests - before, 2u * 2u * 2u);
+}
+
 // A request is split into at most 8 parts per server, whatever
 // dense_part_bytes asks for: a server queues at most --max_queued_replies
 // replies per client and drops the rest, and 8 requests in flight of 32

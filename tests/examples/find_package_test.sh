@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # find_package_test.sh SRC BUILD [install|deb]
 # Installs relaxps into a fresh temporary prefix (install: cmake --install;
-# deb: cpack -G DEB, then the relaxps and librelaxps-dev packages unpacked
+# deb: cpack -G DEB, then every package (librelaxps-client, -dev, relaxps-server, ...) unpacked
 # with dpkg -x into an empty root), builds examples/ against it with
 # find_package(relaxps COMPONENTS client) and with pkg-config relaxps (both
 # -Wall -Wextra -Werror), checks what they link, and trains both, and the
@@ -28,8 +28,8 @@ if [ "$MODE" = deb ]; then
     echo "$(basename "$deb"): $(dpkg-deb -f "$deb" Package Version Depends | tr '\n' ' ')"
     dpkg -x "$deb" "$TMP/root"
   done
-  [ -e "$TMP/root/usr/include/relaxps/client.h" ] || { echo "no librelaxps-dev content"; exit 1; }
-  [ -x "$TMP/root/usr/bin/relaxps-server" ] || { echo "no relaxps binaries"; exit 1; }
+  [ -e "$TMP/root/usr/include/relaxps/client.h" ] || { echo "no librelaxps-client-dev content"; exit 1; }
+  [ -x "$TMP/root/usr/bin/relaxps-server" ] || { echo "no relaxps-server content"; exit 1; }
   ln -s "$TMP/root/usr" "$TMP/prefix"
 else
   cmake --install "$BUILD" --prefix "$TMP/prefix" >/dev/null
@@ -54,10 +54,14 @@ check_links() {
   fi
 }
 check_links "$TMP/build/linear_trainer"
-# pkg-config, with the same warnings as errors.
-PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" pkg-config --exists relaxps
+# pkg-config, with the same warnings as errors. The packages' relaxps.pc says
+# prefix=/usr (they install there); unpacked elsewhere, --define-prefix
+# takes the prefix from where the .pc lies.
+PC=(pkg-config)
+if [ "$MODE" = deb ]; then PC+=(--define-prefix); fi
+PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" "${PC[@]}" --exists relaxps
 g++ -std=c++17 -Wall -Wextra -Werror $SAN "$SRC/examples/linear_trainer.cc" -o "$TMP/pc_trainer" \
-  $(PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" pkg-config --cflags --libs relaxps) \
+  $(PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" "${PC[@]}" --cflags --libs relaxps) \
   -Wl,-rpath,"$TMP/prefix/lib"
 check_links "$TMP/pc_trainer"
 # The README's client snippet, as a reader would paste it.
@@ -65,7 +69,7 @@ sed -n '/<!-- readme-snippet: begin -->/,/<!-- readme-snippet: end -->/p' "$SRC/
   sed '1,2d;$d' | sed '$d' >"$TMP/readme_snippet.cc"
 grep -q "int main" "$TMP/readme_snippet.cc" || { echo "README snippet not found"; exit 1; }
 g++ -std=c++17 -Wall -Wextra -Werror $SAN "$TMP/readme_snippet.cc" -o "$TMP/readme_snippet" \
-  $(PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" pkg-config --cflags --libs relaxps) \
+  $(PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" "${PC[@]}" --cflags --libs relaxps) \
   -Wl,-rpath,"$TMP/prefix/lib"
 
 "$TMP/prefix/bin/relaxps-coordinator" --endpoint_file="$TMP/coord" --num_servers=1 \

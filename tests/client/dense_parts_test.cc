@@ -1,0 +1,121 @@
+// How large requests are cut into parts (client/internal/dense_parts.h):
+// coverage, alignment, the part cap and the continues flags, on hand-made
+// slices. The parts' reassembly and their single optimizer step are tested
+// against whole requests on a real cluster in client_test.cc
+// (SplitDenseRequestsMatchWholeOnesBitForBit).
+#include "client/internal/dense_parts.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace relaxps {
+namespace client_internal {
+namespace {
+
+constexpr uint64_t kMiBKeys = (uint64_t{1} << 20) / sizeof(float);
+
+DenseSlice Slice(int server, uint64_t begin, uint64_t count, uint64_t offset) {
+  DenseSlice s;
+  s.server = server;
+  s.begin = begin;
+  s.count = count;
+  s.offset = offset;
+  s.range_begin = begin - begin % 4096;
+  s.range_end = begin + count;
+  return s;
+}
+
+// Every part of `in`'s slices, in order, covers its slice exactly.
+void ExpectCovers(const std::vector<DenseSlice>& in, const std::vector<DenseSlice>& parts) {
+  size_t p = 0;
+  for (const DenseSlice& s : in) {
+    uint64_t next = s.begin;
+    while (p < parts.size() && parts[p].server == s.server && next < s.begin + s.count) {
+      EXPECT_EQ(parts[p].begin, next);
+      EXPECT_EQ(parts[p].offset, s.offset + (next - s.begin));
+      EXPECT_GT(parts[p].count, 0u);
+      EXPECT_EQ(parts[p].range_begin, s.range_begin);
+      next += parts[p].count;
+      ++p;
+    }
+    EXPECT_EQ(next, s.begin + s.count) << "slice at " << s.begin;
+  }
+  EXPECT_EQ(p, parts.size());
+}
+
+TEST(DensePartsTest, SmallSlicesStayWholeAndNoFlagsAreMade) {
+  std::vector<DenseSlice> slices = {Slice(0, 0, kMiBKeys, 0), Slice(1, kMiBKeys, 100, kMiBKeys)};
+  const std::vector<DenseSlice> before = slices;
+  std::vector<bool> continues = {true};
+  SplitDenseParts(4 * kMiBKeys, kMiBKeys / 2, &slices, &continues);
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[0].count, before[0].count);
+  EXPECT_TRUE(continues.empty());
+}
+
+TEST(DensePartsTest, A16MiBSliceGoesAsEightAlignedPartsThatCoverIt) {
+  std::vector<DenseSlice> slices = {Slice(0, 0, 16 * kMiBKeys, 0)};
+  const std::vector<DenseSlice> in = slices;
+  std::vector<bool> continues;
+  SplitDenseParts(4 * kMiBKeys, kMiBKeys / 2, &slices, &continues);
+  ASSERT_EQ(slices.size(), kMaxSplitParts);
+  ExpectCovers(in, slices);
+  ASSERT_EQ(continues.size(), slices.size());
+  for (size_t i = 0; i < slices.size(); ++i) {
+    EXPECT_EQ(continues[i], i > 0);
+    EXPECT_EQ(slices[i].begin % kDensePartAlignKeys, 0u);
+    EXPECT_EQ(slices[i].count, 2 * kMiBKeys);
+  }
+}
+
+// A slice of an odd size starting at an odd key (a request at an offset):
+// inner boundaries are aligned in the table's key space, the outer ones are
+// the slice's own, and the parts stay within one alignment unit of even.
+TEST(DensePartsTest, InnerBoundariesOfAnUnevenSliceAreAligned) {
+  const uint64_t begin = 3 * 4096 + 77, count = 6 * kMiBKeys + 12345;
+  std::vector<DenseSlice> slices = {Slice(2, begin, count, 500)};
+  const std::vector<DenseSlice> in = slices;
+  std::vector<bool> continues;
+  SplitDenseParts(4 * kMiBKeys, kMiBKeys, &slices, &continues);
+  ASSERT_EQ(slices.size(), 7u);  // ceil(count / 1 MiB of keys).
+  ExpectCovers(in, slices);
+  EXPECT_EQ(slices.front().begin, begin);
+  for (size_t i = 1; i < slices.size(); ++i) {
+    EXPECT_EQ(slices[i].begin % kDensePartAlignKeys, 0u) << "part " << i;
+    EXPECT_NEAR(static_cast<double>(slices[i].count), static_cast<double>(count) / 7,
+                2.0 * kDensePartAlignKeys)
+        << "part " << i;
+  }
+}
+
+// Parts too small to align (a test's tiny split sizes) keep the even
+// boundaries: never an empty part, never a gap.
+TEST(DensePartsTest, TinyPartsFallBackToEvenBoundaries) {
+  std::vector<DenseSlice> slices = {Slice(0, 10, 1000, 0), Slice(1, 1010, 40, 1000),
+                                    Slice(0, 1050, 300, 1040)};
+  const std::vector<DenseSlice> in = slices;
+  std::vector<bool> continues;
+  SplitDenseParts(/*split_keys=*/64, /*part_keys=*/16, &slices, &continues);
+  ExpectCovers(in, slices);
+  // 8 (capped) + 1 + 8 (capped).
+  ASSERT_EQ(slices.size(), 17u);
+  ASSERT_EQ(continues.size(), 17u);
+  EXPECT_FALSE(continues[0]);
+  EXPECT_TRUE(continues[7]);
+  EXPECT_FALSE(continues[8]);  // The unsplit slice of server 1.
+  EXPECT_FALSE(continues[9]);  // The first part of the third slice.
+  EXPECT_TRUE(continues[16]);
+}
+
+TEST(DensePartsTest, NumSplitPartsIsCappedAndOneWithoutAPartSize) {
+  EXPECT_EQ(NumSplitParts(100, 200, 10), 1u);
+  EXPECT_EQ(NumSplitParts(1000, 200, 0), 1u);
+  EXPECT_EQ(NumSplitParts(300, 200, 100), 3u);
+  EXPECT_EQ(NumSplitParts(301, 200, 100), 4u);
+  EXPECT_EQ(NumSplitParts(1 << 30, 200, 100), kMaxSplitParts);
+}
+
+}  // namespace
+}  // namespace client_internal
+}  // namespace relaxps
