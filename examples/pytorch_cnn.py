@@ -84,7 +84,8 @@ def parse_flags(argv):
     add("--log_every_s", type=float, default=5)
     add("--metrics_csv", default="")
     add("--steps_csv", default="")
-    add("--events_file", default="", help="progress/final events, JSON Lines (docs/events.md)")
+    add("--events_file", default="",
+        help="progress/final events and the client library's own, JSON Lines (docs/events.md)")
     add("--straggle_ms", type=int, default=0)
     add("--cpu_threads", type=int, default=1, help="torch.set_num_threads")
     add("--device", default="cpu", choices=["cpu"])
@@ -210,7 +211,8 @@ def connect(a):
         recovery_timeout_ms=a.recovery_timeout_ms, local_after_ms=a.local_after_ms,
         coordinator_timeout_ms=a.coordinator_timeout_ms, wire_dtype=a.wire_dtype,
         keys_dir=a.keys_dir if a.security == "curve" else "",
-        curve_name=name if a.security == "curve" else "")
+        curve_name=name if a.security == "curve" else "",
+        events_file=a.events_file)
 
 
 # ---- The training loop (apps/trainer/trainer.cc's, in Python) ----
@@ -238,7 +240,7 @@ def run(a, model, params, data, worker, index, num_workers, client):
     next_log = a.log_every_s if a.log_every_s > 0 else never
     next_eval = a.eval_every_s if a.eval_every_s > 0 and evaluates else never
     total_steps = total_samples = epoch = 0
-    eval_s, latest_acc = 0.0, math.nan
+    eval_s, compute_s, latest_acc = 0.0, 0.0, math.nan
     acc = dict(loss=0.0, correct=0, steps=0, samples=0, stale_sum=0, stale_max=0, wait=0.0,
                train_s=0.0, last_loss=math.nan, last_acc=math.nan)
     split = client is not None and client.job["serves_cached_reads"]
@@ -270,6 +272,7 @@ def run(a, model, params, data, worker, index, num_workers, client):
         stopped = False
         if (a.duration_s > 0 and elapsed >= a.duration_s) or (0 < a.epochs <= epoch):
             break
+        compute_start = time.monotonic()
         epochs_done, idx = next(sampler)
         x = train_x[idx].float().div_(255)
         y = train_y[idx]
@@ -282,11 +285,13 @@ def run(a, model, params, data, worker, index, num_workers, client):
                                      f"{total_steps} (lower --lr?)")
         if a.straggle_ms:
             time.sleep(a.straggle_ms / 1000)
+        step_compute_s = time.monotonic() - compute_start
+        compute_s += step_compute_s
         hits = client.stats()["cache_hits"] if split else 0
         params.step()
         cache_hit = split and client.stats()["cache_hits"] > hits
         steps.write(time.monotonic() - start, params.clock, params.staleness, params.last_wait_s,
-                    cache_hit, loss_value)
+                    cache_hit, loss_value, step_compute_s)
         total_steps += 1
         total_samples += a.batch
         epoch = epochs_done
@@ -326,12 +331,23 @@ def run(a, model, params, data, worker, index, num_workers, client):
     s = params.stats()
     test_loss = math.nan if row.test_loss is None else row.test_loss
     final_acc = math.nan if row.test_acc is None else row.test_acc
-    events.final(row, total_steps, total_samples / end if end else 0.0, stopped, s)
+    events.final(row, total_steps, total_samples / end if end else 0.0, compute_s, stopped, s)
     print(format_progress("final", row, final_acc) +
           f" test_loss={test_loss:.4f} wall_samples_per_s={total_samples / end if end else 0:.1f}"
           f" eval_s={eval_s:.1f} bytes_sent_per_step="
           f"{s['bytes_sent'] / total_steps if total_steps else 0:.0f} stopped={int(stopped)}"
           f" start_unix={start_unix:.3f} local_steps={s['local_steps']}", flush=True)
+
+
+def report_end(client, error=None):
+    """The final report, as relaxps-worker's: the job ends as reported (clean,
+    or failed with `error`) even if close()'s goodbye is lost on a loaded
+    machine, where a heartbeat that came late skips it."""
+    import relaxps
+    try:
+        client.report_finished(error)
+    except relaxps.Error as e:
+        print(f"pytorch_cnn.py: worker {client.worker_id}: {e}", file=sys.stderr, flush=True)
 
 
 def fail(worker, exit_code, code, what, error):
@@ -379,11 +395,14 @@ def main(argv=None):
         try:
             params = PsParams(a, model, client)
             run(a, model, params, data, worker, index, num_workers, client)
+            report_end(client)
         except relaxps.Error as e:
+            report_end(client, e)
             ps_failed = isinstance(e, relaxps.PS_FAILURES)
             return fail(worker, EXIT_PS_FAILED if ps_failed else EXIT_ERROR, e.code,
                         "parameter server failed" if ps_failed else "training failed", e)
         except (FloatingPointError, ValueError, OSError) as e:
+            report_end(client, e)
             return fail(worker, EXIT_ERROR, "InvalidArgument", "training failed", e)
     return 0
 

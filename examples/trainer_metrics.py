@@ -46,19 +46,21 @@ class MetricsWriter:
 
 
 class StepLog:
-    """time_s,clock,staleness,gate_wait_ms,cache_hit,loss; flushed every 256 rows."""
+    """time_s,clock,staleness,gate_wait_ms,cache_hit,loss,compute_ms; flushed every
+    256 rows. compute_s: the step's time computing its gradient (waits on the
+    parameter server excluded)."""
 
     def __init__(self, path):
         self.file = open(path, "w") if path else None
         if self.file:
-            self.file.write("time_s,clock,staleness,gate_wait_ms,cache_hit,loss\n")
+            self.file.write("time_s,clock,staleness,gate_wait_ms,cache_hit,loss,compute_ms\n")
         self.unflushed = 0
 
-    def write(self, time_s, clock, staleness, gate_wait_s, cache_hit, loss):
+    def write(self, time_s, clock, staleness, gate_wait_s, cache_hit, loss, compute_s):
         if not self.file:
             return
         self.file.write(f"{time_s:.4f},{clock},{staleness},{gate_wait_s * 1e3:.3f},"
-                        f"{int(cache_hit)},{loss:.5f}\n")
+                        f"{int(cache_hit)},{loss:.5f},{compute_s * 1e3:.3f}\n")
         self.unflushed += 1
         if self.unflushed >= 256:
             self.file.flush()
@@ -117,11 +119,12 @@ class EventWriter:
                                 "test_acc": _num(latest_test_acc),
                                 "staleness_max": r.staleness_max, "bytes_sent": r.bytes_sent})
 
-    def final(self, r, steps, wall_samples_per_s, stopped, stats):
+    def final(self, r, steps, wall_samples_per_s, compute_s, stopped, stats):
         self._emit("final", {"worker": r.worker, "time_s": r.time_s, "steps": steps,
                              "epochs": r.epoch, "samples": r.samples,
                              "samples_per_s": _num(r.samples_per_s) or 0.0,
                              "wall_samples_per_s": _num(wall_samples_per_s) or 0.0,
+                             "compute_s": compute_s,
                              "test_acc": _num(r.test_acc), "test_loss": _num(r.test_loss),
                              "stopped": bool(stopped),
                              "incarnation": int(stats.get("incarnation", 0)),

@@ -56,7 +56,7 @@ StatusOr<std::unique_ptr<StepLog>> StepLog::Open(const std::string& path) {
     if (file == nullptr) {
       return IOError(path + ": cannot create step log: " + std::strerror(errno));
     }
-    std::fprintf(file, "time_s,clock,staleness,gate_wait_ms,cache_hit,loss\n");
+    std::fprintf(file, "time_s,clock,staleness,gate_wait_ms,cache_hit,loss,compute_ms\n");
   }
   return std::unique_ptr<StepLog>(new StepLog(file));
 }
@@ -66,10 +66,10 @@ StepLog::~StepLog() {
 }
 
 void StepLog::Write(double time_s, int64_t clock, int64_t staleness, double gate_wait_s,
-                    bool cache_hit, double loss) {
+                    bool cache_hit, double loss, double compute_s) {
   if (file_ == nullptr) return;
-  std::fprintf(file_, "%.4f,%" PRId64 ",%" PRId64 ",%.3f,%d,%.5f\n", time_s, clock, staleness,
-               gate_wait_s * 1e3, cache_hit ? 1 : 0, loss);
+  std::fprintf(file_, "%.4f,%" PRId64 ",%" PRId64 ",%.3f,%d,%.5f,%.3f\n", time_s, clock, staleness,
+               gate_wait_s * 1e3, cache_hit ? 1 : 0, loss, compute_s * 1e3);
   if (++unflushed_ >= 256) {
     std::fflush(file_);
     unflushed_ = 0;

@@ -81,9 +81,12 @@ class StepLog {
   StepLog(const StepLog&) = delete;
   StepLog& operator=(const StepLog&) = delete;
 
-  // Columns: time_s,clock,staleness,gate_wait_ms,cache_hit,loss.
+  // Columns: time_s,clock,staleness,gate_wait_ms,cache_hit,loss,compute_ms.
+  // `compute_s`: the step's time computing its gradient (sampling the batch,
+  // forward and backward, --straggle_ms), waits on the parameter server
+  // excluded: what the report's idle fraction is measured from.
   void Write(double time_s, int64_t clock, int64_t staleness, double gate_wait_s,
-             bool cache_hit, double loss);
+             bool cache_hit, double loss, double compute_s);
 
  private:
   explicit StepLog(FILE* file) : file_(file) {}

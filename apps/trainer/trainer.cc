@@ -96,7 +96,10 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
   // The wall-clock origin of time_s, for lining rows up with other processes.
   const double start_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  auto elapsed = [start] {
+  const Clock* clock = options_.clock;
+  const int64_t start_ms = clock != nullptr ? clock->NowMs() : 0;
+  auto elapsed = [start, clock, start_ms] {
+    if (clock != nullptr) return (clock->NowMs() - start_ms) / 1e3;
     return std::chrono::duration<double>(SteadyClock::now() - start).count();
   };
   const int batch = model_->batch_size();
@@ -104,6 +107,7 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
 
   TrainResult result;
   double eval_s = 0.0;  // total time in evaluations
+  double compute_s = 0.0;  // total time computing gradients (StepLog::Write)
   double latest_test_acc = std::numeric_limits<double>::quiet_NaN();
   // Since the previous row.
   double row_loss_sum = 0.0;
@@ -157,6 +161,7 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
     if (options_.duration_s > 0 && elapsed() >= options_.duration_s) break;
     if (options_.epochs > 0 && sampler_.epoch() >= options_.epochs) break;
 
+    const double compute_start = elapsed();
     sampler_.Next(batch_images_.data(), batch_labels_.data());
     StepOptions step;
     step.training = true;
@@ -172,6 +177,8 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
     if (options_.straggle_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(options_.straggle_ms));
     }
+    const double step_compute_s = elapsed() - compute_start;
+    compute_s += step_compute_s;
     Status s = source_->Update();
     if (s.ok()) s = source_->Clock();
     if (!s.ok()) {
@@ -184,7 +191,7 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
     row_staleness_max = std::max(row_staleness_max, step_stats.staleness);
     row_gate_wait_s += step_stats.gate_wait_s;
     steps_->Write(elapsed(), source_->clock(), step_stats.staleness, step_stats.gate_wait_s,
-                  step_stats.cache_hit, r.loss);
+                  step_stats.cache_hit, r.loss, step_compute_s);
     step_metrics_.OnStep(step_stats, batch, r.loss);
 
     ++result.steps;
@@ -273,6 +280,7 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
              {"samples", result.samples},
              {"samples_per_s", result.train_samples_per_s},
              {"wall_samples_per_s", result.samples_per_s},
+             {"compute_s", compute_s},
              {"test_acc", result.test_acc},  // null without a final evaluation
              {"test_loss", result.test_loss},
              {"stopped", result.stopped},

@@ -31,6 +31,7 @@
 #include "apps/trainer/model.h"
 #include "apps/trainer/param_source.h"
 #include "apps/trainer/step_metrics.h"
+#include "common/clock.h"
 #include "common/status.h"
 #include "kernels/device.h"
 
@@ -74,7 +75,8 @@ struct TrainerOptions {
   double log_every_s = 5.0;
   // Metrics CSV path; empty writes none.
   std::string metrics_csv;
-  // If set, one row per step (staleness, gate wait, cache hit, loss).
+  // If set, one row per step (staleness, gate wait, cache hit, loss, time
+  // computing the gradient).
   std::string steps_csv;
   // Sleep this long every step (straggler experiments).
   int straggle_ms = 0;
@@ -86,6 +88,10 @@ struct TrainerOptions {
   // Per-step Prometheus metrics (step_metrics.h) go here; nullptr: none.
   // Not owned; must outlive the trainer.
   metrics::Registry* metrics = nullptr;
+  // Where the loop's times (time_s, durations, compute time) come from:
+  // nullptr is steady_clock at microsecond resolution; tests pass a
+  // FakeClock (milliseconds). Not owned; must outlive the trainer.
+  const Clock* clock = nullptr;
 };
 
 struct TrainResult {

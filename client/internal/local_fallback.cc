@@ -40,6 +40,7 @@ void LocalFallback::GoLocal(int server, const std::string& endpoint, bool stalle
 bool LocalFallback::TakeOver(int holder, int spare) {
   if (!replica_.TakeOver(holder, spare)) return false;
   rows_.TakeOver(holder, spare);
+  late_.Move(holder, spare);
   LOG(WARNING) << "server " << spare << " takes over what server " << holder
                << " held alone; this worker's copies of it move there";
   return true;
@@ -77,7 +78,10 @@ StatusOr<int64_t> LocalFallback::ServeDense(const std::string& table, const Dens
     host_->CountError();
     return clock.status();
   }
-  if (grads != nullptr && !served_locally->exchange(true)) replica_.CountLocalStep();
+  if (grads != nullptr) {
+    late_.Record(holder, host_->clock());
+    if (!served_locally->exchange(true)) replica_.CountLocalStep();
+  }
   return *clock;
 }
 
@@ -93,7 +97,10 @@ Status LocalFallback::ServeRows(int server, wire::MsgType type, const std::strin
   std::vector<float> rows(push ? 0 : ids.size() * width);
   rows_.Serve(server, table, t.init, width, t.optimizer.lr, ids, grads,
               push ? nullptr : rows.data(), push ? doubtful_id : 0);
-  if (push && !served_locally->exchange(true)) replica_.CountLocalStep();
+  if (push) {
+    late_.Record(server, host_->clock());
+    if (!served_locally->exchange(true)) replica_.CountLocalStep();
+  }
   for (size_t i = 0; i < positions.size() && !push; ++i) {
     std::memcpy(out.data() + positions[i] * width, rows.data() + i * width, width * sizeof(float));
   }
@@ -114,9 +121,15 @@ void LocalFallback::Rejoin(int server, bool same_server, const char* why) {
   std::vector<DoubtfulRowPush> resend_rows;
   std::vector<RangeDelta> deltas = replica_.Rejoin(server, same_server, &resend);
   std::vector<RowsDelta> row_deltas = rows_.Take(server, same_server, &resend_rows);
+  // The steps whose change goes to it now, and those a re-seed copy took.
+  const StalenessHistogram late = late_.Take(server, host_->clock());
   EmitEvent(options_.events, "client_rejoined",
-            {{"worker", host_->worker_id()}, {"server", server}, {"clock", host_->clock()},
-             {"local_steps", replica_.local_steps()}});
+            {{"worker", host_->worker_id()},
+             {"server", server},
+             {"clock", host_->clock()},
+             {"local_steps", replica_.local_steps()},
+             {"late_updates", late.total()},
+             {"staleness_hist", late.EventCounts()}});
   LOG(INFO) << "server " << server << " is back (" << why << "); " << deltas.size()
             << " range(s) and " << row_deltas.size()
             << " sparse table(s) changed locally since the last copy go to it as raw deltas, "
@@ -219,6 +232,9 @@ void LocalFallback::SendSeedCopies(const wire::HeartbeatReply& reply) {
     d->set_worker_clock(host_->clock());
     replica_.FillSeedCopy(q.server(), d, &copy.frames);
     rows_.FillSeedCopy(q.server(), replica_.LocalSince(q.server()), d, &copy.frames);
+    // The copy carries every change made so far: those steps are applied
+    // (late) by the seeded server.
+    late_.HandBack(q.server(), d->worker_clock());
     LOG(INFO) << "sending the coordinator this worker's copy of server " << q.server() << "'s "
               << d->ranges_size() << " range(s) at clock " << d->worker_clock();
     StatusOr<Message> answer = host_->CallCoordinatorSync(std::move(copy), 3000);

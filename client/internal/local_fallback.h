@@ -14,7 +14,8 @@
 //   - rejoin: the seeded (or merely slow) server takes over again; what was
 //     changed here since the copy it was seeded from goes to it as raw
 //     deltas, and pushes it may already have applied are resent under their
-//     exactly-once keys instead.
+//     exactly-once keys instead; client_rejoined reports how many clocks
+//     behind the local steps were when they reached a server (LateSteps).
 // The recovery role decides *when* (recovery/client_recovery.h); this object
 // is the mechanism, and never asks which policy runs.
 //
@@ -35,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "client/internal/late_steps.h"
 #include "client/internal/local_replica.h"
 #include "client/internal/local_rows.h"
 #include "client/internal/router.h"
@@ -177,6 +179,7 @@ class LocalFallback {
   const Options options_;
   LocalReplica replica_;
   LocalRows rows_;
+  LateSteps late_;  // The local steps, until their change reaches a server.
 };
 
 }  // namespace client_internal

@@ -33,7 +33,7 @@ void DefineClient(py::module_& m) {
                        int disconnect_probe_ms, int barrier_timeout_ms,
                        int coordinator_timeout_ms, const std::string& keys_dir,
                        const std::string& curve_name, int64_t max_message_bytes,
-                       int64_t update_log_bytes) {
+                       int64_t update_log_bytes, const std::string& events_file) {
              ClientOptions o;
              o.coordinator = coordinator;
              o.role = role;
@@ -51,6 +51,13 @@ void DefineClient(py::module_& m) {
              o.curve.name = curve_name;
              o.max_message_bytes = max_message_bytes;
              o.update_log_bytes = update_log_bytes;
+             if (!events_file.empty()) {
+               EventLogOptions events;
+               events.path = events_file;  // Named worker-<id> at registration.
+               StatusOr<std::shared_ptr<EventLog>> log = EventLog::Open(events);
+               Check(log.status(), "events_file");
+               o.events = *log;
+             }
              return std::make_unique<PyClient>(std::move(o));
            }),
            py::arg("coordinator"), py::kw_only(), py::arg("role") = d.role,
@@ -65,9 +72,12 @@ void DefineClient(py::module_& m) {
            py::arg("coordinator_timeout_ms") = d.coordinator_timeout_ms,
            py::arg("keys_dir") = d.curve.keys_dir, py::arg("curve_name") = d.curve.name,
            py::arg("max_message_bytes") = d.max_message_bytes,
-           py::arg("update_log_bytes") = d.update_log_bytes,
+           py::arg("update_log_bytes") = d.update_log_bytes, py::arg("events_file") = "",
            "Registers with the coordinator (see ClientOptions in relaxps/client.h for each "
-           "option). keys_dir/curve_name: --security=curve (curve_name e.g. 'worker-0').")
+           "option). keys_dir/curve_name: --security=curve (curve_name e.g. 'worker-0'). "
+           "events_file: the client's structured events (docs/events.md: registration, a "
+           "server lost, a request parked, a failover acknowledged...) are appended there as "
+           "JSON Lines; '' writes none.")
       .def("close", &PyClient::Close, "Leaves the job; pending requests fail with Aborted.")
       .def_property_readonly("closed", &PyClient::closed)
       .def("__enter__", [](py::object self) { return self; })
@@ -135,6 +145,12 @@ void DefineClient(py::module_& m) {
       .def("clock", &PyClient::Clock, "Ends this iteration: advances the worker's clock; "
                                       "returns the new clock.")
       .def("barrier", &PyClient::Barrier, "Waits until every live worker reached it.")
+      .def("report_finished", &PyClient::ReportFinished, py::arg("error") = py::none(),
+           py::arg("timeout_ms") = 5000,
+           "Tells the coordinator this worker's run ended: cleanly (error=None) or with "
+           "`error` (a relaxps.Error, or any exception: Internal). Call it before leaving: "
+           "the job then ends as reported even if the goodbye of close() is lost. Raises "
+           "relaxps.Error if the coordinator did not take the report within timeout_ms.")
       .def_property_readonly("worker_id", &PyClient::worker_id)
       .def_property_readonly("current_clock", &PyClient::current_clock)
       .def_property_readonly("last_params_clock", &PyClient::last_params_clock,

@@ -258,6 +258,28 @@ void PyClient::Barrier() {
   Check(s, "barrier");
 }
 
+void PyClient::ReportFinished(py::handle error, int timeout_ms) {
+  std::shared_ptr<Client> c = client("report_finished");
+  Status outcome;
+  if (!error.is_none()) {
+    outcome = InternalError(py::str(error));
+    if (py::hasattr(error, "code") && py::hasattr(error, "message")) {
+      const std::string code = py::str(error.attr("code"));
+      for (int i = 1; i <= static_cast<int>(StatusCode::kMaxCode); ++i) {
+        if (code == StatusCodeName(static_cast<StatusCode>(i))) {
+          outcome = Status(static_cast<StatusCode>(i), py::str(error.attr("message")));
+        }
+      }
+    }
+  }
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = c->ReportFinished(outcome, timeout_ms);
+  }
+  Check(s, "report_finished");
+}
+
 int PyClient::worker_id() { return client("worker_id")->worker_id(); }
 int64_t PyClient::current_clock() { return client("current_clock")->clock(); }
 int64_t PyClient::last_params_clock() { return client("last_params_clock")->last_params_clock(); }

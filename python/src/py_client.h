@@ -95,6 +95,11 @@ class PyClient {
   // Advances this worker's clock; returns the new clock.
   int64_t Clock();
   void Barrier();
+  // Client::ReportFinished: tells the coordinator this worker's run ended
+  // (`error` None: cleanly; a relaxps.Error: with its code and message; any
+  // other object: Internal with its str()), so a lost goodbye cannot turn a
+  // clean job into a failure. Raises the report's own error.
+  void ReportFinished(pybind11::handle error, int timeout_ms);
 
   int worker_id();
   int64_t current_clock();

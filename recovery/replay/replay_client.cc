@@ -13,6 +13,7 @@
 
 #include <glog/logging.h>
 
+#include "common/staleness_histogram.h"
 #include "recovery/checkpoint/checkpoint_client.h"
 #include "recovery/replay/replay.h"
 #include "recovery/replay/update_log.h"
@@ -97,30 +98,40 @@ class ReplayClient final : public CheckpointClientRecovery {
       mechanisms()->ReleaseServer(server);
       return;
     }
-    auto replayed = std::make_shared<std::atomic<uint64_t>>(0);
     LOG(INFO) << "server " << server << " restarted: replaying " << entries.size()
               << " logged update(s) before anything new goes to it";
+    // Each entry's answer writes its own slot of `applied`; the last answer
+    // (left reaching 0) reads them all.
+    auto applied = std::make_shared<std::vector<char>>(entries.size(), 0);
     auto left = std::make_shared<std::atomic<size_t>>(entries.size());
-    for (const auto& e : entries) {
-      const uint64_t id = e->push.push_id;
+    // How far behind this worker's clock each update is when it is applied.
+    auto behind = std::make_shared<std::vector<int64_t>>();
+    for (const auto& e : entries) behind->push_back(mechanisms()->clock() - e->push.clock);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const uint64_t id = entries[i]->push.push_id;
       mechanisms()->Replay(
-          server, e->push,
-          [this, server, generation, id, left, replayed](const Status& st,
-                                                         const wire::Header& reply) {
+          server, entries[i]->push,
+          [this, server, generation, id, i, left, applied, behind](const Status& st,
+                                                                  const wire::Header& reply) {
             if (st.ok()) {
               log_.Replayed(server, id, reply.snapshot_seq(), reply.pending());
               replayed_.fetch_add(1);
-              replayed->fetch_add(1);
+              (*applied)[i] = 1;
             } else {
               replay_failed_.fetch_add(1);
               LOG(WARNING) << "replaying update " << id << " to server " << server
                            << " failed: " << st;
             }
             if (left->fetch_sub(1) == 1 && IsCurrent(server, generation)) {
+              StalenessHistogram staleness;
+              for (size_t k = 0; k < applied->size(); ++k) {
+                if ((*applied)[k]) staleness.Add((*behind)[k]);
+              }
               EmitEvent(mechanisms()->events(), "updates_replayed",
                         {{"worker", mechanisms()->worker_id()},
                          {"server", server},
-                         {"count", replayed->load()}});
+                         {"count", staleness.total()},
+                         {"staleness_hist", staleness.EventCounts()}});
               mechanisms()->ReleaseServer(server);
             }
           });

@@ -16,9 +16,11 @@ Definitions (also in the report):
               acknowledged by a new head or by the server back;
               client_rejoined for a worker that trained on its own copy),
               else the end of the step gap (>= 1 s) the fault caused
-  idle_frac   per worker: wall time not computing gradients over total:
-              the sum over steps of (step interval - the worker's fastest
-              steady step, its 10th percentile) over its training time
+  idle_frac   per worker: 1 - compute / wall, measured: compute is the sum
+              of steps.csv's compute_ms (the time each step computed its
+              gradient, waits on the parameter server excluded) from the
+              second step on, wall the time from the first step's end to
+              the last one's; none for a steps.csv without compute_ms
   dip         largest drop of test accuracy within 60 s after a fault,
               against the last evaluation before it
   regain_s    fault -> first evaluation at or above that pre-fault value
@@ -31,8 +33,12 @@ Definitions (also in the report):
               server holds the workers' changes, not counted parts)
   dropped     computed updates never applied (updates_dropped)
   applied_late  updates applied after their server came back: replayed
-              (updates_replayed) and trained on a worker's own copy
-              (final.local_steps, handed back at the re-seed)
+              (updates_replayed.count) and trained on a worker's own copy
+              (client_rejoined.late_updates: handed back at the re-seed or
+              the rejoin)
+  late_staleness_hist  how many clocks behind those were when applied,
+              power-of-two buckets (0 | 1 | 2-3 | 4-7 | ...): the sum of
+              the events' staleness_hist
 """
 import csv
 import json
@@ -102,23 +108,43 @@ def faults_of(rows):
 
 
 def worker_steps(run, events):
-    """{worker: [step times on the run's axis]}: steps.csv's time_s counts from
-    the worker's start, which its progress/final events place on the axis."""
-    steps = {}
+    """({worker: [step times on the run's axis]}, {worker: [compute seconds of
+    each step] or None}): steps.csv's time_s counts from the worker's start,
+    which its progress/final events place on the axis; compute_ms is None in
+    a steps.csv without that column (a trainer that does not measure it)."""
+    steps, compute = {}, {}
     for e in events:
         if e["kind"] in ("progress", "final") and e["worker"] not in steps:
             offset = e["t"] - e["time_s"]
             rows = _read_csv(os.path.join(run, f"worker-{e['worker']}.steps.csv"))
             steps[e["worker"]] = [float(r["time_s"]) + offset for r in rows]
-    return steps
+            compute[e["worker"]] = ([float(r["compute_ms"]) / 1000.0 for r in rows]
+                                    if rows and rows[0].get("compute_ms") not in (None, "")
+                                    else None)
+    return steps, compute
 
 
-def idle_frac(times):
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    if len(gaps) < 10:
+def idle_frac(times, compute):
+    """1 - compute / wall between the first step's end and the last one's."""
+    if compute is None or len(times) < 2 or times[-1] <= times[0]:
         return None
-    steady = sorted(gaps)[len(gaps) // 10]
-    return sum(max(0.0, g - steady) for g in gaps) / (times[-1] - times[0])
+    return min(1.0, max(0.0, 1.0 - sum(compute[1:]) / (times[-1] - times[0])))
+
+
+def add_hists(hists):
+    """Power-of-two staleness histograms (lists of counts) summed bucket by bucket."""
+    total = []
+    for h in hists:
+        for i, n in enumerate(h or []):
+            total += [0] * (i + 1 - len(total))
+            total[i] += n
+    return total
+
+
+def late_staleness(events):
+    """The staleness histograms of updates_replayed and client_rejoined, summed."""
+    return add_hists(e.get("staleness_hist") for e in events
+                     if e["kind"] in ("updates_replayed", "client_rejoined"))
 
 
 def recovery(worker, t_f, until, events, times):
@@ -136,7 +162,8 @@ def counts(events, counters):
     out = {"computed": sum(e["steps"] for e in finals),
            "dropped": sum(e["count"] for e in events if e["kind"] == "updates_dropped"),
            "applied_late": sum(e["count"] for e in events if e["kind"] == "updates_replayed")
-           + sum(e.get("local_steps", 0) for e in finals),
+           + sum(e.get("late_updates", 0) for e in events if e["kind"] == "client_rejoined"),
+           "late_staleness_hist": late_staleness(events),
            "acked": sum(e["acked_updates"] for e in finals), "acked_lost": None,
            "acked_lost_note": None}
     if any(e["kind"] == "reseed_done" for e in events):
@@ -160,7 +187,7 @@ def analyze(run):
              if e["kind"] in ("evaluator_progress", "evaluator_final") and e["test_acc"] is not None]
     if not evals:
         raise NoData("no evaluation (evaluator_progress events)")
-    steps = worker_steps(run, events)
+    steps, compute = worker_steps(run, events)
     if not any(len(t) > 1 for t in steps.values()):
         raise NoData("fewer than two training steps")
     gaps = [e for e in events if e["kind"] == "evaluator_gap"]
@@ -187,7 +214,7 @@ def analyze(run):
     def mean(key):
         vals = [f[key] for f in per_fault if f[key] is not None]
         return statistics.mean(vals) if vals else None
-    idle = [v for v in (idle_frac(t) for t in steps.values()) if v is not None]
+    idle = [v for v in (idle_frac(t, compute[w]) for w, t in steps.items()) if v is not None]
     m = {"id": os.path.basename(os.path.normpath(run)), "wall_s": summary.get("wall_s"),
          "final_acc": evals[-1][1],
          "t070": next((t for t, a in evals if a >= 0.70), None),

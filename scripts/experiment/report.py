@@ -22,6 +22,7 @@ def _row(r, with_ttf):
         status += " fallback"
     cells = [r["variant"], r["fault"], str(r["workers"]), status]
     cells += [summarize.cell_text(r[m], spec) for m, _, spec in COLUMNS]
+    cells.append(summarize.hist_text(r["late_staleness_hist"]))
     cells.append("-" if r["throughput_vs_none"] is None else f"{r['throughput_vs_none']:.2f}")
     if with_ttf:
         ref = ttf_reference.TTF_VARIANT.get(r["variant"])
@@ -59,7 +60,7 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
     else:
         lines += ["No plots (gnuplot missing or --no_plots).", ""]
     head = ["variant", "fault", "workers", "as expected"] + [c[1] for c in COLUMNS] + \
-        ["throughput vs none"] + (["TTF final acc", "TTF t→0.70 (s)"] if with_ttf else [])
+        ["applied late: clocks behind (all runs)", "throughput vs none"] + (["TTF final acc", "TTF t→0.70 (s)"] if with_ttf else [])
     lines += ["## Results", "",
               "Fewer than 3 runs: the values (seed by seed); 3 or more: mean ± sample sd.", "",
               "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -83,8 +84,9 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
         "(client_failover_acked: a resent request acknowledged by a new chain head or by the "
         "server back; client_rejoined for a worker that trained on its own copy), else the end "
         "of the step gap the fault caused; mean over workers and faults.",
-        "- **idle**: per worker, wall time not computing gradients over its training time: the "
-        "sum over steps of (step interval − its fastest steady step, the 10th percentile).",
+        "- **idle**: per worker, 1 − compute / wall, measured: compute is the time its steps "
+        "spent computing gradients (steps.csv's compute_ms; waits on the parameter server "
+        "excluded), wall the time from its first step's end to its last one's.",
         "- **dip**: largest drop of test accuracy within 60 s after a fault against the last "
         "evaluation before it. **regain**: fault → first evaluation back at that value.",
         "- **evaluator blind**: the evaluator's own gaps (evaluator_gap: pulls retried every "
@@ -92,8 +94,11 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
         "- **acked updates lost**: per (worker, incarnation), push parts the servers "
         "acknowledged (its final event) minus the parts the final servers' states reflect "
         "(relaxps-ctl stats). **computed, dropped**: updates_dropped. **applied late**: "
-        "updates replayed into a restarted server plus steps a worker applied to its own copy "
-        "while its server was away (handed back at the re-seed).",
+        "updates replayed into a restarted server (updates_replayed) plus steps a worker "
+        "applied to its own copy while its server was away, handed back at the re-seed or the "
+        "rejoin (client_rejoined.late_updates). **clocks behind**: how far behind the worker's "
+        "clock they were when a server applied them, summed over the runs, in power-of-two "
+        "buckets (`2-3:40`: 40 updates 2 or 3 clocks behind).",
         "- **throughput vs none**: samples/s over none's without faults, same workers.",
         "- **TTF** columns (only for runs of TTF's own protocol: 1 worker, 210 s, kills at 30 s "
         "and 80 s): the paper's logged numbers for the matching prototype policy; curves from "

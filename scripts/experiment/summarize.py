@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 
+import analyze_run
 import plots
 import report
 import ttf_reference
@@ -58,6 +59,13 @@ def stat(vals):
     return out
 
 
+def hist_text(hist):
+    """'1:12 2-3:40 4-7:3' (clocks behind: updates), empty buckets left out; '-' if none."""
+    def label(i):
+        return str(i) if i < 2 else f"{2 ** (i - 1)}-{2 ** i - 1}"
+    return " ".join(f"{label(i)}:{n}" for i, n in enumerate(hist) if n) or "-"
+
+
 def cell_text(s, spec):
     if not s["n"]:
         return "-"
@@ -82,6 +90,9 @@ def summarize(cells):
                                       if c["metrics"] and c["metrics"].get("acked_lost_note")}))
         for m in METRICS:
             row[m] = stat([(c["metrics"] or {}).get(m) for c in cs])
+        # Over every run of the configuration.
+        row["late_staleness_hist"] = analyze_run.add_hists((c["metrics"] or {}).get("late_staleness_hist")
+                                               for c in cs)
         rows.append(row)
     # Throughput against `none` without faults, per worker count.
     base = {r["workers"]: r["samples_per_s"] for r in rows
@@ -100,14 +111,15 @@ def write_csv(path, rows):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols + [f"{m}_{x}" for m in METRICS for x in ("n", "mean", "sd", "values")]
-                   + ["throughput_vs_none"])
+                   + ["throughput_vs_none", "late_staleness_hist"])
         for r in rows:
             w.writerow([r[c] for c in cols] +
                        [x for m in METRICS for x in (
                            r[m]["n"], "" if r[m]["mean"] is None else f"{r[m]['mean']:.4f}",
                            "" if r[m]["sd"] is None else f"{r[m]['sd']:.4f}",
                            " ".join(f"{v:.4f}" for v in r[m]["values"]))] +
-                       ["" if r["throughput_vs_none"] is None else f"{r['throughput_vs_none']:.3f}"])
+                       ["" if r["throughput_vs_none"] is None else f"{r['throughput_vs_none']:.3f}",
+                        hist_text(r["late_staleness_hist"])])
 
 
 def is_ttf_protocol(matrix):

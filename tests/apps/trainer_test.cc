@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -177,27 +178,106 @@ TEST_F(TrainerTest, StopFlagEndsAfterTheCurrentStep) {
   EXPECT_NE(out.find("stopped=1"), std::string::npos) << out;
 }
 
-// A parameter source whose Update fails at a given step.
-class FailingSource : public ParamSource {
+// Forwards every call to `inner` (leveldb's EnvWrapper): a fake overrides
+// only what it changes.
+class ForwardingSource : public ParamSource {
  public:
-  FailingSource(ParamSource* inner, int fail_at) : inner_(inner), fail_at_(fail_at) {}
-  std::string Name() const override { return "failing"; }
+  explicit ForwardingSource(ParamSource* inner) : inner_(inner) {}
+  std::string Name() const override { return "forwarding"; }
   size_t size() const override { return inner_->size(); }
   const float* params() const override { return inner_->params(); }
   float* grads() override { return inner_->grads(); }
-  Status Update() override {
-    if (updates_++ == fail_at_) return UnavailableError("server 1 at tcp://x:1 is down");
-    return inner_->Update();
-  }
+  Status Update() override { return inner_->Update(); }
   Status Clock() override { return inner_->Clock(); }
   int64_t clock() const override { return inner_->clock(); }
   TrafficStats stats() const override { return inner_->stats(); }
 
  private:
   ParamSource* inner_;
+};
+
+// A parameter source whose Update fails at a given step.
+class FailingSource : public ForwardingSource {
+ public:
+  FailingSource(ParamSource* inner, int fail_at) : ForwardingSource(inner), fail_at_(fail_at) {}
+  Status Update() override {
+    if (updates_++ == fail_at_) return UnavailableError("server 1 at tcp://x:1 is down");
+    return ForwardingSource::Update();
+  }
+
+ private:
   int fail_at_;
   int updates_ = 0;
 };
+
+// A parameter source on a fake clock: writing the gradient "takes"
+// compute_ms, the parameter server's answer wait_ms.
+class TimedSource : public ForwardingSource {
+ public:
+  TimedSource(ParamSource* inner, FakeClock* clock, int compute_ms, int wait_ms)
+      : ForwardingSource(inner), clock_(clock), compute_ms_(compute_ms), wait_ms_(wait_ms) {}
+  float* grads() override {
+    clock_->AdvanceMs(compute_ms_);
+    return ForwardingSource::grads();
+  }
+  Status Update() override {
+    clock_->AdvanceMs(wait_ms_);
+    return ForwardingSource::Update();
+  }
+
+ private:
+  FakeClock* clock_;
+  const int compute_ms_, wait_ms_;
+};
+
+TEST_F(TrainerTest, StepLogMeasuresComputeTimeWithoutWaitsOnTheServer) {
+  auto local = Local();
+  FakeClock clock;
+  TimedSource source(local.get(), &clock, /*compute_ms=*/3, /*wait_ms=*/7);
+  TrainerOptions options;
+  options.epochs = 1;  // 40 steps
+  options.eval_every_s = 0;
+  options.log_every_s = 0;
+  options.final_eval = false;
+  options.steps_csv = dir_ + "/steps.csv";
+  options.progress = std::tmpfile();
+  options.clock = &clock;
+  EventLogOptions events;
+  events.path = dir_ + "/events.jsonl";
+  StatusOr<std::shared_ptr<EventLog>> log = EventLog::Open(events);
+  ASSERT_TRUE(log.ok()) << log.status();
+  options.events = *log;
+  {
+    auto trainer = Trainer::Create(options, device_.get(), model_.get(), &source, &data_);
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    StatusOr<TrainResult> result = (*trainer)->Run();
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->steps, 40);
+  }  // The step log is flushed.
+  std::fclose(options.progress);
+
+  std::ifstream csv(options.steps_csv);
+  std::stringstream text;
+  text << csv.rdbuf();
+  const std::vector<std::string> rows = Lines(text.str());
+  ASSERT_EQ(rows.size(), 41u);
+  EXPECT_EQ(rows[0], "time_s,clock,staleness,gate_wait_ms,cache_hit,loss,compute_ms");
+  for (size_t i = 1; i < rows.size(); ++i) {
+    // Step i ends 10 ms after step i-1; 3 of them computing.
+    char expected_time[32];
+    std::snprintf(expected_time, sizeof(expected_time), "%.4f,", 0.010 * i);
+    EXPECT_EQ(rows[i].rfind(expected_time, 0), 0u) << rows[i];
+    EXPECT_EQ(rows[i].substr(rows[i].rfind(',')), ",3.000") << rows[i];
+  }
+  std::ifstream jsonl(events.path);
+  std::stringstream lines;
+  lines << jsonl.rdbuf();
+  const size_t at = lines.str().find("\"compute_s\":");
+  ASSERT_NE(at, std::string::npos) << lines.str();
+  EXPECT_NEAR(std::strtod(lines.str().c_str() + at + 12, nullptr), 40 * 0.003, 1e-9);
+  std::remove(options.steps_csv.c_str());
+  std::remove(events.path.c_str());
+}
 
 TEST_F(TrainerTest, ParameterServerFailureIsReturnedWithItsCode) {
   auto local = Local();

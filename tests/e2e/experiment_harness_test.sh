@@ -23,7 +23,8 @@ out, scale = sys.argv[1], int(sys.argv[2])
 rows = list(csv.DictReader(open(os.path.join(out, "summary.csv"))))
 need = ["variant", "fault", "workers", "runs", "as_expected", "final_acc_values",
         "recovery_s_values", "dip_values", "regain_s_values", "acked_lost_values",
-        "dropped_values", "applied_late_values", "idle_frac_values", "throughput_vs_none"]
+        "dropped_values", "applied_late_values", "idle_frac_values", "throughput_vs_none",
+        "late_staleness_hist"]
 missing = [c for c in need if c not in rows[0]]
 assert not missing, f"summary.csv lacks {missing}"
 by = {r["fault"]: r for r in rows}
@@ -37,6 +38,11 @@ assert int(float(k1["acked_lost_values"])) > 0, k1
 assert int(float(k0["acked_lost_values"])) == 0, k0
 # The worker's first acknowledged push came after the server was back (3 s).
 assert float(k1["recovery_s_values"]) >= 2.5, k1["recovery_s_values"]
+# Idle is measured (steps.csv's compute_ms, waits on the servers excluded):
+# at least the 3 s outage of the 16 s run is idle (an mlp step computes for
+# well under a millisecond, so most of the rest is too).
+idle0, idle1 = float(k0["idle_frac_values"]), float(k1["idle_frac_values"])
+assert 0 < idle0 < 1 and 2.5 / (16 * scale) <= idle1 < 1, (idle0, idle1)
 cells = [json.load(open(p)) for p in glob.glob(os.path.join(out, "cells", "*", "cell.json"))]
 assert len(cells) == 2 and all(c["finished"] and c["exit_code"] == 0 for c in cells), cells
 assert all(c["commit"] and c["machine"]["cpus"] and len(c["load_after"]) == 3 for c in cells)

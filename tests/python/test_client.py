@@ -1,4 +1,6 @@
 """Every call of relaxps.Client against a real coordinator and server."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -132,3 +134,22 @@ def test_two_clients_get_their_own_worker_ids(cluster):
         with connect(cluster, role="observer") as o:
             o.create_table("x", 2)
             assert [t["name"] for t in o.list_tables()] == ["x"]
+
+
+def test_events_file_gets_the_client_library_events(cluster, tmp_path):
+    path = tmp_path / "events.jsonl"
+    with connect(cluster, events_file=str(path)) as c:
+        wid = c.worker_id
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    reg = [e for e in events if e["kind"] == "client_registered"]
+    assert reg and reg[0]["process"] == f"worker-{wid}", events
+    with pytest.raises(relaxps.Error, match="events_file"):
+        connect(cluster, events_file=str(tmp_path / "missing" / "events.jsonl"))
+
+
+def test_report_finished_is_for_workers(cluster):
+    with connect(cluster) as c:
+        c.report_finished(timeout_ms=2000)  # Taken by the coordinator: no error.
+    with connect(cluster, role="observer") as o:
+        with pytest.raises(relaxps.InvalidArgument, match="workers only"):
+            o.report_finished()

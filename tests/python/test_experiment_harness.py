@@ -71,6 +71,13 @@ def test_fewer_than_three_values_are_shown_not_averaged():
     assert summarize.cell_text(three, ".2f") == "0.82 ± 0.02"
 
 
+def test_late_staleness_histograms_add_up_and_read_as_clocks_behind():
+    total = analyze_run.add_hists([[1, 2], None, [0, 0, 0, 3]])
+    assert total == [1, 2, 0, 3]
+    assert summarize.hist_text(total) == "0:1 1:2 4-7:3"
+    assert summarize.hist_text([]) == "-"
+
+
 def test_ttf_reference_ships_and_a_missing_one_is_an_error():
     curves = ttf_reference.load_curves()
     assert ("sync_checkpointing", 1) in curves and len(curves[("sync_checkpointing", 1)]) > 50
@@ -84,9 +91,10 @@ def _event(t, process, kind, **fields):
 
 
 def _run_folder(d, reseed=False):
-    """A run: one worker stepping every 0.1 s from t=0 to 30 s, stalled
-    from 10 s (kill) to 14 s; its first acknowledged push after the restart
-    at 13.5 s; evaluations every 2 s dipping after the kill."""
+    """A run: one worker stepping every 0.1 s from t=0 to 30 s (60 ms of it
+    computing), stalled from 10 s (kill) to 14 s; its first acknowledged push
+    after the restart at 13.5 s; evaluations every 2 s dipping after the
+    kill; updates replayed and handed back late."""
     with open(os.path.join(d, "summary.json"), "w") as f:
         json.dump({"workers_started_unix": 1000.0, "wall_s": 31, "samples_per_s": 100.0}, f)
     with open(os.path.join(d, "events.csv"), "w", newline="") as f:
@@ -95,8 +103,8 @@ def _run_folder(d, reseed=False):
                       ["12.000", "restart", "0", ""]])
     steps = [i / 10 for i in range(301) if not 10 < i / 10 < 14]
     with open(os.path.join(d, "worker-0.steps.csv"), "w") as f:
-        f.write("time_s,clock,staleness,gate_wait_ms,cache_hit,loss\n")
-        f.writelines(f"{t - 0.5:.3f},{i},0,0,0,1\n" for i, t in enumerate(steps))
+        f.write("time_s,clock,staleness,gate_wait_ms,cache_hit,loss,compute_ms\n")
+        f.writelines(f"{t - 0.5:.3f},{i},0,0,0,1,60.000\n" for i, t in enumerate(steps))
     accs = {0: 0.5, 2: 0.6, 4: 0.7, 6: 0.75, 8: 0.78, 10: 0.80, 12: 0.74, 14: 0.76, 16: 0.79,
             18: 0.81, 20: 0.83}
     ev = [_event(1.0, "worker-0", "progress", worker=0, time_s=0.5, step=1, epoch=0, samples=32)]
@@ -106,6 +114,10 @@ def _run_folder(d, reseed=False):
            _event(13.5, "worker-0", "client_failover_acked", worker=0, server=0, epoch=1),
            _event(11.0, "evaluator", "evaluator_gap", from_s=10.1, to_s=12.1, failed_pulls=2,
                   reason="x"),
+           _event(12.5, "worker-0", "updates_replayed", worker=0, server=0, count=5,
+                  staleness_hist=[0, 2, 3]),
+           _event(13.6, "worker-0", "client_rejoined", worker=0, server=1, clock=140,
+                  late_updates=4, staleness_hist=[1, 0, 0, 3]),
            _event(30.0, "worker-0", "final", worker=0, time_s=29.5, steps=len(steps), samples=9,
                   incarnation=77, acked_updates=260, local_steps=0)]
     if reseed:
@@ -115,11 +127,12 @@ def _run_folder(d, reseed=False):
     with open(os.path.join(d, "counters.json"), "w") as f:
         json.dump({"servers": [{"stats": {"applied_parts": [
             {"worker": 0, "incarnation": 77, "parts": 240}]}}]}, f)
+    return len(steps)
 
 
 def test_analysis_reads_events_and_counters_only():
     with tempfile.TemporaryDirectory() as d:
-        _run_folder(d)
+        n_steps = _run_folder(d)
         m = analyze_run.analyze(d)
         f = m["faults"][0]
         assert (f["kind"], f["servers"], f["back_s"]) == ("kill", ["0"], 12.0)
@@ -129,8 +142,11 @@ def test_analysis_reads_events_and_counters_only():
         assert f["eval_blind_s"] == pytest.approx(2.0)
         assert m["acked_lost"] == 20 and m["acked"] == 260  # Counted, not estimated.
         assert m["final_acc"] == 0.83 and m["t070"] == 4
-        # The 4 s stall over the 30 s of training, the rest steady.
-        assert m["idle_frac"] == pytest.approx(3.9 / 29.5, abs=0.01)
+        # Measured: 60 ms computing in each step after the first over the
+        # 30 s from the first step to the last (the 4 s stall included).
+        assert m["idle_frac"] == pytest.approx(1 - (n_steps - 1) * 0.06 / 30.0)
+        # Replayed and handed back, with their clocks-behind histograms.
+        assert m["applied_late"] == 9 and m["late_staleness_hist"] == [1, 2, 3, 3]
         _run_folder(d, reseed=True)
         m = analyze_run.analyze(d)
         assert m["acked_lost"] is None and "re-seeded" in m["acked_lost_note"]

@@ -139,7 +139,12 @@ TEST_P(LostUpdatesTest, CountersTellWhatTheRestartLost) {
   const std::string policy = GetParam();
   const std::string dir = MakeTempDir();
   ASSERT_OK_AND_ASSIGN(auto cluster, StartJob(dir, policy));
-  ASSERT_OK_AND_ASSIGN(auto client, cluster->Connect("worker"));
+  EventLogOptions events;
+  events.path = dir + "/worker-events.jsonl";
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<EventLog> log, EventLog::Open(events));
+  ASSERT_OK_AND_ASSIGN(auto client, cluster->Connect("worker", [log](ClientOptions* o) {
+    o->events = log;
+  }));
   ASSERT_OK(client->CreateTable(DenseAdam()));
   ASSERT_OK(client->CreateTable(SparseSgd()));
   for (int round = 0; round < 4; ++round) PushRound(client.get(), 0, round, false);
@@ -164,6 +169,17 @@ TEST_P(LostUpdatesTest, CountersTellWhatTheRestartLost) {
     ExpectSameState(after, before, "after the replay");
     EXPECT_EQ(client->stats().recovery_counters.at("replay_dropped"), 0u);
     EXPECT_GE(client->stats().recovery_counters.at("replayed"), 6u);
+    // Replayed at clock 7: rounds 6 (1 behind), 5 and 4 (2 and 3), and any
+    // before the checkpoint the log still held (4-7 behind), two parts each,
+    // none on time.
+    ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(events.path));
+    const std::regex replayed("\"kind\":\"updates_replayed\",\"worker\":\\d+,\"server\":0,"
+                              "\"count\":(\\d+),\"staleness_hist\":\\[0,2,4(,([0-9]+))?\\]");
+    std::smatch r;
+    ASSERT_TRUE(std::regex_search(text, r, replayed)) << text;
+    const int older = r[3].matched ? std::stoi(r[3].str()) : 0;
+    EXPECT_EQ(std::stoi(r[1].str()), 6 + older) << text;
+    EXPECT_EQ(older % 2, 0) << text;
   } else {
     // Checkpoint: what was acknowledged after the checkpoint is gone.
     EXPECT_EQ(applied, at_checkpoint);

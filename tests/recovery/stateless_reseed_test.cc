@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -131,12 +132,22 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 1000, 30000));
   const std::vector<std::string> server_flags = StatelessServerFlags();
   Worker a, b;
-  ASSERT_OK_AND_ASSIGN(a.client, cluster->Connect("worker"));
-  ASSERT_OK_AND_ASSIGN(b.client, cluster->Connect("worker"));
+  // Each worker's client events (client_rejoined) in a file of its own.
+  auto with_events = [&dir](const std::string& name) {
+    return [path = dir + "/" + name + "-events.jsonl"](ClientOptions* o) {
+      EventLogOptions events;
+      events.path = path;
+      StatusOr<std::shared_ptr<EventLog>> log = EventLog::Open(events);
+      ASSERT_OK(log.status());
+      o->events = *log;
+    };
+  };
+  ASSERT_OK_AND_ASSIGN(a.client, cluster->Connect("worker", with_events("a")));
+  ASSERT_OK_AND_ASSIGN(b.client, cluster->Connect("worker", with_events("b")));
   ASSERT_OK(a.client->CreateTable(DenseSgd()));
   ASSERT_OK(b.client->CreateTable(DenseSgd()));
 
-  ASSERT_NO_FATAL_FAILURE(TrainThenPullOneCopy(&a, &b, 2));
+  ASSERT_NO_FATAL_FAILURE(TrainThenPullOneCopy(&a, &b, 2));  // Both at clock 2.
 
   cluster->server(0)->Kill(SIGKILL);
   ASSERT_OK(cluster->server(0)->Wait(Millis(10000)).status());
@@ -171,6 +182,17 @@ TEST(StatelessReseedTest, NewServerHoldsTheMergedCopiesAndTrainingGoesOn) {
   // up to the seed's: no rollback), and an update applies on the seed.
   ASSERT_NO_FATAL_FAILURE(ExpectTrainingGoesOn(&a, &b, clock_a, *seeded));
   EXPECT_EQ(a.client->stats().local_steps, 3u);  // Served by the server again.
+  // The local steps were applied late, by the seeded server: a's at clocks
+  // 2-4 were 3, 2, 1 clocks behind its clock 5 when it sent its copy; b's at
+  // 2-3 were 2 and 1 behind its clock 4.
+  for (const auto& [name, late, hist] :
+       {std::tuple<std::string, int, std::string>{"a", 3, "[0,1,2]"}, {"b", 2, "[0,1,1]"}}) {
+    ASSERT_OK_AND_ASSIGN(std::string events, ReadFile(dir + "/" + name + "-events.jsonl"));
+    EXPECT_NE(events.find("\"late_updates\":" + std::to_string(late) + ",\"staleness_hist\":" +
+                          hist + "}"),
+              std::string::npos)
+        << name << ": " << events;
+  }
   ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(dir + "/coordinator.log"));
   EXPECT_NE(log.find("RESEED server=0 source=worker:" + std::to_string(a.client->worker_id())),
             std::string::npos)
