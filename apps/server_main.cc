@@ -10,6 +10,7 @@
 #include "apps/internal/metrics_flags.h"
 #include "common/advertise.h"
 #include "common/buffer_pool.h"
+#include "coordinator/zk_session.h"
 #include "server/server.h"
 
 DEFINE_string(coordinator, "", "Coordinator endpoint, e.g. tcp://127.0.0.1:5555 (required without "
@@ -98,6 +99,11 @@ int main(int argc, char** argv) {
   const char* kName = "relaxps-server";
   if (argc > 1) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError(std::string("unexpected argument '") + argv[1] + "'"), 2);
+  }
+  if (!FLAGS_coordination.empty()) {
+    if (auto a = relaxps::ParseZkAddress(FLAGS_coordination); !a.ok()) {
+      return relaxps::Fail(kName, a.status(), 2);
+    }
   }
   if (FLAGS_coordinator.empty() && FLAGS_coordination.empty()) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError(

@@ -86,6 +86,8 @@ const BadFlagCase kCases[] = {
     {"server_device", "relaxps-server", {kNoCoordinator, "--device=bogus"}, "bogus"},
     {"server_cuda_without_gpu", "relaxps-server", {kNoCoordinator, "--device=cuda"}, "cuda", true},
     {"server_no_coordinator", "relaxps-server", {}, "coordinator"},
+    {"server_coordination_not_zk", "relaxps-server", {"--coordination=tcp://127.0.0.1:2181/job"},
+     "--coordination must be zk://"},
     {"server_cache_mb", "relaxps-server", {kNoCoordinator, "--cache_mb=0"}, "cache_mb"},
     {"server_unknown_flag", "relaxps-server", {kNoCoordinator, "--no_such_flag=1"}, "no_such_flag"},
     {"server_wildcard_bind_without_advertise", "relaxps-server",
