@@ -148,4 +148,10 @@ void TuneMallocForLargeMessages() {
   if (mallopt(M_TRIM_THRESHOLD, 1 << 30) != 1) LOG(WARNING) << "mallopt(M_TRIM_THRESHOLD) failed";
 }
 
+void TrimFreeMemory() {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace relaxps

@@ -92,6 +92,13 @@ class BufferPool {
 // A no-op under ASan and TSan, whose allocators ignore mallopt.
 void TuneMallocForLargeMessages();
 
+// Gives the free memory at the top of malloc's heaps back to the kernel
+// (malloc_trim(0)): after TuneMallocForLargeMessages glibc keeps up to 1 GiB
+// of it, so a process calls this where a peer's memory was just freed (a
+// member removed, a peer's waiting requests answered). Costs a walk of the
+// heap: for rare events, not per message. A no-op under ASan and TSan.
+void TrimFreeMemory();
+
 }  // namespace relaxps
 
 #endif  // RELAXPS_COMMON_BUFFER_POOL_H_

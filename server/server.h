@@ -125,6 +125,19 @@ struct ServerOptions {
   // beyond, further replies to it are dropped (counted in replies_dropped)
   // and it times out. Bounds memory to about this many times the largest reply.
   int max_queued_replies = 128;
+  // Most bytes of replies queued for one peer that does not read them, and
+  // for all peers together (RpcServerOptions, common/unread_replies.h);
+  // beyond, replies are dropped (replies_dropped). A peer with nothing
+  // queued always gets one reply, however large. <= 0: unlimited.
+  int64_t max_unread_reply_bytes_per_peer = int64_t{64} << 20;
+  int64_t max_unread_reply_bytes = int64_t{256} << 20;
+  // Most bytes of pulls waiting at the consistency gates for one peer
+  // (connection), and for all peers together (server/internal/
+  // parked_requests.h: about 1 KiB per dense pull). A pull past either is
+  // refused with FailedPrecondition. An honest worker parks a few pulls per
+  // server; <= 0: unlimited.
+  int64_t max_parked_bytes_per_peer = int64_t{16} << 20;
+  int64_t max_parked_bytes = int64_t{64} << 20;
   // Largest message accepted or received, in bytes (ZMQ_MAXMSGSIZE); a peer
   // sending a bigger one is disconnected. Must exceed the largest push.
   int64_t max_message_bytes = int64_t{1} << 30;

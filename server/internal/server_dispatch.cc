@@ -77,6 +77,10 @@ void ServerImpl::OnTimer() {
   const int64_t now = clock_->NowMs();
   for (auto& [key, range] : dense_) range.shard->ExpireWaiters(now);
   for (auto& [name, table] : sparse_) table->ExpireWaiters(now);
+  // Waiting pulls answered or expired in bulk (a peer that parked many and
+  // went away): give their memory back, which malloc keeps otherwise
+  // (TuneMallocForLargeMessages).
+  if (parked_.TakeReleasedBytes() >= kTrimAfterReleasedBytes) TrimFreeMemory();
   if (chain_ != nullptr) chain_->ResendStale();
   MaybeFlush();
 }

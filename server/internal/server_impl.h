@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/coordinator_peers.h"
+#include "server/internal/parked_requests.h"
 #include "common/buffer_pool.h"
 #include "common/clock.h"
 #include "common/loop_client.h"
@@ -241,6 +242,15 @@ class ServerImpl final : public Server, private ChainHost {
   BufferPool buffer_pool_{ReplyPoolOptions()};
 
   // Loop thread only.
+  // The memory of waiting pulls, per peer and in total (before the shards:
+  // their parked pulls hold tickets of it).
+  ParkedRequests parked_{options_.max_parked_bytes_per_peer, options_.max_parked_bytes};
+  static constexpr int64_t kTrimAfterReleasedBytes = int64_t{4} << 20;
+  // What a pull's reply closure knows of its wait at the gate.
+  struct Parked {
+    enum State { kBeforeGate, kWaiting, kAnswered } state = kBeforeGate;
+    ParkedRequests::Ticket ticket;  // kWaiting: its bytes in parked_.
+  };
   uint64_t map_version_ = 0;
   wire::ShardMap map_;
   std::map<std::pair<std::string, uint64_t>, RangeState> dense_;  // (table, begin).
