@@ -29,7 +29,8 @@ usage() {
 # sanitizers).
 SUBSET_TESTS=(wire_test shard_map_test transport_test socket_poller_test loop_client_test
               buffer_pool_test consistency_gate_test dense_shard_test sparse_shard_test
-              applied_ledger_test row_index_test)
+              applied_ledger_test row_index_test parked_requests_test unread_replies_test
+              log_limiter_test)
 SUBSET_FUZZERS=(request_codec_fuzzer shard_map_fuzzer store_format_fuzzer
                 checkpoint_manifest_fuzzer)
 
