@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include <glog/logging.h>
@@ -79,6 +80,8 @@ struct BufferPool::Core {
       if (it != free_lists.end() && !it->second.empty()) {
         void* p = it->second.back();
         it->second.pop_back();
+        size_t& low = low_water[bytes];
+        low = std::min(low, it->second.size());
         stats.cached_bytes -= bytes;
         ++stats.reused;
         return p;
@@ -104,7 +107,11 @@ struct BufferPool::Core {
   const BufferPoolOptions options;
   mutable Mutex mu;
   bool closed GUARDED_BY(mu) = false;  // The BufferPool object is gone.
+  // Per class, oldest released first (Take hands out the newest).
   std::map<size_t, std::vector<void*>> free_lists GUARDED_BY(mu);
+  // Per class, the fewest buffers its free list held since the last
+  // TrimIdle (0 for a class that got its first buffer since).
+  std::map<size_t, size_t> low_water GUARDED_BY(mu);
   BufferPoolStats stats GUARDED_BY(mu);
 };
 
@@ -128,6 +135,31 @@ std::shared_ptr<void> BufferPool::AcquireBytes(size_t bytes) {
   const size_t cls = ClassBytes(bytes);
   void* p = core_->Take(cls);
   return std::shared_ptr<void>(p, [core = core_, cls](void* q) { core->Give(q, cls); });
+}
+
+size_t BufferPool::TrimIdle() {
+  std::vector<std::pair<size_t, std::vector<void*>>> idle;  // (class, blocks).
+  size_t freed = 0;
+  {
+    MutexLock l(&core_->mu);
+    for (auto& [bytes, list] : core_->free_lists) {
+      size_t& low = core_->low_water[bytes];
+      const size_t n = std::min(low, list.size());
+      if (n > 0) {
+        idle.emplace_back(bytes, std::vector<void*>(list.begin(), list.begin() + n));
+        list.erase(list.begin(), list.begin() + n);
+        freed += n * bytes;
+        core_->stats.unmapped += n;
+      }
+      low = list.size();
+    }
+    core_->stats.cached_bytes -= freed;
+    core_->stats.trimmed_bytes += freed;
+  }
+  for (auto& [bytes, blocks] : idle) {
+    for (void* p : blocks) DeleteBlock(p, bytes);
+  }
+  return freed;
 }
 
 BufferPoolStats BufferPool::stats() const {

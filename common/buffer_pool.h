@@ -44,11 +44,12 @@ struct BufferPoolOptions {
 };
 
 struct BufferPoolStats {
-  uint64_t acquired = 0;      // Pooled buffers handed out.
-  uint64_t reused = 0;        // ...of which came from a free list.
-  uint64_t mapped = 0;        // ...of which were allocated fresh.
-  uint64_t unmapped = 0;      // Buffers freed (over the cap).
-  uint64_t cached_bytes = 0;  // Bytes on the free lists now.
+  uint64_t acquired = 0;       // Pooled buffers handed out.
+  uint64_t reused = 0;         // ...of which came from a free list.
+  uint64_t mapped = 0;         // ...of which were allocated fresh.
+  uint64_t unmapped = 0;       // Buffers freed (over the cap, or by TrimIdle).
+  uint64_t trimmed_bytes = 0;  // Bytes TrimIdle freed, in all.
+  uint64_t cached_bytes = 0;   // Bytes on the free lists now.
 };
 
 class BufferPool {
@@ -72,6 +73,15 @@ class BufferPool {
     T* data = static_cast<T*>(block.get());
     return Buffer<T>::Wrap(data, n, [block = std::move(block)]() mutable { block.reset(); });
   }
+
+  // Frees the cached buffers that went unused since the previous call: per
+  // size class, as many as its free list held throughout (the least it held
+  // at any time in between), oldest first. What a burst left behind goes
+  // back to the kernel by the second call after it; a class in steady use
+  // keeps the buffers it hands out again. Returns the bytes freed. Call it
+  // every few seconds (the server: from its timer, then TrimFreeMemory()
+  // when much was freed: small classes come from malloc).
+  size_t TrimIdle();
 
   BufferPoolStats stats() const;
 

@@ -138,6 +138,13 @@ struct ServerOptions {
   // server; <= 0: unlimited.
   int64_t max_parked_bytes_per_peer = int64_t{16} << 20;
   int64_t max_parked_bytes = int64_t{64} << 20;
+  // Every this many ms the reply buffer pool (which keeps up to 1 GiB of
+  // freed pull replies for reuse) frees the buffers that went unused since
+  // the last time (BufferPool::TrimIdle): a burst's replies are given back
+  // within two periods, while steady traffic keeps reusing its buffers.
+  // Lower: memory back sooner, but a job slower than one pull per period
+  // faults its reply pages in again. <= 0: never.
+  int64_t reply_pool_trim_ms = 10000;
   // Largest message accepted or received, in bytes (ZMQ_MAXMSGSIZE); a peer
   // sending a bigger one is disconnected. Must exceed the largest push.
   int64_t max_message_bytes = int64_t{1} << 30;
