@@ -30,7 +30,6 @@
 #include <gtest/gtest.h>
 
 #include "client/client.h"
-#include "common/rpc_client.h"
 #include "common/buffer_pool.h"
 #include "tests/security/attack_util.h"
 #include "tests/server/in_process_cluster.h"
@@ -71,12 +70,7 @@ bool WaitFor(Fn done, std::chrono::milliseconds timeout) {
 }
 
 wire::StatusReply StatusOf(const std::string& coordinator) {
-  RpcClient rpc;
-  Message m;
-  m.header.set_type(wire::GET_STATUS);
-  auto reply = rpc.CallSync(rpc.Connect(coordinator), std::move(m), 10000);
-  CHECK(reply.ok()) << reply.status();
-  return reply->header.status_reply();
+  return test::AskOrDie(coordinator, wire::GET_STATUS).status_reply();
 }
 
 class MemoryLimitsTest : public ::testing::Test {
