@@ -36,7 +36,7 @@ std::vector<FlagGroup> ServerFlagGroups() {
        {"bind", "advertise", "endpoint_file", "security", "keys_dir", "insecure_bind_public"}},
       {"Limits", {"max_server_mb", "max_clocks_ahead", "max_queued_replies", "max_unread_reply_mb",
                   "max_unread_reply_mb_per_peer", "max_parked_mb", "max_parked_mb_per_peer",
-                  "max_message_mb"}},
+                  "reply_pool_trim_ms", "max_message_mb"}},
       {"Device", {"device"}},
       MetricsGroup(),
   };
