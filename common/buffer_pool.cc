@@ -68,7 +68,7 @@ struct BufferPool::Core {
   explicit Core(const BufferPoolOptions& o) : options(o) {}
   ~Core() {
     for (auto& [bytes, list] : free_lists) {
-      for (void* p : list) DeleteBlock(p, bytes);
+      for (void* p : list.blocks) DeleteBlock(p, bytes);
     }
   }
 
@@ -77,11 +77,11 @@ struct BufferPool::Core {
       MutexLock l(&mu);
       ++stats.acquired;
       auto it = free_lists.find(bytes);
-      if (it != free_lists.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
-        size_t& low = low_water[bytes];
-        low = std::min(low, it->second.size());
+      if (it != free_lists.end() && !it->second.blocks.empty()) {
+        FreeList& list = it->second;
+        void* p = list.blocks.back();
+        list.blocks.pop_back();
+        list.low_water = std::min(list.low_water, list.blocks.size());
         stats.cached_bytes -= bytes;
         ++stats.reused;
         return p;
@@ -95,7 +95,7 @@ struct BufferPool::Core {
     {
       MutexLock l(&mu);
       if (!closed && stats.cached_bytes + bytes <= options.max_cached_bytes) {
-        free_lists[bytes].push_back(p);
+        free_lists[bytes].blocks.push_back(p);
         stats.cached_bytes += bytes;
         return;
       }
@@ -107,11 +107,13 @@ struct BufferPool::Core {
   const BufferPoolOptions options;
   mutable Mutex mu;
   bool closed GUARDED_BY(mu) = false;  // The BufferPool object is gone.
-  // Per class, oldest released first (Take hands out the newest).
-  std::map<size_t, std::vector<void*>> free_lists GUARDED_BY(mu);
-  // Per class, the fewest buffers its free list held since the last
-  // TrimIdle (0 for a class that got its first buffer since).
-  std::map<size_t, size_t> low_water GUARDED_BY(mu);
+  struct FreeList {
+    std::vector<void*> blocks;  // Oldest released first (Take hands out the newest).
+    // The fewest blocks held since the last TrimIdle (0 for a class that got
+    // its first block since).
+    size_t low_water = 0;
+  };
+  std::map<size_t, FreeList> free_lists GUARDED_BY(mu);  // By class.
   BufferPoolStats stats GUARDED_BY(mu);
 };
 
@@ -119,7 +121,7 @@ BufferPool::BufferPool(const BufferPoolOptions& options)
     : options_(options), core_(std::make_shared<Core>(options)) {}
 
 BufferPool::~BufferPool() {
-  std::map<size_t, std::vector<void*>> lists;
+  std::map<size_t, Core::FreeList> lists;
   {
     MutexLock l(&core_->mu);
     core_->closed = true;
@@ -127,7 +129,7 @@ BufferPool::~BufferPool() {
     core_->stats.cached_bytes = 0;
   }
   for (auto& [bytes, list] : lists) {
-    for (void* p : list) DeleteBlock(p, bytes);
+    for (void* p : list.blocks) DeleteBlock(p, bytes);
   }
 }
 
@@ -143,15 +145,15 @@ size_t BufferPool::TrimIdle() {
   {
     MutexLock l(&core_->mu);
     for (auto& [bytes, list] : core_->free_lists) {
-      size_t& low = core_->low_water[bytes];
-      const size_t n = std::min(low, list.size());
+      std::vector<void*>& blocks = list.blocks;
+      const size_t n = std::min(list.low_water, blocks.size());
       if (n > 0) {
-        idle.emplace_back(bytes, std::vector<void*>(list.begin(), list.begin() + n));
-        list.erase(list.begin(), list.begin() + n);
+        idle.emplace_back(bytes, std::vector<void*>(blocks.begin(), blocks.begin() + n));
+        blocks.erase(blocks.begin(), blocks.begin() + n);
         freed += n * bytes;
         core_->stats.unmapped += n;
       }
-      low = list.size();
+      list.low_water = blocks.size();
     }
     core_->stats.cached_bytes -= freed;
     core_->stats.trimmed_bytes += freed;
