@@ -46,6 +46,15 @@ DEFINE_int32(takeover_probe_ms, 500,
 DEFINE_int32(max_workers, 0,
              "Most live workers; more registrations are refused (0: 2 * --num_workers, at "
              "least --num_workers + 4, or 4096 without --num_workers)");
+DEFINE_int64(max_members, 10000,
+             "Most members listed at once, live or dead; more registrations are refused "
+             "(workers that never sent a heartbeat are dropped once declared dead)");
+DEFINE_int32(max_tables, 1024, "Most tables in the job; more CREATE_TABLEs are refused");
+DEFINE_int64(max_control_per_min, 600,
+             "Most control changes (new tables, learning-rate changes, checkpoints asked for) "
+             "accepted per minute from all peers; more are refused (0: unlimited)");
+DEFINE_int64(max_control_per_min_per_peer, 120,
+             "Most control changes accepted per minute from one connection (0: unlimited)");
 DEFINE_int64(max_table_mb, 4096,
              "Largest dense table admitted, in MiB of parameters (0: unlimited)");
 DEFINE_int64(max_message_mb, 1024,
@@ -149,6 +158,18 @@ int main(int argc, char** argv) {
   options.probe_timeout_ms = FLAGS_probe_timeout_ms;
   options.takeover_probe_ms = FLAGS_takeover_probe_ms;
   options.max_workers = FLAGS_max_workers;
+  if (FLAGS_max_members < 1 || FLAGS_max_tables < 1 || FLAGS_max_control_per_min < 0 ||
+      FLAGS_max_control_per_min_per_peer < 0) {
+    return relaxps::Fail("relaxps-coordinator",
+                         relaxps::InvalidArgumentError(
+                             "--max_members and --max_tables must be >= 1, "
+                             "--max_control_per_min[_per_peer] >= 0"),
+                         2);
+  }
+  options.max_members = static_cast<size_t>(FLAGS_max_members);
+  options.max_tables = FLAGS_max_tables;
+  options.max_control_per_min = FLAGS_max_control_per_min;
+  options.max_control_per_min_per_peer = FLAGS_max_control_per_min_per_peer;
   options.exit_when_done = FLAGS_exit_when_done;
   auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, "coordinator");
   if (!curve.ok()) return relaxps::Fail("relaxps-coordinator", curve.status(), 2);

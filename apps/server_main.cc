@@ -70,6 +70,20 @@ DEFINE_int32(max_clocks_ahead, 4,
              "shard is refused");
 DEFINE_int32(max_queued_replies, 128,
              "Most replies queued for a peer that does not read them; more are dropped");
+DEFINE_int64(max_unread_reply_mb, 256,
+             "Most MiB of replies queued for all peers that do not read them; more are "
+             "dropped (0: unlimited)");
+DEFINE_int64(max_unread_reply_mb_per_peer, 64,
+             "Most MiB of replies queued for one peer that does not read them (a peer with "
+             "nothing queued always gets one reply); more are dropped (0: unlimited)");
+DEFINE_int64(max_parked_mb, 64,
+             "Most MiB of pulls waiting at the consistency gates (about 1 KiB each); more are "
+             "refused (0: unlimited)");
+DEFINE_int64(max_parked_mb_per_peer, 16,
+             "Most MiB of waiting pulls from one connection; more are refused (0: unlimited)");
+DEFINE_int64(reply_pool_trim_ms, 10000,
+             "Every this many ms, free the pooled reply buffers that went unused since the "
+             "last time (memory back after a burst of large pulls; 0: keep them, up to 1 GiB)");
 DEFINE_int64(max_message_mb, 1024,
              "Largest message accepted, in MiB; a peer sending a bigger one is disconnected");
 DEFINE_int64(state_transfer_chunk_kb, 8192,
@@ -144,9 +158,13 @@ int main(int argc, char** argv) {
   options.restore_from = FLAGS_restore_from;
   options.heartbeat_ms = FLAGS_heartbeat_ms;
   if (FLAGS_max_server_mb < 0 || FLAGS_max_clocks_ahead < 0 || FLAGS_max_queued_replies < 1 ||
-      FLAGS_max_message_mb < 1 || FLAGS_state_transfer_chunk_kb < 4) {
+      FLAGS_max_message_mb < 1 || FLAGS_state_transfer_chunk_kb < 4 ||
+      FLAGS_max_unread_reply_mb < 0 || FLAGS_max_unread_reply_mb_per_peer < 0 ||
+      FLAGS_max_parked_mb < 0 || FLAGS_max_parked_mb_per_peer < 0 || FLAGS_reply_pool_trim_ms < 0) {
     return relaxps::Fail(kName, relaxps::InvalidArgumentError(
-                                    "--max_server_mb and --max_clocks_ahead must be >= 0, "
+                                    "--max_server_mb, --max_clocks_ahead, --max_unread_reply_mb"
+                                    "[_per_peer], --max_parked_mb[_per_peer] and "
+                                    "--reply_pool_trim_ms must be >= 0, "
                                     "--max_queued_replies and --max_message_mb >= 1, "
                                     "--state_transfer_chunk_kb >= 4"),
                          2);
@@ -164,6 +182,11 @@ int main(int argc, char** argv) {
     return relaxps::Fail(kName, b, 2);
   }
   options.max_queued_replies = FLAGS_max_queued_replies;
+  options.max_unread_reply_bytes = FLAGS_max_unread_reply_mb << 20;
+  options.max_unread_reply_bytes_per_peer = FLAGS_max_unread_reply_mb_per_peer << 20;
+  options.max_parked_bytes = FLAGS_max_parked_mb << 20;
+  options.max_parked_bytes_per_peer = FLAGS_max_parked_mb_per_peer << 20;
+  options.reply_pool_trim_ms = FLAGS_reply_pool_trim_ms;
   options.max_message_bytes = FLAGS_max_message_mb << 20;
   options.state_transfer_chunk_bytes = static_cast<size_t>(FLAGS_state_transfer_chunk_kb) << 10;
   auto device = relaxps::kernels::ParseDeviceType(FLAGS_device);

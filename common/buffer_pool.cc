@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include <glog/logging.h>
@@ -67,7 +68,7 @@ struct BufferPool::Core {
   explicit Core(const BufferPoolOptions& o) : options(o) {}
   ~Core() {
     for (auto& [bytes, list] : free_lists) {
-      for (void* p : list) DeleteBlock(p, bytes);
+      for (void* p : list.blocks) DeleteBlock(p, bytes);
     }
   }
 
@@ -76,9 +77,11 @@ struct BufferPool::Core {
       MutexLock l(&mu);
       ++stats.acquired;
       auto it = free_lists.find(bytes);
-      if (it != free_lists.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
+      if (it != free_lists.end() && !it->second.blocks.empty()) {
+        FreeList& list = it->second;
+        void* p = list.blocks.back();
+        list.blocks.pop_back();
+        list.low_water = std::min(list.low_water, list.blocks.size());
         stats.cached_bytes -= bytes;
         ++stats.reused;
         return p;
@@ -92,7 +95,7 @@ struct BufferPool::Core {
     {
       MutexLock l(&mu);
       if (!closed && stats.cached_bytes + bytes <= options.max_cached_bytes) {
-        free_lists[bytes].push_back(p);
+        free_lists[bytes].blocks.push_back(p);
         stats.cached_bytes += bytes;
         return;
       }
@@ -104,7 +107,13 @@ struct BufferPool::Core {
   const BufferPoolOptions options;
   mutable Mutex mu;
   bool closed GUARDED_BY(mu) = false;  // The BufferPool object is gone.
-  std::map<size_t, std::vector<void*>> free_lists GUARDED_BY(mu);
+  struct FreeList {
+    std::vector<void*> blocks;  // Oldest released first (Take hands out the newest).
+    // The fewest blocks held since the last TrimIdle (0 for a class that got
+    // its first block since).
+    size_t low_water = 0;
+  };
+  std::map<size_t, FreeList> free_lists GUARDED_BY(mu);  // By class.
   BufferPoolStats stats GUARDED_BY(mu);
 };
 
@@ -112,7 +121,7 @@ BufferPool::BufferPool(const BufferPoolOptions& options)
     : options_(options), core_(std::make_shared<Core>(options)) {}
 
 BufferPool::~BufferPool() {
-  std::map<size_t, std::vector<void*>> lists;
+  std::map<size_t, Core::FreeList> lists;
   {
     MutexLock l(&core_->mu);
     core_->closed = true;
@@ -120,7 +129,7 @@ BufferPool::~BufferPool() {
     core_->stats.cached_bytes = 0;
   }
   for (auto& [bytes, list] : lists) {
-    for (void* p : list) DeleteBlock(p, bytes);
+    for (void* p : list.blocks) DeleteBlock(p, bytes);
   }
 }
 
@@ -128,6 +137,31 @@ std::shared_ptr<void> BufferPool::AcquireBytes(size_t bytes) {
   const size_t cls = ClassBytes(bytes);
   void* p = core_->Take(cls);
   return std::shared_ptr<void>(p, [core = core_, cls](void* q) { core->Give(q, cls); });
+}
+
+size_t BufferPool::TrimIdle() {
+  std::vector<std::pair<size_t, std::vector<void*>>> idle;  // (class, blocks).
+  size_t freed = 0;
+  {
+    MutexLock l(&core_->mu);
+    for (auto& [bytes, list] : core_->free_lists) {
+      std::vector<void*>& blocks = list.blocks;
+      const size_t n = std::min(list.low_water, blocks.size());
+      if (n > 0) {
+        idle.emplace_back(bytes, std::vector<void*>(blocks.begin(), blocks.begin() + n));
+        blocks.erase(blocks.begin(), blocks.begin() + n);
+        freed += n * bytes;
+        core_->stats.unmapped += n;
+      }
+      list.low_water = blocks.size();
+    }
+    core_->stats.cached_bytes -= freed;
+    core_->stats.trimmed_bytes += freed;
+  }
+  for (auto& [bytes, blocks] : idle) {
+    for (void* p : blocks) DeleteBlock(p, bytes);
+  }
+  return freed;
 }
 
 BufferPoolStats BufferPool::stats() const {
@@ -146,6 +180,12 @@ void TuneMallocForLargeMessages() {
   // Keep up to 1 GiB of freed memory at the top of the heaps instead of
   // returning it to the kernel after every large message.
   if (mallopt(M_TRIM_THRESHOLD, 1 << 30) != 1) LOG(WARNING) << "mallopt(M_TRIM_THRESHOLD) failed";
+}
+
+void TrimFreeMemory() {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  malloc_trim(0);
+#endif
 }
 
 }  // namespace relaxps

@@ -44,11 +44,12 @@ struct BufferPoolOptions {
 };
 
 struct BufferPoolStats {
-  uint64_t acquired = 0;      // Pooled buffers handed out.
-  uint64_t reused = 0;        // ...of which came from a free list.
-  uint64_t mapped = 0;        // ...of which were allocated fresh.
-  uint64_t unmapped = 0;      // Buffers freed (over the cap).
-  uint64_t cached_bytes = 0;  // Bytes on the free lists now.
+  uint64_t acquired = 0;       // Pooled buffers handed out.
+  uint64_t reused = 0;         // ...of which came from a free list.
+  uint64_t mapped = 0;         // ...of which were allocated fresh.
+  uint64_t unmapped = 0;       // Buffers freed (over the cap, or by TrimIdle).
+  uint64_t trimmed_bytes = 0;  // Bytes TrimIdle freed, in all.
+  uint64_t cached_bytes = 0;   // Bytes on the free lists now.
 };
 
 class BufferPool {
@@ -73,6 +74,15 @@ class BufferPool {
     return Buffer<T>::Wrap(data, n, [block = std::move(block)]() mutable { block.reset(); });
   }
 
+  // Frees the cached buffers that went unused since the previous call: per
+  // size class, as many as its free list held throughout (the least it held
+  // at any time in between), oldest first. What a burst left behind goes
+  // back to the kernel by the second call after it; a class in steady use
+  // keeps the buffers it hands out again. Returns the bytes freed. Call it
+  // every few seconds (the server: from its timer, then TrimFreeMemory()
+  // when much was freed: small classes come from malloc).
+  size_t TrimIdle();
+
   BufferPoolStats stats() const;
 
  private:
@@ -91,6 +101,13 @@ class BufferPool {
 // freed memory instead of trimming it. Process-wide: call from main() only.
 // A no-op under ASan and TSan, whose allocators ignore mallopt.
 void TuneMallocForLargeMessages();
+
+// Gives the free memory at the top of malloc's heaps back to the kernel
+// (malloc_trim(0)): after TuneMallocForLargeMessages glibc keeps up to 1 GiB
+// of it, so a process calls this where a peer's memory was just freed (a
+// member removed, a peer's waiting requests answered). Costs a walk of the
+// heap: for rare events, not per message. A no-op under ASan and TSan.
+void TrimFreeMemory();
 
 }  // namespace relaxps
 

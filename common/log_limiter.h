@@ -7,6 +7,14 @@
 // caller from a bounded set (message type and status code, never text from
 // the wire), so the table stays small.
 //
+// LOG_LIMITED(severity, limiter, kind) wraps the pattern: one line per kind
+// per period, prefixed with how many lines of that kind were suppressed
+// since the last one:
+//   LOG_LIMITED(WARNING, rpc_->log_limiter(), "register/too many members")
+//       << "refused a worker REGISTER: " << status;
+// logs "[12 more register/too many members since the last such line] refused
+// ..." at most once a second.
+//
 // Thread-safety: not synchronized; use from one thread (a server's loop).
 #ifndef RELAXPS_COMMON_LOG_LIMITER_H_
 #define RELAXPS_COMMON_LOG_LIMITER_H_
@@ -14,6 +22,8 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+
+#include <glog/logging.h>
 
 #include "common/clock.h"
 
@@ -51,6 +61,23 @@ class LogLimiter {
   std::unordered_map<std::string, Entry> entries_;
 };
 
+// The prefix LOG_LIMITED puts before a line: empty when nothing was
+// suppressed, else "[N more <kind> since the last such line] ".
+inline std::string SuppressedNote(const std::string& kind, uint64_t suppressed) {
+  if (suppressed == 0) return "";
+  return "[" + std::to_string(suppressed) + " more " + kind + " since the last such line] ";
+}
+
 }  // namespace relaxps
+
+// `limiter` is a LogLimiter*, `kind` a std::string (a bounded set of values:
+// message type, reason; never text from the wire). Streams like LOG().
+#define LOG_LIMITED(severity, limiter, kind)                                        \
+  for (uint64_t relaxps_suppressed_ = 0, relaxps_once_ = 1; relaxps_once_ != 0;     \
+       relaxps_once_ = 0)                                                            \
+    for (const std::string relaxps_kind_(kind);                                      \
+         relaxps_once_ != 0 && (limiter)->Allow(relaxps_kind_, &relaxps_suppressed_); \
+         relaxps_once_ = 0)                                                          \
+  LOG(severity) << ::relaxps::SuppressedNote(relaxps_kind_, relaxps_suppressed_)
 
 #endif  // RELAXPS_COMMON_LOG_LIMITER_H_

@@ -24,6 +24,8 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const RpcServerOptions& opt
   std::unique_ptr<RpcServer> s(new RpcServer());
   s->clock_ = ClockOrReal(options.clock);
   s->log_limiter_ = LogLimiter(s->clock_);
+  s->unread_ = std::make_unique<UnreadReplies>(options.max_unread_bytes_per_peer,
+                                               options.max_unread_bytes);
   CurveKeys own;  // The ROUTER's CURVE server key: the process's own key.
   if (options.curve.enabled()) {
     ASSIGN_OR_RETURN(own, LoadCurveKeys(options.curve.keys_dir, options.curve.name));
@@ -202,7 +204,19 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
 
 Status RpcServer::Send(const std::string& identity, Message&& msg) {
   sent_ = true;
-  return SendMessage(socket_, identity, std::move(msg));
+  std::shared_ptr<void> unread;
+  if (const size_t bytes = ZeroCopyBytes(msg); bytes > 0) {
+    auto admitted = unread_->Admit(identity, static_cast<int64_t>(bytes));
+    if (!admitted.ok()) {
+      ++unread_refused_;
+      msg.frames.clear();
+      LOG_LIMITED(WARNING, &log_limiter_, "reply dropped (unread replies)")
+          << "dropped a reply of " << bytes << " bytes: " << admitted.status();
+      return admitted.status();
+    }
+    unread = std::move(admitted).value();
+  }
+  return SendMessage(socket_, identity, std::move(msg), std::move(unread));
 }
 
 void RpcServer::FillReplyHeader(const Request& request, Message* reply) {

@@ -34,6 +34,7 @@
 #include "common/log_limiter.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "common/unread_replies.h"
 #include "common/wire.h"
 
 namespace relaxps {
@@ -48,6 +49,14 @@ struct RpcServerOptions {
   // reading, Send() to it fails with Unavailable instead of queueing without
   // bound. Incoming requests are bounded alike (ZMQ_RCVHWM: back-pressure).
   int max_queued_messages = 1000;
+  // Most bytes of payload queued for one peer that does not read them, and
+  // for all peers together (UnreadReplies, common/unread_replies.h); a reply
+  // past either is dropped (Send() fails with Unavailable). A peer with
+  // nothing queued always gets one reply while the total is under its
+  // limit, however large. <= 0: unlimited. Larger: more memory held for
+  // stuck or hostile peers; smaller: big replies to slow readers dropped.
+  int64_t max_unread_bytes_per_peer = int64_t{64} << 20;
+  int64_t max_unread_bytes = int64_t{256} << 20;
   // Time source of the timers (AddTimer) and of the loop's waits (nullptr:
   // real time). With a FakeClock, timers fire when the test advances it.
   const Clock* clock = nullptr;
@@ -107,7 +116,8 @@ class RpcServer {
   zmq::context_t* context() { return &context_; }
 
   // Sends a reply (or any message) to a peer. Loop thread only. Unavailable if
-  // the peer is gone or its queue is full; the message is then dropped.
+  // the peer is gone, its queue is full or the message would pass the limits
+  // on unread replies; the message is then dropped.
   Status Send(const std::string& identity, Message&& msg);
   // Convenience: replies to `request` with `reply` (its header's request id,
   // type and is_reply are filled in from the request).
@@ -120,6 +130,10 @@ class RpcServer {
 
   // Counters (loop thread).
   uint64_t malformed_count() const { return malformed_; }
+  // Messages Send() dropped because of the limits on unread replies.
+  uint64_t unread_refused_count() const { return unread_refused_; }
+  // Payload bytes handed to ZeroMQ and not yet written (any thread).
+  int64_t unread_bytes() const { return unread_->total_bytes(); }
 
   // Loop thread: a log limiter for handlers' rejection lines (one a second
   // per reason), on this server's clock.
@@ -144,6 +158,7 @@ class RpcServer {
   zmq::socket_t socket_;
   std::string endpoint_;
   int wake_fd_ = -1;  // eventfd signalled by Post()/Stop().
+  std::unique_ptr<UnreadReplies> unread_;  // Admit() on the loop thread.
 
   // Loop thread only.
   std::vector<Timer> timers_;
@@ -151,6 +166,7 @@ class RpcServer {
   // running one in place.
   std::deque<std::pair<zmq::socket_t*, std::function<void()>>> extra_sockets_;
   uint64_t malformed_ = 0;
+  uint64_t unread_refused_ = 0;
   // Send() ran since the loop last waited: the ROUTER is touched (see
   // SocketPoller).
   bool sent_ = false;

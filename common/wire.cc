@@ -8,7 +8,14 @@
 namespace relaxps {
 namespace {
 
-void ReleaseShared(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<void>*>(hint); }
+// What a zero-copy frame keeps alive until ZeroMQ frees it: its bytes, and
+// what else the sender asked for (SendMessage's `release`).
+struct Keepalive {
+  std::shared_ptr<void> bytes;
+  std::shared_ptr<void> release;
+};
+
+void ReleaseShared(void* /*data*/, void* hint) { delete static_cast<Keepalive*>(hint); }
 
 }  // namespace
 
@@ -29,7 +36,7 @@ Buffer<uint8_t> Frame::ShareBytes() {
                                [keep = keepalive_] {});
 }
 
-zmq::message_t Frame::ToZmq() && {
+zmq::message_t Frame::ToZmq(std::shared_ptr<void> release) && {
   if (has_msg_) return std::move(msg_);
   if (size_ == 0) return zmq::message_t();
   // A small frame is copied into the message: cheaper than the two
@@ -41,7 +48,7 @@ zmq::message_t Frame::ToZmq() && {
     keepalive_.reset();
     return copy;
   }
-  auto* hint = new std::shared_ptr<void>(std::move(keepalive_));
+  auto* hint = new Keepalive{std::move(keepalive_), std::move(release)};
   return zmq::message_t(const_cast<void*>(data_), size_, &ReleaseShared, hint);
 }
 
@@ -143,7 +150,8 @@ bool PadAgainst4KAliasing(Message* msg, size_t header_bytes) {
 
 namespace {
 
-Status SendFrames(zmq::socket_t& socket, const std::string& identity, Message& msg) {
+Status SendFrames(zmq::socket_t& socket, const std::string& identity, Message& msg,
+                  std::shared_ptr<void>& release) {
   // Serialized straight into the frame ZeroMQ sends, not into a string that
   // zmq_send then copies: one heap allocation and one copy fewer per message
   // (and none at all for a header of up to 33 bytes, which ZeroMQ keeps
@@ -166,7 +174,7 @@ Status SendFrames(zmq::socket_t& socket, const std::string& identity, Message& m
       return UnavailableError("peer would block");
     }
     for (size_t i = 0; i < msg.frames.size(); ++i) {
-      zmq::message_t m = std::move(msg.frames[i]).ToZmq();
+      zmq::message_t m = std::move(msg.frames[i]).ToZmq(release);
       // Once the first frame is queued the rest of a multipart message is
       // accepted atomically by ZeroMQ.
       socket.send(m, i + 1 < msg.frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
@@ -179,8 +187,15 @@ Status SendFrames(zmq::socket_t& socket, const std::string& identity, Message& m
 
 }  // namespace
 
-Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message&& msg) {
-  Status s = SendFrames(socket, identity, msg);
+size_t ZeroCopyBytes(const Message& msg) {
+  size_t n = 0;
+  for (const Frame& f : msg.frames) n += f.SentWithoutCopy() ? f.size() : 0;
+  return n;
+}
+
+Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message&& msg,
+                   std::shared_ptr<void> release) {
+  Status s = SendFrames(socket, identity, msg, release);
   // The frames are consumed whether or not they went: a shared buffer is
   // released here, not when the caller's moved-from Message goes.
   msg.frames.clear();

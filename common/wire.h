@@ -66,8 +66,11 @@ class Frame {
   const T* as() const { return static_cast<const T*>(data()); }
 
   // Converts into a zmq message for sending: zero-copy for a shared buffer
-  // above kCopyFramesUpToBytes, a copy of a smaller one.
-  zmq::message_t ToZmq() &&;
+  // above kCopyFramesUpToBytes (`release`, if set, is then kept until ZeroMQ
+  // frees it), a copy of a smaller one.
+  zmq::message_t ToZmq(std::shared_ptr<void> release = nullptr) &&;
+  // Whether ToZmq() hands this frame's bytes to ZeroMQ without a copy.
+  bool SentWithoutCopy() const { return !has_msg_ && size_ > kCopyFramesUpToBytes; }
   static constexpr size_t kCopyFramesUpToBytes = 8192;
 
  private:
@@ -127,7 +130,15 @@ bool PadAgainst4KAliasing(Message* msg, size_t header_bytes);
 // is prepended when non-empty (ROUTER sockets). Non-blocking: returns
 // Unavailable if the socket would block (peer gone / HWM reached).
 // Takes the message's frames (a caller keeps nothing of `msg` it needs).
-Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message&& msg);
+// `release`, when set, is kept alive until ZeroMQ has freed every frame it
+// sends without a copy (UnreadReplies counts those bytes until then), or
+// dropped at once if the message does not go.
+Status SendMessage(zmq::socket_t& socket, const std::string& identity, Message&& msg,
+                   std::shared_ptr<void> release = nullptr);
+
+// Bytes of `msg` that SendMessage hands to ZeroMQ without a copy (frames
+// larger than Frame::kCopyFramesUpToBytes not received from ZeroMQ).
+size_t ZeroCopyBytes(const Message& msg);
 
 // Parses the frames of one multipart message after any identity frame into
 // `out`, taking the payload parts. `out` is overwritten, so a receive loop

@@ -49,6 +49,9 @@ Status CoordinatorOptions::Validate() const {
   if (probe_timeout_ms < 1) return InvalidArgumentError("probe_timeout_ms must be > 0");
   if (takeover_probe_ms < 1) return InvalidArgumentError("--takeover_probe_ms must be > 0");
   if (max_workers < 0) return InvalidArgumentError("--max_workers must be >= 0");
+  if (max_members < 1 || max_tables < 1) {
+    return InvalidArgumentError("--max_members and --max_tables must be >= 1");
+  }
   if (failed_exit_ms < 0 || done_grace_ms < 1) {
     return InvalidArgumentError("--failed_exit_ms must be >= 0 and done_grace_ms > 0");
   }
@@ -229,9 +232,24 @@ void CoordinatorImpl::Handle(Request req) {
 void CoordinatorImpl::Dispatch(Request req) {
   const wire::Header& h = req.msg.header;
   if (Status s = CheckRole(req); !s.ok()) {
-    LOG_EVERY_T(WARNING, 1) << "refused: " << s;
-    rpc_->ReplyStatus(req, s).IgnoreError();
+    Refuse(req, s);
     return;
+  }
+  if (h.type() == wire::REGISTER && h.register_request().role() != "observer" &&
+      members_.size() >= options_.max_members) {
+    Refuse(req, FailedPreconditionError(
+                    "the job lists " + std::to_string(members_.size()) +
+                    " members, the most it admits (--max_members=" +
+                    std::to_string(options_.max_members) + ")"));
+    return;
+  }
+  if (h.type() == wire::SET_LEARNING_RATE || h.type() == wire::TRIGGER_CHECKPOINT) {
+    if (Status s = control_limiter_.Take(req.identity, wire::MsgType_Name(h.type()),
+                                         clock_->NowMs());
+        !s.ok()) {
+      Refuse(req, s);
+      return;
+    }
   }
   switch (h.type()) {
     case wire::REGISTER:
@@ -299,11 +317,16 @@ void CoordinatorImpl::Dispatch(Request req) {
       return;
     }
     default:
-      LOG_EVERY_T(WARNING, 1) << "coordinator: unknown message type " << h.type();
-      rpc_->ReplyStatus(req, InvalidArgumentError("unknown message type " +
-                                                  std::to_string(h.type())))
-          .IgnoreError();
+      Refuse(req, InvalidArgumentError("unknown message type " + std::to_string(h.type())));
   }
+}
+
+void CoordinatorImpl::Refuse(const Request& req, const Status& why) {
+  const std::string type = wire::MsgType_Name(req.msg.header.type());
+  LOG_LIMITED(WARNING, rpc_->log_limiter(),
+              (type.empty() ? std::string("message") : type) + "/" + StatusCodeName(why.code()))
+      << "refused " << (type.empty() ? std::string("a message") : type) << ": " << why;
+  rpc_->ReplyStatus(req, why).IgnoreError();
 }
 
 void CoordinatorImpl::EndJob(const std::string& why) {

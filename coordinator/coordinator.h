@@ -134,6 +134,20 @@ struct CoordinatorOptions {
   // num_workers is set, else 4096. Bounds what a flood of fake
   // registrations can add to a BSP barrier.
   int max_workers = 0;
+  // Most members listed at once, live or dead (servers and workers); a
+  // REGISTER beyond is refused (FailedPrecondition). Workers that never sent
+  // a heartbeat are dropped once declared dead, so a flood of registrations
+  // does not stay listed.
+  size_t max_members = 10000;
+  // Most tables in the job; a CREATE_TABLE of a new one beyond is refused.
+  int max_tables = 1024;
+  // Control changes (a new table, SET_LEARNING_RATE, TRIGGER_CHECKPOINT)
+  // accepted per minute from one connection and from all together
+  // (coordinator/control_limiter.h); beyond, refused (FailedPrecondition).
+  // <= 0: unlimited. Each rewrites the map every member holds or makes every
+  // server write a checkpoint.
+  int64_t max_control_per_min_per_peer = 120;
+  int64_t max_control_per_min = 600;
   // Largest dense table admitted, in bytes of parameters; a bigger
   // CREATE_TABLE is refused before anything is allocated. 0: unlimited
   // (servers still enforce their own --max_server_mb).

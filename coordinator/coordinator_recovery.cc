@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "common/buffer_pool.h"
+
 namespace relaxps {
 namespace coordinator_internal {
 
@@ -147,6 +149,9 @@ void CoordinatorImpl::CheckLiveness() {
     }
     Emit("member_dead", {{"role", "worker"}, {"id", id}, {"reason", what}, {"finished", finished}});
   }
+  // Registered and never heard from: not kept listed (nor counted as lost),
+  // and their memory goes back.
+  if (!dead_workers.empty() && members_.DropNeverHeardWorkers() > 0) TrimFreeMemory();
   if (!dead_workers.empty()) {
     BroadcastWorkerSet([](const Status& s) {
       if (!s.ok()) LOG(WARNING) << "announcing live workers: " << s;

@@ -57,6 +57,17 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
       std::none_of(map_.tables().begin(), map_.tables().end(),
                    [&](const wire::TableShards& ts) { return ts.table().name() == t.name; });
   if (created) {
+    Status admit = map_.tables_size() >= options_.max_tables
+                       ? FailedPreconditionError(
+                             "table '" + t.name + "' refused: the job has " +
+                             std::to_string(map_.tables_size()) +
+                             " tables, the most it admits (--max_tables=" +
+                             std::to_string(options_.max_tables) + ")")
+                       : control_limiter_.Take(req.identity, "CREATE_TABLE", clock_->NowMs());
+    if (!admit.ok()) {
+      Refuse(req, admit);
+      return;
+    }
     wire::TableShards* ts = map_.add_tables();
     TableToProto(t, ts->mutable_table());
     if (t.type == TableType::kDense) {
@@ -120,6 +131,11 @@ void CoordinatorImpl::HandleSetLearningRate(Request req) {
     if (ts.table().name() == h.table()) table = ts.mutable_table();
   }
   if (bad.ok() && table == nullptr) bad = NotFoundError("unknown table '" + h.table() + "'");
+  if (bad.ok() && table->lr_changes_size() >= kMaxLrChanges) {
+    bad = FailedPreconditionError("table '" + h.table() + "' already has " +
+                                  std::to_string(kMaxLrChanges) +
+                                  " learning-rate changes, the most it keeps");
+  }
   if (!bad.ok()) {
     rpc_->ReplyStatus(req, bad).IgnoreError();
     return;

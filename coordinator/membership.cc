@@ -67,6 +67,7 @@ bool Membership::WorkerHeartbeat(int id, int64_t clock, int64_t now_ms, uint64_t
   auto it = workers_.find(id);
   if (it == workers_.end() || !it->second.alive) return false;
   it->second.last_heartbeat_ms = now_ms;
+  it->second.heard = true;
   it->second.clock = std::max(it->second.clock, clock);
   if (incarnation != it->second.incarnation) it->second.acked_updates = 0;
   it->second.incarnation = incarnation;
@@ -83,6 +84,20 @@ std::vector<int> Membership::Expire(std::map<int, MemberInfo>* members, int64_t 
     }
   }
   return dead;
+}
+
+int Membership::DropNeverHeardWorkers() {
+  int dropped = 0;
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    const MemberInfo& m = it->second;
+    if (!m.alive && !m.heard && !m.finished) {
+      it = workers_.erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
 }
 
 bool Membership::MarkServerDead(int id) {

@@ -32,6 +32,8 @@ struct MemberInfo {
   bool finished = false;
   // Workers only: the error it reported ending with (empty: none).
   std::string failure;
+  // Workers only: a heartbeat of it arrived since it registered.
+  bool heard = false;
 };
 
 class Membership {
@@ -61,6 +63,14 @@ class Membership {
   // Marks a live server dead (a confirmed crash). Returns false if it was not
   // a live server.
   bool MarkServerDead(int id);
+
+  // Erases the dead workers that never sent a heartbeat and never finished
+  // (a registration and nothing else: a crash at start, or a forged REGISTER
+  // in plain mode), after ExpireWorkers reported them; they are not counted
+  // as lost. Returns how many.
+  int DropNeverHeardWorkers();
+  // Members listed, live or dead (--max_members).
+  size_t size() const { return servers_.size() + workers_.size(); }
 
   // Marks members silent for too long as dead and returns their ids.
   std::vector<int> ExpireServers(int64_t now_ms);

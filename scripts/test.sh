@@ -3,6 +3,9 @@
 #   scripts/test.sh                               Release build in build/
 #   scripts/test.sh --sanitize=address,undefined  ASan + UBSan build in build-asan/
 #   scripts/test.sh --sanitize=thread             TSan build in build-tsan/
+#   scripts/test.sh --asan-subset                 after the Release suite: ASan +
+#       UBSan over the parsing/wire/shard/transport unit tests, building only
+#       their targets in build-asan-subset/ (scripts/sanitize.sh asan-subset)
 #   scripts/test.sh --clang-tsa                   instead of testing: build the
 #       libraries and binaries with clang-14 -Wthread-safety -Werror into
 #       build-tsa/ (the GUARDED_BY / REQUIRES annotations of
@@ -16,11 +19,13 @@ cd "$(dirname "$0")/.."
 
 SANITIZE=""
 CLANG_TSA=0
+ASAN_SUBSET=0
 CTEST_ARGS=()
 for arg in "$@"; do
   case "$arg" in
     --sanitize=*) SANITIZE=${arg#--sanitize=} ;;
     --clang-tsa) CLANG_TSA=1 ;;
+    --asan-subset) ASAN_SUBSET=1 ;;
     *) CTEST_ARGS+=("$arg") ;;
   esac
 done
@@ -55,6 +60,7 @@ fi
 export BUILD_DIR=${BUILD_DIR:-build}
 
 scripts/build.sh "${CMAKE_ARGS[@]+"${CMAKE_ARGS[@]}"}"
+ROOT=$(pwd)
 cd "$BUILD_DIR"
 REPORTS=sanitizer-logs
 if [ -n "$SANITIZE" ]; then mkdir -p "$REPORTS" && rm -f "$REPORTS"/report.*; fi
@@ -87,5 +93,8 @@ if [ -n "$SANITIZE" ]; then
   else
     echo "test.sh: no sanitizer report ($SANITIZE)"
   fi
+fi
+if [ "$ASAN_SUBSET" -eq 1 ]; then
+  (cd "$ROOT" && scripts/sanitize.sh asan-subset) || status=1
 fi
 exit $status

@@ -45,6 +45,8 @@ Status ServerImpl::Init() {
   ro.bind = options_.bind;
   ro.max_message_bytes = options_.max_message_bytes;
   ro.max_queued_messages = options_.max_queued_replies;
+  ro.max_unread_bytes_per_peer = options_.max_unread_reply_bytes_per_peer;
+  ro.max_unread_bytes = options_.max_unread_reply_bytes;
   ro.curve = options_.curve;
   ASSIGN_OR_RETURN(rpc_, RpcServer::Bind(ro));
   ASSIGN_OR_RETURN(advertised_, AdvertisedEndpoint(rpc_->endpoint(), options_.advertise));

@@ -134,6 +134,26 @@ struct ServerOptions {
   // beyond, further replies to it are dropped (counted in replies_dropped)
   // and it times out. Bounds memory to about this many times the largest reply.
   int max_queued_replies = 128;
+  // Most bytes of replies queued for one peer that does not read them, and
+  // for all peers together (RpcServerOptions, common/unread_replies.h);
+  // beyond, replies are dropped (replies_dropped). A peer with nothing
+  // queued always gets one reply, however large. <= 0: unlimited.
+  int64_t max_unread_reply_bytes_per_peer = int64_t{64} << 20;
+  int64_t max_unread_reply_bytes = int64_t{256} << 20;
+  // Most bytes of pulls waiting at the consistency gates for one peer
+  // (connection), and for all peers together (server/internal/
+  // parked_requests.h: about 1 KiB per dense pull). A pull past either is
+  // refused with FailedPrecondition. An honest worker parks a few pulls per
+  // server; <= 0: unlimited.
+  int64_t max_parked_bytes_per_peer = int64_t{16} << 20;
+  int64_t max_parked_bytes = int64_t{64} << 20;
+  // Every this many ms the reply buffer pool (which keeps up to 1 GiB of
+  // freed pull replies for reuse) frees the buffers that went unused since
+  // the last time (BufferPool::TrimIdle): a burst's replies are given back
+  // within two periods, while steady traffic keeps reusing its buffers.
+  // Lower: memory back sooner, but a job slower than one pull per period
+  // faults its reply pages in again. <= 0: never.
+  int64_t reply_pool_trim_ms = 10000;
   // Largest message accepted or received, in bytes (ZMQ_MAXMSGSIZE); a peer
   // sending a bigger one is disconnected. Must exceed the largest push.
   int64_t max_message_bytes = int64_t{1} << 30;

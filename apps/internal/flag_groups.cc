@@ -19,7 +19,8 @@ std::vector<FlagGroup> CoordinatorFlagGroups() {
       {"Coordinator state and standbys", {"data_dir", "coordination", "zk_session_timeout_ms"}},
       {"Network and security",
        {"bind", "advertise", "endpoint_file", "security", "keys_dir", "insecure_bind_public"}},
-      {"Limits", {"max_workers", "max_table_mb", "max_message_mb"}},
+      {"Limits", {"max_workers", "max_members", "max_tables", "max_control_per_min",
+                  "max_control_per_min_per_peer", "max_table_mb", "max_message_mb"}},
       MetricsGroup(),
   };
 }
@@ -34,7 +35,9 @@ std::vector<FlagGroup> ServerFlagGroups() {
        {"checkpoint_dir", "keep_checkpoints", "restore_from", "state_transfer_chunk_kb"}},
       {"Network and security",
        {"bind", "advertise", "endpoint_file", "security", "keys_dir", "insecure_bind_public"}},
-      {"Limits", {"max_server_mb", "max_clocks_ahead", "max_queued_replies", "max_message_mb"}},
+      {"Limits", {"max_server_mb", "max_clocks_ahead", "max_queued_replies", "max_unread_reply_mb",
+                  "max_unread_reply_mb_per_peer", "max_parked_mb", "max_parked_mb_per_peer",
+                  "reply_pool_trim_ms", "max_message_mb"}},
       {"Device", {"device"}},
       MetricsGroup(),
   };

@@ -32,6 +32,7 @@
 #include "coordinator/event_ring.h"
 #include "common/events.h"
 #include "coordinator/map_watchers.h"
+#include "coordinator/control_limiter.h"
 #include "coordinator/membership.h"
 #include "coordinator/leader_election.h"
 #include "coordinator/reseeder.h"
@@ -161,6 +162,9 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // Handles one request (Dispatch), then answers the map watches the
   // request made stale.
   void Dispatch(Request req);
+  // Answers `req` with the error `why`, logging one line per message type and
+  // code a second (with the count of those not logged).
+  void Refuse(const Request& req, const Status& why);
   void HandleHeartbeat(const Request& req);
   void HandleCreateTable(Request req);
   void HandleStatus(const Request& req);
@@ -255,7 +259,11 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
 
   // Loop thread only.
   std::unique_ptr<MapWatchers> watchers_;  // Created in Init().
+  // Learning-rate changes a table keeps at most (each is in every map).
+  static constexpr int kMaxLrChanges = 1024;
   Membership members_;
+  ControlLimiter control_limiter_{options_.max_control_per_min_per_peer,
+                                  options_.max_control_per_min};
   // The last CheckLiveness, on clock_ and on the real clock (-1: none yet).
   int64_t last_check_ms_ = -1;
   int64_t last_check_real_ms_ = -1;

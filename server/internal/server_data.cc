@@ -134,11 +134,20 @@ Status ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req,
   const int64_t pull_clock = h.type() == wire::PUSH_PULL ? h.clock() + 1 : h.clock();
   const int64_t deadline = PullDeadlineMs(h);
   ChainReplica* chain = range->chain.get();
-  // Set once Pull() returned: a reply after that waited at the gate.
-  auto parked = metrics_.enabled() ? std::make_shared<bool>(false) : nullptr;
+  // Parked, it keeps no payload: a PUSH_PULL's gradient is dropped below.
+  const int64_t park_bytes = ParkedRequests::BytesOf(req->identity, 0);
+  if (Status admit = parked_.Check(req->identity, park_bytes); !admit.ok()) {
+    if (push_grads != nullptr) return admit;  // The caller refuses the push too.
+    Reject(*req, admit);
+    return Status::OK();
+  }
+  auto parked = std::make_shared<Parked>();
   PullReply answer =
       [this, req, chain, parked](const Status& st, FloatBuffer params, int64_t params_clock) {
-        if (parked != nullptr && *parked) metrics_.OnGateWait(*req);
+        const bool waited = parked->state == Parked::kWaiting;
+        parked->state = Parked::kAnswered;
+        parked->ticket.Release();
+        if (waited && metrics_.enabled()) metrics_.OnGateWait(*req);
         if (!st.ok()) {
           Reject(*req, st);
           return;
@@ -165,7 +174,13 @@ Status ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req,
   } else {
     range->shard->Pull(pull_clock, h.key_begin(), h.key_count(), deadline, std::move(answer));
   }
-  if (parked != nullptr) *parked = true;
+  if (parked->state == Parked::kBeforeGate && pushed.ok()) {
+    // Waiting at the gate: counted until answered, and without the gradient
+    // it applied (the reply needs only the header).
+    parked->state = Parked::kWaiting;
+    req->msg.frames.clear();
+    parked->ticket = parked_.Charge(req->identity, park_bytes);
+  }
   return pushed;
 }
 
@@ -270,7 +285,26 @@ void ServerImpl::HandleSparse(Request&& req) {
     reply_rows(shard->Read(wanted.data(), wanted.size(), slot));
     return;
   }
-  shard->Pull(worker_clock, std::move(wanted), deadline, std::move(reply_rows));
+  // Parked, it keeps its row ids (the gate's copy; the request's frame is
+  // dropped below).
+  const int64_t park_bytes =
+      ParkedRequests::BytesOf(shared->identity, wanted.size() * sizeof(uint64_t));
+  if (Status admit = parked_.Check(shared->identity, park_bytes); !admit.ok()) {
+    Reject(*shared, admit);
+    return;
+  }
+  auto parked = std::make_shared<Parked>();
+  shard->Pull(worker_clock, std::move(wanted), deadline,
+              [parked, reply_rows = std::move(reply_rows)](StatusOr<FloatBuffer> rows) {
+                parked->state = Parked::kAnswered;
+                parked->ticket.Release();
+                reply_rows(std::move(rows));
+              });
+  if (parked->state == Parked::kBeforeGate) {
+    parked->state = Parked::kWaiting;
+    shared->msg.frames.clear();
+    parked->ticket = parked_.Charge(shared->identity, park_bytes);
+  }
 }
 
 }  // namespace server_internal

@@ -77,6 +77,18 @@ void ServerImpl::OnTimer() {
   const int64_t now = clock_->NowMs();
   for (auto& [key, range] : dense_) range.shard->ExpireWaiters(now);
   for (auto& [name, table] : sparse_) table->ExpireWaiters(now);
+  // Waiting pulls answered or expired in bulk (a peer that parked many and
+  // went away), reply buffers a burst left in the pool: give their memory
+  // back, which malloc and the pool keep otherwise (TuneMallocForLargeMessages).
+  untrimmed_bytes_ += parked_.TakeReleasedBytes();
+  if (options_.reply_pool_trim_ms > 0 && now >= next_pool_trim_ms_) {
+    untrimmed_bytes_ += static_cast<int64_t>(buffer_pool_.TrimIdle());
+    next_pool_trim_ms_ = now + options_.reply_pool_trim_ms;
+  }
+  if (untrimmed_bytes_ >= kTrimAfterReleasedBytes) {
+    TrimFreeMemory();
+    untrimmed_bytes_ = 0;
+  }
   if (chain_ != nullptr) chain_->ResendStale();
   MaybeFlush();
 }

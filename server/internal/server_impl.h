@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/coordinator_peers.h"
 #include "common/buffer_pool.h"
 #include "common/clock.h"
+#include "common/coordinator_peers.h"
 #include "common/loop_client.h"
 #include "common/periodic_thread.h"
 #include "common/rpc_client.h"
@@ -32,6 +32,7 @@
 #include "coordinator/leader_watch.h"
 #include "recovery/server_recovery.h"
 #include "server/internal/chain_replication.h"
+#include "server/internal/parked_requests.h"
 #include "server/internal/range_state.h"
 #include "server/internal/server_metrics.h"
 #include "server/internal/sparse_shard.h"
@@ -249,6 +250,19 @@ class ServerImpl final : public Server, private ChainHost {
   BufferPool buffer_pool_{ReplyPoolOptions()};
 
   // Loop thread only.
+  // The memory of waiting pulls, per peer and in total (before the shards:
+  // their parked pulls hold tickets of it).
+  ParkedRequests parked_{options_.max_parked_bytes_per_peer, options_.max_parked_bytes};
+  // Bytes freed (waiting pulls gone, idle reply buffers) since malloc's
+  // heap was last trimmed; it is trimmed once they pass the constant.
+  int64_t untrimmed_bytes_ = 0;
+  static constexpr int64_t kTrimAfterReleasedBytes = int64_t{4} << 20;
+  int64_t next_pool_trim_ms_ = 0;  // When the reply pool is next trimmed.
+  // What a pull's reply closure knows of its wait at the gate.
+  struct Parked {
+    enum State { kBeforeGate, kWaiting, kAnswered } state = kBeforeGate;
+    ParkedRequests::Ticket ticket;  // kWaiting: its bytes in parked_.
+  };
   uint64_t map_version_ = 0;
   wire::ShardMap map_;
   std::map<std::pair<std::string, uint64_t>, RangeState> dense_;  // (table, begin).

@@ -145,5 +145,71 @@ TEST(BufferPoolTest, BufferMayOutliveThePoolAndBeReleasedOnAnotherThread) {
   std::thread([b = std::move(survivor)]() mutable { b = Buffer<uint8_t>(); }).join();
 }
 
+// A burst: 8 replies of 1 MiB in flight at once, then none. The first trim
+// only starts the count for a class that is new since; the second frees all
+// eight (they sat unused through a whole period).
+TEST(BufferPoolTest, TrimIdleFreesWhatABurstLeftBehind) {
+  BufferPool pool;
+  {
+    std::vector<FloatBuffer> burst;
+    for (int i = 0; i < 8; ++i) burst.push_back(pool.Acquire<float>(kMiB / sizeof(float)));
+  }
+  EXPECT_EQ(pool.stats().cached_bytes, 8 * kMiB);
+  EXPECT_EQ(pool.TrimIdle(), 0u);
+  EXPECT_EQ(pool.stats().cached_bytes, 8 * kMiB);
+  EXPECT_EQ(pool.TrimIdle(), 8 * kMiB);
+  const BufferPoolStats s = pool.stats();
+  EXPECT_EQ(s.cached_bytes, 0u);
+  EXPECT_EQ(s.trimmed_bytes, 8 * kMiB);
+  EXPECT_EQ(s.unmapped, 8u);
+  // The pool still works: a fresh buffer is mapped.
+  FloatBuffer again = pool.Acquire<float>(kMiB / sizeof(float));
+  EXPECT_EQ(pool.stats().mapped, 9u);
+}
+
+// Steady use of 2 buffers after a burst of 6: each trim frees only the
+// buffers no Acquire needed since the previous one, oldest first, and the
+// two in use are reused rather than mapped again.
+TEST(BufferPoolTest, TrimIdleKeepsWhatSteadyUseReuses) {
+  BufferPool pool;
+  {
+    std::vector<Buffer<uint8_t>> burst;
+    for (int i = 0; i < 6; ++i) burst.push_back(pool.Acquire<uint8_t>(kMiB));
+  }
+  EXPECT_EQ(pool.TrimIdle(), 0u);
+  auto step = [&pool] {  // Two replies in flight, then released.
+    Buffer<uint8_t> a = pool.Acquire<uint8_t>(kMiB);
+    Buffer<uint8_t> b = pool.Acquire<uint8_t>(kMiB);
+    a[0] = b[0] = 1;
+  };
+  for (int i = 0; i < 10; ++i) step();
+  EXPECT_EQ(pool.TrimIdle(), 4 * kMiB);  // 6 cached, never fewer than 4.
+  EXPECT_EQ(pool.stats().cached_bytes, 2 * kMiB);
+  for (int i = 0; i < 10; ++i) step();
+  EXPECT_EQ(pool.TrimIdle(), 0u);  // Both were handed out in between.
+  const BufferPoolStats s = pool.stats();
+  EXPECT_EQ(s.cached_bytes, 2 * kMiB);
+  EXPECT_EQ(s.mapped, 6u);
+  EXPECT_EQ(s.reused, 40u);
+  // Idle from now on: the last two go after one more period.
+  EXPECT_EQ(pool.TrimIdle(), 2 * kMiB);
+  EXPECT_EQ(pool.stats().cached_bytes, 0u);
+}
+
+// Small pooled classes (malloc'd, below 64 KiB) are trimmed the same way.
+TEST(BufferPoolTest, TrimIdleFreesSmallClassesToo) {
+  BufferPoolOptions o;
+  o.min_pooled_bytes = 4096;
+  BufferPool pool(o);
+  {
+    std::vector<Buffer<uint8_t>> burst;
+    for (int i = 0; i < 3; ++i) burst.push_back(pool.Acquire<uint8_t>(4096));
+    for (int i = 0; i < 2; ++i) burst.push_back(pool.Acquire<uint8_t>(kMiB));
+  }
+  EXPECT_EQ(pool.TrimIdle(), 0u);
+  EXPECT_EQ(pool.TrimIdle(), 3 * 4096 + 2 * kMiB);
+  EXPECT_EQ(pool.stats().cached_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace relaxps

@@ -84,5 +84,24 @@ TEST(MembershipTest, ForgivenSilenceRestartsTheTimeoutOfLiveMembersOnly) {
   EXPECT_EQ(m.ExpireWorkers(6001), std::vector<int>({0}));
 }
 
+TEST(MembershipTest, WorkersNeverHeardFromAreDroppedOnceDeadTheOthersStayListed) {
+  Membership m(/*heartbeat_timeout_ms=*/1000);
+  const int heard = m.AddWorker(-1, 0, 20, /*now=*/0);
+  const int silent = m.AddWorker(-1, 0, 21, 0);
+  const int finished = m.AddWorker(-1, 0, 22, 0);
+  EXPECT_TRUE(m.WorkerHeartbeat(heard, 1, 500));
+  EXPECT_TRUE(m.MarkWorkerFinished(finished));
+  EXPECT_EQ(m.size(), 3u);
+  EXPECT_EQ(m.DropNeverHeardWorkers(), 0);  // Nobody dead yet.
+  EXPECT_EQ(m.ExpireWorkers(1001), std::vector<int>({silent, finished}));
+  EXPECT_EQ(m.DropNeverHeardWorkers(), 1);
+  EXPECT_EQ(m.workers().count(silent), 0u);
+  EXPECT_EQ(m.workers().count(finished), 1u);  // It said goodbye: not a forgery.
+  EXPECT_EQ(m.ExpireWorkers(1501), std::vector<int>({heard}));
+  EXPECT_EQ(m.DropNeverHeardWorkers(), 0);  // Heard once: lost, and listed as such.
+  EXPECT_EQ(m.LostWorkers(), 1);
+  EXPECT_EQ(m.size(), 2u);
+}
+
 }  // namespace
 }  // namespace relaxps

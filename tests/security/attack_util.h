@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <glog/logging.h>
 #include <zmq.hpp>
@@ -58,14 +59,20 @@ class RawPeer {
   zmq::socket_t socket_;
 };
 
-// SERVER_STATS of the server at `endpoint` (CHECK-fails if it does not answer).
-inline wire::ServerStats ServerStatsOf(const std::string& endpoint) {
+// The reply header of a `type` request without a body to `endpoint`
+// (CHECK-fails if it does not answer within 10 s).
+inline wire::Header AskOrDie(const std::string& endpoint, wire::MsgType type) {
   RpcClient rpc;
   Message m;
-  m.header.set_type(wire::SERVER_STATS);
+  m.header.set_type(type);
   auto reply = rpc.CallSync(rpc.Connect(endpoint), std::move(m), 10000);
-  CHECK(reply.ok()) << reply.status();
-  return reply->header.server_stats();
+  CHECK(reply.ok()) << wire::MsgType_Name(type) << " to " << endpoint << ": " << reply.status();
+  return std::move(reply->header);
+}
+
+// SERVER_STATS of the server at `endpoint` (CHECK-fails if it does not answer).
+inline wire::ServerStats ServerStatsOf(const std::string& endpoint) {
+  return AskOrDie(endpoint, wire::SERVER_STATS).server_stats();
 }
 
 // Asks the server at `endpoint` for its stats until it has taken `n`
