@@ -263,7 +263,18 @@ def targets_of(figs):
                    f["name"], ">=", 0.5)
     target("issue 15: cnn through the PS (w1s1, async) >= 0.9x --local",
            "training/cnn/ps_async_w1s1/samples_per_s", ">=", 0.9)
+    durability_targets(target)
     return out
+
+
+def durability_targets(target):
+    """Issue 41 point 5 (bench.sh's durability_figures)."""
+    target("issue 41: mlp samples/s with --wal_per_update / without >= 0.5",
+           "training/mlp/ps_async_w1s1_wal_per_update/samples_per_s", ">=", 0.5)
+    target("issue 41: incremental checkpoint, 10% of chunks dirty, bytes / full <= 0.15",
+           "checkpoint/incremental_10pct/bytes", "<=", 0.15)
+    target("issue 41: incremental checkpoint, 10% of chunks dirty, time / full <= 0.15",
+           "checkpoint/incremental_10pct/seconds", "<=", 0.15)
 
 
 def main():
