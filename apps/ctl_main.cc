@@ -20,6 +20,7 @@
 // integers as strings); errors still go to stderr with a non-zero exit.
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <map>
 
@@ -197,10 +198,21 @@ int Stats(RpcClient* rpc, int peer) {
       continue;
     }
     std::printf("server %d requests=%llu rejected=%llu nonfinite_rejected=%llu bytes_in=%llu "
-                "bytes_out=%llu updates_applied=%llu\n",
+                "bytes_out=%llu updates_applied=%llu durable=%s",
                 s.info().id(), (unsigned long long)x.requests(), (unsigned long long)x.rejected(),
                 (unsigned long long)x.nonfinite_rejected(), (unsigned long long)x.bytes_in(),
-                (unsigned long long)x.bytes_out(), (unsigned long long)x.updates_applied());
+                (unsigned long long)x.bytes_out(), (unsigned long long)x.updates_applied(),
+                x.durable() ? "true" : "false");
+    if (!x.durable()) {
+      // "durable=false since <UTC time> disk_errors=N last=<write: status>"
+      const std::time_t since = static_cast<std::time_t>(x.not_durable_since_unix_ms() / 1000);
+      char when[32] = "?";
+      std::tm tm{};
+      if (gmtime_r(&since, &tm) != nullptr) std::strftime(when, sizeof when, "%FT%TZ", &tm);
+      std::printf(" since %s disk_errors=%llu last_disk_error=\"%s\"", when,
+                  (unsigned long long)x.disk_errors(), x.last_disk_error().c_str());
+    }
+    std::printf("\n");
   }
   // Per worker: acknowledged (its last heartbeat) against reflected (the
   // servers now); the difference is what the servers lost.

@@ -52,6 +52,12 @@ DEFINE_int32(keep_checkpoints, 3, "Checkpoints kept on disk (older ones are dele
 DEFINE_string(restore_from, "",
               "Before serving, replace --data_dir with a checkpoint: 'latest' (newest valid "
               "one under --checkpoint_dir) or a checkpoint directory");
+DEFINE_string(on_disk_error, "continue",
+              "When a checkpoint, flush or WAL write fails (a full or failing disk): continue "
+              "(train on, not durably; reported in the disk_error event, relaxps-ctl stats "
+              "durable=false and the relaxps_server_durable metric until a write succeeds) "
+              "or stop (the server exits with 1 naming the write, ending the job unless its "
+              "recovery policy restarts it)");
 DEFINE_string(device, "cpu", "Device for optimizer updates: cpu or cuda");
 DEFINE_int32(heartbeat_ms, 200, "Heartbeat period to the coordinator");
 DEFINE_string(security, "plain",
@@ -157,6 +163,9 @@ int main(int argc, char** argv) {
   options.keep_checkpoints = FLAGS_keep_checkpoints;
   options.restore_from = FLAGS_restore_from;
   options.heartbeat_ms = FLAGS_heartbeat_ms;
+  auto on_disk_error = relaxps::ParseOnDiskError(FLAGS_on_disk_error);
+  if (!on_disk_error.ok()) return relaxps::Fail(kName, on_disk_error.status(), 2);
+  options.on_disk_error = *on_disk_error;
   if (FLAGS_max_server_mb < 0 || FLAGS_max_clocks_ahead < 0 || FLAGS_max_queued_replies < 1 ||
       FLAGS_max_message_mb < 1 || FLAGS_state_transfer_chunk_kb < 4 ||
       FLAGS_max_unread_reply_mb < 0 || FLAGS_max_unread_reply_mb_per_peer < 0 ||

@@ -289,7 +289,18 @@ def targets_of(figs):
            "curve/16MiB_pushpull_added_cpu_s_per_gb", "<=", 1.3)
     target("issue 41: bench.sh --quick wall time <= 180 s", "bench/quick_wall_s", "<=", 180.0,
            field="value")
+    durability_targets(target)
     return out
+
+
+def durability_targets(target):
+    """Issue 41 point 5 (bench.sh's durability_figures)."""
+    target("issue 41: mlp samples/s with --wal_per_update / without >= 0.5",
+           "training/mlp/ps_async_w1s1_wal_per_update/samples_per_s", ">=", 0.5)
+    target("issue 41: incremental checkpoint, 10% of chunks dirty, bytes / full <= 0.15",
+           "checkpoint/incremental_10pct/bytes", "<=", 0.15)
+    target("issue 41: incremental checkpoint, 10% of chunks dirty, time / full <= 0.15",
+           "checkpoint/incremental_10pct/seconds", "<=", 0.15)
 
 
 def main():

@@ -4,7 +4,7 @@
 # (see docs/benchmarks.md). The document is also written to
 # bench/results/bench-<timestamp>.json.
 #
-#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions]
+#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions,durability]
 #
 # --quick: short time boxes, under 3 minutes on 2 cores: every figure with a
 # target but the 64 MiB ones; no consistency-model comparison (no target)
@@ -17,7 +17,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 QUICK=0
 SKIP_BUILD=0
-ONLY=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions
+ONLY=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions,durability
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
@@ -163,6 +163,27 @@ if want instructions && [ "$QUICK" = 0 ] && have relaxps-bench-ps; then
   # swing by tens of percent (skipped without valgrind).
   run instructions /usr/bin/python3 "$ROOT/bench/instructions_per_op.py" --bin="$BIN"
 fi
+
+# Issue 41 point 5, durability at a reasonable price (kept apart from the
+# figures above): an incremental checkpoint (10% of the chunks changed)
+# against a full one, bytes and time; and mlp training through a
+# --wal_per_update server against the same server without it (measured by
+# the overhead bench when it runs, else here).
+durability_figures() {
+  if have relaxps-bench-incremental-checkpoint; then
+    if [ "$QUICK" = 1 ]; then
+      run durability_checkpoint "$BIN/relaxps-bench-incremental-checkpoint" --mb=64 --rounds=3
+    else
+      run durability_checkpoint "$BIN/relaxps-bench-incremental-checkpoint" --mb=64 --rounds=5
+    fi
+  fi
+  if ! want overhead; then
+    run durability_wal "$ROOT/bench/training_overhead.sh" --models=mlp --wal_models=mlp \
+      --reps=$([ "$QUICK" = 1 ] && echo 1 || echo 2) --duration_s="$OVERHEAD_S" \
+      --out_dir="$WORK/durability_wal"
+  fi
+}
+if want durability; then durability_figures; fi
 
 OUT="$ROOT/bench/results/bench-$STAMP.json"
 python3 "$ROOT/bench/merge_results.py" --quick="$QUICK" --wall_s="$(( $(date +%s) - START ))" \

@@ -98,6 +98,7 @@ Status ServerImpl::Init() {
   RETURN_IF_ERROR(FindCoordinator());
   ASSIGN_OR_RETURN(wire::RegisterReply rr, Register(options_.server_id));
   id_ = rr.id();
+  durability_.set_server_id(id_);
   job_ = rr.job();
   coordinator_identity_ = rr.coordinator_identity();
   coordinator_term_ = rr.coordinator_term();
@@ -158,6 +159,7 @@ Status ServerImpl::Init() {
                   {"restored", restored_from_.has_value()},
                   {"restored_seq", restored_from_.has_value() ? restored_from_->seq() : 0},
                   {"restored_clock", restored_from_.has_value() ? restored_from_->clock() : -1},
+                  {"restored_dir", restored_from_.has_value() ? restored_from_->dir() : ""},
                   {"awaits_seed", awaiting_seed_}});
   }
   LOG(INFO) << "server " << id_ << " serving on " << advertised_ << " (store "

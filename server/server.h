@@ -55,6 +55,16 @@ namespace metrics {
 class Registry;
 }  // namespace metrics
 
+// What a server does when a checkpoint, flush or WAL write fails
+// (relaxps-server --on_disk_error).
+enum class OnDiskError {
+  kContinue,  // Train on without durability; report it (events, stats, metrics).
+  kStop,      // Stop the server with an error naming the failed write.
+};
+// "continue" or "stop"; InvalidArgument naming the accepted values otherwise.
+StatusOr<OnDiskError> ParseOnDiskError(const std::string& name);
+const char* OnDiskErrorName(OnDiskError e);
+
 struct ServerOptions {
   // Endpoint to bind; the default lets the OS choose a port.
   std::string bind = "tcp://127.0.0.1:*";
@@ -166,8 +176,15 @@ struct ServerOptions {
   // gate), heartbeats and the loop's timers (nullptr: real time). Tests
   // pass a FakeClock. Must outlive the server.
   const Clock* clock = nullptr;
+  // What a failed checkpoint, flush or WAL write does (issue 40): kContinue
+  // trains on, not durably, and reports it (events disk_error and
+  // durable_again, ServerStats.durable and not_durable_since_unix_ms,
+  // relaxps_server_durable); kStop also stops the server (Run() returns
+  // Aborted naming the write), which ends a job without a recovery policy
+  // that restarts it.
+  OnDiskError on_disk_error = OnDiskError::kContinue;
   // Structured events (docs/events.md): server_started, checkpoint_written,
-  // checkpoint_write_failed. A log without a process name is named
+  // checkpoint_write_failed, disk_error, durable_again. A log without a process name is named
   // "server-<id>" once the server registered. nullptr: none.
   std::shared_ptr<EventLog> events;
 

@@ -340,6 +340,14 @@ Status RemoveCheckpoint(const std::string& dir, rocksdb::FileSystem* fs) {
   return storage_internal::RemoveAll(DefaultFileSystem(fs), dir);
 }
 
+Status ReplaceCheckpoint(const std::string& from, const std::string& to, rocksdb::FileSystem* fs) {
+  fs = DefaultFileSystem(fs);
+  RETURN_IF_ERROR(storage_internal::RemoveAll(fs, to));
+  RETURN_IF_ERROR(storage_internal::FromRocks(fs->RenameFile(from, to, rocksdb::IOOptions(), nullptr),
+                                              "cannot rename " + from + " to " + to));
+  return storage_internal::SyncDir(fs, storage_internal::ParentDir(to));
+}
+
 Status PruneCheckpoints(const std::string& root, int keep_last_k, rocksdb::FileSystem* fs) {
   if (keep_last_k < 1) {
     return InvalidArgumentError("PruneCheckpoints: keep_last_k must be >= 1, got " +

@@ -90,6 +90,14 @@ std::vector<CheckpointInfo> ListCheckpoints(const std::string& root,
 // naming the entry that could not be removed.
 Status RemoveCheckpoint(const std::string& dir, rocksdb::FileSystem* fs = nullptr);
 
+// Moves the complete checkpoint `from` to `to`, replacing a checkpoint
+// there: `to` is removed only once `from` is complete, so a failed
+// replacement (a full disk) leaves the older checkpoint in place. A crash
+// between the removal and the rename leaves `from` (not listed under a root:
+// its name does not parse). IOError naming the path that failed.
+Status ReplaceCheckpoint(const std::string& from, const std::string& to,
+                         rocksdb::FileSystem* fs = nullptr);
+
 // Deletes all but the newest keep_last_k valid checkpoints under root.
 // InvalidArgument if keep_last_k < 1; IOError naming the directory that
 // could not be removed (the older ones are removed first; a failure stops

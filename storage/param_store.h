@@ -206,6 +206,12 @@ class ParamStore {
   // previous successful sync may be acknowledged). No-op when
   // HasUnsyncedUpdates() is false.
   virtual Status SyncWal() { return Status::OK(); }
+  // Flushes committed to disk so far (background jobs included, counted
+  // when their commit lands, from any thread). A Flush that returned OK may
+  // only have started a background job; this count is how a caller learns
+  // that one completed (a server reports durability from it). 0 for stores
+  // without durable state.
+  virtual uint64_t CommittedFlushes() const { return 0; }
   // Blocks until every Flush so far is durable: waits for a running
   // background flush and completes a coalesced one. Returns a background
   // flush's error (once). No-op for stores that flush synchronously.

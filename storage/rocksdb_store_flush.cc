@@ -280,6 +280,7 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
   }();
   for (const std::string& path : paths) RemoveAll(fs(), path).IgnoreError();
   RETURN_IF_ERROR(s);
+  committed_flushes_.fetch_add(1, std::memory_order_release);
   for (const DenseTable* t : cap.tables) {
     // A delta: older ones still count, unless it superseded them.
     if (t->base_generation != t->generation && !t->drop_superseded) continue;

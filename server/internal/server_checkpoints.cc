@@ -32,29 +32,49 @@ Status RestoreDataDir(const std::string& restore_from, const std::string& root,
                       const std::string& data_dir, rocksdb::FileSystem* fs,
                       wire::ShardCheckpoint* restored) {
   if (data_dir.empty()) return InvalidArgumentError("--restore_from needs --data_dir");
-  std::string dir = restore_from;
+  // The candidates, newest first: "latest" tries every complete checkpoint
+  // under root (ListCheckpoints skips incomplete ones: a write that failed
+  // on a full disk leaves no manifest) and falls back to an older one when
+  // a newer one turns out to be damaged; a named directory is the only one.
+  std::vector<std::string> candidates;
   if (restore_from == "latest") {
     std::vector<CheckpointInfo> all = ListCheckpoints(root, fs);
     if (all.empty()) {
-      return NotFoundError("--restore_from=latest: no valid checkpoint under " + root);
+      return NotFoundError("--restore_from=latest: no complete checkpoint under " + root);
     }
-    dir = all.back().dir;
+    for (auto it = all.rbegin(); it != all.rend(); ++it) candidates.push_back(it->dir);
+  } else {
+    candidates.push_back(restore_from);
   }
-  ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(dir, fs));
-  Status s = RestoreCheckpoint(dir, data_dir, fs);
-  if (!s.ok()) {
-    return Status(s.code(),
-                  "cannot restore " + data_dir + " from checkpoint " + dir + ": " + s.message());
+  std::string skipped;  // "dir: why; ..." of the damaged newer ones.
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& dir = candidates[i];
+    StatusOr<CheckpointInfo> info = ReadCheckpointInfo(dir, fs);
+    Status s = info.ok() ? RestoreCheckpoint(dir, data_dir, fs) : info.status();
+    if (!s.ok()) {
+      // Only a damaged checkpoint is worth skipping; a disk error of the
+      // restore itself (e.g. ENOSPC copying into data_dir) would recur.
+      if (s.code() == StatusCode::kCorruption && i + 1 < candidates.size()) {
+        LOG(ERROR) << "checkpoint " << dir << " cannot be restored, trying an older one: " << s;
+        skipped += (skipped.empty() ? "" : "; ") + dir + ": " + s.ToString();
+        continue;
+      }
+      return Status(s.code(), "cannot restore " + data_dir + " from checkpoint " + dir + ": " +
+                                  s.message() +
+                                  (skipped.empty() ? "" : " (newer ones skipped: " + skipped + ")"));
+    }
+    if (restored != nullptr) {
+      std::error_code ec;
+      restored->set_dir(std::filesystem::absolute(dir, ec).string());
+      restored->set_clock(info->clock);
+      restored->set_bytes(info->bytes);
+    }
+    LOG(INFO) << "restored " << data_dir << " from checkpoint " << dir << " (clock "
+              << info->clock << (restore_from == "latest" ? ", the newest complete one" : "")
+              << (skipped.empty() ? "" : "; skipped the damaged newer ones: " + skipped) << ")";
+    return Status::OK();
   }
-  if (restored != nullptr) {
-    std::error_code ec;
-    restored->set_dir(std::filesystem::absolute(dir, ec).string());
-    restored->set_clock(info.clock);
-    restored->set_bytes(info.bytes);
-  }
-  LOG(INFO) << "restored " << data_dir << " from checkpoint " << dir << " (clock " << info.clock
-            << ")";
-  return Status::OK();
+  return NotFoundError("--restore_from=" + restore_from + ": nothing to restore");  // Unreachable.
 }
 
 void WriteCheckpointAsync(ParamStore* store, rocksdb::FileSystem* fs, const std::string& root,
@@ -69,14 +89,18 @@ void WriteCheckpointAsync(ParamStore* store, rocksdb::FileSystem* fs, const std:
   const std::string dir = root + "/" + CheckpointDirName(clock);
   const auto start = std::chrono::steady_clock::now();
   // A second checkpoint at the same clock (e.g. a manual one while workers
-  // are idle): the newer state replaces the older snapshot.
-  Status removed = RemoveCheckpoint(dir, fs);
+  // are idle): the newer state replaces the older snapshot, once it is
+  // complete (a failed write keeps the older one).
+  const std::string written = dir + ".replacement";
+  Status removed = RemoveCheckpoint(written, fs);
   if (!removed.ok()) {
-    done(IOError("cannot replace checkpoint " + dir + ": " + removed.message()));
+    done(IOError("cannot write checkpoint " + dir + ": " + removed.message()));
     return;
   }
-  store->CheckpointAsync(dir, clock, [=](Status s) {
+  store->CheckpointAsync(written, clock, [=](Status s) {
+    if (s.ok()) s = ReplaceCheckpoint(written, dir, fs);
     if (!s.ok()) {
+      RemoveCheckpoint(written, fs).IgnoreError();
       done(s);
       return;
     }

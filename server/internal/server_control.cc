@@ -31,6 +31,7 @@ void ServerImpl::HandleStats(const Request& req) {
   Message reply = MakeReply(req.msg.header, Status::OK());
   stats_.set_updates_applied(UpdatesApplied());
   *reply.header.mutable_server_stats() = stats_;
+  durability_.FillStats(reply.header.mutable_server_stats());
   FillAppliedParts(reply.header.mutable_server_stats());
   ReplyWith(req, std::move(reply));
 }
@@ -287,15 +288,18 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
         rpc_->Post([this, shared_req, clock, seq, flushed_clock, done = std::move(done)] {
           const wire::Header& h = shared_req->msg.header;
           if (!done.ok()) {
-            LOG(ERROR) << "checkpoint at clock " << clock << " failed: " << done.status();
             EmitEvent(options_.events.get(), "checkpoint_write_failed",
                       {{"server", id_},
                        {"seq", seq},
                        {"clock", clock},
                        {"reason", done.status().ToString()}});
             Reject(*shared_req, done.status());
+            // After the reply: under --on_disk_error=stop this stops the loop.
+            OnDurableWrite(DurableWrite::kCheckpoint,
+                           done.status().WithPrefix("checkpoint at clock " + std::to_string(clock)));
             return;
           }
+          OnDurableWrite(DurableWrite::kCheckpoint, Status::OK());
           EmitEvent(options_.events.get(), "checkpoint_written",
                     {{"server", id_},
                      {"seq", seq},

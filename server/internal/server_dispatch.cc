@@ -100,13 +100,33 @@ void ServerImpl::MaybeFlush() {
     if (clock >= last_flush_clock_ + options_.FlushEveryClocks()) {
       SaveApplied();  // What the flushed state reflects goes with it.
       Status s = store_->Flush(clock);
+      // A background flush's error comes with the next Flush; its success
+      // is a commit counted by the store (an OK Flush may only have started
+      // one). Logged (throttled) by the monitor: a full disk fails each one.
       if (!s.ok()) {
-        LOG(ERROR) << "flush at clock " << clock << " failed: " << s;
-      } else {
-        last_flush_clock_ = clock;
+        OnDurableWrite(DurableWrite::kFlush, s.WithPrefix("flush at clock " + std::to_string(clock)));
+      } else if (const uint64_t n = store_->CommittedFlushes(); n != committed_flushes_seen_) {
+        committed_flushes_seen_ = n;
+        OnDurableWrite(DurableWrite::kFlush, Status::OK());
       }
+      if (s.ok()) last_flush_clock_ = clock;
     }
   }
+}
+
+void ServerImpl::OnDurableWrite(DurableWrite what, const Status& s) {
+  if (s.ok()) {
+    durability_.OnSuccess(what);
+    return;
+  }
+  // Not disk faults: a store without durable state, no checkpoint directory,
+  // a checkpoint of this clock being written already.
+  if (s.code() != StatusCode::kIOError && s.code() != StatusCode::kCorruption) {
+    LOG(ERROR) << s;
+    return;
+  }
+  Status stop = durability_.OnFailure(what, s);
+  if (!stop.ok()) Exit(stop);
 }
 
 void ServerImpl::Reject(const Request& req, const Status& status) {
@@ -187,7 +207,9 @@ void ServerImpl::ReplyWith(const Request& req, Message&& reply) {
 void ServerImpl::SyncAndRelease() {
   if (unsynced_replies_.empty() && !store_->HasUnsyncedUpdates()) return;
   const Status synced = store_->SyncWal();
-  if (!synced.ok()) LOG(ERROR) << "WAL sync failed; failing the replies it covered: " << synced;
+  // A failed sync fails the replies it covered (nothing unsynced is
+  // acknowledged); the monitor reports it and logs it throttled.
+  OnDurableWrite(DurableWrite::kWal, synced.WithPrefix("WAL sync"));
   std::vector<std::pair<std::string, Message>> replies;
   replies.swap(unsynced_replies_);
   for (auto& [identity, reply] : replies) {

@@ -32,6 +32,7 @@
 #include "coordinator/leader_watch.h"
 #include "recovery/server_recovery.h"
 #include "server/internal/chain_replication.h"
+#include "server/internal/durability_monitor.h"
 #include "server/internal/parked_requests.h"
 #include "server/internal/range_state.h"
 #include "server/internal/server_metrics.h"
@@ -44,7 +45,10 @@ namespace server_internal {
 class ServerImpl final : public Server, private ChainHost {
  public:
   explicit ServerImpl(const ServerOptions& options)
-      : options_(options), clock_(ClockOrReal(options.clock)), metrics_(options.metrics) {}
+      : options_(options),
+        clock_(ClockOrReal(options.clock)),
+        metrics_(options.metrics),
+        durability_(DurabilityOptions(options)) {}
   ~ServerImpl() override { StopHeartbeat(); }
 
   Status Init();
@@ -271,6 +275,21 @@ class ServerImpl final : public Server, private ChainHost {
   std::map<std::string, AppliedLedger> sparse_applied_;
   wire::ServerStats stats_;
   ServerMetrics metrics_;  // Hot-path hooks; scrape-time values from CollectMetrics.
+  // Failed and succeeded checkpoint, flush and WAL writes (issue 40).
+  static DurabilityMonitor::Options DurabilityOptions(const ServerOptions& o) {
+    DurabilityMonitor::Options d;
+    d.on_error = o.on_disk_error;
+    d.events = o.events.get();
+    d.clock = o.clock;
+    return d;
+  }
+  DurabilityMonitor durability_;
+  // ParamStore::CommittedFlushes() when MaybeFlush last looked (loop thread).
+  uint64_t committed_flushes_seen_ = 0;
+  // Reports the outcome of a durable write to durability_; a disk fault
+  // under --on_disk_error=stop stops the server (Exit). Errors that are not
+  // disk faults (no checkpoint directory, a memory store) are not counted.
+  void OnDurableWrite(DurableWrite what, const Status& s);
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   std::vector<float> decode_scratch_;
   // Replies waiting for the WAL sync (group commit): (peer identity, reply).

@@ -192,6 +192,15 @@ void ServerImpl::CollectMetrics(MetricSink* sink) {
               static_cast<double>(held_bytes_));
   sink->Gauge("relaxps_server_live_workers", "Live workers in the coordinator's latest set.",
               none, live_workers_.ids_size());
+  sink->Gauge("relaxps_server_durable",
+              "1 while every kind of durable write (checkpoint, flush, WAL) last succeeded; 0 "
+              "after a disk fault until one of the same kind succeeds.",
+              none, durability_.durable() ? 1 : 0);
+  sink->Gauge("relaxps_server_not_durable_since_timestamp_seconds",
+              "Unix time of the first failed write of the current outage (0: durable).", none,
+              static_cast<double>(durability_.not_durable_since_unix_ms()) / 1000.0);
+  counter("relaxps_server_disk_errors_total", "Failed checkpoint, flush and WAL writes.",
+          durability_.failures());
   sink->Gauge("relaxps_server_awaiting_seed", "1 while waiting to be re-seeded (stateless).",
               none, awaiting_seed_ ? 1 : 0);
   for (auto& [key, range] : dense_) {

@@ -101,6 +101,9 @@ class RocksDbStore final : public ParamStore {
     return it->second->num_rows;
   }
   bool HasUnsyncedUpdates() const override { return wal_unsynced_; }
+  uint64_t CommittedFlushes() const override {
+    return committed_flushes_.load(std::memory_order_acquire);
+  }
   Status SyncWal() override {
     return Guarded("SyncWal", [&] { return DoSyncWal(); });
   }
@@ -389,6 +392,8 @@ class RocksDbStore final : public ParamStore {
   // Number of captured tables whose copy_pending is set: lets
   // BeforeDenseWrite return without locking when no copy is in progress.
   std::atomic<int> copies_pending_{0};
+  // Flushes (background, synchronous, checkpoints') whose commit landed.
+  std::atomic<uint64_t> committed_flushes_{0};
   Mutex flush_mu_;
   std::condition_variable_any flush_cv_;
   std::unique_ptr<FlushCapture> flush_job_ GUARDED_BY(flush_mu_);  // Queued, not yet taken.

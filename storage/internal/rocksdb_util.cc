@@ -46,6 +46,15 @@ rocksdb::Options MakeDbOptions(const ParamStoreOptions& options, rocksdb::Env* e
   o.avoid_flush_during_shutdown = true;
   o.max_log_file_size = 4 * kMiB;
   o.keep_log_file_num = 2;
+  if (options.wal_per_update) {
+    // Every acknowledged update waits for a WAL sync. Syncing a write that
+    // extends a file (or fills a freshly allocated extent) also commits the
+    // file system's journal: dd with O_DSYNC here wrote 800 KiB blocks at
+    // 115 MB/s appending and 1.2 GB/s over blocks the file already had.
+    // Recycled WAL files are rewritten in place (point-in-time recovery, the
+    // default, stops at the first record of an older use of the file).
+    o.recycle_log_file_num = 4;
+  }
 
   rocksdb::BlockBasedTableOptions t;
   t.block_cache = rocksdb::NewLRUCache(std::clamp(eighth, 4 * kMiB, 256 * kMiB));

@@ -101,6 +101,7 @@ const HelpCase kCases[] = {
     {"relaxps-bench-zmq", {"sizes", "seconds"}},
     {"relaxps-bench-ps", {"configs", "sizes", "sparse"}},
     {"relaxps-bench-checkpoint", {"mb", "dir"}},
+    {"relaxps-bench-incremental-checkpoint", {"dirty_pct", "keep"}},
     {"relaxps-bench-store", {"mb", "seconds"}},
     {"relaxps-bench-wal", {"workers", "dir"}},
     {"relaxps-bench-metrics", {"iterations", "reps"}},

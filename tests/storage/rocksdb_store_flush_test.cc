@@ -3,11 +3,16 @@
 // previous flush (a delta generation) until the deltas add up to the table,
 // then every chunk (a new base); a reopened store overlays the deltas on the
 // base and must give back the arrays bit for bit.
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -262,6 +267,89 @@ TEST_F(RocksDbStoreFlushTest, CheckpointOfDeltasRestoresBitIdentical) {
   StatusOr<DenseShard*> shard = restored->CreateDense(EightChunkSpec());
   ASSERT_TRUE(shard.ok()) << shard.status();
   ExpectRestored(*shard);
+}
+
+// Bytes of the files under `dir` whose inode is not in `seen` (what writing
+// `dir` cost, hard links of files already on disk excluded); adds the
+// inodes under dir to `seen`.
+uint64_t NewBytes(const std::string& dir, std::set<uint64_t>* seen) {
+  uint64_t bytes = 0;
+  std::set<uint64_t> mine;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    struct stat st;
+    if (::stat(e.path().c_str(), &st) != 0) continue;
+    mine.insert(st.st_ino);
+    if (!seen->count(st.st_ino)) bytes += static_cast<uint64_t>(st.st_size);
+  }
+  seen->insert(mine.begin(), mine.end());
+  return bytes;
+}
+
+// Issue 41 point 5: a chain of incremental checkpoints, each after one
+// chunk of eight changed (12.5%), pruned to the newest three as a server
+// does. Each checkpoint writes about its changed chunk, not the table; every
+// kept checkpoint restores bit for bit to the arrays as of its Checkpoint
+// call, across the new bases the deltas add up to; pruned checkpoints and
+// the generations no checkpoint needs any more are gone from the disk.
+TEST_F(RocksDbStoreFlushTest, IncrementalCheckpointChainRestoresExactlyAndIsCollected) {
+  const std::string root = tmp_.path() + "/checkpoints";
+  const uint64_t table_bytes = EightChunkSpec().end * sizeof(float) * 3;
+  std::map<std::string, std::vector<std::vector<float>>> at;  // Checkpoint -> arrays.
+  std::set<uint64_t> seen;
+  std::vector<uint64_t> written;  // New bytes of checkpoints 2..20.
+  {
+    auto store = OpenStore(dir_);
+    StatusOr<DenseShard*> shard = store->CreateDense(EightChunkSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    for (uint64_t c = 0; c < kChunks; ++c) WriteChunk(store.get(), *shard, c);
+    const std::string first = root + "/" + CheckpointDirName(1);
+    ASSERT_OK(store->Checkpoint(first, 1));
+    EXPECT_GT(NewBytes(first, &seen), table_bytes);  // The first one holds everything.
+    for (int64_t clock = 2; clock <= 20; ++clock) {
+      // Chunk 3 every other time, so the deltas overlap and also add up.
+      WriteChunk(store.get(), *shard, clock % 2 == 0 ? 3 : static_cast<uint64_t>(clock) % kChunks);
+      const std::string dir = root + "/" + CheckpointDirName(clock);
+      ASSERT_OK(store->Checkpoint(dir, clock));
+      at[dir] = expected_;
+      written.push_back(NewBytes(dir, &seen));
+      ASSERT_OK(PruneCheckpoints(root, 3));
+    }
+  }
+  // Most checkpoints write one 64 KiB chunk of three slots plus manifests
+  // (1/8 of the table and a little); a new base (the whole table) comes
+  // only when the deltas add up to the table, once every few checkpoints.
+  std::string sizes;
+  int full = 0;
+  for (uint64_t w : written) {
+    sizes += std::to_string(w) + " ";
+    if (w > table_bytes / 4) ++full;
+  }
+  std::vector<uint64_t> sorted = written;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_LT(sorted[sorted.size() / 2], table_bytes / 5) << "bytes per checkpoint: " << sizes;
+  EXPECT_LE(full, 5) << "bytes per checkpoint: " << sizes;
+  std::vector<CheckpointInfo> kept = ListCheckpoints(root);
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept.back().clock, 20);
+  EXPECT_FALSE(std::filesystem::exists(root + "/" + CheckpointDirName(1)));
+  for (const CheckpointInfo& info : kept) {
+    SCOPED_TRACE(info.dir);
+    const std::string restored_dir = tmp_.path() + "/restored-" + std::to_string(info.clock);
+    ASSERT_OK(RestoreCheckpoint(info.dir, restored_dir));
+    expected_ = at[info.dir];
+    auto restored = OpenStore(restored_dir);
+    StatusOr<DenseShard*> shard = restored->CreateDense(EightChunkSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    ExpectRestored(*shard);
+  }
+  // Garbage collection: the live store and the three kept checkpoints hold
+  // at most one base and the deltas above it per checkpoint, not a base per
+  // checkpoint: their distinct bytes stay under four tables' worth.
+  std::set<uint64_t> all;
+  uint64_t bytes = NewBytes(dir_, &all);
+  for (const CheckpointInfo& info : kept) bytes += NewBytes(info.dir, &all);
+  EXPECT_LT(bytes, 4 * table_bytes);
 }
 
 }  // namespace
