@@ -152,7 +152,9 @@ void ServerImpl::ReplyWith(const Request& req, Message&& reply) {
   stats_.set_bytes_out(stats_.bytes_out() + reply.PayloadBytes());
   metrics_.OnReply(req);
   reply.header.set_shard_map_version(map_version_);
-  reply.header.set_epoch(epoch_);
+  // This server's epoch, unless the reply names one of its own (an
+  // asynchronous chain head's acknowledgement: the epoch it took over at).
+  if (reply.header.epoch() == 0) reply.header.set_epoch(epoch_);
   const wire::MsgType type = req.msg.header.type();
   if (type == wire::PUSH || type == wire::PUSH_PULL || type == wire::PUSH_ROWS) {
     // Whatever this reply acknowledges is in every checkpoint after this one.
