@@ -31,6 +31,19 @@ DEFINE_string(recovery, "none",
               "the registered policies, what each does and what it needs, and exits)");
 // --recovery=help: print the registered policies and exit (not a policy).
 constexpr char kListPolicies[] = "help";
+// The recovery policies' options (RecoveryNeeds::options): only the ones
+// given reach the policy, which fills in its defaults and refuses an option
+// it does not have.
+DEFINE_string(checkpoint_mode, "",
+              "--recovery=checkpoint: async (training goes on while snapshots are written) or "
+              "sync (each server holds writes until its snapshot is durable); default async");
+DEFINE_string(replication, "",
+              "--recovery=chain: sync (the head acknowledges once the tail has a write) or async "
+              "(once it applied it, at most --replication_max_lag updates per range ahead of "
+              "the tail); default sync");
+DEFINE_int32(replication_max_lag, 64,
+             "--recovery=chain --replication=async: updates per range the head may acknowledge "
+             "before the tail has them (a head failure loses at most this many per range)");
 DEFINE_int32(replicas, 2,
              "Under a policy that replicates ranges on chains (--recovery=help: replicas>=2): "
              "servers per chain (2 .. --num_servers)");
@@ -154,6 +167,16 @@ int main(int argc, char** argv) {
     return relaxps::Fail("relaxps-coordinator", s, 2);
   }
   options.recovery = FLAGS_recovery;
+  for (const std::string& flag : relaxps::RecoveryOptionFlags()) {
+    gflags::CommandLineFlagInfo info;
+    CHECK(gflags::GetCommandLineFlagInfo(flag.c_str(), &info))
+        << "recovery option --" << flag << " has no coordinator flag";
+    if (!info.is_default) options.recovery_options[flag] = info.current_value;
+  }
+  if (auto resolved = relaxps::ResolveRecoveryOptions(options.recovery, options.recovery_options);
+      !resolved.ok()) {
+    return relaxps::Fail("relaxps-coordinator", resolved.status(), 2);
+  }
   options.replicas = FLAGS_replicas;
   options.probe_timeout_ms = FLAGS_probe_timeout_ms;
   options.takeover_probe_ms = FLAGS_takeover_probe_ms;

@@ -98,6 +98,14 @@ int Status_(RpcClient* rpc, int peer) {
               "uptime_s=%.1f\n",
               j.consistency().c_str(), staleness.c_str(), j.recovery().c_str(), j.num_servers(),
               j.num_workers(), st->uptime_s());
+  if (!j.recovery_options().empty()) {
+    std::string options;
+    for (const auto& [flag, value] : std::map<std::string, std::string>(
+             j.recovery_options().begin(), j.recovery_options().end())) {
+      options += " " + flag + "=" + value;
+    }
+    std::printf("recovery_options:%s\n", options.c_str());
+  }
   if (!st->job_error().empty()) std::printf("job_error: %s\n", st->job_error().c_str());
   std::printf("shard_map_version: %llu\n",
               static_cast<unsigned long long>(st->shard_map().version()));

@@ -200,6 +200,8 @@ Status ClientImpl::Init() {
   role_options.heartbeat_ms = options_.heartbeat_ms;
   role_options.local_after_ms = options_.local_after_ms;
   role_options.update_log_bytes = options_.update_log_bytes;
+  role_options.policy_options = RecoveryOptionValues(rr.job().recovery_options().begin(),
+                                                     rr.job().recovery_options().end());
   role_ = recovery_->NewClientRecovery(role_options);
   CHECK(role_ != nullptr) << "recovery policy " << recovery_->Name() << " made no client role";
   features_ = role_->features();

@@ -20,6 +20,9 @@ recovery::CoordinatorJob JobShape(const CoordinatorOptions& o) {
   job.num_servers = o.num_servers;
   job.replicas = o.replicas;
   job.spare_takeover_ms = o.spare_takeover_ms;
+  // Validate() refuses options the policy does not take.
+  StatusOr<RecoveryOptionValues> options = ResolveRecoveryOptions(o.recovery, o.recovery_options);
+  if (options.ok()) job.options = std::move(options).value();
   return job;
 }
 
@@ -34,6 +37,7 @@ Status CoordinatorOptions::Validate() const {
   ConsistencyOptions co{consistency, staleness};
   RETURN_IF_ERROR(NewConsistencyPolicy(co).status());
   RETURN_IF_ERROR(CheckRecoveryPolicyName(recovery));
+  RETURN_IF_ERROR(ResolveRecoveryOptions(recovery, recovery_options).status());
   if (heartbeat_timeout_ms < 50) return InvalidArgumentError("--heartbeat_timeout_ms must be >= 50");
   if (checkpoint_every_clocks < 0 || checkpoint_every_s < 0) {
     return InvalidArgumentError("--checkpoint_every_clocks and --checkpoint_every_s must be >= 0");
@@ -142,6 +146,9 @@ Status CoordinatorImpl::Init() {
   job_.set_start_barrier_timeout_ms(options_.start_barrier_timeout_ms);
   job_.set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
   job_.set_replicas(recovery_->ReplicasPerRange());
+  for (const auto& [flag, value] : JobShape(options_).options) {
+    (*job_.mutable_recovery_options())[flag] = value;
+  }
   map_.set_version(1);
   map_.set_epoch(1);
   rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });

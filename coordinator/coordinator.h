@@ -109,6 +109,11 @@ struct CoordinatorOptions {
   // relaxps-coordinator --recovery=help lists them). Validate() refuses an
   // unknown name, and a job shape the policy cannot run.
   std::string recovery = "none";
+  // Options of the recovery policy that were given (RecoveryNeeds::options:
+  // "replication" -> "async"); the rest take the policy's defaults.
+  // Validate() refuses an option the policy does not have or a value it does
+  // not take; every member learns all of them (JobConfig.recovery_options).
+  RecoveryOptionValues recovery_options;
   // Under a policy that replicates ranges on chains (chain, hybrid): servers
   // holding each dense range and sparse bucket (R). More survives more
   // simultaneous failures; each push crosses R servers before it is

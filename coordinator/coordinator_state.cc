@@ -15,6 +15,24 @@ constexpr char kMembers[] = "members";
 constexpr char kRecovery[] = "recovery";
 constexpr char kCheckpoints[] = "checkpoints";
 
+// The job's policy options, with the policy's defaults for those a job
+// stored before the policy had them does not name.
+RecoveryOptionValues StoredOptions(const wire::JobConfig& job) {
+  RecoveryOptionValues given(job.recovery_options().begin(), job.recovery_options().end());
+  StatusOr<RecoveryOptionValues> resolved = ResolveRecoveryOptions(job.recovery(), given);
+  return resolved.ok() ? *resolved : given;
+}
+
+// " options checkpoint_mode=sync ..." ("" without options), for messages.
+std::string DescribeOptions(const wire::JobConfig& job) {
+  std::string out;
+  for (const auto& [flag, value] :
+       RecoveryOptionValues(job.recovery_options().begin(), job.recovery_options().end())) {
+    out += (out.empty() ? " options " : " ") + flag + "=" + value;
+  }
+  return out;
+}
+
 template <typename Proto>
 Status ParseRecord(const StateRecords& records, const char* name, Proto* out) {
   auto it = records.find(name);
@@ -197,15 +215,17 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   const wire::JobConfig& j = job.job();
   if (j.consistency() != job_.consistency() || j.staleness() != job_.staleness() ||
       j.recovery() != job_.recovery() || j.num_servers() != job_.num_servers() ||
-      j.replicas() != job_.replicas()) {
+      j.replicas() != job_.replicas() || StoredOptions(j) != StoredOptions(job_)) {
     return FailedPreconditionError(
         "the stored job (" + store_->Name() + ") has consistency " + j.consistency() +
         " staleness " + std::to_string(j.staleness()) + " recovery " + j.recovery() +
         " num_servers " + std::to_string(j.num_servers()) + " replicas " +
-        std::to_string(j.replicas()) + "; this coordinator was started with consistency " +
+        std::to_string(j.replicas()) + DescribeOptions(j) +
+        "; this coordinator was started with consistency " +
         job_.consistency() + " staleness " + std::to_string(job_.staleness()) + " recovery " +
         job_.recovery() + " num_servers " + std::to_string(job_.num_servers()) + " replicas " +
-        std::to_string(job_.replicas()) + ": give it the job's flags (or a new --data_dir / PATH)");
+        std::to_string(job_.replicas()) + DescribeOptions(job_) +
+        ": give it the job's flags (or a new --data_dir / PATH)");
   }
   next_incarnation_ = std::max(next_incarnation_, job.next_incarnation());
   if (!job.job_error().empty()) {

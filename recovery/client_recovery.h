@@ -48,6 +48,7 @@
 #include "common/shard_map.h"
 #include "common/status.h"
 #include "common/wire.h"
+#include "relaxps/recovery_policy.h"
 
 namespace relaxps {
 namespace recovery {
@@ -69,6 +70,8 @@ struct ClientRecoveryOptions {
   // (upstream backup), in bytes of payload; beyond it the oldest entries
   // are dropped and must be counted as lost.
   int64_t update_log_bytes = int64_t{1} << 30;
+  // The job policy's options with their values (JobConfig.recovery_options).
+  RecoveryOptionValues policy_options;
 };
 
 // The mechanisms the client core runs for the role, chosen once
@@ -179,6 +182,13 @@ struct AckedPush {
   // larger seq.
   uint64_t snapshot_seq = 0;
   bool pending = false;
+  // From a chain head's acknowledgement under asynchronous replication
+  // (Header.chain_seq, .chain_head_since, .epoch; 0 otherwise): the push's
+  // sequence number in its range's chain, the sequence number that head had
+  // applied when it became head, and the job epoch at which it did.
+  uint64_t chain_seq = 0;
+  uint64_t chain_head_since = 0;
+  uint64_t chain_head_epoch = 0;
   // Payload bytes (grads and ids): what a log of it costs.
   int64_t bytes() const {
     return static_cast<int64_t>(grads.size() * sizeof(float) + ids.size() * sizeof(uint64_t));

@@ -55,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "relaxps/recovery_policy.h"
 #include "relaxps/status.h"
 
 namespace relaxps {
@@ -76,6 +77,8 @@ struct CoordinatorJob {
   // --spare_takeover_ms: how long a lost server's place is kept for its own
   // restart before a server with another id may take it (0: at once).
   int64_t spare_takeover_ms = 0;
+  // The policy's options with their values (RecoveryNeeds::options).
+  RecoveryOptionValues options;
 };
 
 // Periodic coordinated checkpoints (coordinator/checkpoint_scheduler.h).

@@ -1,6 +1,10 @@
 #include "recovery/registry.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+
+#include <algorithm>
 
 namespace relaxps {
 namespace recovery {
@@ -70,6 +74,49 @@ std::string JsonString(const std::string& s) {
 
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
+// `text` as a whole decimal integer; false if it is not one.
+bool ParseInt(const std::string& text, int64_t* out) {
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end != text.c_str() + text.size()) return false;
+  *out = v;
+  return true;
+}
+
+// "sync|async", or "an integer >= 1".
+std::string Accepts(const RecoveryOption& o) {
+  if (o.choices.empty()) return "an integer >= " + std::to_string(o.min_value);
+  std::string out;
+  for (const std::string& c : o.choices) out += (out.empty() ? "" : "|") + c;
+  return out;
+}
+
+std::string OptionsJson(const std::vector<RecoveryOption>& options) {
+  std::string out = "[";
+  for (const RecoveryOption& o : options) {
+    std::string choices = "[";
+    for (const std::string& c : o.choices) choices += (choices.size() > 1 ? ", " : "") + JsonString(c);
+    out += (out.size() > 1 ? ", " : "") + std::string("{\"flag\": ") + JsonString(o.flag) +
+           ", \"choices\": " + choices + "], \"min_value\": " + std::to_string(o.min_value) +
+           ", \"default\": " + JsonString(o.default_value) +
+           ", \"description\": " + JsonString(o.description) + "}";
+  }
+  return out + "]";
+}
+
+// The policies that have option `flag`, for an error message.
+std::string PoliciesWith(const std::string& flag) {
+  std::string names;
+  for (const auto& def : kPolicies) {
+    for (const RecoveryOption& o : def().needs.options) {
+      if (o.flag == flag) names += (names.empty() ? "" : ", ") + std::string(def().name);
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
 const char* RestartRuleName(RestartRule rule) {
@@ -93,6 +140,56 @@ StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(const std::string& n
   return std::unique_ptr<RecoveryPolicy>(new DefinedPolicy(*Find(name)));
 }
 
+std::string RecoveryOptionValue(const RecoveryOptionValues& values, const std::string& flag,
+                                const std::string& fallback) {
+  auto it = values.find(flag);
+  return it == values.end() ? fallback : it->second;
+}
+
+int64_t RecoveryOptionInt(const RecoveryOptionValues& values, const std::string& flag,
+                          int64_t fallback) {
+  int64_t v = 0;
+  return ParseInt(RecoveryOptionValue(values, flag, ""), &v) ? v : fallback;
+}
+
+StatusOr<RecoveryOptionValues> ResolveRecoveryOptions(const std::string& policy,
+                                                      const RecoveryOptionValues& given) {
+  RETURN_IF_ERROR(CheckRecoveryPolicyName(policy));
+  const std::vector<RecoveryOption>& options = Find(policy)->needs.options;
+  for (const auto& [flag, value] : given) {
+    auto o = std::find_if(options.begin(), options.end(),
+                          [&flag = flag](const RecoveryOption& x) { return x.flag == flag; });
+    if (o == options.end()) {
+      const std::string with = PoliciesWith(flag);
+      return InvalidArgumentError("--" + flag + " is not an option of --recovery=" + policy +
+                                  (with.empty() ? std::string(" (no policy has it)")
+                                                : " (it is one of --recovery=" + with + ")") +
+                                  "; --recovery=help lists each policy's options");
+    }
+    int64_t n = 0;
+    const bool ok = o->choices.empty()
+                        ? ParseInt(value, &n) && n >= o->min_value
+                        : std::find(o->choices.begin(), o->choices.end(), value) != o->choices.end();
+    if (!ok) {
+      return InvalidArgumentError("--" + flag + "='" + value + "' under --recovery=" + policy +
+                                  ": expected " + Accepts(*o));
+    }
+  }
+  RecoveryOptionValues out;
+  for (const RecoveryOption& o : options) out[o.flag] = RecoveryOptionValue(given, o.flag, o.default_value);
+  return out;
+}
+
+std::vector<std::string> RecoveryOptionFlags() {
+  std::vector<std::string> flags;
+  for (const auto& def : kPolicies) {
+    for (const RecoveryOption& o : def().needs.options) {
+      if (std::find(flags.begin(), flags.end(), o.flag) == flags.end()) flags.push_back(o.flag);
+    }
+  }
+  return flags;
+}
+
 std::vector<std::string> RecoveryPolicyNames() {
   std::vector<std::string> names;
   for (const auto& def : kPolicies) names.push_back(def().name);
@@ -112,12 +209,13 @@ std::string DescribeRecoveryPolicies(bool json) {
                     "\"experiment_servers\": %d, \"min_replicas\": %d, \"store_kind\": %s, "
                     "\"restart\": \"%s\", \"restart_flags\": %s, \"tolerates_server_loss\": %s, "
                     "\"tolerates_chain_loss\": %s, \"tolerates_pause\": %s, "
-                    "\"rolls_back\": %s}}",
+                    "\"rolls_back\": %s, \"options\": ",
                     first ? "" : ",", JsonString(def.name).c_str(),
                     JsonString(def.description).c_str(), n.min_servers, n.experiment_servers,
                     n.min_replicas, JsonString(n.store_kind).c_str(), RestartRuleName(n.restart),
                     JsonString(n.restart_flags).c_str(), Bool(n.tolerates_server_loss),
                     Bool(n.tolerates_chain_loss), Bool(n.tolerates_pause), Bool(n.rolls_back));
+      out += line + OptionsJson(n.options) + "}}";
     } else {
       std::snprintf(line, sizeof(line),
                     "%-11s %s\n            needs: servers>=%d (experiments: %d), replicas>=%d, "
@@ -125,8 +223,12 @@ std::string DescribeRecoveryPolicies(bool json) {
                     def.name, def.description, n.min_servers, n.experiment_servers,
                     n.min_replicas, n.store_kind.c_str(), RestartRuleName(n.restart),
                     n.restart_flags.empty() ? "" : " ", n.restart_flags.c_str());
+      out += line;
+      for (const RecoveryOption& o : n.options) {
+        out += "            --" + o.flag + "=" + Accepts(o) + " (default " + o.default_value +
+               "): " + o.description + "\n";
+      }
     }
-    out += line;
     first = false;
   }
   return json ? out + "\n]\n" : out;

@@ -62,6 +62,7 @@
 
 #include "common/wire.h"
 #include "proto/relaxps.pb.h"
+#include "relaxps/recovery_policy.h"
 #include "relaxps/status.h"
 
 namespace relaxps {
@@ -97,6 +98,9 @@ struct ServerJobInfo {
   // The coordinator has the server wait for the workers' SEED before it
   // serves (it replaced a lost server whose ranges the workers hold).
   bool awaits_seed = false;
+  // The job policy's options with their values (JobConfig.recovery_options;
+  // RecoveryNeeds::options).
+  RecoveryOptionValues options;
 };
 
 // What a server declared dead does (OnDeclaredDead).
@@ -146,6 +150,33 @@ class ServerRecovery {
   // the server (asked once, after registration, before the first map is
   // installed). Must depend only on `job`.
   virtual WriteRule write_rule(const ServerJobInfo& job) const = 0;
+
+  // Under kForwardAlongChain: how many updates of a range (or bucket) its
+  // head may acknowledge before the tail acknowledged them: an update with
+  // sequence number s is acknowledged to its worker (and a pull answered
+  // with state up to s) once update s - lag is on every replica. 0: once s
+  // itself is (synchronous replication: a head failure loses nothing
+  // acknowledged); > 0: asynchronous replication, a head failure may lose
+  // up to `lag` acknowledged updates per range. Asked once with
+  // write_rule(); must depend only on `job`.
+  virtual int64_t ReplicationLag(const ServerJobInfo& job) const {
+    (void)job;
+    return 0;
+  }
+
+  // Whether a checkpoint holds the workers' writes (PUSH, PUSH_PULL,
+  // PUSH_ROWS, CLOCK; neither applied nor acknowledged; pulls are served,
+  // but for a worker's pulls after a write of its own that is held) from
+  // the moment this server captures its state until the snapshot is durable
+  // (or failed) and the coordinator has the server's answer: then no write
+  // is acknowledged that a restart from this checkpoint would lose before
+  // the snapshot exists (synchronous checkpointing). The time writes waited is reported (event
+  // checkpoint_writes_held). Asked once with write_rule(); must depend only
+  // on `job`.
+  virtual bool HoldsWritesDuringCheckpoint(const ServerJobInfo& job) const {
+    (void)job;
+    return false;
+  }
 
   // Whether a server restored from a checkpoint re-forms its BSP rounds from
   // the pushes the workers replay (asked once, after registration, before

@@ -115,7 +115,10 @@ Status ServerImpl::Init() {
   job_info_.checkpoint_root = checkpoint_root_;
   job_info_.restored = !options_.restore_from.empty();
   job_info_.awaits_seed = rr.awaits_seed();
+  job_info_.options = RecoveryOptionValues(job_.recovery_options().begin(),
+                                           job_.recovery_options().end());
   write_rule_ = recovery_->write_rule(job_info_);
+  holds_writes_during_checkpoint_ = recovery_->HoldsWritesDuringCheckpoint(job_info_);
   rebuilds_rounds_ = recovery_->RebuildsRoundsFromReplay(job_info_);
   hold_next_live_set_ = rebuilds_rounds_;
   if (write_rule_ == recovery::WriteRule::kForwardAlongChain) {
@@ -132,6 +135,7 @@ Status ServerImpl::Init() {
     }
     co.transfer_chunk_bytes = std::max<size_t>(co.transfer_chunk_bytes, 1024);
     co.restored_from = options_.restore_from;
+    co.replication_lag = static_cast<uint64_t>(std::max<int64_t>(0, recovery_->ReplicationLag(job_info_)));
     chain_ = std::make_unique<ChainReplication>(static_cast<ChainHost*>(this), rpc_.get(), po,
                                                 clock_, co);
   }

@@ -15,6 +15,8 @@ std::vector<FlagGroup> CoordinatorFlagGroups() {
       {"Failure detection and recovery",
        {"recovery", "replicas", "heartbeat_timeout_ms", "probe_timeout_ms", "takeover_probe_ms",
         "spare_takeover_ms", "seed_rule", "merge_rule", "reseed_timeout_ms"}},
+      {"Recovery policy options (--recovery=help)",
+       {"checkpoint_mode", "replication", "replication_max_lag"}},
       {"Checkpoints", {"checkpoint_every_clocks", "checkpoint_every_s"}},
       {"Coordinator state and standbys", {"data_dir", "coordination", "zk_session_timeout_ms"}},
       {"Network and security",

@@ -491,6 +491,9 @@ void ClientImpl::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<c
                    acked.push_id = part_id;
                    acked.snapshot_seq = reply.header.snapshot_seq();
                    acked.pending = reply.header.pending();
+                   acked.chain_seq = reply.header.chain_seq();
+                   acked.chain_head_since = reply.header.chain_head_since();
+                   acked.chain_head_epoch = reply.header.epoch();
                    PushAcked(std::move(acked));
                  }
                  if (!result.ok()) {
@@ -690,6 +693,9 @@ void ClientImpl::SendRows(wire::MsgType type, const std::string& table, const Ke
                    acked.push_id = part_id;
                    acked.snapshot_seq = reply.header.snapshot_seq();
                    acked.pending = reply.header.pending();
+                   acked.chain_seq = reply.header.chain_seq();
+                   acked.chain_head_since = reply.header.chain_head_since();
+                   acked.chain_head_epoch = reply.header.epoch();
                    PushAcked(std::move(acked));
                  }
                  if (result.ok() && type == wire::PULL_ROWS) {

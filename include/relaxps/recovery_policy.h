@@ -19,6 +19,8 @@
 #ifndef RELAXPS_RECOVERY_POLICY_H_
 #define RELAXPS_RECOVERY_POLICY_H_
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +46,35 @@ enum class RestartRule {
 };
 // "never", "same-id-from-checkpoint", "same-id-reseeded", "same-id-rejoins-as-tail".
 const char* RestartRuleName(RestartRule rule);
+
+// An option of a policy: a variant of it chosen per job with the
+// coordinator flag of the same name (--replication=async), validated there
+// and announced to every member at registration (JobConfig.recovery_options)
+// with the defaults filled in. Role objects read the values from their job
+// info (recovery/*_recovery.h).
+struct RecoveryOption {
+  // The coordinator flag without dashes ("replication").
+  std::string flag;
+  // The values it takes, the default first ("sync", "async"); empty: an
+  // integer >= min_value.
+  std::vector<std::string> choices;
+  int64_t min_value = 0;
+  // The value when the flag is not given (choices: the first one).
+  std::string default_value;
+  // One line for --recovery=help: what each value promises and costs.
+  std::string description;
+};
+
+// Option values of a job's policy, by flag ("replication" -> "async").
+using RecoveryOptionValues = std::map<std::string, std::string>;
+
+// The value of option `flag` in `values`, or `fallback` if absent.
+std::string RecoveryOptionValue(const RecoveryOptionValues& values, const std::string& flag,
+                                const std::string& fallback);
+// The same, as an integer (`fallback` if absent or not a number: values
+// announced by a coordinator were validated by ResolveRecoveryOptions).
+int64_t RecoveryOptionInt(const RecoveryOptionValues& values, const std::string& flag,
+                          int64_t fallback);
 
 // What a policy needs from the job and the tools that run it. Launchers,
 // chaos schedules and the experiment harness read this (relaxps-coordinator
@@ -72,6 +103,9 @@ struct RecoveryNeeds {
   // A restarted server's state rolls back to its checkpoint: the updates
   // acknowledged after it are lost (workers keep their clocks).
   bool rolls_back = false;
+  // Its options (variants chosen with coordinator flags), in the order
+  // --recovery=help lists them; empty: none.
+  std::vector<RecoveryOption> options;
 };
 
 class RecoveryPolicy {
@@ -101,8 +135,18 @@ StatusOr<std::unique_ptr<RecoveryPolicy>> NewRecoveryPolicy(const std::string& n
 std::vector<std::string> RecoveryPolicyNames();
 // OK if `name` is a registered policy; InvalidArgument naming the known ones.
 Status CheckRecoveryPolicyName(const std::string& name);
+// Every option of policy `policy` with its value: `given` (the coordinator
+// flags that were set) with the defaults filled in. InvalidArgument, naming
+// the flag, for an option the policy does not have (and which policies
+// have it) or a value it does not take.
+StatusOr<RecoveryOptionValues> ResolveRecoveryOptions(const std::string& policy,
+                                                      const RecoveryOptionValues& given);
+// The flags of every registered policy's options, each once (a coordinator
+// collects the ones set from these).
+std::vector<std::string> RecoveryOptionFlags();
 // The registered policies: a table for people, or with `json` one JSON array
-// of {name, description, needs} for scripts (docs/recovery.md).
+// of {name, description, needs} for scripts (docs/recovery.md); needs lists
+// the options: [{flag, choices, min_value, default, description}].
 std::string DescribeRecoveryPolicies(bool json);
 
 }  // namespace relaxps

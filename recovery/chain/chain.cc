@@ -1,5 +1,7 @@
 #include "recovery/chain/chain.h"
 
+#include <algorithm>
+
 namespace relaxps {
 namespace recovery {
 
@@ -15,6 +17,22 @@ const PolicyDefinition& ChainPolicy() {
         n.restart = RestartRule::kSameIdRejoinsAsTail;
         n.tolerates_server_loss = true;
         n.tolerates_pause = true;
+        n.options = {
+            {kReplicationFlag,
+             {kReplicationSync, kReplicationAsync},
+             0,
+             kReplicationSync,
+             "sync: the head acknowledges a write once the tail has it (a head failure loses "
+             "nothing acknowledged); async: once it applied it, forwarding in the background, "
+             "blocking while --replication_max_lag updates of the range are not on the tail "
+             "(a head failure loses up to that many acknowledged updates per range, counted by "
+             "the workers: event chain_async_lost)"},
+            {kReplicationMaxLagFlag,
+             {},
+             1,
+             "64",
+             "--replication=async: updates per range (or sparse bucket) the head may acknowledge "
+             "before the tail has them; more waits less and may lose more"}};
         return n;
       }(),
       &NewChainCoordinatorRecovery,
@@ -22,6 +40,13 @@ const PolicyDefinition& ChainPolicy() {
       &NewChainClientRecovery,
   };
   return kDefinition;
+}
+
+int64_t ReplicationLag(const RecoveryOptionValues& options) {
+  if (RecoveryOptionValue(options, kReplicationFlag, kReplicationSync) != kReplicationAsync) {
+    return 0;
+  }
+  return std::max<int64_t>(1, RecoveryOptionInt(options, kReplicationMaxLagFlag, 64));
 }
 
 }  // namespace recovery

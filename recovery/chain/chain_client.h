@@ -4,7 +4,10 @@
 // refused it for now) is re-routed to the new head with its key as soon as a
 // newer map names one (workers keep a map watch so that it arrives within a
 // message delay of the coordinator's decision), else retried every
-// heartbeat, and fails after ClientOptions::recovery_timeout_ms.
+// heartbeat, and fails after ClientOptions::recovery_timeout_ms. Under
+// --replication=async it counts the acknowledged pushes a head failure lost
+// (async_loss_counter.h): event chain_async_lost, counter
+// "chain_async_lost".
 //
 // A base for policies built on chain replication (hybrid). Only recovery/
 // includes this header.
@@ -13,6 +16,11 @@
 #ifndef RELAXPS_RECOVERY_CHAIN_CHAIN_CLIENT_H_
 #define RELAXPS_RECOVERY_CHAIN_CHAIN_CLIENT_H_
 
+#include <map>
+#include <memory>
+#include <string>
+
+#include "recovery/chain/async_loss_counter.h"
 #include "recovery/client_recovery.h"
 
 namespace relaxps {
@@ -30,12 +38,17 @@ class ChainClientRecovery : public ClientRecovery {
   // Re-arms the map watch and retries the parts parked for longer than a
   // heartbeat period.
   void OnHeartbeat() override;
+  // --replication=async: counts what a new head lacks.
+  void OnPushAcked(const AckedPush& push) override;
+  void AddCounters(std::map<std::string, uint64_t>* counters) const override;
 
  protected:
   // Constant after construction; a subclass may add to features_ in its
   // constructor.
   const ClientRecoveryOptions options_;
   ClientFeatures features_;
+  // --replication=async (null under sync).
+  std::unique_ptr<AsyncLossCounter> async_losses_;
 };
 
 }  // namespace recovery

@@ -11,6 +11,10 @@ WriteRule ChainServerRecovery::write_rule(const ServerJobInfo& job) const {
   return job.replicas >= 2 ? WriteRule::kForwardAlongChain : WriteRule::kApplyLocally;
 }
 
+int64_t ChainServerRecovery::ReplicationLag(const ServerJobInfo& job) const {
+  return recovery::ReplicationLag(job.options);
+}
+
 DeadServerPlan ChainServerRecovery::OnDeclaredDead(const ServerJobInfo& job) const {
   DeadServerPlan plan;
   if (write_rule(job) == WriteRule::kForwardAlongChain) {

@@ -3,7 +3,9 @@
 // only recovery/ includes this header).
 //
 // A job with more than one replica per range forwards every write along the
-// range's chain and acknowledges it once the tail has it; a server declared
+// range's chain and acknowledges it once the tail has it (under
+// --replication=async once it is applied, while at most
+// --replication_max_lag updates of the range are not on the tail); a server declared
 // dead is fenced and rejoins its chains as tail after a state transfer,
 // without restarting. (A job of one replica per range has no chains: writes
 // are applied locally and a server declared dead exits with advice.)
@@ -22,6 +24,8 @@ class ChainServerRecovery : public DefinedServerRecovery {
   using DefinedServerRecovery::DefinedServerRecovery;
 
   WriteRule write_rule(const ServerJobInfo& job) const override;
+  // --replication=async: --replication_max_lag; sync: 0.
+  int64_t ReplicationLag(const ServerJobInfo& job) const override;
   DeadServerPlan OnDeclaredDead(const ServerJobInfo& job) const override;
 };
 

@@ -16,6 +16,15 @@ const PolicyDefinition& CheckpointPolicy() {
         n.tolerates_chain_loss = true;
         n.tolerates_pause = true;
         n.rolls_back = true;
+        n.options = {{kCheckpointModeFlag,
+                      {kCheckpointAsync, kCheckpointSync},
+                      0,
+                      kCheckpointAsync,
+                      "async: training goes on while the servers write each snapshot (a server "
+                      "restarted from it loses what it acknowledged after capturing it, the "
+                      "write included); sync: each server holds the workers' writes from its "
+                      "capture until its snapshot is durable (event checkpoint_writes_held: the "
+                      "time training waited), so nothing it acknowledged before that is lost"}};
         return n;
       }(),
       &NewCheckpointCoordinatorRecovery,

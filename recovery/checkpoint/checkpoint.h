@@ -15,6 +15,12 @@ namespace recovery {
 
 const PolicyDefinition& CheckpointPolicy();
 
+// --checkpoint_mode (RecoveryNeeds::options): whether training waits for
+// each snapshot to be durable.
+inline constexpr const char* kCheckpointModeFlag = "checkpoint_mode";
+inline constexpr const char* kCheckpointAsync = "async";
+inline constexpr const char* kCheckpointSync = "sync";
+
 std::unique_ptr<CoordinatorRecovery> NewCheckpointCoordinatorRecovery();
 std::unique_ptr<ServerRecovery> NewCheckpointServerRecovery();
 std::unique_ptr<ClientRecovery> NewCheckpointClientRecovery(const ClientRecoveryOptions& options);

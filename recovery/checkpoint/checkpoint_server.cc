@@ -13,6 +13,11 @@ WriteRule CheckpointServerRecovery::write_rule(const ServerJobInfo& job) const {
   return WriteRule::kApplyLocally;
 }
 
+bool CheckpointServerRecovery::HoldsWritesDuringCheckpoint(const ServerJobInfo& job) const {
+  return RecoveryOptionValue(job.options, kCheckpointModeFlag, kCheckpointAsync) ==
+         kCheckpointSync;
+}
+
 DeadServerPlan CheckpointServerRecovery::OnDeclaredDead(const ServerJobInfo& job) const {
   DeadServerPlan plan;
   // Its shards may have moved on without it: its state must not serve

@@ -6,7 +6,11 @@
 namespace relaxps {
 namespace server_internal {
 
-void ChainReplica::SetRole(bool head, int successor) {
+void ChainReplica::SetRole(bool head, int successor, uint64_t epoch) {
+  if (head && !head_) {
+    head_since_seq_ = applied_seq_;
+    head_since_epoch_ = epoch;
+  }
   head_ = head;
   successor_ = successor;
   if (tail()) {

@@ -62,10 +62,16 @@ class ChainReplica {
   ChainReplica& operator=(const ChainReplica&) = delete;
 
   // Position in the chain of the current map: head / tail, the successor's
-  // server id (-1 at the tail). Becoming the tail acknowledges everything
-  // applied (runs the waiting replies).
-  void SetRole(bool head, int successor);
+  // server id (-1 at the tail), at job epoch `epoch`. Becoming the tail
+  // acknowledges everything applied (runs the waiting replies).
+  void SetRole(bool head, int successor, uint64_t epoch = 0);
   bool head() const { return head_; }
+  // The applied seq when this replica last became the head (0 if it headed
+  // the chain from its start): a previous head's updates above it never
+  // reached this replica.
+  uint64_t head_since_seq() const { return head_since_seq_; }
+  // The job epoch at which this replica last became the head.
+  uint64_t head_since_epoch() const { return head_since_epoch_; }
   bool tail() const { return successor_ < 0; }
   int successor() const { return successor_; }
 
@@ -114,6 +120,8 @@ class ChainReplica {
 
  private:
   bool head_ = false;
+  uint64_t head_since_seq_ = 0;
+  uint64_t head_since_epoch_ = 0;
   int successor_ = -1;
   bool has_state_ = true;
   uint64_t applied_seq_ = 0;

@@ -131,7 +131,7 @@ void ChainReplication::ApplyRole(RangeState* range, const std::vector<int>& memb
   const int old_successor = range->chain->successor();
   const bool was_head = range->chain->head();
   range->members = members;
-  range->chain->SetRole(head, successor);
+  range->chain->SetRole(head, successor, epoch);
   if (head && !was_head) {
     LOG(INFO) << "head of table '" << range->table << "' "
               << (range->bucket ? "bucket " : "keys from ") << range->key << " at epoch "
@@ -228,6 +228,39 @@ void ChainReplication::OnForwardReply(const std::string& table, uint64_t begin, 
   range.chain->OnAcked(seq);
 }
 
+void ChainReplication::WhenAcknowledgeable(ChainReplica* chain, uint64_t seq,
+                                           std::function<void()> fn) {
+  const uint64_t lag = options_.replication_lag;
+  chain->WhenAcked(seq > lag ? seq - lag : 0, std::move(fn));
+}
+
+Message ChainReplication::PushReply(const ChainReplica& chain, const wire::Header& request,
+                                    uint64_t seq, bool pending) const {
+  Message reply = MakeReply(request, Status::OK());
+  reply.header.set_pending(pending);
+  if (options_.replication_lag > 0) {
+    reply.header.set_chain_seq(seq);
+    reply.header.set_chain_head_since(chain.head_since_seq());
+    reply.header.set_epoch(chain.head_since_epoch());
+  }
+  return reply;
+}
+
+void ChainReplication::ReplyToPull(ChainReplica* chain, const std::shared_ptr<Request>& req,
+                                   Message&& reply) {
+  // HandleDense numbered the push of a push-pull in its request.
+  const uint64_t push_seq = req->msg.header.chain_seq();
+  if (options_.replication_lag > 0 && push_seq > 0) {
+    reply.header.set_chain_seq(push_seq);
+    reply.header.set_chain_head_since(chain->head_since_seq());
+    reply.header.set_epoch(chain->head_since_epoch());
+  }
+  WhenAcknowledgeable(chain, chain->applied_seq(),
+                      [this, req, shared = std::make_shared<Message>(std::move(reply))] {
+                        host_->ReplyWith(*req, std::move(*shared));
+                      });
+}
+
 void ChainReplication::ResendStale() {
   const int64_t now = clock_->NowMs();
   ForEachReplica([this, now](RangeState* range) {
@@ -302,6 +335,7 @@ void ChainReplication::HandleDense(RangeState* range, Request&& req) {
     return;
   }
   DenseShardState* shard = range->shard.get();
+  req.msg.header.clear_chain_seq();  // Set below for a push, never taken from a worker.
   auto shared = std::make_shared<Request>(std::move(req));  // `h` is gone from here on.
   const wire::Header& sh = shared->msg.header;
   if (sh.type() != wire::PULL) {
@@ -311,12 +345,11 @@ void ChainReplication::HandleDense(RangeState* range, Request&& req) {
       // A resend (after a failover or a lost reply): applied once already
       // (or waiting for its BSP round: acknowledged as pending).
       stats()->set_duplicates_skipped(stats()->duplicates_skipped() + 1);
+      shared->msg.header.set_chain_seq(done_at);  // For a push-pull's reply (ReplyToPull).
       if (sh.type() == wire::PUSH) {
         const bool pending = chain->ledger().IsPending(sh.sender(), sh.incarnation(), sh.push_id());
-        chain->WhenAcked(done_at, [this, shared, pending] {
-          Message reply = MakeReply(shared->msg.header, Status::OK());
-          reply.header.set_pending(pending);
-          host_->ReplyWith(*shared, std::move(reply));
+        WhenAcknowledgeable(chain, done_at, [this, chain, shared, done_at, pending] {
+          host_->ReplyWith(*shared, PushReply(*chain, shared->msg.header, done_at, pending));
         });
         return;
       }
@@ -342,12 +375,11 @@ void ChainReplication::HandleDense(RangeState* range, Request&& req) {
       const bool pending = PushPending(*shard, sh);
       RecordPush(chain->mutable_ledger(), sh, seq, pending);
       Commit(range, seq, &shared->msg);
+      shared->msg.header.set_chain_seq(seq);  // For the push-pull's reply (ReplyToPull).
       MaybeForwardCompletion(range);
       if (sh.type() == wire::PUSH) {
-        chain->WhenAcked(seq, [this, shared, pending] {
-          Message reply = MakeReply(shared->msg.header, Status::OK());
-          reply.header.set_pending(pending);
-          host_->ReplyWith(*shared, std::move(reply));
+        WhenAcknowledgeable(chain, seq, [this, chain, shared, seq, pending] {
+          host_->ReplyWith(*shared, PushReply(*chain, shared->msg.header, seq, pending));
         });
         host_->MaybeFlush();
         return;

@@ -94,6 +94,13 @@ class ChainReplication {
     size_t transfer_chunk_bytes = 1 << 20;
     // Where seeded buckets start from, for the log ("" : the initializer).
     std::string restored_from;
+    // Updates of a range the head may acknowledge before the tail has them
+    // (ServerRecovery::ReplicationLag). 0: synchronous replication, nothing
+    // acknowledged is lost with the head; more: the head answers a push
+    // after applying it while at most this many are unacknowledged by the
+    // tail, so workers wait less and a head failure loses up to this many
+    // acknowledged updates per range.
+    uint64_t replication_lag = 0;
   };
 
   // `host` and `rpc` (whose loop polls the successor connections) must
@@ -144,6 +151,13 @@ class ChainReplication {
   // its chain from here on.
   Status SeedBuckets(const wire::SeedRows& rows, const Frame* ids, const Frame* deltas,
                      bool apply);
+  // Runs `fn` (a reply to a worker) once update `seq` of `chain` may be
+  // acknowledged: once update seq - replication_lag is on every replica.
+  void WhenAcknowledgeable(ChainReplica* chain, uint64_t seq, std::function<void()> fn);
+  // Sends `reply` (the parameters a pull or push-pull at the head of
+  // `chain` returns) once everything it reflects may be acknowledged; a
+  // push-pull's reply carries its push's sequence numbers as PushReply's.
+  void ReplyToPull(ChainReplica* chain, const std::shared_ptr<Request>& req, Message&& reply);
   // Timer: resends unacknowledged updates and transfer pieces that waited
   // too long.
   void ResendStale();
@@ -183,6 +197,11 @@ class ChainReplication {
   // is acknowledged at once. `msg`'s frames are shared with the log.
   void Commit(RangeState* range, uint64_t seq, Message* msg);
   void Forward(RangeState* range, uint64_t seq, Message* msg);
+  // The head's reply to a push applied at `seq` (or found applied there):
+  // OK, `pending` as the data path says, and under asynchronous replication
+  // the sequence numbers a worker counts its losses by.
+  Message PushReply(const ChainReplica& chain, const wire::Header& request, uint64_t seq,
+                    bool pending) const;
   // A client push (or a raw delta) on `shard`, at the head or forwarded.
   static Status ApplyPush(DenseShardState* shard, const wire::Header& h, const float* grads);
   void SendLogged(RangeState* range, const LoggedOp& op);

@@ -185,18 +185,23 @@ void ChainReplication::HandleSparse(Request&& req) {
     if (inspect) {
       answer();
     } else {
-      // Everything these rows reflect must survive a failover.
-      chain->WhenAcked(chain->applied_seq(), answer);
+      // Everything these rows reflect must survive a failover (beyond the
+      // lag asynchronous replication allows).
+      WhenAcknowledgeable(chain, chain->applied_seq(), answer);
     }
     return;
   }
-  auto ack = [this, shared] { host_->ReplyWith(*shared, MakeReply(shared->msg.header, Status::OK())); };
+  auto ack = [this, chain, shared](uint64_t seq) {
+    return [this, chain, shared, seq] {
+      host_->ReplyWith(*shared, PushReply(*chain, shared->msg.header, seq, false));
+    };
+  };
   const uint64_t done_at =
       sh.push_id() > 0 ? chain->FindApplied(sh.sender(), sh.incarnation(), sh.push_id()) : 0;
   if (done_at > 0) {
     // A resend (after a failover or a lost reply): applied once already.
     stats()->set_duplicates_skipped(stats()->duplicates_skipped() + 1);
-    chain->WhenAcked(done_at, ack);
+    WhenAcknowledgeable(chain, done_at, ack(done_at));
     return;
   }
   const float* grads = host_->DecodeGradient(*shared, shared->msg.frames[1], n * shard->width(), true);
@@ -218,7 +223,7 @@ void ChainReplication::HandleSparse(Request&& req) {
   }
   chain->RecordApplied(sh.sender(), sh.incarnation(), sh.push_id(), seq);
   Commit(range, seq, &shared->msg);
-  chain->WhenAcked(seq, ack);
+  WhenAcknowledgeable(chain, seq, ack(seq));
 }
 
 bool ChainReplication::ApplyForwardedSparse(RangeState* range, const Request& req) {

@@ -279,6 +279,9 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
   for (auto& [key, range] : dense_) {
     flushed_clock = std::max(flushed_clock, range.shard->visible_clock());
   }
+  // Synchronous checkpointing: writes wait from here until the snapshot is
+  // durable (ReleaseHeldWrites).
+  if (holds_writes_during_checkpoint_) ++checkpoints_writing_;
   // Written in the background; the reply waits for it on this loop.
   auto shared_req = std::make_shared<Request>(std::move(req));
   server_internal::WriteCheckpointAsync(
@@ -294,6 +297,7 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
                        {"clock", clock},
                        {"reason", done.status().ToString()}});
             Reject(*shared_req, done.status());
+            ReleaseHeldWrites(seq, clock);
             // After the reply: under --on_disk_error=stop this stops the loop.
             OnDurableWrite(DurableWrite::kCheckpoint,
                            done.status().WithPrefix("checkpoint at clock " + std::to_string(clock)));
@@ -312,8 +316,27 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
           *reply.header.mutable_shard_checkpoint() = *done;
           reply.header.mutable_shard_checkpoint()->set_seq(seq);
           ReplyWith(*shared_req, std::move(reply));
+          ReleaseHeldWrites(seq, clock);
         });
       });
+}
+
+void ServerImpl::ReleaseHeldWrites(uint64_t seq, int64_t clock) {
+  if (!holds_writes_during_checkpoint_) return;
+  // Once the coordinator has this server's answer (sent first) for every
+  // checkpoint in progress.
+  if (--checkpoints_writing_ > 0 || held_writes_.empty()) return;
+  std::deque<Request> held;
+  held.swap(held_writes_);
+  held_senders_.clear();
+  const int64_t waited_ms = clock_->NowMs() - writes_held_since_ms_;
+  EmitEvent(options_.events.get(), "checkpoint_writes_held",
+            {{"server", id_},
+             {"seq", seq},
+             {"clock", clock},
+             {"requests", static_cast<uint64_t>(held.size())},
+             {"ms", waited_ms}});
+  for (Request& r : held) HandleData(std::move(r));
 }
 
 }  // namespace server_internal

@@ -160,11 +160,7 @@ Status ServerImpl::ServePull(RangeState* range, std::shared_ptr<Request> req,
           ReplyWith(*req, std::move(reply));
           return;
         }
-        // Everything these parameters reflect must survive a failover.
-        chain->WhenAcked(chain->applied_seq(),
-                         [this, req, shared = std::make_shared<Message>(std::move(reply))] {
-                           ReplyWith(*req, std::move(*shared));
-                         });
+        chain_->ReplyToPull(chain, req, std::move(reply));
       };
   Status pushed;
   if (push_grads != nullptr) {

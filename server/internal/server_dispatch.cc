@@ -184,7 +184,9 @@ void ServerImpl::ReplyWith(const Request& req, Message&& reply) {
   stats_.set_bytes_out(stats_.bytes_out() + reply.PayloadBytes());
   metrics_.OnReply(req);
   reply.header.set_shard_map_version(map_version_);
-  reply.header.set_epoch(epoch_);
+  // This server's epoch, unless the reply names one of its own (an
+  // asynchronous chain head's acknowledgement: the epoch it took over at).
+  if (reply.header.epoch() == 0) reply.header.set_epoch(epoch_);
   const wire::MsgType type = req.msg.header.type();
   if (type == wire::PUSH || type == wire::PUSH_PULL || type == wire::PUSH_ROWS) {
     // Whatever this reply acknowledges is in every checkpoint after this one.
@@ -259,26 +261,7 @@ void ServerImpl::Handle(Request&& req) {
         Reject(req, s);
         return;
       }
-      // A held worker's first request that is not a replay: its replay to
-      // this server is done (RebuildsRoundsFromReplay).
-      if (!held_workers_.empty() && !h.replayed() && h.sender() >= 0) {
-        ReleaseWorkerClock(h.sender());
-      }
-      if (h.type() == wire::PUSH_ROWS || h.type() == wire::PULL_ROWS) {
-        HandleSparse(std::move(req));
-      } else if (h.type() != wire::CLOCK) {
-        HandleDense(std::move(req));
-      } else {
-        Status s = server_internal::CheckClock(h.clock());
-        for (auto it = dense_.begin(); s.ok() && it != dense_.end(); ++it) {
-          s = CheckClockAhead(*it->second.shard, h.clock());
-        }
-        if (!s.ok()) {
-          Reject(req, s);
-          return;
-        }
-        HandleClock(req);
-      }
+      HandleData(std::move(req));
       return;
     case wire::SEED:
     case wire::INSTALL_MAP:
@@ -328,6 +311,40 @@ void ServerImpl::Handle(Request&& req) {
     }
     default:
       Reject(req, InvalidArgumentError("unknown message type " + std::to_string(h.type())));
+  }
+}
+
+void ServerImpl::HandleData(Request&& req) {
+  const wire::Header& h = req.msg.header;
+  // Synchronous checkpointing: a write waits (neither applied nor
+  // acknowledged) until the snapshot being written is durable, and so does
+  // whatever its sender sends after it (its pulls see its writes).
+  const bool write = h.type() != wire::PULL && h.type() != wire::PULL_ROWS;
+  if (checkpoints_writing_ > 0 && (write || held_senders_.count(h.sender()) > 0)) {
+    if (held_writes_.empty()) writes_held_since_ms_ = clock_->NowMs();
+    held_senders_.insert(h.sender());
+    held_writes_.push_back(std::move(req));
+    return;
+  }
+  // A held worker's first request that is not a replay: its replay to
+  // this server is done (RebuildsRoundsFromReplay).
+  if (!held_workers_.empty() && !h.replayed() && h.sender() >= 0) {
+    ReleaseWorkerClock(h.sender());
+  }
+  if (h.type() == wire::PUSH_ROWS || h.type() == wire::PULL_ROWS) {
+    HandleSparse(std::move(req));
+  } else if (h.type() != wire::CLOCK) {
+    HandleDense(std::move(req));
+  } else {
+    Status s = server_internal::CheckClock(h.clock());
+    for (auto it = dense_.begin(); s.ok() && it != dense_.end(); ++it) {
+      s = CheckClockAhead(*it->second.shard, h.clock());
+    }
+    if (!s.ok()) {
+      Reject(req, s);
+      return;
+    }
+    HandleClock(req);
   }
 }
 

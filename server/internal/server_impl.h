@@ -13,6 +13,7 @@
 #define RELAXPS_SERVER_INTERNAL_SERVER_IMPL_H_
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -61,6 +62,14 @@ class ServerImpl final : public Server, private ChainHost {
  private:
   // ---- Loop thread ----
   void Handle(Request&& req);
+  // A data request (PUSH, PULL, PUSH_PULL, PUSH_ROWS, PULL_ROWS, CLOCK) the
+  // recovery role admitted.
+  void HandleData(Request&& req);
+  // Checkpoint `seq` at `clock` was written (or failed) and answered: under
+  // HoldsWritesDuringCheckpoint, sends the writes held meanwhile on, in
+  // arrival order, once no other checkpoint of this server is in progress,
+  // and reports how long they waited.
+  void ReleaseHeldWrites(uint64_t seq, int64_t clock);
   Status InstallMap(const wire::ShardMap& map);
   // Installs a newer live worker set (an older one is ignored); refuses a
   // malformed one or a version jump beyond kMaxVersionStep.
@@ -234,6 +243,9 @@ class ServerImpl final : public Server, private ChainHost {
   // The recovery role re-forms BSP rounds from replayed pushes
   // (ServerRecovery::RebuildsRoundsFromReplay). Constant after Init().
   bool rebuilds_rounds_ = false;
+  // The recovery role holds writes while a checkpoint is being written
+  // (ServerRecovery::HoldsWritesDuringCheckpoint). Constant after Init().
+  bool holds_writes_during_checkpoint_ = false;
   // The checkpoint part restored at start (--restore_from; its seq from the
   // applied record), reported when registering. Constant after Init().
   std::optional<wire::ShardCheckpoint> restored_from_;
@@ -304,6 +316,14 @@ class ServerImpl final : public Server, private ChainHost {
   // workers in it until their first request that is not a replay.
   bool hold_next_live_set_ = false;
   std::set<int> held_workers_;
+  // HoldsWritesDuringCheckpoint: checkpoints captured here whose snapshot is
+  // not durable yet, the writes that arrived meanwhile and what their
+  // senders sent after them (arrival order), and when the first of them
+  // arrived (for checkpoint_writes_held).
+  int checkpoints_writing_ = 0;
+  std::deque<Request> held_writes_;
+  std::set<int> held_senders_;  // Senders of held_writes_.
+  int64_t writes_held_since_ms_ = 0;
   uint64_t held_bytes_ = 0;  // Dense shards created here (all slots).
   uint64_t epoch_ = 0;   // Job epoch of the installed map.
   bool registered_ = false;  // Ranges created after registration are new tables.

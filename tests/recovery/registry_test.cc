@@ -96,5 +96,73 @@ TEST(RegistryTest, HelpListsEveryPolicyForPeopleAndScripts) {
   EXPECT_NE(json.find("\"experiment_servers\": 3"), std::string::npos);
 }
 
+TEST(RegistryTest, OptionsTakeTheirDefaultsAndOnlyTheValuesTheyList) {
+  // Every option of a policy comes back, given or defaulted.
+  StatusOr<RecoveryOptionValues> ckpt = ResolveRecoveryOptions("checkpoint", {});
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ(*ckpt, (RecoveryOptionValues{{"checkpoint_mode", "async"}}));
+  ckpt = ResolveRecoveryOptions("checkpoint", {{"checkpoint_mode", "sync"}});
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ(ckpt->at("checkpoint_mode"), "sync");
+  StatusOr<RecoveryOptionValues> chain = ResolveRecoveryOptions("chain", {{"replication", "async"}});
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  EXPECT_EQ(*chain,
+            (RecoveryOptionValues{{"replication", "async"}, {"replication_max_lag", "64"}}));
+  StatusOr<RecoveryOptionValues> none = ResolveRecoveryOptions("none", {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+
+  // Refused, naming the flag, the value and what it takes.
+  StatusOr<RecoveryOptionValues> bad =
+      ResolveRecoveryOptions("checkpoint", {{"checkpoint_mode", "eventually"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("--checkpoint_mode='eventually'"), std::string::npos)
+      << bad.status();
+  EXPECT_NE(bad.status().message().find("async|sync"), std::string::npos) << bad.status();
+  for (const char* lag : {"0", "-3", "ten", "", "5x"}) {
+    bad = ResolveRecoveryOptions("chain", {{"replication_max_lag", lag}});
+    ASSERT_FALSE(bad.ok()) << lag;
+    EXPECT_NE(bad.status().message().find("an integer >= 1"), std::string::npos) << bad.status();
+  }
+  // Another policy's option names the policies that have it.
+  bad = ResolveRecoveryOptions("checkpoint", {{"replication", "async"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--replication is not an option of --recovery=checkpoint"),
+            std::string::npos)
+      << bad.status();
+  EXPECT_NE(bad.status().message().find("--recovery=chain"), std::string::npos) << bad.status();
+  bad = ResolveRecoveryOptions("hybrid", {{"bogus", "1"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no policy has it"), std::string::npos) << bad.status();
+  EXPECT_FALSE(ResolveRecoveryOptions("bogus", {}).ok());
+
+  const std::vector<std::string> flags = RecoveryOptionFlags();
+  EXPECT_EQ(std::set<std::string>(flags.begin(), flags.end()),
+            (std::set<std::string>{"checkpoint_mode", "replication", "replication_max_lag"}));
+  EXPECT_EQ(RecoveryOptionInt({{"replication_max_lag", "12"}}, "replication_max_lag", 1), 12);
+  EXPECT_EQ(RecoveryOptionInt({}, "replication_max_lag", 7), 7);
+  EXPECT_EQ(RecoveryOptionValue({}, "replication", "sync"), "sync");
+}
+
+TEST(RegistryTest, HelpListsEachPolicysOptions) {
+  const std::string table = DescribeRecoveryPolicies(false);
+  const std::string json = DescribeRecoveryPolicies(true);
+  EXPECT_NE(table.find("--checkpoint_mode=async|sync (default async)"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("--replication=sync|async (default sync)"), std::string::npos) << table;
+  EXPECT_NE(table.find("--replication_max_lag=an integer >= 1 (default 64)"), std::string::npos)
+      << table;
+  EXPECT_NE(json.find("\"options\": [{\"flag\": \"checkpoint_mode\", \"choices\": [\"async\", "
+                      "\"sync\"], \"min_value\": 0, \"default\": \"async\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("{\"flag\": \"replication_max_lag\", \"choices\": [], \"min_value\": 1, "
+                      "\"default\": \"64\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"options\": []"), std::string::npos) << "a policy without options";
+}
+
 }  // namespace
 }  // namespace relaxps

@@ -155,8 +155,15 @@ class ChainReplicationTest : public ::testing::Test {
     RpcServerOptions ro;
     ro.bind = "tcp://127.0.0.1:*";
     ASSERT_OK_AND_ASSIGN(rpc_, RpcServer::Bind(ro));
+    MakeWithLag(0);
+  }
+  // (Re)makes the replication object, on a fresh replica, with
+  // Options::replication_lag `lag` (0: synchronous replication).
+  void MakeWithLag(uint64_t lag) {
+    ChainReplication::Options options;
+    options.replication_lag = lag;
     chain_ = std::make_unique<ChainReplication>(&host_, rpc_.get(), RpcClientOptions(),
-                                                RealClock(), ChainReplication::Options());
+                                                RealClock(), options);
     ChainReplication::MakeReplica(&host_.range_, /*has_state=*/true);
   }
   void Install(uint64_t epoch, const std::vector<int>& members) {
@@ -228,6 +235,66 @@ TEST_F(ChainReplicationTest, APromotedFollowerTakesWrites) {
   EXPECT_EQ(host_.replies.size(), 2u);
   EXPECT_EQ(host_.param(0), -2 * kLr);
   EXPECT_EQ(host_.range_.chain->applied_seq(), 2u);
+}
+
+// Synchronous replication (lag 0): a head whose successor has not
+// acknowledged (the map names no endpoint for it, so nothing reaches it)
+// answers no push; the successor's acknowledgement releases them.
+TEST_F(ChainReplicationTest, SyncHeadAnswersOnlyWhatTheTailHas) {
+  Install(1, {0, 1});
+  chain_->HandleDense(&host_.range_, Push(1.0f, 1, 1));
+  chain_->HandleDense(&host_.range_, Push(1.0f, 2, 1));
+  EXPECT_TRUE(host_.rejected.empty());
+  EXPECT_TRUE(host_.replies.empty());
+  EXPECT_EQ(host_.param(0), -2 * kLr);  // Applied at the head all the same.
+  host_.range_.chain->OnAcked(2);
+  ASSERT_EQ(host_.replies.size(), 2u);
+  // No sequence numbers on a synchronous head's replies.
+  EXPECT_EQ(host_.replies[0].header.chain_seq(), 0u);
+}
+
+// --replication=async with a lag of 2: a push is answered once update
+// seq - 2 is on every replica, so at most two answered updates are missing
+// from the successor; replies carry what a worker counts losses by.
+TEST_F(ChainReplicationTest, AsyncHeadAnswersAtMostLagUpdatesAheadOfTheTail) {
+  MakeWithLag(2);
+  Install(1, {0, 1});
+  for (uint64_t id = 1; id <= 4; ++id) chain_->HandleDense(&host_.range_, Push(1.0f, id, 1));
+  EXPECT_TRUE(host_.rejected.empty());
+  // 1 and 2 at once; 3 waits for 1, 4 for 2.
+  ASSERT_EQ(host_.replies.size(), 2u);
+  EXPECT_EQ(host_.replies[0].header.chain_seq(), 1u);
+  EXPECT_EQ(host_.replies[1].header.chain_seq(), 2u);
+  EXPECT_EQ(host_.replies[1].header.chain_head_since(), 0u);  // The chain's first head.
+  EXPECT_EQ(host_.replies[1].header.epoch(), 1u);
+  host_.range_.chain->OnAcked(1);
+  ASSERT_EQ(host_.replies.size(), 3u);
+  EXPECT_EQ(host_.replies[2].header.chain_seq(), 3u);
+  // A resend of an answered push is answered at once with its number.
+  chain_->HandleDense(&host_.range_, Push(1.0f, 2, 1));
+  ASSERT_EQ(host_.replies.size(), 4u);
+  EXPECT_EQ(host_.replies[3].header.chain_seq(), 2u);
+  EXPECT_EQ(host_.param(0), -4 * kLr);
+  host_.range_.chain->OnAcked(2);
+  ASSERT_EQ(host_.replies.size(), 5u);
+  EXPECT_EQ(host_.replies[4].header.chain_seq(), 4u);
+}
+
+// A follower promoted to head names what it had applied when it took over
+// and the epoch at which it did: a worker's pushes the old head answered
+// above that number are lost.
+TEST_F(ChainReplicationTest, APromotedAsyncHeadNamesWhereItTookOver) {
+  MakeWithLag(8);
+  Install(1, {2, 0});
+  chain_->HandleForwarded(Forwarded(1.0f, 1, 1));
+  chain_->HandleForwarded(Forwarded(1.0f, 2, 1));
+  host_.replies.clear();
+  Install(3, {0});  // Server 2 died; updates it answered after 2 never came.
+  chain_->HandleDense(&host_.range_, Push(1.0f, 9, 3));
+  ASSERT_EQ(host_.replies.size(), 1u);
+  EXPECT_EQ(host_.replies[0].header.chain_seq(), 3u);
+  EXPECT_EQ(host_.replies[0].header.chain_head_since(), 2u);
+  EXPECT_EQ(host_.replies[0].header.epoch(), 3u);
 }
 
 }  // namespace
