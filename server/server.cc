@@ -190,6 +190,10 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
   if (!reply.ok()) {
     return reply.status().WithPrefix("registering with coordinator " + options_.coordinator);
   }
+  {
+    MutexLock l(&token_mu_);
+    member_token_ = reply->header.register_reply().member_token();
+  }
   return reply->header.register_reply();
 }
 
@@ -208,7 +212,7 @@ Status ServerImpl::Run() {
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
   if (job_done_) {
     // Tell the coordinator this server left in order (bounded wait).
-    coordinator_->CallSync(coordinators_.current(), MemberMessage(wire::DEREGISTER, "server", id_),
+    coordinator_->CallSync(coordinators_.current(), MemberMessage(wire::DEREGISTER, "server", id_, member_token()),
                            300)
         .status()
         .IgnoreError();
@@ -228,7 +232,7 @@ void ServerImpl::StopHeartbeat() {
 }
 
 Message ServerImpl::HeartbeatMessage(uint64_t map_version, bool awaiting_state) const {
-  Message hb = MemberMessage(wire::HEARTBEAT, "server", id_);
+  Message hb = MemberMessage(wire::HEARTBEAT, "server", id_, member_token());
   wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
   h->set_shard_map_version(map_version);
   h->set_awaiting_state(awaiting_state);

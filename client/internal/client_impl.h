@@ -331,6 +331,7 @@ class ClientImpl final : public Client,
   }
   void CountError() override { errors_.fetch_add(1); }
   StatusOr<Message> CallCoordinatorSync(Message msg, int timeout_ms) override {
+    msg.header.set_member_token(member_token());
     return rpc_->CallSync(coordinators_.current(), std::move(msg), timeout_ms);
   }
 
@@ -399,6 +400,18 @@ class ClientImpl final : public Client,
   // local on a closed connection (ClientFeatures::probe_on_disconnect).
   std::atomic<bool> local_on_disconnect_{false};
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
+  // This registration's member token (RegisterReply.member_token), carried
+  // by every request; replaced by RegisterAgain.
+  mutable Mutex token_mu_;
+  std::string member_token_ GUARDED_BY(token_mu_);
+  std::string member_token() const {
+    MutexLock l(&token_mu_);
+    return member_token_;
+  }
+  void set_member_token(const std::string& token) {
+    MutexLock l(&token_mu_);
+    member_token_ = token;
+  }
   std::atomic<uint64_t> next_push_id_{1};
   std::atomic<int64_t> barrier_generation_{0};  // This worker's next Barrier().
   std::atomic<uint64_t> failover_logged_epoch_{0};
