@@ -165,8 +165,11 @@ TEST(CoordinatorClockTest, CheckpointInFlightFailsWhenItsServerIsDeclaredDead) {
   const int peer = rpc.Connect(coordinator.endpoint());
   ASSERT_TRUE(RegisterSilentServer(&rpc, peer, getpid()).ok());
 
+  StatusOr<Message> session = Register(&rpc, peer, "operator", getpid());
+  ASSERT_TRUE(session.ok()) << session.status();
   Message trigger;
   trigger.header.set_type(wire::TRIGGER_CHECKPOINT);
+  trigger.header.set_member_token(session->header.register_reply().member_token());
   rpc.Call(peer, std::move(trigger), 60000,
            [&answered](const Status& s, Message reply) {
              if (s.ok()) {
@@ -232,6 +235,7 @@ TEST(CoordinatorTest, ServerRegistrationCarriesTheLiveWorkersAndTheirClocks) {
   hb.header.set_type(wire::HEARTBEAT);
   hb.header.mutable_heartbeat()->set_role("worker");
   hb.header.mutable_heartbeat()->set_id(worker_id);
+  hb.header.set_member_token(worker->header.register_reply().member_token());
   hb.header.mutable_heartbeat()->set_clock(42);
   ASSERT_TRUE(rpc.CallSync(peer, std::move(hb), 5000).ok());
   StatusOr<Message> server = Register(&rpc, peer, "server", getpid());
