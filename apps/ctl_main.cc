@@ -33,6 +33,7 @@
 #include "apps/internal/main_util.h"
 #include "client/client.h"
 #include "common/advertise.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "common/shard_map.h"
 #include "relaxps/recovery_policy.h"
@@ -265,7 +266,7 @@ int Checkpoint(RpcClient* rpc, int peer) {
   if (!token.ok()) return Fail(kName, token.status(), 1);
   Message m;
   m.header.set_type(wire::TRIGGER_CHECKPOINT);
-  m.header.set_member_token(*token);
+  SetMemberToken(*token, &m.header);
   auto reply = rpc->CallSync(peer, std::move(m), FLAGS_checkpoint_timeout_ms);
   if (!reply.ok()) return Fail(kName, reply.status(), 1);
   const wire::CheckpointRecord& c = reply->header.checkpoint_record();
@@ -439,7 +440,7 @@ int Shutdown(RpcClient* rpc, int peer) {
   if (!token.ok()) return Fail(kName, token.status(), 1);
   Message m;
   m.header.set_type(wire::SHUTDOWN);
-  m.header.set_member_token(*token);
+  SetMemberToken(*token, &m.header);
   StatusOr<Message> reply = rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms);
   if (!reply.ok()) return Fail(kName, reply.status(), 1);
   if (FLAGS_json) return PrintJson(JsonObject({{"shutdown", JsonQuote("requested")}}));

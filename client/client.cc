@@ -129,7 +129,7 @@ StatusOr<Message> ClientImpl::CallCoordinator(Message msg, bool retry_unavailabl
   while (true) {
     Message attempt;
     attempt.header = msg.header;
-    attempt.header.set_member_token(member_token());
+    StampToken(&attempt.header);
     const int64_t left = std::max<int64_t>(100, give_up - clock_source_->NowMs());
     const int peer = coordinators_.current();
     StatusOr<Message> reply = rpc_->CallSync(peer, std::move(attempt),
@@ -288,7 +288,7 @@ Status ClientImpl::WaitAtBarrier(bool start, int64_t generation, int timeout_ms)
   Message m;
   m.header.set_type(wire::BARRIER);
   m.header.set_sender(job_.worker_id);
-  m.header.set_member_token(member_token());
+  StampToken(&m.header);
   wire::BarrierRequest* b = m.header.mutable_barrier();
   b->set_start(start);
   b->set_generation(generation);
@@ -314,7 +314,7 @@ void ClientImpl::WatchMap() {
   Message watch;
   watch.header.set_type(wire::GET_SHARD_MAP);
   watch.header.set_sender(job_.worker_id);
-  watch.header.set_member_token(member_token());
+  StampToken(&watch.header);
   watch.header.set_shard_map_version(router_->map()->version());
   watch.header.set_watch_ms(kMapWatchMs);
   const int peer = coordinators_.current();
@@ -350,7 +350,7 @@ ClientImpl::~ClientImpl() {
       Message bye;
       bye.header.set_type(wire::DEREGISTER);
       bye.header.set_sender(job_.worker_id);
-      bye.header.set_member_token(member_token());
+      StampToken(&bye.header);
       rpc_->CallSync(coordinators_.current(), std::move(bye), kDeregisterTimeoutMs)
           .status()
           .IgnoreError();

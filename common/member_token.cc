@@ -20,16 +20,51 @@ std::string NewMemberToken() {
     std::random_device rd;
     for (char& c : token) c = static_cast<char>(rd());
   }
+  if (token == std::string(kMemberTokenBytes, '\0')) token.back() = 1;  // 2^-128.
   return token;
 }
 
-bool TokenMatches(const std::string& presented, const std::string& expected) {
-  if (expected.empty() || presented.size() != expected.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    diff |= static_cast<unsigned char>(presented[i] ^ expected[i]);
-  }
-  return diff == 0;
+namespace {
+
+uint64_t BigEndian64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+void PutBigEndian64(uint64_t v, char* p) {
+  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<char>(v & 0xff);
+}
+
+}  // namespace
+
+WireToken ToWireToken(const std::string& token) {
+  static_assert(kMemberTokenBytes == 16, "a token is two 64-bit words on the wire");
+  WireToken t;
+  if (token.size() != kMemberTokenBytes) return t;
+  t.hi = BigEndian64(token.data());
+  t.lo = BigEndian64(token.data() + 8);
+  return t;
+}
+
+void SetMemberToken(const WireToken& token, wire::Header* header) {
+  header->set_member_token_hi(token.hi);
+  header->set_member_token_lo(token.lo);
+}
+
+std::string HeaderToken(const wire::Header& header) {
+  if (header.member_token_hi() == 0 && header.member_token_lo() == 0) return "";
+  std::string token(kMemberTokenBytes, '\0');
+  PutBigEndian64(header.member_token_hi(), token.data());
+  PutBigEndian64(header.member_token_lo(), token.data() + 8);
+  return token;
+}
+
+bool HeaderCarriesToken(const wire::Header& header, const std::string& expected) {
+  if (expected.size() != kMemberTokenBytes) return false;
+  const WireToken want = ToWireToken(expected);
+  // Branch-free: the time does not depend on where the tokens differ.
+  return ((header.member_token_hi() ^ want.hi) | (header.member_token_lo() ^ want.lo)) == 0;
 }
 
 const char* RoleName(Role role) {

@@ -12,6 +12,7 @@
 #ifndef RELAXPS_COMMON_MEMBER_TOKEN_H_
 #define RELAXPS_COMMON_MEMBER_TOKEN_H_
 
+#include <cstdint>
 #include <string>
 
 #include "common/status.h"
@@ -22,12 +23,28 @@ namespace relaxps {
 // Bytes of a member token.
 constexpr size_t kMemberTokenBytes = 16;
 
-// A fresh random token (kMemberTokenBytes from the OS's random source).
+// A fresh random token (kMemberTokenBytes from the OS's random source;
+// never all zero, which on the wire means none).
 std::string NewMemberToken();
 
-// Whether `presented` is `expected`, in time independent of where they
-// differ. False when `expected` is empty (no token issued: nobody matches).
-bool TokenMatches(const std::string& presented, const std::string& expected);
+// A token as a header carries it (Header.member_token_hi/lo): bytes 0-7
+// and 8-15, big-endian. All zero: none.
+struct WireToken {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+};
+// The wire form of a kMemberTokenBytes token (all zero for another size).
+WireToken ToWireToken(const std::string& token);
+// Sets `header`'s token fields (no allocation).
+void SetMemberToken(const WireToken& token, wire::Header* header);
+inline void SetMemberToken(const std::string& token, wire::Header* header) {
+  SetMemberToken(ToWireToken(token), header);
+}
+// The token `header` carries, as kMemberTokenBytes bytes ("" if none).
+std::string HeaderToken(const wire::Header& header);
+// Whether `header` carries the token `expected`, in time independent of
+// where they differ. False when `expected` is empty (nobody matches).
+bool HeaderCarriesToken(const wire::Header& header, const std::string& expected);
 
 // The roles of a job's principals.
 enum class Role { kWorker, kServer, kOperator, kObserver, kCoordinator };

@@ -1,5 +1,7 @@
 #include "common/wire.h"
 
+#include "common/member_token.h"
+
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -69,7 +71,7 @@ Message MemberMessage(wire::MsgType type, const std::string& role, int id,
   Message m;
   m.header.set_type(type);
   m.header.set_sender(id);
-  m.header.set_member_token(token);
+  SetMemberToken(token, &m.header);
   wire::HeartbeatRequest* h = m.header.mutable_heartbeat();
   h->set_role(role);
   h->set_id(id);

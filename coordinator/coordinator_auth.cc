@@ -64,8 +64,9 @@ Status CoordinatorImpl::CheckRole(const Request& req) const {
                                "registers with the id of its key)");
 }
 
-Status CoordinatorImpl::CheckMemberToken(const std::string& token, const std::string& role,
-                                         int id, wire::MsgType type) const {
+Status CoordinatorImpl::CheckMemberToken(const wire::Header& h, const std::string& role,
+                                         int id) const {
+  const wire::MsgType type = h.type();
   const auto& members = role == "server" ? members_.servers() : members_.workers();
   auto it = members.find(id);
   const std::string whom = role + " " + std::to_string(id);
@@ -76,7 +77,7 @@ Status CoordinatorImpl::CheckMemberToken(const std::string& token, const std::st
     return PermissionDeniedError(wire::MsgType_Name(type) + " refused: " + whom +
                                  " is not a member of this job");
   }
-  if (TokenMatches(token, it->second.token)) return Status::OK();
+  if (HeaderCarriesToken(h, it->second.token)) return Status::OK();
   if (type == wire::HEARTBEAT) {
     // A member whose re-registration reply was lost holds a revoked token:
     // it registers again (a stranger's heartbeat changes nothing).
@@ -86,8 +87,9 @@ Status CoordinatorImpl::CheckMemberToken(const std::string& token, const std::st
   return TokenRefused(type, whom);
 }
 
-Status CoordinatorImpl::CheckSession(const std::string& token, bool operator_only,
-                                     wire::MsgType type) {
+Status CoordinatorImpl::CheckSession(const wire::Header& h, bool operator_only) {
+  const wire::MsgType type = h.type();
+  const std::string token = HeaderToken(h);
   auto it = sessions_.find(token);
   if (token.empty() || it == sessions_.end() || (operator_only && it->second.role != "operator")) {
     return PermissionDeniedError(
@@ -100,7 +102,6 @@ Status CoordinatorImpl::CheckSession(const std::string& token, bool operator_onl
 
 Status CoordinatorImpl::CheckToken(const Request& req) {
   const wire::Header& h = req.msg.header;
-  const std::string& token = h.member_token();
   switch (h.type()) {
     case wire::REGISTER:
     case wire::GET_SHARD_MAP:
@@ -111,28 +112,28 @@ Status CoordinatorImpl::CheckToken(const Request& req) {
       // connect, docs/security.md).
       return Status::OK();
     case wire::HEARTBEAT:
-      return CheckMemberToken(token, h.heartbeat().role() == "server" ? "server" : "worker",
-                              h.heartbeat().id(), h.type());
+      return CheckMemberToken(h, h.heartbeat().role() == "server" ? "server" : "worker",
+                              h.heartbeat().id());
     case wire::DEREGISTER:
       if (h.heartbeat().role() == "server") {
-        return CheckMemberToken(token, "server", h.heartbeat().id(), h.type());
+        return CheckMemberToken(h, "server", h.heartbeat().id());
       }
-      return CheckMemberToken(token, "worker", h.sender(), h.type());
+      return CheckMemberToken(h, "worker", h.sender());
     case wire::SEED_COPY:
       if (h.seed_data().worker() != h.sender()) {
         return PermissionDeniedError("SEED_COPY refused: its copy names worker " +
                                      std::to_string(h.seed_data().worker()) + ", not its sender");
       }
-      return CheckMemberToken(token, "worker", h.sender(), h.type());
+      return CheckMemberToken(h, "worker", h.sender());
     case wire::BARRIER:
-      return CheckMemberToken(token, "worker", h.sender(), h.type());
+      return CheckMemberToken(h, "worker", h.sender());
     case wire::CREATE_TABLE:
     case wire::SET_LEARNING_RATE:
-      if (h.sender() >= 0) return CheckMemberToken(token, "worker", h.sender(), h.type());
-      return CheckSession(token, /*operator_only=*/true, h.type());
+      if (h.sender() >= 0) return CheckMemberToken(h, "worker", h.sender());
+      return CheckSession(h, /*operator_only=*/true);
     case wire::SHUTDOWN:
     case wire::TRIGGER_CHECKPOINT:
-      return CheckSession(token, /*operator_only=*/true, h.type());
+      return CheckSession(h, /*operator_only=*/true);
     default:
       return InvalidArgumentError("the coordinator takes no " + wire::MsgType_Name(h.type()) +
                                   " (kind " + std::to_string(h.type()) + ")");

@@ -42,6 +42,7 @@
 #include "common/clock.h"
 #include "common/coordinator_peers.h"
 #include "common/fault_options.h"
+#include "common/member_token.h"
 #include "common/payload_codec.h"
 #include "common/periodic_thread.h"
 #include "common/shard_map.h"
@@ -147,6 +148,11 @@ class ClientImpl final : public Client,
   Status ReportFinished(const Status& outcome, int timeout_ms) override;  // client.cc
   bool Drive(const std::function<bool()>& done, int timeout_ms) override {
     return rpc_->Drive(done, timeout_ms);
+  }
+  // This registration's member token (MemberTokenOf, client/testing.h).
+  std::string member_token() const {
+    MutexLock l(&token_mu_);
+    return member_token_;
   }
 
  private:
@@ -331,7 +337,7 @@ class ClientImpl final : public Client,
   }
   void CountError() override { errors_.fetch_add(1); }
   StatusOr<Message> CallCoordinatorSync(Message msg, int timeout_ms) override {
-    msg.header.set_member_token(member_token());
+    StampToken(&msg.header);
     return rpc_->CallSync(coordinators_.current(), std::move(msg), timeout_ms);
   }
 
@@ -404,13 +410,16 @@ class ClientImpl final : public Client,
   // by every request; replaced by RegisterAgain.
   mutable Mutex token_mu_;
   std::string member_token_ GUARDED_BY(token_mu_);
-  std::string member_token() const {
-    MutexLock l(&token_mu_);
-    return member_token_;
-  }
+  WireToken wire_token_ GUARDED_BY(token_mu_);  // member_token_ as headers carry it.
   void set_member_token(const std::string& token) {
     MutexLock l(&token_mu_);
     member_token_ = token;
+    wire_token_ = ToWireToken(token);
+  }
+  // Sets `header`'s member token (no allocation: a request's hot path).
+  void StampToken(wire::Header* header) const {
+    MutexLock l(&token_mu_);
+    SetMemberToken(wire_token_, header);
   }
   std::atomic<uint64_t> next_push_id_{1};
   std::atomic<int64_t> barrier_generation_{0};  // This worker's next Barrier().

@@ -129,9 +129,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // NotFound, so a member that missed its re-registration reply registers
   // again). Updates the session's last use.
   Status CheckToken(const Request& req);
-  Status CheckMemberToken(const std::string& token, const std::string& role, int id,
-                          wire::MsgType type) const;
-  Status CheckSession(const std::string& token, bool operator_only, wire::MsgType type);
+  Status CheckMemberToken(const wire::Header& h, const std::string& role, int id) const;
+  Status CheckSession(const wire::Header& h, bool operator_only);
   // A new observer or operator session's token (the least recently used one
   // goes beyond kMaxSessions).
   std::string OpenSession(const std::string& role);

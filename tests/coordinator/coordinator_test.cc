@@ -16,6 +16,7 @@
 
 #include "client/client.h"
 #include "common/clock.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "server/server.h"
 #include "tests/storage/storage_test_util.h"
@@ -169,7 +170,7 @@ TEST(CoordinatorClockTest, CheckpointInFlightFailsWhenItsServerIsDeclaredDead) {
   ASSERT_TRUE(session.ok()) << session.status();
   Message trigger;
   trigger.header.set_type(wire::TRIGGER_CHECKPOINT);
-  trigger.header.set_member_token(session->header.register_reply().member_token());
+  SetMemberToken(session->header.register_reply().member_token(), &trigger.header);
   rpc.Call(peer, std::move(trigger), 60000,
            [&answered](const Status& s, Message reply) {
              if (s.ok()) {
@@ -235,7 +236,7 @@ TEST(CoordinatorTest, ServerRegistrationCarriesTheLiveWorkersAndTheirClocks) {
   hb.header.set_type(wire::HEARTBEAT);
   hb.header.mutable_heartbeat()->set_role("worker");
   hb.header.mutable_heartbeat()->set_id(worker_id);
-  hb.header.set_member_token(worker->header.register_reply().member_token());
+  SetMemberToken(worker->header.register_reply().member_token(), &hb.header);
   hb.header.mutable_heartbeat()->set_clock(42);
   ASSERT_TRUE(rpc.CallSync(peer, std::move(hb), 5000).ok());
   StatusOr<Message> server = Register(&rpc, peer, "server", getpid());

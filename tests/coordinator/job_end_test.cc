@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "common/clock.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/event_ring.h"
@@ -92,7 +93,7 @@ class JobEndTest : public ::testing::Test {
     hb.header.set_type(wire::HEARTBEAT);
     hb.header.mutable_heartbeat()->set_role("worker");
     hb.header.mutable_heartbeat()->set_id(worker);
-    hb.header.set_member_token(tokens_[worker]);
+    SetMemberToken(tokens_[worker], &hb.header);
     hb.header.mutable_heartbeat()->set_clock(7);
     hb.header.mutable_heartbeat()->set_finished(finished);
     hb.header.mutable_heartbeat()->set_failure(failure);
@@ -157,7 +158,7 @@ TEST_F(JobEndTest, AWorkerThatReportedAnErrorIsWorkersFailed) {
   Message bye;
   bye.header.set_type(wire::DEREGISTER);
   bye.header.set_sender(worker);
-  bye.header.set_member_token(tokens_[worker]);
+  SetMemberToken(tokens_[worker], &bye.header);
   ASSERT_TRUE(Call(std::move(bye)).ok());
   ASSERT_TRUE(RunsToItsEnd());
   const JobEnd end = coordinator_->job_end();
@@ -174,7 +175,7 @@ TEST_F(JobEndTest, AGoodbyeWithoutAFinalReportIsDoneAsBefore) {
   Message bye;
   bye.header.set_type(wire::DEREGISTER);
   bye.header.set_sender(worker);
-  bye.header.set_member_token(tokens_[worker]);
+  SetMemberToken(tokens_[worker], &bye.header);
   ASSERT_TRUE(Call(std::move(bye)).ok());
   ASSERT_TRUE(RunsToItsEnd());
   EXPECT_EQ(coordinator_->job_end().verdict, "done");

@@ -195,7 +195,7 @@ namespace {
 Message Forged(wire::MsgType type, const std::string& token, bool as_server = false) {
   Message m;
   m.header.set_type(type);
-  m.header.set_member_token(token);
+  SetMemberToken(token, &m.header);
   m.header.set_sender(0);
   m.header.set_table("w");
   m.header.set_key_begin(0);

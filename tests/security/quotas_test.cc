@@ -22,6 +22,7 @@
 
 #include "client/client.h"
 #include "client/testing.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
@@ -119,7 +120,7 @@ TEST(QuotasTest, BspPushesFarInTheFutureAreRefused) {
   push.set_key_begin(0);
   push.set_key_count(1);
   push.set_sender(worker->worker_id());
-  push.set_member_token(MemberTokenOf(*worker));
+  SetMemberToken(MemberTokenOf(*worker), &push);
   const float one = 1.0f;
   for (int c = 1; c <= 500; ++c) {
     push.set_request_id(c);

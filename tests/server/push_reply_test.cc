@@ -13,6 +13,7 @@
 
 #include "client/client.h"
 #include "client/testing.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
 #include "tests/server/in_process_cluster.h"
@@ -95,7 +96,7 @@ wire::Header Push(int worker, int64_t clock, uint64_t push_id, uint64_t n,
   wire::Header h;
   h.set_type(wire::PUSH);
   h.set_sender(worker);
-  h.set_member_token(token);
+  SetMemberToken(token, &h);
   h.set_table("w");
   h.set_key_begin(0);
   h.set_key_count(n);
@@ -147,7 +148,7 @@ TEST(PushReplyTest, ABspPushWaitingForItsRoundIsPendingAndItsResendIsAcknowledge
   wire::Header pull;
   pull.set_type(wire::PULL);
   pull.set_sender(0);
-  pull.set_member_token(t0);
+  SetMemberToken(t0, &pull);
   pull.set_table("w");
   pull.set_key_count(4);
   pull.set_clock(1);
@@ -202,7 +203,7 @@ TEST(PushReplyTest, RepliesNameTheNewestCheckpointTaken) {
     ASSERT_TRUE(session.ok()) << session.status();
     Message m;
     m.header.set_type(wire::TRIGGER_CHECKPOINT);
-    m.header.set_member_token(session->header.register_reply().member_token());
+    SetMemberToken(session->header.register_reply().member_token(), &m.header);
     auto done = rpc.CallSync(peer, std::move(m), 60000);
     ASSERT_TRUE(done.ok()) << done.status();
 

@@ -17,6 +17,7 @@
 
 #include "client/client.h"
 #include "client/testing.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
 #include "storage/fault_injecting_fs.h"
@@ -322,7 +323,7 @@ TEST(ServerTest, MalformedInputIsRejectedAndHarmless) {
   // As the registered worker: a stranger's push is refused before it is
   // looked at (tests/security/forged_messages_test.cc).
   push.set_sender(client->worker_id());
-  push.set_member_token(MemberTokenOf(*client));
+  SetMemberToken(MemberTokenOf(*client), &push);
   push.set_request_id(11);
   push.set_table("p");
   push.set_key_begin(0);
@@ -446,7 +447,7 @@ TEST(ServerTest, CheckpointOnAFullDiskFailsAndTheServerGoesOn) {
     auto trigger = [&] {
       Message m;
       m.header.set_type(wire::TRIGGER_CHECKPOINT);
-      m.header.set_member_token(session);
+      SetMemberToken(session, &m.header);
       return rpc.CallSync(peer, std::move(m), 60000).status();
     };
     fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace, "/checkpoints/");
@@ -521,7 +522,7 @@ TEST(ServerTest, RestoreFailingOnTheStoresFileSystemLeavesTheDataDirUntouched) {
       const int peer = rpc.Connect((*coordinator)->endpoint());
       Message m;
       m.header.set_type(wire::TRIGGER_CHECKPOINT);
-      m.header.set_member_token(OperatorSession(&rpc, peer));
+      SetMemberToken(OperatorSession(&rpc, peer), &m.header);
       const Status checkpointed = rpc.CallSync(peer, std::move(m), 60000).status();
       ASSERT_TRUE(checkpointed.ok()) << checkpointed;
       // The data dir moves on past the checkpoint.
