@@ -205,7 +205,9 @@ Status ParseMessage(std::vector<zmq::message_t>& parts, size_t first, Message* o
   // Damaged bytes that still parse: a kind no build sends, or fields this
   // build does not know (a newer peer of the same protocol version sends
   // none), are never taken for a valid request.
-  if (!wire::MsgType_IsValid(out->header.type()) || out->header.type() == wire::MSG_UNKNOWN) {
+  // (An error reply to a request that was not understood has no kind.)
+  if (!wire::MsgType_IsValid(out->header.type()) ||
+      (out->header.type() == wire::MSG_UNKNOWN && !out->header.is_reply())) {
     const int type = out->header.type();
     const uint64_t id = out->header.request_id();
     out->header.Clear();
