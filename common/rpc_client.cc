@@ -384,6 +384,7 @@ bool RpcClient::OnMonitorEvent(int peer, uint16_t event, uint32_t value,
       return false;
     case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
       link.refused = Status::OK();
+      link.handshake_failures = 0;
       return false;
     case ZMQ_EVENT_DISCONNECTED:
       link.connected = false;
@@ -396,13 +397,20 @@ bool RpcClient::OnMonitorEvent(int peer, uint16_t event, uint32_t value,
           " (ZAP status " + std::to_string(value) + ")");
       break;
     case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-      // Under CURVE most often a server that does not hold the public key
-      // this client expects of it (or a peer without CURVE).
+      // The peer broke the protocol during the handshake: most often one
+      // side runs CURVE and the other not, or a server that does not hold
+      // the public key this client expects of it.
       link.refused = PermissionDeniedError(
           "authentication failed (handshake with " + link.endpoint +
           " failed: the server did not prove the expected key, or security settings differ)");
       break;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+      // The connection ended during the handshake: a server that could not
+      // decrypt this client's hello (it holds another key than the one this
+      // client expects), but just as well one that died or restarted. Not a
+      // refusal: only named if a request's deadline passes.
+      link.handshake_failures++;
+      return false;
     default:
       return false;
   }
@@ -423,6 +431,12 @@ std::string RpcClient::NoReplyReason(int peer) const {
   if (peer < 0 || peer >= static_cast<int>(links_.size())) return "";
   const Link& link = links_[peer];
   if (!link.refused.ok()) return "; " + link.refused.message();
+  if (link.handshake_failures > 0) {
+    return "; the connection to " + link.endpoint + " ended during the handshake " +
+           std::to_string(link.handshake_failures) +
+           " time(s) (a server that died, or, under CURVE, one that does not hold the key this "
+           "client expects of it)";
+  }
   if (link.connected) return " from " + link.endpoint;
   if (link.retries > 0) {
     return "; " + link.endpoint + " is unreachable (connection refused or timed out, " +
@@ -500,7 +514,7 @@ void RpcClient::IoLoop() {
                                     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
             if (zmq_socket_monitor(s.handle(), addr.c_str(), kEvents) == 0) mon.connect(addr);
             monitors_.push_back(std::move(mon));
-            links_.push_back(Link{peer.endpoint, Status::OK(), 0, false});
+            links_.push_back(Link{peer.endpoint, Status::OK(), 0, 0, false});
           }
           try {
             s.connect(peer.endpoint);

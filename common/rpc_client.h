@@ -199,6 +199,9 @@ class RpcClient final : public Transport {
     // Connection attempts refused or timed out since the last connection
     // (ZMQ_EVENT_CONNECT_RETRIED): named when a request's deadline passes.
     int retries = 0;
+    // Connections that ended during the handshake since the last
+    // successful one (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL).
+    int handshake_failures = 0;
     bool connected = false;
   };
   std::vector<Link> links_ GUARDED_BY(io_mu_);
