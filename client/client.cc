@@ -153,8 +153,8 @@ Status ClientImpl::Init() {
   ASSIGN_OR_RETURN(std::vector<std::string> coordinators,
                    CoordinatorPeers::Split(options_.coordinator));
   for (const std::string& e : coordinators) RETURN_IF_ERROR(ValidateEndpoint(e));
-  if (options_.role != "worker" && options_.role != "observer") {
-    return InvalidArgumentError("role must be worker or observer");
+  if (options_.role != "worker" && options_.role != "observer" && options_.role != "operator") {
+    return InvalidArgumentError("role must be worker, observer or operator");
   }
   if (options_.wire_dtype == "fp16") {
     encoding_ = wire::ENC_FP16;

@@ -114,7 +114,7 @@ TEST(CoordinatorClockTest, CheckpointsFollowCheckpointEverySecondsOfClockTime) {
 
   ClientOptions cli;
   cli.coordinator = coordinator.endpoint();
-  cli.role = "observer";
+  cli.role = "operator";  // Creates a table: an operator session.
   auto client = Client::Connect(cli);
   ASSERT_TRUE(client.ok()) << client.status();
   TableOptions t;
