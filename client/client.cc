@@ -441,8 +441,8 @@ Status ClientImpl::ReportFinished(const Status& outcome, int timeout_ms) {
   const int64_t give_up = clock_source_->NowMs() + std::max(1, timeout_ms);
   Status last;
   while (true) {
-    Message hb = WorkerHeartbeat(job_.worker_id, member_token(), clock_.load(), router_->map()->version(),
-                                 incarnation_, acked_updates_.load());
+    Message hb = WorkerHeartbeat(job_.worker_id, member_token(), clock_.load(),
+                                 router_->map()->version(), incarnation_, acked_updates_.load());
     hb.header.mutable_heartbeat()->set_finished(true);
     if (!outcome.ok()) hb.header.mutable_heartbeat()->set_failure(outcome.ToString());
     const int peer = coordinators_.current();
@@ -480,8 +480,8 @@ void ClientImpl::Heartbeat() {
   if (shutting_down_.load()) return;
   resender_->FailExpired(JobError());
   role_->OnHeartbeat();
-  Message hb = WorkerHeartbeat(job_.worker_id, member_token(), clock_.load(), router_->map()->version(),
-                               incarnation_, acked_updates_.load());
+  Message hb = WorkerHeartbeat(job_.worker_id, member_token(), clock_.load(),
+                               router_->map()->version(), incarnation_, acked_updates_.load());
   // The coordinator announces a newer complete checkpoint only (the role
   // hears of it in OnHeartbeatReply).
   hb.header.mutable_heartbeat()->set_checkpoint_seq(checkpoint_seq_seen_);

@@ -178,7 +178,8 @@ void CoordinatorImpl::Dispatch(Request req) {
     uint64_t more = 0;
     if (allowed.code() == StatusCode::kPermissionDenied &&
         refusal_log_.Allow(wire::MsgType_Name(h.type()), &more)) {
-      LOG(WARNING) << "refused: " << allowed << " (" << more << " more like it since the last line)";
+      LOG(WARNING) << "refused: " << allowed << " (" << more
+                   << " more like it since the last line)";
     }
     rpc_->ReplyStatus(req, allowed).IgnoreError();
     return;

@@ -212,8 +212,8 @@ Status ServerImpl::Run() {
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
   if (job_done_) {
     // Tell the coordinator this server left in order (bounded wait).
-    coordinator_->CallSync(coordinators_.current(), MemberMessage(wire::DEREGISTER, "server", id_, member_token()),
-                           300)
+    coordinator_->CallSync(coordinators_.current(),
+                           MemberMessage(wire::DEREGISTER, "server", id_, member_token()), 300)
         .status()
         .IgnoreError();
     LOG(INFO) << "server " << id_ << ": the job is over; flushed and exiting";

@@ -182,13 +182,7 @@ TEST(ForgedMessagesTest, WorkerRegistrationsBeyondMaxWorkersAreRefused) {
   EXPECT_OK(rpc.CallSync(peer, Register("worker", 1, "", 11), 5000));
 }
 
-}  // namespace
-}  // namespace relaxps
-
-// ---- Issue 40: members bound by their tokens, roles for keys ---------------
-
-namespace relaxps {
-namespace {
+// ---- Issue 40: members bound by their tokens ---------------------------------
 
 // A well-formed request of `type` claiming to come from worker 0 (or, for
 // HEARTBEAT / DEREGISTER with `as_server`, server 0), carrying `token`.
@@ -284,7 +278,8 @@ void ExpectUnchanged(const JobState& before, const JobState& after) {
   ASSERT_EQ(after.status.servers_size(), before.status.servers_size());
   for (int i = 0; i < after.status.servers_size(); ++i) {
     EXPECT_TRUE(after.status.servers(i).info().alive());
-    EXPECT_EQ(after.status.servers(i).info().endpoint(), before.status.servers(i).info().endpoint());
+    EXPECT_EQ(after.status.servers(i).info().endpoint(),
+              before.status.servers(i).info().endpoint());
   }
   ASSERT_EQ(after.status.workers_size(), before.status.workers_size());
   for (int i = 0; i < after.status.workers_size(); ++i) {
@@ -327,9 +322,10 @@ TEST(MemberTokenTest, StrangersAreRefusedEveryKindAndChangeNothing) {
       for (bool as_server : {false, true}) {
         if (as_server && type != wire::HEARTBEAT && type != wire::DEREGISTER) continue;
         for (int peer : {coordinator, server}) {
-          const std::string what = wire::MsgType_Name(type) + (as_server ? " as server 0" : "") +
-                                   (peer == coordinator ? " to the coordinator" : " to the server") +
-                                   (token.empty() ? " without a token" : " with a wrong token");
+          const std::string what =
+              wire::MsgType_Name(type) + (as_server ? " as server 0" : "") +
+              (peer == coordinator ? " to the coordinator" : " to the server") +
+              (token.empty() ? " without a token" : " with a wrong token");
           StatusOr<Message> r = rpc.CallSync(peer, Forged(type, token, as_server), 5000);
           ASSERT_FALSE(r.ok()) << what << " was accepted";
           EXPECT_NE(r.status().code(), StatusCode::kDeadlineExceeded) << what << ": " << r.status();
@@ -342,7 +338,8 @@ TEST(MemberTokenTest, StrangersAreRefusedEveryKindAndChangeNothing) {
           if (to_its_peer && type == wire::HEARTBEAT) {
             EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << what << ": " << r.status();
           } else if (to_its_peer && type != wire::CHAIN_SNAPSHOT && type != wire::CHAIN_COMPLETE) {
-            EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << what << ": " << r.status();
+            EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied)
+                << what << ": " << r.status();
           }
           ++refused;
         }
@@ -400,7 +397,8 @@ TEST(MemberTokenTest, ReRegistrationRevokesTheOldToken) {
   const std::string new_token = second.header.register_reply().member_token();
   EXPECT_NE(new_token, old_token);
   // The old token is refused (a heartbeat says register again), the new one works.
-  StatusOr<Message> r = rpc.CallSync(peer, MemberMessage(wire::HEARTBEAT, "worker", id, old_token), 5000);
+  StatusOr<Message> r =
+      rpc.CallSync(peer, MemberMessage(wire::HEARTBEAT, "worker", id, old_token), 5000);
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status();
   Message bye = MemberMessage(wire::DEREGISTER, "worker", id, old_token);
   r = rpc.CallSync(peer, std::move(bye), 5000);
@@ -443,7 +441,9 @@ double TrainSmallJob(bool attacked) {
       while (!stop.load()) {
         for (wire::MsgType type : AllKinds()) {
           if (OpenUnderPlainTcp(type)) continue;
-          for (int peer : {c, s}) rpc.CallSync(peer, Forged(type, wrong), 2000).status().IgnoreError();
+          for (int peer : {c, s}) {
+            rpc.CallSync(peer, Forged(type, wrong), 2000).status().IgnoreError();
+          }
         }
       }
     });
