@@ -18,11 +18,15 @@
 // --json: every command prints one JSON document on stdout instead of text
 // (protobuf messages in the proto3 JSON mapping: proto field names, 64-bit
 // integers as strings); errors still go to stderr with a non-zero exit.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <sstream>
+#include <vector>
 
 #include <gflags/gflags.h>
 
@@ -30,6 +34,7 @@
 #include "apps/internal/main_util.h"
 #include "client/client.h"
 #include "common/advertise.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "common/shard_map.h"
 #include "relaxps/recovery_policy.h"
@@ -39,8 +44,14 @@ DEFINE_int32(timeout_ms, 5000, "Deadline of each request");
 DEFINE_int32(checkpoint_timeout_ms, 180000, "Deadline of `checkpoint`");
 DEFINE_string(security, "plain", "plain or curve (then --keys_dir: the job's keys, key 'ctl')");
 DEFINE_string(keys_dir, "", "--security=curve: the job's keys (relaxps-ctl keygen DIR)");
+DEFINE_string(key, "ctl",
+              "--security=curve: the name of this tool's key in --keys_dir (role operator for "
+              "checkpoint and shutdown, operator or observer for the rest)");
 DEFINE_int32(servers, 1, "keygen: server keys to write (server-0 ..)");
 DEFINE_int32(workers, 1, "keygen: worker keys to write (worker-0 ..)");
+DEFINE_string(principals, "",
+              "keygen: more keys, comma-separated NAME:ROLE (ROLE operator or observer), e.g. "
+              "alice:operator,grafana:observer");
 DEFINE_bool(follow, false,
             "events: keep printing new events as they come; exits 0 after the job_end event, "
             "1 if the coordinator goes away before it");
@@ -255,9 +266,27 @@ void PrintShard(const wire::ShardCheckpoint& sc) {
               sc.seconds(), sc.dir().c_str());
 }
 
+// Registers an operator session with the coordinator and returns its member
+// token, which SHUTDOWN and TRIGGER_CHECKPOINT must carry.
+StatusOr<std::string> OperatorSession(RpcClient* rpc, int peer) {
+  Message reg;
+  reg.header.set_type(wire::REGISTER);
+  wire::RegisterRequest* r = reg.header.mutable_register_request();
+  r->set_role("operator");
+  r->set_requested_id(-1);
+  r->set_pid(getpid());
+  r->set_protocol_version(kProtocolVersion);
+  StatusOr<Message> reply = rpc->CallSync(peer, std::move(reg), FLAGS_timeout_ms);
+  if (!reply.ok()) return reply.status().WithPrefix("opening an operator session");
+  return reply->header.register_reply().member_token();
+}
+
 int Checkpoint(RpcClient* rpc, int peer) {
+  StatusOr<std::string> token = OperatorSession(rpc, peer);
+  if (!token.ok()) return Fail(kName, token.status(), 1);
   Message m;
   m.header.set_type(wire::TRIGGER_CHECKPOINT);
+  SetMemberToken(*token, &m.header);
   auto reply = rpc->CallSync(peer, std::move(m), FLAGS_checkpoint_timeout_ms);
   if (!reply.ok()) return Fail(kName, reply.status(), 1);
   const wire::CheckpointRecord& c = reply->header.checkpoint_record();
@@ -332,7 +361,12 @@ int Keygen(const std::string& dir) {
   if (FLAGS_servers < 0 || FLAGS_workers < 0) {
     return Fail(kName, InvalidArgumentError("--servers and --workers must be >= 0"), 2);
   }
-  Status s = GenerateCurveKeys(dir, JobPrincipals(FLAGS_servers, FLAGS_workers));
+  std::vector<std::string> names = JobPrincipals(FLAGS_servers, FLAGS_workers);
+  std::stringstream extra(FLAGS_principals);
+  for (std::string p; std::getline(extra, p, ',');) {
+    if (!p.empty()) names.push_back(p);
+  }
+  Status s = GenerateCurveKeys(dir, names);
   if (!s.ok()) return Fail(kName, s, 1);
   if (FLAGS_json) {
     return PrintJson(JsonObject({{"dir", JsonQuote(dir)},
@@ -422,8 +456,11 @@ int Events(RpcClient* rpc, int peer) {
 
 }  // namespace
 int Shutdown(RpcClient* rpc, int peer) {
+  StatusOr<std::string> token = OperatorSession(rpc, peer);
+  if (!token.ok()) return Fail(kName, token.status(), 1);
   Message m;
   m.header.set_type(wire::SHUTDOWN);
+  SetMemberToken(*token, &m.header);
   StatusOr<Message> reply = rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms);
   if (!reply.ok()) return Fail(kName, reply.status(), 1);
   if (FLAGS_json) return PrintJson(JsonObject({{"shutdown", JsonQuote("requested")}}));
@@ -452,7 +489,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "keygen") return relaxps::Keygen(argv[2]);
   if (argc == 2 && std::string(argv[1]) == "policies") return relaxps::Policies();
   if (FLAGS_coordinator.empty()) return Fail(relaxps::kName, InvalidArgumentError("--coordinator is required"), 2);
-  auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, "ctl");
+  auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, FLAGS_key);
   if (!curve.ok()) return Fail(relaxps::kName, curve.status(), 2);
   relaxps::g_curve = *curve;
   if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown, events or pull"), 2);

@@ -129,6 +129,7 @@ StatusOr<Message> ClientImpl::CallCoordinator(Message msg, bool retry_unavailabl
   while (true) {
     Message attempt;
     attempt.header = msg.header;
+    StampToken(&attempt.header);
     const int64_t left = std::max<int64_t>(100, give_up - clock_source_->NowMs());
     // A standby's redirect, or a dead or leaderless coordinator with others
     // known, moves to another one (`next`): ask it.
@@ -150,8 +151,8 @@ Status ClientImpl::Init() {
   ASSIGN_OR_RETURN(std::vector<std::string> coordinators,
                    CoordinatorPeers::Split(options_.coordinator));
   for (const std::string& e : coordinators) RETURN_IF_ERROR(ValidateEndpoint(e));
-  if (options_.role != "worker" && options_.role != "observer") {
-    return InvalidArgumentError("role must be worker or observer");
+  if (options_.role != "worker" && options_.role != "observer" && options_.role != "operator") {
+    return InvalidArgumentError("role must be worker, observer or operator");
   }
   if (options_.wire_dtype == "fp16") {
     encoding_ = wire::ENC_FP16;
@@ -208,6 +209,7 @@ Status ClientImpl::Init() {
   job_.num_servers = rr.job().num_servers();
   job_.expected_workers = rr.job().num_workers();
   incarnation_ = rr.incarnation();
+  set_member_token(rr.member_token());
   barrier_generation_.store(rr.barrier_generation());
   clock_.store(rr.start_clock());
   resender_ = std::make_unique<client_internal::Resender>(clock_source_,
@@ -272,6 +274,7 @@ Status ClientImpl::RegisterAgain(const std::string& why) {
     }
     return reply.status();
   }
+  set_member_token(reply->header.register_reply().member_token());  // The old one is revoked.
   LOG(WARNING) << "worker " << job_.worker_id << " registered again with its id at clock "
                << clock_.load() << " (the coordinator said: " << why << ")";
   EmitRegistered(options_.events.get(), options_, job_, incarnation_, clock_.load(),
@@ -285,6 +288,7 @@ Status ClientImpl::WaitAtBarrier(bool start, int64_t generation, int timeout_ms)
   Message m;
   m.header.set_type(wire::BARRIER);
   m.header.set_sender(job_.worker_id);
+  StampToken(&m.header);
   wire::BarrierRequest* b = m.header.mutable_barrier();
   b->set_start(start);
   b->set_generation(generation);
@@ -309,6 +313,7 @@ void ClientImpl::WatchMap() {
   Message watch;
   watch.header.set_type(wire::GET_SHARD_MAP);
   watch.header.set_sender(job_.worker_id);
+  StampToken(&watch.header);
   watch.header.set_shard_map_version(router_->map()->version());
   watch.header.set_watch_ms(kMapWatchMs);
   coordinators_.Call(std::move(watch), kMapWatchMs + 5000,
@@ -342,6 +347,7 @@ ClientImpl::~ClientImpl() {
       Message bye;
       bye.header.set_type(wire::DEREGISTER);
       bye.header.set_sender(job_.worker_id);
+      StampToken(&bye.header);
       coordinators_.CallSync(std::move(bye), kDeregisterTimeoutMs)
           .status()
           .IgnoreError();
@@ -353,9 +359,9 @@ ClientImpl::~ClientImpl() {
 namespace {
 
 // A worker's HEARTBEAT (ReportFinished sets `finished` on one).
-Message WorkerHeartbeat(int worker, int64_t clock, uint64_t map_version, uint64_t incarnation,
-                        uint64_t acked_updates) {
-  Message hb = MemberMessage(wire::HEARTBEAT, "worker", worker);
+Message WorkerHeartbeat(int worker, const std::string& token, int64_t clock, uint64_t map_version,
+                        uint64_t incarnation, uint64_t acked_updates) {
+  Message hb = MemberMessage(wire::HEARTBEAT, "worker", worker, token);
   wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
   h->set_clock(clock);
   h->set_shard_map_version(map_version);
@@ -432,8 +438,8 @@ Status ClientImpl::ReportFinished(const Status& outcome, int timeout_ms) {
   const int64_t give_up = clock_source_->NowMs() + std::max(1, timeout_ms);
   Status last;
   while (true) {
-    Message hb = WorkerHeartbeat(job_.worker_id, clock_.load(), router_->map()->version(),
-                                 incarnation_, acked_updates_.load());
+    Message hb = WorkerHeartbeat(job_.worker_id, member_token(), clock_.load(),
+                                 router_->map()->version(), incarnation_, acked_updates_.load());
     hb.header.mutable_heartbeat()->set_finished(true);
     if (!outcome.ok()) hb.header.mutable_heartbeat()->set_failure(outcome.ToString());
     const int64_t left = give_up - clock_source_->NowMs();
@@ -469,8 +475,8 @@ void ClientImpl::Heartbeat() {
   if (shutting_down_.load()) return;
   resender_->FailExpired(JobError());
   role_->OnHeartbeat();
-  Message hb = WorkerHeartbeat(job_.worker_id, clock_.load(), router_->map()->version(),
-                               incarnation_, acked_updates_.load());
+  Message hb = WorkerHeartbeat(job_.worker_id, member_token(), clock_.load(),
+                               router_->map()->version(), incarnation_, acked_updates_.load());
   // The coordinator announces a newer complete checkpoint only (the role
   // hears of it in OnHeartbeatReply).
   hb.header.mutable_heartbeat()->set_checkpoint_seq(checkpoint_seq_seen_);
@@ -604,6 +610,11 @@ StatusOr<std::unique_ptr<Client>> ConnectWithFaults(const ClientOptions& options
   auto c = std::make_unique<client_internal::ClientImpl>(options, faults);
   RETURN_IF_ERROR(c->Init());
   return std::unique_ptr<Client>(std::move(c));
+}
+
+std::string MemberTokenOf(const Client& client) {
+  const auto* impl = dynamic_cast<const client_internal::ClientImpl*>(&client);
+  return impl != nullptr ? impl->member_token() : std::string();
 }
 
 }  // namespace relaxps

@@ -7,6 +7,7 @@
 #define RELAXPS_CLIENT_TESTING_H_
 
 #include <memory>
+#include <string>
 
 #include "client/client.h"
 #include "common/fault_options.h"
@@ -16,6 +17,11 @@ namespace relaxps {
 // As Client::Connect, with `faults` injected into every request.
 StatusOr<std::unique_ptr<Client>> ConnectWithFaults(const ClientOptions& options,
                                                     const FaultOptions& faults);
+
+// The member token of `client`'s registration (docs/security.md), for tests
+// that send hand-built requests as that worker. Empty for a Client of
+// another implementation.
+std::string MemberTokenOf(const Client& client);
 
 }  // namespace relaxps
 

@@ -9,15 +9,86 @@
 #include <glog/logging.h>
 #include <zmq_addon.hpp>
 
+#include "common/member_token.h"
+
 namespace relaxps {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The id in "worker-<id>" or "server-<id>" (-1 if `name` is not that).
+int IdInName(const std::string& name, const std::string& role) {
+  const std::string prefix = role + "-";
+  if (name.compare(0, prefix.size(), prefix) != 0 || name.size() == prefix.size() ||
+      name.size() > prefix.size() + 9) {
+    return -1;
+  }
+  int id = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    id = id * 10 + (name[i] - '0');
+  }
+  return id;
+}
+
+}  // namespace
+
+StatusOr<Role> DefaultRoleOf(const std::string& name) {
+  if (name == "coordinator") return Role::kCoordinator;
+  if (name == "ctl") return Role::kOperator;
+  if (name == "observer") return Role::kObserver;
+  if (IdInName(name, "server") >= 0) return Role::kServer;
+  if (IdInName(name, "worker") >= 0) return Role::kWorker;
+  return InvalidArgumentError("principal '" + name + "' has no role of its own: name it " +
+                              "NAME:operator or NAME:observer");
+}
+
+Status CheckPrincipal(const std::string& name, const std::string& role) {
+  ASSIGN_OR_RETURN(Role r, ParseRole(role));
+  if (name.empty() || name.find_first_of("/:. ") != std::string::npos) {
+    return InvalidArgumentError("principal name '" + name +
+                                "' must be non-empty without '/', ':', '.' or spaces");
+  }
+  if ((r == Role::kWorker || r == Role::kServer) && IdInName(name, role) < 0) {
+    return InvalidArgumentError("a " + role + " key must be named " + role + "-<id>, not '" +
+                                name + "' (its id is bound to the key)");
+  }
+  if (r == Role::kCoordinator && name != "coordinator") {
+    return InvalidArgumentError("the coordinator's key must be named 'coordinator'");
+  }
+  return Status::OK();
+}
+
+Principal PrincipalOf(const std::string& user_id) {
+  Principal p;
+  const size_t colon = user_id.find(':');
+  if (colon == std::string::npos) return p;
+  StatusOr<Role> role = ParseRole(user_id.substr(0, colon));
+  if (!role.ok()) return p;
+  p.known = true;
+  p.role = *role;
+  p.name = user_id.substr(colon + 1);
+  if (p.role == Role::kWorker || p.role == Role::kServer) p.id = IdInName(p.name, RoleName(p.role));
+  return p;
+}
 
 Status GenerateCurveKeys(const std::string& dir, const std::vector<std::string>& names) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return IOError("cannot create " + dir + ": " + ec.message());
-  for (const std::string& name : names) {
+  for (const std::string& principal : names) {
+    // "name" (its role follows from the name) or "name:role".
+    const size_t colon = principal.find(':');
+    const std::string name = principal.substr(0, colon);
+    std::string role;
+    if (colon != std::string::npos) {
+      role = principal.substr(colon + 1);
+    } else {
+      ASSIGN_OR_RETURN(Role r, DefaultRoleOf(name));
+      role = RoleName(r);
+    }
+    RETURN_IF_ERROR(CheckPrincipal(name, role));
     char pub[41], sec[41];
     if (zmq_curve_keypair(pub, sec) != 0) {
       return InternalError("zmq_curve_keypair failed (libzmq without CURVE?)");
@@ -30,7 +101,7 @@ Status GenerateCurveKeys(const std::string& dir, const std::vector<std::string>&
     }
     ::chmod(key.c_str(), 0600);
     std::ofstream p(dir + "/" + name + ".pub", std::ios::trunc);
-    p << pub << "\n";
+    p << pub << "\nrole=" << role << "\n";
     if (!p) return IOError("cannot write " + dir + "/" + name + ".pub");
   }
   return Status::OK();
@@ -72,10 +143,24 @@ StatusOr<std::map<std::string, std::string>> LoadAdmittedKeys(const std::string&
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.path().extension() != ".pub") continue;
     std::ifstream f(e.path());
-    std::string pub;
+    std::string pub, role_line;
     std::getline(f, pub);
     if (pub.size() != 40) return CorruptionError(e.path().string() + " is not a public key");
-    keys[pub] = e.path().stem().string();
+    const std::string name = e.path().stem().string();
+    std::string role;
+    if (std::getline(f, role_line) && !role_line.empty()) {
+      if (role_line.rfind("role=", 0) != 0) {
+        return CorruptionError(e.path().string() + ": second line must be role=<role>, not '" +
+                               role_line + "'");
+      }
+      role = role_line.substr(5);
+    } else {  // A key written before roles: the role its name implies.
+      StatusOr<Role> r = DefaultRoleOf(name);
+      if (!r.ok()) return r.status().WithPrefix(e.path().string());
+      role = RoleName(*r);
+    }
+    if (Status s = CheckPrincipal(name, role); !s.ok()) return s.WithPrefix(e.path().string());
+    keys[pub] = role + ":" + name;
   }
   if (ec) return NotFoundError("cannot read keys directory " + dir + ": " + ec.message());
   if (keys.empty()) return NotFoundError("no public keys (*.pub) in " + dir);
@@ -152,12 +237,14 @@ void ZapHandler::Loop() {
 
 bool RoleAllows(const std::string& user_id, const std::string& role, int id) {
   if (user_id.empty()) return true;  // Plain TCP: nothing to check against.
-  if (role == "observer") return user_id == "observer" || user_id == "ctl";
-  if (role == "coordinator" || role == "ctl") return user_id == role;
-  if (role != "server" && role != "worker") return false;
-  const std::string prefix = role + "-";
-  if (user_id.compare(0, prefix.size(), prefix) != 0) return false;
-  return id < 0 || user_id == prefix + std::to_string(id);
+  const Principal p = PrincipalOf(user_id);
+  if (!p.known) return false;
+  if (role == "observer") return p.role == Role::kObserver || p.role == Role::kOperator;
+  if (role == "operator" || role == "ctl") return p.role == Role::kOperator;
+  if (role == "coordinator") return p.role == Role::kCoordinator;
+  if (role == "server") return p.role == Role::kServer && (id < 0 || p.id == id);
+  if (role == "worker") return p.role == Role::kWorker && (id < 0 || p.id == id);
+  return false;
 }
 
 Status CheckBindIsSafe(const std::string& bind, bool curve, bool insecure_bind_public) {

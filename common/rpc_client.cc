@@ -297,6 +297,12 @@ void RpcClient::ReadReplies(SocketPoller* poller, bool by_caller,
 }
 
 void RpcClient::SendNow(Outgoing&& out, std::vector<Completion>* completions) {
+  if (out.peer < static_cast<int>(links_.size()) && !links_[out.peer].refused.ok()) {
+    // The last handshake failed (a rejected key): said at once, not at the
+    // deadline. ZeroMQ keeps reconnecting; a handshake that succeeds clears it.
+    completions->push_back(Completion{std::move(out.done), links_[out.peer].refused, Message()});
+    return;
+  }
   const uint64_t id = out.msg.header.request_id();
   const Deadlines::iterator deadline = deadlines_.emplace(out.deadline_ms, id);
   pending_.emplace(id, Pending{std::move(out.done), deadline, out.peer});
@@ -353,12 +359,90 @@ void RpcClient::ExpireDeadlines(std::vector<Completion>* completions) {
     deadlines_.erase(deadlines_.begin());
     auto it = pending_.find(id);
     CHECK(it != pending_.end()) << "deadline of request " << id << " outlived it";
+    const int it_peer = it->second.peer;
     ReplyCallback done = std::move(it->second.done);
     pending_.erase(it);
     timeouts_.fetch_add(1);
     completions->push_back(Completion{
-        std::move(done), DeadlineExceededError("no reply before the deadline"), Message()});
+        std::move(done),
+        DeadlineExceededError("no reply before the deadline" + NoReplyReason(it_peer)),
+        Message()});
   }
+}
+
+bool RpcClient::OnMonitorEvent(int peer, uint16_t event, uint32_t value,
+                               std::vector<Completion>* completions) {
+  if (peer < 0 || peer >= static_cast<int>(links_.size())) return false;
+  Link& link = links_[peer];
+  switch (event) {
+    case ZMQ_EVENT_CONNECTED:
+      link.connected = true;
+      link.retries = 0;
+      return false;
+    case ZMQ_EVENT_CONNECT_RETRIED:
+      ++link.retries;
+      return false;
+    case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+      link.refused = Status::OK();
+      link.handshake_failures = 0;
+      return false;
+    case ZMQ_EVENT_DISCONNECTED:
+      link.connected = false;
+      return true;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+      // The peer's ZAP handler refused this client's key (value: its ZAP
+      // status code, 400).
+      link.refused = PermissionDeniedError(
+          "authentication failed (server rejected this client's key): " + link.endpoint +
+          " (ZAP status " + std::to_string(value) + ")");
+      break;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+      // The peer broke the protocol during the handshake: most often one
+      // side runs CURVE and the other not, or a server that does not hold
+      // the public key this client expects of it.
+      link.refused = PermissionDeniedError(
+          "authentication failed (handshake with " + link.endpoint +
+          " failed: the server did not prove the expected key, or security settings differ)");
+      break;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+      // The connection ended during the handshake: a server that could not
+      // decrypt this client's hello (it holds another key than the one this
+      // client expects), but just as well one that died or restarted. Not a
+      // refusal: only named if a request's deadline passes.
+      link.handshake_failures++;
+      return false;
+    default:
+      return false;
+  }
+  // Everything waiting on this peer fails now instead of at its deadline.
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.peer != peer) {
+      ++it;
+      continue;
+    }
+    completions->push_back(Completion{std::move(it->second.done), link.refused, Message()});
+    deadlines_.erase(it->second.deadline);
+    it = pending_.erase(it);
+  }
+  return false;
+}
+
+std::string RpcClient::NoReplyReason(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(links_.size())) return "";
+  const Link& link = links_[peer];
+  if (!link.refused.ok()) return "; " + link.refused.message();
+  if (link.handshake_failures > 0) {
+    return "; the connection to " + link.endpoint + " ended during the handshake " +
+           std::to_string(link.handshake_failures) +
+           " time(s) (a server that died, or, under CURVE, one that does not hold the key this "
+           "client expects of it)";
+  }
+  if (link.connected) return " from " + link.endpoint;
+  if (link.retries > 0) {
+    return "; " + link.endpoint + " is unreachable (connection refused or timed out, " +
+           std::to_string(link.retries) + " attempt(s))";
+  }
+  return "; no connection to " + link.endpoint + " yet";
 }
 
 void RpcClient::FailPending(const Status& status, std::vector<Completion>* completions) {
@@ -414,16 +498,23 @@ void RpcClient::IoLoop() {
         while (sockets_.size() < endpoints_.size()) {
           const Peer& peer = endpoints_[sockets_.size()];
           zmq::socket_t s = NewDealerSocket(&context_, options_, peer.curve_server_key);
-          if (options_.on_disconnect) {
+          {
+            // Every socket's monitor: disconnections (on_disconnect), and
+            // the handshake failures and refused connections that make a
+            // request's error say why there was no reply.
             const std::string addr = "inproc://relaxps-monitor-" +
                                      std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +
                                      std::to_string(sockets_.size());
             zmq::socket_t mon(context_, zmq::socket_type::pair);
             mon.set(zmq::sockopt::linger, 0);
-            if (zmq_socket_monitor(s.handle(), addr.c_str(), ZMQ_EVENT_DISCONNECTED) == 0) {
-              mon.connect(addr);
-            }
+            constexpr int kEvents = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECTED |
+                                    ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+            if (zmq_socket_monitor(s.handle(), addr.c_str(), kEvents) == 0) mon.connect(addr);
             monitors_.push_back(std::move(mon));
+            links_.push_back(Link{peer.endpoint, Status::OK(), 0, 0, false});
           }
           try {
             s.connect(peer.endpoint);
@@ -563,10 +654,16 @@ void RpcClient::IoLoop() {
           }
           if (!r) break;
           uint16_t event = 0;
-          if (!parts.empty() && parts[0].size() >= sizeof(event)) {
+          uint32_t value = 0;
+          if (!parts.empty() && parts[0].size() >= sizeof(event) + sizeof(value)) {
             std::memcpy(&event, parts[0].data(), sizeof(event));
+            std::memcpy(&value, static_cast<const char*>(parts[0].data()) + sizeof(event),
+                        sizeof(value));
           }
-          if (event == ZMQ_EVENT_DISCONNECTED) disconnected.push_back(static_cast<int>(m));
+          if (OnMonitorEvent(static_cast<int>(m), event, value, &completions) &&
+              options_.on_disconnect) {
+            disconnected.push_back(static_cast<int>(m));
+          }
         }
       }
       ReadReplies(&poller, /*by_caller=*/false, &completions);

@@ -187,8 +187,31 @@ class RpcClient final : public Transport {
   Mutex io_mu_;
   // Parallel to endpoints_ once connected.
   std::vector<zmq::socket_t> sockets_ GUARDED_BY(io_mu_);
-  // Parallel to sockets_ with on_disconnect.
+  // Parallel to sockets_: each socket's ZeroMQ monitor (connection and
+  // handshake events).
   std::vector<zmq::socket_t> monitors_ GUARDED_BY(io_mu_);
+  // Parallel to sockets_: what the monitor last said about the connection.
+  struct Link {
+    std::string endpoint;
+    // Non-OK while the peer refuses this client's key or fails to prove its
+    // own (a failed CURVE handshake): requests to it fail with it at once.
+    Status refused;
+    // Connection attempts refused or timed out since the last connection
+    // (ZMQ_EVENT_CONNECT_RETRIED): named when a request's deadline passes.
+    int retries = 0;
+    // Connections that ended during the handshake since the last
+    // successful one (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL).
+    int handshake_failures = 0;
+    bool connected = false;
+  };
+  std::vector<Link> links_ GUARDED_BY(io_mu_);
+  // Applies one monitor event of `peer`'s socket; requests failed by it go
+  // to `completions`. Returns whether it was a disconnection.
+  bool OnMonitorEvent(int peer, uint16_t event, uint32_t value,
+                      std::vector<Completion>* completions) REQUIRES(io_mu_);
+  // Why a request to `peer` got no reply, beyond "no reply before the
+  // deadline": the endpoint and whether it could be reached.
+  std::string NoReplyReason(int peer) const REQUIRES(io_mu_);
   std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(io_mu_);
   // Leaves with its request: the entries of answered requests stayed until
   // their deadlines passed, up to request rate x timeout of them (half a

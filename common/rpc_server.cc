@@ -185,6 +185,8 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
           }
           Message reply;
           reply.header.set_is_reply(true);
+          // Set when the header parsed but was refused (an unknown kind).
+          reply.header.set_request_id(request.msg.header.request_id());
           StatusToProto(parsed, reply.header.mutable_status());
           Send(request.identity, std::move(reply)).IgnoreError();
           continue;

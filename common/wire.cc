@@ -1,5 +1,7 @@
 #include "common/wire.h"
 
+#include "common/member_token.h"
+
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -71,10 +73,12 @@ Status StatusFromProto(const wire::StatusProto& p) {
   return Status(static_cast<StatusCode>(p.code()), p.message());
 }
 
-Message MemberMessage(wire::MsgType type, const std::string& role, int id) {
+Message MemberMessage(wire::MsgType type, const std::string& role, int id,
+                      const std::string& token) {
   Message m;
   m.header.set_type(type);
   m.header.set_sender(id);
+  SetMemberToken(token, &m.header);
   wire::HeartbeatRequest* h = m.header.mutable_heartbeat();
   h->set_role(role);
   h->set_id(id);
@@ -210,7 +214,26 @@ Status ParseMessage(std::vector<zmq::message_t>& parts, size_t first, Message* o
   }
   const zmq::message_t& h = parts[first];
   if (!out->header.ParseFromArray(h.data(), static_cast<int>(h.size()))) {
+    out->header.Clear();
     return InvalidArgumentError("malformed header frame (" + std::to_string(h.size()) + " bytes)");
+  }
+  // Damaged bytes that still parse: a kind no build sends, or fields this
+  // build does not know (a newer peer of the same protocol version sends
+  // none), are never taken for a valid request.
+  // (An error reply to a request that was not understood has no kind.)
+  if (!wire::MsgType_IsValid(out->header.type()) ||
+      (out->header.type() == wire::MSG_UNKNOWN && !out->header.is_reply())) {
+    const int type = out->header.type();
+    const uint64_t id = out->header.request_id();
+    out->header.Clear();
+    out->header.set_request_id(id);  // The error reply can say which request.
+    return InvalidArgumentError("header frame of unknown message kind " + std::to_string(type));
+  }
+  if (!out->header.GetReflection()->GetUnknownFields(out->header).empty()) {
+    const uint64_t id = out->header.request_id();
+    out->header.Clear();
+    out->header.set_request_id(id);
+    return InvalidArgumentError("header frame with fields of no known kind (damaged?)");
   }
   out->frames.reserve(parts.size() - first - 1);
   for (size_t i = first + 1; i < parts.size(); ++i) out->frames.emplace_back(std::move(parts[i]));

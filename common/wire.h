@@ -99,9 +99,11 @@ Status StatusFromProto(const wire::StatusProto& p);
 Message MakeReply(const wire::Header& request, const Status& status);
 
 // A member's message to the coordinator (HEARTBEAT, DEREGISTER) from the
-// `role` ("server", "worker") member `id`: type, sender and heartbeat role
-// and id set; the caller adds the rest of the heartbeat.
-Message MemberMessage(wire::MsgType type, const std::string& role, int id);
+// `role` ("server", "worker") member `id` holding member token `token`
+// (RegisterReply.member_token): type, sender, token and heartbeat role and id
+// set; the caller adds the rest of the heartbeat.
+Message MemberMessage(wire::MsgType type, const std::string& role, int id,
+                      const std::string& token);
 
 // Where the kernel starts copying the payload of `msg` from, as an offset in a
 // 4 KiB page, or -1 if no frame of it is handed over that way. ZeroMQ copies
@@ -143,7 +145,8 @@ size_t ZeroCopyBytes(const Message& msg);
 // Parses the frames of one multipart message after any identity frame into
 // `out`, taking the payload parts. `out` is overwritten, so a receive loop
 // can parse every message into the same one (a Header is costly to construct
-// and move). InvalidArgument if the header frame is missing or malformed.
+// and move). InvalidArgument if the header frame is missing or malformed, or
+// names no known message kind or fields this build does not know.
 Status ParseMessage(std::vector<zmq::message_t>& parts, size_t first, Message* out);
 
 }  // namespace relaxps

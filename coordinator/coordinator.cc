@@ -174,44 +174,6 @@ Status CoordinatorImpl::Init() {
   return OpenStore();
 }
 
-Status CoordinatorImpl::CheckRole(const Request& req) const {
-  const std::string& u = req.user_id;
-  if (u.empty()) return Status::OK();  // Plain TCP.
-  const wire::Header& h = req.msg.header;
-  bool ok = true;
-  switch (h.type()) {
-    case wire::REGISTER: {
-      const wire::RegisterRequest& r = h.register_request();
-      ok = r.role() == "observer" ? RoleAllows(u, "observer")
-                                  : r.requested_id() >= 0 && RoleAllows(u, r.role(), r.requested_id());
-      break;
-    }
-    case wire::HEARTBEAT:
-      ok = RoleAllows(u, h.heartbeat().role(), h.heartbeat().id());
-      break;
-    case wire::DEREGISTER:
-      ok = h.heartbeat().role() == "server" ? RoleAllows(u, "server", h.heartbeat().id())
-                                            : RoleAllows(u, "worker", h.sender());
-      break;
-    case wire::SHUTDOWN:
-    case wire::TRIGGER_CHECKPOINT:
-      ok = RoleAllows(u, "ctl");
-      break;
-    case wire::CREATE_TABLE:
-      ok = RoleAllows(u, "worker") || RoleAllows(u, "ctl");
-      break;
-    case wire::SEED_COPY:
-      ok = RoleAllows(u, "worker", h.seed_data().worker());
-      break;
-    default:
-      break;  // Reads: any key of the job.
-  }
-  if (ok) return Status::OK();
-  return PermissionDeniedError("key '" + u + "' may not send " + wire::MsgType_Name(h.type()) +
-                               " as claimed (under --security=curve a server or worker "
-                               "registers with the id of its key)");
-}
-
 void CoordinatorImpl::Handle(Request req) {
   if (!leading_.load()) {
     // A standby (or a deposed leader standing by): Unavailable, and where
@@ -238,8 +200,10 @@ void CoordinatorImpl::Handle(Request req) {
 
 void CoordinatorImpl::Dispatch(Request req) {
   const wire::Header& h = req.msg.header;
-  if (Status s = CheckRole(req); !s.ok()) {
-    Refuse(req, s);
+  Status allowed = CheckRole(req);
+  if (allowed.ok()) allowed = CheckToken(req);
+  if (!allowed.ok()) {
+    Refuse(req, allowed);
     return;
   }
   if (h.type() == wire::REGISTER && h.register_request().role() != "observer" &&

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "common/member_token.h"
+
 namespace relaxps {
 namespace coordinator_internal {
 
@@ -112,6 +114,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
           (r.requested_id() < 0 || r.requested_id() == id)) {
         LOG(INFO) << "server " << id << " (pid " << r.pid() << ") repeated its registration";
         rr->set_id(id);
+        rr->set_member_token(m.token);  // The same process: the same token.
         rr->set_coordinator_identity(identity_);
         rr->set_coordinator_term(term_);
         FillLiveWorkers(rr->mutable_live_workers());
@@ -144,6 +147,9 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     const bool was_live = old != members_.servers().end() && old->second.alive;
     const bool replaces = old != members_.servers().end();
     const int id = members_.AddServer(r.requested_id(), r.endpoint(), r.pid(), now);
+    // A new token: the previous instance's is revoked.
+    const std::string token = NewMemberToken();
+    members_.SetServerToken(id, token);
     if (options_.curve.enabled() && !server_keys_.count(id)) {
       // CheckRole bound the id to the sender's key, so this file exists.
       StatusOr<std::string> key =
@@ -199,6 +205,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
                               {"holders", std::vector<int>(holders.begin(), holders.end())}});
     }
     rr->set_id(id);
+    rr->set_member_token(token);
     rr->set_coordinator_identity(identity_);
     rr->set_coordinator_term(term_);
     FillLiveWorkers(rr->mutable_live_workers());
@@ -232,6 +239,10 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     }
     const int64_t start_clock = members_.MinWorkerClock();
     const int id = members_.AddWorker(r.requested_id(), start_clock, r.pid(), now);
+    // A new token, which servers learn with the live set below: a worker's
+    // earlier registration's is revoked.
+    const std::string token = NewMemberToken();
+    members_.SetWorkerToken(id, token);
     LOG(INFO) << "worker " << id << " registered (pid " << r.pid() << ") at clock "
               << start_clock;
     Emit("member_joined", {{"role", "worker"},
@@ -241,6 +252,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
                            {"replaces", replaces},
                            {"clock", start_clock}});
     rr->set_id(id);
+    rr->set_member_token(token);
     rr->set_start_clock(start_clock);
     rr->set_barrier_generation(barriers_.generation());
     rr->set_incarnation(next_incarnation_++);
@@ -257,8 +269,9 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     });
     return;
   }
-  if (r.role() == "observer") {
+  if (r.role() == "observer" || r.role() == "operator") {
     rr->set_id(-1);
+    rr->set_member_token(OpenSession(r.role()));
     *rr->mutable_shard_map() = map_;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
     return;
@@ -331,6 +344,9 @@ void CoordinatorImpl::FillLiveWorkers(wire::LiveWorkers* lw) const {
   for (size_t i = 0; i < ids.size(); ++i) {
     lw->add_ids(ids[i]);
     lw->add_clocks(clocks[i]);
+    // Servers accept a worker's requests only with its token (never sent to
+    // anyone but servers).
+    lw->add_tokens(members_.workers().at(ids[i]).token);
   }
 }
 

@@ -180,12 +180,14 @@ StateRecords CoordinatorImpl::Snapshot() const {
     s->set_endpoint(info.endpoint);
     s->set_pid(info.pid);
     s->set_alive(info.alive);
+    s->set_token(info.token);
   }
   for (const auto& [id, info] : members_.workers()) {
     wire::StoredMember* w = m.add_workers();
     w->set_id(id);
     w->set_pid(info.pid);
     w->set_alive(info.alive);
+    w->set_token(info.token);
     w->set_finished(info.finished);
     w->set_failure(info.failure);
   }
@@ -250,6 +252,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   const int64_t seen = now + options_.heartbeat_timeout_ms;
   for (const wire::StoredMember& s : m.servers()) {
     members_.AddServer(s.id(), s.endpoint(), s.pid(), seen);
+    members_.SetServerToken(s.id(), s.token());
     if (!s.alive()) members_.MarkServerDead(s.id());
     if (options_.curve.enabled()) {
       StatusOr<std::string> key =
@@ -260,6 +263,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   }
   for (const wire::StoredMember& w : m.workers()) {
     members_.AddWorker(w.id(), 0, w.pid(), seen);
+    members_.SetWorkerToken(w.id(), w.token());
     if (!w.alive()) members_.RemoveWorker(w.id());
     if (w.finished()) members_.MarkWorkerFinished(w.id(), w.failure());
   }

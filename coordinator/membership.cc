@@ -25,6 +25,14 @@ int Membership::AddWorker(int requested_id, int64_t start_clock, int pid, int64_
   return id;
 }
 
+void Membership::SetServerToken(int id, const std::string& token) {
+  if (auto it = servers_.find(id); it != servers_.end()) it->second.token = token;
+}
+
+void Membership::SetWorkerToken(int id, const std::string& token) {
+  if (auto it = workers_.find(id); it != workers_.end()) it->second.token = token;
+}
+
 void Membership::RemoveWorker(int id) {
   auto it = workers_.find(id);
   if (it != workers_.end() && it->second.alive) {

@@ -34,6 +34,9 @@ struct MemberInfo {
   std::string failure;
   // Workers only: a heartbeat of it arrived since it registered.
   bool heard = false;
+  // Its newest registration's member token (common/member_token.h): its
+  // messages are accepted only with it.
+  std::string token;
 };
 
 class Membership {
@@ -45,6 +48,9 @@ class Membership {
   int AddServer(int requested_id, const std::string& endpoint, int pid, int64_t now_ms);
   int AddWorker(int requested_id, int64_t start_clock, int pid, int64_t now_ms);
   void RemoveWorker(int id);
+  // Sets the member token of a registered member (no-op for an unknown id).
+  void SetServerToken(int id, const std::string& token);
+  void SetWorkerToken(int id, const std::string& token);
   // Records that worker `id` finished (see MemberInfo::finished), with the
   // error it ends with (`failure`, empty: none). Returns true the first time
   // for a known worker.

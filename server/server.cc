@@ -228,6 +228,10 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
     return reply.status().WithPrefix("registering with coordinator " +
                                      coordinators_.current_endpoint());
   }
+  {
+    MutexLock l(&token_mu_);
+    member_token_ = reply->header.register_reply().member_token();
+  }
   return reply->header.register_reply();
 }
 
@@ -246,7 +250,7 @@ Status ServerImpl::Run() {
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
   if (job_done_) {
     // Tell the coordinator this server left in order (bounded wait).
-    coordinators_.CallSync(MemberMessage(wire::DEREGISTER, "server", id_), 300)
+    coordinators_.CallSync(MemberMessage(wire::DEREGISTER, "server", id_, member_token()), 300)
         .status()
         .IgnoreError();
     LOG(INFO) << "server " << id_ << ": the job is over; flushed and exiting";
@@ -265,7 +269,7 @@ void ServerImpl::StopHeartbeat() {
 }
 
 Message ServerImpl::HeartbeatMessage(uint64_t map_version, bool awaiting_state) const {
-  Message hb = MemberMessage(wire::HEARTBEAT, "server", id_);
+  Message hb = MemberMessage(wire::HEARTBEAT, "server", id_, member_token());
   wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
   h->set_shard_map_version(map_version);
   h->set_awaiting_state(awaiting_state);

@@ -68,9 +68,9 @@ std::vector<FlagGroup> WorkerFlagGroups() {
 std::vector<FlagGroup> CtlFlagGroups() {
   return {
       {"Connection", {"coordinator", "timeout_ms", "checkpoint_timeout_ms", "security",
-                      "keys_dir"}},
+                      "keys_dir", "key"}},
       {"Output", {"json"}},
-      {"keygen", {"servers", "workers"}},
+      {"keygen", {"servers", "workers", "principals"}},
   };
 }
 

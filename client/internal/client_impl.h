@@ -43,6 +43,7 @@
 #include "common/clock.h"
 #include "common/coordinator_peers.h"
 #include "common/fault_options.h"
+#include "common/member_token.h"
 #include "common/payload_codec.h"
 #include "common/periodic_thread.h"
 #include "common/shard_map.h"
@@ -148,6 +149,11 @@ class ClientImpl final : public Client,
   Status ReportFinished(const Status& outcome, int timeout_ms) override;  // client.cc
   bool Drive(const std::function<bool()>& done, int timeout_ms) override {
     return rpc_->Drive(done, timeout_ms);
+  }
+  // This registration's member token (MemberTokenOf, client/testing.h).
+  std::string member_token() const {
+    MutexLock l(&token_mu_);
+    return member_token_;
   }
 
  private:
@@ -320,6 +326,7 @@ class ClientImpl final : public Client,
   }
   void CountError() override { errors_.fetch_add(1); }
   StatusOr<Message> CallCoordinatorSync(Message msg, int timeout_ms) override {
+    StampToken(&msg.header);
     return coordinators_.CallSync(std::move(msg), timeout_ms);
   }
 
@@ -388,6 +395,21 @@ class ClientImpl final : public Client,
   // local on a closed connection (ClientFeatures::probe_on_disconnect).
   std::atomic<bool> local_on_disconnect_{false};
   uint64_t incarnation_ = 0;  // Constant after Init(): this registration's.
+  // This registration's member token (RegisterReply.member_token), carried
+  // by every request; replaced by RegisterAgain.
+  mutable Mutex token_mu_;
+  std::string member_token_ GUARDED_BY(token_mu_);
+  WireToken wire_token_ GUARDED_BY(token_mu_);  // member_token_ as headers carry it.
+  void set_member_token(const std::string& token) {
+    MutexLock l(&token_mu_);
+    member_token_ = token;
+    wire_token_ = ToWireToken(token);
+  }
+  // Sets `header`'s member token (no allocation: a request's hot path).
+  void StampToken(wire::Header* header) const {
+    MutexLock l(&token_mu_);
+    SetMemberToken(wire_token_, header);
+  }
   std::atomic<uint64_t> next_push_id_{1};
   std::atomic<int64_t> barrier_generation_{0};  // This worker's next Barrier().
   std::atomic<uint64_t> failover_logged_epoch_{0};

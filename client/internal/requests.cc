@@ -73,6 +73,7 @@ Message ClientImpl::NewRequest(wire::MsgType type, const std::string& table, int
   // a push_id (chain resends, a stateless worker's resend of a push it gave
   // up on, replays).
   m.header.set_incarnation(incarnation_);
+  StampToken(&m.header);
   if (features_.chain_routing) m.header.set_epoch(router_->map()->epoch());
   return m;
 }

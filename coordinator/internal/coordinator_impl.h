@@ -149,9 +149,30 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // a failed job's clients had time to learn why.
   void MaybeExit(int64_t now);
   void Handle(Request req);
-  // --security=curve: PermissionDenied unless the sender's key may send
-  // this message in the role and with the id it claims.
+  // --security=curve: PermissionDenied unless the sender's key has a role
+  // that may send this kind (RoleMaySend) and may claim the role and id it
+  // claims (coordinator_auth.cc).
   Status CheckRole(const Request& req) const;
+  // Member tokens, under plain TCP too: PermissionDenied unless a member's
+  // message carries its newest registration's token, or an operator's
+  // message an operator session's (a HEARTBEAT with a wrong or revoked one:
+  // NotFound, so a member that missed its re-registration reply registers
+  // again). Updates the session's last use.
+  Status CheckToken(const Request& req);
+  Status CheckMemberToken(const wire::Header& h, const std::string& role, int id) const;
+  Status CheckSession(const wire::Header& h, bool operator_only);
+  // A new observer or operator session's token (the least recently used one
+  // goes beyond kMaxSessions).
+  std::string OpenSession(const std::string& role);
+  // Observer and operator sessions (relaxps-ctl, evaluators): token -> role
+  // and last use. Not stored: after a coordinator restart they register
+  // again.
+  struct Session {
+    std::string role;
+    int64_t last_used_ms = 0;
+  };
+  static constexpr size_t kMaxSessions = 1024;
+  std::map<std::string, Session> sessions_;
   // `old_confirmed_dead`: a server registering with the id of a live one
   // whose instance did not answer a probe (see takeover_probe_ms).
   void HandleRegister(Request req, bool old_confirmed_dead = false);

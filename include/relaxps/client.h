@@ -45,7 +45,9 @@ struct ClientOptions {
   // "ipc://path"; anything else fails Connect() at once with InvalidArgument.
   std::string coordinator;
   // "worker" joins the job's live worker set (clock, heartbeats, barriers);
-  // "observer" (relaxps-ctl, tools) only reads.
+  // "observer" (relaxps-ctl, tools) only reads; "operator" reads and may
+  // also create tables and change learning rates (an operator session,
+  // docs/security.md; under CURVE with an operator key).
   std::string role = "worker";
   // Requested worker id; -1 lets the coordinator assign the next free one.
   int worker_id = -1;

@@ -35,31 +35,63 @@ Status ServerImpl::CheckClockAhead(const DenseShardState& shard, int64_t clock,
 }
 
 Status ServerImpl::CheckRole(const Request& req) const {
-  const std::string& u = req.user_id;
-  if (u.empty()) return Status::OK();  // Plain TCP.
   const wire::Header& h = req.msg.header;
-  bool ok = true;
-  if (h.forwarded() || h.type() == wire::CHAIN_SNAPSHOT || h.type() == wire::CHAIN_COMPLETE) {
-    ok = RoleAllows(u, "server");
-  } else {
-    switch (h.type()) {
-      case wire::PULL:
-      case wire::PULL_ROWS:
-        ok = h.sender() < 0 ? RoleAllows(u, "observer") : RoleAllows(u, "worker", h.sender());
-        break;
-      case wire::PUSH:
-      case wire::PUSH_PULL:
-      case wire::PUSH_ROWS:
-      case wire::CLOCK:
-        ok = RoleAllows(u, "worker", h.sender());
-        break;
-      default:
-        break;  // Control messages: CheckFromCoordinator; stats and probes: any key.
+  const bool chain = h.forwarded() || h.type() == wire::CHAIN_SNAPSHOT ||
+                     h.type() == wire::CHAIN_COMPLETE;
+  const bool from_worker = !chain && h.sender() >= 0 &&
+                           (h.type() == wire::PUSH || h.type() == wire::PUSH_PULL ||
+                            h.type() == wire::PUSH_ROWS || h.type() == wire::CLOCK ||
+                            h.type() == wire::PULL || h.type() == wire::PULL_ROWS);
+  const std::string& u = req.user_id;
+  if (!u.empty()) {  // --security=curve: the key's role, then the id it claims.
+    const Principal p = PrincipalOf(u);
+    if (!p.known || !RoleMaySend(p.role, h.type(), h.forwarded())) {
+      return PermissionDeniedError("key '" + (p.known ? p.name : u) + "' (role " +
+                                   (p.known ? RoleName(p.role) : "unknown") + ") may not send " +
+                                   wire::MsgType_Name(h.type()) +
+                                   (h.forwarded() ? " (forwarded)" : ""));
+    }
+    bool ok = true;
+    if (!chain) {
+      switch (h.type()) {
+        case wire::PULL:
+        case wire::PULL_ROWS:
+          ok = h.sender() < 0 ? RoleAllows(u, "observer") : RoleAllows(u, "worker", h.sender());
+          break;
+        case wire::PUSH:
+        case wire::PUSH_PULL:
+        case wire::PUSH_ROWS:
+        case wire::CLOCK:
+          ok = RoleAllows(u, "worker", h.sender());
+          break;
+        default:
+          break;  // Control messages: CheckFromCoordinator; stats and probes: the role.
+      }
+    }
+    if (!ok) {
+      return PermissionDeniedError("key '" + p.name + "' may not send " +
+                                   wire::MsgType_Name(h.type()) + " as worker " +
+                                   std::to_string(h.sender()));
     }
   }
-  if (ok) return Status::OK();
-  return PermissionDeniedError("key '" + u + "' may not send " + wire::MsgType_Name(h.type()) +
-                               " as worker " + std::to_string(h.sender()));
+  if (h.type() == wire::PUSH || h.type() == wire::PUSH_PULL || h.type() == wire::PUSH_ROWS ||
+      h.type() == wire::CLOCK) {
+    if (!chain && h.sender() < 0) {
+      return PermissionDeniedError(wire::MsgType_Name(h.type()) + " refused: no worker id");
+    }
+  }
+  if (from_worker) {
+    // Member tokens, under plain TCP too: a worker's request only with the
+    // token of its newest registration (common/member_token.h).
+    auto it = worker_tokens_.find(h.sender());
+    if (it == worker_tokens_.end() || !HeaderCarriesToken(h, it->second)) {
+      return PermissionDeniedError(wire::MsgType_Name(h.type()) + " refused: it does not carry "
+                                   "worker " + std::to_string(h.sender()) +
+                                   "'s member token (only the process that registered as that "
+                                   "worker may send it)");
+    }
+  }
+  return Status::OK();
 }
 
 Status ServerImpl::CheckFromCoordinator(const Request& req) const {

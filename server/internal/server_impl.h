@@ -227,6 +227,15 @@ class ServerImpl final : public Server, private ChainHost {
   // messages (INSTALL_MAP, WORKER_SET, CHECKPOINT, SEED) from anyone else are
   // refused with PermissionDenied.
   std::string coordinator_identity_;
+  // This server's member token (RegisterReply.member_token), on its
+  // messages to the coordinator; set by Register (init, or a rejoin on
+  // another thread), read by the heartbeat thread.
+  mutable Mutex token_mu_;
+  std::string member_token_ GUARDED_BY(token_mu_);
+  std::string member_token() const {
+    MutexLock l(&token_mu_);
+    return member_token_;
+  }
   // The coordinator term of coordinator_identity_: a heartbeat reply of a
   // newer term (a restarted or newly elected coordinator) replaces it.
   // Loop thread after Init().
@@ -303,6 +312,11 @@ class ServerImpl final : public Server, private ChainHost {
   // disk faults (no checkpoint directory, a memory store) are not counted.
   void OnDurableWrite(DurableWrite what, const Status& s);
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
+  // Each worker's newest member token (LiveWorkers.tokens): its requests
+  // are accepted only with it. A worker that left keeps its last one (a
+  // worker declared dead that carries on is served as before); a new
+  // registration's replaces it. Loop thread.
+  std::map<int, std::string> worker_tokens_;
   std::vector<float> decode_scratch_;
   // Replies waiting for the WAL sync (group commit): (peer identity, reply).
   std::vector<std::pair<std::string, Message>> unsynced_replies_;

@@ -148,7 +148,12 @@ Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
     return InvalidArgumentError("live worker set with " + std::to_string(live.ids_size()) +
                                 " ids and " + std::to_string(live.clocks_size()) + " clocks");
   }
+  if (live.tokens_size() != 0 && live.tokens_size() != live.ids_size()) {
+    return InvalidArgumentError("live worker set with " + std::to_string(live.ids_size()) +
+                                " ids and " + std::to_string(live.tokens_size()) + " tokens");
+  }
   live_workers_ = live;
+  for (int i = 0; i < live.tokens_size(); ++i) worker_tokens_[live.ids(i)] = live.tokens(i);
   std::vector<int> ids(live.ids().begin(), live.ids().end());
   std::vector<int64_t> clocks(live.clocks().begin(), live.clocks().end());
   if (hold_next_live_set_ && !ids.empty()) {

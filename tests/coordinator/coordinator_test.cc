@@ -16,6 +16,7 @@
 
 #include "client/client.h"
 #include "common/clock.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "server/server.h"
 #include "tests/storage/storage_test_util.h"
@@ -113,7 +114,7 @@ TEST(CoordinatorClockTest, CheckpointsFollowCheckpointEverySecondsOfClockTime) {
 
   ClientOptions cli;
   cli.coordinator = coordinator.endpoint();
-  cli.role = "observer";
+  cli.role = "operator";  // Creates a table: an operator session.
   auto client = Client::Connect(cli);
   ASSERT_TRUE(client.ok()) << client.status();
   TableOptions t;
@@ -165,8 +166,11 @@ TEST(CoordinatorClockTest, CheckpointInFlightFailsWhenItsServerIsDeclaredDead) {
   const int peer = rpc.Connect(coordinator.endpoint());
   ASSERT_TRUE(RegisterSilentServer(&rpc, peer, getpid()).ok());
 
+  StatusOr<Message> session = Register(&rpc, peer, "operator", getpid());
+  ASSERT_TRUE(session.ok()) << session.status();
   Message trigger;
   trigger.header.set_type(wire::TRIGGER_CHECKPOINT);
+  SetMemberToken(session->header.register_reply().member_token(), &trigger.header);
   rpc.Call(peer, std::move(trigger), 60000,
            [&answered](const Status& s, Message reply) {
              if (s.ok()) {
@@ -232,6 +236,7 @@ TEST(CoordinatorTest, ServerRegistrationCarriesTheLiveWorkersAndTheirClocks) {
   hb.header.set_type(wire::HEARTBEAT);
   hb.header.mutable_heartbeat()->set_role("worker");
   hb.header.mutable_heartbeat()->set_id(worker_id);
+  SetMemberToken(worker->header.register_reply().member_token(), &hb.header);
   hb.header.mutable_heartbeat()->set_clock(42);
   ASSERT_TRUE(rpc.CallSync(peer, std::move(hb), 5000).ok());
   StatusOr<Message> server = Register(&rpc, peer, "server", getpid());

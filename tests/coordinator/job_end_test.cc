@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "common/clock.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/event_ring.h"
@@ -78,8 +80,12 @@ class JobEndTest : public ::testing::Test {
     r->set_protocol_version(kProtocolVersion);
     StatusOr<Message> reply = Call(std::move(reg));
     EXPECT_TRUE(reply.ok()) << reply.status();
-    return reply.ok() ? reply->header.register_reply().id() : -1;
+    if (!reply.ok()) return -1;
+    tokens_[reply->header.register_reply().id()] = reply->header.register_reply().member_token();
+    return reply->header.register_reply().id();
   }
+  // Member tokens of the workers registered, by id.
+  std::map<int, std::string> tokens_;
   int RegisterWorker() { return Register("worker"); }
   // A worker's heartbeat; `finished`: its final report, with `failure`.
   Status Heartbeat(int worker, bool finished, const std::string& failure = "") {
@@ -87,6 +93,7 @@ class JobEndTest : public ::testing::Test {
     hb.header.set_type(wire::HEARTBEAT);
     hb.header.mutable_heartbeat()->set_role("worker");
     hb.header.mutable_heartbeat()->set_id(worker);
+    SetMemberToken(tokens_[worker], &hb.header);
     hb.header.mutable_heartbeat()->set_clock(7);
     hb.header.mutable_heartbeat()->set_finished(finished);
     hb.header.mutable_heartbeat()->set_failure(failure);
@@ -151,6 +158,7 @@ TEST_F(JobEndTest, AWorkerThatReportedAnErrorIsWorkersFailed) {
   Message bye;
   bye.header.set_type(wire::DEREGISTER);
   bye.header.set_sender(worker);
+  SetMemberToken(tokens_[worker], &bye.header);
   ASSERT_TRUE(Call(std::move(bye)).ok());
   ASSERT_TRUE(RunsToItsEnd());
   const JobEnd end = coordinator_->job_end();
@@ -167,6 +175,7 @@ TEST_F(JobEndTest, AGoodbyeWithoutAFinalReportIsDoneAsBefore) {
   Message bye;
   bye.header.set_type(wire::DEREGISTER);
   bye.header.set_sender(worker);
+  SetMemberToken(tokens_[worker], &bye.header);
   ASSERT_TRUE(Call(std::move(bye)).ok());
   ASSERT_TRUE(RunsToItsEnd());
   EXPECT_EQ(coordinator_->job_end().verdict, "done");

@@ -131,9 +131,13 @@ def test_close_and_context_manager(cluster):
 def test_two_clients_get_their_own_worker_ids(cluster):
     with connect(cluster) as a, connect(cluster) as b:
         assert {a.worker_id, b.worker_id} == {0, 1}
+        # An observer only reads; an operator session creates tables.
         with connect(cluster, role="observer") as o:
-            o.create_table("x", 2)
-            assert [t["name"] for t in o.list_tables()] == ["x"]
+            with pytest.raises(relaxps.PermissionDenied, match="operator session"):
+                o.create_table("x", 2)
+        with connect(cluster, role="operator") as op:
+            op.create_table("x", 2)
+            assert [t["name"] for t in op.list_tables()] == ["x"]
 
 
 def test_events_file_gets_the_client_library_events(cluster, tmp_path):

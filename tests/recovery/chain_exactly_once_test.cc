@@ -18,6 +18,8 @@
 
 #include <gtest/gtest.h>
 
+#include "client/testing.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "common/shard_map.h"
 #include "common/wire.h"
@@ -305,11 +307,13 @@ TEST_F(ChainExactlyOnceTest, PausedServerRoutedAroundThenFencedAndRejoins) {
   cluster_->server(0)->Kill(SIGSTOP);
   const int64_t stopped = RealClock()->NowMs();
   // A push queued at the paused head, by no real worker (its gradient is in
-  // no sum: applying it on any live replica breaks the final check).
+  // no sum: applying it on any live replica breaks the final check), with
+  // worker 0's id and member token, which servers require of its pushes.
   Message push;
   push.header.set_type(wire::PUSH);
   push.header.set_table("w");
-  push.header.set_sender(0);
+  push.header.set_sender(workers_[0]->job().worker_id);
+  SetMemberToken(MemberTokenOf(*workers_[0]), &push.header);
   push.header.set_incarnation(424242);
   push.header.set_push_id(1);
   push.header.set_key_begin(headed.begin);

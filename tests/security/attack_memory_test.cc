@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include "client/testing.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "tests/recovery/recovery_util.h"
 #include "tests/security/attack_util.h"
@@ -118,6 +120,7 @@ TEST_F(AttackMemoryTest, ServerPeakMemoryStaysWithinItsLimits) {
     push.set_key_begin(0);
     push.set_key_count(1);
     push.set_sender(worker_->worker_id());
+    SetMemberToken(MemberTokenOf(*worker_), &push);
     const float one = 1.0f;
     const std::string payload(reinterpret_cast<const char*>(&one), sizeof(one));
     const uint64_t seen = test::ServerStatsOf(server_).requests();

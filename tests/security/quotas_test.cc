@@ -21,6 +21,8 @@
 #include <zmq_addon.hpp>
 
 #include "client/client.h"
+#include "client/testing.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
@@ -118,6 +120,7 @@ TEST(QuotasTest, BspPushesFarInTheFutureAreRefused) {
   push.set_key_begin(0);
   push.set_key_count(1);
   push.set_sender(worker->worker_id());
+  SetMemberToken(MemberTokenOf(*worker), &push);
   const float one = 1.0f;
   for (int c = 1; c <= 500; ++c) {
     push.set_request_id(c);
@@ -284,9 +287,13 @@ TEST(QuotasTest, HundredThousandRejectedRequestsLogUnderOneMegabyte) {
   bad.set_table("nope");
   for (int i = 1; i <= 100000; ++i) {
     bad.set_request_id(i);
-    // Four reasons: unknown table (push, pull), a forged WORKER_SET, garbage.
+    // Four reasons: a push without its worker's token, an unknown table
+    // (an observer's pull), a forged WORKER_SET, a kind no server serves.
+    // (A kind no build sends is refused before the server sees it:
+    // relaxps_server_malformed_total.)
     bad.set_type(i % 4 == 0 ? wire::PUSH : i % 4 == 1 ? wire::PULL : wire::WORKER_SET);
-    if (i % 4 == 3) bad.set_type(static_cast<wire::MsgType>(77));
+    bad.set_sender(i % 4 == 1 ? -1 : 0);
+    if (i % 4 == 3) bad.set_type(wire::GET_EVENTS);
     peer.Send(bad);
     if (i % 1000 == 0) peer.DrainReplies();
   }

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "client/client.h"
+#include "client/testing.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
 #include "tests/server/in_process_cluster.h"
@@ -88,10 +90,13 @@ class RawWorker {
   zmq::socket_t socket_;
 };
 
-wire::Header Push(int worker, int64_t clock, uint64_t push_id, uint64_t n) {
+// A push as `worker`, whose member token is `token` (MemberTokenOf).
+wire::Header Push(int worker, int64_t clock, uint64_t push_id, uint64_t n,
+                  const std::string& token) {
   wire::Header h;
   h.set_type(wire::PUSH);
   h.set_sender(worker);
+  SetMemberToken(token, &h);
   h.set_table("w");
   h.set_key_begin(0);
   h.set_key_count(n);
@@ -122,24 +127,28 @@ TEST(PushReplyTest, ABspPushWaitingForItsRoundIsPendingAndItsResendIsAcknowledge
   const std::string server = ServerEndpoint(cluster.coordinator());
   RawWorker raw(server);
   const std::vector<float> g0(4, 1.0f), g1(4, 3.0f);
+  ASSERT_EQ(w0->worker_id(), 0);
+  ASSERT_EQ(w1->worker_id(), 1);
+  const std::string t0 = MemberTokenOf(*w0), t1 = MemberTokenOf(*w1);
 
-  wire::Header r = raw.Call(Push(0, 0, 1, 4), g0);
+  wire::Header r = raw.Call(Push(0, 0, 1, 4, t0), g0);
   ASSERT_TRUE(StatusFromProto(r.status()).ok()) << r.DebugString();
   EXPECT_TRUE(r.pending());
   EXPECT_EQ(r.snapshot_seq(), 0u);
   // Resent while its round is open: a duplicate, still pending (not
   // "pushed twice"), and not counted as reflected.
-  r = raw.Call(Push(0, 0, 1, 4), g0);
+  r = raw.Call(Push(0, 0, 1, 4, t0), g0);
   ASSERT_TRUE(StatusFromProto(r.status()).ok()) << r.DebugString();
   EXPECT_TRUE(r.pending());
   EXPECT_EQ(AppliedParts(server, 0), 0u);
 
-  r = raw.Call(Push(1, 0, 1, 4), g1);
+  r = raw.Call(Push(1, 0, 1, 4, t1), g1);
   ASSERT_TRUE(StatusFromProto(r.status()).ok()) << r.DebugString();
   // A pull at clock 1 is answered once round 0 is applied: the mean, once.
   wire::Header pull;
   pull.set_type(wire::PULL);
   pull.set_sender(0);
+  SetMemberToken(t0, &pull);
   pull.set_table("w");
   pull.set_key_count(4);
   pull.set_clock(1);
@@ -151,7 +160,7 @@ TEST(PushReplyTest, ABspPushWaitingForItsRoundIsPendingAndItsResendIsAcknowledge
   EXPECT_EQ(AppliedParts(server, 0), 1u);
   EXPECT_EQ(AppliedParts(server, 1), 1u);
   // Now reflected: a resend is acknowledged as such.
-  r = raw.Call(Push(0, 0, 1, 4), g0);
+  r = raw.Call(Push(0, 0, 1, 4, t0), g0);
   ASSERT_TRUE(StatusFromProto(r.status()).ok()) << r.DebugString();
   EXPECT_FALSE(r.pending());
   r = raw.Call(pull, {}, &params);
@@ -177,21 +186,31 @@ TEST(PushReplyTest, RepliesNameTheNewestCheckpointTaken) {
     ASSERT_TRUE(client->CreateTable(DenseTable("w", 4)).ok());
     RawWorker raw(ServerEndpoint((*coordinator)->endpoint()));
     const std::vector<float> g(4, 1.0f);
-    wire::Header r = raw.Call(Push(0, 0, 1, 4), g);
+    const int id = client->worker_id();
+    const std::string token = MemberTokenOf(*client);
+    wire::Header r = raw.Call(Push(id, 0, 1, 4, token), g);
     ASSERT_TRUE(StatusFromProto(r.status()).ok()) << r.DebugString();
     EXPECT_EQ(r.snapshot_seq(), 0u);
     EXPECT_FALSE(r.pending());  // Async: reflected at once.
 
     RpcClient rpc;
+    const int peer = rpc.Connect((*coordinator)->endpoint());
+    Message reg;  // An operator session (what relaxps-ctl checkpoint opens).
+    reg.header.set_type(wire::REGISTER);
+    reg.header.mutable_register_request()->set_role("operator");
+    reg.header.mutable_register_request()->set_protocol_version(kProtocolVersion);
+    auto session = rpc.CallSync(peer, std::move(reg), 5000);
+    ASSERT_TRUE(session.ok()) << session.status();
     Message m;
     m.header.set_type(wire::TRIGGER_CHECKPOINT);
-    auto done = rpc.CallSync(rpc.Connect((*coordinator)->endpoint()), std::move(m), 60000);
+    SetMemberToken(session->header.register_reply().member_token(), &m.header);
+    auto done = rpc.CallSync(peer, std::move(m), 60000);
     ASSERT_TRUE(done.ok()) << done.status();
 
-    r = raw.Call(Push(0, 1, 2, 4), g);
+    r = raw.Call(Push(id, 1, 2, 4, token), g);
     ASSERT_TRUE(StatusFromProto(r.status()).ok()) << r.DebugString();
     EXPECT_EQ(r.snapshot_seq(), 1u);
-    wire::Header pp = Push(0, 2, 3, 4);
+    wire::Header pp = Push(id, 2, 3, 4, token);
     pp.set_type(wire::PUSH_PULL);
     r = raw.Call(pp, g);
     ASSERT_TRUE(StatusFromProto(r.status()).ok()) << r.DebugString();

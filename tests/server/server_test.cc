@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include "client/client.h"
+#include "client/testing.h"
+#include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
 #include "storage/fault_injecting_fs.h"
@@ -26,6 +28,18 @@
 
 namespace relaxps {
 namespace {
+
+// The member token of a new operator session (what relaxps-ctl checkpoint
+// opens): TRIGGER_CHECKPOINT needs it (docs/security.md).
+std::string OperatorSession(RpcClient* rpc, int coordinator) {
+  Message reg;
+  reg.header.set_type(wire::REGISTER);
+  reg.header.mutable_register_request()->set_role("operator");
+  reg.header.mutable_register_request()->set_protocol_version(kProtocolVersion);
+  StatusOr<Message> reply = rpc->CallSync(coordinator, std::move(reg), 5000);
+  CHECK(reply.ok()) << reply.status();
+  return reply->header.register_reply().member_token();
+}
 
 #define RELAXPS_EXPECT_OK_(expr) EXPECT_TRUE((expr).ok()) << (expr).ToString()
 
@@ -306,6 +320,10 @@ TEST(ServerTest, MalformedInputIsRejectedAndHarmless) {
 
   wire::Header push;
   push.set_type(wire::PUSH);
+  // As the registered worker: a stranger's push is refused before it is
+  // looked at (tests/security/forged_messages_test.cc).
+  push.set_sender(client->worker_id());
+  SetMemberToken(MemberTokenOf(*client), &push);
   push.set_request_id(11);
   push.set_table("p");
   push.set_key_begin(0);
@@ -425,9 +443,11 @@ TEST(ServerTest, CheckpointOnAFullDiskFailsAndTheServerGoesOn) {
 
     RpcClient rpc;
     const int peer = rpc.Connect((*coordinator)->endpoint());
+    const std::string session = OperatorSession(&rpc, peer);
     auto trigger = [&] {
       Message m;
       m.header.set_type(wire::TRIGGER_CHECKPOINT);
+      SetMemberToken(session, &m.header);
       return rpc.CallSync(peer, std::move(m), 60000).status();
     };
     fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace, "/checkpoints/");
@@ -499,10 +519,11 @@ TEST(ServerTest, RestoreFailingOnTheStoresFileSystemLeavesTheDataDirUntouched) {
       for (size_t i = 0; i < grads.size(); ++i) grads[i] = 1.0f;
       ASSERT_TRUE((*client)->Push("w", 0, grads).get().ok());
       RpcClient rpc;
+      const int peer = rpc.Connect((*coordinator)->endpoint());
       Message m;
       m.header.set_type(wire::TRIGGER_CHECKPOINT);
-      const Status checkpointed =
-          rpc.CallSync(rpc.Connect((*coordinator)->endpoint()), std::move(m), 60000).status();
+      SetMemberToken(OperatorSession(&rpc, peer), &m.header);
+      const Status checkpointed = rpc.CallSync(peer, std::move(m), 60000).status();
       ASSERT_TRUE(checkpointed.ok()) << checkpointed;
       // The data dir moves on past the checkpoint.
       ASSERT_TRUE((*client)->Push("w", 0, grads).get().ok());
