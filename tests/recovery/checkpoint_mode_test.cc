@@ -28,6 +28,7 @@
 #include "coordinator/coordinator.h"
 #include "server/server.h"
 #include "tests/storage/storage_test_util.h"
+#include "tests/operator_session.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -140,11 +141,8 @@ class CheckpointModeTest : public ::testing::TestWithParam<const char*> {
   std::future<StatusOr<wire::CheckpointRecord>> Checkpoint() {
     const std::string endpoint = coordinator_->endpoint();
     return std::async(std::launch::async, [endpoint]() -> StatusOr<wire::CheckpointRecord> {
-      RpcClient rpc;
-      Message m;
-      m.header.set_type(wire::TRIGGER_CHECKPOINT);
-      ASSIGN_OR_RETURN(Message reply, rpc.CallSync(rpc.Connect(endpoint), std::move(m),
-                                                   60000 * test::TimeScale()));
+      ASSIGN_OR_RETURN(Message reply,
+                       test::TriggerCheckpointAsOperator(endpoint, 60000 * test::TimeScale()));
       return reply.header.checkpoint_record();
     });
   }

@@ -23,6 +23,7 @@
 #include "server/server.h"
 #include "storage/checkpoint.h"
 #include "storage/fault_injecting_fs.h"
+#include "tests/operator_session.h"
 #include "tests/storage/storage_test_util.h"
 #include "tests/test_util.h"
 
@@ -195,10 +196,7 @@ wire::ServerStats StatsOf(const std::string& endpoint) {
 }
 
 Status TriggerCheckpoint(const std::string& coordinator) {
-  RpcClient rpc;
-  Message m;
-  m.header.set_type(wire::TRIGGER_CHECKPOINT);
-  return rpc.CallSync(rpc.Connect(coordinator), std::move(m), 60000).status();
+  return test::TriggerCheckpointAsOperator(coordinator, 60000).status();
 }
 
 struct Job {
@@ -255,7 +253,21 @@ TEST(ServerDiskFaultTest, FullDiskIsReportedAndTheRestoreUsesTheLastGoodCheckpoi
       EXPECT_TRUE(StatsOf((*server)->endpoint()).durable());
 
       ASSERT_TRUE((*client)->Push("w", 0, grads).get().ok());
-      ASSERT_TRUE((*client)->Clock().ok());  // The next checkpoints are at clock 1.
+      ASSERT_TRUE((*client)->Clock().ok());  // The next checkpoints are at clock 1,
+      // once a heartbeat has told the coordinator (it checkpoints at the live
+      // workers' smallest clock).
+      for (int tries = 0;; ++tries) {
+        ASSERT_LT(tries, 1000) << "the coordinator never heard of the worker's clock 1";
+        RpcClient rpc;
+        Message ask;
+        ask.header.set_type(wire::GET_STATUS);
+        StatusOr<Message> st = rpc.CallSync(rpc.Connect(job.coordinator->endpoint()),
+                                            std::move(ask), 5000);
+        ASSERT_TRUE(st.ok()) << st.status();
+        const wire::StatusReply& r = st->header.status_reply();
+        if (r.workers_size() == 1 && r.workers(0).clock() >= 1) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
       fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace, "/checkpoints/");
       const int64_t before_ms = RealClock()->NowUnixMs();
       EXPECT_FALSE(TriggerCheckpoint(job.coordinator->endpoint()).ok());

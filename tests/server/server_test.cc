@@ -24,22 +24,13 @@
 #include "tests/server/held_store.h"
 #include "tests/server/in_process_cluster.h"
 #include "tests/storage/storage_test_util.h"
+#include "tests/operator_session.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
 namespace {
 
-// The member token of a new operator session (what relaxps-ctl checkpoint
-// opens): TRIGGER_CHECKPOINT needs it (docs/security.md).
-std::string OperatorSession(RpcClient* rpc, int coordinator) {
-  Message reg;
-  reg.header.set_type(wire::REGISTER);
-  reg.header.mutable_register_request()->set_role("operator");
-  reg.header.mutable_register_request()->set_protocol_version(kProtocolVersion);
-  StatusOr<Message> reply = rpc->CallSync(coordinator, std::move(reg), 5000);
-  CHECK(reply.ok()) << reply.status();
-  return reply->header.register_reply().member_token();
-}
+using test::OperatorSession;
 
 #define RELAXPS_EXPECT_OK_(expr) EXPECT_TRUE((expr).ok()) << (expr).ToString()
 
