@@ -35,6 +35,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "bench/scratch_dir.h"
 #include "storage/checkpoint.h"
 #include "storage/param_store.h"
 #include "common/flag_help.h"
@@ -81,18 +82,12 @@ int Run() {
   }
   const size_t bytes = static_cast<size_t>(FLAGS_mb) << 20;
   const size_t n = bytes / sizeof(float);
-  std::string root = FLAGS_dir + "/relaxps-checkpoint-bench.XXXXXX";
-  if (::mkdtemp(root.data()) == nullptr) {
+  const bench::ScratchDir scratch(FLAGS_dir, "relaxps-checkpoint-bench");
+  if (!scratch.ok()) {
     fprintf(stderr, "cannot create a scratch directory under %s\n", FLAGS_dir.c_str());
     return 1;
   }
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{root};
+  const std::string& root = scratch.path();
 
   const double seq_s = SeqWriteFsync(root + "/seq.bin", bytes);
   if (seq_s < 0) {

@@ -39,6 +39,7 @@
 #include <glog/logging.h>
 
 #include "common/flag_help.h"
+#include "bench/scratch_dir.h"
 #include "storage/checkpoint.h"
 #include "storage/param_store.h"
 
@@ -93,18 +94,12 @@ int Run() {
   const size_t n = (static_cast<size_t>(FLAGS_mb) << 20) / sizeof(float);
   const size_t chunks = (n + kChunkFloats - 1) / kChunkFloats;
   const size_t stride = std::max<size_t>(1, static_cast<size_t>(100.0 / FLAGS_dirty_pct + 0.5));
-  std::string root = FLAGS_dir + "/relaxps-incremental-bench.XXXXXX";
-  if (::mkdtemp(root.data()) == nullptr) {
+  const bench::ScratchDir scratch(FLAGS_dir, "relaxps-incremental-bench");
+  if (!scratch.ok()) {
     fprintf(stderr, "cannot create a scratch directory under %s\n", FLAGS_dir.c_str());
     return 1;
   }
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{root};
+  const std::string& root = scratch.path();
 
   ParamStoreOptions options;
   options.data_dir = root + "/db";
