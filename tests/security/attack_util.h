@@ -18,6 +18,7 @@
 
 #include "common/rpc_client.h"
 #include "proto/relaxps.pb.h"
+#include "relaxps/table.h"
 
 namespace relaxps {
 namespace test {
@@ -91,6 +92,17 @@ inline wire::ServerStats WaitForServerRequests(const std::string& endpoint, uint
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+// A dense table `name` of `size` keys trained with plain SGD at `lr`: the
+// attacked jobs' model.
+inline TableOptions SgdDenseTable(const std::string& name, uint64_t size, float lr) {
+  TableOptions t;
+  t.name = name;
+  t.size = size;
+  t.optimizer.name = "sgd";
+  t.optimizer.lr = lr;
+  return t;
 }
 
 }  // namespace test

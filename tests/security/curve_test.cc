@@ -22,6 +22,7 @@
 #include "common/rpc_client.h"
 #include "coordinator/coordinator.h"
 #include "server/server.h"
+#include "tests/security/attack_util.h"
 #include "tests/server/in_process_cluster.h"
 #include "tests/test_util.h"
 
@@ -90,12 +91,7 @@ TEST(CurveTest, OnlyTheJobsKeysGetInAndRolesAreBoundToKeys) {
   // The job's worker key trains.
   ASSERT_OK_AND_ASSIGN(auto worker,
                        Connect(job.coordinator(), CurveOptions{keys, "worker-0"}, 0, timeout_ms));
-  TableOptions t;
-  t.name = "w";
-  t.size = 64;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = 1.0f;
-  ASSERT_OK(worker->CreateTable(t));
+  ASSERT_OK(worker->CreateTable(test::SgdDenseTable("w", 64, 1.0f)));
   FloatBuffer g(64), out(64);
   for (auto& v : g) v = 1.0f;
   ASSERT_OK(worker->PushPull("w", 0, g, out).get());
@@ -242,12 +238,7 @@ TEST(CurveTest, ChainReplicasAuthenticateTheirSuccessors) {
   const int timeout_ms = static_cast<int>(test::Scaled(test::Millis(10000)).count());
   ASSERT_OK_AND_ASSIGN(auto worker,
                        Connect(job.coordinator(), CurveOptions{keys, "worker-0"}, 0, timeout_ms));
-  TableOptions t;
-  t.name = "w";
-  t.size = 1000;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = 1.0f;
-  ASSERT_OK(worker->CreateTable(t));
+  ASSERT_OK(worker->CreateTable(test::SgdDenseTable("w", 1000, 1.0f)));
   FloatBuffer g(1000), out(1000);
   for (auto& v : g) v = 1.0f;
   for (int step = 1; step <= 3; ++step) {
@@ -271,12 +262,7 @@ TEST(CurveTest, EveryKindFromEveryRoleThatMayNotSendItIsRefused) {
   const int timeout_ms = static_cast<int>(test::Scaled(test::Millis(10000)).count());
   ASSERT_OK_AND_ASSIGN(auto worker,
                        Connect(job.coordinator(), CurveOptions{keys, "worker-0"}, 0, timeout_ms));
-  TableOptions t;
-  t.name = "w";
-  t.size = 64;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = 1.0f;
-  ASSERT_OK(worker->CreateTable(t));
+  ASSERT_OK(worker->CreateTable(test::SgdDenseTable("w", 64, 1.0f)));
   FloatBuffer g(64), out(64);
   for (auto& v : g) v = 1.0f;
   ASSERT_OK(worker->PushPull("w", 0, g, out).get());

@@ -67,12 +67,7 @@ std::unique_ptr<Client> ConnectWorker(const std::string& coordinator) {
 TEST(ForgedMessagesTest, ControlMessagesFromAnyoneButTheCoordinatorAreRefused) {
   InProcessCluster cluster(1, ConsistencyModel::kBsp, 0);
   auto worker = ConnectWorker(cluster.coordinator());
-  TableOptions t;
-  t.name = "w";
-  t.size = 64;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = 1.0f;
-  ASSERT_OK(worker->CreateTable(t));
+  ASSERT_OK(worker->CreateTable(test::SgdDenseTable("w", 64, 1.0f)));
 
   RpcClient rpc;
   const wire::ShardMap map = GetMap(&rpc, rpc.Connect(cluster.coordinator()));
@@ -297,12 +292,7 @@ void ExpectUnchanged(const JobState& before, const JobState& after) {
 TEST(MemberTokenTest, StrangersAreRefusedEveryKindAndChangeNothing) {
   InProcessCluster cluster(1, ConsistencyModel::kBsp, 0);
   auto worker = ConnectWorker(cluster.coordinator());
-  TableOptions t;
-  t.name = "w";
-  t.size = 64;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = 0.1f;
-  ASSERT_OK(worker->CreateTable(t));
+  ASSERT_OK(worker->CreateTable(test::SgdDenseTable("w", 64, 0.1f)));
   FloatBuffer grads(64), out(64);
   for (auto& g : grads) g = 1.0f;
   ASSERT_OK(worker->PushPull("w", 0, grads, out).get());
@@ -415,12 +405,7 @@ double TrainSmallJob(bool attacked) {
   InProcessCluster cluster(1, ConsistencyModel::kBsp, 0);
   auto worker = ConnectWorker(cluster.coordinator());
   constexpr int kDim = 16, kExamples = 256, kSteps = 30;
-  TableOptions t;
-  t.name = "w";
-  t.size = kDim;
-  t.optimizer.name = "sgd";
-  t.optimizer.lr = 0.5f;
-  CHECK(worker->CreateTable(t).ok());
+  CHECK(worker->CreateTable(test::SgdDenseTable("w", kDim, 0.5f)).ok());
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   std::vector<float> truth(kDim), x(kExamples * kDim), y(kExamples);
