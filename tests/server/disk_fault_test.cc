@@ -24,6 +24,7 @@
 #include "storage/checkpoint.h"
 #include "storage/fault_injecting_fs.h"
 #include "tests/operator_session.h"
+#include "tests/security/attack_util.h"
 #include "tests/storage/storage_test_util.h"
 #include "tests/test_util.h"
 
@@ -186,14 +187,6 @@ TableOptions DenseTable(const std::string& name, uint64_t size) {
   return t;
 }
 
-wire::ServerStats StatsOf(const std::string& endpoint) {
-  RpcClient rpc;
-  Message m;
-  m.header.set_type(wire::SERVER_STATS);
-  auto reply = rpc.CallSync(rpc.Connect(endpoint), std::move(m), 10000);
-  CHECK(reply.ok()) << reply.status();
-  return reply->header.server_stats();
-}
 
 Status TriggerCheckpoint(const std::string& coordinator) {
   return test::TriggerCheckpointAsOperator(coordinator, 60000).status();
@@ -250,7 +243,7 @@ TEST(ServerDiskFaultTest, FullDiskIsReportedAndTheRestoreUsesTheLastGoodCheckpoi
       std::vector<CheckpointInfo> good = ListCheckpoints(dir.path() + "/data/checkpoints/server-0");
       ASSERT_EQ(good.size(), 1u);
       good_dir = good[0].dir;
-      EXPECT_TRUE(StatsOf((*server)->endpoint()).durable());
+      EXPECT_TRUE(test::ServerStatsOf((*server)->endpoint()).durable());
 
       ASSERT_TRUE((*client)->Push("w", 0, grads).get().ok());
       ASSERT_TRUE((*client)->Clock().ok());  // The next checkpoints are at clock 1,
@@ -258,13 +251,8 @@ TEST(ServerDiskFaultTest, FullDiskIsReportedAndTheRestoreUsesTheLastGoodCheckpoi
       // workers' smallest clock).
       for (int tries = 0;; ++tries) {
         ASSERT_LT(tries, 1000) << "the coordinator never heard of the worker's clock 1";
-        RpcClient rpc;
-        Message ask;
-        ask.header.set_type(wire::GET_STATUS);
-        StatusOr<Message> st = rpc.CallSync(rpc.Connect(job.coordinator->endpoint()),
-                                            std::move(ask), 5000);
-        ASSERT_TRUE(st.ok()) << st.status();
-        const wire::StatusReply& r = st->header.status_reply();
+        const wire::StatusReply r =
+            test::AskOrDie(job.coordinator->endpoint(), wire::GET_STATUS).status_reply();
         if (r.workers_size() == 1 && r.workers(0).clock() >= 1) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
@@ -272,7 +260,7 @@ TEST(ServerDiskFaultTest, FullDiskIsReportedAndTheRestoreUsesTheLastGoodCheckpoi
       const int64_t before_ms = RealClock()->NowUnixMs();
       EXPECT_FALSE(TriggerCheckpoint(job.coordinator->endpoint()).ok());
       EXPECT_FALSE(TriggerCheckpoint(job.coordinator->endpoint()).ok());
-      wire::ServerStats stats = StatsOf((*server)->endpoint());
+      wire::ServerStats stats = test::ServerStatsOf((*server)->endpoint());
       EXPECT_FALSE(stats.durable());
       EXPECT_GE(stats.not_durable_since_unix_ms(), before_ms);
       EXPECT_EQ(stats.disk_errors(), 2u);
@@ -291,7 +279,7 @@ TEST(ServerDiskFaultTest, FullDiskIsReportedAndTheRestoreUsesTheLastGoodCheckpoi
 
       fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
       ASSERT_TRUE(TriggerCheckpoint(job.coordinator->endpoint()).ok());
-      EXPECT_TRUE(StatsOf((*server)->endpoint()).durable());
+      EXPECT_TRUE(test::ServerStatsOf((*server)->endpoint()).durable());
       EXPECT_EQ(events.OfKind("durable_again").size(), 1u);
     }
     (*server)->Stop();
