@@ -4,6 +4,7 @@
 #include <gflags/gflags.h>
 
 #include "apps/internal/events_flags.h"
+#include "apps/internal/network_flags.h"
 #include "apps/internal/main_util.h"
 #include "apps/internal/metrics_flags.h"
 #include "common/advertise.h"
@@ -154,6 +155,11 @@ int main(int argc, char** argv) {
     return relaxps::Fail("relaxps-coordinator", a.status(), 2);
   } else if (relaxps::Status r = relaxps::CheckHostResolves(*a); !r.ok()) {
     return relaxps::Fail("relaxps-coordinator", r, 2);
+  }
+  if (auto src = relaxps::SourceAddressFromFlags(); src.ok()) {
+    options.source_address = *src;
+  } else {
+    return relaxps::Fail("relaxps-coordinator", src.status(), 2);
   }
   options.num_servers = FLAGS_num_servers;
   options.num_workers = FLAGS_num_workers;

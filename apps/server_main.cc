@@ -6,6 +6,7 @@
 #include <gflags/gflags.h>
 
 #include "apps/internal/events_flags.h"
+#include "apps/internal/network_flags.h"
 #include "apps/internal/main_util.h"
 #include "apps/internal/metrics_flags.h"
 #include "common/advertise.h"
@@ -153,6 +154,11 @@ int main(int argc, char** argv) {
   // usage error before anything binds (the port is checked once bound).
   if (auto a = relaxps::AdvertisedEndpoint(FLAGS_bind, FLAGS_advertise); !a.ok()) {
     return relaxps::Fail(kName, a.status(), 2);
+  }
+  if (auto src = relaxps::SourceAddressFromFlags(); src.ok()) {
+    options.source_address = *src;
+  } else {
+    return relaxps::Fail(kName, src.status(), 2);
   }
   options.server_id = FLAGS_server_id;
   options.store.cache_mb = static_cast<size_t>(FLAGS_cache_mb);

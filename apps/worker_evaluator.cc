@@ -17,6 +17,7 @@
 #include <glog/logging.h>
 
 #ifdef RELAXPS_TRAINER_WITH_CLIENT
+#include "apps/internal/network_flags.h"
 #include "apps/trainer/evaluator.h"
 #include "client/client.h"
 #endif
@@ -77,6 +78,13 @@ int RunEvaluatorRole(kernels::Device* device, trainer::Model* model,
     return 2;
   }
   client_options.curve = *curve;
+  StatusOr<std::string> source_address = SourceAddressFromFlags();
+  if (!source_address.ok()) {
+    std::fprintf(stderr, "relaxps-worker: evaluator: %s\n",
+                 source_address.status().ToString().c_str());
+    return 2;
+  }
+  client_options.source_address = *source_address;
   StatusOr<std::unique_ptr<Client>> client = Client::Connect(client_options);
   if (!client.ok()) {
     std::fprintf(stderr, "relaxps-worker: evaluator: cannot join the job at %s: %s\n",

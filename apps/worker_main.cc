@@ -21,6 +21,7 @@
 #include "apps/internal/events_flags.h"
 #include "apps/internal/main_util.h"
 #include "apps/internal/metrics_flags.h"
+#include "apps/internal/network_flags.h"
 #include "common/buffer_pool.h"
 #include "apps/trainer/mnist.h"
 #include "apps/trainer/model.h"
@@ -323,6 +324,9 @@ int Main(int argc, char** argv) {
 #ifdef RELAXPS_TRAINER_WITH_CLIENT
     ClientOptions client_options;
     client_options.coordinator = FLAGS_coordinator;
+    StatusOr<std::string> source_address = SourceAddressFromFlags();
+    if (!source_address.ok()) return UsageError(source_address.status().message());
+    client_options.source_address = *source_address;
     client_options.role = "worker";
     client_options.worker_id = FLAGS_worker_id;
     client_options.request_timeout_ms = FLAGS_request_timeout_ms;

@@ -10,6 +10,7 @@
 
 #include "client/internal/client_impl.h"
 #include "client/testing.h"
+#include "common/advertise.h"
 #include "common/fault_injecting_transport.h"
 #include "common/rpc_client.h"
 
@@ -151,6 +152,7 @@ Status ClientImpl::Init() {
   ASSIGN_OR_RETURN(std::vector<std::string> coordinators,
                    CoordinatorPeers::Split(options_.coordinator));
   for (const std::string& e : coordinators) RETURN_IF_ERROR(ValidateEndpoint(e));
+  RETURN_IF_ERROR(CheckSourceAddress(options_.source_address));
   if (options_.role != "worker" && options_.role != "observer" && options_.role != "operator") {
     return InvalidArgumentError("role must be worker, observer or operator");
   }
@@ -170,6 +172,7 @@ Status ClientImpl::Init() {
   ro.default_timeout_ms = options_.request_timeout_ms;
   ro.clock = clock_source_;
   ro.max_message_bytes = options_.max_message_bytes;
+  ro.source_address = options_.source_address;
   if (options_.curve.enabled() && options_.role == "worker" && options_.worker_id < 0) {
     return InvalidArgumentError("--security=curve needs --worker_id (the id of the worker's key)");
   }

@@ -1,8 +1,11 @@
 #include "common/advertise.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 namespace relaxps {
 namespace {
@@ -73,6 +76,31 @@ Status CheckHostResolves(const std::string& endpoint) {
   return InvalidArgumentError("cannot resolve host '" + host + "' of endpoint " + endpoint +
                               ": " + ::gai_strerror(rc) +
                               " (use an address, or a name this machine resolves)");
+}
+
+Status CheckSourceAddress(const std::string& address) {
+  if (address.empty()) return Status::OK();
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
+  if (::inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    length = sizeof(*v4);
+  } else if (::inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    length = sizeof(*v6);
+  } else {
+    return InvalidArgumentError("source address '" + address +
+                                "' is not a numeric IPv4 or IPv6 address");
+  }
+  const int fd = ::socket(storage.ss_family, SOCK_DGRAM, 0);
+  if (fd < 0) return Status::OK();  // Cannot tell; connections will say.
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&storage), length) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (bound || error != EADDRNOTAVAIL) return Status::OK();
+  return InvalidArgumentError("source address " + address + " is not an address of this host");
 }
 
 }  // namespace relaxps

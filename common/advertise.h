@@ -30,6 +30,12 @@ StatusOr<std::string> AdvertisedEndpoint(const std::string& bound, const std::st
 // are. "localhost" resolves through /etc/hosts like any name.
 Status CheckHostResolves(const std::string& endpoint);
 
+// A source address for outgoing connections (RpcClientOptions::
+// source_address): OK when empty or a numeric IPv4 / IPv6 address that this
+// host has (a socket can bind it); otherwise InvalidArgument naming it,
+// rather than connections that retry forever without a word.
+Status CheckSourceAddress(const std::string& address);
+
 }  // namespace relaxps
 
 #endif  // RELAXPS_COMMON_ADVERTISE_H_

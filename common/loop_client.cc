@@ -23,7 +23,7 @@ int LoopClient::Connect(const std::string& endpoint, const std::string& curve_se
   auto socket =
       std::make_unique<zmq::socket_t>(NewDealerSocket(loop_->context(), options_, curve_server_key));
   try {
-    socket->connect(endpoint);
+    socket->connect(ConnectAddress(options_, endpoint));
   } catch (const zmq::error_t& e) {
     // Sends to it fail (Unavailable) and complete their callbacks.
     LOG(ERROR) << "cannot connect to " << endpoint << ": " << e.what();

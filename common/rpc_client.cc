@@ -42,6 +42,14 @@ zmq::socket_t NewDealerSocket(zmq::context_t* context, const RpcClientOptions& o
   return s;
 }
 
+std::string ConnectAddress(const RpcClientOptions& options, const std::string& endpoint) {
+  static constexpr char kTcp[] = "tcp://";
+  if (options.source_address.empty() || endpoint.rfind(kTcp, 0) != 0) return endpoint;
+  const bool v6 = options.source_address.find(':') != std::string::npos;
+  const std::string source = v6 ? "[" + options.source_address + "]" : options.source_address;
+  return kTcp + source + ":0;" + endpoint.substr(sizeof(kTcp) - 1);
+}
+
 RpcClient::RpcClient(const RpcClientOptions& options)
     : options_(options), clock_(ClockOrReal(options.clock)) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -517,7 +525,7 @@ void RpcClient::IoLoop() {
             links_.push_back(Link{peer.endpoint, Status::OK(), 0, 0, false});
           }
           try {
-            s.connect(peer.endpoint);
+            s.connect(ConnectAddress(options_, peer.endpoint));
           } catch (const zmq::error_t& e) {
             LOG(ERROR) << "cannot connect to " << peer.endpoint << ": " << e.what();
           }

@@ -76,6 +76,10 @@ struct RpcClientOptions {
   // UseCurve().
   CurveKeys curve_keys;
   std::string curve_server_key;
+  // Source address of every outgoing TCP connection, a numeric IPv4 or IPv6
+  // address of this host (e.g. the one the process binds and advertises on
+  // a multi-homed host); empty: the kernel's choice. See ConnectAddress().
+  std::string source_address;
 
   // Loads curve.name's keys and the coordinator's public key from
   // curve.keys_dir (no-op when curve is not enabled).
@@ -88,6 +92,11 @@ struct RpcClientOptions {
 // not connected yet. Shared with LoopClient.
 zmq::socket_t NewDealerSocket(zmq::context_t* context, const RpcClientOptions& options,
                               const std::string& curve_server_key);
+
+// What a DEALER built from `options` passes to connect() for `endpoint`:
+// the endpoint itself, or, for a tcp:// endpoint with options.source_address
+// set, ZeroMQ's "tcp://SOURCE:0;HOST:PORT" (connect from SOURCE, any port).
+std::string ConnectAddress(const RpcClientOptions& options, const std::string& endpoint);
 
 // Kept for readability at call sites that only use the ZeroMQ client.
 using RpcClientStats = TransportStats;

@@ -1,8 +1,6 @@
 // Start-up, leadership, request dispatch, the end of the job and status.
 #include "coordinator/internal/coordinator_impl.h"
 
-#include "common/advertise.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,6 +91,7 @@ Status CoordinatorImpl::Init() {
   ASSIGN_OR_RETURN(policy_, NewRecoveryPolicy(options_.recovery));
   recovery_ = policy_->NewCoordinatorRecovery();
   RETURN_IF_ERROR(recovery_->Configure(JobShape(options_)));
+  RETURN_IF_ERROR(CheckSourceAddress(options_.source_address));
   RpcServerOptions ro;
   ro.bind = options_.bind;
   ro.clock = clock_;
@@ -131,6 +130,7 @@ Status CoordinatorImpl::Init() {
   for (int i = 0; i < 4; ++i) identity_ += std::to_string(rd());
   co.routing_id = identity_;
   co.max_message_bytes = options_.max_message_bytes;
+  co.source_address = options_.source_address;
   RETURN_IF_ERROR(co.UseCurve(options_.curve));
   if (recovery_->ProbesClosedConnections()) {
     co.on_disconnect = [this](int peer) { rpc_->Post([this, peer] { OnDisconnect(peer); }); };

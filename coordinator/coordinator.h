@@ -92,6 +92,10 @@ struct CoordinatorOptions {
   // leader_elected events and a ZooKeeper election publish, and what standbys
   // redirect to.
   std::string advertise;
+  // Source address of the coordinator's connections to the servers (a numeric
+  // IPv4/IPv6 address of this host, usually the one it binds and advertises
+  // on a multi-homed host); empty: the kernel's choice.
+  std::string source_address;
   // Servers the job waits for before tables can be created.
   int num_servers = 1;
   // Workers expected. Under BSP and SSP a value > 0 is a start barrier:

@@ -52,6 +52,7 @@ Status ServerImpl::Init() {
   ASSIGN_OR_RETURN(advertised_, AdvertisedEndpoint(rpc_->endpoint(), options_.advertise));
   // Peers connect to it: a name they cannot resolve is an error now.
   RETURN_IF_ERROR(CheckHostResolves(advertised_));
+  RETURN_IF_ERROR(CheckSourceAddress(options_.source_address));
   metrics_.AddLoopCollector(rpc_.get(), [this](metrics::MetricSink* s) { CollectMetrics(s); });
   // Shards live in host memory: host-side work (decoding, NaN checks, BSP
   // sums) runs on the CPU device; optimizer updates run on options_.device
@@ -93,6 +94,7 @@ Status ServerImpl::Init() {
   RpcClientOptions rpc_options;
   rpc_options.clock = clock_;
   rpc_options.max_message_bytes = options_.max_message_bytes;
+  rpc_options.source_address = options_.source_address;
   RETURN_IF_ERROR(rpc_options.UseCurve(options_.curve));
   coordinator_ = std::make_unique<RpcClient>(rpc_options);
   RETURN_IF_ERROR(FindCoordinator());
@@ -126,6 +128,7 @@ Status ServerImpl::Init() {
     po.default_timeout_ms = 5000;
     po.clock = clock_;
     po.max_message_bytes = options_.max_message_bytes;
+    po.source_address = options_.source_address;
     RETURN_IF_ERROR(po.UseCurve(options_.curve));
     ChainReplication::Options co;
     co.transfer_chunk_bytes = std::max<size_t>(options_.state_transfer_chunk_bytes, 4096);

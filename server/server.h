@@ -73,6 +73,10 @@ struct ServerOptions {
   // tcp://0.0.0.0:* then fails Start() asking for it), "HOST" (with the
   // bound port) or "tcp://HOST:PORT". See common/advertise.h.
   std::string advertise;
+  // Source address of the server's outgoing TCP connections (to the
+  // coordinator and chain peers; a numeric IPv4/IPv6 address of this host, usually the one it binds and advertises
+  // on a multi-homed host); empty: the kernel's choice.
+  std::string source_address;
   // Prometheus metrics (server/internal/server_metrics.h) are kept in this
   // registry; nullptr: none. Borrowed; must outlive the server.
   metrics::Registry* metrics = nullptr;

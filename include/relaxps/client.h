@@ -110,6 +110,10 @@ struct ClientOptions {
   // Largest reply accepted, in bytes (ZMQ_MAXMSGSIZE); a peer sending a
   // bigger one is disconnected. Must exceed the largest pull.
   int64_t max_message_bytes = int64_t{1} << 30;
+  // Source address of this process's outgoing TCP connections (a numeric
+  // IPv4/IPv6 address of this host, usually the one it binds and advertises
+  // on a multi-homed host); empty: the kernel's choice.
+  std::string source_address;
   // A dense request's part for one server of more than dense_split_bytes is
   // sent as requests of about dense_part_bytes each (consecutive key ranges),
   // all in flight at once: the server applies one while the next is still on

@@ -4,6 +4,7 @@ binaries' flags, for every backend (a backend only starts what this plans).
 A flag in the spec may use {dir} (the process's working folder on its host:
 the run folder locally and under Slurm, /tmp/relaxps-<tag> over ssh unless
 the host sets workdir), {id} and {name}."""
+import ipaddress
 import os
 
 
@@ -92,8 +93,23 @@ class Planner:
                 flags.append(f"--metrics_bind={proc.host.bind}")
         return flags
 
-    def _advertise(self, proc):
-        return [] if self.spec.backend == "local" else [f"--advertise={proc.host.addr}"]
+    def _source(self, proc):
+        """Away from local runs, a host bound to one numeric address also
+        connects from it (--source_address), so that cutting that address off
+        (a host partition) cuts its processes off both ways."""
+        try:
+            bound = ipaddress.ip_address(proc.host.bind)
+        except ValueError:
+            return []  # A name: the kernel picks the source.
+        if self.spec.backend == "local" or bound.is_unspecified:
+            return []
+        return [f"--source_address={bound}"]
+
+    def _addresses(self, proc):
+        """A listening process's --advertise (away from local runs) and
+        --source_address."""
+        advertise = [] if self.spec.backend == "local" else [f"--advertise={proc.host.addr}"]
+        return advertise + self._source(proc)
 
     def advertised_endpoint(self, proc, port):
         """Where the others reach a process bound on `port` (the host's addr;
@@ -105,7 +121,7 @@ class Planner:
         s = self.spec
         c = s.coordinator
         argv = [self._bin(proc, "relaxps-coordinator"),
-                f"--bind=tcp://{proc.host.bind}:{bind_port or '*'}"] + self._advertise(proc) + [
+                f"--bind=tcp://{proc.host.bind}:{bind_port or '*'}"] + self._addresses(proc) + [
             f"--num_servers={s.servers.count}", f"--num_workers={s.workers.count}",
             "--exit_when_done=false", f"--consistency={s.consistency}",
             f"--staleness={s.staleness}", f"--recovery={s.recovery}"]
@@ -125,7 +141,7 @@ class Planner:
         flags = _subst(s.servers.flags, proc)
         argv = [self._bin(proc, "relaxps-server"), f"--coordinator={coordinators}",
                 f"--server_id={proc.index}", f"--bind=tcp://{proc.host.bind}:*"
-                ] + self._advertise(proc) + [f"--data_dir={proc.workdir}/data/server-{proc.index}"]
+                ] + self._addresses(proc) + [f"--data_dir={proc.workdir}/data/server-{proc.index}"]
         if self.needs["store_kind"] != "any" and not _has(flags, "--store"):
             argv.append(f"--store={self.needs['store_kind']}")
         return argv + self._common(proc, True) + flags + list(restart_flags)
@@ -136,7 +152,7 @@ class Planner:
         if w.command:
             argv = list(w.command)
         else:
-            argv = [self._bin(proc, "relaxps-worker")]
+            argv = [self._bin(proc, "relaxps-worker")] + self._source(proc)
         argv += [f"--coordinator={coordinators}", f"--worker_id={proc.index}",
                  f"--num_workers={w.count}", f"--model={s.model}",
                  f"--metrics_csv={proc.workdir}/worker-{proc.index}.csv",
@@ -153,8 +169,8 @@ class Planner:
     def evaluator(self, proc, coordinators, time_origin_unix):
         s = self.spec
         return [self._bin(proc, "relaxps-worker"), "--role=evaluator",
-                f"--coordinator={coordinators}", f"--model={s.model}"] + _subst(
-            s.workers.flags, proc) + [
+                f"--coordinator={coordinators}", f"--model={s.model}"] + self._source(
+            proc) + _subst(s.workers.flags, proc) + [
             f"--eval_every_s={s.evaluator.every_s:g}", "--duration_s=0",
             f"--time_origin_unix={time_origin_unix:.6f}",
             f"--metrics_csv={proc.workdir}/evaluator.csv"] + self._common(

@@ -33,7 +33,8 @@ void DefineClient(py::module_& m) {
                        int disconnect_probe_ms, int barrier_timeout_ms,
                        int coordinator_timeout_ms, const std::string& keys_dir,
                        const std::string& curve_name, int64_t max_message_bytes,
-                       int64_t update_log_bytes, const std::string& events_file) {
+                       int64_t update_log_bytes, const std::string& events_file,
+                       const std::string& source_address) {
              ClientOptions o;
              o.coordinator = coordinator;
              o.role = role;
@@ -51,6 +52,7 @@ void DefineClient(py::module_& m) {
              o.curve.name = curve_name;
              o.max_message_bytes = max_message_bytes;
              o.update_log_bytes = update_log_bytes;
+             o.source_address = source_address;
              if (!events_file.empty()) {
                EventLogOptions events;
                events.path = events_file;  // Named worker-<id> at registration.
@@ -73,6 +75,7 @@ void DefineClient(py::module_& m) {
            py::arg("keys_dir") = d.curve.keys_dir, py::arg("curve_name") = d.curve.name,
            py::arg("max_message_bytes") = d.max_message_bytes,
            py::arg("update_log_bytes") = d.update_log_bytes, py::arg("events_file") = "",
+           py::arg("source_address") = d.source_address,
            "Registers with the coordinator (see ClientOptions in relaxps/client.h for each "
            "option). keys_dir/curve_name: --security=curve (curve_name e.g. 'worker-0'). "
            "events_file: the client's structured events (docs/events.md: registration, a "

@@ -55,5 +55,23 @@ TEST(AdvertiseTest, AnUnresolvableHostIsAClearErrorAtOnce) {
   EXPECT_TRUE(CheckHostResolves("ipc:///tmp/x").ok());
 }
 
+// A source address must be a numeric address this host has: anything else
+// is an InvalidArgument naming it, not connections retrying without a word.
+TEST(AdvertiseTest, ASourceAddressIsANumericAddressOfThisHost) {
+  EXPECT_TRUE(CheckSourceAddress("").ok());
+  EXPECT_TRUE(CheckSourceAddress("127.0.0.1").ok());
+  EXPECT_TRUE(CheckSourceAddress("127.0.0.3").ok());  // All of 127/8 is on lo.
+  const Status name = CheckSourceAddress("localhost");
+  EXPECT_EQ(name.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(name.message().find("'localhost' is not a numeric IPv4 or IPv6 address"),
+            std::string::npos)
+      << name;
+  // 192.0.2.0/24 is TEST-NET-1, documentation only: no host has it.
+  const Status foreign = CheckSourceAddress("192.0.2.7");
+  EXPECT_EQ(foreign.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(foreign.message().find("192.0.2.7 is not an address of this host"), std::string::npos)
+      << foreign;
+}
+
 }  // namespace
 }  // namespace relaxps

@@ -46,6 +46,35 @@ TEST(RpcClientTest, EchoesPayloadAndTimesOutOnASilentPeer) {
   EXPECT_EQ(rpc.stats().timeouts, 1u);
 }
 
+// With a source address, connections leave from it: the listener sees the
+// request come from 127.0.0.2 although it listens on 127.0.0.1 (every
+// 127/8 address is this host's). ipc:// endpoints are left as they are.
+TEST(RpcClientTest, ConnectionsLeaveFromTheSourceAddress) {
+  RpcClientOptions options;
+  options.source_address = "127.0.0.2";
+  EXPECT_EQ(ConnectAddress(options, "tcp://10.0.0.1:5555"), "tcp://127.0.0.2:0;10.0.0.1:5555");
+  EXPECT_EQ(ConnectAddress(options, "ipc:///tmp/x"), "ipc:///tmp/x");
+  EXPECT_EQ(ConnectAddress(RpcClientOptions(), "tcp://10.0.0.1:5555"), "tcp://10.0.0.1:5555");
+  RpcClientOptions v6;
+  v6.source_address = "::1";
+  EXPECT_EQ(ConnectAddress(v6, "tcp://[::1]:7"), "tcp://[::1]:0;[::1]:7");
+
+  zmq::context_t context;
+  zmq::socket_t listener(context, zmq::socket_type::router);
+  listener.set(zmq::sockopt::linger, 0);
+  listener.set(zmq::sockopt::rcvtimeo, 10000);
+  listener.bind("tcp://127.0.0.1:*");
+  RpcClient rpc(options);
+  const int peer = rpc.Connect(listener.get(zmq::sockopt::last_endpoint));
+  std::promise<Status> done;
+  rpc.Call(peer, Ping(7), 500, [&](const Status& s, Message&&) { done.set_value(s); });
+  zmq::message_t routing_id;
+  ASSERT_TRUE(listener.recv(routing_id).has_value()) << "no request arrived";
+  EXPECT_STREQ(routing_id.gets("Peer-Address"), "127.0.0.2");
+  // Unanswered: the deadline ends it.
+  EXPECT_EQ(done.get_future().get().code(), StatusCode::kDeadlineExceeded);
+}
+
 // An answered request takes its deadline with it. The deadlines of answered
 // requests used to stay until they passed (an hour here): 10,000 requests
 // held about 640 KB of them, a busy client up to request rate x timeout
