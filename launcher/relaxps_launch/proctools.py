@@ -97,9 +97,12 @@ def iptables_rules(ports=None, addr=None):
         rules.append(["INPUT", "-p", "tcp", "--dport", str(p), "-j", "DROP"])
         rules.append(["INPUT", "-p", "tcp", "--sport", str(p), "-j", "DROP"])
     if addr:
+        # multiport's negated --ports: neither port is 22. (Two negations,
+        # "! --dport 22 ! --sport 22", also drop ssh under iptables-nft 1.8.9,
+        # Debian's default, which cut the launcher's own control channel.)
         for chain, flag in (("INPUT", "-d"), ("OUTPUT", "-s")):
-            rules.append([chain, flag, addr, "-p", "tcp", "!", "--dport", "22", "!", "--sport",
-                          "22", "-j", "DROP"])
+            rules.append([chain, flag, addr, "-p", "tcp", "-m", "multiport", "!", "--ports", "22",
+                          "-j", "DROP"])
     return rules
 
 

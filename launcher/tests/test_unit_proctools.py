@@ -1,8 +1,10 @@
 """proctools: a process is found by the job tag in its environment and swept,
 and a process's TCP ports are read from /proc."""
+import json
 import os
 import socket
 import select
+import shutil
 import subprocess
 import unittest
 
@@ -44,6 +46,36 @@ class ProctoolsTest(unittest.TestCase):
         host = [r for r in rules if "10.0.0.3" in r]
         self.assertEqual(len(host), 2)
         self.assertTrue(all("22" in r for r in host))
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("iptables") and shutil.which("unshare"),
+                         "needs root, iptables and unshare (a private network namespace)")
+    def test_host_partition_drops_all_but_ssh(self):
+        # The rules applied for real, in a private network namespace: a host's
+        # address cut off, its ssh port (the launcher's control channel) not.
+        script = (
+            "import json, socket, subprocess, sys\n"
+            "from relaxps_launch import proctools\n"
+            "subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)\n"
+            "subprocess.run(['ip', 'addr', 'add', '127.0.0.3/8', 'dev', 'lo'], check=True)\n"
+            "for r in proctools.iptables_rules(addr='127.0.0.3'):\n"
+            "    subprocess.run(['iptables', '-A'] + r, check=True)\n"
+            "result = {}\n"
+            "for port in (22, 5000):\n"
+            "    listener = socket.create_server(('127.0.0.3', port))\n"
+            "    try:\n"
+            "        socket.create_connection(('127.0.0.3', port), timeout=1).close()\n"
+            "        result[port] = 'connected'\n"
+            "    except OSError as e:\n"
+            "        result[port] = type(e).__name__\n"
+            "    listener.close()\n"
+            "print(json.dumps(result))\n")
+        out = subprocess.run(["unshare", "-n", "/usr/bin/python3", "-c", script],
+                             capture_output=True, text=True, timeout=30,
+                             env=dict(os.environ, PYTHONPATH=launch_util.LAUNCHER))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        result = json.loads(out.stdout)
+        self.assertEqual(result["22"], "connected", result)
+        self.assertNotEqual(result["5000"], "connected", result)
 
     def test_pdeathsig_child_dies_with_its_parent(self):
         # A parent that starts a child with pdeathsig, prints its pid and is killed.

@@ -5,13 +5,15 @@
 # scripts/selftest/ssh_hosts.sh). relaxps-launch's ssh backend runs a chain
 # job (3 servers, one replica each on every host) with the coordinator on
 # host .2, servers on .2-.4 and both workers on .4; every process binds and
-# advertises its own host's address. 8 s into training host .3 is lost: the
-# launcher kills every process on it (fault `kill host:127.0.0.3`), then its
-# sshd and whatever is left under it are killed and its address is dropped
-# with iptables. The job
-# must finish (exit 0, verdict done, a final accuracy in summary.json) and
-# nothing carrying the job's tag may be left on any host. No address outside
-# 127.0.0.0/8 is used.
+# advertises its own host's address, and connects from it (--source_address),
+# so that dropping an address cuts its processes off both ways. 8 s into
+# training host .3 is lost, by the launcher's own fault schedule: its address
+# is dropped with iptables (`partition host:127.0.0.3`, ssh's port 22 kept for
+# the launcher's control channel), then every process on it is killed (`kill
+# host:127.0.0.3`: their connections' resets are dropped too, as when a
+# machine loses power). The job must finish (exit 0, verdict done, a final
+# accuracy in summary.json) and nothing carrying the job's tag may be left on
+# any host. No address outside 127.0.0.0/8 is used.
 #   scripts/selftest/ssh.sh [BIN_DIR]     (root; exits 77 = skipped without)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -52,27 +54,15 @@ spec = {
     "servers": {"count": 3, "hosts": hosts},
     "workers": {"count": 2, "hosts": ["127.0.0.4"]},
     "consistency": "async", "recovery": "chain", "model": "mlp", "duration_s": 25,
-    "faults": [{"at_s": 8, "action": "kill", "target": "host:127.0.0.3"}],
+    "faults": [{"at_s": 8, "action": "partition", "target": "host:127.0.0.3", "for_s": 3600},
+               {"at_s": 8, "action": "kill", "target": "host:127.0.0.3"}],
     "ssh": {"command": ["ssh", "-F", ssh_config, "-T", "{host}"], "shell": True},
 }
 json.dump(spec, open(spec_path, "w"), indent=1)
 PY
 echo "hosts: ${SSH_HOSTS[*]} (each its own sshd); job tag $TAG"
-# Once the launcher has killed host .3's processes, the host is gone for good:
-# whatever is left under its sshd is killed and its address dropped (here, not
-# by a launcher partition: every "host" shares this namespace's iptables, and
-# sockets not bound to .3 would leave with 127.0.0.1 as their source).
-(
-  for _ in $(seq 1 600); do
-    grep -q 'host:127.0.0.3' "$DIR/launch.out" 2>/dev/null && grep -q '^\[.*killed' "$DIR/launch.out" &&
-      { ssh_host_lose 127.0.0.3; echo "host 127.0.0.3 lost: its processes killed, its address dropped"; exit 0; }
-    sleep 0.2
-  done
-) &
-LOSER=$!
 "$ROOT/launcher/relaxps-launch" "$DIR/spec.json" >"$DIR/launch.out" 2>&1
 rc=$?
-wait $LOSER
 tail -n 5 "$DIR/launch.out"
 [ $rc = 0 ] || fail "relaxps-launch exited $rc"
 /usr/bin/python3 - "$DIR/run/summary.json" <<'PY' || fail "summary.json"
@@ -81,10 +71,11 @@ s = json.load(open(sys.argv[1]))
 acc = s.get("final_accuracy")
 hit = [f for f in s.get("faults", []) if f.get("target") == "host:127.0.0.3"]
 print(f"summary: verdict={s.get('verdict')} final_accuracy={acc} faults on host .3: "
-      f"{[f.get('action') for f in hit]}")
+      f"{[(f.get('action'), f.get('processes')) for f in hit]}")
 assert s.get("verdict") == "done", s.get("verdict")
 assert acc is not None and acc > 0.5, acc
-assert len(hit) == 1 and not any(f.get("error") for f in hit), hit
+assert [f.get("action") for f in hit] == ["partition", "kill"], hit
+assert not any(f.get("error") or f.get("skipped") for f in hit), hit
 import os
 events = [json.loads(l) for l in open(os.path.join(os.path.dirname(sys.argv[1]), "events.jsonl"))]
 failovers = [e for e in events if e["kind"] == "chain_failover"]
@@ -96,4 +87,4 @@ for p in /proc/[0-9]*; do
   { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qx "RELAXPS_JOB_TAG=$TAG" && left="$left ${p#/proc/}"
 done
 [ -z "$left" ] || fail "processes of job $TAG left:$left"
-echo "PASS: chain job over ssh lost host 127.0.0.3 and finished; nothing of job $TAG left on any host"
+echo "PASS: chain job over ssh lost host 127.0.0.3 (partitioned, then killed) and finished; nothing of job $TAG left on any host"

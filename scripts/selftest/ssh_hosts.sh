@@ -7,8 +7,7 @@
 # throwaway host key; a throwaway user key for root is the only way in.
 # SSH_CONFIG is then an ssh_config for `ssh -F` that reaches each host by
 # its address. ssh_hosts_down stops the sshds (and every session under
-# them); ssh_host_lose ADDR kills every process started through ADDR's sshd
-# and drops its packets with iptables. Nothing outside 127.0.0.0/8 is used.
+# them). Nothing outside 127.0.0.0/8 is used.
 
 SSH_HOSTS=(127.0.0.2 127.0.0.3 127.0.0.4)
 
@@ -77,18 +76,6 @@ ssh_descendants() {
     echo "$child"
     ssh_descendants "$child"
   done
-}
-
-# Host `host` is lost: every process started through it is killed, its
-# sshd too, and its packets are dropped.
-ssh_host_lose() {
-  local host=$1
-  iptables -A INPUT -d "$host" -j DROP
-  iptables -A OUTPUT -s "$host" -j DROP
-  local pids
-  pids="$(ssh_host_pids "$host") $(cat "$SSH_DIR/sshd_$host.pid" 2>/dev/null)"
-  # shellcheck disable=SC2086
-  kill -KILL $pids 2>/dev/null || true
 }
 
 ssh_hosts_down() {
