@@ -352,17 +352,31 @@ void CoordinatorImpl::FillLiveWorkers(wire::LiveWorkers* lw) const {
 
 void CoordinatorImpl::BroadcastWorkerSet(std::function<void(const Status&)> done) {
   if (!Persist()) return;
+  worker_set_waiting_.push_back(std::move(done));
+  if (!worker_set_in_flight_) SendWorkerSet();
+}
+
+void CoordinatorImpl::SendWorkerSet() {
+  auto waiting = std::make_shared<std::vector<std::function<void(const Status&)>>>();
+  waiting->swap(worker_set_waiting_);
   Message msg;
   msg.header.set_type(wire::WORKER_SET);
   FillLiveWorkers(msg.header.mutable_live_workers());
-  auto live = std::make_shared<wire::LiveWorkers>(msg.header.live_workers());
-  Broadcast(msg, [this, live, done = std::move(done)](const Status& s) {
-    if (live->version() >= announced_version_) {
-      announced_version_ = live->version();
-      announced_workers_.assign(live->ids().begin(), live->ids().end());
+  const uint64_t version = msg.header.live_workers().version();
+  std::vector<int> ids(msg.header.live_workers().ids().begin(),
+                       msg.header.live_workers().ids().end());
+  worker_set_in_flight_ = true;
+  Broadcast(msg, [this, waiting, version, ids = std::move(ids)](const Status& s) {
+    worker_set_in_flight_ = false;
+    if (version >= announced_version_) {
+      announced_version_ = version;
+      announced_workers_ = ids;
       barriers_.Update(announced_workers_, clock_->NowMs());
     }
-    done(s);
+    for (auto& done : *waiting) done(s);
+    // What changed meanwhile was persisted by its BroadcastWorkerSet; a
+    // coordinator deposed since announces nothing more.
+    if (!worker_set_waiting_.empty() && leading_.load()) SendWorkerSet();
   });
 }
 

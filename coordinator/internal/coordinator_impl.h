@@ -210,7 +210,15 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // Starts a coordinated checkpoint at the min live worker clock; answers
   // `waiters` (manual requests) when it ends. Queues them if one is running.
   void StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters);
+  // Persists, then announces the live worker set to every server; `done`
+  // runs once a set at least as new as the one now reached them all. One
+  // WORKER_SET is in flight at a time: the changes made meanwhile go out
+  // together in the next, which answers everyone waiting for them. (Sent
+  // per change, a burst of N registrations queued N sets of up to N workers
+  // each, 16-byte tokens included: 2,000 forged ones held 47 MB at once.)
   void BroadcastWorkerSet(std::function<void(const Status&)> done);
+  // Sends the current set for the callers in worker_set_waiting_.
+  void SendWorkerSet();
   // The live worker set (ids, clocks, version) as sent to servers.
   void FillLiveWorkers(wire::LiveWorkers* lw) const;
   // Mechanisms (recovery::CoordinatorMechanisms); see there.
@@ -293,6 +301,10 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // barriers count these: a worker counts once the servers count it too).
   std::vector<int> announced_workers_;
   uint64_t announced_version_ = 0;
+  // BroadcastWorkerSet: whether a WORKER_SET is on its way, and who waits
+  // for the next one.
+  bool worker_set_in_flight_ = false;
+  std::vector<std::function<void(const Status&)>> worker_set_waiting_;
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
   std::string job_error_;

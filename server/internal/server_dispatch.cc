@@ -84,12 +84,13 @@ Status ServerImpl::CheckRole(const Request& req) const {
     // Member tokens, under plain TCP too: a worker's request only with the
     // token of its newest registration (common/member_token.h).
     auto it = worker_tokens_.find(h.sender());
-    if (it == worker_tokens_.end() || !HeaderCarriesToken(h, it->second)) {
+    if (it == worker_tokens_.end() || !HeaderCarriesToken(h, it->second.token)) {
       return PermissionDeniedError(wire::MsgType_Name(h.type()) + " refused: it does not carry "
                                    "worker " + std::to_string(h.sender()) +
                                    "'s member token (only the process that registered as that "
                                    "worker may send it)");
     }
+    it->second.used = true;
   }
   return Status::OK();
 }

@@ -74,6 +74,8 @@ class ServerImpl final : public Server, private ChainHost {
   // Installs a newer live worker set (an older one is ignored); refuses a
   // malformed one or a version jump beyond kMaxVersionStep.
   Status SetLiveWorkers(const wire::LiveWorkers& live);
+  // worker_tokens_ from `live`'s tokens (see there).
+  void UpdateWorkerTokens(const wire::LiveWorkers& live);
   void HandleDense(Request&& req);
   void HandleSparse(Request&& req);
   // Monotonic deadline of a pull waiting at the consistency gate: the
@@ -313,10 +315,19 @@ class ServerImpl final : public Server, private ChainHost {
   void OnDurableWrite(DurableWrite what, const Status& s);
   wire::LiveWorkers live_workers_;  // Latest live set from the coordinator.
   // Each worker's newest member token (LiveWorkers.tokens): its requests
-  // are accepted only with it. A worker that left keeps its last one (a
-  // worker declared dead that carries on is served as before); a new
-  // registration's replaces it. Loop thread.
-  std::map<int, std::string> worker_tokens_;
+  // are accepted only with it; a new registration's replaces it. A worker
+  // that left the live set keeps its last one if it used it here (declared
+  // dead, it may carry on until it registers again and is served as
+  // before); one that never did (a registration and nothing else: a crash at
+  // start, a forged REGISTER) is forgotten with the set that drops it, so
+  // the tokens are bounded by the workers that ever sent here, not by the
+  // registrations. Loop thread.
+  struct WorkerToken {
+    std::string token;
+    // A request of this worker carried it (set by CheckRole).
+    mutable bool used = false;
+  };
+  std::map<int, WorkerToken> worker_tokens_;
   std::vector<float> decode_scratch_;
   // Replies waiting for the WAL sync (group commit): (peer identity, reply).
   std::vector<std::pair<std::string, Message>> unsynced_replies_;

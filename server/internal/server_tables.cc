@@ -152,8 +152,12 @@ Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
     return InvalidArgumentError("live worker set with " + std::to_string(live.ids_size()) +
                                 " ids and " + std::to_string(live.tokens_size()) + " tokens");
   }
-  live_workers_ = live;
-  for (int i = 0; i < live.tokens_size(); ++i) worker_tokens_[live.ids(i)] = live.tokens(i);
+  // A fresh copy, not an assignment: a protobuf message keeps the capacity
+  // of its largest set (cleared token strings included) otherwise, and a
+  // burst of registrations that left again would stay in the heap.
+  wire::LiveWorkers latest(live);
+  live_workers_.Swap(&latest);
+  if (live.tokens_size() > 0) UpdateWorkerTokens(live);
   std::vector<int> ids(live.ids().begin(), live.ids().end());
   std::vector<int64_t> clocks(live.clocks().begin(), live.clocks().end());
   if (hold_next_live_set_ && !ids.empty()) {
@@ -167,6 +171,20 @@ Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
   for (auto& [name, table] : sparse_) table->SetLiveWorkers(ids, clocks);
   recovery_->OnLiveWorkers(ids);
   return Status::OK();
+}
+
+void ServerImpl::UpdateWorkerTokens(const wire::LiveWorkers& live) {
+  std::map<int, WorkerToken> tokens;
+  for (int i = 0; i < live.ids_size(); ++i) {
+    WorkerToken& t = tokens[live.ids(i)];
+    t.token = live.tokens(i);
+    auto old = worker_tokens_.find(live.ids(i));
+    t.used = old != worker_tokens_.end() && old->second.used && old->second.token == t.token;
+  }
+  for (auto& [id, t] : worker_tokens_) {
+    if (t.used && !tokens.count(id)) tokens.emplace(id, std::move(t));
+  }
+  worker_tokens_.swap(tokens);
 }
 
 void ServerImpl::HoldWorkerClocks(const std::vector<int>& ids) {

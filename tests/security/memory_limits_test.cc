@@ -40,6 +40,13 @@ namespace {
 
 constexpr uint64_t kKeys = 100000;             // A 400 KB dense table.
 constexpr int64_t kAllowance = int64_t{24} << 20;  // Arenas, ZeroMQ batches, test peers.
+// What may stay resident once every attacker is gone: the process's own
+// growth (ZeroMQ's and the threads' caches), not one attack's buffers.
+constexpr int64_t kResidentSlack = int64_t{8} << 20;
+// 2,000 members listed at once (~750 B each at the coordinator, the server
+// and the state store) and the one WORKER_SET in flight: ~3 MB. One set per
+// registration in flight took +36.6 MB.
+constexpr int64_t kMembersAllowance = int64_t{8} << 20;
 // The parked pulls' deadline, from the start of their sending: all 300,000
 // are sent before the first expires, so the limits are what bounds them.
 constexpr int kPullWaitMs = 5000;
@@ -76,6 +83,14 @@ wire::StatusReply StatusOf(const std::string& coordinator) {
 class MemoryLimitsTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // One malloc arena, before any thread starts (as bench/ does): glibc
+    // gives back the free memory at the top of the main arena only, and a
+    // per-thread arena keeps what its thread once held (malloc_trim(0) does
+    // not shrink it). With the test peers' ZeroMQ threads in arenas of their
+    // own, the resident set after the readers went stayed 16-37 MB above
+    // the start though nothing was in use; in one arena it is back within
+    // 1 MB, and what stays is what the cluster holds.
+    if (!test::kSanitizerInflatesMemory) ASSERT_EQ(mallopt(M_ARENA_MAX, 1), 1);
     CoordinatorOptions co;
     co.num_servers = 1;
     co.consistency = ConsistencyModel::kBsp;
@@ -125,15 +140,7 @@ class MemoryLimitsTest : public ::testing::Test {
   std::unique_ptr<Client> worker_;
 };
 
-// DISABLED (issue 40 point 3, open): written on a branch without member
-// tokens and coordinator redirects, where it passed (16 s). On main with both
-// it fails, and the figures are findings to chase, not limits to loosen:
-// 2,000 forged registrations take +36.6 MB of coordinator heap at peak (was
-// +6.1 MB; ~23 KB a member against a 24 MB allowance) and leave +1.2 MB after
-// they are dropped; resident memory after the unread-reply readers go stays
-// at 61.5 MB against 24.7 MB at the start. Run it by hand with
-// --gtest_also_run_disabled_tests.
-TEST_F(MemoryLimitsTest, DISABLED_HeapStaysUnderTheLimitsAndReturnsAfterThePeersGo) {
+TEST_F(MemoryLimitsTest, HeapStaysUnderTheLimitsAndReturnsAfterThePeersGo) {
   if (test::kSanitizerInflatesMemory) GTEST_SKIP() << "mallinfo2 is zero under sanitizers";
   TrimFreeMemory();
   const int64_t start = HeapInUse();
@@ -235,7 +242,7 @@ TEST_F(MemoryLimitsTest, DISABLED_HeapStaysUnderTheLimitsAndReturnsAfterThePeers
     const bool back = WaitFor(
         [&] {
           rss = ResidentBytes();
-          return rss - rss_start < kAllowance;
+          return rss - rss_start < kResidentSlack;
         },
         test::Millis(20000));
     std::printf("after the readers went: resident %.1f MB (start %.1f MB)\n", Mb(rss),
@@ -275,7 +282,7 @@ TEST_F(MemoryLimitsTest, DISABLED_HeapStaysUnderTheLimitsAndReturnsAfterThePeers
         << listed << " workers listed";
     std::printf("2,000 forged registrations: %d workers listed at most, heap +%.1f MB at most\n",
                 listed, Mb(peak));
-    EXPECT_LT(peak, kAllowance);
+    EXPECT_LT(peak, kMembersAllowance);
   }
   // Never heard from, they are dropped once the heartbeat timeout passes.
   const bool dropped = WaitFor(
