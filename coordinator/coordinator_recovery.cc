@@ -145,7 +145,9 @@ void CoordinatorImpl::CheckLiveness() {
       LOG(INFO) << what << " after it finished (its goodbye was lost); dropped from the live set";
     } else {
       metrics_.OnDeclaredDead("worker");
-      LOG(WARNING) << what << "; dropped from the live set";
+      // Limited: a burst of forged registrations expires all at once.
+      LOG_LIMITED(WARNING, rpc_->log_limiter(), "worker_dead")
+          << what << "; dropped from the live set";
     }
     Emit("member_dead", {{"role", "worker"}, {"id", id}, {"reason", what}, {"finished", finished}});
   }
