@@ -15,6 +15,10 @@
 //                                              events (JSON Lines, docs/events.md); --follow
 //                                              keeps printing new ones until the job ends
 //
+// EP: any coordinator of the job, or a comma-separated list of them: a
+// standby (or deposed) coordinator answers with the leader's endpoint, and
+// every command follows it (common/coordinator_peers.h).
+//
 // --json: every command prints one JSON document on stdout instead of text
 // (protobuf messages in the proto3 JSON mapping: proto field names, 64-bit
 // integers as strings); errors still go to stderr with a non-zero exit.
@@ -33,13 +37,15 @@
 #include "apps/internal/json_out.h"
 #include "apps/internal/main_util.h"
 #include "client/client.h"
-#include "common/advertise.h"
+#include "common/coordinator_peers.h"
 #include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "common/shard_map.h"
 #include "relaxps/recovery_policy.h"
 
-DEFINE_string(coordinator, "", "Coordinator endpoint (required)");
+DEFINE_string(coordinator, "",
+              "Coordinator endpoint, or a comma-separated list of the job's coordinators "
+              "(required); a standby redirects to the leader, which is followed");
 DEFINE_int32(timeout_ms, 5000, "Deadline of each request");
 DEFINE_int32(checkpoint_timeout_ms, 180000, "Deadline of `checkpoint`");
 DEFINE_string(security, "plain", "plain or curve (then --keys_dir: the job's keys, key 'ctl')");
@@ -89,15 +95,15 @@ int Policies() {
   return 0;
 }
 
-StatusOr<wire::StatusReply> FetchStatus(RpcClient* rpc, int peer) {
+StatusOr<wire::StatusReply> FetchStatus(CoordinatorPeers* coordinator) {
   Message m;
   m.header.set_type(wire::GET_STATUS);
-  ASSIGN_OR_RETURN(Message reply, rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms));
+  ASSIGN_OR_RETURN(Message reply, coordinator->CallFollowing(m.header, FLAGS_timeout_ms));
   return reply.header.status_reply();
 }
 
-int Status_(RpcClient* rpc, int peer) {
-  auto st = FetchStatus(rpc, peer);
+int Status_(CoordinatorPeers* coordinator) {
+  auto st = FetchStatus(coordinator);
   if (!st.ok()) return Fail(kName, st.status(), 1);
   if (FLAGS_json) return PrintJson(ProtoToJson(*st));
   const wire::JobConfig& j = st->job();
@@ -168,8 +174,8 @@ int Status_(RpcClient* rpc, int peer) {
   return 0;
 }
 
-int Tables(RpcClient* rpc, int peer) {
-  auto st = FetchStatus(rpc, peer);
+int Tables(CoordinatorPeers* coordinator) {
+  auto st = FetchStatus(coordinator);
   if (!st.ok()) return Fail(kName, st.status(), 1);
   if (FLAGS_json) {
     std::vector<std::string> tables;
@@ -188,8 +194,8 @@ int Tables(RpcClient* rpc, int peer) {
   return 0;
 }
 
-int Stats(RpcClient* rpc, int peer) {
-  auto st = FetchStatus(rpc, peer);
+int Stats(RpcClient* rpc, CoordinatorPeers* coordinator) {
+  auto st = FetchStatus(coordinator);
   if (!st.ok()) return Fail(kName, st.status(), 1);
   std::vector<std::string> json;
   // Push parts each worker incarnation's updates left in the servers' states.
@@ -268,7 +274,7 @@ void PrintShard(const wire::ShardCheckpoint& sc) {
 
 // Registers an operator session with the coordinator and returns its member
 // token, which SHUTDOWN and TRIGGER_CHECKPOINT must carry.
-StatusOr<std::string> OperatorSession(RpcClient* rpc, int peer) {
+StatusOr<std::string> OperatorSession(CoordinatorPeers* coordinator) {
   Message reg;
   reg.header.set_type(wire::REGISTER);
   wire::RegisterRequest* r = reg.header.mutable_register_request();
@@ -276,18 +282,18 @@ StatusOr<std::string> OperatorSession(RpcClient* rpc, int peer) {
   r->set_requested_id(-1);
   r->set_pid(getpid());
   r->set_protocol_version(kProtocolVersion);
-  StatusOr<Message> reply = rpc->CallSync(peer, std::move(reg), FLAGS_timeout_ms);
+  StatusOr<Message> reply = coordinator->CallFollowing(reg.header, FLAGS_timeout_ms);
   if (!reply.ok()) return reply.status().WithPrefix("opening an operator session");
   return reply->header.register_reply().member_token();
 }
 
-int Checkpoint(RpcClient* rpc, int peer) {
-  StatusOr<std::string> token = OperatorSession(rpc, peer);
+int Checkpoint(CoordinatorPeers* coordinator) {
+  StatusOr<std::string> token = OperatorSession(coordinator);
   if (!token.ok()) return Fail(kName, token.status(), 1);
   Message m;
   m.header.set_type(wire::TRIGGER_CHECKPOINT);
   SetMemberToken(*token, &m.header);
-  auto reply = rpc->CallSync(peer, std::move(m), FLAGS_checkpoint_timeout_ms);
+  auto reply = coordinator->CallFollowing(m.header, FLAGS_checkpoint_timeout_ms);
   if (!reply.ok()) return Fail(kName, reply.status(), 1);
   const wire::CheckpointRecord& c = reply->header.checkpoint_record();
   if (FLAGS_json) return PrintJson(ProtoToJson(c));
@@ -297,8 +303,8 @@ int Checkpoint(RpcClient* rpc, int peer) {
   return 0;
 }
 
-int Checkpoints(RpcClient* rpc, int peer) {
-  auto st = FetchStatus(rpc, peer);
+int Checkpoints(RpcClient* rpc, CoordinatorPeers* coordinator) {
+  auto st = FetchStatus(coordinator);
   if (!st.ok()) return Fail(kName, st.status(), 1);
   std::vector<std::string> complete;
   std::vector<std::string> held;
@@ -417,7 +423,7 @@ int Pull(const std::string& table, const std::string& path) {
 
 // `events [--follow]`: the coordinator's ring of recent events, as JSON
 // Lines on stdout (the same with or without --json).
-int Events(RpcClient* rpc, int peer) {
+int Events(CoordinatorPeers* coordinator) {
   constexpr int kPollMs = 10000;  // How long one GET_EVENTS may be held.
   constexpr uint32_t kBatch = 1000;
   uint64_t after = 0;
@@ -429,7 +435,7 @@ int Events(RpcClient* rpc, int peer) {
     r->set_wait_ms(FLAGS_follow ? kPollMs : 0);
     r->set_max_events(kBatch);
     StatusOr<Message> reply =
-        rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms + (FLAGS_follow ? kPollMs : 0));
+        coordinator->CallFollowing(m.header, FLAGS_timeout_ms + (FLAGS_follow ? kPollMs : 0));
     if (!reply.ok()) {
       return Fail(kName,
                   reply.status().WithPrefix(FLAGS_follow ? "the coordinator went away before "
@@ -455,13 +461,13 @@ int Events(RpcClient* rpc, int peer) {
 }
 
 }  // namespace
-int Shutdown(RpcClient* rpc, int peer) {
-  StatusOr<std::string> token = OperatorSession(rpc, peer);
+int Shutdown(CoordinatorPeers* coordinator) {
+  StatusOr<std::string> token = OperatorSession(coordinator);
   if (!token.ok()) return Fail(kName, token.status(), 1);
   Message m;
   m.header.set_type(wire::SHUTDOWN);
   SetMemberToken(*token, &m.header);
-  StatusOr<Message> reply = rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms);
+  StatusOr<Message> reply = coordinator->CallFollowing(m.header, FLAGS_timeout_ms);
   if (!reply.ok()) return Fail(kName, reply.status(), 1);
   if (FLAGS_json) return PrintJson(JsonObject({{"shutdown", JsonQuote("requested")}}));
   std::printf("shutdown requested: workers finish their step and leave, then servers flush "
@@ -502,17 +508,19 @@ int main(int argc, char** argv) {
   if (relaxps::Status s = rpc_options.UseCurve(relaxps::g_curve); !s.ok()) {
     return Fail(relaxps::kName, s, 2);
   }
-  if (relaxps::Status s = relaxps::CheckHostResolves(FLAGS_coordinator); !s.ok()) {
+  relaxps::RpcClient rpc(rpc_options);
+  // Every command follows a standby's redirect to the leader (and may be
+  // given several coordinators): common/coordinator_peers.h.
+  relaxps::CoordinatorPeers coordinator;
+  if (relaxps::Status s = coordinator.Connect(&rpc, FLAGS_coordinator); !s.ok()) {
     return Fail(relaxps::kName, s, 2);
   }
-  relaxps::RpcClient rpc(rpc_options);
-  const int peer = rpc.Connect(FLAGS_coordinator);
-  if (cmd == "status") return relaxps::Status_(&rpc, peer);
-  if (cmd == "tables") return relaxps::Tables(&rpc, peer);
-  if (cmd == "stats") return relaxps::Stats(&rpc, peer);
-  if (cmd == "checkpoint") return relaxps::Checkpoint(&rpc, peer);
-  if (cmd == "checkpoints") return relaxps::Checkpoints(&rpc, peer);
-  if (cmd == "shutdown") return relaxps::Shutdown(&rpc, peer);
-  if (cmd == "events") return relaxps::Events(&rpc, peer);
+  if (cmd == "status") return relaxps::Status_(&coordinator);
+  if (cmd == "tables") return relaxps::Tables(&coordinator);
+  if (cmd == "stats") return relaxps::Stats(&rpc, &coordinator);
+  if (cmd == "checkpoint") return relaxps::Checkpoint(&coordinator);
+  if (cmd == "checkpoints") return relaxps::Checkpoints(&rpc, &coordinator);
+  if (cmd == "shutdown") return relaxps::Shutdown(&coordinator);
+  if (cmd == "events") return relaxps::Events(&coordinator);
   return Fail(relaxps::kName, InvalidArgumentError("unknown command '" + cmd + "'"), 2);
 }

@@ -142,4 +142,14 @@ StatusOr<Message> CoordinatorPeers::CallSync(Message msg, int timeout_ms, bool* 
   return std::move(got.second);
 }
 
+StatusOr<Message> CoordinatorPeers::CallFollowing(const wire::Header& header, int timeout_ms) {
+  for (size_t attempt = 0;; ++attempt) {
+    Message msg;
+    msg.header = header;
+    bool moved = false;
+    StatusOr<Message> reply = CallSync(std::move(msg), timeout_ms, &moved);
+    if (!moved || attempt >= kMaxCoordinators) return reply;
+  }
+}
+
 }  // namespace relaxps

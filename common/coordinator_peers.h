@@ -69,6 +69,12 @@ class CoordinatorPeers {
   void Call(Message msg, int timeout_ms, Transport::ReplyCallback done);
   // The same, waiting; `*moved` (if given) is Observe()'s answer.
   StatusOr<Message> CallSync(Message msg, int timeout_ms, bool* moved = nullptr);
+  // CallSync() of a request without payload frames, sent again while the
+  // reply moved the current coordinator (a standby's redirect to the
+  // leader, a silent or leaderless one rotated past), at most once per
+  // coordinator it may know: for one-shot callers such as relaxps-ctl. Each
+  // attempt may take `timeout_ms`. Returns the last answer.
+  StatusOr<Message> CallFollowing(const wire::Header& header, int timeout_ms);
 
  private:
   // Connects to `endpoint` unless known: its index. REQUIRES: mu_ held.

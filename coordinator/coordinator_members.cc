@@ -118,6 +118,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
         rr->set_coordinator_identity(identity_);
         rr->set_coordinator_term(term_);
         FillLiveWorkers(rr->mutable_live_workers());
+        FillServerTokens(&reply.header);
         rr->set_awaits_seed(seeding_.count(id) > 0);  // Still waiting for its seed.
         *rr->mutable_shard_map() = map_;
         rpc_->Reply(req, std::move(reply)).IgnoreError();
@@ -209,6 +210,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     rr->set_coordinator_identity(identity_);
     rr->set_coordinator_term(term_);
     FillLiveWorkers(rr->mutable_live_workers());
+    FillServerTokens(&reply.header);
     *rr->mutable_shard_map() = map_;
     if (!Persist()) return;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
@@ -289,6 +291,7 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
   if (hb.role() == "server") {
     known = members_.ServerHeartbeat(hb.id(), now);
     FillLiveWorkers(hr->mutable_live_workers());
+    FillServerTokens(&reply.header);
     // A server adopts the identity of a newer term (a restarted or newly
     // elected coordinator) from here.
     hr->set_coordinator_identity(identity_);
@@ -347,6 +350,18 @@ void CoordinatorImpl::FillLiveWorkers(wire::LiveWorkers* lw) const {
     // Servers accept a worker's requests only with its token (never sent to
     // anyone but servers).
     lw->add_tokens(members_.workers().at(ids[i]).token);
+  }
+}
+
+void CoordinatorImpl::FillServerTokens(wire::Header* h) const {
+  wire::ServerTokens* st = h->mutable_server_tokens();
+  st->set_map_version(map_.version());
+  for (const auto& [id, m] : members_.servers()) {
+    // A server declared dead (or that left) is no sender any more; its
+    // restart registers with a new token.
+    if (!m.alive || m.token.empty()) continue;
+    st->add_ids(id);
+    st->add_tokens(m.token);
   }
 }
 

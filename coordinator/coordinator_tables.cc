@@ -187,9 +187,12 @@ void CoordinatorImpl::Broadcast(const Message& msg, std::function<void(const Sta
     state->done(Status::OK());
     return;
   }
+  // Every broadcast tells the servers who their peers are now.
+  wire::Header header = msg.header;
+  FillServerTokens(&header);
   for (const auto& [id, peer] : targets) {
     Message copy;
-    copy.header = msg.header;
+    copy.header = header;
     const int server_id = id;
     servers_rpc_->Call(peer, std::move(copy), timeout_ms,
                        [this, state, server_id, on_reply](const Status& s, Message&& reply) {

@@ -98,7 +98,9 @@ Status ServerImpl::Init() {
   RETURN_IF_ERROR(rpc_options.UseCurve(options_.curve));
   coordinator_ = std::make_unique<RpcClient>(rpc_options);
   RETURN_IF_ERROR(FindCoordinator());
-  ASSIGN_OR_RETURN(wire::RegisterReply rr, Register(options_.server_id));
+  wire::ServerTokens server_tokens;
+  ASSIGN_OR_RETURN(wire::RegisterReply rr, Register(options_.server_id, &server_tokens));
+  RETURN_IF_ERROR(server_tokens_.Update(server_tokens));
   id_ = rr.id();
   durability_.set_server_id(id_);
   job_ = rr.job();
@@ -200,7 +202,8 @@ Status ServerImpl::FindCoordinator() {
   return Status::OK();
 }
 
-StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
+StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id,
+                                                   wire::ServerTokens* server_tokens) {
   Message req;
   req.header.set_type(wire::REGISTER);
   wire::RegisterRequest* r = req.header.mutable_register_request();
@@ -234,7 +237,9 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
   {
     MutexLock l(&token_mu_);
     member_token_ = reply->header.register_reply().member_token();
+    wire_token_ = ToWireToken(member_token_);
   }
+  if (server_tokens != nullptr) *server_tokens = reply->header.server_tokens();
   return reply->header.register_reply();
 }
 
@@ -332,14 +337,18 @@ void ServerImpl::Heartbeat() {
   heartbeat_failures_ = 0;
   last_heartbeat_ok_ms_ = clock_->NowMs();
   auto body = std::make_shared<wire::HeartbeatReply>(reply->header.heartbeat_reply());
+  auto tokens = std::make_shared<wire::ServerTokens>(reply->header.server_tokens());
   if (!body->job_error().empty()) {
     const Status s = AbortedError("the job failed: " + body->job_error());
     rpc_->Post([this, s] { Exit(s); });
     return;
   }
-  rpc_->Post([this, body] {
+  rpc_->Post([this, body, tokens] {
     if (body->coordinator_term() > 0) {
       AdoptCoordinator(body->coordinator_identity(), body->coordinator_term());
+    }
+    if (Status s = server_tokens_.Update(*tokens); !s.ok()) {
+      LOG(ERROR) << "server tokens from the coordinator: " << s;
     }
     if (body->job_done() && body->has_live_workers() && body->live_workers().ids_size() == 0) {
       job_done_ = true;
@@ -387,7 +396,8 @@ void ServerImpl::RejoinAfterFence(const std::string& why) {
   // pushes first. Until then it acts at its old epoch, and whatever it sends
   // is refused by epoch.
   chain_->MarkFencePending();
-  StatusOr<wire::RegisterReply> rr = Register(id_);
+  auto tokens = std::make_shared<wire::ServerTokens>();
+  StatusOr<wire::RegisterReply> rr = Register(id_, tokens.get());
   if (!rr.ok()) {
     LOG(ERROR) << "server " << id_ << " could not rejoin after being fenced: " << rr.status()
                << "; stopping";
@@ -397,9 +407,12 @@ void ServerImpl::RejoinAfterFence(const std::string& why) {
   }
   auto map = std::make_shared<wire::ShardMap>(rr->shard_map());
   const bool awaits_seed = rr->awaits_seed();
-  rpc_->Post([this, map, awaits_seed, identity = rr->coordinator_identity(),
+  rpc_->Post([this, map, awaits_seed, tokens, identity = rr->coordinator_identity(),
               term = rr->coordinator_term()] {
     AdoptCoordinator(identity, term);
+    if (Status s = server_tokens_.Update(*tokens); !s.ok()) {
+      LOG(ERROR) << "server tokens from the coordinator: " << s;
+    }
     LOG(INFO) << "server " << id_ << " registered again after being fenced; rejoining at epoch "
               << map->epoch();
     // Hybrid: it held ranges alone when it was declared dead; they are

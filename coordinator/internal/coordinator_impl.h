@@ -221,6 +221,9 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   void SendWorkerSet();
   // The live worker set (ids, clocks, version) as sent to servers.
   void FillLiveWorkers(wire::LiveWorkers* lw) const;
+  // Sets h->server_tokens: the live servers' member tokens at the current
+  // map version. Only on messages to servers (server_internal::ServerTokens).
+  void FillServerTokens(wire::Header* h) const;
   // Mechanisms (recovery::CoordinatorMechanisms); see there.
   void RebuildServerList() override;
   void FailJob(const std::string& reason) override;

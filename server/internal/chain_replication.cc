@@ -200,10 +200,17 @@ void ChainReplication::SendLogged(RangeState* range, const LoggedOp& op) {
   const uint64_t seq = op.header.chain_seq();
   range->chain->set_last_send_ms(clock_->NowMs());
   // The acknowledgement is handled inline on this loop (LoopClient).
-  peers_.Call(peer, std::move(msg), kForwardTimeoutMs,
-               [this, table, begin, seq](const Status& st, Message&& reply) {
-                 OnForwardReply(table, begin, seq, st, reply);
-               });
+  CallPeer(peer, std::move(msg), kForwardTimeoutMs,
+           [this, table, begin, seq](const Status& st, Message&& reply) {
+             OnForwardReply(table, begin, seq, st, reply);
+           });
+}
+
+void ChainReplication::CallPeer(int peer, Message msg, int timeout_ms,
+                                LoopClient::ReplyCallback done) {
+  msg.header.set_from_server(id());
+  SetMemberToken(host_->wire_token(), &msg.header);
+  peers_.Call(peer, std::move(msg), timeout_ms, std::move(done));
 }
 
 void ChainReplication::OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,

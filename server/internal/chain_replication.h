@@ -44,6 +44,7 @@
 #include "common/buffer_pool.h"
 #include "common/clock.h"
 #include "common/loop_client.h"
+#include "common/member_token.h"
 #include "common/rpc_server.h"
 #include "common/table.h"
 #include "kernels/device.h"
@@ -64,6 +65,9 @@ class ChainHost {
   // Registered with the coordinator: units created from now on belong to
   // tables the other replicas hold already (their state comes by transfer).
   virtual bool registered() const = 0;
+  // This server's member token, which every message to another server
+  // carries with its id (Header.from_server): the receiver checks both.
+  virtual WireToken wire_token() const = 0;
   virtual wire::ServerStats* mutable_stats() = 0;
   // The dense range of `table` that holds `key`, or nullptr.
   virtual RangeState* DenseRange(const std::string& table, uint64_t key) = 0;
@@ -205,6 +209,11 @@ class ChainReplication {
   // A client push (or a raw delta) on `shard`, at the head or forwarded.
   static Status ApplyPush(DenseShardState* shard, const wire::Header& h, const float* grads);
   void SendLogged(RangeState* range, const LoggedOp& op);
+  // Sends `msg` to successor connection `peer`, naming this server as its
+  // sender with this server's member token (Header.from_server; the worker's
+  // token of a forwarded push is replaced): every server-to-server message
+  // goes through here.
+  void CallPeer(int peer, Message msg, int timeout_ms, LoopClient::ReplyCallback done);
   void OnForwardReply(const std::string& table, uint64_t begin, uint64_t seq,
                       const Status& status, const Message& reply);
   // Applies a forwarded update of a dense range / a sparse bucket at a

@@ -83,10 +83,10 @@ void ChainReplication::SendPiece(RangeState* range) {
   const uint64_t key = range->key;
   const uint64_t seq = t->seq();
   const size_t index = t->next;
-  peers_.Call(peer, std::move(msg), kPieceTimeoutMs,
-               [this, table, key, seq, index](const Status& st, Message&& reply) {
-                 OnPieceReply(table, key, seq, index, st, reply);
-               });
+  CallPeer(peer, std::move(msg), kPieceTimeoutMs,
+           [this, table, key, seq, index](const Status& st, Message&& reply) {
+             OnPieceReply(table, key, seq, index, st, reply);
+           });
 }
 
 void ChainReplication::OnPieceReply(const std::string& table, uint64_t key, uint64_t seq, size_t index,

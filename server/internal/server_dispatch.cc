@@ -51,7 +51,9 @@ Status ServerImpl::CheckRole(const Request& req) const {
                                    wire::MsgType_Name(h.type()) +
                                    (h.forwarded() ? " (forwarded)" : ""));
     }
-    bool ok = true;
+    // A server's key speaks only for that server (without from_server the
+    // token check below refuses it).
+    bool ok = !chain || !h.has_from_server() || RoleAllows(u, "server", h.from_server());
     if (!chain) {
       switch (h.type()) {
         case wire::PULL:
@@ -69,14 +71,18 @@ Status ServerImpl::CheckRole(const Request& req) const {
       }
     }
     if (!ok) {
-      return PermissionDeniedError("key '" + p.name + "' may not send " +
-                                   wire::MsgType_Name(h.type()) + " as worker " +
-                                   std::to_string(h.sender()));
+      return PermissionDeniedError(
+          "key '" + p.name + "' may not send " + wire::MsgType_Name(h.type()) +
+          (chain ? " as server " + std::to_string(h.has_from_server() ? h.from_server() : -1)
+                 : " as worker " + std::to_string(h.sender())));
     }
   }
+  // Server-to-server messages, under plain TCP too: only from a live
+  // server's current process (its member token; server_tokens.h).
+  if (chain) return server_tokens_.Check(h);
   if (h.type() == wire::PUSH || h.type() == wire::PUSH_PULL || h.type() == wire::PUSH_ROWS ||
       h.type() == wire::CLOCK) {
-    if (!chain && h.sender() < 0) {
+    if (h.sender() < 0) {
       return PermissionDeniedError(wire::MsgType_Name(h.type()) + " refused: no worker id");
     }
   }
@@ -104,6 +110,13 @@ Status ServerImpl::CheckFromCoordinator(const Request& req) const {
   if (!coordinator_identity_.empty() && req.identity == coordinator_identity_) return Status::OK();
   return PermissionDeniedError(wire::MsgType_Name(req.msg.header.type()) +
                                " is accepted only from the coordinator's connection");
+}
+
+void ServerImpl::AdoptServerTokens(const wire::Header& h) {
+  if (!h.has_server_tokens()) return;
+  if (Status s = server_tokens_.Update(h.server_tokens()); !s.ok()) {
+    LOG(ERROR) << "server tokens from the coordinator: " << s;
+  }
 }
 
 void ServerImpl::OnTimer() {
@@ -172,9 +185,11 @@ void ServerImpl::Reject(const Request& req, const Status& status) {
   uint64_t more = 0;
   const std::string type = wire::MsgType_Name(req.msg.header.type());
   if (rpc_->log_limiter()->Allow(type + "/" + StatusCodeName(status.code()), &more)) {
-    LOG(WARNING) << "rejected " << (type.empty() ? "a message" : type) << " from worker "
-                 << req.msg.header.sender() << ": " << status << " (" << more
-                 << " more like it since the last such line)";
+    const wire::Header& h = req.msg.header;
+    LOG(WARNING) << "rejected " << (type.empty() ? "a message" : type) << " from "
+                 << (h.has_from_server() ? "server " + std::to_string(h.from_server())
+                                         : "worker " + std::to_string(h.sender()))
+                 << ": " << status << " (" << more << " more like it since the last such line)";
   }
   Message reply = MakeReply(req.msg.header, status);
   const uint64_t sender_version = req.msg.header.shard_map_version();
@@ -304,6 +319,7 @@ void ServerImpl::Handle(Request&& req) {
         Reject(req, s);
         return;
       }
+      AdoptServerTokens(h);
       break;
     default:
       break;

@@ -37,6 +37,7 @@
 #include "server/internal/parked_requests.h"
 #include "server/internal/range_state.h"
 #include "server/internal/server_metrics.h"
+#include "server/internal/server_tokens.h"
 #include "server/internal/sparse_shard.h"
 #include "server/server.h"
 
@@ -176,6 +177,10 @@ class ServerImpl final : public Server, private ChainHost {
   uint64_t epoch() const override { return epoch_; }
   const wire::ShardMap& map() const override { return map_; }
   bool registered() const override { return registered_; }
+  WireToken wire_token() const override {
+    MutexLock l(&token_mu_);
+    return wire_token_;
+  }
   wire::ServerStats* mutable_stats() override { return &stats_; }
   RangeState* DenseRange(const std::string& table, uint64_t key) override {
     return FindRange(table, key);
@@ -201,7 +206,9 @@ class ServerImpl final : public Server, private ChainHost {
   // Connects coordinators_: to ServerOptions::coordinator, or to the leader
   // read from ZooKeeper (ServerOptions::coordination), then followed.
   Status FindCoordinator();
-  StatusOr<wire::RegisterReply> Register(int requested_id);
+  // `server_tokens` (if given): the other servers' tokens the reply carries.
+  StatusOr<wire::RegisterReply> Register(int requested_id,
+                                         wire::ServerTokens* server_tokens = nullptr);
   // The coordinator answered a heartbeat NotFound (declared dead, e.g. after
   // a SIGSTOP): registers again with this id and installs the map it gets, in
   // which this server joins its chains as tail (state transfer from the
@@ -234,6 +241,7 @@ class ServerImpl final : public Server, private ChainHost {
   // another thread), read by the heartbeat thread.
   mutable Mutex token_mu_;
   std::string member_token_ GUARDED_BY(token_mu_);
+  WireToken wire_token_ GUARDED_BY(token_mu_);  // member_token_ as headers carry it.
   std::string member_token() const {
     MutexLock l(&token_mu_);
     return member_token_;
@@ -328,6 +336,12 @@ class ServerImpl final : public Server, private ChainHost {
     mutable bool used = false;
   };
   std::map<int, WorkerToken> worker_tokens_;
+  // The servers' current member tokens (Header.server_tokens from the
+  // coordinator): server-to-server messages only with the sender's. Loop
+  // thread (and Init()).
+  ServerTokens server_tokens_;
+  // Adopts the tokens a message of the coordinator carries, if any.
+  void AdoptServerTokens(const wire::Header& h);
   std::vector<float> decode_scratch_;
   // Replies waiting for the WAL sync (group commit): (peer identity, reply).
   std::vector<std::pair<std::string, Message>> unsynced_replies_;

@@ -4,6 +4,7 @@
 #define RELAXPS_TESTS_CLIENT_FAKE_TRANSPORT_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -17,7 +18,8 @@ namespace client_internal {
 
 // A Transport that connects nowhere: Connect() hands out one handle per
 // (endpoint, key), as RpcClient does. A call is answered at once, inline:
-// OK with an empty reply, or DeadlineExceeded for a peer marked down.
+// OK with an empty reply, DeadlineExceeded for a peer marked down, or the
+// answer set for the peer (SetAnswer).
 // Records every call and cancellation.
 class FakeTransport final : public Transport {
  public:
@@ -32,12 +34,18 @@ class FakeTransport final : public Transport {
   }
   void Call(int peer, Message request, int /*timeout_ms*/, ReplyCallback done) override {
     bool down = false;
+    std::optional<std::pair<Status, wire::Header>> answer;
     {
       MutexLock l(&mu_);
       calls_.emplace_back(peer, request.header.type());
       down = down_.count(peer) != 0;
+      if (auto it = answers_.find(peer); it != answers_.end()) answer = it->second;
     }
-    if (down) {
+    if (answer.has_value()) {
+      Message reply;
+      reply.header = answer->second;
+      done(answer->first, std::move(reply));
+    } else if (down) {
       done(DeadlineExceededError("peer " + std::to_string(peer) + " is down"), Message());
     } else {
       done(Status::OK(), Message());
@@ -57,6 +65,12 @@ class FakeTransport final : public Transport {
     } else {
       down_.erase(peer);
     }
+  }
+  // Calls to `peer` are answered with `status` and a reply of `header`
+  // (e.g. a standby's redirect) from now on.
+  void SetAnswer(int peer, const Status& status, const wire::Header& header) {
+    MutexLock l(&mu_);
+    answers_[peer] = {status, header};
   }
   std::vector<std::pair<int, wire::MsgType>> calls() {
     MutexLock l(&mu_);
@@ -92,6 +106,7 @@ class FakeTransport final : public Transport {
   std::vector<std::string> endpoints_ GUARDED_BY(mu_);  // Handle -> endpoint.
   std::vector<std::pair<std::string, std::string>> connects_ GUARDED_BY(mu_);
   std::set<int> down_ GUARDED_BY(mu_);
+  std::map<int, std::pair<Status, wire::Header>> answers_ GUARDED_BY(mu_);
   std::vector<std::pair<int, wire::MsgType>> calls_ GUARDED_BY(mu_);
   std::vector<int> cancelled_ GUARDED_BY(mu_);
 };

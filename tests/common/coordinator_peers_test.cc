@@ -88,5 +88,33 @@ TEST(CoordinatorPeersTest, IgnoresImplausibleEndpointsAndBoundsWhatItLearns) {
   EXPECT_EQ(peers.current_endpoint(), kA);
 }
 
+// relaxps-ctl's calls (CallFollowing): sent again to the leader a standby
+// names, answered there; a redirect loop ends with the last answer.
+TEST(CoordinatorPeersTest, CallFollowingAsksTheLeaderAStandbyNames) {
+  FakeTransport t;
+  CoordinatorPeers peers;
+  ASSERT_OK(peers.Connect(&t, kA));
+  const int a = peers.current();
+  t.SetAnswer(a, UnavailableError("standby"), Redirect(kB).header);
+  wire::Header status;
+  status.set_type(wire::GET_STATUS);
+  ASSERT_OK(peers.CallFollowing(status, 100));
+  EXPECT_EQ(peers.current_endpoint(), kB);
+  const auto calls = t.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].first, a);
+  EXPECT_EQ(calls[1].first, t.HandleOf(kB));
+  EXPECT_EQ(calls[1].second, wire::GET_STATUS);
+
+  // B and C name each other: bounded, the last answer is returned.
+  const int b = t.HandleOf(kB);
+  t.SetAnswer(b, UnavailableError("standby"), Redirect(kC).header);
+  peers.Follow(kC);
+  t.SetAnswer(t.HandleOf(kC), UnavailableError("standby"), Redirect(kB).header);
+  StatusOr<Message> r = peers.CallFollowing(status, 100);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status();
+  EXPECT_LE(t.calls().size(), 2u + CoordinatorPeers::kMaxCoordinators + 1);
+}
+
 }  // namespace
 }  // namespace relaxps

@@ -255,6 +255,55 @@ TEST_F(CoordinatorHaTest, ChainServerKilledWhileNoCoordinatorLeadsFailsOverLosin
               static_cast<long long>(trainer.acked()));
 }
 
+// Issue 40: relaxps-ctl given only a standby's endpoint follows its redirect
+// (Header.leader_endpoint) for every kind of command: a read (status), the
+// events ring, and an operator command (shutdown, which needs a session the
+// leader opens) that ends the leader's job.
+TEST_F(CoordinatorHaTest, CtlGivenAStandbyFollowsItsRedirectToTheLeader) {
+  if (!StartZooKeeper()) GTEST_SKIP() << skip_reason_;
+  HaCluster cluster(dir_, 1, ZkFlags("ctl_redirect"));
+  ASSERT_OK(cluster.StartCoordinator(0));
+  ASSERT_OK(WaitUntilLeads(cluster.coordinator_endpoint(0), 20000).status());
+  ASSERT_OK(cluster.StartCoordinator(1));
+  ASSERT_OK(WaitForLine(cluster.coordinator(1)->log_path(), "standby until elected",
+                        Millis(20000), cluster.coordinator(1)));
+  ASSERT_OK(cluster.StartServer(0, {"--heartbeat_ms=100"}));
+  const std::string standby = cluster.coordinator_endpoint(1);
+  // The standby itself serves nothing.
+  EXPECT_EQ(MapVersion(standby, 2000).status().code(), StatusCode::kUnavailable);
+  int runs = 0;
+  auto ctl = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {BinPath("relaxps-ctl"), "--coordinator=" + standby};
+    argv.insert(argv.end(), args.begin(), args.end());
+    StatusOr<CommandResult> r =
+        RunCommand(argv, dir_ + "/ctl-" + std::to_string(runs++) + ".log", Scaled(Millis(30000)));
+    CHECK(r.ok()) << r.status();
+    return *r;
+  };
+  // The leader's status: its job and its server (registered by now: it
+  // heartbeats every 100 ms).
+  CommandResult status;
+  for (int i = 0; i < 50; ++i) {
+    status = ctl({"--json", "status"});
+    if (status.output.find(cluster.server_endpoint(0)) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(status.exit_status, 0) << status.output;
+  EXPECT_NE(status.output.find(cluster.server_endpoint(0)), std::string::npos) << status.output;
+  const CommandResult events = ctl({"events"});
+  EXPECT_EQ(events.exit_status, 0) << events.output;
+  EXPECT_NE(events.output.find("\"kind\":\"leader_elected\""), std::string::npos) << events.output;
+  const CommandResult shutdown = ctl({"shutdown"});
+  EXPECT_EQ(shutdown.exit_status, 0) << shutdown.output;
+  EXPECT_NE(shutdown.output.find("shutdown requested"), std::string::npos) << shutdown.output;
+  // The leader ended the job: its server flushes and exits 0.
+  StatusOr<int> server_exit = cluster.server(0)->Wait(Scaled(Millis(30000)));
+  ASSERT_OK(server_exit.status());
+  EXPECT_EQ(*server_exit, 0) << cluster.server(0)->Log();
+  std::printf("relaxps-ctl via standby %s: status, events and shutdown answered by the leader "
+              "%s\n", standby.c_str(), cluster.coordinator_endpoint(0).c_str());
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace relaxps

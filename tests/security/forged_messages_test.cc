@@ -4,6 +4,10 @@
 //    is refused and changes nothing, and an attacked job ends as an
 //    unattacked one; damaged header bytes are never a valid kind; a
 //    re-registration revokes the old token.
+//  * Server-to-server messages (forwarded updates, CHAIN_COMPLETE,
+//    CHAIN_SNAPSHOT) from a stranger claiming to be a server are refused and
+//    a chain job's replicated model is the unattacked one; a restarted
+//    server's old token is refused.
 //  * WORKER_SET / INSTALL_MAP / CHECKPOINT sent straight to a server by
 //    someone other than the coordinator: PermissionDenied, nothing changes.
 //  * A server REGISTER for the id of a live server: refused while the old
@@ -24,6 +28,7 @@
 #include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "coordinator/coordinator.h"
+#include "server/server.h"
 #include "tests/coordinator/running_coordinator.h"
 #include "tests/security/attack_util.h"
 #include "tests/server/in_process_cluster.h"
@@ -221,10 +226,57 @@ Message Forged(wire::MsgType type, const std::string& token, bool as_server = fa
       m.frames.push_back(Frame::Copy(g.data(), g.size() * sizeof(float)));
       break;
     }
+    case wire::CHAIN_COMPLETE:
+      m.header.set_forwarded(true);
+      m.header.set_from_server(0);
+      m.header.set_chain_seq(1);
+      break;
+    case wire::CHAIN_SNAPSHOT:
+      m.header.set_forwarded(true);
+      m.header.set_from_server(0);
+      m.header.set_chain_seq(1);
+      m.header.mutable_snapshot_piece()->set_last(true);
+      break;
     default:
       break;
   }
   return m;
+}
+
+// What a server sends its successor in a chain, forged: claiming to come
+// from server `from`, carrying `token` (none, a stranger's or a revoked
+// one), at `epoch`, with sequence number `seq` of the range of table "w"
+// keys [0, `keys`): a forwarded push of 1e6 per key, a forwarded CLOCK, a
+// CHAIN_COMPLETE of clock 1000 and a one-piece CHAIN_SNAPSHOT of 1e6 per key.
+std::vector<Message> ForgedServerMessages(const std::string& token, int from, uint64_t epoch,
+                                          uint64_t seq, uint64_t keys) {
+  std::vector<Message> out;
+  for (wire::MsgType type : {wire::PUSH, wire::CLOCK, wire::CHAIN_COMPLETE, wire::CHAIN_SNAPSHOT}) {
+    Message m;
+    m.header.set_type(type);
+    m.header.set_forwarded(true);
+    m.header.set_from_server(from);
+    SetMemberToken(token, &m.header);
+    m.header.set_sender(0);
+    m.header.set_table("w");
+    m.header.set_key_begin(0);
+    m.header.set_key_count(keys);
+    m.header.set_clock(1000);
+    m.header.set_epoch(epoch);
+    m.header.set_chain_seq(seq);
+    if (type == wire::PUSH || type == wire::CHAIN_SNAPSHOT) {
+      std::vector<float> values(keys, 1e6f);
+      m.frames.push_back(Frame::Copy(values.data(), values.size() * sizeof(float)));
+    }
+    if (type == wire::CHAIN_SNAPSHOT) {
+      wire::SnapshotPiece* p = m.header.mutable_snapshot_piece();
+      p->set_last(true);
+      p->set_num_frames(1);
+      p->set_total(keys);
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 // Kinds anyone who can connect may send under plain TCP (docs/security.md):
@@ -327,7 +379,7 @@ TEST(MemberTokenTest, StrangersAreRefusedEveryKindAndChangeNothing) {
                                                              type == wire::SET_LEARNING_RATE);
           if (to_its_peer && type == wire::HEARTBEAT) {
             EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << what << ": " << r.status();
-          } else if (to_its_peer && type != wire::CHAIN_SNAPSHOT && type != wire::CHAIN_COMPLETE) {
+          } else if (to_its_peer) {
             EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied)
                 << what << ": " << r.status();
           }
@@ -399,10 +451,31 @@ TEST(MemberTokenTest, ReRegistrationRevokesTheOldToken) {
 }
 
 // Logistic regression on a fixed synthetic set, one BSP worker, with or
-// without a stranger sending every forged kind meanwhile; returns the
-// accuracy on the set.
-double TrainSmallJob(bool attacked) {
-  InProcessCluster cluster(1, ConsistencyModel::kBsp, 0);
+// without a stranger sending every forged kind meanwhile. With `chain`, two
+// servers replicate the model (--recovery=chain --replicas=2), the stranger
+// also sends every server-to-server kind to both, claiming each server's
+// id, at the job's epoch and sweeping the sequence numbers (so some would
+// be the next one a replica expects), and at the end the head is stopped:
+// the model read is the one its successor holds. Returns the accuracy on
+// the set and the model.
+struct JobResult {
+  double accuracy = 0;
+  std::vector<float> model;
+  int forged_refused = 0;  // Server-to-server messages of the stranger refused.
+};
+
+JobResult TrainSmallJob(bool attacked, bool chain = false) {
+  CoordinatorOptions co;
+  co.num_servers = chain ? 2 : 1;
+  co.consistency = ConsistencyModel::kBsp;
+  co.staleness = 0;
+  co.heartbeat_timeout_ms = 1000 * test::TimeScale();
+  co.start_barrier_timeout_ms = 300000;
+  if (chain) {
+    co.recovery = "chain";
+    co.replicas = 2;
+  }
+  InProcessCluster cluster(co, ServerOptions());
   auto worker = ConnectWorker(cluster.coordinator());
   constexpr int kDim = 16, kExamples = 256, kSteps = 30;
   CHECK(worker->CreateTable(test::SgdDenseTable("w", kDim, 0.5f)).ok());
@@ -416,22 +489,51 @@ double TrainSmallJob(bool attacked) {
     y[e] = dot > 0 ? 1.0f : 0.0f;
   }
   std::atomic<bool> stop{false};
+  std::atomic<int> chain_refused{0}, chain_accepted{0}, passes{0};
+  constexpr uint64_t kMaxSeq = 120;  // Above the updates of a range in this job (~3 a step).
   std::thread attacker;
   if (attacked) {
     attacker = std::thread([&] {
       RpcClient rpc;
       const int c = rpc.Connect(cluster.coordinator());
-      const int s = rpc.Connect(cluster.server(0)->endpoint());
+      std::vector<int> servers;
+      for (int i = 0; i < co.num_servers; ++i) {
+        servers.push_back(rpc.Connect(cluster.server(i)->endpoint()));
+      }
       const std::string wrong(kMemberTokenBytes, '\x33');
       while (!stop.load()) {
         for (wire::MsgType type : AllKinds()) {
           if (OpenUnderPlainTcp(type)) continue;
-          for (int peer : {c, s}) {
+          for (int peer : {c, servers[0]}) {
             rpc.CallSync(peer, Forged(type, wrong), 2000).status().IgnoreError();
           }
         }
+        if (chain) {
+          // Ascending: once a replica took the seq it expects, the next
+          // one would follow.
+          const uint64_t epoch = GetMap(&rpc, c).epoch();
+          for (uint64_t seq = 1; seq <= kMaxSeq && !stop.load(); ++seq) {
+            for (const std::string& token : {std::string(), wrong}) {
+              for (int from = 0; from < co.num_servers; ++from) {
+                for (int server : servers) {
+                  for (Message& m : ForgedServerMessages(token, from, epoch, seq, kDim)) {
+                    StatusOr<Message> r = rpc.CallSync(server, std::move(m), 2000);
+                    if (r.status().code() == StatusCode::kPermissionDenied) {
+                      ++chain_refused;
+                    } else {
+                      ++chain_accepted;
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+        ++passes;
       }
     });
+    // The first pass before the job trains, the others while it does.
+    while (passes.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   FloatBuffer w(kDim), grad(kDim);
   for (int step = 0; step < kSteps; ++step) {
@@ -448,21 +550,124 @@ double TrainSmallJob(bool attacked) {
   }
   stop.store(true);
   if (attacker.joinable()) attacker.join();
+  if (attacked && chain) {
+    EXPECT_GT(chain_refused.load(), 0);
+    EXPECT_EQ(chain_accepted.load(), 0) << "forged server-to-server messages were not refused";
+  }
+  if (chain) {
+    // The head goes: its successor serves what it replicated.
+    RpcClient rpc;
+    const wire::ShardMap map = GetMap(&rpc, rpc.Connect(cluster.coordinator()));
+    cluster.server(map.tables(0).ranges(0).server())->Stop();
+  }
   CHECK(worker->Pull("w", 0, w).get().ok());
+  JobResult result;
+  result.model.assign(w.begin(), w.end());
+  result.forged_refused = chain_refused.load();
   int right = 0;
   for (int e = 0; e < kExamples; ++e) {
     float dot = 0;
     for (int d = 0; d < kDim; ++d) dot += w[d] * x[e * kDim + d];
     right += (dot > 0) == (y[e] > 0.5f);
   }
-  return static_cast<double>(right) / kExamples;
+  result.accuracy = static_cast<double>(right) / kExamples;
+  return result;
 }
 
 TEST(MemberTokenTest, AnAttackedJobFinishesAsAnUnattackedOne) {
-  const double clean = TrainSmallJob(false);
-  const double attacked = TrainSmallJob(true);
+  const double clean = TrainSmallJob(false).accuracy;
+  const double attacked = TrainSmallJob(true).accuracy;
   EXPECT_GT(clean, 0.85);
   EXPECT_NEAR(attacked, clean, 0.02);
+}
+
+// Server-to-server messages (issue 40): a stranger's forwarded updates,
+// CHAIN_COMPLETE and CHAIN_SNAPSHOT to a chain job's servers, claiming to
+// come from either server, are refused; the model the job's tail replicated
+// is the unattacked job's.
+TEST(ServerTokenTest, AChainJobAttackedWithForgedForwardsEndsAsAnUnattackedOne) {
+  const JobResult clean = TrainSmallJob(false, /*chain=*/true);
+  const JobResult attacked = TrainSmallJob(true, /*chain=*/true);
+  EXPECT_GT(clean.accuracy, 0.85);
+  EXPECT_NEAR(attacked.accuracy, clean.accuracy, 0.02);
+  ASSERT_EQ(attacked.model.size(), clean.model.size());
+  for (size_t i = 0; i < clean.model.size(); ++i) {
+    EXPECT_NEAR(attacked.model[i], clean.model[i], 1e-4) << "key " << i;
+  }
+  std::printf("chain job: accuracy %.4f unattacked, %.4f attacked; %d forged server-to-server "
+              "messages refused\n",
+              clean.accuracy, attacked.accuracy, attacked.forged_refused);
+}
+
+// A server's old token is revoked when it registers again: a message with
+// it is refused, one with the new token is not (server 1 here is the test,
+// registering by hand; server 0 a real server checking its messages).
+TEST(ServerTokenTest, ARestartedServersOldTokenIsRefused) {
+  CoordinatorOptions co;
+  co.num_servers = 2;
+  co.recovery = "chain";
+  co.replicas = 2;
+  co.heartbeat_timeout_ms = 60000;  // The hand-registered server never heartbeats.
+  RunningCoordinator coordinator(co);
+  ServerOptions so;
+  so.coordinator = coordinator.endpoint();
+  so.store.kind = "memory";
+  so.heartbeat_ms = 100;
+  so.server_id = 0;
+  auto started = Server::Start(so);
+  ASSERT_OK(started.status());
+  std::unique_ptr<Server> server = std::move(started).value();
+  std::thread loop([&] { server->Run().IgnoreError(); });
+  RpcClient rpc;
+  const int c = rpc.Connect(coordinator.endpoint());
+  const int s = rpc.Connect(server->endpoint());
+  // Server 0 refuses (PermissionDenied) or takes (anything else: it holds
+  // no table "w") a CHAIN_COMPLETE from server 1 carrying `token`, once its
+  // tokens are as they should be (heartbeat replies bring them).
+  auto answer = [&](const std::string& token, bool expect_refused) {
+    Status last;
+    for (int i = 0; i < 100; ++i) {
+      Message m = std::move(ForgedServerMessages(token, 1, 0, 1, 8)[2]);  // CHAIN_COMPLETE
+      last = rpc.CallSync(s, std::move(m), 5000).status();
+      if ((last.code() == StatusCode::kPermissionDenied) == expect_refused) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return last;
+  };
+  ASSERT_OK_AND_ASSIGN(Message first,
+                       rpc.CallSync(c, Register("server", 1, "tcp://127.0.0.1:9", 4001), 5000));
+  const std::string old_token = first.header.register_reply().member_token();
+  // No reply to anyone but a server carries the servers' tokens.
+  Message query;
+  query.header.set_type(wire::GET_SHARD_MAP);
+  ASSERT_OK_AND_ASSIGN(Message map_reply, rpc.CallSync(c, std::move(query), 5000));
+  EXPECT_FALSE(map_reply.header.has_server_tokens());
+  // A server's registration reply does: its own among them.
+  const wire::ServerTokens& listed = first.header.server_tokens();
+  ASSERT_EQ(listed.ids_size(), listed.tokens_size());
+  bool lists_itself = false;
+  for (int i = 0; i < listed.ids_size(); ++i) {
+    lists_itself = lists_itself || (listed.ids(i) == 1 && listed.tokens(i) == old_token);
+  }
+  EXPECT_TRUE(lists_itself);
+  Status st = answer(old_token, /*expect_refused=*/false);
+  EXPECT_NE(st.code(), StatusCode::kPermissionDenied) << st;
+  // Server 1 restarts (its old instance does not answer the probe).
+  ASSERT_OK_AND_ASSIGN(Message second,
+                       rpc.CallSync(c, Register("server", 1, "tcp://127.0.0.1:11", 4002), 5000));
+  const std::string new_token = second.header.register_reply().member_token();
+  ASSERT_NE(new_token, old_token);
+  st = answer(new_token, /*expect_refused=*/false);
+  EXPECT_NE(st.code(), StatusCode::kPermissionDenied) << st;
+  st = answer(old_token, /*expect_refused=*/true);
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied) << st;
+  EXPECT_NE(st.message().find("current member token of server 1"), std::string::npos) << st;
+  // Another server's token does not stand for server 1.
+  Message as_other = std::move(ForgedServerMessages(new_token, 0, 0, 1, 8)[2]);
+  EXPECT_EQ(rpc.CallSync(s, std::move(as_other), 5000).status().code(),
+            StatusCode::kPermissionDenied);
+  server->Stop();
+  loop.join();
 }
 
 }  // namespace

@@ -54,6 +54,7 @@ class FakeHost final : public ChainHost {
   uint64_t epoch() const override { return epoch_; }
   const wire::ShardMap& map() const override { return map_; }
   bool registered() const override { return true; }
+  WireToken wire_token() const override { return {}; }
   wire::ServerStats* mutable_stats() override { return &stats_; }
   RangeState* DenseRange(const std::string& table, uint64_t key) override {
     return table == "w" && key < kKeys ? &range_ : nullptr;
