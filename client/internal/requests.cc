@@ -242,7 +242,10 @@ void ClientImpl::CallServer(int server, std::function<Message()> make,
                    // A late reply of a server declared dead since: refused.
                    st = UnavailableError("reply from server " + std::to_string(server) +
                                          ", removed from its chains");
-                 } else if (st.ok() && give_up_ms != 0) {
+                 } else if (st.ok() && give_up_ms != 0 && update) {
+                   // A resent push: the failover took effect for this
+                   // worker. (Not a resent CLOCK: one parked for a tail that
+                   // died while pushes went on to the heads says nothing.)
                    LogFailover(server);
                  }
                } else if (st.ok() && give_up_ms != 0 && resender_->FirstAckAfterPark(server)) {

@@ -15,7 +15,9 @@ Definitions (also in the report):
               push after it (client_failover_acked: a resent request
               acknowledged by a new head or by the server back;
               client_rejoined for a worker that trained on its own copy),
-              else the end of the step gap (>= 1 s) the fault caused
+              else the end of the step gap (>= 1 s) the fault caused, else
+              (training went on: e.g. a chain tail lost while the worker
+              pushed to the heads) the worker's next step after the fault
   idle_frac   per worker: 1 - compute / wall, measured: compute is the sum
               of steps.csv's compute_ms (the time each step computed its
               gradient, waits on the parameter server excluded) from the
@@ -154,7 +156,9 @@ def recovery(worker, t_f, until, events, times):
         return ack - t_f
     gap = max(((b - a, b) for a, b in zip(times, times[1:]) if t_f - 0.5 <= a <= until + 1),
               default=None)
-    return gap[1] - t_f if gap and gap[0] >= 1.0 else None
+    if gap and gap[0] >= 1.0:
+        return gap[1] - t_f
+    return next((t - t_f for t in times if t >= t_f), None)
 
 
 def counts(events, counters):

@@ -4,7 +4,10 @@
 # through relaxps-launch and writes summary.csv with the documented columns,
 # true counts (the kill lost acknowledged updates, the run without none), a
 # recovery from the workers' events, cell.json with its provenance, report.md
-# and (with gnuplot) the PNG; a second invocation runs nothing.
+# and (with gnuplot) the PNG. The first invocation is killed with SIGKILL
+# (its whole process group: experiment.sh, relaxps-launch and the job) in the
+# middle of its second cell; a second invocation skips the finished cell,
+# reruns the killed one from scratch and finishes; a third runs nothing.
 #   experiment_harness_test.sh SOURCE_DIR BIN_DIR
 set -uo pipefail
 SRC=$1 BIN=$2
@@ -15,7 +18,31 @@ trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*"; echo "--- progress.log"; cat "$OUT/progress.log" 2>/dev/null; exit 1; }
 ARGS=(ttf --quick --model=mlp --policies=checkpoint --kills=0,1 --duration_s=$((16 * SCALE))
       --fault_at=$((6 * SCALE)) --down_s=3 --cooldown_s=0 --no_logs --out="$OUT")
-RELAXPS_BIN=$BIN timeout $((150 * SCALE)) "$SRC/scripts/experiment.sh" "${ARGS[@]}" || fail "experiment.sh exited with $?"
+# Killed mid-cell: once the second cell has run for 3 s.
+RELAXPS_BIN=$BIN setsid "$SRC/scripts/experiment.sh" "${ARGS[@]}" >"$OUT/killed.log" 2>&1 &
+FIRST=$!
+for _ in $(seq 1 $((600 * SCALE))); do
+  grep -q '^\[2/2\].*: starting' "$OUT/killed.log" && break
+  kill -0 $FIRST 2>/dev/null || break
+  sleep 0.2
+done
+grep -q '^\[2/2\].*: starting' "$OUT/killed.log" || { kill -KILL -- -$FIRST; fail "no second cell: $(cat "$OUT/killed.log")"; }
+sleep $((3 * SCALE))
+kill -KILL -- -$FIRST
+wait $FIRST 2>/dev/null
+# The job's processes go with it (relaxps-launch starts them with a parent-death signal).
+left=""
+for _ in $(seq 1 50); do
+  left=$(pgrep -f -- "$OUT/" | tr '\n' ' ')
+  [ -z "$left" ] && break
+  sleep 0.2
+done
+[ -z "$left" ] || fail "processes of the killed run left: $left"
+RELAXPS_BIN=$BIN timeout $((150 * SCALE)) "$SRC/scripts/experiment.sh" "${ARGS[@]}" >"$OUT/resumed.log" 2>&1 ||
+  fail "resumed invocation exited with $?: $(cat "$OUT/resumed.log")"
+[ "$(grep -c 'finished, skipped' "$OUT/resumed.log")" = 1 ] || fail "not resumed: $(cat "$OUT/resumed.log")"
+[ "$(grep -c ': starting' "$OUT/resumed.log")" = 1 ] || fail "the killed cell not rerun alone: $(cat "$OUT/resumed.log")"
+echo "killed mid-cell, resumed: $(grep -E '^\[[0-9]/2\]' "$OUT/resumed.log" | cut -c1-60 | tr '\n' ';')"
 
 /usr/bin/python3 - "$OUT" "$SCALE" <<'PY' || fail "summary checks"
 import csv, glob, json, os, sys
@@ -59,7 +86,7 @@ if command -v gnuplot >/dev/null 2>&1; then
   n=$(ls "$OUT"/plots/*.png 2>/dev/null | wc -l)
   [ "$n" -ge 2 ] || fail "expected 2 PNGs, found $n"
 fi
-# Resumable: nothing is run again.
+# Finished: nothing is run again.
 RELAXPS_BIN=$BIN timeout $((60 * SCALE)) "$SRC/scripts/experiment.sh" "${ARGS[@]}" >"$OUT/second.log" 2>&1 ||
   fail "second invocation exited with $?: $(cat "$OUT/second.log")"
 [ "$(grep -c 'finished, skipped' "$OUT/second.log")" = 2 ] || fail "not resumed: $(cat "$OUT/second.log")"
