@@ -175,11 +175,11 @@ Status CoordinatorImpl::Init() {
 }
 
 void CoordinatorImpl::Handle(Request req) {
-  if (!leading_.load()) {
+  if (!leadership_.leading()) {
     // A standby (or a deposed leader standing by): Unavailable, and where
     // the leader is (common/coordinator_peers.h follows it). Its own
     // endpoint while it is taking over: the caller retries here.
-    const std::string leader = election_ != nullptr ? election_->leader_endpoint() : "";
+    const std::string leader = leadership_.leader_endpoint();
     const bool elsewhere = !leader.empty() && leader != endpoint_;
     Message reply = MakeReply(
         req.msg.header,
@@ -341,7 +341,7 @@ void CoordinatorImpl::FailJob(const std::string& reason) {
 }
 
 JobEnd CoordinatorImpl::ComputeJobEnd() const {
-  if (stepped_down_) return {"stepped_down", result_.message(), kExitSteppedDown};
+  if (leadership_.stepped_down()) return {"stepped_down", result_.message(), kExitSteppedDown};
   if (!job_error_.empty()) return {"failed", job_error_, kExitJobFailed};
   if (!result_.ok()) return {"failed", result_.message(), kExitJobFailed};
   const int lost = members_.LostWorkers();
@@ -359,7 +359,7 @@ JobEnd CoordinatorImpl::ComputeJobEnd() const {
   }
   if (job_done_) return {"done", done_reason_, kExitDone};
   // Stopped before the job ended (Stop(): SIGTERM or SIGINT).
-  if (term_ == 0) return {"stopped", "a standby coordinator was stopped", kExitDone};
+  if (leadership_.term() == 0) return {"stopped", "a standby coordinator was stopped", kExitDone};
   if (!options_.exit_when_done || options_.num_workers == 0) {
     return {"stopped", "stopped by its launcher (the job ends when it is stopped)", kExitDone};
   }
@@ -386,7 +386,7 @@ void CoordinatorImpl::EndRun() {
   if (job_end_.exit_code != kExitDone && result_.ok()) {
     result_ = AbortedError("job " + job_end_.verdict + ": " + job_end_.reason);
   }
-  if (rejoin_) return;  // The process stands by again: the job goes on.
+  if (leadership_.rejoins()) return;  // The process stands by again: the job goes on.
   Emit("job_end", {{"verdict", job_end_.verdict},
                    {"reason", job_end_.reason},
                    {"exit_code", job_end_.exit_code},

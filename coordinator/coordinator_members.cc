@@ -116,7 +116,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
         rr->set_id(id);
         rr->set_member_token(m.token);  // The same process: the same token.
         rr->set_coordinator_identity(identity_);
-        rr->set_coordinator_term(term_);
+        rr->set_coordinator_term(leadership_.term());
         FillLiveWorkers(rr->mutable_live_workers());
         rr->set_awaits_seed(seeding_.count(id) > 0);  // Still waiting for its seed.
         *rr->mutable_shard_map() = map_;
@@ -207,7 +207,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     rr->set_id(id);
     rr->set_member_token(token);
     rr->set_coordinator_identity(identity_);
-    rr->set_coordinator_term(term_);
+    rr->set_coordinator_term(leadership_.term());
     FillLiveWorkers(rr->mutable_live_workers());
     *rr->mutable_shard_map() = map_;
     if (!Persist()) return;
@@ -292,7 +292,7 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
     // A server adopts the identity of a newer term (a restarted or newly
     // elected coordinator) from here.
     hr->set_coordinator_identity(identity_);
-    hr->set_coordinator_term(term_);
+    hr->set_coordinator_term(leadership_.term());
     auto syncing = syncing_.find(hb.id());
     if (known && syncing != syncing_.end() && hb.shard_map_version() >= syncing->second &&
         !hb.awaiting_state()) {

@@ -90,7 +90,7 @@ void CoordinatorImpl::CheckLiveness() {
       last_check_ms_ < 0 ? 0 : std::min(now - last_check_ms_, real_now - last_check_real_ms_);
   last_check_ms_ = now;
   last_check_real_ms_ = real_now;
-  if (!leading_.load()) return;  // A standby only answers "not the leader".
+  if (!leadership_.leading()) return;  // A standby only answers "not the leader".
   if (stalled_ms > options_.heartbeat_timeout_ms / 2) {
     LOG(WARNING) << "the coordinator did not run for " << stalled_ms
                  << " ms (paused or starved); every member gets a whole heartbeat timeout from "

@@ -1,12 +1,17 @@
 // CoordinatorImpl: the implementation behind relaxps::Coordinator
 // (coordinator/coordinator.h), split by responsibility:
-//   coordinator.cc          start-up, leadership, dispatch, job end and status
+//   coordinator.cc          start-up, dispatch, job end and status
 //   coordinator_members.cc  registration, heartbeats, the live worker set, barriers
 //   coordinator_tables.cc   tables, learning rates, shard map installs
 //   coordinator_recovery.cc failure detection, the mechanisms the recovery
 //                           policy's hooks drive (recovery/coordinator_recovery.h),
 //                           re-seeds, checkpoints
 //   coordinator_state.cc    the durable state (coordinator/state_store.h)
+// and objects that own their state, each with its contract in its header:
+//   Leadership (leadership.h)   the state store, election, term, and
+//                               standby/leading/suspended/stepped down
+//   Membership, Barriers, CheckpointScheduler, Reseeder, MapWatchers,
+//   ControlLimiter, EventRing   (their headers)
 //
 // Thread-safety: everything runs on the RpcServer's loop thread, except
 // Stop() and the leadership callbacks, which Post() to it.
@@ -34,10 +39,9 @@
 #include "coordinator/map_watchers.h"
 #include "coordinator/control_limiter.h"
 #include "coordinator/membership.h"
-#include "coordinator/leader_election.h"
+#include "coordinator/leadership.h"
 #include "coordinator/reseeder.h"
 #include "coordinator/state_store.h"
-#include "coordinator/zk_session.h"
 #include "recovery/coordinator_recovery.h"
 #include "recovery/recovery_policy.h"
 
@@ -80,7 +84,7 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // The endpoint rpc_ is bound to (a concrete port), which a standby that
   // replaces this one binds again.
   const std::string& bound_endpoint() const { return rpc_->endpoint(); }
-  bool leading() const override { return leading_.load(); }
+  bool leading() const override { return leadership_.leading(); }
   void Run() override {
     rpc_->Run([this](Request r) { Handle(std::move(r)); });
     EndRun();
@@ -93,7 +97,7 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   JobEnd job_end() const override { return job_end_; }
   // After Run() returned: it was deposed (under coordination) and may lead
   // again as a new standby (RejoinWhenDeposed); no job_end was emitted.
-  bool rejoins() const { return rejoin_; }
+  bool rejoins() const { return leadership_.rejoins(); }
   // Runs `task` on the loop thread (dropped if the loop never runs again).
   void Post(std::function<void()> task) { rpc_->Post(std::move(task)); }
   // GET_STATUS's figures. Loop thread only.
@@ -106,8 +110,7 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // Every coordinator of the job, the leader first (from the election; none
   // without coordination), into `h` (Header.coordinator_endpoints).
   void ListCoordinators(wire::Header* h) const {
-    if (election_ == nullptr) return;
-    for (const std::string& e : election_->candidates()) h->add_coordinator_endpoints(e);
+    for (const std::string& e : leadership_.candidates()) h->add_coordinator_endpoints(e);
   }
   // Claims the store and resumes from its records; then serves.
   Status TakeOver();
@@ -336,23 +339,12 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().
   // Events kept for GET_EVENTS (filled by events_' observer on any thread).
   EventRing ring_;
-  uint64_t term_ = 0;      // The store's term of this leadership (Claim()).
-  StateRecords written_;   // Records as last written to store_.
-  bool stepped_down_ = false;
-  bool rejoin_ = false;  // See rejoins().
-  // Leading, but its ZooKeeper connection dropped (session maybe alive): not
-  // serving until it reconnects (OnZkEvent).
-  bool suspended_ = false;
-
-  // Written on the loop thread, read by leading() from any thread.
-  std::atomic<bool> leading_{false};
   // Stop() was called (a signal): the job did not end by itself.
   std::atomic<bool> stop_requested_{false};
-  // Declared last: destroyed first (the election and the session call back
-  // into rpc_ until they are gone).
-  std::unique_ptr<ZkSession> zk_;
-  std::unique_ptr<CoordinatorStateStore> store_;
-  std::unique_ptr<LeaderElection> election_;
+  // The state store, the election and the term (coordinator/leadership.h).
+  // Declared last: destroyed first (the election and the ZooKeeper session
+  // call back into rpc_ until they are gone).
+  Leadership leadership_;
 };
 
 }  // namespace coordinator_internal
