@@ -215,7 +215,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     if (outcome.push_map) PushMap("server " + std::to_string(id) + " rejoined");
     return;
   }
-  if (r.role() == "worker" && job_done_) {
+  if (r.role() == "worker" && outcome_.done()) {
     rpc_->ReplyStatus(req, FailedPreconditionError("the job is over (relaxps-ctl shutdown, or "
                                                    "every worker left)"))
         .IgnoreError();
@@ -324,14 +324,14 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
       *hr->mutable_latest_checkpoint() = *checkpoints_.latest();
     }
   }
-  if (!known && job_error_.empty()) {
+  if (!known && !outcome_.failed()) {
     StatusToProto(NotFoundError(hb.role() + " " + std::to_string(hb.id()) +
                                 " is not a live member (declared dead?); re-register"),
                   reply.header.mutable_status());
   }
   hr->set_shard_map_version(map_.version());
-  hr->set_job_error(job_error_);
-  hr->set_job_done(job_done_);
+  hr->set_job_error(outcome_.error());
+  hr->set_job_done(outcome_.done());
   if (hb.shard_map_version() < map_.version()) *hr->mutable_shard_map() = map_;
   rpc_->Reply(req, std::move(reply)).IgnoreError();
 }

@@ -100,7 +100,7 @@ void CoordinatorImpl::CheckLiveness() {
   watchers_->Expire(map_, now);
   AnswerEventWaiters(now);  // Those whose wait ended.
   FinishReseeds();
-  if (options_.exit_when_done && options_.num_workers > 0 && !job_done_ &&
+  if (options_.exit_when_done && options_.num_workers > 0 && !outcome_.done() &&
       static_cast<int>(members_.workers().size()) >= options_.num_workers) {
     std::vector<int> ids;
     std::vector<int64_t> clocks;
@@ -116,7 +116,7 @@ void CoordinatorImpl::CheckLiveness() {
   }
   MaybeExit(now);
   for (int id : members_.ExpireServers(now)) {
-    if (job_done_) continue;  // Leaving at the end is not a failure.
+    if (outcome_.done()) continue;  // Leaving at the end is not a failure.
     const MemberInfo& m = members_.servers().at(id);
     const std::string what = "server " + std::to_string(id) + " (" + m.endpoint + ", pid " +
                              std::to_string(m.pid) + ") missed heartbeats for " +
@@ -130,7 +130,7 @@ void CoordinatorImpl::CheckLiveness() {
     servers_rpc_->CancelPeer(server_peer_[id], UnavailableError(what));
     ServerLost(id, what);
   }
-  if (checkpoints_.enabled() && job_error_.empty() &&
+  if (checkpoints_.enabled() && !outcome_.failed() &&
       members_.live_servers() >= options_.num_servers && map_.tables_size() > 0 &&
       checkpoints_.Due(members_.MinWorkerClock(), now)) {
     StartCheckpoint({});
@@ -276,8 +276,8 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
       rpc_->Reply(*w, std::move(reply)).IgnoreError();
     }
   };
-  if (!job_error_.empty()) {
-    answer(waiters, AbortedError(job_error_), nullptr);
+  if (outcome_.failed()) {
+    answer(waiters, AbortedError(outcome_.error()), nullptr);
     return;
   }
   if (members_.live_servers() < options_.num_servers) {

@@ -71,9 +71,9 @@ Status CoordinatorImpl::TakeOver() {
   RETURN_IF_ERROR(Restore(records));
   leadership_.Lead(std::move(records));
   if (!Persist()) {
-    // result_ names why (the store's error, e.g. a full disk).
+    // The result names why (the store's error, e.g. a full disk).
     return AbortedError("the first write of the coordinator state failed: " +
-                        result_.ToString());
+                        outcome_.result().ToString());
   }
   const uint64_t term = leadership_.term();
   LOG(INFO) << "LEADER coordinator " << endpoint() << " serves the job from "
@@ -100,7 +100,7 @@ void CoordinatorImpl::StepDown(const std::string& why, bool rejoin) {
              << (leadership_.rejoins() ? " (it stands by again)" : "");
   Emit("leader_stepped_down",
        {{"endpoint", endpoint()}, {"term", leadership_.term()}, {"reason", why}});
-  result_ = AbortedError("coordinator stepped down: " + why);
+  outcome_.Abort("coordinator stepped down: " + why);
   EndRunAndStop();
 }
 
@@ -141,8 +141,8 @@ StateRecords CoordinatorImpl::Snapshot() const {
   wire::StoredJob job;
   *job.mutable_job() = job_;
   job.set_next_incarnation(next_incarnation_);
-  job.set_job_error(job_error_);
-  job.set_job_done(job_done_);
+  job.set_job_error(outcome_.error());
+  job.set_job_done(outcome_.done());
   job.SerializeToString(&r[kJob]);
   map_.SerializeToString(&r[kMap]);
   wire::StoredMembership m;
@@ -164,7 +164,7 @@ StateRecords CoordinatorImpl::Snapshot() const {
     w->set_failure(info.failure);
   }
   m.set_worker_set_version(members_.worker_set_version());
-  m.set_workers_left(workers_left_);
+  m.set_workers_left(outcome_.workers_left());
   m.SerializeToString(&r[kMembers]);
   wire::StoredRecovery rec;
   recovery_->SaveState(&rec);
@@ -202,14 +202,6 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
         ": give it the job's flags (or a new --data_dir / PATH)");
   }
   next_incarnation_ = std::max(next_incarnation_, job.next_incarnation());
-  if (!job.job_error().empty()) {
-    job_error_ = job.job_error();
-    failed_at_ms_ = now;
-  }
-  if (job.job_done()) {
-    job_done_ = true;
-    done_at_ms_ = now;
-  }
   RETURN_IF_ERROR(ParseRecord(records, kMap, &map_));
   for (const wire::ServerInfo& s : map_.servers()) {
     Registration& registration = registrations_[s.id()];
@@ -241,7 +233,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   }
   // One ahead of what servers saw: the next live set supersedes theirs.
   members_.set_worker_set_version(m.worker_set_version() + 1);
-  workers_left_ = m.workers_left();
+  outcome_.Resume(job.job_done(), job.job_error(), m.workers_left(), now);
   wire::StoredRecovery rec;
   RETURN_IF_ERROR(ParseRecord(records, kRecovery, &rec));
   recovery_->RestoreState(rec, now);
@@ -267,7 +259,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   barriers_.Update(announced_workers_, now);
   LOG(INFO) << "resumed from " << leadership_.store_name() << ": " << map_.tables_size() << " table(s), "
             << members_.servers().size() << " server(s) and " << members_.workers().size()
-            << " worker(s) known" << (job_error_.empty() ? "" : ", the job had failed: " + job_error_);
+            << " worker(s) known" << (outcome_.failed() ? ", the job had failed: " + outcome_.error() : "");
   return Status::OK();
 }
 

@@ -10,6 +10,8 @@
 // and objects that own their state, each with its contract in its header:
 //   Leadership (leadership.h)   the state store, election, term, and
 //                               standby/leading/suspended/stepped down
+//   JobOutcome (job_outcome.h)  the job's end or failure, when the loop
+//                               stops, the verdict and Run()'s result
 //   Membership, Barriers, CheckpointScheduler, Reseeder, MapWatchers,
 //   ControlLimiter, EventRing   (their headers)
 //
@@ -35,6 +37,7 @@
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/event_ring.h"
+#include "coordinator/job_outcome.h"
 #include "common/events.h"
 #include "coordinator/map_watchers.h"
 #include "coordinator/control_limiter.h"
@@ -71,6 +74,7 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
         clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
         barriers_(options.consistency == ConsistencyModel::kAsync ? 0 : options.num_workers),
+        outcome_(options.failed_exit_ms, options.done_grace_ms),
         checkpoints_(CheckpointScheduleFor(options), clock_->NowMs()),
         reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
                                 options.reseed_timeout_ms}),
@@ -93,8 +97,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
     stop_requested_.store(true);
     rpc_->Stop();
   }
-  Status result() const override { return result_; }
-  JobEnd job_end() const override { return job_end_; }
+  Status result() const override { return outcome_.result(); }
+  JobEnd job_end() const override { return outcome_.job_end(); }
   // After Run() returned: it was deposed (under coordination) and may lead
   // again as a new standby (RejoinWhenDeposed); no job_end was emitted.
   bool rejoins() const { return leadership_.rejoins(); }
@@ -127,13 +131,13 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
 
   // Ends the job in order (SHUTDOWN or every worker left).
   void EndJob(const std::string& why);
-  // After the loop stopped: how the job ended (job_end_, result_, the
-  // job_end event).
-  // At most once (ended_).
+  // After the loop stopped: how the job ended (outcome_'s verdict, the
+  // job_end event). At most once.
   void EndRun();
   // EndRun, answers the event followers, then stops the loop.
   void EndRunAndStop();
-  JobEnd ComputeJobEnd() const;
+  // What outcome_'s verdict needs from the members and the leadership.
+  JobEndFacts EndFacts() const;
   // ---- Structured events (docs/events.md) ----
   void Emit(std::string_view kind, const EventFields& fields = {}) { events_->Emit(kind, fields); }
   // GET_EVENTS: answers at once, or holds the request until an event comes
@@ -277,9 +281,6 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // --security=curve: server id -> the public key its ROUTER must prove it
   // holds (DIR/server-<id>.pub), listed in the map for clients.
   std::map<int, std::string> server_keys_;
-  Status result_;         // Set before Run() returns.
-  JobEnd job_end_;        // Set before Run() returns.
-  bool ended_ = false;    // EndRun() ran.
 
   // Loop thread only.
   std::unique_ptr<MapWatchers> watchers_;  // Created in Init().
@@ -298,12 +299,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   uint64_t announced_version_ = 0;
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
-  std::string job_error_;
-  int64_t failed_at_ms_ = 0;
-  bool job_done_ = false;
-  int64_t done_at_ms_ = 0;
-  int workers_left_ = 0;  // Orderly DEREGISTERs of workers.
-  std::string done_reason_;  // Why the job ended in order (EndJob).
+  // The job's end or failure, Run()'s result (coordinator/job_outcome.h).
+  JobOutcome outcome_;
   // fallback events: CountRecovery("fallback") calls during the hook now
   // running (the core emits one event per hook that counted one).
   int fallbacks_counted_ = 0;
