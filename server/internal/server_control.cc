@@ -281,7 +281,7 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
   }
   // Synchronous checkpointing: writes wait from here until the snapshot is
   // durable (ReleaseHeldWrites).
-  if (holds_writes_during_checkpoint_) ++checkpoints_writing_;
+  if (holds_writes_during_checkpoint_) checkpoint_hold_.Begin();
   // Written in the background; the reply waits for it on this loop.
   auto shared_req = std::make_shared<Request>(std::move(req));
   server_internal::WriteCheckpointAsync(
@@ -325,18 +325,15 @@ void ServerImpl::ReleaseHeldWrites(uint64_t seq, int64_t clock) {
   if (!holds_writes_during_checkpoint_) return;
   // Once the coordinator has this server's answer (sent first) for every
   // checkpoint in progress.
-  if (--checkpoints_writing_ > 0 || held_writes_.empty()) return;
-  std::deque<Request> held;
-  held.swap(held_writes_);
-  held_senders_.clear();
-  const int64_t waited_ms = clock_->NowMs() - writes_held_since_ms_;
+  server_internal::CheckpointHold::Released released = checkpoint_hold_.End(clock_->NowMs());
+  if (released.requests.empty()) return;
   EmitEvent(options_.events.get(), "checkpoint_writes_held",
             {{"server", id_},
              {"seq", seq},
              {"clock", clock},
-             {"requests", static_cast<uint64_t>(held.size())},
-             {"ms", waited_ms}});
-  for (Request& r : held) HandleData(std::move(r));
+             {"requests", static_cast<uint64_t>(released.requests.size())},
+             {"ms", released.waited_ms}});
+  for (Request& r : released.requests) HandleData(std::move(r));
 }
 
 }  // namespace server_internal

@@ -351,11 +351,8 @@ void ServerImpl::HandleData(Request&& req) {
   // Synchronous checkpointing: a write waits (neither applied nor
   // acknowledged) until the snapshot being written is durable, and so does
   // whatever its sender sends after it (its pulls see its writes).
-  const bool write = h.type() != wire::PULL && h.type() != wire::PULL_ROWS;
-  if (checkpoints_writing_ > 0 && (write || held_senders_.count(h.sender()) > 0)) {
-    if (held_writes_.empty()) writes_held_since_ms_ = clock_->NowMs();
-    held_senders_.insert(h.sender());
-    held_writes_.push_back(std::move(req));
+  if (checkpoint_hold_.Holds(h)) {
+    checkpoint_hold_.Add(std::move(req), clock_->NowMs());
     return;
   }
   // A held worker's first request that is not a replay: its replay to

@@ -13,7 +13,6 @@
 #define RELAXPS_SERVER_INTERNAL_SERVER_IMPL_H_
 
 #include <atomic>
-#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -33,6 +32,7 @@
 #include "coordinator/leader_watch.h"
 #include "recovery/server_recovery.h"
 #include "server/internal/chain_replication.h"
+#include "server/internal/checkpoint_hold.h"
 #include "server/internal/durability_monitor.h"
 #include "server/internal/parked_requests.h"
 #include "server/internal/range_state.h"
@@ -330,14 +330,9 @@ class ServerImpl final : public Server, private ChainHost {
   // workers in it until their first request that is not a replay.
   bool hold_next_live_set_ = false;
   std::set<int> held_workers_;
-  // HoldsWritesDuringCheckpoint: checkpoints captured here whose snapshot is
-  // not durable yet, the writes that arrived meanwhile and what their
-  // senders sent after them (arrival order), and when the first of them
-  // arrived (for checkpoint_writes_held).
-  int checkpoints_writing_ = 0;
-  std::deque<Request> held_writes_;
-  std::set<int> held_senders_;  // Senders of held_writes_.
-  int64_t writes_held_since_ms_ = 0;
+  // HoldsWritesDuringCheckpoint: the writes held while a checkpoint's
+  // snapshot is written (server/internal/checkpoint_hold.h).
+  server_internal::CheckpointHold checkpoint_hold_;
   uint64_t held_bytes_ = 0;  // Dense shards created here (all slots).
   uint64_t epoch_ = 0;   // Job epoch of the installed map.
   bool registered_ = false;  // Ranges created after registration are new tables.
