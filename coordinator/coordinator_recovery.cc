@@ -265,7 +265,7 @@ std::set<int> CoordinatorImpl::LiveServersAwaitingSeed() const {
 
 void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters) {
   if (checkpoints_.in_flight()) {
-    for (auto& w : waiters) queued_checkpoint_requests_.push_back(std::move(w));
+    checkpoints_.Queue(std::move(waiters));
     return;
   }
   auto answer = [this](const std::vector<std::shared_ptr<Request>>& ws, const Status& s,
@@ -289,8 +289,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
   }
   const int64_t now = clock_->NowMs();
   const int64_t clock = members_.MinWorkerClock();
-  checkpoints_.Start(clock, now);
-  const uint64_t seq = next_checkpoint_seq_++;
+  const uint64_t seq = checkpoints_.Start(clock, now);
   LOG(INFO) << "checkpoint at clock " << clock << " started";
   Emit("checkpoint_started", {{"seq", seq}, {"clock", clock}});
   Message msg;
@@ -333,11 +332,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
         metrics_.OnCheckpoint(result.ok(), record->seconds());
         answer(*shared_waiters, result.WithPrefix("checkpoint at clock " + std::to_string(clock)),
                result.ok() ? record.get() : nullptr);
-        if (!queued_checkpoint_requests_.empty()) {
-          std::vector<std::shared_ptr<Request>> next;
-          next.swap(queued_checkpoint_requests_);
-          StartCheckpoint(std::move(next));
-        }
+        if (checkpoints_.queued() > 0) StartCheckpoint(checkpoints_.TakeQueued());
       },
       options_.checkpoint_timeout_ms,
       [record](int, const Message& reply) {

@@ -251,9 +251,6 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   wire::StoredCheckpoints cps;
   RETURN_IF_ERROR(ParseRecord(records, kCheckpoints, &cps));
   checkpoints_.Restore({cps.history().begin(), cps.history().end()}, cps.failed());
-  for (const wire::CheckpointRecord& c : cps.history()) {
-    next_checkpoint_seq_ = std::max(next_checkpoint_seq_, c.seq() + 1);
-  }
   announced_workers_ = workers;
   announced_version_ = members_.worker_set_version();
   barriers_.Update(announced_workers_, now);

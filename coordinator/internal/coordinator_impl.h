@@ -215,7 +215,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   void Broadcast(const Message& msg, std::function<void(const Status&)> done,
                  int timeout_ms = 5000, ReplyFn on_reply = nullptr);
   // Starts a coordinated checkpoint at the min live worker clock; answers
-  // `waiters` (manual requests) when it ends. Queues them if one is running.
+  // `waiters` (manual requests) when it ends. Queues them in checkpoints_
+  // if one is running.
   void StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters);
   void BroadcastWorkerSet(std::function<void(const Status&)> done);
   // The live worker set (ids, clocks, version) as sent to servers.
@@ -326,13 +327,9 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
     bool restored = false;
   };
   std::map<int, Registration> registrations_;
-  // Seq of the next coordinated checkpoint (CheckpointRecord.seq).
-  uint64_t next_checkpoint_seq_ = 1;
   // Chain replication: joined servers still receiving their state, with the
   // map version of their join (see Syncing()).
   std::map<int, uint64_t> syncing_;
-  // Manual checkpoint requests that arrived while one was in flight.
-  std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
   CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().
   // Events kept for GET_EVENTS (filled by events_' observer on any thread).
   EventRing ring_;
