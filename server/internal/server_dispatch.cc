@@ -222,7 +222,7 @@ void ServerImpl::ReplyWith(const Request& req, Message&& reply) {
   const wire::MsgType type = req.msg.header.type();
   if (type == wire::PUSH || type == wire::PUSH_PULL || type == wire::PUSH_ROWS) {
     // Whatever this reply acknowledges is in every checkpoint after this one.
-    reply.header.set_snapshot_seq(snapshot_seq_);
+    reply.header.set_snapshot_seq(applied_.snapshot_seq());
   }
   if (!unsynced_replies_.empty() || store_->HasUnsyncedUpdates()) {
     RpcServer::FillReplyHeader(req, &reply);
