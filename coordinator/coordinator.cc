@@ -368,35 +368,19 @@ void CoordinatorImpl::EndRun() {
 }
 
 void CoordinatorImpl::HandleGetEvents(Request req) {
-  const wire::EventsRequest& r = req.msg.header.events_request();
-  constexpr size_t kMaxPerReply = 1000;
-  constexpr int kMaxWaitMs = 30000;
-  EventWaiter w;
-  w.after = r.after_seq();
-  w.max = r.max_events() == 0 ? kMaxPerReply : std::min<size_t>(r.max_events(), kMaxPerReply);
-  w.deadline_ms = clock_->NowMs() + std::clamp(r.wait_ms(), 0, kMaxWaitMs);
-  w.req = std::make_shared<Request>(std::move(req));
-  event_waiters_.push_back(std::move(w));
+  followers_.Add(std::move(req), clock_->NowMs());
   AnswerEventWaiters(clock_->NowMs());
 }
 
 void CoordinatorImpl::AnswerEventWaiters(int64_t now) {
-  const uint64_t last = ring_.last_seq();
-  std::vector<EventWaiter> held;
-  for (EventWaiter& w : event_waiters_) {
-    if (last <= w.after && now < w.deadline_ms) {  // No news yet, still waiting.
-      held.push_back(std::move(w));
-      continue;
-    }
-    const EventRing::Slice slice = ring_.Since(w.after, w.max);
-    Message reply = MakeReply(w.req->msg.header, Status::OK());
+  for (EventFollowers::Due& due : followers_.TakeDue(ring_, now)) {
+    Message reply = MakeReply(due.req->msg.header, Status::OK());
     wire::EventsReply* er = reply.header.mutable_events_reply();
-    for (const std::string& line : slice.lines) er->add_lines(line);
-    er->set_last_seq(slice.last_seq);
-    er->set_missed(slice.missed);
-    rpc_->Reply(*w.req, std::move(reply)).IgnoreError();
+    for (const std::string& line : due.slice.lines) er->add_lines(line);
+    er->set_last_seq(due.slice.last_seq);
+    er->set_missed(due.slice.missed);
+    rpc_->Reply(*due.req, std::move(reply)).IgnoreError();
   }
-  event_waiters_ = std::move(held);
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {

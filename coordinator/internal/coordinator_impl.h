@@ -13,7 +13,7 @@
 //   JobOutcome (job_outcome.h)  the job's end or failure, when the loop
 //                               stops, the verdict and Run()'s result
 //   Membership, Barriers, CheckpointScheduler, Reseeder, MapWatchers,
-//   ControlLimiter, EventRing   (their headers)
+//   ControlLimiter, EventRing, EventFollowers   (their headers)
 //
 // Thread-safety: everything runs on the RpcServer's loop thread, except
 // Stop() and the leadership callbacks, which Post() to it.
@@ -36,6 +36,7 @@
 #include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/event_followers.h"
 #include "coordinator/event_ring.h"
 #include "coordinator/job_outcome.h"
 #include "common/events.h"
@@ -140,8 +141,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   JobEndFacts EndFacts() const;
   // ---- Structured events (docs/events.md) ----
   void Emit(std::string_view kind, const EventFields& fields = {}) { events_->Emit(kind, fields); }
-  // GET_EVENTS: answers at once, or holds the request until an event comes
-  // or its wait ends.
+  // GET_EVENTS: answers at once, or holds the request (followers_) until an
+  // event comes or its wait ends.
   void HandleGetEvents(Request req);
   // Answers the held GET_EVENTS requests that have news or whose wait ended
   // by `now`.
@@ -305,14 +306,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // fallback events: CountRecovery("fallback") calls during the hook now
   // running (the core emits one event per hook that counted one).
   int fallbacks_counted_ = 0;
-  // GET_EVENTS requests held until an event after `after` (or `deadline`).
-  struct EventWaiter {
-    std::shared_ptr<Request> req;
-    uint64_t after = 0;
-    size_t max = 0;
-    int64_t deadline_ms = 0;
-  };
-  std::vector<EventWaiter> event_waiters_;
+  // GET_EVENTS requests held until an event comes or their wait ends.
+  EventFollowers followers_;
   uint64_t next_incarnation_ = 1;
   CheckpointScheduler checkpoints_;
   Reseeder reseeder_;
