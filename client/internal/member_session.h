@@ -20,11 +20,11 @@
 //  - At most one map watch is out (BeginMapWatch / EndMapWatch).
 //  - A failover is logged once per map epoch (FirstFailoverAckIn).
 //
-// Thread-safety: Start, Stop, Answered, Failed, Registered and
-// checkpoint_seq() run on the heartbeat thread (or, before Start and after
-// Stop, the thread that owns the client); healthy(), failures(),
-// BeginMapWatch, EndMapWatch and FirstFailoverAckIn are safe from any
-// thread.
+// Thread-safety: Start and Stop run on the thread that owns the client
+// (its Init and destructor); Answered, Failed, Registered, ShouldLog and
+// checkpoint_seq() on the heartbeat thread between them (or on one test
+// thread without Start); healthy(), failures(), BeginMapWatch, EndMapWatch
+// and FirstFailoverAckIn are safe from any thread.
 #ifndef RELAXPS_CLIENT_INTERNAL_MEMBER_SESSION_H_
 #define RELAXPS_CLIENT_INTERNAL_MEMBER_SESSION_H_
 

@@ -23,6 +23,7 @@
 #ifndef RELAXPS_SERVER_INTERNAL_APPLIED_RECORDS_H_
 #define RELAXPS_SERVER_INTERNAL_APPLIED_RECORDS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
