@@ -241,9 +241,7 @@ Status ClientImpl::Init() {
   }
   local_on_disconnect_.store(fallback_ != nullptr && features_.probe_on_disconnect);
   if (options_.role == "worker") {
-    last_heartbeat_ok_ms_ = clock_source_->NowMs();
-    heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
-                                                  clock_source_);
+    session_.Start(options_.heartbeat_ms, [this] { Heartbeat(); });
   }
   role_->OnStarted();  // E.g. arms a map watch (before the start barrier).
   // The start barrier (BSP/SSP with --num_workers): held by the
@@ -271,7 +269,7 @@ Status ClientImpl::RegisterAgain(const std::string& why) {
       coordinators_.CallSync(RegisterMessage(job_.worker_id),
                              std::max(1000, options_.heartbeat_ms * 5));
   if (!reply.ok()) {
-    if (heartbeat_failures_.load() % 10 == 0) {
+    if (session_.ShouldLog()) {
       LOG(WARNING) << "worker " << job_.worker_id << " could not register again (" << why
                    << "): " << reply.status();
     }
@@ -282,8 +280,7 @@ Status ClientImpl::RegisterAgain(const std::string& why) {
                << clock_.load() << " (the coordinator said: " << why << ")";
   EmitRegistered(options_.events.get(), options_, job_, incarnation_, clock_.load(),
                  /*again=*/true);
-  heartbeat_failures_.store(0);
-  last_heartbeat_ok_ms_ = clock_source_->NowMs();
+  session_.Registered();
   return Status::OK();
 }
 
@@ -312,7 +309,7 @@ Status ClientImpl::Barrier() {
 }
 
 void ClientImpl::WatchMap() {
-  if (shutting_down_.load() || watching_map_.exchange(true)) return;
+  if (shutting_down_.load() || !session_.BeginMapWatch()) return;
   Message watch;
   watch.header.set_type(wire::GET_SHARD_MAP);
   watch.header.set_sender(job_.worker_id);
@@ -321,7 +318,7 @@ void ClientImpl::WatchMap() {
   watch.header.set_watch_ms(kMapWatchMs);
   coordinators_.Call(std::move(watch), kMapWatchMs + 5000,
              [this](const Status& st, Message&& reply) {
-               watching_map_.store(false);
+               session_.EndMapWatch();
                if (shutting_down_.load() || !st.ok()) return;  // The heartbeat re-arms it.
                if (reply.header.has_shard_map()) {
                  Status s = SetMap(reply.header.shard_map());
@@ -344,9 +341,9 @@ ClientImpl::~ClientImpl() {
       h.done(AbortedError("client is shutting down"), Message());
     }
   }
-  if (heartbeat_ != nullptr) {
-    heartbeat_->Stop();
-    if (heartbeat_failures_ == 0) {
+  if (session_.started()) {
+    session_.Stop();
+    if (session_.healthy()) {
       Message bye;
       bye.header.set_type(wire::DEREGISTER);
       bye.header.set_sender(job_.worker_id);
@@ -482,7 +479,7 @@ void ClientImpl::Heartbeat() {
                                router_->map()->version(), incarnation_, acked_updates_.load());
   // The coordinator announces a newer complete checkpoint only (the role
   // hears of it in OnHeartbeatReply).
-  hb.header.mutable_heartbeat()->set_checkpoint_seq(checkpoint_seq_seen_);
+  hb.header.mutable_heartbeat()->set_checkpoint_seq(session_.checkpoint_seq());
   StatusOr<Message> reply =
       coordinators_.CallSync(std::move(hb), std::max(500, options_.heartbeat_ms * 5));
   if (!reply.ok()) {
@@ -491,32 +488,21 @@ void ClientImpl::Heartbeat() {
         RegisterAgain(reply.status().message()).ok()) {
       return;
     }
-    const int64_t silent_ms = clock_source_->NowMs() - last_heartbeat_ok_ms_;
-    if (silent_ms > options_.coordinator_timeout_ms) {
-      SetJobError("no answer from the coordinator " + options_.coordinator + " for " +
-                  std::to_string(silent_ms) + " ms (--coordinator_timeout_ms=" +
-                  std::to_string(options_.coordinator_timeout_ms) + ")");
-    }
-    if (heartbeat_failures_.fetch_add(1) % 10 == 0) {
-      LOG(WARNING) << "heartbeat to coordinator failed: " << reply.status();
-    }
+    const client_internal::MemberSession::Silence silence = session_.Failed();
+    if (silence.lost) SetJobError(silence.why);
+    if (silence.log) LOG(WARNING) << "heartbeat to coordinator failed: " << reply.status();
     return;
   }
-  heartbeat_failures_.store(0);
-  last_heartbeat_ok_ms_ = clock_source_->NowMs();
   const wire::HeartbeatReply& hr = reply->header.heartbeat_reply();
+  const client_internal::MemberSession::News news = session_.Answered(hr);
   if (!hr.job_error().empty()) SetJobError(hr.job_error());
-  if (hr.job_done() && !job_done_seen_) {
-    job_done_seen_ = true;
+  if (news.job_done) {
     LOG(INFO) << "the coordinator ended the job: finishing the current step";
     if (options_.on_job_done) options_.on_job_done();
   }
   if (hr.has_shard_map()) {
     Status s = SetMap(hr.shard_map());
     if (!s.ok()) LOG(ERROR) << "bad shard map from coordinator: " << s;
-  }
-  if (hr.has_latest_checkpoint()) {
-    checkpoint_seq_seen_ = std::max(checkpoint_seq_seen_, hr.latest_checkpoint().seq());
   }
   role_->OnHeartbeatReply(hr);
 }

@@ -18,12 +18,23 @@ bool CheckpointScheduler::Due(int64_t min_worker_clock, int64_t now_ms) const {
          static_cast<double>(now_ms - last_start_ms_) >= options_.every_s * 1000.0;
 }
 
-void CheckpointScheduler::Start(int64_t clock, int64_t now_ms) {
+uint64_t CheckpointScheduler::Start(int64_t clock, int64_t now_ms) {
   in_flight_ = true;
   last_start_ms_ = now_ms;
   if (options_.every_clocks > 0) {
     last_clock_mark_ = std::max(last_clock_mark_, clock / options_.every_clocks);
   }
+  return next_seq_++;
+}
+
+void CheckpointScheduler::Queue(std::vector<std::shared_ptr<Request>> waiters) {
+  for (std::shared_ptr<Request>& w : waiters) queued_.push_back(std::move(w));
+}
+
+std::vector<std::shared_ptr<Request>> CheckpointScheduler::TakeQueued() {
+  std::vector<std::shared_ptr<Request>> taken;
+  taken.swap(queued_);
+  return taken;
 }
 
 void CheckpointScheduler::Finish(const Status& status, wire::CheckpointRecord record,
@@ -41,6 +52,7 @@ void CheckpointScheduler::Finish(const Status& status, wire::CheckpointRecord re
 
 void CheckpointScheduler::Restore(const std::vector<wire::CheckpointRecord>& history,
                                   uint64_t failed) {
+  for (const wire::CheckpointRecord& c : history) next_seq_ = std::max(next_seq_, c.seq() + 1);
   history_.assign(history.begin(), history.end());
   while (history_.size() > options_.history) history_.pop_front();
   latest_.reset();

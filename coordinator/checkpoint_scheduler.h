@@ -4,10 +4,14 @@
 // A checkpoint is due when the minimum live worker clock crosses a multiple
 // of `every_clocks`, or `every_s` seconds after the previous one started; a
 // manual request (relaxps-ctl checkpoint) asks for one at once. At most one
-// checkpoint is in flight; the coordinator sends CHECKPOINT to every server
-// and reports the outcome with Finish(). Only a checkpoint that every server
-// completed becomes `latest()`. The record lives in memory (a restarted
-// coordinator starts empty; the servers' checkpoint directories remain).
+// checkpoint is in flight; manual requests that arrive meanwhile are queued
+// here (Queue) and answered by the next round (TakeQueued). Each round gets
+// the next seq (CheckpointRecord.seq: one more than any started or
+// restored). The coordinator sends CHECKPOINT to every server and reports
+// the outcome with Finish(). Only a checkpoint that every server completed
+// becomes `latest()`. The record lives in memory; the coordinator stores
+// history() and failed() with its durable state and a new leader Restore()s
+// them (the servers' checkpoint directories remain).
 //
 // Time is passed in (monotonic ms) so tests can drive it.
 //
@@ -17,9 +21,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "common/rpc_server.h"
 #include "common/status.h"
 #include "common/wire.h"
 
@@ -49,9 +55,16 @@ class CheckpointScheduler {
   // True if a periodic checkpoint should start now (never while one is in
   // flight).
   bool Due(int64_t min_worker_clock, int64_t now_ms) const;
-  // A checkpoint tagged `clock` was sent to the servers.
+  // A checkpoint tagged `clock` is sent to the servers; returns its seq.
   // REQUIRES: !in_flight().
-  void Start(int64_t clock, int64_t now_ms);
+  uint64_t Start(int64_t clock, int64_t now_ms);
+  // Manual requests that arrived while a checkpoint is in flight: the next
+  // round answers them. TakeQueued() empties the queue (arrival order).
+  void Queue(std::vector<std::shared_ptr<Request>> waiters);
+  std::vector<std::shared_ptr<Request>> TakeQueued();
+  size_t queued() const { return queued_.size(); }
+  // The seq the next Start() returns.
+  uint64_t next_seq() const { return next_seq_; }
   // The in-flight checkpoint finished: OK with the record of every server's
   // part, or the first error. REQUIRES: in_flight().
   void Finish(const Status& status, wire::CheckpointRecord record, int64_t now_ms);
@@ -61,7 +74,8 @@ class CheckpointScheduler {
   // Complete checkpoints, oldest first (at most options.history).
   const std::deque<wire::CheckpointRecord>& history() const { return history_; }
   uint64_t failed() const { return failed_; }
-  // A restarted coordinator resumes the registry: `history` oldest first.
+  // A restarted coordinator resumes the registry: `history` oldest first
+  // (the next seq follows the newest of them).
   void Restore(const std::vector<wire::CheckpointRecord>& history, uint64_t failed);
 
  private:
@@ -75,6 +89,8 @@ class CheckpointScheduler {
   std::optional<wire::CheckpointRecord> latest_;
   std::deque<wire::CheckpointRecord> history_;
   uint64_t failed_ = 0;
+  uint64_t next_seq_ = 1;
+  std::vector<std::shared_ptr<Request>> queued_;
 };
 
 }  // namespace relaxps

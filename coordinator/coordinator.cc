@@ -175,11 +175,11 @@ Status CoordinatorImpl::Init() {
 }
 
 void CoordinatorImpl::Handle(Request req) {
-  if (!leading_.load()) {
+  if (!leadership_.leading()) {
     // A standby (or a deposed leader standing by): Unavailable, and where
     // the leader is (common/coordinator_peers.h follows it). Its own
     // endpoint while it is taking over: the caller retries here.
-    const std::string leader = election_ != nullptr ? election_->leader_endpoint() : "";
+    const std::string leader = leadership_.leader_endpoint();
     const bool elsewhere = !leader.empty() && leader != endpoint_;
     Message reply = MakeReply(
         req.msg.header,
@@ -278,7 +278,7 @@ void CoordinatorImpl::Dispatch(Request req) {
       }
       members_.RemoveWorker(h.sender());
       members_.MarkWorkerFinished(h.sender());
-      ++workers_left_;
+      outcome_.WorkerLeft();
       LOG(INFO) << "worker " << h.sender() << " left";
       Emit("member_left", {{"role", "worker"}, {"id", h.sender()}});
       auto shared = std::make_shared<Request>(std::move(req));
@@ -301,75 +301,53 @@ void CoordinatorImpl::Refuse(const Request& req, const Status& why) {
 }
 
 void CoordinatorImpl::EndJob(const std::string& why) {
-  if (job_done_) return;
-  job_done_ = true;
-  done_at_ms_ = clock_->NowMs();
-  done_reason_ = why;
+  if (!outcome_.End(why, clock_->NowMs())) return;
   LOG(INFO) << "job over (" << why << "): workers finish their step and leave, then servers "
             << "flush and exit";
 }
 
 void CoordinatorImpl::MaybeExit(int64_t now) {
-  if (!job_error_.empty() && options_.failed_exit_ms > 0 &&
-      now - failed_at_ms_ >= options_.failed_exit_ms) {
-    LOG(ERROR) << "exiting: the job failed " << (now - failed_at_ms_) << " ms ago: " << job_error_;
-    result_ = AbortedError("job failed: " + job_error_);
-    EndRunAndStop();
-    return;
-  }
-  if (!job_done_) return;
   std::vector<int> ids;
   std::vector<int64_t> clocks;
   members_.LiveWorkers(&ids, &clocks);
-  if (ids.empty() && members_.live_servers() == 0) {
-    LOG(INFO) << "exiting: the job is over and every process left";
-    EndRunAndStop();
-  } else if (now - done_at_ms_ >= options_.done_grace_ms) {
-    LOG(WARNING) << "exiting: the job is over; " << ids.size() << " worker(s) and "
-                 << members_.live_servers() << " server(s) did not leave within "
-                 << options_.done_grace_ms << " ms";
-    EndRunAndStop();
+  switch (outcome_.ShouldExit(now, static_cast<int>(ids.size()), members_.live_servers())) {
+    case JobOutcome::Exit::kStay:
+      return;
+    case JobOutcome::Exit::kFailed:
+      LOG(ERROR) << "exiting: the job failed " << (now - outcome_.failed_at_ms())
+                 << " ms ago: " << outcome_.error();
+      outcome_.Abort("job failed: " + outcome_.error());
+      break;
+    case JobOutcome::Exit::kEveryoneLeft:
+      LOG(INFO) << "exiting: the job is over and every process left";
+      break;
+    case JobOutcome::Exit::kGraceOver:
+      LOG(WARNING) << "exiting: the job is over; " << ids.size() << " worker(s) and "
+                   << members_.live_servers() << " server(s) did not leave within "
+                   << outcome_.done_grace_ms() << " ms";
+      break;
   }
+  EndRunAndStop();
 }
 
 void CoordinatorImpl::FailJob(const std::string& reason) {
-  if (!job_error_.empty()) return;
-  job_error_ = reason;
-  failed_at_ms_ = clock_->NowMs();
+  if (!outcome_.Fail(reason, clock_->NowMs())) return;
   LOG(ERROR) << "job failed: " << reason;
   Emit("job_failed", {{"reason", reason}});
 }
 
-JobEnd CoordinatorImpl::ComputeJobEnd() const {
-  if (stepped_down_) return {"stepped_down", result_.message(), kExitSteppedDown};
-  if (!job_error_.empty()) return {"failed", job_error_, kExitJobFailed};
-  if (!result_.ok()) return {"failed", result_.message(), kExitJobFailed};
-  const int lost = members_.LostWorkers();
-  if (job_done_ && lost > 0) {
-    return {"workers_lost",
-            std::to_string(lost) + " worker(s) went silent without finishing or leaving (" +
-                done_reason_ + ")",
-            kExitWorkersLost};
-  }
-  const std::vector<std::string> failed = members_.FailedWorkers();
-  if (job_done_ && !failed.empty()) {
-    std::string reason = std::to_string(failed.size()) + " worker(s) failed: " + failed[0];
-    if (failed.size() > 1) reason += " (and " + std::to_string(failed.size() - 1) + " more)";
-    return {"workers_failed", reason, kExitWorkersLost};
-  }
-  if (job_done_) return {"done", done_reason_, kExitDone};
-  // Stopped before the job ended (Stop(): SIGTERM or SIGINT).
-  if (term_ == 0) return {"stopped", "a standby coordinator was stopped", kExitDone};
-  if (!options_.exit_when_done || options_.num_workers == 0) {
-    return {"stopped", "stopped by its launcher (the job ends when it is stopped)", kExitDone};
-  }
+JobEndFacts CoordinatorImpl::EndFacts() const {
+  JobEndFacts facts;
+  facts.stepped_down = leadership_.stepped_down();
+  facts.ever_led = leadership_.term() != 0;
+  facts.ends_by_itself = options_.exit_when_done && options_.num_workers > 0;
+  facts.lost_workers = members_.LostWorkers();
+  facts.failed_workers = members_.FailedWorkers();
   std::vector<int> ids;
   std::vector<int64_t> clocks;
   members_.LiveWorkers(&ids, &clocks);
-  return {"interrupted",
-          "stopped before the job ended (" + std::to_string(ids.size()) + " worker(s) live, " +
-              std::to_string(lost) + " lost)",
-          kExitInterrupted};
+  facts.live_workers = static_cast<int>(ids.size());
+  return facts;
 }
 
 void CoordinatorImpl::EndRunAndStop() {
@@ -380,49 +358,29 @@ void CoordinatorImpl::EndRunAndStop() {
 }
 
 void CoordinatorImpl::EndRun() {
-  if (ended_) return;
-  ended_ = true;
-  job_end_ = ComputeJobEnd();
-  if (job_end_.exit_code != kExitDone && result_.ok()) {
-    result_ = AbortedError("job " + job_end_.verdict + ": " + job_end_.reason);
-  }
-  if (rejoin_) return;  // The process stands by again: the job goes on.
-  Emit("job_end", {{"verdict", job_end_.verdict},
-                   {"reason", job_end_.reason},
-                   {"exit_code", job_end_.exit_code},
+  if (!outcome_.Finish(EndFacts())) return;
+  if (leadership_.rejoins()) return;  // The process stands by again: the job goes on.
+  const JobEnd& end = outcome_.job_end();
+  Emit("job_end", {{"verdict", end.verdict},
+                   {"reason", end.reason},
+                   {"exit_code", end.exit_code},
                    {"uptime_s", (clock_->NowMs() - start_ms_) / 1000.0}});
 }
 
 void CoordinatorImpl::HandleGetEvents(Request req) {
-  const wire::EventsRequest& r = req.msg.header.events_request();
-  constexpr size_t kMaxPerReply = 1000;
-  constexpr int kMaxWaitMs = 30000;
-  EventWaiter w;
-  w.after = r.after_seq();
-  w.max = r.max_events() == 0 ? kMaxPerReply : std::min<size_t>(r.max_events(), kMaxPerReply);
-  w.deadline_ms = clock_->NowMs() + std::clamp(r.wait_ms(), 0, kMaxWaitMs);
-  w.req = std::make_shared<Request>(std::move(req));
-  event_waiters_.push_back(std::move(w));
+  followers_.Add(std::move(req), clock_->NowMs());
   AnswerEventWaiters(clock_->NowMs());
 }
 
 void CoordinatorImpl::AnswerEventWaiters(int64_t now) {
-  const uint64_t last = ring_.last_seq();
-  std::vector<EventWaiter> held;
-  for (EventWaiter& w : event_waiters_) {
-    if (last <= w.after && now < w.deadline_ms) {  // No news yet, still waiting.
-      held.push_back(std::move(w));
-      continue;
-    }
-    const EventRing::Slice slice = ring_.Since(w.after, w.max);
-    Message reply = MakeReply(w.req->msg.header, Status::OK());
+  for (EventFollowers::Due& due : followers_.TakeDue(ring_, now)) {
+    Message reply = MakeReply(due.req->msg.header, Status::OK());
     wire::EventsReply* er = reply.header.mutable_events_reply();
-    for (const std::string& line : slice.lines) er->add_lines(line);
-    er->set_last_seq(slice.last_seq);
-    er->set_missed(slice.missed);
-    rpc_->Reply(*w.req, std::move(reply)).IgnoreError();
+    for (const std::string& line : due.slice.lines) er->add_lines(line);
+    er->set_last_seq(due.slice.last_seq);
+    er->set_missed(due.slice.missed);
+    rpc_->Reply(*due.req, std::move(reply)).IgnoreError();
   }
-  event_waiters_ = std::move(held);
 }
 
 void CoordinatorImpl::HandleStatus(const Request& req) {
@@ -454,7 +412,7 @@ wire::StatusReply CoordinatorImpl::BuildStatus() const {
     w->set_incarnation(m.incarnation);
     w->set_acked_updates(m.acked_updates);
   }
-  sr->set_job_error(job_error_);
+  sr->set_job_error(outcome_.error());
   sr->set_uptime_s((now - start_ms_) / 1000.0);
   if (checkpoints_.latest()) *sr->mutable_latest_checkpoint() = *checkpoints_.latest();
   for (const wire::CheckpointRecord& c : checkpoints_.history()) *sr->add_checkpoints() = c;

@@ -116,7 +116,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
         rr->set_id(id);
         rr->set_member_token(m.token);  // The same process: the same token.
         rr->set_coordinator_identity(identity_);
-        rr->set_coordinator_term(term_);
+        rr->set_coordinator_term(leadership_.term());
         FillLiveWorkers(rr->mutable_live_workers());
         FillServerTokens(&reply.header);
         rr->set_awaits_seed(seeding_.count(id) > 0);  // Still waiting for its seed.
@@ -208,7 +208,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     rr->set_id(id);
     rr->set_member_token(token);
     rr->set_coordinator_identity(identity_);
-    rr->set_coordinator_term(term_);
+    rr->set_coordinator_term(leadership_.term());
     FillLiveWorkers(rr->mutable_live_workers());
     FillServerTokens(&reply.header);
     *rr->mutable_shard_map() = map_;
@@ -217,7 +217,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     if (outcome.push_map) PushMap("server " + std::to_string(id) + " rejoined");
     return;
   }
-  if (r.role() == "worker" && job_done_) {
+  if (r.role() == "worker" && outcome_.done()) {
     rpc_->ReplyStatus(req, FailedPreconditionError("the job is over (relaxps-ctl shutdown, or "
                                                    "every worker left)"))
         .IgnoreError();
@@ -295,7 +295,7 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
     // A server adopts the identity of a newer term (a restarted or newly
     // elected coordinator) from here.
     hr->set_coordinator_identity(identity_);
-    hr->set_coordinator_term(term_);
+    hr->set_coordinator_term(leadership_.term());
     auto syncing = syncing_.find(hb.id());
     if (known && syncing != syncing_.end() && hb.shard_map_version() >= syncing->second &&
         !hb.awaiting_state()) {
@@ -327,14 +327,14 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
       *hr->mutable_latest_checkpoint() = *checkpoints_.latest();
     }
   }
-  if (!known && job_error_.empty()) {
+  if (!known && !outcome_.failed()) {
     StatusToProto(NotFoundError(hb.role() + " " + std::to_string(hb.id()) +
                                 " is not a live member (declared dead?); re-register"),
                   reply.header.mutable_status());
   }
   hr->set_shard_map_version(map_.version());
-  hr->set_job_error(job_error_);
-  hr->set_job_done(job_done_);
+  hr->set_job_error(outcome_.error());
+  hr->set_job_done(outcome_.done());
   if (hb.shard_map_version() < map_.version()) *hr->mutable_shard_map() = map_;
   rpc_->Reply(req, std::move(reply)).IgnoreError();
 }

@@ -90,7 +90,7 @@ void CoordinatorImpl::CheckLiveness() {
       last_check_ms_ < 0 ? 0 : std::min(now - last_check_ms_, real_now - last_check_real_ms_);
   last_check_ms_ = now;
   last_check_real_ms_ = real_now;
-  if (!leading_.load()) return;  // A standby only answers "not the leader".
+  if (!leadership_.leading()) return;  // A standby only answers "not the leader".
   if (stalled_ms > options_.heartbeat_timeout_ms / 2) {
     LOG(WARNING) << "the coordinator did not run for " << stalled_ms
                  << " ms (paused or starved); every member gets a whole heartbeat timeout from "
@@ -100,7 +100,7 @@ void CoordinatorImpl::CheckLiveness() {
   watchers_->Expire(map_, now);
   AnswerEventWaiters(now);  // Those whose wait ended.
   FinishReseeds();
-  if (options_.exit_when_done && options_.num_workers > 0 && !job_done_ &&
+  if (options_.exit_when_done && options_.num_workers > 0 && !outcome_.done() &&
       static_cast<int>(members_.workers().size()) >= options_.num_workers) {
     std::vector<int> ids;
     std::vector<int64_t> clocks;
@@ -116,7 +116,7 @@ void CoordinatorImpl::CheckLiveness() {
   }
   MaybeExit(now);
   for (int id : members_.ExpireServers(now)) {
-    if (job_done_) continue;  // Leaving at the end is not a failure.
+    if (outcome_.done()) continue;  // Leaving at the end is not a failure.
     const MemberInfo& m = members_.servers().at(id);
     const std::string what = "server " + std::to_string(id) + " (" + m.endpoint + ", pid " +
                              std::to_string(m.pid) + ") missed heartbeats for " +
@@ -130,7 +130,7 @@ void CoordinatorImpl::CheckLiveness() {
     servers_rpc_->CancelPeer(server_peer_[id], UnavailableError(what));
     ServerLost(id, what);
   }
-  if (checkpoints_.enabled() && job_error_.empty() &&
+  if (checkpoints_.enabled() && !outcome_.failed() &&
       members_.live_servers() >= options_.num_servers && map_.tables_size() > 0 &&
       checkpoints_.Due(members_.MinWorkerClock(), now)) {
     StartCheckpoint({});
@@ -267,7 +267,7 @@ std::set<int> CoordinatorImpl::LiveServersAwaitingSeed() const {
 
 void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters) {
   if (checkpoints_.in_flight()) {
-    for (auto& w : waiters) queued_checkpoint_requests_.push_back(std::move(w));
+    checkpoints_.Queue(std::move(waiters));
     return;
   }
   auto answer = [this](const std::vector<std::shared_ptr<Request>>& ws, const Status& s,
@@ -278,8 +278,8 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
       rpc_->Reply(*w, std::move(reply)).IgnoreError();
     }
   };
-  if (!job_error_.empty()) {
-    answer(waiters, AbortedError(job_error_), nullptr);
+  if (outcome_.failed()) {
+    answer(waiters, AbortedError(outcome_.error()), nullptr);
     return;
   }
   if (members_.live_servers() < options_.num_servers) {
@@ -291,8 +291,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
   }
   const int64_t now = clock_->NowMs();
   const int64_t clock = members_.MinWorkerClock();
-  checkpoints_.Start(clock, now);
-  const uint64_t seq = next_checkpoint_seq_++;
+  const uint64_t seq = checkpoints_.Start(clock, now);
   LOG(INFO) << "checkpoint at clock " << clock << " started";
   Emit("checkpoint_started", {{"seq", seq}, {"clock", clock}});
   Message msg;
@@ -335,11 +334,7 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
         metrics_.OnCheckpoint(result.ok(), record->seconds());
         answer(*shared_waiters, result.WithPrefix("checkpoint at clock " + std::to_string(clock)),
                result.ok() ? record.get() : nullptr);
-        if (!queued_checkpoint_requests_.empty()) {
-          std::vector<std::shared_ptr<Request>> next;
-          next.swap(queued_checkpoint_requests_);
-          StartCheckpoint(std::move(next));
-        }
+        if (checkpoints_.queued() > 0) StartCheckpoint(checkpoints_.TakeQueued());
       },
       options_.checkpoint_timeout_ms,
       [record](int, const Message& reply) {

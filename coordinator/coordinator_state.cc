@@ -46,62 +46,47 @@ Status ParseRecord(const StateRecords& records, const char* name, Proto* out) {
 }  // namespace
 
 Status CoordinatorImpl::OpenStore() {
-  if (!options_.coordination.empty()) {
-    ASSIGN_OR_RETURN(ZkAddress address, ParseZkAddress(options_.coordination));
-    ZkSessionOptions zo;
-    zo.hosts = address.hosts;
-    zo.session_timeout_ms = options_.zk_session_timeout_ms;
-    ASSIGN_OR_RETURN(zk_, ZkSession::Connect(zo));
-    ASSIGN_OR_RETURN(store_, NewZkStateStore(zk_.get(), address.path));
-    zk_->OnEvent([this](ZkEvent e) { rpc_->Post([this, e] { OnZkEvent(e); }); });
-    LOG(INFO) << "coordinator " << endpoint() << ": ZooKeeper " << address.hosts << " session "
-              << zk_->session_timeout_ms() << " ms, job " << address.path
-              << "; standby until elected";
-    ASSIGN_OR_RETURN(election_, LeaderElection::Start(zk_.get(), address.path, endpoint_, [this] {
-                       rpc_->Post([this] {
-                         Status s = TakeOver();
-                         // A stored job this coordinator's flags do not
-                         // match, or a corrupt record: no use trying again.
-                         const bool config = s.code() == StatusCode::kFailedPrecondition ||
-                                             s.code() == StatusCode::kCorruption ||
-                                             s.code() == StatusCode::kInvalidArgument;
-                         if (!s.ok()) StepDown("taking over: " + s.ToString(), !config);
-                       });
-                     }));
-    return Status::OK();
-  }
-  if (!options_.data_dir.empty()) {
-    ASSIGN_OR_RETURN(store_, NewRocksDbStateStore(options_.data_dir, options_.file_system));
-  } else {
-    store_ = NewMemoryStateStore();
-  }
-  return TakeOver();
+  RETURN_IF_ERROR(leadership_.Open(
+      options_, endpoint_,
+      [this] {
+        rpc_->Post([this] {
+          Status s = TakeOver();
+          // A stored job this coordinator's flags do not match, or a
+          // corrupt record: no use trying again.
+          const bool config = s.code() == StatusCode::kFailedPrecondition ||
+                              s.code() == StatusCode::kCorruption ||
+                              s.code() == StatusCode::kInvalidArgument;
+          if (!s.ok()) StepDown("taking over: " + s.ToString(), !config);
+        });
+      },
+      [this](ZkEvent e) { rpc_->Post([this, e] { OnZkEvent(e); }); }));
+  // Without coordination there is no election: it leads at once.
+  return leadership_.coordinated() ? Status::OK() : TakeOver();
 }
 
 Status CoordinatorImpl::TakeOver() {
-  if (stepped_down_) return Status::OK();
+  if (leadership_.stepped_down()) return Status::OK();
   const int64_t since = clock_->NowMs();
-  ASSIGN_OR_RETURN(ClaimedState claimed, store_->Claim());
-  term_ = claimed.term;
-  RETURN_IF_ERROR(Restore(claimed.records));
-  written_ = claimed.records;
-  leading_.store(true);
+  ASSIGN_OR_RETURN(StateRecords records, leadership_.Claim());
+  RETURN_IF_ERROR(Restore(records));
+  leadership_.Lead(std::move(records));
   if (!Persist()) {
-    // result_ names why (the store's error, e.g. a full disk).
+    // The result names why (the store's error, e.g. a full disk).
     return AbortedError("the first write of the coordinator state failed: " +
-                        result_.ToString());
+                        outcome_.result().ToString());
   }
-  LOG(INFO) << "LEADER coordinator " << endpoint() << " serves the job from " << store_->Name()
-            << " (term " << term_ << ", map version " << map_.version() << ", epoch "
-            << map_.epoch() << ", " << members_.live_servers() << " live server(s), "
-            << announced_workers_.size() << " live worker(s)) after loading for "
+  const uint64_t term = leadership_.term();
+  LOG(INFO) << "LEADER coordinator " << endpoint() << " serves the job from "
+            << leadership_.store_name() << " (term " << term << ", map version "
+            << map_.version() << ", epoch " << map_.epoch() << ", " << members_.live_servers()
+            << " live server(s), " << announced_workers_.size() << " live worker(s)) after loading for "
             << (clock_->NowMs() - since) << " ms";
   // HA takeover: a term > 1 resumed a job another coordinator (or an
   // earlier run of this one) served.
   Emit("leader_elected", {{"endpoint", endpoint()},
-                          {"term", term_},
-                          {"store", store_->Name()},
-                          {"resumed", term_ > 1},
+                          {"term", term},
+                          {"store", leadership_.store_name()},
+                          {"resumed", term > 1},
                           {"map_version", map_.version()},
                           {"epoch", map_.epoch()},
                           {"live_servers", members_.live_servers()},
@@ -110,57 +95,44 @@ Status CoordinatorImpl::TakeOver() {
 }
 
 void CoordinatorImpl::StepDown(const std::string& why, bool rejoin) {
-  if (stepped_down_) return;
-  stepped_down_ = true;
-  rejoin_ = rejoin && !options_.coordination.empty() && !stop_requested_.load();
-  leading_.store(false);
+  if (!leadership_.StepDown(rejoin && !stop_requested_.load())) return;
   LOG(ERROR) << "STEPDOWN coordinator " << endpoint() << " stops serving: " << why
-             << (rejoin_ ? " (it stands by again)" : "");
-  Emit("leader_stepped_down", {{"endpoint", endpoint()}, {"term", term_}, {"reason", why}});
-  result_ = AbortedError("coordinator stepped down: " + why);
+             << (leadership_.rejoins() ? " (it stands by again)" : "");
+  Emit("leader_stepped_down",
+       {{"endpoint", endpoint()}, {"term", leadership_.term()}, {"reason", why}});
+  outcome_.Abort("coordinator stepped down: " + why);
   EndRunAndStop();
 }
 
 void CoordinatorImpl::OnZkEvent(ZkEvent e) {
-  if (e == ZkEvent::kExpired) {
-    StepDown("its ZooKeeper session expired", /*rejoin=*/true);
-  } else if (e == ZkEvent::kDisconnected && leading_.load()) {
-    // Another coordinator may lead once the session expires: stop serving
-    // at once. But the session (and with it this leader's election node,
-    // which keeps every other candidate from leading) may well survive a
-    // short disconnection: stepping down here would hand the job to a
-    // standby and make a second term out of one takeover. So it only
-    // pauses, and resumes the same term if it reconnects within its
-    // session; if the session expired instead, kExpired steps it down.
-    suspended_ = true;
-    leading_.store(false);
-    LOG(WARNING) << "coordinator " << endpoint() << " lost its ZooKeeper connection: it stops "
-                 << "serving until it reconnects within its session (term " << term_ << ")";
-  } else if (e == ZkEvent::kReconnected && suspended_ && !stepped_down_) {
-    suspended_ = false;
-    // Members could not reach it meanwhile: none is dead for that.
-    members_.ForgiveSilence(clock_->NowMs());
-    leading_.store(true);
-    LOG(WARNING) << "coordinator " << endpoint() << " reconnected to ZooKeeper within its "
-                 << "session: it serves again (term " << term_ << ", no takeover)";
+  switch (leadership_.OnZkEvent(e)) {
+    case Leadership::ZkChange::kExpired:
+      StepDown("its ZooKeeper session expired", /*rejoin=*/true);
+      return;
+    case Leadership::ZkChange::kSuspended:
+      LOG(WARNING) << "coordinator " << endpoint() << " lost its ZooKeeper connection: it stops "
+                   << "serving until it reconnects within its session (term "
+                   << leadership_.term() << ")";
+      return;
+    case Leadership::ZkChange::kResumed:
+      // Members could not reach it meanwhile: none is dead for that.
+      members_.ForgiveSilence(clock_->NowMs());
+      LOG(WARNING) << "coordinator " << endpoint() << " reconnected to ZooKeeper within its "
+                   << "session: it serves again (term " << leadership_.term() << ", no takeover)";
+      return;
+    case Leadership::ZkChange::kNone:
+      return;
   }
 }
 
 bool CoordinatorImpl::Persist() {
-  if (!leading_.load()) return false;
-  StateRecords changed;
-  for (auto& [name, value] : Snapshot()) {
-    auto it = written_.find(name);
-    if (it == written_.end() || it->second != value) changed[name] = std::move(value);
-  }
-  if (changed.empty()) return true;
-  if (Status s = store_->Write(changed); !s.ok()) {
+  if (!leadership_.leading()) return false;
+  if (Status s = leadership_.Write(Snapshot()); !s.ok()) {
     // Under ZooKeeper a failed write means another coordinator claimed the
     // store, or ZooKeeper is away: this one stands by again.
     StepDown("writing the coordinator state: " + s.ToString(), /*rejoin=*/true);
     return false;
   }
-  for (auto& [name, value] : changed) written_[name] = std::move(value);
   return true;
 }
 
@@ -169,8 +141,8 @@ StateRecords CoordinatorImpl::Snapshot() const {
   wire::StoredJob job;
   *job.mutable_job() = job_;
   job.set_next_incarnation(next_incarnation_);
-  job.set_job_error(job_error_);
-  job.set_job_done(job_done_);
+  job.set_job_error(outcome_.error());
+  job.set_job_done(outcome_.done());
   job.SerializeToString(&r[kJob]);
   map_.SerializeToString(&r[kMap]);
   wire::StoredMembership m;
@@ -192,7 +164,7 @@ StateRecords CoordinatorImpl::Snapshot() const {
     w->set_failure(info.failure);
   }
   m.set_worker_set_version(members_.worker_set_version());
-  m.set_workers_left(workers_left_);
+  m.set_workers_left(outcome_.workers_left());
   m.SerializeToString(&r[kMembers]);
   wire::StoredRecovery rec;
   recovery_->SaveState(&rec);
@@ -219,7 +191,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
       j.recovery() != job_.recovery() || j.num_servers() != job_.num_servers() ||
       j.replicas() != job_.replicas() || StoredOptions(j) != StoredOptions(job_)) {
     return FailedPreconditionError(
-        "the stored job (" + store_->Name() + ") has consistency " + j.consistency() +
+        "the stored job (" + leadership_.store_name() + ") has consistency " + j.consistency() +
         " staleness " + std::to_string(j.staleness()) + " recovery " + j.recovery() +
         " num_servers " + std::to_string(j.num_servers()) + " replicas " +
         std::to_string(j.replicas()) + DescribeOptions(j) +
@@ -230,14 +202,6 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
         ": give it the job's flags (or a new --data_dir / PATH)");
   }
   next_incarnation_ = std::max(next_incarnation_, job.next_incarnation());
-  if (!job.job_error().empty()) {
-    job_error_ = job.job_error();
-    failed_at_ms_ = now;
-  }
-  if (job.job_done()) {
-    job_done_ = true;
-    done_at_ms_ = now;
-  }
   RETURN_IF_ERROR(ParseRecord(records, kMap, &map_));
   for (const wire::ServerInfo& s : map_.servers()) {
     Registration& registration = registrations_[s.id()];
@@ -269,7 +233,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   }
   // One ahead of what servers saw: the next live set supersedes theirs.
   members_.set_worker_set_version(m.worker_set_version() + 1);
-  workers_left_ = m.workers_left();
+  outcome_.Resume(job.job_done(), job.job_error(), m.workers_left(), now);
   wire::StoredRecovery rec;
   RETURN_IF_ERROR(ParseRecord(records, kRecovery, &rec));
   recovery_->RestoreState(rec, now);
@@ -287,15 +251,12 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   wire::StoredCheckpoints cps;
   RETURN_IF_ERROR(ParseRecord(records, kCheckpoints, &cps));
   checkpoints_.Restore({cps.history().begin(), cps.history().end()}, cps.failed());
-  for (const wire::CheckpointRecord& c : cps.history()) {
-    next_checkpoint_seq_ = std::max(next_checkpoint_seq_, c.seq() + 1);
-  }
   announced_workers_ = workers;
   announced_version_ = members_.worker_set_version();
   barriers_.Update(announced_workers_, now);
-  LOG(INFO) << "resumed from " << store_->Name() << ": " << map_.tables_size() << " table(s), "
+  LOG(INFO) << "resumed from " << leadership_.store_name() << ": " << map_.tables_size() << " table(s), "
             << members_.servers().size() << " server(s) and " << members_.workers().size()
-            << " worker(s) known" << (job_error_.empty() ? "" : ", the job had failed: " + job_error_);
+            << " worker(s) known" << (outcome_.failed() ? ", the job had failed: " + outcome_.error() : "");
   return Status::OK();
 }
 

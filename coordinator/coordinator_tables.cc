@@ -42,8 +42,8 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     }
     break;
   }
-  if (!job_error_.empty()) {
-    rpc_->ReplyStatus(req, AbortedError(job_error_)).IgnoreError();
+  if (outcome_.failed()) {
+    rpc_->ReplyStatus(req, AbortedError(outcome_.error())).IgnoreError();
     return;
   }
   if (members_.live_servers() < options_.num_servers) {
@@ -123,8 +123,8 @@ void CoordinatorImpl::HandleSetLearningRate(Request req) {
   Status bad;
   if (!h.has_lr_change() || !(c.lr() > 0) || !std::isfinite(c.lr()) || c.from_clock() < 0) {
     bad = InvalidArgumentError("SET_LEARNING_RATE needs a positive finite lr and a clock >= 0");
-  } else if (!job_error_.empty()) {
-    bad = AbortedError(job_error_);
+  } else if (outcome_.failed()) {
+    bad = AbortedError(outcome_.error());
   }
   wire::TableProto* table = nullptr;
   for (wire::TableShards& ts : *map_.mutable_tables()) {

@@ -80,15 +80,11 @@ Status ServerImpl::Init() {
   ASSIGN_OR_RETURN(store_, options_.store_factory ? options_.store_factory(store_options)
                                                   : NewParamStore(store_options));
   if (store_ == nullptr) return InvalidArgumentError("the store factory returned no store");
-  ASSIGN_OR_RETURN(applied_table_, OpenAppliedRecord(store_.get()));
-  {
-    ASSIGN_OR_RETURN(wire::AppliedRecord record, LoadAppliedRecord(*applied_table_));
-    // Push replies name the newest checkpoint the state was captured for.
-    snapshot_seq_ = record.checkpoint_seq();
-    if (restored_from_.has_value()) {
-      restored_from_->set_seq(record.checkpoint_seq());
-      restored_from_->set_server(options_.server_id);
-    }
+  // Push replies name the newest checkpoint the state was captured for.
+  RETURN_IF_ERROR(applied_.Open(store_.get()));
+  if (restored_from_.has_value()) {
+    restored_from_->set_seq(applied_.snapshot_seq());
+    restored_from_->set_server(options_.server_id);
   }
 
   RpcClientOptions rpc_options;

@@ -8,7 +8,9 @@
 // client/internal/server_gate.h, the SSP parameter cache
 // client/internal/ssp_cache.h, the local copies of a worker that trains
 // through a server's loss and its go-local/rejoin rules
-// client/internal/local_fallback.h; requests.cc also implements the
+// client/internal/local_fallback.h, the session with the coordinator
+// (heartbeats, what the coordinator announced, the map watch)
+// client/internal/member_session.h; requests.cc also implements the
 // mechanisms a recovery role drives (recovery::ClientMechanisms).
 //
 // Recovery: the client never asks which policy runs. It makes the policy's
@@ -35,6 +37,7 @@
 #include "client/client.h"
 #include "client/internal/dense_parts.h"
 #include "client/internal/local_fallback.h"
+#include "client/internal/member_session.h"
 #include "client/internal/resender.h"
 #include "client/internal/router.h"
 #include "client/internal/server_gate.h"
@@ -45,7 +48,6 @@
 #include "common/fault_options.h"
 #include "common/member_token.h"
 #include "common/payload_codec.h"
-#include "common/periodic_thread.h"
 #include "common/shard_map.h"
 #include "common/thread_annotations.h"
 #include "common/transport.h"
@@ -84,7 +86,10 @@ class ClientImpl final : public Client,
                          private LocalFallback::Host {
  public:
   ClientImpl(const ClientOptions& options, const FaultOptions& faults)
-      : options_(options), faults_(faults), clock_source_(ClockOrReal(options.clock)) {}
+      : options_(options),
+        faults_(faults),
+        clock_source_(ClockOrReal(options.clock)),
+        session_(options.coordinator, options.coordinator_timeout_ms, clock_source_) {}
   ~ClientImpl() override;
 
   Status Init();
@@ -94,7 +99,7 @@ class ClientImpl final : public Client,
   const RecoveryPolicy& recovery_policy() const override { return *recovery_; }
   int worker_id() const override { return job_.worker_id; }
   bool coordinator_healthy() const override {
-    return heartbeat_failures_.load() == 0 && JobError().ok();
+    return session_.healthy() && JobError().ok();
   }
   Status CreateTable(const TableOptions& options) override;
   StatusOr<TableInfo> GetTable(const std::string& name) override;
@@ -412,19 +417,14 @@ class ClientImpl final : public Client,
   }
   std::atomic<uint64_t> next_push_id_{1};
   std::atomic<int64_t> barrier_generation_{0};  // This worker's next Barrier().
-  std::atomic<uint64_t> failover_logged_epoch_{0};
   // Records that the job failed (first reason wins) and fails what waits.
   void SetJobError(const std::string& reason);
 
-  std::atomic<bool> watching_map_{false};  // A map watch is outstanding.
-  // Written by the heartbeat thread; read by coordinator_healthy() and the
-  // destructor.
-  std::atomic<int> heartbeat_failures_{0};
-  // Heartbeat thread only.
-  int64_t last_heartbeat_ok_ms_ = 0;
-  uint64_t checkpoint_seq_seen_ = 0;  // The newest complete checkpoint announced.
-  bool job_done_seen_ = false;
-  std::unique_ptr<PeriodicThread> heartbeat_;
+  // The session with the coordinator: the heartbeat thread, its failures,
+  // what the coordinator announced, the map watch
+  // (client/internal/member_session.h). Declared last: its thread stops
+  // before anything it uses goes.
+  client_internal::MemberSession session_;
 };
 
 }  // namespace client_internal

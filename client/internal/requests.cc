@@ -97,8 +97,7 @@ int ClientImpl::RouteOf(const Message& request, int server) const {
 
 void ClientImpl::LogFailover(int server) {
   const uint64_t epoch = router_->map()->epoch();
-  uint64_t logged = failover_logged_epoch_.load();
-  if (logged >= epoch || !failover_logged_epoch_.compare_exchange_strong(logged, epoch)) return;
+  if (!session_.FirstFailoverAckIn(epoch)) return;
   LOG(INFO) << "chain failover: a resent request was acknowledged by server " << server
             << " at unix_ms=" << clock_source_->NowUnixMs() << " (epoch " << epoch << ")";
   EmitEvent(options_.events.get(), "client_failover_acked",

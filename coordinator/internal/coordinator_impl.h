@@ -1,12 +1,19 @@
 // CoordinatorImpl: the implementation behind relaxps::Coordinator
 // (coordinator/coordinator.h), split by responsibility:
-//   coordinator.cc          start-up, leadership, dispatch, job end and status
+//   coordinator.cc          start-up, dispatch, job end and status
 //   coordinator_members.cc  registration, heartbeats, the live worker set, barriers
 //   coordinator_tables.cc   tables, learning rates, shard map installs
 //   coordinator_recovery.cc failure detection, the mechanisms the recovery
 //                           policy's hooks drive (recovery/coordinator_recovery.h),
 //                           re-seeds, checkpoints
 //   coordinator_state.cc    the durable state (coordinator/state_store.h)
+// and objects that own their state, each with its contract in its header:
+//   Leadership (leadership.h)   the state store, election, term, and
+//                               standby/leading/suspended/stepped down
+//   JobOutcome (job_outcome.h)  the job's end or failure, when the loop
+//                               stops, the verdict and Run()'s result
+//   Membership, Barriers, CheckpointScheduler, Reseeder, MapWatchers,
+//   ControlLimiter, EventRing, EventFollowers   (their headers)
 //
 // Thread-safety: everything runs on the RpcServer's loop thread, except
 // Stop() and the leadership callbacks, which Post() to it.
@@ -29,15 +36,16 @@
 #include "coordinator/checkpoint_scheduler.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/event_followers.h"
 #include "coordinator/event_ring.h"
+#include "coordinator/job_outcome.h"
 #include "common/events.h"
 #include "coordinator/map_watchers.h"
 #include "coordinator/control_limiter.h"
 #include "coordinator/membership.h"
-#include "coordinator/leader_election.h"
+#include "coordinator/leadership.h"
 #include "coordinator/reseeder.h"
 #include "coordinator/state_store.h"
-#include "coordinator/zk_session.h"
 #include "recovery/coordinator_recovery.h"
 #include "recovery/recovery_policy.h"
 
@@ -67,6 +75,7 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
         clock_(ClockOrReal(options.clock)),
         members_(options.heartbeat_timeout_ms),
         barriers_(options.consistency == ConsistencyModel::kAsync ? 0 : options.num_workers),
+        outcome_(options.failed_exit_ms, options.done_grace_ms),
         checkpoints_(CheckpointScheduleFor(options), clock_->NowMs()),
         reseeder_(ReseedOptions{options.seed_rule, options.merge_rule,
                                 options.reseed_timeout_ms}),
@@ -80,7 +89,7 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // The endpoint rpc_ is bound to (a concrete port), which a standby that
   // replaces this one binds again.
   const std::string& bound_endpoint() const { return rpc_->endpoint(); }
-  bool leading() const override { return leading_.load(); }
+  bool leading() const override { return leadership_.leading(); }
   void Run() override {
     rpc_->Run([this](Request r) { Handle(std::move(r)); });
     EndRun();
@@ -89,11 +98,11 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
     stop_requested_.store(true);
     rpc_->Stop();
   }
-  Status result() const override { return result_; }
-  JobEnd job_end() const override { return job_end_; }
+  Status result() const override { return outcome_.result(); }
+  JobEnd job_end() const override { return outcome_.job_end(); }
   // After Run() returned: it was deposed (under coordination) and may lead
   // again as a new standby (RejoinWhenDeposed); no job_end was emitted.
-  bool rejoins() const { return rejoin_; }
+  bool rejoins() const { return leadership_.rejoins(); }
   // Runs `task` on the loop thread (dropped if the loop never runs again).
   void Post(std::function<void()> task) { rpc_->Post(std::move(task)); }
   // GET_STATUS's figures. Loop thread only.
@@ -106,8 +115,7 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // Every coordinator of the job, the leader first (from the election; none
   // without coordination), into `h` (Header.coordinator_endpoints).
   void ListCoordinators(wire::Header* h) const {
-    if (election_ == nullptr) return;
-    for (const std::string& e : election_->candidates()) h->add_coordinator_endpoints(e);
+    for (const std::string& e : leadership_.candidates()) h->add_coordinator_endpoints(e);
   }
   // Claims the store and resumes from its records; then serves.
   Status TakeOver();
@@ -124,17 +132,17 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
 
   // Ends the job in order (SHUTDOWN or every worker left).
   void EndJob(const std::string& why);
-  // After the loop stopped: how the job ended (job_end_, result_, the
-  // job_end event).
-  // At most once (ended_).
+  // After the loop stopped: how the job ended (outcome_'s verdict, the
+  // job_end event). At most once.
   void EndRun();
   // EndRun, answers the event followers, then stops the loop.
   void EndRunAndStop();
-  JobEnd ComputeJobEnd() const;
+  // What outcome_'s verdict needs from the members and the leadership.
+  JobEndFacts EndFacts() const;
   // ---- Structured events (docs/events.md) ----
   void Emit(std::string_view kind, const EventFields& fields = {}) { events_->Emit(kind, fields); }
-  // GET_EVENTS: answers at once, or holds the request until an event comes
-  // or its wait ends.
+  // GET_EVENTS: answers at once, or holds the request (followers_) until an
+  // event comes or its wait ends.
   void HandleGetEvents(Request req);
   // Answers the held GET_EVENTS requests that have news or whose wait ended
   // by `now`.
@@ -208,7 +216,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   void Broadcast(const Message& msg, std::function<void(const Status&)> done,
                  int timeout_ms = 5000, ReplyFn on_reply = nullptr);
   // Starts a coordinated checkpoint at the min live worker clock; answers
-  // `waiters` (manual requests) when it ends. Queues them if one is running.
+  // `waiters` (manual requests) when it ends. Queues them in checkpoints_
+  // if one is running.
   void StartCheckpoint(std::vector<std::shared_ptr<Request>> waiters);
   // Persists, then announces the live worker set to every server; `done`
   // runs once a set at least as new as the one now reached them all. One
@@ -285,9 +294,6 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // --security=curve: server id -> the public key its ROUTER must prove it
   // holds (DIR/server-<id>.pub), listed in the map for clients.
   std::map<int, std::string> server_keys_;
-  Status result_;         // Set before Run() returns.
-  JobEnd job_end_;        // Set before Run() returns.
-  bool ended_ = false;    // EndRun() ran.
 
   // Loop thread only.
   std::unique_ptr<MapWatchers> watchers_;  // Created in Init().
@@ -310,23 +316,13 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   std::vector<std::function<void(const Status&)>> worker_set_waiting_;
   wire::ShardMap map_;
   std::map<int, int> server_peer_;  // server id -> RpcClient peer.
-  std::string job_error_;
-  int64_t failed_at_ms_ = 0;
-  bool job_done_ = false;
-  int64_t done_at_ms_ = 0;
-  int workers_left_ = 0;  // Orderly DEREGISTERs of workers.
-  std::string done_reason_;  // Why the job ended in order (EndJob).
+  // The job's end or failure, Run()'s result (coordinator/job_outcome.h).
+  JobOutcome outcome_;
   // fallback events: CountRecovery("fallback") calls during the hook now
   // running (the core emits one event per hook that counted one).
   int fallbacks_counted_ = 0;
-  // GET_EVENTS requests held until an event after `after` (or `deadline`).
-  struct EventWaiter {
-    std::shared_ptr<Request> req;
-    uint64_t after = 0;
-    size_t max = 0;
-    int64_t deadline_ms = 0;
-  };
-  std::vector<EventWaiter> event_waiters_;
+  // GET_EVENTS requests held until an event comes or their wait ends.
+  EventFollowers followers_;
   uint64_t next_incarnation_ = 1;
   CheckpointScheduler checkpoints_;
   Reseeder reseeder_;
@@ -341,33 +337,18 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
     bool restored = false;
   };
   std::map<int, Registration> registrations_;
-  // Seq of the next coordinated checkpoint (CheckpointRecord.seq).
-  uint64_t next_checkpoint_seq_ = 1;
   // Chain replication: joined servers still receiving their state, with the
   // map version of their join (see Syncing()).
   std::map<int, uint64_t> syncing_;
-  // Manual checkpoint requests that arrived while one was in flight.
-  std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
   CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().
   // Events kept for GET_EVENTS (filled by events_' observer on any thread).
   EventRing ring_;
-  uint64_t term_ = 0;      // The store's term of this leadership (Claim()).
-  StateRecords written_;   // Records as last written to store_.
-  bool stepped_down_ = false;
-  bool rejoin_ = false;  // See rejoins().
-  // Leading, but its ZooKeeper connection dropped (session maybe alive): not
-  // serving until it reconnects (OnZkEvent).
-  bool suspended_ = false;
-
-  // Written on the loop thread, read by leading() from any thread.
-  std::atomic<bool> leading_{false};
   // Stop() was called (a signal): the job did not end by itself.
   std::atomic<bool> stop_requested_{false};
-  // Declared last: destroyed first (the election and the session call back
-  // into rpc_ until they are gone).
-  std::unique_ptr<ZkSession> zk_;
-  std::unique_ptr<CoordinatorStateStore> store_;
-  std::unique_ptr<LeaderElection> election_;
+  // The state store, the election and the term (coordinator/leadership.h).
+  // Declared last: destroyed first (the election and the ZooKeeper session
+  // call back into rpc_ until they are gone).
+  Leadership leadership_;
 };
 
 }  // namespace coordinator_internal

@@ -193,7 +193,7 @@ void ServerImpl::FillAppliedParts(wire::ServerStats* stats) {
     if (range->chain != nullptr && (!range->chain->head() || !range->chain->has_state())) return;
     range->ledger()->AddCounts(&counts);
   });
-  for (const auto& [name, ledger] : sparse_applied_) ledger.AddCounts(&counts);
+  applied_.AddSparseCounts(&counts);
   for (const auto& [key, parts] : counts) {
     wire::AppliedParts* a = stats->add_applied_parts();
     a->set_worker(key.first);
@@ -203,51 +203,31 @@ void ServerImpl::FillAppliedParts(wire::ServerStats* stats) {
 }
 
 void ServerImpl::SaveApplied(uint64_t checkpoint_seq) {
-  if (applied_table_ == nullptr) return;
-  wire::AppliedRecord record;
-  // A flush keeps the newest checkpoint's seq (the state it reopens with
-  // answers pushes with it).
-  record.set_checkpoint_seq(checkpoint_seq > 0 ? checkpoint_seq : snapshot_seq_);
-  auto add = [&record](const std::string& table, uint64_t key, bool bucket,
-                       const AppliedLedger& ledger) {
-    if (ledger.empty()) return;
-    wire::AppliedRecord::Unit* u = record.add_units();
-    u->set_table(table);
-    u->set_key(key);
-    u->set_bucket(bucket);
-    ledger.Save(u->mutable_entries(), /*max_ids=*/0, /*with_seqs=*/false);
-  };
-  ForEachUnit([&](RangeState* range) {
+  std::vector<AppliedRecords::Unit> units;
+  ForEachUnit([&units](RangeState* range) {
     // A replica awaiting its state transfer reflects nothing yet.
     if (range->chain != nullptr && !range->chain->has_state()) return;
-    add(range->table, range->key, range->bucket != nullptr, *range->ledger());
+    units.push_back({range->table, range->key, range->bucket != nullptr, range->ledger()});
   });
-  for (const auto& [name, ledger] : sparse_applied_) add(name, 0, true, ledger);
-  Status s = SaveAppliedRecord(store_.get(), applied_table_, std::move(record));
+  Status s = applied_.Save(checkpoint_seq, units);
   if (!s.ok()) LOG(ERROR) << "saving the applied record: " << s;
 }
 
 Status ServerImpl::RestoreApplied() {
-  if (applied_table_ == nullptr) return Status::OK();
-  ASSIGN_OR_RETURN(wire::AppliedRecord record, LoadAppliedRecord(*applied_table_));
-  size_t restored = 0;
-  for (const wire::AppliedRecord::Unit& u : record.units()) {
-    AppliedLedger* ledger = nullptr;
-    if (u.bucket() && sparse_.count(u.table())) {
-      ledger = &sparse_applied_.try_emplace(u.table(), RangeState::kUnreplicatedWindow)
-                    .first->second;
-    } else if (RangeState* range = u.bucket() ? nullptr : FindRange(u.table(), u.key());
-               range != nullptr && range->key == u.key()) {
-      ledger = range->ledger();
-    } else if (RangeState* b = u.bucket() && chain_ != nullptr ? chain_->FindBucket(u.table(), u.key())
-                                                                : nullptr;
-               b != nullptr) {
-      ledger = b->ledger();
-    }
-    if (ledger == nullptr) continue;  // A unit this server no longer holds.
-    ledger->Load(u.entries());
-    ++restored;
-  }
+  ASSIGN_OR_RETURN(
+      const size_t restored,
+      applied_.Restore([this](const std::string& table) { return sparse_.count(table) > 0; },
+                       [this](const std::string& table, uint64_t key,
+                              bool bucket) -> AppliedLedger* {
+                         if (!bucket) {
+                           RangeState* range = FindRange(table, key);
+                           return range != nullptr && range->key == key ? range->ledger()
+                                                                        : nullptr;
+                         }
+                         RangeState* b = chain_ != nullptr ? chain_->FindBucket(table, key)
+                                                           : nullptr;
+                         return b != nullptr ? b->ledger() : nullptr;
+                       }));
   if (restored > 0) {
     LOG(INFO) << "server " << id_ << ": the applied record of " << restored
               << " range(s) restored with the state"
@@ -274,14 +254,14 @@ void ServerImpl::HandleCheckpoint(Request&& req) {
   // The checkpoint's state is captured now (the store copies what a later
   // update changes): a push acknowledged from here on may be missing from
   // it, and is in every later one.
-  snapshot_seq_ = std::max(snapshot_seq_, seq);
+  applied_.Captured(seq);
   int64_t flushed_clock = last_flush_clock_;
   for (auto& [key, range] : dense_) {
     flushed_clock = std::max(flushed_clock, range.shard->visible_clock());
   }
   // Synchronous checkpointing: writes wait from here until the snapshot is
   // durable (ReleaseHeldWrites).
-  if (holds_writes_during_checkpoint_) ++checkpoints_writing_;
+  if (holds_writes_during_checkpoint_) checkpoint_hold_.Begin();
   // Written in the background; the reply waits for it on this loop.
   auto shared_req = std::make_shared<Request>(std::move(req));
   server_internal::WriteCheckpointAsync(
@@ -325,18 +305,15 @@ void ServerImpl::ReleaseHeldWrites(uint64_t seq, int64_t clock) {
   if (!holds_writes_during_checkpoint_) return;
   // Once the coordinator has this server's answer (sent first) for every
   // checkpoint in progress.
-  if (--checkpoints_writing_ > 0 || held_writes_.empty()) return;
-  std::deque<Request> held;
-  held.swap(held_writes_);
-  held_senders_.clear();
-  const int64_t waited_ms = clock_->NowMs() - writes_held_since_ms_;
+  server_internal::CheckpointHold::Released released = checkpoint_hold_.End(clock_->NowMs());
+  if (released.requests.empty()) return;
   EmitEvent(options_.events.get(), "checkpoint_writes_held",
             {{"server", id_},
              {"seq", seq},
              {"clock", clock},
-             {"requests", static_cast<uint64_t>(held.size())},
-             {"ms", waited_ms}});
-  for (Request& r : held) HandleData(std::move(r));
+             {"requests", static_cast<uint64_t>(released.requests.size())},
+             {"ms", released.waited_ms}});
+  for (Request& r : released.requests) HandleData(std::move(r));
 }
 
 }  // namespace server_internal

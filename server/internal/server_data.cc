@@ -219,8 +219,7 @@ void ServerImpl::HandleSparse(Request&& req) {
     const float* grads = DecodeGradient(req, req.msg.frames[1], n * shard->width());
     if (grads == nullptr) return;
     // A resent or replayed row push the table's state reflects (exactly once).
-    AppliedLedger* ledger =
-        &sparse_applied_.try_emplace(h.table(), RangeState::kUnreplicatedWindow).first->second;
+    AppliedLedger* ledger = applied_.SparseLedger(h.table());
     if (h.push_id() > 0 && ledger->Find(h.sender(), h.incarnation(), h.push_id()) > 0) {
       stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
       Message reply = MakeReply(h, Status::OK());

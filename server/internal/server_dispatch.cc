@@ -238,7 +238,7 @@ void ServerImpl::ReplyWith(const Request& req, Message&& reply) {
   const wire::MsgType type = req.msg.header.type();
   if (type == wire::PUSH || type == wire::PUSH_PULL || type == wire::PUSH_ROWS) {
     // Whatever this reply acknowledges is in every checkpoint after this one.
-    reply.header.set_snapshot_seq(snapshot_seq_);
+    reply.header.set_snapshot_seq(applied_.snapshot_seq());
   }
   if (!unsynced_replies_.empty() || store_->HasUnsyncedUpdates()) {
     RpcServer::FillReplyHeader(req, &reply);
@@ -368,11 +368,8 @@ void ServerImpl::HandleData(Request&& req) {
   // Synchronous checkpointing: a write waits (neither applied nor
   // acknowledged) until the snapshot being written is durable, and so does
   // whatever its sender sends after it (its pulls see its writes).
-  const bool write = h.type() != wire::PULL && h.type() != wire::PULL_ROWS;
-  if (checkpoints_writing_ > 0 && (write || held_senders_.count(h.sender()) > 0)) {
-    if (held_writes_.empty()) writes_held_since_ms_ = clock_->NowMs();
-    held_senders_.insert(h.sender());
-    held_writes_.push_back(std::move(req));
+  if (checkpoint_hold_.Holds(h)) {
+    checkpoint_hold_.Add(std::move(req), clock_->NowMs());
     return;
   }
   // A held worker's first request that is not a replay: its replay to

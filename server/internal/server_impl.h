@@ -13,7 +13,6 @@
 #define RELAXPS_SERVER_INTERNAL_SERVER_IMPL_H_
 
 #include <atomic>
-#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -33,6 +32,8 @@
 #include "coordinator/leader_watch.h"
 #include "recovery/server_recovery.h"
 #include "server/internal/chain_replication.h"
+#include "server/internal/applied_records.h"
+#include "server/internal/checkpoint_hold.h"
 #include "server/internal/durability_monitor.h"
 #include "server/internal/parked_requests.h"
 #include "server/internal/range_state.h"
@@ -142,12 +143,11 @@ class ServerImpl final : public Server, private ChainHost {
   Status ServePull(RangeState* range, std::shared_ptr<Request> req,
                    const float* push_grads = nullptr) override;
 
-  // The applied record (applied_ledger.h): SaveApplied writes every unit's
-  // ledger into the store before a flush or checkpoint; RestoreApplied loads
-  // the one the store opened with into the units created by the first map.
-  // `checkpoint_seq`: the coordinated checkpoint it is saved for (0: a flush,
-  // whose record keeps snapshot_seq_, so a server reopened from its own data
-  // dir still knows the newest checkpoint it took).
+  // The applied record (applied_records.h): SaveApplied hands every unit's
+  // ledger to applied_ before a flush or checkpoint; RestoreApplied has it
+  // load the one the store opened with into the units created by the first
+  // map. `checkpoint_seq`: the coordinated checkpoint it is saved for (0: a
+  // flush).
   void SaveApplied(uint64_t checkpoint_seq = 0);
   // ServerRecovery::RebuildsRoundsFromReplay: holds the clocks of `ids` (the
   // first live set) on every dense range and sparse table held now.
@@ -257,8 +257,9 @@ class ServerImpl final : public Server, private ChainHost {
   std::unique_ptr<recovery::ServerRecovery> recovery_;
   recovery::WriteRule write_rule_ = recovery::WriteRule::kApplyLocally;
   recovery::ServerJobInfo job_info_;
-  // The store table of the applied record (applied_ledger.h).
-  DenseShard* applied_table_ = nullptr;
+  // The applied record, the sparse tables' ledgers and the newest
+  // checkpoint captured (server/internal/applied_records.h). Opened in Init().
+  server_internal::AppliedRecords applied_{RangeState::kUnreplicatedWindow};
   // The recovery role re-forms BSP rounds from replayed pushes
   // (ServerRecovery::RebuildsRoundsFromReplay). Constant after Init().
   bool rebuilds_rounds_ = false;
@@ -302,8 +303,6 @@ class ServerImpl final : public Server, private ChainHost {
   wire::ShardMap map_;
   std::map<std::pair<std::string, uint64_t>, RangeState> dense_;  // (table, begin).
   std::map<std::string, std::unique_ptr<SparseShardState>> sparse_;  // Without chains.
-  // The exactly-once record and counts of each table of sparse_.
-  std::map<std::string, AppliedLedger> sparse_applied_;
   wire::ServerStats stats_;
   ServerMetrics metrics_;  // Hot-path hooks; scrape-time values from CollectMetrics.
   // Failed and succeeded checkpoint, flush and WAL writes (issue 40).
@@ -347,22 +346,13 @@ class ServerImpl final : public Server, private ChainHost {
   std::vector<std::pair<std::string, Message>> unsynced_replies_;
   std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
-  // Header.snapshot_seq of push replies: the seq of the newest checkpoint
-  // whose state this server captured (its restored or reopened record's at
-  // start).
-  uint64_t snapshot_seq_ = 0;
   // RebuildsRoundsFromReplay: the first non-empty live set is held, and the
   // workers in it until their first request that is not a replay.
   bool hold_next_live_set_ = false;
   std::set<int> held_workers_;
-  // HoldsWritesDuringCheckpoint: checkpoints captured here whose snapshot is
-  // not durable yet, the writes that arrived meanwhile and what their
-  // senders sent after them (arrival order), and when the first of them
-  // arrived (for checkpoint_writes_held).
-  int checkpoints_writing_ = 0;
-  std::deque<Request> held_writes_;
-  std::set<int> held_senders_;  // Senders of held_writes_.
-  int64_t writes_held_since_ms_ = 0;
+  // HoldsWritesDuringCheckpoint: the writes held while a checkpoint's
+  // snapshot is written (server/internal/checkpoint_hold.h).
+  server_internal::CheckpointHold checkpoint_hold_;
   uint64_t held_bytes_ = 0;  // Dense shards created here (all slots).
   uint64_t epoch_ = 0;   // Job epoch of the installed map.
   bool registered_ = false;  // Ranges created after registration are new tables.

@@ -120,8 +120,9 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
           std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
       sparse->set_rates(t);
       sparse->set_on_rounds_applied([this, name = t.name](int64_t applied_clock) {
-        auto it = sparse_applied_.find(name);
-        if (it != sparse_applied_.end()) it->second.SettleBelow(applied_clock);
+        if (AppliedLedger* ledger = applied_.FindSparseLedger(name); ledger != nullptr) {
+          ledger->SettleBelow(applied_clock);
+        }
       });
       sparse_[t.name] = std::move(sparse);
       LOG(INFO) << "table '" << t.name << "': sparse rows of width " << spec.width;

@@ -6,6 +6,7 @@
 #include "coordinator/checkpoint_scheduler.h"
 
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -192,6 +193,58 @@ TEST(CheckpointSchedulerTest, RestoreResumesTheRegistryAndTheClockMark) {
   EXPECT_FALSE(s.latest().has_value());
   EXPECT_TRUE(s.history().empty());
   EXPECT_EQ(s.failed(), 0u);
+}
+
+TEST(CheckpointSchedulerTest, EachRoundGetsTheNextSeqFailedOnesToo) {
+  FakeClock clock;
+  CheckpointScheduler s(CheckpointSchedulerOptions(), clock.NowMs());
+  EXPECT_EQ(s.next_seq(), 1u);
+  EXPECT_EQ(s.Start(0, clock.NowMs()), 1u);
+  s.Finish(UnavailableError("server 1 did not answer"), Record(0), clock.NowMs());
+  clock.AdvanceMs(1000);
+  EXPECT_EQ(s.Start(5, clock.NowMs()), 2u);  // A failed round used its seq.
+  s.Finish(Status::OK(), Record(5), clock.NowMs());
+  EXPECT_EQ(s.next_seq(), 3u);
+}
+
+TEST(CheckpointSchedulerTest, RestoreResumesTheSeqAfterTheNewestRecord) {
+  FakeClock clock;
+  CheckpointSchedulerOptions options;
+  options.history = 1;
+  CheckpointScheduler s(options, clock.NowMs());
+  wire::CheckpointRecord older = Record(10), newer = Record(20);
+  older.set_seq(7);
+  newer.set_seq(9);
+  // Even a record the bounded history drops counts.
+  s.Restore({newer, older}, /*failed=*/0);
+  EXPECT_EQ(s.next_seq(), 10u);
+  EXPECT_EQ(s.Start(30, clock.NowMs()), 10u);
+  // A restore never moves the seq back.
+  s.Finish(Status::OK(), Record(30), clock.NowMs());
+  s.Restore({older}, 0);
+  EXPECT_EQ(s.next_seq(), 11u);
+}
+
+TEST(CheckpointSchedulerTest, ManualRequestsQueuedDuringARoundGoToTheNextInOrder) {
+  FakeClock clock;
+  CheckpointScheduler s(CheckpointSchedulerOptions(), clock.NowMs());
+  EXPECT_TRUE(s.TakeQueued().empty());
+  s.Start(0, clock.NowMs());
+  std::vector<std::shared_ptr<Request>> first, second;
+  for (uint64_t id : {1, 2}) {
+    first.push_back(std::make_shared<Request>());
+    first.back()->msg.header.set_request_id(id);
+  }
+  second.push_back(std::make_shared<Request>());
+  second.back()->msg.header.set_request_id(3);
+  s.Queue(std::move(first));
+  s.Queue(std::move(second));
+  EXPECT_EQ(s.queued(), 3u);
+  std::vector<uint64_t> ids;
+  for (const std::shared_ptr<Request>& r : s.TakeQueued()) ids.push_back(r->msg.header.request_id());
+  EXPECT_EQ(ids, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(s.queued(), 0u);
+  EXPECT_TRUE(s.TakeQueued().empty());
 }
 
 }  // namespace
