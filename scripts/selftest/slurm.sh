@@ -50,8 +50,17 @@ assert s.get("verdict") == "done" and s.get("exit_code") == 0, s.get("reason")
 assert acc is not None and acc > 0.5, acc
 PY
 }
-relaxps_left() {  # pids of relaxps processes (binaries or the launcher) still running
-  pgrep -f "$BIN/relaxps-|launcher/relaxps-launch" | grep -vx "$$" || true
+relaxps_left() {  # pids of this test's relaxps processes (binaries or the launcher) still running
+  local p
+  # Only this test's: its files or its working folder are under $DIR (other
+  # relaxps jobs may run on the machine meanwhile).
+  for p in $(pgrep -f "$BIN/relaxps-|launcher/relaxps-launch"); do
+    [ "$p" = $$ ] && continue
+    if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF -- "$DIR/" ||
+       [[ "$(readlink "/proc/$p/cwd" 2>/dev/null)" == "$DIR"* ]]; then
+      echo "$p"
+    fi
+  done
 }
 
 # 1. sbatch.
