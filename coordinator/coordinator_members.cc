@@ -391,7 +391,7 @@ void CoordinatorImpl::SendWorkerSet() {
     for (auto& done : *waiting) done(s);
     // What changed meanwhile was persisted by its BroadcastWorkerSet; a
     // coordinator deposed since announces nothing more.
-    if (!worker_set_waiting_.empty() && leading_.load()) SendWorkerSet();
+    if (!worker_set_waiting_.empty() && leadership_.leading()) SendWorkerSet();
   });
 }
 
