@@ -218,6 +218,14 @@ Status ClientImpl::Init() {
   resender_ = std::make_unique<client_internal::Resender>(clock_source_,
                                                           options_.recovery_timeout_ms);
   gate_ = std::make_unique<client_internal::ServerGate>(features_.hold_restarted_servers);
+  client_internal::PartSender::Options po;
+  po.worker_id = job_.worker_id;
+  po.request_timeout_ms = options_.request_timeout_ms;
+  po.features = features_;
+  po.events = options_.events.get();
+  parts_ = std::make_unique<client_internal::PartSender>(
+      po, rpc_.get(), router_.get(), resender_.get(), gate_.get(), role_.get(), consistency_.get(),
+      static_cast<client_internal::PartSender::Host*>(this), clock_source_);
   if (options_.ssp_cache && consistency_->ServesCachedReads()) {
     cache_ = std::make_unique<client_internal::SspCache>(consistency_->staleness_bound());
   }
@@ -409,12 +417,12 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
   if (gate_->enabled()) {
     for (int i = 0; i < current->num_servers(); ++i) {
       for (client_internal::ServerGate::Held& h : gate_->OpenIfNew(i, current->server_endpoint(i))) {
-        CallServer(h.server, std::move(h.make), std::move(h.done), h.give_up_ms);
+        parts_->Send(h.server, std::move(h.make), std::move(h.done), h.give_up_ms);
       }
     }
   }
   // Requests still waiting on a dead server's old endpoint fail now (and are
-  // resent by CallServer) instead of at their deadlines.
+  // resent by PartSender::Send) instead of at their deadlines.
   std::vector<int> restarted;
   for (const client_internal::Router::Moved& m : moved) {
     const std::string why = "server " + std::to_string(m.server) + " moved to " + m.endpoint;
@@ -423,7 +431,7 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
     if (m.restarted) restarted.push_back(m.server);
   }
   for (client_internal::Resender::Parked& p : resender_->TakeRestarted(*current)) {
-    CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms, p.past_gate);
+    parts_->Send(p.server, std::move(p.make), std::move(p.done), p.give_up_ms, p.past_gate);
   }
   role_->OnMapInstalled(*router_->map(), restarted);
   return Status::OK();
@@ -439,7 +447,7 @@ Status ClientImpl::ReportFinished(const Status& outcome, int timeout_ms) {
   Status last;
   while (true) {
     Message hb = WorkerHeartbeat(job_.worker_id, member_token(), clock_.load(),
-                                 router_->map()->version(), incarnation_, acked_updates_.load());
+                                 router_->map()->version(), incarnation_, parts_->acked_updates());
     hb.header.mutable_heartbeat()->set_finished(true);
     if (!outcome.ok()) hb.header.mutable_heartbeat()->set_failure(outcome.ToString());
     const int64_t left = give_up - clock_source_->NowMs();
@@ -476,7 +484,7 @@ void ClientImpl::Heartbeat() {
   resender_->FailExpired(JobError());
   role_->OnHeartbeat();
   Message hb = WorkerHeartbeat(job_.worker_id, member_token(), clock_.load(),
-                               router_->map()->version(), incarnation_, acked_updates_.load());
+                               router_->map()->version(), incarnation_, parts_->acked_updates());
   // The coordinator announces a newer complete checkpoint only (the role
   // hears of it in OnHeartbeatReply).
   hb.header.mutable_heartbeat()->set_checkpoint_seq(session_.checkpoint_seq());
@@ -509,7 +517,7 @@ void ClientImpl::Heartbeat() {
 
 void ClientImpl::RetryParkedBefore(int64_t ms) {
   for (client_internal::Resender::Parked& p : resender_->TakeParkedBefore(ms)) {
-    CallServer(p.server, std::move(p.make), std::move(p.done), p.give_up_ms, p.past_gate);
+    parts_->Send(p.server, std::move(p.make), std::move(p.done), p.give_up_ms, p.past_gate);
   }
 }
 
@@ -517,7 +525,7 @@ void ClientImpl::ReleaseServer(int server) {
   std::string endpoint;
   if (router_->Peer(server, &endpoint) < 0) return;
   for (client_internal::ServerGate::Held& h : gate_->Release(server, endpoint)) {
-    CallServer(h.server, std::move(h.make), std::move(h.done), h.give_up_ms);
+    parts_->Send(h.server, std::move(h.make), std::move(h.done), h.give_up_ms);
   }
 }
 
@@ -582,7 +590,7 @@ ClientStats ClientImpl::stats() const {
     s.cache_misses = cache_->misses();
   }
   if (fallback_ != nullptr) s.local_steps = fallback_->local_steps();
-  s.acked_updates = acked_updates_.load();
+  s.acked_updates = parts_->acked_updates();
   s.incarnation = incarnation_;
   role_->AddCounters(&s.recovery_counters);
   return s;

@@ -1,5 +1,7 @@
-// relaxps::Server (server.h): start-up, the run loop, registration and
-// heartbeats with the coordinator. The rest of ServerImpl (server_impl.h) is
+// relaxps::Server (server.h): start-up, the run loop, and what the
+// coordinator's replies bring (registration and heartbeats themselves are
+// CoordinatorLink's, server/internal/coordinator_link.h). The rest of
+// ServerImpl (server_impl.h) is
 // in server/internal/: server_tables.cc (shard maps and the ranges held),
 // server_dispatch.cc (request dispatch and replies), server_data.cc (the data
 // path), server_control.cc (stats, seed, checkpoint). Chain replication is
@@ -9,8 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 
 #include "common/advertise.h"
 #include "relaxps/recovery_policy.h"
@@ -92,16 +92,26 @@ Status ServerImpl::Init() {
   rpc_options.max_message_bytes = options_.max_message_bytes;
   rpc_options.source_address = options_.source_address;
   RETURN_IF_ERROR(rpc_options.UseCurve(options_.curve));
-  coordinator_ = std::make_unique<RpcClient>(rpc_options);
-  RETURN_IF_ERROR(FindCoordinator());
+  CoordinatorLink::Options lo;
+  lo.coordinator = options_.coordinator;
+  lo.coordination = options_.coordination;
+  lo.zk_session_timeout_ms = options_.zk_session_timeout_ms;
+  lo.register_timeout_ms = options_.register_timeout_ms;
+  lo.heartbeat_ms = options_.heartbeat_ms;
+  lo.coordinator_timeout_ms = options_.coordinator_timeout_ms;
+  lo.endpoint = advertised_;
+  lo.restored_from = restored_from_;
+  link_ = std::make_unique<CoordinatorLink>(std::move(lo),
+                                            std::make_unique<RpcClient>(rpc_options),
+                                            static_cast<CoordinatorLink::Host*>(this), clock_);
+  RETURN_IF_ERROR(link_->Connect());
   wire::ServerTokens server_tokens;
-  ASSIGN_OR_RETURN(wire::RegisterReply rr, Register(options_.server_id, &server_tokens));
+  ASSIGN_OR_RETURN(wire::RegisterReply rr, link_->Register(options_.server_id, &server_tokens));
   RETURN_IF_ERROR(server_tokens_.Update(server_tokens));
   id_ = rr.id();
   durability_.set_server_id(id_);
   job_ = rr.job();
-  coordinator_identity_ = rr.coordinator_identity();
-  coordinator_term_ = rr.coordinator_term();
+  link_->Registered(rr);
   ASSIGN_OR_RETURN(std::unique_ptr<RecoveryPolicy> recovery_policy,
                    NewRecoveryPolicy(job_.recovery()));
   recovery_ = recovery_policy->NewServerRecovery();
@@ -170,80 +180,16 @@ Status ServerImpl::Init() {
   LOG(INFO) << "server " << id_ << " serving on " << advertised_ << " (store "
             << store_->Name() << ", consistency " << policy_->Name() << ", recovery "
             << recovery_->Name() << ")";
-  last_heartbeat_ok_ms_ = clock_->NowMs();
-  heartbeat_ = std::make_unique<PeriodicThread>(options_.heartbeat_ms, [this] { Heartbeat(); },
-                                                clock_);
+  link_->StartHeartbeat();
   rpc_->AddTimer(50, [this] { OnTimer(); });
   return Status::OK();
-}
-
-Status ServerImpl::FindCoordinator() {
-  std::string first = options_.coordinator;
-  if (!options_.coordination.empty()) {
-    LeaderWatchOptions wo;
-    wo.coordination = options_.coordination;
-    wo.session_timeout_ms = options_.zk_session_timeout_ms;
-    // Called on the watch's thread; CoordinatorPeers is thread-safe.
-    wo.on_leader = [this](const std::string& endpoint) { coordinators_.Follow(endpoint); };
-    ASSIGN_OR_RETURN(leader_watch_, LeaderWatch::Start(std::move(wo)));
-    if (first.empty()) {
-      ASSIGN_OR_RETURN(first, leader_watch_->WaitForLeader(options_.register_timeout_ms));
-    }
-  }
-  RETURN_IF_ERROR(coordinators_.Connect(coordinator_.get(), first));
-  // The watch may have seen a newer leader since `first`.
-  if (leader_watch_ != nullptr && !leader_watch_->leader().empty()) {
-    coordinators_.Follow(leader_watch_->leader());
-  }
-  return Status::OK();
-}
-
-StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id,
-                                                   wire::ServerTokens* server_tokens) {
-  Message req;
-  req.header.set_type(wire::REGISTER);
-  wire::RegisterRequest* r = req.header.mutable_register_request();
-  r->set_role("server");
-  r->set_requested_id(requested_id);
-  r->set_endpoint(advertised_);
-  r->set_pid(getpid());
-  r->set_protocol_version(kProtocolVersion);
-  if (restored_from_.has_value()) *r->mutable_restored_from() = *restored_from_;
-  const int64_t give_up = clock_->NowMs() + options_.register_timeout_ms;
-  StatusOr<Message> reply = UnavailableError("not sent");
-  while (true) {
-    Message attempt;
-    attempt.header = req.header;
-    reply = coordinators_.CallSync(std::move(attempt), 1000);
-    if (reply.ok() || clock_->NowMs() > give_up) break;
-    if (reply.status().code() != StatusCode::kDeadlineExceeded &&
-        reply.status().code() != StatusCode::kUnavailable) {
-      break;
-    }
-    // A standby with no leader to name yet (a takeover under way) answers
-    // at once: do not spin.
-    if (reply.status().code() == StatusCode::kUnavailable) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(clock_->RealWaitMs(50)));
-    }
-  }
-  if (!reply.ok()) {
-    return reply.status().WithPrefix("registering with coordinator " +
-                                     coordinators_.current_endpoint());
-  }
-  {
-    MutexLock l(&token_mu_);
-    member_token_ = reply->header.register_reply().member_token();
-    wire_token_ = ToWireToken(member_token_);
-  }
-  if (server_tokens != nullptr) *server_tokens = reply->header.server_tokens();
-  return reply->header.register_reply();
 }
 
 Status ServerImpl::Run() {
   rpc_->Run([this](Request&& req) { Handle(std::move(req)); }, [this] { SyncAndRelease(); });
   SyncAndRelease();
-  StopHeartbeat();
-  if (fenced_.load()) {
+  link_->StopHeartbeat();
+  if (link_->fenced()) {
     return AbortedError("server " + std::to_string(id_) +
                         " was declared dead by the coordinator and stopped (fenced)");
   }
@@ -254,9 +200,7 @@ Status ServerImpl::Run() {
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
   if (job_done_) {
     // Tell the coordinator this server left in order (bounded wait).
-    coordinators_.CallSync(MemberMessage(wire::DEREGISTER, "server", id_, member_token()), 300)
-        .status()
-        .IgnoreError();
+    link_->Deregister();
     LOG(INFO) << "server " << id_ << ": the job is over; flushed and exiting";
   }
   return exit_status_.ok() ? s : exit_status_;
@@ -268,98 +212,50 @@ void ServerImpl::Exit(const Status& why) {
   rpc_->Stop();
 }
 
-void ServerImpl::StopHeartbeat() {
-  if (heartbeat_ != nullptr) heartbeat_->Stop();
+void ServerImpl::OnDeclaredDead(const std::string& why) {
+  // Declared dead (e.g. paused past the heartbeat timeout): its shards may
+  // have moved on without it, so its state must not serve again. The policy
+  // says how it comes back.
+  const recovery::DeadServerPlan plan = recovery_->OnDeclaredDead(JobInfoNow());
+  const std::string dead = "server " + std::to_string(id_) +
+                           " was declared dead by the coordinator (" + why + "); ";
+  switch (plan.action) {
+    case recovery::DeadServerPlan::Action::kRejoinChains:
+      RejoinAfterFence(why);
+      return;
+    case recovery::DeadServerPlan::Action::kRestartInPlace: {
+      RestartInPlace restart{id_, plan.restart_flags};
+      const Status s = AbortedError(dead + "restarting in place " + plan.advice);
+      rpc_->Post([this, s, restart] {
+        restart_ = restart;
+        Exit(s);
+      });
+      return;
+    }
+    case recovery::DeadServerPlan::Action::kExit:
+      ExitLater(AbortedError(dead + "exiting: " + plan.advice));
+      return;
+  }
 }
 
-Message ServerImpl::HeartbeatMessage(uint64_t map_version, bool awaiting_state) const {
-  Message hb = MemberMessage(wire::HEARTBEAT, "server", id_, member_token());
-  wire::HeartbeatRequest* h = hb.header.mutable_heartbeat();
-  h->set_shard_map_version(map_version);
-  h->set_awaiting_state(awaiting_state);
-  return hb;
-}
-
-void ServerImpl::Heartbeat() {
-  // The version first: awaiting_state() is updated before a new version is
-  // published (InstallMap), so the pair never claims a new map's state early.
-  const uint64_t version = seen_map_version_.load();
-  Message hb = HeartbeatMessage(version, chain_ != nullptr && chain_->awaiting_state());
-  StatusOr<Message> reply = coordinators_.CallSync(std::move(hb), options_.heartbeat_ms * 5);
-  if (!reply.ok()) {
-    if (reply.status().code() == StatusCode::kNotFound) {
-      const std::string why = reply.status().message();
-      // Declared dead (e.g. paused past the heartbeat timeout): its shards
-      // may have moved on without it, so its state must not serve again.
-      // The policy says how it comes back.
-      const recovery::DeadServerPlan plan = recovery_->OnDeclaredDead(JobInfoNow());
-      const std::string dead = "server " + std::to_string(id_) +
-                               " was declared dead by the coordinator (" + why + "); ";
-      switch (plan.action) {
-        case recovery::DeadServerPlan::Action::kRejoinChains:
-          RejoinAfterFence(why);
-          return;
-        case recovery::DeadServerPlan::Action::kRestartInPlace: {
-          RestartInPlace restart{id_, plan.restart_flags};
-          const Status s = AbortedError(dead + "restarting in place " + plan.advice);
-          rpc_->Post([this, s, restart] {
-            restart_ = restart;
-            Exit(s);
-          });
-          return;
-        }
-        case recovery::DeadServerPlan::Action::kExit: {
-          const Status s = AbortedError(dead + "exiting: " + plan.advice);
-          rpc_->Post([this, s] { Exit(s); });
-          return;
-        }
-      }
-      return;
-    }
-    const int64_t silent_ms = clock_->NowMs() - last_heartbeat_ok_ms_;
-    if (silent_ms > options_.coordinator_timeout_ms) {
-      const Status s = UnavailableError(
-          "no answer from the coordinator " + coordinators_.current_endpoint() + " for " +
-          std::to_string(silent_ms) + " ms (--coordinator_timeout_ms=" +
-          std::to_string(options_.coordinator_timeout_ms) + "): " + reply.status().ToString());
-      rpc_->Post([this, s] { Exit(s); });
-      return;
-    }
-    if (++heartbeat_failures_ % 10 == 1) {
-      LOG(WARNING) << "coordinator heartbeat failed: " << reply.status();
-    }
+void ServerImpl::OnHeartbeatReply(const wire::HeartbeatReply& reply,
+                                  const wire::ServerTokens& tokens) {
+  if (Status s = server_tokens_.Update(tokens); !s.ok()) {
+    LOG(ERROR) << "server tokens from the coordinator: " << s;
+  }
+  if (reply.job_done() && reply.has_live_workers() && reply.live_workers().ids_size() == 0) {
+    job_done_ = true;
+    Exit(Status::OK());
     return;
   }
-  heartbeat_failures_ = 0;
-  last_heartbeat_ok_ms_ = clock_->NowMs();
-  auto body = std::make_shared<wire::HeartbeatReply>(reply->header.heartbeat_reply());
-  auto tokens = std::make_shared<wire::ServerTokens>(reply->header.server_tokens());
-  if (!body->job_error().empty()) {
-    const Status s = AbortedError("the job failed: " + body->job_error());
-    rpc_->Post([this, s] { Exit(s); });
-    return;
+  if (reply.has_shard_map() && reply.shard_map().version() > map_version_) {
+    Status s = InstallMap(reply.shard_map());
+    if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
   }
-  rpc_->Post([this, body, tokens] {
-    if (body->coordinator_term() > 0) {
-      AdoptCoordinator(body->coordinator_identity(), body->coordinator_term());
-    }
-    if (Status s = server_tokens_.Update(*tokens); !s.ok()) {
-      LOG(ERROR) << "server tokens from the coordinator: " << s;
-    }
-    if (body->job_done() && body->has_live_workers() && body->live_workers().ids_size() == 0) {
-      job_done_ = true;
-      Exit(Status::OK());
-      return;
-    }
-    if (body->has_shard_map() && body->shard_map().version() > map_version_) {
-      Status s = InstallMap(body->shard_map());
-      if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
-    }
-    if (body->has_live_workers()) {
-      Status s = SetLiveWorkers(body->live_workers());
-      if (!s.ok()) LOG(ERROR) << "live worker set from the coordinator: " << s;
-    }
-  });
+  if (reply.has_live_workers()) {
+    Status s = SetLiveWorkers(reply.live_workers());
+    if (!s.ok()) LOG(ERROR) << "live worker set from the coordinator: " << s;
+  }
 }
 
 recovery::ServerJobInfo ServerImpl::JobInfoNow() const {
@@ -370,19 +266,8 @@ recovery::ServerJobInfo ServerImpl::JobInfoNow() const {
   return info;
 }
 
-void ServerImpl::AdoptCoordinator(const std::string& identity, uint64_t term) {
-  if (term < coordinator_term_ || identity.empty()) return;  // A deposed coordinator.
-  if (identity != coordinator_identity_) {
-    LOG(INFO) << "server " << id_ << " follows the coordinator of term " << term
-              << " (was term " << coordinator_term_ << ")";
-  }
-  coordinator_identity_ = identity;
-  coordinator_term_ = term;
-}
-
 void ServerImpl::ReportStateArrived() {
-  coordinators_.Call(HeartbeatMessage(map_version_, false), options_.heartbeat_ms * 5,
-                     [](const Status&, Message&&) {});
+  link_->ReportStateArrived(map_version_);
 }
 
 void ServerImpl::RejoinAfterFence(const std::string& why) {
@@ -392,32 +277,22 @@ void ServerImpl::RejoinAfterFence(const std::string& why) {
   // pushes first. Until then it acts at its old epoch, and whatever it sends
   // is refused by epoch.
   chain_->MarkFencePending();
-  auto tokens = std::make_shared<wire::ServerTokens>();
-  StatusOr<wire::RegisterReply> rr = Register(id_, tokens.get());
-  if (!rr.ok()) {
-    LOG(ERROR) << "server " << id_ << " could not rejoin after being fenced: " << rr.status()
-               << "; stopping";
-    fenced_.store(true);
-    rpc_->Stop();
-    return;
+  link_->Rejoin();
+}
+
+void ServerImpl::OnRejoined(const wire::RegisterReply& reply, const wire::ServerTokens& tokens) {
+  if (Status s = server_tokens_.Update(tokens); !s.ok()) {
+    LOG(ERROR) << "server tokens from the coordinator: " << s;
   }
-  auto map = std::make_shared<wire::ShardMap>(rr->shard_map());
-  const bool awaits_seed = rr->awaits_seed();
-  rpc_->Post([this, map, awaits_seed, tokens, identity = rr->coordinator_identity(),
-              term = rr->coordinator_term()] {
-    AdoptCoordinator(identity, term);
-    if (Status s = server_tokens_.Update(*tokens); !s.ok()) {
-      LOG(ERROR) << "server tokens from the coordinator: " << s;
-    }
-    LOG(INFO) << "server " << id_ << " registered again after being fenced; rejoining at epoch "
-              << map->epoch();
-    // Hybrid: it held ranges alone when it was declared dead; they are
-    // seeded from the workers before it serves them.
-    if (awaits_seed) awaiting_seed_ = true;
-    if (map->version() <= map_version_) return;  // The coordinator's push came first.
-    Status s = InstallMap(*map);
-    if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
-  });
+  const wire::ShardMap& map = reply.shard_map();
+  LOG(INFO) << "server " << id_ << " registered again after being fenced; rejoining at epoch "
+            << map.epoch();
+  // Hybrid: it held ranges alone when it was declared dead; they are
+  // seeded from the workers before it serves them.
+  if (reply.awaits_seed()) awaiting_seed_ = true;
+  if (map.version() <= map_version_) return;  // The coordinator's push came first.
+  Status s = InstallMap(map);
+  if (!s.ok()) LOG(ERROR) << "installing shard map: " << s;
 }
 
 }  // namespace server_internal

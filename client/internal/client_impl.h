@@ -2,7 +2,10 @@
 //
 // Split by responsibility: client/client.cc holds registration, heartbeats,
 // the coordinator calls and table metadata; client/internal/requests.cc the
-// data path (dense and sparse requests, Clock). Routing by shard map is
+// data path (dense and sparse requests, Clock). Sending one request part and
+// deciding what its reply means (route, deadline, re-route, park, give up,
+// the acknowledged updates counted) is client/internal/part_sender.h.
+// Routing by shard map is
 // client/internal/router.h, parking and resending across server restarts
 // client/internal/resender.h, holding requests to a restarted server
 // client/internal/server_gate.h, the SSP parameter cache
@@ -38,6 +41,7 @@
 #include "client/internal/dense_parts.h"
 #include "client/internal/local_fallback.h"
 #include "client/internal/member_session.h"
+#include "client/internal/part_sender.h"
 #include "client/internal/resender.h"
 #include "client/internal/router.h"
 #include "client/internal/server_gate.h"
@@ -83,7 +87,8 @@ class Join {
 
 class ClientImpl final : public Client,
                          private recovery::ClientMechanisms,
-                         private LocalFallback::Host {
+                         private LocalFallback::Host,
+                         private PartSender::Host {
  public:
   ClientImpl(const ClientOptions& options, const FaultOptions& faults)
       : options_(options),
@@ -176,20 +181,12 @@ class ClientImpl final : public Client,
     std::atomic<int64_t> min_params_clock{INT64_MAX};
     std::atomic<bool> served_locally{false};  // Counted once in local_steps.
   };
-  // A "moved" reply may re-route a part this many times.
-  static constexpr int kMaxReroutes = 3;
-
   // Installs `proto` if newer; fails what is in flight to servers that moved
   // (so it is resent there) and resends parts parked for them.
-  Status SetMap(const wire::ShardMap& proto);
-  Status JobError() const;
-  // Sends one request part to a server; `make` builds it (again for a
-  // resend). A part whose server is lost waits in resender_ when the
-  // recovery role says so (ClientRecovery::OnServerFailed, see
-  // client/internal/resender.h); one to a restarted server waits at gate_
-  // until the role releases it, unless `past_gate` (a replayed part).
-  void CallServer(int server, std::function<Message()> make, Transport::ReplyCallback done,
-                  int64_t give_up_ms = 0, bool past_gate = false);
+  // Also PartSender::Host.
+  Status SetMap(const wire::ShardMap& proto) override;
+  Status JobError() const override;
+  bool FirstFailoverAckIn(uint64_t epoch) override { return session_.FirstFailoverAckIn(epoch); }
   // InvalidArgument (counted in errors_) unless every value is finite. The
   // client checks a push that goes as several requests (parts of a split
   // push, several servers or buckets) whole before sending any, and a part
@@ -249,9 +246,6 @@ class ClientImpl final : public Client,
                 std::shared_ptr<std::atomic<bool>> served_locally = nullptr);
   void Sparse(wire::MsgType type, const std::string& table, KeyBuffer ids, FloatBuffer grads,
               FloatBuffer out, Callback done);
-  // True (and the map installed) if a failed part should be routed again:
-  // the server sent a newer map with a routing error.
-  bool Rerouted(const Status& st, const Message& reply, uint64_t version, int reroutes);
   // A request made at `clock`, routed with the shard map of `map_version` (a
   // resend keeps both: it belongs to the clock and the split it was made with).
   Message NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
@@ -260,16 +254,9 @@ class ClientImpl final : public Client,
   // Holds at a barrier (the start barrier, or worker barrier `generation`)
   // until the coordinator lets it pass or answers at `timeout_ms`.
   Status WaitAtBarrier(bool start, int64_t generation, int timeout_ms);
-  // The server `request` should go to now: under chain routing
-  // (ClientFeatures::chain_routing) the head of its range's or bucket's
-  // chain in the current map (data requests), else `server`.
-  int RouteOf(const Message& request, int server) const;
   // Reports an acknowledged push part to the role (callers check
   // ClientFeatures::report_acked_pushes first: building `push` costs).
   void PushAcked(recovery::AckedPush push);
-  // Logs the first acknowledged resend of each epoch (scripts/run_local.sh
-  // reads it: kill -> first push acknowledged by the new head).
-  void LogFailover(int server);
   void Heartbeat();
   // The REGISTER this client sends (requested_id: -1 or its old id).
   Message RegisterMessage(int requested_id) const;
@@ -327,7 +314,7 @@ class ClientImpl final : public Client,
   }
   void SendToServer(int server, std::function<Message()> make,
                     Transport::ReplyCallback done) override {
-    CallServer(server, std::move(make), std::move(done));
+    parts_->Send(server, std::move(make), std::move(done));
   }
   void CountError() override { errors_.fetch_add(1); }
   StatusOr<Message> CallCoordinatorSync(Message msg, int timeout_ms) override {
@@ -338,17 +325,11 @@ class ClientImpl final : public Client,
   // ---- The data path's use of the fallback (requests.cc) -------------------
   // Whether `server`'s parts are served from this worker's copies.
   bool ServedHere(int server) const { return fallback_ != nullptr && fallback_->IsLocal(server); }
-  // Deadline of a request of `type` to a server.
-  int ServerTimeoutMs(wire::MsgType type) const;
   // The server holding the dense range of `table` at `range_begin` (under
   // chain routing the head of its chain), and the same for a sparse bucket
   // (-1: none).
   int HolderOf(const std::string& table, uint64_t range_begin, int server) const;
   int RowsHolderOf(const std::string& table, uint64_t bucket, int server) const;
-  // What the recovery role is told about a part that failed at `server`
-  // (sent at `endpoint`, held by `holder` now) with `error`.
-  recovery::FailedPart NewFailedPart(int server, const std::string& endpoint, int holder,
-                                     const Status& error, bool rows, int reroutes) const;
   // Serves one dense part from the local copy (op's buffers at `at`) and
   // lowers op->min_params_clock to the copy's clock. `doubtful_id`: see
   // LocalFallback::ServeDense.
@@ -379,6 +360,9 @@ class ClientImpl final : public Client,
   std::unique_ptr<client_internal::SspCache> cache_;  // Null unless the policy caches reads.
   // Null unless the role keeps local copies (ClientFeatures::local_copies).
   std::unique_ptr<LocalFallback> fallback_;
+  // Sends every request part and decides what its reply means; counts the
+  // acknowledged updates (client/internal/part_sender.h).
+  std::unique_ptr<PartSender> parts_;
 
   mutable Mutex mu_;
   std::string job_error_ GUARDED_BY(mu_);
@@ -387,7 +371,6 @@ class ClientImpl final : public Client,
   std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> replies_handed_over_{0};
-  std::atomic<uint64_t> acked_updates_{0};  // ClientStats::acked_updates.
   BufferPool out_pool_{ParamsPoolOptions()};
   static BufferPoolOptions ParamsPoolOptions() {
     BufferPoolOptions o;

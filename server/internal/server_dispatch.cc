@@ -107,7 +107,8 @@ Status ServerImpl::CheckFromCoordinator(const Request& req) const {
                                  " is accepted only from the coordinator's key, not '" +
                                  req.user_id + "'");
   }
-  if (!coordinator_identity_.empty() && req.identity == coordinator_identity_) return Status::OK();
+  const std::string& coordinator = link_->coordinator_identity();
+  if (!coordinator.empty() && req.identity == coordinator) return Status::OK();
   return PermissionDeniedError(wire::MsgType_Name(req.msg.header.type()) +
                                " is accepted only from the coordinator's connection");
 }

@@ -1,18 +1,21 @@
 // ServerImpl: the implementation behind relaxps::Server (server.h), shared by
-// server.cc (start-up, registration, heartbeats), server_tables.cc (shard
+// server.cc (start-up, what the coordinator's replies bring), server_tables.cc (shard
 // maps, the ranges held), server_dispatch.cc (request dispatch, replies),
 // server_data.cc (the data path) and server_control.cc (stats, seed,
 // checkpoint). Chain replication, when the recovery policy's write rule
 // forwards writes along chains (recovery/server_recovery.h), is its own
 // object, ChainReplication (chain_replication.h), to which this server is
-// the ChainHost.
+// the ChainHost. The link to the coordinator (registration, heartbeats, the
+// server's identity with the coordinator) is CoordinatorLink
+// (coordinator_link.h), to which this server is the Host.
 //
 // Thread-safety: as Server; everything but Stop() and the heartbeat thread
-// runs on the RpcServer loop thread.
+// (the CoordinatorLink::Host methods it calls) runs on the RpcServer loop
+// thread.
 #ifndef RELAXPS_SERVER_INTERNAL_SERVER_IMPL_H_
 #define RELAXPS_SERVER_INTERNAL_SERVER_IMPL_H_
 
-#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -22,18 +25,16 @@
 
 #include "common/buffer_pool.h"
 #include "common/clock.h"
-#include "common/coordinator_peers.h"
 #include "common/loop_client.h"
-#include "common/periodic_thread.h"
 #include "common/rpc_client.h"
 #include "common/rpc_server.h"
 #include "common/shard_map.h"
 #include "consistency/consistency_policy.h"
-#include "coordinator/leader_watch.h"
 #include "recovery/server_recovery.h"
 #include "server/internal/chain_replication.h"
 #include "server/internal/applied_records.h"
 #include "server/internal/checkpoint_hold.h"
+#include "server/internal/coordinator_link.h"
 #include "server/internal/durability_monitor.h"
 #include "server/internal/parked_requests.h"
 #include "server/internal/range_state.h"
@@ -45,14 +46,16 @@
 namespace relaxps {
 namespace server_internal {
 
-class ServerImpl final : public Server, private ChainHost {
+class ServerImpl final : public Server, private ChainHost, private CoordinatorLink::Host {
  public:
   explicit ServerImpl(const ServerOptions& options)
       : options_(options),
         clock_(ClockOrReal(options.clock)),
         metrics_(options.metrics),
         durability_(DurabilityOptions(options)) {}
-  ~ServerImpl() override { StopHeartbeat(); }
+  ~ServerImpl() override {
+    if (link_ != nullptr) link_->StopHeartbeat();
+  }
 
   Status Init();
   const std::string& endpoint() const override { return advertised_; }
@@ -177,10 +180,7 @@ class ServerImpl final : public Server, private ChainHost {
   uint64_t epoch() const override { return epoch_; }
   const wire::ShardMap& map() const override { return map_; }
   bool registered() const override { return registered_; }
-  WireToken wire_token() const override {
-    MutexLock l(&token_mu_);
-    return wire_token_;
-  }
+  WireToken wire_token() const override { return link_->wire_token(); }
   wire::ServerStats* mutable_stats() override { return &stats_; }
   RangeState* DenseRange(const std::string& table, uint64_t key) override {
     return FindRange(table, key);
@@ -197,61 +197,45 @@ class ServerImpl final : public Server, private ChainHost {
   // Loop thread: Run() returns `why` (after the final flush).
   void Exit(const Status& why);
 
-  // ---- Heartbeat thread ----
-  void Heartbeat();
-  // A server HEARTBEAT reporting `map_version` and `awaiting_state`.
-  Message HeartbeatMessage(uint64_t map_version, bool awaiting_state) const;
-  // REGISTER with the coordinator (retried while it is unreachable, up to
-  // register_timeout_ms). Also used by Init().
-  // Connects coordinators_: to ServerOptions::coordinator, or to the leader
-  // read from ZooKeeper (ServerOptions::coordination), then followed.
-  Status FindCoordinator();
-  // `server_tokens` (if given): the other servers' tokens the reply carries.
-  StatusOr<wire::RegisterReply> Register(int requested_id,
-                                         wire::ServerTokens* server_tokens = nullptr);
+  // ---- The link to the coordinator (coordinator_link.h) ----
+  // CoordinatorLink::Host. Heartbeat thread:
+  bool awaiting_state() const override {
+    return chain_ != nullptr && chain_->awaiting_state();
+  }
+  void PostToLoop(std::function<void()> fn) override { rpc_->Post(std::move(fn)); }
+  void ExitLater(const Status& why) override {
+    rpc_->Post([this, why] { Exit(why); });
+  }
+  void StopNow() override { rpc_->Stop(); }
+  // The recovery policy says how a server declared dead comes back:
+  // rejoining its chains (the link registers again; RejoinAfterFence),
+  // restarting in place or exiting.
+  void OnDeclaredDead(const std::string& why) override;
+  // Loop thread: installs what the reply brings (the servers' tokens, the
+  // job's end, the map, the live workers).
+  void OnHeartbeatReply(const wire::HeartbeatReply& reply,
+                        const wire::ServerTokens& tokens) override;
+  // Loop thread: registered again after being fenced: installs the map of
+  // the rejoin, in which this server joins its chains as tail (state
+  // transfer from the predecessors); the next map installed fences the
+  // replicas first.
+  void OnRejoined(const wire::RegisterReply& reply, const wire::ServerTokens& tokens) override;
   // The coordinator answered a heartbeat NotFound (declared dead, e.g. after
-  // a SIGSTOP): registers again with this id and installs the map it gets, in
-  // which this server joins its chains as tail (state transfer from the
-  // predecessors); the next map installed fences the replicas first. Stops
-  // the server if the registration fails.
+  // a SIGSTOP) and the policy rejoins: marks the fence pending and has the
+  // link register again with this id (which stops the server if that fails).
   void RejoinAfterFence(const std::string& why);
-  void StopHeartbeat();
 
   // Constant after Init().
   const ServerOptions options_;
   const Clock* const clock_;
   std::unique_ptr<RpcServer> rpc_;
   std::string advertised_;  // Registered endpoint (ServerOptions::advertise).
-  std::unique_ptr<RpcClient> coordinator_;
-  // Every coordinator of the job (--coordinator may list several; the
-  // leader serves, coordinator/coordinator.h).
-  CoordinatorPeers coordinators_;
-  // --coordination: follows the leader in ZooKeeper (calls
-  // coordinators_.Follow from its thread; declared after coordinators_ and
-  // coordinator_, so destroyed before them).
-  std::unique_ptr<LeaderWatch> leader_watch_;
+  // Registration, heartbeats and this server's identity with the
+  // coordinator (its member token; the coordinator's identity, whose control
+  // messages alone are accepted, and term). Created in Init().
+  std::unique_ptr<CoordinatorLink> link_;
   int id_ = -1;
   wire::JobConfig job_;
-  // Routing id of the coordinator's connection (RegisterReply): control
-  // messages (INSTALL_MAP, WORKER_SET, CHECKPOINT, SEED) from anyone else are
-  // refused with PermissionDenied.
-  std::string coordinator_identity_;
-  // This server's member token (RegisterReply.member_token), on its
-  // messages to the coordinator; set by Register (init, or a rejoin on
-  // another thread), read by the heartbeat thread.
-  mutable Mutex token_mu_;
-  std::string member_token_ GUARDED_BY(token_mu_);
-  WireToken wire_token_ GUARDED_BY(token_mu_);  // member_token_ as headers carry it.
-  std::string member_token() const {
-    MutexLock l(&token_mu_);
-    return member_token_;
-  }
-  // The coordinator term of coordinator_identity_: a heartbeat reply of a
-  // newer term (a restarted or newly elected coordinator) replaces it.
-  // Loop thread after Init().
-  uint64_t coordinator_term_ = 0;
-  // Adopts a coordinator's identity if its term is not older. Loop thread.
-  void AdoptCoordinator(const std::string& identity, uint64_t term);
   std::unique_ptr<ConsistencyPolicy> policy_;
   // The server side of the job's recovery policy, and what it answered.
   std::unique_ptr<recovery::ServerRecovery> recovery_;
@@ -362,20 +346,12 @@ class ServerImpl final : public Server, private ChainHost {
   // Chain replication (null unless the write rule forwards along chains).
   // Created in Init().
   std::unique_ptr<ChainReplication> chain_;
-  // Set when the server stops because it was fenced and could not rejoin.
-  std::atomic<bool> fenced_{false};
 
   Status exit_status_;   // Loop thread: what Run() returns.
   // Set (loop thread) before the loop stops for a restart in place; read
   // after Run() returned.
   std::optional<RestartInPlace> restart_;
   bool job_done_ = false;  // Loop thread: left in order at the end of the job.
-
-  // Heartbeat thread.
-  int heartbeat_failures_ = 0;  // Heartbeat thread only.
-  int64_t last_heartbeat_ok_ms_ = 0;  // Heartbeat thread only.
-  std::unique_ptr<PeriodicThread> heartbeat_;
-  std::atomic<uint64_t> seen_map_version_{0};
 };
 
 }  // namespace server_internal

@@ -134,7 +134,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
     epoch_ = std::max(epoch_, map.epoch());
     chain_->ApplyRoles(map);
   }
-  seen_map_version_.store(map_version_);
+  link_->set_map_version(map_version_);
   return Status::OK();
 }
 

@@ -1,8 +1,10 @@
-// A fake Transport for the client's unit tests (router_test,
-// local_fallback_test): no sockets, no threads, no time.
+// A fake Transport for unit tests (router_test, local_fallback_test,
+// coordinator_peers_test, coordinator_link_test): no sockets, no threads, no
+// time.
 #ifndef RELAXPS_TESTS_CLIENT_FAKE_TRANSPORT_H_
 #define RELAXPS_TESTS_CLIENT_FAKE_TRANSPORT_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,8 +20,9 @@ namespace client_internal {
 
 // A Transport that connects nowhere: Connect() hands out one handle per
 // (endpoint, key), as RpcClient does. A call is answered at once, inline:
-// OK with an empty reply, DeadlineExceeded for a peer marked down, or the
-// answer set for the peer (SetAnswer).
+// OK with an empty reply, DeadlineExceeded for a peer marked down, the
+// answer set for the peer (SetAnswer), or the responder's (SetResponder),
+// which comes first.
 // Records every call and cancellation.
 class FakeTransport final : public Transport {
  public:
@@ -35,11 +38,16 @@ class FakeTransport final : public Transport {
   void Call(int peer, Message request, int /*timeout_ms*/, ReplyCallback done) override {
     bool down = false;
     std::optional<std::pair<Status, wire::Header>> answer;
+    Responder responder;
     {
       MutexLock l(&mu_);
       calls_.emplace_back(peer, request.header.type());
       down = down_.count(peer) != 0;
       if (auto it = answers_.find(peer); it != answers_.end()) answer = it->second;
+      responder = responder_;
+    }
+    if (responder) {
+      if (auto r = responder(peer, request); r.has_value()) answer = std::move(r);
     }
     if (answer.has_value()) {
       Message reply;
@@ -71,6 +79,14 @@ class FakeTransport final : public Transport {
   void SetAnswer(int peer, const Status& status, const wire::Header& header) {
     MutexLock l(&mu_);
     answers_[peer] = {status, header};
+  }
+  // Every call is answered by `fn` (called without the fake's lock held,
+  // on the caller's thread) from now on; nullopt: as without it.
+  using Responder = std::function<std::optional<std::pair<Status, wire::Header>>(
+      int peer, const Message& request)>;
+  void SetResponder(Responder fn) {
+    MutexLock l(&mu_);
+    responder_ = std::move(fn);
   }
   std::vector<std::pair<int, wire::MsgType>> calls() {
     MutexLock l(&mu_);
@@ -109,6 +125,7 @@ class FakeTransport final : public Transport {
   std::map<int, std::pair<Status, wire::Header>> answers_ GUARDED_BY(mu_);
   std::vector<std::pair<int, wire::MsgType>> calls_ GUARDED_BY(mu_);
   std::vector<int> cancelled_ GUARDED_BY(mu_);
+  Responder responder_ GUARDED_BY(mu_);
 };
 
 }  // namespace client_internal

@@ -1,0 +1,198 @@
+#include "client/internal/part_sender.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace relaxps {
+namespace client_internal {
+namespace {
+
+// An update of this client's that acked_updates counts: a push part (a
+// split range's first part standing for all), not a raw delta or a replay.
+bool CountsAsUpdate(const wire::Header& h) {
+  return (h.type() == wire::PUSH || h.type() == wire::PUSH_PULL || h.type() == wire::PUSH_ROWS) &&
+         !h.raw_delta() && !h.replayed() && !h.push_continues();
+}
+
+}  // namespace
+
+int PartSender::RouteOf(const Message& request, int server) const {
+  const wire::MsgType t = request.header.type();
+  if (!features_.chain_routing) return server;
+  std::shared_ptr<const ShardMap> m = router_->map();
+  if (t == wire::PUSH_ROWS || t == wire::PULL_ROWS) {
+    // The head of the request's bucket.
+    const wire::TableShards* ts = m->FindTable(request.header.table());
+    const uint64_t bucket = request.header.key_begin();
+    if (ts == nullptr || bucket >= static_cast<uint64_t>(ts->buckets_size())) return server;
+    return ts->buckets(static_cast<int>(bucket)).server();
+  }
+  if (t != wire::PUSH && t != wire::PULL && t != wire::PUSH_PULL) return server;
+  StatusOr<std::vector<DenseSlice>> head =
+      m->SplitDense(request.header.table(), request.header.key_begin(), 1);
+  return head.ok() && !head->empty() ? head->front().server : server;
+}
+
+void PartSender::LogFailover(int server) {
+  const uint64_t epoch = router_->map()->epoch();
+  if (!host_->FirstFailoverAckIn(epoch)) return;
+  LOG(INFO) << "chain failover: a resent request was acknowledged by server " << server
+            << " at unix_ms=" << clock_source_->NowUnixMs() << " (epoch " << epoch << ")";
+  EmitEvent(options_.events, "client_failover_acked",
+            {{"worker", options_.worker_id}, {"server", server}, {"epoch", epoch}});
+}
+
+int PartSender::TimeoutMs(wire::MsgType type) const {
+  // Without lost_after_ms a slow or lost server is the role's business
+  // (waited for, or the part resent to a new chain head): every request gets
+  // the full deadline.
+  if (features_.lost_after_ms <= 0) return options_.request_timeout_ms;
+  // A pull may wait at the BSP/SSP gate for slower workers: only the
+  // coordinator's word or a closed connection takes its server away.
+  const bool gated = (type == wire::PULL || type == wire::PUSH_PULL) &&
+                     consistency_->model() != ConsistencyModel::kAsync;
+  return gated ? options_.request_timeout_ms
+               : std::min(options_.request_timeout_ms, features_.lost_after_ms);
+}
+
+recovery::FailedPart PartSender::NewFailedPart(int server, const std::string& endpoint,
+                                               int holder, const Status& error, bool rows,
+                                               int reroutes) const {
+  recovery::FailedPart part;
+  part.server = server;
+  part.endpoint = endpoint;
+  part.holder = holder;
+  part.error = error;
+  part.rows = rows;
+  part.can_reroute = reroutes < kMaxReroutes;
+  part.map = router_->map();
+  return part;
+}
+
+void PartSender::Send(int server, std::function<Message()> make,
+                            Transport::ReplyCallback done, int64_t give_up_ms, bool past_gate) {
+  Message request = make();
+  server = RouteOf(request, server);
+  std::shared_ptr<const ShardMap> peer_map;  // Names the endpoint the request goes to.
+  const int peer = router_->Peer(server, &peer_map);
+  if (peer < 0) {
+    done(UnavailableError("server " + std::to_string(server) + " has no endpoint in the shard map"),
+         Message());
+    return;
+  }
+  const uint64_t epoch = router_->map()->epoch();
+  if (features_.chain_routing) request.header.set_epoch(epoch);
+  if (role_->BeforeSend(server, *router_->map()) == recovery::PartAction::kServeLocally) {
+    // No live server holds the range; the caller serves it locally.
+    done(UnavailableError("server " + std::to_string(server) +
+                          " held the last replica of the range and is lost"),
+         Message());
+    return;
+  }
+  if (!past_gate && gate_->enabled()) {
+    // A restarted server gets nothing before the role released it.
+    client_internal::ServerGate::Held held{server, std::move(make), std::move(done), give_up_ms};
+    if (!gate_->Admit(server, peer_map->server_endpoint(server), &held)) return;
+    make = std::move(held.make);
+    done = std::move(held.done);
+  }
+  const bool update = CountsAsUpdate(request.header);
+  const int timeout_ms = TimeoutMs(request.header.type());
+  rpc_->Call(peer, std::move(request), timeout_ms,
+             [this, server, peer_map, epoch, give_up_ms, past_gate, update, make = std::move(make),
+              done = std::move(done)](const Status& reply_status, Message&& reply) mutable {
+               Status st = reply_status;
+               const bool chained = features_.chain_routing;
+               if (chained && st.code() == StatusCode::kWrongShard &&
+                   reply.header.has_shard_map()) {
+                 // Not (or no longer) the head: install the map the server
+                 // sent if it is newer, then re-route to the head it names,
+                 // or wait for a newer map (the part is resent, with its
+                 // exactly-once key, never failed for this).
+                 Status installed = host_->SetMap(reply.header.shard_map());
+                 if (!installed.ok()) LOG(ERROR) << "bad shard map in a reply: " << installed;
+                 st = UnavailableError(st.message() + "; re-routing");
+               }
+               if (chained) {
+                 if (st.ok() && !router_->map()->proto().servers(server).alive()) {
+                   // A late reply of a server declared dead since: refused.
+                   st = UnavailableError("reply from server " + std::to_string(server) +
+                                         ", removed from its chains");
+                 } else if (st.ok() && give_up_ms != 0 && update) {
+                   // A resent push: the failover took effect for this
+                   // worker. (Not a resent CLOCK: one parked for a tail that
+                   // died while pushes went on to the heads says nothing.)
+                   LogFailover(server);
+                 }
+               } else if (st.ok() && give_up_ms != 0 && resender_->FirstAckAfterPark(server)) {
+                 // A part parked while its server was away, resent and
+                 // acknowledged: the outage is over for this worker.
+                 EmitEvent(options_.events, "client_failover_acked",
+                           {{"worker", options_.worker_id},
+                            {"server", server},
+                            {"epoch", router_->map()->epoch()}});
+               }
+               if (st.ok() && update) acked_updates_.fetch_add(1);
+               if (st.ok() || !Resender::IsServerLoss(st) || !host_->JobError().ok()) {
+                 done(st, std::move(reply));
+                 return;
+               }
+               const recovery::PartAction action = role_->OnServerFailed(
+                   NewFailedPart(server, peer_map->server_endpoint(server), server, st, false, 0));
+               const bool until_restart = action == recovery::PartAction::kPark;
+               if (!until_restart && action != recovery::PartAction::kReroute) {
+                 done(st, std::move(reply));
+                 return;
+               }
+               if (!until_restart && (router_->map()->epoch() > epoch ||
+                                      RouteOf(make(), server) != server)) {
+                 // The map changed meanwhile: re-route to the new head now.
+                 Send(server, std::move(make), std::move(done),
+                            resender_->GiveUpTime(give_up_ms), past_gate);
+                 return;
+               }
+               give_up_ms = resender_->GiveUpTime(give_up_ms);
+               if (resender_->NowMs() >= give_up_ms) {
+                 done(st, Message());
+                 return;
+               }
+               Resender::Parked parked{server, peer_map->server_endpoint(server), std::move(make),
+                                       std::move(done), give_up_ms, st};
+               parked.until_restart = until_restart;
+               parked.past_gate = past_gate;
+               if (resender_->Park(std::move(parked))) {
+                 EmitEvent(options_.events, "client_request_parked",
+                           {{"worker", options_.worker_id},
+                            {"server", server},
+                            {"endpoint", peer_map->server_endpoint(server)},
+                            {"until", until_restart ? "restart" : "new_map"},
+                            {"wait_ms", give_up_ms - resender_->NowMs()},
+                            {"reason", st.message()}});
+               }
+               // The map may have named the restarted server before the part
+               // was parked: resend what it already names. (Parts waiting for
+               // a new head are retried by the role's heartbeat and on every
+               // new map instead.)
+               if (!until_restart) return;
+               for (client_internal::Resender::Parked& p :
+                    resender_->TakeRestarted(*router_->map())) {
+                 Send(p.server, std::move(p.make), std::move(p.done), p.give_up_ms,
+                            p.past_gate);
+               }
+             });
+}
+
+bool PartSender::Rerouted(const Status& st, const Message& reply, uint64_t version,
+                          int reroutes) {
+  if (!client_internal::Router::IsMoved(st, reply) || reroutes >= kMaxReroutes) return false;
+  Status s = host_->SetMap(reply.header.shard_map());
+  if (!s.ok()) {
+    LOG(ERROR) << "bad shard map in a moved reply: " << s;
+    return false;
+  }
+  return router_->map()->version() > version;
+}
+
+}  // namespace client_internal
+}  // namespace relaxps

@@ -1,0 +1,141 @@
+// PartSender: sends one request part to a server and decides what its reply
+// means, for every part the client's data path (requests.cc), its local
+// fallback and its recovery role send. It owns the routing of a part
+// (RouteOf: under chain routing the head of its range's or bucket's chain in
+// the current map), its deadline, the decision on a part whose server
+// failed (the recovery role's OnServerFailed: fail it, re-route it, park it
+// until the server restarts or the map changes, give up at the deadline),
+// the re-route of a "moved" reply, the failover logged or announced on the
+// first acknowledged resend, and the count of acknowledged updates
+// (ClientStats::acked_updates).
+//
+// Rules:
+//  - A part goes to RouteOf(request, server); a server without an endpoint
+//    in the map fails it (Unavailable); so does a role that serves the
+//    server's parts locally (BeforeSend kServeLocally: the caller serves it).
+//    A restarted server's parts wait at the gate (ServerGate) unless
+//    `past_gate` (a replay).
+//  - Under chain routing, a WrongShard reply with a map installs the map
+//    (Host::SetMap) and counts as Unavailable (the part is re-routed, never
+//    failed for this); an answer of a server the current map shows dead is
+//    refused (Unavailable).
+//  - An acknowledged part counts as an update (acked_updates) only if it is
+//    a push (PUSH, PUSH_PULL, PUSH_ROWS) that is not a raw delta, a replay
+//    or a later part of a split push.
+//  - The failover is reported for a resend (give_up_ms set) only: under
+//    chain routing the first acknowledged resent push of each epoch
+//    (Host::FirstFailoverAckIn; a resent CLOCK says nothing), else the first
+//    acknowledgement of a server after parts to it were parked
+//    (client_failover_acked).
+//  - A part whose server was lost (Resender::IsServerLoss) while the job is
+//    alive is the role's (OnServerFailed): kPark waits for a new endpoint of
+//    the server, kReroute routes it again now if the map changed since it
+//    was sent (a newer epoch or another head), else waits for the next map;
+//    either gives up at the resender's deadline (the part fails with the
+//    server's error). Anything else fails the part.
+//
+// Thread-safety: every method is safe from any thread; a part's `done` runs
+// on the transport's I/O thread, or inline on the calling thread when the
+// part fails before it is sent.
+#ifndef RELAXPS_CLIENT_INTERNAL_PART_SENDER_H_
+#define RELAXPS_CLIENT_INTERNAL_PART_SENDER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "client/internal/resender.h"
+#include "client/internal/router.h"
+#include "client/internal/server_gate.h"
+#include "common/clock.h"
+#include "common/events.h"
+#include "common/shard_map.h"
+#include "common/transport.h"
+#include "consistency/consistency_policy.h"
+#include "recovery/client_recovery.h"
+
+namespace relaxps {
+namespace client_internal {
+
+class PartSender {
+ public:
+  // A "moved" reply may re-route a part this many times.
+  static constexpr int kMaxReroutes = 3;
+
+  struct Options {
+    int worker_id = -1;            // This worker (events).
+    int request_timeout_ms = 0;    // ClientOptions::request_timeout_ms.
+    recovery::ClientFeatures features;  // The role's (chain_routing, lost_after_ms).
+    EventLog* events = nullptr;    // Null: none.
+  };
+
+  // What the sender needs of its client.
+  class Host {
+   public:
+    virtual ~Host() = default;
+    // Not OK once the job failed: a failed part is then never kept.
+    virtual Status JobError() const = 0;
+    // Installs a map a server's reply carried, if newer.
+    virtual Status SetMap(const wire::ShardMap& proto) = 0;
+    // True for the first acknowledged failover resend in `epoch`
+    // (MemberSession::FirstFailoverAckIn).
+    virtual bool FirstFailoverAckIn(uint64_t epoch) = 0;
+  };
+
+  // Everything borrowed outlives this.
+  PartSender(Options options, Transport* rpc, Router* router, Resender* resender,
+             ServerGate* gate, const recovery::ClientRecovery* role,
+             const ConsistencyPolicy* consistency, Host* host, const Clock* clock)
+      : options_(std::move(options)), features_(options_.features), rpc_(rpc), router_(router),
+        resender_(resender), gate_(gate), role_(role), consistency_(consistency), host_(host),
+        clock_source_(clock) {}
+  PartSender(const PartSender&) = delete;
+  PartSender& operator=(const PartSender&) = delete;
+
+  // Sends one request part to a server; `make` builds it (again for a
+  // resend). `give_up_ms`: the deadline of a resent part (0: a first send).
+  void Send(int server, std::function<Message()> make, Transport::ReplyCallback done,
+            int64_t give_up_ms = 0, bool past_gate = false);
+  // The server `request` should go to now: under chain routing
+  // (ClientFeatures::chain_routing) the head of its range's or bucket's
+  // chain in the current map (data requests), else `server`.
+  int RouteOf(const Message& request, int server) const;
+  // Deadline of a request of `type` to a server.
+  int TimeoutMs(wire::MsgType type) const;
+  // True (and the map installed) if a failed part should be routed again:
+  // the server sent a newer map than `version` with a routing error, and
+  // `reroutes` are left.
+  bool Rerouted(const Status& st, const Message& reply, uint64_t version, int reroutes);
+  // What the recovery role is told about a part that failed at `server`
+  // (sent at `endpoint`, held by `holder` now) with `error`.
+  recovery::FailedPart NewFailedPart(int server, const std::string& endpoint, int holder,
+                                     const Status& error, bool rows, int reroutes) const;
+  // Update parts the servers acknowledged (ClientStats::acked_updates).
+  uint64_t acked_updates() const { return acked_updates_.load(); }
+
+ private:
+  // Logs the first acknowledged resend of each epoch (scripts/run_local.sh
+  // reads it: kill -> first push acknowledged by the new head).
+  void LogFailover(int server);
+
+  // Constant after construction.
+  const Options options_;
+  const recovery::ClientFeatures& features_;  // options_.features.
+  Transport* const rpc_;
+  Router* const router_;
+  Resender* const resender_;
+  ServerGate* const gate_;
+  const recovery::ClientRecovery* const role_;
+  const ConsistencyPolicy* const consistency_;
+  Host* const host_;
+  const Clock* const clock_source_;
+
+  std::atomic<uint64_t> acked_updates_{0};
+};
+
+}  // namespace client_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_CLIENT_INTERNAL_PART_SENDER_H_

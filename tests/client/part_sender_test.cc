@@ -1,0 +1,328 @@
+// PartSender on its own, over a FakeTransport (answers inline) and a
+// FakeClock (no sleeps): which acknowledgements count as updates, a part
+// parked until its server restarts and resent there, a part re-routed at
+// once when the map changed meanwhile or parked until the next map, a
+// resend given up at its deadline, a "moved" reply re-routed a bounded
+// number of times, and under chain routing the failover reported only for a
+// resent push, a WrongShard reply's map installed and a late reply of a dead
+// server refused.
+#include "client/internal/part_sender.h"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/client/fake_transport.h"
+#include "tests/test_util.h"
+
+namespace relaxps {
+namespace client_internal {
+namespace {
+
+constexpr int kRecoveryTimeoutMs = 10000;
+const std::string kA = "tcp://127.0.0.1:1001";
+const std::string kB = "tcp://127.0.0.1:1002";
+const std::string kA2 = "tcp://127.0.0.1:2001";
+
+// A map of `version` and `epoch` with one server per endpoint and a dense
+// table "w" of two chunks over them (server i holds chunk i).
+wire::ShardMap Map(uint64_t version, const std::vector<std::string>& endpoints,
+                   uint64_t epoch = 1) {
+  wire::ShardMap m;
+  m.set_version(version);
+  m.set_epoch(epoch);
+  const int n = static_cast<int>(endpoints.size());
+  for (int i = 0; i < n; ++i) {
+    wire::ServerInfo* s = m.add_servers();
+    s->set_id(i);
+    s->set_endpoint(endpoints[i]);
+    s->set_alive(true);
+  }
+  wire::TableShards* w = m.add_tables();
+  w->mutable_table()->set_name("w");
+  w->mutable_table()->set_size(2 * kDenseChunk);
+  for (const wire::DenseRange& r : ShardMap::AssignDense(2 * kDenseChunk, n)) *w->add_ranges() = r;
+  return m;
+}
+
+// A role whose answers the test sets.
+class TestRole : public recovery::ClientRecovery {
+ public:
+  const recovery::ClientFeatures& features() const override { return features_; }
+  recovery::PartAction OnServerFailed(const recovery::FailedPart& part) const override {
+    failed.push_back(part.error);
+    return on_failed;
+  }
+  recovery::ClientFeatures features_;
+  recovery::PartAction on_failed = recovery::PartAction::kFail;
+  mutable std::vector<Status> failed;
+};
+
+class PartSenderTest : public ::testing::Test, public PartSender::Host {
+ protected:
+  void SetUp() override { Make(/*chain_routing=*/false); }
+
+  void Make(bool chain_routing) {
+    role_.features_.chain_routing = chain_routing;
+    ASSERT_OK_AND_ASSIGN(consistency_, NewConsistencyPolicy(ConsistencyOptions()));
+    ASSERT_OK(router_.Install(Map(1, {kA, kB})));
+    EventLogOptions eo;
+    eo.clock = &clock_;
+    eo.on_line = [this](const std::string& line) { events_.push_back(line); };
+    ASSERT_OK_AND_ASSIGN(events_log_, EventLog::Open(eo));
+    PartSender::Options o;
+    o.worker_id = 7;
+    o.request_timeout_ms = 5000;
+    o.features = role_.features_;
+    o.events = events_log_.get();
+    sender_ = std::make_unique<PartSender>(o, &transport_, &router_, &resender_, &gate_, &role_,
+                                           consistency_.get(), this, &clock_);
+  }
+
+  // PartSender::Host.
+  Status JobError() const override { return job_error_; }
+  Status SetMap(const wire::ShardMap& proto) override {
+    maps_set_.push_back(proto.version());
+    return router_.Install(proto).status();
+  }
+  bool FirstFailoverAckIn(uint64_t epoch) override {
+    failover_epochs_.push_back(epoch);
+    return true;
+  }
+
+  // A part of `type` for table "w" at `key_begin`, with these flags.
+  static std::function<Message()> Part(wire::MsgType type, uint64_t key_begin = 0,
+                                       std::function<void(wire::Header*)> flags = nullptr) {
+    return [type, key_begin, flags] {
+      Message m;
+      m.header.set_type(type);
+      m.header.set_table("w");
+      m.header.set_key_begin(key_begin);
+      m.header.set_key_count(1);
+      if (flags) flags(&m.header);
+      return m;
+    };
+  }
+  // Sends a part to `server` and returns what its `done` got (nullopt: not
+  // completed yet, e.g. parked).
+  std::shared_ptr<std::optional<Status>> Send(int server, std::function<Message()> make,
+                                              int64_t give_up_ms = 0) {
+    auto got = std::make_shared<std::optional<Status>>();
+    sender_->Send(server, std::move(make),
+                  [got](const Status& s, Message&&) { *got = s; }, give_up_ms);
+    return got;
+  }
+  int EventsOf(const std::string& kind) const {
+    int n = 0;
+    for (const std::string& e : events_) {
+      if (e.find("\"kind\":\"" + kind + "\"") != std::string::npos) ++n;
+    }
+    return n;
+  }
+
+  FakeClock clock_;
+  FakeTransport transport_;
+  Router router_{&transport_};
+  Resender resender_{&clock_, kRecoveryTimeoutMs};
+  ServerGate gate_{false};
+  TestRole role_;
+  std::unique_ptr<ConsistencyPolicy> consistency_;
+  std::shared_ptr<EventLog> events_log_;
+  std::vector<std::string> events_;
+  std::unique_ptr<PartSender> sender_;
+  Status job_error_;
+  std::vector<uint64_t> maps_set_;
+  std::vector<uint64_t> failover_epochs_;
+};
+
+TEST_F(PartSenderTest, OnlyAcknowledgedPushesCountAsUpdates) {
+  auto expect_counted = [&](std::function<Message()> make, uint64_t after) {
+    auto got = Send(0, std::move(make));
+    ASSERT_TRUE(got->has_value());
+    EXPECT_OK(**got);
+    EXPECT_EQ(sender_->acked_updates(), after);
+  };
+  expect_counted(Part(wire::PUSH), 1);
+  expect_counted(Part(wire::PUSH_PULL), 2);
+  expect_counted(Part(wire::PUSH_ROWS), 3);
+  expect_counted(Part(wire::PULL), 3);
+  expect_counted(Part(wire::PULL_ROWS), 3);
+  expect_counted(Part(wire::CLOCK), 3);
+  // A split push counts once (its later parts do not), a replay or a raw
+  // delta not at all.
+  expect_counted(Part(wire::PUSH, 0, [](wire::Header* h) { h->set_push_continues(true); }), 3);
+  expect_counted(Part(wire::PUSH, 0, [](wire::Header* h) { h->set_replayed(true); }), 3);
+  expect_counted(Part(wire::PUSH, 0, [](wire::Header* h) { h->set_raw_delta(true); }), 3);
+  // A push that failed is no update; the role said fail: it fails.
+  transport_.SetDown(transport_.HandleOf(kA), true);
+  auto got = Send(0, Part(wire::PUSH));
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(sender_->acked_updates(), 3u);
+  EXPECT_EQ(role_.failed.size(), 1u);
+  // A server without an endpoint fails the part before anything is sent.
+  ASSERT_OK(router_.Install(Map(2, {kA, ""})));
+  got = Send(1, Part(wire::PUSH));
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->code(), StatusCode::kUnavailable);
+  // Once the job failed, a lost server's part fails without asking the role.
+  job_error_ = AbortedError("the job failed");
+  got = Send(0, Part(wire::PUSH));
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ(role_.failed.size(), 1u);
+}
+
+TEST_F(PartSenderTest, APartParkedUntilItsServerRestartsIsResentThere) {
+  role_.on_failed = recovery::PartAction::kPark;
+  transport_.SetDown(transport_.HandleOf(kA), true);
+  auto got = Send(0, Part(wire::PUSH));
+  EXPECT_FALSE(got->has_value());  // Parked.
+  EXPECT_EQ(EventsOf("client_request_parked"), 1);
+  EXPECT_NE(events_.back().find("\"until\":\"restart\""), std::string::npos) << events_.back();
+  EXPECT_EQ(sender_->acked_updates(), 0u);
+
+  // A new map without a new endpoint for it: still parked.
+  ASSERT_OK(router_.Install(Map(2, {kA, kB})));
+  EXPECT_TRUE(resender_.TakeRestarted(*router_.map()).empty());
+  // Restarted at another endpoint: the client resends what was parked.
+  ASSERT_OK(router_.Install(Map(3, {kA2, kB})));
+  std::vector<Resender::Parked> restarted = resender_.TakeRestarted(*router_.map());
+  ASSERT_EQ(restarted.size(), 1u);
+  Resender::Parked& p = restarted[0];
+  EXPECT_EQ(p.give_up_ms, clock_.NowMs() + kRecoveryTimeoutMs);
+  sender_->Send(p.server, std::move(p.make), std::move(p.done), p.give_up_ms, p.past_gate);
+  ASSERT_TRUE(got->has_value());
+  EXPECT_OK(**got);
+  EXPECT_EQ(transport_.calls().back().first, transport_.HandleOf(kA2));
+  EXPECT_EQ(sender_->acked_updates(), 1u);
+  // The outage is over for this worker: announced once.
+  EXPECT_EQ(EventsOf("client_failover_acked"), 1);
+  Send(0, Part(wire::PUSH), clock_.NowMs() + 1000);
+  EXPECT_EQ(EventsOf("client_failover_acked"), 1);
+  EXPECT_TRUE(failover_epochs_.empty());  // Not chain routing.
+}
+
+TEST_F(PartSenderTest, AResendIsGivenUpAtItsDeadline) {
+  role_.on_failed = recovery::PartAction::kPark;
+  transport_.SetDown(transport_.HandleOf(kA), true);
+  const int64_t give_up = clock_.NowMs() + 1000;
+  // Before the deadline: parked again, keeping its deadline.
+  auto got = Send(0, Part(wire::PUSH), give_up);
+  EXPECT_FALSE(got->has_value());
+  std::vector<Resender::Parked> expired = resender_.TakeExpired(/*all=*/true);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].give_up_ms, give_up);
+  // At it: failed with the server's error, nothing parked.
+  clock_.AdvanceMs(1000);
+  got = Send(0, Part(wire::PUSH), give_up);
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(resender_.TakeExpired(/*all=*/true).empty());
+  EXPECT_EQ(EventsOf("client_request_parked"), 1);
+}
+
+TEST_F(PartSenderTest, AReroutedPartGoesAgainAtOnceIfTheMapChangedElseWaitsForTheNext) {
+  role_.on_failed = recovery::PartAction::kReroute;
+  // The map changes (a new epoch) while the part is out, and it fails.
+  int calls = 0;
+  transport_.SetResponder([&](int, const Message&) {
+    if (++calls > 1) return std::optional<std::pair<Status, wire::Header>>();
+    EXPECT_OK(router_.Install(Map(2, {kA, kB}, /*epoch=*/2)));
+    return std::make_optional(std::make_pair(UnavailableError("closed"), wire::Header()));
+  });
+  auto got = Send(0, Part(wire::PUSH));
+  ASSERT_TRUE(got->has_value());
+  EXPECT_OK(**got);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(EventsOf("client_request_parked"), 0);
+  EXPECT_EQ(sender_->acked_updates(), 1u);
+
+  // No change since it was sent: parked until a new map (or the role's
+  // retry), then sent again with the same deadline.
+  transport_.SetResponder(nullptr);
+  transport_.SetDown(transport_.HandleOf(kA), true);
+  got = Send(0, Part(wire::PUSH));
+  EXPECT_FALSE(got->has_value());
+  ASSERT_EQ(EventsOf("client_request_parked"), 1);
+  EXPECT_NE(events_.back().find("\"until\":\"new_map\""), std::string::npos) << events_.back();
+  std::vector<Resender::Parked> parked = resender_.TakeParkedBefore(clock_.NowMs() + 1);
+  ASSERT_EQ(parked.size(), 1u);
+  transport_.SetDown(transport_.HandleOf(kA), false);
+  sender_->Send(parked[0].server, std::move(parked[0].make), std::move(parked[0].done),
+                parked[0].give_up_ms, parked[0].past_gate);
+  ASSERT_TRUE(got->has_value());
+  EXPECT_OK(**got);
+}
+
+TEST_F(PartSenderTest, AMovedReplyIsReroutedWithANewerMapABoundedNumberOfTimes) {
+  Message moved;
+  *moved.header.mutable_shard_map() = Map(2, {kB, kA});
+  const Status wrong = WrongShardError("not here");
+  EXPECT_TRUE(sender_->Rerouted(wrong, moved, 1, 0));
+  EXPECT_EQ(router_.map()->version(), 2u);
+  // A map no newer than the part's: nothing to route with.
+  EXPECT_FALSE(sender_->Rerouted(wrong, moved, 2, 0));
+  // Out of reroutes.
+  *moved.header.mutable_shard_map() = Map(3, {kA, kB});
+  EXPECT_FALSE(sender_->Rerouted(wrong, moved, 2, PartSender::kMaxReroutes));
+  EXPECT_EQ(router_.map()->version(), 2u);
+  // Not a routing error.
+  EXPECT_FALSE(sender_->Rerouted(UnavailableError("x"), moved, 2, 0));
+  EXPECT_FALSE(sender_->NewFailedPart(0, kA, 0, wrong, false, PartSender::kMaxReroutes)
+                   .can_reroute);
+  EXPECT_TRUE(sender_->NewFailedPart(0, kA, 0, wrong, false, 0).can_reroute);
+}
+
+TEST_F(PartSenderTest, UnderChainRoutingOnlyAResentPushReportsTheFailover) {
+  Make(/*chain_routing=*/true);
+  const int64_t resend = clock_.NowMs() + 1000;
+  // A first send, and a resent CLOCK (parked for a tail that died while
+  // pushes went on): no failover.
+  Send(0, Part(wire::PUSH));
+  Send(0, Part(wire::CLOCK), resend);
+  EXPECT_TRUE(failover_epochs_.empty());
+  // A resent push acknowledged: the failover took effect for this worker.
+  auto got = Send(0, Part(wire::PUSH), resend);
+  ASSERT_TRUE(got->has_value());
+  EXPECT_OK(**got);
+  EXPECT_EQ(failover_epochs_, (std::vector<uint64_t>{1}));
+  EXPECT_EQ(sender_->acked_updates(), 2u);
+  // A data part goes to the holder of its key now, whatever it was sent to.
+  Send(0, Part(wire::PUSH, kDenseChunk));
+  EXPECT_EQ(transport_.calls().back().first, transport_.HandleOf(kB));
+}
+
+TEST_F(PartSenderTest, UnderChainRoutingAWrongShardMapIsInstalledAndADeadServersReplyRefused) {
+  Make(/*chain_routing=*/true);
+  wire::Header wrong;
+  *wrong.mutable_shard_map() = Map(2, {kA, kB}, /*epoch=*/2);
+  transport_.SetAnswer(transport_.HandleOf(kA), WrongShardError("not the head"), wrong);
+  auto got = Send(0, Part(wire::PUSH));
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->code(), StatusCode::kUnavailable);  // The role said fail.
+  EXPECT_NE((*got)->message().find("not the head; re-routing"), std::string::npos) << **got;
+  EXPECT_EQ(maps_set_, (std::vector<uint64_t>{2}));
+  EXPECT_EQ(sender_->acked_updates(), 0u);
+
+  // A late answer of a server the current map shows dead.
+  wire::ShardMap dead = Map(3, {kA, kB}, /*epoch=*/3);
+  dead.mutable_servers(1)->set_alive(false);
+  ASSERT_OK(router_.Install(dead));
+  got = Send(1, [] {
+    Message m;
+    m.header.set_type(wire::CLOCK);
+    return m;
+  });
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->code(), StatusCode::kUnavailable);
+  EXPECT_NE((*got)->message().find("removed from its chains"), std::string::npos) << **got;
+}
+
+}  // namespace
+}  // namespace client_internal
+}  // namespace relaxps
