@@ -238,6 +238,16 @@ Status ClientImpl::Init() {
     ASSIGN_OR_RETURN(fallback_,
                      client_internal::LocalFallback::New(this, router_.get(), rpc_.get(), fo));
   }
+  client_internal::DataPath::Options dpo;
+  dpo.dense_split_bytes = options_.dense_split_bytes;
+  dpo.dense_part_bytes = options_.dense_part_bytes;
+  dpo.pull_rows_split = options_.pull_rows_split;
+  dpo.pull_rows_part = options_.pull_rows_part;
+  dpo.features = features_;
+  dpo.encoding = encoding_;
+  data_path_ = std::make_unique<client_internal::DataPath>(
+      dpo, router_.get(), parts_.get(), role_.get(), cache_.get(), fallback_.get(),
+      static_cast<client_internal::DataPath::Host*>(this));
   role_->Attach(this);
   RETURN_IF_ERROR(SetMap(rr.shard_map()));
   if (EventLog* events = options_.events.get(); events != nullptr) {
@@ -583,7 +593,7 @@ ClientStats ClientImpl::stats() const {
   s.bytes_received = r.bytes_received;
   s.requests = r.requests;
   s.errors = errors_.load();
-  s.replies_handed_over = replies_handed_over_.load();
+  s.replies_handed_over = data_path_ != nullptr ? data_path_->replies_handed_over() : 0;
   s.replies_read_by_caller = r.replies_read_by_caller;
   if (cache_ != nullptr) {
     s.cache_hits = cache_->hits();

@@ -2,7 +2,9 @@
 //
 // Split by responsibility: client/client.cc holds registration, heartbeats,
 // the coordinator calls and table metadata; client/internal/requests.cc the
-// data path (dense and sparse requests, Clock). Sending one request part and
+// requests it makes for its data path, Clock() and a role's replays.
+// Splitting dense and row requests into parts and completing them is
+// client/internal/data_path.h; sending one request part and
 // deciding what its reply means (route, deadline, re-route, park, give up,
 // the acknowledged updates counted) is client/internal/part_sender.h.
 // Routing by shard map is
@@ -38,7 +40,7 @@
 #include <vector>
 
 #include "client/client.h"
-#include "client/internal/dense_parts.h"
+#include "client/internal/data_path.h"
 #include "client/internal/local_fallback.h"
 #include "client/internal/member_session.h"
 #include "client/internal/part_sender.h"
@@ -60,35 +62,11 @@
 namespace relaxps {
 namespace client_internal {
 
-// Completes a multi-part request: runs `done` once, after the last part, with
-// the first error.
-class Join {
- public:
-  Join(int parts, Client::Callback done) : remaining_(parts), done_(std::move(done)) {}
-  void PartDone(const Status& s) {
-    {
-      MutexLock l(&mu_);
-      if (!s.ok() && first_error_.ok()) first_error_ = s;
-    }
-    if (remaining_.fetch_sub(1) == 1) done_(FirstError());
-  }
-
- private:
-  Status FirstError() {
-    MutexLock l(&mu_);
-    return first_error_;
-  }
-
-  std::atomic<int> remaining_;
-  Client::Callback done_;
-  Mutex mu_;
-  Status first_error_ GUARDED_BY(mu_);
-};
-
 class ClientImpl final : public Client,
                          private recovery::ClientMechanisms,
                          private LocalFallback::Host,
-                         private PartSender::Host {
+                         private PartSender::Host,
+                         private DataPath::Host {
  public:
   ClientImpl(const ClientOptions& options, const FaultOptions& faults)
       : options_(options),
@@ -114,11 +92,11 @@ class ClientImpl final : public Client,
   void Push(const std::string& table, uint64_t offset, FloatBuffer grads,
             Callback done) override {
     const size_t n = grads.size();
-    Dense(wire::PUSH, table, offset, n, std::move(grads), FloatBuffer(), std::move(done));
+    data_path_->Dense(wire::PUSH, table, offset, n, std::move(grads), FloatBuffer(), std::move(done));
   }
   void Pull(const std::string& table, uint64_t offset, FloatBuffer out, Callback done) override {
     const size_t n = out.size();
-    Dense(wire::PULL, table, offset, n, FloatBuffer(), std::move(out), std::move(done));
+    data_path_->Dense(wire::PULL, table, offset, n, FloatBuffer(), std::move(out), std::move(done));
   }
   void PushPull(const std::string& table, uint64_t offset, FloatBuffer grads, FloatBuffer out,
                 Callback done) override {
@@ -127,26 +105,26 @@ class ClientImpl final : public Client,
       return;
     }
     const size_t n = out.size();
-    Dense(wire::PUSH_PULL, table, offset, n, std::move(grads), std::move(out), std::move(done));
+    data_path_->Dense(wire::PUSH_PULL, table, offset, n, std::move(grads), std::move(out), std::move(done));
   }
   void PullZeroCopy(const std::string& table, uint64_t offset, size_t n,
                     ParamsCallback done) override {
-    Dense(wire::PULL, table, offset, n, FloatBuffer(), FloatBuffer(), nullptr, std::move(done));
+    data_path_->Dense(wire::PULL, table, offset, n, FloatBuffer(), FloatBuffer(), nullptr, std::move(done));
   }
   void PushPullZeroCopy(const std::string& table, uint64_t offset, FloatBuffer grads,
                         ParamsCallback done) override {
     const size_t n = grads.size();
-    Dense(wire::PUSH_PULL, table, offset, n, std::move(grads), FloatBuffer(), nullptr,
+    data_path_->Dense(wire::PUSH_PULL, table, offset, n, std::move(grads), FloatBuffer(), nullptr,
           std::move(done));
   }
   void PullRows(const std::string& table, KeyBuffer ids, FloatBuffer out,
                 Callback done) override {
-    Sparse(wire::PULL_ROWS, table, std::move(ids), FloatBuffer(), std::move(out),
+    data_path_->Sparse(wire::PULL_ROWS, table, std::move(ids), FloatBuffer(), std::move(out),
            std::move(done));
   }
   void PushRows(const std::string& table, KeyBuffer ids, FloatBuffer grads,
                 Callback done) override {
-    Sparse(wire::PUSH_ROWS, table, std::move(ids), std::move(grads), FloatBuffer(),
+    data_path_->Sparse(wire::PUSH_ROWS, table, std::move(ids), std::move(grads), FloatBuffer(),
            std::move(done));
   }
 
@@ -167,20 +145,6 @@ class ClientImpl final : public Client,
   }
 
  private:
-  // A dense request being routed: what every part of it shares.
-  struct DenseOp {
-    wire::MsgType type;
-    std::string table;
-    FloatBuffer grads, out;  // Whole-request buffers (out empty for PUSH).
-    size_t n = 0;            // Keys of the whole request.
-    // A *ZeroCopy request: `out` stays empty while its single part may still
-    // hand over its reply message; it is made (EnsureOut) as soon as the
-    // parameters must be assembled (several parts, a local answer).
-    bool hand_over = false;
-    int64_t clock;
-    std::atomic<int64_t> min_params_clock{INT64_MAX};
-    std::atomic<bool> served_locally{false};  // Counted once in local_steps.
-  };
   // Installs `proto` if newer; fails what is in flight to servers that moved
   // (so it is resent there) and resends parts parked for them.
   // Also PartSender::Host.
@@ -192,71 +156,19 @@ class ClientImpl final : public Client,
   // push, several servers or buckets) whole before sending any, and a part
   // it applies itself (stateless); each server checks what it receives. So a
   // push refused for a NaN or Inf changes nothing anywhere.
-  Status CheckPushFinite(const float* values, size_t n) override;  // Also LocalFallback::Host.
-  // Whether dense requests may be split into parts (ClientOptions).
-  bool SplitsParts() const {
-    return options_.dense_part_bytes >= static_cast<int64_t>(sizeof(float)) &&
-           !features_.exactly_once_keys;
-  }
-  // Splits every slice larger than options_.dense_split_bytes into aligned
-  // parts of about options_.dense_part_bytes, sent in flight at once
-  // (client/internal/dense_parts.h). (*continues)[i]: slice i is a later
-  // part of a split one (wire::Header.push_continues).
-  void SplitLargeParts(std::vector<DenseSlice>* slices, std::vector<bool>* continues) const;
-  // Routes keys [begin, begin + count) of op (at `offset` within its
-  // buffers) with `map` and completes `done` when every part has.
-  // `push_id`: the exactly-once key of a re-routed part (0: new parts get
-  // fresh ids).
-  void SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> map,
-                 uint64_t begin, uint64_t offset, uint64_t count, int reroutes, Callback done,
-                 uint64_t push_id = 0);
-  // `hand_over` set (and `out` empty, `done` null): a *ZeroCopy request,
-  // completed with the parameters.
-  void Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
-             FloatBuffer grads, FloatBuffer out, Callback done,
-             ParamsCallback hand_over = nullptr);
-  // Makes op->out of a *ZeroCopy request (a no-op otherwise). Only while no
-  // other part of it is in flight: before its parts are sent, or from the
-  // callback of its single part.
-  void EnsureOut(DenseOp* op) {
-    if (op->hand_over && op->out.empty()) op->out = NewParams(op->n);
-  }
-  // A buffer for parameters handed over to the caller: large ones come from
-  // out_pool_, pre-faulted and reused once the caller drops them (a fresh
-  // 16 MiB allocation per request cost thousands of page faults).
-  FloatBuffer NewParams(size_t n) { return out_pool_.Acquire<float>(n); }
-  // The positions of a request's rows, by the request part they go in: one
-  // part per owner (under chain replication per bucket), a large pull's
-  // split into several (ClientOptions::pull_rows_part).
-  struct RowsPart {
-    int group = 0;  // Server, or bucket under chain replication.
-    std::vector<uint32_t> positions;
-  };
-  std::vector<RowsPart> GroupRows(wire::MsgType type, const KeyBuffer& ids,
-                                  const std::vector<uint32_t>& positions, const ShardMap& map,
-                                  const wire::TableShards& shards, bool by_bucket) const;
-  // Routes the rows at `positions` of ids/grads/out with `map`: by owner,
-  // or under chain replication by bucket (one part per bucket, to its head,
-  // the bucket in key_begin). `push_id`: the exactly-once key of a re-routed
-  // part (0: new parts get fresh ids).
-  void SendRows(wire::MsgType type, const std::string& table, const KeyBuffer& ids,
-                const FloatBuffer& grads, const FloatBuffer& out, size_t width, int64_t clock,
-                const std::vector<uint32_t>& positions, std::shared_ptr<const ShardMap> map,
-                int reroutes, Callback done, uint64_t push_id,
-                std::shared_ptr<std::atomic<bool>> served_locally = nullptr);
-  void Sparse(wire::MsgType type, const std::string& table, KeyBuffer ids, FloatBuffer grads,
-              FloatBuffer out, Callback done);
+  Status CheckPushFinite(const float* values, size_t n) override;  // Also LocalFallback::Host,
+                                                                   // DataPath::Host.
   // A request made at `clock`, routed with the shard map of `map_version` (a
   // resend keeps both: it belongs to the clock and the split it was made with).
   Message NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
-                     uint64_t map_version) const override;  // Also LocalFallback::Host.
+                     uint64_t map_version) const override;  // Also LocalFallback::Host, DataPath::Host.
   StatusOr<Message> CallCoordinator(Message msg, bool retry_unavailable);
   // Holds at a barrier (the start barrier, or worker barrier `generation`)
   // until the coordinator lets it pass or answers at `timeout_ms`.
   Status WaitAtBarrier(bool start, int64_t generation, int timeout_ms);
   // Reports an acknowledged push part to the role (callers check
   // ClientFeatures::report_acked_pushes first: building `push` costs).
-  void PushAcked(recovery::AckedPush push);
+  void PushAcked(recovery::AckedPush push) override;  // DataPath::Host.
   void Heartbeat();
   // The REGISTER this client sends (requested_id: -1 or its old id).
   Message RegisterMessage(int requested_id) const;
@@ -322,19 +234,10 @@ class ClientImpl final : public Client,
     return coordinators_.CallSync(std::move(msg), timeout_ms);
   }
 
-  // ---- The data path's use of the fallback (requests.cc) -------------------
+  // ---- DataPath::Host (client/internal/data_path.h) -----------------------
+  void SetParamsClock(int64_t params_clock) override { last_params_clock_.store(params_clock); }
   // Whether `server`'s parts are served from this worker's copies.
   bool ServedHere(int server) const { return fallback_ != nullptr && fallback_->IsLocal(server); }
-  // The server holding the dense range of `table` at `range_begin` (under
-  // chain routing the head of its chain), and the same for a sparse bucket
-  // (-1: none).
-  int HolderOf(const std::string& table, uint64_t range_begin, int server) const;
-  int RowsHolderOf(const std::string& table, uint64_t bucket, int server) const;
-  // Serves one dense part from the local copy (op's buffers at `at`) and
-  // lowers op->min_params_clock to the copy's clock. `doubtful_id`: see
-  // LocalFallback::ServeDense.
-  Status ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
-                      uint64_t doubtful_id = 0);
   void Rejoin(int server, bool same_server, const char* why) override {
     if (fallback_ != nullptr) fallback_->Rejoin(server, same_server, why);
   }
@@ -363,6 +266,9 @@ class ClientImpl final : public Client,
   // Sends every request part and decides what its reply means; counts the
   // acknowledged updates (client/internal/part_sender.h).
   std::unique_ptr<PartSender> parts_;
+  // Splits dense and row requests into parts, sends them through parts_ and
+  // completes them (client/internal/data_path.h).
+  std::unique_ptr<DataPath> data_path_;
 
   mutable Mutex mu_;
   std::string job_error_ GUARDED_BY(mu_);
@@ -370,13 +276,6 @@ class ClientImpl final : public Client,
   std::atomic<int64_t> clock_{0};
   std::atomic<int64_t> last_params_clock_{-1};
   std::atomic<uint64_t> errors_{0};
-  std::atomic<uint64_t> replies_handed_over_{0};
-  BufferPool out_pool_{ParamsPoolOptions()};
-  static BufferPoolOptions ParamsPoolOptions() {
-    BufferPoolOptions o;
-    o.max_cached_bytes = size_t{256} << 20;  // A client's share; a server keeps 1 GiB.
-    return o;
-  }
 
   std::atomic<bool> shutting_down_{false};
   // Set at the end of Init() (fallback_ made before) when the worker goes
@@ -398,7 +297,6 @@ class ClientImpl final : public Client,
     MutexLock l(&token_mu_);
     SetMemberToken(wire_token_, header);
   }
-  std::atomic<uint64_t> next_push_id_{1};
   std::atomic<int64_t> barrier_generation_{0};  // This worker's next Barrier().
   // Records that the job failed (first reason wins) and fails what waits.
   void SetJobError(const std::string& reason);

@@ -22,7 +22,7 @@ namespace client_internal {
 // (endpoint, key), as RpcClient does. A call is answered at once, inline:
 // OK with an empty reply, DeadlineExceeded for a peer marked down, the
 // answer set for the peer (SetAnswer), or the responder's (SetResponder),
-// which comes first.
+// which comes first; a replier (SetReplier) comes before all of them.
 // Records every call and cancellation.
 class FakeTransport final : public Transport {
  public:
@@ -39,12 +39,20 @@ class FakeTransport final : public Transport {
     bool down = false;
     std::optional<std::pair<Status, wire::Header>> answer;
     Responder responder;
+    Replier replier;
     {
       MutexLock l(&mu_);
       calls_.emplace_back(peer, request.header.type());
       down = down_.count(peer) != 0;
       if (auto it = answers_.find(peer); it != answers_.end()) answer = it->second;
       responder = responder_;
+      replier = replier_;
+    }
+    if (replier) {
+      if (auto r = replier(peer, request); r.has_value()) {
+        done(r->first, std::move(r->second));
+        return;
+      }
     }
     if (responder) {
       if (auto r = responder(peer, request); r.has_value()) answer = std::move(r);
@@ -88,6 +96,15 @@ class FakeTransport final : public Transport {
     MutexLock l(&mu_);
     responder_ = std::move(fn);
   }
+  // Every call is answered by `fn` with a whole reply (payload frames
+  // included; called without the fake's lock held, on the caller's thread),
+  // before the responder; nullopt: as without it.
+  using Replier =
+      std::function<std::optional<std::pair<Status, Message>>(int peer, const Message& request)>;
+  void SetReplier(Replier fn) {
+    MutexLock l(&mu_);
+    replier_ = std::move(fn);
+  }
   std::vector<std::pair<int, wire::MsgType>> calls() {
     MutexLock l(&mu_);
     return calls_;
@@ -126,6 +143,7 @@ class FakeTransport final : public Transport {
   std::vector<std::pair<int, wire::MsgType>> calls_ GUARDED_BY(mu_);
   std::vector<int> cancelled_ GUARDED_BY(mu_);
   Responder responder_ GUARDED_BY(mu_);
+  Replier replier_ GUARDED_BY(mu_);
 };
 
 }  // namespace client_internal

@@ -1,0 +1,333 @@
+// DataPath on its own, over a real PartSender, a FakeTransport (answers
+// inline, the test's replier plays the servers) and a FakeClock (no sleeps):
+// a dense push split into parts on two servers completes once with both
+// parts' status; a failed part fails the request with its server named; a
+// dense pull is assembled from both servers' slices; rows are grouped per
+// server and reassembled in the caller's order; a push with a non-finite
+// value is refused before any part is sent.
+#include "client/internal/data_path.h"
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/payload_codec.h"
+#include "tests/client/fake_transport.h"
+#include "tests/test_util.h"
+
+namespace relaxps {
+namespace client_internal {
+namespace {
+
+const std::string kA = "tcp://127.0.0.1:1001";
+const std::string kB = "tcp://127.0.0.1:1002";
+constexpr int kWidth = 3;
+
+// Servers 0 (kA) and 1 (kB); a dense table "w" of two chunks (server i holds
+// chunk i) and a sparse table "e" of 8 buckets over both.
+wire::ShardMap Map() {
+  wire::ShardMap m;
+  m.set_version(1);
+  m.set_epoch(1);
+  const std::vector<std::string> endpoints = {kA, kB};
+  for (int i = 0; i < 2; ++i) {
+    wire::ServerInfo* s = m.add_servers();
+    s->set_id(i);
+    s->set_endpoint(endpoints[i]);
+    s->set_alive(true);
+  }
+  wire::TableShards* w = m.add_tables();
+  w->mutable_table()->set_name("w");
+  w->mutable_table()->set_size(2 * kDenseChunk);
+  for (const wire::DenseRange& r : ShardMap::AssignDense(2 * kDenseChunk, 2)) *w->add_ranges() = r;
+  wire::TableShards* e = m.add_tables();
+  e->mutable_table()->set_name("e");
+  e->mutable_table()->set_type(static_cast<int>(TableType::kSparse));
+  e->mutable_table()->set_row_width(kWidth);
+  for (const wire::SparseBucket& b : ShardMap::AssignBuckets(8, 2)) *e->add_buckets() = b;
+  return m;
+}
+
+// A role that fails every lost part (the default decisions).
+class FailingRole : public recovery::ClientRecovery {
+ public:
+  const recovery::ClientFeatures& features() const override { return features_; }
+  recovery::ClientFeatures features_;
+};
+
+// A request the fake servers received.
+struct Received {
+  int server;
+  wire::Header header;
+  std::vector<uint64_t> ids;     // PUSH_ROWS / PULL_ROWS.
+  std::vector<float> payload;    // Pushes (fp32).
+};
+
+class DataPathTest : public ::testing::Test, public PartSender::Host, public DataPath::Host {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(consistency_, NewConsistencyPolicy(ConsistencyOptions()));
+    ASSERT_OK(router_.Install(Map()));
+    PartSender::Options po;
+    po.worker_id = 3;
+    po.request_timeout_ms = 5000;
+    po.features = role_.features_;
+    sender_ = std::make_unique<PartSender>(po, &transport_, &router_, &resender_, &gate_, &role_,
+                                           consistency_.get(), this, &clock_);
+    DataPath::Options o;
+    o.features = role_.features_;
+    o.dense_part_bytes = 0;  // Parts by owner only (one per server).
+    data_path_ = std::make_unique<DataPath>(o, &router_, sender_.get(), &role_, nullptr,
+                                            nullptr, this);
+    transport_.SetReplier([this](int peer, const Message& req) { return Serve(peer, req); });
+  }
+
+  // PartSender::Host and DataPath::Host.
+  Status JobError() const override { return Status::OK(); }
+  Status SetMap(const wire::ShardMap& proto) override { return router_.Install(proto).status(); }
+  bool FirstFailoverAckIn(uint64_t) override { return true; }
+  Message NewRequest(wire::MsgType type, const std::string& table, int64_t clock,
+                     uint64_t map_version) const override {
+    Message m;
+    m.header.set_type(type);
+    m.header.set_table(table);
+    m.header.set_sender(3);
+    m.header.set_clock(clock);
+    m.header.set_shard_map_version(map_version);
+    return m;
+  }
+  Status CheckPushFinite(const float* values, size_t n) override {
+    for (size_t i = 0; i < n; ++i) {
+      if (!std::isfinite(values[i])) {
+        ++errors_;
+        return InvalidArgumentError("not finite");
+      }
+    }
+    return Status::OK();
+  }
+  void CountError() override { ++errors_; }
+  int64_t clock() const override { return 5; }
+  void SetParamsClock(int64_t params_clock) override { params_clock_ = params_clock; }
+  void PushAcked(recovery::AckedPush) override {}
+
+  int ServerOf(int peer) { return transport_.EndpointOf(peer) == kA ? 0 : 1; }
+
+  // The fake servers: record the request; answer with failures_[server] if
+  // set, else OK (a pull: key k of "w" is k / 2, row `id` of "e" is id * 10
+  // + column; params clock 4 on server 0, 2 on server 1).
+  std::optional<std::pair<Status, Message>> Serve(int peer, const Message& req) {
+    const int server = ServerOf(peer);
+    Received r;
+    r.server = server;
+    r.header = req.header;
+    const wire::MsgType type = req.header.type();
+    const bool rows = type == wire::PUSH_ROWS || type == wire::PULL_ROWS;
+    size_t f = 0;
+    if (rows) {
+      const uint64_t* ids = req.frames[f].as<uint64_t>();
+      r.ids.assign(ids, ids + req.frames[f].size() / sizeof(uint64_t));
+      ++f;
+    }
+    if (f < req.frames.size()) {
+      const float* v = req.frames[f].as<float>();
+      r.payload.assign(v, v + req.frames[f].size() / sizeof(float));
+    }
+    received_.push_back(r);
+    Message reply;
+    if (auto it = failures_.find(server); it != failures_.end()) {
+      return std::make_pair(it->second, std::move(reply));
+    }
+    reply.header.set_params_clock(server == 0 ? 4 : 2);
+    if (type == wire::PULL || type == wire::PUSH_PULL) {
+      FloatBuffer values = FloatBuffer::Uninitialized(req.header.key_count());
+      for (uint64_t i = 0; i < values.size(); ++i) {
+        values[i] = static_cast<float>(req.header.key_begin() + i) / 2;
+      }
+      reply.frames.push_back(EncodeFloats(values, wire::ENC_FP32));
+    } else if (type == wire::PULL_ROWS) {
+      FloatBuffer values = FloatBuffer::Uninitialized(r.ids.size() * kWidth);
+      for (size_t i = 0; i < r.ids.size(); ++i) {
+        for (int c = 0; c < kWidth; ++c) values[i * kWidth + c] = RowValue(r.ids[i], c);
+      }
+      reply.frames.push_back(EncodeFloats(values, wire::ENC_FP32));
+    }
+    return std::make_pair(Status::OK(), std::move(reply));
+  }
+  static float RowValue(uint64_t id, int column) { return static_cast<float>(id * 10 + column); }
+
+  // Runs `send` with a callback that records every completion.
+  std::vector<Status> Completions(const std::function<void(Client::Callback)>& send) {
+    auto got = std::make_shared<std::vector<Status>>();
+    send([got](const Status& s) { got->push_back(s); });
+    return *got;
+  }
+  std::vector<Status> PushWhole(std::vector<float>* grads_out = nullptr) {
+    FloatBuffer grads = FloatBuffer::Uninitialized(2 * kDenseChunk);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(i % 7);
+    if (grads_out != nullptr) grads_out->assign(grads.data(), grads.data() + grads.size());
+    return Completions([&](Client::Callback done) {
+      data_path_->Dense(wire::PUSH, "w", 0, grads.size(), grads, FloatBuffer(), std::move(done));
+    });
+  }
+
+  FakeClock clock_;
+  FakeTransport transport_;
+  Router router_{&transport_};
+  Resender resender_{&clock_, 10000};
+  ServerGate gate_{false};
+  FailingRole role_;
+  std::unique_ptr<ConsistencyPolicy> consistency_;
+  std::unique_ptr<PartSender> sender_;
+  std::unique_ptr<DataPath> data_path_;
+  std::map<int, Status> failures_;
+  std::vector<Received> received_;
+  int errors_ = 0;
+  int64_t params_clock_ = -1;
+};
+
+TEST_F(DataPathTest, DensePushSplitOverTwoServersCompletesOnceWhenBothAck) {
+  std::vector<float> grads;
+  const std::vector<Status> got = PushWhole(&grads);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_OK(got[0]);
+  // One part per server, each with its own chunk of the gradient.
+  ASSERT_EQ(received_.size(), 2u);
+  for (const Received& r : received_) {
+    EXPECT_EQ(r.header.type(), wire::PUSH);
+    EXPECT_EQ(r.header.key_begin(), static_cast<uint64_t>(r.server) * kDenseChunk);
+    EXPECT_EQ(r.header.key_count(), kDenseChunk);
+    EXPECT_EQ(r.header.clock(), 5);
+    ASSERT_EQ(r.payload.size(), kDenseChunk);
+    EXPECT_EQ(r.payload, std::vector<float>(grads.begin() + r.header.key_begin(),
+                                            grads.begin() + r.header.key_begin() + kDenseChunk));
+  }
+  EXPECT_NE(received_[0].server, received_[1].server);
+  EXPECT_EQ(sender_->acked_updates(), 2u);
+  EXPECT_EQ(errors_, 0);
+}
+
+TEST_F(DataPathTest, AFailedPartFailsTheRequestOnceWithItsServerNamed) {
+  failures_[1] = InvalidArgumentError("table w is frozen");
+  const std::vector<Status> got = PushWhole();
+  ASSERT_EQ(got.size(), 1u);  // Once, after both parts.
+  EXPECT_EQ(got[0].code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(got[0].ToString().find("server 1 (" + kB + ")"), std::string::npos) << got[0];
+  EXPECT_NE(got[0].ToString().find("table w is frozen"), std::string::npos) << got[0];
+  EXPECT_EQ(received_.size(), 2u);  // Server 0's part was sent and acknowledged.
+  EXPECT_EQ(sender_->acked_updates(), 1u);
+  EXPECT_EQ(errors_, 1);
+}
+
+TEST_F(DataPathTest, ALostServerThatTheRoleFailsNamesThatServer) {
+  failures_[0] = DeadlineExceededError("no reply");
+  const std::vector<Status> got = PushWhole();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(got[0].ToString().find("server 0 (" + kA + ")"), std::string::npos) << got[0];
+}
+
+TEST_F(DataPathTest, DensePullIsAssembledFromBothServersAtTheOlderClock) {
+  FloatBuffer out = FloatBuffer::Uninitialized(2 * kDenseChunk);
+  const std::vector<Status> got = Completions([&](Client::Callback done) {
+    data_path_->Dense(wire::PULL, "w", 0, out.size(), FloatBuffer(), out, std::move(done));
+  });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_OK(got[0]);
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_EQ(out[i], static_cast<float>(i) / 2) << i;
+  }
+  EXPECT_EQ(params_clock_, 2);  // The minimum of the parts' clocks.
+}
+
+TEST_F(DataPathTest, RowsAreGroupedPerServerAndReassembledInTheCallersOrder) {
+  // Ids in no particular order, a duplicate included, over both servers.
+  const std::vector<uint64_t> ids_in = {907, 3, 1000003, 42, 3, 77, 123456789, 8, 64, 5};
+  KeyBuffer ids = KeyBuffer::Uninitialized(ids_in.size());
+  for (size_t i = 0; i < ids_in.size(); ++i) ids[i] = ids_in[i];
+  FloatBuffer out = FloatBuffer::Uninitialized(ids_in.size() * kWidth);
+  const std::vector<Status> got = Completions([&](Client::Callback done) {
+    data_path_->Sparse(wire::PULL_ROWS, "e", ids, FloatBuffer(), out, std::move(done));
+  });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_OK(got[0]);
+  for (size_t i = 0; i < ids_in.size(); ++i) {
+    for (int c = 0; c < kWidth; ++c) {
+      EXPECT_EQ(out[i * kWidth + c], RowValue(ids_in[i], c)) << "row " << i << " column " << c;
+    }
+  }
+  // Each server got exactly the rows it owns, in the caller's order.
+  std::shared_ptr<const ShardMap> map = router_.map();
+  const wire::TableShards* ts = map->FindTable("e");
+  ASSERT_NE(ts, nullptr);
+  std::map<int, std::vector<uint64_t>> expected;
+  for (uint64_t id : ids_in) {
+    expected[map->BucketServer(*ts, map->SparseBucket(*ts, id))].push_back(id);
+  }
+  ASSERT_EQ(expected.size(), 2u) << "the ids should cover both servers";
+  std::map<int, std::vector<uint64_t>> sent;
+  for (const Received& r : received_) {
+    EXPECT_EQ(r.header.type(), wire::PULL_ROWS);
+    EXPECT_EQ(r.header.key_count(), r.ids.size());
+    std::vector<uint64_t>& s = sent[r.server];
+    s.insert(s.end(), r.ids.begin(), r.ids.end());
+  }
+  EXPECT_EQ(sent, expected);
+}
+
+TEST_F(DataPathTest, RowPushSendsEachServerItsRowsAndFailsWithTheFailedServer) {
+  const std::vector<uint64_t> ids_in = {11, 12, 13, 14, 15, 16, 17, 18};
+  KeyBuffer ids = KeyBuffer::Uninitialized(ids_in.size());
+  FloatBuffer grads = FloatBuffer::Uninitialized(ids_in.size() * kWidth);
+  for (size_t i = 0; i < ids_in.size(); ++i) {
+    ids[i] = ids_in[i];
+    for (int c = 0; c < kWidth; ++c) grads[i * kWidth + c] = RowValue(ids_in[i], c);
+  }
+  failures_[0] = InvalidArgumentError("refused");
+  const std::vector<Status> got = Completions([&](Client::Callback done) {
+    data_path_->Sparse(wire::PUSH_ROWS, "e", ids, grads, FloatBuffer(), std::move(done));
+  });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(got[0].ToString().find("server 0"), std::string::npos) << got[0];
+  ASSERT_EQ(received_.size(), 2u);
+  for (const Received& r : received_) {
+    ASSERT_EQ(r.payload.size(), r.ids.size() * kWidth);
+    for (size_t i = 0; i < r.ids.size(); ++i) {
+      EXPECT_EQ(r.payload[i * kWidth], RowValue(r.ids[i], 0));  // Each row with its own values.
+    }
+  }
+}
+
+TEST_F(DataPathTest, ANonFinitePushSplitOverServersSendsNothing) {
+  FloatBuffer grads = FloatBuffer::Uninitialized(2 * kDenseChunk);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 1;
+  grads[kDenseChunk + 5] = NAN;
+  const std::vector<Status> got = Completions([&](Client::Callback done) {
+    data_path_->Dense(wire::PUSH, "w", 0, grads.size(), grads, FloatBuffer(), std::move(done));
+  });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(received_.empty());
+}
+
+TEST_F(DataPathTest, ARangeOutsideTheTableIsRefusedBeforeAnythingIsSent) {
+  FloatBuffer grads = FloatBuffer::Uninitialized(8);
+  const std::vector<Status> got = Completions([&](Client::Callback done) {
+    data_path_->Dense(wire::PUSH, "w", 2 * kDenseChunk - 4, grads.size(), grads, FloatBuffer(),
+                      std::move(done));
+  });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_FALSE(got[0].ok());
+  EXPECT_TRUE(received_.empty());
+  EXPECT_EQ(errors_, 1);
+}
+
+}  // namespace
+}  // namespace client_internal
+}  // namespace relaxps
