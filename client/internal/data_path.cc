@@ -52,6 +52,18 @@ Status ScatterRows(const Message& reply, const std::vector<uint32_t>& pos, size_
   return Status::OK();
 }
 
+// An acknowledged push part as its reply's header describes it (the
+// checkpoint and chain positions the role keeps); the caller adds the part.
+recovery::AckedPush AckedPushOf(const wire::Header& reply) {
+  recovery::AckedPush acked;
+  acked.snapshot_seq = reply.snapshot_seq();
+  acked.pending = reply.pending();
+  acked.chain_seq = reply.chain_seq();
+  acked.chain_head_since = reply.chain_head_since();
+  acked.chain_head_epoch = reply.epoch();
+  return acked;
+}
+
 }  // namespace
 
 int DataPath::HolderOf(const std::string& table, uint64_t range_begin, int server) const {
@@ -246,7 +258,7 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
                    }
                  }
                  if (result.ok() && op->type != wire::PULL && features_.report_acked_pushes) {
-                   recovery::AckedPush acked;
+                   recovery::AckedPush acked = AckedPushOf(reply.header);
                    acked.server = s.server;
                    acked.type = op->type;
                    acked.table = op->table;
@@ -254,11 +266,6 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
                    acked.grads = op->grads.Slice(at, s.count);
                    acked.clock = op->clock;
                    acked.push_id = part_id;
-                   acked.snapshot_seq = reply.header.snapshot_seq();
-                   acked.pending = reply.header.pending();
-                   acked.chain_seq = reply.header.chain_seq();
-                   acked.chain_head_since = reply.header.chain_head_since();
-                   acked.chain_head_epoch = reply.header.epoch();
                    host_->PushAcked(std::move(acked));
                  }
                  if (!result.ok()) {
@@ -447,7 +454,7 @@ void DataPath::SendRows(wire::MsgType type, const std::string& table, const KeyB
                  }
                  Status result = st;
                  if (result.ok() && type == wire::PUSH_ROWS && features_.report_acked_pushes) {
-                   recovery::AckedPush acked;
+                   recovery::AckedPush acked = AckedPushOf(reply.header);
                    acked.server = s;
                    acked.type = type;
                    acked.table = table;
@@ -456,11 +463,6 @@ void DataPath::SendRows(wire::MsgType type, const std::string& table, const KeyB
                    acked.grads = part;
                    acked.clock = clock;
                    acked.push_id = part_id;
-                   acked.snapshot_seq = reply.header.snapshot_seq();
-                   acked.pending = reply.header.pending();
-                   acked.chain_seq = reply.header.chain_seq();
-                   acked.chain_head_since = reply.header.chain_head_since();
-                   acked.chain_head_epoch = reply.header.epoch();
                    host_->PushAcked(std::move(acked));
                  }
                  if (result.ok() && type == wire::PULL_ROWS) {

@@ -4,7 +4,8 @@
 // parts' status; a failed part fails the request with its server named; a
 // dense pull is assembled from both servers' slices; rows are grouped per
 // server and reassembled in the caller's order; a push with a non-finite
-// value is refused before any part is sent.
+// value is refused before any part is sent; each acknowledged push part is
+// reported with what its reply said.
 #include "client/internal/data_path.h"
 
 #include <cmath>
@@ -80,12 +81,16 @@ class DataPathTest : public ::testing::Test, public PartSender::Host, public Dat
     po.features = role_.features_;
     sender_ = std::make_unique<PartSender>(po, &transport_, &router_, &resender_, &gate_, &role_,
                                            consistency_.get(), this, &clock_);
+    MakeDataPath();
+    transport_.SetReplier([this](int peer, const Message& req) { return Serve(peer, req); });
+  }
+
+  void MakeDataPath() {
     DataPath::Options o;
     o.features = role_.features_;
     o.dense_part_bytes = 0;  // Parts by owner only (one per server).
     data_path_ = std::make_unique<DataPath>(o, &router_, sender_.get(), &role_, nullptr,
                                             nullptr, this);
-    transport_.SetReplier([this](int peer, const Message& req) { return Serve(peer, req); });
   }
 
   // PartSender::Host and DataPath::Host.
@@ -114,13 +119,14 @@ class DataPathTest : public ::testing::Test, public PartSender::Host, public Dat
   void CountError() override { ++errors_; }
   int64_t clock() const override { return 5; }
   void SetParamsClock(int64_t params_clock) override { params_clock_ = params_clock; }
-  void PushAcked(recovery::AckedPush) override {}
+  void PushAcked(recovery::AckedPush push) override { acked_.push_back(std::move(push)); }
 
   int ServerOf(int peer) { return transport_.EndpointOf(peer) == kA ? 0 : 1; }
 
   // The fake servers: record the request; answer with failures_[server] if
   // set, else OK (a pull: key k of "w" is k / 2, row `id` of "e" is id * 10
-  // + column; params clock 4 on server 0, 2 on server 1).
+  // + column; params clock 4 on server 0, 2 on server 1; snapshot_seq 10 +
+  // server, chain_seq 20 + server).
   std::optional<std::pair<Status, Message>> Serve(int peer, const Message& req) {
     const int server = ServerOf(peer);
     Received r;
@@ -144,6 +150,8 @@ class DataPathTest : public ::testing::Test, public PartSender::Host, public Dat
       return std::make_pair(it->second, std::move(reply));
     }
     reply.header.set_params_clock(server == 0 ? 4 : 2);
+    reply.header.set_snapshot_seq(10 + server);
+    reply.header.set_chain_seq(20 + server);
     if (type == wire::PULL || type == wire::PUSH_PULL) {
       FloatBuffer values = FloatBuffer::Uninitialized(req.header.key_count());
       for (uint64_t i = 0; i < values.size(); ++i) {
@@ -188,6 +196,7 @@ class DataPathTest : public ::testing::Test, public PartSender::Host, public Dat
   std::map<int, Status> failures_;
   std::vector<Received> received_;
   int errors_ = 0;
+  std::vector<recovery::AckedPush> acked_;
   int64_t params_clock_ = -1;
 };
 
@@ -210,6 +219,25 @@ TEST_F(DataPathTest, DensePushSplitOverTwoServersCompletesOnceWhenBothAck) {
   EXPECT_NE(received_[0].server, received_[1].server);
   EXPECT_EQ(sender_->acked_updates(), 2u);
   EXPECT_EQ(errors_, 0);
+}
+
+TEST_F(DataPathTest, EachAcknowledgedPushPartIsReportedWithWhatItsReplySaid) {
+  role_.features_.report_acked_pushes = true;
+  MakeDataPath();
+  std::vector<float> grads;
+  ASSERT_EQ(PushWhole(&grads).size(), 1u);
+  ASSERT_EQ(acked_.size(), 2u);
+  for (const recovery::AckedPush& a : acked_) {
+    EXPECT_EQ(a.type, wire::PUSH);
+    EXPECT_EQ(a.table, "w");
+    EXPECT_EQ(a.key_begin, static_cast<uint64_t>(a.server) * kDenseChunk);
+    EXPECT_EQ(a.clock, 5);
+    EXPECT_EQ(a.snapshot_seq, static_cast<uint64_t>(10 + a.server));
+    EXPECT_EQ(a.chain_seq, static_cast<uint64_t>(20 + a.server));
+    ASSERT_EQ(a.grads.size(), kDenseChunk);
+    EXPECT_EQ(a.grads[7], grads[a.key_begin + 7]);
+  }
+  EXPECT_NE(acked_[0].server, acked_[1].server);
 }
 
 TEST_F(DataPathTest, AFailedPartFailsTheRequestOnceWithItsServerNamed) {
