@@ -139,6 +139,7 @@ class DataPath {
   // Pull replies handed over in place (ClientStats::replies_handed_over).
   uint64_t replies_handed_over() const { return replies_handed_over_.load(); }
 
+ private:
   // The positions of a request's rows, by the request part they go in: one
   // part per owner (under chain replication per bucket), a large pull's
   // split into several (Options::pull_rows_part).
@@ -149,8 +150,6 @@ class DataPath {
   std::vector<RowsPart> GroupRows(wire::MsgType type, const KeyBuffer& ids,
                                   const std::vector<uint32_t>& positions, const ShardMap& map,
                                   const wire::TableShards& shards, bool by_bucket) const;
-
- private:
   // A dense request being routed: what every part of it shares.
   struct DenseOp {
     wire::MsgType type;
