@@ -139,6 +139,21 @@ Status ServerImpl::Init() {
     chain_ = std::make_unique<ChainReplication>(static_cast<ChainHost*>(this), rpc_.get(), po,
                                                 clock_, co);
   }
+  {
+    RpcClientOptions po;
+    po.default_timeout_ms = 30000;
+    po.clock = clock_;
+    po.max_message_bytes = options_.max_message_bytes;
+    RETURN_IF_ERROR(po.UseCurve(options_.curve));
+    RangeMover::Options mo;
+    mo.drain_timeout_ms = options_.move_drain_timeout_ms;
+    mo.chunk_bytes = std::max<size_t>(options_.state_transfer_chunk_bytes, 4096);
+    if (options_.max_message_bytes > 0) {
+      mo.chunk_bytes = std::min(mo.chunk_bytes, static_cast<size_t>(options_.max_message_bytes / 2));
+    }
+    mover_ = std::make_unique<RangeMover>(static_cast<RangeMoverHost*>(this), rpc_.get(), po,
+                                          clock_, mo);
+  }
   ConsistencyOptions co;
   ASSIGN_OR_RETURN(co.model, ParseConsistencyModel(job_.consistency()));
   co.staleness = job_.staleness();
@@ -203,6 +218,9 @@ StatusOr<wire::RegisterReply> ServerImpl::Register(int requested_id) {
   wire::RegisterRequest* r = req.header.mutable_register_request();
   r->set_role("server");
   r->set_requested_id(requested_id);
+  // Only the first registration joins: a rejoin after a fence takes the id
+  // this server was given.
+  r->set_join(options_.join && requested_id < 0);
   r->set_endpoint(advertised_);
   r->set_pid(getpid());
   r->set_protocol_version(kProtocolVersion);
