@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -455,6 +456,63 @@ int Events(RpcClient* rpc, int peer) {
 }
 
 }  // namespace
+
+// add-server: without an id, how to add a server (start one with --join:
+// the coordinator then moves ranges to it); with the id of a server that
+// joined, plans and starts the range moves to it (docs/elastic.md).
+int AddServer(RpcClient* rpc, int peer, const char* id_arg) {
+  if (id_arg == nullptr) {
+    if (FLAGS_json) {
+      return PrintJson(JsonObject(
+          {{"start", JsonQuote("relaxps-server --join --coordinator=" + FLAGS_coordinator +
+                               " <the job's server flags>")}}));
+    }
+    std::printf(
+        "To add a server to this running job, start it with --join (and no --server_id):\n"
+        "  relaxps-server --join --coordinator=%s <the job's server flags>\n"
+        "It registers with the next free id and the coordinator moves part of every dense\n"
+        "table to it while training goes on (events range_move_started / _done / _failed).\n"
+        "To run the moves again to a server that joined (after a failed move, or for a table\n"
+        "created since): relaxps-ctl add-server ID\n",
+        FLAGS_coordinator.c_str());
+    return 0;
+  }
+  char* end = nullptr;
+  const long id = std::strtol(id_arg, &end, 10);
+  if (end == id_arg || *end != '\0' || id < 0 || id > 1000000) {
+    return Fail(kName, InvalidArgumentError(std::string("add-server: '") + id_arg +
+                                            "' is not a server id"),
+                2);
+  }
+  StatusOr<std::string> token = OperatorSession(rpc, peer);
+  if (!token.ok()) return Fail(kName, token.status(), 1);
+  Message m;
+  m.header.set_type(wire::ADD_SERVER);
+  m.header.mutable_range_move()->set_destination(static_cast<int>(id));
+  SetMemberToken(*token, &m.header);
+  StatusOr<Message> reply = rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms);
+  if (!reply.ok()) return Fail(kName, reply.status(), 1);
+  const wire::RangePlan& plan = reply->header.range_plan();
+  if (FLAGS_json) {
+    std::vector<std::string> moves;
+    for (const wire::RangeMove& mv : plan.moves()) moves.push_back(ProtoToJson(mv));
+    return PrintJson(JsonObject({{"server", std::to_string(id)}, {"moves", JsonArray(moves)}}));
+  }
+  if (plan.moves_size() == 0) {
+    std::printf("server %ld already holds its share: no range moves\n", id);
+    return 0;
+  }
+  std::printf("%d range move(s) to server %ld started (one at a time; `relaxps-ctl events "
+              "--follow` shows range_move_done):\n",
+              plan.moves_size(), id);
+  for (const wire::RangeMove& mv : plan.moves()) {
+    std::printf("  table '%s' keys [%llu, %llu) from server %d\n", mv.table().c_str(),
+                static_cast<unsigned long long>(mv.begin()),
+                static_cast<unsigned long long>(mv.end()), mv.source());
+  }
+  return 0;
+}
+
 int Shutdown(RpcClient* rpc, int peer) {
   StatusOr<std::string> token = OperatorSession(rpc, peer);
   if (!token.ok()) return Fail(kName, token.status(), 1);
@@ -474,7 +532,7 @@ int Shutdown(RpcClient* rpc, int peer) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "relaxps-ctl --coordinator=EP [--json] <status | tables | stats | checkpoint | checkpoints | "
-      "shutdown | events [--follow] | pull TABLE FILE> | relaxps-ctl keygen DIR [--servers=N --workers=M] | "
+      "shutdown | events [--follow] | pull TABLE FILE | add-server [ID]> | relaxps-ctl keygen DIR [--servers=N --workers=M] | "
       "relaxps-ctl policies\n  --json: "
       "one JSON document on stdout. Flags may also come from a file: --flagfile=FILE (one "
       "--flag=value per line, # comments).");
@@ -492,7 +550,7 @@ int main(int argc, char** argv) {
   auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, FLAGS_key);
   if (!curve.ok()) return Fail(relaxps::kName, curve.status(), 2);
   relaxps::g_curve = *curve;
-  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown, events or pull"), 2);
+  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown, events, pull or add-server"), 2);
   const std::string cmd = argv[1];
   if (cmd == "pull") {
     if (argc != 4) return Fail(relaxps::kName, InvalidArgumentError("usage: pull TABLE FILE"), 2);
@@ -513,6 +571,10 @@ int main(int argc, char** argv) {
   if (cmd == "checkpoint") return relaxps::Checkpoint(&rpc, peer);
   if (cmd == "checkpoints") return relaxps::Checkpoints(&rpc, peer);
   if (cmd == "shutdown") return relaxps::Shutdown(&rpc, peer);
+  if (cmd == "add-server") {
+    if (argc > 3) return Fail(relaxps::kName, InvalidArgumentError("usage: add-server [ID]"), 2);
+    return relaxps::AddServer(&rpc, peer, argc == 3 ? argv[2] : nullptr);
+  }
   if (cmd == "events") return relaxps::Events(&rpc, peer);
   return Fail(relaxps::kName, InvalidArgumentError("unknown command '" + cmd + "'"), 2);
 }
