@@ -310,7 +310,7 @@ Status RangeMover::TakeBack(Outgoing* out) {
   return Status::OK();
 }
 
-void RangeMover::Finish(const std::string& token, const Status& status) {
+void RangeMover::Finish(const std::string& token, Status status) {
   auto it = outgoing_.find(token);
   if (it == outgoing_.end()) return;
   Outgoing out = std::move(it->second);

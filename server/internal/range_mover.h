@@ -135,7 +135,8 @@ class RangeMover {
   void Abort(Outgoing* out, const Status& why);
   // kAborting and [b, m) quiescent: [b, e) again, held requests released.
   Status TakeBack(Outgoing* out);
-  void Finish(const std::string& token, const Status& status);
+  // `status` by value: it may be the entry's own failure, which this erases.
+  void Finish(const std::string& token, Status status);
   void Remember(const std::string& token);
   static bool Overlaps(const wire::RangeMove& m, const std::string& table, uint64_t begin,
                        uint64_t count);

@@ -124,8 +124,24 @@ StatusOr<RangeState*> ServerImpl::CreateDenseRange(const TableOptions& t, uint64
   spec.end = end;
   spec.num_slots = 1 + optimizer->num_state_slots();
   spec.init = t.init;
+  const bool existed = store_->GetDense(spec.table) != nullptr;  // Restored, or taken back.
+  if (!existed && !registered_ && !options_.restore_from.empty()) {
+    // The restored checkpoint holds this table under another range than the
+    // map gives this server now: it was taken before a range move
+    // (docs/elastic.md). Refused rather than started from the initializer.
+    for (const std::string& name : store_->Tables()) {
+      if (name == t.name || name.rfind(t.name + "@", 0) == 0) {
+        return FailedPreconditionError(
+            "the restored checkpoint holds dense table '" + t.name + "' as store shard '" +
+            name + "', not keys [" + std::to_string(begin) + ", " + std::to_string(end) +
+            ") which the map gives this server now: it was taken before a range move, and "
+            "restoring such a checkpoint is not supported yet (docs/elastic.md); restore a "
+            "checkpoint taken after the move");
+      }
+    }
+  }
   ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
-  held_bytes_ += DenseBytes(spec.end - spec.begin, spec.num_slots);
+  if (!existed) held_bytes_ += DenseBytes(spec.end - spec.begin, spec.num_slots);
   RangeState range;
   range.table = t.name;
   range.key = begin;

@@ -92,8 +92,10 @@ std::vector<std::string> EventKinds(const std::string& coordinator) {
 // A server started in the test, stopped (before the cluster) when it goes.
 class JoinedServer {
  public:
-  explicit JoinedServer(const std::string& coordinator) {
+  // `max_bytes`: its quota of dense state (0: none).
+  explicit JoinedServer(const std::string& coordinator, uint64_t max_bytes = 0) {
     ServerOptions so;
+    so.max_bytes = max_bytes;
     so.coordinator = coordinator;
     so.store.kind = "memory";
     so.heartbeat_ms = 100;
@@ -126,9 +128,10 @@ struct JobResult {
 };
 
 // Two BSP workers train "w" through kClocks clocks on a one-server job; with
-// `join`, a server joins after clock kJoinAfterClock and the job goes on
-// while the coordinator moves the tail of the range to it.
-void RunJob(bool join, JobResult* out) {
+// `join`, a server (with a quota of `joined_max_bytes`, 0: none) joins after
+// clock kJoinAfterClock and the job goes on while the coordinator moves the
+// tail of the range to it.
+void RunJob(bool join, JobResult* out, uint64_t joined_max_bytes = 0) {
   InProcessCluster cluster(1, ConsistencyModel::kBsp, /*staleness=*/0,
                            /*heartbeat_timeout_ms=*/5000);
   std::vector<std::unique_ptr<Client>> owned;
@@ -155,7 +158,7 @@ void RunJob(bool join, JobResult* out) {
     ASSERT_OK_AND_ASSIGN(const size_t diff, dense.PullAndCompare());
     out->most_differing = std::max(out->most_differing, diff);
     if (join && joined == nullptr && t == kJoinAfterClock) {
-      joined = std::make_unique<JoinedServer>(cluster.coordinator());
+      joined = std::make_unique<JoinedServer>(cluster.coordinator(), joined_max_bytes);
     }
     if (joined != nullptr && out->moved_at_clock < 0 &&
         HolderOf(MapOf(cluster.coordinator()), kCut) == 1) {
@@ -188,7 +191,7 @@ void RunJob(bool join, JobResult* out) {
     out->applied.push_back(applied);
   }
   out->events = EventKinds(cluster.coordinator());
-  if (joined != nullptr) {
+  if (joined != nullptr && out->moved_at_clock >= 0) {
     // A client that still routes by the first map: keys now on server 1,
     // asked of server 0, get "moved" with the map that says so.
     Message pull;
@@ -322,6 +325,28 @@ TEST(RangeMoveTest, PushesInFlightDuringAMoveAreAllReflectedOnceUnderAsync) {
               "server 0 answered %llu request(s) 'moved' or refused\n",
               wrong, static_cast<unsigned long long>(kDim),
               static_cast<unsigned long long>(source.server_stats().rejected()));
+}
+
+// The destination refuses the state (its --max_server_mb quota is too small
+// for the range): the source takes the range back from its own copy, the
+// map stays, range_move_failed says why, and the job goes on to the same
+// model with every acknowledged push reflected once.
+TEST(RangeMoveTest, ADestinationThatRefusesTheStateLeavesTheJobAsIfNoMoveHadStarted) {
+  JobResult fixed, refused;
+  RunJob(/*join=*/false, &fixed);
+  ASSERT_FALSE(HasFatalFailure());
+  RunJob(/*join=*/true, &refused, /*joined_max_bytes=*/4096);
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(refused.moved_at_clock, -1);
+  EXPECT_NE(std::find(refused.events.begin(), refused.events.end(), "range_move_failed"),
+            refused.events.end());
+  EXPECT_EQ(std::find(refused.events.begin(), refused.events.end(), "range_move_done"),
+            refused.events.end());
+  EXPECT_EQ(refused.most_differing, 0u);
+  EXPECT_EQ(test::DifferingFloats(refused.params.data(), fixed.params.data(), kDim), 0u);
+  for (size_t w = 0; w < refused.acked.size(); ++w) {
+    EXPECT_EQ(refused.applied[w], refused.acked[w]) << "worker rank " << w;
+  }
 }
 
 TEST(RangeMoveTest, AJoinUnderAPolicyThatMovesNoRangesIsRefusedWithItsReason) {
