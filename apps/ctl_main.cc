@@ -460,6 +460,41 @@ int Events(RpcClient* rpc, int peer) {
 // add-server: without an id, how to add a server (start one with --join:
 // the coordinator then moves ranges to it); with the id of a server that
 // joined, plans and starts the range moves to it (docs/elastic.md).
+// drain-server ID (operator): moves every range off server ID; it leaves
+// once it holds nothing (docs/elastic.md).
+int DrainServer(RpcClient* rpc, int peer, const char* id_arg) {
+  char* end = nullptr;
+  const long id = std::strtol(id_arg, &end, 10);
+  if (end == id_arg || *end != '\0' || id < 0 || id > 1000000) {
+    return Fail(kName, InvalidArgumentError(std::string("drain-server: '") + id_arg +
+                                            "' is not a server id"),
+                2);
+  }
+  StatusOr<std::string> token = OperatorSession(rpc, peer);
+  if (!token.ok()) return Fail(kName, token.status(), 1);
+  Message m;
+  m.header.set_type(wire::DRAIN_SERVER);
+  m.header.mutable_range_move()->set_source(static_cast<int>(id));
+  SetMemberToken(*token, &m.header);
+  StatusOr<Message> reply = rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms);
+  if (!reply.ok()) return Fail(kName, reply.status(), 1);
+  const wire::RangePlan& plan = reply->header.range_plan();
+  if (FLAGS_json) {
+    std::vector<std::string> moves;
+    for (const wire::RangeMove& mv : plan.moves()) moves.push_back(ProtoToJson(mv));
+    return PrintJson(JsonObject({{"server", std::to_string(id)}, {"moves", JsonArray(moves)}}));
+  }
+  std::printf("draining server %ld: %d range move(s) started (one at a time); it leaves once it "
+              "holds nothing (event member_left):\n",
+              id, plan.moves_size());
+  for (const wire::RangeMove& mv : plan.moves()) {
+    std::printf("  table '%s' keys [%llu, %llu) to server %d\n", mv.table().c_str(),
+                static_cast<unsigned long long>(mv.begin()),
+                static_cast<unsigned long long>(mv.end()), mv.destination());
+  }
+  return 0;
+}
+
 int AddServer(RpcClient* rpc, int peer, const char* id_arg) {
   if (id_arg == nullptr) {
     if (FLAGS_json) {
@@ -532,7 +567,7 @@ int Shutdown(RpcClient* rpc, int peer) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "relaxps-ctl --coordinator=EP [--json] <status | tables | stats | checkpoint | checkpoints | "
-      "shutdown | events [--follow] | pull TABLE FILE | add-server [ID]> | relaxps-ctl keygen DIR [--servers=N --workers=M] | "
+      "shutdown | events [--follow] | pull TABLE FILE | add-server [ID] | drain-server ID> | relaxps-ctl keygen DIR [--servers=N --workers=M] | "
       "relaxps-ctl policies\n  --json: "
       "one JSON document on stdout. Flags may also come from a file: --flagfile=FILE (one "
       "--flag=value per line, # comments).");
@@ -550,7 +585,7 @@ int main(int argc, char** argv) {
   auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, FLAGS_key);
   if (!curve.ok()) return Fail(relaxps::kName, curve.status(), 2);
   relaxps::g_curve = *curve;
-  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown, events, pull or add-server"), 2);
+  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown, events, pull, add-server or drain-server"), 2);
   const std::string cmd = argv[1];
   if (cmd == "pull") {
     if (argc != 4) return Fail(relaxps::kName, InvalidArgumentError("usage: pull TABLE FILE"), 2);
@@ -574,6 +609,10 @@ int main(int argc, char** argv) {
   if (cmd == "add-server") {
     if (argc > 3) return Fail(relaxps::kName, InvalidArgumentError("usage: add-server [ID]"), 2);
     return relaxps::AddServer(&rpc, peer, argc == 3 ? argv[2] : nullptr);
+  }
+  if (cmd == "drain-server") {
+    if (argc != 3) return Fail(relaxps::kName, InvalidArgumentError("usage: drain-server ID"), 2);
+    return relaxps::DrainServer(&rpc, peer, argv[2]);
   }
   if (cmd == "events") return relaxps::Events(&rpc, peer);
   return Fail(relaxps::kName, InvalidArgumentError("unknown command '" + cmd + "'"), 2);

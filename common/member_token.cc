@@ -114,6 +114,7 @@ bool RoleMaySend(Role role, wire::MsgType type, bool forwarded) {
     case wire::SHUTDOWN:
     case wire::TRIGGER_CHECKPOINT:
     case wire::ADD_SERVER:
+    case wire::DRAIN_SERVER:
       return op;
     case wire::SEED_COPY:
     case wire::BARRIER:

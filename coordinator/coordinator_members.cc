@@ -320,6 +320,8 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
     // elected coordinator) from here.
     hr->set_coordinator_identity(identity_);
     hr->set_coordinator_term(term_);
+    // A drained server holds nothing any more: it leaves (DEREGISTER).
+    if (known && Drained(hb.id())) hr->set_drained(true);
     auto syncing = syncing_.find(hb.id());
     if (known && syncing != syncing_.end() && hb.shard_map_version() >= syncing->second &&
         !hb.awaiting_state()) {

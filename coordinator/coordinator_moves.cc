@@ -182,6 +182,52 @@ void CoordinatorImpl::HandleAddServer(Request req) {
   RunNextMove();
 }
 
+void CoordinatorImpl::HandleDrainServer(Request req) {
+  const wire::Header& h = req.msg.header;
+  const int source = h.has_range_move() ? h.range_move().source() : -1;
+  Status s = recovery_->AdmitRangeMoves();
+  if (!s.ok()) {
+    s = s.WithPrefix(std::string("recovery policy '") + policy_->Name() + "' moves no ranges");
+  }
+  std::set<int> serving = ServingServers();
+  if (s.ok() && serving.count(source) == 0) {
+    s = NotFoundError("server " + std::to_string(source) + " is not a live server of the job");
+  }
+  if (s.ok() && !moves_.empty()) {
+    s = FailedPreconditionError(std::to_string(moves_.size()) +
+                                " range move(s) are still to run; ask again once they are done");
+  }
+  // Servers being drained take nothing.
+  for (int d : draining_) serving.erase(d);
+  serving.insert(source);
+  StatusOr<std::vector<wire::RangeMove>> plan =
+      s.ok() ? PlanMovesFrom(map_, source, serving) : StatusOr<std::vector<wire::RangeMove>>(s);
+  if (!plan.ok()) {
+    rpc_->ReplyStatus(req, plan.status()).IgnoreError();
+    return;
+  }
+  for (wire::RangeMove& m : *plan) {
+    m.set_id(next_move_id_++);
+    moves_.push_back(m);
+  }
+  draining_.insert(source);
+  if (!Persist()) return;
+  Message reply = MakeReply(h, Status::OK());
+  for (const wire::RangeMove& m : *plan) *reply.header.mutable_range_plan()->add_moves() = m;
+  rpc_->Reply(req, std::move(reply)).IgnoreError();
+  LOG(INFO) << "relaxps-ctl drain-server " << source << ": " << plan->size()
+            << " range move(s); the server leaves once it holds nothing";
+  RunNextMove();
+}
+
+bool CoordinatorImpl::Drained(int server) const {
+  if (draining_.count(server) == 0 || HoldsAnything(map_, server)) return false;
+  for (const wire::RangeMove& m : moves_) {
+    if (m.source() == server || m.destination() == server) return false;
+  }
+  return true;
+}
+
 void CoordinatorImpl::RebalanceJoined(int dest) {
   StatusOr<std::vector<wire::RangeMove>> plan = PlanMoves(dest);
   if (!plan.ok()) {

@@ -203,6 +203,12 @@ void CoordinatorImpl::OnDisconnect(int peer) {
 }
 
 void CoordinatorImpl::ServerLost(int server_id, const std::string& why) {
+  if (Drained(server_id)) {
+    // It held nothing (its DEREGISTER was lost): no recovery to run.
+    LOG(INFO) << "drained server " << server_id << " is gone (" << why << ")";
+    RebuildServerList();
+    return;
+  }
   EndSyncing(server_id);
   const wire::ShardMap before = map_;
   const int counted = fallbacks_counted_;

@@ -213,6 +213,7 @@ StateRecords CoordinatorImpl::Snapshot() const {
   wire::StoredMoves moves;
   for (const wire::RangeMove& m : moves_) *moves.add_queue() = m;
   moves.set_next_id(next_move_id_);
+  for (int id : draining_) moves.add_draining(id);
   moves.SerializeToString(&r[kMoves]);
   return r;
 }
@@ -303,6 +304,7 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
     RETURN_IF_ERROR(ParseRecord(records, kMoves, &moves));
     moves_.assign(moves.queue().begin(), moves.queue().end());
     next_move_id_ = std::max(next_move_id_, moves.next_id());
+    draining_.insert(moves.draining().begin(), moves.draining().end());
   }
   announced_workers_ = workers;
   announced_version_ = members_.worker_set_version();

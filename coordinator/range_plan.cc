@@ -120,5 +120,70 @@ std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& original, int des
   return plan;
 }
 
+StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& original, int source,
+                                                     const std::set<int>& serving) {
+  std::set<int> others = serving;
+  others.erase(source);
+  if (others.empty()) {
+    return FailedPreconditionError("server " + std::to_string(source) +
+                                   " is the only server: there is nowhere to move its ranges");
+  }
+  std::vector<wire::RangeMove> plan;
+  wire::ShardMap map = original;
+  for (const wire::TableShards& ts : original.tables()) {
+    const std::string& name = ts.table().name();
+    if (!IsDense(ts)) {
+      bool holds = ts.buckets_size() == 0 ? source < original.servers_size() : false;
+      for (const wire::SparseBucket& b : ts.buckets()) holds |= b.server() == source;
+      if (holds) {
+        return FailedPreconditionError("server " + std::to_string(source) +
+                                       " holds hash buckets of sparse table '" + name +
+                                       "', which range moves do not carry yet (issue 43)");
+      }
+      continue;
+    }
+    for (const wire::DenseRange& r : ts.ranges()) {
+      if (r.server() != source) continue;
+      if (r.chain_size() > 0) {
+        return FailedPreconditionError("table '" + name + "' is replicated on chains");
+      }
+      std::map<int, uint64_t> load;
+      for (int s : others) load[s] = 0;
+      for (const wire::DenseRange& o : FindTable(&map, name)->ranges()) {
+        if (load.count(o.server())) load[o.server()] += o.end() - o.begin();
+      }
+      int dest = *others.begin();
+      for (const auto& [s, keys] : load) {
+        if (keys < load[dest]) dest = s;
+      }
+      wire::RangeMove m;
+      m.set_table(name);
+      m.set_begin(r.begin());
+      m.set_end(r.end());
+      m.set_source(source);
+      m.set_destination(dest);
+      RETURN_IF_ERROR(ApplyMove(&map, m));
+      plan.push_back(m);
+    }
+  }
+  return plan;
+}
+
+bool HoldsAnything(const wire::ShardMap& map, int server) {
+  for (const wire::TableShards& ts : map.tables()) {
+    for (const wire::DenseRange& r : ts.ranges()) {
+      if (r.server() == server) return true;
+      for (int c : r.chain()) {
+        if (c == server) return true;
+      }
+    }
+    for (const wire::SparseBucket& b : ts.buckets()) {
+      if (b.server() == server) return true;
+    }
+    if (!IsDense(ts) && ts.buckets_size() == 0 && server < map.servers_size()) return true;
+  }
+  return false;
+}
+
 }  // namespace coordinator_internal
 }  // namespace relaxps

@@ -26,6 +26,17 @@ namespace coordinator_internal {
 std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& map, int dest,
                                          const std::set<int>& serving);
 
+// The moves that take every dense range of server `source` to the other
+// `serving` servers (`source` not among them), each whole range to the one
+// holding the fewest keys of its table then. FailedPrecondition if no other
+// server serves, or `source` holds hash buckets of a sparse table (moving
+// buckets is a later milestone) or ranges of a replicated table.
+StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& map, int source,
+                                                     const std::set<int>& serving);
+
+// Whether `server` holds any range or bucket in `map`.
+bool HoldsAnything(const wire::ShardMap& map, int server);
+
 // Edits `map`'s ranges (not its version) as move `m` does: the range of
 // m.source ending at m.end is cut at m.begin and [m.begin, m.end) given to
 // m.destination (the whole range when m.begin is its first key).

@@ -266,12 +266,14 @@ Status ServerImpl::Run() {
   Status s = store_->Flush(last_flush_clock_);
   if (s.ok()) s = store_->WaitForFlush();
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
-  if (job_done_) {
+  if (job_done_ || drained_) {
     // Tell the coordinator this server left in order (bounded wait).
     coordinators_.CallSync(MemberMessage(wire::DEREGISTER, "server", id_, member_token()), 300)
         .status()
         .IgnoreError();
-    LOG(INFO) << "server " << id_ << ": the job is over; flushed and exiting";
+    LOG(INFO) << "server " << id_
+              << (job_done_ ? ": the job is over; flushed and exiting"
+                            : ": drained (every range moved to other servers); exiting");
   }
   return exit_status_.ok() ? s : exit_status_;
 }
@@ -358,6 +360,11 @@ void ServerImpl::Heartbeat() {
     }
     if (body->job_done() && body->has_live_workers() && body->live_workers().ids_size() == 0) {
       job_done_ = true;
+      Exit(Status::OK());
+      return;
+    }
+    if (body->drained()) {  // relaxps-ctl drain-server: every range moved off.
+      drained_ = true;
       Exit(Status::OK());
       return;
     }

@@ -151,6 +151,11 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   void HandleAddServer(Request req);
   // A server registered with --join: plan and run the moves to it.
   void RebalanceJoined(int dest);
+  // DRAIN_SERVER (operator): plan and run the moves of every range off a
+  // server; it leaves once it holds nothing (Drained).
+  void HandleDrainServer(Request req);
+  // Whether `server` was drained: asked to, its moves done, nothing held.
+  bool Drained(int server) const;
 
   // ---- Structured events (docs/events.md) ----
   void Emit(std::string_view kind, const EventFields& fields = {}) { events_->Emit(kind, fields); }
@@ -358,6 +363,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   uint64_t next_move_id_ = 1;
   bool move_running_ = false;
   int64_t move_started_ms_ = 0;
+  // Servers being drained (relaxps-ctl drain-server), until they left.
+  std::set<int> draining_;
   // Manual checkpoint requests that arrived while one was in flight.
   std::vector<std::shared_ptr<Request>> queued_checkpoint_requests_;
   CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().

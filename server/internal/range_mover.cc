@@ -159,7 +159,10 @@ void RangeMover::Cut(Outgoing* out) {
   shard.SaveMeta(&meta);
   wire::ChainSnapshot moved = meta;
   range->applied.Save(moved.mutable_dedup(), 0, /*with_seqs=*/false);
-  for (wire::DedupEntry& d : *moved.mutable_dedup()) d.set_parts(0);
+  // A cut keeps the part counts with the head; a whole range takes them along.
+  if (mid > b) {
+    for (wire::DedupEntry& d : *moved.mutable_dedup()) d.set_parts(0);
+  }
   out->meta = moved;
   out->frames.clear();
   out->head_copy.clear();
@@ -291,7 +294,7 @@ Status RangeMover::TakeBack(Outgoing* out) {
     if (out->head_ledger != nullptr) {
       ledger = std::move(*out->head_ledger);
     } else {
-      ledger.Load(out->meta.dedup());  // No head (m == b): the ids, no counts were here.
+      ledger.Load(out->meta.dedup());  // Not expected: the cut keeps the record until the head has it.
     }
   }
   if (mid > b && head_slots.size() != out->frames.size()) {

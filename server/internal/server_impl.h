@@ -159,6 +159,8 @@ class ServerImpl final : public Server, private ChainHost, private RangeMoverHos
   }
   void SendError(const Request& req, const Status& status) override { Reject(req, status); }
   bool HasDenseTable(const std::string& table) const;
+  // Whether the installed map has table `table` (held here or not).
+  bool MapHasTable(const std::string& table) const;
   // Answers a pull (or the pull half of a PushPull) when the consistency
   // gate allows; under chain replication also waits until everything the
   // answer reflects is on every live replica. With `push_grads` (a
@@ -386,6 +388,7 @@ class ServerImpl final : public Server, private ChainHost, private RangeMoverHos
   // after Run() returned.
   std::optional<RestartInPlace> restart_;
   bool job_done_ = false;  // Loop thread: left in order at the end of the job.
+  bool drained_ = false;   // Loop thread: left in order after a drain (docs/elastic.md).
 
   // Heartbeat thread.
   int heartbeat_failures_ = 0;  // Heartbeat thread only.

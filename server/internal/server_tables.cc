@@ -293,6 +293,13 @@ RangeState* ServerImpl::FindRange(const std::string& table, uint64_t key) {
   return &it->second;
 }
 
+bool ServerImpl::MapHasTable(const std::string& table) const {
+  for (const wire::TableShards& ts : map_.tables()) {
+    if (ts.table().name() == table) return true;
+  }
+  return false;
+}
+
 bool ServerImpl::HasDenseTable(const std::string& table) const {
   auto it = dense_.lower_bound({table, 0});
   return it != dense_.end() && it->first.first == table;

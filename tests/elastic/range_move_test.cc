@@ -16,7 +16,9 @@
 #include "client/client.h"
 #include "common/rpc_client.h"
 #include "common/shard_map.h"
+#include "common/member_token.h"
 #include "tests/consistency/dense_bsp_driver.h"
+#include "tests/operator_session.h"
 #include "tests/server/in_process_cluster.h"
 #include "tests/test_util.h"
 
@@ -125,13 +127,39 @@ struct JobResult {
   std::vector<std::string> events;
   wire::Header moved_reply;       // A PULL by the old map after the move.
   uint64_t old_version = 0;
+  int drained_at_clock = -1;      // The first clock that ran without server 0.
+  bool server0_left = false;      // The coordinator shows it gone.
 };
+
+// DRAIN_SERVER `id` as an operator.
+Status Drain(const std::string& coordinator, int id) {
+  RpcClient rpc;
+  const int peer = rpc.Connect(coordinator);
+  Message m;
+  m.header.set_type(wire::DRAIN_SERVER);
+  m.header.mutable_range_move()->set_source(id);
+  SetMemberToken(test::OperatorSession(&rpc, peer), &m.header);
+  return rpc.CallSync(peer, std::move(m), 10000).status();
+}
+
+bool ServerAlive(const std::string& coordinator, int id) {
+  Message m;
+  m.header.set_type(wire::GET_STATUS);
+  const wire::Header reply = Ask(coordinator, std::move(m));
+  for (const wire::ServerState& s : reply.status_reply().servers()) {
+    if (s.info().id() == id) return s.info().alive();
+  }
+  return false;
+}
 
 // Two BSP workers train "w" through kClocks clocks on a one-server job; with
 // `join`, a server (with a quota of `joined_max_bytes`, 0: none) joins after
 // clock kJoinAfterClock and the job goes on while the coordinator moves the
 // tail of the range to it.
-void RunJob(bool join, JobResult* out, uint64_t joined_max_bytes = 0) {
+// With `drain_after_clock` >= 0, server 0 is drained (relaxps-ctl
+// drain-server 0) at the first clock from then on after the join's move was
+// published.
+void RunJob(bool join, JobResult* out, uint64_t joined_max_bytes = 0, int drain_after_clock = -1) {
   InProcessCluster cluster(1, ConsistencyModel::kBsp, /*staleness=*/0,
                            /*heartbeat_timeout_ms=*/5000);
   std::vector<std::unique_ptr<Client>> owned;
@@ -164,6 +192,22 @@ void RunJob(bool join, JobResult* out, uint64_t joined_max_bytes = 0) {
         HolderOf(MapOf(cluster.coordinator()), kCut) == 1) {
       out->moved_at_clock = t + 1;
     }
+    if (drain_after_clock >= 0 && t >= drain_after_clock && out->moved_at_clock >= 0) {
+      if (out->drained_at_clock == -2 && HolderOf(MapOf(cluster.coordinator()), 0) == 1) {
+        out->drained_at_clock = t + 1;
+      }
+      if (out->drained_at_clock == -1) {
+        ASSERT_OK(Drain(cluster.coordinator(), 0));
+        out->drained_at_clock = -2;  // Asked.
+      }
+    }
+  }
+  if (drain_after_clock >= 0) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (ServerAlive(cluster.coordinator(), 0) && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    out->server0_left = !ServerAlive(cluster.coordinator(), 0);
   }
   if (join) {
     ASSERT_NE(joined, nullptr);
@@ -174,7 +218,8 @@ void RunJob(bool join, JobResult* out, uint64_t joined_max_bytes = 0) {
   out->params.assign(final_params.begin(), final_params.end());
   // Acknowledged against applied (relaxps-ctl stats): every server's
   // applied parts of each worker incarnation.
-  std::vector<std::string> endpoints = {cluster.server(0)->endpoint()};
+  std::vector<std::string> endpoints;
+  if (!out->server0_left) endpoints.push_back(cluster.server(0)->endpoint());
   if (joined != nullptr) endpoints.push_back(joined->server()->endpoint());
   for (Client* w : workers) {
     const ClientStats stats = w->stats();
@@ -191,7 +236,7 @@ void RunJob(bool join, JobResult* out, uint64_t joined_max_bytes = 0) {
     out->applied.push_back(applied);
   }
   out->events = EventKinds(cluster.coordinator());
-  if (joined != nullptr && out->moved_at_clock >= 0) {
+  if (joined != nullptr && out->moved_at_clock >= 0 && !out->server0_left) {
     // A client that still routes by the first map: keys now on server 1,
     // asked of server 0, get "moved" with the map that says so.
     Message pull;
@@ -347,6 +392,28 @@ TEST(RangeMoveTest, ADestinationThatRefusesTheStateLeavesTheJobAsIfNoMoveHadStar
   for (size_t w = 0; w < refused.acked.size(); ++w) {
     EXPECT_EQ(refused.applied[w], refused.acked[w]) << "worker rank " << w;
   }
+}
+
+// relaxps-ctl drain-server 0 after the join's move: the joined server takes
+// the rest, server 0 leaves once it holds nothing, and the job ends bit for
+// bit as the same job without either, with every acknowledged push counted
+// on the server that holds it now.
+TEST(RangeMoveTest, DrainingTheFirstServerAfterAJoinLeavesTheModelUnchanged) {
+  JobResult fixed, drained;
+  RunJob(/*join=*/false, &fixed);
+  ASSERT_FALSE(HasFatalFailure());
+  RunJob(/*join=*/true, &drained, /*joined_max_bytes=*/0, /*drain_after_clock=*/kJoinAfterClock + 1);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_GT(drained.moved_at_clock, 0);
+  EXPECT_GT(drained.drained_at_clock, drained.moved_at_clock) << "server 0 was never drained";
+  EXPECT_TRUE(drained.server0_left);
+  EXPECT_EQ(drained.most_differing, 0u);
+  EXPECT_EQ(test::DifferingFloats(drained.params.data(), fixed.params.data(), kDim), 0u);
+  for (size_t w = 0; w < drained.acked.size(); ++w) {
+    EXPECT_EQ(drained.applied[w], drained.acked[w]) << "worker rank " << w;
+  }
+  EXPECT_EQ(std::find(drained.events.begin(), drained.events.end(), "range_move_failed"),
+            drained.events.end());
 }
 
 TEST(RangeMoveTest, AJoinUnderAPolicyThatMovesNoRangesIsRefusedWithItsReason) {

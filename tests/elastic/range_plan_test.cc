@@ -106,6 +106,32 @@ TEST(RangePlanTest, ApplyMoveRefusesARangeTheSourceDoesNotEndThere) {
   EXPECT_EQ(map.tables(0).ranges(0).server(), 2);
 }
 
+TEST(RangePlanTest, ADrainMovesEveryWholeRangeToTheLeastLoadedOthers) {
+  wire::ShardMap map = MapOf(120 * kDenseChunk, 3);
+  for (int id = 0; id < 3; ++id) map.add_servers()->set_id(id);
+  ASSERT_OK_AND_ASSIGN(std::vector<wire::RangeMove> plan, PlanMovesFrom(map, 1, {0, 1, 2}));
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].begin(), 40 * kDenseChunk);  // All of server 1's range, uncut.
+  EXPECT_EQ(plan[0].end(), 80 * kDenseChunk);
+  EXPECT_EQ(plan[0].source(), 1);
+  EXPECT_NE(plan[0].destination(), 1);
+  const wire::ShardMap after = Applied(map, plan);
+  EXPECT_FALSE(HoldsAnything(after, 1));
+  EXPECT_TRUE(HoldsAnything(after, 0));
+  EXPECT_EQ(Loads(after).count(1), 0u);
+  // Nowhere to go; or a sparse table's buckets on the server.
+  EXPECT_EQ(PlanMovesFrom(map, 1, {1}).status().code(), StatusCode::kFailedPrecondition);
+  wire::TableShards* sparse = map.add_tables();
+  sparse->mutable_table()->set_name("emb");
+  sparse->mutable_table()->set_type(static_cast<int>(TableType::kSparse));
+  sparse->add_buckets()->set_server(0);
+  sparse->add_buckets()->set_server(1);
+  const Status refused = PlanMovesFrom(map, 1, {0, 1, 2}).status();
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("emb"), std::string::npos) << refused;
+  EXPECT_OK(PlanMovesFrom(map, 2, {0, 1, 2}).status());  // Server 2 holds no bucket.
+}
+
 }  // namespace
 }  // namespace coordinator_internal
 }  // namespace relaxps
