@@ -460,21 +460,28 @@ int Events(RpcClient* rpc, int peer) {
 // add-server: without an id, how to add a server (start one with --join:
 // the coordinator then moves ranges to it); with the id of a server that
 // joined, plans and starts the range moves to it (docs/elastic.md).
-// drain-server ID (operator): moves every range off server ID; it leaves
-// once it holds nothing (docs/elastic.md).
-int DrainServer(RpcClient* rpc, int peer, const char* id_arg) {
+// Server id `arg` of command `cmd` into *id; false (after the usage error)
+// if it is none.
+bool ParseServerId(const char* cmd, const char* arg, long* id) {
   char* end = nullptr;
-  const long id = std::strtol(id_arg, &end, 10);
-  if (end == id_arg || *end != '\0' || id < 0 || id > 1000000) {
-    return Fail(kName, InvalidArgumentError(std::string("drain-server: '") + id_arg +
-                                            "' is not a server id"),
-                2);
-  }
+  *id = std::strtol(arg, &end, 10);
+  if (end != arg && *end == '\0' && *id >= 0 && *id <= 1000000) return true;
+  Fail(kName, InvalidArgumentError(std::string(cmd) + ": '" + arg + "' is not a server id"), 2);
+  return false;
+}
+
+// ADD_SERVER or DRAIN_SERVER for server `id` as an operator: prints the
+// moves planned (`what` says where they go) and returns the exit status.
+int RunMovePlan(RpcClient* rpc, int peer, wire::MsgType type, long id, const char* what) {
   StatusOr<std::string> token = OperatorSession(rpc, peer);
   if (!token.ok()) return Fail(kName, token.status(), 1);
   Message m;
-  m.header.set_type(wire::DRAIN_SERVER);
-  m.header.mutable_range_move()->set_source(static_cast<int>(id));
+  m.header.set_type(type);
+  if (type == wire::ADD_SERVER) {
+    m.header.mutable_range_move()->set_destination(static_cast<int>(id));
+  } else {
+    m.header.mutable_range_move()->set_source(static_cast<int>(id));
+  }
   SetMemberToken(*token, &m.header);
   StatusOr<Message> reply = rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms);
   if (!reply.ok()) return Fail(kName, reply.status(), 1);
@@ -484,15 +491,24 @@ int DrainServer(RpcClient* rpc, int peer, const char* id_arg) {
     for (const wire::RangeMove& mv : plan.moves()) moves.push_back(ProtoToJson(mv));
     return PrintJson(JsonObject({{"server", std::to_string(id)}, {"moves", JsonArray(moves)}}));
   }
-  std::printf("draining server %ld: %d range move(s) started (one at a time); it leaves once it "
-              "holds nothing (event member_left):\n",
-              id, plan.moves_size());
+  std::printf("server %ld: %d range move(s) %s started, one at a time (`relaxps-ctl events "
+              "--follow` shows range_move_done)\n",
+              id, plan.moves_size(), what);
   for (const wire::RangeMove& mv : plan.moves()) {
-    std::printf("  table '%s' keys [%llu, %llu) to server %d\n", mv.table().c_str(),
+    std::printf("  table '%s' keys [%llu, %llu) from server %d to server %d\n", mv.table().c_str(),
                 static_cast<unsigned long long>(mv.begin()),
-                static_cast<unsigned long long>(mv.end()), mv.destination());
+                static_cast<unsigned long long>(mv.end()), mv.source(), mv.destination());
   }
   return 0;
+}
+
+// drain-server ID (operator): moves every range off server ID; it leaves
+// once it holds nothing (docs/elastic.md).
+int DrainServer(RpcClient* rpc, int peer, const char* id_arg) {
+  long id = 0;
+  if (!ParseServerId("drain-server", id_arg, &id)) return 2;
+  return RunMovePlan(rpc, peer, wire::DRAIN_SERVER, id,
+                     "off it (it leaves once it holds nothing)");
 }
 
 int AddServer(RpcClient* rpc, int peer, const char* id_arg) {
@@ -512,40 +528,9 @@ int AddServer(RpcClient* rpc, int peer, const char* id_arg) {
         FLAGS_coordinator.c_str());
     return 0;
   }
-  char* end = nullptr;
-  const long id = std::strtol(id_arg, &end, 10);
-  if (end == id_arg || *end != '\0' || id < 0 || id > 1000000) {
-    return Fail(kName, InvalidArgumentError(std::string("add-server: '") + id_arg +
-                                            "' is not a server id"),
-                2);
-  }
-  StatusOr<std::string> token = OperatorSession(rpc, peer);
-  if (!token.ok()) return Fail(kName, token.status(), 1);
-  Message m;
-  m.header.set_type(wire::ADD_SERVER);
-  m.header.mutable_range_move()->set_destination(static_cast<int>(id));
-  SetMemberToken(*token, &m.header);
-  StatusOr<Message> reply = rpc->CallSync(peer, std::move(m), FLAGS_timeout_ms);
-  if (!reply.ok()) return Fail(kName, reply.status(), 1);
-  const wire::RangePlan& plan = reply->header.range_plan();
-  if (FLAGS_json) {
-    std::vector<std::string> moves;
-    for (const wire::RangeMove& mv : plan.moves()) moves.push_back(ProtoToJson(mv));
-    return PrintJson(JsonObject({{"server", std::to_string(id)}, {"moves", JsonArray(moves)}}));
-  }
-  if (plan.moves_size() == 0) {
-    std::printf("server %ld already holds its share: no range moves\n", id);
-    return 0;
-  }
-  std::printf("%d range move(s) to server %ld started (one at a time; `relaxps-ctl events "
-              "--follow` shows range_move_done):\n",
-              plan.moves_size(), id);
-  for (const wire::RangeMove& mv : plan.moves()) {
-    std::printf("  table '%s' keys [%llu, %llu) from server %d\n", mv.table().c_str(),
-                static_cast<unsigned long long>(mv.begin()),
-                static_cast<unsigned long long>(mv.end()), mv.source());
-  }
-  return 0;
+  long id = 0;
+  if (!ParseServerId("add-server", id_arg, &id)) return 2;
+  return RunMovePlan(rpc, peer, wire::ADD_SERVER, id, "to it");
 }
 
 int Shutdown(RpcClient* rpc, int peer) {

@@ -4,6 +4,8 @@
 // state (record "moves") so that a coordinator that takes over finishes it.
 // Loop thread.
 
+#include <algorithm>
+
 #include "common/member_token.h"
 #include "coordinator/internal/coordinator_impl.h"
 #include "coordinator/range_plan.h"
@@ -33,19 +35,23 @@ std::set<int> CoordinatorImpl::ServingServers() const {
   return serving;
 }
 
-StatusOr<std::vector<wire::RangeMove>> CoordinatorImpl::PlanMoves(int dest) {
+Status CoordinatorImpl::MovesAdmitted(int server) const {
   if (Status s = recovery_->AdmitRangeMoves(); !s.ok()) {
     return s.WithPrefix(std::string("recovery policy '") + policy_->Name() + "' moves no ranges");
   }
-  const std::set<int> serving = ServingServers();
-  if (serving.count(dest) == 0) {
-    return NotFoundError("server " + std::to_string(dest) + " is not a live server of the job");
+  if (ServingServers().count(server) == 0) {
+    return NotFoundError("server " + std::to_string(server) + " is not a live server of the job");
   }
   if (!moves_.empty()) {
     return FailedPreconditionError(std::to_string(moves_.size()) +
                                    " range move(s) are still to run; ask again once they are done");
   }
-  std::vector<wire::RangeMove> plan = PlanMovesTo(map_, dest, serving);
+  return Status::OK();
+}
+
+StatusOr<std::vector<wire::RangeMove>> CoordinatorImpl::PlanMoves(int dest) {
+  RETURN_IF_ERROR(MovesAdmitted(dest));
+  std::vector<wire::RangeMove> plan = PlanMovesTo(map_, dest, ServingServers());
   for (wire::RangeMove& m : plan) {
     m.set_id(next_move_id_++);
     moves_.push_back(m);
@@ -185,18 +191,8 @@ void CoordinatorImpl::HandleAddServer(Request req) {
 void CoordinatorImpl::HandleDrainServer(Request req) {
   const wire::Header& h = req.msg.header;
   const int source = h.has_range_move() ? h.range_move().source() : -1;
-  Status s = recovery_->AdmitRangeMoves();
-  if (!s.ok()) {
-    s = s.WithPrefix(std::string("recovery policy '") + policy_->Name() + "' moves no ranges");
-  }
+  const Status s = MovesAdmitted(source);
   std::set<int> serving = ServingServers();
-  if (s.ok() && serving.count(source) == 0) {
-    s = NotFoundError("server " + std::to_string(source) + " is not a live server of the job");
-  }
-  if (s.ok() && !moves_.empty()) {
-    s = FailedPreconditionError(std::to_string(moves_.size()) +
-                                " range move(s) are still to run; ask again once they are done");
-  }
   // Servers being drained take nothing.
   for (int d : draining_) serving.erase(d);
   serving.insert(source);
@@ -226,6 +222,14 @@ bool CoordinatorImpl::Drained(int server) const {
     if (m.source() == server || m.destination() == server) return false;
   }
   return true;
+}
+
+int CoordinatorImpl::CheckpointServers() const {
+  int holders = 0;
+  for (const auto& [id, m] : members_.servers()) holders += HoldsAnything(map_, id) ? 1 : 0;
+  int drained = 0;
+  for (int id : draining_) drained += Drained(id) ? 1 : 0;
+  return std::max({1, holders, options_.num_servers - drained});
 }
 
 void CoordinatorImpl::RebalanceJoined(int dest) {

@@ -286,10 +286,11 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
     answer(waiters, AbortedError(job_error_), nullptr);
     return;
   }
-  if (members_.live_servers() < options_.num_servers) {
+  const int needed = CheckpointServers();
+  if (members_.live_servers() < needed) {
     answer(waiters, UnavailableError("cannot checkpoint: " +
                                      std::to_string(members_.live_servers()) + " of " +
-                                     std::to_string(options_.num_servers) + " servers live"),
+                                     std::to_string(needed) + " servers live"),
            nullptr);
     return;
   }
@@ -315,9 +316,9 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
                     return a.server() < b.server();
                   });
         Status result = s;
-        if (result.ok() && record->shards_size() < options_.num_servers) {
+        if (result.ok() && record->shards_size() < CheckpointServers()) {
           result = UnavailableError("only " + std::to_string(record->shards_size()) + " of " +
-                                    std::to_string(options_.num_servers) +
+                                    std::to_string(CheckpointServers()) +
                                     " servers wrote the checkpoint");
         }
         record->set_seconds((clock_->NowMs() - now) / 1000.0);

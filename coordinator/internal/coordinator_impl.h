@@ -136,9 +136,12 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // Live servers that are not waiting for a seed: those a plan spreads
   // ranges over.
   std::set<int> ServingServers() const;
-  // Plans the moves that give server `dest` its share and queues them; the
-  // policy's refusal (AdmitRangeMoves), NotFound for a server that is not
-  // live, FailedPrecondition while earlier moves are queued.
+  // OK if ranges may move to or from `server` now: the policy's refusal
+  // (AdmitRangeMoves), NotFound for a server that is not live,
+  // FailedPrecondition while earlier moves are queued.
+  Status MovesAdmitted(int server) const;
+  // Plans the moves that give server `dest` its share and queues them
+  // (refused as MovesAdmitted).
   StatusOr<std::vector<wire::RangeMove>> PlanMoves(int dest);
   // Starts the first queued move unless one runs.
   void RunNextMove();
@@ -156,6 +159,10 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   void HandleDrainServer(Request req);
   // Whether `server` was drained: asked to, its moves done, nothing held.
   bool Drained(int server) const;
+  // Servers a complete checkpoint needs: every server the map gives a range
+  // or bucket (a joined one too), and at least --num_servers less those
+  // drained (before any table exists), at least 1.
+  int CheckpointServers() const;
 
   // ---- Structured events (docs/events.md) ----
   void Emit(std::string_view kind, const EventFields& fields = {}) { events_->Emit(kind, fields); }
