@@ -491,6 +491,10 @@ int RunMovePlan(RpcClient* rpc, int peer, wire::MsgType type, long id, const cha
     for (const wire::RangeMove& mv : plan.moves()) moves.push_back(ProtoToJson(mv));
     return PrintJson(JsonObject({{"server", std::to_string(id)}, {"moves", JsonArray(moves)}}));
   }
+  if (plan.moves_size() == 0) {
+    std::printf("server %ld: no range moves %s (nothing to move, or it is balanced)\n", id, what);
+    return 0;
+  }
   std::printf("server %ld: %d range move(s) %s started, one at a time (`relaxps-ctl events "
               "--follow` shows range_move_done)\n",
               id, plan.moves_size(), what);
