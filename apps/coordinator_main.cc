@@ -57,6 +57,9 @@ DEFINE_int32(probe_timeout_ms, 100,
 DEFINE_int32(takeover_probe_ms, 500,
              "A server registering with the id of a live one is refused if the old one answers "
              "a probe within this long");
+DEFINE_int32(move_timeout_ms, 120000,
+             "A range move's source step (drain the range, send it to the joined server) fails "
+             "after this long without an answer (docs/elastic.md)");
 DEFINE_int32(max_workers, 0,
              "Most live workers; more registrations are refused (0: 2 * --num_workers, at "
              "least --num_workers + 4, or 4096 without --num_workers)");
@@ -186,6 +189,11 @@ int main(int argc, char** argv) {
   options.replicas = FLAGS_replicas;
   options.probe_timeout_ms = FLAGS_probe_timeout_ms;
   options.takeover_probe_ms = FLAGS_takeover_probe_ms;
+  if (FLAGS_move_timeout_ms < 1) {
+    return relaxps::Fail("relaxps-coordinator",
+                         relaxps::InvalidArgumentError("--move_timeout_ms must be >= 1"), 2);
+  }
+  options.move_timeout_ms = FLAGS_move_timeout_ms;
   options.max_workers = FLAGS_max_workers;
   if (FLAGS_max_members < 1 || FLAGS_max_tables < 1 || FLAGS_max_control_per_min < 0 ||
       FLAGS_max_control_per_min_per_peer < 0) {

@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -461,6 +462,88 @@ int Events(CoordinatorPeers* coordinator) {
 }
 
 }  // namespace
+
+// add-server: without an id, how to add a server (start one with --join:
+// the coordinator then moves ranges to it); with the id of a server that
+// joined, plans and starts the range moves to it (docs/elastic.md).
+// Server id `arg` of command `cmd` into *id; false (after the usage error)
+// if it is none.
+bool ParseServerId(const char* cmd, const char* arg, long* id) {
+  char* end = nullptr;
+  *id = std::strtol(arg, &end, 10);
+  if (end != arg && *end == '\0' && *id >= 0 && *id <= 1000000) return true;
+  Fail(kName, InvalidArgumentError(std::string(cmd) + ": '" + arg + "' is not a server id"), 2);
+  return false;
+}
+
+// ADD_SERVER or DRAIN_SERVER for server `id` as an operator: prints the
+// moves planned (`what` says where they go) and returns the exit status.
+int RunMovePlan(CoordinatorPeers* coordinator, wire::MsgType type, long id,
+                const char* what) {
+  StatusOr<std::string> token = OperatorSession(coordinator);
+  if (!token.ok()) return Fail(kName, token.status(), 1);
+  Message m;
+  m.header.set_type(type);
+  if (type == wire::ADD_SERVER) {
+    m.header.mutable_range_move()->set_destination(static_cast<int>(id));
+  } else {
+    m.header.mutable_range_move()->set_source(static_cast<int>(id));
+  }
+  SetMemberToken(*token, &m.header);
+  StatusOr<Message> reply = coordinator->CallFollowing(m.header, FLAGS_timeout_ms);
+  if (!reply.ok()) return Fail(kName, reply.status(), 1);
+  const wire::RangePlan& plan = reply->header.range_plan();
+  if (FLAGS_json) {
+    std::vector<std::string> moves;
+    for (const wire::RangeMove& mv : plan.moves()) moves.push_back(ProtoToJson(mv));
+    return PrintJson(JsonObject({{"server", std::to_string(id)}, {"moves", JsonArray(moves)}}));
+  }
+  if (plan.moves_size() == 0) {
+    std::printf("server %ld: no range moves %s (nothing to move, or it is balanced)\n", id, what);
+    return 0;
+  }
+  std::printf("server %ld: %d range move(s) %s started, one at a time (`relaxps-ctl events "
+              "--follow` shows range_move_done)\n",
+              id, plan.moves_size(), what);
+  for (const wire::RangeMove& mv : plan.moves()) {
+    std::printf("  table '%s' keys [%llu, %llu) from server %d to server %d\n", mv.table().c_str(),
+                static_cast<unsigned long long>(mv.begin()),
+                static_cast<unsigned long long>(mv.end()), mv.source(), mv.destination());
+  }
+  return 0;
+}
+
+// drain-server ID (operator): moves every range off server ID; it leaves
+// once it holds nothing (docs/elastic.md).
+int DrainServer(CoordinatorPeers* coordinator, const char* id_arg) {
+  long id = 0;
+  if (!ParseServerId("drain-server", id_arg, &id)) return 2;
+  return RunMovePlan(coordinator, wire::DRAIN_SERVER, id,
+                     "off it (it leaves once it holds nothing)");
+}
+
+int AddServer(CoordinatorPeers* coordinator, const char* id_arg) {
+  if (id_arg == nullptr) {
+    if (FLAGS_json) {
+      return PrintJson(JsonObject(
+          {{"start", JsonQuote("relaxps-server --join --coordinator=" + FLAGS_coordinator +
+                               " <the job's server flags>")}}));
+    }
+    std::printf(
+        "To add a server to this running job, start it with --join (and no --server_id):\n"
+        "  relaxps-server --join --coordinator=%s <the job's server flags>\n"
+        "It registers with the next free id and the coordinator moves part of every dense\n"
+        "table to it while training goes on (events range_move_started / _done / _failed).\n"
+        "To run the moves again to a server that joined (after a failed move, or for a table\n"
+        "created since): relaxps-ctl add-server ID\n",
+        FLAGS_coordinator.c_str());
+    return 0;
+  }
+  long id = 0;
+  if (!ParseServerId("add-server", id_arg, &id)) return 2;
+  return RunMovePlan(coordinator, wire::ADD_SERVER, id, "to it");
+}
+
 int Shutdown(CoordinatorPeers* coordinator) {
   StatusOr<std::string> token = OperatorSession(coordinator);
   if (!token.ok()) return Fail(kName, token.status(), 1);
@@ -480,7 +563,7 @@ int Shutdown(CoordinatorPeers* coordinator) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "relaxps-ctl --coordinator=EP [--json] <status | tables | stats | checkpoint | checkpoints | "
-      "shutdown | events [--follow] | pull TABLE FILE> | relaxps-ctl keygen DIR [--servers=N --workers=M] | "
+      "shutdown | events [--follow] | pull TABLE FILE | add-server [ID] | drain-server ID> | relaxps-ctl keygen DIR [--servers=N --workers=M] | "
       "relaxps-ctl policies\n  --json: "
       "one JSON document on stdout. Flags may also come from a file: --flagfile=FILE (one "
       "--flag=value per line, # comments).");
@@ -498,7 +581,7 @@ int main(int argc, char** argv) {
   auto curve = relaxps::SecurityFromFlags(FLAGS_security, FLAGS_keys_dir, FLAGS_key);
   if (!curve.ok()) return Fail(relaxps::kName, curve.status(), 2);
   relaxps::g_curve = *curve;
-  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown, events or pull"), 2);
+  if (argc < 2) return Fail(relaxps::kName, InvalidArgumentError("missing command: status, tables, stats, checkpoint, checkpoints, shutdown, events, pull, add-server or drain-server"), 2);
   const std::string cmd = argv[1];
   if (cmd == "pull") {
     if (argc != 4) return Fail(relaxps::kName, InvalidArgumentError("usage: pull TABLE FILE"), 2);
@@ -522,5 +605,13 @@ int main(int argc, char** argv) {
   if (cmd == "checkpoints") return relaxps::Checkpoints(&rpc, &coordinator);
   if (cmd == "shutdown") return relaxps::Shutdown(&coordinator);
   if (cmd == "events") return relaxps::Events(&coordinator);
+  if (cmd == "add-server") {
+    if (argc > 3) return Fail(relaxps::kName, InvalidArgumentError("usage: add-server [ID]"), 2);
+    return relaxps::AddServer(&coordinator, argc == 3 ? argv[2] : nullptr);
+  }
+  if (cmd == "drain-server") {
+    if (argc != 3) return Fail(relaxps::kName, InvalidArgumentError("usage: drain-server ID"), 2);
+    return relaxps::DrainServer(&coordinator, argv[2]);
+  }
   return Fail(relaxps::kName, InvalidArgumentError("unknown command '" + cmd + "'"), 2);
 }

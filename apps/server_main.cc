@@ -32,6 +32,12 @@ DEFINE_string(advertise, "",
               "endpoint; required when --bind is a wildcard address)");
 DEFINE_string(endpoint_file, "", "If set, the bound endpoint is written to this file");
 DEFINE_int32(server_id, -1, "Server id to take (-1: assigned by the coordinator)");
+DEFINE_bool(join, false,
+            "Join a running job as a new server (an id after every known one, no --server_id): "
+            "the coordinator moves part of the model to it (docs/elastic.md)");
+DEFINE_int64(move_drain_timeout_ms, 10000,
+             "A range move from this server fails if the range is not quiescent (no BSP round "
+             "pending, no pull waiting) within this many ms");
 DEFINE_string(store, "",
               "Parameter store: rocksdb or memory (default: rocksdb when --data_dir is set, "
               "memory otherwise)");
@@ -161,6 +167,17 @@ int main(int argc, char** argv) {
     return relaxps::Fail(kName, src.status(), 2);
   }
   options.server_id = FLAGS_server_id;
+  if (FLAGS_join && FLAGS_server_id >= 0) {
+    return relaxps::Fail(kName, relaxps::InvalidArgumentError(
+                                    "--join takes the next free id: do not pass --server_id"),
+                         2);
+  }
+  if (FLAGS_move_drain_timeout_ms < 1) {
+    return relaxps::Fail(kName,
+                         relaxps::InvalidArgumentError("--move_drain_timeout_ms must be >= 1"), 2);
+  }
+  options.join = FLAGS_join;
+  options.move_drain_timeout_ms = FLAGS_move_drain_timeout_ms;
   options.store.cache_mb = static_cast<size_t>(FLAGS_cache_mb);
   options.store.wal_per_update = FLAGS_wal_per_update;
   options.store.wal_group_commit = FLAGS_wal_group_commit;

@@ -113,6 +113,8 @@ bool RoleMaySend(Role role, wire::MsgType type, bool forwarded) {
       return worker || server || op || observer;
     case wire::SHUTDOWN:
     case wire::TRIGGER_CHECKPOINT:
+    case wire::ADD_SERVER:
+    case wire::DRAIN_SERVER:
       return op;
     case wire::SEED_COPY:
     case wire::BARRIER:
@@ -133,6 +135,7 @@ bool RoleMaySend(Role role, wire::MsgType type, bool forwarded) {
     case wire::WORKER_SET:
     case wire::CHECKPOINT:
     case wire::SEED:
+    case wire::MOVE_RANGE:
       return coordinator;
     case wire::PING:
       return coordinator || worker;
@@ -142,6 +145,7 @@ bool RoleMaySend(Role role, wire::MsgType type, bool forwarded) {
       return op || observer || coordinator;
     case wire::CHAIN_SNAPSHOT:
     case wire::CHAIN_COMPLETE:
+    case wire::MOVE_STATE:
       return server;
     default:
       return false;  // MSG_UNKNOWN and kinds of a newer build.

@@ -260,6 +260,12 @@ void CoordinatorImpl::Dispatch(Request req) {
     case wire::GET_EVENTS:
       HandleGetEvents(std::move(req));
       return;
+    case wire::ADD_SERVER:
+      HandleAddServer(std::move(req));
+      return;
+    case wire::DRAIN_SERVER:
+      HandleDrainServer(std::move(req));
+      return;
     case wire::SHUTDOWN:
       EndJob("relaxps-ctl shutdown");
       if (!Persist()) return;

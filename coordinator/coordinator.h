@@ -138,6 +138,10 @@ struct CoordinatorOptions {
   // refused with PermissionDenied. Longer is safer on a loaded machine;
   // shorter lets a restarted server in sooner.
   int takeover_probe_ms = 500;
+  // A range move's source step (drain the range, send it to the
+  // destination: docs/elastic.md) fails after this long without an answer
+  // (asked again twice). Longer tolerates bigger ranges and slower rounds.
+  int move_timeout_ms = 120000;
   // Most live workers at once; registrations beyond are refused
   // (FailedPrecondition). 0: 2 * num_workers (at least num_workers + 4) when
   // num_workers is set, else 4096. Bounds what a flood of fake

@@ -133,6 +133,8 @@ Status CoordinatorImpl::CheckToken(const Request& req) {
       return CheckSession(h, /*operator_only=*/true);
     case wire::SHUTDOWN:
     case wire::TRIGGER_CHECKPOINT:
+    case wire::ADD_SERVER:
+    case wire::DRAIN_SERVER:
       return CheckSession(h, /*operator_only=*/true);
     default:
       return InvalidArgumentError("the coordinator takes no " + wire::MsgType_Name(h.type()) +

@@ -96,12 +96,32 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
           .IgnoreError();
       return;
     }
-    if (r.requested_id() >= options_.num_servers) {
+    if (r.join()) {
+      // A server the job was not started with (relaxps-server --join).
+      Status refused;
+      if (r.requested_id() >= 0) {
+        refused = InvalidArgumentError("a joining server takes the next free id: no --server_id");
+      } else if (members_.live_servers() < options_.num_servers) {
+        refused = FailedPreconditionError(
+            "the job is still waiting for its " + std::to_string(options_.num_servers) +
+            " server(s): start this one without --join");
+      } else if (Status s = recovery_->AdmitRangeMoves(); !s.ok()) {
+        refused = s.WithPrefix(std::string("recovery policy '") + policy_->Name() +
+                               "' moves no ranges, so a joining server would hold nothing");
+      }
+      if (!refused.ok()) {
+        rpc_->ReplyStatus(req, refused).IgnoreError();
+        return;
+      }
+    }
+    if (r.requested_id() >= options_.num_servers &&
+        members_.servers().count(r.requested_id()) == 0) {
       rpc_->ReplyStatus(req, InvalidArgumentError(
                                  "server id " + std::to_string(r.requested_id()) +
                                  " is out of range: the job has " +
                                  std::to_string(options_.num_servers) + " server(s), ids 0.." +
-                                 std::to_string(options_.num_servers - 1)))
+                                 std::to_string(options_.num_servers - 1) +
+                                 "; a server beyond them joins with --join and no --server_id"))
           .IgnoreError();
       return;
     }
@@ -125,7 +145,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
         return;
       }
     }
-    if (r.requested_id() < 0 && members_.live_servers() >= options_.num_servers) {
+    if (r.requested_id() < 0 && !r.join() && members_.live_servers() >= options_.num_servers) {
       rpc_->ReplyStatus(req, FailedPreconditionError(
                                  "job already has " + std::to_string(options_.num_servers) +
                                  " server(s); pass --server_id to replace one"))
@@ -147,7 +167,13 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     }
     const bool was_live = old != members_.servers().end() && old->second.alive;
     const bool replaces = old != members_.servers().end();
-    const int id = members_.AddServer(r.requested_id(), r.endpoint(), r.pid(), now);
+    // A joining server's id comes after every known one, and after the ids
+    // of the job's first servers.
+    const int requested =
+        r.join() ? std::max(options_.num_servers,
+                            members_.servers().empty() ? 0 : members_.servers().rbegin()->first + 1)
+                 : r.requested_id();
+    const int id = members_.AddServer(requested, r.endpoint(), r.pid(), now);
     // A new token: the previous instance's is revoked.
     const std::string token = NewMemberToken();
     members_.SetServerToken(id, token);
@@ -215,6 +241,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
     if (!Persist()) return;
     rpc_->Reply(req, std::move(reply)).IgnoreError();
     if (outcome.push_map) PushMap("server " + std::to_string(id) + " rejoined");
+    if (r.join()) RebalanceJoined(id);
     return;
   }
   if (r.role() == "worker" && outcome_.done()) {
@@ -296,6 +323,8 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
     // elected coordinator) from here.
     hr->set_coordinator_identity(identity_);
     hr->set_coordinator_term(leadership_.term());
+    // A drained server holds nothing any more: it leaves (DEREGISTER).
+    if (known && Drained(hb.id())) hr->set_drained(true);
     auto syncing = syncing_.find(hb.id());
     if (known && syncing != syncing_.end() && hb.shard_map_version() >= syncing->second &&
         !hb.awaiting_state()) {

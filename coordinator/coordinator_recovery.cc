@@ -205,6 +205,12 @@ void CoordinatorImpl::OnDisconnect(int peer) {
 }
 
 void CoordinatorImpl::ServerLost(int server_id, const std::string& why) {
+  if (Drained(server_id)) {
+    // It held nothing (its DEREGISTER was lost): no recovery to run.
+    LOG(INFO) << "drained server " << server_id << " is gone (" << why << ")";
+    RebuildServerList();
+    return;
+  }
   EndSyncing(server_id);
   const wire::ShardMap before = map_;
   const int counted = fallbacks_counted_;
@@ -282,10 +288,11 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
     answer(waiters, AbortedError(outcome_.error()), nullptr);
     return;
   }
-  if (members_.live_servers() < options_.num_servers) {
+  const int needed = CheckpointServers();
+  if (members_.live_servers() < needed) {
     answer(waiters, UnavailableError("cannot checkpoint: " +
                                      std::to_string(members_.live_servers()) + " of " +
-                                     std::to_string(options_.num_servers) + " servers live"),
+                                     std::to_string(needed) + " servers live"),
            nullptr);
     return;
   }
@@ -310,9 +317,9 @@ void CoordinatorImpl::StartCheckpoint(std::vector<std::shared_ptr<Request>> wait
                     return a.server() < b.server();
                   });
         Status result = s;
-        if (result.ok() && record->shards_size() < options_.num_servers) {
+        if (result.ok() && record->shards_size() < CheckpointServers()) {
           result = UnavailableError("only " + std::to_string(record->shards_size()) + " of " +
-                                    std::to_string(options_.num_servers) +
+                                    std::to_string(CheckpointServers()) +
                                     " servers wrote the checkpoint");
         }
         record->set_seconds((clock_->NowMs() - now) / 1000.0);

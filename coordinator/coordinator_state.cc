@@ -14,6 +14,7 @@ constexpr char kMap[] = "map";
 constexpr char kMembers[] = "members";
 constexpr char kRecovery[] = "recovery";
 constexpr char kCheckpoints[] = "checkpoints";
+constexpr char kMoves[] = "moves";
 
 // The job's policy options, with the policy's defaults for those a job
 // stored before the policy had them does not name.
@@ -83,6 +84,9 @@ Status CoordinatorImpl::TakeOver() {
             << (clock_->NowMs() - since) << " ms";
   // HA takeover: a term > 1 resumed a job another coordinator (or an
   // earlier run of this one) served.
+  // A move the previous leader ran is run again (each step is idempotent
+  // on the servers); one it had published is dropped.
+  rpc_->Post([this] { RunNextMove(); });
   Emit("leader_elected", {{"endpoint", endpoint()},
                           {"term", term},
                           {"store", leadership_.store_name()},
@@ -178,6 +182,11 @@ StateRecords CoordinatorImpl::Snapshot() const {
   for (const wire::CheckpointRecord& c : checkpoints_.history()) *cps.add_history() = c;
   cps.set_failed(checkpoints_.failed());
   cps.SerializeToString(&r[kCheckpoints]);
+  wire::StoredMoves moves;
+  for (const wire::RangeMove& m : moves_) *moves.add_queue() = m;
+  moves.set_next_id(next_move_id_);
+  for (int id : draining_) moves.add_draining(id);
+  moves.SerializeToString(&r[kMoves]);
   return r;
 }
 
@@ -251,6 +260,13 @@ Status CoordinatorImpl::Restore(const StateRecords& records) {
   wire::StoredCheckpoints cps;
   RETURN_IF_ERROR(ParseRecord(records, kCheckpoints, &cps));
   checkpoints_.Restore({cps.history().begin(), cps.history().end()}, cps.failed());
+  if (records.count(kMoves) > 0) {  // Absent in the state of an older build.
+    wire::StoredMoves moves;
+    RETURN_IF_ERROR(ParseRecord(records, kMoves, &moves));
+    moves_.assign(moves.queue().begin(), moves.queue().end());
+    next_move_id_ = std::max(next_move_id_, moves.next_id());
+    draining_.insert(moves.draining().begin(), moves.draining().end());
+  }
   announced_workers_ = workers;
   announced_version_ = members_.worker_set_version();
   barriers_.Update(announced_workers_, now);

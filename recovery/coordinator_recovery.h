@@ -19,6 +19,8 @@
 //   OnServerRegistered a server registered with an id (first time, a restart,
 //                      a replacement): seed it, join it to chains...
 //   OnSeedWithoutWorkerCopy / OnServerSeeded  a re-seed round finished
+//   AdmitRangeMoves    whether key ranges may move between servers while the
+//                      job runs (docs/elastic.md): OK, or the reason not
 //   DescribeServer     the policy's fields of a server's entry in the map
 //   SaveState / RestoreState  the policy's decisions in progress, kept in the
 //                      coordinator's durable state (record "recovery")
@@ -222,6 +224,20 @@ class CoordinatorRecovery {
   // `server` acknowledged its SEED: it serves again (the map was rebuilt and
   // stored).
   virtual void OnServerSeeded(int server, CoordinatorMechanisms& m) {}
+
+  // Whether the coordinator may move key ranges between servers while the
+  // job runs (a joined server's rebalance, docs/elastic.md): OK, or
+  // FailedPrecondition with the reason, shown to the operator and in the
+  // range_move_failed event. A move hands a range's whole live state (slots,
+  // clocks, exactly-once record) to another server and publishes a new map;
+  // a policy admits it once what it keeps about servers (chains, the
+  // workers' copies, logs, checkpoints) stays true across one. Default:
+  // refused, so that a new policy opts in knowingly.
+  virtual Status AdmitRangeMoves() const {
+    return FailedPreconditionError(
+        "the recovery policy does not say how its state follows a range move "
+        "(CoordinatorRecovery::AdmitRangeMoves)");
+  }
 
   // The policy's fields of server `id`'s entry in the map (e.g.
   // ServerInfo.took_over), filled at every RebuildServerList.

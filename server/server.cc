@@ -101,6 +101,7 @@ Status ServerImpl::Init() {
   lo.coordinator_timeout_ms = options_.coordinator_timeout_ms;
   lo.endpoint = advertised_;
   lo.restored_from = restored_from_;
+  lo.join = options_.join;
   link_ = std::make_unique<CoordinatorLink>(std::move(lo),
                                             std::make_unique<RpcClient>(rpc_options),
                                             static_cast<CoordinatorLink::Host*>(this), clock_);
@@ -150,6 +151,22 @@ Status ServerImpl::Init() {
     chain_ = std::make_unique<ChainReplication>(static_cast<ChainHost*>(this), rpc_.get(), po,
                                                 clock_, co);
   }
+  {
+    RpcClientOptions po;
+    po.default_timeout_ms = 30000;
+    po.clock = clock_;
+    po.max_message_bytes = options_.max_message_bytes;
+    po.source_address = options_.source_address;
+    RETURN_IF_ERROR(po.UseCurve(options_.curve));
+    RangeMover::Options mo;
+    mo.drain_timeout_ms = options_.move_drain_timeout_ms;
+    mo.chunk_bytes = std::max<size_t>(options_.state_transfer_chunk_bytes, 4096);
+    if (options_.max_message_bytes > 0) {
+      mo.chunk_bytes = std::min(mo.chunk_bytes, static_cast<size_t>(options_.max_message_bytes / 2));
+    }
+    mover_ = std::make_unique<RangeMover>(static_cast<RangeMoverHost*>(this), rpc_.get(), po,
+                                          clock_, mo);
+  }
   ConsistencyOptions co;
   ASSIGN_OR_RETURN(co.model, ParseConsistencyModel(job_.consistency()));
   co.staleness = job_.staleness();
@@ -198,10 +215,12 @@ Status ServerImpl::Run() {
   Status s = store_->Flush(last_flush_clock_);
   if (s.ok()) s = store_->WaitForFlush();
   if (!s.ok()) LOG(ERROR) << "final flush failed: " << s;
-  if (job_done_) {
+  if (job_done_ || drained_) {
     // Tell the coordinator this server left in order (bounded wait).
     link_->Deregister();
-    LOG(INFO) << "server " << id_ << ": the job is over; flushed and exiting";
+    LOG(INFO) << "server " << id_
+              << (job_done_ ? ": the job is over; flushed and exiting"
+                            : ": drained (every range moved to other servers); exiting");
   }
   return exit_status_.ok() ? s : exit_status_;
 }
@@ -245,6 +264,11 @@ void ServerImpl::OnHeartbeatReply(const wire::HeartbeatReply& reply,
   }
   if (reply.job_done() && reply.has_live_workers() && reply.live_workers().ids_size() == 0) {
     job_done_ = true;
+    Exit(Status::OK());
+    return;
+  }
+  if (reply.drained()) {  // relaxps-ctl drain-server: every range moved off.
+    drained_ = true;
     Exit(Status::OK());
     return;
   }

@@ -94,6 +94,15 @@ struct ServerOptions {
   // Requested server id (-1: the coordinator assigns one). A restarted server
   // passes its old id to take its shards back.
   int server_id = -1;
+  // A server the job was not started with (relaxps-server --join): it
+  // registers for the next free id and holds nothing until the coordinator
+  // moves ranges to it (docs/elastic.md). REQUIRES server_id == -1.
+  bool join = false;
+  // Range moves from this server: how long the coordinator's MOVE_RANGE
+  // waits for the range to be quiescent (no BSP round pending, no pull
+  // waiting) before the move fails, unchanged. Longer tolerates slower
+  // rounds; the writes of the range are never held during this wait.
+  int64_t move_drain_timeout_ms = 10000;
   // The store's options. Its file_system (nullptr: the real one) also
   // carries the server's own checkpoint work: restore_from, listing,
   // pruning and replacing checkpoints.

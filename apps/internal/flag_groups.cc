@@ -18,6 +18,7 @@ std::vector<FlagGroup> CoordinatorFlagGroups() {
       {"Recovery policy options (--recovery=help)",
        {"checkpoint_mode", "replication", "replication_max_lag"}},
       {"Checkpoints", {"checkpoint_every_clocks", "checkpoint_every_s"}},
+      {"Elastic servers (docs/elastic.md)", {"move_timeout_ms"}},
       {"Coordinator state and standbys", {"data_dir", "coordination", "zk_session_timeout_ms"}},
       {"Network and security",
        {"bind", "advertise", "endpoint_file", "security", "keys_dir", "insecure_bind_public"}},
@@ -31,6 +32,7 @@ std::vector<FlagGroup> ServerFlagGroups() {
   return {
       {"Joining the job", {"coordinator", "coordination", "zk_session_timeout_ms", "server_id",
                            "heartbeat_ms", "coordinator_timeout_ms"}},
+      {"Elastic servers (docs/elastic.md)", {"join", "move_drain_timeout_ms"}},
       {"Storage", {"store", "data_dir", "cache_mb", "wal_per_update", "wal_group_commit",
                    "flush_every_clocks"}},
       {"Checkpoints and recovery",

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -139,6 +140,38 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   void EndRunAndStop();
   // What outcome_'s verdict needs from the members and the leadership.
   JobEndFacts EndFacts() const;
+  // ---- Range moves (coordinator_moves.cc, docs/elastic.md) ----
+  // Live servers that are not waiting for a seed: those a plan spreads
+  // ranges over.
+  std::set<int> ServingServers() const;
+  // OK if ranges may move to or from `server` now: the policy's refusal
+  // (AdmitRangeMoves), NotFound for a server that is not live,
+  // FailedPrecondition while earlier moves are queued.
+  Status MovesAdmitted(int server) const;
+  // Plans the moves that give server `dest` its share and queues them
+  // (refused as MovesAdmitted).
+  StatusOr<std::vector<wire::RangeMove>> PlanMoves(int dest);
+  // Starts the first queued move unless one runs.
+  void RunNextMove();
+  // MOVE_RANGE to the destination (`incoming`) or to the source.
+  void SendMoveStep(const wire::RangeMove& m, bool incoming, int attempts_left);
+  void OnMoveStep(uint64_t id, bool incoming, int attempts_left, const Status& s);
+  // range_move_failed for `m`; the queue is dropped (the map is unchanged).
+  void FailMoves(const wire::RangeMove& m, const Status& why);
+  // ADD_SERVER (operator): plan and run the moves to a joined server.
+  void HandleAddServer(Request req);
+  // A server registered with --join: plan and run the moves to it.
+  void RebalanceJoined(int dest);
+  // DRAIN_SERVER (operator): plan and run the moves of every range off a
+  // server; it leaves once it holds nothing (Drained).
+  void HandleDrainServer(Request req);
+  // Whether `server` was drained: asked to, its moves done, nothing held.
+  bool Drained(int server) const;
+  // Servers a complete checkpoint needs: every server the map gives a range
+  // or bucket (a joined one too), and at least --num_servers less those
+  // drained (before any table exists), at least 1.
+  int CheckpointServers() const;
+
   // ---- Structured events (docs/events.md) ----
   void Emit(std::string_view kind, const EventFields& fields = {}) { events_->Emit(kind, fields); }
   // GET_EVENTS: answers at once, or holds the request (followers_) until an
@@ -340,6 +373,14 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // Chain replication: joined servers still receiving their state, with the
   // map version of their join (see Syncing()).
   std::map<int, uint64_t> syncing_;
+  // Range moves planned and not yet published (the first may be running),
+  // the next move's number, whether one runs and since when.
+  std::deque<wire::RangeMove> moves_;
+  uint64_t next_move_id_ = 1;
+  bool move_running_ = false;
+  int64_t move_started_ms_ = 0;
+  // Servers being drained (relaxps-ctl drain-server), until they left.
+  std::set<int> draining_;
   CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().
   // Events kept for GET_EVENTS (filled by events_' observer on any thread).
   EventRing ring_;

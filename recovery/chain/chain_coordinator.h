@@ -26,6 +26,12 @@ class ChainCoordinatorBase : public CoordinatorRecovery {
   Status Configure(const CoordinatorJob& job) override;
   int ReplicasPerRange() const override { return job_.replicas; }
   bool ProbesClosedConnections() const override { return true; }
+  Status AdmitRangeMoves() const override {
+    return FailedPreconditionError(
+        std::string("recovery policy '") + policy_ +
+        "' replicates ranges on chains, and a range move carries one server's copy: moving "
+        "every replica of a chain is the next milestone of issue 43");
+  }
 
  protected:
   // How to bring server `server` back, for the log line of its loss.

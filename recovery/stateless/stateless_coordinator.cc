@@ -22,6 +22,11 @@ class StatelessCoordinator final : public AwaitRestartCoordinator {
     out.seed = r.replaces && r.has_tables;
     return out;
   }
+  Status AdmitRangeMoves() const override {
+    return FailedPreconditionError(
+        "recovery policy 'stateless' re-seeds a server from the workers' copies of its "
+        "ranges, which a move would leave keyed by the old holder: not yet (issue 43)");
+  }
 
  protected:
   std::string RestartAdvice(int server) const override {

@@ -37,6 +37,9 @@ StatusOr<wire::RegisterReply> CoordinatorLink::Register(int requested_id,
   wire::RegisterRequest* r = req.header.mutable_register_request();
   r->set_role("server");
   r->set_requested_id(requested_id);
+  // Only the first registration joins: a rejoin after a fence takes the id
+  // this server was given.
+  r->set_join(options_.join && requested_id < 0);
   r->set_endpoint(options_.endpoint);
   r->set_pid(getpid());
   r->set_protocol_version(kProtocolVersion);

@@ -82,6 +82,9 @@ class CoordinatorLink {
     // checkpoint part it restored at start, if any.
     std::string endpoint;
     std::optional<wire::ShardCheckpoint> restored_from;
+    // --join: the first registration asks for the next free id and a share
+    // of the ranges (docs/elastic.md); a rejoin keeps the id it was given.
+    bool join = false;
   };
 
   // What the link needs of its server.

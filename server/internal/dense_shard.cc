@@ -265,8 +265,7 @@ Status DenseShardState::CompleteRoundsBelow(int64_t clock, const wire::RoundsApp
   return Status::OK();
 }
 
-void DenseShardState::SaveState(wire::ChainSnapshot* snap,
-                                std::vector<FloatBuffer>* frames) const {
+void DenseShardState::SaveMeta(wire::ChainSnapshot* snap) const {
   snap->set_step(shard_->step);
   snap->set_shard_clock(shard_->clock);
   snap->set_applied_clock(applied_clock_);
@@ -274,6 +273,11 @@ void DenseShardState::SaveState(wire::ChainSnapshot* snap,
     snap->mutable_clocks()->add_ids(worker);
     snap->mutable_clocks()->add_clocks(clock);
   }
+}
+
+void DenseShardState::SaveState(wire::ChainSnapshot* snap,
+                                std::vector<FloatBuffer>* frames) const {
+  SaveMeta(snap);
   for (size_t s = 0; s < shard_->slots.size(); ++s) frames->push_back(CopySlot(s, spec().begin, shard_->size()));
   for (const auto& [clock, round] : rounds_) {
     snap->add_round_clocks(clock);

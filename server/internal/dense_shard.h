@@ -164,6 +164,9 @@ class DenseShardState {
   int64_t min_worker_clock() const { return gate_.min_clock(); }
   size_t waiting_pulls() const { return gate_.waiting(); }
   size_t num_slots() const { return shard_->slots.size(); }
+  // No BSP round pending and no pull waiting at the gate: the whole state is
+  // the slots, the step and the clocks (what a range move copies).
+  bool Quiescent() const { return rounds_.empty() && gate_.waiting() == 0; }
   // A copy of keys [begin, begin + n) of `slot` (0: parameters, 1..: optimizer
   // state). REQUIRES: CheckRange OK, slot < num_slots().
   FloatBuffer CopySlot(int slot, uint64_t begin, size_t n) const;
@@ -194,6 +197,9 @@ class DenseShardState {
   // The replicated state (parameters, optimizer slots, step, clocks, pending
   // BSP rounds) into `snap` and `frames` (slots, then for each round one
   // gradient per contributing worker, in ascending worker order).
+  // The step, clocks and applied clock of SaveState, without the slots and
+  // rounds (a quiescent range's state is those plus its slots).
+  void SaveMeta(wire::ChainSnapshot* snap) const;
   void SaveState(wire::ChainSnapshot* snap, std::vector<FloatBuffer>* frames) const;
   // Replaces the state with a snapshot from SaveState. InvalidArgument when
   // the frames do not fit this shard.

@@ -20,7 +20,8 @@ void ServerImpl::HandleDense(Request&& req) {
   if (range == nullptr) {
     Reject(req, sparse_.count(h.table())
                     ? InvalidArgumentError("table '" + h.table() + "' is sparse")
-                : HasDenseTable(h.table())
+                : HasDenseTable(h.table()) || MapHasTable(h.table())
+                    // Not here (any more: a range moved away): "moved".
                     ? WrongShardError("keys from " + std::to_string(h.key_begin()) + " of table '" +
                                       h.table() + "' are not in this shard")
                     : NotFoundError("unknown dense table '" + h.table() + "'"));

@@ -137,6 +137,7 @@ void ServerImpl::OnTimer() {
     untrimmed_bytes_ = 0;
   }
   if (chain_ != nullptr) chain_->ResendStale();
+  mover_->Poll();
   MaybeFlush();
 }
 
@@ -316,6 +317,7 @@ void ServerImpl::Handle(Request&& req) {
     case wire::INSTALL_MAP:
     case wire::WORKER_SET:
     case wire::CHECKPOINT:
+    case wire::MOVE_RANGE:
       if (Status s = CheckFromCoordinator(req); !s.ok()) {
         Reject(req, s);
         return;
@@ -344,6 +346,12 @@ void ServerImpl::Handle(Request&& req) {
     }
     case wire::PING:
       ReplyWith(req, MakeReply(h, Status::OK()));
+      return;
+    case wire::MOVE_RANGE:
+      mover_->HandleMoveRange(std::move(req));
+      return;
+    case wire::MOVE_STATE:
+      mover_->HandleMoveState(std::move(req));
       return;
     case wire::SERVER_STATS:
       HandleStats(req);
@@ -381,7 +389,10 @@ void ServerImpl::HandleData(Request&& req) {
   if (h.type() == wire::PUSH_ROWS || h.type() == wire::PULL_ROWS) {
     HandleSparse(std::move(req));
   } else if (h.type() != wire::CLOCK) {
-    HandleDense(std::move(req));
+    // Keys cut out of a range here for a move not yet published wait for
+    // the map that publishes it (range_mover.h).
+    if (!mover_->HoldIfMoving(&req)) HandleDense(std::move(req));
+    mover_->Poll();
   } else {
     Status s = server_internal::CheckClock(h.clock());
     for (auto it = dense_.begin(); s.ok() && it != dense_.end(); ++it) {

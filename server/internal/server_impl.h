@@ -37,6 +37,7 @@
 #include "server/internal/coordinator_link.h"
 #include "server/internal/durability_monitor.h"
 #include "server/internal/parked_requests.h"
+#include "server/internal/range_mover.h"
 #include "server/internal/range_state.h"
 #include "server/internal/server_metrics.h"
 #include "server/internal/server_tokens.h"
@@ -46,7 +47,10 @@
 namespace relaxps {
 namespace server_internal {
 
-class ServerImpl final : public Server, private ChainHost, private CoordinatorLink::Host {
+class ServerImpl final : public Server,
+                         private ChainHost,
+                         private CoordinatorLink::Host,
+                         private RangeMoverHost {
  public:
   explicit ServerImpl(const ServerOptions& options)
       : options_(options),
@@ -136,7 +140,37 @@ class ServerImpl final : public Server, private ChainHost, private CoordinatorLi
 
   // The dense range of `table` holding `key`, or nullptr.
   RangeState* FindRange(const std::string& table, uint64_t key);
+  // The optimizer of a range of table `t` (staged on the update device).
+  StatusOr<std::unique_ptr<kernels::Optimizer>> NewRangeOptimizer(const TableOptions& t) const;
+  // The store shard name of dense range [begin, end) of `t`: the table's
+  // name for the range of the job's first placement, "<table>@<begin>-<end>"
+  // for any other (moved or cut), "<table>@<begin>" under chains.
+  std::string DenseStoreName(const TableOptions& t, uint64_t begin, uint64_t end) const;
+  // Creates and registers dense range [begin, end) of `t` (its store shard,
+  // optimizer, live workers; a chain replica under chains). `known_table`:
+  // the table was in a map installed before (a chain replica then awaits
+  // its state).
+  StatusOr<RangeState*> CreateDenseRange(const TableOptions& t, uint64_t begin, uint64_t end,
+                                         bool known_table);
+
+  // ---- Range moves (range_mover.h) ----
+  // RangeMoverHost.
+  int server_id() const override { return id_; }
+  const wire::ShardMap& installed_map() const override { return map_; }
+  RangeState* DenseRangeAt(const std::string& table, uint64_t key) override {
+    return FindRange(table, key);
+  }
+  StatusOr<RangeState*> CreateRange(const std::string& table, uint64_t begin,
+                                    uint64_t end) override;
+  void DropRange(const std::string& table, uint64_t begin) override;
+  void Redispatch(Request&& req) override { HandleData(std::move(req)); }
+  void SendReply(const Request& req, Message&& reply) override {
+    ReplyWith(req, std::move(reply));
+  }
+  void SendError(const Request& req, const Status& status) override { Reject(req, status); }
   bool HasDenseTable(const std::string& table) const;
+  // Whether the installed map has table `table` (held here or not).
+  bool MapHasTable(const std::string& table) const;
   // Answers a pull (or the pull half of a PushPull) when the consistency
   // gate allows; under chain replication also waits until everything the
   // answer reflects is on every live replica. With `push_grads` (a
@@ -346,12 +380,15 @@ class ServerImpl final : public Server, private ChainHost, private CoordinatorLi
   // Chain replication (null unless the write rule forwards along chains).
   // Created in Init().
   std::unique_ptr<ChainReplication> chain_;
+  // Range moves to and from this server. Created in Init().
+  std::unique_ptr<RangeMover> mover_;
 
   Status exit_status_;   // Loop thread: what Run() returns.
   // Set (loop thread) before the loop stops for a restart in place; read
   // after Run() returned.
   std::optional<RestartInPlace> restart_;
   bool job_done_ = false;  // Loop thread: left in order at the end of the job.
+  bool drained_ = false;   // Loop thread: left in order after a drain (docs/elastic.md).
 };
 
 }  // namespace server_internal

@@ -46,12 +46,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
       it->second.shard->set_rates(t);
     }
     if (chain_ != nullptr) chain_->SetBucketRates(t);
-    auto make_optimizer = [&]() -> StatusOr<std::unique_ptr<kernels::Optimizer>> {
-      ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> o, kernels::NewOptimizer(t.optimizer));
-      if (update_device_ != nullptr) o = kernels::NewStagedOptimizer(std::move(o), update_device_.get());
-      return o;
-    };
-    ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer, make_optimizer());
+    ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer, NewRangeOptimizer(t));
     const int slots = 1 + optimizer->num_state_slots();
     if (t.type == TableType::kDense) {
       for (const wire::DenseRange& r : ts.ranges()) {
@@ -59,50 +54,7 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
                                           r.chain().end()
                                     : r.server() == id_;
         if (!mine || dense_.count({t.name, r.begin()})) continue;
-        DenseShardSpec spec;
-        // Under replication a server holds several ranges of a table: each
-        // is its own store shard.
-        spec.table = ChainReplicates() ? t.name + "@" + std::to_string(r.begin()) : t.name;
-        spec.begin = r.begin();
-        spec.end = r.end();
-        spec.num_slots = slots;
-        spec.init = t.init;
-        ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
-        held_bytes_ += DenseBytes(spec.end - spec.begin, slots);
-        ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> range_optimizer, make_optimizer());
-        RangeState range;
-        range.table = t.name;
-        range.key = r.begin();
-        range.shard = std::make_unique<DenseShardState>(shard, std::move(range_optimizer),
-                                                        policy_.get(), device_.get(),
-                                                        store_.get(), &buffer_pool_);
-        range.shard->set_rates(t);
-        // The pushes of rounds applied now are reflected: the exactly-once
-        // record counts them from here on.
-        range.shard->set_on_rounds_applied(
-            [this, key = std::make_pair(t.name, r.begin())](int64_t applied_clock) {
-              auto it = dense_.find(key);
-              if (it != dense_.end()) it->second.ledger()->SettleBelow(applied_clock);
-            });
-        // A shard created after workers joined starts from the known live set.
-        range.shard->SetLiveWorkers(
-            std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
-            std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
-        range.forwarded_applied_clock = range.shard->applied_clock();
-        if (ChainReplicates()) {
-          // A table that existed before this server registered, or before
-          // this map (hybrid: joining a chain once it was seeded), is held by
-          // the other replicas: its state comes as a snapshot from the
-          // predecessor. Only a table new in this map starts from its
-          // initializer.
-          ChainReplication::MakeReplica(&range, registered_ && !known_table(t.name));
-        }
-        const bool awaiting = range.chain != nullptr && !range.chain->has_state();
-        dense_.emplace(std::make_pair(t.name, r.begin()), std::move(range));
-        LOG(INFO) << "table '" << t.name << "': dense keys [" << spec.begin << ", " << spec.end
-                  << ") with " << t.optimizer.name
-                  << (ChainReplicates() ? " (chain replica" + std::string(awaiting ? ", awaiting state)" : ")")
-                                : "");
+        RETURN_IF_ERROR(CreateDenseRange(t, r.begin(), r.end(), known_table(t.name)).status());
       }
     } else if (ChainReplicates()) {
       RETURN_IF_ERROR(chain_->CreateBuckets(t, ts, slots, known_table(t.name)));
@@ -135,7 +87,96 @@ Status ServerImpl::InstallMap(const wire::ShardMap& map) {
     chain_->ApplyRoles(map);
   }
   link_->set_map_version(map_version_);
+  if (mover_ != nullptr) mover_->OnMapInstalled(map_);
   return Status::OK();
+}
+
+StatusOr<std::unique_ptr<kernels::Optimizer>> ServerImpl::NewRangeOptimizer(
+    const TableOptions& t) const {
+  ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> o, kernels::NewOptimizer(t.optimizer));
+  if (update_device_ != nullptr) o = kernels::NewStagedOptimizer(std::move(o), update_device_.get());
+  return o;
+}
+
+std::string ServerImpl::DenseStoreName(const TableOptions& t, uint64_t begin, uint64_t end) const {
+  // Under replication a server holds several ranges of a table: each is its
+  // own store shard.
+  if (ChainReplicates()) return t.name + "@" + std::to_string(begin);
+  // Without it, the range of the job's first placement keeps the table's
+  // name; any other (a range moved here or cut, docs/elastic.md) is named by
+  // its keys, so that a checkpoint taken after a move restores by the map.
+  const int servers = std::max(1, job_.num_servers());
+  if (id_ < servers) {
+    const std::vector<wire::DenseRange> home = ShardMap::AssignDense(t.size, servers);
+    if (static_cast<size_t>(id_) < home.size() && home[id_].begin() == begin &&
+        home[id_].end() == end) {
+      return t.name;
+    }
+  }
+  return t.name + "@" + std::to_string(begin) + "-" + std::to_string(end);
+}
+
+StatusOr<RangeState*> ServerImpl::CreateDenseRange(const TableOptions& t, uint64_t begin,
+                                                   uint64_t end, bool known_table) {
+  ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer, NewRangeOptimizer(t));
+  DenseShardSpec spec;
+  spec.table = DenseStoreName(t, begin, end);
+  spec.begin = begin;
+  spec.end = end;
+  spec.num_slots = 1 + optimizer->num_state_slots();
+  spec.init = t.init;
+  const bool existed = store_->GetDense(spec.table) != nullptr;  // Restored, or taken back.
+  if (!existed && !registered_ && !options_.restore_from.empty()) {
+    // The restored checkpoint holds this table under another range than the
+    // map gives this server now: it was taken before a range move
+    // (docs/elastic.md). Refused rather than started from the initializer.
+    for (const std::string& name : store_->Tables()) {
+      if (name == t.name || name.rfind(t.name + "@", 0) == 0) {
+        return FailedPreconditionError(
+            "the restored checkpoint holds dense table '" + t.name + "' as store shard '" +
+            name + "', not keys [" + std::to_string(begin) + ", " + std::to_string(end) +
+            ") which the map gives this server now: it was taken before a range move, and "
+            "restoring such a checkpoint is not supported yet (docs/elastic.md); restore a "
+            "checkpoint taken after the move");
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
+  if (!existed) held_bytes_ += DenseBytes(spec.end - spec.begin, spec.num_slots);
+  RangeState range;
+  range.table = t.name;
+  range.key = begin;
+  range.shard = std::make_unique<DenseShardState>(shard, std::move(optimizer), policy_.get(),
+                                                  device_.get(), store_.get(), &buffer_pool_);
+  range.shard->set_rates(t);
+  // The pushes of rounds applied now are reflected: the exactly-once
+  // record counts them from here on.
+  range.shard->set_on_rounds_applied(
+      [this, key = std::make_pair(t.name, begin)](int64_t applied_clock) {
+        auto it = dense_.find(key);
+        if (it != dense_.end()) it->second.ledger()->SettleBelow(applied_clock);
+      });
+  // A shard created after workers joined starts from the known live set.
+  range.shard->SetLiveWorkers(
+      std::vector<int>(live_workers_.ids().begin(), live_workers_.ids().end()),
+      std::vector<int64_t>(live_workers_.clocks().begin(), live_workers_.clocks().end()));
+  range.forwarded_applied_clock = range.shard->applied_clock();
+  if (ChainReplicates()) {
+    // A table that existed before this server registered, or before
+    // this map (hybrid: joining a chain once it was seeded), is held by
+    // the other replicas: its state comes as a snapshot from the
+    // predecessor. Only a table new in this map starts from its
+    // initializer.
+    ChainReplication::MakeReplica(&range, registered_ && !known_table);
+  }
+  const bool awaiting = range.chain != nullptr && !range.chain->has_state();
+  auto [it, inserted] = dense_.emplace(std::make_pair(t.name, begin), std::move(range));
+  CHECK(inserted) << "range " << begin << " of '" << t.name << "' created twice";
+  LOG(INFO) << "table '" << t.name << "': dense keys [" << begin << ", " << end << ") with "
+            << t.optimizer.name << " (store shard '" << spec.table << "')"
+            << (ChainReplicates() ? " (chain replica" + std::string(awaiting ? ", awaiting state)" : ")")
+                                  : "");
+  return &it->second;
 }
 
 Status ServerImpl::SetLiveWorkers(const wire::LiveWorkers& live) {
@@ -238,12 +279,44 @@ Status ServerImpl::CheckByteQuota(const wire::ShardMap& map) const {
       std::to_string(options_.max_bytes >> 20) + " MiB (--max_server_mb)");
 }
 
+StatusOr<RangeState*> ServerImpl::CreateRange(const std::string& table, uint64_t begin,
+                                              uint64_t end) {
+  for (const wire::TableShards& ts : map_.tables()) {
+    if (ts.table().name() != table) continue;
+    const TableOptions t = TableFromProto(ts.table());
+    if (t.type != TableType::kDense || begin >= end || end > t.size) break;
+    ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer, NewRangeOptimizer(t));
+    const uint64_t bytes = DenseBytes(end - begin, 1 + optimizer->num_state_slots());
+    if (options_.max_bytes > 0 && held_bytes_ + bytes > options_.max_bytes) {
+      return FailedPreconditionError(
+          "server " + std::to_string(id_) + " would hold " +
+          std::to_string((held_bytes_ + bytes) >> 20) + " MiB of dense shards, over its quota of " +
+          std::to_string(options_.max_bytes >> 20) + " MiB (--max_server_mb)");
+    }
+    return CreateDenseRange(t, begin, end, /*known_table=*/true);
+  }
+  return InvalidArgumentError("no dense keys [" + std::to_string(begin) + ", " +
+                              std::to_string(end) + ") of table '" + table +
+                              "' in the installed map");
+}
+
+void ServerImpl::DropRange(const std::string& table, uint64_t begin) {
+  dense_.erase({table, begin});
+}
+
 RangeState* ServerImpl::FindRange(const std::string& table, uint64_t key) {
   auto it = dense_.upper_bound({table, key});
   if (it == dense_.begin()) return nullptr;
   --it;
   if (it->first.first != table || key >= it->second.shard->spec().end) return nullptr;
   return &it->second;
+}
+
+bool ServerImpl::MapHasTable(const std::string& table) const {
+  for (const wire::TableShards& ts : map_.tables()) {
+    if (ts.table().name() == table) return true;
+  }
+  return false;
 }
 
 bool ServerImpl::HasDenseTable(const std::string& table) const {

@@ -1,0 +1,52 @@
+// Range plans: which dense key ranges move where when a server joins a
+// running job (docs/elastic.md). Pure functions on shard-map protos; the
+// coordinator (coordinator_moves.cc) runs the moves they plan.
+//
+// Thread-safety: stateless functions.
+#ifndef RELAXPS_COORDINATOR_RANGE_PLAN_H_
+#define RELAXPS_COORDINATOR_RANGE_PLAN_H_
+
+#include <set>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/relaxps.pb.h"
+
+namespace relaxps {
+namespace coordinator_internal {
+
+// The moves that give server `dest` about its share (size / serving servers,
+// `serving` including `dest`) of every dense table of `map` (unreplicated
+// ranges: DenseRange.server). Each takes the tail of a range of the server
+// holding the most keys above its own share, cut on a multiple of
+// kDenseChunk (or the whole range); a server keeps at least its share. In
+// order: each move is planned on the map the earlier ones left. Sparse
+// tables are not moved (buckets are a later milestone). Fields set: table,
+// begin, end, source, destination.
+std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& map, int dest,
+                                         const std::set<int>& serving);
+
+// The moves that take every dense range of server `source` to the other
+// `serving` servers (`source` not among them), each whole range to the one
+// holding the fewest keys of its table then. FailedPrecondition if no other
+// server serves, or `source` holds hash buckets of a sparse table (moving
+// buckets is a later milestone) or ranges of a replicated table.
+StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& map, int source,
+                                                     const std::set<int>& serving);
+
+// Whether `server` holds any range or bucket in `map`.
+bool HoldsAnything(const wire::ShardMap& map, int server);
+
+// Edits `map`'s ranges (not its version) as move `m` does: the range of
+// m.source ending at m.end is cut at m.begin and [m.begin, m.end) given to
+// m.destination (the whole range when m.begin is its first key).
+// FailedPrecondition if the map has no such range (it is then unchanged).
+Status ApplyMove(wire::ShardMap* map, const wire::RangeMove& m);
+
+// Whether `map` already gives [m.begin, m.end) of m.table to m.destination.
+bool MoveApplied(const wire::ShardMap& map, const wire::RangeMove& m);
+
+}  // namespace coordinator_internal
+}  // namespace relaxps
+
+#endif  // RELAXPS_COORDINATOR_RANGE_PLAN_H_
