@@ -9,6 +9,11 @@
 //  * Every ROUTER proves its own key: the map lists server 0's public key,
 //    and neither the server nor the coordinator is answered by a client
 //    that expects the other's key.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -274,7 +279,8 @@ TEST(CurveTest, EveryKindFromEveryRoleThatMayNotSendItIsRefused) {
       wire::PULL_ROWS,   wire::INSTALL_MAP,   wire::SERVER_STATS,  wire::WORKER_SET,
       wire::CLOCK,       wire::CHECKPOINT,    wire::LIST_CHECKPOINTS, wire::CHAIN_SNAPSHOT,
       wire::CHAIN_COMPLETE, wire::PING,       wire::SEED_COPY,     wire::SEED,
-      wire::BARRIER,     wire::SET_LEARNING_RATE, wire::GET_EVENTS};
+      wire::BARRIER,     wire::SET_LEARNING_RATE, wire::GET_EVENTS, wire::ADD_SERVER,
+      wire::DRAIN_SERVER, wire::MOVE_RANGE,   wire::MOVE_STATE};
   ASSERT_EQ(std::size(kinds) + 1, static_cast<size_t>(wire::MsgType_descriptor()->value_count()))
       << "a new message kind: add it here and to RoleMaySend";
   const struct {
@@ -338,18 +344,25 @@ TEST(CurveTest, KeyFilesCarryRolesAndNamesAreBoundToThem) {
 
 TEST(CurveTest, AnUnreachableEndpointIsNamed) {
   RpcClient rpc;
-  // A port nobody listens on: bound and closed again.
-  zmq::context_t ctx;
-  zmq::socket_t probe(ctx, zmq::socket_type::router);
-  probe.bind("tcp://127.0.0.1:*");
-  const std::string endpoint = probe.get(zmq::sockopt::last_endpoint);
-  probe.close();
+  // A port nobody listens on: bound, never listened on, and held for the
+  // test (a port bound and closed again could be taken by a test running
+  // next to this one).
+  const int held = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(held, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(addr);
+  ASSERT_EQ(::bind(held, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::getsockname(held, reinterpret_cast<sockaddr*>(&addr), &length), 0);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
   Message m;
   m.header.set_type(wire::GET_STATUS);
   StatusOr<Message> r = rpc.CallSync(rpc.Connect(endpoint), std::move(m), 600);
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
   EXPECT_NE(r.status().message().find(endpoint + " is unreachable"), std::string::npos)
       << r.status();
+  ::close(held);
 }
 
 TEST(CurveTest, PublicBindNeedsCurveOrAnExplicitOptOut) {

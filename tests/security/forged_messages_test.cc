@@ -376,7 +376,9 @@ TEST(MemberTokenTest, StrangersAreRefusedEveryKindAndChangeNothing) {
           const bool to_its_peer = (peer == coordinator) == (type <= wire::SHUTDOWN ||
                                                              type == wire::SEED_COPY ||
                                                              type == wire::BARRIER ||
-                                                             type == wire::SET_LEARNING_RATE);
+                                                             type == wire::SET_LEARNING_RATE ||
+                                                             type == wire::ADD_SERVER ||
+                                                             type == wire::DRAIN_SERVER);
           if (to_its_peer && type == wire::HEARTBEAT) {
             EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << what << ": " << r.status();
           } else if (to_its_peer) {
