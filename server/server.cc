@@ -18,6 +18,32 @@
 #include "server/internal/server_impl.h"
 
 namespace relaxps {
+namespace {
+
+// What a server's connections to other servers (chain peers, range moves)
+// are set up with.
+StatusOr<RpcClientOptions> PeerRpcOptions(const ServerOptions& options, const Clock* clock,
+                                          int timeout_ms) {
+  RpcClientOptions po;
+  po.default_timeout_ms = timeout_ms;
+  po.clock = clock;
+  po.max_message_bytes = options.max_message_bytes;
+  po.source_address = options.source_address;
+  RETURN_IF_ERROR(po.UseCurve(options.curve));
+  return po;
+}
+
+// The pieces a state transfer sends: --state_transfer_chunk_bytes, at least
+// 4 KiB, at most half of the largest message.
+size_t TransferChunkBytes(const ServerOptions& options) {
+  size_t bytes = std::max<size_t>(options.state_transfer_chunk_bytes, 4096);
+  if (options.max_message_bytes > 0) {
+    bytes = std::min(bytes, static_cast<size_t>(options.max_message_bytes / 2));
+  }
+  return bytes;
+}
+
+}  // namespace
 
 std::string ServerOptions::CheckpointRoot() const {
   return checkpoint_dir.empty() ? server_internal::DefaultCheckpointRoot(store.data_dir)
@@ -133,37 +159,19 @@ Status ServerImpl::Init() {
   rebuilds_rounds_ = recovery_->RebuildsRoundsFromReplay(job_info_);
   hold_next_live_set_ = rebuilds_rounds_;
   if (write_rule_ == recovery::WriteRule::kForwardAlongChain) {
-    RpcClientOptions po;
-    po.default_timeout_ms = 5000;
-    po.clock = clock_;
-    po.max_message_bytes = options_.max_message_bytes;
-    po.source_address = options_.source_address;
-    RETURN_IF_ERROR(po.UseCurve(options_.curve));
+    ASSIGN_OR_RETURN(RpcClientOptions po, PeerRpcOptions(options_, clock_, 5000));
     ChainReplication::Options co;
-    co.transfer_chunk_bytes = std::max<size_t>(options_.state_transfer_chunk_bytes, 4096);
-    if (options_.max_message_bytes > 0) {
-      co.transfer_chunk_bytes =
-          std::min(co.transfer_chunk_bytes, static_cast<size_t>(options_.max_message_bytes / 2));
-    }
-    co.transfer_chunk_bytes = std::max<size_t>(co.transfer_chunk_bytes, 1024);
+    co.transfer_chunk_bytes = std::max<size_t>(TransferChunkBytes(options_), 1024);
     co.restored_from = options_.restore_from;
     co.replication_lag = static_cast<uint64_t>(std::max<int64_t>(0, recovery_->ReplicationLag(job_info_)));
     chain_ = std::make_unique<ChainReplication>(static_cast<ChainHost*>(this), rpc_.get(), po,
                                                 clock_, co);
   }
   {
-    RpcClientOptions po;
-    po.default_timeout_ms = 30000;
-    po.clock = clock_;
-    po.max_message_bytes = options_.max_message_bytes;
-    po.source_address = options_.source_address;
-    RETURN_IF_ERROR(po.UseCurve(options_.curve));
+    ASSIGN_OR_RETURN(RpcClientOptions po, PeerRpcOptions(options_, clock_, 30000));
     RangeMover::Options mo;
     mo.drain_timeout_ms = options_.move_drain_timeout_ms;
-    mo.chunk_bytes = std::max<size_t>(options_.state_transfer_chunk_bytes, 4096);
-    if (options_.max_message_bytes > 0) {
-      mo.chunk_bytes = std::min(mo.chunk_bytes, static_cast<size_t>(options_.max_message_bytes / 2));
-    }
+    mo.chunk_bytes = TransferChunkBytes(options_);
     mover_ = std::make_unique<RangeMover>(static_cast<RangeMoverHost*>(this), rpc_.get(), po,
                                           clock_, mo);
   }

@@ -20,6 +20,7 @@
 
 #include "common/payload_codec.h"
 #include "tests/client/fake_transport.h"
+#include "tests/client/test_maps.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -33,25 +34,9 @@ constexpr int kWidth = 3;
 // Servers 0 (kA) and 1 (kB); a dense table "w" of two chunks (server i holds
 // chunk i) and a sparse table "e" of 8 buckets over both.
 wire::ShardMap Map() {
-  wire::ShardMap m;
-  m.set_version(1);
-  m.set_epoch(1);
-  const std::vector<std::string> endpoints = {kA, kB};
-  for (int i = 0; i < 2; ++i) {
-    wire::ServerInfo* s = m.add_servers();
-    s->set_id(i);
-    s->set_endpoint(endpoints[i]);
-    s->set_alive(true);
-  }
-  wire::TableShards* w = m.add_tables();
-  w->mutable_table()->set_name("w");
-  w->mutable_table()->set_size(2 * kDenseChunk);
-  for (const wire::DenseRange& r : ShardMap::AssignDense(2 * kDenseChunk, 2)) *w->add_ranges() = r;
-  wire::TableShards* e = m.add_tables();
-  e->mutable_table()->set_name("e");
-  e->mutable_table()->set_type(static_cast<int>(TableType::kSparse));
-  e->mutable_table()->set_row_width(kWidth);
-  for (const wire::SparseBucket& b : ShardMap::AssignBuckets(8, 2)) *e->add_buckets() = b;
+  wire::ShardMap m = test::ServersMap(1, {kA, kB});
+  test::AddDenseTable(&m, "w", 2);
+  test::AddSparseTable(&m, "e", 8, kWidth);
   return m;
 }
 

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/client/fake_transport.h"
+#include "tests/client/test_maps.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -33,20 +34,8 @@ const std::string kA2 = "tcp://127.0.0.1:2001";
 // table "w" of two chunks over them (server i holds chunk i).
 wire::ShardMap Map(uint64_t version, const std::vector<std::string>& endpoints,
                    uint64_t epoch = 1) {
-  wire::ShardMap m;
-  m.set_version(version);
-  m.set_epoch(epoch);
-  const int n = static_cast<int>(endpoints.size());
-  for (int i = 0; i < n; ++i) {
-    wire::ServerInfo* s = m.add_servers();
-    s->set_id(i);
-    s->set_endpoint(endpoints[i]);
-    s->set_alive(true);
-  }
-  wire::TableShards* w = m.add_tables();
-  w->mutable_table()->set_name("w");
-  w->mutable_table()->set_size(2 * kDenseChunk);
-  for (const wire::DenseRange& r : ShardMap::AssignDense(2 * kDenseChunk, n)) *w->add_ranges() = r;
+  wire::ShardMap m = test::ServersMap(version, endpoints, epoch);
+  test::AddDenseTable(&m, "w", 2);
   return m;
 }
 

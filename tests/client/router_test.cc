@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/client/fake_transport.h"
+#include "tests/client/test_maps.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -25,24 +26,9 @@ namespace {
 // A map of `version` with one server per endpoint ("" : none yet), a dense
 // table "w" of three chunks and a sparse table "e" of 8 buckets over them.
 wire::ShardMap Map(uint64_t version, const std::vector<std::string>& endpoints) {
-  wire::ShardMap m;
-  m.set_version(version);
-  const int n = static_cast<int>(endpoints.size());
-  for (int i = 0; i < n; ++i) {
-    wire::ServerInfo* s = m.add_servers();
-    s->set_id(i);
-    s->set_endpoint(endpoints[i]);
-    s->set_alive(true);
-  }
-  wire::TableShards* w = m.add_tables();
-  w->mutable_table()->set_name("w");
-  w->mutable_table()->set_size(3 * kDenseChunk);
-  for (const wire::DenseRange& r : ShardMap::AssignDense(3 * kDenseChunk, n)) *w->add_ranges() = r;
-  wire::TableShards* e = m.add_tables();
-  e->mutable_table()->set_name("e");
-  e->mutable_table()->set_type(static_cast<int>(TableType::kSparse));
-  e->mutable_table()->set_row_width(4);
-  for (const wire::SparseBucket& b : ShardMap::AssignBuckets(8, n)) *e->add_buckets() = b;
+  wire::ShardMap m = test::ServersMap(version, endpoints, /*epoch=*/0);
+  test::AddDenseTable(&m, "w", 3);
+  test::AddSparseTable(&m, "e", 8, 4);
   return m;
 }
 
