@@ -60,13 +60,15 @@ class HybridClientRecovery final : public ChainClientRecovery {
     for (int i = 0; i < m.num_servers(); ++i) {
       for (int holder : m.proto().servers(i).took_over()) mech->TakeOver(holder, i);
     }
-    // A range whose head is dead has lost every replica (a dead server that
-    // still had another replica was spliced out of the chain).
+    // Each range's copy belongs to the range's head in this map. A head that
+    // is dead has lost every replica (a dead server that still had another
+    // replica was spliced out of the chain). A live new head after a
+    // failover holds it from now on, also before this worker pulled from it:
+    // if that head is lost at once as well (every server killed together),
+    // the copy is what the range is served from locally.
     for (const wire::TableShards& ts : m.proto().tables()) {
       for (const wire::DenseRange& r : ts.ranges()) {
-        if (!m.proto().servers(r.server()).alive()) {
-          mech->Reassign(ts.table().name(), r.begin(), r.server());
-        }
+        mech->Reassign(ts.table().name(), r.begin(), r.server());
       }
     }
     for (int i = 0; i < m.num_servers(); ++i) {
