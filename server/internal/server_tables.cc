@@ -126,7 +126,11 @@ StatusOr<RangeState*> ServerImpl::CreateDenseRange(const TableOptions& t, uint64
   spec.num_slots = 1 + optimizer->num_state_slots();
   spec.init = t.init;
   const bool existed = store_->GetDense(spec.table) != nullptr;  // Restored, or taken back.
-  if (!existed && !registered_ && !options_.restore_from.empty()) {
+  // Replicas (chain, hybrid) and seeded servers legitimately hold ranges their
+  // checkpoint lacks: a chain joined as tail or a spare's takeover gets its
+  // state by transfer or from the workers, never from the checkpoint.
+  const bool state_comes_from_elsewhere = ChainReplicates() || job_info_.awaits_seed;
+  if (!existed && !registered_ && !options_.restore_from.empty() && !state_comes_from_elsewhere) {
     // The restored checkpoint holds this table under another range than the
     // map gives this server now: it was taken before a range move
     // (docs/elastic.md). Refused rather than started from the initializer.
