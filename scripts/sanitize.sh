@@ -38,7 +38,7 @@ SUBSET_FUZZERS=(request_codec_fuzzer shard_map_fuzzer store_format_fuzzer
 subset_regex() {
   local dir=$1 suites=() t bin
   for t in "${SUBSET_TESTS[@]}"; do
-    bin=$(find "$dir/tests" -name "$t" -type f -perm -u+x | head -n 1)
+    bin=$(find "$dir/bin" "$dir/tests" -name "$t" -type f -perm -u+x 2>/dev/null | head -n 1)
     [ -n "$bin" ] || { echo "sanitize.sh: $t was not built" >&2; exit 1; }
     # Suite lines end in '.'; parameterized ones carry a prefix/ and a comment.
     mapfile -t -O "${#suites[@]}" suites < <(ASAN_OPTIONS=detect_leaks=0 "$bin" --gtest_list_tests |
