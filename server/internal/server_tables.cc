@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kernels/staged_optimizer.h"
+#include "server/internal/restored_ranges.h"
 #include "server/internal/server_impl.h"
 
 namespace relaxps {
@@ -131,19 +132,12 @@ StatusOr<RangeState*> ServerImpl::CreateDenseRange(const TableOptions& t, uint64
   // state by transfer or from the workers, never from the checkpoint.
   const bool state_comes_from_elsewhere = ChainReplicates() || job_info_.awaits_seed;
   if (!existed && !registered_ && !options_.restore_from.empty() && !state_comes_from_elsewhere) {
-    // The restored checkpoint holds this table under another range than the
+    // The restored checkpoint holds this table under other ranges than the
     // map gives this server now: it was taken before a range move
-    // (docs/elastic.md). Refused rather than started from the initializer.
-    for (const std::string& name : store_->Tables()) {
-      if (name == t.name || name.rfind(t.name + "@", 0) == 0) {
-        return FailedPreconditionError(
-            "the restored checkpoint holds dense table '" + t.name + "' as store shard '" +
-            name + "', not keys [" + std::to_string(begin) + ", " + std::to_string(end) +
-            ") which the map gives this server now: it was taken before a range move, and "
-            "restoring such a checkpoint is not supported yet (docs/elastic.md); restore a "
-            "checkpoint taken after the move");
-      }
-    }
+    // (docs/elastic.md). The range is assembled from its store shards, or
+    // refused (keys another server held then) rather than started from the
+    // initializer.
+    RETURN_IF_ERROR(AssembleRestoredRange(store_.get(), t.name, spec));
   }
   ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
   if (!existed) held_bytes_ += DenseBytes(spec.end - spec.begin, spec.num_slots);
