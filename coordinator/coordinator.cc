@@ -152,6 +152,7 @@ Status CoordinatorImpl::Init() {
   map_.set_version(1);
   map_.set_epoch(1);
   rpc_->AddTimer(std::max(20, options_.heartbeat_timeout_ms / 5), [this] { CheckLiveness(); });
+  rpc_->AddTimer(50, [this] { RetryMoveStep(); });
   start_ms_ = clock_->NowMs();
   LOG(INFO) << "coordinator on " << endpoint_ << " (bound " << rpc_->endpoint() << "): consistency "
             << ConsistencyModelName(options_.consistency) << " staleness bound "

@@ -17,6 +17,9 @@ namespace {
 // Source steps that time out are asked again this often (each is
 // idempotent on the server) before the move counts as failed.
 constexpr int kSourceAttempts = 3;
+// A step refused by a server that has not adopted this coordinator yet goes
+// again this much later (the server learns of it from a heartbeat reply).
+constexpr int64_t kAdoptionRetryMs = 100;
 
 EventFields MoveFields(const wire::RangeMove& m) {
   return {{"table", m.table()},
@@ -121,6 +124,16 @@ void CoordinatorImpl::SendMoveStep(const wire::RangeMove& m, bool incoming, int 
 void CoordinatorImpl::OnMoveStep(uint64_t id, bool incoming, int attempts_left, const Status& s) {
   if (!move_running_ || moves_.empty() || moves_.front().id() != id) return;  // Stale.
   const wire::RangeMove m = moves_.front();
+  if (s.code() == StatusCode::kPermissionDenied &&
+      clock_->NowMs() - move_started_ms_ < options_.move_timeout_ms) {
+    // After a takeover the servers accept control messages only from this
+    // coordinator's connection once a heartbeat reply told them of it: the
+    // step goes again a little later (each step is idempotent on them).
+    LOG(INFO) << "range move " << id << ": the " << (incoming ? "destination" : "source")
+              << " does not know this coordinator yet (" << s << "); asking again shortly";
+    move_step_retry_ = MoveStepRetry{id, incoming, attempts_left, clock_->NowMs() + kAdoptionRetryMs};
+    return;
+  }
   if (!s.ok()) {
     const bool retry = (s.code() == StatusCode::kDeadlineExceeded ||
                         s.code() == StatusCode::kUnavailable) &&
@@ -157,6 +170,16 @@ void CoordinatorImpl::OnMoveStep(uint64_t id, bool incoming, int attempts_left, 
   LOG(INFO) << "range move " << id << " done in " << (clock_->NowMs() - move_started_ms_)
             << " ms: map version " << map_.version();
   RunNextMove();
+}
+
+void CoordinatorImpl::RetryMoveStep() {
+  if (!move_step_retry_ || clock_->NowMs() < move_step_retry_->due_ms) return;
+  const MoveStepRetry r = *move_step_retry_;
+  move_step_retry_.reset();
+  if (!leadership_.leading() || !move_running_ || moves_.empty() || moves_.front().id() != r.id) {
+    return;  // Stale.
+  }
+  SendMoveStep(moves_.front(), r.incoming, r.attempts_left);
 }
 
 void CoordinatorImpl::FailMoves(const wire::RangeMove& m, const Status& why) {

@@ -25,6 +25,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -156,6 +157,9 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // MOVE_RANGE to the destination (`incoming`) or to the source.
   void SendMoveStep(const wire::RangeMove& m, bool incoming, int attempts_left);
   void OnMoveStep(uint64_t id, bool incoming, int attempts_left, const Status& s);
+  // On the timer: sends a move step refused by a server that had not
+  // adopted this coordinator yet (a takeover), once it is due.
+  void RetryMoveStep();
   // range_move_failed for `m`; the queue is dropped (the map is unchanged).
   void FailMoves(const wire::RangeMove& m, const Status& why);
   // ADD_SERVER (operator): plan and run the moves to a joined server.
@@ -379,6 +383,14 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   uint64_t next_move_id_ = 1;
   bool move_running_ = false;
   int64_t move_started_ms_ = 0;
+  // A step of the running move to send again at due_ms (RetryMoveStep).
+  struct MoveStepRetry {
+    uint64_t id = 0;
+    bool incoming = false;
+    int attempts_left = 0;
+    int64_t due_ms = 0;
+  };
+  std::optional<MoveStepRetry> move_step_retry_;
   // Servers being drained (relaxps-ctl drain-server), until they left.
   std::set<int> draining_;
   CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().
