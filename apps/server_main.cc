@@ -38,6 +38,9 @@ DEFINE_bool(join, false,
 DEFINE_int64(move_drain_timeout_ms, 10000,
              "A range move from this server fails if the range is not quiescent (no BSP round "
              "pending, no pull waiting) within this many ms");
+DEFINE_int32(move_window_pieces, 1,
+             "MOVE_STATE pieces (--state_transfer_chunk_kb each) a range move keeps in flight to "
+             "its destination");
 DEFINE_string(store, "",
               "Parameter store: rocksdb or memory (default: rocksdb when --data_dir is set, "
               "memory otherwise)");
@@ -176,7 +179,12 @@ int main(int argc, char** argv) {
     return relaxps::Fail(kName,
                          relaxps::InvalidArgumentError("--move_drain_timeout_ms must be >= 1"), 2);
   }
+  if (FLAGS_move_window_pieces < 1 || FLAGS_move_window_pieces > 64) {
+    return relaxps::Fail(
+        kName, relaxps::InvalidArgumentError("--move_window_pieces must be in [1, 64]"), 2);
+  }
   options.join = FLAGS_join;
+  options.move_window_pieces = FLAGS_move_window_pieces;
   options.move_drain_timeout_ms = FLAGS_move_drain_timeout_ms;
   options.store.cache_mb = static_cast<size_t>(FLAGS_cache_mb);
   options.store.wal_per_update = FLAGS_wal_per_update;

@@ -289,6 +289,8 @@ def targets_of(figs):
            "curve/16MiB_pushpull_added_cpu_s_per_gb", "<=", 1.3)
     target("issue 41: bench.sh --quick wall time <= 180 s", "bench/quick_wall_s", "<=", 180.0,
            field="value")
+    target("issue 43: dense range migration GB/s >= 0.5x the one-way ZeroMQ echo of its pieces",
+           "range_move/dense", ">=", 0.5)
     durability_targets(target)
     return out
 

@@ -4,7 +4,7 @@
 # (see docs/benchmarks.md). The document is also written to
 # bench/results/bench-<timestamp>.json.
 #
-#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions,durability]
+#   scripts/bench.sh [--quick] [--skip_build] [--only=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions,durability,range_move]
 #
 # --quick: short time boxes, under 3 minutes on 2 cores: every figure with a
 # target but the 64 MiB ones; no consistency-model comparison (no target)
@@ -17,7 +17,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 QUICK=0
 SKIP_BUILD=0
-ONLY=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions,durability
+ONLY=zmq,ps,client,optimizer,checkpoint,store,wal,overhead,consistency,chain,curve,instructions,durability,range_move
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
@@ -184,6 +184,13 @@ durability_figures() {
   fi
 }
 if want durability; then durability_figures; fi
+
+if want range_move && have relaxps-bench-range-move; then
+  # Issue 43: a dense range moved to a joined server, against the one-way
+  # ZeroMQ echo of its pieces (same size, same window) in the same run.
+  if [ "$QUICK" = 1 ]; then run range_move "$BIN/relaxps-bench-range-move" --quick;
+  else run range_move "$BIN/relaxps-bench-range-move"; fi
+fi
 
 OUT="$ROOT/bench/results/bench-$STAMP.json"
 python3 "$ROOT/bench/merge_results.py" --quick="$QUICK" --wall_s="$(( $(date +%s) - START ))" \

@@ -63,6 +63,9 @@ Status ServerImpl::Init() {
   if (options_.coordinator_timeout_ms < 1) {
     return InvalidArgumentError("--coordinator_timeout_ms must be > 0");
   }
+  if (options_.move_window_pieces < 1) {
+    return InvalidArgumentError("--move_window_pieces must be >= 1");
+  }
   if (options_.max_clocks_ahead < 0 || options_.max_queued_replies < 1) {
     return InvalidArgumentError("--max_clocks_ahead must be >= 0 and --max_queued_replies >= 1");
   }
@@ -172,6 +175,7 @@ Status ServerImpl::Init() {
     RangeMover::Options mo;
     mo.drain_timeout_ms = options_.move_drain_timeout_ms;
     mo.chunk_bytes = TransferChunkBytes(options_);
+    mo.window_pieces = options_.move_window_pieces;
     mover_ = std::make_unique<RangeMover>(static_cast<RangeMoverHost*>(this), rpc_.get(), po,
                                           clock_, mo);
   }

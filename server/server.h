@@ -103,6 +103,11 @@ struct ServerOptions {
   // waiting) before the move fails, unchanged. Longer tolerates slower
   // rounds; the writes of the range are never held during this wait.
   int64_t move_drain_timeout_ms = 10000;
+  // A range move's MOVE_STATE pieces (state_transfer_chunk_bytes each) in
+  // flight to the destination at once. More keeps the link busy while the
+  // destination writes a piece and acknowledges it; each costs one piece of
+  // buffered memory on both sides.
+  int move_window_pieces = 1;
   // The store's options. Its file_system (nullptr: the real one) also
   // carries the server's own checkpoint work: restore_from, listing,
   // pruning and replacing checkpoints.

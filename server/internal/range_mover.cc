@@ -206,28 +206,35 @@ void RangeMover::Cut(Outgoing* out) {
                                           options_.chunk_bytes);
   LOG(INFO) << "cut " << Describe(m) << ": sending " << out->transfer->bytes() << " bytes in "
             << out->transfer->num_pieces() << " piece(s); its requests are held until the new map";
-  SendPiece(m.token());
+  out->acked = 0;
+  SendPieces(m.token());
 }
 
-void RangeMover::SendPiece(const std::string& token) {
+void RangeMover::SendPieces(const std::string& token) {
   Outgoing& out = outgoing_.at(token);
   OutgoingTransfer* t = out.transfer.get();
-  Message msg;
-  msg.header.set_type(wire::MOVE_STATE);
-  msg.header.set_sender(host_->server_id());
-  msg.header.set_table(out.move.table());
-  msg.header.set_key_begin(out.move.begin());
-  msg.header.set_key_count(out.move.end() - out.move.begin());
-  msg.header.set_move_token(token);
-  t->FillPiece(t->next, &msg);
-  t->in_flight = true;
-  t->last_send_ms = clock_->NowMs();
-  const size_t index = t->next;
-  peers_.Call(out.peer, std::move(msg), kPieceTimeoutMs,
-              [this, token, index](const Status& st, Message&& reply) {
-                Status s = st.ok() ? StatusFromProto(reply.header.status()) : st;
-                OnPieceReply(token, index, s);
-              });
+  // A window of pieces in flight: the destination takes them in order (one
+  // connection, one loop), so the link carries the next piece while it
+  // writes and acknowledges the previous one.
+  const size_t window = static_cast<size_t>(std::max(1, options_.window_pieces));
+  while (t->next < t->num_pieces() && t->next - out.acked < window) {
+    Message msg;
+    msg.header.set_type(wire::MOVE_STATE);
+    msg.header.set_sender(host_->server_id());
+    msg.header.set_table(out.move.table());
+    msg.header.set_key_begin(out.move.begin());
+    msg.header.set_key_count(out.move.end() - out.move.begin());
+    msg.header.set_move_token(token);
+    t->FillPiece(t->next, &msg);
+    t->in_flight = true;
+    t->last_send_ms = clock_->NowMs();
+    const size_t index = t->next++;
+    peers_.Call(out.peer, std::move(msg), kPieceTimeoutMs,
+                [this, token, index](const Status& st, Message&& reply) {
+                  Status s = st.ok() ? StatusFromProto(reply.header.status()) : st;
+                  OnPieceReply(token, index, s);
+                });
+  }
 }
 
 void RangeMover::OnPieceReply(const std::string& token, size_t index, const Status& status) {
@@ -235,16 +242,22 @@ void RangeMover::OnPieceReply(const std::string& token, size_t index, const Stat
   if (it == outgoing_.end() || it->second.phase != Phase::kSending) return;
   Outgoing& out = it->second;
   OutgoingTransfer* t = out.transfer.get();
-  if (t == nullptr || t->next != index) return;  // Stale.
-  t->in_flight = false;
+  if (t == nullptr || index < out.acked) return;  // Stale.
   if (!status.ok()) {
     Abort(&out, status.WithPrefix("the destination did not take piece " + std::to_string(index)));
     return;
   }
-  if (++t->next < t->num_pieces()) {
-    SendPiece(token);
+  if (index != out.acked) {  // The destination answers in order; never expected.
+    Abort(&out, InternalError("piece " + std::to_string(index) + " acknowledged before piece " +
+                              std::to_string(out.acked)));
     return;
   }
+  if (++out.acked < t->num_pieces()) {
+    t->in_flight = out.acked < t->next;
+    SendPieces(token);
+    return;
+  }
+  t->in_flight = false;
   LOG(INFO) << "moved " << Describe(out.move) << " (" << t->bytes()
             << " bytes): waiting for the map that publishes it";
   out.phase = Phase::kSent;

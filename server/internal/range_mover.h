@@ -7,7 +7,7 @@
 // the timer), then on the loop thread copies [m, e)'s state, replaces the
 // range by [b, m) (or drops it) and from then on holds every request that
 // touches [m, e) (HoldIfMoving); it streams the copy to the destination in
-// MOVE_STATE pieces (OutgoingTransfer) and answers the coordinator once the
+// MOVE_STATE pieces (OutgoingTransfer, a window of them in flight) and answers the coordinator once the
 // destination holds it. The held requests are let through again once a map
 // that gives [m, e) to another server is installed (OnMapInstalled): the
 // data path then refuses them "moved" with that map, and the client sends
@@ -77,6 +77,8 @@ class RangeMover {
     int64_t drain_timeout_ms = 10000;
     // Payload bytes per MOVE_STATE piece.
     size_t chunk_bytes = size_t{8} << 20;
+    // MOVE_STATE pieces in flight at once (>= 1).
+    int window_pieces = 1;
   };
 
   // REQUIRES: host, rpc and clock outlive this.
@@ -111,6 +113,7 @@ class RangeMover {
     uint64_t range_begin = 0;  // b: the range [b, e) the move cuts.
     int peer = -1;
     std::unique_ptr<OutgoingTransfer> transfer;
+    size_t acked = 0;  // Pieces the destination took (transfer->next: sent).
     // The copy of [m, e) at the cut (kept to take the range back).
     wire::ChainSnapshot meta;
     std::vector<FloatBuffer> frames;
@@ -129,7 +132,8 @@ class RangeMover {
 
   // Source steps.
   void Cut(Outgoing* out);
-  void SendPiece(const std::string& token);
+  // Sends pieces until options_.window_pieces are unacknowledged.
+  void SendPieces(const std::string& token);
   void OnPieceReply(const std::string& token, size_t index, const Status& status);
   // The destination failed: take the range back once [b, m) is quiescent.
   void Abort(Outgoing* out, const Status& why);
