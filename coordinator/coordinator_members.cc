@@ -330,6 +330,7 @@ void CoordinatorImpl::HandleHeartbeat(const Request& req) {
         !hb.awaiting_state()) {
       LOG(INFO) << "server " << hb.id() << " holds the state of every chain it joined";
       syncing_.erase(syncing);
+      ContinueChainMove();  // A chain move waits for its destination's state.
     }
   } else if (hb.role() == "worker") {
     known = members_.WorkerHeartbeat(hb.id(), hb.clock(), now, hb.incarnation(),

@@ -71,6 +71,10 @@ void CoordinatorImpl::RunNextMove() {
       if (!Persist()) return;
       continue;
     }
+    if (IsChainMove(map_, m)) {  // One replica of a chain (coordinator_chain_moves.cc).
+      StartChainMove();
+      return;
+    }
     wire::ShardMap check = map_;
     Status s = ApplyMove(&check, m);
     const auto src = members_.servers().find(m.source());
@@ -134,6 +138,14 @@ void CoordinatorImpl::OnMoveStep(uint64_t id, bool incoming, int attempts_left, 
     move_step_retry_ = MoveStepRetry{id, incoming, attempts_left, clock_->NowMs() + kAdoptionRetryMs};
     return;
   }
+  if (!incoming && IsChainMove(map_, m)) {
+    // The source left its chain, or was lost and spliced out by the policy.
+    const std::vector<int> chain = ChainOf(map_, m);
+    if (s.ok() || std::find(chain.begin(), chain.end(), m.source()) == chain.end()) {
+      FinishChainMove();
+      return;
+    }
+  }
   if (!s.ok()) {
     const bool retry = (s.code() == StatusCode::kDeadlineExceeded ||
                         s.code() == StatusCode::kUnavailable) &&
@@ -183,6 +195,7 @@ void CoordinatorImpl::RetryMoveStep() {
 }
 
 void CoordinatorImpl::FailMoves(const wire::RangeMove& m, const Status& why) {
+  if (IsChainMove(map_, m)) RetractChainMove(m);
   LOG(WARNING) << "range move " << m.id() << " (keys [" << m.begin() << ", " << m.end()
                << ") of table '" << m.table() << "' from server " << m.source() << " to "
                << m.destination() << ") failed: " << why << "; the map is unchanged and the "

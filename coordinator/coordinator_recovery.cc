@@ -216,6 +216,7 @@ void CoordinatorImpl::ServerLost(int server_id, const std::string& why) {
   const int counted = fallbacks_counted_;
   recovery_->OnServerLost(server_id, why, *this);
   EmitFailovers(server_id, before);
+  OnChainMoveServerLost(server_id);
   if (fallbacks_counted_ > counted) {
     Emit("fallback", {{"server", server_id},
                       {"cause", "all-replicas-lost"},

@@ -22,12 +22,152 @@ bool IsDense(const wire::TableShards& ts) {
   return ts.table().type() == static_cast<int>(TableType::kDense);
 }
 
+
+wire::DenseRange* FindChained(wire::ShardMap* map, const wire::RangeMove& m) {
+  wire::TableShards* ts = FindTable(map, m.table());
+  if (ts == nullptr || !IsDense(*ts)) return nullptr;
+  for (wire::DenseRange& r : *ts->mutable_ranges()) {
+    if (r.begin() == m.begin() && r.end() == m.end() && r.chain_size() > 0) return &r;
+  }
+  return nullptr;
+}
+
+bool InChain(const wire::DenseRange& r, int server) {
+  return std::find(r.chain().begin(), r.chain().end(), server) != r.chain().end();
+}
+
+bool Replicated(const wire::TableShards& ts) {
+  for (const wire::DenseRange& r : ts.ranges()) {
+    if (r.chain_size() > 0) return true;
+  }
+  return false;
+}
+
+Status NoChainedRange(const wire::RangeMove& m) {
+  return FailedPreconditionError("no range [" + std::to_string(m.begin()) + ", " +
+                                 std::to_string(m.end()) + ") of table '" + m.table() +
+                                 "' on a chain");
+}
+
+// Removes `server` from r's chain; its successor heads it if it did.
+void DropMember(wire::DenseRange* r, int server) {
+  auto* chain = r->mutable_chain();
+  chain->erase(std::remove(chain->begin(), chain->end(), server), chain->end());
+  r->set_server(r->chain(0));
+}
+
+// Replica keys per server of chained table `ts` (every server of `serving`
+// listed, holding nothing or not).
+std::map<int, uint64_t> ReplicaLoad(const wire::TableShards& ts, const std::set<int>& serving) {
+  std::map<int, uint64_t> load;
+  for (int s : serving) load[s] = 0;
+  for (const wire::DenseRange& r : ts.ranges()) {
+    for (int c : r.chain()) load[c] += r.end() - r.begin();
+  }
+  return load;
+}
+
+// PlanMovesTo for a chained table: whole ranges, one replica each.
+void PlanChainedTo(wire::ShardMap* map, const std::string& name, int dest,
+                   const std::set<int>& serving, std::vector<wire::RangeMove>* plan) {
+  const wire::TableShards* ts = FindTable(map, name);
+  const uint64_t replicas = ts->ranges(0).chain_size();
+  const uint64_t share = ts->table().size() * replicas / serving.size();
+  // Each move adds a range to `dest`: at most one per range.
+  for (int round = 0; round < ts->ranges_size(); ++round) {
+    std::map<int, uint64_t> load = ReplicaLoad(*ts, serving);
+    const uint64_t have = load[dest];
+    // The range to take: from the most loaded server above its share, its
+    // largest range that `dest` holds no replica of, if taking it brings
+    // `dest` closer to its share (have + size/2 < share).
+    const wire::DenseRange* from = nullptr;
+    int source = -1;
+    for (const wire::DenseRange& r : ts->ranges()) {
+      if (InChain(r, dest) || have + (r.end() - r.begin()) / 2 >= share) continue;
+      for (int c : r.chain()) {
+        if (serving.count(c) == 0 || load[c] <= share) continue;
+        const bool better = source < 0 || load[c] > load[source] ||
+                            (load[c] == load[source] &&
+                             r.end() - r.begin() > from->end() - from->begin());
+        if (better) {
+          source = c;
+          from = &r;
+        }
+      }
+    }
+    if (from == nullptr) return;
+    wire::RangeMove m;
+    m.set_table(name);
+    m.set_begin(from->begin());
+    m.set_end(from->end());
+    m.set_source(source);
+    m.set_destination(dest);
+    if (!ApplyMove(map, m).ok()) return;
+    plan->push_back(m);
+    ts = FindTable(map, name);
+  }
+}
+
 }  // namespace
+
+bool IsChainMove(const wire::ShardMap& map, const wire::RangeMove& m) {
+  return FindChained(const_cast<wire::ShardMap*>(&map), m) != nullptr;
+}
+
+std::vector<int> ChainOf(const wire::ShardMap& map, const wire::RangeMove& m) {
+  const wire::DenseRange* r = FindChained(const_cast<wire::ShardMap*>(&map), m);
+  return r == nullptr ? std::vector<int>{} : std::vector<int>(r->chain().begin(), r->chain().end());
+}
+
+Status ExtendChain(wire::ShardMap* map, const wire::RangeMove& m) {
+  wire::DenseRange* r = FindChained(map, m);
+  if (r == nullptr) return NoChainedRange(m);
+  if (!InChain(*r, m.destination())) r->add_chain(m.destination());
+  return Status::OK();
+}
+
+Status SpliceSource(wire::ShardMap* map, const wire::RangeMove& m) {
+  wire::DenseRange* r = FindChained(map, m);
+  if (r == nullptr) return NoChainedRange(m);
+  if (!InChain(*r, m.source())) return Status::OK();
+  if (r->chain_size() < 2) {
+    return FailedPreconditionError("server " + std::to_string(m.source()) +
+                                   " holds the last replica of keys [" +
+                                   std::to_string(m.begin()) + ", " + std::to_string(m.end()) +
+                                   ") of table '" + m.table() + "'");
+  }
+  DropMember(r, m.source());
+  return Status::OK();
+}
+
+Status RetractDestination(wire::ShardMap* map, const wire::RangeMove& m) {
+  wire::DenseRange* r = FindChained(map, m);
+  if (r == nullptr) return NoChainedRange(m);
+  if (!InChain(*r, m.destination())) return Status::OK();
+  if (r->chain_size() < 2) {
+    return FailedPreconditionError("server " + std::to_string(m.destination()) +
+                                   " holds the last replica of keys [" +
+                                   std::to_string(m.begin()) + ", " + std::to_string(m.end()) +
+                                   ") of table '" + m.table() + "'");
+  }
+  DropMember(r, m.destination());
+  return Status::OK();
+}
 
 Status ApplyMove(wire::ShardMap* map, const wire::RangeMove& m) {
   wire::TableShards* ts = FindTable(map, m.table());
   if (ts == nullptr || !IsDense(*ts) || m.begin() >= m.end()) {
     return FailedPreconditionError("no dense table '" + m.table() + "' to move keys of");
+  }
+  if (wire::DenseRange* chained = FindChained(map, m); chained != nullptr) {
+    if (!InChain(*chained, m.source()) || InChain(*chained, m.destination())) {
+      return FailedPreconditionError(
+          "server " + std::to_string(m.source()) + " is no replica of keys [" +
+          std::to_string(m.begin()) + ", " + std::to_string(m.end()) + ") of table '" +
+          m.table() + "', or server " + std::to_string(m.destination()) + " is one already");
+    }
+    RETURN_IF_ERROR(ExtendChain(map, m));
+    return SpliceSource(map, m);
   }
   auto* ranges = ts->mutable_ranges();
   for (int i = 0; i < ranges->size(); ++i) {
@@ -57,6 +197,10 @@ Status ApplyMove(wire::ShardMap* map, const wire::RangeMove& m) {
 }
 
 bool MoveApplied(const wire::ShardMap& map, const wire::RangeMove& m) {
+  if (const wire::DenseRange* r = FindChained(const_cast<wire::ShardMap*>(&map), m);
+      r != nullptr) {
+    return InChain(*r, m.destination()) && !InChain(*r, m.source());
+  }
   for (const wire::TableShards& ts : map.tables()) {
     if (ts.table().name() != m.table()) continue;
     for (const wire::DenseRange& r : ts.ranges()) {
@@ -76,16 +220,15 @@ std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& original, int des
   for (const wire::TableShards& original_ts : original.tables()) {
     if (!IsDense(original_ts)) continue;
     const std::string name = original_ts.table().name();
+    if (Replicated(original_ts)) {
+      PlanChainedTo(&map, name, dest, serving, &plan);
+      continue;
+    }
     const uint64_t share = original_ts.table().size() / serving.size();
     while (true) {
       const wire::TableShards& ts = *FindTable(&map, name);
       std::map<int, uint64_t> load;
-      bool replicated = false;
-      for (const wire::DenseRange& r : ts.ranges()) {
-        load[r.server()] += r.end() - r.begin();
-        replicated |= r.chain_size() > 0;
-      }
-      if (replicated) break;
+      for (const wire::DenseRange& r : ts.ranges()) load[r.server()] += r.end() - r.begin();
       const uint64_t have = load[dest];
       if (have + kDenseChunk > share) break;
       // The server with the most keys above its share gives.
@@ -143,10 +286,41 @@ StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& origi
       continue;
     }
     for (const wire::DenseRange& r : ts.ranges()) {
-      if (r.server() != source) continue;
       if (r.chain_size() > 0) {
-        return FailedPreconditionError("table '" + name + "' is replicated on chains");
+        if (!InChain(r, source)) continue;
+        // Its replica goes to the server outside the chain holding the
+        // fewest replica keys of the table.
+        const wire::TableShards& now = *FindTable(&map, name);
+        std::map<int, uint64_t> load = ReplicaLoad(now, others);
+        const wire::DenseRange* cur = FindChained(&map, [&] {
+          wire::RangeMove probe;
+          probe.set_table(name);
+          probe.set_begin(r.begin());
+          probe.set_end(r.end());
+          return probe;
+        }());
+        int dest = -1;
+        for (const auto& [s, keys] : load) {
+          if (others.count(s) == 0 || (cur != nullptr && InChain(*cur, s))) continue;
+          if (dest < 0 || keys < load[dest]) dest = s;
+        }
+        if (dest < 0) {
+          return FailedPreconditionError(
+              "every other server already holds a replica of keys [" + std::to_string(r.begin()) +
+              ", " + std::to_string(r.end()) + ") of table '" + name +
+              "': a drain under chains needs a server outside the chain");
+        }
+        wire::RangeMove m;
+        m.set_table(name);
+        m.set_begin(r.begin());
+        m.set_end(r.end());
+        m.set_source(source);
+        m.set_destination(dest);
+        RETURN_IF_ERROR(ApplyMove(&map, m));
+        plan.push_back(m);
+        continue;
       }
+      if (r.server() != source) continue;
       std::map<int, uint64_t> load;
       for (int s : others) load[s] = 0;
       for (const wire::DenseRange& o : FindTable(&map, name)->ranges()) {

@@ -23,6 +23,11 @@ namespace coordinator_internal {
 // order: each move is planned on the map the earlier ones left. Sparse
 // tables are not moved (buckets are a later milestone). Fields set: table,
 // begin, end, source, destination.
+// Chained tables (ranges on chains of R servers): the share is
+// size * R / serving replica keys; whole ranges move one replica each (a
+// chained range is never cut), from the server holding the most replica
+// keys above its share, while that brings `dest` closer to its share
+// (its replica keys plus half the range stay below the share).
 std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& map, int dest,
                                          const std::set<int>& serving);
 
@@ -30,7 +35,9 @@ std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& map, int dest,
 // `serving` servers (`source` not among them), each whole range to the one
 // holding the fewest keys of its table then. FailedPrecondition if no other
 // server serves, or `source` holds hash buckets of a sparse table (moving
-// buckets is a later milestone) or ranges of a replicated table.
+// buckets is a later milestone). A chained range moves `source`'s replica
+// to the server outside its chain holding the fewest replica keys of the
+// table (FailedPrecondition if every other server is in the chain).
 StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& map, int source,
                                                      const std::set<int>& serving);
 
@@ -45,6 +52,28 @@ Status ApplyMove(wire::ShardMap* map, const wire::RangeMove& m);
 
 // Whether `map` already gives [m.begin, m.end) of m.table to m.destination.
 bool MoveApplied(const wire::ShardMap& map, const wire::RangeMove& m);
+
+// ---- Moves of replicated ranges (chains; docs/elastic.md "Chains") ----
+// A move of a range replicated on a chain moves one replica: the whole range
+// [m.begin, m.end), m.source leaves its chain and m.destination joins it as
+// tail (the other members keep their order). It runs in two map edits:
+// ExtendChain (the destination joins as tail and receives the state from its
+// predecessor), then SpliceSource (the source leaves).
+
+// Whether `m` is a move of a chained range of `map` (a dense range with a
+// chain whose keys are exactly [m.begin, m.end)).
+bool IsChainMove(const wire::ShardMap& map, const wire::RangeMove& m);
+// Appends m.destination to the chain of [m.begin, m.end) (nothing if it is
+// a member already). FailedPrecondition if no such chained range exists.
+Status ExtendChain(wire::ShardMap* map, const wire::RangeMove& m);
+// Removes m.source from that chain (nothing if it is no member); the next
+// member heads it if the source did. FailedPrecondition if no such chained
+// range exists or the chain would hold no other member.
+Status SpliceSource(wire::ShardMap* map, const wire::RangeMove& m);
+// Removes m.destination from that chain (a failed move taken back).
+Status RetractDestination(wire::ShardMap* map, const wire::RangeMove& m);
+// The chain of [m.begin, m.end) of m.table (empty if there is none).
+std::vector<int> ChainOf(const wire::ShardMap& map, const wire::RangeMove& m);
 
 }  // namespace coordinator_internal
 }  // namespace relaxps

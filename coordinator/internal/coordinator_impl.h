@@ -171,6 +171,23 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   void HandleDrainServer(Request req);
   // Whether `server` was drained: asked to, its moves done, nothing held.
   bool Drained(int server) const;
+  // ---- Moves of chained ranges (coordinator_chain_moves.cc) ----
+  // The first queued move, of a chained range: the destination joins the
+  // chain as tail (map published), then ContinueChainMove.
+  void StartChainMove();
+  // The running chain move goes on if it can: once the destination holds
+  // the state, the source is asked to leave (MOVE_RANGE); if the source is
+  // no replica any more (lost and spliced out by the policy), it is done.
+  void ContinueChainMove();
+  // The source left (its step answered OK, or it is no replica any more):
+  // it is spliced out of the chain, the map published, range_move_done.
+  void FinishChainMove();
+  // A failed chain move: the destination leaves the chain again if the
+  // source still holds a replica (the map as before the move).
+  void RetractChainMove(const wire::RangeMove& m);
+  // After the policy's OnServerLost: a running chain move whose destination
+  // was lost fails; one whose source was lost goes on (ContinueChainMove).
+  void OnChainMoveServerLost(int server);
   // Servers a complete checkpoint needs: every server the map gives a range
   // or bucket (a joined one too), and at least --num_servers less those
   // drained (before any table exists), at least 1.
@@ -391,6 +408,8 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
     int64_t due_ms = 0;
   };
   std::optional<MoveStepRetry> move_step_retry_;
+  // A running chain move asked its source to leave.
+  bool chain_source_asked_ = false;
   // Servers being drained (relaxps-ctl drain-server), until they left.
   std::set<int> draining_;
   CoordinatorMetrics metrics_;  // Recovery events; the rest from BuildStatus().

@@ -29,8 +29,8 @@ class ChainCoordinatorBase : public CoordinatorRecovery {
   Status AdmitRangeMoves() const override {
     return FailedPreconditionError(
         std::string("recovery policy '") + policy_ +
-        "' replicates ranges on chains, and a range move carries one server's copy: moving "
-        "every replica of a chain is the next milestone of issue 43");
+        "' does not say yet how its state follows a move of a chain's replica (chain "
+        "admits them: docs/elastic.md)");
   }
 
  protected:

@@ -29,6 +29,23 @@ int HolderIn(const wire::ShardMap& map, const std::string& table, uint64_t key) 
   }
   return -1;
 }
+
+// The chain of the range [m.begin, m.end) of m.table in `map` (empty: none).
+std::vector<int> ChainIn(const wire::ShardMap& map, const wire::RangeMove& m) {
+  for (const wire::TableShards& ts : map.tables()) {
+    if (ts.table().name() != m.table()) continue;
+    for (const wire::DenseRange& r : ts.ranges()) {
+      if (r.begin() == m.begin() && r.end() == m.end()) {
+        return std::vector<int>(r.chain().begin(), r.chain().end());
+      }
+    }
+  }
+  return {};
+}
+
+bool Member(const std::vector<int>& chain, int server) {
+  return std::find(chain.begin(), chain.end(), server) != chain.end();
+}
 }  // namespace
 
 RangeMover::RangeMover(RangeMoverHost* host, RpcServer* rpc,
@@ -45,6 +62,7 @@ bool RangeMover::Overlaps(const wire::RangeMove& m, const std::string& table, ui
 size_t RangeMover::held() const {
   size_t n = 0;
   for (const auto& [token, out] : outgoing_) n += out.held.size();
+  for (const auto& [token, leave] : leaving_) n += leave.held.size();
   return n;
 }
 
@@ -89,6 +107,10 @@ void RangeMover::HandleMoveRange(Request&& req) {
     return;
   }
   RangeState* range = host_->DenseRangeAt(m.table(), m.begin());
+  if (leaving_.count(token) > 0 || (range != nullptr && range->chain != nullptr)) {
+    LeaveChain(std::move(req), range);
+    return;
+  }
   Status s;
   if (m.source() != host_->server_id()) {
     s = InvalidArgumentError("MOVE_RANGE from server " + std::to_string(m.source()) +
@@ -145,6 +167,7 @@ void RangeMover::Poll() {
     }
   }
   for (const std::string& token : failed) Finish(token, outgoing_[token].failure);
+  if (!leaving_.empty()) PollLeaving();
 }
 
 void RangeMover::Cut(Outgoing* out) {
@@ -348,10 +371,30 @@ bool RangeMover::HoldIfMoving(Request* req) {
     out.held.push_back(std::move(*req));
     return true;
   }
+  for (auto& [token, leave] : leaving_) {
+    if (leave.phase == LeavePhase::kDraining ||
+        !Overlaps(leave.move, h.table(), h.key_begin(), std::max<uint64_t>(1, h.key_count()))) {
+      continue;
+    }
+    leave.held.push_back(std::move(*req));
+    return true;
+  }
   return false;
 }
 
 void RangeMover::OnMapInstalled(const wire::ShardMap& map) {
+  DropLeftReplicas(map);
+  // Leaves the map decided: this server is out of the chain (its held
+  // requests are now answered "moved"), or the destination is (the move
+  // failed: they are served here as before).
+  std::vector<std::string> decided;
+  for (const auto& [token, leave] : leaving_) {
+    const std::vector<int> chain = ChainIn(map, leave.move);
+    if (!Member(chain, host_->server_id()) || !Member(chain, leave.move.destination())) {
+      decided.push_back(token);
+    }
+  }
+  for (const std::string& token : decided) EndLeave(token, Status::OK());
   std::vector<std::string> published;
   for (const auto& [token, out] : outgoing_) {
     if (out.phase != Phase::kSent) continue;
@@ -443,6 +486,132 @@ void RangeMover::HandleMoveState(Request&& req) {
     Remember(token);
   }
   host_->SendReply(req, MakeReply(h, Status::OK()));
+}
+
+void RangeMover::LeaveChain(Request&& req, RangeState* range) {
+  const wire::RangeMove& m = req.msg.header.range_move();
+  const std::string token = m.token();
+  if (auto it = leaving_.find(token); it != leaving_.end()) {
+    if (it->second.phase == LeavePhase::kLeft) {
+      host_->SendReply(req, MakeReply(req.msg.header, Status::OK()));
+    } else {  // Asked again while it drains: answer the new request.
+      it->second.coordinator_request = std::make_shared<Request>(std::move(req));
+    }
+    return;
+  }
+  Status s;
+  if (m.source() != host_->server_id()) {
+    s = InvalidArgumentError("MOVE_RANGE from server " + std::to_string(m.source()) +
+                             " sent to " + std::to_string(host_->server_id()));
+  } else if (range->shard == nullptr || range->shard->spec().begin != m.begin() ||
+             range->shard->spec().end != m.end()) {
+    s = FailedPreconditionError("a move of " + Describe(m) +
+                                " must take the whole chained range (chained ranges are not cut)");
+  } else if (!Member(range->members, host_->server_id()) || !range->chain->has_state()) {
+    s = FailedPreconditionError("server " + std::to_string(host_->server_id()) +
+                                " holds no replica with state of " + Describe(m));
+  } else if (!Member(range->members, m.destination())) {
+    s = FailedPreconditionError("server " + std::to_string(m.destination()) +
+                                " is not in the chain of " + Describe(m) + " yet");
+  }
+  if (!s.ok()) {
+    host_->SendError(req, s);
+    return;
+  }
+  if (!range->chain->head()) {
+    // A follower leaves as a failed one does: its predecessor resends to
+    // its successor what the tail did not acknowledge, and nothing waits
+    // here for a worker.
+    LOG(INFO) << "moving " << Describe(m) << ": this follower may leave the chain";
+    host_->SendReply(req, MakeReply(req.msg.header, Status::OK()));
+    return;
+  }
+  Leaving& leave = leaving_[token];
+  leave.move = m;
+  leave.coordinator_request = std::make_shared<Request>(std::move(req));
+  leave.deadline_ms = clock_->NowMs() + options_.drain_timeout_ms;
+  LOG(INFO) << "moving " << Describe(m) << ": the head waits for the range to be quiescent";
+  PollLeaving();
+}
+
+void RangeMover::PollLeaving() {
+  const int64_t now = clock_->NowMs();
+  std::vector<std::pair<std::string, Status>> ended;
+  for (auto& [token, leave] : leaving_) {
+    if (leave.phase == LeavePhase::kLeft) continue;
+    RangeState* range = host_->DenseRangeAt(leave.move.table(), leave.move.begin());
+    if (range == nullptr || range->chain == nullptr || range->shard == nullptr) {
+      ended.push_back({token, FailedPreconditionError("the replica is gone (fenced)")});
+      continue;
+    }
+    if (leave.phase == LeavePhase::kDraining && range->shard->Quiescent()) {
+      // From here nothing new reaches the range here.
+      leave.phase = LeavePhase::kAcking;
+    }
+    if (leave.phase == LeavePhase::kAcking && range->chain->unacked().empty() &&
+        range->outgoing == nullptr) {
+      // Everything this head applied is on every replica, and no worker
+      // waits here: it may leave.
+      leave.phase = LeavePhase::kLeft;
+      LOG(INFO) << "moving " << Describe(leave.move) << ": the head holds " << leave.held.size()
+                << " request(s) until the map splices it out";
+      if (leave.coordinator_request != nullptr) {
+        host_->SendReply(*leave.coordinator_request,
+                         MakeReply(leave.coordinator_request->msg.header, Status::OK()));
+        leave.coordinator_request.reset();
+      }
+      continue;
+    }
+    if (now >= leave.deadline_ms) {
+      ended.push_back(
+          {token, DeadlineExceededError(
+                      leave.phase == LeavePhase::kDraining
+                          ? "the range was not quiescent (a BSP round pending or a pull waiting) "
+                            "within " + std::to_string(options_.drain_timeout_ms) +
+                                " ms (--move_drain_timeout_ms)"
+                          : "the tail did not acknowledge every forwarded update within " +
+                                std::to_string(options_.drain_timeout_ms) +
+                                " ms (--move_drain_timeout_ms)")});
+    }
+  }
+  for (const auto& [token, status] : ended) EndLeave(token, status);
+}
+
+void RangeMover::EndLeave(const std::string& token, const Status& status) {
+  auto it = leaving_.find(token);
+  if (it == leaving_.end()) return;
+  Leaving leave = std::move(it->second);
+  leaving_.erase(it);
+  if (status.ok()) Remember(token);
+  if (leave.coordinator_request != nullptr) {
+    if (status.ok()) {
+      host_->SendReply(*leave.coordinator_request,
+                       MakeReply(leave.coordinator_request->msg.header, Status::OK()));
+    } else {
+      host_->SendError(*leave.coordinator_request,
+                       status.WithPrefix("moving " + Describe(leave.move)));
+    }
+  }
+  for (Request& r : leave.held) host_->Redispatch(std::move(r));
+}
+
+void RangeMover::DropLeftReplicas(const wire::ShardMap& map) {
+  const int me = host_->server_id();
+  for (const wire::TableShards& ts : map.tables()) {
+    for (const wire::DenseRange& r : ts.ranges()) {
+      if (r.chain_size() == 0 || Member({r.chain().begin(), r.chain().end()}, me)) continue;
+      RangeState* range = host_->DenseRangeAt(ts.table().name(), r.begin());
+      // Still listed as a member with state: the map before held it here.
+      if (range == nullptr || range->chain == nullptr || range->key != r.begin() ||
+          !Member(range->members, me) || !range->chain->has_state()) {
+        continue;
+      }
+      LOG(INFO) << "map " << map.version() << ": keys [" << r.begin() << ", " << r.end()
+                << ") of table '" << ts.table().name()
+                << "' moved off this server's chain; dropping its replica";
+      host_->DropRange(ts.table().name(), r.begin());
+    }
+  }
 }
 
 }  // namespace server_internal

@@ -20,6 +20,17 @@
 // move's token; the first creates the range, each is written in place, the
 // last loads the clocks and the exactly-once record.
 //
+// Chains (a range replicated on a chain, docs/elastic.md "Chains"): the
+// destination joins the chain as tail through chain replication's state
+// transfer; MOVE_RANGE to the source then asks its replica to leave. A
+// follower answers at once (its predecessor resends to the new successor
+// what was not acknowledged, as after a failure). A head first waits until
+// the range is quiescent, then holds every request for the range and waits
+// until the tail acknowledged everything it forwarded, and answers: nothing
+// waits at it any more. The map that splices it out releases the held
+// requests ("moved": the range is no longer here); a map in which the
+// destination left the chain again (the move failed) lets them through.
+//
 // Both sides remember the tokens of the moves they finished, so a
 // coordinator that repeats a step (a timeout, a failover) gets OK again.
 //
@@ -97,8 +108,11 @@ class RangeMover {
   // After each data request and on the timer: cuts ranges that became
   // quiescent, fails drains past their deadline, finishes aborted moves.
   void Poll();
-  // A map was installed: releases the requests held for ranges it gives to
-  // other servers.
+  // A map was installed (after the chain roles were applied): drops the
+  // replicas of chains it no longer lists this server in while the map
+  // before did (a chain move took them away; a fenced server forgot its
+  // chains and drops nothing here), and releases the requests held for
+  // ranges it gives to other servers.
   void OnMapInstalled(const wire::ShardMap& map);
   // Requests held now (tests, stats).
   size_t held() const;
@@ -124,6 +138,15 @@ class RangeMover {
     Status failure;  // kAborting: why.
     std::deque<Request> held;  // Arrival order.
   };
+  // The source of a chain move: its replica leaving the chain.
+  enum class LeavePhase { kDraining, kAcking, kLeft };
+  struct Leaving {
+    wire::RangeMove move;
+    std::shared_ptr<Request> coordinator_request;  // Answered once it may leave.
+    LeavePhase phase = LeavePhase::kDraining;
+    int64_t deadline_ms = 0;
+    std::deque<Request> held;  // kAcking and kLeft; arrival order.
+  };
   struct Incoming {
     wire::RangeMove move;
     uint32_t next_piece = 0;
@@ -142,6 +165,15 @@ class RangeMover {
   // `status` by value: it may be the entry's own failure, which this erases.
   void Finish(const std::string& token, Status status);
   void Remember(const std::string& token);
+  // MOVE_RANGE to the source of a chained range.
+  void LeaveChain(Request&& req, RangeState* range);
+  // Poll's part for the leaving replicas.
+  void PollLeaving();
+  // Drops the chained ranges `map` took this server out of (OnMapInstalled).
+  void DropLeftReplicas(const wire::ShardMap& map);
+  // Ends a leave: the coordinator answered with `status` (unless OK was
+  // sent already), the held requests run again.
+  void EndLeave(const std::string& token, const Status& status);
   static bool Overlaps(const wire::RangeMove& m, const std::string& table, uint64_t begin,
                        uint64_t count);
 
@@ -153,6 +185,7 @@ class RangeMover {
   LoopClient peers_;
   std::map<std::string, Outgoing> outgoing_;  // By token.
   std::map<std::string, Incoming> incoming_;  // By token.
+  std::map<std::string, Leaving> leaving_;    // By token.
   std::set<std::string> finished_;            // Tokens of finished moves.
   std::deque<std::string> finished_order_;    // Oldest first (bounded).
 };

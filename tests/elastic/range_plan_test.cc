@@ -67,7 +67,7 @@ TEST(RangePlanTest, NothingToMoveBelowAChunkOrForAServerThatHoldsItsShare) {
   EXPECT_TRUE(PlanMovesTo(two, 5, {0, 1}).empty());  // Not a serving server.
 }
 
-TEST(RangePlanTest, SparseAndReplicatedTablesStay) {
+TEST(RangePlanTest, SparseTablesStay) {
   wire::ShardMap map = MapOf(8 * kDenseChunk, 1);
   wire::TableShards* sparse = map.add_tables();
   sparse->mutable_table()->set_name("emb");
@@ -75,12 +75,97 @@ TEST(RangePlanTest, SparseAndReplicatedTablesStay) {
   const std::vector<wire::RangeMove> plan = PlanMovesTo(map, 1, {0, 1});
   ASSERT_EQ(plan.size(), 1u);
   EXPECT_EQ(plan[0].table(), "w");
-  wire::ShardMap chained = MapOf(8 * kDenseChunk, 2);
-  for (wire::DenseRange& r : *chained.mutable_tables(0)->mutable_ranges()) {
-    r.add_chain(r.server());
-    r.add_chain(1 - r.server());
+}
+
+// A dense table on chains of 2 over `servers` servers (home placement).
+wire::ShardMap Chained(uint64_t size, int servers) {
+  wire::ShardMap map = MapOf(size, servers);
+  map.mutable_tables(0)->clear_ranges();
+  for (const wire::DenseRange& r : ShardMap::AssignDense(size, servers, 2)) {
+    *map.mutable_tables(0)->add_ranges() = r;
   }
-  EXPECT_TRUE(PlanMovesTo(chained, 2, {0, 1, 2}).empty());
+  return map;
+}
+
+std::map<int, uint64_t> ReplicaLoads(const wire::ShardMap& map) {
+  std::map<int, uint64_t> load;
+  for (const wire::DenseRange& r : map.tables(0).ranges()) {
+    for (int c : r.chain()) load[c] += r.end() - r.begin();
+  }
+  return load;
+}
+
+TEST(RangePlanTest, AJoinUnderChainsMovesWholeReplicasAndKeepsTheOthersOrder) {
+  const uint64_t size = 8 * kDenseChunk;
+  const wire::ShardMap two = Chained(size, 2);  // [0, 4 chunks): 0 -> 1; the rest: 1 -> 0.
+  const std::vector<wire::RangeMove> plan = PlanMovesTo(two, 2, {0, 1, 2});
+  // Share 2/3 of the table's keys: one range's replica (1/2) gets closest.
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_TRUE(IsChainMove(two, plan[0]));
+  EXPECT_EQ(plan[0].destination(), 2);
+  EXPECT_EQ(plan[0].end() - plan[0].begin(), size / 2);  // A whole range, never cut.
+  wire::ShardMap after = Applied(two, plan);
+  EXPECT_TRUE(MoveApplied(after, plan[0]));
+  EXPECT_FALSE(MoveApplied(two, plan[0]));
+  EXPECT_EQ(after.tables(0).ranges_size(), 2);
+  const std::vector<int> before_chain = ChainOf(two, plan[0]);
+  const std::vector<int> chain = ChainOf(after, plan[0]);
+  ASSERT_EQ(chain.size(), 2u);
+  // The survivor keeps its place ahead; the destination is the tail.
+  for (int c : before_chain) {
+    if (c != plan[0].source()) EXPECT_EQ(chain[0], c);
+  }
+  EXPECT_EQ(chain[1], 2);
+  EXPECT_EQ(ReplicaLoads(after)[2], size / 2);
+  // Step by step as the coordinator runs it: the destination joins as tail
+  // (three replicas), then the source leaves.
+  wire::ShardMap steps = two;
+  ASSERT_OK(ExtendChain(&steps, plan[0]));
+  EXPECT_EQ(ChainOf(steps, plan[0]).size(), 3u);
+  EXPECT_EQ(ChainOf(steps, plan[0]).back(), 2);
+  ASSERT_OK(SpliceSource(&steps, plan[0]));
+  EXPECT_EQ(steps.SerializeAsString(), after.SerializeAsString());
+  // Taken back instead: the map as before.
+  wire::ShardMap back = two;
+  ASSERT_OK(ExtendChain(&back, plan[0]));
+  ASSERT_OK(RetractDestination(&back, plan[0]));
+  EXPECT_EQ(back.SerializeAsString(), two.SerializeAsString());
+  // The destination already a replica: refused, the map unchanged.
+  wire::RangeMove twice = plan[0];
+  EXPECT_EQ(ApplyMove(&after, twice).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(RangePlanTest, AFourthServerUnderChainsTakesAReplicaOfEachOfThreeRangesAtMost) {
+  const uint64_t size = 120 * kDenseChunk;
+  const wire::ShardMap three = Chained(size, 3);  // 3 ranges, 2 replicas each.
+  const std::vector<wire::RangeMove> plan = PlanMovesTo(three, 3, {0, 1, 2, 3});
+  // Share: 2 * 120 / 4 = 60 chunks of replicas; one range is 40.
+  ASSERT_EQ(plan.size(), 1u);
+  const wire::ShardMap after = Applied(three, plan);
+  for (const auto& [server, keys] : ReplicaLoads(after)) {
+    EXPECT_LE(keys, 80 * kDenseChunk) << "server " << server;
+    EXPECT_GE(keys, 40 * kDenseChunk) << "server " << server;
+  }
+  for (const wire::DenseRange& r : after.tables(0).ranges()) EXPECT_EQ(r.chain_size(), 2);
+}
+
+TEST(RangePlanTest, ADrainUnderChainsMovesEveryReplicaOfTheServerOutsideItsChain) {
+  wire::ShardMap three = Chained(120 * kDenseChunk, 3);
+  for (int id = 0; id < 3; ++id) three.add_servers()->set_id(id);
+  ASSERT_OK_AND_ASSIGN(std::vector<wire::RangeMove> plan, PlanMovesFrom(three, 0, {0, 1, 2}));
+  ASSERT_EQ(plan.size(), 2u);  // Server 0 is in two of the three chains.
+  const wire::ShardMap after = Applied(three, plan);
+  EXPECT_FALSE(HoldsAnything(after, 0));
+  for (const wire::DenseRange& r : after.tables(0).ranges()) {
+    ASSERT_EQ(r.chain_size(), 2);
+    EXPECT_NE(r.chain(0), r.chain(1));
+    EXPECT_EQ(r.server(), r.chain(0));
+  }
+  // Two servers, chains of two: nowhere outside the chain to go.
+  wire::ShardMap two = Chained(8 * kDenseChunk, 2);
+  const Status refused = PlanMovesFrom(two, 0, {0, 1}).status();
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("outside the chain"), std::string::npos) << refused;
 }
 
 TEST(RangePlanTest, ApplyMoveRefusesARangeTheSourceDoesNotEndThere) {

@@ -1,0 +1,292 @@
+// Range moves under chain replication (docs/elastic.md "Chains") on real
+// processes: a coordinator and two servers with --recovery=chain
+// --replicas=2, two workers pushing as fast as they can (async, SGD lr 1,
+// integer gradients), and a third server that joins (--join): the replica
+// of the first range on server 0 (its head) moves to it. Then, with the
+// destination or the source SIGKILLed as soon as the move started, the map
+// ends consistent (every chain's replicas hold the same, nothing of a dead
+// server), the move ends with a clear event, the workers go on, and by the
+// independent counter check nothing acknowledged is lost or applied twice:
+// per worker, a counter key at the start of every range counts the pushes
+// applied there (lost = acknowledged - applied), and every pushed key is
+// compared bit for bit with the workers' own sums.
+#include <signal.h>
+
+#include <atomic>
+#include <cctype>
+#include <future>
+#include <chrono>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/recovery/chain_util.h"
+#include "tests/test_util.h"
+
+namespace relaxps {
+namespace test {
+namespace {
+
+// Two ranges of 4 Mi keys (16 MiB each): the state transfer to the joined
+// server takes many pieces, so a kill right after range_move_started lands
+// in the middle of the move.
+constexpr uint64_t kSize = uint64_t{8} << 20;
+constexpr uint64_t kPushed = 64;  // Keys pushed at the start of each range.
+constexpr float kInit = 4096.0f;
+constexpr int kWorkers = 2;
+constexpr int kJoined = 2;  // The joined server's id (the next after 0 and 1).
+
+class ChainMoveTest : public ::testing::Test {
+ protected:
+  struct Worker {
+    std::unique_ptr<Client> client;
+    // Per range (by index of range_begins_), the sum of what it pushed.
+    std::vector<std::vector<double>> sum;
+    int64_t acked = 0;  // Pushes acknowledged (each touches every range).
+    Status error;
+  };
+
+  void SetUp() override {
+    dir_ = MakeTempDir();
+    events_ = dir_ + "/events.jsonl";
+    ASSERT_OK_AND_ASSIGN(cluster_, RecoveryCluster::Start(dir_, 2,
+                                                          {"--recovery=chain", "--replicas=2",
+                                                           "--consistency=async",
+                                                           "--heartbeat_timeout_ms=1000",
+                                                           "--events_file=" + events_}));
+    for (int id = 0; id < 2; ++id) ASSERT_OK(cluster_->StartServer(id, ServerFlags()));
+    TableOptions t;
+    t.name = "w";
+    t.type = TableType::kDense;
+    t.size = kSize;
+    t.optimizer.name = "sgd";
+    t.optimizer.lr = 1.0f;
+    t.init.segments.push_back(InitSegment{0, kSize, InitKind::kConstant, kInit, 0.0f});
+    for (int w = 0; w < kWorkers; ++w) {
+      workers_.push_back(std::make_unique<Worker>());
+      ASSERT_OK_AND_ASSIGN(workers_[w]->client, cluster_->Connect("worker"));
+      ASSERT_OK(workers_[w]->client->CreateTable(t));
+    }
+    for (const ChainRange& r : Chains(cluster_.get(), "w")) range_begins_.push_back(r.begin);
+    ASSERT_EQ(range_begins_.size(), 2u);
+    for (auto& w : workers_) {
+      w->sum.assign(range_begins_.size(), std::vector<double>(kPushed, 0.0));
+    }
+  }
+
+  void TearDown() override {
+    pushers_.Join();
+    if (joined_ != nullptr) joined_->Kill(SIGKILL);
+  }
+
+  static std::vector<std::string> ServerFlags() {
+    return {"--store=memory", "--heartbeat_ms=100", "--state_transfer_chunk_kb=256"};
+  }
+
+  // Starts the third server with --join (it takes id 2).
+  void Join() {
+    const std::string ep_file = dir_ + "/server-joined.endpoint";
+    const std::string log = dir_ + "/server-joined.log";
+    ASSERT_OK_AND_ASSIGN(
+        joined_, Subprocess::Start({BinPath("relaxps-server"),
+                                    "--coordinator=" + cluster_->coordinator_endpoint(), "--join",
+                                    "--data_dir=" + dir_ + "/data/server-joined",
+                                    "--endpoint_file=" + ep_file, "--store=memory",
+                                    "--heartbeat_ms=100", "--state_transfer_chunk_kb=256"},
+                                   log));
+    ASSERT_OK(WaitForLine(log, "listening on", Millis(30000), joined_.get()).status());
+    ASSERT_OK_AND_ASSIGN(std::string ep, ReadFile(ep_file));
+    while (!ep.empty() && std::isspace(static_cast<unsigned char>(ep.back()))) ep.pop_back();
+    joined_endpoint_ = ep;
+  }
+
+  std::string Endpoint(int server) {
+    return server == kJoined ? joined_endpoint_ : cluster_->server_endpoint(server);
+  }
+
+  // Push k of worker w, at the start of range r: -1 on its counter key
+  // (the value counts the pushes applied), small integers elsewhere.
+  static FloatBuffer Gradient(int w, int64_t k, size_t r) {
+    FloatBuffer g(kPushed);
+    for (uint64_t i = 0; i < kPushed; ++i) {
+      g[i] = static_cast<float>((i * 5 + k + 3 * w + r) % 3) - 1.0f;
+    }
+    for (int v = 0; v < kWorkers; ++v) g[v] = v == w ? -1.0f : 0.0f;
+    return g;
+  }
+
+  // Each worker pushes to every range in turn; a push counts once all its
+  // parts were acknowledged.
+  void StartPushing() {
+    for (int w = 0; w < kWorkers; ++w) {
+      pushers_.threads.emplace_back([this, w] {
+        Worker& me = *workers_[w];
+        while (!pushers_.stop.load()) {
+          std::vector<FloatBuffer> grads;
+          std::vector<std::future<Status>> acks;
+          for (size_t r = 0; r < range_begins_.size(); ++r) {
+            grads.push_back(Gradient(w, me.acked, r));
+            acks.push_back(me.client->Push("w", range_begins_[r], grads.back()));
+          }
+          for (size_t r = 0; r < acks.size(); ++r) {
+            Status s = acks[r].get();
+            if (!s.ok()) {
+              me.error = s.WithPrefix("range " + std::to_string(r));
+              return;
+            }
+            for (uint64_t i = 0; i < kPushed; ++i) me.sum[r][i] += grads[r][i];
+          }
+          ++me.acked;
+        }
+      });
+    }
+  }
+
+  // The first event of `kind` (its JSON line).
+  StatusOr<std::string> WaitForEvent(const std::string& kind, int timeout_ms) {
+    return WaitForLine(events_, "\"kind\":\"" + kind + "\"", Millis(timeout_ms));
+  }
+
+  // Stops pushing; every replica of every chain must hold exactly the
+  // initial value minus the acknowledged pushes, once.
+  void Verify(const std::vector<int>& dead) {
+    pushers_.Join();
+    for (int w = 0; w < kWorkers; ++w) {
+      ASSERT_OK(workers_[w]->error) << "worker " << w;
+      EXPECT_GT(workers_[w]->acked, 0) << "worker " << w;
+    }
+    std::vector<ChainRange> ranges = Chains(cluster_.get(), "w");
+    ASSERT_EQ(ranges.size(), range_begins_.size());
+    int64_t lost = 0, doubled = 0;
+    for (size_t ri = 0; ri < ranges.size(); ++ri) {
+      const ChainRange& r = ranges[ri];
+      ASSERT_EQ(r.begin, range_begins_[ri]);
+      ASSERT_FALSE(r.chain.empty());
+      for (int server : r.chain) {
+        for (int d : dead) ASSERT_NE(server, d) << "a dead server is in the chain of " << r.begin;
+        ASSERT_OK_AND_ASSIGN(std::vector<float> got, WhenInSync([&] {
+                               return ReadDenseSlot(Endpoint(server), "w", r.begin, kPushed, 0);
+                             }));
+        for (int w = 0; w < kWorkers; ++w) {
+          const int64_t applied = static_cast<int64_t>(got[w]) - static_cast<int64_t>(kInit);
+          lost += std::max<int64_t>(0, workers_[w]->acked - applied);
+          doubled += std::max<int64_t>(0, applied - workers_[w]->acked);
+        }
+        for (uint64_t i = kWorkers; i < kPushed; ++i) {
+          double v = kInit;
+          for (int w = 0; w < kWorkers; ++w) v -= workers_[w]->sum[ri][i];
+          ASSERT_EQ(got[i], static_cast<float>(v)) << "server " << server << " key " << r.begin + i;
+        }
+      }
+    }
+    int64_t acked = 0;
+    for (auto& w : workers_) acked += w->acked;
+    std::printf("chain move check: acked=%lld lost=%lld doubled=%lld\n",
+                static_cast<long long>(acked), static_cast<long long>(lost),
+                static_cast<long long>(doubled));
+    EXPECT_EQ(lost, 0);
+    EXPECT_EQ(doubled, 0);
+  }
+
+  // Waits until chains hold no server of `dead` and the move is over.
+  void WaitForChainsWithout(const std::vector<int>& dead) {
+    const int64_t until = RealClock()->NowMs() + 15000 * TimeScale();
+    while (RealClock()->NowMs() < until) {
+      bool clean = true;
+      for (const ChainRange& r : Chains(cluster_.get(), "w")) {
+        for (int c : r.chain) {
+          for (int d : dead) clean &= c != d;
+        }
+      }
+      if (clean) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "chains still hold a dead server";
+  }
+
+  // Pushes go on for a while after the move.
+  void TrainOn() {
+    const int64_t before = workers_[0]->acked;
+    const int64_t until = RealClock()->NowMs() + 10000 * TimeScale();
+    while (workers_[0]->acked < before + 20 && RealClock()->NowMs() < until &&
+           workers_[0]->error.ok()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  std::string dir_, events_, joined_endpoint_;
+  std::unique_ptr<RecoveryCluster> cluster_;
+  std::unique_ptr<Subprocess> joined_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<uint64_t> range_begins_;
+  Pushers pushers_;  // Joined before the workers go (TearDown).
+};
+
+TEST_F(ChainMoveTest, AJoinedServerTakesTheHeadsReplicaWhileWorkersPushLosingNothing) {
+  StartPushing();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Join();
+  ASSERT_OK_AND_ASSIGN(std::string done, WaitForEvent("range_move_done", 30000));
+  EXPECT_NE(done.find("\"source\":0"), std::string::npos) << done;
+  EXPECT_NE(done.find("\"destination\":2"), std::string::npos) << done;
+  TrainOn();
+  // The first range moved from [0, 1] to [1, 2] (its survivor ahead, the
+  // joined server at the tail); the second kept [1, 0].
+  const std::vector<ChainRange> ranges = Chains(cluster_.get(), "w");
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[0].chain, (std::vector<int>{1, 2}));
+  EXPECT_EQ(ranges[1].chain, (std::vector<int>{1, 0}));
+  Verify({});
+}
+
+TEST_F(ChainMoveTest, KillingTheDestinationMidMoveFailsItAndLosesNothing) {
+  StartPushing();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Join();
+  ASSERT_OK(WaitForEvent("range_move_started", 30000).status());
+  joined_->Kill(SIGKILL);
+  ASSERT_OK_AND_ASSIGN(std::string failed, WaitForEvent("range_move_failed", 30000));
+  EXPECT_NE(failed.find("destination server 2 was lost"), std::string::npos) << failed;
+  ASSERT_OK_AND_ASSIGN(std::string events, ReadFile(events_));
+  EXPECT_EQ(events.find("\"kind\":\"range_move_done\""), std::string::npos);
+  WaitForChainsWithout({kJoined});
+  TrainOn();
+  // The chains are as before the move.
+  const std::vector<ChainRange> ranges = Chains(cluster_.get(), "w");
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[0].chain, (std::vector<int>{0, 1}));
+  EXPECT_EQ(ranges[1].chain, (std::vector<int>{1, 0}));
+  Verify({kJoined});
+}
+
+TEST_F(ChainMoveTest, KillingTheSourceMidMoveEndsItOnTheSurvivorsAndLosesNothing) {
+  StartPushing();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Join();
+  ASSERT_OK_AND_ASSIGN(std::string started, WaitForEvent("range_move_started", 30000));
+  ASSERT_NE(started.find("\"source\":0"), std::string::npos) << started;
+  cluster_->server(0)->Kill(SIGKILL);
+  // The policy splices the source out; the move is done once the joined
+  // server holds the state.
+  ASSERT_OK_AND_ASSIGN(std::string done, WaitForEvent("range_move_done", 30000));
+  // Mid-move: the source's failover came before the move was done.
+  ASSERT_OK_AND_ASSIGN(std::string events, ReadFile(events_));
+  const size_t failover = events.find("\"kind\":\"chain_failover\"");
+  ASSERT_NE(failover, std::string::npos) << events;
+  EXPECT_LT(failover, events.find("\"kind\":\"range_move_done\"")) << events;
+  WaitForChainsWithout({0});
+  TrainOn();
+  const std::vector<ChainRange> ranges = Chains(cluster_.get(), "w");
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[0].chain, (std::vector<int>{1, 2}));
+  EXPECT_EQ(ranges[1].chain, (std::vector<int>{1}));
+  Verify({0});
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace relaxps
