@@ -22,11 +22,85 @@ bool IsDense(const wire::TableShards& ts) {
   return ts.table().type() == static_cast<int>(TableType::kDense);
 }
 
+// ApplyMove of a sparse table: bucket m.begin of m.source (unreplicated) goes
+// to m.destination.
+Status ApplyBucketMove(wire::TableShards* ts, const wire::RangeMove& m) {
+  if (m.end() != m.begin() + 1 || m.begin() >= static_cast<uint64_t>(ts->buckets_size())) {
+    return FailedPreconditionError("sparse table '" + m.table() + "' has no bucket " +
+                                   std::to_string(m.begin()) + " to move (a move of a sparse "
+                                   "table is one bucket, [k, k + 1))");
+  }
+  wire::SparseBucket* b = ts->mutable_buckets(static_cast<int>(m.begin()));
+  if (b->server() != m.source() || b->chain_size() > 0) {
+    return FailedPreconditionError("server " + std::to_string(m.source()) +
+                                   " holds no unreplicated bucket " + std::to_string(m.begin()) +
+                                   " of sparse table '" + m.table() + "'");
+  }
+  b->set_server(m.destination());
+  return Status::OK();
+}
+
+// Buckets of `ts` per server among `servers` (each counted, 0 if none).
+std::map<int, uint64_t> BucketLoad(const wire::TableShards& ts, const std::set<int>& servers) {
+  std::map<int, uint64_t> load;
+  for (int s : servers) load[s] = 0;
+  for (const wire::SparseBucket& b : ts.buckets()) {
+    if (load.count(b.server()) > 0) ++load[b.server()];
+  }
+  return load;
+}
+
+bool Replicated(const wire::TableShards& ts) {
+  for (const wire::SparseBucket& b : ts.buckets()) {
+    if (b.chain_size() > 0) return true;
+  }
+  return false;
+}
+
+wire::RangeMove BucketMove(const std::string& table, int bucket, int source, int dest) {
+  wire::RangeMove m;
+  m.set_table(table);
+  m.set_begin(static_cast<uint64_t>(bucket));
+  m.set_end(static_cast<uint64_t>(bucket) + 1);
+  m.set_source(source);
+  m.set_destination(dest);
+  return m;
+}
+
+// PlanMovesTo for sparse table `ts` (on `map`, edited as the moves go).
+void PlanBucketsTo(wire::ShardMap* map, const wire::TableShards& original, int dest,
+                   const std::set<int>& serving, std::vector<wire::RangeMove>* plan) {
+  if (original.buckets_size() == 0 || Replicated(original)) return;
+  const std::string name = original.table().name();
+  const uint64_t share = static_cast<uint64_t>(original.buckets_size()) / serving.size();
+  while (true) {
+    wire::TableShards* ts = FindTable(map, name);
+    std::map<int, uint64_t> load = {{dest, 0}};
+    for (const wire::SparseBucket& b : ts->buckets()) ++load[b.server()];
+    if (load[dest] >= share) return;
+    // The server with the most buckets above its share gives its last one.
+    int source = -1;
+    for (const auto& [server, n] : load) {
+      if (server == dest || n <= share) continue;
+      if (source < 0 || n > load[source]) source = server;
+    }
+    if (source < 0) return;
+    int bucket = -1;
+    for (int k = ts->buckets_size() - 1; k >= 0 && bucket < 0; --k) {
+      if (ts->buckets(k).server() == source) bucket = k;
+    }
+    const wire::RangeMove m = BucketMove(name, bucket, source, dest);
+    if (!ApplyBucketMove(ts, m).ok()) return;
+    plan->push_back(m);
+  }
+}
+
 }  // namespace
 
 Status ApplyMove(wire::ShardMap* map, const wire::RangeMove& m) {
   wire::TableShards* ts = FindTable(map, m.table());
-  if (ts == nullptr || !IsDense(*ts) || m.begin() >= m.end()) {
+  if (ts != nullptr && !IsDense(*ts)) return ApplyBucketMove(ts, m);
+  if (ts == nullptr || m.begin() >= m.end()) {
     return FailedPreconditionError("no dense table '" + m.table() + "' to move keys of");
   }
   auto* ranges = ts->mutable_ranges();
@@ -59,6 +133,10 @@ Status ApplyMove(wire::ShardMap* map, const wire::RangeMove& m) {
 bool MoveApplied(const wire::ShardMap& map, const wire::RangeMove& m) {
   for (const wire::TableShards& ts : map.tables()) {
     if (ts.table().name() != m.table()) continue;
+    if (!IsDense(ts)) {
+      return m.end() == m.begin() + 1 && m.begin() < static_cast<uint64_t>(ts.buckets_size()) &&
+             ts.buckets(static_cast<int>(m.begin())).server() == m.destination();
+    }
     for (const wire::DenseRange& r : ts.ranges()) {
       if (r.begin() == m.begin() && r.end() == m.end() && r.server() == m.destination()) {
         return true;
@@ -74,7 +152,10 @@ std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& original, int des
   if (serving.empty() || serving.count(dest) == 0) return plan;
   wire::ShardMap map = original;
   for (const wire::TableShards& original_ts : original.tables()) {
-    if (!IsDense(original_ts)) continue;
+    if (!IsDense(original_ts)) {
+      PlanBucketsTo(&map, original_ts, dest, serving, &plan);
+      continue;
+    }
     const std::string name = original_ts.table().name();
     const uint64_t share = original_ts.table().size() / serving.size();
     while (true) {
@@ -133,12 +214,33 @@ StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& origi
   for (const wire::TableShards& ts : original.tables()) {
     const std::string& name = ts.table().name();
     if (!IsDense(ts)) {
-      bool holds = ts.buckets_size() == 0 ? source < original.servers_size() : false;
-      for (const wire::SparseBucket& b : ts.buckets()) holds |= b.server() == source;
-      if (holds) {
-        return FailedPreconditionError("server " + std::to_string(source) +
-                                       " holds hash buckets of sparse table '" + name +
-                                       "', which range moves do not carry yet (issue 43)");
+      if (ts.buckets_size() == 0) {
+        if (source < original.servers_size()) {
+          return FailedPreconditionError(
+              "sparse table '" + name + "' has no buckets in the map (a map of an older "
+              "version places its rows by server): its rows cannot move");
+        }
+        continue;
+      }
+      for (int k = 0; k < ts.buckets_size(); ++k) {
+        const wire::SparseBucket& b = ts.buckets(k);
+        if (b.server() != source && std::find(b.chain().begin(), b.chain().end(), source) ==
+                                        b.chain().end()) {
+          continue;
+        }
+        if (b.chain_size() > 0) {
+          return FailedPreconditionError("sparse table '" + name + "' is replicated on chains");
+        }
+        // To the other server holding the fewest buckets of the table then.
+        wire::TableShards* now = FindTable(&map, name);
+        const std::map<int, uint64_t> load = BucketLoad(*now, others);
+        int dest = *others.begin();
+        for (const auto& [s, n] : load) {
+          if (n < load.at(dest)) dest = s;
+        }
+        const wire::RangeMove m = BucketMove(name, k, source, dest);
+        RETURN_IF_ERROR(ApplyBucketMove(now, m));
+        plan.push_back(m);
       }
       continue;
     }

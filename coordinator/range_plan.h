@@ -1,5 +1,6 @@
-// Range plans: which dense key ranges move where when a server joins a
-// running job (docs/elastic.md). Pure functions on shard-map protos; the
+// Range plans: which dense key ranges and sparse hash buckets move where
+// when a server joins a running job or one is drained (docs/elastic.md).
+// A move of a sparse table is one bucket k: RangeMove [begin, end) = [k, k + 1). Pure functions on shard-map protos; the
 // coordinator (coordinator_moves.cc) runs the moves they plan.
 //
 // Thread-safety: stateless functions.
@@ -21,16 +22,22 @@ namespace coordinator_internal {
 // holding the most keys above its own share, cut on a multiple of
 // kDenseChunk (or the whole range); a server keeps at least its share. In
 // order: each move is planned on the map the earlier ones left. Sparse
-// tables are not moved (buckets are a later milestone). Fields set: table,
+// tables (unreplicated buckets): while `dest` holds fewer than its share
+// (buckets / serving servers, rounded down) the server holding the most
+// buckets above that share gives its last bucket, so the bucket counts even
+// out as far as the table's number of buckets allows (--sparse_buckets;
+// the map knows no row counts). Replicated tables stay. Fields set: table,
 // begin, end, source, destination.
 std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& map, int dest,
                                          const std::set<int>& serving);
 
-// The moves that take every dense range of server `source` to the other
-// `serving` servers (`source` not among them), each whole range to the one
-// holding the fewest keys of its table then. FailedPrecondition if no other
-// server serves, or `source` holds hash buckets of a sparse table (moving
-// buckets is a later milestone) or ranges of a replicated table.
+// The moves that take every dense range and sparse bucket of server
+// `source` to the other `serving` servers (`source` not among them): each
+// whole range to the one holding the fewest keys of its table then, each
+// bucket to the one holding the fewest buckets of its table then.
+// FailedPrecondition if no other server serves, or `source` holds ranges or
+// buckets of a replicated table, or rows of a sparse table without buckets
+// (a map of an older version).
 StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& map, int source,
                                                      const std::set<int>& serving);
 
@@ -39,11 +46,14 @@ bool HoldsAnything(const wire::ShardMap& map, int server);
 
 // Edits `map`'s ranges (not its version) as move `m` does: the range of
 // m.source ending at m.end is cut at m.begin and [m.begin, m.end) given to
-// m.destination (the whole range when m.begin is its first key).
-// FailedPrecondition if the map has no such range (it is then unchanged).
+// m.destination (the whole range when m.begin is its first key); of a sparse
+// table, bucket m.begin of m.source goes to m.destination.
+// FailedPrecondition if the map has no such range or bucket (it is then
+// unchanged).
 Status ApplyMove(wire::ShardMap* map, const wire::RangeMove& m);
 
-// Whether `map` already gives [m.begin, m.end) of m.table to m.destination.
+// Whether `map` already gives [m.begin, m.end) of m.table (of a sparse
+// table: bucket m.begin) to m.destination.
 bool MoveApplied(const wire::ShardMap& map, const wire::RangeMove& m);
 
 }  // namespace coordinator_internal

@@ -1,6 +1,8 @@
 // The range plan of a joining server (coordinator/range_plan.h) on maps.
 #include "coordinator/range_plan.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -119,17 +121,119 @@ TEST(RangePlanTest, ADrainMovesEveryWholeRangeToTheLeastLoadedOthers) {
   EXPECT_FALSE(HoldsAnything(after, 1));
   EXPECT_TRUE(HoldsAnything(after, 0));
   EXPECT_EQ(Loads(after).count(1), 0u);
-  // Nowhere to go; or a sparse table's buckets on the server.
+  // Nowhere to go.
   EXPECT_EQ(PlanMovesFrom(map, 1, {1}).status().code(), StatusCode::kFailedPrecondition);
-  wire::TableShards* sparse = map.add_tables();
+}
+
+// A sparse table "emb" of `buckets` buckets placed as the coordinator does
+// on `servers` servers (bucket k on server k mod servers).
+wire::TableShards* AddSparse(wire::ShardMap* map, int buckets, int servers) {
+  wire::TableShards* ts = map->add_tables();
+  ts->mutable_table()->set_name("emb");
+  ts->mutable_table()->set_type(static_cast<int>(TableType::kSparse));
+  ts->mutable_table()->set_row_width(4);
+  for (const wire::SparseBucket& b : ShardMap::AssignBuckets(buckets, servers)) {
+    *ts->add_buckets() = b;
+  }
+  return ts;
+}
+
+std::map<int, int> BucketLoads(const wire::ShardMap& map, const std::string& name = "emb") {
+  std::map<int, int> load;
+  for (const wire::TableShards& ts : map.tables()) {
+    if (ts.table().name() != name) continue;
+    for (const wire::SparseBucket& b : ts.buckets()) ++load[b.server()];
+  }
+  return load;
+}
+
+TEST(RangePlanTest, AJoiningServerTakesBucketsUntilTheCountsEvenOut) {
+  wire::ShardMap map = MapOf(8 * kDenseChunk, 1);
+  AddSparse(&map, 8, 1);
+  std::vector<wire::RangeMove> plan = PlanMovesTo(map, 1, {0, 1});
+  // The dense half, then four of the eight buckets, one move each.
+  ASSERT_EQ(plan.size(), 5u);
+  EXPECT_EQ(plan[0].table(), "w");
+  for (size_t i = 1; i < plan.size(); ++i) {
+    EXPECT_EQ(plan[i].table(), "emb");
+    EXPECT_EQ(plan[i].end(), plan[i].begin() + 1) << "one bucket per move";
+    EXPECT_EQ(plan[i].source(), 0);
+    EXPECT_EQ(plan[i].destination(), 1);
+  }
+  wire::ShardMap two = Applied(map, plan);
+  EXPECT_EQ(BucketLoads(two), (std::map<int, int>{{0, 4}, {1, 4}}));
+  for (size_t i = 1; i < plan.size(); ++i) EXPECT_TRUE(MoveApplied(two, plan[i]));
+  EXPECT_FALSE(MoveApplied(map, plan[1]));
+  // A third server: 8 / 3 = 2 each at least, taken from the fuller ones.
+  plan = PlanMovesTo(two, 2, {0, 1, 2});
+  const wire::ShardMap three = Applied(two, plan);
+  std::map<int, int> load = BucketLoads(three);
+  EXPECT_EQ(load[2], 2);
+  EXPECT_EQ(load[0] + load[1] + load[2], 8);
+  EXPECT_LE(std::max(load[0], load[1]) - std::min(load[0], load[1]), 1);
+  // Nothing more to even out.
+  std::vector<wire::RangeMove> again = PlanMovesTo(three, 2, {0, 1, 2});
+  for (const wire::RangeMove& m : again) EXPECT_NE(m.table(), "emb");
+}
+
+TEST(RangePlanTest, BucketsOfAReplicatedTableOrBelowAShareStay) {
+  wire::ShardMap map;
+  AddSparse(&map, 1, 1);  // One bucket: a second server's share is 0.
+  EXPECT_TRUE(PlanMovesTo(map, 1, {0, 1}).empty());
+  wire::ShardMap chained;
+  wire::TableShards* ts = AddSparse(&chained, 4, 2);
+  for (wire::SparseBucket& b : *ts->mutable_buckets()) {
+    b.add_chain(b.server());
+    b.add_chain(1 - b.server());
+  }
+  EXPECT_TRUE(PlanMovesTo(chained, 2, {0, 1, 2}).empty());
+  EXPECT_EQ(PlanMovesFrom(chained, 1, {0, 1}).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(RangePlanTest, ADrainMovesEveryBucketToTheOthersEvenly) {
+  wire::ShardMap map = MapOf(120 * kDenseChunk, 3);
+  for (int id = 0; id < 3; ++id) map.add_servers()->set_id(id);
+  AddSparse(&map, 9, 3);
+  ASSERT_OK_AND_ASSIGN(std::vector<wire::RangeMove> plan, PlanMovesFrom(map, 1, {0, 1, 2}));
+  ASSERT_EQ(plan.size(), 4u);  // Its dense range and its three buckets.
+  const wire::ShardMap after = Applied(map, plan);
+  EXPECT_FALSE(HoldsAnything(after, 1));
+  const std::map<int, int> load = BucketLoads(after);
+  EXPECT_EQ(load.count(1), 0u);
+  EXPECT_EQ(load.at(0) + load.at(2), 9);
+  EXPECT_LE(std::abs(load.at(0) - load.at(2)), 1);
+  // A table without buckets (a map of an older version): its rows cannot move.
+  wire::ShardMap old = MapOf(8 * kDenseChunk, 2);
+  for (int id = 0; id < 2; ++id) old.add_servers()->set_id(id);
+  wire::TableShards* sparse = old.add_tables();
   sparse->mutable_table()->set_name("emb");
   sparse->mutable_table()->set_type(static_cast<int>(TableType::kSparse));
-  sparse->add_buckets()->set_server(0);
-  sparse->add_buckets()->set_server(1);
-  const Status refused = PlanMovesFrom(map, 1, {0, 1, 2}).status();
+  const Status refused = PlanMovesFrom(old, 1, {0, 1}).status();
   EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.message().find("emb"), std::string::npos) << refused;
-  EXPECT_OK(PlanMovesFrom(map, 2, {0, 1, 2}).status());  // Server 2 holds no bucket.
+}
+
+TEST(RangePlanTest, ApplyMoveRefusesABucketTheSourceDoesNotHold) {
+  wire::ShardMap map;
+  AddSparse(&map, 4, 2);
+  const wire::ShardMap before = map;
+  wire::RangeMove m;
+  m.set_table("emb");
+  m.set_begin(1);  // Server 1's.
+  m.set_end(2);
+  m.set_source(0);
+  m.set_destination(2);
+  EXPECT_EQ(ApplyMove(&map, m).code(), StatusCode::kFailedPrecondition);
+  m.set_begin(4);  // No such bucket.
+  m.set_end(5);
+  EXPECT_EQ(ApplyMove(&map, m).code(), StatusCode::kFailedPrecondition);
+  m.set_begin(0);  // Two buckets in one move.
+  m.set_end(2);
+  EXPECT_EQ(ApplyMove(&map, m).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(map.SerializeAsString(), before.SerializeAsString());
+  m.set_end(1);
+  ASSERT_OK(ApplyMove(&map, m));
+  EXPECT_EQ(map.tables(0).buckets(0).server(), 2);
 }
 
 }  // namespace
