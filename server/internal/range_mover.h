@@ -1,5 +1,6 @@
-// RangeMover: a server's side of moving dense key ranges between servers in
-// a running job (docs/elastic.md), as source and as destination.
+// RangeMover: a server's side of moving dense key ranges and sparse hash
+// buckets between servers in a running job (docs/elastic.md), as source and
+// as destination.
 //
 // Source (MOVE_RANGE from the coordinator, keys [m, e) = the tail of a range
 // [b, e) held here): waits until the range is quiescent (no BSP round
@@ -19,6 +20,16 @@
 // MOVE_STATE pieces from the source): a piece is accepted only with the
 // move's token; the first creates the range, each is written in place, the
 // last loads the clocks and the exactly-once record.
+//
+// A hash bucket k of an unreplicated sparse table (RangeMove [k, k + 1))
+// moves the same way: the source waits until the table is quiescent (no
+// BSP round pending, no pull waiting), copies the bucket's rows, the table's
+// step and the exactly-once record's ids (bucket_copy.h), holds every
+// request with a row in the bucket, streams the copy, and once the new map
+// is installed refuses rows of the bucket "moved" (the client splits its
+// request by that map). The source keeps its copy of the rows, so a failed
+// move only releases the held requests. The part counts of the table's
+// record go along with the last bucket the source holds.
 //
 // Both sides remember the tokens of the moves they finished, so a
 // coordinator that repeats a step (a timeout, a failover) gets OK again.
@@ -41,6 +52,7 @@
 #include "common/status.h"
 #include "proto/relaxps.pb.h"
 #include "server/internal/range_state.h"
+#include "server/internal/sparse_shard.h"
 #include "server/internal/state_transfer.h"
 
 namespace relaxps {
@@ -61,6 +73,11 @@ class RangeMoverHost {
   // Forgets the range of `table` starting at `begin` (its store shard stays
   // allocated: ParamStore has no drop).
   virtual void DropRange(const std::string& table, uint64_t begin) = 0;
+  // Unreplicated sparse table `table` (its rows here, in store()), or nullptr.
+  virtual SparseShardState* SparseTable(const std::string& table) = 0;
+  // The exactly-once record of sparse table `table` (made on first use).
+  virtual AppliedLedger* SparseLedger(const std::string& table) = 0;
+  virtual ParamStore* store() = 0;
   // Runs a held data request through the data path again.
   virtual void Redispatch(Request&& req) = 0;
   virtual void SendReply(const Request& req, Message&& reply) = 0;
@@ -89,9 +106,13 @@ class RangeMover {
   void HandleMoveRange(Request&& req);
   // MOVE_STATE from the source.
   void HandleMoveState(Request&& req);
-  // True if `req` (a dense data request) touches a range this server cut
-  // out and has not seen published yet: it is kept, and run again later.
+  // True if `req` (a data request) touches a range or bucket this server
+  // cut out and has not seen published yet: it is kept, and run again later.
   bool HoldIfMoving(Request* req);
+  // Whether any of the n rows `ids` of sparse table `table` lies in a bucket
+  // this server gave away by a move (published): the request is refused
+  // "moved".
+  bool MovedAway(const std::string& table, const uint64_t* ids, size_t n) const;
   // After each data request and on the timer: cuts ranges that became
   // quiescent, fails drains past their deadline, finishes aborted moves.
   void Poll();
@@ -107,6 +128,9 @@ class RangeMover {
     wire::RangeMove move;
     std::shared_ptr<Request> coordinator_request;  // Answered once sent (or failed).
     Phase phase = Phase::kDraining;
+    bool bucket = false;         // A sparse table's bucket (move.begin).
+    int num_buckets = 0;         // Of its table (bucket moves).
+    bool carried_parts = false;  // The copy took the table's part counts along.
     int64_t drain_deadline_ms = 0;
     uint64_t range_begin = 0;  // b: the range [b, e) the move cuts.
     int peer = -1;
@@ -129,6 +153,12 @@ class RangeMover {
 
   // Source steps.
   void Cut(Outgoing* out);
+  // Cut for a bucket move. An error: the move fails, nothing changed.
+  Status CutBucket(Outgoing* out);
+  // HandleMoveRange's checks of a bucket move of sparse table `ts`.
+  Status CheckBucketMove(const wire::RangeMove& m, const wire::TableShards& ts) const;
+  // HandleMoveState of a bucket move (the piece matched the move).
+  Status TakeBucketPiece(Incoming* in, const Request& req);
   void SendPiece(const std::string& token);
   void OnPieceReply(const std::string& token, size_t index, const Status& status);
   // The destination failed: take the range back once [b, m) is quiescent.
@@ -151,6 +181,9 @@ class RangeMover {
   std::map<std::string, Incoming> incoming_;  // By token.
   std::set<std::string> finished_;            // Tokens of finished moves.
   std::deque<std::string> finished_order_;    // Oldest first (bounded).
+  // Buckets of each sparse table this server gave away (published) and has
+  // not received back since: rows in them are refused "moved".
+  std::map<std::string, std::set<int>> moved_out_;
 };
 
 }  // namespace server_internal

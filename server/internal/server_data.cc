@@ -211,6 +211,12 @@ void ServerImpl::HandleSparse(Request&& req) {
   }
   const size_t n = h.key_count();
   const uint64_t* ids = *decoded_ids;
+  if (mover_->MovedAway(h.table(), ids, n)) {
+    // A bucket this server gave away (docs/elastic.md): "moved".
+    Reject(req, WrongShardError("rows of table '" + h.table() +
+                                "' lie in a hash bucket that moved to another server"));
+    return;
+  }
   Status clock_ok = server_internal::CheckClock(h.clock());
   if (!clock_ok.ok()) {
     Reject(req, clock_ok);
