@@ -22,21 +22,30 @@ bool IsDense(const wire::TableShards& ts) {
   return ts.table().type() == static_cast<int>(TableType::kDense);
 }
 
-// ApplyMove of a sparse table: bucket m.begin of m.source (unreplicated) goes
-// to m.destination.
+// ApplyMove of a sparse table: every bucket in [m.begin, m.end) that
+// m.source holds (unreplicated) goes to m.destination.
 Status ApplyBucketMove(wire::TableShards* ts, const wire::RangeMove& m) {
-  if (m.end() != m.begin() + 1 || m.begin() >= static_cast<uint64_t>(ts->buckets_size())) {
-    return FailedPreconditionError("sparse table '" + m.table() + "' has no bucket " +
-                                   std::to_string(m.begin()) + " to move (a move of a sparse "
-                                   "table is one bucket, [k, k + 1))");
+  const uint64_t n = static_cast<uint64_t>(ts->buckets_size());
+  int moved = 0;
+  for (uint64_t k = m.begin(); k < m.end() && k < n; ++k) {
+    const wire::SparseBucket& b = ts->buckets(static_cast<int>(k));
+    if (b.server() != m.source()) continue;
+    if (b.chain_size() > 0) {
+      return FailedPreconditionError("sparse table '" + m.table() + "' is replicated on chains");
+    }
+    ++moved;
   }
-  wire::SparseBucket* b = ts->mutable_buckets(static_cast<int>(m.begin()));
-  if (b->server() != m.source() || b->chain_size() > 0) {
+  if (m.begin() >= m.end() || m.end() > n || moved == 0) {
     return FailedPreconditionError("server " + std::to_string(m.source()) +
-                                   " holds no unreplicated bucket " + std::to_string(m.begin()) +
-                                   " of sparse table '" + m.table() + "'");
+                                   " holds no unreplicated bucket in [" +
+                                   std::to_string(m.begin()) + ", " + std::to_string(m.end()) +
+                                   ") of sparse table '" + m.table() + "' (of " +
+                                   std::to_string(n) + " buckets)");
   }
-  b->set_server(m.destination());
+  for (uint64_t k = m.begin(); k < m.end(); ++k) {
+    wire::SparseBucket* b = ts->mutable_buckets(static_cast<int>(k));
+    if (b->server() == m.source()) b->set_server(m.destination());
+  }
   return Status::OK();
 }
 
@@ -57,41 +66,48 @@ bool Replicated(const wire::TableShards& ts) {
   return false;
 }
 
-wire::RangeMove BucketMove(const std::string& table, int bucket, int source, int dest) {
+wire::RangeMove BucketMove(const std::string& table, int first, int last, int source,
+                           int dest) {
   wire::RangeMove m;
   m.set_table(table);
-  m.set_begin(static_cast<uint64_t>(bucket));
-  m.set_end(static_cast<uint64_t>(bucket) + 1);
+  m.set_begin(static_cast<uint64_t>(first));
+  m.set_end(static_cast<uint64_t>(last) + 1);
   m.set_source(source);
   m.set_destination(dest);
   return m;
 }
 
-// PlanMovesTo for sparse table `ts` (on `map`, edited as the moves go).
+// PlanMovesTo for sparse table `original` (on `map`, edited as it goes): one
+// move per giving server, of its highest buckets.
 void PlanBucketsTo(wire::ShardMap* map, const wire::TableShards& original, int dest,
                    const std::set<int>& serving, std::vector<wire::RangeMove>* plan) {
   if (original.buckets_size() == 0 || Replicated(original)) return;
   const std::string name = original.table().name();
   const uint64_t share = static_cast<uint64_t>(original.buckets_size()) / serving.size();
-  while (true) {
-    wire::TableShards* ts = FindTable(map, name);
-    std::map<int, uint64_t> load = {{dest, 0}};
-    for (const wire::SparseBucket& b : ts->buckets()) ++load[b.server()];
-    if (load[dest] >= share) return;
+  wire::TableShards* ts = FindTable(map, name);
+  std::map<int, uint64_t> load = {{dest, 0}};
+  for (const wire::SparseBucket& b : ts->buckets()) ++load[b.server()];
+  std::map<int, int> lowest_given;  // By giving server: its lowest bucket given.
+  while (load[dest] < share) {
     // The server with the most buckets above its share gives its last one.
     int source = -1;
     for (const auto& [server, n] : load) {
       if (server == dest || n <= share) continue;
       if (source < 0 || n > load[source]) source = server;
     }
-    if (source < 0) return;
+    if (source < 0) break;
     int bucket = -1;
     for (int k = ts->buckets_size() - 1; k >= 0 && bucket < 0; --k) {
       if (ts->buckets(k).server() == source) bucket = k;
     }
-    const wire::RangeMove m = BucketMove(name, bucket, source, dest);
-    if (!ApplyBucketMove(ts, m).ok()) return;
-    plan->push_back(m);
+    ts->mutable_buckets(bucket)->set_server(dest);
+    --load[source];
+    ++load[dest];
+    lowest_given[source] = bucket;
+  }
+  // Each source gave its buckets from `lowest` up: one move, one cut-over.
+  for (const auto& [source, lowest] : lowest_given) {
+    plan->push_back(BucketMove(name, lowest, original.buckets_size() - 1, source, dest));
   }
 }
 
@@ -134,8 +150,15 @@ bool MoveApplied(const wire::ShardMap& map, const wire::RangeMove& m) {
   for (const wire::TableShards& ts : map.tables()) {
     if (ts.table().name() != m.table()) continue;
     if (!IsDense(ts)) {
-      return m.end() == m.begin() + 1 && m.begin() < static_cast<uint64_t>(ts.buckets_size()) &&
-             ts.buckets(static_cast<int>(m.begin())).server() == m.destination();
+      // No bucket of the range left on the source, one on the destination.
+      bool dest_holds = false;
+      for (uint64_t k = m.begin(); k < m.end() && k < static_cast<uint64_t>(ts.buckets_size());
+           ++k) {
+        const int server = ts.buckets(static_cast<int>(k)).server();
+        if (server == m.source()) return false;
+        dest_holds |= server == m.destination();
+      }
+      return dest_holds;
     }
     for (const wire::DenseRange& r : ts.ranges()) {
       if (r.begin() == m.begin() && r.end() == m.end() && r.server() == m.destination()) {
@@ -222,6 +245,7 @@ StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& origi
         }
         continue;
       }
+      std::vector<int> held;
       for (int k = 0; k < ts.buckets_size(); ++k) {
         const wire::SparseBucket& b = ts.buckets(k);
         if (b.server() != source && std::find(b.chain().begin(), b.chain().end(), source) ==
@@ -231,16 +255,28 @@ StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& origi
         if (b.chain_size() > 0) {
           return FailedPreconditionError("sparse table '" + name + "' is replicated on chains");
         }
-        // To the other server holding the fewest buckets of the table then.
-        wire::TableShards* now = FindTable(&map, name);
-        const std::map<int, uint64_t> load = BucketLoad(*now, others);
+        held.push_back(k);
+      }
+      // Each bucket to the other server holding the fewest buckets of the
+      // table then; the source's buckets in order, so that each destination
+      // gets a consecutive run of them: one move (one cut-over) each.
+      wire::TableShards* now = FindTable(&map, name);
+      std::map<int, uint64_t> load = BucketLoad(*now, others);
+      std::map<int, int> count;
+      for (size_t i = 0; i < held.size(); ++i) {
         int dest = *others.begin();
         for (const auto& [s, n] : load) {
           if (n < load.at(dest)) dest = s;
         }
-        const wire::RangeMove m = BucketMove(name, k, source, dest);
+        ++load[dest];
+        ++count[dest];
+      }
+      size_t i = 0;
+      for (const auto& [dest, n] : count) {
+        const wire::RangeMove m = BucketMove(name, held[i], held[i + n - 1], source, dest);
         RETURN_IF_ERROR(ApplyBucketMove(now, m));
         plan.push_back(m);
+        i += n;
       }
       continue;
     }

@@ -1,6 +1,8 @@
 // Range plans: which dense key ranges and sparse hash buckets move where
 // when a server joins a running job or one is drained (docs/elastic.md).
-// A move of a sparse table is one bucket k: RangeMove [begin, end) = [k, k + 1). Pure functions on shard-map protos; the
+// A move of a sparse table moves every bucket in [begin, end) that its source
+// holds (bucket indices), so one cut-over carries all that one server gives
+// another. Pure functions on shard-map protos; the
 // coordinator (coordinator_moves.cc) runs the moves they plan.
 //
 // Thread-safety: stateless functions.
@@ -26,7 +28,8 @@ namespace coordinator_internal {
 // (buckets / serving servers, rounded down) the server holding the most
 // buckets above that share gives its last bucket, so the bucket counts even
 // out as far as the table's number of buckets allows (--sparse_buckets;
-// the map knows no row counts). Replicated tables stay. Fields set: table,
+// the map knows no row counts); one move per giving server, [its lowest
+// bucket given, number of buckets). Replicated tables stay. Fields set: table,
 // begin, end, source, destination.
 std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& map, int dest,
                                          const std::set<int>& serving);
@@ -34,7 +37,9 @@ std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& map, int dest,
 // The moves that take every dense range and sparse bucket of server
 // `source` to the other `serving` servers (`source` not among them): each
 // whole range to the one holding the fewest keys of its table then, each
-// bucket to the one holding the fewest buckets of its table then.
+// bucket to the one holding the fewest buckets of its table then (the
+// source's buckets in order, a consecutive run of them per destination: one
+// move each).
 // FailedPrecondition if no other server serves, or `source` holds ranges or
 // buckets of a replicated table, or rows of a sparse table without buckets
 // (a map of an older version).
@@ -47,13 +52,14 @@ bool HoldsAnything(const wire::ShardMap& map, int server);
 // Edits `map`'s ranges (not its version) as move `m` does: the range of
 // m.source ending at m.end is cut at m.begin and [m.begin, m.end) given to
 // m.destination (the whole range when m.begin is its first key); of a sparse
-// table, bucket m.begin of m.source goes to m.destination.
+// table, every bucket in [m.begin, m.end) that m.source holds goes to
+// m.destination.
 // FailedPrecondition if the map has no such range or bucket (it is then
 // unchanged).
 Status ApplyMove(wire::ShardMap* map, const wire::RangeMove& m);
 
-// Whether `map` already gives [m.begin, m.end) of m.table (of a sparse
-// table: bucket m.begin) to m.destination.
+// Whether `map` already gives [m.begin, m.end) of m.table to m.destination
+// (of a sparse table: m.source holds no bucket in it, m.destination one).
 bool MoveApplied(const wire::ShardMap& map, const wire::RangeMove& m);
 
 }  // namespace coordinator_internal

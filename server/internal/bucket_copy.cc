@@ -10,8 +10,8 @@
 namespace relaxps {
 namespace server_internal {
 
-StatusOr<BucketCopy> CopyBucketRows(ParamStore* store, const std::string& table, int bucket,
-                                    int num_buckets) {
+StatusOr<BucketCopy> CopyBucketRows(ParamStore* store, const std::string& table,
+                                    const std::set<int>& buckets, int num_buckets) {
   const SparseTableSpec* spec = store->GetSparse(table);
   int64_t* step = store->SparseStep(table);
   if (spec == nullptr || step == nullptr) {
@@ -21,7 +21,7 @@ StatusOr<BucketCopy> CopyBucketRows(ParamStore* store, const std::string& table,
   RETURN_IF_ERROR(store->SparseRowIds(table, &all));
   std::vector<uint64_t> mine;
   for (uint64_t id : all) {
-    if (SparseOwner(id, num_buckets) == bucket) mine.push_back(id);
+    if (buckets.count(SparseOwner(id, num_buckets)) > 0) mine.push_back(id);
   }
   std::sort(mine.begin(), mine.end());
   BucketCopy copy;
@@ -35,19 +35,21 @@ StatusOr<BucketCopy> CopyBucketRows(ParamStore* store, const std::string& table,
   return copy;
 }
 
-Status WriteBucketPiece(ParamStore* store, const std::string& table, int bucket,
-                        int num_buckets, const Frame& id_frame, const Frame& row_frame) {
+Status WriteBucketPiece(ParamStore* store, const std::string& table,
+                        const std::set<int>& buckets, int num_buckets, const Frame& id_frame,
+                        const Frame& row_frame) {
+  const std::string which = "a piece of " + std::to_string(buckets.size()) + " bucket(s) of '" +
+                            table + "'";
   const SparseTableSpec* spec = store->GetSparse(table);
   if (spec == nullptr) return NotFoundError("no sparse table '" + table + "' in the store");
   if (id_frame.size() % sizeof(uint64_t) != 0) {
-    return InvalidArgumentError("a piece of bucket " + std::to_string(bucket) + " of '" + table +
-                                "' has a frame of row ids of " + std::to_string(id_frame.size()) +
-                                " bytes");
+    return InvalidArgumentError(which + " has a frame of row ids of " +
+                                std::to_string(id_frame.size()) + " bytes");
   }
   const size_t n = id_frame.size() / sizeof(uint64_t);
   if (row_frame.size() != n * spec->row_floats() * sizeof(float)) {
-    return InvalidArgumentError("a piece of bucket " + std::to_string(bucket) + " of '" + table +
-                                "' has " + std::to_string(row_frame.size()) + " bytes of rows for " +
+    return InvalidArgumentError(which + " has " + std::to_string(row_frame.size()) +
+                                " bytes of rows for " +
                                 std::to_string(n) + " ids of " +
                                 std::to_string(spec->row_floats()) + " floats");
   }
@@ -58,9 +60,9 @@ Status WriteBucketPiece(ParamStore* store, const std::string& table, int bucket,
   std::memcpy(ids.data(), id_frame.data(), id_frame.size());
   std::memcpy(rows.data(), row_frame.data(), row_frame.size());
   for (uint64_t id : ids) {
-    if (SparseOwner(id, num_buckets) != bucket) {
+    if (buckets.count(SparseOwner(id, num_buckets)) == 0) {
       return InvalidArgumentError("row " + std::to_string(id) + " of '" + table +
-                                  "' is not in bucket " + std::to_string(bucket));
+                                  "' is not in a bucket that moves");
     }
   }
   return store->WriteRows(table, ids.data(), n, rows.data());

@@ -1,4 +1,4 @@
-// Copying one hash bucket of an unreplicated sparse table out of a server's
+// Copying hash buckets of an unreplicated sparse table out of a server's
 // store and into another's: the rows a range move of a bucket carries
 // (docs/elastic.md, range_mover.h).
 //
@@ -34,17 +34,18 @@ struct BucketCopy {
   int64_t step = 0;  // The table's optimizer steps here (Adam's bias correction).
 };
 
-// The rows of bucket `bucket` (of `num_buckets`) of sparse table `table` in
-// `store`, read now. NotFound for an unknown table; the store's error if it
+// The rows of the buckets `buckets` (of `num_buckets`) of sparse table
+// `table` in `store`, read now. NotFound for an unknown table; the store's error if it
 // cannot list or read its rows.
-StatusOr<BucketCopy> CopyBucketRows(ParamStore* store, const std::string& table, int bucket,
-                                    int num_buckets);
+StatusOr<BucketCopy> CopyBucketRows(ParamStore* store, const std::string& table,
+                                    const std::set<int>& buckets, int num_buckets);
 
 // Writes one piece of a copy (frames as received: the ids, then their rows)
 // into `table` of `store`. InvalidArgument when the frames do not fit the
-// table's row shape or a row is not in bucket `bucket` of `num_buckets`.
-Status WriteBucketPiece(ParamStore* store, const std::string& table, int bucket,
-                        int num_buckets, const Frame& ids, const Frame& rows);
+// table's row shape or a row is not in one of `buckets` (of `num_buckets`).
+Status WriteBucketPiece(ParamStore* store, const std::string& table,
+                        const std::set<int>& buckets, int num_buckets, const Frame& ids,
+                        const Frame& rows);
 
 // Whether any of the n rows `ids` lies in one of `buckets` (of `num_buckets`).
 bool AnyRowIn(const std::set<int>& buckets, int num_buckets, const uint64_t* ids, size_t n);

@@ -27,27 +27,27 @@ bool IsSparse(const wire::TableShards& ts) {
   return ts.table().type() == static_cast<int>(TableType::kSparse);
 }
 
+// (Of a sparse table the "keys" are bucket indices.)
 std::string Describe(const wire::RangeMove& m) {
-  if (m.end() == m.begin() + 1) {  // A bucket, or a dense range of one key.
-    return "bucket/key " + std::to_string(m.begin()) + " of table '" + m.table() +
-           "' from server " + std::to_string(m.source()) + " to server " +
-           std::to_string(m.destination());
-  }
   return "keys [" + std::to_string(m.begin()) + ", " + std::to_string(m.end()) + ") of table '" +
          m.table() + "' from server " + std::to_string(m.source()) + " to server " +
          std::to_string(m.destination());
 }
 
-// The server the map gives the first key (dense) or the bucket (sparse) of
-// move `m` to (-1: none).
+// The buckets of `ts` in [m.begin, m.end) that `server` holds.
+std::set<int> BucketsOf(const wire::TableShards& ts, int server, const wire::RangeMove& m) {
+  std::set<int> held;
+  for (uint64_t k = m.begin(); k < m.end() && k < static_cast<uint64_t>(ts.buckets_size());
+       ++k) {
+    if (ts.buckets(static_cast<int>(k)).server() == server) held.insert(static_cast<int>(k));
+  }
+  return held;
+}
+
+// The server the map gives the first key of dense move `m` to (-1: none).
 int HolderIn(const wire::ShardMap& map, const wire::RangeMove& m) {
   const wire::TableShards* ts = TableIn(map, m.table());
-  if (ts == nullptr) return -1;
-  if (IsSparse(*ts)) {
-    return m.begin() < static_cast<uint64_t>(ts->buckets_size())
-               ? ts->buckets(static_cast<int>(m.begin())).server()
-               : -1;
-  }
+  if (ts == nullptr || IsSparse(*ts)) return -1;
   for (const wire::DenseRange& r : ts->ranges()) {
     if (r.begin() <= m.begin() && m.begin() < r.end()) return r.server();
   }
@@ -122,6 +122,7 @@ void RangeMover::HandleMoveRange(Request&& req) {
     Outgoing& out = outgoing_[token];
     out.move = m;
     out.bucket = true;
+    out.buckets = BucketsOf(*ts, m.source(), m);
     out.num_buckets = ts->buckets_size();
     out.coordinator_request = std::make_shared<Request>(std::move(req));
     out.range_begin = m.begin();
@@ -174,24 +175,30 @@ Status RangeMover::CheckBucketMove(const wire::RangeMove& m, const wire::TableSh
     return InvalidArgumentError("MOVE_RANGE from server " + std::to_string(m.source()) +
                                 " sent to " + std::to_string(me));
   }
-  if (m.end() != m.begin() + 1 || m.begin() >= static_cast<uint64_t>(ts.buckets_size())) {
-    return InvalidArgumentError("a move of sparse table '" + m.table() +
-                                "' is one of its buckets [k, k + 1), k below " +
-                                std::to_string(ts.buckets_size()));
+  if (m.end() > static_cast<uint64_t>(ts.buckets_size())) {
+    return InvalidArgumentError("a move of sparse table '" + m.table() + "' names buckets [" +
+                                std::to_string(m.begin()) + ", " + std::to_string(m.end()) +
+                                ") of " + std::to_string(ts.buckets_size()));
   }
-  const wire::SparseBucket& b = ts.buckets(static_cast<int>(m.begin()));
-  if (b.server() != me || b.chain_size() > 0 || host_->SparseTable(m.table()) == nullptr) {
+  const std::set<int> buckets = BucketsOf(ts, me, m);
+  bool chained = false;
+  for (int k : buckets) chained |= ts.buckets(k).chain_size() > 0;
+  if (buckets.empty() || chained || host_->SparseTable(m.table()) == nullptr) {
     return FailedPreconditionError("server " + std::to_string(me) +
-                                   " holds no unreplicated bucket " + std::to_string(m.begin()) +
-                                   " of sparse table '" + m.table() + "'");
+                                   " holds no unreplicated bucket in [" +
+                                   std::to_string(m.begin()) + ", " + std::to_string(m.end()) +
+                                   ") of sparse table '" + m.table() + "'");
   }
   if (m.destination_endpoint().empty()) {
     return InvalidArgumentError("MOVE_RANGE without the destination's endpoint");
   }
   for (const auto& [t, other] : outgoing_) {
-    if (other.bucket && other.move.table() == m.table() && other.move.begin() == m.begin()) {
-      return FailedPreconditionError("bucket " + std::to_string(m.begin()) + " of table '" +
-                                     m.table() + "' is already moving");
+    if (!other.bucket || other.move.table() != m.table()) continue;
+    for (int k : buckets) {
+      if (other.buckets.count(k) > 0) {
+        return FailedPreconditionError("bucket " + std::to_string(k) + " of table '" +
+                                       m.table() + "' is already moving");
+      }
     }
   }
   return Status::OK();
@@ -199,9 +206,8 @@ Status RangeMover::CheckBucketMove(const wire::RangeMove& m, const wire::TableSh
 
 Status RangeMover::CutBucket(Outgoing* out) {
   const wire::RangeMove& m = out->move;
-  const int bucket = static_cast<int>(m.begin());
   ASSIGN_OR_RETURN(BucketCopy copy,
-                   CopyBucketRows(host_->store(), m.table(), bucket, out->num_buckets));
+                   CopyBucketRows(host_->store(), m.table(), out->buckets, out->num_buckets));
   wire::ChainSnapshot meta;
   meta.set_step(copy.step);
   // The record's ids go along (a resend of a push applied here is then a
@@ -211,7 +217,7 @@ Status RangeMover::CutBucket(Outgoing* out) {
   if (const wire::TableShards* ts = TableIn(host_->installed_map(), m.table()); ts != nullptr) {
     for (const wire::SparseBucket& b : ts->buckets()) held_here += b.server() == host_->server_id();
   }
-  out->carried_parts = held_here <= 1;
+  out->carried_parts = held_here <= static_cast<int>(out->buckets.size());
   host_->SparseLedger(m.table())->Save(meta.mutable_dedup(), 0, /*with_seqs=*/false);
   if (!out->carried_parts) {
     for (wire::DedupEntry& d : *meta.mutable_dedup()) d.set_parts(0);
@@ -460,8 +466,7 @@ bool RangeMover::HoldIfMoving(Request* req) {
           req->msg.frames.empty()
               ? StatusOr<const uint64_t*>(InvalidArgumentError("no ids"))
               : DecodeRowIds(req->msg.frames[0], h.key_count(), &scratch);
-      if (!ids.ok() || !AnyRowIn({static_cast<int>(out.move.begin())}, out.num_buckets, *ids,
-                                 h.key_count())) {
+      if (!ids.ok() || !AnyRowIn(out.buckets, out.num_buckets, *ids, h.key_count())) {
         continue;
       }
     } else if (!Overlaps(out.move, h.table(), h.key_begin(),
@@ -478,13 +483,21 @@ void RangeMover::OnMapInstalled(const wire::ShardMap& map) {
   std::vector<std::string> published;
   for (const auto& [token, out] : outgoing_) {
     if (out.phase != Phase::kSent) continue;
+    if (out.bucket) {
+      const wire::TableShards* ts = TableIn(map, out.move.table());
+      if (ts != nullptr && BucketsOf(*ts, host_->server_id(), out.move).empty()) {
+        published.push_back(token);
+      }
+      continue;
+    }
     const int holder = HolderIn(map, out.move);
     if (holder >= 0 && holder != host_->server_id()) published.push_back(token);
   }
   for (const std::string& token : published) {
     auto it = outgoing_.find(token);
     if (it->second.bucket) {
-      moved_out_[it->second.move.table()].insert(static_cast<int>(it->second.move.begin()));
+      moved_out_[it->second.move.table()].insert(it->second.buckets.begin(),
+                                                  it->second.buckets.end());
     }
     std::deque<Request> held = std::move(it->second.held);
     LOG(INFO) << "the map " << map.version() << " publishes the move of " << Describe(it->second.move)
@@ -513,15 +526,15 @@ Status RangeMover::TakeBucketPiece(Incoming* in, const Request& req) {
     return FailedPreconditionError("no unreplicated sparse table '" + m.table() +
                                    "' with a bucket " + std::to_string(m.begin()) + " here");
   }
-  if (p.index() == 0 && HolderIn(map, m) == me) {
+  const std::set<int> buckets = BucketsOf(*ts, m.source(), m);
+  if (buckets.empty()) {
     return FailedPreconditionError("the map already gives " + Describe(m) + " to this server");
   }
   if (req.msg.frames.size() != 2) {
     return InvalidArgumentError("MOVE_STATE of a bucket expects 2 frames (ids, rows), got " +
                                 std::to_string(req.msg.frames.size()));
   }
-  const int bucket = static_cast<int>(m.begin());
-  RETURN_IF_ERROR(WriteBucketPiece(host_->store(), m.table(), bucket, ts->buckets_size(),
+  RETURN_IF_ERROR(WriteBucketPiece(host_->store(), m.table(), buckets, ts->buckets_size(),
                                    req.msg.frames[0], req.msg.frames[1]));
   if (!p.last()) return Status::OK();
   const wire::ChainSnapshot& snap = h.chain_snapshot();
@@ -538,7 +551,7 @@ Status RangeMover::TakeBucketPiece(Incoming* in, const Request& req) {
                  << "; they go on at this server's step " << *step << " of the table";
   }
   host_->SparseLedger(m.table())->Merge(snap.dedup());
-  moved_out_[m.table()].erase(bucket);
+  for (int k : buckets) moved_out_[m.table()].erase(k);
   return Status::OK();
 }
 

@@ -21,15 +21,16 @@
 // move's token; the first creates the range, each is written in place, the
 // last loads the clocks and the exactly-once record.
 //
-// A hash bucket k of an unreplicated sparse table (RangeMove [k, k + 1))
-// moves the same way: the source waits until the table is quiescent (no
-// BSP round pending, no pull waiting), copies the bucket's rows, the table's
-// step and the exactly-once record's ids (bucket_copy.h), holds every
-// request with a row in the bucket, streams the copy, and once the new map
-// is installed refuses rows of the bucket "moved" (the client splits its
-// request by that map). The source keeps its copy of the rows, so a failed
-// move only releases the held requests. The part counts of the table's
-// record go along with the last bucket the source holds.
+// The hash buckets of an unreplicated sparse table that the source holds in
+// [begin, end) (bucket indices) move the same way, together: the source
+// waits until the table is quiescent (no BSP round pending, no pull
+// waiting), copies the buckets' rows, the table's step and the exactly-once
+// record's ids (bucket_copy.h), holds every request with a row in them,
+// streams the copy, and once the new map is installed refuses their rows
+// "moved" (the client splits its request by that map). The source keeps its
+// copy of the rows, so a failed move only releases the held requests. The
+// part counts of the table's record go along with the last buckets the
+// source holds.
 //
 // Both sides remember the tokens of the moves they finished, so a
 // coordinator that repeats a step (a timeout, a failover) gets OK again.
@@ -128,7 +129,8 @@ class RangeMover {
     wire::RangeMove move;
     std::shared_ptr<Request> coordinator_request;  // Answered once sent (or failed).
     Phase phase = Phase::kDraining;
-    bool bucket = false;         // A sparse table's bucket (move.begin).
+    bool bucket = false;         // Buckets of a sparse table (`buckets`).
+    std::set<int> buckets;       // Bucket moves: those that move.
     int num_buckets = 0;         // Of its table (bucket moves).
     bool carried_parts = false;  // The copy took the table's part counts along.
     int64_t drain_deadline_ms = 0;

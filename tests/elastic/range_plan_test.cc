@@ -151,21 +151,27 @@ TEST(RangePlanTest, AJoiningServerTakesBucketsUntilTheCountsEvenOut) {
   wire::ShardMap map = MapOf(8 * kDenseChunk, 1);
   AddSparse(&map, 8, 1);
   std::vector<wire::RangeMove> plan = PlanMovesTo(map, 1, {0, 1});
-  // The dense half, then four of the eight buckets, one move each.
-  ASSERT_EQ(plan.size(), 5u);
+  // The dense half, then the last four of the eight buckets in one move.
+  ASSERT_EQ(plan.size(), 2u);
   EXPECT_EQ(plan[0].table(), "w");
-  for (size_t i = 1; i < plan.size(); ++i) {
-    EXPECT_EQ(plan[i].table(), "emb");
-    EXPECT_EQ(plan[i].end(), plan[i].begin() + 1) << "one bucket per move";
-    EXPECT_EQ(plan[i].source(), 0);
-    EXPECT_EQ(plan[i].destination(), 1);
-  }
+  EXPECT_EQ(plan[1].table(), "emb");
+  EXPECT_EQ(plan[1].begin(), 4u);
+  EXPECT_EQ(plan[1].end(), 8u);
+  EXPECT_EQ(plan[1].source(), 0);
+  EXPECT_EQ(plan[1].destination(), 1);
   wire::ShardMap two = Applied(map, plan);
   EXPECT_EQ(BucketLoads(two), (std::map<int, int>{{0, 4}, {1, 4}}));
-  for (size_t i = 1; i < plan.size(); ++i) EXPECT_TRUE(MoveApplied(two, plan[i]));
+  EXPECT_TRUE(MoveApplied(two, plan[1]));
   EXPECT_FALSE(MoveApplied(map, plan[1]));
-  // A third server: 8 / 3 = 2 each at least, taken from the fuller ones.
+  // A third server: 8 / 3 = 2 each at least, taken from the fuller ones,
+  // one move from each giving server; its range holds the other's buckets,
+  // which stay.
   plan = PlanMovesTo(two, 2, {0, 1, 2});
+  for (const wire::RangeMove& m : plan) {
+    if (m.table() == "emb") {
+      EXPECT_EQ(m.end(), 8u);
+    }
+  }
   const wire::ShardMap three = Applied(two, plan);
   std::map<int, int> load = BucketLoads(three);
   EXPECT_EQ(load[2], 2);
@@ -195,7 +201,12 @@ TEST(RangePlanTest, ADrainMovesEveryBucketToTheOthersEvenly) {
   for (int id = 0; id < 3; ++id) map.add_servers()->set_id(id);
   AddSparse(&map, 9, 3);
   ASSERT_OK_AND_ASSIGN(std::vector<wire::RangeMove> plan, PlanMovesFrom(map, 1, {0, 1, 2}));
-  ASSERT_EQ(plan.size(), 4u);  // Its dense range and its three buckets.
+  // Its dense range; its buckets 1, 4, 7 in two runs, one to each other server.
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_NE(plan[1].destination(), plan[2].destination());
+  EXPECT_EQ(plan[1].begin(), 1u);
+  EXPECT_EQ(plan[2].end(), 8u);
+  EXPECT_LE(plan[1].end(), plan[2].begin());  // [1, 5) and [7, 8), or [1, 2) and [4, 8).
   const wire::ShardMap after = Applied(map, plan);
   EXPECT_FALSE(HoldsAnything(after, 1));
   const std::map<int, int> load = BucketLoads(after);
@@ -219,21 +230,24 @@ TEST(RangePlanTest, ApplyMoveRefusesABucketTheSourceDoesNotHold) {
   const wire::ShardMap before = map;
   wire::RangeMove m;
   m.set_table("emb");
-  m.set_begin(1);  // Server 1's.
+  m.set_begin(1);  // Server 1's only.
   m.set_end(2);
   m.set_source(0);
   m.set_destination(2);
   EXPECT_EQ(ApplyMove(&map, m).code(), StatusCode::kFailedPrecondition);
-  m.set_begin(4);  // No such bucket.
+  m.set_begin(3);  // Past the last bucket.
   m.set_end(5);
   EXPECT_EQ(ApplyMove(&map, m).code(), StatusCode::kFailedPrecondition);
-  m.set_begin(0);  // Two buckets in one move.
+  m.set_begin(2);  // Empty.
   m.set_end(2);
   EXPECT_EQ(ApplyMove(&map, m).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(map.SerializeAsString(), before.SerializeAsString());
-  m.set_end(1);
+  // Server 0's buckets in [0, 4) (0 and 2) go; server 1's stay.
+  m.set_begin(0);
+  m.set_end(4);
   ASSERT_OK(ApplyMove(&map, m));
-  EXPECT_EQ(map.tables(0).buckets(0).server(), 2);
+  EXPECT_TRUE(MoveApplied(map, m));
+  EXPECT_EQ(BucketLoads(map), (std::map<int, int>{{1, 2}, {2, 2}}));
 }
 
 }  // namespace
