@@ -150,7 +150,8 @@ Status RocksDbStore::DoSparseRowIds(const std::string& table, std::vector<uint64
       }
       if (seen.insert(row).second) ids->push_back(row);
     }
-    RETURN_IF_ERROR(FromRocks(it->status(), "cannot list the rows of '" + table + "' in " + Where()));
+    RETURN_IF_ERROR(
+        FromRocks(it->status(), "cannot list the rows of '" + table + "' in " + Where()));
   }
   return Status::OK();
 }

@@ -226,8 +226,9 @@ Status RangeMover::CutBucket(Outgoing* out) {
   out->transfer = OutgoingTransfer::Sparse(m.id(), m.destination(), std::move(meta),
                                            std::move(copy.ids), std::move(copy.rows),
                                            copy.row_floats, options_.chunk_bytes);
-  LOG(INFO) << "cut " << Describe(m) << ": sending " << out->transfer->bytes() << " bytes in " << out->transfer->num_pieces()
-            << " piece(s); its requests are held until the new map";
+  LOG(INFO) << "cut the buckets of " << Describe(m) << ": sending " << out->transfer->bytes()
+            << " bytes in " << out->transfer->num_pieces()
+            << " piece(s); their requests are held until the new map";
   SendPiece(m.token());
   return Status::OK();
 }

@@ -346,7 +346,9 @@ TEST(BucketMoveTest, AsyncRowPushesInFlightDuringBucketMovesAreReflectedOnce) {
     for (uint32_t col = 0; col < kWidth; ++col) {
       float expected = 0.0f;
       for (const auto& c : workers) {
-        for (int step = 0; step < kSteps; ++step) expected -= gradient(c->worker_id(), step, i, col);
+        for (int step = 0; step < kSteps; ++step) {
+          expected -= gradient(c->worker_id(), step, i, col);
+        }
       }
       wrong += rows[i * kWidth + col] != expected;
     }
