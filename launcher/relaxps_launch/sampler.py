@@ -53,6 +53,7 @@ class ServerSampler:
             if not p.running or not p.metrics_port or p.stopped:
                 continue
             url = f"http://{p.host.addr}:{p.metrics_port}/metrics"
+            t = self.sup.elapsed()  # When the server answers (the loop may lag after).
             try:
                 with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as r:
                     values = parse_metrics(r.read().decode(errors="replace"))
@@ -60,7 +61,7 @@ class ServerSampler:
                 continue  # Starting, partitioned or gone: no sample this time.
             if SERIES[0] not in values:
                 continue
-            rows.append([f"{self.sup.elapsed():.3f}", p.index] +
+            rows.append([f"{t:.3f}", p.index] +
                         [f"{values[n]:g}" if n in values else "" for n in SERIES])
         if rows:
             with open(self.path, "a", newline="") as f:
