@@ -1,6 +1,6 @@
 """sample_servers_s: every N seconds the supervisor reads each running
 server's Prometheus counters (the same /metrics a Prometheus scrapes,
-docs/events.md "Metrics") into <out_dir>/servers.csv, so that the
+README.md "Metrics") into <out_dir>/servers.csv, so that the
 experiment harness can plot per-server pushes/s over time (a run that adds
 or drains servers: docs/elastic.md). A server that does not answer within
 SCRAPE_TIMEOUT_S is left out of that sample; nothing else waits on it."""
