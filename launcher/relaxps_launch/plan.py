@@ -31,6 +31,7 @@ class Proc:
         self.joined_unix = None     # When its member_joined was seen (a joining server).
         self.drained = False        # A drain was requested (relaxps-ctl drain-server).
         self.left = False           # It exited 0 after its drain: gone for good.
+        self.scale_row = None       # summary row of its add_server or drain, if any.
 
     @property
     def running(self):

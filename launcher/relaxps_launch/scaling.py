@@ -169,11 +169,12 @@ class Scaler:
         self.sup.say(f"server {p.index}: {row['moves']} range move(s) off it planned")
 
     def left(self, p, rc):
-        """A drained server exited 0 (it held nothing and deregistered):
-        gone for good, never restarted."""
+        """A drained server exited 0 (it held nothing and deregistered; a
+        drain by hand too): gone for good, never restarted."""
         p.left = True
         t = self.sup.elapsed()
-        p.scale_row["drained_s"] = round(t, 3)
+        if p.scale_row is not None:
+            p.scale_row["drained_s"] = round(t, 3)
         self.sup.csv("drained", p.index, f"exit={rc}")
         self.sup.say(f"server {p.index} was drained and left (exit {rc})")
 

@@ -3,7 +3,8 @@ a one-server job gets a second server (relaxps-server --join) and then its
 first server is drained; the drained server's exit 0 is its leaving, not a
 failure; the job finishes and summary.json, events.csv and servers.csv show
 the add, the join, the moves with their map versions, the drain and the
-leaving."""
+leaving. Under curve, the drain runs relaxps-ctl with the job's operator
+key."""
 import csv
 import os
 import unittest
@@ -70,6 +71,24 @@ class ScalingTest(unittest.TestCase):
         self.assertIn("0", last)
         self.assertGreater(float(last["1"]["pushes_total"]), 0)
         self.assertLessEqual(float(last["0"]["time_s"]), drain["drained_s"] + 1)
+        self.assertEqual(run.left(), [])
+
+    def test_a_drain_under_curve_uses_the_operator_key(self):
+        run = Run(spec(duration_s=8 * SCALE, recovery="none", security="curve",
+                       faults=[{"at_s": 3 * SCALE, "action": "drain", "target": "server-1"}]))
+        code = run.run()
+        self.assertEqual(code, 0, run.output)
+        s = run.summary()
+        drain = s["faults"][0]
+        self.assertNotIn("error", drain)
+        self.assertGreaterEqual(drain["moves"], 1)
+        self.assertIn("drained_s", drain)
+        procs = {p["name"]: p for p in s["processes"]}
+        self.assertEqual(procs["server-1"]["exit_codes"], [0])
+        self.assertTrue(procs["server-1"]["drained"])
+        self.assertTrue(s["range_moves"])
+        self.assertTrue(all(m["source"] == 1 and m["destination"] == 0
+                            for m in s["range_moves"]), s["range_moves"])
         self.assertEqual(run.left(), [])
 
 
