@@ -6,7 +6,7 @@ import json
 import unittest
 
 from launch_util import tempdir  # noqa: F401  (puts the launcher on sys.path)
-from relaxps_launch import plan, sampler, spec as specmod
+from relaxps_launch import plan, sampler, scaling, spec as specmod
 
 BASE = {"servers": {"count": 1}, "workers": {"count": 2}, "duration_s": 100}
 
@@ -124,3 +124,136 @@ class SamplerTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FakePopen:
+    def __init__(self, rc, out=b"", err=b""):
+        self.rc, self.out, self.err = rc, out, err
+
+    def poll(self):
+        return self.rc
+
+    def communicate(self):
+        return self.out, self.err
+
+
+class FakeHandle:
+    def __init__(self, pid):
+        self.pid = pid
+
+
+class FakeSup:
+    """What Scaler uses of the supervisor: processes, events seen, starts."""
+
+    def __init__(self, servers=1):
+        self.spec = specmod.parse(with_faults([], servers={"count": servers}))
+        self.procs = [plan.Proc("server", i, self.spec.hosts["localhost"], f"server-{i}")
+                      for i in range(servers)]
+        for p in self.procs:
+            p.handle = FakeHandle(100 + p.index)
+        self.state = type("State", (), {"server_joins": {}})()
+        self.start_unix = 1000.0
+        self.said, self.rows, self.started, self.ctl = [], [], [], []
+        self.next_pid = 500
+        self.ctl_result = FakePopen(0, b'{"server": "0", "moves": [{}, {}]}')
+
+    def role(self, role):
+        return [p for p in self.procs if p.role == role]
+
+    def say(self, msg):
+        self.said.append(msg)
+
+    def csv(self, event, server, detail="", t=None):
+        self.rows.append((event, server, detail))
+
+    def elapsed(self):
+        return 10.0
+
+    def add_proc(self, p):
+        self.procs.append(p)
+
+    def start_server(self, p, join=False):
+        self.next_pid += 1
+        p.handle = FakeHandle(self.next_pid)
+        self.started.append((p.name, join))
+
+    def spawn_ctl(self, *args):
+        self.ctl.append(args)
+        return self.ctl_result
+
+    def joined(self, p, sid):
+        self.state.server_joins[p.handle.pid] = {"id": sid, "ts_unix_ms": 1012000}
+
+
+class ScalerTest(unittest.TestCase):
+    def add(self, sup, at):
+        f = specmod.Fault(at, "add_server", "server-1", host="localhost")
+        row = f.describe()
+        row["time_s"] = at
+        return f, row
+
+    def test_joins_are_one_at_a_time_and_named_by_the_id_they_get(self):
+        sup = FakeSup()
+        sc = scaling.Scaler(sup)
+        f1, r1 = self.add(sup, 5)
+        f2, r2 = self.add(sup, 5)
+        sc.apply(f1, r1)
+        sc.apply(f2, r2)  # server-1 has not registered: the second waits.
+        self.assertEqual(sup.started, [("server-1", True)])
+        self.assertTrue(r2["waited_for_join"])
+        sc.poll()
+        self.assertEqual(len(sup.started), 1)
+        sup.joined(sup.procs[1], 1)
+        sc.poll()
+        self.assertEqual(r1["joined_s"], 12.0)
+        self.assertEqual(sup.started, [("server-1", True), ("server-2", True)])
+        self.assertEqual((r2["target"], r2["server"], r2["time_s"]), ("server-2", 2, 10.0))
+        self.assertIn(("joined", 1, "pid=501"), sup.rows)
+
+    def test_a_failed_join_takes_no_id_and_its_record_is_reused(self):
+        sup = FakeSup()
+        sc = scaling.Scaler(sup)
+        f1, r1 = self.add(sup, 5)
+        sc.apply(f1, r1)
+        p = sup.procs[1]
+        p.handle = None  # It exited before it registered.
+        sc.join_failed(p, 2)
+        self.assertIn("server-1 exited with code 2 before it joined", r1["error"])
+        f2, r2 = self.add(sup, 8)
+        sc.apply(f2, r2)
+        self.assertEqual(len(sup.procs), 2)  # The same record, a second incarnation.
+        self.assertEqual(r2["server"], 1)
+        self.assertNotIn("error", r2)
+
+    def test_the_coordinators_id_wins_over_the_expected_one(self):
+        sup = FakeSup()
+        sc = scaling.Scaler(sup)
+        f1, r1 = self.add(sup, 5)
+        sc.apply(f1, r1)
+        sup.joined(sup.procs[1], 4)  # Someone joined servers by hand meanwhile.
+        sc.poll()
+        self.assertEqual((sup.procs[1].index, r1["server"]), (4, 4))
+        self.assertTrue(any("joined as server 4" in s for s in sup.said), sup.said)
+
+    def test_a_drain_counts_its_moves_and_a_refused_one_serves_on(self):
+        sup = FakeSup(servers=2)
+        sc = scaling.Scaler(sup)
+        f = specmod.Fault(9, "drain", "server-0")
+        row = f.describe()
+        sc.apply(f, row)
+        self.assertEqual(sup.ctl, [("--json", "drain-server", "0")])
+        self.assertTrue(sup.procs[0].drained)
+        sc.poll()
+        self.assertEqual(row["moves"], 2)
+        sup.ctl_result = FakePopen(1, b"", b"relaxps-ctl: FailedPrecondition: no\n")
+        f = specmod.Fault(9, "drain", "server-1")
+        row = f.describe()
+        sc.apply(f, row)
+        sc.poll()
+        self.assertEqual(row["error"], "relaxps-ctl drain-server 1: relaxps-ctl: "
+                         "FailedPrecondition: no")
+        self.assertFalse(sup.procs[1].drained)  # Its exit would be a failure again.
+        sup.procs[0].handle = None
+        row = specmod.Fault(12, "drain", "server-0").describe()
+        sc.apply(specmod.Fault(12, "drain", "server-0"), row)
+        self.assertEqual(row["skipped"], "no running process")
