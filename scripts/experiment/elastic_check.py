@@ -68,17 +68,17 @@ def job_spec(a, kind, seed, out_dir):
              f"--workers={a.workers}", f"--model={a.model}", f"--consistency={a.consistency}",
              "--recovery=none", f"--duration_s={a.duration_s:g}", "--optimizer=sgd",
              "--lr=0.01", "--batch=32", "--evaluator_every_s=2", f"--seed={seed}",
-             "--log_every_s=1", "--progress_s=30", "--metrics", f"--out_dir={out_dir}"]
+             "--log_every_s=1", "--progress_s=30", "--metrics", f"--out_dir={out_dir}",
+             f"--sample_servers_s={a.sample_s:g}"]
+    if kind == "elastic":
+        flags += ["--add_server=" + ",".join(f"{t:g}" for t in a.add_at),
+                  f"--drain_server=0@{a.drain_at:g}"]
     r = subprocess.run([os.path.join(a.bin, "relaxps-launch"), "make-spec", "run_local"] + flags,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
     if r.returncode != 0:
         raise SystemExit(f"elastic_check: make-spec refused {' '.join(flags)}: {r.stderr}")
     spec = json.loads(r.stdout)
     spec["name"] = f"elastic-check-{kind}-seed{seed}"
-    spec["sample_servers_s"] = a.sample_s
-    if kind == "elastic":
-        spec["faults"] = [{"at_s": t, "action": "add_server"} for t in a.add_at] + [
-            {"at_s": a.drain_at, "action": "drain", "target": "server-0"}]
     return spec
 
 
