@@ -107,6 +107,36 @@ def run_one(a, kind, seed):
     return rec
 
 
+def holdings(run_dir):
+    """{server: (ranges, keys)} after every move of a job that started with
+    one server (its tables whole on server 0), rebuilt from summary.json's
+    range_moves: why the pushes are spread as they are (a push request
+    carries one range, so a server's pushes/step is the number of ranges it
+    holds). None if a move does not fit that start."""
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        moves = [m for m in json.load(f).get("range_moves", [])
+                 if m.get("kind") == "range_move_done"]
+    ranges = {}  # table -> [[begin, end, server]]
+    for m in moves:
+        t = ranges.setdefault(m["table"], [[0, max(x["end"] for x in moves
+                                                   if x["table"] == m["table"]), 0]])
+        r = next((r for r in t if r[2] == m["source"] and r[1] == m["end"]
+                  and r[0] <= m["begin"]), None)
+        if r is None:
+            return None
+        if r[0] == m["begin"]:
+            r[2] = m["destination"]
+        else:
+            r[1] = m["begin"]
+            t.append([m["begin"], m["end"], m["destination"]])
+    out = {}
+    for t in ranges.values():
+        for b, e, sid in t:
+            n, k = out.get(sid, (0, 0))
+            out[sid] = (n + 1, k + e - b)
+    return out
+
+
 def fmt(x, spec=".3f"):
     return "-" if x is None else format(x, spec)
 
@@ -130,6 +160,10 @@ def line(rec):
             s += " bytes_in/s: " + " ".join(
                 f"server{k}={v / 1e6:.1f}MB({v / b['even_share'] - 1:+.1%})"
                 for k, v in b["per_server"].items())
+        held = holdings(rec["dir"])
+        if held:
+            s += " held (ranges/keys): " + " ".join(
+                f"server{k}={n}/{keys}" for k, (n, keys) in sorted(held.items()))
         moves = [e for e in m.get("scale_events", []) if e["kind"] == "range_move_done"]
         s += f" moves={len(moves)} map_versions=" + ",".join(
             str(e["map_version"]) for e in moves)

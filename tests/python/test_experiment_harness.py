@@ -234,3 +234,23 @@ def test_the_plot_of_a_run_marks_its_scale_events():
         assert "'run_server2.dat'" in gp
         with open(os.path.join(d, "run_server1.dat")) as f:
             assert f.readline().split() == ["6.500", "100.00"]
+
+
+def test_elastic_check_rebuilds_what_each_server_holds_after_the_moves():
+    import elastic_check
+    moves = [("model", 102400, 203530, 0, 1), ("model", 69632, 102400, 0, 2),
+             ("model", 172032, 203530, 1, 2), ("model", 0, 69632, 0, 2),
+             ("bias", 5, 10, 0, 1), ("bias", 0, 5, 0, 2)]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump({"range_moves": [
+                dict(kind="range_move_done", table=t, begin=b, end=e, source=s, destination=x)
+                for t, b, e, s, x in moves] + [dict(kind="range_move_failed", table="model",
+                                                    begin=0, end=1, source=2, destination=1)]},
+                      f)
+        # server 1: model [102400, 172032) and bias [5, 10); server 2 the rest.
+        assert elastic_check.holdings(d) == {1: (2, 69637), 2: (4, 133903)}
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump({"range_moves": [dict(kind="range_move_done", table="model", begin=0,
+                                            end=9, source=3, destination=1)]}, f)
+        assert elastic_check.holdings(d) is None  # Not a one-server start.
