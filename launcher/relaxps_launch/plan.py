@@ -51,6 +51,13 @@ def process_name(role, index):
     return f"{role}-{index}"
 
 
+def events_path(proc, backend, out_dir):
+    """Where a process writes its events: beside its work over ssh (the
+    watchdog streams them back), else the run folder's events/."""
+    return os.path.join(proc.workdir if backend == "ssh" else out_dir, "events",
+                        f"{proc.name}.jsonl")
+
+
 def all_procs(spec):
     procs = []
     for role in ("coordinator", "server", "worker", "evaluator"):

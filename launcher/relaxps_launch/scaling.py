@@ -11,7 +11,6 @@ has not registered yet waits for it (the launcher names a server by the id
 it will get). Nothing here blocks the supervisor's loop: relaxps-ctl runs as
 a child polled every loop."""
 import json
-import os
 import subprocess
 import time
 
@@ -113,7 +112,6 @@ class Scaler:
     def join_failed(self, p, rc):
         """A joining server exited before it registered (the coordinator
         refused the join, or it could not start): recorded, not a job failure."""
-        p.joining = True
         row = p.scale_row
         row["error"] = (f"{p.name} exited with code {rc} before it joined; see {p.name}.log")
         self.sup.csv("join_failed", p.index, f"exit={rc}")
@@ -177,9 +175,3 @@ class Scaler:
             p.scale_row["drained_s"] = round(t, 3)
         self.sup.csv("drained", p.index, f"exit={rc}")
         self.sup.say(f"server {p.index} was drained and left (exit {rc})")
-
-
-def events_path(sup, p):
-    """Where a process writes its events (the run folder's events/ locally)."""
-    return os.path.join(p.workdir if sup.spec.backend == "ssh" else sup.out, "events",
-                        f"{p.name}.jsonl")

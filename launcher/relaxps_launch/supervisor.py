@@ -13,7 +13,7 @@ from relaxps_launch import backends, plan, proctools, registry, summary
 from relaxps_launch.faults import FaultInjector
 from relaxps_launch.events import JobState
 from relaxps_launch.sampler import ServerSampler
-from relaxps_launch.scaling import Scaler, events_path
+from relaxps_launch.scaling import Scaler
 
 POLL_S = 0.2
 
@@ -99,9 +99,7 @@ class Supervisor:
         self.state = JobState(os.path.join(self.out, "events.jsonl"))
         for p in self.procs:
             p.workdir = self.backend.workdir(p.host, self.out, self.tag)
-            # Remote processes write their events beside their work; the
-            # watchdog streams them back. Local ones: the run folder.
-            p.events_path = events_path(self, p)
+            p.events_path = plan.events_path(p, self.spec.backend, self.out)
         for h in {p.host.name: p.host for p in self.procs}.values():
             wd = self.backend.workdir(h, self.out, self.tag)
             try:
@@ -166,7 +164,7 @@ class Supervisor:
         """A process the job was not started with (an add_server): its folder,
         events file, host and metrics port like the others'."""
         p.workdir = self.backend.workdir(p.host, self.out, self.tag)
-        p.events_path = events_path(self, p)
+        p.events_path = plan.events_path(p, self.spec.backend, self.out)
         if p.host.name not in {q.host.name for q in self.procs}:
             self.backend.prepare(p.host, os.path.join(p.workdir, "data"))
         self.procs.append(p)
