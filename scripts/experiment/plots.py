@@ -61,6 +61,7 @@ def _markers(gp, metrics):
         back = f["back_s"] if f["back_s"] is not None else f["time_s"] + 1
         gp.append(f"set object rect from {f['time_s']:.2f},graph 0 to {back:.2f},graph 1 "
                   "fc rgb '#f4cccc' fs solid 0.5 noborder behind")
+    moves = 0
     for e in metrics.get("scale_events", []):
         style = SCALE_STYLE.get(e["kind"])
         if style is None:
@@ -69,7 +70,10 @@ def _markers(gp, metrics):
                   f"nohead {style} back")
         label = ({"add_server": f"+s{e['server']}", "drain": f"-s{e['server']}"}.get(e["kind"])
                  or f"v{e['map_version']}")
-        y = "0.97" if e["kind"] != "range_move_done" else "0.04"
+        y = "0.97"
+        if e["kind"] == "range_move_done":  # Moves close in time: labels one above another.
+            y = f"{0.04 + 0.06 * (moves % 3):.2f}"
+            moves += 1
         gp.append(f"set label '{label}' at {e['time_s']:.2f},graph {y} offset 0.3,0 "
                   "font ',8' front")
 
