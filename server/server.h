@@ -103,6 +103,12 @@ struct ServerOptions {
   // waiting) before the move fails, unchanged. Longer tolerates slower
   // rounds; the writes of the range are never held during this wait.
   int64_t move_drain_timeout_ms = 10000;
+  // Once drained (it holds nothing, relaxps-ctl drain-server), the server
+  // answers every push and pull "moved" with the new map until none came for
+  // this many ms (at most 15 times as long), then deregisters and exits: a client
+  // that had not learned the map yet re-routes instead of finding it gone.
+  // Longer covers slower clients; the process stays that much longer.
+  int64_t drained_quiet_ms = 2000;
   // The store's options. Its file_system (nullptr: the real one) also
   // carries the server's own checkpoint work: restore_from, listing,
   // pruning and replacing checkpoints.
