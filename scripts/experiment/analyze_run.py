@@ -42,7 +42,9 @@ Definitions (also in the report):
               power-of-two buckets (0 | 1 | 2-3 | 4-7 | ...): the sum of
               the events' staleness_hist
   max_step_gap_s  the longest time between two consecutive training steps
-              of any worker (steps.csv), and when it began (max_step_gap_at_s)
+              of any worker (steps.csv), and when it began (max_step_gap_at_s);
+              scale_step_gap_s the same among the gaps that overlap a scale
+              event's window (1 s before it to 5 s after)
   scale_events  servers added (add_server, joined) and drained (drain,
               drained) and the range moves published (range_move_done, with
               the map version): events.csv's rows of those kinds
@@ -142,11 +144,14 @@ def scale_events(rows):
     return out
 
 
-def max_step_gap(steps):
-    """(longest gap between consecutive steps of any worker, when it began)."""
+def max_step_gap(steps, windows=None):
+    """(longest gap between consecutive steps of any worker, when it began);
+    with `windows` [(from, to)], only gaps that overlap one of them."""
     best = (None, None)
     for times in steps.values():
         for a, b in zip(times, times[1:]):
+            if windows is not None and not any(a < hi and b > lo for lo, hi in windows):
+                continue
             if best[0] is None or b - a > best[0]:
                 best = (b - a, a)
     return best
@@ -283,6 +288,9 @@ def analyze(run):
     samples = server_samples(run)
     last_step = max(t[-1] for t in steps.values() if t)
     gap, gap_at = max_step_gap(steps)
+    # Around each server added or drained and move published: what scaling cost.
+    scale_gap, scale_gap_at = max_step_gap(steps, [(e["time_s"] - 1, e["time_s"] + 5)
+                                                   for e in scale]) if scale else (None, None)
     for t_f, servers, kind, back in faults_of(csv_rows):
         until = back if back is not None else t_f + 60
         rec = {w: recovery(w, t_f, until, events, times) for w, times in steps.items()}
@@ -318,6 +326,7 @@ def analyze(run):
          "fallback": any(e["kind"] == "fallback" for e in events),
          "evaluations": len(evals), "faults": per_fault,
          "max_step_gap_s": gap, "max_step_gap_at_s": gap_at, "scale_events": scale,
+         "scale_step_gap_s": scale_gap, "scale_step_gap_at_s": scale_gap_at,
          "pushes_after_moves": rate_after_moves(samples, scale, last_step),
          "bytes_in_after_moves": rate_after_moves(server_samples(run, "bytes_in_total"), scale,
                                                   last_step)}

@@ -145,7 +145,10 @@ def line(rec):
     m = rec["metrics"] or {}
     s = (f"{rec['kind']:8s} seed={rec['seed']} exit={rec['exit']} "
          f"max_step_gap_s={fmt(m.get('max_step_gap_s'), '.2f')} "
-         f"(at {fmt(m.get('max_step_gap_at_s'), '.1f')} s) final_acc={fmt(m.get('final_acc'), '.4f')} "
+         f"(at {fmt(m.get('max_step_gap_at_s'), '.1f')} s) "
+         + (f"near_scale_events={fmt(m.get('scale_step_gap_s'), '.2f')} s "
+            if rec["kind"] == "elastic" else "")
+         + f"final_acc={fmt(m.get('final_acc'), '.4f')} "
          f"load={rec['load_before']:.1f}->{rec['load_after']:.1f}")
     p = m.get("pushes_after_moves")
     if rec["kind"] == "elastic":

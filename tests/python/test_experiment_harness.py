@@ -254,3 +254,18 @@ def test_elastic_check_rebuilds_what_each_server_holds_after_the_moves():
             json.dump({"range_moves": [dict(kind="range_move_done", table="model", begin=0,
                                             end=9, source=3, destination=1)]}, f)
         assert elastic_check.holdings(d) is None  # Not a one-server start.
+
+
+def test_the_step_pause_near_scale_events_leaves_other_stalls_out():
+    with tempfile.TemporaryDirectory() as d:
+        _scaled_run_folder(d)
+        m = analyze_run.analyze(d)
+        # The 4 s stall from 10 s overlaps the windows of the add (5 s: 4-10 s)
+        # and its move (6 s: 5-11 s).
+        assert m["scale_step_gap_s"] == pytest.approx(4.0)
+        steps = {0: [0.0, 1.0, 2.0, 9.0, 9.5, 20.0, 20.2, 20.4]}
+        assert analyze_run.max_step_gap(steps) == (10.5, 9.5)
+        assert analyze_run.max_step_gap(steps, [(0.5, 1.5), (19.0, 25.0)]) == (10.5, 9.5)
+        assert analyze_run.max_step_gap(steps, [(0.5, 1.5)]) == (1.0, 0.0)
+        assert analyze_run.max_step_gap(steps, [(3.0, 8.0)]) == (7.0, 2.0)
+        assert analyze_run.max_step_gap(steps, [(30.0, 31.0)]) == (None, None)
