@@ -279,10 +279,12 @@ void ServerImpl::OnHeartbeatReply(const wire::HeartbeatReply& reply,
     Exit(Status::OK());
     return;
   }
-  if (reply.drained()) {  // relaxps-ctl drain-server: every range moved off.
+  if (reply.drained() && !drained_) {  // relaxps-ctl drain-server: every range moved off.
     drained_ = true;
-    Exit(Status::OK());
-    return;
+    drained_since_ms_ = drained_quiet_since_ms_ = clock_->NowMs();
+    drained_requests_ = table_requests_;
+    LOG(INFO) << "server " << id_ << " is drained: answering 'moved' until no request came for "
+              << options_.drained_quiet_ms << " ms, then leaving";
   }
   if (reply.has_shard_map() && reply.shard_map().version() > map_version_) {
     Status s = InstallMap(reply.shard_map());
@@ -291,6 +293,19 @@ void ServerImpl::OnHeartbeatReply(const wire::HeartbeatReply& reply,
   if (reply.has_live_workers()) {
     Status s = SetLiveWorkers(reply.live_workers());
     if (!s.ok()) LOG(ERROR) << "live worker set from the coordinator: " << s;
+  }
+}
+
+void ServerImpl::LeaveWhenQuiet(int64_t now) {
+  if (leaving_) return;
+  if (table_requests_ != drained_requests_) {
+    drained_requests_ = table_requests_;
+    drained_quiet_since_ms_ = now;
+  }
+  if (now - drained_quiet_since_ms_ >= options_.drained_quiet_ms ||
+      now - drained_since_ms_ >= 15 * options_.drained_quiet_ms) {
+    leaving_ = true;
+    Exit(Status::OK());
   }
 }
 

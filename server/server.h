@@ -108,6 +108,12 @@ struct ServerOptions {
   // destination writes a piece and acknowledges it; each costs one piece of
   // buffered memory on both sides.
   int move_window_pieces = 1;
+  // Once drained (it holds nothing, relaxps-ctl drain-server), the server
+  // answers every push and pull "moved" with the new map until none came for
+  // this many ms (at most 15 times as long), then deregisters and exits: a client
+  // that had not learned the map yet re-routes instead of finding it gone.
+  // Longer covers slower clients; the process stays that much longer.
+  int64_t drained_quiet_ms = 2000;
   // The store's options. Its file_system (nullptr: the real one) also
   // carries the server's own checkpoint work: restore_from, listing,
   // pruning and replacing checkpoints.

@@ -105,6 +105,12 @@ class LocalBackend:
         return subprocess.run(argv, input=input_data, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, timeout=timeout)
 
+    def spawn(self, host, argv):
+        """A short command (relaxps-ctl) started, not waited for: a Popen
+        with its output in pipes (read once it exited)."""
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, preexec_fn=proctools.pdeathsig)
+
     def sweep(self, host, tag):
         return proctools.sweep(tag)
 
@@ -146,6 +152,11 @@ class RemoteBackend:
     def run(self, host, argv, input_data=None, timeout=60):
         return subprocess.run(self._argv(host, argv), input=input_data, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, timeout=timeout)
+
+    def spawn(self, host, argv):
+        return subprocess.Popen(self._argv(host, argv), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=proctools.pdeathsig)
 
     def prepare(self, host, workdir):
         r = self.run(host, ["mkdir", "-p", workdir], input_data=b"")

@@ -73,6 +73,9 @@ class JobState:
         self.job_failed = None
         self.leaders = []                # (name, event) of each leader_elected
         self.derived = []                # (event, process name) for events.csv
+        self.server_joins = {}           # pid -> member_joined event of a server
+        self.servers_left = set()        # server ids that said goodbye (member_left)
+        self.range_moves = []            # range_move_done / range_move_failed events
         self.bad_lines = 0
 
     def feed(self, name, lines):
@@ -111,8 +114,14 @@ class JobState:
             self.job_failed = ev
         elif kind == "leader_elected":
             self.leaders.append((name, ev))
+        elif kind == "member_joined" and ev.get("role") == "server":
+            self.server_joins[ev.get("pid")] = ev
+        elif kind == "member_left" and ev.get("role") == "server":
+            self.servers_left.add(ev.get("id"))
+        elif kind in ("range_move_done", "range_move_failed"):
+            self.range_moves.append(ev)
         if kind in ("reseed_done", "fallback", "spare_takeover", "client_failover_acked",
-                    "leader_elected", "chain_failover"):
+                    "leader_elected", "chain_failover", "range_move_done", "range_move_failed"):
             self.derived.append((ev, name))
 
     def accuracy(self):

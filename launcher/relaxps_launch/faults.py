@@ -1,12 +1,14 @@
 """The fault schedule, applied by the supervisor's loop: kill (SIGKILL), stop
 (SIGSTOP, SIGCONT for_s later) and partition (iptables DROP on a process's
 TCP ports or a host's address, removed for_s later) of processes or whole
-hosts, each recorded for summary.json and events.csv."""
+hosts, and the elastic add_server / drain (scaling.py), each recorded for
+summary.json and events.csv."""
 import signal
 import subprocess
 import time
 
 from relaxps_launch import proctools
+from relaxps_launch.spec import SCALE_ACTIONS
 
 
 class FaultInjector:
@@ -51,6 +53,9 @@ class FaultInjector:
         row = dict(f.describe(), time_s=round(self.sup.elapsed(), 3),
                    unix_ms=int(time.time() * 1000), processes=[p.name for p in procs])
         self.applied.append(row)
+        if f.action in SCALE_ACTIONS:
+            self.sup.scaler.apply(f, row)
+            return
         if not procs and f.action != "partition":
             row["skipped"] = "no running process"
             self.sup.say(f"fault {f.action} {f.target}: no running process; skipped")

@@ -27,6 +27,11 @@ class Proc:
         self.fault_killed = False   # The fault schedule killed it.
         self.stopped = False        # SIGSTOPped by the fault schedule.
         self.events_path = None
+        self.joining = False        # Started with --join (an add_server).
+        self.joined_unix = None     # When its member_joined was seen (a joining server).
+        self.drained = False        # A drain was requested (relaxps-ctl drain-server).
+        self.left = False           # It exited 0 after its drain: gone for good.
+        self.scale_row = None       # summary row of its add_server or drain, if any.
 
     @property
     def running(self):
@@ -44,6 +49,13 @@ def process_name(role, index):
     if role == "evaluator":
         return "evaluator"
     return f"{role}-{index}"
+
+
+def events_path(proc, backend, out_dir):
+    """Where a process writes its events: beside its work over ssh (the
+    watchdog streams them back), else the run folder's events/."""
+    return os.path.join(proc.workdir if backend == "ssh" else out_dir, "events",
+                        f"{proc.name}.jsonl")
 
 
 def all_procs(spec):
@@ -136,12 +148,16 @@ class Planner:
             return c.restart
         return c.count > 1 or any(f.target.startswith("coordinator") for f in self.spec.faults)
 
-    def server(self, proc, coordinators, restart_flags=()):
+    def server(self, proc, coordinators, restart_flags=(), join=False):
+        """A server's argv: with its id, or (join) with --join and none: the
+        coordinator gives it the next free id, which the launcher expects to
+        be proc.index (docs/elastic.md, "Joining")."""
         s = self.spec
         flags = _subst(s.servers.flags, proc)
-        argv = [self._bin(proc, "relaxps-server"), f"--coordinator={coordinators}",
-                f"--server_id={proc.index}", f"--bind=tcp://{proc.host.bind}:*"
-                ] + self._addresses(proc) + [f"--data_dir={proc.workdir}/data/server-{proc.index}"]
+        identity = ["--join"] if join else [f"--server_id={proc.index}"]
+        argv = [self._bin(proc, "relaxps-server"), f"--coordinator={coordinators}"] + identity + [
+            f"--bind=tcp://{proc.host.bind}:*"] + self._addresses(proc) + [
+            f"--data_dir={proc.workdir}/data/server-{proc.index}"]
         if self.needs["store_kind"] != "any" and not _has(flags, "--store"):
             argv.append(f"--store={self.needs['store_kind']}")
         return argv + self._common(proc, True) + flags + list(restart_flags)

@@ -7,7 +7,8 @@ import re
 BACKENDS = ("local", "ssh", "slurm")
 CONSISTENCY = ("bsp", "ssp", "async")
 SECURITY = ("plain", "curve")
-ACTIONS = ("kill", "stop", "partition")
+ACTIONS = ("kill", "stop", "partition", "add_server", "drain")
+SCALE_ACTIONS = ("add_server", "drain")  # Elastic servers (docs/elastic.md), not failures.
 ROLES = ("coordinator", "server", "worker", "evaluator")
 
 
@@ -39,18 +40,25 @@ class Role:
 
 
 class Fault:
-    def __init__(self, at_s, action, target, for_s=None, origin="schedule"):
+    def __init__(self, at_s, action, target, for_s=None, origin="schedule", host=None):
         self.at_s = at_s          # Seconds after the workers start.
-        self.action = action      # kill, stop (SIGSTOP, then SIGCONT), partition.
-        self.target = target      # server-1, worker-0, coordinator-0, evaluator, host:NAME.
+        # kill, stop (SIGSTOP, then SIGCONT), partition; add_server (a new
+        # relaxps-server --join), drain (relaxps-ctl drain-server).
+        self.action = action
+        # server-1, worker-0, coordinator-0, evaluator, host:NAME; add_server:
+        # server-<the id it is expected to get>.
+        self.target = target
         self.for_s = for_s        # stop / partition: seconds until SIGCONT / heal.
         self.origin = origin      # "schedule" or "chaos:SEED".
+        self.host = host          # add_server: the host it starts on.
 
     def describe(self):
         d = {"at_s": self.at_s, "action": self.action, "target": self.target,
              "origin": self.origin}
         if self.for_s is not None:
             d["for_s"] = self.for_s
+        if self.host is not None:
+            d["host"] = self.host
         return d
 
 
@@ -62,10 +70,10 @@ _TOP_KEYS = {"name", "backend", "bin_dir", "out_dir", "tag", "hosts", "coordinat
              "workers", "evaluator", "consistency", "staleness", "recovery", "model",
              "duration_s", "epochs", "restart_after_s", "security", "metrics", "progress_s",
              "faults", "chaos", "collect_stats", "stop_grace_s", "failure_grace_s", "ssh",
-             "slurm", "env", "start_timeout_s", "logs", "max_restarts"}
+             "slurm", "env", "start_timeout_s", "logs", "max_restarts", "sample_servers_s"}
 _ROLE_KEYS = {"count", "hosts", "flags", "env", "command", "port", "restart"}
 _HOST_KEYS = {"name", "addr", "bind", "bin_dir", "workdir", "metrics_port"}
-_FAULT_KEYS = {"at_s", "action", "target", "for_s"}
+_FAULT_KEYS = {"at_s", "action", "target", "for_s", "host"}
 _CHAOS_KEYS = {"seed", "faults", "from_s", "to_s", "down_s", "min_gap_s", "untolerated"}
 
 
@@ -191,7 +199,7 @@ def _parse_role(raw, name, hosts, default_count):
     return role
 
 
-def _parse_target(t, spec, where):
+def _parse_target(t, spec, where, servers=None):
     if not isinstance(t, str):
         _fail(where, f"expected a target string, got {t!r}")
     if t.startswith("host:"):
@@ -206,16 +214,32 @@ def _parse_target(t, spec, where):
     if not m:
         _fail(where, f"'{t}' is not server-N, worker-N, coordinator-N, evaluator or host:NAME")
     role = spec.role(m.group(1))
-    if int(m.group(2)) >= role.count:
-        _fail(where, f"'{t}': the job has {role.count} {m.group(1)}(s)")
+    count = servers if servers is not None and role.name == "server" else role.count
+    if int(m.group(2)) >= count:
+        added = count - role.count
+        _fail(where, f"'{t}': the job has {count} {m.group(1)}(s)"
+              + (f" by then ({role.count} + {added} added)" if added else ""))
     return t
 
 
-def parse_fault(raw, spec, where):
+def parse_fault(raw, spec, where, servers=None):
+    """One fault of the schedule; `servers`: how many server ids exist at its
+    time (the job's and those added before it; default the job's)."""
     _check_keys(raw, _FAULT_KEYS, where)
     action = _str(raw, "action", where, None, ACTIONS)
     at_s = _num(raw, "at_s", where, None)
-    target = _parse_target(raw.get("target"), spec, f"{where}.target")
+    if action == "add_server":
+        return _parse_add_server(raw, spec, where, at_s,
+                                 spec.servers.count if servers is None else servers)
+    if "host" in raw:
+        _fail(f"{where}.host", "only an add_server takes a host")
+    target = _parse_target(raw.get("target"), spec, f"{where}.target", servers)
+    if action == "drain":
+        if not target.startswith("server-"):
+            _fail(f"{where}.target", f"a drain takes a server (server-N), got '{target}'")
+        if "for_s" in raw:
+            _fail(f"{where}.for_s", "a drain has no duration (the server leaves for good)")
+        return Fault(at_s, action, target)
     for_s = _num(raw, "for_s", where, None, allow_none=True)
     if action in ("stop", "partition") and for_s is None:
         _fail(f"{where}.for_s", f"a {action} needs for_s (seconds until it ends)")
@@ -224,6 +248,53 @@ def parse_fault(raw, spec, where):
     if action == "partition" and target.split("-")[0] in ("worker", "evaluator"):
         _fail(f"{where}.target", "partitions cut servers, coordinators or hosts off")
     return Fault(at_s, action, target, for_s)
+
+
+def _parse_add_server(raw, spec, where, at_s, servers):
+    if "target" in raw:
+        _fail(f"{where}.target", "an add_server takes no target: the new server gets the next "
+              f"free id (server-{servers} here)")
+    if "for_s" in raw:
+        _fail(f"{where}.for_s", "an add_server has no duration (drain it to take it out)")
+    if spec.security == "curve":
+        _fail(f"{where}.action", "add_server under security curve: a server's key binds its id "
+              "and a joining server (relaxps-server --join) takes the next free id, so the "
+              "coordinator would refuse it; run the job with security plain")
+    host = _str(raw, "host", where, spec.servers.host_of(servers))
+    if host not in spec.hosts:
+        _fail(f"{where}.host", f"unknown host '{host}' (not in hosts)")
+    return Fault(at_s, "add_server", f"server-{servers}", host=host)
+
+
+def _parse_faults(raw, spec):
+    """The schedule in time order (a stable sort: equal times keep the spec's
+    order). A server added at T is server-<next id> for every fault after it;
+    at least one server must serve after every drain."""
+    if not isinstance(raw, list):
+        _fail("faults", "expected a list")
+    for i, f in enumerate(raw):
+        if not isinstance(f, dict):
+            _fail(f"faults[{i}]", f"expected an object, got {type(f).__name__}")
+        _num(f, "at_s", f"faults[{i}]", None)
+    order = sorted(range(len(raw)), key=lambda i: raw[i]["at_s"])
+    servers = spec.servers.count
+    serving = set(range(servers))
+    out = [None] * len(raw)
+    for i in order:
+        where = f"faults[{i}]"
+        f = parse_fault(raw[i], spec, where, servers)
+        if f.action == "add_server":
+            serving.add(servers)
+            servers += 1
+        elif f.action == "drain":
+            sid = int(f.target.split("-")[1])
+            if sid not in serving:
+                _fail(f"{where}.target", f"{f.target} is drained twice")
+            if len(serving) == 1:
+                _fail(f"{where}.target", f"draining {f.target} would leave no server serving")
+            serving.discard(sid)
+        out[i] = f
+    return out
 
 
 def parse(raw, origin="spec"):
@@ -290,10 +361,13 @@ def parse(raw, origin="spec"):
                                            for f in s.coordinator.flags):
         _fail("coordinator.count", "more than one coordinator needs --coordination=zk://... "
               "in coordinator.flags")
-    faults = raw.get("faults", [])
-    if not isinstance(faults, list):
-        _fail("faults", "expected a list")
-    s.faults = [parse_fault(f, s, f"faults[{i}]") for i, f in enumerate(faults)]
+    s.faults = _parse_faults(raw.get("faults", []), s)
+    # Seconds between samples of every server's counters (Prometheus) into
+    # servers.csv; 0: none. Needs metrics.
+    s.sample_servers_s = _num(raw, "sample_servers_s", "sample_servers_s", 0)
+    if s.sample_servers_s and not (s.metrics or any(h.metrics_port for h in s.hosts.values())):
+        _fail("sample_servers_s", "sampling the servers' counters needs \"metrics\": true "
+              "(their Prometheus ports)")
     chaos = raw.get("chaos")
     s.chaos = None
     if chaos is not None:

@@ -49,6 +49,10 @@ Faults (seconds after the workers start; events.csv and summary.json record them
                                     job runs in its own network namespace; root)
   --kill_coordinator=ID@S           restarted --restart_after_s later
   --chaos=SEED                      a seeded schedule the policy tolerates
+Elastic servers (docs/elastic.md; the servers' pushes in <out_dir>/servers.csv
+  with --sample_servers_s=S, which needs --metrics):
+  --add_server=S[,S...]             a new relaxps-server --join at S s each
+  --drain_server=ID@S               relaxps-ctl drain-server ID at S s
 Coordinator HA: --coordinators=N --coordination=zk (a local ZooKeeper, scripts/zk.sh).
 Exit codes: those of relaxps-launch (0 done, 2 bad flags, 3 job failed,
   4 coordinator lost, 5 launch failed, 130 interrupted).
@@ -185,6 +189,14 @@ def run_local(args, env):
             faults.append((k[2:].split("_")[0], v))
         elif k == "--kill_coordinator":
             ckills.append(v)
+        elif k == "--add_server":
+            s["faults"] += [{"at_s": _secs("add_server", t), "action": "add_server"}
+                            for t in v.split(",")]
+        elif k == "--drain_server":
+            # The id may be of a server added earlier: the spec checks it.
+            s["faults"] += _fault("drain", v, None)
+        elif k == "--sample_servers_s":
+            s["sample_servers_s"] = _secs("sample_servers_s", v)
         elif k == "--coordinators":
             coordinators = _int("coordinators", v, 1)
         elif k == "--coordination":

@@ -9,7 +9,7 @@ import os
 import time
 
 
-def write_prometheus(sup):
+def write_prometheus(sup, quiet=False):
     serving = [p for p in sup.procs if p.metrics_port]
     if not serving:
         return
@@ -30,6 +30,8 @@ def write_prometheus(sup):
     with open(os.path.join(sup.out, "metrics.txt"), "w") as f:
         for p in serving:
             f.write(f"{p.name} http://{p.host.addr}:{p.metrics_port}/metrics\n")
+    if quiet:
+        return
     sup.echo(f"{sup.prog}: Prometheus metrics (scrape config {sup.out}/prometheus.yml):")
     for p in serving:
         sup.echo(f"  {p.name} http://{p.host.addr}:{p.metrics_port}/metrics")
@@ -54,6 +56,12 @@ def _derived_rows(sup):
         elif k == "fallback":
             rows.append((t(ev), "fallback", ev.get("server"),
                          f"cause={ev.get('cause')} source={ev.get('source')}"))
+        elif k in ("range_move_done", "range_move_failed"):
+            detail = (f"table={ev.get('table')} keys={ev.get('begin')}-{ev.get('end')} "
+                      f"source={ev.get('source')}")
+            detail += (f" map_version={ev.get('map_version')} ms={ev.get('ms')}"
+                       if k == "range_move_done" else f" reason={ev.get('reason')}")
+            rows.append((t(ev), k, ev.get("destination"), detail))
         elif k == "spare_takeover":
             rows.append((t(ev), "takeover", ev.get("server"),
                          "holders=" + "+".join(map(str, ev.get("holders", [])))))
@@ -84,6 +92,16 @@ def _write_events_csv(sup):
         w.writerow(["time_s", "event", "server", "detail"])
         for t, ev, server, detail in rows:
             w.writerow([f"{t:.3f}", ev, server, str(detail).replace(",", ";")])
+
+
+def _move(ev, origin):
+    """A range_move_done / _failed event as a summary row (time_s on the
+    workers' axis)."""
+    row = {k: ev.get(k) for k in ("kind", "table", "begin", "end", "source", "destination",
+                                  "map_version", "ms", "reason") if k in ev}
+    if origin is not None:
+        row["time_s"] = round(ev["ts_unix_ms"] / 1000.0 - origin, 3)
+    return row
 
 
 def _final_line(e):
@@ -121,11 +139,14 @@ def finish(sup, left):
         "wall_s": round(time.time() - sup.started_unix, 3),
         "processes": [{"name": p.name, "role": p.role, "id": p.index, "host": p.host.name,
                        "pids": p.pids, "exit_codes": p.exit_codes, "restarts": p.restarts,
-                       "exit_code": p.exit_codes[-1] if p.exit_codes else None}
+                       "exit_code": p.exit_codes[-1] if p.exit_codes else None,
+                       **({"joined": p.joined_unix is not None} if p.joining else {}),
+                       **({"drained": p.left} if p.drained or p.left else {})}
                       for p in sup.procs],
         "faults": sup.faults.applied,
         "faults_not_applied": [f.describe() for f in sup.faults.faults],
         "restarts": sup.restarts,
+        "range_moves": [_move(ev, sup.start_unix) for ev in st.range_moves] if st else [],
         "workers": [st.finals[w] for w in sorted(st.finals, key=str)] if st else [],
         "evaluator": st.evaluator_final if st else None,
         "left_running": left,

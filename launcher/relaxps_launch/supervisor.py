@@ -12,6 +12,8 @@ import traceback
 from relaxps_launch import backends, plan, proctools, registry, summary
 from relaxps_launch.faults import FaultInjector
 from relaxps_launch.events import JobState
+from relaxps_launch.sampler import ServerSampler
+from relaxps_launch.scaling import Scaler
 
 POLL_S = 0.2
 
@@ -56,6 +58,8 @@ class Supervisor:
         self.procs = plan.all_procs(spec)
         self.state = None
         self.faults = FaultInjector(self, spec.faults)
+        self.scaler = Scaler(self)
+        self.sampler = None         # ServerSampler once the run folder exists.
         self.restarts = []          # summary rows of restarts
         self.csv_rows = []          # events.csv rows (time_s, event, server, detail)
         self.interrupted = None     # Signal name once SIGINT/SIGTERM arrived.
@@ -95,10 +99,7 @@ class Supervisor:
         self.state = JobState(os.path.join(self.out, "events.jsonl"))
         for p in self.procs:
             p.workdir = self.backend.workdir(p.host, self.out, self.tag)
-            # Remote processes write their events beside their work; the
-            # watchdog streams them back. Local ones: the run folder.
-            p.events_path = os.path.join(p.workdir if self.spec.backend == "ssh" else self.out,
-                                         "events", f"{p.name}.jsonl")
+            p.events_path = plan.events_path(p, self.spec.backend, self.out)
         for h in {p.host.name: p.host for p in self.procs}.values():
             wd = self.backend.workdir(h, self.out, self.tag)
             try:
@@ -109,6 +110,9 @@ class Supervisor:
             self._keys()
         if self.spec.metrics or any(h.metrics_port for h in self.spec.hosts.values()):
             self._metrics_ports()
+        if self.spec.sample_servers_s:
+            self.sampler = ServerSampler(self, self.spec.sample_servers_s,
+                                         os.path.join(self.out, "servers.csv"))
 
     def _keys(self):
         keys = os.path.join(self.out, "keys")
@@ -135,21 +139,40 @@ class Supervisor:
                         except (OSError, subprocess.SubprocessError) as e:
                             raise LaunchFailed(str(e)) from None
 
-    def _metrics_ports(self):
-        serving = [p for p in self.procs
+    def _metrics_ports(self, procs=None, quiet=False):
+        """Prometheus ports of `procs` (default: every process that serves
+        metrics), then prometheus.yml and metrics.txt for every process."""
+        serving = [p for p in (self.procs if procs is None else procs)
                    if not (p.role == "worker" and self.spec.workers.command)
                    and not (p.role == "coordinator" and p.index > 0)
                    and p.role != "evaluator"]
-        if self.spec.backend == "local" and not any(p.host.metrics_port for p in serving):
+        if self.spec.backend == "local" and not any(p.host.metrics_port for p in self.procs):
             for p, port in zip(serving, _free_ports(len(serving))):
                 p.metrics_port = port
         else:
             used = {}
+            for p in self.procs:
+                if p.host.metrics_port and p.metrics_port and p not in serving:
+                    used[p.host.name] = used.get(p.host.name, 0) + 1
             for p in serving:
                 if p.host.metrics_port:
                     p.metrics_port = p.host.metrics_port + used.get(p.host.name, 0)
                     used[p.host.name] = used.get(p.host.name, 0) + 1
-        summary.write_prometheus(self)
+        summary.write_prometheus(self, quiet)
+
+    def add_proc(self, p):
+        """A process the job was not started with (an add_server): its folder,
+        events file, host and metrics port like the others'."""
+        p.workdir = self.backend.workdir(p.host, self.out, self.tag)
+        p.events_path = plan.events_path(p, self.spec.backend, self.out)
+        if p.host.name not in {q.host.name for q in self.procs}:
+            self.backend.prepare(p.host, os.path.join(p.workdir, "data"))
+        self.procs.append(p)
+        if any(q.metrics_port for q in self.procs):
+            self._metrics_ports([p], quiet=True)
+
+    def start_server(self, p, join=False):
+        self._start(p, self.planner.server(p, self.coordinators, join=join))
 
     def _start(self, p, argv):
         env = self.planner.env(p)
@@ -304,6 +327,12 @@ class Supervisor:
     def _server_exit(self, p, pid, rc):
         if self.state.job_end is not None:
             return None  # The coordinator ended the job; it let the servers go.
+        if rc == 0 and (p.drained or p.index in self.state.servers_left):
+            self.scaler.left(p, rc)
+            return None
+        if p.joining and p.joined_unix is None:
+            self.scaler.join_failed(p, rc)
+            return None
         if registry.restarts_servers(self.policy) and p.host.name in self.lost_hosts:
             self.say(f"server {p.index} (pid {pid}) exited with code {rc}; not restarted: its "
                      f"host {p.host.name} is lost")
@@ -382,16 +411,27 @@ class Supervisor:
                 return p
         return self.role("coordinator")[0]
 
-    def _ctl(self, *args, timeout=20):
-        """relaxps-ctl, on the leading coordinator's host (the launcher's host
-        may not reach the job's network); returns (exit code, stdout, stderr)."""
+    def _ctl_argv(self, *args):
+        """(host, argv) of relaxps-ctl ARGS on the leading coordinator's host
+        (the launcher's host may not reach the job's network), with the job's
+        operator key (ctl) under curve."""
         c = self._leader()
         argv = [os.path.join(c.host.bin_dir or self.bin_dir, "relaxps-ctl"),
                 f"--coordinator={self.planner.advertised_endpoint(c, c.bind_port)}"]
         if self.spec.security == "curve":
             argv += ["--security=curve", f"--keys_dir={c.workdir}/keys"]
-        r = self.backend.run(c.host, argv + list(args), input_data=b"", timeout=timeout)
+        return c.host, argv + list(args)
+
+    def _ctl(self, *args, timeout=20):
+        """relaxps-ctl ARGS, waited for; returns (exit code, stdout, stderr)."""
+        host, argv = self._ctl_argv(*args)
+        r = self.backend.run(host, argv, input_data=b"", timeout=timeout)
         return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+
+    def spawn_ctl(self, *args):
+        """relaxps-ctl ARGS started, not waited for (a Popen: poll it)."""
+        host, argv = self._ctl_argv(*args)
+        return self.backend.spawn(host, argv)
 
     def _finish_normally(self):
         """Every worker exited: counters, the evaluator's last evaluation, then
@@ -469,6 +509,9 @@ class Supervisor:
                     break
                 self._read_events()
                 self.faults.apply_due()
+                self.scaler.poll()
+                if self.sampler:
+                    self.sampler.poll()
                 ending = self._check_exits()
                 if ending:
                     if ending[0] == "failed":

@@ -38,6 +38,25 @@ class SpecgenTest(unittest.TestCase):
         self.assertFalse(parsed.logs)
         self.assertEqual(parsed.out_dir, "/tmp/x")
 
+    def test_run_local_elastic_servers(self):
+        s = specgen.run_local(["--servers=1", "--add_server=30,60", "--drain_server=0@90",
+                               "--sample_servers_s=1", "--metrics"], ENV)
+        parsed = specmod.parse(s)
+        self.assertEqual([(f.at_s, f.action, f.target) for f in parsed.faults], [
+            (30, "add_server", "server-1"), (60, "add_server", "server-2"),
+            (90, "drain", "server-0")])
+        self.assertEqual(parsed.sample_servers_s, 1)
+        # A drain of a server added earlier is the spec's to check.
+        s = specgen.run_local(["--servers=1", "--drain_server=2@9"], ENV)
+        with self.assertRaises(specmod.SpecError) as cm:
+            specmod.parse(s)
+        self.assertIn("'server-2': the job has 1 server(s)", str(cm.exception))
+        for flags, needle in ((["--add_server=soon"], "--add_server must be a number"),
+                              (["--drain_server=0"], "expected ID@SECONDS")):
+            with self.assertRaises(specgen.FlagError) as cm:
+                specgen.run_local(flags, ENV)
+            self.assertIn(needle, str(cm.exception))
+
     def test_run_local_defaults_and_ha(self):
         s = specmod.parse(specgen.run_local([], ENV))
         self.assertEqual((s.servers.count, s.workers.count, s.model, s.duration_s),

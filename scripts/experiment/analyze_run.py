@@ -41,6 +41,23 @@ Definitions (also in the report):
   late_staleness_hist  how many clocks behind those were when applied,
               power-of-two buckets (0 | 1 | 2-3 | 4-7 | ...): the sum of
               the events' staleness_hist
+  max_step_gap_s  the longest time between two consecutive training steps
+              of any worker (steps.csv), and when it began (max_step_gap_at_s);
+              scale_step_gap_s the same among the gaps that overlap a scale
+              event's window (1 s before it to 5 s after)
+  scale_events  servers added (add_server, joined) and drained (drain,
+              drained) and the range moves published (range_move_done, with
+              the map version): events.csv's rows of those kinds
+  pushes_after_moves  per server, pushes/s (the servers' own
+              relaxps_server_pushes_total, sampled into servers.csv by the
+              launcher's sample_servers_s) from the last scale event to the
+              last training step, against an even share (their mean):
+              max_dev is the largest |rate / even share - 1|; per-server
+              pushes/s over the whole run go to server_rates.csv. A push
+              request carries one range of a table, so a server holding
+              more ranges gets more pushes for the same keys
+  bytes_in_after_moves  the same for the payload bytes each server received
+              (relaxps_server_bytes_in_total): the keys it serves
 """
 import csv
 import json
@@ -49,6 +66,9 @@ import statistics
 import sys
 
 FAULTS = ("kill", "stop", "partition", "kill_coordinator")
+# events.csv rows of elastic servers (launcher/relaxps_launch/scaling.py).
+SCALE = ("add_server", "joined", "join_failed", "drain", "drained", "range_move_done",
+         "range_move_failed")
 BACKS = {"kill": "restart", "stop": "cont", "partition": "heal",
          "kill_coordinator": "restart_coordinator"}
 DIP_WINDOW_S = 60.0
@@ -107,6 +127,73 @@ def faults_of(rows):
             continue
         out.append((t, [r["server"]], r["event"], back))
     return out
+
+
+def scale_events(rows):
+    """[{time_s, kind, server, detail, map_version}] of the scale rows."""
+    out = []
+    for r in rows:
+        if r["event"] not in SCALE:
+            continue
+        fields = dict(kv.split("=", 1) for kv in r["detail"].split() if "=" in kv)
+        version = fields.get("map_version")
+        out.append({"time_s": float(r["time_s"]), "kind": r["event"],
+                    "server": int(r["server"]) if r["server"].lstrip("-").isdigit() else None,
+                    "detail": r["detail"],
+                    "map_version": int(version) if version and version.isdigit() else None})
+    return out
+
+
+def max_step_gap(steps, windows=None):
+    """(longest gap between consecutive steps of any worker, when it began);
+    with `windows` [(from, to)], only gaps that overlap one of them."""
+    best = (None, None)
+    for times in steps.values():
+        for a, b in zip(times, times[1:]):
+            if windows is not None and not any(a < hi and b > lo for lo, hi in windows):
+                continue
+            if best[0] is None or b - a > best[0]:
+                best = (b - a, a)
+    return best
+
+
+def server_samples(run, column="pushes_total"):
+    """{server: [(time_s, counter)]} of a servers.csv column (none: {})."""
+    out = {}
+    for r in _read_csv(os.path.join(run, "servers.csv")):
+        if r.get(column) not in (None, ""):
+            out.setdefault(int(r["server"]), []).append((float(r["time_s"]), float(r[column])))
+    return out
+
+
+def server_rates(samples):
+    """[(time_s, server, pushes/s)]: each interval's rate at its midpoint."""
+    rows = []
+    for sid, pts in samples.items():
+        for (t0, c0), (t1, c1) in zip(pts, pts[1:]):
+            if t1 > t0 and c1 >= c0:
+                rows.append(((t0 + t1) / 2, sid, (c1 - c0) / (t1 - t0)))
+    return sorted(rows)
+
+
+def rate_after_moves(samples, scale, end):
+    """Per-server rate of a counter from the last scale event to `end` (the
+    last step) against their mean; None without samples or window."""
+    start = max((e["time_s"] for e in scale), default=None)
+    if start is None or not samples:
+        return None
+    per = {}
+    for sid, pts in samples.items():
+        inside = [(t, c) for t, c in pts if start <= t <= end]
+        # A server sampled until the end: still serving (a drained one is not).
+        if len(inside) >= 2 and end - inside[-1][0] < 0.2 * (end - start) + 2:
+            per[sid] = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+    if not per:
+        return None
+    even = statistics.mean(per.values())
+    return {"from_s": start, "to_s": end, "per_server": {str(k): v for k, v in sorted(
+        per.items())}, "even_share": even,
+            "max_dev": max(abs(v / even - 1) for v in per.values()) if even > 0 else None}
 
 
 def worker_steps(run, events):
@@ -196,7 +283,15 @@ def analyze(run):
         raise NoData("fewer than two training steps")
     gaps = [e for e in events if e["kind"] == "evaluator_gap"]
     per_fault = []
-    for t_f, servers, kind, back in faults_of(_read_csv(os.path.join(run, "events.csv"))):
+    csv_rows = _read_csv(os.path.join(run, "events.csv"))
+    scale = scale_events(csv_rows)
+    samples = server_samples(run)
+    last_step = max(t[-1] for t in steps.values() if t)
+    gap, gap_at = max_step_gap(steps)
+    # Around each server added or drained and move published: what scaling cost.
+    scale_gap, scale_gap_at = max_step_gap(steps, [(e["time_s"] - 1, e["time_s"] + 5)
+                                                   for e in scale]) if scale else (None, None)
+    for t_f, servers, kind, back in faults_of(csv_rows):
         until = back if back is not None else t_f + 60
         rec = {w: recovery(w, t_f, until, events, times) for w, times in steps.items()}
         pre = [a for t, a in evals if t <= t_f]
@@ -229,10 +324,25 @@ def analyze(run):
          "idle_frac": statistics.mean(idle) if idle else None,
          "samples_per_s": summary.get("samples_per_s"), "workers": len(steps),
          "fallback": any(e["kind"] == "fallback" for e in events),
-         "evaluations": len(evals), "faults": per_fault}
+         "evaluations": len(evals), "faults": per_fault,
+         "max_step_gap_s": gap, "max_step_gap_at_s": gap_at, "scale_events": scale,
+         "scale_step_gap_s": scale_gap, "scale_step_gap_at_s": scale_gap_at,
+         "pushes_after_moves": rate_after_moves(samples, scale, last_step),
+         "bytes_in_after_moves": rate_after_moves(server_samples(run, "bytes_in_total"), scale,
+                                                  last_step)}
     m.update(counts(events, counters))
     write_merged(run, steps, evals)
+    write_server_rates(run, samples)
     return m
+
+
+def write_server_rates(run, samples):
+    if not samples:
+        return
+    with open(os.path.join(run, "server_rates.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["time_s", "server", "pushes_per_s"])
+        w.writerows([f"{t:.3f}", s, f"{r:.2f}"] for t, s, r in server_rates(samples))
 
 
 def write_merged(run, steps, evals):
@@ -258,11 +368,20 @@ def fmt(x, spec=".1f"):
 
 
 def headline(m):
-    return (f"final_acc={fmt(m['final_acc'], '.4f')} t070={fmt(m['t070'])} "
+    line = (f"final_acc={fmt(m['final_acc'], '.4f')} t070={fmt(m['t070'])} "
             f"recovery={fmt(m['recovery_s'])}s dip={fmt(m['dip'], '.3f')} "
             f"regain={fmt(m['regain_s'])}s acked_lost={fmt(m['acked_lost'], 'd')} "
             f"dropped={m['dropped']} late={m['applied_late']} idle={fmt(m['idle_frac'], '.2f')} "
-            f"samples/s={fmt(m['samples_per_s'])}")
+            f"samples/s={fmt(m['samples_per_s'])} max_step_gap={fmt(m['max_step_gap_s'], '.2f')}s")
+    p = m.get("pushes_after_moves")
+    if p:
+        line += (" pushes/s after moves: " + " ".join(
+            f"server{k}={v:.1f}" for k, v in p["per_server"].items()) +
+                 f" even={p['even_share']:.1f} max_dev={fmt(p['max_dev'], '.3f')}")
+    b = m.get("bytes_in_after_moves")
+    if b:
+        line += f" bytes_in max_dev={fmt(b['max_dev'], '.3f')}"
+    return line
 
 
 def main():

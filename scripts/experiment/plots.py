@@ -6,13 +6,21 @@ plots.gp script, and the PNGs gnuplot makes of it (pngcairo).
       highest seed, the outages shaded (fault -> server back), and TTF's
       logged curve of the matching policy dashed (only when ttf is given:
       runs of TTF's own protocol). The y axis zooms to the data from 20 s
-      before the first fault, so dips of 0.01 show.
+      before the first fault, so dips of 0.01 show. Servers added and
+      drained are vertical lines (add: green, drain: red), each range move
+      published a dotted one labelled with its map version.
 Returns the PNG names; [] without gnuplot (the report says so).
+
+  run.png of one run folder (write_run; `plots.py RUN_DIR`): its test
+      accuracy and each server's pushes/s over time (server_rates.csv from
+      analyze_run.py), with the same outages and scale markers.
 """
+import csv
 import math
 import os
 import shutil
 import subprocess
+import sys
 
 import ttf_reference
 
@@ -41,6 +49,39 @@ def _on_grid(curve, end):
     return out
 
 
+SCALE_STYLE = {"add_server": "lc rgb '#1a9850' dt 2 lw 1.5",
+               "drain": "lc rgb '#d73027' dt 2 lw 1.5",
+               "range_move_done": "lc rgb '#777777' dt 3 lw 1"}
+
+
+def _markers(gp, metrics):
+    """Outages shaded, scale events as vertical lines (gnuplot objects and
+    arrows, cleared by _clear_markers)."""
+    for f in metrics.get("faults", []):
+        back = f["back_s"] if f["back_s"] is not None else f["time_s"] + 1
+        gp.append(f"set object rect from {f['time_s']:.2f},graph 0 to {back:.2f},graph 1 "
+                  "fc rgb '#f4cccc' fs solid 0.5 noborder behind")
+    moves = 0
+    for e in metrics.get("scale_events", []):
+        style = SCALE_STYLE.get(e["kind"])
+        if style is None:
+            continue
+        gp.append(f"set arrow from {e['time_s']:.2f},graph 0 to {e['time_s']:.2f},graph 1 "
+                  f"nohead {style} back")
+        label = ({"add_server": f"+s{e['server']}", "drain": f"-s{e['server']}"}.get(e["kind"])
+                 or f"v{e['map_version']}")
+        y = "0.97"
+        if e["kind"] == "range_move_done":  # Moves close in time: labels one above another.
+            y = f"{0.04 + 0.06 * (moves % 3):.2f}"
+            moves += 1
+        gp.append(f"set label '{label}' at {e['time_s']:.2f},graph {y} offset 0.3,0 "
+                  "font ',8' front")
+
+
+def _clear_markers(gp):
+    gp += ["unset object", "unset arrow", "unset label"]
+
+
 def _panel(d, gp, name, cells, ttf):
     curves = [c for c in (_curve(c) for c in cells) if c]
     if not curves:
@@ -53,13 +94,11 @@ def _panel(d, gp, name, cells, ttf):
             if vals:
                 o.write(f"{k * GRID_S:.1f} {sum(vals) / len(vals):.4f} {min(vals):.4f} "
                         f"{max(vals):.4f}\n")
-    faults = (cells[0]["metrics"] or {}).get("faults", [])
+    metrics = cells[0]["metrics"] or {}
+    faults = metrics.get("faults", [])
     lo = faults[0]["time_s"] - 20 if faults else end * 0.3
     ys = [a for c in curves for t, a in c if t >= lo]
-    for f in faults:
-        back = f["back_s"] if f["back_s"] is not None else f["time_s"] + 1
-        gp.append(f"set object rect from {f['time_s']:.2f},graph 0 to {back:.2f},graph 1 "
-                  "fc rgb '#f4cccc' fs solid 0.5 noborder behind")
+    _markers(gp, metrics)
     gp.append(f"set yrange [{math.floor(min(ys) * 100 - 1) / 100:.2f}:"
               f"{math.ceil(max(ys) * 100 + 1) / 100:.2f}]" if ys else "set yrange [0:1]")
     n = len(curves)
@@ -74,7 +113,7 @@ def _panel(d, gp, name, cells, ttf):
         plot.append(f"'{name}_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' "
                     f"title 'TTF {ttf_reference.SHORT[ref]}'")
     gp.append("plot " + ", \\\n     ".join(plot))
-    gp.append("unset object")
+    _clear_markers(gp)
     return True
 
 
@@ -112,3 +151,58 @@ def write(d, cells, ttf):
     if r.returncode != 0:
         raise RuntimeError(f"gnuplot failed in {d}: {r.stdout.strip()[-500:]}")
     return pngs
+
+
+def write_run(run):
+    """run.png (and run.gp, run_acc.dat, run_server<i>.dat) in a run folder
+    analyze_run.py has analyzed: test accuracy and per-server pushes/s over
+    time. Returns the PNG's path, or None without gnuplot."""
+    import json
+    with open(os.path.join(run, "metrics.json")) as f:
+        metrics = json.load(f)
+    acc = _curve({"dir": run})
+    with open(os.path.join(run, "run_acc.dat"), "w") as o:
+        o.writelines(f"{t:.3f} {a:.4f}\n" for t, a in acc)
+    rates = {}
+    path = os.path.join(run, "server_rates.csv")
+    if os.path.exists(path):
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                rates.setdefault(int(r["server"]), []).append((r["time_s"], r["pushes_per_s"]))
+    for sid, pts in rates.items():
+        with open(os.path.join(run, f"run_server{sid}.dat"), "w") as o:
+            o.writelines(f"{t} {v}\n" for t, v in pts)
+    name = os.path.basename(os.path.normpath(run)).replace("'", "")
+    gp = ["# Generated by scripts/experiment/plots.py: gnuplot run.gp", "set encoding utf8",
+          "set terminal pngcairo size 960,720 font ',9'", "set output 'run.png'",
+          f"set multiplot layout 2,1 title '{name}: shaded outages; green +sN: server added, "
+          "red -sN: drained; dotted vN: a range move published (map version)'",
+          "set grid; set key bottom right; set xlabel 'time since the workers started (s)'"]
+    _markers(gp, metrics)
+    gp += ["set ylabel 'test accuracy'",
+           "plot 'run_acc.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'test accuracy'"]
+    gp += ["set key top left", "set ylabel 'pushes/s (servers.csv)'"]
+    if rates:
+        gp.append("plot " + ", \\\n     ".join(
+            f"'run_server{sid}.dat' using 1:2 with lines lw 1.5 title 'server {sid}'"
+            for sid in sorted(rates)))
+    else:
+        gp.append("set label 'no servers.csv (sample_servers_s)' at graph 0.3,0.5; "
+                  "plot [0:1] NaN notitle")
+    _clear_markers(gp)
+    gp.append("unset multiplot")
+    with open(os.path.join(run, "run.gp"), "w") as f:
+        f.write("\n".join(gp) + "\n")
+    if not shutil.which("gnuplot"):
+        return None
+    r = subprocess.run(["gnuplot", "run.gp"], cwd=run, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"gnuplot failed in {run}: {r.stdout.strip()[-500:]}")
+    return os.path.join(run, "run.png")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: plots.py RUN_DIR (a run folder analyze_run.py has analyzed)")
+    print(write_run(sys.argv[1]) or "gnuplot not found: run.gp written")

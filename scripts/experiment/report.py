@@ -33,6 +33,40 @@ def _row(r, with_ttf):
     return "| " + " | ".join(cells) + " |"
 
 
+def scale_section(cells):
+    """Lines about the runs that added or drained servers: their scale
+    events and each server's pushes/s (and payload bytes/s) after the last
+    one against an even share (analyze_run.py's pushes_after_moves)."""
+    scaled = [c for c in cells if (c["metrics"] or {}).get("scale_events")]
+    if not scaled:
+        return []
+    lines = ["", "## Servers added and drained", "",
+             "Per run: the scale events (s after the workers started; map version of each "
+             "move published) and, from the last one to the last step, each server's pushes/s "
+             "(its relaxps_server_pushes_total, sampled by the launcher) and payload MB/s "
+             "against the servers' mean. Per-server pushes/s over the whole run: "
+             "server_rates.csv and run.png in the run's folder (plots.py RUN_DIR).", "",
+             "| run | events | pushes/s after the last (vs even) | MB/s in (vs even) | longest "
+             "step pause (s) |", "|---|---|---|---|---|"]
+    for c in scaled:
+        m = c["metrics"]
+        events = ", ".join(
+            f"{e['time_s']:.0f} {e['kind']} {e['server']}"
+            + (f" v{e['map_version']}" if e.get("map_version") is not None else "")
+            for e in m["scale_events"] if e["kind"] != "joined")
+
+        def per(key, scale=1.0):
+            p = m.get(key)
+            if not p:
+                return "-"
+            return ", ".join(f"s{k} {v / scale:.1f} ({v / p['even_share'] - 1:+.0%})"
+                             for k, v in p["per_server"].items())
+        lines.append(f"| {m['id']} | {events} | {per('pushes_after_moves')} | "
+                     f"{per('bytes_in_after_moves', 1e6)} | "
+                     f"{'-' if m.get('max_step_gap_s') is None else format(m['max_step_gap_s'], '.2f')} |")
+    return lines
+
+
 def write(path, matrix, rows, cells, skipped, pngs, ttf):
     p = matrix["protocol"]
     with_ttf = ttf is not None
@@ -67,6 +101,7 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
     lines += [_row(r, with_ttf) for r in rows]
     notes = sorted({n for r in rows for n in r["lost_notes"]})
     lines += [""] + [f"- acked updates lost \"-\": {n}" for n in notes]
+    lines += scale_section(cells)
     lines += ["", "## What each policy costs and saves", ""]
     for r in rows:
         if r["fault"] != "nofault" or r["throughput_vs_none"] is None:

@@ -70,6 +70,16 @@ std::vector<int> ChainIn(const wire::ShardMap& map, const wire::RangeMove& m) {
 bool Member(const std::vector<int>& chain, int server) {
   return std::find(chain.begin(), chain.end(), server) != chain.end();
 }
+
+// The CURVE public key the map gives server `id` ("" under plain TCP, or if
+// the map does not list it): a destination's ROUTER must prove it.
+std::string CurveKeyIn(const wire::ShardMap& map, int id) {
+  for (const wire::ServerInfo& s : map.servers()) {
+    if (s.id() == id) return s.curve_public_key();
+  }
+  return "";
+}
+
 }  // namespace
 
 RangeMover::RangeMover(RangeMoverHost* host, RpcServer* rpc,
@@ -186,7 +196,10 @@ void RangeMover::HandleMoveRange(Request&& req) {
   out.coordinator_request = std::make_shared<Request>(std::move(req));
   out.range_begin = range->key;
   out.drain_deadline_ms = clock_->NowMs() + options_.drain_timeout_ms;
-  out.peer = peers_.Connect(m.destination_endpoint());
+  // Under curve a CURVE client that does not know its server's key never
+  // completes the handshake: the transfer would wait out its deadline.
+  out.peer = peers_.Connect(m.destination_endpoint(),
+                            CurveKeyIn(host_->installed_map(), m.destination()));
   LOG(INFO) << "moving " << Describe(m) << ": waiting for the range to be quiescent";
   Poll();
 }

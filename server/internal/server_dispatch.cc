@@ -139,6 +139,7 @@ void ServerImpl::OnTimer() {
   if (chain_ != nullptr) chain_->ResendStale();
   mover_->Poll();
   MaybeFlush();
+  if (drained_) LeaveWhenQuiet(now);
 }
 
 void ServerImpl::MaybeFlush() {
@@ -311,6 +312,7 @@ void ServerImpl::Handle(Request&& req) {
         Reject(req, s);
         return;
       }
+      if (h.type() != wire::CLOCK) ++table_requests_;
       HandleData(std::move(req));
       return;
     case wire::SEED:

@@ -134,6 +134,9 @@ class ServerImpl final : public Server,
   // failed).
   void SyncAndRelease();
   void OnTimer();
+  // Drained: exits once no request came for options_.drained_quiet_ms (or
+  // 15 times that after the drain). Loop thread.
+  void LeaveWhenQuiet(int64_t now);
   // Flushes the store if a dense shard's clock advanced flush_every_clocks
   // past the last flush.
   void MaybeFlush() override;
@@ -396,6 +399,15 @@ class ServerImpl final : public Server,
   std::optional<RestartInPlace> restart_;
   bool job_done_ = false;  // Loop thread: left in order at the end of the job.
   bool drained_ = false;   // Loop thread: left in order after a drain (docs/elastic.md).
+  // Loop thread: push and pull requests received (CLOCK not counted: a
+  // worker clocks every server of its map). Once drained_: when, that count
+  // then or when last seen to change, and since when none came
+  // (LeaveWhenQuiet).
+  uint64_t table_requests_ = 0;
+  int64_t drained_since_ms_ = 0;
+  uint64_t drained_requests_ = 0;
+  int64_t drained_quiet_since_ms_ = 0;
+  bool leaving_ = false;
 };
 
 }  // namespace server_internal

@@ -72,6 +72,10 @@ struct JobResult {
   uint64_t old_version = 0;
   int drained_at_clock = -1;      // The first clock that ran without server 0.
   bool server0_left = false;      // The coordinator shows it gone.
+  // A PULL by the map before the drain, sent to server 0 after its
+  // heartbeats had told it it was drained.
+  wire::Header drained_reply;
+  uint64_t pre_drain_version = 0;
 };
 
 // Two BSP workers train "w" through kClocks clocks on a one-server job; with
@@ -117,8 +121,20 @@ void RunJob(bool join, JobResult* out, uint64_t joined_max_bytes = 0, int drain_
     if (drain_after_clock >= 0 && t >= drain_after_clock && out->moved_at_clock >= 0) {
       if (out->drained_at_clock == -2 && HolderOf(MapOf(cluster.coordinator()), 0) == 1) {
         out->drained_at_clock = t + 1;
+        // Three of its heartbeats (200 ms) later, server 0 knows it holds
+        // nothing; a client that has not learned the map yet still asks it.
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        Message pull;
+        pull.header.set_type(wire::PULL);
+        pull.header.set_sender(-1);
+        pull.header.set_table("w");
+        pull.header.set_key_begin(0);
+        pull.header.set_key_count(kDim);
+        pull.header.set_shard_map_version(out->pre_drain_version);
+        out->drained_reply = AskForReply(cluster.server(0)->endpoint(), std::move(pull));
       }
       if (out->drained_at_clock == -1) {
+        out->pre_drain_version = MapOf(cluster.coordinator()).version();
         ASSERT_OK(Drain(cluster.coordinator(), 0));
         out->drained_at_clock = -2;  // Asked.
       }
@@ -320,6 +336,11 @@ TEST(RangeMoveTest, DrainingTheFirstServerAfterAJoinLeavesTheModelUnchanged) {
   ASSERT_GT(drained.moved_at_clock, 0);
   EXPECT_GT(drained.drained_at_clock, drained.moved_at_clock) << "server 0 was never drained";
   EXPECT_TRUE(drained.server0_left);
+  // Drained, it answered a request by the old map "moved" with the map that
+  // gives everything to server 1 before it left (it did not just vanish).
+  const Status moved = StatusFromProto(drained.drained_reply.status());
+  EXPECT_EQ(moved.code(), StatusCode::kWrongShard) << moved;
+  EXPECT_EQ(HolderOf(drained.drained_reply.shard_map(), 0), 1);
   EXPECT_EQ(drained.most_differing, 0u);
   EXPECT_EQ(test::DifferingFloats(drained.params.data(), fixed.params.data(), kDim), 0u);
   for (size_t w = 0; w < drained.acked.size(); ++w) {

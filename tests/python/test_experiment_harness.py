@@ -158,3 +158,114 @@ def test_a_run_without_evaluations_has_no_data():
             json.dump({"workers_started_unix": None}, f)
         with pytest.raises(analyze_run.NoData, match="never started"):
             analyze_run.analyze(d)
+
+
+def _scaled_run_folder(d):
+    """_run_folder plus a server added at 5 s, its move published at 6 s
+    (map version 4), server 0 drained at 18 s (version 5) and left at 19 s;
+    servers.csv samples every second: server 1 takes 100 pushes/s and 2 MB/s
+    from 6 s, server 2 (in the job from the start) 120 pushes/s and 2 MB/s,
+    server 0 stops being sampled when it left."""
+    _run_folder(d)
+    with open(os.path.join(d, "events.csv"), "a", newline="") as f:
+        csv.writer(f).writerows([
+            ["5.000", "add_server", "1", ""], ["5.400", "joined", "1", "pid=7"],
+            ["6.000", "range_move_done", "1",
+             "table=model keys=0-4096 source=0 map_version=4 ms=20"],
+            ["18.000", "drain", "0", ""],
+            ["18.500", "range_move_done", "2",
+             "table=model keys=4096-8192 source=0 map_version=5 ms=30"],
+            ["19.000", "drained", "0", "exit=0"]])
+    with open(os.path.join(d, "servers.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["time_s", "server", "pushes_total", "pulls_total", "updates_applied_total",
+                    "bytes_in_total", "shard_map_version"])
+        for t in range(0, 30):
+            if t <= 19:
+                w.writerow([t, 0, 50 * t, 0, 0, 1e6 * t, 3])
+            if t >= 6:
+                w.writerow([t, 1, 100 * (t - 6), 0, 0, 2e6 * (t - 6), 5])
+            w.writerow([t, 2, 120 * t, 0, 0, 2e6 * t, 5])
+
+
+def test_scale_events_pauses_and_pushes_per_server_after_the_moves():
+    with tempfile.TemporaryDirectory() as d:
+        _scaled_run_folder(d)
+        m = analyze_run.analyze(d)
+        assert [(e["kind"], e["server"], e["map_version"]) for e in m["scale_events"]] == [
+            ("add_server", 1, None), ("joined", 1, None), ("range_move_done", 1, 4),
+            ("drain", 0, None), ("range_move_done", 2, 5), ("drained", 0, None)]
+        # Scale events are no outages: only the kill is a fault.
+        assert [f["kind"] for f in m["faults"]] == ["kill"]
+        # The 4 s stall of _run_folder (its steps at 10.0 and 14.0).
+        assert m["max_step_gap_s"] == pytest.approx(4.0)
+        assert m["max_step_gap_at_s"] == pytest.approx(10.0)
+        p = m["pushes_after_moves"]
+        # From the drained row (19 s) to the last step (30 s): server 0 is gone.
+        assert p["from_s"] == 19.0 and sorted(p["per_server"]) == ["1", "2"]
+        assert p["per_server"]["1"] == pytest.approx(100) and p["even_share"] == pytest.approx(110)
+        assert p["max_dev"] == pytest.approx(10 / 110)
+        assert m["bytes_in_after_moves"]["max_dev"] == pytest.approx(0)
+        with open(os.path.join(d, "server_rates.csv")) as f:
+            rows = list(csv.DictReader(f))
+        assert {r["server"] for r in rows} == {"0", "1", "2"}
+        assert float(next(r for r in rows if r["server"] == "1")["pushes_per_s"]) == 100
+        # The report's section names each event with its map version.
+        import report
+        lines = report.scale_section([{"metrics": m}])
+        assert any("6 range_move_done 1 v4" in line and "s1 100.0 (-9%)" in line
+                   and "| 4.00 |" in line for line in lines), lines
+        # No scale events: no section, no rates.
+        assert report.scale_section([{"metrics": analyze_run.analyze(d) | {
+            "scale_events": []}}]) == []
+
+
+def test_the_plot_of_a_run_marks_its_scale_events():
+    import plots
+    with tempfile.TemporaryDirectory() as d:
+        _scaled_run_folder(d)
+        analyze_run.write(d)
+        plots.write_run(d)
+        with open(os.path.join(d, "run.gp")) as f:
+            gp = f.read()
+        assert "set arrow from 5.00,graph 0 to 5.00,graph 1" in gp
+        assert "set label 'v5' at 18.50" in gp and "set label '-s0' at 18.00" in gp
+        assert "set object rect from 10.00" in gp  # The kill's outage, shaded.
+        assert "'run_server2.dat'" in gp
+        with open(os.path.join(d, "run_server1.dat")) as f:
+            assert f.readline().split() == ["6.500", "100.00"]
+
+
+def test_elastic_check_rebuilds_what_each_server_holds_after_the_moves():
+    import elastic_check
+    moves = [("model", 102400, 203530, 0, 1), ("model", 69632, 102400, 0, 2),
+             ("model", 172032, 203530, 1, 2), ("model", 0, 69632, 0, 2),
+             ("bias", 5, 10, 0, 1), ("bias", 0, 5, 0, 2)]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump({"range_moves": [
+                dict(kind="range_move_done", table=t, begin=b, end=e, source=s, destination=x)
+                for t, b, e, s, x in moves] + [dict(kind="range_move_failed", table="model",
+                                                    begin=0, end=1, source=2, destination=1)]},
+                      f)
+        # server 1: model [102400, 172032) and bias [5, 10); server 2 the rest.
+        assert elastic_check.holdings(d) == {1: (2, 69637), 2: (4, 133903)}
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump({"range_moves": [dict(kind="range_move_done", table="model", begin=0,
+                                            end=9, source=3, destination=1)]}, f)
+        assert elastic_check.holdings(d) is None  # Not a one-server start.
+
+
+def test_the_step_pause_near_scale_events_leaves_other_stalls_out():
+    with tempfile.TemporaryDirectory() as d:
+        _scaled_run_folder(d)
+        m = analyze_run.analyze(d)
+        # The 4 s stall from 10 s overlaps the windows of the add (5 s: 4-10 s)
+        # and its move (6 s: 5-11 s).
+        assert m["scale_step_gap_s"] == pytest.approx(4.0)
+        steps = {0: [0.0, 1.0, 2.0, 9.0, 9.5, 20.0, 20.2, 20.4]}
+        assert analyze_run.max_step_gap(steps) == (10.5, 9.5)
+        assert analyze_run.max_step_gap(steps, [(0.5, 1.5), (19.0, 25.0)]) == (10.5, 9.5)
+        assert analyze_run.max_step_gap(steps, [(0.5, 1.5)]) == (1.0, 0.0)
+        assert analyze_run.max_step_gap(steps, [(3.0, 8.0)]) == (7.0, 2.0)
+        assert analyze_run.max_step_gap(steps, [(30.0, 31.0)]) == (None, None)
