@@ -163,6 +163,8 @@ class ServerImpl final : public Server,
   StatusOr<RangeState*> CreateRange(const std::string& table, uint64_t begin,
                                     uint64_t end) override;
   void DropRange(const std::string& table, uint64_t begin) override;
+  Status ReshapeRange(RangeState* range, uint64_t end) override;
+  void ReleaseRangeTail(RangeState* range, uint64_t old_end) override;
   void Redispatch(Request&& req) override { HandleData(std::move(req)); }
   void SendReply(const Request& req, Message&& reply) override {
     ReplyWith(req, std::move(reply));
