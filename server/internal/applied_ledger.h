@@ -69,6 +69,11 @@ class AppliedLedger {
             bool with_seqs, bool include_pending = false) const;
   // Replaces the ledger with saved entries (nothing pending).
   void Load(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in);
+  // Adds saved entries to the ledger: their push ids (a cut record's
+  // applied_below too) and, with `with_parts`, their part counts. A range
+  // restored from several saved ranges, or from part of one, takes each's
+  // ids, and its counts from only one range (they must not count twice).
+  void Merge(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in, bool with_parts);
   // Adds this ledger's part counts to `counts`, by (worker, incarnation).
   void AddCounts(std::map<std::pair<int, uint64_t>, uint64_t>* counts) const;
   bool empty() const { return entries_.empty(); }
