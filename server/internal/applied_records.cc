@@ -37,17 +37,16 @@ Status AppliedRecords::Save(uint64_t checkpoint_seq, const std::vector<Unit>& un
   // answers pushes with it).
   record.set_checkpoint_seq(checkpoint_seq > 0 ? checkpoint_seq : snapshot_seq_);
   auto add = [&record](const std::string& table, uint64_t key, bool bucket,
-                       const AppliedLedger& ledger, uint64_t end) {
+                       const AppliedLedger& ledger) {
     if (ledger.empty()) return;
     wire::AppliedRecord::Unit* u = record.add_units();
     u->set_table(table);
     u->set_key(key);
     u->set_bucket(bucket);
-    if (!bucket) u->set_end(end);
     ledger.Save(u->mutable_entries(), /*max_ids=*/0, /*with_seqs=*/false);
   };
-  for (const Unit& unit : units) add(unit.table, unit.key, unit.bucket, *unit.ledger, unit.end);
-  for (const auto& [name, ledger] : sparse_) add(name, 0, true, ledger, 0);
+  for (const Unit& unit : units) add(unit.table, unit.key, unit.bucket, *unit.ledger);
+  for (const auto& [name, ledger] : sparse_) add(name, 0, true, ledger);
   return SaveAppliedRecord(store_, table_, std::move(record));
 }
 
@@ -71,12 +70,14 @@ StatusOr<size_t> AppliedRecords::Restore(const Targets& targets) {
       ++restored;
       continue;
     }
-    uint64_t end = u.end();
-    if (end <= u.key()) {
-      const std::vector<uint64_t>& keys = firsts[u.table()];
-      auto next = std::upper_bound(keys.begin(), keys.end(), u.key());
-      end = next != keys.end() ? *next : std::numeric_limits<uint64_t>::max();
-    }
+    // A saved range reaches up to the table's next one: no range held here
+    // can have keys of the gap between them from this state (a restored
+    // range is assembled from this server's own shards, a replica's record
+    // comes with its state transfer), and extra ids only name pushes that
+    // never touch those keys.
+    const std::vector<uint64_t>& keys = firsts[u.table()];
+    auto next = std::upper_bound(keys.begin(), keys.end(), u.key());
+    const uint64_t end = next != keys.end() ? *next : std::numeric_limits<uint64_t>::max();
     const std::vector<AppliedLedger*> ledgers = targets.find_dense(u.table(), u.key(), end);
     for (size_t i = 0; i < ledgers.size(); ++i) {
       ledgers[i]->Merge(u.entries(), /*with_parts=*/i == 0);

@@ -71,7 +71,6 @@ class AppliedRecords {
     uint64_t key = 0;
     bool bucket = false;
     const AppliedLedger* ledger = nullptr;
-    uint64_t end = 0;  // A dense range's end (one past its last key).
   };
   // Writes the ledgers of `units` and of the sparse tables into the record's
   // table, for the store's next flush or checkpoint. `checkpoint_seq`: the
@@ -96,7 +95,9 @@ class AppliedRecords {
   // that has some of its keys (a checkpoint taken before a range move: the
   // map may give this server part of a saved range, or a range spanning
   // several): each gets its push ids, so a push it reflects is not applied
-  // again when resent, and the first its part counts. OK (0) before Open().
+  // again when resent, and the first its part counts. A saved range counts
+  // as reaching up to the next saved range of its table. OK (0) before
+  // Open().
   StatusOr<size_t> Restore(const Targets& targets);
 
  private:

@@ -207,8 +207,7 @@ void ServerImpl::SaveApplied(uint64_t checkpoint_seq) {
   ForEachUnit([&units](RangeState* range) {
     // A replica awaiting its state transfer reflects nothing yet.
     if (range->chain != nullptr && !range->chain->has_state()) return;
-    units.push_back({range->table, range->key, range->bucket != nullptr, range->ledger(),
-                     range->shard != nullptr ? range->shard->spec().end : 0});
+    units.push_back({range->table, range->key, range->bucket != nullptr, range->ledger()});
   });
   Status s = applied_.Save(checkpoint_seq, units);
   if (!s.ok()) LOG(ERROR) << "saving the applied record: " << s;
