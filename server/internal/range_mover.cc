@@ -314,8 +314,9 @@ Status RangeMover::TakeBack(Outgoing* out) {
     // CLOCKs that follow the held pushes); the head's clocks and record are
     // the range's. No need to wait for quiescence.
     if (head == nullptr) return InternalError("the head of the cut range is lost");
-    RETURN_IF_ERROR(host_->ReshapeRange(head, e));
-    head->shard->set_coverage_keys(0);
+    Status grown = host_->ReshapeRange(head, e);
+    head->shard->set_coverage_keys(0);  // Rounds close on what it holds, grown or not.
+    RETURN_IF_ERROR(grown);
     LOG(INFO) << "took back " << Describe(m) << ": range [" << b << ", " << e << ") whole again";
     return Status::OK();
   }
