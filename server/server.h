@@ -106,7 +106,8 @@ struct ServerOptions {
   // A range move's MOVE_STATE pieces (state_transfer_chunk_bytes each) in
   // flight to the destination at once. More keeps the link busy while the
   // destination writes a piece and acknowledges it; each costs one piece of
-  // buffered memory on both sides.
+  // receive memory on the destination (the source sends them out of its
+  // store). 1: more measured no faster (docs/elastic.md, Benchmark).
   int move_window_pieces = 1;
   // Once drained (it holds nothing, relaxps-ctl drain-server), the server
   // answers every push and pull "moved" with the new map until none came for

@@ -1,6 +1,7 @@
 // MemoryStore: a ParamStore that keeps everything in process memory.
 //
-// Dense shards are 64-byte aligned float arrays, one per slot; sparse rows
+// Dense shards are 64-byte aligned float arrays, one per slot (shared with
+// the payloads a range move sends out of them: PinDense); sparse rows
 // live in a RowArena (blocks of rows behind an open-addressing id index) and
 // are created from the initializer on first touch.
 // Nothing survives the process: Flush is a no-op and Checkpoint is
@@ -12,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/internal/aligned_floats.h"
+#include "storage/internal/dense_arrays.h"
 #include "storage/internal/row_arena.h"
 #include "storage/internal/spec_util.h"
 #include "storage/param_store.h"
@@ -20,7 +21,7 @@
 namespace relaxps {
 namespace {
 
-using storage_internal::AlignedFloats;
+using storage_internal::DenseArrays;
 
 class MemoryStore final : public ParamStore {
  public:
@@ -46,10 +47,10 @@ class MemoryStore final : public ParamStore {
     entry->shard.spec = spec;
     const size_t n = spec.end - spec.begin;
     try {
+      entry->arrays = DenseArrays(spec.num_slots, n);
+      entry->shard.slots = entry->arrays.slots();
       for (int s = 0; s < spec.num_slots; ++s) {
-        entry->arrays.emplace_back(n);
-        storage_internal::InitDenseRange(spec, s, 0, n, entry->arrays.back().data());
-        entry->shard.slots.push_back(entry->arrays.back().data());
+        storage_internal::InitDenseRange(spec, s, 0, n, entry->shard.slots[s]);
       }
     } catch (const std::bad_alloc&) {
       return Status(StatusCode::kInternal,
@@ -63,6 +64,39 @@ class MemoryStore final : public ParamStore {
   DenseShard* GetDense(const std::string& table) override {
     auto it = dense_.find(table);
     return it == dense_.end() ? nullptr : &it->second->shard;
+  }
+
+  Status ReshapeDense(DenseShard* shard, const std::string& name, uint64_t end) override {
+    DenseEntry* entry = Find(shard);
+    if (entry == nullptr) {
+      return InvalidArgumentError("ReshapeDense: shard does not belong to this store");
+    }
+    RETURN_IF_ERROR(
+        storage_internal::CheckReshape(entry->shard, entry->arrays.capacity(), name, end));
+    const std::string old_name = shard->spec.table;
+    if (name != old_name) {
+      if (dense_.count(name) > 0 || sparse_.count(name) > 0) {
+        return InvalidArgumentError("cannot rename dense shard '" + old_name + "' to '" + name +
+                                    "': a table of that name exists");
+      }
+      auto node = dense_.extract(old_name);
+      node.key() = name;
+      dense_.insert(std::move(node));
+    }
+    shard->spec.table = name;
+    shard->spec.end = end;
+    return Status::OK();
+  }
+
+  void ReleaseDenseTail(DenseShard* shard) override {
+    if (DenseEntry* entry = Find(shard); entry != nullptr) {
+      entry->arrays.ReleaseBeyond(shard->size());
+    }
+  }
+
+  std::shared_ptr<const void> PinDense(DenseShard* shard) override {
+    DenseEntry* entry = Find(shard);
+    return entry != nullptr ? entry->arrays.Pin() : nullptr;
   }
 
   Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) override {
@@ -183,8 +217,15 @@ class MemoryStore final : public ParamStore {
  private:
   struct DenseEntry {
     DenseShard shard;  // shard.slots point into arrays.
-    std::vector<AlignedFloats> arrays;
+    DenseArrays arrays;
   };
+
+  // The entry of a shard of this store, or nullptr.
+  DenseEntry* Find(const DenseShard* shard) {
+    if (shard == nullptr) return nullptr;
+    auto it = dense_.find(shard->spec.table);
+    return it != dense_.end() && &it->second->shard == shard ? it->second.get() : nullptr;
+  }
   struct SparseTable {
     SparseTableSpec spec;
     int64_t step = 0;

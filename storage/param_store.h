@@ -140,6 +140,39 @@ class ParamStore {
   // no-op. REQUIRES: called on the thread that calls Flush.
   virtual void BeforeDenseWrite(DenseShard* shard) { (void)shard; }
 
+  // Changes dense shard `shard` to the keys [spec.begin, end) under the name
+  // `name`, in place: the slot arrays keep their memory and the values of
+  // the keys it keeps, so a range cut in two keeps its head where it is
+  // (docs/elastic.md). Keys past a smaller `end` keep their values in memory
+  // until ReleaseDenseTail: until then growing back (up to the size the
+  // shard was allocated with) brings them back as they were. A durable
+  // store writes the shard whole under its new name with the next Flush and
+  // forgets the old name in the same commit (until then a reopened store
+  // has the shard as it was at the last flush).
+  // InvalidArgument: not a shard of this store, `end` not past its begin or
+  // past its memory, or `name` held by another table; FailedPrecondition
+  // where the store cannot reshape (the caller copies instead). On an error
+  // nothing changed.
+  virtual Status ReshapeDense(DenseShard* shard, const std::string& name, uint64_t end) {
+    (void)shard;
+    (void)end;
+    return FailedPreconditionError("the " + std::string(Name()) +
+                                   " store cannot reshape dense shard '" + name + "' in place");
+  }
+  // Gives the memory of the keys past `shard`'s end back to the system
+  // (after a ReshapeDense that shrank it; it cannot grow past its end any
+  // more). No-op for a store without that memory.
+  virtual void ReleaseDenseTail(DenseShard* shard) { (void)shard; }
+  // Keeps the memory of `shard`'s slot arrays allocated while the returned
+  // handle lives, even after the store dropped, released or destroyed them:
+  // a payload handed to ZeroMQ straight out of the shard (a range move)
+  // holds one. Writes to the shard still change what the memory holds.
+  // nullptr where the store cannot (the caller copies instead).
+  virtual std::shared_ptr<const void> PinDense(DenseShard* shard) {
+    (void)shard;
+    return nullptr;
+  }
+
   // Creates a sparse table (idempotent for the same spec).
   virtual Status CreateSparse(const SparseTableSpec& spec) = 0;
   virtual const SparseTableSpec* GetSparse(const std::string& table) const = 0;

@@ -209,10 +209,8 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
   const DenseShardSpec& spec = t->shard.spec;
   const size_t n = spec.end - spec.begin;
   const uint64_t chunks = (n + kDenseChunkFloats - 1) / kDenseChunkFloats;
-  for (int s = 0; s < spec.num_slots; ++s) {
-    t->arrays.emplace_back(n);
-    t->shard.slots.push_back(t->arrays.back().data());
-  }
+  t->arrays = DenseArrays(spec.num_slots, n);
+  t->shard.slots = t->arrays.slots();
   // Generations [base, newest], oldest first: a delta's chunk overrides the
   // base's and older deltas'. The base must hold every chunk.
   std::vector<bool> loaded(chunks * spec.num_slots, false);  // Any generation.
@@ -294,15 +292,67 @@ StatusOr<DenseShard*> RocksDbStore::DoCreateDense(const DenseShardSpec& spec) {
   t->id = NewTableId();
   t->shard.spec = spec;
   const size_t n = spec.end - spec.begin;
-  for (int s = 0; s < spec.num_slots; ++s) {
-    t->arrays.emplace_back(n);
-    InitDenseRange(spec, s, 0, n, t->arrays.back().data());
-    t->shard.slots.push_back(t->arrays.back().data());
-  }
+  t->arrays = DenseArrays(spec.num_slots, n);
+  t->shard.slots = t->arrays.slots();
+  for (int s = 0; s < spec.num_slots; ++s) InitDenseRange(spec, s, 0, n, t->shard.slots[s]);
   // Generation 0 loads as the initial values: nothing to write until a write.
   DenseShard* shard = &t->shard;
   dense_.emplace(spec.table, std::move(t));
   return shard;
+}
+
+RocksDbStore::DenseTable* RocksDbStore::FindDense(const DenseShard* shard) {
+  if (shard == nullptr) return nullptr;
+  auto it = dense_.find(shard->spec.table);
+  return it != dense_.end() && &it->second->shard == shard ? it->second.get() : nullptr;
+}
+
+Status RocksDbStore::DoReshapeDense(DenseShard* shard, const std::string& name, uint64_t end) {
+  DenseTable* t = FindDense(shard);
+  if (t == nullptr) return InvalidArgumentError("ReshapeDense: shard does not belong to this store");
+  RETURN_IF_ERROR(CheckReshape(t->shard, t->arrays.capacity(), name, end));
+  const std::string old_name = shard->spec.table;
+  if (options_.wal_per_update) {
+    // Its chunks are written under the committed record's shape until the
+    // next flush: a reshaped last chunk would not match it.
+    return FailedPreconditionError("the rocksdb store of '" + old_name +
+                                   "' writes every update through the WAL and cannot reshape it "
+                                   "before its next flush");
+  }
+  if (name != old_name &&
+      (dense_.count(name) > 0 || unloaded_dense_.count(name) > 0 || sparse_.count(name) > 0)) {
+    return InvalidArgumentError("cannot rename dense shard '" + old_name + "' to '" + name +
+                                "' in " + Where() + ": a table of that name exists");
+  }
+  // A running job copies and writes this table by its old shape.
+  WaitForFlushJob();
+  if (name != old_name) {
+    auto node = dense_.extract(old_name);
+    node.key() = name;
+    dense_.insert(std::move(node));
+    MutexLock l(&flush_mu_);
+    dropped_records_.insert(TableMetaKey(old_name));
+  }
+  shard->spec.table = name;
+  shard->spec.end = end;
+  // The next flush writes every chunk of the new shape as a new base; the
+  // bitmaps and the job's copy were sized for the old one.
+  t->rewrite_all.store(true);
+  t->dirty_bits.clear();
+  t->num_dirty = 0;
+  t->delta_bits.clear();
+  t->snapshot.clear();
+  t->snapshot_slots.clear();
+  return Status::OK();
+}
+
+void RocksDbStore::ReleaseDenseTail(DenseShard* shard) {
+  if (DenseTable* t = FindDense(shard); t != nullptr) t->arrays.ReleaseBeyond(shard->size());
+}
+
+std::shared_ptr<const void> RocksDbStore::PinDense(DenseShard* shard) {
+  DenseTable* t = FindDense(shard);
+  return t != nullptr ? t->arrays.Pin() : nullptr;
 }
 
 DenseShard* RocksDbStore::GetDense(const std::string& table) {

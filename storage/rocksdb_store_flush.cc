@@ -171,6 +171,17 @@ RocksDbStore::FlushCapture RocksDbStore::CaptureFlush(int64_t clock) {
   for (const auto& [name, t] : sparse_) {
     cap.table_records.emplace(TableMetaKey(name), SparseMetaValue(*t, t->num_rows));
   }
+  {
+    MutexLock l(&flush_mu_);
+    for (const std::string& key : dropped_records_) {
+      // A name renamed away and back (a move taken back) has its record again.
+      if (cap.table_records.count(key) == 0 &&
+          unloaded_dense_.count(key.substr(1)) == 0) {
+        cap.dropped_records.insert(key);
+      }
+    }
+    dropped_records_.clear();
+  }
   return cap;
 }
 
@@ -269,8 +280,17 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
         writer.Put(kFlushKey, EncodeFlushRecord(FlushRecord{cap.clock, cap.apply_pending})),
         what));
     RETURN_IF_ERROR(FromRocks(writer.Put(kStoreMetaKey, cap.store_meta), what));
+    // Records and the deletions of renamed tables' old records, merged in
+    // key order (an SST file takes its keys sorted).
+    auto dropped = cap.dropped_records.begin();
     for (const auto& [key, value] : cap.table_records) {
+      for (; dropped != cap.dropped_records.end() && *dropped < key; ++dropped) {
+        RETURN_IF_ERROR(FromRocks(writer.Delete(*dropped), what));
+      }
       RETURN_IF_ERROR(FromRocks(writer.Put(key, value), what));
+    }
+    for (; dropped != cap.dropped_records.end(); ++dropped) {
+      RETURN_IF_ERROR(FromRocks(writer.Delete(*dropped), what));
     }
     RETURN_IF_ERROR(FromRocks(writer.Finish(), what));
     rocksdb::IngestExternalFileOptions ingest;
@@ -279,6 +299,10 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
     return FromRocks(db_->IngestExternalFile(paths, ingest), "cannot commit flush of " + Where());
   }();
   for (const std::string& path : paths) RemoveAll(fs(), path).IgnoreError();
+  if (!s.ok() && !cap.dropped_records.empty()) {
+    MutexLock l(&flush_mu_);  // The next commit deletes them.
+    dropped_records_.insert(cap.dropped_records.begin(), cap.dropped_records.end());
+  }
   RETURN_IF_ERROR(s);
   committed_flushes_.fetch_add(1, std::memory_order_release);
   for (const DenseTable* t : cap.tables) {

@@ -103,10 +103,15 @@ void AppliedLedger::Save(google::protobuf::RepeatedPtrField<wire::DedupEntry>* o
 void AppliedLedger::Load(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in) {
   entries_.clear();
   pending_.clear();
+  Merge(in, /*with_parts=*/true);
+}
+
+void AppliedLedger::Merge(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in,
+                          bool with_parts) {
   for (const wire::DedupEntry& d : in) {
     Entry& e = entries_[{d.worker(), d.incarnation()}];
-    e.parts = d.parts();
-    e.applied_below = d.applied_below();
+    if (with_parts) e.parts += d.parts();
+    e.applied_below = std::max(e.applied_below, d.applied_below());
     for (int i = 0; i < d.push_ids_size(); ++i) {
       e.ids[d.push_ids(i)] = i < d.seqs_size() ? d.seqs(i) : 0;
     }
@@ -114,7 +119,7 @@ void AppliedLedger::Load(const google::protobuf::RepeatedPtrField<wire::DedupEnt
   }
 }
 
-void AppliedLedger::Merge(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in) {
+void AppliedLedger::MergeMoved(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in) {
   for (const wire::DedupEntry& d : in) {
     Entry& e = entries_[{d.worker(), d.incarnation()}];
     e.parts += d.parts();

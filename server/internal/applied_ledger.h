@@ -69,10 +69,15 @@ class AppliedLedger {
             bool with_seqs, bool include_pending = false) const;
   // Replaces the ledger with saved entries (nothing pending).
   void Load(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in);
-  // Adds saved entries to the ledger (a range move's record): their ids are
-  // recorded (at their seqs) and their part counts added; their
+  // Adds saved entries to the ledger: their push ids (a cut record's
+  // applied_below too) and, with `with_parts`, their part counts. A range
+  // restored from several saved ranges, or from part of one, takes each's
+  // ids, and its counts from only one range (they must not count twice).
+  void Merge(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in, bool with_parts);
+  // Adds a range move's record to a ledger that may hold other pushes: their
+  // ids are recorded (at their seqs) and their part counts added; their
   // applied_below is not (it would cover this ledger's other pushes).
-  void Merge(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in);
+  void MergeMoved(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in);
   // Sets every part count to 0, ids kept (a range move took the counts along).
   void ClearCounts();
   // Adds this ledger's part counts to `counts`, by (worker, incarnation).

@@ -1,6 +1,9 @@
 #include "server/internal/applied_records.h"
 
 #include <algorithm>
+#include <limits>
+#include <map>
+#include <vector>
 
 namespace relaxps {
 namespace server_internal {
@@ -47,18 +50,39 @@ Status AppliedRecords::Save(uint64_t checkpoint_seq, const std::vector<Unit>& un
   return SaveAppliedRecord(store_, table_, std::move(record));
 }
 
-StatusOr<size_t> AppliedRecords::Restore(const std::function<bool(const std::string&)>& is_sparse,
-                                         const FindLedger& find) {
+StatusOr<size_t> AppliedRecords::Restore(const Targets& targets) {
   if (table_ == nullptr) return size_t{0};
   ASSIGN_OR_RETURN(wire::AppliedRecord record, LoadAppliedRecord(*table_));
+  // The saved dense ranges' first keys by table: where a range saved without
+  // its end stops.
+  std::map<std::string, std::vector<uint64_t>> firsts;
+  for (const wire::AppliedRecord::Unit& u : record.units()) {
+    if (!u.bucket()) firsts[u.table()].push_back(u.key());
+  }
+  for (auto& [table, keys] : firsts) std::sort(keys.begin(), keys.end());
   size_t restored = 0;
   for (const wire::AppliedRecord::Unit& u : record.units()) {
-    AppliedLedger* ledger = u.bucket() && is_sparse(u.table())
-                                ? SparseLedger(u.table())
-                                : find(u.table(), u.key(), u.bucket());
-    if (ledger == nullptr) continue;  // A unit this server no longer holds.
-    ledger->Load(u.entries());
-    ++restored;
+    if (u.bucket()) {
+      AppliedLedger* ledger = targets.is_sparse(u.table()) ? SparseLedger(u.table())
+                                                           : targets.find_bucket(u.table(), u.key());
+      if (ledger == nullptr) continue;  // A unit this server no longer holds.
+      ledger->Load(u.entries());
+      ++restored;
+      continue;
+    }
+    // A saved range reaches up to the table's next one: no range held here
+    // can have keys of the gap between them from this state (a restored
+    // range is assembled from this server's own shards, a replica's record
+    // comes with its state transfer), and extra ids only name pushes that
+    // never touch those keys.
+    const std::vector<uint64_t>& keys = firsts[u.table()];
+    auto next = std::upper_bound(keys.begin(), keys.end(), u.key());
+    const uint64_t end = next != keys.end() ? *next : std::numeric_limits<uint64_t>::max();
+    const std::vector<AppliedLedger*> ledgers = targets.find_dense(u.table(), u.key(), end);
+    for (size_t i = 0; i < ledgers.size(); ++i) {
+      ledgers[i]->Merge(u.entries(), /*with_parts=*/i == 0);
+    }
+    if (!ledgers.empty()) ++restored;
   }
   return restored;
 }

@@ -78,15 +78,27 @@ class AppliedRecords {
   // OK without doing anything before Open().
   Status Save(uint64_t checkpoint_seq, const std::vector<Unit>& units);
 
-  // Where a stored unit's entries go: `find` returns the ledger of a dense
-  // range or a chain bucket held here (nullptr: no longer held); a bucket of
-  // a table `is_sparse` names goes to that table's own ledger.
-  using FindLedger = std::function<AppliedLedger*(const std::string& table, uint64_t key,
-                                                  bool bucket)>;
+  // Where a stored unit's entries go. `find_bucket`: the ledger of a chain
+  // bucket held here (nullptr: no longer held); a bucket of a table
+  // `is_sparse` names goes to that table's own ledger. `find_dense`: the
+  // ledgers of the dense ranges held here that overlap keys [begin, end),
+  // in key order.
+  struct Targets {
+    std::function<bool(const std::string& table)> is_sparse;
+    std::function<AppliedLedger*(const std::string& table, uint64_t bucket)> find_bucket;
+    std::function<std::vector<AppliedLedger*>(const std::string& table, uint64_t begin,
+                                              uint64_t end)>
+        find_dense;
+  };
   // Loads the record the store opened with; returns how many units it
-  // restored. OK (0) before Open().
-  StatusOr<size_t> Restore(const std::function<bool(const std::string&)>& is_sparse,
-                           const FindLedger& find);
+  // restored. A saved dense range's entries go to every range held now
+  // that has some of its keys (a checkpoint taken before a range move: the
+  // map may give this server part of a saved range, or a range spanning
+  // several): each gets its push ids, so a push it reflects is not applied
+  // again when resent, and the first its part counts. A saved range counts
+  // as reaching up to the next saved range of its table. OK (0) before
+  // Open().
+  StatusOr<size_t> Restore(const Targets& targets);
 
  private:
   const size_t sparse_window_;

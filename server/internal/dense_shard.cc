@@ -79,7 +79,7 @@ bool DenseShardState::CoveredByPushes(int worker, int64_t clock, size_t n) {
     keys = 0;
   }
   keys += n;
-  return keys >= shard_->size();
+  return keys >= CoverageKeys();
 }
 
 Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const float* grads,
@@ -100,7 +100,7 @@ Status DenseShardState::Push(int worker, int64_t clock, uint64_t begin, const fl
     std::fill(mine.grads.begin(), mine.grads.end(), 0.0f);
   }
   std::memcpy(mine.grads.data() + offset, grads, n * sizeof(float));
-  if (mine.covered.keys == shard_->size()) gate_.RecordCompleted(worker, clock);
+  if (mine.covered.keys >= CoverageKeys()) gate_.RecordCompleted(worker, clock);
   RETURN_IF_ERROR(CompleteRounds());
   gate_.ServeWaiters();
   return Status::OK();
@@ -330,7 +330,9 @@ Status DenseShardState::LoadSlotPiece(size_t slot, uint64_t offset, const float*
   }
   if (n == 0) return Status::OK();
   store_->BeforeDenseWrite(shard_);
-  std::memcpy(shard_->slots[slot] + offset, values, n * sizeof(float));
+  float* to = shard_->slots[slot] + offset;
+  // A range taken back loads its own memory (a view of it) onto itself.
+  if (to != values) std::memcpy(to, values, n * sizeof(float));
   return store_->DenseUpdated(shard_, offset, n);
 }
 
@@ -403,6 +405,59 @@ FloatBuffer DenseShardState::CopySlot(int slot, uint64_t begin, size_t n) const 
   FloatBuffer out = NewSnapshot(n);
   std::memcpy(out.data(), shard_->slots[slot] + (begin - shard_->spec.begin), n * sizeof(float));
   return out;
+}
+
+FloatBuffer DenseShardState::ViewSlot(int slot, uint64_t begin, size_t n) const {
+  std::shared_ptr<const void> pin = store_->PinDense(shard_);
+  if (pin == nullptr) return CopySlot(slot, begin, n);
+  return FloatBuffer::Wrap(shard_->slots[slot] + (begin - shard_->spec.begin), n,
+                           [pin = std::move(pin)] {});
+}
+
+Status DenseShardState::Reshape(const std::string& store_name, uint64_t end) {
+  const size_t old_size = shard_->size();
+  if (end < spec().end && !rounds_.empty()) {
+    return FailedPreconditionError("range [" + std::to_string(spec().begin) + ", " +
+                                   std::to_string(spec().end) + ") of '" + spec().table +
+                                   "' has a BSP round pending: it cannot shrink");
+  }
+  // The pending rounds' gradients grow with the range first (zeros: nobody
+  // pushed the new keys for them yet), so a failure leaves them fitting.
+  const size_t new_size = end > spec().begin ? end - spec().begin : 0;
+  std::vector<FloatBuffer> grown;
+  if (new_size > old_size) {
+    for (auto& [clock, round] : rounds_) {
+      for (auto& [worker, mine] : round.workers) {
+        FloatBuffer g = NewSnapshot(new_size);
+        std::memcpy(g.data(), mine.grads.data(), mine.grads.bytes());
+        std::fill(g.begin() + old_size, g.end(), 0.0f);
+        grown.push_back(std::move(g));
+      }
+    }
+  }
+  RETURN_IF_ERROR(store_->ReshapeDense(shard_, store_name, end));
+  size_t i = 0;
+  for (auto& [clock, round] : rounds_) {
+    for (auto& [worker, mine] : round.workers) {
+      if (i < grown.size()) mine.grads = std::move(grown[i++]);
+    }
+  }
+  return Status::OK();
+}
+
+void DenseShardState::set_coverage_keys(uint64_t keys) {
+  const uint64_t before = CoverageKeys();
+  coverage_keys_ = keys;
+  // A lower target: the async counts may hold keys the range no longer has.
+  if (CoverageKeys() < before) pushed_keys_.clear();
+  for (const auto& [clock, round] : rounds_) {
+    for (const auto& [worker, mine] : round.workers) {
+      if (mine.covered.keys >= CoverageKeys()) gate_.RecordCompleted(worker, clock);
+    }
+  }
+  Status s = CompleteRounds();
+  if (!s.ok()) LOG(ERROR) << "completing BSP rounds of '" << spec().table << "': " << s;
+  gate_.ServeWaiters();
 }
 
 void DenseShardState::Pull(int64_t worker_clock, uint64_t begin, size_t n, int64_t deadline_ms,

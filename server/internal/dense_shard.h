@@ -170,6 +170,28 @@ class DenseShardState {
   // A copy of keys [begin, begin + n) of `slot` (0: parameters, 1..: optimizer
   // state). REQUIRES: CheckRange OK, slot < num_slots().
   FloatBuffer CopySlot(int slot, uint64_t begin, size_t n) const;
+  // Keys [begin, begin + n) of `slot` straight out of the store's memory,
+  // which the buffer keeps allocated (ParamStore::PinDense), or a copy where
+  // the store cannot pin it. Not a snapshot: later writes of those keys show
+  // through (a range move holds them back). REQUIRES: as CopySlot.
+  FloatBuffer ViewSlot(int slot, uint64_t begin, size_t n) const;
+  // Makes this the range [spec().begin, end) named `store_name` in the store
+  // (ParamStore::ReshapeDense), in place: a range move's cut keeps its head
+  // so, and its take-back grows it again. Pending BSP rounds grow with it
+  // (no worker pushed the new keys for them yet); FailedPrecondition for a
+  // shrink while a round is pending. On an error nothing changed.
+  Status Reshape(const std::string& store_name, uint64_t end);
+  // How many keys a worker's pushes for a clock must cover to complete that
+  // clock here (0: size(), the default). A range cut for a move keeps its
+  // old size until the move is published or taken back: its rounds then
+  // close only with each worker's CLOCK, which follows the worker's pushes
+  // of the cut keys (held meanwhile), so a taken-back range's rounds hold
+  // both parts' pushes as if nothing had been cut. Completes the rounds the
+  // new target completes. A lower target forgets the async push counts.
+  void set_coverage_keys(uint64_t keys);
+  // Gives the store's memory of the keys past end() back (after a Reshape
+  // that shrank the range; it cannot grow back past end() any more).
+  void ReleaseTail() { store_->ReleaseDenseTail(shard_); }
   uint64_t updates_applied() const { return updates_applied_; }
 
   // ---- Chain replication ----
@@ -265,6 +287,7 @@ class DenseShardState {
   Status ApplyCompleteRounds();
   void NotifyRoundsApplied();
   FloatBuffer Copy(uint64_t begin, size_t n) const;
+  uint64_t CoverageKeys() const { return coverage_keys_ > 0 ? coverage_keys_ : shard_->size(); }
   // An uninitialized buffer of n floats (from pool_ if any): a pull's answer,
   // or a worker's part of a BSP round.
   FloatBuffer NewSnapshot(size_t n) const;
@@ -284,6 +307,7 @@ class DenseShardState {
   std::map<int64_t, uint32_t> round_workers_;
   // SSP / async: worker -> (clock, keys it pushed at that clock so far).
   std::map<int, std::pair<int64_t, uint64_t>> pushed_keys_;
+  uint64_t coverage_keys_ = 0;  // set_coverage_keys (0: size()).
   std::vector<float*> state_scratch_;
   uint64_t updates_applied_ = 0;
   bool follower_ = false;

@@ -311,64 +311,88 @@ void RangeMover::Poll() {
 void RangeMover::Cut(Outgoing* out) {
   const wire::RangeMove& m = out->move;
   RangeState* range = host_->DenseRangeAt(m.table(), out->range_begin);
-  const DenseShardState& shard = *range->shard;
+  DenseShardState& shard = *range->shard;
   const uint64_t b = shard.spec().begin, mid = m.begin(), e = m.end();
-  // The state of both parts (no rounds, no waiters: the slots, the step and
-  // the clocks), and the exactly-once record: its ids go with both, its part
-  // counts stay here.
+  // The state of [m, e) (no rounds, no waiters: the slots, the step and the
+  // clocks), and the exactly-once record: its ids go with both parts, its
+  // part counts stay here (a whole range takes them along).
   wire::ChainSnapshot meta;
   shard.SaveMeta(&meta);
   wire::ChainSnapshot moved = meta;
   range->applied.Save(moved.mutable_dedup(), 0, /*with_seqs=*/false);
-  // A cut keeps the part counts with the head; a whole range takes them along.
   if (mid > b) {
     for (wire::DedupEntry& d : *moved.mutable_dedup()) d.set_parts(0);
   }
   out->meta = moved;
+  // The tail's slots leave straight out of the shard's memory: from here on
+  // nothing writes them (their requests are held), and the head's writes
+  // touch other keys.
   out->frames.clear();
   out->head_copy.clear();
   for (size_t s = 0; s < shard.num_slots(); ++s) {
-    out->frames.push_back(shard.CopySlot(static_cast<int>(s), mid, e - mid));
-    if (mid > b) out->head_copy.push_back(shard.CopySlot(static_cast<int>(s), b, mid - b));
+    out->frames.push_back(shard.ViewSlot(static_cast<int>(s), mid, e - mid));
   }
-  out->head_ledger = std::make_unique<AppliedLedger>(std::move(range->applied));
-  host_->DropRange(m.table(), out->range_begin);
-  range = nullptr;
-  if (mid > b) {
-    StatusOr<RangeState*> head = host_->CreateRange(m.table(), b, mid);
-    Status s = head.status();
-    if (s.ok()) {
-      std::vector<const float*> ptrs;
-      std::vector<size_t> sizes;
-      for (const FloatBuffer& f : out->head_copy) {
-        ptrs.push_back(f.data());
-        sizes.push_back(f.size());
-      }
-      s = (*head)->shard->LoadState(meta, ptrs, sizes);
-      if (s.ok()) {
-        (*head)->applied = std::move(*out->head_ledger);
-        out->head_ledger.reset();
-        out->head_copy.clear();
-      } else {
-        host_->DropRange(m.table(), b);
-      }
-    }
+  if (mid == b) {
+    out->head_ledger = std::make_unique<AppliedLedger>(std::move(range->applied));
+    host_->DropRange(m.table(), out->range_begin);
+  } else {
+    // The head stays where it is: the range shrinks to [b, m) in place,
+    // keeping its clocks, its record and the memory of its keys.
+    Status s = host_->ReshapeRange(range, mid);
+    out->in_place = s.ok();
+    // Its rounds close only with the workers' CLOCKs until the move is
+    // published or taken back (set_coverage_keys).
+    if (s.ok()) range->shard->set_coverage_keys(e - b);
     if (!s.ok()) {
-      // Never expected (the store allocates the head's shard): the whole
-      // state is in head_copy and frames, and goes back as it was.
-      LOG(ERROR) << "cannot cut " << Describe(m) << ": " << s;
-      out->phase = Phase::kAborting;
-      out->failure = s;
-      return;
+      VLOG(1) << "cutting " << Describe(m) << " in place: " << s << "; copying the head";
+      if (!CutByCopy(out, meta)) return;
     }
   }
   out->phase = Phase::kSending;
   out->transfer = OutgoingTransfer::Dense(m.id(), m.destination(), moved, out->frames, e - mid,
                                           options_.chunk_bytes);
-  LOG(INFO) << "cut " << Describe(m) << ": sending " << out->transfer->bytes() << " bytes in "
-            << out->transfer->num_pieces() << " piece(s); its requests are held until the new map";
+  LOG(INFO) << "cut " << Describe(m) << (out->in_place ? " in place" : "") << ": sending "
+            << out->transfer->bytes() << " bytes in " << out->transfer->num_pieces()
+            << " piece(s); its requests are held until the new map";
   out->acked = 0;
   SendPieces(m.token());
+}
+
+bool RangeMover::CutByCopy(Outgoing* out, const wire::ChainSnapshot& meta) {
+  const wire::RangeMove& m = out->move;
+  const uint64_t b = out->range_begin, mid = m.begin();
+  RangeState* range = host_->DenseRangeAt(m.table(), b);
+  for (size_t s = 0; s < range->shard->num_slots(); ++s) {
+    out->head_copy.push_back(range->shard->CopySlot(static_cast<int>(s), b, mid - b));
+  }
+  out->head_ledger = std::make_unique<AppliedLedger>(std::move(range->applied));
+  // The old store shard stays (ParamStore has no drop): the tail's views
+  // keep reading it.
+  host_->DropRange(m.table(), b);
+  StatusOr<RangeState*> head = host_->CreateRange(m.table(), b, mid);
+  Status s = head.status();
+  if (s.ok()) {
+    std::vector<const float*> ptrs;
+    std::vector<size_t> sizes;
+    for (const FloatBuffer& f : out->head_copy) {
+      ptrs.push_back(f.data());
+      sizes.push_back(f.size());
+    }
+    s = (*head)->shard->LoadState(meta, ptrs, sizes);
+    if (s.ok()) {
+      (*head)->applied = std::move(*out->head_ledger);
+      out->head_ledger.reset();
+      out->head_copy.clear();
+      return true;
+    }
+    host_->DropRange(m.table(), b);
+  }
+  // Never expected (the store allocates the head's shard): the whole state
+  // is in head_copy and frames, and goes back as it was.
+  LOG(ERROR) << "cannot cut " << Describe(m) << ": " << s;
+  out->phase = Phase::kAborting;
+  out->failure = s;
+  return false;
 }
 
 void RangeMover::SendPieces(const std::string& token) {
@@ -448,12 +472,23 @@ Status RangeMover::TakeBack(Outgoing* out) {
   const wire::RangeMove& m = out->move;
   const uint64_t b = out->range_begin, mid = m.begin(), e = m.end();
   RangeState* head = mid > b ? host_->DenseRangeAt(m.table(), b) : nullptr;
+  if (out->in_place) {
+    // [b, m) grows back over the tail's memory, unchanged since the cut (its
+    // requests were held), with its pending rounds (which waited for the
+    // CLOCKs that follow the held pushes); the head's clocks and record are
+    // the range's. No need to wait for quiescence.
+    if (head == nullptr) return InternalError("the head of the cut range is lost");
+    Status grown = host_->ReshapeRange(head, e);
+    head->shard->set_coverage_keys(0);  // Rounds close on what it holds, grown or not.
+    RETURN_IF_ERROR(grown);
+    LOG(INFO) << "took back " << Describe(m) << ": range [" << b << ", " << e << ") whole again";
+    return Status::OK();
+  }
   if (head != nullptr && !head->shard->Quiescent()) {
     return UnavailableError("waiting for [b, m) to be quiescent");
   }
   // [b, e) again: the head's live state (or its copy, if the cut did not
-  // get as far as creating it) and the tail's copy (unchanged since the
-  // cut: its requests were held).
+  // get as far as creating it) and the tail's state at the cut.
   wire::ChainSnapshot meta;
   std::vector<FloatBuffer> head_slots = out->head_copy;
   AppliedLedger ledger{RangeState::kUnreplicatedWindow};
@@ -477,6 +512,8 @@ Status RangeMover::TakeBack(Outgoing* out) {
   if (mid > b && head_slots.size() != out->frames.size()) {
     return InternalError("the head of the cut range is lost");
   }
+  // The range's old store shard, which the tail's frames read (a whole
+  // range's loads onto itself).
   ASSIGN_OR_RETURN(RangeState * whole, host_->CreateRange(m.table(), b, e));
   for (size_t s = 0; s < out->frames.size(); ++s) {
     if (mid > b) {
@@ -565,13 +602,20 @@ void RangeMover::OnMapInstalled(const wire::ShardMap& map) {
   }
   for (const std::string& token : published) {
     auto it = outgoing_.find(token);
-    if (it->second.bucket) {
-      moved_out_[it->second.move.table()].insert(it->second.buckets.begin(),
-                                                  it->second.buckets.end());
+    const Outgoing& out = it->second;
+    if (out.bucket) {
+      moved_out_[out.move.table()].insert(out.buckets.begin(), out.buckets.end());
     }
     std::deque<Request> held = std::move(it->second.held);
-    LOG(INFO) << "the map " << map.version() << " publishes the move of " << Describe(it->second.move)
+    LOG(INFO) << "the map " << map.version() << " publishes the move of " << Describe(out.move)
               << ": " << held.size() << " held request(s) go on";
+    // The tail is the destination's now: its memory goes back.
+    RangeState* head = out.in_place ? host_->DenseRangeAt(out.move.table(), out.range_begin)
+                                    : nullptr;
+    if (head != nullptr) {
+      head->shard->set_coverage_keys(0);
+      host_->ReleaseRangeTail(head, out.move.end());
+    }
     outgoing_.erase(it);
     for (Request& r : held) host_->Redispatch(std::move(r));
   }
@@ -620,7 +664,7 @@ Status RangeMover::TakeBucketPiece(Incoming* in, const Request& req) {
     LOG(WARNING) << "the rows of " << Describe(m) << " were at optimizer step " << snap.step()
                  << "; they go on at this server's step " << *step << " of the table";
   }
-  host_->SparseLedger(m.table())->Merge(snap.dedup());
+  host_->SparseLedger(m.table())->MergeMoved(snap.dedup());
   for (int k : buckets) moved_out_[m.table()].erase(k);
   return Status::OK();
 }

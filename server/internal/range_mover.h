@@ -5,16 +5,18 @@
 // Source (MOVE_RANGE from the coordinator, keys [m, e) = the tail of a range
 // [b, e) held here): waits until the range is quiescent (no BSP round
 // pending, no pull waiting; checked by Poll after every data request and on
-// the timer), then on the loop thread copies [m, e)'s state, replaces the
-// range by [b, m) (or drops it) and from then on holds every request that
-// touches [m, e) (HoldIfMoving); it streams the copy to the destination in
-// MOVE_STATE pieces (OutgoingTransfer, a window of them in flight) and answers the coordinator once the
-// destination holds it. The held requests are let through again once a map
+// the timer), then on the loop thread shrinks the range to [b, m) in place
+// (its store shard keeps the head's memory; a whole range, m == b, is
+// dropped) and from then on holds every request that touches [m, e)
+// (HoldIfMoving); it streams [m, e) to the destination straight out of its
+// memory in MOVE_STATE pieces (OutgoingTransfer, a window of them in
+// flight) and answers the coordinator once the destination holds it; the
+// tail's memory goes back to the system once the move is published. The held requests are let through again once a map
 // that gives [m, e) to another server is installed (OnMapInstalled): the
 // data path then refuses them "moved" with that map, and the client sends
 // them again by it. If the destination fails, the source waits until [b, m)
-// is quiescent, takes [m, e) back from its own copy (nothing was applied to
-// it since the cut) and answers the coordinator with the error.
+// is quiescent, grows it back to [b, e) (nothing was applied to [m, e)
+// since the cut) and answers the coordinator with the error.
 //
 // Destination (MOVE_RANGE with `incoming` from the coordinator, then
 // MOVE_STATE pieces from the source): a piece is accepted only with the
@@ -89,6 +91,13 @@ class RangeMoverHost {
   // The exactly-once record of sparse table `table` (made on first use).
   virtual AppliedLedger* SparseLedger(const std::string& table) = 0;
   virtual ParamStore* store() = 0;
+  // Makes `range` the keys [range->key, end), in place: its store shard,
+  // renamed for them, keeps its memory and values (DenseShardState::Reshape).
+  // REQUIRES: range->shard quiescent. On an error nothing changed.
+  virtual Status ReshapeRange(RangeState* range, uint64_t end) = 0;
+  // Gives the memory of `range`'s keys past its end (up to `old_end`, where
+  // it ended before a ReshapeRange shrank it) back to the system.
+  virtual void ReleaseRangeTail(RangeState* range, uint64_t old_end) = 0;
   // Runs a held data request through the data path again.
   virtual void Redispatch(Request&& req) = 0;
   virtual void SendReply(const Request& req, Message&& reply) = 0;
@@ -153,11 +162,17 @@ class RangeMover {
     int peer = -1;
     std::unique_ptr<OutgoingTransfer> transfer;
     size_t acked = 0;  // Pieces the destination took (transfer->next: sent).
-    // The copy of [m, e) at the cut (kept to take the range back).
+    // The state of [m, e) at the cut: its metadata, and its slots straight
+    // out of the source's memory (DenseShardState::ViewSlot; nothing writes
+    // them until the map moves them: their requests are held).
     wire::ChainSnapshot meta;
     std::vector<FloatBuffer> frames;
-    // The head [b, m) and its record, only while the cut has not created
-    // the head's range yet (a failure there puts them back).
+    // The head [b, m) stayed in place (ReshapeRange): the take-back grows it
+    // back, and the published move gives the tail's memory back.
+    bool in_place = false;
+    // Where the store cannot reshape in place (CutByCopy): the head [b, m)
+    // and its record, only while the cut has not created the head's range
+    // yet (a failure there puts them back). A whole range's record (m == b).
     std::vector<FloatBuffer> head_copy;
     std::unique_ptr<AppliedLedger> head_ledger;
     Status failure;  // kAborting: why.
@@ -180,6 +195,10 @@ class RangeMover {
 
   // Source steps.
   void Cut(Outgoing* out);
+  // The cut's head where the store cannot reshape its shard in place: a new
+  // range [b, m) loaded with a copy of the head. False (and the move
+  // aborting) if that failed.
+  bool CutByCopy(Outgoing* out, const wire::ChainSnapshot& meta);
   // Sends pieces until options_.window_pieces are unacknowledged.
   void SendPieces(const std::string& token);
   // Cut for a bucket move. An error: the move fails, nothing changed.

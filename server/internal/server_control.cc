@@ -214,20 +214,22 @@ void ServerImpl::SaveApplied(uint64_t checkpoint_seq) {
 }
 
 Status ServerImpl::RestoreApplied() {
-  ASSIGN_OR_RETURN(
-      const size_t restored,
-      applied_.Restore([this](const std::string& table) { return sparse_.count(table) > 0; },
-                       [this](const std::string& table, uint64_t key,
-                              bool bucket) -> AppliedLedger* {
-                         if (!bucket) {
-                           RangeState* range = FindRange(table, key);
-                           return range != nullptr && range->key == key ? range->ledger()
-                                                                        : nullptr;
-                         }
-                         RangeState* b = chain_ != nullptr ? chain_->FindBucket(table, key)
-                                                           : nullptr;
-                         return b != nullptr ? b->ledger() : nullptr;
-                       }));
+  AppliedRecords::Targets targets;
+  targets.is_sparse = [this](const std::string& table) { return sparse_.count(table) > 0; };
+  targets.find_bucket = [this](const std::string& table, uint64_t key) -> AppliedLedger* {
+    RangeState* b = chain_ != nullptr ? chain_->FindBucket(table, key) : nullptr;
+    return b != nullptr ? b->ledger() : nullptr;
+  };
+  targets.find_dense = [this](const std::string& table, uint64_t begin, uint64_t end) {
+    std::vector<AppliedLedger*> ledgers;
+    for (auto it = dense_.lower_bound({table, 0}); it != dense_.end() && it->first.first == table;
+         ++it) {
+      const DenseShardSpec& spec = it->second.shard->spec();
+      if (spec.begin < end && begin < spec.end) ledgers.push_back(it->second.ledger());
+    }
+    return ledgers;
+  };
+  ASSIGN_OR_RETURN(const size_t restored, applied_.Restore(targets));
   if (restored > 0) {
     LOG(INFO) << "server " << id_ << ": the applied record of " << restored
               << " range(s) restored with the state"

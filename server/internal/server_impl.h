@@ -173,6 +173,8 @@ class ServerImpl final : public Server,
   AppliedLedger* SparseLedger(const std::string& table) override {
     return applied_.SparseLedger(table);
   }
+  Status ReshapeRange(RangeState* range, uint64_t end) override;
+  void ReleaseRangeTail(RangeState* range, uint64_t old_end) override;
   void Redispatch(Request&& req) override { HandleData(std::move(req)); }
   void SendReply(const Request& req, Message&& reply) override {
     ReplyWith(req, std::move(reply));

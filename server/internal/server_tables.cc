@@ -302,6 +302,25 @@ void ServerImpl::DropRange(const std::string& table, uint64_t begin) {
   dense_.erase({table, begin});
 }
 
+Status ServerImpl::ReshapeRange(RangeState* range, uint64_t end) {
+  for (const wire::TableShards& ts : map_.tables()) {
+    if (ts.table().name() != range->table) continue;
+    const TableOptions t = TableFromProto(ts.table());
+    if (end > t.size) break;
+    return range->shard->Reshape(DenseStoreName(t, range->key, end), end);
+  }
+  return InvalidArgumentError("no dense keys [" + std::to_string(range->key) + ", " +
+                              std::to_string(end) + ") of table '" + range->table +
+                              "' in the installed map");
+}
+
+void ServerImpl::ReleaseRangeTail(RangeState* range, uint64_t old_end) {
+  const DenseShardSpec& spec = range->shard->spec();
+  if (old_end <= spec.end) return;
+  range->shard->ReleaseTail();
+  held_bytes_ -= std::min(held_bytes_, DenseBytes(old_end - spec.end, spec.num_slots));
+}
+
 RangeState* ServerImpl::FindRange(const std::string& table, uint64_t key) {
   auto it = dense_.upper_bound({table, key});
   if (it == dense_.begin()) return nullptr;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "common/metrics.h"
 #include "common/thread_annotations.h"
 #include "storage/internal/aligned_floats.h"
+#include "storage/internal/dense_arrays.h"
 #include "storage/internal/rocksdb_store.h"
 #include "storage/internal/rocksdb_util.h"
 #include "storage/internal/row_cache.h"
@@ -72,6 +74,16 @@ class RocksDbStore final : public ParamStore {
     return Guarded("DenseUpdated", [&] { return DoDenseUpdated(shard, offset, n); });
   }
   void BeforeDenseWrite(DenseShard* shard) override;
+  // Waits for a running flush job (which reads the table), then takes the
+  // new name and range; the next flush writes a new base generation under
+  // the new record and deletes the old one in the same commit.
+  // FailedPrecondition with wal_per_update (the per-update WAL writes chunks
+  // under the committed record's shape).
+  Status ReshapeDense(DenseShard* shard, const std::string& name, uint64_t end) override {
+    return Guarded("ReshapeDense", [&] { return DoReshapeDense(shard, name, end); });
+  }
+  void ReleaseDenseTail(DenseShard* shard) override;
+  std::shared_ptr<const void> PinDense(DenseShard* shard) override;
   Status CreateSparse(const SparseTableSpec& spec) override {
     return Guarded("CreateSparse", [&] { return DoCreateSparse(spec); });
   }
@@ -131,7 +143,7 @@ class RocksDbStore final : public ParamStore {
   struct DenseTable {
     uint32_t id = 0;
     DenseShard shard;  // shard.slots point into arrays.
-    std::vector<AlignedFloats> arrays;
+    DenseArrays arrays;
     // Dense generations (store_format.h): the table record names a base
     // generation, which holds every chunk (0: never flushed, chunks absent
     // hold their initial values), and the newest generation; the delta
@@ -214,6 +226,10 @@ class RocksDbStore final : public ParamStore {
     // writes its flush_chunks under its (new) generation.
     std::vector<DenseTable*> tables;
     std::map<std::string, std::string> table_records;  // Key -> value, every table.
+    // Records of names no table has any more (ReshapeDense renamed it),
+    // deleted by this commit; taken from dropped_records_, given back if the
+    // commit fails.
+    std::set<std::string> dropped_records;
     // A checkpoint to write into this directory once the flush landed, and
     // whom to tell (CheckpointAsync); empty if none.
     std::string checkpoint_dir;
@@ -263,6 +279,9 @@ class RocksDbStore final : public ParamStore {
   // Table bodies of the public methods (which catch exceptions).
   StatusOr<DenseShard*> DoCreateDense(const DenseShardSpec& spec);
   Status DoDenseUpdated(DenseShard* shard, size_t offset, size_t n);
+  Status DoReshapeDense(DenseShard* shard, const std::string& name, uint64_t end);
+  // The loaded table of a shard of this store, or nullptr.
+  DenseTable* FindDense(const DenseShard* shard);
   Status DoCreateSparse(const SparseTableSpec& spec);
   Status DoReadRows(const std::string& table, const uint64_t* ids, size_t n, float* out);
   Status DoPeekRows(const std::string& table, const uint64_t* ids, size_t n, float* out);
@@ -406,6 +425,8 @@ class RocksDbStore final : public ParamStore {
   bool flush_running_ GUARDED_BY(flush_mu_) = false;               // Queued or running.
   bool flush_stop_ GUARDED_BY(flush_mu_) = false;
   Status flush_error_ GUARDED_BY(flush_mu_);
+  // Keys of table records to delete with the next commit (renamed tables).
+  std::set<std::string> dropped_records_ GUARDED_BY(flush_mu_);
 };
 
 }  // namespace storage_internal

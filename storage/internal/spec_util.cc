@@ -58,6 +58,18 @@ bool SameSparseSpec(const SparseTableSpec& a, const SparseTableSpec& b) {
          a.slot_init == b.slot_init && SameInitializer(a.init, b.init);
 }
 
+Status CheckReshape(const DenseShard& shard, size_t capacity, const std::string& name,
+                    uint64_t end) {
+  const uint64_t begin = shard.spec.begin;
+  if (name.empty() || end <= begin || end - begin > capacity) {
+    return InvalidArgumentError("cannot reshape dense shard " + DescribeDense(shard.spec) +
+                                " into '" + name + "' [" + std::to_string(begin) + ", " +
+                                std::to_string(end) + "): it has memory for " +
+                                std::to_string(capacity) + " keys");
+  }
+  return Status::OK();
+}
+
 std::string DescribeDense(const DenseShardSpec& spec) {
   return "'" + spec.table + "' [" + std::to_string(spec.begin) + ", " + std::to_string(spec.end) +
          ") x " + std::to_string(spec.num_slots) + " slots";

@@ -29,6 +29,14 @@ bool SameDenseShape(const DenseShardSpec& a, const DenseShardSpec& b);
 bool SameSparseSpec(const SparseTableSpec& a, const SparseTableSpec& b);
 bool SameInitializer(const Initializer& a, const Initializer& b);
 
+// Whether dense shard `shard`, with memory for `capacity` floats per slot,
+// may become keys [begin, end) named `name` (ParamStore::ReshapeDense):
+// InvalidArgument, naming the shard, if `end` is not past its begin or past
+// its memory, or `name` is empty. Whether the name is free is the store's
+// to check.
+Status CheckReshape(const DenseShard& shard, size_t capacity, const std::string& name,
+                    uint64_t end);
+
 // Human-readable "[begin, end) x slots" for error messages.
 std::string DescribeDense(const DenseShardSpec& spec);
 std::string DescribeSparse(const SparseTableSpec& spec);

@@ -132,6 +132,53 @@ TEST_P(PerLayerPushTest, ClockMessageClosesAPartlyPushedRound) {
   EXPECT_FLOAT_EQ(At(*state, 15), 0.0f);
 }
 
+// A range move's cut shrinks the range in place but keeps counting its old
+// size until the move is published or taken back (set_coverage_keys): the
+// head's round does not close on the head's pushes while the tail's are held.
+// Taken back, the range grows with its pending round, the tail's pushes join
+// it, and the step is the one of a range never cut; published, the round
+// closes on the head's pushes.
+TEST_P(PerLayerPushTest, ACutRangeClosesItsRoundsAsIfUncutWhenTakenBackOrPublished) {
+  const bool bsp = std::string(GetParam()) == "bsp";
+  for (const bool take_back : {true, false}) {
+    SCOPED_TRACE(take_back ? "taken back" : "published");
+    shard_->spec = DenseShardSpec{"w", 0, 16, 1, {}, 0.0f};
+    std::fill(shard_->slots[0], shard_->slots[0] + 16, 0.0f);
+    shard_->clock = 0;
+    shard_->step = 0;
+    auto state = NewState();
+    state->SetLiveWorkers({0, 1}, {0, 0});
+    ASSERT_TRUE(state->Reshape("w@0-8", 8).ok());
+    state->set_coverage_keys(16);
+    EXPECT_EQ(store_->GetDense("w@0-8"), shard_);
+    ASSERT_TRUE(state->Push(0, 0, 0, Fill(8, 1.0f).data(), 8).ok());
+    ASSERT_TRUE(state->Push(1, 0, 0, Fill(8, 3.0f).data(), 8).ok());
+    if (bsp) {
+      EXPECT_EQ(state->visible_clock(), 0);  // The tail's pushes are still to come.
+      EXPECT_FALSE(state->Quiescent());
+      EXPECT_EQ(state->Reshape("w@0-4", 4).code(), StatusCode::kFailedPrecondition);
+    }
+    if (take_back) {
+      ASSERT_TRUE(state->Reshape("w", 16).ok());
+      state->set_coverage_keys(0);
+      if (bsp) EXPECT_EQ(state->visible_clock(), 0);
+      ASSERT_TRUE(state->Push(1, 0, 8, Fill(8, 3.0f).data(), 8).ok());
+      ASSERT_TRUE(state->Push(0, 0, 8, Fill(8, 1.0f).data(), 8).ok());
+      EXPECT_EQ(state->visible_clock(), 1);
+      // One averaged step on every key, bsp: -0.1 * (1 + 3) / 2.
+      EXPECT_FLOAT_EQ(At(*state, 0), bsp ? -0.2f : -0.4f);
+      EXPECT_FLOAT_EQ(At(*state, 15), bsp ? -0.2f : -0.4f);
+    } else {
+      state->set_coverage_keys(0);
+      // SSP counts the pushes anew (a CLOCK completes the worker's clock).
+      EXPECT_EQ(state->visible_clock(), bsp ? 1 : 0);
+      EXPECT_FLOAT_EQ(At(*state, 7), bsp ? -0.2f : -0.4f);
+      EXPECT_EQ(state->spec().end, 8u);
+    }
+    EXPECT_TRUE(state->Quiescent());
+  }
+}
+
 TEST_P(PerLayerPushTest, OverlappingPushesForOneClockAreRefusedUnderBsp) {
   if (std::string(GetParam()) != "bsp") GTEST_SKIP() << "only BSP aggregates rounds";
   auto state = NewState();

@@ -70,6 +70,13 @@ class HeldStore final : public ParamStore {
   Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) override {
     return inner_->DenseUpdated(shard, offset, n);
   }
+  Status ReshapeDense(DenseShard* shard, const std::string& name, uint64_t end) override {
+    return inner_->ReshapeDense(shard, name, end);
+  }
+  void ReleaseDenseTail(DenseShard* shard) override { inner_->ReleaseDenseTail(shard); }
+  std::shared_ptr<const void> PinDense(DenseShard* shard) override {
+    return inner_->PinDense(shard);
+  }
   Status CreateSparse(const SparseTableSpec& spec) override { return inner_->CreateSparse(spec); }
   const SparseTableSpec* GetSparse(const std::string& table) const override {
     return inner_->GetSparse(table);

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -205,6 +207,36 @@ TEST(MemoryStoreTest, FactoryPicksKind) {
   EXPECT_STREQ((*by_default)->Name(), "memory");
   defaults.data_dir = "/some/dir";
   EXPECT_EQ(defaults.ResolvedKind(), "rocksdb");
+}
+
+// A range move's cut (ParamStore::ReshapeDense): in place, renamed, the
+// head's values kept, the tail back as it was until its memory is released.
+TEST(MemoryStoreTest, AReshapedShardKeepsItsMemoryUntilItsTailIsReleased) {
+  auto store = NewMemoryStore();
+  StatusOr<DenseShard*> created = store->CreateDense({"w", 0, 10000, 2, UniformInit(3, 10000), 0.5f});
+  ASSERT_TRUE(created.ok()) << created.status();
+  DenseShard* shard = *created;
+  const std::vector<float> before(shard->slots[0], shard->slots[0] + 10000);
+  float* const memory = shard->slots[0];
+  EXPECT_EQ(store->ReshapeDense(shard, "w@0-20000", 20000).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->ReshapeDense(shard, "", 5000).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store->ReshapeDense(shard, "w@0-4096", 4096).ok());
+  EXPECT_EQ(shard->size(), 4096u);
+  EXPECT_EQ(store->GetDense("w@0-4096"), shard);
+  EXPECT_EQ(store->GetDense("w"), nullptr);
+  EXPECT_EQ(store->Tables(), (std::vector<std::string>{"w@0-4096"}));
+  ASSERT_TRUE(store->ReshapeDense(shard, "w", 10000).ok());
+  EXPECT_EQ(shard->slots[0], memory);
+  EXPECT_EQ(std::vector<float>(shard->slots[0], shard->slots[0] + 10000), before);
+  ASSERT_TRUE(store->ReshapeDense(shard, "w@0-4096", 4096).ok());
+  std::shared_ptr<const void> pin = store->PinDense(shard);
+  ASSERT_NE(pin, nullptr);
+  store->ReleaseDenseTail(shard);
+  EXPECT_EQ(store->ReshapeDense(shard, "w", 10000).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::vector<float>(shard->slots[0], shard->slots[0] + 4096),
+            std::vector<float>(before.begin(), before.begin() + 4096));
+  store.reset();
+  EXPECT_EQ(memory[7], before[7]);  // Pinned past the store.
 }
 
 }  // namespace

@@ -702,5 +702,67 @@ TEST_F(RocksDbStoreTest, FactoryRejectsMissingDataDir) {
   EXPECT_EQ(NewParamStore(o).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A range move's cut (ParamStore::ReshapeDense): the shard shrinks in place
+// under a new name, keeps its head's values, grows back over its tail while
+// the memory is kept, and a flush after it persists the new name and range
+// alone (the old name's record is gone from the reopened store).
+TEST_F(RocksDbStoreTest, AReshapedShardKeepsItsValuesAndIsPersistedUnderItsNewName) {
+  {
+    auto store = OpenStore(dir_);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDense(DenseSpec()));
+    SetDense(store.get(), shard, 1);
+    ASSERT_OK(store->DenseUpdated(shard, 0, shard->size()));
+    ASSERT_OK(store->Flush(1));
+    float* const memory = shard->slots[0];
+    // Past its memory, or onto another table's name: refused, nothing changed.
+    EXPECT_EQ(store->ReshapeDense(shard, "w@0-50000", 50000).code(),
+              StatusCode::kInvalidArgument);
+    ASSERT_OK(store->CreateSparse(SparseSpec()));
+    EXPECT_EQ(store->ReshapeDense(shard, "emb", 20000).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(shard->size(), 40000u);
+    // The cut and its take-back: the same memory, the tail as it was.
+    ASSERT_OK(store->ReshapeDense(shard, "w@0-20000", 20000));
+    EXPECT_EQ(store->GetDense("w@0-20000"), shard);
+    EXPECT_EQ(store->GetDense("w"), nullptr);
+    EXPECT_EQ(shard->slots[0], memory);
+    ASSERT_OK(store->ReshapeDense(shard, "w", 40000));
+    ExpectDense(shard, 1);
+    // The cut again, published: the head changes, the tail's memory goes.
+    ASSERT_OK(store->ReshapeDense(shard, "w@0-20000", 20000));
+    std::shared_ptr<const void> pin = store->PinDense(shard);
+    ASSERT_NE(pin, nullptr);
+    SetDense(store.get(), shard, 2);
+    ASSERT_OK(store->DenseUpdated(shard, 0, shard->size()));
+    store->ReleaseDenseTail(shard);
+    EXPECT_EQ(store->ReshapeDense(shard, "w", 40000).code(), StatusCode::kInvalidArgument);
+    ASSERT_OK(store->Flush(2));
+    store.reset();
+    // A payload in flight keeps the slots allocated past the store.
+    EXPECT_EQ(memory[5], RowValue(5, 0, 2));
+  }
+  auto store = OpenStore(dir_);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Tables(), (std::vector<std::string>{"emb", "w@0-20000"}));
+  EXPECT_EQ(store->GetDense("w"), nullptr);
+  DenseShard* shard = store->GetDense("w@0-20000");
+  ASSERT_NE(shard, nullptr);
+  EXPECT_EQ(shard->spec.begin, 0u);
+  EXPECT_EQ(shard->spec.end, 20000u);
+  ExpectDense(shard, 2);
+}
+
+// A store writing every update through the WAL refuses to reshape (its
+// chunks follow the committed record's shape): the caller copies.
+TEST_F(RocksDbStoreTest, AStoreWithThePerUpdateWalRefusesToReshape) {
+  auto store = OpenStore(dir_, 64, /*wal=*/true);
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDense(DenseSpec()));
+  EXPECT_EQ(store->ReshapeDense(shard, "w@0-20000", 20000).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(shard->size(), 40000u);
+  EXPECT_EQ(store->GetDense("w"), shard);
+}
+
 }  // namespace
 }  // namespace relaxps
