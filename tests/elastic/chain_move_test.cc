@@ -1,6 +1,7 @@
 // Range moves under chain replication (docs/elastic.md "Chains") on real
-// processes: a coordinator and two servers with --recovery=chain
-// --replicas=2, two workers pushing as fast as they can (async, SGD lr 1,
+// processes, under --recovery=chain and --recovery=hybrid (whose workers
+// also keep local copies that follow each range's head): a coordinator and
+// two servers with --replicas=2, two workers pushing as fast as they can (async, SGD lr 1,
 // integer gradients), and a third server that joins (--join): the replica
 // of the first range on server 0 (its head) moves to it. Then, with the
 // destination or the source SIGKILLed as soon as the move started, the map
@@ -40,7 +41,8 @@ constexpr float kInit = 4096.0f;
 constexpr int kWorkers = 2;
 constexpr int kJoined = 2;  // The joined server's id (the next after 0 and 1).
 
-class ChainMoveTest : public ::testing::Test {
+// The parameter: the recovery policy (chain or hybrid).
+class ChainMoveTest : public ::testing::TestWithParam<const char*> {
  protected:
   struct Worker {
     std::unique_ptr<Client> client;
@@ -54,7 +56,8 @@ class ChainMoveTest : public ::testing::Test {
     dir_ = MakeTempDir();
     events_ = dir_ + "/events.jsonl";
     ASSERT_OK_AND_ASSIGN(cluster_, RecoveryCluster::Start(dir_, 2,
-                                                          {"--recovery=chain", "--replicas=2",
+                                                          {std::string("--recovery=") + GetParam(),
+                                                           "--replicas=2",
                                                            "--consistency=async",
                                                            "--heartbeat_timeout_ms=1000",
                                                            "--events_file=" + events_}));
@@ -226,7 +229,7 @@ class ChainMoveTest : public ::testing::Test {
   Pushers pushers_;  // Joined before the workers go (TearDown).
 };
 
-TEST_F(ChainMoveTest, AJoinedServerTakesTheHeadsReplicaWhileWorkersPushLosingNothing) {
+TEST_P(ChainMoveTest, AJoinedServerTakesTheHeadsReplicaWhileWorkersPushLosingNothing) {
   StartPushing();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Join();
@@ -243,7 +246,7 @@ TEST_F(ChainMoveTest, AJoinedServerTakesTheHeadsReplicaWhileWorkersPushLosingNot
   Verify({});
 }
 
-TEST_F(ChainMoveTest, KillingTheDestinationMidMoveFailsItAndLosesNothing) {
+TEST_P(ChainMoveTest, KillingTheDestinationMidMoveFailsItAndLosesNothing) {
   StartPushing();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Join();
@@ -263,7 +266,7 @@ TEST_F(ChainMoveTest, KillingTheDestinationMidMoveFailsItAndLosesNothing) {
   Verify({kJoined});
 }
 
-TEST_F(ChainMoveTest, KillingTheSourceMidMoveEndsItOnTheSurvivorsAndLosesNothing) {
+TEST_P(ChainMoveTest, KillingTheSourceMidMoveEndsItOnTheSurvivorsAndLosesNothing) {
   StartPushing();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Join();
@@ -286,6 +289,11 @@ TEST_F(ChainMoveTest, KillingTheSourceMidMoveEndsItOnTheSurvivorsAndLosesNothing
   EXPECT_EQ(ranges[1].chain, (std::vector<int>{1}));
   Verify({0});
 }
+
+INSTANTIATE_TEST_SUITE_P(Policies, ChainMoveTest, ::testing::Values("chain", "hybrid"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 }  // namespace
 }  // namespace test
