@@ -290,10 +290,55 @@ TEST_P(ChainMoveTest, KillingTheSourceMidMoveEndsItOnTheSurvivorsAndLosesNothing
   Verify({0});
 }
 
+// The name of a test's instance: its policy.
+std::string PolicyName(const ::testing::TestParamInfo<const char*>& info) { return info.param; }
+
+// Hybrid only: both servers holding the moved range's state are SIGKILLed
+// while the joined destination still waits for it. The policy strands the
+// range with its last holder and takes the destination out of the chain; the
+// move fails with that reason (never range_move_done), and the workers go on
+// pushing to their local copies of the stranded ranges.
+using HybridMoveTest = ChainMoveTest;
+
+TEST_P(HybridMoveTest, LosingEveryReplicaWithStateMidMoveFailsItAndTheWorkersGoLocal) {
+  StartPushing();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Join();
+  ASSERT_OK(WaitForEvent("range_move_started", 30000).status());
+  cluster_->server(0)->Kill(SIGKILL);
+  cluster_->server(1)->Kill(SIGKILL);
+  ASSERT_OK_AND_ASSIGN(std::string failed, WaitForEvent("range_move_failed", 30000));
+  EXPECT_NE(failed.find("no replica that holds the range's state is left"), std::string::npos)
+      << failed;
+  // Both ranges are stranded on their last holders; the destination is in
+  // no chain.
+  const int64_t until = RealClock()->NowMs() + 15000 * TimeScale();
+  std::vector<ChainRange> ranges;
+  while (RealClock()->NowMs() < until) {
+    ranges = Chains(cluster_.get(), "w");
+    if (ranges.size() == 2 && ranges[0].chain.size() == 1 && ranges[1].chain.size() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(ranges.size(), 2u);
+  for (const ChainRange& r : ranges) {
+    ASSERT_EQ(r.chain.size(), 1u) << r.begin;
+    EXPECT_NE(r.chain[0], kJoined) << r.begin;
+  }
+  TrainOn();
+  pushers_.Join();
+  ASSERT_OK_AND_ASSIGN(std::string events, ReadFile(events_));
+  EXPECT_EQ(events.find("\"kind\":\"range_move_done\""), std::string::npos) << events;
+  for (int w = 0; w < kWorkers; ++w) {
+    ASSERT_OK(workers_[w]->error) << "worker " << w;
+    EXPECT_GT(workers_[w]->client->stats().local_steps, 0u) << "worker " << w;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, HybridMoveTest, ::testing::Values("hybrid"),
+                         PolicyName);
+
 INSTANTIATE_TEST_SUITE_P(Policies, ChainMoveTest, ::testing::Values("chain", "hybrid"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+                         PolicyName);
 
 }  // namespace
 }  // namespace test
