@@ -1,5 +1,8 @@
-// Range plans: which dense key ranges move where when a server joins a
-// running job (docs/elastic.md). Pure functions on shard-map protos; the
+// Range plans: which dense key ranges and sparse hash buckets move where
+// when a server joins a running job or one is drained (docs/elastic.md).
+// A move of a sparse table moves every bucket in [begin, end) that its source
+// holds (bucket indices), so one cut-over carries all that one server gives
+// another. Pure functions on shard-map protos; the
 // coordinator (coordinator_moves.cc) runs the moves they plan.
 //
 // Thread-safety: stateless functions.
@@ -21,7 +24,12 @@ namespace coordinator_internal {
 // holding the most keys above its own share, cut on a multiple of
 // kDenseChunk (or the whole range); a server keeps at least its share. In
 // order: each move is planned on the map the earlier ones left. Sparse
-// tables are not moved (buckets are a later milestone). Fields set: table,
+// tables (unreplicated buckets): while `dest` holds fewer than its share
+// (buckets / serving servers, rounded down) the server holding the most
+// buckets above that share gives its last bucket, so the bucket counts even
+// out as far as the table's number of buckets allows (--sparse_buckets;
+// the map knows no row counts); one move per giving server, [its lowest
+// bucket given, number of buckets). Replicated tables stay. Fields set: table,
 // begin, end, source, destination.
 // Chained tables (ranges on chains of R servers): the share is
 // size * R / serving replica keys; whole ranges move one replica each (a
@@ -31,13 +39,16 @@ namespace coordinator_internal {
 std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& map, int dest,
                                          const std::set<int>& serving);
 
-// The moves that take every dense range of server `source` to the other
-// `serving` servers (`source` not among them), each whole range to the one
-// holding the fewest keys of its table then. FailedPrecondition if no other
-// server serves, or `source` holds hash buckets of a sparse table (moving
-// buckets is a later milestone). A chained range moves `source`'s replica
-// to the server outside its chain holding the fewest replica keys of the
-// table (FailedPrecondition if every other server is in the chain).
+// The moves that take every dense range and sparse bucket of server
+// `source` to the other `serving` servers (`source` not among them): each
+// whole range to the one holding the fewest keys of its table then, each
+// bucket to the one holding the fewest buckets of its table then (the
+// source's buckets in order, a consecutive run of them per destination: one
+// move each). A chained range moves `source`'s replica to the server outside
+// its chain holding the fewest replica keys of the table.
+// FailedPrecondition if no other server serves, every other server is in a
+// chain of `source`'s, `source` holds buckets of a replicated sparse table,
+// or rows of a sparse table without buckets (a map of an older version).
 StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& map, int source,
                                                      const std::set<int>& serving);
 
@@ -46,11 +57,15 @@ bool HoldsAnything(const wire::ShardMap& map, int server);
 
 // Edits `map`'s ranges (not its version) as move `m` does: the range of
 // m.source ending at m.end is cut at m.begin and [m.begin, m.end) given to
-// m.destination (the whole range when m.begin is its first key).
-// FailedPrecondition if the map has no such range (it is then unchanged).
+// m.destination (the whole range when m.begin is its first key); of a sparse
+// table, every bucket in [m.begin, m.end) that m.source holds goes to
+// m.destination.
+// FailedPrecondition if the map has no such range or bucket (it is then
+// unchanged).
 Status ApplyMove(wire::ShardMap* map, const wire::RangeMove& m);
 
-// Whether `map` already gives [m.begin, m.end) of m.table to m.destination.
+// Whether `map` already gives [m.begin, m.end) of m.table to m.destination
+// (of a sparse table: m.source holds no bucket in it, m.destination one).
 bool MoveApplied(const wire::ShardMap& map, const wire::RangeMove& m);
 
 // ---- Moves of replicated ranges (chains; docs/elastic.md "Chains") ----

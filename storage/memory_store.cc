@@ -158,6 +158,14 @@ class MemoryStore final : public ParamStore {
     return static_cast<uint64_t>(it->second.rows->size());
   }
 
+  Status SparseRowIds(const std::string& table, std::vector<uint64_t>* ids) override {
+    auto it = sparse_.find(table);
+    if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
+    ids->reserve(ids->size() + it->second.rows->size());
+    it->second.rows->ForEachId([ids](uint64_t id) { ids->push_back(id); });
+    return Status::OK();
+  }
+
   Status Flush(int64_t clock) override { return Status::OK(); }
 
   Status Checkpoint(const std::string& dir, int64_t clock) override {

@@ -179,6 +179,15 @@ class ParamStore {
   virtual int64_t* SparseStep(const std::string& table) = 0;
   // Number of rows that exist (created or loaded) in a sparse table.
   virtual StatusOr<uint64_t> NumRows(const std::string& table) = 0;
+  // Appends to *ids the id of every row that exists in a sparse table
+  // (created, written or loaded; the order is unspecified): what a range
+  // move of a hash bucket copies (docs/elastic.md). NotFound for an unknown
+  // table; FailedPrecondition for a store that cannot list its rows.
+  virtual Status SparseRowIds(const std::string& table, std::vector<uint64_t>* ids) {
+    (void)ids;
+    return FailedPreconditionError(std::string("the ") + Name() +
+                                   " store cannot list the rows of '" + table + "'");
+  }
 
   // Persists every dense shard and dirty row, tagged with `clock`. No-op for
   // MemoryStore. A durable store may write only the parts of dense shards

@@ -1,6 +1,7 @@
 // RocksDbStore: sparse rows behind the LRU RowCache (see rocksdb_store.cc for
 // the durability design).
 #include <cstring>
+#include <memory>
 #include <unordered_set>
 #include <vector>
 
@@ -124,6 +125,33 @@ Status RocksDbStore::DoPeekRows(const std::string& table, const uint64_t* ids, s
     }
     std::memcpy(out + i * rf, e->data.get(), rf * sizeof(float));
     RETURN_IF_ERROR(EvictIfNeeded());
+  }
+  return Status::OK();
+}
+
+Status RocksDbStore::DoSparseRowIds(const std::string& table, std::vector<uint64_t>* ids) {
+  ASSIGN_OR_RETURN(SparseTable * t, FindSparse(table));
+  std::unordered_set<uint64_t> seen;
+  cache_.ForEach([&](const RowCache::Entry& e) {
+    if (e.table_id == t->id && seen.insert(e.row).second) ids->push_back(e.row);
+  });
+  for (char prefix : {kRowPrefix, kStagedPrefix}) {
+    const std::string lo = RowKey(prefix, t->id, 0);
+    const std::string hi = RowKey(prefix, t->id + 1, 0);
+    rocksdb::Slice upper(hi);
+    rocksdb::ReadOptions ro;
+    ro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    for (it->Seek(lo); it->Valid(); it->Next()) {
+      uint32_t table_id = 0;
+      uint64_t row = 0;
+      if (!ParseRowKey(it->key().ToString(), &table_id, &row) || table_id != t->id) {
+        return CorruptionError("malformed row key of '" + table + "' in " + Where());
+      }
+      if (seen.insert(row).second) ids->push_back(row);
+    }
+    RETURN_IF_ERROR(
+        FromRocks(it->status(), "cannot list the rows of '" + table + "' in " + Where()));
   }
   return Status::OK();
 }

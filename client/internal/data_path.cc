@@ -427,12 +427,18 @@ void DataPath::SendRows(wire::MsgType type, const std::string& table, const KeyB
     const std::string endpoint = m->server_endpoint(s);
     parts_->Send(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
-                part_ids, part, endpoint, consecutive, first, bucket, served_locally,
+                part_ids, part, endpoint, consecutive, first, bucket, served_locally, by_bucket,
                 version = m->version()](const Status& st, Message&& reply) {
                  if (parts_->Rerouted(st, reply, version, reroutes)) {
+                   // Without chains a server's rows of a table share one
+                   // exactly-once record, and a "moved" row push was never
+                   // applied there (the server checks the record first):
+                   // the parts it is split into get keys of their own, so a
+                   // later part of it never meets the key of an earlier one
+                   // on the server both reach (bucket moves, docs/elastic.md).
                    SendRows(type, table, ids, grads, out, width, clock, *pos, router_->map(),
                             reroutes + 1, [join](const Status& r) { join->PartDone(r); },
-                            part_id, served_locally);
+                            by_bucket ? part_id : 0, served_locally);
                    return;
                  }
                  if (host_->JobError().ok() && Resender::IsServerLoss(st)) {

@@ -114,6 +114,21 @@ void AppliedLedger::Load(const google::protobuf::RepeatedPtrField<wire::DedupEnt
   }
 }
 
+void AppliedLedger::Merge(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in) {
+  for (const wire::DedupEntry& d : in) {
+    Entry& e = entries_[{d.worker(), d.incarnation()}];
+    e.parts += d.parts();
+    for (int i = 0; i < d.push_ids_size(); ++i) {
+      e.ids[d.push_ids(i)] = i < d.seqs_size() ? d.seqs(i) : 0;
+    }
+    while (e.ids.size() > window_) e.ids.erase(e.ids.begin());
+  }
+}
+
+void AppliedLedger::ClearCounts() {
+  for (auto& [key, e] : entries_) e.parts = 0;
+}
+
 void AppliedLedger::AddCounts(std::map<std::pair<int, uint64_t>, uint64_t>* counts) const {
   for (const auto& [key, e] : entries_) (*counts)[key] += e.parts;
 }

@@ -69,6 +69,12 @@ class AppliedLedger {
             bool with_seqs, bool include_pending = false) const;
   // Replaces the ledger with saved entries (nothing pending).
   void Load(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in);
+  // Adds saved entries to the ledger (a range move's record): their ids are
+  // recorded (at their seqs) and their part counts added; their
+  // applied_below is not (it would cover this ledger's other pushes).
+  void Merge(const google::protobuf::RepeatedPtrField<wire::DedupEntry>& in);
+  // Sets every part count to 0, ids kept (a range move took the counts along).
+  void ClearCounts();
   // Adds this ledger's part counts to `counts`, by (worker, incarnation).
   void AddCounts(std::map<std::pair<int, uint64_t>, uint64_t>* counts) const;
   bool empty() const { return entries_.empty(); }

@@ -1,10 +1,13 @@
-// RangeMover: moving dense key ranges between servers (range_mover.h,
-// docs/elastic.md).
+// RangeMover: moving dense key ranges and sparse hash buckets between
+// servers (range_mover.h, docs/elastic.md).
 #include "server/internal/range_mover.h"
 
 #include <algorithm>
 
 #include <glog/logging.h>
+
+#include "server/internal/bucket_copy.h"
+#include "server/internal/request_codec.h"
 
 namespace relaxps {
 namespace server_internal {
@@ -13,19 +16,40 @@ namespace {
 constexpr int kPieceTimeoutMs = 30000;
 constexpr size_t kFinishedKept = 256;
 
+const wire::TableShards* TableIn(const wire::ShardMap& map, const std::string& table) {
+  for (const wire::TableShards& ts : map.tables()) {
+    if (ts.table().name() == table) return &ts;
+  }
+  return nullptr;
+}
+
+bool IsSparse(const wire::TableShards& ts) {
+  return ts.table().type() == static_cast<int>(TableType::kSparse);
+}
+
+// (Of a sparse table the "keys" are bucket indices.)
 std::string Describe(const wire::RangeMove& m) {
   return "keys [" + std::to_string(m.begin()) + ", " + std::to_string(m.end()) + ") of table '" +
          m.table() + "' from server " + std::to_string(m.source()) + " to server " +
          std::to_string(m.destination());
 }
 
-// The server the map gives `key` of dense table `table` to (-1: none).
-int HolderIn(const wire::ShardMap& map, const std::string& table, uint64_t key) {
-  for (const wire::TableShards& ts : map.tables()) {
-    if (ts.table().name() != table) continue;
-    for (const wire::DenseRange& r : ts.ranges()) {
-      if (r.begin() <= key && key < r.end()) return r.server();
-    }
+// The buckets of `ts` in [m.begin, m.end) that `server` holds.
+std::set<int> BucketsOf(const wire::TableShards& ts, int server, const wire::RangeMove& m) {
+  std::set<int> held;
+  for (uint64_t k = m.begin(); k < m.end() && k < static_cast<uint64_t>(ts.buckets_size());
+       ++k) {
+    if (ts.buckets(static_cast<int>(k)).server() == server) held.insert(static_cast<int>(k));
+  }
+  return held;
+}
+
+// The server the map gives the first key of dense move `m` to (-1: none).
+int HolderIn(const wire::ShardMap& map, const wire::RangeMove& m) {
+  const wire::TableShards* ts = TableIn(map, m.table());
+  if (ts == nullptr || IsSparse(*ts)) return -1;
+  for (const wire::DenseRange& r : ts->ranges()) {
+    if (r.begin() <= m.begin() && m.begin() < r.end()) return r.server();
   }
   return -1;
 }
@@ -106,6 +130,26 @@ void RangeMover::HandleMoveRange(Request&& req) {
     outgoing_[token].coordinator_request = std::make_shared<Request>(std::move(req));
     return;
   }
+  if (const wire::TableShards* ts = TableIn(host_->installed_map(), m.table());
+      ts != nullptr && IsSparse(*ts)) {
+    Status s = CheckBucketMove(m, *ts);
+    if (!s.ok()) {
+      host_->SendError(req, s);
+      return;
+    }
+    Outgoing& out = outgoing_[token];
+    out.move = m;
+    out.bucket = true;
+    out.buckets = BucketsOf(*ts, m.source(), m);
+    out.num_buckets = ts->buckets_size();
+    out.coordinator_request = std::make_shared<Request>(std::move(req));
+    out.range_begin = m.begin();
+    out.drain_deadline_ms = clock_->NowMs() + options_.drain_timeout_ms;
+    out.peer = peers_.Connect(m.destination_endpoint());
+    LOG(INFO) << "moving " << Describe(m) << ": waiting for the table to be quiescent";
+    Poll();
+    return;
+  }
   RangeState* range = host_->DenseRangeAt(m.table(), m.begin());
   if (leaving_.count(token) > 0 || (range != nullptr && range->chain != nullptr)) {
     LeaveChain(std::move(req), range);
@@ -127,7 +171,8 @@ void RangeMover::HandleMoveRange(Request&& req) {
     s = InvalidArgumentError("MOVE_RANGE without the destination's endpoint");
   }
   for (const auto& [t, other] : outgoing_) {
-    if (s.ok() && other.move.table() == m.table() && other.range_begin == range->key) {
+    if (s.ok() && !other.bucket && other.move.table() == m.table() &&
+        other.range_begin == range->key) {
       s = FailedPreconditionError("range [" + std::to_string(range->key) + ", ...) of table '" +
                                   m.table() + "' is already moving");
     }
@@ -146,11 +191,91 @@ void RangeMover::HandleMoveRange(Request&& req) {
   Poll();
 }
 
+Status RangeMover::CheckBucketMove(const wire::RangeMove& m, const wire::TableShards& ts) const {
+  const int me = host_->server_id();
+  if (m.source() != me) {
+    return InvalidArgumentError("MOVE_RANGE from server " + std::to_string(m.source()) +
+                                " sent to " + std::to_string(me));
+  }
+  if (m.end() > static_cast<uint64_t>(ts.buckets_size())) {
+    return InvalidArgumentError("a move of sparse table '" + m.table() + "' names buckets [" +
+                                std::to_string(m.begin()) + ", " + std::to_string(m.end()) +
+                                ") of " + std::to_string(ts.buckets_size()));
+  }
+  const std::set<int> buckets = BucketsOf(ts, me, m);
+  bool chained = false;
+  for (int k : buckets) chained |= ts.buckets(k).chain_size() > 0;
+  if (buckets.empty() || chained || host_->SparseTable(m.table()) == nullptr) {
+    return FailedPreconditionError("server " + std::to_string(me) +
+                                   " holds no unreplicated bucket in [" +
+                                   std::to_string(m.begin()) + ", " + std::to_string(m.end()) +
+                                   ") of sparse table '" + m.table() + "'");
+  }
+  if (m.destination_endpoint().empty()) {
+    return InvalidArgumentError("MOVE_RANGE without the destination's endpoint");
+  }
+  for (const auto& [t, other] : outgoing_) {
+    if (!other.bucket || other.move.table() != m.table()) continue;
+    for (int k : buckets) {
+      if (other.buckets.count(k) > 0) {
+        return FailedPreconditionError("bucket " + std::to_string(k) + " of table '" +
+                                       m.table() + "' is already moving");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status RangeMover::CutBucket(Outgoing* out) {
+  const wire::RangeMove& m = out->move;
+  ASSIGN_OR_RETURN(BucketCopy copy,
+                   CopyBucketRows(host_->store(), m.table(), out->buckets, out->num_buckets));
+  wire::ChainSnapshot meta;
+  meta.set_step(copy.step);
+  // The record's ids go along (a resend of a push applied here is then a
+  // duplicate there too); its part counts only with the last bucket of the
+  // table this server holds (the sum over servers stays the same).
+  int held_here = 0;
+  if (const wire::TableShards* ts = TableIn(host_->installed_map(), m.table()); ts != nullptr) {
+    for (const wire::SparseBucket& b : ts->buckets()) held_here += b.server() == host_->server_id();
+  }
+  out->carried_parts = held_here <= static_cast<int>(out->buckets.size());
+  host_->SparseLedger(m.table())->Save(meta.mutable_dedup(), 0, /*with_seqs=*/false);
+  if (!out->carried_parts) {
+    for (wire::DedupEntry& d : *meta.mutable_dedup()) d.set_parts(0);
+  }
+  out->phase = Phase::kSending;
+  out->transfer = OutgoingTransfer::Sparse(m.id(), m.destination(), std::move(meta),
+                                           std::move(copy.ids), std::move(copy.rows),
+                                           copy.row_floats, options_.chunk_bytes);
+  LOG(INFO) << "cut the buckets of " << Describe(m) << ": sending " << out->transfer->bytes()
+            << " bytes in " << out->transfer->num_pieces()
+            << " piece(s); their requests are held until the new map";
+  SendPieces(m.token());
+  return Status::OK();
+}
+
 void RangeMover::Poll() {
   const int64_t now = clock_->NowMs();
   std::vector<std::string> failed;
   for (auto& [token, out] : outgoing_) {
-    if (out.phase == Phase::kDraining) {
+    if (out.phase == Phase::kDraining && out.bucket) {
+      SparseShardState* table = host_->SparseTable(out.move.table());
+      Status s = table == nullptr ? FailedPreconditionError("sparse table '" + out.move.table() +
+                                                            "' is gone")
+                                  : Status::OK();
+      if (s.ok() && table->Quiescent()) {
+        s = CutBucket(&out);
+      } else if (s.ok() && now >= out.drain_deadline_ms) {
+        s = DeadlineExceededError(
+            "the table was not quiescent (a BSP round pending or a pull waiting) within " +
+            std::to_string(options_.drain_timeout_ms) + " ms (--move_drain_timeout_ms)");
+      }
+      if (!s.ok()) {
+        out.failure = s;
+        failed.push_back(token);
+      }
+    } else if (out.phase == Phase::kDraining) {
       RangeState* range = host_->DenseRangeAt(out.move.table(), out.range_begin);
       if (range != nullptr && range->shard != nullptr && range->shard->Quiescent()) {
         Cut(&out);
@@ -284,6 +409,7 @@ void RangeMover::OnPieceReply(const std::string& token, size_t index, const Stat
   LOG(INFO) << "moved " << Describe(out.move) << " (" << t->bytes()
             << " bytes): waiting for the map that publishes it";
   out.phase = Phase::kSent;
+  if (out.bucket && out.carried_parts) host_->SparseLedger(out.move.table())->ClearCounts();
   out.transfer.reset();
   out.frames.clear();
   Remember(token);
@@ -304,6 +430,8 @@ void RangeMover::Abort(Outgoing* out, const Status& why) {
 }
 
 Status RangeMover::TakeBack(Outgoing* out) {
+  // A bucket's rows stayed here, untouched since the cut.
+  if (out->bucket) return Status::OK();
   const wire::RangeMove& m = out->move;
   const uint64_t b = out->range_begin, mid = m.begin(), e = m.end();
   RangeState* head = mid > b ? host_->DenseRangeAt(m.table(), b) : nullptr;
@@ -363,9 +491,23 @@ void RangeMover::Finish(const std::string& token, Status status) {
 
 bool RangeMover::HoldIfMoving(Request* req) {
   const wire::Header& h = req->msg.header;
+  const bool rows = h.type() == wire::PUSH_ROWS || h.type() == wire::PULL_ROWS;
   for (auto& [token, out] : outgoing_) {
-    if (out.phase == Phase::kDraining) continue;
-    if (!Overlaps(out.move, h.table(), h.key_begin(), std::max<uint64_t>(1, h.key_count()))) {
+    if (out.phase == Phase::kDraining || out.bucket != rows || h.table() != out.move.table()) {
+      continue;
+    }
+    if (rows) {
+      // Malformed ids: not held (the data path refuses them).
+      std::vector<uint64_t> scratch;
+      StatusOr<const uint64_t*> ids =
+          req->msg.frames.empty()
+              ? StatusOr<const uint64_t*>(InvalidArgumentError("no ids"))
+              : DecodeRowIds(req->msg.frames[0], h.key_count(), &scratch);
+      if (!ids.ok() || !AnyRowIn(out.buckets, out.num_buckets, *ids, h.key_count())) {
+        continue;
+      }
+    } else if (!Overlaps(out.move, h.table(), h.key_begin(),
+                         std::max<uint64_t>(1, h.key_count()))) {
       continue;
     }
     out.held.push_back(std::move(*req));
@@ -398,17 +540,76 @@ void RangeMover::OnMapInstalled(const wire::ShardMap& map) {
   std::vector<std::string> published;
   for (const auto& [token, out] : outgoing_) {
     if (out.phase != Phase::kSent) continue;
-    const int holder = HolderIn(map, out.move.table(), out.move.begin());
+    if (out.bucket) {
+      const wire::TableShards* ts = TableIn(map, out.move.table());
+      if (ts != nullptr && BucketsOf(*ts, host_->server_id(), out.move).empty()) {
+        published.push_back(token);
+      }
+      continue;
+    }
+    const int holder = HolderIn(map, out.move);
     if (holder >= 0 && holder != host_->server_id()) published.push_back(token);
   }
   for (const std::string& token : published) {
     auto it = outgoing_.find(token);
+    if (it->second.bucket) {
+      moved_out_[it->second.move.table()].insert(it->second.buckets.begin(),
+                                                  it->second.buckets.end());
+    }
     std::deque<Request> held = std::move(it->second.held);
     LOG(INFO) << "the map " << map.version() << " publishes the move of " << Describe(it->second.move)
               << ": " << held.size() << " held request(s) go on";
     outgoing_.erase(it);
     for (Request& r : held) host_->Redispatch(std::move(r));
   }
+}
+
+bool RangeMover::MovedAway(const std::string& table, const uint64_t* ids, size_t n) const {
+  auto it = moved_out_.find(table);
+  if (it == moved_out_.end() || it->second.empty()) return false;
+  const wire::TableShards* ts = TableIn(host_->installed_map(), table);
+  return ts != nullptr && AnyRowIn(it->second, ts->buckets_size(), ids, n);
+}
+
+Status RangeMover::TakeBucketPiece(Incoming* in, const Request& req) {
+  const wire::Header& h = req.msg.header;
+  const wire::SnapshotPiece& p = h.snapshot_piece();
+  const wire::RangeMove& m = in->move;
+  const wire::ShardMap& map = host_->installed_map();
+  const wire::TableShards* ts = TableIn(map, m.table());
+  const int me = host_->server_id();
+  if (ts == nullptr || host_->SparseTable(m.table()) == nullptr ||
+      m.begin() >= static_cast<uint64_t>(ts->buckets_size())) {
+    return FailedPreconditionError("no unreplicated sparse table '" + m.table() +
+                                   "' with a bucket " + std::to_string(m.begin()) + " here");
+  }
+  const std::set<int> buckets = BucketsOf(*ts, m.source(), m);
+  if (buckets.empty()) {
+    return FailedPreconditionError("the map already gives " + Describe(m) + " to this server");
+  }
+  if (req.msg.frames.size() != 2) {
+    return InvalidArgumentError("MOVE_STATE of a bucket expects 2 frames (ids, rows), got " +
+                                std::to_string(req.msg.frames.size()));
+  }
+  RETURN_IF_ERROR(WriteBucketPiece(host_->store(), m.table(), buckets, ts->buckets_size(),
+                                   req.msg.frames[0], req.msg.frames[1]));
+  if (!p.last()) return Status::OK();
+  const wire::ChainSnapshot& snap = h.chain_snapshot();
+  // The table's step (Adam's bias correction) counts the steps applied to
+  // its rows here: the source's when this server held none of them yet; its
+  // own otherwise (the same when every round touched rows of both).
+  int64_t* step = host_->store()->SparseStep(m.table());
+  bool holds_rows = false;
+  for (const wire::SparseBucket& b : ts->buckets()) holds_rows |= b.server() == me;
+  if (step != nullptr && !holds_rows) {
+    *step = snap.step();
+  } else if (step != nullptr && *step != snap.step()) {
+    LOG(WARNING) << "the rows of " << Describe(m) << " were at optimizer step " << snap.step()
+                 << "; they go on at this server's step " << *step << " of the table";
+  }
+  host_->SparseLedger(m.table())->Merge(snap.dedup());
+  for (int k : buckets) moved_out_[m.table()].erase(k);
+  return Status::OK();
 }
 
 void RangeMover::HandleMoveState(Request&& req) {
@@ -439,8 +640,23 @@ void RangeMover::HandleMoveState(Request&& req) {
                                                   ", expected " + std::to_string(in.next_piece)));
     return;
   }
+  if (host_->SparseTable(m.table()) != nullptr) {
+    Status s = TakeBucketPiece(&in, req);
+    if (!s.ok()) {
+      host_->SendError(req, s);
+      return;
+    }
+    ++in.next_piece;
+    if (p.last()) {
+      LOG(INFO) << "received " << Describe(m) << " (" << p.total() << " rows)";
+      incoming_.erase(it);
+      Remember(token);
+    }
+    host_->SendReply(req, MakeReply(h, Status::OK()));
+    return;
+  }
   if (p.index() == 0 && !in.created) {
-    if (HolderIn(host_->installed_map(), m.table(), m.begin()) == host_->server_id()) {
+    if (HolderIn(host_->installed_map(), m) == host_->server_id()) {
       host_->SendError(req, FailedPreconditionError("the map already gives " + Describe(m) +
                                                     " to this server"));
       return;

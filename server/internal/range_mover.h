@@ -1,5 +1,6 @@
-// RangeMover: a server's side of moving dense key ranges between servers in
-// a running job (docs/elastic.md), as source and as destination.
+// RangeMover: a server's side of moving dense key ranges and sparse hash
+// buckets between servers in a running job (docs/elastic.md), as source and
+// as destination.
 //
 // Source (MOVE_RANGE from the coordinator, keys [m, e) = the tail of a range
 // [b, e) held here): waits until the range is quiescent (no BSP round
@@ -30,6 +31,16 @@
 // waits at it any more. The map that splices it out releases the held
 // requests ("moved": the range is no longer here); a map in which the
 // destination left the chain again (the move failed) lets them through.
+// The hash buckets of an unreplicated sparse table that the source holds in
+// [begin, end) (bucket indices) move the same way, together: the source
+// waits until the table is quiescent (no BSP round pending, no pull
+// waiting), copies the buckets' rows, the table's step and the exactly-once
+// record's ids (bucket_copy.h), holds every request with a row in them,
+// streams the copy, and once the new map is installed refuses their rows
+// "moved" (the client splits its request by that map). The source keeps its
+// copy of the rows, so a failed move only releases the held requests. The
+// part counts of the table's record go along with the last buckets the
+// source holds.
 //
 // Both sides remember the tokens of the moves they finished, so a
 // coordinator that repeats a step (a timeout, a failover) gets OK again.
@@ -52,6 +63,7 @@
 #include "common/status.h"
 #include "proto/relaxps.pb.h"
 #include "server/internal/range_state.h"
+#include "server/internal/sparse_shard.h"
 #include "server/internal/state_transfer.h"
 
 namespace relaxps {
@@ -72,6 +84,11 @@ class RangeMoverHost {
   // Forgets the range of `table` starting at `begin` (its store shard stays
   // allocated: ParamStore has no drop).
   virtual void DropRange(const std::string& table, uint64_t begin) = 0;
+  // Unreplicated sparse table `table` (its rows here, in store()), or nullptr.
+  virtual SparseShardState* SparseTable(const std::string& table) = 0;
+  // The exactly-once record of sparse table `table` (made on first use).
+  virtual AppliedLedger* SparseLedger(const std::string& table) = 0;
+  virtual ParamStore* store() = 0;
   // Runs a held data request through the data path again.
   virtual void Redispatch(Request&& req) = 0;
   virtual void SendReply(const Request& req, Message&& reply) = 0;
@@ -102,9 +119,13 @@ class RangeMover {
   void HandleMoveRange(Request&& req);
   // MOVE_STATE from the source.
   void HandleMoveState(Request&& req);
-  // True if `req` (a dense data request) touches a range this server cut
-  // out and has not seen published yet: it is kept, and run again later.
+  // True if `req` (a data request) touches a range or bucket this server
+  // cut out and has not seen published yet: it is kept, and run again later.
   bool HoldIfMoving(Request* req);
+  // Whether any of the n rows `ids` of sparse table `table` lies in a bucket
+  // this server gave away by a move (published): the request is refused
+  // "moved".
+  bool MovedAway(const std::string& table, const uint64_t* ids, size_t n) const;
   // After each data request and on the timer: cuts ranges that became
   // quiescent, fails drains past their deadline, finishes aborted moves.
   void Poll();
@@ -123,6 +144,10 @@ class RangeMover {
     wire::RangeMove move;
     std::shared_ptr<Request> coordinator_request;  // Answered once sent (or failed).
     Phase phase = Phase::kDraining;
+    bool bucket = false;         // Buckets of a sparse table (`buckets`).
+    std::set<int> buckets;       // Bucket moves: those that move.
+    int num_buckets = 0;         // Of its table (bucket moves).
+    bool carried_parts = false;  // The copy took the table's part counts along.
     int64_t drain_deadline_ms = 0;
     uint64_t range_begin = 0;  // b: the range [b, e) the move cuts.
     int peer = -1;
@@ -157,6 +182,12 @@ class RangeMover {
   void Cut(Outgoing* out);
   // Sends pieces until options_.window_pieces are unacknowledged.
   void SendPieces(const std::string& token);
+  // Cut for a bucket move. An error: the move fails, nothing changed.
+  Status CutBucket(Outgoing* out);
+  // HandleMoveRange's checks of a bucket move of sparse table `ts`.
+  Status CheckBucketMove(const wire::RangeMove& m, const wire::TableShards& ts) const;
+  // HandleMoveState of a bucket move (the piece matched the move).
+  Status TakeBucketPiece(Incoming* in, const Request& req);
   void OnPieceReply(const std::string& token, size_t index, const Status& status);
   // The destination failed: take the range back once [b, m) is quiescent.
   void Abort(Outgoing* out, const Status& why);
@@ -188,6 +219,9 @@ class RangeMover {
   std::map<std::string, Leaving> leaving_;    // By token.
   std::set<std::string> finished_;            // Tokens of finished moves.
   std::deque<std::string> finished_order_;    // Oldest first (bounded).
+  // Buckets of each sparse table this server gave away (published) and has
+  // not received back since: rows in them are refused "moved".
+  std::map<std::string, std::set<int>> moved_out_;
 };
 
 }  // namespace server_internal

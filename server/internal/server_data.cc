@@ -211,6 +211,19 @@ void ServerImpl::HandleSparse(Request&& req) {
   }
   const size_t n = h.key_count();
   const uint64_t* ids = *decoded_ids;
+  // Rows of a bucket this server gave away (docs/elastic.md): "moved". A
+  // push is refused so only after the exactly-once check below: a "moved"
+  // reply then says the push was never applied here, so the client may send
+  // its rows on under new keys (a resend of an applied one is a duplicate).
+  const bool moved_away = mover_->MovedAway(h.table(), ids, n);
+  auto refuse_moved = [&] {
+    Reject(req, WrongShardError("rows of table '" + h.table() +
+                                "' lie in a hash bucket that moved to another server"));
+  };
+  if (moved_away && !push) {
+    refuse_moved();
+    return;
+  }
   Status clock_ok = server_internal::CheckClock(h.clock());
   if (!clock_ok.ok()) {
     Reject(req, clock_ok);
@@ -226,6 +239,10 @@ void ServerImpl::HandleSparse(Request&& req) {
       Message reply = MakeReply(h, Status::OK());
       reply.header.set_pending(ledger->IsPending(h.sender(), h.incarnation(), h.push_id()));
       ReplyWith(req, std::move(reply));
+      return;
+    }
+    if (moved_away) {
+      refuse_moved();
       return;
     }
     // A BSP push only joins its round (a row push completes no clock, so

@@ -387,7 +387,10 @@ void ServerImpl::HandleData(Request&& req) {
     ReleaseWorkerClock(h.sender());
   }
   if (h.type() == wire::PUSH_ROWS || h.type() == wire::PULL_ROWS) {
-    HandleSparse(std::move(req));
+    // Rows of a bucket cut out here for a move not yet published wait for
+    // the map that publishes it (range_mover.h).
+    if (!mover_->HoldIfMoving(&req)) HandleSparse(std::move(req));
+    mover_->Poll();
   } else if (h.type() != wire::CLOCK) {
     // Keys cut out of a range here for a move not yet published wait for
     // the map that publishes it (range_mover.h).
@@ -403,6 +406,7 @@ void ServerImpl::HandleData(Request&& req) {
       return;
     }
     HandleClock(req);
+    mover_->Poll();  // A CLOCK may complete the round a move waits for.
   }
 }
 

@@ -163,6 +163,13 @@ class ServerImpl final : public Server,
   StatusOr<RangeState*> CreateRange(const std::string& table, uint64_t begin,
                                     uint64_t end) override;
   void DropRange(const std::string& table, uint64_t begin) override;
+  SparseShardState* SparseTable(const std::string& table) override {
+    auto it = sparse_.find(table);
+    return it == sparse_.end() ? nullptr : it->second.get();
+  }
+  AppliedLedger* SparseLedger(const std::string& table) override {
+    return applied_.SparseLedger(table);
+  }
   void Redispatch(Request&& req) override { HandleData(std::move(req)); }
   void SendReply(const Request& req, Message&& reply) override {
     ReplyWith(req, std::move(reply));

@@ -118,6 +118,11 @@ class SparseShardState {
   // Fails waiting pulls whose deadline passed.
   void ExpireWaiters(int64_t now_ms);
 
+  // No BSP round pending and no pull waiting at the gate: the rows change
+  // only by requests that arrive from now on (a range move may cut a
+  // bucket out, docs/elastic.md).
+  bool Quiescent() const { return rounds_.empty() && gate_.waiting() == 0; }
+
   // Clock every row of this table reflects.
   int64_t visible_clock() const;
   uint64_t updates_applied() const { return updates_applied_; }

@@ -100,6 +100,9 @@ class RocksDbStore final : public ParamStore {
     if (it == sparse_.end()) return NotFoundError("no sparse table '" + table + "'");
     return it->second->num_rows;
   }
+  Status SparseRowIds(const std::string& table, std::vector<uint64_t>* ids) override {
+    return Guarded("SparseRowIds", [&] { return DoSparseRowIds(table, ids); });
+  }
   bool HasUnsyncedUpdates() const override { return wal_unsynced_; }
   uint64_t CommittedFlushes() const override {
     return committed_flushes_.load(std::memory_order_acquire);
@@ -263,6 +266,9 @@ class RocksDbStore final : public ParamStore {
   Status DoCreateSparse(const SparseTableSpec& spec);
   Status DoReadRows(const std::string& table, const uint64_t* ids, size_t n, float* out);
   Status DoPeekRows(const std::string& table, const uint64_t* ids, size_t n, float* out);
+  // The rows on disk (committed and staged) and in the cache (created or
+  // written, not on disk yet).
+  Status DoSparseRowIds(const std::string& table, std::vector<uint64_t>* ids);
   Status DoWriteRows(const std::string& table, const uint64_t* ids, size_t n, const float* rows);
   Status DoFlush(int64_t clock);
   Status DoSyncWal();

@@ -51,6 +51,14 @@ class RowArena {
     for (size_t b = 0; b < row_floats_ * sizeof(float); b += 64) __builtin_prefetch(bytes + b);
   }
 
+  // Calls fn(id) for every row (in no particular order).
+  template <typename Fn>
+  void ForEachId(Fn fn) const {
+    for (const Slot& s : slots_) {
+      if (s.row != 0) fn(s.id);
+    }
+  }
+
   // The row's floats and false, or a new row's (uninitialized) floats and
   // true.
   std::pair<float*, bool> FindOrInsert(uint64_t id) {

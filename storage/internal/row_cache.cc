@@ -60,6 +60,10 @@ void RowCache::ForEachDirty(const std::function<void(Entry&)>& fn) {
   }
 }
 
+void RowCache::ForEach(const std::function<void(const Entry&)>& fn) const {
+  for (const Entry& e : lru_) fn(e);
+}
+
 void RowCache::Clear() {
   index_.clear();
   lru_.clear();

@@ -56,6 +56,8 @@ class RowCache {
   void Erase(uint32_t table_id, uint64_t row);
   // Calls fn on every dirty entry (which it may mark clean).
   void ForEachDirty(const std::function<void(Entry&)>& fn);
+  // Calls fn for every entry.
+  void ForEach(const std::function<void(const Entry&)>& fn) const;
   // Drops every entry without callbacks.
   void Clear();
 

@@ -18,12 +18,21 @@
 #include "common/shard_map.h"
 #include "common/member_token.h"
 #include "tests/consistency/dense_bsp_driver.h"
+#include "tests/elastic/elastic_test_util.h"
 #include "tests/operator_session.h"
 #include "tests/server/in_process_cluster.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
 namespace {
+
+using test::Ask;
+using test::AskForReply;
+using test::Drain;
+using test::EventKinds;
+using test::JoinedServer;
+using test::MapOf;
+using test::ServerAlive;
 
 // Three chunks and a bit: the joined server's share is the tail
 // [2 chunks, kDim), exactly the last layer; the first two layers stay.
@@ -44,30 +53,6 @@ TableOptions Dense() {
   return t;
 }
 
-wire::Header Ask(const std::string& endpoint, Message m) {
-  RpcClient rpc;
-  auto reply = rpc.CallSync(rpc.Connect(endpoint), std::move(m), 10000);
-  CHECK(reply.ok()) << reply.status();
-  return std::move(reply->header);
-}
-
-// The reply's header, whatever its status (a "moved" reply carries a map).
-wire::Header AskForReply(const std::string& endpoint, Message m) {
-  RpcClient rpc;
-  std::promise<wire::Header> reply;
-  rpc.Call(rpc.Connect(endpoint), std::move(m), 10000, [&reply](const Status& s, Message&& r) {
-    if (!s.ok() && !r.header.has_status()) StatusToProto(s, r.header.mutable_status());
-    reply.set_value(std::move(r.header));
-  });
-  return reply.get_future().get();
-}
-
-wire::ShardMap MapOf(const std::string& coordinator) {
-  Message m;
-  m.header.set_type(wire::GET_SHARD_MAP);
-  return Ask(coordinator, std::move(m)).shard_map();
-}
-
 // The server holding key `key` of "w" in the coordinator's map.
 int HolderOf(const wire::ShardMap& map, uint64_t key) {
   for (const wire::DenseRange& r : map.tables(0).ranges()) {
@@ -75,48 +60,6 @@ int HolderOf(const wire::ShardMap& map, uint64_t key) {
   }
   return -1;
 }
-
-std::vector<std::string> EventKinds(const std::string& coordinator) {
-  Message m;
-  m.header.set_type(wire::GET_EVENTS);
-  m.header.mutable_events_request()->set_after_seq(0);
-  std::vector<std::string> kinds;
-  const wire::Header reply = Ask(coordinator, std::move(m));
-  for (const std::string& line : reply.events_reply().lines()) {
-    const size_t at = line.find("\"kind\":\"");
-    if (at != std::string::npos) {
-      kinds.push_back(line.substr(at + 8, line.find('"', at + 8) - at - 8));
-    }
-  }
-  return kinds;
-}
-
-// A server started in the test, stopped (before the cluster) when it goes.
-class JoinedServer {
- public:
-  // `max_bytes`: its quota of dense state (0: none).
-  explicit JoinedServer(const std::string& coordinator, uint64_t max_bytes = 0) {
-    ServerOptions so;
-    so.max_bytes = max_bytes;
-    so.coordinator = coordinator;
-    so.store.kind = "memory";
-    so.heartbeat_ms = 100;
-    so.join = true;
-    auto s = Server::Start(so);
-    CHECK(s.ok()) << s.status();
-    server_ = std::move(s).value();
-    thread_ = std::thread([this] { server_->Run().IgnoreError(); });
-  }
-  ~JoinedServer() {
-    server_->Stop();
-    thread_.join();
-  }
-  Server* server() { return server_.get(); }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-};
 
 struct JobResult {
   std::vector<float> params;      // Worker 0's final pull.
@@ -130,27 +73,6 @@ struct JobResult {
   int drained_at_clock = -1;      // The first clock that ran without server 0.
   bool server0_left = false;      // The coordinator shows it gone.
 };
-
-// DRAIN_SERVER `id` as an operator.
-Status Drain(const std::string& coordinator, int id) {
-  RpcClient rpc;
-  const int peer = rpc.Connect(coordinator);
-  Message m;
-  m.header.set_type(wire::DRAIN_SERVER);
-  m.header.mutable_range_move()->set_source(id);
-  SetMemberToken(test::OperatorSession(&rpc, peer), &m.header);
-  return rpc.CallSync(peer, std::move(m), 10000).status();
-}
-
-bool ServerAlive(const std::string& coordinator, int id) {
-  Message m;
-  m.header.set_type(wire::GET_STATUS);
-  const wire::Header reply = Ask(coordinator, std::move(m));
-  for (const wire::ServerState& s : reply.status_reply().servers()) {
-    if (s.info().id() == id) return s.info().alive();
-  }
-  return false;
-}
 
 // Two BSP workers train "w" through kClocks clocks on a one-server job; with
 // `join`, a server (with a quota of `joined_max_bytes`, 0: none) joins after
@@ -223,17 +145,8 @@ void RunJob(bool join, JobResult* out, uint64_t joined_max_bytes = 0, int drain_
   if (joined != nullptr) endpoints.push_back(joined->server()->endpoint());
   for (Client* w : workers) {
     const ClientStats stats = w->stats();
-    uint64_t applied = 0;
-    for (const std::string& ep : endpoints) {
-      Message m;
-      m.header.set_type(wire::SERVER_STATS);
-      const wire::Header reply = Ask(ep, std::move(m));
-      for (const wire::AppliedParts& p : reply.server_stats().applied_parts()) {
-        if (p.worker() == w->worker_id() && p.incarnation() == stats.incarnation) applied += p.parts();
-      }
-    }
     out->acked.push_back(stats.acked_updates);
-    out->applied.push_back(applied);
+    out->applied.push_back(test::AppliedParts(endpoints, w->worker_id(), stats.incarnation));
   }
   out->events = EventKinds(cluster.coordinator());
   if (joined != nullptr && out->moved_at_clock >= 0 && !out->server0_left) {

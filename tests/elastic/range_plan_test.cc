@@ -1,6 +1,8 @@
 // The range plan of a joining server (coordinator/range_plan.h) on maps.
 #include "coordinator/range_plan.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -204,17 +206,133 @@ TEST(RangePlanTest, ADrainMovesEveryWholeRangeToTheLeastLoadedOthers) {
   EXPECT_FALSE(HoldsAnything(after, 1));
   EXPECT_TRUE(HoldsAnything(after, 0));
   EXPECT_EQ(Loads(after).count(1), 0u);
-  // Nowhere to go; or a sparse table's buckets on the server.
+  // Nowhere to go.
   EXPECT_EQ(PlanMovesFrom(map, 1, {1}).status().code(), StatusCode::kFailedPrecondition);
-  wire::TableShards* sparse = map.add_tables();
+}
+
+// A sparse table "emb" of `buckets` buckets placed as the coordinator does
+// on `servers` servers (bucket k on server k mod servers).
+wire::TableShards* AddSparse(wire::ShardMap* map, int buckets, int servers) {
+  wire::TableShards* ts = map->add_tables();
+  ts->mutable_table()->set_name("emb");
+  ts->mutable_table()->set_type(static_cast<int>(TableType::kSparse));
+  ts->mutable_table()->set_row_width(4);
+  for (const wire::SparseBucket& b : ShardMap::AssignBuckets(buckets, servers)) {
+    *ts->add_buckets() = b;
+  }
+  return ts;
+}
+
+std::map<int, int> BucketLoads(const wire::ShardMap& map, const std::string& name = "emb") {
+  std::map<int, int> load;
+  for (const wire::TableShards& ts : map.tables()) {
+    if (ts.table().name() != name) continue;
+    for (const wire::SparseBucket& b : ts.buckets()) ++load[b.server()];
+  }
+  return load;
+}
+
+TEST(RangePlanTest, AJoiningServerTakesBucketsUntilTheCountsEvenOut) {
+  wire::ShardMap map = MapOf(8 * kDenseChunk, 1);
+  AddSparse(&map, 8, 1);
+  std::vector<wire::RangeMove> plan = PlanMovesTo(map, 1, {0, 1});
+  // The dense half, then the last four of the eight buckets in one move.
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].table(), "w");
+  EXPECT_EQ(plan[1].table(), "emb");
+  EXPECT_EQ(plan[1].begin(), 4u);
+  EXPECT_EQ(plan[1].end(), 8u);
+  EXPECT_EQ(plan[1].source(), 0);
+  EXPECT_EQ(plan[1].destination(), 1);
+  wire::ShardMap two = Applied(map, plan);
+  EXPECT_EQ(BucketLoads(two), (std::map<int, int>{{0, 4}, {1, 4}}));
+  EXPECT_TRUE(MoveApplied(two, plan[1]));
+  EXPECT_FALSE(MoveApplied(map, plan[1]));
+  // A third server: 8 / 3 = 2 each at least, taken from the fuller ones,
+  // one move from each giving server; its range holds the other's buckets,
+  // which stay.
+  plan = PlanMovesTo(two, 2, {0, 1, 2});
+  for (const wire::RangeMove& m : plan) {
+    if (m.table() == "emb") {
+      EXPECT_EQ(m.end(), 8u);
+    }
+  }
+  const wire::ShardMap three = Applied(two, plan);
+  std::map<int, int> load = BucketLoads(three);
+  EXPECT_EQ(load[2], 2);
+  EXPECT_EQ(load[0] + load[1] + load[2], 8);
+  EXPECT_LE(std::max(load[0], load[1]) - std::min(load[0], load[1]), 1);
+  // Nothing more to even out.
+  std::vector<wire::RangeMove> again = PlanMovesTo(three, 2, {0, 1, 2});
+  for (const wire::RangeMove& m : again) EXPECT_NE(m.table(), "emb");
+}
+
+TEST(RangePlanTest, BucketsOfAReplicatedTableOrBelowAShareStay) {
+  wire::ShardMap map;
+  AddSparse(&map, 1, 1);  // One bucket: a second server's share is 0.
+  EXPECT_TRUE(PlanMovesTo(map, 1, {0, 1}).empty());
+  wire::ShardMap chained;
+  wire::TableShards* ts = AddSparse(&chained, 4, 2);
+  for (wire::SparseBucket& b : *ts->mutable_buckets()) {
+    b.add_chain(b.server());
+    b.add_chain(1 - b.server());
+  }
+  EXPECT_TRUE(PlanMovesTo(chained, 2, {0, 1, 2}).empty());
+  EXPECT_EQ(PlanMovesFrom(chained, 1, {0, 1}).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(RangePlanTest, ADrainMovesEveryBucketToTheOthersEvenly) {
+  wire::ShardMap map = MapOf(120 * kDenseChunk, 3);
+  for (int id = 0; id < 3; ++id) map.add_servers()->set_id(id);
+  AddSparse(&map, 9, 3);
+  ASSERT_OK_AND_ASSIGN(std::vector<wire::RangeMove> plan, PlanMovesFrom(map, 1, {0, 1, 2}));
+  // Its dense range; its buckets 1, 4, 7 in two runs, one to each other server.
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_NE(plan[1].destination(), plan[2].destination());
+  EXPECT_EQ(plan[1].begin(), 1u);
+  EXPECT_EQ(plan[2].end(), 8u);
+  EXPECT_LE(plan[1].end(), plan[2].begin());  // [1, 5) and [7, 8), or [1, 2) and [4, 8).
+  const wire::ShardMap after = Applied(map, plan);
+  EXPECT_FALSE(HoldsAnything(after, 1));
+  const std::map<int, int> load = BucketLoads(after);
+  EXPECT_EQ(load.count(1), 0u);
+  EXPECT_EQ(load.at(0) + load.at(2), 9);
+  EXPECT_LE(std::abs(load.at(0) - load.at(2)), 1);
+  // A table without buckets (a map of an older version): its rows cannot move.
+  wire::ShardMap old = MapOf(8 * kDenseChunk, 2);
+  for (int id = 0; id < 2; ++id) old.add_servers()->set_id(id);
+  wire::TableShards* sparse = old.add_tables();
   sparse->mutable_table()->set_name("emb");
   sparse->mutable_table()->set_type(static_cast<int>(TableType::kSparse));
-  sparse->add_buckets()->set_server(0);
-  sparse->add_buckets()->set_server(1);
-  const Status refused = PlanMovesFrom(map, 1, {0, 1, 2}).status();
+  const Status refused = PlanMovesFrom(old, 1, {0, 1}).status();
   EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.message().find("emb"), std::string::npos) << refused;
-  EXPECT_OK(PlanMovesFrom(map, 2, {0, 1, 2}).status());  // Server 2 holds no bucket.
+}
+
+TEST(RangePlanTest, ApplyMoveRefusesABucketTheSourceDoesNotHold) {
+  wire::ShardMap map;
+  AddSparse(&map, 4, 2);
+  const wire::ShardMap before = map;
+  wire::RangeMove m;
+  m.set_table("emb");
+  m.set_begin(1);  // Server 1's only.
+  m.set_end(2);
+  m.set_source(0);
+  m.set_destination(2);
+  EXPECT_EQ(ApplyMove(&map, m).code(), StatusCode::kFailedPrecondition);
+  m.set_begin(3);  // Past the last bucket.
+  m.set_end(5);
+  EXPECT_EQ(ApplyMove(&map, m).code(), StatusCode::kFailedPrecondition);
+  m.set_begin(2);  // Empty.
+  m.set_end(2);
+  EXPECT_EQ(ApplyMove(&map, m).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(map.SerializeAsString(), before.SerializeAsString());
+  // Server 0's buckets in [0, 4) (0 and 2) go; server 1's stay.
+  m.set_begin(0);
+  m.set_end(4);
+  ASSERT_OK(ApplyMove(&map, m));
+  EXPECT_TRUE(MoveApplied(map, m));
+  EXPECT_EQ(BucketLoads(map), (std::map<int, int>{{1, 2}, {2, 2}}));
 }
 
 }  // namespace

@@ -93,6 +93,9 @@ class HeldStore final : public ParamStore {
   }
   int64_t* SparseStep(const std::string& table) override { return inner_->SparseStep(table); }
   StatusOr<uint64_t> NumRows(const std::string& table) override { return inner_->NumRows(table); }
+  Status SparseRowIds(const std::string& table, std::vector<uint64_t>* ids) override {
+    return inner_->SparseRowIds(table, ids);
+  }
   Status Flush(int64_t clock) override { return inner_->Flush(clock); }
   Status Checkpoint(const std::string& dir, int64_t clock) override {
     return inner_->Checkpoint(dir, clock);

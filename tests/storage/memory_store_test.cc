@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -84,6 +85,24 @@ TEST(MemoryStoreTest, ManySparseRowsKeepTheirValues) {
   spec.init.FillRow(absent, 3, expect.data());
   EXPECT_EQ(peeked, expect);
   EXPECT_EQ(*store->NumRows("emb"), kRows);
+}
+
+TEST(MemoryStoreTest, SparseRowIdsListsTheRowsThatExist) {
+  auto store = NewMemoryStore();
+  SparseTableSpec spec{"emb", 2, 1, UniformInit(3, 2), 0.0f};
+  ASSERT_TRUE(store->CreateSparse(spec).ok());
+  std::vector<uint64_t> ids;
+  ASSERT_TRUE(store->SparseRowIds("emb", &ids).ok());
+  EXPECT_TRUE(ids.empty());
+  const uint64_t written[] = {9, 1ull << 50, 3};
+  std::vector<float> rows(3 * 2, 1.0f);
+  ASSERT_TRUE(store->WriteRows("emb", written, 3, rows.data()).ok());
+  const uint64_t peeked = 11;  // A peek creates nothing.
+  ASSERT_TRUE(store->PeekRows("emb", &peeked, 1, rows.data()).ok());
+  ASSERT_TRUE(store->SparseRowIds("emb", &ids).ok());
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<uint64_t>{3, 9, 1ull << 50}));
+  EXPECT_EQ(store->SparseRowIds("nope", &ids).code(), StatusCode::kNotFound);
 }
 
 TEST(MemoryStoreTest, SparseRowsCreatedOnFirstTouchAndWritable) {

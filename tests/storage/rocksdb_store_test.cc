@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -240,6 +241,50 @@ TEST_F(RocksDbStoreTest, LruCacheEvictsAndKeepsEveryRowOfATable8xTheCache) {
     ASSERT_OK(store->ReadRows("emb", part.data(), part.size(), back.data()));
     ASSERT_EQ(back, MakeRows(part, spec.row_floats(), (b / 256) % 2 == 0 ? 2 : 1)) << b;
   }
+}
+
+// SparseRowIds (a range move of a hash bucket copies those rows) lists every
+// row once wherever it is: created or written and only cached, evicted to
+// staged keys, committed by a flush, and after a reopen; of its table only.
+TEST_F(RocksDbStoreTest, SparseRowIdsListsEveryRowOnceInCacheStagedAndCommitted) {
+  const SparseTableSpec spec = SparseSpec(64, 2);
+  SparseTableSpec other = spec;
+  other.table = "other";
+  std::vector<uint64_t> ids(4096);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i * 7919 + 13;
+  auto sorted = [](std::vector<uint64_t> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  {
+    auto store = OpenStore(dir_, /*cache_mb=*/1);  // 2048 rows fit.
+    ASSERT_OK(store->CreateSparse(spec));
+    ASSERT_OK(store->CreateSparse(other));
+    const uint64_t not_listed = 5;
+    std::vector<float> row(spec.row_floats());
+    ASSERT_OK(store->ReadRows("other", &not_listed, 1, row.data()));
+    ASSERT_OK(store->PeekRows("emb", &not_listed, 1, row.data()));  // Creates nothing.
+    std::vector<float> rows = MakeRows(ids, spec.row_floats(), 1);
+    ASSERT_OK(store->WriteRows("emb", ids.data(), 3000, rows.data()));
+    // A created row that was only read (ReadRows creates it).
+    std::vector<float> back((ids.size() - 3000) * spec.row_floats());
+    ASSERT_OK(store->ReadRows("emb", ids.data() + 3000, ids.size() - 3000, back.data()));
+    std::vector<uint64_t> listed;
+    ASSERT_OK(store->SparseRowIds("emb", &listed));
+    EXPECT_EQ(sorted(listed), sorted(ids));
+    ASSERT_OK(store->Flush(1));
+    listed.clear();
+    ASSERT_OK(store->SparseRowIds("emb", &listed));
+    EXPECT_EQ(sorted(listed), sorted(ids));
+    EXPECT_EQ(store->SparseRowIds("nope", &listed).code(), StatusCode::kNotFound);
+  }
+  auto store = OpenStore(dir_, 1);
+  std::vector<uint64_t> listed;
+  ASSERT_OK(store->SparseRowIds("emb", &listed));
+  EXPECT_EQ(sorted(listed), sorted(ids));
+  listed.clear();
+  ASSERT_OK(store->SparseRowIds("other", &listed));
+  EXPECT_EQ(listed, std::vector<uint64_t>{5});
 }
 
 TEST_F(RocksDbStoreTest, FlushWritesTablesAnnouncedByBeforeDenseWrite) {
