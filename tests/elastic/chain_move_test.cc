@@ -348,14 +348,8 @@ TEST_P(ChainMoveBspTest, AJobWithAnAddAndADrainEndsWithTheModelOfTheJobWithout) 
   for (int id = 0; id < 2; ++id) {
     ASSERT_OK(cluster->StartServer(id, {"--store=memory", "--heartbeat_ms=100"}));
   }
-  std::vector<std::unique_ptr<Client>> owned;
-  for (int k = 0; k < kBspWorkers; ++k) {
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, cluster->Connect("worker"));
-    ASSERT_OK(c->CreateTable(DenseAdamTable("w", kBspSize)));
-    owned.push_back(std::move(c));
-  }
-  std::sort(owned.begin(), owned.end(),
-            [](const auto& a, const auto& b) { return a->worker_id() < b->worker_id(); });
+  ASSERT_OK_AND_ASSIGN(std::vector<std::unique_ptr<Client>> owned,
+                       ConnectWorkers(cluster.get(), kBspWorkers, DenseAdamTable("w", kBspSize)));
   std::vector<Client*> workers;
   for (auto& c : owned) workers.push_back(c.get());
   DenseBspDriver driver(workers, DenseAdamTable("w", kBspSize), {0, 2500, 4096, kBspSize});

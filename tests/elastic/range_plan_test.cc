@@ -115,7 +115,9 @@ TEST(RangePlanTest, AJoinUnderChainsMovesWholeReplicasAndKeepsTheOthersOrder) {
   ASSERT_EQ(chain.size(), 2u);
   // The survivor keeps its place ahead; the destination is the tail.
   for (int c : before_chain) {
-    if (c != plan[0].source()) EXPECT_EQ(chain[0], c);
+    if (c != plan[0].source()) {
+      EXPECT_EQ(chain[0], c);
+    }
   }
   EXPECT_EQ(chain[1], 2);
   EXPECT_EQ(ReplicaLoads(after)[2], size / 2);
