@@ -139,6 +139,15 @@ void CoordinatorImpl::OnChainMoveServerLost(int server) {
     FailMoves(m, UnavailableError("the destination server " + std::to_string(server) +
                                   " was lost during the move; the policy removed it from the "
                                   "chain, which holds its other replicas as before"));
+  } else if (!Member(ChainOf(map_, m), m.destination())) {
+    // The policy left the chain without the destination: every replica with
+    // the state was lost while it was still syncing (hybrid strands such a
+    // range with its last holder; chain fails the job).
+    move_running_ = false;
+    FailMoves(m, UnavailableError("server " + std::to_string(server) +
+                                  " was lost during the move and no replica that holds the "
+                                  "range's state is left; the policy took the destination " +
+                                  std::to_string(m.destination()) + " out of the chain"));
   } else if (server == m.source()) {
     ContinueChainMove();
   }

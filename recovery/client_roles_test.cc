@@ -510,6 +510,58 @@ TEST_F(ClientRolesTest, HybridGoesLocalOnAStrandedChainAndRejoinsOnceSeeded) {
   EXPECT_TRUE(mech_.calls.empty());
 }
 
+// A range move under hybrid (docs/elastic.md "Chains") replaces one replica:
+// the range keeps its keys, and its copy follows its head through the
+// extended chain, the splice of the source, and later losses, onto a joined
+// server (an id beyond the job's first servers) that then holds it alone.
+TEST_F(ClientRolesTest, HybridCopiesFollowARangeMovedToAJoinedServer) {
+  std::unique_ptr<ClientRecovery> r = Make("hybrid");
+  ASSERT_NE(r, nullptr);
+  wire::ShardMap m = MapProto(2, 2);  // w@0 on [0, 1], w@4096 on [1, 0].
+  r->OnMapInstalled(*Install(m), {});
+  EXPECT_TRUE(mech_.calls.empty());
+
+  // Server 2 joins and the move extends range 0's chain: the head stays.
+  wire::ServerInfo* joined = m.add_servers();
+  joined->set_id(2);
+  joined->set_endpoint(Endpoint(2));
+  joined->set_alive(true);
+  joined->set_incarnation(1);
+  m.mutable_tables(0)->mutable_ranges(0)->add_chain(2);
+  m.set_version(2);
+  r->OnMapInstalled(*Install(m), {});
+  EXPECT_TRUE(mech_.calls.empty());
+
+  // The source, range 0's head, is spliced out: the copy follows server 1.
+  wire::DenseRange* moved = m.mutable_tables(0)->mutable_ranges(0);
+  moved->clear_chain();
+  moved->add_chain(1);
+  moved->add_chain(2);
+  moved->set_server(1);
+  m.set_version(3);
+  r->OnMapInstalled(*Install(m), {});
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"reassign w@0->1"}));
+
+  // Server 1 lost: range 0 goes on on the joined server, range 4096 on 0.
+  mech_.calls.clear();
+  m.mutable_servers(1)->set_alive(false);
+  EXPECT_TRUE(SpliceOrStrand(&m, 1).stranded.empty());
+  m.set_version(4);
+  r->OnMapInstalled(*Install(m), {});
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"reassign w@0->2", "reassign w@4096->0"}));
+
+  // The joined server lost too: it held range 0 alone, which is stranded with
+  // it; the worker trains on the copy, as the joined server's, locally.
+  mech_.calls.clear();
+  m.mutable_servers(2)->set_alive(false);
+  EXPECT_EQ(SpliceOrStrand(&m, 2).stranded.size(), 1u);
+  m.set_version(5);
+  r->OnMapInstalled(*Install(m), {});
+  EXPECT_EQ(mech_.calls, std::vector<std::string>({"local 2 " + Endpoint(2)}));
+  EXPECT_EQ(r->BeforeSend(2, *Install(m)), PartAction::kServeLocally);
+  EXPECT_EQ(r->BeforeSend(0, *Install(m)), PartAction::kSend);
+}
+
 TEST_F(ClientRolesTest, StatelessGoesLocalOnADeadServerAndRejoinsItsReplacement) {
   std::unique_ptr<ClientRecovery> r = Make("stateless");
   ASSERT_NE(r, nullptr);

@@ -36,6 +36,16 @@ class HybridCoordinator final : public ChainCoordinatorBase {
  public:
   HybridCoordinator() : ChainCoordinatorBase("hybrid") {}
 
+  // A move replaces one replica of a chain as under chain (docs/elastic.md
+  // "Chains"). The workers' copies follow it: a range is never cut, so its
+  // copy stays keyed by its first key, and each map reassigns it to the
+  // range's head (HybridClientRecovery::OnMapInstalled), the survivor or the
+  // joined server after a splice too. Only ranges with a live replica move
+  // (the plan takes them from serving servers): a stranded range waits for
+  // its seed. A move whose syncing destination is left out of a stranded
+  // chain (every replica with state lost mid-move) fails.
+  Status AdmitRangeMoves() const override { return Status::OK(); }
+
   void OnServerLost(int server, const std::string& why, CoordinatorMechanisms& m) override {
     LOG(WARNING) << why;
     m.CountRecovery("failover");

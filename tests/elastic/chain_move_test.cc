@@ -1,7 +1,8 @@
 // Range moves under chain replication (docs/elastic.md "Chains") on real
-// processes: a coordinator and two servers with --recovery=chain
-// --replicas=2, two workers pushing as fast as they can (async, SGD lr 1,
-// integer gradients), and a third server that joins (--join): the replica
+// processes, under --recovery=chain and --recovery=hybrid (whose workers
+// also keep local copies that follow each range's head): a coordinator and
+// two servers with --replicas=2, two workers pushing as fast as they can
+// (async, SGD lr 1, integer gradients), and a third server that joins (--join): the replica
 // of the first range on server 0 (its head) moves to it. Then, with the
 // destination or the source SIGKILLed as soon as the move started, the map
 // ends consistent (every chain's replicas hold the same, nothing of a dead
@@ -9,14 +10,19 @@
 // independent counter check nothing acknowledged is lost or applied twice:
 // per worker, a counter key at the start of every range counts the pushes
 // applied there (lost = acknowledged - applied), and every pushed key is
-// compared bit for bit with the workers' own sums.
+// compared bit for bit with the workers' own sums. Under hybrid, losing
+// every replica that holds the state mid-move fails the move and the workers
+// go local. Under BSP, a job with a join and a drain ends bit for bit with
+// the model of one process (ChainMoveBspTest).
 #include <signal.h>
 
 #include <atomic>
 #include <cctype>
+#include <functional>
 #include <future>
 #include <chrono>
 #include <memory>
+#include <numeric>
 #include <regex>
 #include <string>
 #include <thread>
@@ -24,6 +30,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/consistency/dense_bsp_driver.h"
 #include "tests/recovery/chain_util.h"
 #include "tests/test_util.h"
 
@@ -40,7 +47,42 @@ constexpr float kInit = 4096.0f;
 constexpr int kWorkers = 2;
 constexpr int kJoined = 2;  // The joined server's id (the next after 0 and 1).
 
-class ChainMoveTest : public ::testing::Test {
+// A server started with --join (it takes the next id after the job's).
+struct JoinedServer {
+  std::unique_ptr<Subprocess> process;
+  std::string log, endpoint_file;
+  std::string endpoint;  // Once AwaitJoinedServer read it.
+};
+
+// Starts relaxps-server --join against `cluster`'s coordinator, its files
+// under `dir`. Call from the test's thread: the server dies with the thread
+// that started it (PR_SET_PDEATHSIG).
+StatusOr<JoinedServer> StartJoinedServer(RecoveryCluster* cluster, const std::string& dir) {
+  JoinedServer j;
+  j.endpoint_file = dir + "/server-joined.endpoint";
+  j.log = dir + "/server-joined.log";
+  ASSIGN_OR_RETURN(j.process,
+                   Subprocess::Start({BinPath("relaxps-server"),
+                                      "--coordinator=" + cluster->coordinator_endpoint(), "--join",
+                                      "--data_dir=" + dir + "/data/server-joined",
+                                      "--endpoint_file=" + j.endpoint_file, "--store=memory",
+                                      "--heartbeat_ms=100", "--state_transfer_chunk_kb=256"},
+                                     j.log));
+  return j;
+}
+
+// Waits until `j` listens and reads its endpoint.
+Status AwaitJoinedServer(JoinedServer* j) {
+  RETURN_IF_ERROR(WaitForLine(j->log, "listening on", Millis(30000), j->process.get()).status());
+  ASSIGN_OR_RETURN(j->endpoint, ReadFile(j->endpoint_file));
+  while (!j->endpoint.empty() && std::isspace(static_cast<unsigned char>(j->endpoint.back()))) {
+    j->endpoint.pop_back();
+  }
+  return Status::OK();
+}
+
+// The parameter: the recovery policy (chain or hybrid).
+class ChainMoveTest : public ::testing::TestWithParam<const char*> {
  protected:
   struct Worker {
     std::unique_ptr<Client> client;
@@ -54,7 +96,8 @@ class ChainMoveTest : public ::testing::Test {
     dir_ = MakeTempDir();
     events_ = dir_ + "/events.jsonl";
     ASSERT_OK_AND_ASSIGN(cluster_, RecoveryCluster::Start(dir_, 2,
-                                                          {"--recovery=chain", "--replicas=2",
+                                                          {std::string("--recovery=") + GetParam(),
+                                                           "--replicas=2",
                                                            "--consistency=async",
                                                            "--heartbeat_timeout_ms=1000",
                                                            "--events_file=" + events_}));
@@ -89,19 +132,10 @@ class ChainMoveTest : public ::testing::Test {
 
   // Starts the third server with --join (it takes id 2).
   void Join() {
-    const std::string ep_file = dir_ + "/server-joined.endpoint";
-    const std::string log = dir_ + "/server-joined.log";
-    ASSERT_OK_AND_ASSIGN(
-        joined_, Subprocess::Start({BinPath("relaxps-server"),
-                                    "--coordinator=" + cluster_->coordinator_endpoint(), "--join",
-                                    "--data_dir=" + dir_ + "/data/server-joined",
-                                    "--endpoint_file=" + ep_file, "--store=memory",
-                                    "--heartbeat_ms=100", "--state_transfer_chunk_kb=256"},
-                                   log));
-    ASSERT_OK(WaitForLine(log, "listening on", Millis(30000), joined_.get()).status());
-    ASSERT_OK_AND_ASSIGN(std::string ep, ReadFile(ep_file));
-    while (!ep.empty() && std::isspace(static_cast<unsigned char>(ep.back()))) ep.pop_back();
-    joined_endpoint_ = ep;
+    ASSERT_OK_AND_ASSIGN(JoinedServer j, StartJoinedServer(cluster_.get(), dir_));
+    ASSERT_OK(AwaitJoinedServer(&j));
+    joined_ = std::move(j.process);
+    joined_endpoint_ = j.endpoint;
   }
 
   std::string Endpoint(int server) {
@@ -226,7 +260,7 @@ class ChainMoveTest : public ::testing::Test {
   Pushers pushers_;  // Joined before the workers go (TearDown).
 };
 
-TEST_F(ChainMoveTest, AJoinedServerTakesTheHeadsReplicaWhileWorkersPushLosingNothing) {
+TEST_P(ChainMoveTest, AJoinedServerTakesTheHeadsReplicaWhileWorkersPushLosingNothing) {
   StartPushing();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Join();
@@ -243,7 +277,7 @@ TEST_F(ChainMoveTest, AJoinedServerTakesTheHeadsReplicaWhileWorkersPushLosingNot
   Verify({});
 }
 
-TEST_F(ChainMoveTest, KillingTheDestinationMidMoveFailsItAndLosesNothing) {
+TEST_P(ChainMoveTest, KillingTheDestinationMidMoveFailsItAndLosesNothing) {
   StartPushing();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Join();
@@ -263,7 +297,7 @@ TEST_F(ChainMoveTest, KillingTheDestinationMidMoveFailsItAndLosesNothing) {
   Verify({kJoined});
 }
 
-TEST_F(ChainMoveTest, KillingTheSourceMidMoveEndsItOnTheSurvivorsAndLosesNothing) {
+TEST_P(ChainMoveTest, KillingTheSourceMidMoveEndsItOnTheSurvivorsAndLosesNothing) {
   StartPushing();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Join();
@@ -286,6 +320,182 @@ TEST_F(ChainMoveTest, KillingTheSourceMidMoveEndsItOnTheSurvivorsAndLosesNothing
   EXPECT_EQ(ranges[1].chain, (std::vector<int>{1}));
   Verify({0});
 }
+
+// Under BSP (chain and hybrid): a job of 2 servers with --replicas=2, three
+// workers training an Adam table layer by layer (one worker skips a layer
+// each clock; a different order each clock), gets a third server (--join),
+// which takes server 0's replica of the first range; then server 0 is
+// drained (its replica of the second range goes to the joined server too)
+// and exits. The workers train throughout. At every clock each worker's pull
+// of the whole table, and at the end every slot (parameters, Adam's m and v)
+// of every replica, is bit for bit the model of one process with the
+// combined batch: the model the same job without the moves ends with
+// (tests/recovery/chain_bsp_test).
+class ChainMoveBspTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ChainMoveBspTest, AJobWithAnAddAndADrainEndsWithTheModelOfTheJobWithout) {
+  constexpr uint64_t kBspSize = 6000;  // Two ranges: [0, 4096) and [4096, 6000).
+  constexpr int kBspWorkers = 3;
+  constexpr int kBspClocksBefore = 2;  // Clocks before the join, and after the drain.
+  const std::string dir = MakeTempDir();
+  const std::string events = dir + "/events.jsonl";
+  ASSERT_OK_AND_ASSIGN(auto cluster,
+                       RecoveryCluster::Start(dir, 2,
+                                              {std::string("--recovery=") + GetParam(),
+                                               "--replicas=2", "--consistency=bsp",
+                                               "--heartbeat_timeout_ms=3000",
+                                               "--events_file=" + events}));
+  for (int id = 0; id < 2; ++id) {
+    ASSERT_OK(cluster->StartServer(id, {"--store=memory", "--heartbeat_ms=100"}));
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<std::unique_ptr<Client>> owned,
+                       ConnectWorkers(cluster.get(), kBspWorkers, DenseAdamTable("w", kBspSize)));
+  std::vector<Client*> workers;
+  for (auto& c : owned) workers.push_back(c.get());
+  DenseBspDriver driver(workers, DenseAdamTable("w", kBspSize), {0, 2500, 4096, kBspSize});
+  ASSERT_OK(driver.Start());
+  JoinedServer joined;
+  std::vector<size_t> order(kBspWorkers);
+  std::iota(order.begin(), order.end(), 0);
+  int t = 0;
+  // One clock: every worker pushes every layer it does not skip, clocks and
+  // pulls the whole table, which must be the one-process model.
+  auto train_one_clock = [&]() {
+    std::next_permutation(order.begin(), order.end());
+    ASSERT_OK(driver.Push(t, order));
+    for (Client* w : workers) ASSERT_OK(w->Clock());
+    ASSERT_OK_AND_ASSIGN(const size_t differing, driver.PullAndCompare());
+    ASSERT_EQ(differing, 0u) << "clock " << t;
+    ++t;
+  };
+  // Trains until `over` holds (checked between clocks), for at most
+  // kMaxClocksPerMove clocks; returns how many ran.
+  constexpr int kMaxClocksPerMove = 2000;
+  auto train_until = [&](const std::function<bool()>& over) {
+    int clocks = 0;
+    while (!over() && clocks < kMaxClocksPerMove && !HasFatalFailure()) {
+      train_one_clock();
+      ++clocks;
+    }
+    return clocks;
+  };
+  auto moves_done = [&] {
+    const StatusOr<std::string> log = ReadFile(events);
+    size_t n = 0;
+    if (!log.ok()) return n;
+    for (size_t at = log->find("\"kind\":\"range_move_done\""); at != std::string::npos;
+         at = log->find("\"kind\":\"range_move_done\"", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  for (int i = 0; i < kBspClocksBefore; ++i) train_one_clock();
+  ASSERT_FALSE(HasFatalFailure());
+  // The workers train on from the join's start until its move is done, and
+  // from the drain's until server 0 exits.
+  ASSERT_OK_AND_ASSIGN(joined, StartJoinedServer(cluster.get(), dir));
+  const int join_clocks = train_until([&] { return moves_done() >= 1; });
+  ASSERT_OK(AwaitJoinedServer(&joined));
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_EQ(moves_done(), 1u) << "the join's move did not end in " << join_clocks << " clocks";
+  // (relaxps-ctl runs on a thread of its own: the workers train meanwhile.)
+  auto draining = std::async(std::launch::async, [&] { return cluster->Ctl({"drain-server", "0"}); });
+  const int drain_clocks = train_until([&] {
+    return !cluster->server(0)->IsRunning() &&
+           draining.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  });
+  ASSERT_OK_AND_ASSIGN(CommandResult drain, draining.get());
+  ASSERT_EQ(drain.exit_status, 0) << drain.output;
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_GT(join_clocks, 0);
+  EXPECT_GT(drain_clocks, 0);
+  ASSERT_OK_AND_ASSIGN(const int exit_status, cluster->server(0)->Wait(Millis(1000)));
+  EXPECT_EQ(exit_status, 0) << "the drained server exits 0";
+  for (int i = 0; i < kBspClocksBefore; ++i) train_one_clock();
+  ASSERT_FALSE(HasFatalFailure());
+  std::printf("chain bsp move: %d clocks, %d of them from the join's start to its move's "
+              "end, %d from the drain's start to server 0's exit\n", t, join_clocks, drain_clocks);
+
+  ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(events));
+  EXPECT_EQ(moves_done(), 2u) << log;
+  EXPECT_EQ(log.find("\"kind\":\"range_move_failed\""), std::string::npos) << log;
+  const std::vector<ChainRange> ranges = Chains(cluster.get(), "w");
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[0].chain, (std::vector<int>{1, kJoined}));
+  EXPECT_EQ(ranges[1].chain, (std::vector<int>{1, kJoined}));
+  for (const ChainRange& r : ranges) {
+    for (int slot = 0; slot < 3; ++slot) {
+      const float* expected = driver.reference().slot(slot).data() + r.begin;
+      for (int server : r.chain) {
+        const std::string ep = server == kJoined ? joined.endpoint : cluster->server_endpoint(server);
+        ASSERT_OK_AND_ASSIGN(std::vector<float> got, WhenInSync([&] {
+                               return ReadDenseSlot(ep, "w", r.begin, r.end - r.begin, slot);
+                             }));
+        ASSERT_EQ(got.size(), r.end - r.begin);
+        const size_t differing = DifferingFloats(got.data(), expected, got.size());
+        EXPECT_EQ(differing, 0u) << "range " << r.begin << " slot " << slot << " server " << server;
+        std::printf("chain bsp move: range [%llu, %llu) slot %d on server %d: %zu of %zu floats "
+                    "differ from one process with the combined batch\n",
+                    static_cast<unsigned long long>(r.begin),
+                    static_cast<unsigned long long>(r.end), slot, server, differing, got.size());
+      }
+    }
+  }
+  RemoveTree(dir);
+}
+
+// The name of a test's instance: its policy.
+std::string PolicyName(const ::testing::TestParamInfo<const char*>& info) { return info.param; }
+
+// Hybrid only: both servers holding the moved range's state are SIGKILLed
+// while the joined destination still waits for it. The policy strands the
+// range with its last holder and takes the destination out of the chain; the
+// move fails with that reason (never range_move_done), and the workers go on
+// pushing to their local copies of the stranded ranges.
+using HybridMoveTest = ChainMoveTest;
+
+TEST_P(HybridMoveTest, LosingEveryReplicaWithStateMidMoveFailsItAndTheWorkersGoLocal) {
+  StartPushing();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Join();
+  ASSERT_OK(WaitForEvent("range_move_started", 30000).status());
+  cluster_->server(0)->Kill(SIGKILL);
+  cluster_->server(1)->Kill(SIGKILL);
+  ASSERT_OK_AND_ASSIGN(std::string failed, WaitForEvent("range_move_failed", 30000));
+  EXPECT_NE(failed.find("no replica that holds the range's state is left"), std::string::npos)
+      << failed;
+  // Both ranges are stranded on their last holders; the destination is in
+  // no chain.
+  const int64_t until = RealClock()->NowMs() + 15000 * TimeScale();
+  std::vector<ChainRange> ranges;
+  while (RealClock()->NowMs() < until) {
+    ranges = Chains(cluster_.get(), "w");
+    if (ranges.size() == 2 && ranges[0].chain.size() == 1 && ranges[1].chain.size() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(ranges.size(), 2u);
+  for (const ChainRange& r : ranges) {
+    ASSERT_EQ(r.chain.size(), 1u) << r.begin;
+    EXPECT_NE(r.chain[0], kJoined) << r.begin;
+  }
+  TrainOn();
+  pushers_.Join();
+  ASSERT_OK_AND_ASSIGN(std::string events, ReadFile(events_));
+  EXPECT_EQ(events.find("\"kind\":\"range_move_done\""), std::string::npos) << events;
+  for (int w = 0; w < kWorkers; ++w) {
+    ASSERT_OK(workers_[w]->error) << "worker " << w;
+    EXPECT_GT(workers_[w]->client->stats().local_steps, 0u) << "worker " << w;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, HybridMoveTest, ::testing::Values("hybrid"),
+                         PolicyName);
+
+INSTANTIATE_TEST_SUITE_P(Policies, ChainMoveBspTest, ::testing::Values("chain", "hybrid"),
+                         PolicyName);
+
+INSTANTIATE_TEST_SUITE_P(Policies, ChainMoveTest, ::testing::Values("chain", "hybrid"),
+                         PolicyName);
 
 }  // namespace
 }  // namespace test

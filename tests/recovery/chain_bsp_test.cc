@@ -34,14 +34,8 @@ TEST(ChainBspTest, EveryReplicaHoldsTheCombinedBatchModel) {
                                               {"--recovery=chain", "--replicas=2",
                                                "--consistency=bsp", "--heartbeat_timeout_ms=3000"}));
   for (int id = 0; id < 2; ++id) ASSERT_OK(cluster->StartServer(id, {"--store=memory"}));
-  std::vector<std::unique_ptr<Client>> owned;
-  for (int k = 0; k < kWorkers; ++k) {
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, cluster->Connect("worker"));
-    ASSERT_OK(c->CreateTable(DenseAdamTable("w", kSize)));
-    owned.push_back(std::move(c));
-  }
-  std::sort(owned.begin(), owned.end(),
-            [](const auto& a, const auto& b) { return a->worker_id() < b->worker_id(); });
+  ASSERT_OK_AND_ASSIGN(std::vector<std::unique_ptr<Client>> owned,
+                       ConnectWorkers(cluster.get(), kWorkers, DenseAdamTable("w", kSize)));
   std::vector<Client*> workers;
   for (auto& c : owned) workers.push_back(c.get());
   DenseBspDriver driver(workers, DenseAdamTable("w", kSize), {0, 2500, 4096, kSize});

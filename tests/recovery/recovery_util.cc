@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -122,6 +123,19 @@ TableOptions DenseAdamTable(const std::string& name, uint64_t size) {
   t.init.seed = 3;
   t.init.segments.push_back(InitSegment{0, size, InitKind::kUniform, -1.0f, 1.0f});
   return t;
+}
+
+StatusOr<std::vector<std::unique_ptr<Client>>> ConnectWorkers(RecoveryCluster* cluster, int n,
+                                                              const TableOptions& table) {
+  std::vector<std::unique_ptr<Client>> workers;
+  for (int k = 0; k < n; ++k) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Client> c, cluster->Connect("worker"));
+    RETURN_IF_ERROR(c->CreateTable(table));
+    workers.push_back(std::move(c));
+  }
+  std::sort(workers.begin(), workers.end(),
+            [](const auto& a, const auto& b) { return a->worker_id() < b->worker_id(); });
+  return workers;
 }
 
 StatusOr<uint64_t> RecoveryCluster::AppliedParts(int worker, uint64_t incarnation) {

@@ -87,6 +87,11 @@ StatusOr<std::vector<float>> ReadRowsSlot(const std::string& endpoint, const std
 // seeded uniform [-1, 1) initialization: state in three slots (params, m, v).
 TableOptions DenseAdamTable(const std::string& name, uint64_t size);
 
+// `n` workers connected to `cluster`, each of which created `table`, in
+// ascending worker id (the order tests/consistency/dense_bsp_driver.h wants).
+StatusOr<std::vector<std::unique_ptr<Client>>> ConnectWorkers(RecoveryCluster* cluster, int n,
+                                                              const TableOptions& table);
+
 // VmHWM (peak resident set) of a live process in KiB; -1 if unreadable.
 int64_t PeakRssKb(pid_t pid);
 
