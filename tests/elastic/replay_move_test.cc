@@ -6,7 +6,8 @@
 // is replayed exactly what its keys' state lacks: its state equals the state
 // before the kill bit for bit, the servers' applied parts equal the parts
 // the worker was acknowledged (0 lost, the counter check of replay_test),
-// and no replay is refused.
+// and no replay is refused. Under BSP a join and a drain leave the model
+// bit for bit as without them.
 #include <signal.h>
 
 #include <cctype>
@@ -19,6 +20,7 @@
 
 #include "common/shard_map.h"
 #include "tests/recovery/recovery_util.h"
+#include "tests/server/bsp_reference.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -61,6 +63,32 @@ void ExpectSameBits(const std::vector<std::vector<float>>& a,
   }
 }
 
+// Starts server 1 with --join in the data dir StartServer(1) would use (so
+// that it can restart from its own checkpoints) and waits for the move of
+// the tail to it (range_move_done in `events`).
+Status JoinServer(RecoveryCluster* cluster, const std::string& events,
+                  std::unique_ptr<Subprocess>* joined, std::string* endpoint) {
+  const std::string ep_file = cluster->dir() + "/server-joined.endpoint";
+  const std::string log = cluster->dir() + "/server-joined.log";
+  std::vector<std::string> argv = {BinPath("relaxps-server"),
+                                   "--coordinator=" + cluster->coordinator_endpoint(), "--join",
+                                   "--data_dir=" + cluster->data_dir(kJoined),
+                                   "--endpoint_file=" + ep_file};
+  argv.insert(argv.end(), kServerFlags.begin(), kServerFlags.end());
+  ASSIGN_OR_RETURN(*joined, Subprocess::Start(argv, log));
+  RETURN_IF_ERROR(WaitForLine(log, "listening on", Millis(30000), joined->get()).status());
+  ASSIGN_OR_RETURN(std::string ep, ReadFile(ep_file));
+  while (!ep.empty() && std::isspace(static_cast<unsigned char>(ep.back()))) ep.pop_back();
+  *endpoint = ep;
+  ASSIGN_OR_RETURN(std::string done,
+                   WaitForLine(events, "\"kind\":\"range_move_done\"", Millis(30000)));
+  if (done.find("\"destination\":1") == std::string::npos ||
+      done.find("\"begin\":" + std::to_string(kCut)) == std::string::npos) {
+    return InternalError("not the expected move: " + done);
+  }
+  return Status::OK();
+}
+
 class ReplayMoveTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -94,27 +122,7 @@ class ReplayMoveTest : public ::testing::Test {
     ASSERT_EQ(ck.exit_status, 0) << ck.output;
   }
 
-  // Starts server 1 with --join in the data dir StartServer(1) would use
-  // (so that it restarts from its own checkpoints), and waits for the move
-  // of the tail to it.
-  void Join() {
-    const std::string ep_file = dir_ + "/server-joined.endpoint";
-    const std::string log = dir_ + "/server-joined.log";
-    std::vector<std::string> argv = {BinPath("relaxps-server"),
-                                     "--coordinator=" + cluster_->coordinator_endpoint(),
-                                     "--join", "--data_dir=" + cluster_->data_dir(kJoined),
-                                     "--endpoint_file=" + ep_file};
-    argv.insert(argv.end(), kServerFlags.begin(), kServerFlags.end());
-    ASSERT_OK_AND_ASSIGN(joined_, Subprocess::Start(argv, log));
-    ASSERT_OK(WaitForLine(log, "listening on", Millis(30000), joined_.get()).status());
-    ASSERT_OK_AND_ASSIGN(std::string ep, ReadFile(ep_file));
-    while (!ep.empty() && std::isspace(static_cast<unsigned char>(ep.back()))) ep.pop_back();
-    joined_endpoint_ = ep;
-    ASSERT_OK_AND_ASSIGN(std::string done,
-                         WaitForLine(events_, "\"kind\":\"range_move_done\"", Millis(30000)));
-    EXPECT_NE(done.find("\"destination\":1"), std::string::npos) << done;
-    EXPECT_NE(done.find("\"begin\":" + std::to_string(kCut)), std::string::npos) << done;
-  }
+  void Join() { ASSERT_OK(JoinServer(cluster_.get(), events_, &joined_, &joined_endpoint_)); }
 
   // SIGKILLs server `id` and restarts it from its latest checkpoint.
   void KillAndRestart(int id) {
@@ -206,6 +214,70 @@ TEST_F(ReplayMoveTest, TheDestinationOfAJoinAndADrainRestartsWithEverythingRepla
   EXPECT_GE(client_->stats().recovery_counters.at("replayed"), 3u);
   Rounds(12, 13);
   ExpectNothingLost("after training on");
+}
+
+// Two BSP workers train through kClocks clocks of a one-server replay job;
+// with `moves`, a server joins after clock 2 (the tail moves to it) and
+// server 0 is drained after clock 4 (the head moves too, and it exits).
+// Returns the final parameters, or fails the test.
+std::vector<float> RunBspJob(bool moves) {
+  constexpr int kClocks = 8;
+  const std::string dir = MakeTempDir();
+  const std::string events = dir + "/events.jsonl";
+  auto cluster = RecoveryCluster::Start(
+      dir, 1, {"--recovery=replay", "--consistency=bsp", "--heartbeat_timeout_ms=1000",
+               "--events_file=" + events});
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  if (!cluster.ok()) return {};
+  RecoveryCluster* c = cluster->get();
+  EXPECT_OK(c->StartServer(0, kServerFlags));
+  std::vector<std::unique_ptr<Client>> workers;
+  for (int w = 0; w < 2; ++w) {
+    auto client = c->Connect("worker");
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!client.ok()) return {};
+    workers.push_back(std::move(client).value());
+  }
+  EXPECT_OK(workers[0]->CreateTable(DenseAdamTable("w", kSize)));
+  EXPECT_OK(workers[1]->CreateTable(DenseAdamTable("w", kSize)));
+  std::unique_ptr<Subprocess> joined;
+  std::string joined_endpoint;
+  FloatBuffer params(kSize);
+  for (int t = 0; t < kClocks; ++t) {
+    for (size_t w = 0; w < workers.size(); ++w) {
+      // Alternate which worker's push arrives first.
+      const size_t k = t % 2 == 0 ? w : 1 - w;
+      FloatBuffer g = Grad(t * 2 + static_cast<int>(workers[k]->worker_id()));
+      EXPECT_OK(workers[k]->Push("w", 0, g).get()) << "clock " << t;
+    }
+    for (auto& w : workers) EXPECT_OK(w->Clock());
+    for (auto& w : workers) EXPECT_OK(w->Pull("w", 0, params).get()) << "clock " << t;
+    if (moves && t == 2) EXPECT_OK(JoinServer(c, events, &joined, &joined_endpoint));
+    if (moves && t == 4) {
+      auto drain = c->Ctl({"drain-server", "0"});
+      EXPECT_TRUE(drain.ok() && drain->exit_status == 0) << (drain.ok() ? drain->output : "");
+    }
+  }
+  if (moves) {
+    EXPECT_OK(c->server(0)->Wait(Millis(30000)).status()) << "server 0 never left";
+  }
+  for (auto& w : workers) {
+    const ClientStats stats = w->stats();
+    auto applied = c->AppliedParts(w->worker_id(), stats.incarnation);
+    EXPECT_TRUE(applied.ok()) << applied.status();
+    if (applied.ok()) EXPECT_EQ(*applied, stats.acked_updates) << "worker " << w->worker_id();
+  }
+  if (joined != nullptr) joined->Kill(SIGKILL);
+  return std::vector<float>(params.begin(), params.end());
+}
+
+TEST(ReplayMoveBspTest, AJoinAndADrainDuringTrainingEndBitIdenticalToTheJobWithout) {
+  const std::vector<float> fixed = RunBspJob(false);
+  const std::vector<float> moved = RunBspJob(true);
+  ASSERT_EQ(fixed.size(), kSize);
+  ASSERT_EQ(moved.size(), kSize);
+  EXPECT_EQ(std::memcmp(fixed.data(), moved.data(), kSize * sizeof(float)), 0)
+      << DifferingFloats(moved.data(), fixed.data(), kSize) << " floats differ";
 }
 
 }  // namespace
