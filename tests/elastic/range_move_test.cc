@@ -418,8 +418,9 @@ TEST(RangeMoveTest, DrainingTheFirstServerAfterAJoinLeavesTheModelUnchanged) {
 
 TEST(RangeMoveTest, AJoinUnderAPolicyThatMovesNoRangesIsRefusedWithItsReason) {
   CoordinatorOptions co;
-  co.num_servers = 1;
-  co.recovery = "stateless";
+  co.num_servers = 2;
+  co.replicas = 2;
+  co.recovery = "hybrid";
   InProcessCluster cluster(co, ServerOptions());
   ServerOptions so;
   so.coordinator = cluster.coordinator();
@@ -428,7 +429,7 @@ TEST(RangeMoveTest, AJoinUnderAPolicyThatMovesNoRangesIsRefusedWithItsReason) {
   so.register_timeout_ms = 2000;
   StatusOr<std::unique_ptr<Server>> s = Server::Start(so);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("stateless"), std::string::npos) << s.status();
+  EXPECT_NE(s.status().message().find("hybrid"), std::string::npos) << s.status();
   EXPECT_NE(s.status().message().find("moves no ranges"), std::string::npos) << s.status();
 }
 

@@ -10,7 +10,6 @@
 // bit for bit as without them.
 #include <signal.h>
 
-#include <cctype>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -19,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "common/shard_map.h"
+#include "tests/elastic/joined_server.h"
 #include "tests/recovery/recovery_util.h"
 #include "tests/server/bsp_reference.h"
 #include "tests/test_util.h"
@@ -63,32 +63,6 @@ void ExpectSameBits(const std::vector<std::vector<float>>& a,
   }
 }
 
-// Starts server 1 with --join in the data dir StartServer(1) would use (so
-// that it can restart from its own checkpoints) and waits for the move of
-// the tail to it (range_move_done in `events`).
-Status JoinServer(RecoveryCluster* cluster, const std::string& events,
-                  std::unique_ptr<Subprocess>* joined, std::string* endpoint) {
-  const std::string ep_file = cluster->dir() + "/server-joined.endpoint";
-  const std::string log = cluster->dir() + "/server-joined.log";
-  std::vector<std::string> argv = {BinPath("relaxps-server"),
-                                   "--coordinator=" + cluster->coordinator_endpoint(), "--join",
-                                   "--data_dir=" + cluster->data_dir(kJoined),
-                                   "--endpoint_file=" + ep_file};
-  argv.insert(argv.end(), kServerFlags.begin(), kServerFlags.end());
-  ASSIGN_OR_RETURN(*joined, Subprocess::Start(argv, log));
-  RETURN_IF_ERROR(WaitForLine(log, "listening on", Millis(30000), joined->get()).status());
-  ASSIGN_OR_RETURN(std::string ep, ReadFile(ep_file));
-  while (!ep.empty() && std::isspace(static_cast<unsigned char>(ep.back()))) ep.pop_back();
-  *endpoint = ep;
-  ASSIGN_OR_RETURN(std::string done,
-                   WaitForLine(events, "\"kind\":\"range_move_done\"", Millis(30000)));
-  if (done.find("\"destination\":1") == std::string::npos ||
-      done.find("\"begin\":" + std::to_string(kCut)) == std::string::npos) {
-    return InternalError("not the expected move: " + done);
-  }
-  return Status::OK();
-}
-
 class ReplayMoveTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -122,7 +96,10 @@ class ReplayMoveTest : public ::testing::Test {
     ASSERT_EQ(ck.exit_status, 0) << ck.output;
   }
 
-  void Join() { ASSERT_OK(JoinServer(cluster_.get(), events_, &joined_, &joined_endpoint_)); }
+  void Join() {
+    ASSERT_OK(JoinServer(cluster_.get(), kJoined, kServerFlags, events_, kCut, &joined_,
+                         &joined_endpoint_));
+  }
 
   // SIGKILLs server `id` and restarts it from its latest checkpoint.
   void KillAndRestart(int id) {
@@ -252,7 +229,9 @@ std::vector<float> RunBspJob(bool moves) {
     }
     for (auto& w : workers) EXPECT_OK(w->Clock());
     for (auto& w : workers) EXPECT_OK(w->Pull("w", 0, params).get()) << "clock " << t;
-    if (moves && t == 2) EXPECT_OK(JoinServer(c, events, &joined, &joined_endpoint));
+    if (moves && t == 2) {
+      EXPECT_OK(JoinServer(c, kJoined, kServerFlags, events, kCut, &joined, &joined_endpoint));
+    }
     if (moves && t == 4) {
       auto drain = c->Ctl({"drain-server", "0"});
       EXPECT_TRUE(drain.ok() && drain->exit_status == 0) << (drain.ok() ? drain->output : "");
