@@ -6,8 +6,7 @@
 // is replayed exactly what its keys' state lacks: its state equals the state
 // before the kill bit for bit, the servers' applied parts equal the parts
 // the worker was acknowledged (0 lost, the counter check of replay_test),
-// and no replay is refused. Under BSP a join and a drain leave the model
-// bit for bit as without them.
+// and no replay is refused.
 #include <signal.h>
 
 #include <cstring>
@@ -20,7 +19,6 @@
 #include "common/shard_map.h"
 #include "tests/elastic/joined_server.h"
 #include "tests/recovery/recovery_util.h"
-#include "tests/server/bsp_reference.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -191,72 +189,6 @@ TEST_F(ReplayMoveTest, TheDestinationOfAJoinAndADrainRestartsWithEverythingRepla
   EXPECT_GE(client_->stats().recovery_counters.at("replayed"), 3u);
   Rounds(12, 13);
   ExpectNothingLost("after training on");
-}
-
-// Two BSP workers train through kClocks clocks of a one-server replay job;
-// with `moves`, a server joins after clock 2 (the tail moves to it) and
-// server 0 is drained after clock 4 (the head moves too, and it exits).
-// Returns the final parameters, or fails the test.
-std::vector<float> RunBspJob(bool moves) {
-  constexpr int kClocks = 8;
-  const std::string dir = MakeTempDir();
-  const std::string events = dir + "/events.jsonl";
-  auto cluster = RecoveryCluster::Start(
-      dir, 1, {"--recovery=replay", "--consistency=bsp", "--heartbeat_timeout_ms=1000",
-               "--events_file=" + events});
-  EXPECT_TRUE(cluster.ok()) << cluster.status();
-  if (!cluster.ok()) return {};
-  RecoveryCluster* c = cluster->get();
-  EXPECT_OK(c->StartServer(0, kServerFlags));
-  std::vector<std::unique_ptr<Client>> workers;
-  for (int w = 0; w < 2; ++w) {
-    auto client = c->Connect("worker");
-    EXPECT_TRUE(client.ok()) << client.status();
-    if (!client.ok()) return {};
-    workers.push_back(std::move(client).value());
-  }
-  EXPECT_OK(workers[0]->CreateTable(DenseAdamTable("w", kSize)));
-  EXPECT_OK(workers[1]->CreateTable(DenseAdamTable("w", kSize)));
-  std::unique_ptr<Subprocess> joined;
-  std::string joined_endpoint;
-  FloatBuffer params(kSize);
-  for (int t = 0; t < kClocks; ++t) {
-    for (size_t w = 0; w < workers.size(); ++w) {
-      // Alternate which worker's push arrives first.
-      const size_t k = t % 2 == 0 ? w : 1 - w;
-      FloatBuffer g = Grad(t * 2 + static_cast<int>(workers[k]->worker_id()));
-      EXPECT_OK(workers[k]->Push("w", 0, g).get()) << "clock " << t;
-    }
-    for (auto& w : workers) EXPECT_OK(w->Clock());
-    for (auto& w : workers) EXPECT_OK(w->Pull("w", 0, params).get()) << "clock " << t;
-    if (moves && t == 2) {
-      EXPECT_OK(JoinServer(c, kJoined, kServerFlags, events, kCut, &joined, &joined_endpoint));
-    }
-    if (moves && t == 4) {
-      auto drain = c->Ctl({"drain-server", "0"});
-      EXPECT_TRUE(drain.ok() && drain->exit_status == 0) << (drain.ok() ? drain->output : "");
-    }
-  }
-  if (moves) {
-    EXPECT_OK(c->server(0)->Wait(Millis(30000)).status()) << "server 0 never left";
-  }
-  for (auto& w : workers) {
-    const ClientStats stats = w->stats();
-    auto applied = c->AppliedParts(w->worker_id(), stats.incarnation);
-    EXPECT_TRUE(applied.ok()) << applied.status();
-    if (applied.ok()) EXPECT_EQ(*applied, stats.acked_updates) << "worker " << w->worker_id();
-  }
-  if (joined != nullptr) joined->Kill(SIGKILL);
-  return std::vector<float>(params.begin(), params.end());
-}
-
-TEST(ReplayMoveBspTest, AJoinAndADrainDuringTrainingEndBitIdenticalToTheJobWithout) {
-  const std::vector<float> fixed = RunBspJob(false);
-  const std::vector<float> moved = RunBspJob(true);
-  ASSERT_EQ(fixed.size(), kSize);
-  ASSERT_EQ(moved.size(), kSize);
-  EXPECT_EQ(std::memcmp(fixed.data(), moved.data(), kSize * sizeof(float)), 0)
-      << DifferingFloats(moved.data(), fixed.data(), kSize) << " floats differ";
 }
 
 }  // namespace
