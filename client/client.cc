@@ -440,6 +440,19 @@ Status ClientImpl::SetMap(const wire::ShardMap& proto) {
     rpc_->CancelPeer(m.old_peer, UnavailableError(why));
     if (m.restarted) restarted.push_back(m.server);
   }
+  // A worker's copies of dense ranges follow the moves of this map.
+  if (fallback_ != nullptr && before != nullptr && current != before) {
+    const int followed = fallback_->FollowMoves(*current);
+    if (followed > 0) VLOG(1) << followed << " local copies follow moved ranges";
+  }
+  // Parts parked for a server whose keys the map moved away (a drained
+  // server that left before this worker had the map) are routed again.
+  for (client_internal::Resender::Parked& p : resender_->TakeMoved(
+           [this](const client_internal::Resender::Parked& p) {
+             return parts_->MovedAway(p.make(), p.server);
+           })) {
+    parts_->FailMoved(p.server, p.done);
+  }
   for (client_internal::Resender::Parked& p : resender_->TakeRestarted(*current)) {
     parts_->Send(p.server, std::move(p.make), std::move(p.done), p.give_up_ms, p.past_gate);
   }

@@ -108,6 +108,25 @@ TEST(CoordinatorRecoveryTest, EveryPolicyConfiguresForAJobItCanRun) {
   }
 }
 
+// Range moves are opt-in (docs/elastic.md): every built-in policy says how
+// its state follows one; a policy that does not override AdmitRangeMoves
+// refuses them, naming the hook.
+TEST(CoordinatorRecoveryTest, RangeMovesAreAdmittedOnlyByPoliciesThatOptIn) {
+  for (const std::string& name : RecoveryPolicyNames()) {
+    StatusOr<std::unique_ptr<RecoveryPolicy>> p = NewRecoveryPolicy(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_TRUE((*p)->NewCoordinatorRecovery()->AdmitRangeMoves().ok()) << name;
+  }
+  class Silent final : public CoordinatorRecovery {
+   public:
+    Status Configure(const CoordinatorJob&) override { return Status::OK(); }
+    void OnServerLost(int, const std::string&, CoordinatorMechanisms&) override {}
+  };
+  const Status s = Silent().AdmitRangeMoves();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("AdmitRangeMoves"), std::string::npos) << s;
+}
+
 TEST(CoordinatorRecoveryTest, NoneFailsTheJobNamingTheServer) {
   std::unique_ptr<CoordinatorRecovery> r = Make("none", 2, 2);
   EXPECT_EQ(r->ReplicasPerRange(), 1);

@@ -113,6 +113,8 @@ class LocalFallback {
   // Server `spare` takes over what `holder` held alone (the copies move).
   bool TakeOver(int holder, int spare);
   // The dense range of `table` at `range_begin` is served by `server` now.
+  // The copies follow a map that moved ranges (LocalReplica::FollowMoves).
+  int FollowMoves(const ShardMap& map) { return replica_.FollowMoves(map); }
   void Reassign(const std::string& table, uint64_t range_begin, int server) {
     replica_.Reassign(table, range_begin, server);
   }

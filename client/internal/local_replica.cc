@@ -65,6 +65,40 @@ void LocalReplica::Reassign(const std::string& table, uint64_t range_begin, int 
   }
 }
 
+int LocalReplica::FollowMoves(const ShardMap& map) {
+  MutexLock l(&mu_);
+  int changed = 0;
+  std::map<Key, Range> next;
+  for (auto& [key, r] : ranges_) {
+    StatusOr<std::vector<DenseSlice>> slices =
+        r.end > r.begin ? map.SplitDense(key.first, r.begin, r.end - r.begin)
+                        : StatusOr<std::vector<DenseSlice>>(std::vector<DenseSlice>());
+    const bool same = slices.ok() && slices->size() == 1 && (*slices)[0].server == r.server &&
+                      (*slices)[0].range_begin == r.begin && (*slices)[0].range_end == r.end;
+    if (!slices.ok() || slices->empty() || same || lost_.count(r.server) ||
+        !r.doubtful.empty()) {
+      next.emplace(key, std::move(r));
+      continue;
+    }
+    ++changed;
+    for (const DenseSlice& s : *slices) {
+      // A slice is all of its range in `map` unless the copy held only
+      // part of it (a range that grew back: a drain into a neighbour).
+      Range piece;
+      piece.server = s.server;
+      piece.begin = s.begin;
+      piece.end = s.begin + s.count;
+      piece.have = r.have && s.begin == s.range_begin && s.count == s.range_end - s.range_begin;
+      piece.from_init = r.from_init;
+      piece.base_clock = r.base_clock;
+      piece.params.assign(r.params.begin() + s.offset, r.params.begin() + s.offset + s.count);
+      next.emplace(Key{key.first, s.begin}, std::move(piece));
+    }
+  }
+  ranges_.swap(next);
+  return changed;
+}
+
 bool LocalReplica::TakeOver(int holder, int spare) {
   MutexLock l(&mu_);
   auto it = lost_.find(holder);

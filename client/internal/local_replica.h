@@ -28,6 +28,7 @@
 
 #include "common/buffer.h"
 #include "common/initializer.h"
+#include "common/shard_map.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 #include "common/wire.h"
@@ -86,6 +87,14 @@ class LocalReplica {
   // chain's last replica). Its copy and base stay; if `server` is already
   // local the range's change starts from zero. No-op for an unknown range.
   void Reassign(const std::string& table, uint64_t range_begin, int server);
+  // Range moves (docs/elastic.md "Stateless"): the copies follow `map`. A
+  // copy of a range held by a server that is not local is cut where `map`
+  // cuts its keys, each piece keyed by its own range and naming its holder
+  // in `map`, with the copy's clock (a move copies the state as it is: the
+  // values the copy reflects are the same wherever they live). A copy of a
+  // local server's range keeps its server (its change since going local
+  // belongs to that server's re-seed). Returns how many copies changed.
+  int FollowMoves(const ShardMap& map);
   // Hybrid spare takeover: `spare` took over what the local server `holder`
   // held alone. `spare` becomes local in its place (same base clock, no
   // endpoint: it is used again once the map shows it alive) and keeps every

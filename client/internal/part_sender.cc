@@ -34,6 +34,28 @@ int PartSender::RouteOf(const Message& request, int server) const {
   return head.ok() && !head->empty() ? head->front().server : server;
 }
 
+bool PartSender::MovedAway(const Message& request, int server) const {
+  const wire::MsgType t = request.header.type();
+  if (features_.chain_routing || (t != wire::PUSH && t != wire::PULL && t != wire::PUSH_PULL)) {
+    return false;
+  }
+  StatusOr<std::vector<DenseSlice>> slices = router_->map()->SplitDense(
+      request.header.table(), request.header.key_begin(), request.header.key_count());
+  if (!slices.ok()) return false;
+  for (const DenseSlice& s : *slices) {
+    if (s.server != server) return true;
+  }
+  return false;
+}
+
+void PartSender::FailMoved(int server, const Transport::ReplyCallback& done) const {
+  Message reply;
+  *reply.header.mutable_shard_map() = router_->map()->proto();
+  done(WrongShardError("server " + std::to_string(server) +
+                       " is unreachable and the shard map moved the part's keys away from it"),
+       std::move(reply));
+}
+
 void PartSender::LogFailover(int server) {
   const uint64_t epoch = router_->map()->epoch();
   if (!host_->FirstFailoverAckIn(epoch)) return;
@@ -136,6 +158,12 @@ void PartSender::Send(int server, std::function<Message()> make,
                if (st.ok() && update) acked_updates_.fetch_add(1);
                if (st.ok() || !Resender::IsServerLoss(st) || !host_->JobError().ok()) {
                  done(st, std::move(reply));
+                 return;
+               }
+               if (MovedAway(make(), server)) {
+                 // A drained source that exited before this worker routed
+                 // by the map that moved its keys: route the part again.
+                 FailMoved(server, done);
                  return;
                }
                const recovery::PartAction action = role_->OnServerFailed(

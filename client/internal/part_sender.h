@@ -104,6 +104,15 @@ class PartSender {
   int RouteOf(const Message& request, int server) const;
   // Deadline of a request of `type` to a server.
   int TimeoutMs(wire::MsgType type) const;
+  // Without chain routing: true if `request` is a dense data part some of
+  // whose keys the current map no longer gives `server` (a range move took
+  // them, e.g. to drain it). Such a part whose server failed is not waited
+  // for (the server may have left for good): FailMoved() hands it back to
+  // be split again by the map.
+  bool MovedAway(const Message& request, int server) const;
+  // Completes `done` as a "moved" reply (WrongShard with the current map),
+  // which the data path answers by routing the part again (Rerouted).
+  void FailMoved(int server, const Transport::ReplyCallback& done) const;
   // True (and the map installed) if a failed part should be routed again:
   // the server sent a newer map than `version` with a routing error, and
   // `reroutes` are left.

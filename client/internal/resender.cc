@@ -60,6 +60,21 @@ std::vector<Resender::Parked> Resender::TakeRestarted(const ShardMap& map) {
   return taken;
 }
 
+std::vector<Resender::Parked> Resender::TakeMoved(
+    const std::function<bool(const Parked&)>& moved) {
+  std::vector<Parked> taken;
+  MutexLock l(&mu_);
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    if (moved(*it)) {
+      taken.push_back(std::move(*it));
+      it = parked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
 std::vector<Resender::Parked> Resender::TakeExpired(bool all) {
   std::vector<Parked> taken;
   const int64_t now = clock_->NowMs();

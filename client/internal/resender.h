@@ -73,6 +73,9 @@ class Resender {
   // head for them), and those parked until a restart whose server `map`
   // names a new, non-empty endpoint for.
   std::vector<Parked> TakeRestarted(const ShardMap& map);
+  // Takes the parts `moved` says the current map routes elsewhere (their
+  // server may never come back: it was drained).
+  std::vector<Parked> TakeMoved(const std::function<bool(const Parked&)>& moved);
   // Takes the parts parked until the next map at or before `ms`.
   std::vector<Parked> TakeParkedBefore(int64_t ms);
   // Takes the parts past their give-up time, or every part if `all`.

@@ -5,7 +5,10 @@
 // server's entries in order through the gate (ClientMechanisms::Replay) and
 // only then releases it, so its parked parts and new requests follow the
 // replay. A restart during a replay starts a new one (the server's ledger
-// skips what it has already applied).
+// skips what it has already applied). Every new map re-routes the log
+// (UpdateLog::Reroute): after a range move an entry belongs to the server
+// that now holds its keys, whose state (and exactly-once record) reflects
+// it, and is replayed there if that server restarts.
 #include <atomic>
 #include <map>
 #include <memory>
@@ -53,6 +56,11 @@ class ReplayClient final : public CheckpointClientRecovery {
   }
 
   void OnMapInstalled(const ShardMap& map, const std::vector<int>& restarted) override {
+    const uint64_t moved = log_.Reroute(mechanisms()->map());
+    if (moved > 0) {
+      VLOG(1) << moved << " logged update(s) follow their keys to another server (map "
+              << map.version() << ")";
+    }
     for (int server : restarted) {
       // What the restarted server's checkpoint holds (as it told the
       // coordinator; a server back from its own data dir: the newest
@@ -84,6 +92,7 @@ class ReplayClient final : public CheckpointClientRecovery {
     (*counters)["replay_dropped_bytes"] = log_.dropped_bytes();
     (*counters)["replay_uncovered"] = log_.uncovered_entries();
     (*counters)["replay_lost"] = log_.lost_entries();
+    (*counters)["replay_rerouted"] = log_.rerouted_entries();
     (*counters)["replayed"] = replayed_.load();
     (*counters)["replay_failed"] = replay_failed_.load();
   }

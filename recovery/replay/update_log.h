@@ -17,6 +17,12 @@
 // restarts, TakeLost() counts the uncovered ones the restored checkpoint
 // does not contain as lost (lost_entries): reported, never silent.
 //
+// Range moves (docs/elastic.md "Replay"): an entry belongs to the server
+// whose state reflects it, which a move changes (the moved range's state,
+// exactly-once record included, now lives on the destination). Reroute()
+// gives every entry, and every later one, to the server that holds its keys
+// in the newest map, splitting an entry that now spans servers.
+//
 // Thread-safety: all methods are safe from any thread.
 #ifndef RELAXPS_RECOVERY_REPLAY_UPDATE_LOG_H_
 #define RELAXPS_RECOVERY_REPLAY_UPDATE_LOG_H_
@@ -26,6 +32,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/shard_map.h"
 #include "common/thread_annotations.h"
 #include "recovery/client_recovery.h"
 
@@ -59,6 +66,13 @@ class UpdateLog {
   // the dropped entries of that server it does not contain are lost.
   // Returns how many; they are added to lost_entries().
   uint64_t TakeLost(int server, uint64_t restored_seq);
+  // The shard map changed: each entry goes to the server holding its keys
+  // (dense) or rows (sparse) in `map`, split into one entry per server
+  // (each with the part's exactly-once key, clock and marker) where they
+  // now lie on several; Append() routes by `map` from now on. Entries of a
+  // table `map` lacks keep their server. Returns how many entries changed
+  // server (counted in rerouted_entries()).
+  uint64_t Reroute(std::shared_ptr<const ShardMap> map);
   // The entries routed to `server`, oldest first (shared: the log may drop
   // them meanwhile, the caller's copies stay valid).
   std::vector<std::shared_ptr<const Entry>> EntriesFor(int server) const;
@@ -71,8 +85,12 @@ class UpdateLog {
   // Dropped entries no complete checkpoint is known to contain yet.
   uint64_t uncovered_entries() const;
   uint64_t lost_entries() const;
+  uint64_t rerouted_entries() const;
 
  private:
+  // `e` as it goes by map_: itself, or its pieces by server in key order.
+  std::vector<std::shared_ptr<const Entry>> Route(std::shared_ptr<const Entry> e) const
+      REQUIRES(mu_);
   // Entries are replaced, never changed in place: EntriesFor's copies stay
   // consistent.
   void SetMarker(std::shared_ptr<const Entry>* e, uint64_t snapshot_seq, bool pending)
@@ -101,6 +119,8 @@ class UpdateLog {
   uint64_t trimmed_entries_ GUARDED_BY(mu_) = 0;
   std::deque<Dropped> dropped_ GUARDED_BY(mu_);  // Uncovered, oldest first.
   uint64_t lost_entries_ GUARDED_BY(mu_) = 0;
+  uint64_t rerouted_entries_ GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const ShardMap> map_ GUARDED_BY(mu_);  // Newest Reroute(); null: none.
 };
 
 }  // namespace recovery

@@ -1,11 +1,15 @@
 // UpdateLog (recovery/replay/update_log.h): what a complete checkpoint
 // trims, how a pending BSP push is vouched for, and that an overflow drops
-// the oldest entries and counts them.
+// the oldest entries and counts them; that a new map re-routes entries to
+// the server holding their keys after a range move.
 #include "recovery/replay/update_log.h"
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <vector>
+
+#include "tests/test_util.h"
 
 namespace relaxps {
 namespace recovery {
@@ -122,6 +126,134 @@ TEST(UpdateLogTest, OverflowDropsTheOldestAndCountsThem) {
   EXPECT_EQ(log.dropped_entries(), 3u);
   EXPECT_EQ(log.entries(), 3u);
   EXPECT_EQ(log.bytes(), 3 * entry);
+}
+
+
+// A map of table "w" (size keys) cut at `cuts` into ranges held by `holders`
+// (one more holder than cuts), over `servers` servers.
+std::shared_ptr<const ShardMap> MapOf(uint64_t size, const std::vector<uint64_t>& cuts,
+                                      const std::vector<int>& holders, int servers) {
+  wire::ShardMap m;
+  m.set_version(2);
+  for (int i = 0; i < servers; ++i) {
+    wire::ServerInfo* s = m.add_servers();
+    s->set_id(i);
+    s->set_endpoint("tcp://127.0.0.1:" + std::to_string(1000 + i));
+    s->set_alive(true);
+  }
+  wire::TableShards* ts = m.add_tables();
+  ts->mutable_table()->set_name("w");
+  ts->mutable_table()->set_size(size);
+  uint64_t begin = 0;
+  for (size_t i = 0; i < holders.size(); ++i) {
+    wire::DenseRange* r = ts->add_ranges();
+    r->set_begin(begin);
+    r->set_end(i < cuts.size() ? cuts[i] : size);
+    r->set_server(holders[i]);
+    begin = r->end();
+  }
+  auto map = ShardMap::FromProto(m);
+  CHECK(map.ok()) << map.status();
+  return std::make_shared<const ShardMap>(std::move(map).value());
+}
+
+TEST(UpdateLogTest, AMovedRangesEntriesFollowItsKeysToTheirNewServer) {
+  constexpr uint64_t kSize = 3 * kDenseChunk;
+  constexpr uint64_t kCut = 2 * kDenseChunk;
+  UpdateLog log(1 << 30);
+  // Server 0 held the whole table: two whole-table parts and one of the tail.
+  AckedPush whole = Push(0, 1, 0, 0, false, kSize);
+  for (uint64_t k = 0; k < kSize; ++k) whole.grads.data()[k] = static_cast<float>(k);
+  log.Append(whole);
+  AckedPush pending = Push(0, 2, 1, 0, /*pending=*/true, kSize);
+  log.Append(pending);
+  AckedPush tail = Push(0, 3, /*clock=*/0, 0, false, 10);  // Vouches for nothing.
+  tail.key_begin = kCut + 5;
+  log.Append(tail);
+  const int64_t bytes = log.bytes();
+  // The same map: nothing moves.
+  EXPECT_EQ(log.Reroute(MapOf(kSize, {}, {0}, 1)), 0u);
+  EXPECT_EQ(Ids(log, 0), (std::vector<uint64_t>{1, 2, 3}));
+
+  // [kCut, kSize) moved to server 1.
+  EXPECT_EQ(log.Reroute(MapOf(kSize, {kCut}, {0, 1}, 2)), 3u);
+  EXPECT_EQ(log.rerouted_entries(), 3u);
+  EXPECT_EQ(log.bytes(), bytes);
+  EXPECT_EQ(Ids(log, 0), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(Ids(log, 1), (std::vector<uint64_t>{1, 2, 3}));
+  const auto head = log.EntriesFor(0);
+  const auto moved = log.EntriesFor(1);
+  EXPECT_EQ(head[0]->push.key_begin, 0u);
+  EXPECT_EQ(head[0]->push.grads.size(), kCut);
+  EXPECT_EQ(moved[0]->push.key_begin, kCut);
+  ASSERT_EQ(moved[0]->push.grads.size(), kSize - kCut);
+  EXPECT_EQ(moved[0]->push.grads.data()[0], static_cast<float>(kCut));
+  EXPECT_EQ(moved[0]->push.grads.data()[kSize - kCut - 1], static_cast<float>(kSize - 1));
+  // The key, clock and marker go with each piece.
+  EXPECT_EQ(moved[1]->push.push_id, 2u);
+  EXPECT_EQ(moved[1]->push.clock, 1);
+  EXPECT_TRUE(moved[1]->push.pending);
+  EXPECT_EQ(moved[2]->push.key_begin, kCut + 5);
+
+  // An acknowledgement of a part sent by the old map goes by the new one.
+  log.Append(Push(0, 4, /*clock=*/0, 0, false, kSize));
+  EXPECT_EQ(Ids(log, 0), (std::vector<uint64_t>{1, 2, 4}));
+  EXPECT_EQ(Ids(log, 1), (std::vector<uint64_t>{1, 2, 3, 4}));
+  // A reflected push of server 1 vouches for the pending piece it now holds.
+  log.Append([] {
+    AckedPush p = Push(1, 5, 2, 0, false, 1);
+    p.key_begin = kCut;
+    return p;
+  }());
+  EXPECT_FALSE(log.EntriesFor(1)[1]->push.pending);
+  EXPECT_TRUE(log.EntriesFor(0)[1]->push.pending);
+
+  // Server 1 drained into server 0, which now holds both ranges: server
+  // 1's pieces go back to it, nothing is lost or copied twice.
+  const int64_t before_drain = log.bytes();
+  EXPECT_EQ(log.Reroute(MapOf(kSize, {kCut}, {0, 0}, 2)), 5u);
+  EXPECT_TRUE(log.EntriesFor(1).empty());
+  EXPECT_EQ(Ids(log, 0), (std::vector<uint64_t>{1, 1, 2, 2, 3, 4, 4, 5}));
+  EXPECT_EQ(log.bytes(), before_drain);
+}
+
+TEST(UpdateLogTest, RowsFollowTheirBucketsServer) {
+  UpdateLog log(1 << 20);
+  AckedPush rows = Push(0, 1, 0, 0, false, 0);
+  rows.type = wire::PUSH_ROWS;
+  rows.table = "emb";
+  rows.ids = KeyBuffer::CopyOf(std::vector<uint64_t>{10, 11, 12, 13});
+  rows.grads = FloatBuffer::CopyOf(std::vector<float>{0, 0, 1, 1, 2, 2, 3, 3});  // Width 2.
+  log.Append(rows);
+  wire::ShardMap m;
+  m.set_version(2);
+  for (int i = 0; i < 2; ++i) {
+    wire::ServerInfo* s = m.add_servers();
+    s->set_id(i);
+    s->set_endpoint("tcp://127.0.0.1:" + std::to_string(1000 + i));
+    s->set_alive(true);
+  }
+  wire::TableShards* ts = m.add_tables();
+  ts->mutable_table()->set_name("emb");
+  ts->mutable_table()->set_type(1);
+  ts->mutable_table()->set_row_width(2);
+  for (const wire::SparseBucket& b : ShardMap::AssignBuckets(8, 2, 1)) *ts->add_buckets() = b;
+  ASSERT_OK_AND_ASSIGN(ShardMap parsed, ShardMap::FromProto(m));
+  auto map = std::make_shared<const ShardMap>(parsed);
+  log.Reroute(map);
+  size_t rows_seen = 0;
+  for (int server = 0; server < 2; ++server) {
+    for (const auto& e : log.EntriesFor(server)) {
+      ASSERT_EQ(e->push.grads.size(), 2 * e->push.ids.size());
+      for (size_t i = 0; i < e->push.ids.size(); ++i) {
+        const uint64_t id = e->push.ids.data()[i];
+        EXPECT_EQ(map->SparseServer(*map->FindTable("emb"), id), server) << id;
+        EXPECT_EQ(e->push.grads.data()[2 * i], static_cast<float>(id - 10)) << id;
+        ++rows_seen;
+      }
+    }
+  }
+  EXPECT_EQ(rows_seen, 4u);
 }
 
 }  // namespace

@@ -46,6 +46,21 @@ class StatelessClientRecovery final : public ClientRecovery {
     return d;
   }
 
+  // Whether `server` holds a dense range or a sparse bucket in `m`.
+  static bool HoldsKeys(const ShardMap& m, int server) {
+    for (const wire::TableShards& ts : m.proto().tables()) {
+      // A sparse table without buckets (an older map) has rows on every server.
+      if (ts.table().type() == 1 && ts.buckets_size() == 0) return true;
+      for (const wire::DenseRange& r : ts.ranges()) {
+        if (r.server() == server) return true;
+      }
+      for (const wire::SparseBucket& b : ts.buckets()) {
+        if (b.server() == server) return true;
+      }
+    }
+    return false;
+  }
+
   void OnMapInstalled(const ShardMap& m, const std::vector<int>& /*restarted*/) override {
     if (!options_.worker) return;
     ClientMechanisms* mech = mechanisms();
@@ -54,7 +69,9 @@ class StatelessClientRecovery final : public ClientRecovery {
       std::string lost_at;
       bool stalled = false;
       if (!mech->LostAt(i, &lost_at, &stalled)) {
-        if (!info.alive() && !info.endpoint().empty()) {
+        // A dead server that holds nothing (drained: its ranges moved away
+        // before it left) is no loss: nothing to train locally or re-seed.
+        if (!info.alive() && !info.endpoint().empty() && HoldsKeys(m, i)) {
           mech->GoLocal(i, info.endpoint(), false, "the coordinator declared it dead");
         }
       } else if (info.alive() && !info.endpoint().empty() && info.endpoint() != lost_at) {

@@ -1,5 +1,6 @@
 // LocalReplica: local SGD steps on a lost server's ranges, the accumulated
-// change, SEED_COPY contents and the change handed back on rejoin.
+// change, SEED_COPY contents and the change handed back on rejoin; copies
+// that follow a range move.
 #include "client/internal/local_replica.h"
 
 #include <gtest/gtest.h>
@@ -179,6 +180,66 @@ TEST(LocalReplicaTest, RangesNeverPulledWholeHaveNoCopy) {
   ASSERT_EQ(data.ranges_size(), 1);
   EXPECT_FALSE(data.ranges(0).has_copy());
   EXPECT_TRUE(frames.empty());
+}
+
+// Table "w" of 12 keys cut at `cut` (0: one range) between servers 0 and
+// `tail_server`.
+ShardMap CutMap(uint64_t cut, int tail_server) {
+  wire::ShardMap m;
+  m.set_version(1);
+  for (int i = 0; i < 3; ++i) {
+    wire::ServerInfo* s = m.add_servers();
+    s->set_id(i);
+    s->set_endpoint("tcp://127.0.0.1:" + std::to_string(1000 + i));
+    s->set_alive(true);
+  }
+  wire::TableShards* ts = m.add_tables();
+  ts->mutable_table()->set_name("w");
+  ts->mutable_table()->set_size(12);
+  wire::DenseRange* head = ts->add_ranges();
+  head->set_begin(0);
+  head->set_end(cut == 0 ? 12 : cut);
+  head->set_server(0);
+  if (cut != 0) {
+    wire::DenseRange* tail = ts->add_ranges();
+    tail->set_begin(cut);
+    tail->set_end(12);
+    tail->set_server(tail_server);
+  }
+  auto map = ShardMap::FromProto(m);
+  CHECK(map.ok()) << map.status();
+  return std::move(map).value();
+}
+
+TEST(LocalReplicaTest, ACopyFollowsAMoveOfItsRangesTailAndTrainsItLocally) {
+  LocalReplica r;
+  std::vector<float> pulled(12);
+  for (int i = 0; i < 12; ++i) pulled[i] = static_cast<float>(i);
+  r.Remember(0, "w", 0, 12, 0, pulled.data(), 12, /*params_clock=*/7);
+  EXPECT_EQ(r.FollowMoves(CutMap(0, 0)), 0);  // The same ranges: nothing changes.
+  EXPECT_EQ(r.FollowMoves(CutMap(8, 1)), 1);  // [8, 12) moved to server 1.
+  EXPECT_EQ(r.FollowMoves(CutMap(8, 1)), 0);
+  // Server 1 is lost: its piece of the copy trains locally, server 0's does not.
+  ASSERT_TRUE(r.GoLocal(1, "tcp://b", false));
+  const float g[2] = {2, 2};
+  ASSERT_OK_AND_ASSIGN(int64_t c, r.Serve(1, "w", 8, {0.5f}, 10, g, nullptr, 2));
+  EXPECT_EQ(c, 7);  // The copy's clock goes with the piece.
+  float out[4];
+  ASSERT_OK(r.Serve(1, "w", 8, {0.5f}, 8, nullptr, out, 4).status());
+  EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{8, 9, 9, 10}));
+  EXPECT_EQ(r.Serve(1, "w", 0, {0.5f}, 0, g, nullptr, 2).status().code(),
+            StatusCode::kUnavailable);
+  wire::SeedData data;
+  std::vector<Frame> frames;
+  r.FillSeedCopy(1, &data, &frames);
+  ASSERT_EQ(data.ranges_size(), 1);
+  EXPECT_EQ(data.ranges(0).begin(), 8u);
+  EXPECT_EQ(data.ranges(0).end(), 12u);
+  EXPECT_EQ(FrameFloats(frames[0]), (std::vector<float>{8, 9, 9, 10}));
+  // A local server's copy keeps its server whatever the map says (its
+  // change belongs to its re-seed).
+  EXPECT_EQ(r.FollowMoves(CutMap(8, 0)), 0);
+  EXPECT_TRUE(r.Serve(1, "w", 8, {0.5f}, 8, nullptr, out, 4).ok());
 }
 
 }  // namespace

@@ -350,21 +350,5 @@ TEST(RangeMoveTest, DrainingTheFirstServerAfterAJoinLeavesTheModelUnchanged) {
             drained.events.end());
 }
 
-TEST(RangeMoveTest, AJoinUnderAPolicyThatMovesNoRangesIsRefusedWithItsReason) {
-  CoordinatorOptions co;
-  co.num_servers = 1;
-  co.recovery = "stateless";
-  InProcessCluster cluster(co, ServerOptions());
-  ServerOptions so;
-  so.coordinator = cluster.coordinator();
-  so.store.kind = "memory";
-  so.join = true;
-  so.register_timeout_ms = 2000;
-  StatusOr<std::unique_ptr<Server>> s = Server::Start(so);
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("stateless"), std::string::npos) << s.status();
-  EXPECT_NE(s.status().message().find("moves no ranges"), std::string::npos) << s.status();
-}
-
 }  // namespace
 }  // namespace relaxps
