@@ -367,6 +367,86 @@ std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& original, int des
   return plan;
 }
 
+namespace {
+
+// The moves that give drained range [begin, end) of `source` (unreplicated,
+// dense table `name`) to `others` by their shares: each server's share is
+// the table's size / others.size(), and the range is cut into consecutive
+// pieces, one per server still below its share, as large as that server
+// lacks (the last takes the rest), boundaries on kDenseChunk (a piece of
+// less than a chunk joins its neighbour). A server holding the range that
+// ends at `begin` takes the first piece and one holding the range that
+// starts at `end` the last, so that pieces land next to ranges their
+// server holds; the others by ascending load. The pieces move tail first,
+// so each move cuts the tail of the source's remaining range (ApplyMove);
+// the first piece moves whole. Appended to *plan and applied to *map.
+Status PlanDrainOfRange(wire::ShardMap* map, const std::string& name, uint64_t begin,
+                        uint64_t end, int source, const std::set<int>& others,
+                        std::vector<wire::RangeMove>* plan) {
+  const wire::TableShards& ts = *FindTable(map, name);
+  std::map<int, uint64_t> load;
+  for (int s : others) load[s] = 0;
+  int before = -1;  // Holds the range ending at `begin`.
+  int after = -1;   // Holds the range starting at `end`.
+  uint64_t size = 0;
+  for (const wire::DenseRange& o : ts.ranges()) {
+    size += o.end() - o.begin();
+    if (load.count(o.server()) == 0) continue;
+    load[o.server()] += o.end() - o.begin();
+    if (o.end() == begin) before = o.server();
+    if (o.begin() == end) after = o.server();
+  }
+  const uint64_t share = size / others.size();
+  std::vector<int> order;  // Servers in the key order of their pieces.
+  for (const auto& [s, keys] : load) {
+    if (s != before && s != after) order.push_back(s);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&load](int a, int b) { return load[a] < load[b]; });
+  if (before >= 0) order.insert(order.begin(), before);
+  if (after >= 0 && after != before) order.push_back(after);
+  // Cut points: pieces [cuts[i], cuts[i + 1]) go to dests[i].
+  std::vector<uint64_t> cuts = {begin};
+  std::vector<int> dests;
+  for (int s : order) {
+    const uint64_t at = cuts.back();
+    if (at >= end) break;
+    const uint64_t lacks = load[s] < share ? share - load[s] : 0;
+    if (lacks == 0) continue;
+    uint64_t cut = at + lacks;
+    cut = (cut + kDenseChunk / 2) / kDenseChunk * kDenseChunk;  // Nearest chunk boundary.
+    if (cut <= at) continue;                // It lacks less than half a chunk.
+    if (cut + kDenseChunk > end) cut = end;  // No sliver left behind.
+    cuts.push_back(cut);
+    dests.push_back(s);
+  }
+  if (dests.empty()) {
+    // Every other server holds its share already (rounding): the least
+    // loaded takes the whole range.
+    int least = *others.begin();
+    for (const auto& [s, keys] : load) {
+      if (keys < load[least]) least = s;
+    }
+    cuts.push_back(end);
+    dests.push_back(least);
+  }
+  cuts.back() = end;  // The last piece takes the rest.
+  for (size_t i = dests.size(); i-- > 0;) {
+    wire::RangeMove m;
+    m.set_table(name);
+    m.set_begin(cuts[i]);
+    m.set_end(end);  // The tail of what the source still holds of the range.
+    m.set_source(source);
+    m.set_destination(dests[i]);
+    RETURN_IF_ERROR(ApplyMove(map, m));
+    plan->push_back(m);
+    end = cuts[i];
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& original, int source,
                                                      const std::set<int>& serving) {
   std::set<int> others = serving;
@@ -459,23 +539,7 @@ StatusOr<std::vector<wire::RangeMove>> PlanMovesFrom(const wire::ShardMap& origi
         continue;
       }
       if (r.server() != source) continue;
-      std::map<int, uint64_t> load;
-      for (int s : others) load[s] = 0;
-      for (const wire::DenseRange& o : FindTable(&map, name)->ranges()) {
-        if (load.count(o.server())) load[o.server()] += o.end() - o.begin();
-      }
-      int dest = *others.begin();
-      for (const auto& [s, keys] : load) {
-        if (keys < load[dest]) dest = s;
-      }
-      wire::RangeMove m;
-      m.set_table(name);
-      m.set_begin(r.begin());
-      m.set_end(r.end());
-      m.set_source(source);
-      m.set_destination(dest);
-      RETURN_IF_ERROR(ApplyMove(&map, m));
-      plan.push_back(m);
+      RETURN_IF_ERROR(PlanDrainOfRange(&map, name, r.begin(), r.end(), source, others, &plan));
     }
   }
   return plan;

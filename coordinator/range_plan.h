@@ -41,7 +41,10 @@ std::vector<wire::RangeMove> PlanMovesTo(const wire::ShardMap& map, int dest,
 
 // The moves that take every dense range and sparse bucket of server
 // `source` to the other `serving` servers (`source` not among them): each
-// whole range to the one holding the fewest keys of its table then, each
+// range cut into consecutive pieces, one per server still below its share
+// of the table (size / others), as large as it lacks, on kDenseChunk, the
+// first to the server holding the range before it and the last to the one
+// holding the range after it (moved tail first), each
 // bucket to the one holding the fewest buckets of its table then (the
 // source's buckets in order, a consecutive run of them per destination: one
 // move each). A chained range moves `source`'s replica to the server outside

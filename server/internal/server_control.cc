@@ -18,7 +18,7 @@ namespace relaxps {
 namespace server_internal {
 
 uint64_t ServerImpl::UpdatesApplied() {
-  uint64_t applied = 0;
+  uint64_t applied = dropped_updates_applied_;
   ForEachUnit([&applied](RangeState* unit) {
     applied += unit->shard != nullptr ? unit->shard->updates_applied()
                                       : unit->bucket->shard()->updates_applied();

@@ -91,7 +91,9 @@ class ServerImpl final : public Server,
   // request's own deadline, at most a day away.
   int64_t PullDeadlineMs(const wire::Header& h) const;
   void HandleStats(const Request& req);
-  // Updates (pushes, rounds) applied to every shard held here.
+  // Updates (pushes, rounds) applied to every shard held here, and to every
+  // shard dropped since the start (a counter: it never goes down when a move
+  // or a split replaces a shard).
   uint64_t UpdatesApplied();
   // Scrape-time metrics (server_metrics.cc), posted to the loop thread.
   void CollectMetrics(metrics::MetricSink* sink);
@@ -384,6 +386,8 @@ class ServerImpl final : public Server,
   // snapshot is written (server/internal/checkpoint_hold.h).
   server_internal::CheckpointHold checkpoint_hold_;
   uint64_t held_bytes_ = 0;  // Dense shards created here (all slots).
+  // Updates applied to the dense shards DropRange dropped (UpdatesApplied).
+  uint64_t dropped_updates_applied_ = 0;
   uint64_t epoch_ = 0;   // Job epoch of the installed map.
   bool registered_ = false;  // Ranges created after registration are new tables.
   // Stateless recovery: this server replaced a lost one and has not been

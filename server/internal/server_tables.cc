@@ -299,7 +299,10 @@ StatusOr<RangeState*> ServerImpl::CreateRange(const std::string& table, uint64_t
 }
 
 void ServerImpl::DropRange(const std::string& table, uint64_t begin) {
-  dense_.erase({table, begin});
+  auto it = dense_.find({table, begin});
+  if (it == dense_.end()) return;
+  if (it->second.shard != nullptr) dropped_updates_applied_ += it->second.shard->updates_applied();
+  dense_.erase(it);
 }
 
 Status ServerImpl::ReshapeRange(RangeState* range, uint64_t end) {
