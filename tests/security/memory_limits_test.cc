@@ -90,7 +90,9 @@ class MemoryLimitsTest : public ::testing::Test {
     // own, the resident set after the readers went stayed 16-37 MB above
     // the start though nothing was in use; in one arena it is back within
     // 1 MB, and what stays is what the cluster holds.
-    if (!test::kSanitizerInflatesMemory) ASSERT_EQ(mallopt(M_ARENA_MAX, 1), 1);
+    if (!test::kSanitizerInflatesMemory) {
+      ASSERT_EQ(mallopt(M_ARENA_MAX, 1), 1);
+    }
     CoordinatorOptions co;
     co.num_servers = 1;
     co.consistency = ConsistencyModel::kBsp;
