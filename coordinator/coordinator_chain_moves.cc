@@ -15,18 +15,8 @@ namespace relaxps {
 namespace coordinator_internal {
 
 namespace {
-constexpr int kSourceAttempts = 3;
-
 bool Member(const std::vector<int>& chain, int server) {
   return std::find(chain.begin(), chain.end(), server) != chain.end();
-}
-
-EventFields ChainMoveFields(const wire::RangeMove& m) {
-  return {{"table", m.table()},
-          {"begin", m.begin()},
-          {"end", m.end()},
-          {"source", m.source()},
-          {"destination", m.destination()}};
 }
 }  // namespace
 
@@ -58,7 +48,7 @@ void CoordinatorImpl::StartChainMove() {
   LOG(INFO) << "range move " << m.id() << ": the replica of keys [" << m.begin() << ", "
             << m.end() << ") of table '" << m.table() << "' on server " << m.source()
             << " goes to server " << m.destination() << (resumed ? " (resumed)" : "");
-  EventFields fields = ChainMoveFields(m);
+  EventFields fields = MoveFields(m);
   fields.push_back({"resumed", resumed});
   Emit("range_move_started", fields);
   if (!Member(chain, m.destination())) {
@@ -90,7 +80,7 @@ void CoordinatorImpl::ContinueChainMove() {
   }
   if (chain_source_asked_) return;
   chain_source_asked_ = true;
-  SendMoveStep(m, /*incoming=*/false, kSourceAttempts);
+  SendMoveStep(m, /*incoming=*/false, kMoveSourceAttempts);
 }
 
 void CoordinatorImpl::FinishChainMove() {
@@ -107,7 +97,7 @@ void CoordinatorImpl::FinishChainMove() {
   moves_.pop_front();
   RebuildServerList();
   PublishMap("range move " + std::to_string(m.id()));
-  EventFields fields = ChainMoveFields(m);
+  EventFields fields = MoveFields(m);
   fields.push_back({"map_version", map_.version()});
   fields.push_back({"ms", clock_->NowMs() - move_started_ms_});
   Emit("range_move_done", fields);

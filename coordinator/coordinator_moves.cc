@@ -14,21 +14,18 @@ namespace relaxps {
 namespace coordinator_internal {
 
 namespace {
-// Source steps that time out are asked again this often (each is
-// idempotent on the server) before the move counts as failed.
-constexpr int kSourceAttempts = 3;
 // A step refused by a server that has not adopted this coordinator yet goes
 // again this much later (the server learns of it from a heartbeat reply).
 constexpr int64_t kAdoptionRetryMs = 100;
+}  // namespace
 
-EventFields MoveFields(const wire::RangeMove& m) {
+EventFields CoordinatorImpl::MoveFields(const wire::RangeMove& m) {
   return {{"table", m.table()},
           {"begin", m.begin()},
           {"end", m.end()},
           {"source", m.source()},
           {"destination", m.destination()}};
 }
-}  // namespace
 
 std::set<int> CoordinatorImpl::ServingServers() const {
   std::set<int> serving;
@@ -102,7 +99,7 @@ void CoordinatorImpl::RunNextMove() {
     EventFields fields = MoveFields(m);
     fields.push_back({"resumed", resumed});
     Emit("range_move_started", fields);
-    SendMoveStep(m, /*incoming=*/true, kSourceAttempts);
+    SendMoveStep(m, /*incoming=*/true, kMoveSourceAttempts);
     return;
   }
 }
@@ -162,7 +159,7 @@ void CoordinatorImpl::OnMoveStep(uint64_t id, bool incoming, int attempts_left, 
     return;
   }
   if (incoming) {
-    SendMoveStep(m, /*incoming=*/false, kSourceAttempts);
+    SendMoveStep(m, /*incoming=*/false, kMoveSourceAttempts);
     return;
   }
   // The destination holds the range: publish it.

@@ -175,6 +175,11 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // The first queued move, of a chained range: the destination joins the
   // chain as tail (map published), then ContinueChainMove.
   void StartChainMove();
+  // Source steps of a move that time out are asked again this often (each
+  // is idempotent on the server) before the move counts as failed.
+  static constexpr int kMoveSourceAttempts = 3;
+  // The range_move_* events' fields of move `m`.
+  static EventFields MoveFields(const wire::RangeMove& m);
   // The running chain move goes on if it can: once the destination holds
   // the state, the source is asked to leave (MOVE_RANGE); if the source is
   // no replica any more (lost and spliced out by the policy), it is done.
