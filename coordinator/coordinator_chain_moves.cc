@@ -38,19 +38,12 @@ void CoordinatorImpl::StartChainMove() {
     FailMoves(m, s);
     return;
   }
-  if (m.token().empty()) m.set_token(NewMemberToken());
-  m.set_destination_endpoint(dst->second.endpoint);
-  const bool resumed = m.started();
-  m.set_started(true);
-  move_running_ = true;
+  const bool resumed = MarkMoveRunning(&m, dst->second.endpoint);
   chain_source_asked_ = false;
-  move_started_ms_ = clock_->NowMs();
   LOG(INFO) << "range move " << m.id() << ": the replica of keys [" << m.begin() << ", "
             << m.end() << ") of table '" << m.table() << "' on server " << m.source()
             << " goes to server " << m.destination() << (resumed ? " (resumed)" : "");
-  EventFields fields = MoveFields(m);
-  fields.push_back({"resumed", resumed});
-  Emit("range_move_started", fields);
+  EmitMoveStarted(m, resumed);
   if (!Member(chain, m.destination())) {
     // It joins as tail: its predecessor streams it the state, and it counts
     // as no copy until it reports the transfer done (Syncing).

@@ -27,6 +27,23 @@ EventFields CoordinatorImpl::MoveFields(const wire::RangeMove& m) {
           {"destination", m.destination()}};
 }
 
+bool CoordinatorImpl::MarkMoveRunning(wire::RangeMove* m,
+                                      const std::string& destination_endpoint) {
+  if (m->token().empty()) m->set_token(NewMemberToken());
+  m->set_destination_endpoint(destination_endpoint);
+  const bool resumed = m->started();
+  m->set_started(true);
+  move_running_ = true;
+  move_started_ms_ = clock_->NowMs();
+  return resumed;
+}
+
+void CoordinatorImpl::EmitMoveStarted(const wire::RangeMove& m, bool resumed) {
+  EventFields fields = MoveFields(m);
+  fields.push_back({"resumed", resumed});
+  Emit("range_move_started", fields);
+}
+
 std::set<int> CoordinatorImpl::ServingServers() const {
   std::set<int> serving;
   for (const auto& [id, m] : members_.servers()) {
@@ -86,19 +103,12 @@ void CoordinatorImpl::RunNextMove() {
       FailMoves(m, s);
       return;
     }
-    if (m.token().empty()) m.set_token(NewMemberToken());
-    m.set_destination_endpoint(dst->second.endpoint);
-    const bool resumed = m.started();
-    m.set_started(true);
-    move_running_ = true;
-    move_started_ms_ = clock_->NowMs();
+    const bool resumed = MarkMoveRunning(&m, dst->second.endpoint);
     if (!Persist()) return;
     LOG(INFO) << "range move " << m.id() << ": keys [" << m.begin() << ", " << m.end()
               << ") of table '" << m.table() << "' from server " << m.source() << " to server "
               << m.destination() << (resumed ? " (resumed)" : "");
-    EventFields fields = MoveFields(m);
-    fields.push_back({"resumed", resumed});
-    Emit("range_move_started", fields);
+    EmitMoveStarted(m, resumed);
     SendMoveStep(m, /*incoming=*/true, kMoveSourceAttempts);
     return;
   }

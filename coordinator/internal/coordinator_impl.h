@@ -180,6 +180,12 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   static constexpr int kMoveSourceAttempts = 3;
   // The range_move_* events' fields of move `m`.
   static EventFields MoveFields(const wire::RangeMove& m);
+  // Marks move `m` (moves_.front()) running: its token (kept if it has one)
+  // and the destination's endpoint set, its clock started. True if it had
+  // started before (a move resumed after a takeover).
+  bool MarkMoveRunning(wire::RangeMove* m, const std::string& destination_endpoint);
+  // range_move_started of move `m`.
+  void EmitMoveStarted(const wire::RangeMove& m, bool resumed);
   // The running chain move goes on if it can: once the destination holds
   // the state, the source is asked to leave (MOVE_RANGE); if the source is
   // no replica any more (lost and spliced out by the policy), it is done.
