@@ -151,18 +151,8 @@ struct JobResult {
 void RunJob(bool elastic, int clocks, JobResult* out) {
   InProcessCluster cluster(Job(ConsistencyModel::kBsp), ServerOptions());
   const std::string& coordinator = cluster.coordinator();
-  std::vector<std::unique_ptr<Client>> owned;
-  for (int k = 0; k < 2; ++k) {
-    ClientOptions o;
-    o.coordinator = coordinator;
-    o.request_timeout_ms = 20000 * test::TimeScale();
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
-    ASSERT_OK(c->CreateTable(Dense()));
-    ASSERT_OK(c->CreateTable(Sparse()));
-    owned.push_back(std::move(c));
-  }
-  std::sort(owned.begin(), owned.end(),
-            [](const auto& a, const auto& b) { return a->worker_id() < b->worker_id(); });
+  ASSERT_OK_AND_ASSIGN(std::vector<std::unique_ptr<Client>> owned,
+                       test::ConnectWorkersInOrder(coordinator, 2, {Dense(), Sparse()}));
   std::vector<Client*> workers;
   for (auto& c : owned) workers.push_back(c.get());
   test::DenseBspDriver dense(workers, Dense(), kLayers);

@@ -4,6 +4,7 @@
 #ifndef RELAXPS_TESTS_ELASTIC_ELASTIC_TEST_UTIL_H_
 #define RELAXPS_TESTS_ELASTIC_ELASTIC_TEST_UTIL_H_
 
+#include <algorithm>
 #include <future>
 #include <memory>
 #include <string>
@@ -12,11 +13,13 @@
 
 #include <glog/logging.h>
 
+#include "client/client.h"
 #include "common/member_token.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
 #include "server/server.h"
 #include "tests/operator_session.h"
+#include "tests/test_util.h"
 
 namespace relaxps {
 namespace test {
@@ -38,6 +41,25 @@ inline wire::Header AskForReply(const std::string& endpoint, Message m) {
     reply.set_value(std::move(r.header));
   });
   return reply.get_future().get();
+}
+
+// `n` workers of the job at `coordinator`, each having created `tables`, in
+// worker-id order (the BSP drivers index them by rank).
+inline StatusOr<std::vector<std::unique_ptr<Client>>> ConnectWorkersInOrder(
+    const std::string& coordinator, int n, const std::vector<TableOptions>& tables) {
+  std::vector<std::unique_ptr<Client>> owned;
+  for (int k = 0; k < n; ++k) {
+    ClientOptions o;
+    o.coordinator = coordinator;
+    o.request_timeout_ms = 20000 * TimeScale();
+    StatusOr<std::unique_ptr<Client>> c = Client::Connect(o);
+    if (!c.ok()) return c.status();
+    for (const TableOptions& t : tables) RETURN_IF_ERROR((*c)->CreateTable(t));
+    owned.push_back(std::move(*c));
+  }
+  std::sort(owned.begin(), owned.end(),
+            [](const auto& a, const auto& b) { return a->worker_id() < b->worker_id(); });
+  return owned;
 }
 
 inline wire::ShardMap MapOf(const std::string& coordinator) {

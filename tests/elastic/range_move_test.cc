@@ -88,17 +88,8 @@ struct JobResult {
 void RunJob(bool join, JobResult* out, uint64_t joined_max_bytes = 0, int drain_after_clock = -1) {
   InProcessCluster cluster(1, ConsistencyModel::kBsp, /*staleness=*/0,
                            /*heartbeat_timeout_ms=*/5000);
-  std::vector<std::unique_ptr<Client>> owned;
-  for (int k = 0; k < 2; ++k) {
-    ClientOptions o;
-    o.coordinator = cluster.coordinator();
-    o.request_timeout_ms = 20000 * test::TimeScale();
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(o));
-    ASSERT_OK(c->CreateTable(Dense()));
-    owned.push_back(std::move(c));
-  }
-  std::sort(owned.begin(), owned.end(),
-            [](const auto& a, const auto& b) { return a->worker_id() < b->worker_id(); });
+  ASSERT_OK_AND_ASSIGN(std::vector<std::unique_ptr<Client>> owned,
+                       test::ConnectWorkersInOrder(cluster.coordinator(), 2, {Dense()}));
   std::vector<Client*> workers;
   for (auto& c : owned) workers.push_back(c.get());
   test::DenseBspDriver dense(workers, Dense(), kLayers);
