@@ -291,6 +291,15 @@ def targets_of(figs):
            field="value")
     target("issue 43: dense range migration GB/s >= 0.5x the one-way ZeroMQ echo of its pieces",
            "range_move/dense", ">=", 0.5)
+    target("issue 41: PyTorch CNN through relaxps / the same model in plain PyTorch, same "
+           "threads, samples/s >= 0.95", "training_pytorch_cnn/cnn/ps_async_w1s1/samples_per_s",
+           ">=", 0.95)
+    target("issue 41: cnn job samples/s with CURVE / plain >= 0.6",
+           "training/cnn/ps_async_w1s1_curve/samples_per_s", ">=", 0.6)
+    for what, name in (("GPU Adam / device memcpy >= 0.8", "gpu/optimizer/adam_vs_memcpy"),
+                       ("cnn samples/s --device=cuda / cpu (reported)", "gpu/cnn/cuda_vs_cpu")):
+        target(f"issue 41: {what}", name, ">=", 0.8 if "Adam" in what else 0.0,
+               why="runs on a GPU machine only: scripts/gpu_check.sh --bundle here, --run there")
     durability_targets(target)
     return out
 

@@ -8,10 +8,14 @@
 # load from other processes does not land on one side only.
 # For the --wal_models (default mlp) a third run goes through a RocksDB server
 # with --wal_per_update (WAL group commit): its figure has the plain ps run
-# as yardstick (what per-update durability costs training).
+# as yardstick (what per-update durability costs training). For the
+# --curve_models (default none) a run goes through the same job under
+# --security=curve (keys from relaxps-ctl keygen), again against the plain ps
+# run (what encryption costs training).
 #
 #   bench/training_overhead.sh [--duration_s=30] [--reps=2] [--models=mlp,cnn]
-#                              [--wal_models=mlp] [--out_dir=DIR] [--trainer=FILE.py]
+#                              [--wal_models=mlp] [--curve_models=cnn]
+#                              [--out_dir=DIR] [--trainer=FILE.py]
 #
 # --trainer=FILE.py measures a Python trainer with relaxps-worker's flags
 # (examples/pytorch_cnn.py, run by /usr/bin/python3 with PYTHONPATH=
@@ -26,6 +30,7 @@ BIN=${BIN:-$ROOT/${BUILD_DIR:-build}/bin}
 DURATION_S=30
 MODELS=mlp,cnn
 WAL_MODELS=mlp
+CURVE_MODELS=""
 REPS=2
 OUT_DIR=""
 TRAINER=""
@@ -34,6 +39,7 @@ for arg in "$@"; do
     --duration_s=*) DURATION_S=${arg#*=} ;;
     --models=*) MODELS=${arg#*=} ;;
     --wal_models=*) WAL_MODELS=${arg#*=} ;;
+    --curve_models=*) CURVE_MODELS=${arg#*=} ;;
     --reps=*) REPS=${arg#*=} ;;
     --out_dir=*) OUT_DIR=${arg#*=} ;;
     --trainer=*) TRAINER=${arg#*=}; [[ " $* " == *" --wal_models="* ]] || WAL_MODELS="" ;;
@@ -63,8 +69,11 @@ for model in ${MODELS//,/ }; do
   local_best=0
   ps_best=0
   wal_best=0
+  curve_best=0
   wal=0
+  curve=0
   [[ ",$WAL_MODELS," == *",$model,"* ]] && wal=1
+  [[ ",$CURVE_MODELS," == *",$model,"* ]] && curve=1
   for rep in $(seq 1 "$REPS"); do
     dir="$OUT_DIR/$model/rep$rep"
     mkdir -p "$dir"
@@ -89,12 +98,28 @@ for model in ${MODELS//,/ }; do
       wal_sps=$(final_field "$dir/wal/worker-0.log" samples_per_s)
       rm -rf "$dir/wal"/data-*
     fi
-    echo "training_overhead: $model rep $rep: local ${local_sps:-?} samples/s, ps ${ps_sps:-?} samples/s, ps+wal ${wal_sps:-?} samples/s" >&2
+    curve_sps=0
+    if [ "$curve" = 1 ]; then
+      keys="$dir/curve/keys"
+      mkdir -p "$dir/curve"
+      "$BIN/relaxps-ctl" keygen "$keys" --servers=1 --workers=1 >"$dir/curve/keygen.log" 2>&1 ||
+        { echo "training_overhead: relaxps-ctl keygen failed; see $dir/curve/keygen.log" >&2; exit 1; }
+      secure=(--security=curve --keys_dir="$keys")
+      CLUSTER_SERVER_ARGS=("${secure[@]}")
+      cluster_start "$dir/curve" 1 1 --consistency=async "${secure[@]}" || exit 1
+      CLUSTER_SERVER_ARGS=()
+      cluster_worker "$dir/curve" 0 --model="$model" --num_workers=1 --worker_id=0 "${secure[@]}" "${COMMON[@]}"
+      cluster_wait_workers
+      cluster_stop
+      curve_sps=$(final_field "$dir/curve/worker-0.log" samples_per_s)
+    fi
+    echo "training_overhead: $model rep $rep: local ${local_sps:-?} samples/s, ps ${ps_sps:-?} samples/s, ps+wal ${wal_sps:-?} samples/s, ps+curve ${curve_sps:-?} samples/s" >&2
     local_best=$(best "$local_best" "$local_sps")
     ps_best=$(best "$ps_best" "$ps_sps")
     wal_best=$(best "$wal_best" "$wal_sps")
+    curve_best=$(best "$curve_best" "$curve_sps")
   done
-  rows+=("$model $local_best $ps_best $wal $wal_best")
+  rows+=("$model $local_best $ps_best $wal $wal_best $curve $curve_best")
 done
 
 python3 - "$NAME" "$DURATION_S" "$OUT_DIR" "${rows[@]}" <<'PY'
@@ -102,8 +127,8 @@ import json, sys
 name, duration, out_dir, rows = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:]
 results = []
 for r in rows:
-    model, local, ps, wal, wal_ps = r.split()
-    local, ps, wal_ps = float(local), float(ps), float(wal_ps)
+    model, local, ps, wal, wal_ps, curve, curve_ps = r.split()
+    local, ps, wal_ps, curve_ps = float(local), float(ps), float(wal_ps), float(curve_ps)
     results.append({
         "name": f"{name}/{model}/ps_async_w1s1/samples_per_s",
         "value": ps, "unit": "samples/s",
@@ -117,6 +142,13 @@ for r in rows:
             "value": wal_ps, "unit": "samples/s",
             "yardstick": f"{name}/{model}/ps_async_w1s1/samples_per_s", "yardstick_value": ps,
             "ratio": wal_ps / ps if ps > 0 else 0.0, "better": "higher",
+        })
+    if curve == "1":
+        results.append({
+            "name": f"{name}/{model}/ps_async_w1s1_curve/samples_per_s",
+            "value": curve_ps, "unit": "samples/s",
+            "yardstick": f"{name}/{model}/ps_async_w1s1/samples_per_s", "yardstick_value": ps,
+            "ratio": curve_ps / ps if ps > 0 else 0.0, "better": "higher",
         })
 print(json.dumps({"bench": name + "_overhead", "duration_s": duration, "logs": out_dir,
                   "results": results}))

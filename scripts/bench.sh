@@ -68,7 +68,8 @@ if [ "$QUICK" = 1 ]; then
   # the standalone table is cut to the small sizes here.
   ZMQ_ARGS=(--quick --sizes=4096,1048576)
   OPT_ARGS=(--iters=3 --reps=3)
-  OVERHEAD_ARGS=(--duration_s=5 --reps=1)
+  OVERHEAD_S=5
+  OVERHEAD_ARGS=(--duration_s=$OVERHEAD_S --reps=1)
   STORE_ARGS=(--mb=16 --seconds=1 --reps=2 --only=rocksdb/flush1)
   STORE_DIRTY_ARGS=(--seconds=1 --reps=2)
   WAL_ARGS=(--seconds=1 --reps=1)
@@ -82,7 +83,8 @@ else
   Q=(--seconds=0.5 --reps=2 --deep_max_bytes=16777216)
   ZMQ_ARGS=()
   OPT_ARGS=()
-  OVERHEAD_ARGS=(--duration_s=15)
+  OVERHEAD_S=15
+  OVERHEAD_ARGS=(--duration_s=$OVERHEAD_S --curve_models=cnn)
   STORE_ARGS=(--mb=16 --seconds=2 --reps=5)
   STORE_DIRTY_ARGS=(--seconds=2 --reps=5)
   WAL_ARGS=(--seconds=2 --reps=5)
@@ -140,6 +142,17 @@ fi
 if want overhead; then
   run overhead "$ROOT/bench/training_overhead.sh" "${OVERHEAD_ARGS[@]}" \
     --out_dir="$WORK/overhead"
+fi
+if want overhead && [ "$QUICK" = 0 ]; then
+  # Issue 41 point 3: the PyTorch trainer through the Python module against
+  # the same model in plain PyTorch (its --local run), same threads.
+  if [ -d "$(dirname "$BIN")/python/relaxps" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    RELAXPS_PYTHONPATH="$(dirname "$BIN")/python" run pytorch "$ROOT/bench/training_overhead.sh" \
+      --trainer="$ROOT/examples/pytorch_cnn.py" --models=cnn --duration_s="$OVERHEAD_S" \
+      --out_dir="$WORK/pytorch"
+  else
+    echo "bench.sh: the Python module or torch is missing; the PyTorch figure is skipped" >&2
+  fi
 fi
 if want consistency && [ "$CONSISTENCY_S" -gt 0 ]; then
   run consistency "$ROOT/bench/consistency_bench.sh" --duration_s="$CONSISTENCY_S" \
