@@ -103,30 +103,26 @@ PyObject* Invoke(PyObject* self, Fn call) {
   return nullptr;
 }
 
-PyObject* Push(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const Params p{"push", {"table", "grads", "offset"}, 3, 2};
-  PyObject* v[kMaxParams];
-  if (!ParseArgs(p, args, nargs, kwnames, v)) return nullptr;
-  return Invoke(self, [&](PyClient& c) {
-    c.Push(TableName(p.method, v[0]), v[1], Offset(p.method, v[2]));
-  });
-}
+constexpr Params kPush{"push", {"table", "grads", "offset"}, 3, 2};
+constexpr Params kPull{"pull", {"table", "out", "offset"}, 3, 2};
+constexpr Params kPushPull{"push_pull", {"table", "grads", "out", "offset"}, 4, 3};
 
-PyObject* Pull(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const Params p{"pull", {"table", "out", "offset"}, 3, 2};
+// push(table, grads, offset=0) and pull(table, out, offset=0).
+template <const Params& kParams,
+          void (PyClient::*kMethod)(const std::string&, py::handle, uint64_t)>
+PyObject* OneArray(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* v[kMaxParams];
-  if (!ParseArgs(p, args, nargs, kwnames, v)) return nullptr;
+  if (!ParseArgs(kParams, args, nargs, kwnames, v)) return nullptr;
   return Invoke(self, [&](PyClient& c) {
-    c.Pull(TableName(p.method, v[0]), v[1], Offset(p.method, v[2]));
+    (c.*kMethod)(TableName(kParams.method, v[0]), v[1], Offset(kParams.method, v[2]));
   });
 }
 
 PyObject* PushPull(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const Params p{"push_pull", {"table", "grads", "out", "offset"}, 4, 3};
   PyObject* v[kMaxParams];
-  if (!ParseArgs(p, args, nargs, kwnames, v)) return nullptr;
+  if (!ParseArgs(kPushPull, args, nargs, kwnames, v)) return nullptr;
   return Invoke(self, [&](PyClient& c) {
-    c.PushPull(TableName(p.method, v[0]), v[1], v[2], Offset(p.method, v[3]));
+    c.PushPull(TableName(kPushPull.method, v[0]), v[1], v[2], Offset(kPushPull.method, v[3]));
   });
 }
 
@@ -137,10 +133,10 @@ PyCFunction AsCFunction(Fn* fn) {
 
 // Static: a method descriptor points at its PyMethodDef for ever.
 PyMethodDef g_methods[] = {
-    {"push", AsCFunction(&Push), METH_FASTCALL | METH_KEYWORDS,
+    {"push", AsCFunction(&OneArray<kPush, &PyClient::Push>), METH_FASTCALL | METH_KEYWORDS,
      "push($self, /, table, grads, offset=0)\n--\n\n"
      "Sends gradients for keys [offset, offset + grads.size), read in place."},
-    {"pull", AsCFunction(&Pull), METH_FASTCALL | METH_KEYWORDS,
+    {"pull", AsCFunction(&OneArray<kPull, &PyClient::Pull>), METH_FASTCALL | METH_KEYWORDS,
      "pull($self, /, table, out, offset=0)\n--\n\n"
      "Fills `out` (float32, C-contiguous, written in place) with keys "
      "[offset, offset + out.size)."},
