@@ -20,7 +20,10 @@ not the figure; the counts are.
 
 Prints one JSON document: {"bench":"python_instructions","workers":{"cpp":
 {"ops":..,"threads":[instructions per op, thread 1 first]},"python":{..}},
-"calling_thread_ratio": python / cpp}. Without valgrind: "skipped".
+"results":[{name, value, unit, yardstick, yardstick_value, ratio, better}]}
+with one figure, instructions/python/pushpull/w1s1/4KiB/calling_thread
+(the C++ worker's calling thread as its yardstick, lower is better), which
+bench/merge_results.py takes as it is. Without valgrind: "skipped".
 """
 import argparse
 import glob
@@ -98,7 +101,11 @@ def main():
     finally:
         bench.stop_all()
     cpp, py = doc["workers"]["cpp"]["threads"][0], doc["workers"]["python"]["threads"][0]
-    doc["calling_thread_ratio"] = round(py / cpp, 3)
+    doc["results"] = [{
+        "name": "instructions/python/pushpull/w1s1/4KiB/calling_thread", "value": py,
+        "unit": "instructions/op",
+        "yardstick": "instructions/cpp/pushpull/w1s1/4KiB/calling_thread",
+        "yardstick_value": cpp, "ratio": round(py / cpp, 3), "better": "lower"}]
     print(json.dumps(doc))
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
