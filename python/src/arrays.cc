@@ -90,19 +90,20 @@ void Graveyard::Bury(PyObject* object) {
 void Graveyard::Drain() {
   // A Bury() racing with this load is drained by the next call.
   if (count_.load(std::memory_order_acquire) == 0) return;
-  std::vector<Grave> graves;
+  if (!draining_.empty()) return;  // A release below re-entered (an object's __del__).
   {
     std::lock_guard<std::mutex> l(mu_);
-    graves.swap(buried_);
+    draining_.swap(buried_);
     count_.store(0, std::memory_order_release);
   }
-  for (const Grave& g : graves) {
+  for (const Grave& g : draining_) {
     if (g.view != nullptr) {
       Release(g.view);
     } else {
       Py_DECREF(g.object);
     }
   }
+  draining_.clear();
 }
 
 size_t Graveyard::pending() {

@@ -60,8 +60,11 @@ class Graveyard {
     PyObject* object;  // An owned reference.
   };
   std::mutex mu_;
-  std::vector<Grave> buried_;        // Guarded by mu_.
-  std::atomic<size_t> count_{0};     // buried_.size(), read without mu_.
+  std::vector<Grave> buried_;     // Guarded by mu_.
+  std::atomic<size_t> count_{0};  // buried_.size(), read without mu_.
+  // What Drain() releases, swapped with buried_: both keep their capacity,
+  // so burying and draining allocate nothing once warm. Guarded by the GIL.
+  std::vector<Grave> draining_;
 };
 
 // The module's graveyard (one per process: buffers may outlive the client
