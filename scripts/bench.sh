@@ -175,6 +175,12 @@ if want instructions && [ "$QUICK" = 0 ] && have relaxps-bench-ps; then
   # echo's, counted under callgrind: steady where the timed 4 KiB figures
   # swing by tens of percent (skipped without valgrind).
   run instructions /usr/bin/python3 "$ROOT/bench/instructions_per_op.py" --bin="$BIN"
+  # The same count for a 4 KiB push_pull through the Python module against
+  # the public C++ API (issue 41: what the 4 KiB python_vs_cpp figure is made of).
+  if [ -d "$(dirname "$BIN")/python/relaxps" ]; then
+    run python_instructions /usr/bin/python3 "$ROOT/bench/python_instructions.py" \
+      --bin="$BIN" --pythonpath="$(dirname "$BIN")/python"
+  fi
 fi
 
 # Issue 41 point 5, durability at a reasonable price (kept apart from the

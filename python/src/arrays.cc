@@ -1,7 +1,10 @@
 #include "arrays.h"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+
+#include <pybind11/numpy.h>
 
 namespace py = pybind11;
 
@@ -74,16 +77,33 @@ std::string DtypeError(const ArrayArg& arg, const char* want, const Py_buffer& v
 
 void Graveyard::Bury(Py_buffer* view) {
   std::lock_guard<std::mutex> l(mu_);
-  buried_.push_back(view);
+  buried_.push_back(Grave{view, nullptr});
+  count_.store(buried_.size(), std::memory_order_release);
+}
+
+void Graveyard::Bury(PyObject* object) {
+  std::lock_guard<std::mutex> l(mu_);
+  buried_.push_back(Grave{nullptr, object});
+  count_.store(buried_.size(), std::memory_order_release);
 }
 
 void Graveyard::Drain() {
-  std::vector<Py_buffer*> views;
+  // A Bury() racing with this load is drained by the next call.
+  if (count_.load(std::memory_order_acquire) == 0) return;
+  if (!draining_.empty()) return;  // A release below re-entered (an object's __del__).
   {
     std::lock_guard<std::mutex> l(mu_);
-    views.swap(buried_);
+    draining_.swap(buried_);
+    count_.store(0, std::memory_order_release);
   }
-  for (Py_buffer* v : views) Release(v);
+  for (const Grave& g : draining_) {
+    if (g.view != nullptr) {
+      Release(g.view);
+    } else {
+      Py_DECREF(g.object);
+    }
+  }
+  draining_.clear();
 }
 
 size_t Graveyard::pending() {
@@ -96,7 +116,54 @@ Graveyard& Graves() {
   return *graves;
 }
 
+namespace {
+
+// numpy's ndarray type once an ndarray was seen (numpy is then imported),
+// or null: an object of another type never makes the module import numpy.
+PyTypeObject* NdarrayType(py::handle obj) {
+  static PyTypeObject* ndarray = nullptr;  // Guarded by the GIL.
+  static bool unavailable = false;         // Guarded by the GIL.
+  if (ndarray == nullptr && !unavailable &&
+      std::strcmp(Py_TYPE(obj.ptr())->tp_name, "numpy.ndarray") == 0) {
+    try {
+      ndarray = py::detail::npy_api::get().PyArray_Type_;
+    } catch (const py::error_already_set&) {  // numpy's C API not found: no fast path.
+      unavailable = true;
+    }
+  }
+  return ndarray;
+}
+
+// The fast path (see the header): `obj`'s float32 memory when it is an
+// ndarray numpy would export as C-contiguous, native float32 and (if
+// `writable`) writeable; false otherwise, and the buffer protocol decides.
+bool FastFloats(py::handle obj, bool writable, float** data, size_t* n) {
+  PyTypeObject* ndarray = NdarrayType(obj);
+  if (ndarray == nullptr || Py_TYPE(obj.ptr()) != ndarray) return false;
+  const py::detail::PyArray_Proxy* a = py::detail::array_proxy(obj.ptr());
+  constexpr int kContiguous = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_;
+  constexpr int kWriteable = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  if ((a->flags & kContiguous) == 0 || (writable && (a->flags & kWriteable) == 0)) return false;
+  const py::detail::PyArrayDescr_Proxy* d = py::detail::array_descriptor_proxy(a->descr);
+  // '=' native; '<' is native too on a little-endian host.
+  const bool native = d->byteorder == '=' || (d->byteorder == '<' && PY_LITTLE_ENDIAN);
+  if (d->type_num != py::detail::npy_api::NPY_FLOAT_ || !native) return false;
+  size_t count = 1;
+  for (int i = 0; i < a->nd; ++i) count *= static_cast<size_t>(a->dimensions[i]);
+  *data = reinterpret_cast<float*>(a->data);
+  *n = count;
+  return true;
+}
+
+}  // namespace
+
 FloatBuffer FloatsOf(py::handle obj, bool writable, const ArrayArg& arg) {
+  float* data;
+  size_t count;
+  if (FastFloats(obj, writable, &data, &count)) {
+    PyObject* ref = obj.inc_ref().ptr();
+    return FloatBuffer::Wrap(data, count, [ref] { Graves().Bury(ref); });
+  }
   Py_buffer* view = Acquire(obj, writable, arg);
   if (PlainFormat(*view) != "f" || view->itemsize != 4) {
     const std::string why = DtypeError(arg, "float32", *view);

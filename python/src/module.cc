@@ -7,6 +7,7 @@
 
 #include "arrays.h"
 #include "errors.h"
+#include "fast_calls.h"
 #include "options.h"
 #include "py_client.h"
 
@@ -25,8 +26,12 @@ void DefineClient(py::module_& m) {
       .def("done", &Request::done, "True once the request completed (OK or not).");
 
   const ClientOptions d;  // The defaults of the C++ ClientOptions.
-  py::class_<PyClient>(m, "Client",
-                       "A worker (or observer) of a relaxps job: relaxps::Client from Python.")
+  py::class_<PyClient> client(m, "Client",
+                              "A worker (or observer) of a relaxps job: relaxps::Client from "
+                              "Python.");
+  // push, pull and push_pull (fast_calls.h).
+  DefineFastCalls(client);
+  client
       .def(py::init([](const std::string& coordinator, const std::string& role, int worker_id,
                        int request_timeout_ms, int heartbeat_ms, int recovery_timeout_ms,
                        const std::string& wire_dtype, bool ssp_cache, int local_after_ms,
@@ -123,14 +128,6 @@ void DefineClient(py::module_& m) {
       .def("list_tables", &PyClient::ListTables)
       .def("set_learning_rate", &PyClient::SetLearningRate, py::arg("table"), py::arg("lr"),
            "Sets the table's rate from this worker's current clock on, on every shard.")
-      .def("push", &PyClient::Push, py::arg("table"), py::arg("grads"), py::arg("offset") = 0,
-           "Sends gradients for keys [offset, offset + grads.size), read in place.")
-      .def("pull", &PyClient::Pull, py::arg("table"), py::arg("out"), py::arg("offset") = 0,
-           "Fills `out` (float32, C-contiguous, written in place) with keys "
-           "[offset, offset + out.size).")
-      .def("push_pull", &PyClient::PushPull, py::arg("table"), py::arg("grads"),
-           py::arg("out"), py::arg("offset") = 0,
-           "Push, then `out` receives the parameters after it was applied; one round trip.")
       .def("pull_rows", &PyClient::PullRows, py::arg("table"), py::arg("ids"), py::arg("out"),
            "Sparse: fills `out` (len(ids) * row_width floats) with the rows `ids` "
            "(uint64 or non-negative int64).")

@@ -1,6 +1,9 @@
 #include "py_client.h"
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <utility>
 
 #include "arrays.h"
@@ -44,15 +47,51 @@ bool WaitReady(const std::shared_future<Status>& f, std::optional<double> timeou
   }
 }
 
-// A blocking call's wait: the calling thread (GIL released) drives the
-// client (Client::Drive), so the reply is read and the future completed
-// here, without waking a second thread (most of a small request's latency
-// on a busy machine). Where this thread cannot drive (another one does, or
-// fault injection is on), waits as WaitReady does.
-void DriveUntilReady(Client* client, const std::shared_future<Status>& f) {
-  const auto ready = [&f] {
-    return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+// The completion of one blocking call: set by the request's callback (on
+// whichever thread completes it), read by the waiting thread.
+struct SyncCall {
+  std::atomic<bool> done{false};
+  Status status;  // Written before `done` is set.
+  std::mutex mu;  // Orders the callback's notify with a waiter that sleeps.
+  std::condition_variable cv;
+};
+
+// A SyncCall for the calling thread: its own from the last call when nothing
+// else holds it (the last call's callback ran and let go of it), a new one
+// when a call that was interrupted (KeyboardInterrupt) still has a callback
+// to come. Saves an allocation per call.
+std::shared_ptr<SyncCall> NewSyncCall() {
+  thread_local std::shared_ptr<SyncCall> last;
+  if (last != nullptr && last.use_count() == 1) {
+    // The callback's last access happened before it let go (the release in
+    // shared_ptr's count), and nobody else can take a reference.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    last->done.store(false, std::memory_order_relaxed);
+    last->status = Status();
+  } else {
+    last = std::make_shared<SyncCall>();
+  }
+  return last;
+}
+
+Client::Callback Completer(std::shared_ptr<SyncCall> call) {
+  return [call = std::move(call)](const Status& s) {
+    call->status = s;
+    std::lock_guard<std::mutex> l(call->mu);
+    call->done.store(true, std::memory_order_release);
+    call->cv.notify_all();
   };
+}
+
+// A blocking call's wait: the calling thread (GIL released) drives the
+// client (Client::Drive), so the reply is read and the call completed here,
+// without waking a second thread (most of a small request's latency on a
+// busy machine). Where this thread cannot drive (another one does, or fault
+// injection is on), sleeps until the callback runs. Runs Python's signal
+// handlers every kSignalCheck (a handler that raises ends the wait with its
+// exception; the request goes on). Raises the call's error.
+void WaitBlocking(Client* client, SyncCall* call, const char* op, const std::string& table) {
+  const auto ready = [call] { return call->done.load(std::memory_order_acquire); };
   for (;;) {
     bool done;
     {
@@ -61,23 +100,54 @@ void DriveUntilReady(Client* client, const std::shared_future<Status>& f) {
       done = client->Drive(ready, static_cast<int>(kSignalCheck.count()));
       if (!done) {
         // Drive() gave up at once (cannot drive) or after kSignalCheck.
-        const auto left = kSignalCheck - (Clock::now() - start);
-        done = f.wait_for(std::max<Clock::duration>(left, Clock::duration::zero())) ==
-               std::future_status::ready;
+        std::unique_lock<std::mutex> l(call->mu);
+        done = call->cv.wait_until(l, start + kSignalCheck, ready);
       }
     }
     Graves().Drain();
-    if (done) return;
+    if (done) break;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
+  if (!call->status.ok()) ThrowStatus(call->status, Context(op, table));
+}
+
+// The starts of the data operations, shared by the blocking calls and the
+// *_async ones: each takes the caller's arrays (arrays.h; raises for a bad
+// one) and starts the request with `done`.
+auto PushStart(const std::string& table, py::handle grads, uint64_t offset) {
+  return [&table, grads, offset](Client* c, Client::Callback done) {
+    c->Push(table, offset, FloatsOf(grads, false, {"push", "grads"}), std::move(done));
+  };
+}
+auto PullStart(const std::string& table, py::handle out, uint64_t offset) {
+  return [&table, out, offset](Client* c, Client::Callback done) {
+    c->Pull(table, offset, FloatsOf(out, true, {"pull", "out"}), std::move(done));
+  };
+}
+auto PushPullStart(const std::string& table, py::handle grads, py::handle out,
+                   uint64_t offset) {
+  return [&table, grads, out, offset](Client* c, Client::Callback done) {
+    FloatBuffer g = FloatsOf(grads, false, {"push_pull", "grads"});
+    FloatBuffer o = FloatsOf(out, true, {"push_pull", "out"});
+    c->PushPull(table, offset, std::move(g), std::move(o), std::move(done));
+  };
+}
+auto PullRowsStart(const std::string& table, py::handle ids, py::handle out) {
+  return [&table, ids, out](Client* c, Client::Callback done) {
+    KeyBuffer k = KeysOf(ids, {"pull_rows", "ids"});
+    FloatBuffer o = FloatsOf(out, true, {"pull_rows", "out"});
+    c->PullRows(table, std::move(k), std::move(o), std::move(done));
+  };
+}
+auto PushRowsStart(const std::string& table, py::handle ids, py::handle grads) {
+  return [&table, ids, grads](Client* c, Client::Callback done) {
+    KeyBuffer k = KeysOf(ids, {"push_rows", "ids"});
+    FloatBuffer g = FloatsOf(grads, false, {"push_rows", "grads"});
+    c->PushRows(table, std::move(k), std::move(g), std::move(done));
+  };
 }
 
 }  // namespace
-
-void Request::WaitDriving(Client* client) {
-  DriveUntilReady(client, future_);
-  Check(future_.get(), context_);
-}
 
 bool Request::Wait(std::optional<double> timeout_s) {
   if (timeout_s && *timeout_s < 0) throw py::value_error("timeout must be >= 0");
@@ -174,67 +244,60 @@ void PyClient::SetLearningRate(const std::string& table, float lr) {
   Check(s, Context("set_learning_rate", table));
 }
 
-std::unique_ptr<Request> PyClient::PushAsync(const std::string& table, py::handle grads,
-                                             uint64_t offset) {
-  std::shared_ptr<Client> c = client("push");
-  FloatBuffer g = FloatsOf(grads, false, {"push", "grads"});
-  return std::make_unique<Request>(c->Push(table, offset, std::move(g)), Context("push", table));
+template <typename StartFn>
+void PyClient::Blocking(const char* op, const std::string& table, StartFn start) {
+  std::shared_ptr<Client> c = client(op);
+  std::shared_ptr<SyncCall> call = NewSyncCall();
+  start(c.get(), Completer(call));
+  WaitBlocking(c.get(), call.get(), op, table);
 }
 
-std::unique_ptr<Request> PyClient::PullAsync(const std::string& table, py::handle out,
-                                             uint64_t offset) {
-  std::shared_ptr<Client> c = client("pull");
-  FloatBuffer o = FloatsOf(out, true, {"pull", "out"});
-  return std::make_unique<Request>(c->Pull(table, offset, std::move(o)), Context("pull", table));
-}
-
-std::unique_ptr<Request> PyClient::PushPullAsync(const std::string& table, py::handle grads,
-                                                 py::handle out, uint64_t offset) {
-  std::shared_ptr<Client> c = client("push_pull");
-  FloatBuffer g = FloatsOf(grads, false, {"push_pull", "grads"});
-  FloatBuffer o = FloatsOf(out, true, {"push_pull", "out"});
-  return std::make_unique<Request>(c->PushPull(table, offset, std::move(g), std::move(o)),
-                                   Context("push_pull", table));
-}
-
-std::unique_ptr<Request> PyClient::PullRowsAsync(const std::string& table, py::handle ids,
-                                                 py::handle out) {
-  std::shared_ptr<Client> c = client("pull_rows");
-  KeyBuffer k = KeysOf(ids, {"pull_rows", "ids"});
-  FloatBuffer o = FloatsOf(out, true, {"pull_rows", "out"});
-  return std::make_unique<Request>(c->PullRows(table, std::move(k), std::move(o)),
-                                   Context("pull_rows", table));
-}
-
-std::unique_ptr<Request> PyClient::PushRowsAsync(const std::string& table, py::handle ids,
-                                                 py::handle grads) {
-  std::shared_ptr<Client> c = client("push_rows");
-  KeyBuffer k = KeysOf(ids, {"push_rows", "ids"});
-  FloatBuffer g = FloatsOf(grads, false, {"push_rows", "grads"});
-  return std::make_unique<Request>(c->PushRows(table, std::move(k), std::move(g)),
-                                   Context("push_rows", table));
+template <typename StartFn>
+std::unique_ptr<Request> PyClient::Async(const char* op, const std::string& table,
+                                         StartFn start) {
+  std::shared_ptr<Client> c = client(op);
+  auto promise = std::make_shared<std::promise<Status>>();
+  std::future<Status> future = promise->get_future();
+  start(c.get(), [promise](const Status& s) { promise->set_value(s); });
+  return std::make_unique<Request>(std::move(future), Context(op, table));
 }
 
 void PyClient::Push(const std::string& table, py::handle grads, uint64_t offset) {
-  std::shared_ptr<Client> c = client("push");
-  PushAsync(table, grads, offset)->WaitDriving(c.get());
+  Blocking("push", table, PushStart(table, grads, offset));
 }
 void PyClient::Pull(const std::string& table, py::handle out, uint64_t offset) {
-  std::shared_ptr<Client> c = client("pull");
-  PullAsync(table, out, offset)->WaitDriving(c.get());
+  Blocking("pull", table, PullStart(table, out, offset));
 }
 void PyClient::PushPull(const std::string& table, py::handle grads, py::handle out,
                         uint64_t offset) {
-  std::shared_ptr<Client> c = client("push_pull");
-  PushPullAsync(table, grads, out, offset)->WaitDriving(c.get());
+  Blocking("push_pull", table, PushPullStart(table, grads, out, offset));
 }
 void PyClient::PullRows(const std::string& table, py::handle ids, py::handle out) {
-  std::shared_ptr<Client> c = client("pull_rows");
-  PullRowsAsync(table, ids, out)->WaitDriving(c.get());
+  Blocking("pull_rows", table, PullRowsStart(table, ids, out));
 }
 void PyClient::PushRows(const std::string& table, py::handle ids, py::handle grads) {
-  std::shared_ptr<Client> c = client("push_rows");
-  PushRowsAsync(table, ids, grads)->WaitDriving(c.get());
+  Blocking("push_rows", table, PushRowsStart(table, ids, grads));
+}
+
+std::unique_ptr<Request> PyClient::PushAsync(const std::string& table, py::handle grads,
+                                             uint64_t offset) {
+  return Async("push", table, PushStart(table, grads, offset));
+}
+std::unique_ptr<Request> PyClient::PullAsync(const std::string& table, py::handle out,
+                                             uint64_t offset) {
+  return Async("pull", table, PullStart(table, out, offset));
+}
+std::unique_ptr<Request> PyClient::PushPullAsync(const std::string& table, py::handle grads,
+                                                 py::handle out, uint64_t offset) {
+  return Async("push_pull", table, PushPullStart(table, grads, out, offset));
+}
+std::unique_ptr<Request> PyClient::PullRowsAsync(const std::string& table, py::handle ids,
+                                                 py::handle out) {
+  return Async("pull_rows", table, PullRowsStart(table, ids, out));
+}
+std::unique_ptr<Request> PyClient::PushRowsAsync(const std::string& table, py::handle ids,
+                                                 py::handle grads) {
+  return Async("push_rows", table, PushRowsStart(table, ids, grads));
 }
 
 int64_t PyClient::Clock() {

@@ -42,9 +42,6 @@ class Request {
   // completed OK, False if it is still running at the timeout; raises its
   // error otherwise.
   bool Wait(std::optional<double> timeout_s);
-  // Waits for ever, reading the replies on this thread (Client::Drive)
-  // where it can; raises the request's error. For the blocking calls.
-  void WaitDriving(Client* client);
   bool done() const;
 
  private:
@@ -112,6 +109,16 @@ class PyClient {
   pybind11::dict stats();
 
  private:
+  // A blocking data operation: `start(client, done)` takes the arrays and
+  // starts the request; waits for `done` reading the replies on this thread
+  // (Client::Drive) where it can, without a future or a Request; raises the
+  // request's error as "<op> of table '<table>': ...".
+  template <typename StartFn>
+  void Blocking(const char* op, const std::string& table, StartFn start);
+  // The same, returning a Request at once.
+  template <typename StartFn>
+  std::unique_ptr<Request> Async(const char* op, const std::string& table, StartFn start);
+
   // The client, or relaxps.Aborted if closed. Each call holds its own
   // reference, so close() from another thread cannot free the client under
   // a call that is waiting.

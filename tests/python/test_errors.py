@@ -64,6 +64,58 @@ def test_wrong_dtype_layout_and_types(client):
         client.push_rows("rows", np.array([1, -2], np.int64), np.zeros(4, np.float32))
 
 
+def test_fast_path_arrays_get_the_same_errors(client):
+    # Float32 ndarrays are taken from their own header; anything that path
+    # declines goes through the buffer protocol and gets its errors.
+    g = np.zeros(8, np.float32)
+    with pytest.raises(TypeError, match=r"push_pull: grads must hold float32, got format 'd'"):
+        client.push_pull("w", np.zeros(8, np.float64), g)
+    with pytest.raises(TypeError, match=r"push_pull: out must hold float32, got format 'e'"):
+        client.push_pull("w", g, np.zeros(8, np.float16))
+    with pytest.raises(TypeError, match=r"pull: out must hold float32, got format '>f'"):
+        client.pull("w", np.zeros(8, ">f4"))  # big-endian float32: not this host's
+    with pytest.raises(ValueError, match="push_pull: out is not C-contiguous"):
+        client.push_pull("w", g, np.zeros(16, np.float32)[::2])
+    with pytest.raises(ValueError, match="pull: out is not C-contiguous"):
+        client.pull("w", np.zeros((2, 4), np.float32, order="F"))
+    ro = np.zeros(8, np.float32)
+    ro.setflags(write=False)
+    with pytest.raises(ValueError, match="push_pull: out is read-only"):
+        client.push_pull("w", g, ro)
+    client.push_pull("w", ro, g)  # read-only grads are fine
+    with pytest.raises(relaxps.InvalidArgument, match="same size"):
+        client.push_pull("w", g, np.zeros(7, np.float32))
+    with pytest.raises(relaxps.InvalidArgument):
+        client.push("w", np.zeros((3, 3), np.float32))  # 9 keys, the table has 8
+
+
+def test_bad_calls_of_the_dense_methods(client):
+    g = np.zeros(8, np.float32)
+    with pytest.raises(TypeError, match=r"push_pull\(\) missing required argument 'out'"):
+        client.push_pull("w", g)
+    with pytest.raises(TypeError, match="push\\(\\) got an unexpected keyword argument 'grad'"):
+        client.push("w", grad=g)
+    with pytest.raises(TypeError, match="multiple values for argument 'table'"):
+        client.pull("w", g, table="w")
+    with pytest.raises(TypeError, match="takes at most 3 arguments"):
+        client.pull("w", g, 0, 1)
+    with pytest.raises(TypeError, match="push: table must be a str, not int"):
+        client.push(3, g)
+    with pytest.raises(TypeError, match="pull: offset must be an int, not float"):
+        client.pull("w", g, 0.5)
+    with pytest.raises(ValueError, match="pull: offset must be a non-negative int"):
+        client.pull("w", g, offset=-1)
+    # Keywords in any order; any integer (numpy's too) as the offset.
+    before, after, out = np.zeros(8, np.float32), np.zeros(8, np.float32), np.zeros(4, np.float32)
+    client.pull("w", before)
+    assert client.push_pull(out=out, grads=np.ones(4, np.float32), table="w",
+                            offset=np.int64(4)) is None
+    client.pull("w", after)
+    np.testing.assert_array_equal(after[:4], before[:4])
+    np.testing.assert_array_equal(after[4:], out)
+    assert np.all(after[4:] < before[4:])
+
+
 def test_bad_options(cluster):
     with pytest.raises(relaxps.InvalidArgument, match="tcp://"):
         relaxps.Client("127.0.0.1:1")
@@ -146,3 +198,11 @@ def test_a_blocked_call_releases_the_gil_and_ctrl_c_interrupts_it(make_cluster):
         assert c.stats()["requests"] > requests, "interrupted before the pull was sent"
         assert 0.4 <= waited < 10, waited
         assert spun > 1000, "another thread could not run while the pull waited"
+        # The next blocking calls of this thread wait for their own replies,
+        # not for the interrupted pull's (which completes meanwhile).
+        final = np.zeros(8, np.float32)
+        for _ in range(3):
+            c.push_pull("w", np.full(8, -1.0, np.float32), out)
+        c.pull("w", final)
+        np.testing.assert_array_equal(out, final)
+        assert np.all(final > 0)

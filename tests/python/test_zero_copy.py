@@ -63,6 +63,41 @@ def test_pull_fills_the_callers_array_in_place(cluster):
         assert np.all(big[:4096] == 0) and np.all(big[4096:] == 2.0)
 
 
+def test_float32_arrays_of_any_shape_and_ndarray_subclasses(cluster):
+    # The exact ndarray type is read from its header, a subclass through the
+    # buffer protocol: both in place.
+    with relaxps.Client(cluster.endpoint) as c:
+        c.create_table("w", 64, optimizer="sgd", lr=1.0, init=("constant", 1.0))
+        out = np.zeros((8, 8), np.float32)
+        c.push_pull("w", np.full((8, 8), 0.5, np.float32), out)
+        np.testing.assert_array_equal(out, np.full((8, 8), 0.5))
+
+        class Sub(np.ndarray):
+            pass
+
+        sub = np.zeros(64, np.float32).view(Sub)
+        c.pull("w", sub)
+        np.testing.assert_array_equal(sub, np.full(64, 0.5))
+        little = np.zeros(64, "<f4")  # explicitly little-endian: this host's order
+        c.push_pull("w", np.full(64, 0.25, "<f4"), little)
+        np.testing.assert_array_equal(little, np.full(64, 0.25))
+        rows = np.zeros((4, 32), np.float32)
+        c.pull("w", rows[1:3])  # contiguous rows of a bigger array
+        assert np.all(rows[0] == 0) and np.all(rows[3] == 0)
+        np.testing.assert_array_equal(rows[1:3], np.full((2, 32), 0.25))
+
+
+def test_an_async_request_keeps_its_arrays_alive(cluster):
+    with relaxps.Client(cluster.endpoint) as c:
+        c.create_table("w", 1024, optimizer="sgd", lr=1.0)
+        out = np.zeros(1024, np.float32)
+        base = sys.getrefcount(out)
+        request = c.push_pull_async("w", np.ones(1024, np.float32), out)
+        assert sys.getrefcount(out) > base, "the request holds no reference to out"
+        request.wait()
+        np.testing.assert_array_equal(out, np.full(1024, -1.0))
+
+
 def test_the_client_lets_go_of_every_array(cluster):
     with relaxps.Client(cluster.endpoint) as c:
         c.create_table("w", 256)
@@ -72,6 +107,8 @@ def test_the_client_lets_go_of_every_array(cluster):
         for _ in range(50):
             c.push_pull("w", grads, out)
             c.push_async("w", grads).wait()
+            c.pull("w", out)
+            c.push("w", grads)
         # ZeroMQ frees a sent message on its own thread, possibly just after
         # the reply arrived: the last references go within moments.
         deadline = time.monotonic() + 10
