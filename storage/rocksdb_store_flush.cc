@@ -14,7 +14,7 @@
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
 #include <rocksdb/sst_file_writer.h>
-#include <rocksdb/utilities/checkpoint.h>
+#include <rocksdb/metadata.h>
 #include <rocksdb/write_batch.h>
 
 #include "storage/internal/checkpoint_manifest.h"
@@ -554,16 +554,45 @@ Status RocksDbStore::WriteCheckpointDir(const std::string& dir, int64_t clock,
                                         const std::vector<std::string>& tables) {
   RETURN_IF_ERROR(CreateDirs(fs(), ParentDir(dir)));
   // Built under a temporary name and renamed, so `dir` is complete or absent.
+  // Syncs: the manifest (which carries the small mutable files), the
+  // directory (the links and the manifest's entry), its parent (the rename).
+  // The hard-linked SST files were synced when the store wrote them.
   const std::string partial = dir + ".partial";
   RETURN_IF_ERROR(RemoveAll(fs(), partial));
   Status s = [&]() -> Status {
-    rocksdb::Checkpoint* raw = nullptr;
-    RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw),
-                              "cannot checkpoint " + Where()));
-    std::unique_ptr<rocksdb::Checkpoint> cp(raw);
-    RETURN_IF_ERROR(FromRocks(cp->CreateCheckpoint(partial, /*log_size_for_flush=*/0),
-                              "cannot write checkpoint " + dir));
-    RETURN_IF_ERROR(WriteCheckpointManifest(fs(), partial, clock, Name(), tables));
+    RETURN_IF_ERROR(CreateDirs(fs(), partial));
+    RETURN_IF_ERROR(FromRocks(db_->DisableFileDeletions(), "cannot checkpoint " + Where()));
+    // Files are read and linked while RocksDB may not delete them.
+    const Status written = [&]() -> Status {
+      rocksdb::LiveFilesStorageInfoOptions live_options;
+      live_options.wal_size_for_flush = 0;  // Flush the memtable: no WAL to replay.
+      std::vector<rocksdb::LiveFileStorageInfo> live;
+      RETURN_IF_ERROR(FromRocks(db_->GetLiveFilesStorageInfo(live_options, &live),
+                                "cannot list the files of " + Where()));
+      std::vector<PackedSource> packed;
+      for (const rocksdb::LiveFileStorageInfo& f : live) {
+        const std::string src = JoinPath(f.directory, f.relative_filename);
+        if (f.file_type == rocksdb::kTableFile || f.file_type == rocksdb::kBlobFile) {
+          RETURN_IF_ERROR(LinkOrCopyFile(fs(), src, JoinPath(partial, f.relative_filename)));
+          continue;
+        }
+        PackedSource p;
+        p.name = f.relative_filename;
+        p.size = f.size;
+        if (!f.replacement_contents.empty()) {
+          p.contents = f.replacement_contents;  // CURRENT as of the listing.
+        } else {
+          p.path = src;  // The first f.size bytes: MANIFEST and WAL grow.
+        }
+        packed.push_back(std::move(p));
+      }
+      return WriteCheckpointManifest(fs(), partial, clock, Name(), tables, packed);
+    }();
+    const Status enabled =
+        FromRocks(db_->EnableFileDeletions(/*force=*/false), "checkpoint of " + Where());
+    RETURN_IF_ERROR(written);
+    RETURN_IF_ERROR(enabled);
+    RETURN_IF_ERROR(SyncDir(fs(), partial));
     RETURN_IF_ERROR(FromRocks(fs()->RenameFile(partial, dir, rocksdb::IOOptions(), nullptr),
                               "cannot rename " + partial + " to " + dir));
     return SyncDir(fs(), ParentDir(dir));
