@@ -1,12 +1,18 @@
 // Checkpoint manifests, restore, list and prune (see checkpoint.h).
 //
 // Manifest format (text, one record per line):
-//   relaxps-checkpoint 1
+//   relaxps-checkpoint 2
 //   clock <int64>
 //   store <name>
 //   table <percent-encoded name>        (one per table)
-//   file <name> <size>                  (one per data file)
+//   file <name> <size>                  (one per separate data file)
+//   packed <name> <size>                (one per file carried in the manifest)
+//   data <bytes>                        (the sum of the packed sizes; then the
+//                                        packed files' bytes back to back, in
+//                                        the order of their records, and "\n")
 //   crc32c <8 hex digits>               (over every byte before this line)
+// Version 1 (written before packing) has no packed and data records: every
+// file of the checkpoint is separate.
 #include "storage/checkpoint.h"
 
 #include <algorithm>
@@ -14,7 +20,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include <glog/logging.h>
 #include <rocksdb/db.h>
@@ -34,7 +43,8 @@ using storage_internal::Crc32c;
 using storage_internal::DefaultFileSystem;
 using storage_internal::JoinPath;
 
-constexpr char kManifestHeader[] = "relaxps-checkpoint 1";
+constexpr char kManifestHeaderV1[] = "relaxps-checkpoint 1";
+constexpr char kManifestHeader[] = "relaxps-checkpoint 2";
 constexpr char kCheckpointPrefix[] = "ckpt-";
 
 std::string PercentEncode(const std::string& s) {
@@ -111,6 +121,69 @@ Status VerifyRestoredStore(const std::string& dir, rocksdb::FileSystem* fs) {
   return storage_internal::DecodeStoreMeta(value, "store metadata", &meta);
 }
 
+// A file name a manifest may list: one path component.
+bool IsPlainFileName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
+}
+
+// Appends the first `size` bytes of `path` to `out`, extending `crc`.
+Status AppendFilePrefix(rocksdb::FileSystem* fs, const std::string& path, uint64_t size,
+                        rocksdb::FSWritableFile* out, const std::string& out_path,
+                        uint32_t* crc) {
+  std::unique_ptr<rocksdb::FSSequentialFile> in;
+  RETURN_IF_ERROR(storage_internal::FromRocks(
+      fs->NewSequentialFile(path, rocksdb::FileOptions(), &in, nullptr), "cannot open " + path));
+  std::vector<char> buf(std::min<uint64_t>(size, 1 << 20));
+  for (uint64_t left = size; left > 0;) {
+    rocksdb::Slice chunk;
+    RETURN_IF_ERROR(storage_internal::FromRocks(
+        in->Read(std::min<uint64_t>(left, buf.size()), rocksdb::IOOptions(), &chunk, buf.data(),
+                 nullptr),
+        "cannot read " + path));
+    if (chunk.empty()) {
+      return IOError("cannot read " + path + ": it has fewer than " + std::to_string(size) +
+                     " bytes");
+    }
+    *crc = Crc32c(*crc, chunk.data(), chunk.size());
+    RETURN_IF_ERROR(storage_internal::FromRocks(out->Append(chunk, rocksdb::IOOptions(), nullptr),
+                                                "cannot write " + out_path));
+    left -= chunk.size();
+  }
+  return Status::OK();
+}
+
+// Reads and validates the manifest of `dir` (see ReadCheckpointInfo), keeping
+// its text and where its packed files lie in it.
+StatusOr<CheckpointInfo> ReadCheckpoint(const std::string& dir, rocksdb::FileSystem* fs,
+                                        std::string* text,
+                                        std::vector<storage_internal::PackedFile>* packed) {
+  ASSIGN_OR_RETURN(const bool is_dir, storage_internal::IsDirectory(fs, dir));
+  if (!is_dir) return NotFoundError("no checkpoint directory " + dir);
+  const std::string path = JoinPath(dir, kCheckpointManifestName);
+  Status s = storage_internal::ReadFile(fs, path, text);
+  if (s.code() == StatusCode::kNotFound) {
+    return CorruptionError("checkpoint " + dir + " has no manifest " + path);
+  }
+  RETURN_IF_ERROR(s);
+  CheckpointInfo info;
+  info.dir = dir;
+  RETURN_IF_ERROR(storage_internal::ParseCheckpointManifest(path, *text, &info, packed));
+  for (const CheckpointFile& f : info.files) {
+    const std::string file = JoinPath(dir, f.name);
+    uint64_t size = 0;
+    const rocksdb::IOStatus io = fs->GetFileSize(file, rocksdb::IOOptions(), &size, nullptr);
+    if (io.IsNotFound() || io.IsPathNotFound()) {
+      return CorruptionError("checkpoint file " + file + " is missing: " + io.ToString());
+    }
+    if (!io.ok()) return IOError("cannot stat checkpoint file " + file + ": " + io.ToString());
+    if (size != f.size) {
+      return CorruptionError("checkpoint file " + file + " has " + std::to_string(size) +
+                             " bytes, the manifest says " + std::to_string(f.size));
+    }
+  }
+  return info;
+}
+
 std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
   for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
     s.replace(pos, from.size(), to);
@@ -123,7 +196,8 @@ std::string ReplaceAll(std::string s, const std::string& from, const std::string
 namespace storage_internal {
 
 Status WriteCheckpointManifest(rocksdb::FileSystem* fs, const std::string& dir, int64_t clock,
-                               const std::string& store, const std::vector<std::string>& tables) {
+                               const std::string& store, const std::vector<std::string>& tables,
+                               const std::vector<PackedSource>& packed) {
   fs = DefaultFileSystem(fs);
   const rocksdb::IOOptions io;
   std::vector<std::string> names;
@@ -149,12 +223,45 @@ Status WriteCheckpointManifest(rocksdb::FileSystem* fs, const std::string& dir, 
   for (const CheckpointFile& f : files) {
     text += "file " + f.name + " " + std::to_string(f.size) + "\n";
   }
-  text += "crc32c " + Hex32(Crc32c(0, text.data(), text.size())) + "\n";
-  return WriteFileAtomic(fs, JoinPath(dir, kCheckpointManifestName), text);
+  uint64_t data_bytes = 0;
+  for (const PackedSource& p : packed) {
+    if (p.path.empty() && p.contents.size() != p.size) {
+      return InternalError("packed file " + p.name + ": size " + std::to_string(p.size) +
+                           " but " + std::to_string(p.contents.size()) + " bytes given");
+    }
+    text += "packed " + p.name + " " + std::to_string(p.size) + "\n";
+    data_bytes += p.size;
+  }
+  text += "data " + std::to_string(data_bytes) + "\n";
+
+  // One file, one sync: the directory is not published yet, so no
+  // temporary name either.
+  const std::string path = JoinPath(dir, kCheckpointManifestName);
+  std::unique_ptr<rocksdb::FSWritableFile> out;
+  RETURN_IF_ERROR(FromRocks(fs->NewWritableFile(path, rocksdb::FileOptions(), &out, nullptr),
+                            "cannot create " + path));
+  Status s = [&]() -> Status {
+    const std::string what = "cannot write " + path;
+    uint32_t crc = Crc32c(0, text.data(), text.size());
+    RETURN_IF_ERROR(FromRocks(out->Append(text, io, nullptr), what));
+    for (const PackedSource& p : packed) {
+      if (!p.path.empty()) {
+        RETURN_IF_ERROR(AppendFilePrefix(fs, p.path, p.size, out.get(), path, &crc));
+        continue;
+      }
+      crc = Crc32c(crc, p.contents.data(), p.contents.size());
+      RETURN_IF_ERROR(FromRocks(out->Append(p.contents, io, nullptr), what));
+    }
+    crc = Crc32c(crc, "\n", 1);
+    RETURN_IF_ERROR(FromRocks(out->Append("\ncrc32c " + Hex32(crc) + "\n", io, nullptr), what));
+    return FromRocks(out->Sync(io, nullptr), "cannot sync " + path);
+  }();
+  const Status closed = FromRocks(out->Close(io, nullptr), "cannot close " + path);
+  return s.ok() ? closed : s;
 }
 
 Status ParseCheckpointManifest(const std::string& path, const std::string& text,
-                               CheckpointInfo* info) {
+                               CheckpointInfo* info, std::vector<PackedFile>* packed) {
   auto bad = [&](const std::string& why) {
     return CorruptionError("checkpoint manifest " + path + " is corrupt: " + why);
   };
@@ -169,9 +276,15 @@ Status ParseCheckpointManifest(const std::string& path, const std::string& text,
 
   std::istringstream in(text.substr(0, crc_pos));
   std::string line;
-  if (!std::getline(in, line) || line != kManifestHeader) return bad("unknown header");
-  bool have_clock = false;
-  while (std::getline(in, line)) {
+  if (!std::getline(in, line) || (line != kManifestHeader && line != kManifestHeaderV1)) {
+    return bad("unknown header");
+  }
+  const bool v2 = line == kManifestHeader;
+  bool have_clock = false, have_data = false;
+  std::set<std::string> names;
+  std::vector<PackedFile> packed_files;
+  uint64_t packed_bytes = 0;
+  while (!have_data && std::getline(in, line)) {
     std::istringstream fields(line);
     std::string kind, a, extra;
     fields >> kind >> a;
@@ -186,20 +299,39 @@ Status ParseCheckpointManifest(const std::string& path, const std::string& text,
       std::string name;
       if (!PercentDecode(a, &name)) return bad("bad table name");
       info->tables.push_back(name);
-    } else if (kind == "file") {
+    } else if (kind == "file" || (v2 && kind == "packed")) {
       CheckpointFile f;
       f.name = a;
-      if (!(fields >> f.size) || f.name.empty() || f.name.find('/') != std::string::npos) {
-        return bad("bad file line");
-      }
+      if (!(fields >> f.size) || !IsPlainFileName(f.name)) return bad("bad " + kind + " line");
+      if (!names.insert(f.name).second) return bad("file " + f.name + " listed twice");
+      if (kind == "packed" && f.size > text.size()) return bad("size of " + f.name + " out of range");
       info->bytes += f.size;
-      info->files.push_back(f);
+      if (kind == "packed") {
+        packed_files.push_back(PackedFile{f.name, packed_bytes, f.size});
+        packed_bytes += f.size;
+        info->packed.push_back(f);
+      } else {
+        info->files.push_back(f);
+      }
+    } else if (v2 && kind == "data") {
+      // The packed bytes, then "\n", end where the checksum line begins.
+      char* end = nullptr;
+      const uint64_t bytes = std::strtoull(a.c_str(), &end, 10);
+      const std::streamoff start = in.tellg();
+      if (a.empty() || *end != '\0' || bytes != packed_bytes || start < 0 ||
+          static_cast<uint64_t>(start) + bytes + 1 != crc_pos || text[crc_pos - 1] != '\n') {
+        return bad("packed data does not match its records (truncated?)");
+      }
+      for (PackedFile& p : packed_files) p.offset += static_cast<uint64_t>(start);
+      have_data = true;
     } else {
       return bad("unknown record '" + kind + "'");
     }
     if (fields >> extra) return bad("trailing data on line '" + line + "'");
   }
   if (!have_clock || info->store.empty()) return bad("missing clock or store");
+  if (v2 && !have_data) return bad("no data record (truncated?)");
+  if (packed != nullptr) *packed = std::move(packed_files);
   return Status::OK();
 }
 
@@ -210,32 +342,8 @@ std::string CheckpointDirName(int64_t clock) { return kCheckpointPrefix + std::t
 StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir, rocksdb::FileSystem* fs) {
   fs = DefaultFileSystem(fs);
   try {
-    ASSIGN_OR_RETURN(const bool is_dir, storage_internal::IsDirectory(fs, dir));
-    if (!is_dir) return NotFoundError("no checkpoint directory " + dir);
-    const std::string path = JoinPath(dir, kCheckpointManifestName);
     std::string text;
-    Status s = storage_internal::ReadFile(fs, path, &text);
-    if (s.code() == StatusCode::kNotFound) {
-      return CorruptionError("checkpoint " + dir + " has no manifest " + path);
-    }
-    RETURN_IF_ERROR(s);
-    CheckpointInfo info;
-    info.dir = dir;
-    RETURN_IF_ERROR(storage_internal::ParseCheckpointManifest(path, text, &info));
-    for (const CheckpointFile& f : info.files) {
-      const std::string file = JoinPath(dir, f.name);
-      uint64_t size = 0;
-      const rocksdb::IOStatus io = fs->GetFileSize(file, rocksdb::IOOptions(), &size, nullptr);
-      if (io.IsNotFound() || io.IsPathNotFound()) {
-        return CorruptionError("checkpoint file " + file + " is missing: " + io.ToString());
-      }
-      if (!io.ok()) return IOError("cannot stat checkpoint file " + file + ": " + io.ToString());
-      if (size != f.size) {
-        return CorruptionError("checkpoint file " + file + " has " + std::to_string(size) +
-                               " bytes, the manifest says " + std::to_string(f.size));
-      }
-    }
-    return info;
+    return ReadCheckpoint(dir, fs, &text, nullptr);
   } catch (const std::exception& e) {
     return InternalError("reading checkpoint " + dir + ": " + e.what());
   }
@@ -245,7 +353,9 @@ Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& d
                          rocksdb::FileSystem* fs) {
   fs = DefaultFileSystem(fs);
   try {
-    ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(checkpoint_dir, fs));
+    std::string text;
+    std::vector<storage_internal::PackedFile> packed;
+    ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpoint(checkpoint_dir, fs, &text, &packed));
     std::string target = data_dir;
     while (target.size() > 1 && target.back() == '/') target.pop_back();
     const std::string staging = target + ".restoring";
@@ -262,6 +372,10 @@ Status RestoreCheckpoint(const std::string& checkpoint_dir, const std::string& d
             f.name.size() > 4 && f.name.compare(f.name.size() - 4, 4, ".sst") == 0;
         RETURN_IF_ERROR(immutable ? storage_internal::LinkOrCopyFile(fs, src, dst)
                                   : storage_internal::CopyFile(fs, src, dst));
+      }
+      for (const storage_internal::PackedFile& p : packed) {
+        RETURN_IF_ERROR(storage_internal::WriteFile(
+            fs, JoinPath(staging, p.name), std::string_view(text).substr(p.offset, p.size)));
       }
       RETURN_IF_ERROR(storage_internal::SyncDir(fs, staging));
       Status v = VerifyRestoredStore(staging, fs);

@@ -1,13 +1,18 @@
 // Checkpoints of a durable ParamStore: reading, restoring, listing and
 // pruning the directories that ParamStore::Checkpoint writes.
 //
-// A checkpoint directory holds a RocksDB checkpoint (SST files hard-linked
-// from the live store, copies of its MANIFEST, OPTIONS and WAL files) plus a
-// manifest file, RELAXPS_CHECKPOINT, that makes it self-describing: the clock
-// it was tagged with, the store kind, the tables, every data file with its
-// size, and a CRC-32C over the manifest itself. Checkpoint() builds the
-// directory under "<dir>.tmp" and renames it into place, so a directory named
-// by the caller is either complete or absent.
+// A checkpoint directory holds the SST files of a RocksDB store, hard-linked
+// from the live store, plus a manifest file, RELAXPS_CHECKPOINT, that makes
+// it self-describing: the clock it was tagged with, the store kind, the
+// tables, every data file with its size, copies of the store's small
+// mutable files (MANIFEST, CURRENT, OPTIONS, WAL: "packed" inside the
+// manifest, so that a checkpoint costs one file write and sync instead of
+// one per file), and a CRC-32C over the manifest itself. Checkpoint() builds
+// the directory under "<dir>.partial" and renames it into place, so a
+// directory named by the caller is either complete or absent. Restore
+// unpacks the packed files next to the linked ones: the restored data_dir is
+// an ordinary RocksDB directory. Checkpoints written before packing (manifest
+// version 1, every file separate) are read and restored as before.
 //
 // By convention a server keeps its checkpoints under one root as
 // "<root>/ckpt-<clock>" (CheckpointDirName); ListCheckpoints and
@@ -47,8 +52,9 @@ struct CheckpointInfo {
   int64_t clock = 0;                // Clock passed to ParamStore::Checkpoint.
   std::string store;                // Name() of the store that wrote it.
   std::vector<std::string> tables;  // Sorted table names.
-  std::vector<CheckpointFile> files;
-  uint64_t bytes = 0;               // Sum of the file sizes.
+  std::vector<CheckpointFile> files;   // Separate files (hard links of SST files).
+  std::vector<CheckpointFile> packed;  // Carried inside the manifest file.
+  uint64_t bytes = 0;                  // Sum of the sizes of files and packed.
 };
 
 // Name of the manifest file inside a checkpoint directory.

@@ -214,7 +214,15 @@ IOStatus FaultInjectingFileSystem::RenameFile(const std::string& src, const std:
 IOStatus FaultInjectingFileSystem::LinkFile(const std::string& src, const std::string& dst,
                                             const IOOptions& options, IODebugContext* dbg) {
   RETURN_FAULT(WriteFault(dst));
-  return target()->LinkFile(src, dst, options, dbg);
+  IOStatus s = target()->LinkFile(src, dst, options, dbg);
+  if (s.ok()) {
+    // The new name has the file's unsynced bytes too (until a sync through
+    // either name; tracked per name, so sync the name that must survive).
+    MutexLock l(&mu_);
+    auto it = files_.find(src);
+    if (it != files_.end()) files_[dst] = it->second;
+  }
+  return s;
 }
 
 IOStatus FaultInjectingFileSystem::DeleteFile(const std::string& fname, const IOOptions& options,

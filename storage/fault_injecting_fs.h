@@ -15,7 +15,8 @@
 //  - tracks, per file written through it, how many bytes were synced, and on
 //    SimulateCrash() drops what was not: files never synced are deleted,
 //    others truncated to their last synced size (a file is followed through
-//    renames of it and of its directories); until Reactivate() every write
+//    renames of it and of its directories, and a hard link made of it starts
+//    with its state); until Reactivate() every write
 //    and delete then fails, so the dying process cannot change anything.
 // RocksDbStore uses it through ParamStoreOptions::file_system for its
 // database, its SST writer (the O_DIRECT generation files) and its

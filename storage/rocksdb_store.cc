@@ -73,6 +73,7 @@ StatusOr<std::unique_ptr<ParamStore>> RocksDbStore::Open(const ParamStoreOptions
   if (!created.ok()) return IOError("cannot create data_dir: " + created.message());
 
   std::unique_ptr<RocksDbStore> store(new RocksDbStore(options));
+  store->ingest_syncs_ = CanReopenWritableFiles(store->fs(), options.data_dir);
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(store->db_options_, options.data_dir, &db);
   RETURN_IF_ERROR(FromRocks(s, "cannot open param store " + options.data_dir));

@@ -14,7 +14,7 @@
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
 #include <rocksdb/sst_file_writer.h>
-#include <rocksdb/utilities/checkpoint.h>
+#include <rocksdb/metadata.h>
 #include <rocksdb/write_batch.h>
 
 #include "storage/internal/checkpoint_manifest.h"
@@ -263,7 +263,8 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
   // flush record, the store metadata and every table record, ingested by one
   // IngestExternalFile call: one MANIFEST edit, so all or nothing lands. The
   // files are written straight from the arrays (no WriteBatch or memtable
-  // copy) and fsynced by SstFileWriter::Finish; ingestion hard-links them.
+  // copy) and synced once, by the ingestion that hard-links them into the
+  // store (sst_writer_options: the writer's own sync would be a second one).
   std::vector<std::string> paths;
   Status s = [&]() -> Status {
     for (DenseTable* t : cap.tables) {
@@ -272,7 +273,7 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
           *t, from_snapshot ? t->snapshot_slots : t->shard.slots, paths.back()));
     }
     paths.push_back(options_.data_dir + "/relaxps-flush-meta.sst.tmp");
-    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), db_options_);
+    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), sst_writer_options());
     const std::string what = "cannot write " + paths.back();
     RETURN_IF_ERROR(FromRocks(writer.Open(paths.back()), what));
     // Keys in order: "F" < "M" < "t" + name.
@@ -296,6 +297,10 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
     rocksdb::IngestExternalFileOptions ingest;
     ingest.move_files = true;           // Hard link, no copy.
     ingest.allow_blocking_flush = true;  // Older records may sit in the memtable.
+    // The sequence number of an overlapping file (the records) lives in the
+    // MANIFEST; writing it into the file too costs a write and a sync of the
+    // file, and only RocksDB < 5.16 needs it (options.h).
+    ingest.write_global_seqno = false;
     return FromRocks(db_->IngestExternalFile(paths, ingest), "cannot commit flush of " + Where());
   }();
   for (const std::string& path : paths) RemoveAll(fs(), path).IgnoreError();
@@ -325,7 +330,7 @@ Status RocksDbStore::WriteDenseGeneration(const DenseTable& t, const std::vector
   rocksdb::EnvOptions env_options;
   env_options.use_direct_writes = direct_writes_;
   std::unique_ptr<rocksdb::SstFileWriter> writer =
-      std::make_unique<rocksdb::SstFileWriter>(env_options, db_options_);
+      std::make_unique<rocksdb::SstFileWriter>(env_options, sst_writer_options());
   const std::string what = "cannot write " + path;
   rocksdb::Status opened = writer->Open(path);
   if (!opened.ok() && direct_writes_) {
@@ -333,7 +338,7 @@ Status RocksDbStore::WriteDenseGeneration(const DenseTable& t, const std::vector
               << "); dense flushes use buffered writes";
     direct_writes_ = false;
     env_options.use_direct_writes = false;
-    writer = std::make_unique<rocksdb::SstFileWriter>(env_options, db_options_);
+    writer = std::make_unique<rocksdb::SstFileWriter>(env_options, sst_writer_options());
     opened = writer->Open(path);
   }
   RETURN_IF_ERROR(FromRocks(opened, what));
@@ -554,16 +559,45 @@ Status RocksDbStore::WriteCheckpointDir(const std::string& dir, int64_t clock,
                                         const std::vector<std::string>& tables) {
   RETURN_IF_ERROR(CreateDirs(fs(), ParentDir(dir)));
   // Built under a temporary name and renamed, so `dir` is complete or absent.
+  // Syncs: the manifest (which carries the small mutable files), the
+  // directory (the links and the manifest's entry), its parent (the rename).
+  // The hard-linked SST files were synced when the store wrote them.
   const std::string partial = dir + ".partial";
   RETURN_IF_ERROR(RemoveAll(fs(), partial));
   Status s = [&]() -> Status {
-    rocksdb::Checkpoint* raw = nullptr;
-    RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw),
-                              "cannot checkpoint " + Where()));
-    std::unique_ptr<rocksdb::Checkpoint> cp(raw);
-    RETURN_IF_ERROR(FromRocks(cp->CreateCheckpoint(partial, /*log_size_for_flush=*/0),
-                              "cannot write checkpoint " + dir));
-    RETURN_IF_ERROR(WriteCheckpointManifest(fs(), partial, clock, Name(), tables));
+    RETURN_IF_ERROR(CreateDirs(fs(), partial));
+    RETURN_IF_ERROR(FromRocks(db_->DisableFileDeletions(), "cannot checkpoint " + Where()));
+    // Files are read and linked while RocksDB may not delete them.
+    const Status written = [&]() -> Status {
+      rocksdb::LiveFilesStorageInfoOptions live_options;
+      live_options.wal_size_for_flush = 0;  // Flush the memtable: no WAL to replay.
+      std::vector<rocksdb::LiveFileStorageInfo> live;
+      RETURN_IF_ERROR(FromRocks(db_->GetLiveFilesStorageInfo(live_options, &live),
+                                "cannot list the files of " + Where()));
+      std::vector<PackedSource> packed;
+      for (const rocksdb::LiveFileStorageInfo& f : live) {
+        const std::string src = JoinPath(f.directory, f.relative_filename);
+        if (f.file_type == rocksdb::kTableFile || f.file_type == rocksdb::kBlobFile) {
+          RETURN_IF_ERROR(LinkOrCopyFile(fs(), src, JoinPath(partial, f.relative_filename)));
+          continue;
+        }
+        PackedSource p;
+        p.name = f.relative_filename;
+        p.size = f.size;
+        if (!f.replacement_contents.empty()) {
+          p.contents = f.replacement_contents;  // CURRENT as of the listing.
+        } else {
+          p.path = src;  // The first f.size bytes: MANIFEST and WAL grow.
+        }
+        packed.push_back(std::move(p));
+      }
+      return WriteCheckpointManifest(fs(), partial, clock, Name(), tables, packed);
+    }();
+    const Status enabled =
+        FromRocks(db_->EnableFileDeletions(/*force=*/false), "checkpoint of " + Where());
+    RETURN_IF_ERROR(written);
+    RETURN_IF_ERROR(enabled);
+    RETURN_IF_ERROR(SyncDir(fs(), partial));
     RETURN_IF_ERROR(FromRocks(fs()->RenameFile(partial, dir, rocksdb::IOOptions(), nullptr),
                               "cannot rename " + partial + " to " + dir));
     return SyncDir(fs(), ParentDir(dir));

@@ -158,18 +158,26 @@ Status SyncDir(rocksdb::FileSystem* fs, const std::string& dir) {
   return FromRocks(d->Fsync(IOOptions(), nullptr), "cannot fsync directory " + dir);
 }
 
+Status WriteFile(rocksdb::FileSystem* fs, const std::string& path, std::string_view contents) {
+  const IOOptions io;
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  RETURN_IF_ERROR(FromRocks(fs->NewWritableFile(path, rocksdb::FileOptions(), &file, nullptr),
+                            "cannot create " + path));
+  Status s = FromRocks(file->Append(rocksdb::Slice(contents.data(), contents.size()), io, nullptr),
+                       "cannot write " + path);
+  if (s.ok()) s = FromRocks(file->Sync(io, nullptr), "cannot sync " + path);
+  const Status closed = FromRocks(file->Close(io, nullptr), "cannot close " + path);
+  if (s.ok()) s = closed;
+  if (!s.ok()) fs->DeleteFile(path, io, nullptr).PermitUncheckedError();
+  return s;
+}
+
 Status WriteFileAtomic(rocksdb::FileSystem* fs, const std::string& path,
                        const std::string& contents) {
   const std::string tmp = path + ".tmp";
+  RETURN_IF_ERROR(WriteFile(fs, tmp, contents));
   const IOOptions io;
-  std::unique_ptr<rocksdb::FSWritableFile> file;
-  RETURN_IF_ERROR(FromRocks(fs->NewWritableFile(tmp, rocksdb::FileOptions(), &file, nullptr),
-                            "cannot create " + tmp));
-  Status s = FromRocks(file->Append(contents, io, nullptr), "cannot write " + tmp);
-  if (s.ok()) s = FromRocks(file->Sync(io, nullptr), "cannot sync " + tmp);
-  const Status closed = FromRocks(file->Close(io, nullptr), "cannot close " + tmp);
-  if (s.ok()) s = closed;
-  if (s.ok()) s = FromRocks(fs->RenameFile(tmp, path, io, nullptr), "cannot rename to " + path);
+  const Status s = FromRocks(fs->RenameFile(tmp, path, io, nullptr), "cannot rename to " + path);
   if (!s.ok()) {
     fs->DeleteFile(tmp, io, nullptr).PermitUncheckedError();
     return s;

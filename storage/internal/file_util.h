@@ -9,6 +9,7 @@
 #define RELAXPS_STORAGE_INTERNAL_FILE_UTIL_H_
 
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -45,6 +46,10 @@ bool PathExists(rocksdb::FileSystem* fs, const std::string& path);
 StatusOr<bool> IsDirectory(rocksdb::FileSystem* fs, const std::string& path);
 // fsyncs directory `dir` (makes renames and new entries in it durable).
 Status SyncDir(rocksdb::FileSystem* fs, const std::string& dir);
+// Creates `path` (truncated if it exists), writes `contents`
+// and syncs it. IOError naming the file on failure; a partial file is then
+// removed (best effort).
+Status WriteFile(rocksdb::FileSystem* fs, const std::string& path, std::string_view contents);
 // Writes `contents` to `path` atomically: a temporary file in the same
 // directory, sync, rename over `path`, fsync of the directory. IOError naming
 // the file (and the injected ENOSPC/EIO, if any) on failure; `path` is then

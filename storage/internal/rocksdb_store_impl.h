@@ -254,6 +254,8 @@ class RocksDbStore final : public ParamStore {
       : options_(options),
         env_(options.file_system ? rocksdb::NewCompositeEnv(options.file_system) : nullptr),
         db_options_(MakeDbOptions(options, env_.get())),
+        sst_env_(NewIngestedFilesEnv(db_options_.env->GetFileSystem())),
+        sst_options_(WithEnv(db_options_, sst_env_.get())),
         cache_(std::max<size_t>(options.cache_mb, 1) << 20) {
     if (options.metrics != nullptr) {
       flush_seconds_ = options.metrics->GetHistogram(
@@ -375,6 +377,15 @@ class RocksDbStore final : public ParamStore {
   // The Env over options_.file_system (nullptr: rocksdb's default).
   const std::unique_ptr<rocksdb::Env> env_;
   const rocksdb::Options db_options_;  // What db_ was opened with.
+  // For the SstFileWriter of a flush: db_options_ over the same file system,
+  // whose syncs IngestExternalFile does (see NewIngestedFilesEnv), where the
+  // file system lets it (ingest_syncs_, set by Open).
+  const std::unique_ptr<rocksdb::Env> sst_env_;
+  const rocksdb::Options sst_options_;
+  bool ingest_syncs_ = false;
+  const rocksdb::Options& sst_writer_options() const {
+    return ingest_syncs_ ? sst_options_ : db_options_;
+  }
   // Every disk write of the store goes through this file system: the
   // database, the SST writer and checkpoint directories and manifests.
   rocksdb::FileSystem* fs() const { return db_options_.env->GetFileSystem().get(); }

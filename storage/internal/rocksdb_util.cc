@@ -9,6 +9,39 @@
 
 namespace relaxps {
 namespace storage_internal {
+namespace {
+
+// A writable file whose syncs are left to a later sync of the same inode.
+class SyncLaterFile final : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  using FSWritableFileOwnerWrapper::FSWritableFileOwnerWrapper;
+  rocksdb::IOStatus Sync(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+    return rocksdb::IOStatus::OK();
+  }
+  rocksdb::IOStatus Fsync(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+    return rocksdb::IOStatus::OK();
+  }
+  rocksdb::IOStatus RangeSync(uint64_t, uint64_t, const rocksdb::IOOptions&,
+                              rocksdb::IODebugContext*) override {
+    return rocksdb::IOStatus::OK();
+  }
+};
+
+class IngestedFilesFileSystem final : public rocksdb::FileSystemWrapper {
+ public:
+  using FileSystemWrapper::FileSystemWrapper;
+  static const char* kClassName() { return "RelaxpsIngestedFilesFileSystem"; }
+  const char* Name() const override { return kClassName(); }
+  rocksdb::IOStatus NewWritableFile(const std::string& fname, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                    rocksdb::IODebugContext* dbg) override {
+    rocksdb::IOStatus s = target()->NewWritableFile(fname, options, result, dbg);
+    if (s.ok()) *result = std::make_unique<SyncLaterFile>(std::move(*result));
+    return s;
+  }
+};
+
+}  // namespace
 
 Status FromRocks(const rocksdb::Status& s, const std::string& context) {
   if (s.ok()) return Status::OK();
@@ -64,6 +97,28 @@ rocksdb::Options MakeDbOptions(const ParamStoreOptions& options, rocksdb::Env* e
   t.block_size = 16 * 1024;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
   return o;
+}
+
+std::unique_ptr<rocksdb::Env> NewIngestedFilesEnv(std::shared_ptr<rocksdb::FileSystem> fs) {
+  return rocksdb::NewCompositeEnv(std::make_shared<IngestedFilesFileSystem>(std::move(fs)));
+}
+
+bool CanReopenWritableFiles(rocksdb::FileSystem* fs, const std::string& dir) {
+  const std::string path = dir + "/relaxps-reopen-probe.tmp";
+  const rocksdb::IOOptions io;
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  bool ok = fs->NewWritableFile(path, rocksdb::FileOptions(), &file, nullptr).ok() &&
+            file->Close(io, nullptr).ok();
+  file.reset();
+  ok = ok && fs->ReopenWritableFile(path, rocksdb::FileOptions(), &file, nullptr).ok() &&
+       file->Close(io, nullptr).ok();
+  fs->DeleteFile(path, io, nullptr).PermitUncheckedError();
+  return ok;
+}
+
+rocksdb::Options WithEnv(rocksdb::Options options, rocksdb::Env* env) {
+  options.env = env;
+  return options;
 }
 
 }  // namespace storage_internal

@@ -8,10 +8,12 @@
 // record parser; even modes parse the bytes as they are.
 //
 // Invariants on an accepted manifest: it had a clock and a store, every file
-// name is non-empty without '/', and bytes is the sum of the file sizes.
+// name (separate or packed) is non-empty without '/', bytes is the sum of
+// their sizes, and every packed file lies inside the manifest text.
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "storage/checkpoint.h"
 #include "storage/internal/checkpoint_manifest.h"
@@ -29,13 +31,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     text += std::string("crc32c ") + crc + "\n";
   }
   CheckpointInfo info;
-  if (!storage_internal::ParseCheckpointManifest("fuzz", text, &info).ok()) return 0;
+  std::vector<storage_internal::PackedFile> packed;
+  if (!storage_internal::ParseCheckpointManifest("fuzz", text, &info, &packed).ok()) return 0;
   FUZZ_CHECK(!info.store.empty());
   uint64_t bytes = 0;
-  for (const CheckpointFile& f : info.files) {
-    FUZZ_CHECK(!f.name.empty() && f.name.find('/') == std::string::npos);
-    bytes += f.size;
+  for (const auto* list : {&info.files, &info.packed}) {
+    for (const CheckpointFile& f : *list) {
+      FUZZ_CHECK(!f.name.empty() && f.name.find('/') == std::string::npos);
+      bytes += f.size;
+    }
   }
   FUZZ_CHECK(bytes == info.bytes);
+  FUZZ_CHECK(packed.size() == info.packed.size());
+  for (const storage_internal::PackedFile& p : packed) {
+    FUZZ_CHECK(p.offset <= text.size() && p.size <= text.size() - p.offset);
+  }
   return 0;
 }

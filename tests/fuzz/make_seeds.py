@@ -133,3 +133,7 @@ write("checkpoint_manifest", "body", bytes([1]) + body)
 write("checkpoint_manifest", "whole", bytes([0]) + body +
       b"crc32c %08x\n" % crc32c(body))
 write("checkpoint_manifest", "minimal", bytes([1]) + b"relaxps-checkpoint 1\nclock 0\nstore memory\n")
+# Version 2: small files packed after a data record, then "\n".
+packed = (b"relaxps-checkpoint 2\nclock 41\nstore rocksdb\ntable w\nfile 000012.sst 1024\n"
+          b"packed CURRENT 16\npacked OPTIONS-000007 5\ndata 21\nMANIFEST-000005\nopts\n\n")
+write("checkpoint_manifest", "packed", bytes([1]) + packed)

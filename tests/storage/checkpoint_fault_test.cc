@@ -236,10 +236,12 @@ class CrashingFileSystem final : public rocksdb::FileSystemWrapper {
   }
 
   bool crashed() const { return crashed_; }
+  // Whether a matching operation crashes (initially true).
+  void set_armed(bool armed) { armed_ = armed; }
 
  private:
   void MaybeCrash(Op op, const std::string& path) {
-    if (crashed_ || op != op_ || path.find(trigger_) == std::string::npos) return;
+    if (!armed_ || crashed_ || op != op_ || path.find(trigger_) == std::string::npos) return;
     crashed_ = true;
     fault_->SimulateCrash();
   }
@@ -247,7 +249,8 @@ class CrashingFileSystem final : public rocksdb::FileSystemWrapper {
   FaultInjectingFileSystem* const fault_;
   const Op op_;
   const std::string trigger_;
-  bool crashed_ = false;  // Single-threaded: the restore runs on the caller.
+  bool armed_ = true;
+  bool crashed_ = false;  // Single-threaded: the restore (checkpoint) runs on the caller.
 };
 
 struct CrashPoint {
@@ -300,6 +303,170 @@ INSTANTIATE_TEST_SUITE_P(
         CrashPoint{"BeforeMovingDataAside", CrashingFileSystem::Op::kRename, ".replaced", false},
         CrashPoint{"BetweenTheRenames", CrashingFileSystem::Op::kRename, ".restoring -> ", true}),
     [](const ::testing::TestParamInfo<CrashPoint>& info) { return std::string(info.param.name); });
+
+
+// ---- Crashes while a checkpoint is written ----
+
+// Where the store's process dies during Checkpoint(ckpt-2): the first time
+// an operation of kind `op` matches `trigger` (see CrashingFileSystem);
+// `trigger` empty: right after Checkpoint returned.
+struct CheckpointCrashPoint {
+  const char* name;
+  CrashingFileSystem::Op op;
+  const char* trigger;
+  bool checkpoint_survives;  // ckpt-2 is listed after the restart.
+  bool flush_survives;       // The store reopens with the checkpoint's values.
+};
+
+void PrintTo(const CheckpointCrashPoint& point, std::ostream* os) { *os << point.name; }
+
+class CheckpointCrashTest : public CheckpointFaultTest,
+                            public ::testing::WithParamInterface<CheckpointCrashPoint> {
+ protected:
+  // Version 1 everywhere, then version 2 in the first chunk only (an
+  // incremental checkpoint: a delta generation of one chunk).
+  static void WriteFirstChunk(ParamStore* store, DenseShard* shard) {
+    store->BeforeDenseWrite(shard);
+    for (size_t s = 0; s < shard->slots.size(); ++s) {
+      for (size_t i = 0; i < kChunk; ++i) shard->slots[s][i] = RowValue(i, s, 2);
+    }
+    ASSERT_OK(store->DenseUpdated(shard, 0, kChunk));
+  }
+  static void ExpectMixed(const DenseShard* shard, bool first_chunk_new) {
+    for (size_t s = 0; s < shard->slots.size(); ++s) {
+      for (size_t i = 0; i < shard->size(); ++i) {
+        const int version = i < kChunk && first_chunk_new ? 2 : 1;
+        ASSERT_EQ(shard->slots[s][i], RowValue(i, s, version)) << "slot " << s << " key " << i;
+      }
+    }
+  }
+  // Restores `ckpt` into a new directory (through fs_) and checks it.
+  void ExpectRestored(const std::string& ckpt, bool first_chunk_new) {
+    const std::string dir = tmp_.path() + "/restored-" + stdfs::path(ckpt).filename().string();
+    ASSERT_OK(RestoreCheckpoint(ckpt, dir, fs_.get()));
+    auto store = OpenStore(dir);
+    ASSERT_NE(store, nullptr);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    ExpectMixed(*shard, first_chunk_new);
+  }
+
+  static constexpr size_t kChunk = 16384;  // The store's dense chunk, in floats.
+};
+
+// The store's process dies while it writes an incremental checkpoint. After
+// the restart the new checkpoint is complete and restores exactly, or is not
+// listed at all (never half there); the older one still restores; the store
+// reopens at the last flush that completed; a new checkpoint and the pruning
+// of the old ones work. A write the checkpoint relied on but never synced
+// (its manifest, or an SST file that RocksDB's ingestion did not sync) is
+// dropped by the crash, so a missing sync fails the test.
+TEST_P(CheckpointCrashTest, ACheckpointIsCompleteOrInvisibleAfterACrash) {
+  const CheckpointCrashPoint& point = GetParam();
+  const bool after_return = point.trigger[0] == '\0';
+  auto crashing = std::make_shared<CrashingFileSystem>(fs_, point.op, point.trigger);
+  crashing->set_armed(false);
+  {
+    auto store = OpenStore(data_, 64, false, crashing);
+    ASSERT_NE(store, nullptr);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    SetDense(store.get(), *shard, 1);
+    ASSERT_OK(store->Checkpoint(Ckpt(1), 1));
+    WriteFirstChunk(store.get(), *shard);
+    crashing->set_armed(!after_return);
+    Status s = store->Checkpoint(Ckpt(2), 2);
+    if (after_return) {
+      ASSERT_OK(s);
+      fs_->SimulateCrash();
+    } else {
+      ASSERT_TRUE(crashing->crashed());
+      EXPECT_FALSE(s.ok());
+    }
+  }  // The dying store's own writes fail: the file system is inactive.
+  fs_->Reactivate();
+
+  std::vector<CheckpointInfo> all = ListCheckpoints(root_, fs_.get());
+  ASSERT_EQ(all.size(), point.checkpoint_survives ? 2u : 1u);
+  EXPECT_EQ(all[0].dir, Ckpt(1));
+  ExpectRestored(Ckpt(1), false);
+  if (point.checkpoint_survives) {
+    EXPECT_EQ(all[1].dir, Ckpt(2));
+    EXPECT_FALSE(all[1].packed.empty());  // MANIFEST, CURRENT, OPTIONS.
+    ExpectRestored(Ckpt(2), true);
+  } else {
+    EXPECT_FALSE(stdfs::exists(Ckpt(2)));
+  }
+
+  // The restarted store: the last completed flush, then a new checkpoint
+  // (the crashed one's leftovers in the way of nothing) and the pruning.
+  {
+    auto store = OpenStore(data_, 64, false, fs_);
+    ASSERT_NE(store, nullptr);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    ExpectMixed(*shard, point.flush_survives);
+    if (!point.flush_survives) WriteFirstChunk(store.get(), *shard);
+    ASSERT_OK(store->Checkpoint(Ckpt(3), 3));
+  }
+  ASSERT_OK(PruneCheckpoints(root_, 1, fs_.get()));
+  all = ListCheckpoints(root_, fs_.get());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].dir, Ckpt(3));
+  EXPECT_FALSE(stdfs::exists(Ckpt(1)));
+  ExpectRestored(Ckpt(3), true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Points, CheckpointCrashTest,
+    ::testing::Values(
+        // The flush's SST files are written (not yet synced: the ingestion
+        // syncs them), the flush is not committed.
+        CheckpointCrashPoint{"WhileFlushing", CrashingFileSystem::Op::kCreate,
+                             "relaxps-flush-meta", false, false},
+        // The flush is committed, the SST files are linked into the
+        // unpublished directory, its manifest is not written yet.
+        CheckpointCrashPoint{"BeforeTheManifest", CrashingFileSystem::Op::kCreate,
+                             "ckpt-2.partial/" "RELAXPS_CHECKPOINT", false, true},
+        // Everything is written and synced but not renamed into place.
+        CheckpointCrashPoint{"BeforeTheRename", CrashingFileSystem::Op::kRename,
+                             "ckpt-2.partial -> ", false, true},
+        // Checkpoint returned: everything it wrote must be durable.
+        CheckpointCrashPoint{"AfterItReturned", CrashingFileSystem::Op::kCreate, "", true, true}),
+    [](const ::testing::TestParamInfo<CheckpointCrashPoint>& info) {
+      return std::string(info.param.name);
+    });
+
+// A file system that cannot reopen a file for appending: RocksDB's ingestion
+// then links the flush's SST files without syncing them, so the store must
+// sync them itself. A crash right after the checkpoint loses nothing.
+class NoReopenFileSystem final : public rocksdb::FileSystemWrapper {
+ public:
+  using FileSystemWrapper::FileSystemWrapper;
+  const char* Name() const override { return "NoReopenFileSystem"; }
+  rocksdb::IOStatus ReopenWritableFile(const std::string&, const rocksdb::FileOptions&,
+                                       std::unique_ptr<rocksdb::FSWritableFile>*,
+                                       rocksdb::IODebugContext*) override {
+    return rocksdb::IOStatus::NotSupported("no reopen here");
+  }
+};
+
+TEST_F(CheckpointFaultTest, WithoutReopenTheFlushSyncsItsOwnFiles) {
+  {
+    auto store = OpenStore(data_, 64, false, std::make_shared<NoReopenFileSystem>(fs_));
+    ASSERT_NE(store, nullptr);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    SetDense(store.get(), *shard, 1);
+    ASSERT_OK(store->Checkpoint(Ckpt(1), 1));
+    fs_->SimulateCrash();
+  }
+  fs_->Reactivate();
+  ASSERT_EQ(ListCheckpoints(root_, fs_.get()).size(), 1u);
+  ExpectVersion(data_, 1);
+  ASSERT_OK(RestoreCheckpoint(Ckpt(1), tmp_.path() + "/restored", fs_.get()));
+  ExpectVersion(tmp_.path() + "/restored", 1);
+}
 
 }  // namespace
 }  // namespace relaxps

@@ -1,6 +1,8 @@
 // Tests of RocksDbStore::Checkpoint and the checkpoint helpers: round trip,
 // manifest validation, corrupted checkpoints refused, list and prune.
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -11,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "storage/checkpoint.h"
+#include "storage/internal/crc32c.h"
 #include "storage/param_store.h"
 #include "tests/storage/storage_test_util.h"
 
@@ -293,6 +296,77 @@ TEST_F(CheckpointTest, ListSortsByClockAndPruneKeepsTheLastK) {
   auto store = OpenStore(data_);
   ExpectVersion(store.get(), 7);
   EXPECT_TRUE(ListCheckpoints(tmp_.path() + "/missing").empty());
+}
+
+// The checkpoint directory holds the SST files and one manifest file, which
+// carries RocksDB's small mutable files; a corrupt packed byte is caught by
+// the manifest's checksum before anything is restored.
+TEST_F(CheckpointTest, SmallFilesArePackedIntoTheManifestAndChecksummed) {
+  MakeCheckpointThenAdvance();
+  StatusOr<CheckpointInfo> info = ReadCheckpointInfo(ckpt_);
+  ASSERT_TRUE(info.ok()) << info.status();
+  std::vector<std::string> packed;
+  for (const CheckpointFile& f : info->packed) packed.push_back(f.name);
+  ASSERT_FALSE(packed.empty());
+  EXPECT_EQ(std::count(packed.begin(), packed.end(), "CURRENT"), 1);
+  EXPECT_EQ(std::count_if(packed.begin(), packed.end(),
+                          [](const std::string& n) { return n.rfind("MANIFEST-", 0) == 0; }),
+            1);
+  for (const auto& e : fs::directory_iterator(ckpt_)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name == kCheckpointManifestName || e.path().extension() == ".sst") << name;
+  }
+  for (const CheckpointFile& f : info->files) EXPECT_EQ(fs::path(f.name).extension(), ".sst");
+
+  // Flip a byte of the packed data (the last bytes before the checksum line).
+  const std::string manifest = ckpt_ + "/" + kCheckpointManifestName;
+  {
+    std::fstream f(manifest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-20, std::ios::end);
+    const char c = static_cast<char>(f.get());
+    f.seekp(-20, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x20));
+  }
+  Status s = RestoreCheckpoint(ckpt_, data_);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s;
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s;
+  auto store = OpenStore(data_);
+  ExpectVersion(store.get(), 2);
+}
+
+// A checkpoint written before packing (manifest version 1: every file
+// separate, MANIFEST and OPTIONS included) is listed and restored.
+TEST_F(CheckpointTest, VersionOneCheckpointsStillRestore) {
+  MakeCheckpointThenAdvance();
+  StatusOr<CheckpointInfo> info = ReadCheckpointInfo(ckpt_);
+  ASSERT_TRUE(info.ok()) << info.status();
+  // Unpack it (a restore) and describe the files as version 1 did.
+  const std::string old = tmp_.path() + "/old";
+  ASSERT_OK(RestoreCheckpoint(ckpt_, old));
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(old)) {
+    if (e.is_regular_file()) names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  std::string text = "relaxps-checkpoint 1\nclock 4\nstore rocksdb\n";
+  for (const std::string& t : info->tables) text += "table " + t + "\n";
+  for (const std::string& n : names) {
+    text += "file " + n + " " + std::to_string(fs::file_size(old + "/" + n)) + "\n";
+  }
+  char crc[9];
+  std::snprintf(crc, sizeof(crc), "%08x", storage_internal::Crc32c(0, text.data(), text.size()));
+  text += std::string("crc32c ") + crc + "\n";
+  { std::ofstream(old + "/" + kCheckpointManifestName, std::ios::binary) << text; }
+  fs::rename(old, root_ + "/" + CheckpointDirName(4));
+
+  std::vector<CheckpointInfo> all = ListCheckpoints(root_);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1].clock, 4);
+  EXPECT_TRUE(all[1].packed.empty());
+  EXPECT_EQ(all[1].files.size(), names.size());
+  ASSERT_OK(RestoreCheckpoint(all[1].dir, data_));
+  auto store = OpenStore(data_);
+  ExpectVersion(store.get(), 1);
 }
 
 }  // namespace
