@@ -223,9 +223,9 @@ class RpcClient final : public Transport {
   // deadline": the endpoint and whether it could be reached.
   std::string NoReplyReason(int peer) const REQUIRES(io_mu_);
   std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(io_mu_);
-  // The newest large reply frames, freed only once newer ones arrived, so
-  // that ZeroMQ's receive memory is reused instead of trimmed and faulted in
-  // again (common/recent_frames.h).
+  // The highest-addressed large reply frame of each malloc heap, held so
+  // that the replies freed below it are reused by the next ones instead of
+  // trimmed and faulted in again (common/recent_frames.h).
   RecentFrames recent_frames_ GUARDED_BY(io_mu_);
   // Leaves with its request: the entries of answered requests stayed until
   // their deadlines passed, up to request rate x timeout of them (half a
