@@ -343,6 +343,7 @@ void RpcClient::OnReply(std::vector<zmq::message_t>& parts, std::vector<Completi
   // Parsed in place, into the completion that will carry it.
   Completion& c = completions->emplace_back();
   const Status parsed = ParseMessage(parts, 0, &c.reply);
+  if (parsed.ok()) recent_frames_.Hold(&c.reply);
   auto it = parsed.ok() ? pending_.find(c.reply.header.request_id()) : pending_.end();
   if (it == pending_.end()) {
     // Malformed, or late (after its deadline) or duplicate.

@@ -59,6 +59,9 @@ class Frame {
   Frame(Frame&&) = default;
   Frame& operator=(Frame&&) = default;
 
+  // Whether this frame still owns the ZeroMQ message it arrived in (not
+  // shared by ShareBytes, not built from a buffer).
+  bool OwnsReceivedMessage() const { return has_msg_; }
   const void* data() const { return has_msg_ ? msg_.data() : data_; }
   size_t size() const { return has_msg_ ? msg_.size() : size_; }
   // Typed view; REQUIRES size() % sizeof(T) == 0 (checked by callers).
