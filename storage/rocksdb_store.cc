@@ -174,7 +174,8 @@ Status RocksDbStore::Recover() {
 }
 
 Status RocksDbStore::OpenDenseLog() {
-  if (!options_.wal_per_update) return Status::OK();
+  // Read in every mode: a store a --wal_per_update server crashed with and
+  // that is opened without it still replays what was acknowledged.
   std::vector<DenseLogRecord> records;
   uint64_t valid_bytes = 0;
   RETURN_IF_ERROR(DenseLog::Read(fs(), DenseLogPath(), &records, &valid_bytes));
@@ -199,6 +200,7 @@ Status RocksDbStore::OpenDenseLog() {
     unreplayed_[r.table_id].push_back(std::move(r));
     ++pending;
   }
+  if (!options_.wal_per_update) return Status::OK();  // Read, never written.
   std::string keep;
   if (pending > 0) {
     LOG(INFO) << Where() << ": " << pending << " dense log records to replay";
@@ -359,7 +361,9 @@ Status RocksDbStore::ReplayDenseLog(DenseTable* t, uint64_t log_seq, const Dense
       }
     }
     shard.clock = r.clock;
-    // The next flush writes what the replay changed.
+    // The next flush writes what the replay changed, naming the records it
+    // reflects.
+    t->log_seq = std::max(t->log_seq, r.seq);
     if (r.n > 0) {
       t->MarkDirty(r.offset / kDenseChunkFloats, (r.offset + r.n - 1) / kDenseChunkFloats + 1);
     }

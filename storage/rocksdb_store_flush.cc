@@ -115,7 +115,9 @@ Status RocksDbStore::DoSyncWal() {
   if (dense_log_ == nullptr || !dense_log_->unsynced()) return Status::OK();
   // One fdatasync for the group's dense records, written as they came.
   RETURN_IF_ERROR(dense_log_->Sync());
-  return BoundDenseLog();  // Durable now; the bound's flush may fail on its own.
+  // Durable now. A failed flush of the bound is returned (a disk that
+  // cannot flush is reported as the WAL's failure) and retried next time.
+  return BoundDenseLog();
 }
 
 Status RocksDbStore::BoundDenseLog() {

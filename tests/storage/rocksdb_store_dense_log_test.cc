@@ -67,11 +67,12 @@ class DenseLogStoreTest : public ::testing::TestWithParam<const char*> {
     spec_.init.segments.push_back({0, spec_.end, InitKind::kUniform, -0.5f, 0.5f});
   }
 
-  std::unique_ptr<ParamStore> Open(size_t dense_log_mb = 64, Status* error = nullptr) {
+  std::unique_ptr<ParamStore> Open(size_t dense_log_mb = 64, Status* error = nullptr,
+                                   bool wal = true) {
     ParamStoreOptions o;
     o.kind = "rocksdb";
     o.data_dir = dir();
-    o.wal_per_update = true;
+    o.wal_per_update = wal;
     o.wal_group_commit = true;
     o.dense_log_mb = dense_log_mb;
     StatusOr<std::unique_ptr<ParamStore>> store = NewParamStore(o);
@@ -266,6 +267,30 @@ TEST_P(DenseLogStoreTest, BoundFlushesAndStartsTheLogOver) {
   ASSERT_NE(store, nullptr);
   ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
   EXPECT_TRUE(Capture(*shard) == acked);
+}
+
+TEST_P(DenseLogStoreTest, OpenedWithoutTheWalStillReplaysOnceAndFlushesIt) {
+  State acked;
+  {
+    std::unique_ptr<ParamStore> store = Open();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
+    for (int i = 0; i < 3; ++i) Step(store.get(), shard, 0, shard->size(), 1.0f);
+    ASSERT_OK(store->SyncWal());
+    acked = Capture(*shard);
+  }
+  // Restarted without --wal_per_update: the records are replayed, and the
+  // flush that writes their result names them, so they are not replayed a
+  // second time onto it.
+  for (int open = 0; open < 2; ++open) {
+    SCOPED_TRACE(open);
+    std::unique_ptr<ParamStore> store = Open(64, nullptr, /*wal=*/false);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
+    EXPECT_TRUE(Capture(*shard) == acked);
+    ASSERT_OK(store->Flush(3));
+    ASSERT_OK(store->WaitForFlush());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, DenseLogStoreTest,
