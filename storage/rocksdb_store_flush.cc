@@ -25,18 +25,6 @@
 namespace relaxps {
 namespace storage_internal {
 
-void RocksDbStore::PutDenseChunks(const DenseTable& t, int slot, uint64_t first_chunk,
-                                  uint64_t end_chunk, rocksdb::WriteBatch* batch) const {
-  const size_t n = t.shard.size();
-  for (uint64_t c = first_chunk; c < end_chunk; ++c) {
-    const uint64_t first = c * kDenseChunkFloats;
-    const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
-    batch->Put(DenseChunkKey(t.id, t.generation, slot, c),
-               rocksdb::Slice(reinterpret_cast<const char*>(t.shard.slots[slot] + first),
-                              len * sizeof(float)));
-  }
-}
-
 std::string RocksDbStore::DenseMetaValue(const DenseTable& t) const {
   TableMeta m;
   m.kind = TableKind::kDense;
@@ -112,7 +100,13 @@ Status RocksDbStore::DoSyncWal() {
     RETURN_IF_ERROR(FromRocks(db_->FlushWAL(/*sync=*/true), "sync WAL of " + Where()));
     wal_unsynced_ = false;
   }
-  if (dense_log_ == nullptr || !dense_log_->unsynced()) return Status::OK();
+  if (dense_log_ == nullptr) return Status::OK();
+  if (dense_log_->broken()) {
+    // A write error cut a record short: a flush makes every update durable
+    // without the log, then starts it over.
+    return SyncFlush(flush_clock_);
+  }
+  if (!dense_log_->unsynced()) return Status::OK();
   // One fdatasync for the group's dense records, written as they came.
   RETURN_IF_ERROR(dense_log_->Sync());
   // Durable now. A failed flush of the bound is returned (a disk that

@@ -156,9 +156,12 @@ StatusOr<std::unique_ptr<DenseLog>> DenseLog::Open(rocksdb::FileSystem* fs,
 
 Status DenseLog::Reopen() {
   if (file_ != nullptr) {
-    RETURN_IF_ERROR(FromIo(file_->Close(rocksdb::IOOptions(), nullptr),
-                           "cannot close dense log " + path_));
+    rocksdb::IOStatus closed = file_->Close(rocksdb::IOOptions(), nullptr);
     file_.reset();
+    if (!closed.ok()) {
+      broken_ = true;
+      return FromIo(closed, "cannot close dense log " + path_);
+    }
   }
   rocksdb::FileOptions fo;
   rocksdb::IOStatus s;
@@ -172,10 +175,12 @@ Status DenseLog::Reopen() {
   }
   bytes_ = 0;
   unsynced_ = false;
+  broken_ = !s.ok();
   return FromIo(s, "cannot open dense log " + path_);
 }
 
 StatusOr<uint64_t> DenseLog::Append(const DenseLogRecord& h, const float* const* arrays) {
+  RETURN_IF_ERROR(CheckNotBroken());
   const uint64_t seq = next_seq_;
   PutAt<uint32_t>(&header_, kMagicAt, kMagic);
   PutAt<uint64_t>(&header_, kSeqAt, seq);
@@ -193,9 +198,10 @@ StatusOr<uint64_t> DenseLog::Append(const DenseLogRecord& h, const float* const*
   PutAt<uint32_t>(&header_, kCrcAt, crc);
   const rocksdb::IOOptions io;
   const std::string what = "cannot write dense log " + path_;
-  // Written even if an append fails half-way: the sync that follows fails
-  // too, or the record's checksum marks it.
   unsynced_ = true;
+  // A record written in part would end the log for a reader, so nothing may
+  // follow it: the log is broken until Restart.
+  broken_ = true;
   RETURN_IF_ERROR(FromIo(file_->Append(header_, io, nullptr), what));
   for (uint32_t a = 0; a < h.arrays; ++a) {
     RETURN_IF_ERROR(FromIo(
@@ -203,12 +209,21 @@ StatusOr<uint64_t> DenseLog::Append(const DenseLogRecord& h, const float* const*
                       nullptr),
         what));
   }
+  broken_ = false;
   bytes_ += kHeaderBytes + piece * h.arrays;
   ++next_seq_;
   return seq;
 }
 
+Status DenseLog::CheckNotBroken() const {
+  if (!broken_) return Status::OK();
+  return IOError("dense log " + path_ +
+                 " holds a record an earlier write error cut short; it takes no more records "
+                 "until a flush starts it over");
+}
+
 Status DenseLog::Sync() {
+  RETURN_IF_ERROR(CheckNotBroken());
   if (!unsynced_) return Status::OK();
   const rocksdb::IOOptions io;
   RETURN_IF_ERROR(FromIo(file_->Flush(io, nullptr), "cannot write dense log " + path_));
@@ -218,10 +233,7 @@ Status DenseLog::Sync() {
   return Status::OK();
 }
 
-Status DenseLog::Restart() {
-  RETURN_IF_ERROR(Sync());
-  return Reopen();
-}
+Status DenseLog::Restart() { return Reopen(); }
 
 }  // namespace storage_internal
 }  // namespace relaxps

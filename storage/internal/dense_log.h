@@ -90,9 +90,13 @@ class DenseLog {
   // Makes every record appended so far durable (fdatasync). No-op if none
   // was appended since the last Sync.
   Status Sync();
-  // Starts over at offset 0 (every record so far is obsolete). Sequence
-  // numbers go on rising.
+  // Starts over at offset 0 (every record so far is obsolete: REQUIRES a
+  // durable flush of what they did). Sequence numbers go on rising. Also
+  // what mends a broken log.
   Status Restart();
+  // An append failed part-way (or the file could not be reopened): Append
+  // and Sync fail with IOError until a Restart succeeds.
+  bool broken() const { return broken_; }
 
   // Sequence number of the last record appended (0: none ever).
   uint64_t last_seq() const { return next_seq_ - 1; }
@@ -104,6 +108,7 @@ class DenseLog {
  private:
   DenseLog(rocksdb::FileSystem* fs, std::string path, uint64_t next_seq);
   Status Reopen();
+  Status CheckNotBroken() const;
 
   // Constant after construction.
   rocksdb::FileSystem* const fs_;
@@ -113,6 +118,7 @@ class DenseLog {
   uint64_t next_seq_;
   uint64_t bytes_ = 0;
   bool unsynced_ = false;
+  bool broken_ = false;
   uint64_t syncs_ = 0;
   std::string header_;  // Reused buffer of one record's fixed part.
 };

@@ -128,7 +128,8 @@ class RocksDbStore final : public ParamStore {
     return Guarded("SparseRowIds", [&] { return DoSparseRowIds(table, ids); });
   }
   bool HasUnsyncedUpdates() const override {
-    return wal_unsynced_ || (dense_log_ != nullptr && dense_log_->unsynced());
+    return wal_unsynced_ ||
+           (dense_log_ != nullptr && (dense_log_->unsynced() || dense_log_->broken()));
   }
   uint64_t CommittedFlushes() const override {
     return committed_flushes_.load(std::memory_order_acquire);
@@ -384,9 +385,6 @@ class RocksDbStore final : public ParamStore {
   Status StageDirtyRows();
 
   // Writing.
-  // Chunks [first_chunk, end_chunk) of one slot, in the table's generation.
-  void PutDenseChunks(const DenseTable& t, int slot, uint64_t first_chunk, uint64_t end_chunk,
-                      rocksdb::WriteBatch* batch) const;
   std::string DenseMetaValue(const DenseTable& t) const;
   std::string SparseMetaValue(const SparseTable& t, uint64_t num_rows) const;
   // Table record plus store metadata (the next table id).

@@ -16,6 +16,7 @@
 #include "common/optimizer_options.h"
 #include "kernels/device.h"
 #include "kernels/optimizer.h"
+#include "storage/fault_injecting_fs.h"
 #include "storage/internal/dense_log.h"
 #include "storage/param_store.h"
 #include "tests/storage/storage_test_util.h"
@@ -70,6 +71,7 @@ class DenseLogStoreTest : public ::testing::TestWithParam<const char*> {
   std::unique_ptr<ParamStore> Open(size_t dense_log_mb = 64, Status* error = nullptr,
                                    bool wal = true) {
     ParamStoreOptions o;
+    o.file_system = fs_;
     o.kind = "rocksdb";
     o.data_dir = dir();
     o.wal_per_update = wal;
@@ -130,6 +132,7 @@ class DenseLogStoreTest : public ::testing::TestWithParam<const char*> {
   std::string log_path() const { return dir() + "/RELAXPS_DENSE_LOG"; }
 
   ScopedTempDir tmp_{"rocksdb_store_dense_log_test"};
+  std::shared_ptr<FaultInjectingFileSystem> fs_ = std::make_shared<FaultInjectingFileSystem>();
   std::unique_ptr<kernels::Optimizer> optimizer_;
   std::unique_ptr<kernels::Device> device_;
   DenseShardSpec spec_;
@@ -291,6 +294,40 @@ TEST_P(DenseLogStoreTest, OpenedWithoutTheWalStillReplaysOnceAndFlushesIt) {
     ASSERT_OK(store->Flush(3));
     ASSERT_OK(store->WaitForFlush());
   }
+}
+
+TEST_P(DenseLogStoreTest, CrashKeepsWhatWasSyncedAndAWriteErrorIsMendedByAFlush) {
+  State acked;
+  {
+    std::unique_ptr<ParamStore> store = Open();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
+    Step(store.get(), shard, 0, shard->size(), 1.0f);
+    ASSERT_OK(store->SyncWal());
+    // A full disk cuts the next record short: the update is refused ...
+    fs_->SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace, "RELAXPS_DENSE_LOG");
+    std::vector<float> g(shard->size(), 0.25f);
+    store->BeforeDenseWrite(shard);
+    shard->step += 1;
+    Status refused = store->DenseStepped(shard, DenseStep{0, shard->size(), g.data(), 1.0f});
+    EXPECT_EQ(refused.code(), StatusCode::kIOError) << refused;
+    EXPECT_TRUE(store->HasUnsyncedUpdates());
+    fs_->SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
+    // ... and the log takes nothing more until a flush has made the state
+    // durable without it (the next SyncWal does) and started it over.
+    ASSERT_OK(store->SyncWal());
+    EXPECT_FALSE(store->HasUnsyncedUpdates());
+    Step(store.get(), shard, 100, 30000, 0.5f);
+    ASSERT_OK(store->SyncWal());
+    acked = Capture(*shard);
+    Step(store.get(), shard, 0, shard->size(), 1.0f);  // Never synced.
+    fs_->SimulateCrash();
+  }
+  fs_->Reactivate();
+  std::unique_ptr<ParamStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
+  EXPECT_TRUE(Capture(*shard) == acked);
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, DenseLogStoreTest,
