@@ -48,7 +48,12 @@ DEFINE_string(data_dir, "", "RocksDB directory (store=rocksdb)");
 DEFINE_int32(cache_mb, 256, "Sparse-row cache budget in MiB (store=rocksdb)");
 DEFINE_bool(wal_per_update, false,
             "Write every update to the WAL and sync it before acknowledging the update "
-            "(nothing acknowledged is lost)");
+            "(nothing acknowledged is lost); dense optimizer steps are logged as their "
+            "gradients and replayed on restart");
+DEFINE_int32(dense_log_mb, 64,
+             "With --wal_per_update: once the dense update log holds this many MiB, the store "
+             "flushes the dense tables it changed and starts the log over (larger: fewer "
+             "flushes, a longer replay after a crash)");
 DEFINE_bool(wal_group_commit, true,
             "With --wal_per_update: one WAL sync per batch of received requests, after which "
             "the batch's updates are acknowledged (false: one sync per update)");
@@ -175,6 +180,9 @@ int main(int argc, char** argv) {
                                     "--join takes the next free id: do not pass --server_id"),
                          2);
   }
+  if (FLAGS_dense_log_mb < 1) {
+    return relaxps::Fail(kName, relaxps::InvalidArgumentError("--dense_log_mb must be >= 1"), 2);
+  }
   if (FLAGS_move_drain_timeout_ms < 1) {
     return relaxps::Fail(kName,
                          relaxps::InvalidArgumentError("--move_drain_timeout_ms must be >= 1"), 2);
@@ -189,6 +197,7 @@ int main(int argc, char** argv) {
   options.store.cache_mb = static_cast<size_t>(FLAGS_cache_mb);
   options.store.wal_per_update = FLAGS_wal_per_update;
   options.store.wal_group_commit = FLAGS_wal_group_commit;
+  options.store.dense_log_mb = static_cast<size_t>(FLAGS_dense_log_mb);
   options.flush_every_clocks = FLAGS_flush_every_clocks;  // -1: the library's default.
   options.checkpoint_dir = FLAGS_checkpoint_dir;
   options.keep_checkpoints = FLAGS_keep_checkpoints;

@@ -65,6 +65,21 @@ struct DenseShard {
   int64_t clock = 0;
 };
 
+// One optimizer step applied to a dense shard (ParamStore::DenseStepped):
+// what a store that logs updates records instead of the values it left.
+struct DenseStep {
+  size_t offset = 0;             // Shard-relative first key.
+  size_t n = 0;                  // Keys.
+  const float* grads = nullptr;  // The n floats the optimizer applied.
+  float lr_scale = 1.0f;         // Its learning-rate scale.
+};
+
+// Applies a logged step to `shard` while a store loads it: the optimizer
+// the update ran with, on keys [step.offset, +n) of the slots, with
+// shard->step (set to the step's number before the call) and step.lr_scale.
+// The same code as the update gives the same floats, bit for bit.
+using DenseReplay = std::function<Status(DenseShard* shard, const DenseStep& step)>;
+
 struct SparseTableSpec {
   std::string table;
   uint32_t width = 0;  // Floats per slot per row.
@@ -83,10 +98,17 @@ struct ParamStoreOptions {
   // Budget of the sparse-row LRU cache in MiB (rocksdb only). Larger keeps
   // more hot rows in memory; smaller bounds RSS for tables larger than RAM.
   size_t cache_mb = 256;
-  // true: every WriteRows / dense update is written to the RocksDB WAL and
-  // synced before it is acknowledged (nothing acknowledged is ever lost, at
-  // the cost of one fsync per update). false: data is persisted at Flush().
+  // true: every WriteRows / dense update is logged and synced before it is
+  // acknowledged (nothing acknowledged is ever lost, at the cost of one
+  // fsync per update or group): rows through the RocksDB WAL, dense updates
+  // through the store's dense log (an optimizer step as its gradient). false:
+  // data is persisted at Flush().
   bool wal_per_update = false;
+  // With wal_per_update: once the dense log holds this many MiB, the store
+  // flushes the dense shards it changed and starts the log over (bounds the
+  // disk it takes and the replay on open). Larger: fewer flushes (each writes
+  // the changed chunks) and a longer replay after a crash.
+  size_t dense_log_mb = 64;
   // With wal_per_update: group commit. WriteRows and DenseUpdated write
   // through the WAL without syncing it, and SyncWal() makes everything
   // written so far durable with one sync; the caller acknowledges an update
@@ -122,13 +144,32 @@ class ParamStore {
   // same table, range and slot count exists (loaded from disk for a durable
   // store). InvalidArgument if the table exists with a different shape.
   virtual StatusOr<DenseShard*> CreateDense(const DenseShardSpec& spec) = 0;
-  // nullptr if the table has no dense shard here.
+  // CreateDense for a shard whose logged optimizer steps (DenseStepped)
+  // the store replays on load through `replay`. RocksDbStore with
+  // wal_per_update logs steps; loading a shard that has some without a
+  // replay (CreateDense, GetDense) fails with FailedPrecondition.
+  virtual StatusOr<DenseShard*> CreateDenseReplaying(const DenseShardSpec& spec,
+                                                     const DenseReplay& replay) {
+    (void)replay;
+    return CreateDense(spec);
+  }
+  // nullptr if the table has no dense shard here. Loads a shard on disk.
   virtual DenseShard* GetDense(const std::string& table) = 0;
+  // Whether the table has a dense shard here (loaded or on disk), without
+  // loading it.
+  virtual bool HasDense(const std::string& table) { return GetDense(table) != nullptr; }
   // Marks keys [offset, offset + n) (shard-relative) of a dense shard as
   // modified by the latest update (the write announced by BeforeDenseWrite).
   // A store with wal_per_update persists them before returning; RocksDbStore
   // otherwise writes just the chunks holding them at the next Flush.
   virtual Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) = 0;
+  // DenseUpdated for a write that was one optimizer step (shard->step and
+  // shard->clock already those after it): a store with wal_per_update may
+  // log the step (the gradient) instead of the values it left, and replays
+  // it on load (CreateDenseReplaying). Default: DenseUpdated.
+  virtual Status DenseStepped(DenseShard* shard, const DenseStep& step) {
+    return DenseUpdated(shard, step.offset, step.n);
+  }
   // Must be called before anything writes a dense shard's slot arrays in
   // place (the optimizer step), and DenseUpdated with the range written
   // after it: a write announced here whose range never comes (the next

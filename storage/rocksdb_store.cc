@@ -34,17 +34,25 @@
 // on the next open, and staged rows without a pending flush record are
 // discarded on open.
 //
-// With wal_per_update: WriteRows and DenseUpdated write the rows (or the dense
-// chunks touched, in the table's current generation, plus the shard's
-// step/clock) to their committed keys through the WAL with sync=true before
-// returning. Cost: one fsync per call (about 0.1-2 ms on SSDs, 5-10 ms on
-// disks) plus 64 KiB per touched dense chunk and slot, so per-update WAL
-// suits sparse tables and small dense shards. Rows created by ReadRows are
-// written through the WAL without sync (a lost one is recreated identically
-// by the initializer). With wal_group_commit nothing is written per call:
-// the rows (and created rows) are queued in one pending WriteBatch, the dense
-// updates as chunk ranges, and SyncWal writes the whole group as one batch
-// and syncs once; until then the cache holds the rows, and an eviction,
+// With wal_per_update: WriteRows writes the rows to their committed keys
+// through the RocksDB WAL with sync=true before returning. Dense updates go
+// to the store's own dense log (internal/dense_log.h), never to RocksDB's
+// memtable: DenseStepped logs the gradient of an optimizer step (with its
+// learning-rate scale, step and clock), DenseUpdated the values a write left
+// in every slot, and both mark the chunks dirty as without the WAL; a Flush
+// writes the dirty chunks and its table records name the last log record they
+// reflect, after which the log starts over from offset 0. Once the log holds
+// dense_log_mb, SyncWal flushes on its own. On open, each dense table replays
+// its records past its table record's log_seq when it loads, steps through
+// the caller's DenseReplay (CreateDenseReplaying), in log order: the state
+// that was acknowledged, bit for bit. Cost per update: the gradient once
+// (params + momentum: half the bytes of the values they leave) and one
+// fdatasync. Rows created by ReadRows are written through the WAL without sync
+// (a lost one is recreated identically by the initializer). With
+// wal_group_commit nothing is synced per call: the rows (and created rows) are
+// queued in one pending WriteBatch and the dense records written to the log
+// (the page cache), and SyncWal writes the batch and syncs each log that has
+// something new once; until then the cache holds the rows, and an eviction,
 // Flush, Checkpoint or close writes the pending batch first.
 #include <algorithm>
 #include <cstring>
@@ -121,7 +129,8 @@ Status RocksDbStore::Recover() {
     batch.Put(kStoreMetaKey, EncodeStoreMeta(meta_));
     batch.Put(kFlushKey, EncodeFlushRecord(FlushRecord{}));
     RETURN_IF_ERROR(Write(&batch, /*wal=*/false, /*sync=*/false, "initialize"));
-    return FlushMemtables("initialize");
+    RETURN_IF_ERROR(FlushMemtables("initialize"));
+    return OpenDenseLog();
   }
   RETURN_IF_ERROR(FromRocks(s, "cannot read metadata of " + Where()));
   RETURN_IF_ERROR(DecodeStoreMeta(value, "'M' of " + Where(), &meta_));
@@ -130,6 +139,7 @@ Status RocksDbStore::Recover() {
   s = db_->Get(rocksdb::ReadOptions(), kFlushKey, &value);
   RETURN_IF_ERROR(FromRocks(s, "cannot read flush record of " + Where()));
   RETURN_IF_ERROR(DecodeFlushRecord(value, "'F' of " + Where(), &flush));
+  flush_clock_ = flush.clock;
   if (flush.apply_pending) {
     LOG(INFO) << Where() << ": finishing the interrupted flush of clock " << flush.clock;
     RETURN_IF_ERROR(ApplyStagedRows(flush.clock));
@@ -160,7 +170,47 @@ Status RocksDbStore::Recover() {
       sparse_.emplace(t->spec.table, std::move(t));
     }
   }
-  return FromRocks(it->status(), "cannot scan tables of " + Where());
+  RETURN_IF_ERROR(FromRocks(it->status(), "cannot scan tables of " + Where()));
+  return OpenDenseLog();
+}
+
+Status RocksDbStore::OpenDenseLog() {
+  // Read in every mode: a store a --wal_per_update server crashed with and
+  // that is opened without it still replays what was acknowledged.
+  std::vector<DenseLogRecord> records;
+  uint64_t valid_bytes = 0;
+  RETURN_IF_ERROR(DenseLog::Read(fs(), DenseLogPath(), &records, &valid_bytes));
+  // The records past each table's log_seq wait for its load; the rest are
+  // reflected by a flush already.
+  std::map<uint32_t, uint64_t> table_seq;
+  uint64_t next_seq = 1;
+  for (const auto& [name, meta] : unloaded_dense_) {
+    table_seq[meta.id] = meta.log_seq;
+    next_seq = std::max(next_seq, meta.log_seq + 1);
+  }
+  size_t pending = 0;
+  for (DenseLogRecord& r : records) {
+    next_seq = std::max(next_seq, r.seq + 1);
+    auto t = table_seq.find(r.table_id);
+    if (t == table_seq.end()) {
+      return CorruptionError("dense log " + DenseLogPath() + ": record " + std::to_string(r.seq) +
+                             " is of table id " + std::to_string(r.table_id) + ", which " +
+                             Where() + " does not have");
+    }
+    if (r.seq <= t->second) continue;
+    unreplayed_[r.table_id].push_back(std::move(r));
+    ++pending;
+  }
+  if (!options_.wal_per_update) return Status::OK();  // Read, never written.
+  std::string keep;
+  if (pending > 0) {
+    LOG(INFO) << Where() << ": " << pending << " dense log records to replay";
+    // The log goes on after them (written again from offset 0, as they are).
+    RETURN_IF_ERROR(ReadFile(fs(), DenseLogPath(), &keep));
+    keep.resize(valid_bytes);
+  }
+  ASSIGN_OR_RETURN(dense_log_, DenseLog::Open(fs(), DenseLogPath(), keep, next_seq));
+  return Status::OK();
 }
 
 Status RocksDbStore::ApplyStagedRows(int64_t clock) {
@@ -197,9 +247,11 @@ Status RocksDbStore::DiscardStagedRows() {
   return FlushMemtables("discard unflushed rows");
 }
 
-StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& meta) {
+StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& meta,
+                                                            const DenseReplay& replay) {
   auto t = std::make_unique<DenseTable>();
   t->id = meta.id;
+  t->log_seq = meta.log_seq;
   t->shard.spec = meta.dense;
   t->shard.step = meta.step;
   t->shard.clock = meta.clock;
@@ -264,13 +316,67 @@ StatusOr<RocksDbStore::DenseTable*> RocksDbStore::LoadDense(const TableMeta& met
       InitDenseRange(spec, s, first, len, t->shard.slots[s] + first);
     }
   }
+  RETURN_IF_ERROR(ReplayDenseLog(t.get(), meta.log_seq, replay));
   DenseTable* raw = t.get();
   unloaded_dense_.erase(spec.table);
   dense_.emplace(spec.table, std::move(t));
   return raw;
 }
 
-StatusOr<DenseShard*> RocksDbStore::DoCreateDense(const DenseShardSpec& spec) {
+Status RocksDbStore::ReplayDenseLog(DenseTable* t, uint64_t log_seq, const DenseReplay& replay) {
+  auto it = unreplayed_.find(t->id);
+  if (it == unreplayed_.end()) return Status::OK();
+  const std::vector<DenseLogRecord>& records = it->second;
+  DenseShard& shard = t->shard;
+  const std::string what = "dense log " + DenseLogPath() + ", table '" + shard.spec.table + "'";
+  size_t steps = 0;
+  for (const DenseLogRecord& r : records) {
+    const uint32_t arrays = r.kind == DenseLogKind::kStep ? 1 : shard.spec.num_slots;
+    if (r.offset > shard.size() || r.n > shard.size() - r.offset || r.arrays != arrays) {
+      return CorruptionError(what + ": record " + std::to_string(r.seq) + " (keys [" +
+                             std::to_string(r.offset) + ", +" + std::to_string(r.n) + "), " +
+                             std::to_string(r.arrays) + " arrays) does not fit the table (" +
+                             std::to_string(shard.size()) + " keys, " +
+                             std::to_string(arrays) + " arrays expected)");
+    }
+    if (r.kind == DenseLogKind::kStep) ++steps;
+  }
+  if (steps > 0 && !replay) {
+    return FailedPreconditionError(
+        what + ": " + std::to_string(steps) +
+        " logged optimizer steps to replay, and the table was loaded without its optimizer "
+        "(CreateDenseReplaying)");
+  }
+  for (const DenseLogRecord& r : records) {
+    if (r.seq <= log_seq) continue;
+    shard.step = r.step;
+    if (r.kind == DenseLogKind::kStep) {
+      Status s = replay(&shard, DenseStep{r.offset, r.n, r.floats.data(), r.lr_scale});
+      if (!s.ok()) {
+        return Status(s.code(), what + ": replaying step record " + std::to_string(r.seq) +
+                                    ": " + s.message());
+      }
+    } else {
+      for (uint32_t a = 0; a < r.arrays; ++a) {
+        std::memcpy(shard.slots[a] + r.offset, r.floats.data() + a * r.n, r.n * sizeof(float));
+      }
+    }
+    shard.clock = r.clock;
+    // The next flush writes what the replay changed, naming the records it
+    // reflects.
+    t->log_seq = std::max(t->log_seq, r.seq);
+    if (r.n > 0) {
+      t->MarkDirty(r.offset / kDenseChunkFloats, (r.offset + r.n - 1) / kDenseChunkFloats + 1);
+    }
+  }
+  LOG(INFO) << what << ": replayed " << records.size() << " records (" << steps
+            << " optimizer steps) onto the flushed state";
+  unreplayed_.erase(it);
+  return Status::OK();
+}
+
+StatusOr<DenseShard*> RocksDbStore::DoCreateDense(const DenseShardSpec& spec,
+                                                  const DenseReplay& replay) {
   RETURN_IF_ERROR(ValidateDenseSpec(spec));
   if (sparse_.count(spec.table)) {
     return InvalidArgumentError("table '" + spec.table + "' already exists as a sparse table");
@@ -286,7 +392,7 @@ StatusOr<DenseShard*> RocksDbStore::DoCreateDense(const DenseShardSpec& spec) {
   }
   if (auto it = dense_.find(spec.table); it != dense_.end()) return &it->second->shard;
   if (auto it = unloaded_dense_.find(spec.table); it != unloaded_dense_.end()) {
-    ASSIGN_OR_RETURN(DenseTable * t, LoadDense(it->second));
+    ASSIGN_OR_RETURN(DenseTable * t, LoadDense(it->second, replay));
     return &t->shard;
   }
   auto t = std::make_unique<DenseTable>();
@@ -297,6 +403,13 @@ StatusOr<DenseShard*> RocksDbStore::DoCreateDense(const DenseShardSpec& spec) {
   t->shard.slots = t->arrays.slots();
   for (int s = 0; s < spec.num_slots; ++s) InitDenseRange(spec, s, 0, n, t->shard.slots[s]);
   // Generation 0 loads as the initial values: nothing to write until a write.
+  if (options_.wal_per_update) {
+    // The table record (and the store's next table id) before any dense log
+    // record names the table.
+    rocksdb::WriteBatch batch;
+    PutDenseMeta(*t, &batch);
+    RETURN_IF_ERROR(Write(&batch, /*wal=*/true, /*sync=*/true, "create dense table"));
+  }
   DenseShard* shard = &t->shard;
   dense_.emplace(spec.table, std::move(t));
   return shard;
@@ -314,8 +427,8 @@ Status RocksDbStore::DoReshapeDense(DenseShard* shard, const std::string& name, 
   RETURN_IF_ERROR(CheckReshape(t->shard, t->arrays.capacity(), name, end));
   const std::string old_name = shard->spec.table;
   if (options_.wal_per_update) {
-    // Its chunks are written under the committed record's shape until the
-    // next flush: a reshaped last chunk would not match it.
+    // Its dense log records are ranges of the committed record's shape
+    // until the next flush: a reshaped table would not match them.
     return FailedPreconditionError("the rocksdb store of '" + old_name +
                                    "' writes every update through the WAL and cannot reshape it "
                                    "before its next flush");
@@ -361,7 +474,7 @@ DenseShard* RocksDbStore::GetDense(const std::string& table) {
   auto it = unloaded_dense_.find(table);
   if (it == unloaded_dense_.end()) return nullptr;
   StatusOr<DenseTable*> t = Guarded("GetDense", [&]() -> StatusOr<DenseTable*> {
-    return LoadDense(it->second);
+    return LoadDense(it->second, nullptr);
   });
   if (!t.ok()) {
     LOG(ERROR) << "cannot load dense table '" << table << "': " << t.status();
@@ -370,7 +483,8 @@ DenseShard* RocksDbStore::GetDense(const std::string& table) {
   return &(*t)->shard;
 }
 
-Status RocksDbStore::DoDenseUpdated(DenseShard* shard, size_t offset, size_t n) {
+Status RocksDbStore::DoDenseUpdated(DenseShard* shard, size_t offset, size_t n,
+                                    const DenseStep* step) {
   auto it = shard == nullptr ? dense_.end() : dense_.find(shard->spec.table);
   if (it == dense_.end() || &it->second->shard != shard) {
     return InvalidArgumentError("DenseUpdated: shard does not belong to " + Where());
@@ -382,39 +496,30 @@ Status RocksDbStore::DoDenseUpdated(DenseShard* shard, size_t offset, size_t n) 
   }
   DenseTable& t = *it->second;
   t.write_announced = false;  // The announced write's range is known now.
-  if (!options_.wal_per_update) {
-    // The next Flush writes these chunks.
-    if (n > 0) t.MarkDirty(offset / kDenseChunkFloats, (offset + n - 1) / kDenseChunkFloats + 1);
-    return Status::OK();
+  // The next Flush writes these chunks.
+  if (n > 0) t.MarkDirty(offset / kDenseChunkFloats, (offset + n - 1) / kDenseChunkFloats + 1);
+  if (!options_.wal_per_update) return Status::OK();
+  // wal_per_update: the dense log makes the update durable until then.
+  DenseLogRecord r;
+  r.table_id = t.id;
+  r.offset = offset;
+  r.n = n;
+  r.step = shard->step;
+  r.clock = shard->clock;
+  std::vector<const float*> arrays;
+  if (step != nullptr) {
+    r.kind = DenseLogKind::kStep;
+    r.lr_scale = step->lr_scale;
+    arrays.push_back(step->grads);
+  } else {
+    r.kind = DenseLogKind::kValues;
+    for (float* slot : shard->slots) arrays.push_back(slot + offset);
   }
-  // wal_per_update: the WAL makes the chunks durable, so the next Flush
-  // need not write them.
-  if (options_.wal_group_commit) {
-    // Dirty chunks: the pushes of a batch usually touch the same chunks;
-    // SyncWal() writes each once, with the values of the last update.
-    if (n == 0) return Status::OK();
-    const uint64_t first = offset / kDenseChunkFloats;
-    const uint64_t end = (offset + n - 1) / kDenseChunkFloats + 1;
-    if (t.wal_end_chunk == t.wal_first_chunk) {
-      wal_pending_dense_.push_back(shard->spec.table);
-      t.wal_first_chunk = first;
-      t.wal_end_chunk = end;
-    } else {
-      t.wal_first_chunk = std::min(t.wal_first_chunk, first);
-      t.wal_end_chunk = std::max(t.wal_end_chunk, end);
-    }
-    wal_unsynced_ = true;
-    return Status::OK();
-  }
-  rocksdb::WriteBatch batch;
-  if (n > 0) {
-    for (int s = 0; s < shard->spec.num_slots; ++s) {
-      PutDenseChunks(t, s, offset / kDenseChunkFloats, (offset + n - 1) / kDenseChunkFloats + 1,
-                     &batch);
-    }
-  }
-  PutDenseMeta(t, &batch);
-  return Write(&batch, /*wal=*/true, /*sync=*/true, "dense update");
+  r.arrays = static_cast<uint32_t>(arrays.size());
+  RETURN_IF_ERROR(dense_log_->Append(r, arrays.data()).status());
+  if (options_.wal_group_commit) return Status::OK();  // SyncWal syncs the group.
+  RETURN_IF_ERROR(dense_log_->Sync());
+  return BoundDenseLog();
 }
 
 Status RocksDbStore::DoCreateSparse(const SparseTableSpec& spec) {

@@ -25,18 +25,6 @@
 namespace relaxps {
 namespace storage_internal {
 
-void RocksDbStore::PutDenseChunks(const DenseTable& t, int slot, uint64_t first_chunk,
-                                  uint64_t end_chunk, rocksdb::WriteBatch* batch) const {
-  const size_t n = t.shard.size();
-  for (uint64_t c = first_chunk; c < end_chunk; ++c) {
-    const uint64_t first = c * kDenseChunkFloats;
-    const size_t len = std::min<uint64_t>(kDenseChunkFloats, n - first);
-    batch->Put(DenseChunkKey(t.id, t.generation, slot, c),
-               rocksdb::Slice(reinterpret_cast<const char*>(t.shard.slots[slot] + first),
-                              len * sizeof(float)));
-  }
-}
-
 std::string RocksDbStore::DenseMetaValue(const DenseTable& t) const {
   TableMeta m;
   m.kind = TableKind::kDense;
@@ -46,6 +34,7 @@ std::string RocksDbStore::DenseMetaValue(const DenseTable& t) const {
   m.clock = t.shard.clock;
   m.generation = t.generation;
   m.base_generation = t.base_generation;
+  m.log_seq = t.log_seq;
   return EncodeTableMeta(m);
 }
 
@@ -78,8 +67,8 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* batch, bool wal, bool sync, cons
 }
 
 Status RocksDbStore::WritePendingWal() {
-  if (wal_pending_dense_.empty() && wal_pending_rows_.Count() == 0 &&
-      wal_pending_sparse_.empty() && wal_created_rows_.empty()) {
+  if (wal_pending_rows_.Count() == 0 && wal_pending_sparse_.empty() &&
+      wal_created_rows_.empty()) {
     return Status::OK();
   }
   // Rows ReadRows created that no WriteRows has queued since.
@@ -92,26 +81,13 @@ Status RocksDbStore::WritePendingWal() {
     e->dirty = false;
   }
   wal_created_rows_.clear();
-  // One batch for the whole group: the rows as queued, each dense table's
-  // pending chunks with the values of its last update, and the records.
+  // One batch for the whole group: the rows as queued and the records.
+  // (Dense updates are in the dense log already.)
   rocksdb::WriteBatch& batch = wal_pending_rows_;
-  std::vector<DenseTable*> written;
-  for (const std::string& name : wal_pending_dense_) {
-    auto it = dense_.find(name);
-    if (it == dense_.end()) continue;
-    DenseTable& t = *it->second;
-    for (int s = 0; s < t.shard.spec.num_slots; ++s) {
-      PutDenseChunks(t, s, t.wal_first_chunk, t.wal_end_chunk, &batch);
-    }
-    PutDenseMeta(t, &batch);
-    written.push_back(&t);
-  }
   for (SparseTable* t : wal_pending_sparse_) {
     PutSparseMeta(*t, t->num_rows, &batch);
     t->record_pending = false;
   }
-  for (DenseTable* t : written) t->wal_end_chunk = t->wal_first_chunk;
-  wal_pending_dense_.clear();
   wal_pending_sparse_.clear();
   const Status s = Write(&batch, /*wal=*/true, /*sync=*/false, "group of updates");
   batch.Clear();
@@ -119,13 +95,39 @@ Status RocksDbStore::WritePendingWal() {
 }
 
 Status RocksDbStore::DoSyncWal() {
-  if (!wal_unsynced_) return Status::OK();
-  RETURN_IF_ERROR(WritePendingWal());
-  RETURN_IF_ERROR(FromRocks(db_->FlushWAL(/*sync=*/true), "sync WAL of " + Where()));
-  wal_unsynced_ = false;
-  // Durable now. (The chunks were never marked for the next flush: under
-  // wal_per_update DenseUpdated leaves that to the WAL.)
-  return Status::OK();
+  if (wal_unsynced_) {
+    RETURN_IF_ERROR(WritePendingWal());
+    RETURN_IF_ERROR(FromRocks(db_->FlushWAL(/*sync=*/true), "sync WAL of " + Where()));
+    wal_unsynced_ = false;
+  }
+  if (dense_log_ == nullptr) return Status::OK();
+  if (dense_log_->broken()) {
+    // A write error cut a record short: a flush makes every update durable
+    // without the log, then starts it over.
+    return SyncFlush(flush_clock_);
+  }
+  if (!dense_log_->unsynced()) return Status::OK();
+  // One fdatasync for the group's dense records, written as they came.
+  RETURN_IF_ERROR(dense_log_->Sync());
+  // Durable now. A failed flush of the bound is returned (a disk that
+  // cannot flush is reported as the WAL's failure) and retried next time.
+  return BoundDenseLog();
+}
+
+Status RocksDbStore::BoundDenseLog() {
+  if (dense_log_ == nullptr || dense_log_->bytes() < (options_.dense_log_mb << 20) ||
+      !unreplayed_.empty()) {
+    return Status::OK();
+  }
+  return SyncFlush(flush_clock_);  // Starts the log over.
+}
+
+Status RocksDbStore::RestartDenseLog() {
+  if (dense_log_ == nullptr || !unreplayed_.empty()) return Status::OK();
+  for (const auto& [name, t] : dense_) {
+    if (t->log_seq != dense_log_->last_seq()) return Status::OK();  // Not captured by the flush.
+  }
+  return dense_log_->Restart();
 }
 
 Status RocksDbStore::FlushMemtables(const char* what) {
@@ -193,9 +195,8 @@ void RocksDbStore::CaptureDirtyChunks(DenseTable* t) {
   const uint64_t dirty = all ? chunks : t->num_dirty;
   ++t->generation;
   t->flush_chunks.clear();
-  // A delta with every chunk of the older deltas replaces them (the
-  // per-update WAL writes into the committed generation: not with it).
-  const bool supersedes = !all && t->num_deltas > 0 && !options_.wal_per_update &&
+  // A delta with every chunk of the older deltas replaces them.
+  const bool supersedes = !all && t->num_deltas > 0 &&
                           t->delta_bits.size() == t->dirty_bits.size() &&
                           std::equal(t->delta_bits.begin(), t->delta_bits.end(),
                                      t->dirty_bits.begin(), [](uint64_t older, uint64_t now) {
@@ -236,11 +237,15 @@ Status RocksDbStore::SyncFlush(int64_t clock) {
   // Staged rows must be durable before the commit that refers to them.
   RETURN_IF_ERROR(StageDirtyRows());
   if (staged_rows_) RETURN_IF_ERROR(FlushMemtables("flush staged rows"));
+  // The dense log's records of the loaded tables are in what this commits.
+  if (dense_log_ != nullptr) {
+    for (auto& [name, t] : dense_) t->log_seq = dense_log_->last_seq();
+  }
   const FlushCapture cap = CaptureFlush(clock);
   Status s = CommitFlush(cap, /*from_snapshot=*/false);
   if (!s.ok()) {
-    // Nothing landed: back to the committed generation, which the per-update
-    // WAL keeps writing; the next flush retries.
+    // Nothing landed: back to the committed generation; the next flush
+    // retries with every chunk (and the dense log keeps its records).
     for (DenseTable* t : cap.tables) {
       const DenseTable::Layout& b = t->before_capture;
       t->generation = b.generation;
@@ -251,11 +256,12 @@ Status RocksDbStore::SyncFlush(int64_t clock) {
     }
     return s;
   }
+  flush_clock_ = clock;
   if (staged_rows_) {
     RETURN_IF_ERROR(ApplyStagedRows(clock));
     staged_rows_ = false;
   }
-  return Status::OK();
+  return RestartDenseLog();
 }
 
 Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
@@ -368,15 +374,11 @@ Status RocksDbStore::DropOldGenerations(const DenseTable& t) {
       rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &begin, &end,
                                   /*include_end=*/false),
       "cannot drop old generations of dense table " + t.shard.spec.table));
-  // With the per-update WAL, chunks of the old generation also sit in the
-  // memtable and in files shared with other keys: those need a tombstone.
-  // Without it, a generation's keys only ever live in its own file, and a
-  // tombstone would do harm: flushed to L0 and compacted down, it would drag
-  // the current generation's file into a compaction.
-  if (!options_.wal_per_update) return Status::OK();
-  rocksdb::WriteBatch batch;
-  batch.DeleteRange(lo, hi);
-  return Write(&batch, /*wal=*/false, /*sync=*/false, "drop old dense generations");
+  // A generation's keys only ever live in its own file (the per-update WAL
+  // logs dense updates in the dense log, not in RocksDB), so no tombstone: it
+  // would do harm, flushed to L0 and compacted down, dragging the current
+  // generation's file into a compaction.
+  return Status::OK();
 }
 
 void RocksDbStore::StartFlushJob(FlushCapture cap) {

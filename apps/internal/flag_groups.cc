@@ -33,7 +33,7 @@ std::vector<FlagGroup> ServerFlagGroups() {
       {"Joining the job", {"coordinator", "coordination", "zk_session_timeout_ms", "server_id",
                            "heartbeat_ms", "coordinator_timeout_ms"}},
       {"Elastic servers (docs/elastic.md)", {"join", "move_drain_timeout_ms"}},
-      {"Storage", {"store", "data_dir", "cache_mb", "wal_per_update", "wal_group_commit",
+      {"Storage", {"store", "data_dir", "cache_mb", "wal_per_update", "wal_group_commit", "dense_log_mb",
                    "flush_every_clocks"}},
       {"Checkpoints and recovery",
        {"checkpoint_dir", "keep_checkpoints", "restore_from", "state_transfer_chunk_kb"}},

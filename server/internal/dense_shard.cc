@@ -60,7 +60,18 @@ Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, flo
     optimizer_->Apply(device_, w, state_scratch_.data(), grads, n, shard_->step, lr_scale);
   }
   ++updates_applied_;
-  return store_->DenseUpdated(shard_, offset, n);
+  // A store that logs updates logs this one as its gradient and replays it
+  // through ReplayStep.
+  return store_->DenseStepped(shard_, DenseStep{offset, n, grads, lr_scale});
+}
+
+Status ReplayStep(const kernels::Optimizer& optimizer, kernels::Device* device, DenseShard* shard,
+                  const DenseStep& step) {
+  std::vector<float*> state(shard->slots.size() - 1);
+  for (size_t s = 1; s < shard->slots.size(); ++s) state[s - 1] = shard->slots[s] + step.offset;
+  optimizer.Apply(device, shard->slots[0] + step.offset, state.data(), step.grads, step.n,
+                  shard->step, step.lr_scale);
+  return Status::OK();
 }
 
 bool DenseShardState::Coverage::Add(uint64_t begin, uint64_t end) {

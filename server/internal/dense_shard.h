@@ -70,6 +70,13 @@ namespace server_internal {
 // requested parameters and the clock they reflect.
 using PullReply = std::function<void(const Status&, FloatBuffer params, int64_t params_clock)>;
 
+// Applies a logged optimizer step while the store loads `shard`
+// (ParamStore::CreateDenseReplaying): the same call DenseShardState makes for
+// the update, so the same floats. REQUIRES: `optimizer` is the table's, with
+// shard->slots.size() == 1 + its state slots.
+Status ReplayStep(const kernels::Optimizer& optimizer, kernels::Device* device, DenseShard* shard,
+                  const DenseStep& step);
+
 class DenseShardState {
  public:
   // REQUIRES: all pointers outlive this object. Pull snapshots come from

@@ -126,7 +126,7 @@ StatusOr<RangeState*> ServerImpl::CreateDenseRange(const TableOptions& t, uint64
   spec.end = end;
   spec.num_slots = 1 + optimizer->num_state_slots();
   spec.init = t.init;
-  const bool existed = store_->GetDense(spec.table) != nullptr;  // Restored, or taken back.
+  const bool existed = store_->HasDense(spec.table);  // Restored, or taken back.
   // Replicas (chain, hybrid) and seeded servers legitimately hold ranges their
   // checkpoint lacks: a chain joined as tail or a spare's takeover gets its
   // state by transfer or from the workers, never from the checkpoint.
@@ -139,7 +139,14 @@ StatusOr<RangeState*> ServerImpl::CreateDenseRange(const TableOptions& t, uint64
     // initializer.
     RETURN_IF_ERROR(AssembleRestoredRange(store_.get(), t.name, spec));
   }
-  ASSIGN_OR_RETURN(DenseShard * shard, store_->CreateDense(spec));
+  // Updates a --wal_per_update store logged as optimizer steps are replayed
+  // through this range's optimizer as it loads.
+  const kernels::Optimizer& replay_optimizer = *optimizer;
+  ASSIGN_OR_RETURN(DenseShard * shard,
+                   store_->CreateDenseReplaying(
+                       spec, [&](DenseShard* s, const DenseStep& step) {
+                         return ReplayStep(replay_optimizer, device_.get(), s, step);
+                       }));
   if (!existed) held_bytes_ += DenseBytes(spec.end - spec.begin, spec.num_slots);
   RangeState range;
   range.table = t.name;

@@ -30,6 +30,7 @@
 #include "common/thread_annotations.h"
 #include "storage/internal/aligned_floats.h"
 #include "storage/internal/dense_arrays.h"
+#include "storage/internal/dense_log.h"
 #include "storage/internal/rocksdb_store.h"
 #include "storage/internal/rocksdb_util.h"
 #include "storage/internal/row_cache.h"
@@ -67,18 +68,29 @@ class RocksDbStore final : public ParamStore {
 
   const char* Name() const override { return "rocksdb"; }
   StatusOr<DenseShard*> CreateDense(const DenseShardSpec& spec) override {
-    return Guarded("CreateDense", [&] { return DoCreateDense(spec); });
+    return Guarded("CreateDense", [&] { return DoCreateDense(spec, nullptr); });
+  }
+  StatusOr<DenseShard*> CreateDenseReplaying(const DenseShardSpec& spec,
+                                             const DenseReplay& replay) override {
+    return Guarded("CreateDense", [&] { return DoCreateDense(spec, replay); });
   }
   DenseShard* GetDense(const std::string& table) override;
+  bool HasDense(const std::string& table) override {
+    return dense_.count(table) > 0 || unloaded_dense_.count(table) > 0;
+  }
   Status DenseUpdated(DenseShard* shard, size_t offset, size_t n) override {
-    return Guarded("DenseUpdated", [&] { return DoDenseUpdated(shard, offset, n); });
+    return Guarded("DenseUpdated", [&] { return DoDenseUpdated(shard, offset, n, nullptr); });
+  }
+  Status DenseStepped(DenseShard* shard, const DenseStep& step) override {
+    return Guarded("DenseStepped",
+                   [&] { return DoDenseUpdated(shard, step.offset, step.n, &step); });
   }
   void BeforeDenseWrite(DenseShard* shard) override;
   // Waits for a running flush job (which reads the table), then takes the
   // new name and range; the next flush writes a new base generation under
   // the new record and deletes the old one in the same commit.
-  // FailedPrecondition with wal_per_update (the per-update WAL writes chunks
-  // under the committed record's shape).
+  // FailedPrecondition with wal_per_update (the dense log's records are
+  // ranges of the committed record's shape).
   Status ReshapeDense(DenseShard* shard, const std::string& name, uint64_t end) override {
     return Guarded("ReshapeDense", [&] { return DoReshapeDense(shard, name, end); });
   }
@@ -115,7 +127,10 @@ class RocksDbStore final : public ParamStore {
   Status SparseRowIds(const std::string& table, std::vector<uint64_t>* ids) override {
     return Guarded("SparseRowIds", [&] { return DoSparseRowIds(table, ids); });
   }
-  bool HasUnsyncedUpdates() const override { return wal_unsynced_; }
+  bool HasUnsyncedUpdates() const override {
+    return wal_unsynced_ ||
+           (dense_log_ != nullptr && (dense_log_->unsynced() || dense_log_->broken()));
+  }
   uint64_t CommittedFlushes() const override {
     return committed_flushes_.load(std::memory_order_acquire);
   }
@@ -188,11 +203,9 @@ class RocksDbStore final : public ParamStore {
         }
       }
     }
-    // Group commit: chunks [wal_first_chunk, wal_end_chunk) were updated
-    // since the last SyncWal(), which writes them (one batch for all the
-    // updates) before it syncs. Loop thread only.
-    uint64_t wal_first_chunk = 0;
-    uint64_t wal_end_chunk = 0;  // == wal_first_chunk: none pending.
+    // wal_per_update: the last dense log record the table's committed
+    // generations reflect (as of the latest captured table record).
+    uint64_t log_seq = 0;
     uint64_t num_chunks() const {
       return (shard.size() + kDenseChunkFloats - 1) / kDenseChunkFloats;
     }
@@ -276,11 +289,19 @@ class RocksDbStore final : public ParamStore {
   Status Recover();
   Status ApplyStagedRows(int64_t clock);
   Status DiscardStagedRows();
-  StatusOr<DenseTable*> LoadDense(const TableMeta& meta);
+  // Loads a dense table and replays its dense log records past meta.log_seq
+  // (values in place, steps through `replay`).
+  StatusOr<DenseTable*> LoadDense(const TableMeta& meta, const DenseReplay& replay);
+  Status ReplayDenseLog(DenseTable* t, uint64_t log_seq, const DenseReplay& replay);
+  // wal_per_update: reads the dense log (its records wait in unreplayed_
+  // until their table loads) and opens it for appending.
+  Status OpenDenseLog();
+  std::string DenseLogPath() const { return options_.data_dir + "/RELAXPS_DENSE_LOG"; }
 
   // Table bodies of the public methods (which catch exceptions).
-  StatusOr<DenseShard*> DoCreateDense(const DenseShardSpec& spec);
-  Status DoDenseUpdated(DenseShard* shard, size_t offset, size_t n);
+  StatusOr<DenseShard*> DoCreateDense(const DenseShardSpec& spec, const DenseReplay& replay);
+  // `step`: the update was that optimizer step (DenseStepped).
+  Status DoDenseUpdated(DenseShard* shard, size_t offset, size_t n, const DenseStep* step);
   Status DoReshapeDense(DenseShard* shard, const std::string& name, uint64_t end);
   // The loaded table of a shard of this store, or nullptr.
   DenseTable* FindDense(const DenseShard* shard);
@@ -299,6 +320,13 @@ class RocksDbStore final : public ParamStore {
   // cache (the disk must have them before the cache lets them go), and
   // before flushes and checkpoints.
   Status WritePendingWal();
+  // wal_per_update: once the dense log passed options_.dense_log_mb, a
+  // synchronous flush (which then starts the log over).
+  Status BoundDenseLog();
+  // wal_per_update, after a commit that reflects every dense log record of
+  // the loaded tables: starts the log over unless records of tables not
+  // loaded yet are in it.
+  Status RestartDenseLog();
   Status DoCheckpoint(const std::string& dir, int64_t clock);
   // Checks that a checkpoint may be written into dir.
   Status CheckCheckpointDir(const std::string& dir) const;
@@ -359,9 +387,6 @@ class RocksDbStore final : public ParamStore {
   Status StageDirtyRows();
 
   // Writing.
-  // Chunks [first_chunk, end_chunk) of one slot, in the table's generation.
-  void PutDenseChunks(const DenseTable& t, int slot, uint64_t first_chunk, uint64_t end_chunk,
-                      rocksdb::WriteBatch* batch) const;
   std::string DenseMetaValue(const DenseTable& t) const;
   std::string SparseMetaValue(const SparseTable& t, uint64_t num_rows) const;
   // Table record plus store metadata (the next table id).
@@ -409,8 +434,14 @@ class RocksDbStore final : public ParamStore {
   // (table id, row); cached and marked dirty until queued.
   std::vector<std::pair<uint32_t, uint64_t>> wal_created_rows_;
   std::vector<SparseTable*> wal_pending_sparse_;
-  // Group commit: dense tables with chunks pending for the next SyncWal().
-  std::vector<std::string> wal_pending_dense_;
+  // wal_per_update: the dense log (dense_log.h); null otherwise.
+  std::unique_ptr<DenseLog> dense_log_;
+  // Dense log records found on open whose table is not loaded yet, by table
+  // id (replayed by LoadDense).
+  std::map<uint32_t, std::vector<DenseLogRecord>> unreplayed_;
+  // The clock of the latest flush record (a flush the dense log's bound
+  // starts keeps it).
+  int64_t flush_clock_ = 0;
   // A Flush coalesced while a job ran; completed by Checkpoint / destructor
   // unless a later Flush supersedes it.
   std::optional<int64_t> deferred_flush_clock_;

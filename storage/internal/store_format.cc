@@ -144,7 +144,10 @@ std::string EncodeTableMeta(const TableMeta& t) {
     w.Put<uint32_t>(static_cast<uint32_t>(kDenseChunkFloats));
     // A table whose newest generation is complete ends here (as records did
     // before delta generations); else the base generation follows.
-    if (t.base_generation != t.generation) w.Put<uint64_t>(t.base_generation);
+    // A table with dense log records (wal_per_update) ends with the base
+    // generation (even when complete) and the last record it reflects.
+    if (t.base_generation != t.generation || t.log_seq != 0) w.Put<uint64_t>(t.base_generation);
+    if (t.log_seq != 0) w.Put<uint64_t>(t.log_seq);
   } else {
     const SparseTableSpec& s = t.sparse;
     w.PutString(s.table);
@@ -178,9 +181,14 @@ Status DecodeTableMeta(const std::string& data, const std::string& what, TableMe
     // A record that ends here names a complete generation; else the base
     // generation follows, older than the newest one.
     t->base_generation = t->generation;
+    t->log_seq = 0;
     if (!r.done()) {
-      if (!r.Get(&t->base_generation) || !r.done()) return Malformed(what);
-      if (t->base_generation >= t->generation) {
+      if (!r.Get(&t->base_generation)) return Malformed(what);
+      if (!r.done() && (!r.Get(&t->log_seq) || !r.done() || t->log_seq == 0)) {
+        return Malformed(what);
+      }
+      if (t->base_generation > t->generation ||
+          (t->base_generation == t->generation && t->log_seq == 0)) {
         return CorruptionError(what + ": base generation " +
                                std::to_string(t->base_generation) +
                                " is not older than generation " + std::to_string(t->generation));

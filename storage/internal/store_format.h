@@ -79,6 +79,9 @@ struct TableMeta {
   int64_t clock = 0;       // kind == kDense.
   uint64_t generation = 0;  // kind == kDense: its newest generation.
   uint64_t base_generation = 0;  // kind == kDense: its complete generation.
+  // kind == kDense: the last dense log record (dense_log.h) the committed
+  // generations reflect; later records of the table are replayed on load.
+  uint64_t log_seq = 0;
   SparseTableSpec sparse;  // kind == kSparse.
   uint64_t num_rows = 0;   // kind == kSparse.
   const std::string& name() const { return kind == TableKind::kDense ? dense.table : sparse.table; }

@@ -89,6 +89,7 @@ const BadFlagCase kCases[] = {
     {"server_coordination_not_zk", "relaxps-server", {"--coordination=tcp://127.0.0.1:2181/job"},
      "--coordination must be zk://"},
     {"server_cache_mb", "relaxps-server", {kNoCoordinator, "--cache_mb=0"}, "cache_mb"},
+    {"server_dense_log_mb", "relaxps-server", {kNoCoordinator, "--dense_log_mb=0"}, "dense_log_mb"},
     {"server_unknown_flag", "relaxps-server", {kNoCoordinator, "--no_such_flag=1"}, "no_such_flag"},
     {"server_wildcard_bind_without_advertise", "relaxps-server",
      {kNoCoordinator, "--bind=tcp://0.0.0.0:*", "--insecure_bind_public"}, "--advertise"},
