@@ -198,8 +198,10 @@ void ServerImpl::HandleDenseSpan(Request&& req, RangeState* first) {
     return;
   }
   if (!CheckFrameCount(req, push ? 1 : 0)) return;
-  if (h.slot() != 0 || h.sender() < 0) {
-    // Inspection: each range's copy at once, without the gates.
+  if (h.slot() != 0) {
+    // Inspection of a state slot: each range's copy at once, without the
+    // gates (no range here is chained: a pull by no worker goes through
+    // the gates, as for one range).
     FloatBuffer params = FloatBuffer::Uninitialized(n);
     int64_t params_clock = INT64_MAX;
     for (const SpanPiece& p : pieces) {
