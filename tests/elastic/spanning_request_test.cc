@@ -6,7 +6,8 @@
 // what the pushes make it; a push spanning two ranges of a server is applied
 // to both once, counted once, and its resend is a duplicate; a request that
 // runs into keys its server does not hold is refused whole, "moved", with
-// nothing applied.
+// nothing applied; a push split into parts across the ranges' boundary
+// takes the optimizer steps of the whole one.
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -232,6 +233,56 @@ TEST(SpanningRequestTest, APushSpanningTwoRangesIsAppliedOnceAndItsResendIsADupl
   for (uint64_t k = 0; k < kSize; ++k) expected[k] -= 0.5f * grads[k];
   EXPECT_EQ(test::DifferingFloats(reply->frames[0].as<float>(), expected.data(), kSize), 0u);
   EXPECT_EQ(test::AppliedParts({ep}, w->worker_id(), 77), 2u);
+}
+
+TEST(SpanningRequestTest, ASplitPushSpanningTwoRangesTakesTheStepsOfTheWholeOne) {
+  // Tables "a" and "b" alike (Adam: a step count per range), both ending on
+  // server 1 as two adjacent ranges [0, 2 chunks) and [2, 4 chunks). One
+  // worker pushes "a" whole (one request spanning both ranges), another
+  // "b" split into parts of about 3500 keys (aligned: [6144, 9216) straddles
+  // the ranges' boundary and continues a push into the second range, which
+  // takes its step there). The same gradients in the same order: the same
+  // model, bit for bit.
+  constexpr uint64_t kSize = 4 * kDenseChunk;
+  auto adam = [](const std::string& name) {
+    TableOptions t = Sgd(kSize);
+    t.name = name;
+    t.optimizer.name = "adam";
+    t.optimizer.lr = 0.01f;
+    return t;
+  };
+  InProcessCluster cluster(1, ConsistencyModel::kAsync);
+  auto connect = [&](bool split) {
+    ClientOptions o;
+    o.coordinator = cluster.coordinator();
+    o.request_timeout_ms = 20000 * test::TimeScale();
+    o.dense_split_bytes = split ? 4096 : o.dense_split_bytes;
+    o.dense_part_bytes = split ? 3500 * sizeof(float) : 0;
+    auto c = Client::Connect(o);
+    CHECK(c.ok()) << c.status();
+    return std::move(c).value();
+  };
+  std::unique_ptr<Client> whole = connect(false), split = connect(true);
+  ASSERT_OK(whole->CreateTable(adam("a")));
+  ASSERT_OK(whole->CreateTable(adam("b")));
+  JoinedServer joined(cluster.coordinator());
+  WaitForMoves(cluster.coordinator(), 2);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_OK(Drain(cluster.coordinator(), 0));
+  WaitForMoves(cluster.coordinator(), 4);
+  ASSERT_FALSE(HasFatalFailure());
+  const wire::ShardMap map = MapOf(cluster.coordinator());
+  for (const wire::TableShards& t : map.tables()) {
+    ASSERT_EQ(t.ranges_size(), 2) << map.DebugString();
+    for (const wire::DenseRange& r : t.ranges()) EXPECT_EQ(r.server(), 1);
+  }
+  FloatBuffer grads(kSize), a(kSize), b(kSize);
+  for (int step = 0; step < 3; ++step) {
+    for (uint64_t k = 0; k < kSize; ++k) grads[k] = static_cast<float>((k + step) % 7) - 3.0f;
+    ASSERT_OK(whole->PushPull("a", 0, grads, a).get());
+    ASSERT_OK(split->PushPull("b", 0, grads, b).get());
+  }
+  EXPECT_EQ(test::DifferingFloats(a.data(), b.data(), kSize), 0u);
 }
 
 TEST(SpanningRequestTest, ARequestRunningIntoAnotherServersKeysIsRefusedWholeAsMoved) {
