@@ -53,14 +53,26 @@ TableOptions Sgd(uint64_t size) {
   return t;
 }
 
-std::unique_ptr<Client> Worker(const std::string& coordinator, uint64_t size) {
+// A worker of the job; with `part_keys` > 0 its dense requests are split
+// into parts of about that many keys (ClientOptions::dense_part_bytes).
+std::unique_ptr<Client> Connect(const std::string& coordinator, uint64_t part_keys = 0) {
   ClientOptions o;
   o.coordinator = coordinator;
   o.request_timeout_ms = 20000 * test::TimeScale();
+  if (part_keys > 0) {
+    o.dense_split_bytes = 4096;
+    o.dense_part_bytes = static_cast<int64_t>(part_keys * sizeof(float));
+  }
   auto c = Client::Connect(o);
   CHECK(c.ok()) << c.status();
-  CHECK((*c)->CreateTable(Sgd(size)).ok());
   return std::move(c).value();
+}
+
+// A worker that created the sgd table "w" of `size` keys.
+std::unique_ptr<Client> Worker(const std::string& coordinator, uint64_t size) {
+  std::unique_ptr<Client> c = Connect(coordinator);
+  CHECK(c->CreateTable(Sgd(size)).ok());
+  return c;
 }
 
 // The dense ranges of "w" each server holds in `map`, in key order.
@@ -98,6 +110,19 @@ void WaitForMoves(const std::string& coordinator, size_t done) {
     settled = started == ended && finished >= done ? settled + 1 : 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+// On a one-server job with `tables` dense tables: a server joins (the tail
+// half of each table moves to it), then server 0 is drained (its half of
+// each moves to the joined server whole), which then holds two adjacent
+// ranges of each table.
+void JoinAndDrainFirst(const std::string& coordinator, size_t tables,
+                       std::unique_ptr<JoinedServer>* joined) {
+  *joined = std::make_unique<JoinedServer>(coordinator);
+  WaitForMoves(coordinator, tables);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  ASSERT_OK(Drain(coordinator, 0));
+  WaitForMoves(coordinator, 2 * tables);
 }
 
 wire::ServerStats StatsOf(const std::string& endpoint) {
@@ -192,11 +217,8 @@ TEST(SpanningRequestTest, APushSpanningTwoRangesIsAppliedOnceAndItsResendIsADupl
   constexpr uint64_t kSize = 4 * kDenseChunk;
   InProcessCluster cluster(1, ConsistencyModel::kAsync);
   std::unique_ptr<Client> w = Worker(cluster.coordinator(), kSize);
-  JoinedServer joined(cluster.coordinator());
-  WaitForMoves(cluster.coordinator(), 1);
-  ASSERT_FALSE(HasFatalFailure());
-  ASSERT_OK(Drain(cluster.coordinator(), 0));
-  WaitForMoves(cluster.coordinator(), 2);
+  std::unique_ptr<JoinedServer> joined;
+  JoinAndDrainFirst(cluster.coordinator(), 1, &joined);
   ASSERT_FALSE(HasFatalFailure());
   const wire::ShardMap map = MapOf(cluster.coordinator());
   std::map<int, std::vector<wire::DenseRange>> by = RangesByServer(map);
@@ -204,7 +226,7 @@ TEST(SpanningRequestTest, APushSpanningTwoRangesIsAppliedOnceAndItsResendIsADupl
   ASSERT_EQ(by[1].size(), 2u) << map.DebugString();
   ASSERT_EQ(Runs(by[1]), 1);
 
-  const std::string ep = joined.server()->endpoint();
+  const std::string ep = joined->server()->endpoint();
   const std::vector<float> start = PullAll(w.get(), kSize);
   std::vector<float> grads(kSize);
   for (uint64_t k = 0; k < kSize; ++k) grads[k] = static_cast<float>(k % 3) + 1.0f;
@@ -252,24 +274,12 @@ TEST(SpanningRequestTest, ASplitPushSpanningTwoRangesTakesTheStepsOfTheWholeOne)
     return t;
   };
   InProcessCluster cluster(1, ConsistencyModel::kAsync);
-  auto connect = [&](bool split) {
-    ClientOptions o;
-    o.coordinator = cluster.coordinator();
-    o.request_timeout_ms = 20000 * test::TimeScale();
-    o.dense_split_bytes = split ? 4096 : o.dense_split_bytes;
-    o.dense_part_bytes = split ? 3500 * sizeof(float) : 0;
-    auto c = Client::Connect(o);
-    CHECK(c.ok()) << c.status();
-    return std::move(c).value();
-  };
-  std::unique_ptr<Client> whole = connect(false), split = connect(true);
+  std::unique_ptr<Client> whole = Connect(cluster.coordinator());
+  std::unique_ptr<Client> split = Connect(cluster.coordinator(), /*part_keys=*/3500);
   ASSERT_OK(whole->CreateTable(adam("a")));
   ASSERT_OK(whole->CreateTable(adam("b")));
-  JoinedServer joined(cluster.coordinator());
-  WaitForMoves(cluster.coordinator(), 2);
-  ASSERT_FALSE(HasFatalFailure());
-  ASSERT_OK(Drain(cluster.coordinator(), 0));
-  WaitForMoves(cluster.coordinator(), 4);
+  std::unique_ptr<JoinedServer> joined;
+  JoinAndDrainFirst(cluster.coordinator(), 2, &joined);
   ASSERT_FALSE(HasFatalFailure());
   const wire::ShardMap map = MapOf(cluster.coordinator());
   for (const wire::TableShards& t : map.tables()) {
