@@ -25,7 +25,10 @@ namespace relaxps {
 // Version of the wire protocol, sent in every REGISTER. Bump it at any change
 // that an older peer would misread; the coordinator refuses a mismatch.
 // 2: REGISTER carries the version (builds before it send 0).
-constexpr int kProtocolVersion = 2;
+// 3: a dense request may span adjacent unreplicated ranges of its server
+//    (clients send one request per server: docs/elastic.md, "One request
+//    per server"); a server of version 2 refuses it "moved".
+constexpr int kProtocolVersion = 3;
 
 // Largest step a shard-map version, job epoch or live-worker-set version may
 // take in one control message. A real coordinator moves them by one per

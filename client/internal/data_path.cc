@@ -74,18 +74,32 @@ int DataPath::RowsHolderOf(const std::string& table, uint64_t bucket, int server
   return features_.chain_routing ? router_->BucketHolder(table, bucket) : server;
 }
 
-Status DataPath::ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s,
-                              uint64_t at, uint64_t doubtful_id) {
+std::vector<DenseSlice> DataPath::RangesOf(const ShardMap& m, const std::string& table,
+                                           const DenseSlice& s) {
+  if (s.range_end - s.begin >= s.count) return {s};  // One range (the common case).
+  StatusOr<std::vector<DenseSlice>> ranges = m.SplitDense(table, s.begin, s.count);
+  CHECK(ranges.ok()) << "a part routed by this map: " << ranges.status();
+  for (DenseSlice& r : *ranges) r.offset += s.offset;
+  return *std::move(ranges);
+}
+
+Status DataPath::ServeLocally(const std::shared_ptr<DenseOp>& op, const ShardMap& m,
+                              const DenseSlice& part, uint64_t at, uint64_t doubtful_id) {
   const bool push = op->type != wire::PULL;
   const bool pull = op->type != wire::PUSH;
-  ASSIGN_OR_RETURN(
-      int64_t clock,
-      fallback_->ServeDense(op->table, s, push ? op->grads.data() + at : nullptr,
-                            pull ? op->out.data() + at : nullptr, &op->served_locally,
-                            doubtful_id, push && doubtful_id != 0 ? op->grads.Slice(at, s.count)
-                                                                  : FloatBuffer()));
-  int64_t seen = op->min_params_clock.load();
-  while (clock < seen && !op->min_params_clock.compare_exchange_weak(seen, clock)) {
+  // The local copies are per range (a part may span several of its server).
+  for (const DenseSlice& s : RangesOf(m, op->table, part)) {
+    const uint64_t in = at + (s.offset - part.offset);  // Within op's buffers.
+    ASSIGN_OR_RETURN(
+        int64_t clock,
+        fallback_->ServeDense(op->table, s, push ? op->grads.data() + in : nullptr,
+                              pull ? op->out.data() + in : nullptr, &op->served_locally,
+                              doubtful_id,
+                              push && doubtful_id != 0 ? op->grads.Slice(in, s.count)
+                                                       : FloatBuffer()));
+    int64_t seen = op->min_params_clock.load();
+    while (clock < seen && !op->min_params_clock.compare_exchange_weak(seen, clock)) {
+    }
   }
   return Status::OK();
 }
@@ -169,6 +183,9 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
     done(slices.status());
     return;
   }
+  // One request per server: its adjacent ranges' slices as one part (a
+  // chained range goes to its own chain's head).
+  if (!features_.chain_routing) CoalesceByServer(&*slices);
   std::vector<bool> continues;
   SplitLargeParts(&*slices, &continues);
   if (op->type != wire::PULL && reroutes == 0 && slices->size() > 1) {
@@ -204,7 +221,7 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
       return req;
     };
     if (ServedHere(s.server)) {
-      join->PartDone(ServeLocally(op, s, at));
+      join->PartDone(ServeLocally(op, *m, s, at));
       continue;
     }
     // The callback keeps the map the part was routed with, not strings made
@@ -237,7 +254,7 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
                                         st.code() == StatusCode::kDeadlineExceeded, st.ToString());
                      // The part was sent: the server may still apply it.
                      EnsureOut(op.get());
-                     join->PartDone(ServeLocally(op, s, at, part_id));
+                     join->PartDone(ServeLocally(op, *m, s, at, part_id));
                      return;
                    }
                  }
@@ -254,7 +271,10 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
                    while (mine < seen && !op->min_params_clock.compare_exchange_weak(seen, mine)) {
                    }
                    if (result.ok() && fallback_ != nullptr) {
-                     fallback_->RememberDense(op->table, s, op->out.data() + at, mine);
+                     for (const DenseSlice& r : RangesOf(*m, op->table, s)) {
+                       fallback_->RememberDense(op->table, r, op->out.data() + at + (r.offset - s.offset),
+                                                mine);
+                     }
                    }
                  }
                  if (result.ok() && op->type != wire::PULL && features_.report_acked_pushes) {

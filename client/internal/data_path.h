@@ -3,8 +3,10 @@
 // (PushRows, PullRows) into request parts by the shard map, hands each part
 // to PartSender (part_sender.h), and completes the caller's request once,
 // from its parts' outcomes (Join). It owns:
-//  - the split: dense requests by owner (ShardMap::SplitDense), large slices
-//    into aligned parts (dense_parts.h); rows grouped by owner, or by bucket
+//  - the split: dense requests by owner (ShardMap::SplitDense), the slices
+//    of one server's adjacent ranges merged into one part unless under
+//    chain routing (CoalesceByServer: one request per server), large parts
+//    split into aligned parts (dense_parts.h); rows grouped by owner, or by bucket
 //    under chain routing, large row pulls split (GroupRows);
 //  - the reassembly: pulled slices and rows copied into the caller's buffers
 //    in the caller's order, a *ZeroCopy reply handed over in place when it
@@ -207,11 +209,16 @@ class DataPath {
   // (-1: none).
   int HolderOf(const std::string& table, uint64_t range_begin, int server) const;
   int RowsHolderOf(const std::string& table, uint64_t bucket, int server) const;
-  // Serves one dense part from the local copy (op's buffers at `at`) and
-  // lowers op->min_params_clock to the copy's clock. `doubtful_id`: see
-  // LocalFallback::ServeDense.
-  Status ServeLocally(const std::shared_ptr<DenseOp>& op, const DenseSlice& s, uint64_t at,
-                      uint64_t doubtful_id = 0);
+  // The ranges of map `m` that part `s` (routed by `m`) spans, one slice
+  // each (offsets within the same request as s.offset); {s} for a part of
+  // one range.
+  static std::vector<DenseSlice> RangesOf(const ShardMap& m, const std::string& table,
+                                          const DenseSlice& s);
+  // Serves one dense part (routed by `m`) from the local copies of the
+  // ranges it spans (op's buffers at `at`) and lowers op->min_params_clock
+  // to the copies' clock. `doubtful_id`: see LocalFallback::ServeDense.
+  Status ServeLocally(const std::shared_ptr<DenseOp>& op, const ShardMap& m, const DenseSlice& s,
+                      uint64_t at, uint64_t doubtful_id = 0);
   static BufferPoolOptions ParamsPoolOptions() {
     BufferPoolOptions o;
     o.max_cached_bytes = size_t{256} << 20;  // A client's share; a server keeps 1 GiB.

@@ -5,6 +5,21 @@
 namespace relaxps {
 namespace client_internal {
 
+void CoalesceByServer(std::vector<DenseSlice>* slices) {
+  if (slices->size() < 2) return;
+  size_t out = 0;
+  for (size_t i = 1; i < slices->size(); ++i) {
+    DenseSlice& last = (*slices)[out];
+    const DenseSlice& s = (*slices)[i];
+    if (s.server == last.server && s.begin == last.begin + last.count) {
+      last.count += s.count;
+    } else {
+      (*slices)[++out] = s;
+    }
+  }
+  slices->resize(out + 1);
+}
+
 uint64_t NumSplitParts(uint64_t count, uint64_t split_at, uint64_t part) {
   if (part == 0 || count <= split_at) return 1;
   return std::min<uint64_t>(kMaxSplitParts, (count + part - 1) / part);

@@ -1,6 +1,8 @@
-// How a large request is cut into parts sent in flight at once: a dense
-// request's slice for one server (client/internal/requests.cc, SendDense)
-// and a row pull's positions for one server.
+// How a dense request's slices become parts: the slices of adjacent ranges
+// of one server merged into one (CoalesceByServer), and a large request cut
+// into parts sent in flight at once: a dense request's slice for one server
+// (client/internal/data_path.cc, SendDense) and a row pull's positions for
+// one server.
 //
 // A part is a request of its own: the server checks and applies part k (and
 // copies its reply) while part k + 1 is still on the wire, and the client
@@ -35,6 +37,16 @@ namespace client_internal {
 inline constexpr uint64_t kMaxSplitParts = 8;
 // Dense part boundaries fall on multiples of this many keys (4 KiB).
 inline constexpr uint64_t kDensePartAlignKeys = 1024;
+
+// Merges each run of consecutive slices with the same server (adjacent
+// ranges of one server: SplitDense gives them in key order) into one slice
+// covering the run: one request per server and logical request, which the
+// server applies range by range (docs/elastic.md, "One request per
+// server"). A merged slice keeps the range_begin and range_end of the range
+// its first key lies in: a slice spans several ranges iff
+// begin + count > range_end. Only for unreplicated ranges: under chain
+// routing each range goes to its own chain's head.
+void CoalesceByServer(std::vector<DenseSlice>* slices);
 
 // How many parts `count` items go as: 1 up to split_at (or with part 0),
 // else about count / part, at most kMaxSplitParts.

@@ -37,10 +37,12 @@ void AppliedLedger::Record(int worker, uint64_t incarnation, uint64_t push_id, u
 }
 
 void AppliedLedger::RecordPending(int worker, uint64_t incarnation, uint64_t push_id,
-                                  uint64_t seq, int64_t clock) {
+                                  uint64_t seq, int64_t clock, bool counted) {
   Entry& e = entries_[{worker, incarnation}];
   if (push_id != 0) e.pending[push_id] = seq;
-  pending_.emplace(clock, PendingPart{worker, incarnation, push_id, seq});
+  // Nothing to settle for an uncounted part without a key.
+  if (!counted && push_id == 0) return;
+  pending_.emplace(clock, PendingPart{worker, incarnation, push_id, seq, counted});
 }
 
 void AppliedLedger::SettleBelow(int64_t clock) {
@@ -48,7 +50,11 @@ void AppliedLedger::SettleBelow(int64_t clock) {
     const PendingPart p = pending_.begin()->second;
     pending_.erase(pending_.begin());
     if (p.push_id != 0) entries_[{p.worker, p.incarnation}].pending.erase(p.push_id);
-    Record(p.worker, p.incarnation, p.push_id, p.seq);
+    if (p.counted) {
+      Record(p.worker, p.incarnation, p.push_id, p.seq);
+    } else {
+      RecordId(p.worker, p.incarnation, p.push_id, p.seq);
+    }
   }
 }
 
@@ -58,14 +64,19 @@ bool AppliedLedger::IsPending(int worker, uint64_t incarnation, uint64_t push_id
   return it != entries_.end() && it->second.pending.count(push_id) > 0;
 }
 
-size_t AppliedLedger::pending_parts() const { return pending_.size(); }
+size_t AppliedLedger::pending_parts() const {
+  return static_cast<size_t>(std::count_if(pending_.begin(), pending_.end(),
+                                           [](const auto& p) { return p.second.counted; }));
+}
 
 void AppliedLedger::Save(google::protobuf::RepeatedPtrField<wire::DedupEntry>* out,
                          size_t max_ids, bool with_seqs, bool include_pending) const {
   // Pending parts counted per incarnation (include_pending).
   std::map<std::pair<int, uint64_t>, uint64_t> pending_parts;
   if (include_pending) {
-    for (const auto& [clock, p] : pending_) ++pending_parts[{p.worker, p.incarnation}];
+    for (const auto& [clock, p] : pending_) {
+      if (p.counted) ++pending_parts[{p.worker, p.incarnation}];
+    }
   }
   for (const auto& [key, entry] : entries_) {
     std::map<uint64_t, uint64_t> merged;

@@ -49,15 +49,18 @@ class AppliedLedger {
   // `seq`) into the BSP round of `clock`, which is not applied yet: Find
   // knows it (a resend is a duplicate) and IsPending says so; it is counted
   // and recorded as applied by the first SettleBelow above `clock`.
+  // `counted` false: the id only (RecordId at settle), for a range that is
+  // not the first of a request spanning several ranges of this server (the
+  // request is one part, counted once).
   void RecordPending(int worker, uint64_t incarnation, uint64_t push_id, uint64_t seq,
-                     int64_t clock);
+                     int64_t clock, bool counted = true);
   // The rounds below `clock` are applied: their pending parts are recorded
   // (Record) in round order.
   void SettleBelow(int64_t clock);
   // Whether (worker, incarnation, push_id) is pending (RecordPending, not
   // settled). push_id 0: false.
   bool IsPending(int worker, uint64_t incarnation, uint64_t push_id) const;
-  // Pending parts (all worker incarnations).
+  // Pending counted parts (all worker incarnations).
   size_t pending_parts() const;
 
   // Appends one entry per worker incarnation (ids ascending, each with its
@@ -96,6 +99,7 @@ class AppliedLedger {
     uint64_t incarnation;
     uint64_t push_id;  // 0: none (counted only).
     uint64_t seq;
+    bool counted;  // Counted as a part at settle (else only its id recorded).
   };
   size_t window_;
   std::map<std::pair<int, uint64_t>, Entry> entries_;  // (worker, incarnation).

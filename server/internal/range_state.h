@@ -53,11 +53,16 @@ struct RangeState {
 // Records the push part `h` just accepted in `ledger` at chain sequence
 // `seq` (0 without a chain): as applied, or with `pending` as waiting for
 // the BSP round of h.clock() (counted once the round is applied).
-inline void RecordPush(AppliedLedger* ledger, const wire::Header& h, uint64_t seq, bool pending) {
+// `counted` false: only its id (a range after the first of a request
+// spanning several ranges: the request is one part, counted once).
+inline void RecordPush(AppliedLedger* ledger, const wire::Header& h, uint64_t seq, bool pending,
+                       bool counted = true) {
   if (pending) {
-    ledger->RecordPending(h.sender(), h.incarnation(), h.push_id(), seq, h.clock());
-  } else {
+    ledger->RecordPending(h.sender(), h.incarnation(), h.push_id(), seq, h.clock(), counted);
+  } else if (counted) {
     ledger->Record(h.sender(), h.incarnation(), h.push_id(), seq);
+  } else {
+    ledger->RecordId(h.sender(), h.incarnation(), h.push_id(), seq);
   }
 }
 

@@ -29,6 +29,10 @@ void ServerImpl::HandleDense(Request&& req) {
   }
   DenseShardState* shard = range->shard.get();
   const uint64_t n = h.key_count();
+  if (n > shard->spec().end - h.key_begin()) {
+    HandleDenseSpan(std::move(req), range);
+    return;
+  }
   Status s = server_internal::CheckClock(h.clock());
   if (s.ok()) s = shard->CheckRange(h.key_begin(), n);
   if (s.ok() && h.type() != wire::PULL) s = CheckClockAhead(*shard, h.clock(), h.sender());
@@ -114,6 +118,219 @@ void ServerImpl::HandleDense(Request&& req) {
     }
   }
   ServePull(range, std::make_shared<Request>(std::move(req))).IgnoreError();  // No push in it.
+  if (push) MaybeFlush();
+}
+
+namespace {
+
+// One range's keys of a spanning request.
+struct SpanPiece {
+  RangeState* range;
+  uint64_t begin;   // Global first key.
+  uint64_t count;
+  uint64_t offset;  // Of `begin` within the request's keys.
+  bool seen;        // Its exactly-once record has the push.
+};
+
+// A spanning pull's answers, gathered: the request is answered once every
+// piece was (with the first error, or the pieces' parameters in key order
+// and the lowest clock they reflect).
+struct SpanPull {
+  size_t remaining = 0;
+  Status error;
+  FloatBuffer params;
+  int64_t params_clock = INT64_MAX;
+  bool waited = false;  // Some piece waited at its gate (parked).
+  ParkedRequests::Ticket ticket;
+};
+
+}  // namespace
+
+void ServerImpl::HandleDenseSpan(Request&& req, RangeState* first) {
+  const wire::Header& h = req.msg.header;
+  const uint64_t n = h.key_count();
+  // The ranges [key_begin, key_begin + n) spans, all checked first.
+  const uint64_t end = h.key_begin() + n;
+  if (end < h.key_begin()) {
+    Reject(req, InvalidArgumentError("keys from " + std::to_string(h.key_begin()) + " count " +
+                                     std::to_string(n) + " wrap past 2^64"));
+    return;
+  }
+  std::vector<SpanPiece> pieces;
+  for (RangeState* range = first; range != nullptr;) {
+    const DenseShardSpec& spec = range->shard->spec();
+    const uint64_t b = pieces.empty() ? h.key_begin() : spec.begin;
+    if (range->chain != nullptr) {
+      // Each chained range forwards on its own chain: never coalesced.
+      Reject(req, InvalidArgumentError(
+                      "keys [" + std::to_string(h.key_begin()) + ", " + std::to_string(end) +
+                      ") of table '" + h.table() + "' span several ranges and range [" +
+                      std::to_string(spec.begin) + ", " + std::to_string(spec.end) +
+                      ") is replicated: a request for a replicated range carries its keys only"));
+      return;
+    }
+    const uint64_t e = std::min(end, spec.end);
+    pieces.push_back({range, b, e - b, b - h.key_begin(), false});
+    if (e == end) break;
+    range = FindRange(h.table(), e);
+    if (range == nullptr) {
+      // A range this server does not hold (any more): "moved", whole.
+      Reject(req, WrongShardError("keys [" + std::to_string(e) + ", " + std::to_string(end) +
+                                  ") of table '" + h.table() +
+                                  "' are not all in this server's ranges"));
+      return;
+    }
+  }
+  const bool push = h.type() != wire::PULL;
+  Status s = server_internal::CheckClock(h.clock());
+  for (const SpanPiece& p : pieces) {
+    if (s.ok() && push) s = CheckClockAhead(*p.range->shard, h.clock(), h.sender());
+  }
+  if (!s.ok()) {
+    Reject(req, s);
+    return;
+  }
+  const int slots = static_cast<int>(first->shard->num_slots());
+  if (h.slot() != 0 && (h.type() != wire::PULL || h.slot() < 0 || h.slot() >= slots)) {
+    Reject(req, InvalidArgumentError("slot " + std::to_string(h.slot()) + " of table '" +
+                                     h.table() + "' cannot be read (PULL only; the table has " +
+                                     std::to_string(slots) + " slots)"));
+    return;
+  }
+  if (!CheckFrameCount(req, push ? 1 : 0)) return;
+  if (h.slot() != 0) {
+    // Inspection of a state slot: each range's copy at once, without the
+    // gates (no range here is chained: a pull by no worker goes through
+    // the gates, as for one range).
+    FloatBuffer params = FloatBuffer::Uninitialized(n);
+    int64_t params_clock = INT64_MAX;
+    for (const SpanPiece& p : pieces) {
+      FloatBuffer piece = p.range->shard->CopySlot(h.slot(), p.begin, p.count);
+      std::copy(piece.data(), piece.data() + p.count, params.data() + p.offset);
+      params_clock = std::min(params_clock, p.range->shard->visible_clock());
+    }
+    Message reply = MakeReply(h, Status::OK());
+    reply.header.set_params_clock(params_clock);
+    reply.header.set_encoding(h.encoding());
+    reply.frames.push_back(EncodeFloats(params, h.encoding()));
+    ReplyWith(req, std::move(reply));
+    return;
+  }
+  // Exactly once, per range: a resend finds the push in the record of every
+  // range that applied it (all of them, or, if an earlier try failed
+  // halfway, those before the failure) and is applied only where it is not.
+  bool any_seen = false;
+  bool pending = false;
+  for (SpanPiece& p : pieces) {
+    p.seen = push && h.push_id() > 0 &&
+             p.range->applied.Find(h.sender(), h.incarnation(), h.push_id()) > 0;
+    any_seen = any_seen || p.seen;
+    pending = pending ||
+              (p.seen && p.range->applied.IsPending(h.sender(), h.incarnation(), h.push_id()));
+  }
+  if (any_seen) stats_.set_duplicates_skipped(stats_.duplicates_skipped() + 1);
+  // The part is counted by the first range that applies it, unless a range
+  // applied it before (then it was counted there).
+  bool count = !any_seen;
+  // A later piece starts its range: the push's first keys there (one
+  // optimizer step), whether or not the request continues a split push.
+  auto new_step = [continues = h.push_continues()](const SpanPiece& p) {
+    return p.offset > 0 || !continues;
+  };
+  if (h.type() == wire::PUSH) {
+    const float* grads = DecodeGradient(req, req.msg.frames[0], n);
+    if (grads == nullptr) return;
+    for (const SpanPiece& p : pieces) {
+      if (p.seen) continue;
+      DenseShardState* shard = p.range->shard.get();
+      s = h.raw_delta() ? shard->AddDelta(p.begin, grads + p.offset, p.count)
+                        : shard->Push(h.sender(), h.clock(), p.begin, grads + p.offset, p.count,
+                                      new_step(p));
+      if (!s.ok()) {
+        // The ranges before it applied their keys (recorded: a resend
+        // applies only the rest).
+        Reject(req, s);
+        MaybeFlush();
+        return;
+      }
+      const bool waits = PushPending(*shard, h);
+      pending = pending || waits;
+      RecordPush(&p.range->applied, h, 0, waits, count);
+      count = false;
+    }
+    Message reply = MakeReply(h, Status::OK());
+    reply.header.set_pending(pending);
+    ReplyWith(req, std::move(reply));
+    MaybeFlush();
+    return;
+  }
+  // PULL and PUSH_PULL: each range answers its keys when its gate allows.
+  auto shared = std::make_shared<Request>(std::move(req));
+  const wire::Header& sh = shared->msg.header;
+  const float* grads = nullptr;
+  if (push) {
+    grads = DecodeGradient(*shared, shared->msg.frames[0], n);
+    if (grads == nullptr) return;
+  }
+  const int64_t park_bytes = ParkedRequests::BytesOf(shared->identity, 0);
+  if (Status admit = parked_.Check(shared->identity, park_bytes); !admit.ok()) {
+    Reject(*shared, admit);
+    return;
+  }
+  auto gather = std::make_shared<SpanPull>();
+  gather->remaining = pieces.size();
+  gather->params = FloatBuffer::Uninitialized(n);
+  auto answer_of = [this, shared, gather](const SpanPiece& p) -> PullReply {
+    return [this, shared, gather, offset = p.offset, count = p.count](
+               const Status& st, FloatBuffer params, int64_t params_clock) {
+      if (!st.ok()) {
+        if (gather->error.ok()) gather->error = st;
+      } else {
+        std::copy(params.data(), params.data() + count, gather->params.data() + offset);
+        gather->params_clock = std::min(gather->params_clock, params_clock);
+      }
+      if (--gather->remaining > 0) return;
+      gather->ticket.Release();
+      if (gather->waited && metrics_.enabled()) metrics_.OnGateWait(*shared);
+      if (!gather->error.ok()) {
+        Reject(*shared, gather->error);
+        return;
+      }
+      Message reply = MakeReply(shared->msg.header, Status::OK());
+      reply.header.set_params_clock(gather->params_clock);
+      reply.header.set_encoding(shared->msg.header.encoding());
+      reply.frames.push_back(EncodeFloats(gather->params, shared->msg.header.encoding()));
+      ReplyWith(*shared, std::move(reply));
+    };
+  };
+  // A push at clock c is followed by computation at clock c + 1.
+  const int64_t pull_clock = push ? sh.clock() + 1 : sh.clock();
+  const int64_t deadline = PullDeadlineMs(sh);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const SpanPiece& p = pieces[i];
+    DenseShardState* shard = p.range->shard.get();
+    if (!push || p.seen) {
+      shard->Pull(pull_clock, p.begin, p.count, deadline, answer_of(p));
+      continue;
+    }
+    s = shard->PushPull(sh.sender(), sh.clock(), p.begin, grads + p.offset, p.count, new_step(p),
+                        pull_clock, deadline, answer_of(p));
+    if (!s.ok()) {
+      // Not answered: this piece and the ones not tried fail the request
+      // (once the pieces before it are answered).
+      for (size_t j = i; j < pieces.size(); ++j) answer_of(pieces[j])(s, FloatBuffer(), 0);
+      break;
+    }
+    // Answered once its round is applied (never pending).
+    RecordPush(&p.range->applied, sh, 0, PushPending(*shard, sh), count);
+    count = false;
+  }
+  if (gather->remaining > 0) {
+    // Waiting at a gate: counted until answered, without the gradient.
+    gather->waited = true;
+    shared->msg.frames.clear();
+    gather->ticket = parked_.Charge(shared->identity, park_bytes);
+  }
   if (push) MaybeFlush();
 }
 

@@ -86,6 +86,16 @@ class ServerImpl final : public Server,
   // worker_tokens_ from `live`'s tokens (see there).
   void UpdateWorkerTokens(const wire::LiveWorkers& live);
   void HandleDense(Request&& req);
+  // A dense request whose keys run past `first`, the range holding its first
+  // key: a client's one request for adjacent unreplicated ranges of this
+  // server (docs/elastic.md, "One request per server"). Every range it
+  // spans is checked before any is touched (all here and adjacent, none
+  // chained, clocks in bound; else the request is refused whole, a missing
+  // range "moved"); then each range applies its keys with its own gate,
+  // optimizer step and exactly-once record (the part counted once, by the
+  // first range that applies it), and the request is answered once, a
+  // pull's ranges concatenated in key order.
+  void HandleDenseSpan(Request&& req, RangeState* first);
   void HandleSparse(Request&& req);
   // Monotonic deadline of a pull waiting at the consistency gate: the
   // request's own deadline, at most a day away.

@@ -341,6 +341,85 @@ TEST_F(DataPathTest, ARangeOutsideTheTableIsRefusedBeforeAnythingIsSent) {
   EXPECT_EQ(errors_, 1);
 }
 
+// Server 0 holds ranges [0, 2 chunks) as two ranges and [3, 4 chunks),
+// server 1 holds [2, 3 chunks): a request for the whole table has 3 runs.
+wire::ShardMap RunsMap() {
+  wire::ShardMap m = test::ServersMap(2, {kA, kB});
+  wire::TableShards* t = m.add_tables();
+  t->mutable_table()->set_name("w");
+  t->mutable_table()->set_size(4 * kDenseChunk);
+  const int owner[] = {0, 0, 1, 0};
+  for (int i = 0; i < 4; ++i) {
+    wire::DenseRange* r = t->add_ranges();
+    r->set_begin(i * kDenseChunk);
+    r->set_end((i + 1) * kDenseChunk);
+    r->set_server(owner[i]);
+  }
+  return m;
+}
+
+TEST_F(DataPathTest, APushSendsOneRequestPerRunOfAdjacentRangesOfAServer) {
+  ASSERT_OK(router_.Install(RunsMap()));
+  FloatBuffer grads = FloatBuffer::Uninitialized(4 * kDenseChunk);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(i % 11);
+  const std::vector<Status> got = Completions([&](Client::Callback done) {
+    data_path_->Dense(wire::PUSH, "w", 0, grads.size(), grads, FloatBuffer(), std::move(done));
+  });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_OK(got[0]);
+  // Ranges 0 and 1 of server 0 go as one request; range 3, not adjacent to
+  // them, as another.
+  ASSERT_EQ(received_.size(), 3u);
+  std::map<uint64_t, Received> by_begin;
+  for (const Received& r : received_) by_begin[r.header.key_begin()] = r;
+  ASSERT_EQ(by_begin.count(0), 1u);
+  EXPECT_EQ(by_begin[0].server, 0);
+  EXPECT_EQ(by_begin[0].header.key_count(), 2 * kDenseChunk);
+  EXPECT_FALSE(by_begin[0].header.push_continues());
+  ASSERT_EQ(by_begin[0].payload.size(), 2 * kDenseChunk);
+  EXPECT_EQ(by_begin[0].payload[kDenseChunk + 5], grads[kDenseChunk + 5]);
+  EXPECT_EQ(by_begin[2 * kDenseChunk].server, 1);
+  EXPECT_EQ(by_begin[3 * kDenseChunk].server, 0);
+  EXPECT_EQ(by_begin[3 * kDenseChunk].header.key_count(), kDenseChunk);
+  // One update per request the servers acknowledged.
+  EXPECT_EQ(sender_->acked_updates(), 3u);
+}
+
+TEST_F(DataPathTest, APullSpanningTwoRangesOfAServerIsAssembledFromOneReply) {
+  ASSERT_OK(router_.Install(RunsMap()));
+  FloatBuffer out = FloatBuffer::Uninitialized(3 * kDenseChunk);
+  const std::vector<Status> got = Completions([&](Client::Callback done) {
+    data_path_->Dense(wire::PULL, "w", 100, out.size(), FloatBuffer(), out, std::move(done));
+  });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_OK(got[0]);
+  // [100, 2 chunks) from server 0 in one request, [2, 3 chunks) from 1, and
+  // the first 100 keys of chunk 3 from 0.
+  ASSERT_EQ(received_.size(), 3u);
+  EXPECT_EQ(received_[0].server, 0);
+  EXPECT_EQ(received_[0].header.key_begin(), 100u);
+  EXPECT_EQ(received_[0].header.key_count(), 2 * kDenseChunk - 100);
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_EQ(out[i], static_cast<float>(100 + i) / 2) << i;
+  }
+}
+
+TEST_F(DataPathTest, UnderChainRoutingEachRangeKeepsARequestOfItsOwn) {
+  // A chained range forwards on its own chain: never merged with another.
+  role_.features_.chain_routing = true;
+  MakeDataPath();
+  ASSERT_OK(router_.Install(RunsMap()));
+  FloatBuffer grads = FloatBuffer::Uninitialized(4 * kDenseChunk);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 1.0f;
+  const std::vector<Status> got = Completions([&](Client::Callback done) {
+    data_path_->Dense(wire::PUSH, "w", 0, grads.size(), grads, FloatBuffer(), std::move(done));
+  });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_OK(got[0]);
+  ASSERT_EQ(received_.size(), 4u);
+  for (const Received& r : received_) EXPECT_EQ(r.header.key_count(), kDenseChunk);
+}
+
 }  // namespace
 }  // namespace client_internal
 }  // namespace relaxps

@@ -116,6 +116,42 @@ TEST(DensePartsTest, NumSplitPartsIsCappedAndOneWithoutAPartSize) {
   EXPECT_EQ(NumSplitParts(1 << 30, 200, 100), kMaxSplitParts);
 }
 
+TEST(CoalesceByServerTest, AdjacentSlicesOfOneServerBecomeOneKeepingTheFirstRange) {
+  // Ranges [0,4k) [4k,8k) on server 0, [8k,12k) on 1, [12k,16k) [16k,20k) on
+  // 0: the request [1000, 18000) is 3 slices after the merge, one per run.
+  std::vector<DenseSlice> slices = {
+      Slice(0, 1000, 3096, 0),    Slice(0, 4096, 4096, 3096),   Slice(1, 8192, 4096, 7192),
+      Slice(0, 12288, 4096, 11288), Slice(0, 16384, 1616, 15384)};
+  slices[0].range_begin = 0;
+  slices[0].range_end = 4096;
+  CoalesceByServer(&slices);
+  ASSERT_EQ(slices.size(), 3u);
+  EXPECT_EQ(slices[0].server, 0);
+  EXPECT_EQ(slices[0].begin, 1000u);
+  EXPECT_EQ(slices[0].count, 8192u - 1000u);
+  EXPECT_EQ(slices[0].offset, 0u);
+  // The range its first key lies in: begin + count past range_end says it
+  // spans several.
+  EXPECT_EQ(slices[0].range_begin, 0u);
+  EXPECT_EQ(slices[0].range_end, 4096u);
+  EXPECT_EQ(slices[1].server, 1);
+  EXPECT_EQ(slices[1].count, 4096u);
+  EXPECT_EQ(slices[2].server, 0);
+  EXPECT_EQ(slices[2].begin, 12288u);
+  EXPECT_EQ(slices[2].count, 4096u + 1616u);
+  EXPECT_EQ(slices[2].offset, 11288u);
+}
+
+TEST(CoalesceByServerTest, OneSliceOrNoneIsLeftAlone) {
+  std::vector<DenseSlice> none;
+  CoalesceByServer(&none);
+  EXPECT_TRUE(none.empty());
+  std::vector<DenseSlice> one = {Slice(2, 0, 10, 0)};
+  CoalesceByServer(&one);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].count, 10u);
+}
+
 }  // namespace
 }  // namespace client_internal
 }  // namespace relaxps

@@ -77,6 +77,28 @@ TEST(AppliedLedgerTest, AChainSnapshotCarriesPendingPartsAsApplied) {
   EXPECT_EQ(joiner.Find(0, 1, 9), 12u);
 }
 
+// The later ranges of a request spanning several (docs/elastic.md, "One
+// request per server"): its id recorded, the part not counted there, pending
+// or not, and not in a chain snapshot's counts either.
+TEST(AppliedLedgerTest, AnUncountedPartIsRecordedButNotCounted) {
+  AppliedLedger ledger(16);
+  ledger.RecordPending(2, 4, 8, 0, 1, /*counted=*/false);
+  ledger.RecordPending(2, 4, 0, 0, 1, /*counted=*/false);  // No key: nothing to keep.
+  EXPECT_TRUE(ledger.IsPending(2, 4, 8));
+  EXPECT_EQ(ledger.pending_parts(), 0u);
+  google::protobuf::RepeatedPtrField<wire::DedupEntry> saved;
+  ledger.Save(&saved, 0, /*with_seqs=*/false, /*include_pending=*/true);
+  ASSERT_EQ(saved.size(), 1);
+  EXPECT_EQ(saved[0].parts(), 0u);
+  ledger.SettleBelow(2);
+  EXPECT_FALSE(ledger.IsPending(2, 4, 8));
+  EXPECT_GT(ledger.Find(2, 4, 8), 0u);  // A resend is a duplicate...
+  EXPECT_EQ(Parts(ledger, 2, 4), 0u);   // ...of a part counted elsewhere.
+  ledger.RecordId(2, 4, 9, 0);          // RecordPush(counted=false), applied at once.
+  EXPECT_GT(ledger.Find(2, 4, 9), 0u);
+  EXPECT_EQ(Parts(ledger, 2, 4), 0u);
+}
+
 }  // namespace
 }  // namespace server_internal
 }  // namespace relaxps
