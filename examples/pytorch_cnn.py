@@ -62,7 +62,7 @@ def parse_flags(argv):
     add("--async_pipeline", type=flag_bool, nargs="?", const=True, default=True,
         help="Async consistency: overlap each step's push-pull with the next step's "
              "computation (parameters one update older)")
-    add("--push_on_backward", type=flag_bool, nargs="?", const=True, default=False,
+    add("--push_on_backward", type=flag_bool, nargs="?", const=True, default=True,
         help="Send each bucket of layers' gradients from backward() as soon as they are "
              "accumulated (relaxps.torch.ParameterServer(push_on_backward=True))")
     add("--model", default="cnn", choices=["cnn", "mlp"])
