@@ -223,13 +223,13 @@ class ParameterServer:
         self._adopt_replaced_grads()
         start = time.monotonic()
         if self.push_on_backward:
-            for b in range(len(self._buckets)):  # What backward() did not send.
-                if not self._buckets[b][3]:
-                    self._send_bucket(b)
+            for bucket in self._buckets:  # What backward() did not send.
+                if not bucket.sent:
+                    self._send_bucket(bucket)
             sent, self._sent = self._sent, []
             target, self._target = self._target, None
             for bucket in self._buckets:
-                bucket[3] = False
+                bucket.sent = False
             self._ready = [False] * len(self._params)
             if self._split:
                 self._wait(sent)
@@ -282,19 +282,17 @@ class ParameterServer:
         reverse of the module's order (roughly the order backward() finishes
         them), and hooks each parameter's gradient accumulator."""
         limit = max(1, bucket_bytes // 4)
-        self._bucket_of = [0] * len(self._params)
+        self._bucket_of = [None] * len(self._params)
         for i, (_, placed) in enumerate(self._layout):
             current = None
             for k, offset in reversed(placed):
                 n = self._params[k][1].numel()
-                if current is None or current[2] - current[1] >= limit:
-                    # [table index, begin, end, sent, parameter indices, pending]
-                    current = [i, offset, offset + n, False, [], 0]
+                if current is None or current.end - current.begin >= limit:
+                    current = _Bucket(i, offset + n)
                     self._buckets.append(current)
-                current[1] = offset
-                current[4].append(k)
-                current[5] += 1
-                self._bucket_of[k] = len(self._buckets) - 1
+                current.begin = offset
+                current.members.append(k)
+                self._bucket_of[k] = current
         self._ready = [False] * len(self._params)
         for k, (_, p) in enumerate(self._params):
             if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
@@ -312,19 +310,19 @@ class ParameterServer:
                 f"push_on_backward: the gradient of {self._params[k][0]} was accumulated twice "
                 "before step() (one backward() per step(); its first part was already sent)")
         self._ready[k] = True
-        bucket = self._buckets[self._bucket_of[k]]
-        if all(self._ready[j] for j in bucket[4]):
-            self._send_bucket(self._bucket_of[k])
+        bucket = self._bucket_of[k]
+        if all(self._ready[j] for j in bucket.members):
+            self._send_bucket(bucket)
             self.buckets_sent_in_backward += 1
 
-    def _send_bucket(self, b):
-        """Sends bucket b's gradients (push_pull into the spare parameter set,
+    def _send_bucket(self, bucket):
+        """Sends a bucket's gradients (push_pull into the spare parameter set,
         or push in split mode)."""
-        i, begin, end, _, members, _ = self._buckets[b]
-        self._buckets[b][3] = True
-        for k in members:
+        bucket.sent = True
+        for k in bucket.members:
             self._ready[k] = True
-        self._adopt_replaced_grads(members)
+        self._adopt_replaced_grads(bucket.members)
+        i, begin, end = bucket.table, bucket.begin, bucket.end
         table = self._layout[i][0]
         grads = self._sets[self._g]["grads"][i][begin:end]
         if self._split:
@@ -349,6 +347,16 @@ class ParameterServer:
                     views[k].copy_(p.grad)
                     self.copied_grads += 1
                 p.grad = views[k]
+
+
+class _Bucket:
+    """Parameters sent together by push_on_backward: table range [begin, end)
+    of the table at index `table` in the layout, holding parameters
+    `members`; `sent` in the current step."""
+    __slots__ = ("table", "begin", "end", "members", "sent")
+
+    def __init__(self, table, end):
+        self.table, self.begin, self.end, self.members, self.sent = table, end, end, [], False
 
 
 def _spec(spec):
