@@ -62,6 +62,9 @@ def parse_flags(argv):
     add("--async_pipeline", type=flag_bool, nargs="?", const=True, default=True,
         help="Async consistency: overlap each step's push-pull with the next step's "
              "computation (parameters one update older)")
+    add("--push_on_backward", type=flag_bool, nargs="?", const=True, default=True,
+        help="Send each bucket of layers' gradients from backward() as soon as they are "
+             "accumulated (relaxps.torch.ParameterServer(push_on_backward=True))")
     add("--model", default="cnn", choices=["cnn", "mlp"])
     add("--batch", type=int, default=32)
     add("--lr", type=float, default=0.01)
@@ -184,7 +187,7 @@ class PsParams:
         self.ps = relaxps.torch.ParameterServer(
             client, model, mode=a.mode, table_prefix=a.table, optimizer=a.optimizer, lr=a.lr,
             momentum=a.momentum, init_seed=a.seed, lr_schedule=a.lr_schedule,
-            overlap="auto" if a.async_pipeline else False)
+            overlap="auto" if a.async_pipeline else False, push_on_backward=a.push_on_backward)
         self.last_wait_s, self.staleness = 0.0, 0
 
     @property

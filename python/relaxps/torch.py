@@ -26,6 +26,16 @@ weight and bias; norm layers: weight 1, bias 0; Embedding: N(0, 1)); pass
 init={"name": ("uniform", a, b), ...} for other parameters or other choices.
 Buffers (BatchNorm's running statistics) stay local to each worker.
 
+push_on_backward=True sends each group of parameters ("bucket", about
+bucket_bytes of contiguous table range, in backward order) as soon as
+backward() has accumulated the gradients of all of them (a hook on each
+parameter's gradient accumulator), so the round trip of the last layers'
+update overlaps the backward pass of the first ones. The new parameters go
+into a spare buffer (one more parameter buffer; a layer's weights are still
+read by the rest of backward) and are installed by step(). One backward()
+per step(): a second one raises RuntimeError, as its gradients could no
+longer be sent.
+
 If something replaces a parameter's .grad (optimizer.zero_grad(set_to_none=
 True), or a new tensor assigned), step() copies it into the table's buffer
 and puts the view back, so training stays correct at the cost of one copy.
@@ -74,15 +84,20 @@ class ParameterServer:
     (one update older). The module then alternates between two parameter
     buffers and two gradient buffers (still no copies). flush() waits for
     the request in flight.
+
+    push_on_backward (see module doc): send each bucket of about
+    bucket_bytes from backward(); step() sends what backward() did not.
     """
 
     def __init__(self, client, module, mode="flat", table_prefix="model", optimizer="sgd",
                  lr=0.01, init=None, init_seed=0, lr_schedule="constant", overlap="auto",
-                 **optimizer_options):
+                 push_on_backward=False, bucket_bytes=1 << 20, **optimizer_options):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         if overlap not in ("auto", True, False):
             raise ValueError(f"overlap must be 'auto', True or False, not {overlap!r}")
+        if not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
+            raise ValueError(f"bucket_bytes must be a positive int, not {bucket_bytes!r}")
         self.client = client
         self.mode = mode
         self._params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
@@ -125,11 +140,22 @@ class ParameterServer:
             client.create_table(table, size, init=segments, optimizer=optimizer, lr=lr,
                                 init_seed=init_seed, lr_schedule=lr_schedule, **optimizer_options)
         # One buffer set, two with overlap: per table a parameter and a
-        # gradient buffer, and per parameter its views into them.
-        self._sets = [self._new_set() for _ in range(2 if self.overlap else 1)]
+        # gradient buffer, and per parameter its views into them. Pushing
+        # from backward() needs one more parameter buffer (not in split
+        # mode, whose pull comes after the clock): the module still reads
+        # the current one while the replies arrive.
+        self.push_on_backward = bool(push_on_backward)
+        early = self.push_on_backward and not self._split
+        self._sets = [self._new_set() for _ in range((2 if self.overlap else 1) + early)]
         self._p = self._g = 0  # The sets the module reads params from / writes grads to.
         self._install(params=0, grads=0)
-        self._inflight = None  # overlap: [Request] of the previous step
+        self._inflight = None  # overlap: ([Request], parameter set) of the previous step
+        self._sent = []  # push_on_backward: [Request] sent by this step's backward()
+        self._target = None  # ... and the parameter set their replies fill
+        self.buckets_sent_in_backward = 0
+        self._buckets, self._bucket_of, self._hooks = [], [], []
+        if self.push_on_backward:
+            self._plan_buckets(bucket_bytes)
         self.last_wait_s = 0.0
         self.copied_grads = 0  # Gradients that had to be copied in (see module doc).
         self._wait([client.pull_async(t, self._sets[0]["params"][i])
@@ -185,9 +211,9 @@ class ParameterServer:
     def flush(self):
         """overlap: waits for the step in flight and adopts its parameters."""
         if self._inflight is not None:
-            requests, self._inflight = self._inflight, None
+            (requests, params), self._inflight = self._inflight, None
             self._wait(requests)
-            self._install(params=1 - self._p)
+            self._install(params=params)
 
     def step(self):
         """Pushes the accumulated gradients, receives fresh parameters into the
@@ -196,15 +222,37 @@ class ParameterServer:
         parameter server failed)."""
         self._adopt_replaced_grads()
         start = time.monotonic()
-        if self._split:
+        if self.push_on_backward:
+            for bucket in self._buckets:  # What backward() did not send.
+                if not bucket.sent:
+                    self._send_bucket(bucket)
+            sent, self._sent = self._sent, []
+            target, self._target = self._target, None
+            for bucket in self._buckets:
+                bucket.sent = False
+            self._ready = [False] * len(self._params)
+            if self._split:
+                self._wait(sent)
+                clock = self.client.clock()
+                self.pull()
+            elif self.overlap:
+                self.flush()
+                self._inflight = (sent, target)
+                self._install(grads=1 - self._g)
+                clock = self.client.clock()
+            else:
+                self._wait(sent)
+                self._install(params=target)
+                clock = self.client.clock()
+        elif self._split:
             self._wait([self.client.push_async(t, g) for t, _, g in self.tables])
             clock = self.client.clock()
             self.pull()
         elif self.overlap:
             self.flush()  # The previous step's parameters (and gradient buffer) are free now.
-            spare = self._sets[1 - self._p]["params"]
-            self._inflight = [self.client.push_pull_async(t, g, spare[i])
-                              for i, (t, _, g) in enumerate(self.tables)]
+            spare = 1 - self._p
+            self._inflight = ([self.client.push_pull_async(t, g, self._sets[spare]["params"][i])
+                               for i, (t, _, g) in enumerate(self.tables)], spare)
             self._install(grads=1 - self._g)
             clock = self.client.clock()
         else:
@@ -229,10 +277,68 @@ class ParameterServer:
         if error is not None:
             raise error
 
-    def _adopt_replaced_grads(self):
+    def _plan_buckets(self, bucket_bytes):
+        """Groups parameters into buckets of contiguous table range, in the
+        reverse of the module's order (roughly the order backward() finishes
+        them), and hooks each parameter's gradient accumulator."""
+        limit = max(1, bucket_bytes // 4)
+        self._bucket_of = [None] * len(self._params)
+        for i, (_, placed) in enumerate(self._layout):
+            current = None
+            for k, offset in reversed(placed):
+                n = self._params[k][1].numel()
+                if current is None or current.end - current.begin >= limit:
+                    current = _Bucket(i, offset + n)
+                    self._buckets.append(current)
+                current.begin = offset
+                current.members.append(k)
+                self._bucket_of[k] = current
+        self._ready = [False] * len(self._params)
+        for k, (_, p) in enumerate(self._params):
+            if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+                self._hooks.append(p.register_post_accumulate_grad_hook(
+                    lambda _p, k=k: self._on_grad(k)))
+            else:  # The parameter's AccumulateGrad node, kept alive here.
+                node = p.expand_as(p).grad_fn.next_functions[0][0]
+                node.register_hook(lambda *_, k=k: self._on_grad(k))
+                self._hooks.append(node)
+
+    def _on_grad(self, k):
+        """backward() accumulated parameter k's gradient."""
+        if self._ready[k]:
+            raise RuntimeError(
+                f"push_on_backward: the gradient of {self._params[k][0]} was accumulated twice "
+                "before step() (one backward() per step(); its first part was already sent)")
+        self._ready[k] = True
+        bucket = self._bucket_of[k]
+        if all(self._ready[j] for j in bucket.members):
+            self._send_bucket(bucket)
+            self.buckets_sent_in_backward += 1
+
+    def _send_bucket(self, bucket):
+        """Sends a bucket's gradients (push_pull into the spare parameter set,
+        or push in split mode)."""
+        bucket.sent = True
+        for k in bucket.members:
+            self._ready[k] = True
+        self._adopt_replaced_grads(bucket.members)
+        i, begin, end = bucket.table, bucket.begin, bucket.end
+        table = self._layout[i][0]
+        grads = self._sets[self._g]["grads"][i][begin:end]
+        if self._split:
+            self._sent.append(self.client.push_async(table, grads, begin))
+            return
+        if self._target is None:  # Neither the parameters in use nor those in flight.
+            busy = {self._p, self._inflight[1] if self._inflight is not None else None}
+            self._target = next(s for s in range(len(self._sets)) if s not in busy)
+        out = self._sets[self._target]["params"][i][begin:end]
+        self._sent.append(self.client.push_pull_async(table, grads, out, begin))
+
+    def _adopt_replaced_grads(self, members=None):
         views = self._sets[self._g]["gviews"]
         with torch.no_grad():
-            for k, (_, p) in enumerate(self._params):
+            for k in range(len(self._params)) if members is None else members:
+                p = self._params[k][1]
                 if p.grad is views[k]:
                     continue
                 if p.grad is None:
@@ -241,6 +347,16 @@ class ParameterServer:
                     views[k].copy_(p.grad)
                     self.copied_grads += 1
                 p.grad = views[k]
+
+
+class _Bucket:
+    """Parameters sent together by push_on_backward: table range [begin, end)
+    of the table at index `table` in the layout, holding parameters
+    `members`; `sent` in the current step."""
+    __slots__ = ("table", "begin", "end", "members", "sent")
+
+    def __init__(self, table, end):
+        self.table, self.begin, self.end, self.members, self.sent = table, end, end, [], False
 
 
 def _spec(spec):

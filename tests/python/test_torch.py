@@ -4,11 +4,12 @@ import subprocess
 import sys
 
 import pytest
-import torch
-import torch.nn as nn
 
-import relaxps
-import relaxps.torch
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+
+import relaxps  # noqa: E402
+import relaxps.torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -156,3 +157,68 @@ def test_two_workers_two_servers_train(make_cluster, consistency, mode):
     # Under async a worker may join once the other has trained: the job's
     # starting loss is the larger first one.
     assert max(last) < max(first) / 3, lines
+
+
+def two_layers():
+    torch.manual_seed(4)
+    return nn.Sequential(nn.Linear(4, 300), nn.ReLU(), nn.Linear(300, 3))
+
+
+@pytest.mark.parametrize("mode,overlap", [("flat", False), ("per_param", False), ("flat", True)])
+def test_push_on_backward_sends_from_backward_and_matches_step(cluster, mode, overlap):
+    # The same two steps through step() alone and with the buckets sent from
+    # backward(): the same parameters after each step, in the module's own
+    # storage, and every bucket sent before step().
+    results = []
+    for early in (False, True):
+        with relaxps.Client(cluster.endpoint) as c:
+            model = two_layers()
+            ps = relaxps.torch.ParameterServer(
+                c, model, mode=mode, table_prefix=f"m{int(early)}", optimizer="sgd", lr=0.5,
+                overlap=overlap, push_on_backward=early, bucket_bytes=1024)
+            seen = []
+            for step in range(3):
+                x = torch.full((2, 4), float(step + 1))
+                model(x).square().mean().backward()
+                if early:
+                    # Flat, 1 KiB buckets in backward order: [last bias + last
+                    # weight], [first bias], [first weight]; one per table otherwise.
+                    assert ps.buckets_sent_in_backward == (step + 1) * len(ps._buckets)
+                    assert len(ps._buckets) == (3 if mode == "flat" else 4)
+                ps.step()
+                seen.append([p.detach().clone() for p in model.parameters()])
+                assert all(torch.all(p.grad == 0) for p in model.parameters())
+            ps.flush()
+            seen.append([p.detach().clone() for p in model.parameters()])
+            assert ps.copied_grads == 0
+            results.append(seen)
+    for before, after in zip(*results):
+        for a, b in zip(before, after):
+            torch.testing.assert_close(a, b)
+    assert not torch.equal(results[1][0][0], results[1][-1][0])  # it trained
+
+
+def test_push_on_backward_copies_replaced_grads_and_sends_unused(cluster):
+    with relaxps.Client(cluster.endpoint) as c:
+        model = two_layers()
+        ps = relaxps.torch.ParameterServer(c, model, optimizer="sgd", lr=1.0, overlap=False,
+                                           push_on_backward=True)
+        w0 = [p.detach().clone() for p in model.parameters()]
+        model.zero_grad(set_to_none=True)
+        model[2](torch.ones(1, 300)).sum().backward()  # the first layer gets no gradient
+        assert ps.buckets_sent_in_backward == 0  # one 1 MiB bucket: layer 0 never ready
+        ps.step()
+        assert ps.copied_grads == 2
+        torch.testing.assert_close(model[0].weight.detach(), w0[0])
+        torch.testing.assert_close(model[2].bias.detach(), w0[3] - 1.0)
+
+
+def test_push_on_backward_refuses_two_backwards_per_step(cluster):
+    with relaxps.Client(cluster.endpoint) as c:
+        model = nn.Linear(4, 2)
+        ps = relaxps.torch.ParameterServer(c, model, overlap=False, push_on_backward=True)
+        model(torch.ones(1, 4)).sum().backward()
+        with pytest.raises(RuntimeError, match="accumulated twice before step"):
+            model(torch.ones(1, 4)).sum().backward()
+        with pytest.raises(ValueError, match="bucket_bytes"):
+            relaxps.torch.ParameterServer(c, model, table_prefix="b", bucket_bytes=0)
