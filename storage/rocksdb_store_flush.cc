@@ -24,6 +24,34 @@
 
 namespace relaxps {
 namespace storage_internal {
+namespace {
+
+// Before IngestExternalFile commits a file it reads the file's index block
+// and its first and last data blocks (the smallest and largest key). A dense
+// generation written with O_DIRECT has none of them in the page cache: three
+// disk reads one after the other (strace: 1-3.6 ms each on a busy disk).
+// Started here, as readahead of the file's head and tail (a chunk's block,
+// and a block plus index, filter, properties and footer: about 36 bytes per
+// key of index and filter, measured), they run while the records file is
+// written and the ingestion syncs the MANIFEST first. Best effort: a file
+// system without readahead just reads later.
+void StartIngestionReadahead(rocksdb::FileSystem* fs, const std::string& path, uint64_t keys) {
+  constexpr uint64_t kHeadBytes = 80 << 10;
+  const uint64_t tail_bytes = kHeadBytes + 48 * keys;
+  const rocksdb::IOOptions io;
+  uint64_t size = 0;
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
+  if (!fs->GetFileSize(path, io, &size, nullptr).ok() ||
+      !fs->NewRandomAccessFile(path, rocksdb::FileOptions(), &file, nullptr).ok()) {
+    return;
+  }
+  const uint64_t head = std::min(size, kHeadBytes);
+  const uint64_t tail = std::min(size - head, tail_bytes);
+  file->Prefetch(0, head, io, nullptr).PermitUncheckedError();
+  if (tail > 0) file->Prefetch(size - tail, tail, io, nullptr).PermitUncheckedError();
+}
+
+}  // namespace
 
 std::string RocksDbStore::DenseMetaValue(const DenseTable& t) const {
   TableMeta m;
@@ -277,6 +305,7 @@ Status RocksDbStore::CommitFlush(const FlushCapture& cap, bool from_snapshot) {
       paths.push_back(options_.data_dir + "/relaxps-flush-" + std::to_string(t->id) + ".sst.tmp");
       RETURN_IF_ERROR(WriteDenseGeneration(
           *t, from_snapshot ? t->snapshot_slots : t->shard.slots, paths.back()));
+      StartIngestionReadahead(fs(), paths.back(), t->flush_chunks.size() * t->shard.slots.size());
     }
     paths.push_back(options_.data_dir + "/relaxps-flush-meta.sst.tmp");
     rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), sst_writer_options());
