@@ -9,7 +9,7 @@ instruction) for one 4 KiB PushPull in flight and its echo yardstick, and
 divides each thread's instructions by the operations that thread served:
 
   relaxps server thread  (RpcServer::Run)       / DenseShardState::PushPull calls
-  relaxps client thread  (the bench's driver)   / ClientImpl::Dense calls
+  relaxps client thread  (the bench's driver)   / DataPath::Dense calls
   echo server thread     (EchoServer::Loop)     / zmq_msg_send calls / 2 (identity + payload)
   echo client thread     (RunEcho's client)     / zmq_msg_send calls (one frame per request)
 
@@ -133,7 +133,7 @@ def measure(args, valgrind, bench, work, doc):
         if has(functions, "relaxps::RpcServer::Run") and pushpulls > 0:
             per_op.setdefault("server", (total / pushpulls, pushpulls))
         elif has(functions, "Driver::Step"):
-            ops = calls_to(calls, "relaxps::client_internal::ClientImpl::Dense(")
+            ops = calls_to(calls, "relaxps::client_internal::DataPath::Dense(")
             if ops > 0:
                 per_op.setdefault("client", (total / ops, ops))
         elif has(functions, "EchoServer::Loop"):
