@@ -311,6 +311,17 @@ inline std::vector<float> FrameFloats(const Frame& f) {
   return std::vector<float>(f.as<float>(), f.as<float>() + f.size() / sizeof(float));
 }
 
+// Adds servers 0..n-1 to `map`, alive, at tcp://127.0.0.1:1000+i (endpoints
+// a map needs but no test dials).
+inline void AddLiveServers(wire::ShardMap* map, int n) {
+  for (int i = 0; i < n; ++i) {
+    wire::ServerInfo* s = map->add_servers();
+    s->set_id(i);
+    s->set_endpoint("tcp://127.0.0.1:" + std::to_string(1000 + i));
+    s->set_alive(true);
+  }
+}
+
 }  // namespace test
 }  // namespace relaxps
 

@@ -135,12 +135,7 @@ std::shared_ptr<const ShardMap> MapOf(uint64_t size, const std::vector<uint64_t>
                                       const std::vector<int>& holders, int servers) {
   wire::ShardMap m;
   m.set_version(2);
-  for (int i = 0; i < servers; ++i) {
-    wire::ServerInfo* s = m.add_servers();
-    s->set_id(i);
-    s->set_endpoint("tcp://127.0.0.1:" + std::to_string(1000 + i));
-    s->set_alive(true);
-  }
+  test::AddLiveServers(&m, servers);
   wire::TableShards* ts = m.add_tables();
   ts->mutable_table()->set_name("w");
   ts->mutable_table()->set_size(size);
@@ -227,12 +222,7 @@ TEST(UpdateLogTest, RowsFollowTheirBucketsServer) {
   log.Append(rows);
   wire::ShardMap m;
   m.set_version(2);
-  for (int i = 0; i < 2; ++i) {
-    wire::ServerInfo* s = m.add_servers();
-    s->set_id(i);
-    s->set_endpoint("tcp://127.0.0.1:" + std::to_string(1000 + i));
-    s->set_alive(true);
-  }
+  test::AddLiveServers(&m, 2);
   wire::TableShards* ts = m.add_tables();
   ts->mutable_table()->set_name("emb");
   ts->mutable_table()->set_type(1);

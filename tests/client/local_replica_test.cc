@@ -187,12 +187,7 @@ TEST(LocalReplicaTest, RangesNeverPulledWholeHaveNoCopy) {
 ShardMap CutMap(uint64_t cut, int tail_server) {
   wire::ShardMap m;
   m.set_version(1);
-  for (int i = 0; i < 3; ++i) {
-    wire::ServerInfo* s = m.add_servers();
-    s->set_id(i);
-    s->set_endpoint("tcp://127.0.0.1:" + std::to_string(1000 + i));
-    s->set_alive(true);
-  }
+  test::AddLiveServers(&m, 3);
   wire::TableShards* ts = m.add_tables();
   ts->mutable_table()->set_name("w");
   ts->mutable_table()->set_size(12);

@@ -20,12 +20,7 @@ wire::ShardMap ChainMap(int servers, int replicas) {
   wire::ShardMap m;
   m.set_version(1);
   m.set_epoch(1);
-  for (int i = 0; i < servers; ++i) {
-    wire::ServerInfo* s = m.add_servers();
-    s->set_id(i);
-    s->set_endpoint("tcp://127.0.0.1:" + std::to_string(1000 + i));
-    s->set_alive(true);
-  }
+  test::AddLiveServers(&m, servers);
   wire::TableShards* ts = m.add_tables();
   ts->mutable_table()->set_name("w");
   ts->mutable_table()->set_size(3 * kDenseChunk);
