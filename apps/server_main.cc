@@ -41,6 +41,15 @@ DEFINE_int64(move_drain_timeout_ms, 10000,
 DEFINE_int32(move_window_pieces, 1,
              "MOVE_STATE pieces (--state_transfer_chunk_kb each) a range move keeps in flight to "
              "its destination");
+DEFINE_bool(move_copy_first, true,
+            "A dense range move copies the range while it serves and catches up before the "
+            "cut-over, which then sends only what changed (false: the cut-over sends the range)");
+DEFINE_int32(move_catchup_rounds, 8,
+             "Catch-up rounds at most after a range move's copy (--move_copy_first)");
+DEFINE_int64(move_catchup_kb, 1024,
+             "A range move cuts over once a catch-up round's writes are at most this many KiB");
+DEFINE_int64(move_piece_timeout_ms, 30000,
+             "A range move fails if the destination does not answer a piece within this many ms");
 DEFINE_string(store, "",
               "Parameter store: rocksdb or memory (default: rocksdb when --data_dir is set, "
               "memory otherwise)");
@@ -191,6 +200,18 @@ int main(int argc, char** argv) {
     return relaxps::Fail(
         kName, relaxps::InvalidArgumentError("--move_window_pieces must be in [1, 64]"), 2);
   }
+  if (FLAGS_move_catchup_rounds < 0 || FLAGS_move_catchup_kb < 0 ||
+      FLAGS_move_piece_timeout_ms < 1) {
+    return relaxps::Fail(kName,
+                         relaxps::InvalidArgumentError(
+                             "--move_catchup_rounds and --move_catchup_kb must be >= 0, "
+                             "--move_piece_timeout_ms >= 1"),
+                         2);
+  }
+  options.move_copy_first = FLAGS_move_copy_first;
+  options.move_catchup_rounds = FLAGS_move_catchup_rounds;
+  options.move_catchup_bytes = static_cast<size_t>(FLAGS_move_catchup_kb) << 10;
+  options.move_piece_timeout_ms = FLAGS_move_piece_timeout_ms;
   options.join = FLAGS_join;
   options.move_window_pieces = FLAGS_move_window_pieces;
   options.move_drain_timeout_ms = FLAGS_move_drain_timeout_ms;

@@ -201,8 +201,23 @@ void CoordinatorImpl::RetryMoveStep() {
   SendMoveStep(moves_.front(), r.incoming, r.attempts_left);
 }
 
+void CoordinatorImpl::RevokeMove(const wire::RangeMove& m, const Status& why) {
+  const auto peer = server_peer_.find(m.destination());
+  if (peer == server_peer_.end() || m.token().empty()) return;
+  Message msg;
+  msg.header.set_type(wire::MOVE_RANGE);
+  *msg.header.mutable_range_move() = m;
+  msg.header.mutable_range_move()->set_incoming(true);
+  StatusToProto(why.ok() ? AbortedError("the move failed") : why, msg.header.mutable_status());
+  servers_rpc_->Call(peer->second, std::move(msg), 5000, [](const Status&, Message&&) {});
+}
+
 void CoordinatorImpl::FailMoves(const wire::RangeMove& m, const Status& why) {
-  if (IsChainMove(map_, m)) RetractChainMove(m);
+  if (IsChainMove(map_, m)) {
+    RetractChainMove(m);
+  } else if (m.started()) {
+    RevokeMove(m, why);
+  }
   LOG(WARNING) << "range move " << m.id() << " (keys [" << m.begin() << ", " << m.end()
                << ") of table '" << m.table() << "' from server " << m.source() << " to "
                << m.destination() << ") failed: " << why << "; the map is unchanged and the "

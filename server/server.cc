@@ -63,6 +63,12 @@ Status ServerImpl::Init() {
   if (options_.coordinator_timeout_ms < 1) {
     return InvalidArgumentError("--coordinator_timeout_ms must be > 0");
   }
+  if (options_.move_catchup_rounds < 0) {
+    return InvalidArgumentError("--move_catchup_rounds must be >= 0");
+  }
+  if (options_.move_piece_timeout_ms < 1) {
+    return InvalidArgumentError("--move_piece_timeout_ms must be >= 1");
+  }
   if (options_.move_window_pieces < 1) {
     return InvalidArgumentError("--move_window_pieces must be >= 1");
   }
@@ -176,6 +182,11 @@ Status ServerImpl::Init() {
     mo.drain_timeout_ms = options_.move_drain_timeout_ms;
     mo.chunk_bytes = TransferChunkBytes(options_);
     mo.window_pieces = options_.move_window_pieces;
+    mo.piece_timeout_ms = options_.move_piece_timeout_ms;
+    mo.copy_first = options_.move_copy_first;
+    mo.catchup_rounds = options_.move_catchup_rounds;
+    mo.catchup_bytes = options_.move_catchup_bytes;
+    mo.events = options_.events.get();
     mover_ = std::make_unique<RangeMover>(static_cast<RangeMoverHost*>(this), rpc_.get(), po,
                                           clock_, mo);
   }

@@ -109,6 +109,20 @@ struct ServerOptions {
   // receive memory on the destination (the source sends them out of its
   // store). 1: more measured no faster (docs/elastic.md, Benchmark).
   int move_window_pieces = 1;
+  // A dense, unreplicated range move copies the range to the destination
+  // while it serves, catches up with what was written meanwhile, and cuts
+  // over with only what the last round missed: the writes of the moved
+  // keys wait for that, not for a transfer of the range (docs/elastic.md
+  // "One move"). false: the cut-over sends the whole range.
+  bool move_copy_first = true;
+  // Catch-up rounds at most after that copy (each sends the chunks written
+  // during the one before); fewer once a round's writes are at most
+  // move_catchup_bytes or stop shrinking.
+  int move_catchup_rounds = 8;
+  size_t move_catchup_bytes = size_t{1} << 20;
+  // How long a range move's source waits for the destination to answer a
+  // MOVE_STATE piece before the move fails (a dead destination).
+  int64_t move_piece_timeout_ms = 30000;
   // Once drained (it holds nothing, relaxps-ctl drain-server), the server
   // answers every push and pull "moved" with the new map until none came for
   // this many ms (at most 15 times as long), then deregisters and exits: a client

@@ -162,6 +162,10 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   void RetryMoveStep();
   // range_move_failed for `m`; the queue is dropped (the map is unchanged).
   void FailMoves(const wire::RangeMove& m, const Status& why);
+  // Tells the destination of unreplicated move `m` that it failed (MOVE_RANGE
+  // `incoming` with `why` as its status): it drops what it received of the
+  // copy and refuses the move's pieces from then on. Not waited for.
+  void RevokeMove(const wire::RangeMove& m, const Status& why);
   // ADD_SERVER (operator): plan and run the moves to a joined server.
   void HandleAddServer(Request req);
   // A server registered with --join: plan and run the moves to it.

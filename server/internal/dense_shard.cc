@@ -50,6 +50,7 @@ int64_t DenseShardState::visible_clock() const {
 Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, float lr_scale,
                               bool new_step, float* copy) {
   store_->BeforeDenseWrite(shard_);  // A background flush may still be copying the slots.
+  if (tracker_ != nullptr) tracker_->Mark(offset, n);
   float* w = shard_->slots[0] + offset;
   for (size_t s = 1; s < shard_->slots.size(); ++s) state_scratch_[s - 1] = shard_->slots[s] + offset;
   if (new_step || shard_->step == 0) shard_->step += 1;
@@ -149,6 +150,7 @@ Status DenseShardState::PushPull(int worker, int64_t clock, uint64_t begin, cons
 Status DenseShardState::AddDelta(uint64_t begin, const float* delta, size_t n) {
   const uint64_t offset = begin - shard_->spec.begin;
   store_->BeforeDenseWrite(shard_);
+  if (tracker_ != nullptr) tracker_->Mark(offset, n);
   device_->Axpy(n, 1.0f, delta, shard_->slots[0] + offset);
   ++updates_applied_;
   RETURN_IF_ERROR(store_->DenseUpdated(shard_, offset, n));
@@ -168,6 +170,7 @@ Status DenseShardState::Seed(const float* params, size_t n, int64_t clock,
                                 std::string(optimizer_->Name()) + "'s");
   }
   store_->BeforeDenseWrite(shard_);
+  if (tracker_ != nullptr) tracker_->MarkAll();
   std::memcpy(shard_->slots[0], params, n * sizeof(float));
   for (size_t s = 1; s < shard_->slots.size(); ++s) {
     if (velocity != nullptr) {
@@ -341,6 +344,7 @@ Status DenseShardState::LoadSlotPiece(size_t slot, uint64_t offset, const float*
   }
   if (n == 0) return Status::OK();
   store_->BeforeDenseWrite(shard_);
+  if (tracker_ != nullptr) tracker_->Mark(offset, n);
   float* to = shard_->slots[slot] + offset;
   // A range taken back loads its own memory (a view of it) onto itself.
   if (to != values) std::memcpy(to, values, n * sizeof(float));
@@ -447,6 +451,7 @@ Status DenseShardState::Reshape(const std::string& store_name, uint64_t end) {
     }
   }
   RETURN_IF_ERROR(store_->ReshapeDense(shard_, store_name, end));
+  tracker_.reset();  // Its offsets were the old range's.
   size_t i = 0;
   for (auto& [clock, round] : rounds_) {
     for (auto& [worker, mine] : round.workers) {

@@ -61,6 +61,7 @@
 #include "kernels/optimizer.h"
 #include "proto/relaxps.pb.h"
 #include "server/internal/consistency_gate.h"
+#include "server/internal/write_tracker.h"
 #include "storage/param_store.h"
 
 namespace relaxps {
@@ -200,6 +201,17 @@ class DenseShardState {
   // that shrank the range; it cannot grow back past end() any more).
   void ReleaseTail() { store_->ReleaseDenseTail(shard_); }
   uint64_t updates_applied() const { return updates_applied_; }
+  // A range move's copy phase: from now on every write to the shard's
+  // offsets [begin, end) marks its chunks of `chunk_keys` keys in
+  // write_tracker() (Apply, AddDelta, Seed, state loads), until
+  // StopTrackingWrites or a Reshape (which ends it: the offsets change).
+  // Replaces a tracker that was running.
+  void TrackWrites(uint64_t begin, uint64_t end, uint64_t chunk_keys) {
+    tracker_ = std::make_unique<WriteTracker>(begin, end, chunk_keys);
+  }
+  void StopTrackingWrites() { tracker_.reset(); }
+  // nullptr when not tracking.
+  WriteTracker* write_tracker() { return tracker_.get(); }
 
   // ---- Chain replication ----
   // A follower (a chain replica that is not the head) applies what its
@@ -318,6 +330,7 @@ class DenseShardState {
   std::vector<float*> state_scratch_;
   uint64_t updates_applied_ = 0;
   bool follower_ = false;
+  std::unique_ptr<WriteTracker> tracker_;  // TrackWrites (nullptr: none).
   TableOptions rates_;  // Learning rate by clock (LrScaleAt).
   std::function<void(int64_t)> on_rounds_applied_;
   // Live workers' clocks, held clocks, waiting pulls. Its hooks and parked

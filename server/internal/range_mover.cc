@@ -13,7 +13,6 @@ namespace relaxps {
 namespace server_internal {
 
 namespace {
-constexpr int kPieceTimeoutMs = 30000;
 constexpr size_t kFinishedKept = 256;
 
 const wire::TableShards* TableIn(const wire::ShardMap& map, const std::string& table) {
@@ -119,6 +118,11 @@ void RangeMover::HandleMoveRange(Request&& req) {
   }
   const wire::RangeMove& m = h.range_move();
   const std::string& token = m.token();
+  if (m.incoming() && !StatusFromProto(h.status()).ok()) {  // The coordinator gave it up.
+    DropIncoming(token, StatusFromProto(h.status()));
+    host_->SendReply(req, MakeReply(h, Status::OK()));
+    return;
+  }
   if (finished_.count(token) > 0) {  // A repeat of a step already done.
     host_->SendReply(req, MakeReply(h, Status::OK()));
     return;
@@ -200,8 +204,120 @@ void RangeMover::HandleMoveRange(Request&& req) {
   // completes the handshake: the transfer would wait out its deadline.
   out.peer = peers_.Connect(m.destination_endpoint(),
                             CurveKeyIn(host_->installed_map(), m.destination()));
+  if (options_.copy_first) {
+    StartCopy(&out, range);
+    return;
+  }
   LOG(INFO) << "moving " << Describe(m) << ": waiting for the range to be quiescent";
   Poll();
+}
+
+void RangeMover::StartCopy(Outgoing* out, RangeState* range) {
+  const wire::RangeMove& m = out->move;
+  const uint64_t b = range->shard->spec().begin;
+  range->shard->TrackWrites(m.begin() - b, m.end() - b,
+                            std::max<uint64_t>(1, options_.write_chunk_keys));
+  out->phase = Phase::kCopying;
+  out->copying = true;
+  LOG(INFO) << "moving " << Describe(m) << ": copying it while it serves";
+  SendRound(out, {OutgoingTransfer::Run{0, m.end() - m.begin()}});
+}
+
+void RangeMover::SendRound(Outgoing* out, const std::vector<OutgoingTransfer::Run>& runs) {
+  const wire::RangeMove& m = out->move;
+  RangeState* range = host_->DenseRangeAt(m.table(), out->range_begin);
+  std::vector<FloatBuffer> frames;
+  for (size_t s = 0; s < range->shard->num_slots(); ++s) {
+    frames.push_back(range->shard->ViewSlot(static_cast<int>(s), m.begin(), m.end() - m.begin()));
+  }
+  // The pieces' floats are copied as they leave: the range goes on being
+  // written (a write after a piece's copy marks its chunk for the next round).
+  out->transfer = OutgoingTransfer::DenseRuns(m.id(), m.destination(), wire::ChainSnapshot(),
+                                              std::move(frames), runs, options_.chunk_bytes,
+                                              out->next_index, /*final=*/false,
+                                              /*copy_payload=*/true);
+  out->acked = 0;
+  SendPieces(m.token());
+}
+
+WriteTracker* RangeMover::TrackerOf(const Outgoing& out) {
+  RangeState* range = host_->DenseRangeAt(out.move.table(), out.range_begin);
+  if (range == nullptr || range->shard == nullptr || range->key != out.range_begin) return nullptr;
+  return range->shard->write_tracker();
+}
+
+void RangeMover::StopTracking(const Outgoing& out) {
+  if (out.bucket || !out.copying || out.cut) return;
+  RangeState* range = host_->DenseRangeAt(out.move.table(), out.range_begin);
+  if (range != nullptr && range->shard != nullptr && range->key == out.range_begin) {
+    range->shard->StopTrackingWrites();
+  }
+}
+
+void RangeMover::EndCopyRound(const std::string& token) {
+  Outgoing& out = outgoing_.at(token);
+  out.next_index += static_cast<uint32_t>(out.transfer->num_pieces());
+  out.round_bytes = out.transfer->bytes();
+  out.copied_bytes += out.round_bytes;
+  out.transfer.reset();
+  WriteTracker* tracker = TrackerOf(out);
+  if (tracker == nullptr) {
+    Abort(&out, AbortedError("the range changed during the copy phase"));
+    return;
+  }
+  RangeState* range = host_->DenseRangeAt(out.move.table(), out.range_begin);
+  const uint64_t written = tracker->written_keys() * range->shard->num_slots() * sizeof(float);
+  // Another round while what was written during this one shrinks and is
+  // worth a round: the cut-over then sends only what the last one missed.
+  if (out.catchup_rounds < options_.catchup_rounds && written > options_.catchup_bytes &&
+      written < out.round_bytes) {
+    ++out.catchup_rounds;
+    std::vector<OutgoingTransfer::Run> runs;
+    for (const WriteTracker::Run& r : tracker->Take()) runs.push_back({r.offset, r.count});
+    VLOG(1) << "moving " << Describe(out.move) << ": catch-up round " << out.catchup_rounds
+            << " sends " << written << " bytes";
+    SendRound(&out, runs);
+    return;
+  }
+  LOG(INFO) << "moving " << Describe(out.move) << ": copied " << out.copied_bytes << " bytes in "
+            << 1 + out.catchup_rounds << " round(s); " << written
+            << " bytes written since; waiting for the range to be quiescent";
+  out.phase = Phase::kDraining;
+  out.drain_deadline_ms = clock_->NowMs() + options_.drain_timeout_ms;
+  Poll();
+}
+
+void RangeMover::ReportCutover(const Outgoing& out, int64_t map_version) {
+  if (options_.events == nullptr || out.bucket) return;
+  options_.events->Emit(
+      "range_move_cutover",
+      {{"table", out.move.table()},
+       {"begin", out.move.begin()},
+       {"end", out.move.end()},
+       {"destination", out.move.destination()},
+       {"map_version", map_version},
+       {"range_bytes", out.range_bytes},
+       {"copy_phase", out.copying},
+       {"copied_bytes", out.copied_bytes},
+       {"catchup_rounds", out.catchup_rounds},
+       {"cutover_bytes", out.cutover_bytes},
+       {"pause_ms", static_cast<long long>(clock_->NowMs() - out.cut_ms)}});
+}
+
+void RangeMover::DropIncoming(const std::string& token, const Status& why) {
+  auto it = incoming_.find(token);
+  if (it == incoming_.end()) return;
+  const wire::RangeMove m = it->second.move;
+  const bool created = it->second.created;
+  incoming_.erase(it);
+  LOG(WARNING) << "the move of " << Describe(m) << " failed (" << why
+               << "): dropping what arrived of it";
+  if (!created || HolderIn(host_->installed_map(), m) == host_->server_id()) return;
+  RangeState* range = host_->DenseRangeAt(m.table(), m.begin());
+  if (range != nullptr && range->key == m.begin() && range->shard != nullptr &&
+      range->chain == nullptr && range->shard->spec().end == m.end()) {
+    host_->DropRange(m.table(), m.begin());
+  }
 }
 
 Status RangeMover::CheckBucketMove(const wire::RangeMove& m, const wire::TableShards& ts) const {
@@ -313,6 +429,20 @@ void RangeMover::Cut(Outgoing* out) {
   RangeState* range = host_->DenseRangeAt(m.table(), out->range_begin);
   DenseShardState& shard = *range->shard;
   const uint64_t b = shard.spec().begin, mid = m.begin(), e = m.end();
+  // What the copy phase has not sent yet: the chunks written since its
+  // last round (the whole tail without a copy phase, or if the tracking
+  // was lost).
+  std::vector<OutgoingTransfer::Run> runs;
+  WriteTracker* tracker = out->copying ? shard.write_tracker() : nullptr;
+  if (tracker != nullptr) {
+    for (const WriteTracker::Run& r : tracker->Take()) runs.push_back({r.offset, r.count});
+  } else {
+    runs.push_back({0, e - mid});
+  }
+  shard.StopTrackingWrites();
+  out->cut = true;
+  out->cut_ms = clock_->NowMs();
+  out->range_bytes = (e - mid) * shard.num_slots() * sizeof(float);
   // The state of [m, e) (no rounds, no waiters: the slots, the step and the
   // clocks), and the exactly-once record: its ids go with both parts, its
   // part counts stay here (a whole range takes them along).
@@ -349,8 +479,10 @@ void RangeMover::Cut(Outgoing* out) {
     }
   }
   out->phase = Phase::kSending;
-  out->transfer = OutgoingTransfer::Dense(m.id(), m.destination(), moved, out->frames, e - mid,
-                                          options_.chunk_bytes);
+  out->transfer = OutgoingTransfer::DenseRuns(m.id(), m.destination(), moved, out->frames, runs,
+                                              options_.chunk_bytes, out->next_index,
+                                              /*final=*/true, /*copy_payload=*/false);
+  out->cutover_bytes = out->transfer->bytes();
   LOG(INFO) << "cut " << Describe(m) << (out->in_place ? " in place" : "") << ": sending "
             << out->transfer->bytes() << " bytes in " << out->transfer->num_pieces()
             << " piece(s); its requests are held until the new map";
@@ -414,7 +546,7 @@ void RangeMover::SendPieces(const std::string& token) {
     t->in_flight = true;
     t->last_send_ms = clock_->NowMs();
     const size_t index = t->next++;
-    peers_.Call(out.peer, std::move(msg), kPieceTimeoutMs,
+    peers_.Call(out.peer, std::move(msg), options_.piece_timeout_ms,
                 [this, token, index](const Status& st, Message&& reply) {
                   Status s = st.ok() ? StatusFromProto(reply.header.status()) : st;
                   OnPieceReply(token, index, s);
@@ -424,12 +556,20 @@ void RangeMover::SendPieces(const std::string& token) {
 
 void RangeMover::OnPieceReply(const std::string& token, size_t index, const Status& status) {
   auto it = outgoing_.find(token);
-  if (it == outgoing_.end() || it->second.phase != Phase::kSending) return;
+  if (it == outgoing_.end() ||
+      (it->second.phase != Phase::kSending && it->second.phase != Phase::kCopying)) {
+    return;
+  }
   Outgoing& out = it->second;
   OutgoingTransfer* t = out.transfer.get();
   if (t == nullptr || index < out.acked) return;  // Stale.
   if (!status.ok()) {
-    Abort(&out, status.WithPrefix("the destination did not take piece " + std::to_string(index)));
+    Abort(&out, status.WithPrefix(
+                    "the destination did not take piece " + std::to_string(index) +
+                    (out.phase == Phase::kCopying
+                         ? " of copy round " + std::to_string(out.catchup_rounds) +
+                               " (the copy phase: nothing was cut)"
+                         : "")));
     return;
   }
   if (index != out.acked) {  // The destination answers in order; never expected.
@@ -443,6 +583,10 @@ void RangeMover::OnPieceReply(const std::string& token, size_t index, const Stat
     return;
   }
   t->in_flight = false;
+  if (out.phase == Phase::kCopying) {
+    EndCopyRound(token);
+    return;
+  }
   LOG(INFO) << "moved " << Describe(out.move) << " (" << t->bytes()
             << " bytes): waiting for the map that publishes it";
   out.phase = Phase::kSent;
@@ -467,8 +611,13 @@ void RangeMover::Abort(Outgoing* out, const Status& why) {
 }
 
 Status RangeMover::TakeBack(Outgoing* out) {
-  // A bucket's rows stayed here, untouched since the cut.
+  // A bucket's rows stayed here, untouched since the cut; a range not cut
+  // yet (the copy phase) is whole.
   if (out->bucket) return Status::OK();
+  if (!out->cut) {
+    StopTracking(*out);
+    return Status::OK();
+  }
   const wire::RangeMove& m = out->move;
   const uint64_t b = out->range_begin, mid = m.begin(), e = m.end();
   RangeState* head = mid > b ? host_->DenseRangeAt(m.table(), b) : nullptr;
@@ -532,6 +681,7 @@ void RangeMover::Finish(const std::string& token, Status status) {
   if (it == outgoing_.end()) return;
   Outgoing out = std::move(it->second);
   outgoing_.erase(it);
+  StopTracking(out);
   if (out.coordinator_request != nullptr) {
     host_->SendError(*out.coordinator_request,
                      status.WithPrefix("moving " + Describe(out.move)));
@@ -543,7 +693,8 @@ bool RangeMover::HoldIfMoving(Request* req) {
   const wire::Header& h = req->msg.header;
   const bool rows = h.type() == wire::PUSH_ROWS || h.type() == wire::PULL_ROWS;
   for (auto& [token, out] : outgoing_) {
-    if (out.phase == Phase::kDraining || out.bucket != rows || h.table() != out.move.table()) {
+    if (out.phase == Phase::kCopying || out.phase == Phase::kDraining || out.bucket != rows ||
+        h.table() != out.move.table()) {
       continue;
     }
     if (rows) {
@@ -616,6 +767,7 @@ void RangeMover::OnMapInstalled(const wire::ShardMap& map) {
       head->shard->set_coverage_keys(0);
       host_->ReleaseRangeTail(head, out.move.end());
     }
+    ReportCutover(out, map.version());
     outgoing_.erase(it);
     for (Request& r : held) host_->Redispatch(std::move(r));
   }

@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/events.h"
 #include "common/loop_client.h"
 #include "common/rpc_server.h"
 #include "common/status.h"
@@ -67,6 +68,7 @@
 #include "server/internal/range_state.h"
 #include "server/internal/sparse_shard.h"
 #include "server/internal/state_transfer.h"
+#include "server/internal/write_tracker.h"
 
 namespace relaxps {
 namespace server_internal {
@@ -116,6 +118,26 @@ class RangeMover {
     size_t chunk_bytes = size_t{8} << 20;
     // MOVE_STATE pieces in flight at once (>= 1).
     int window_pieces = 1;
+    // How long the source waits for the destination to answer a piece.
+    int64_t piece_timeout_ms = 30000;
+    // Dense, unreplicated moves: copy the range to the destination while it
+    // serves, then catch up, and cut over with only what changed since
+    // (docs/elastic.md "One move"). false: the cut-over sends the whole
+    // range (writes of the moved keys wait for one transfer of it).
+    bool copy_first = true;
+    // Catch-up rounds at most after the first copy; fewer once the keys
+    // written during a round are at most `catchup_bytes` (of every slot),
+    // or no fewer than the round sent. More rounds: a shorter cut-over
+    // under writes that come and go, more bytes sent.
+    int catchup_rounds = 8;
+    size_t catchup_bytes = size_t{1} << 20;
+    // Keys per chunk of the copy phase's write tracking (one bit each): a
+    // written key sends its whole chunk again. Smaller: fewer bytes resent,
+    // more (smaller) pieces.
+    uint64_t write_chunk_keys = 16384;
+    // Where the source reports each published dense move's cut-over
+    // (range_move_cutover); may be null.
+    EventLog* events = nullptr;
   };
 
   // REQUIRES: host, rpc and clock outlive this.
@@ -148,7 +170,10 @@ class RangeMover {
   size_t held() const;
 
  private:
-  enum class Phase { kDraining, kSending, kSent, kAborting };
+  // kCopying: the copy phase (copy_first); kDraining: waiting for the
+  // range to be quiescent; kSending: cut, its last state on the way;
+  // kSent: waiting for the map; kAborting: taking the range back.
+  enum class Phase { kCopying, kDraining, kSending, kSent, kAborting };
   struct Outgoing {
     wire::RangeMove move;
     std::shared_ptr<Request> coordinator_request;  // Answered once sent (or failed).
@@ -177,6 +202,19 @@ class RangeMover {
     std::unique_ptr<AppliedLedger> head_ledger;
     Status failure;  // kAborting: why.
     std::deque<Request> held;  // Arrival order.
+    // The copy phase (dense, copy_first): rounds of pieces out of the live
+    // range, its writes of [m, e) tracked (DenseShardState::TrackWrites)
+    // from the first round until the cut, which sends only the chunks
+    // written since the last round.
+    bool copying = false;       // The copy phase ran (or runs).
+    bool cut = false;           // The cut happened (holding requests).
+    int catchup_rounds = 0;     // Rounds after the first (whole) copy.
+    uint64_t round_bytes = 0;   // The last round's payload.
+    uint64_t copied_bytes = 0;  // Every round's payload.
+    uint32_t next_index = 0;    // The next transfer's first piece index.
+    uint64_t range_bytes = 0;   // [m, e) of every slot.
+    uint64_t cutover_bytes = 0; // The cut's payload.
+    int64_t cut_ms = 0;         // When the cut began holding requests.
   };
   // The source of a chain move: its replica leaving the chain.
   enum class LeavePhase { kDraining, kAcking, kLeft };
@@ -199,6 +237,23 @@ class RangeMover {
   // range [b, m) loaded with a copy of the head. False (and the move
   // aborting) if that failed.
   bool CutByCopy(Outgoing* out, const wire::ChainSnapshot& meta);
+  // Starts the copy phase of dense move `out` out of `range`.
+  void StartCopy(Outgoing* out, RangeState* range);
+  // A transfer of `runs` of [m, e)'s slots out of the live range (not the
+  // last: the cut's ends the move), sent from out->next_index on.
+  void SendRound(Outgoing* out, const std::vector<OutgoingTransfer::Run>& runs);
+  // A copy round was taken: another round, or on to the drain and cut.
+  void EndCopyRound(const std::string& token);
+  // The write tracker of `out`'s range (nullptr: none or gone).
+  WriteTracker* TrackerOf(const Outgoing& out);
+  // Ends the tracking of a copy phase that did not get to the cut.
+  void StopTracking(const Outgoing& out);
+  // range_move_cutover of a published dense move.
+  void ReportCutover(const Outgoing& out, int64_t map_version);
+  // Destination: the coordinator gave the incoming move `token` up
+  // (MOVE_RANGE with `incoming` and an error status): what it received is
+  // dropped, its later pieces refused.
+  void DropIncoming(const std::string& token, const Status& why);
   // Sends pieces until options_.window_pieces are unacknowledged.
   void SendPieces(const std::string& token);
   // Cut for a bucket move. An error: the move fails, nothing changed.

@@ -10,17 +10,35 @@ std::unique_ptr<OutgoingTransfer> OutgoingTransfer::Dense(uint64_t seq, int succ
                                                           wire::ChainSnapshot meta,
                                                           std::vector<FloatBuffer> frames,
                                                           size_t floats, size_t chunk_bytes) {
+  std::vector<Run> whole;
+  if (floats > 0) whole.push_back(Run{0, floats});
+  return DenseRuns(seq, successor, std::move(meta), std::move(frames), whole, chunk_bytes, 0,
+                   /*final=*/true, /*copy_payload=*/false);
+}
+
+std::unique_ptr<OutgoingTransfer> OutgoingTransfer::DenseRuns(
+    uint64_t seq, int successor, wire::ChainSnapshot meta, std::vector<FloatBuffer> frames,
+    const std::vector<Run>& runs, size_t chunk_bytes, uint32_t first_index, bool final,
+    bool copy_payload) {
   std::unique_ptr<OutgoingTransfer> t(new OutgoingTransfer(seq, successor, std::move(meta)));
   const uint64_t per_piece = std::max<uint64_t>(1, chunk_bytes / sizeof(float));
+  uint64_t floats = 0;
   for (uint32_t f = 0; f < frames.size(); ++f) {
-    for (uint64_t off = 0; off < floats; off += per_piece) {
-      t->pieces_.push_back(Piece{f, off, std::min<uint64_t>(per_piece, floats - off)});
+    for (const Run& run : runs) {
+      for (uint64_t off = 0; off < run.count; off += per_piece) {
+        t->pieces_.push_back(
+            Piece{f, run.offset + off, std::min<uint64_t>(per_piece, run.count - off)});
+      }
+      if (f == 0) floats += run.count;
     }
   }
-  if (t->pieces_.empty()) t->pieces_.push_back(Piece{0, 0, 0});  // Metadata only.
+  if (t->pieces_.empty() && final) t->pieces_.push_back(Piece{0, 0, 0});  // Metadata only.
   t->total_ = floats * frames.size();
   t->bytes_ = t->total_ * sizeof(float);
   t->frames_ = std::move(frames);
+  t->first_index_ = first_index;
+  t->final_ = final;
+  t->copy_payload_ = copy_payload;
   return t;
 }
 
@@ -46,9 +64,9 @@ std::unique_ptr<OutgoingTransfer> OutgoingTransfer::Sparse(uint64_t seq, int suc
 
 void OutgoingTransfer::FillPiece(size_t i, Message* msg) const {
   const Piece& p = pieces_[i];
-  const bool last = i + 1 == pieces_.size();
+  const bool last = final_ && i + 1 == pieces_.size();
   wire::SnapshotPiece* sp = msg->header.mutable_snapshot_piece();
-  sp->set_index(static_cast<uint32_t>(i));
+  sp->set_index(first_index_ + static_cast<uint32_t>(i));
   sp->set_last(last);
   sp->set_frame(p.frame);
   sp->set_offset(p.offset);
@@ -56,7 +74,10 @@ void OutgoingTransfer::FillPiece(size_t i, Message* msg) const {
   if (last) *msg->header.mutable_chain_snapshot() = meta_;
   if (row_floats_ == 0) {  // Dense.
     sp->set_num_frames(static_cast<uint32_t>(frames_.size()));
-    if (p.count > 0) {
+    if (p.count > 0 && copy_payload_) {
+      msg->frames.push_back(
+          Frame::Copy(frames_[p.frame].data() + p.offset, p.count * sizeof(float)));
+    } else if (p.count > 0) {
       msg->frames.push_back(Frame::Share(frames_[p.frame].Slice(p.offset, p.count)));
     }
     return;

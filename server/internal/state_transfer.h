@@ -39,6 +39,24 @@ class OutgoingTransfer {
                                                  wire::ChainSnapshot meta,
                                                  std::vector<FloatBuffer> frames, size_t floats,
                                                  size_t chunk_bytes);
+  // Floats [run.offset, run.offset + run.count) of each of `frames`, for
+  // each of `runs` (a range move's copy and catch-up rounds and its
+  // cut-over: docs/elastic.md "One move"). The pieces are numbered from
+  // `first_index` on; only with `final` does the last piece end the
+  // transfer (SnapshotPiece.last, with `meta`; a final transfer of no runs
+  // is that piece alone). With `copy_payload` each piece's floats are
+  // copied when FillPiece makes it (the frames are live memory that the
+  // server goes on writing), else they are shared.
+  struct Run {
+    uint64_t offset;
+    uint64_t count;
+  };
+  static std::unique_ptr<OutgoingTransfer> DenseRuns(uint64_t seq, int successor,
+                                                     wire::ChainSnapshot meta,
+                                                     std::vector<FloatBuffer> frames,
+                                                     const std::vector<Run>& runs,
+                                                     size_t chunk_bytes, uint32_t first_index,
+                                                     bool final, bool copy_payload);
   // A sparse bucket's snapshot: `ids` and their rows of `row_floats` floats.
   static std::unique_ptr<OutgoingTransfer> Sparse(uint64_t seq, int successor,
                                                   wire::ChainSnapshot meta, KeyBuffer ids,
@@ -75,6 +93,9 @@ class OutgoingTransfer {
   std::vector<FloatBuffer> frames_;  // Dense frames, or the sparse rows.
   KeyBuffer ids_;                    // Sparse only.
   size_t row_floats_ = 0;            // Sparse only (0: dense).
+  uint32_t first_index_ = 0;         // DenseRuns: the first piece's index.
+  bool final_ = true;                // The last piece ends the transfer.
+  bool copy_payload_ = false;        // DenseRuns: copy each piece's floats.
   uint64_t total_ = 0;
   uint64_t bytes_ = 0;
   std::vector<Piece> pieces_;
