@@ -18,6 +18,16 @@
 // sent + received, i.e. the one-way payload rate plus the tiny replies.
 // `ratio` = migration GB/s / echo GB/s (target >= 0.5, docs/benchmarks.md).
 //
+// The cut-over (docs/elastic.md "One move"): with --push_kb > 0 a worker
+// pushes slices of that many KiB of gradients at rotating offsets all over
+// the table throughout the move, and server 0 reports the move's
+// range_move_cutover event: the pause (`pause_ms`, the moved keys' writes
+// held, from the cut to the published map), the bytes the cut-over sent
+// (`cutover_bytes`), the catch-up rounds. With --compare_whole each
+// repetition also runs the move with the whole range sent at the cut
+// (--nomove_copy_first, the mechanism before the copy phase), alternating
+// which goes first, and reports it as range_move/dense/whole_cutover.
+//
 // Prints one JSON object on stdout: {"bench":"range_move", ..., "results":[
 //   {"name":"range_move/dense","moved_bytes":268435456,"value":1.1,"unit":"GB/s",
 //    "ms":230,"yardstick":"zmq_echo/zerocopy/oneway/8MiB/if4",
@@ -28,12 +38,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,6 +66,10 @@ DEFINE_int32(window, 0,
              "MOVE_STATE pieces in flight (the server's --move_window_pieces; 0: its default). "
              "The yardstick keeps as many echoes in flight.");
 DEFINE_double(echo_seconds, 1.0, "Time box of the yardstick's measurement per repetition.");
+DEFINE_int32(push_kb, 1024,
+             "KiB of gradients per push of the worker that pushes throughout the move (0: none).");
+DEFINE_bool(compare_whole, false,
+            "Also run each repetition with the whole range sent at the cut-over (no copy phase).");
 DEFINE_bool(quick, false, "Short run: --mb=64 --reps=2 --echo_seconds=0.3 unless given.");
 
 namespace relaxps {
@@ -77,11 +93,35 @@ int64_t MoveDoneMs(const std::string& events_file) {
 struct MoveResult {
   Status status;
   int64_t ms = 0;
+  // Server 0's range_move_cutover.
+  int64_t pause_ms = -1;
+  int64_t cutover_bytes = -1;
+  int64_t catchup_rounds = -1;
+  int64_t copied_bytes = -1;
+  uint64_t pushes = 0;  // The pushing worker's, during the run.
 };
 
+// Integer field `key` of a JSON event line (-1: absent).
+int64_t EventField(const std::string& line, const std::string& key) {
+  const size_t at = line.find("\"" + key + "\":");
+  if (at == std::string::npos) return -1;
+  return std::strtoll(line.c_str() + at + key.size() + 3, nullptr, 10);
+}
+
 // One job: server 0 with the table, server 1 joins, the tail half moves.
-MoveResult RunMove(uint64_t moved_bytes, const std::string& events_file) {
+MoveResult RunMove(uint64_t moved_bytes, const std::string& events_file, bool copy_first) {
   MoveResult result;
+  std::mutex cutover_mu;
+  std::string cutover;  // Guarded by cutover_mu.
+  EventLogOptions eo;
+  eo.process = "server-0";
+  eo.on_line = [&](const std::string& line) {
+    if (line.find("\"kind\":\"range_move_cutover\"") == std::string::npos) return;
+    std::lock_guard<std::mutex> lock(cutover_mu);
+    cutover = line;
+  };
+  auto source_events = EventLog::Open(eo);
+  CHECK(source_events.ok()) << source_events.status();
   std::filesystem::remove(events_file);
   CoordinatorOptions co;
   co.num_servers = 1;
@@ -98,6 +138,8 @@ MoveResult RunMove(uint64_t moved_bytes, const std::string& events_file) {
     so.join = join;
     so.state_transfer_chunk_bytes = size_t(FLAGS_chunk_kb) << 10;
     if (FLAGS_window > 0) so.move_window_pieces = FLAGS_window;
+    so.move_copy_first = copy_first;
+    if (!join) so.events = *source_events;
     return so;
   };
   std::vector<std::unique_ptr<Server>> servers;
@@ -110,21 +152,37 @@ MoveResult RunMove(uint64_t moved_bytes, const std::string& events_file) {
     threads.emplace_back([raw] { raw->Run().IgnoreError(); });
   };
   start_server(false);
-  {
-    ClientOptions o;
-    o.coordinator = coordinator->endpoint();
-    o.request_timeout_ms = 120000;
-    auto client = Client::Connect(o);
-    CHECK(client.ok()) << client.status();
-    TableOptions t;
-    t.name = "w";
-    t.size = 2 * moved_bytes / sizeof(float);
-    t.optimizer.name = "sgd";
-    Status created = (*client)->CreateTable(t);
-    CHECK(created.ok()) << created;
-    // The table exists on server 0 once a pull of it is answered.
-    Status pulled = (*client)->Pull("w", 0, FloatBuffer(1)).get();
-    CHECK(pulled.ok()) << pulled;
+  ClientOptions o;
+  o.coordinator = coordinator->endpoint();
+  o.request_timeout_ms = 120000;
+  auto client = Client::Connect(o);
+  CHECK(client.ok()) << client.status();
+  TableOptions t;
+  t.name = "w";
+  t.size = 2 * moved_bytes / sizeof(float);
+  t.optimizer.name = "sgd";
+  Status created = (*client)->CreateTable(t);
+  CHECK(created.ok()) << created;
+  // The table exists on server 0 once a pull of it is answered.
+  Status pulled = (*client)->Pull("w", 0, FloatBuffer(1)).get();
+  CHECK(pulled.ok()) << pulled;
+  // The worker that pushes throughout: slices at rotating offsets.
+  std::atomic<bool> stop_pushing{false};
+  std::atomic<uint64_t> pushes{0};
+  std::thread pusher;
+  const uint64_t slice = std::min<uint64_t>(uint64_t(FLAGS_push_kb) << 8, t.size);
+  if (slice > 0) {
+    pusher = std::thread([&] {
+      FloatBuffer grads(slice);
+      std::fill(grads.begin(), grads.end(), 1e-6f);
+      const uint64_t slices = t.size / slice;
+      for (uint64_t k = 0; !stop_pushing.load(); ++k) {
+        Status s = (*client)->Push("w", ((k * 7919) % slices) * slice, grads).get();
+        CHECK(s.ok()) << s;
+        pushes.fetch_add(1);
+      }
+    });
+    while (pushes.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   start_server(true);
   const auto give_up = Clock::now() + std::chrono::seconds(120);
@@ -132,6 +190,25 @@ MoveResult RunMove(uint64_t moved_bytes, const std::string& events_file) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (result.ms < 0) result.status = DeadlineExceededError("the range never moved");
+  // The source reports the cut-over once it installed the publishing map.
+  while (result.ms >= 0 && Clock::now() < give_up) {
+    {
+      std::lock_guard<std::mutex> lock(cutover_mu);
+      if (!cutover.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  {
+    std::lock_guard<std::mutex> lock(cutover_mu);
+    result.pause_ms = EventField(cutover, "pause_ms");
+    result.cutover_bytes = EventField(cutover, "cutover_bytes");
+    result.catchup_rounds = EventField(cutover, "catchup_rounds");
+    result.copied_bytes = EventField(cutover, "copied_bytes");
+  }
+  stop_pushing = true;
+  if (pusher.joinable()) pusher.join();
+  result.pushes = pushes.load();
+  client->reset();
   for (auto& s : servers) s->Stop();
   coordinator->Stop();
   for (auto& t : threads) t.join();
@@ -148,10 +225,25 @@ int Main() {
                                    ("relaxps-bench-range-move-" + std::to_string(getpid()) +
                                     ".jsonl"))
                                       .string();
-  double best_gbps = 0, best_echo = 0;
-  int64_t best_ms = 0;
+  // Per mode: the copy phase (the default) and, with --compare_whole, the
+  // whole range sent at the cut.
+  struct Mode {
+    std::string name;
+    bool copy_first = true;
+    double best_gbps = 0;
+    int64_t best_ms = 0;
+    std::vector<MoveResult> runs;
+  };
+  std::vector<Mode> modes(FLAGS_compare_whole ? 2 : 1);
+  modes[0].name = "range_move/dense";
+  modes[0].copy_first = true;
+  if (FLAGS_compare_whole) {
+    modes[1].name = "range_move/dense/whole_cutover";
+    modes[1].copy_first = false;
+  }
+  double best_echo = 0;
   std::string error;
-  for (int rep = 0; rep < FLAGS_reps; ++rep) {
+  for (int rep = 0; rep < FLAGS_reps && error.empty(); ++rep) {
     EchoOptions e;
     e.request_bytes = chunk;
     e.reply_bytes = 64;  // A piece's acknowledgement: a header.
@@ -160,17 +252,28 @@ int Main() {
     e.seconds = FLAGS_echo_seconds;
     const Measurement echo = RunEcho(e);
     best_echo = std::max(best_echo, echo.gbps());
-    MoveResult move = RunMove(moved_bytes, events_file);
-    if (!move.status.ok()) {
-      error = move.status.ToString();
-      break;
-    }
-    const double gbps = move.ms > 0 ? moved_bytes / (move.ms / 1000.0) / 1e9 : 0;
-    std::fprintf(stderr, "rep %d: moved %d MiB in %lld ms: %.3f GB/s; echo %.3f GB/s\n", rep,
-                 FLAGS_mb, static_cast<long long>(move.ms), gbps, echo.gbps());
-    if (gbps > best_gbps) {
-      best_gbps = gbps;
-      best_ms = move.ms;
+    for (size_t i = 0; i < modes.size() && error.empty(); ++i) {
+      // Alternate which mode goes first.
+      Mode& mode = modes[(i + rep) % modes.size()];
+      MoveResult move = RunMove(moved_bytes, events_file, mode.copy_first);
+      if (!move.status.ok()) {
+        error = move.status.ToString();
+        break;
+      }
+      const double gbps = move.ms > 0 ? moved_bytes / (move.ms / 1000.0) / 1e9 : 0;
+      std::fprintf(stderr,
+                   "rep %d %s: moved %d MiB in %lld ms: %.3f GB/s; echo %.3f GB/s; cut-over "
+                   "%lld bytes, pause %lld ms, %lld catch-up round(s), %llu pushes\n",
+                   rep, mode.name.c_str(), FLAGS_mb, static_cast<long long>(move.ms), gbps,
+                   echo.gbps(), static_cast<long long>(move.cutover_bytes),
+                   static_cast<long long>(move.pause_ms),
+                   static_cast<long long>(move.catchup_rounds),
+                   static_cast<unsigned long long>(move.pushes));
+      if (gbps > mode.best_gbps) {
+        mode.best_gbps = gbps;
+        mode.best_ms = move.ms;
+      }
+      mode.runs.push_back(move);
     }
   }
   JsonWriter json;
@@ -180,19 +283,32 @@ int Main() {
       .Field("reps", FLAGS_reps)
       .Field("chunk_bytes", uint64_t(chunk))
       .Field("window", window)
+      .Field("push_kb", FLAGS_push_kb)
       .Key("results")
       .BeginArray();
-  if (error.empty()) {
+  for (const Mode& mode : modes) {
+    if (!error.empty()) break;
+    // The median repetition's pause and cut-over bytes.
+    std::vector<int64_t> pauses, cutovers;
+    for (const MoveResult& r : mode.runs) {
+      pauses.push_back(r.pause_ms);
+      cutovers.push_back(r.cutover_bytes);
+    }
+    std::sort(pauses.begin(), pauses.end());
+    std::sort(cutovers.begin(), cutovers.end());
     json.BeginObject()
-        .Field("name", "range_move/dense")
+        .Field("name", mode.name)
         .Field("moved_bytes", moved_bytes)
-        .Field("value", best_gbps)
+        .Field("value", mode.best_gbps)
         .Field("unit", "GB/s")
-        .Field("ms", best_ms)
+        .Field("ms", mode.best_ms)
+        .Field("pause_ms_median", pauses[pauses.size() / 2])
+        .Field("pause_ms_max", pauses.back())
+        .Field("cutover_bytes_median", cutovers[cutovers.size() / 2])
         .Field("yardstick", "zmq_echo/zerocopy/oneway/" + SizeLabel(chunk) + "/if" +
                                 std::to_string(window))
         .Field("yardstick_value", best_echo)
-        .Field("ratio", best_echo > 0 ? best_gbps / best_echo : 0.0)
+        .Field("ratio", best_echo > 0 ? mode.best_gbps / best_echo : 0.0)
         .Field("better", "higher")
         .EndObject();
   }
@@ -214,9 +330,10 @@ int main(int argc, char** argv) {
     if (gflags::GetCommandLineFlagInfoOrDie("reps").is_default) FLAGS_reps = 2;
     if (gflags::GetCommandLineFlagInfoOrDie("echo_seconds").is_default) FLAGS_echo_seconds = 0.3;
   }
-  if (FLAGS_mb < 1 || FLAGS_reps < 1 || FLAGS_chunk_kb < 4 || FLAGS_window < 0) {
+  if (FLAGS_mb < 1 || FLAGS_reps < 1 || FLAGS_chunk_kb < 4 || FLAGS_window < 0 ||
+      FLAGS_push_kb < 0) {
     std::fprintf(stderr, "relaxps-bench-range-move: --mb, --reps must be >= 1, --chunk_kb >= 4, "
-                         "--window >= 0\n");
+                         "--window, --push_kb >= 0\n");
     return 2;
   }
   // Both the echo's and the mover's pieces are 8 MiB by default; the moved

@@ -564,7 +564,13 @@ void RangeMover::OnPieceReply(const std::string& token, size_t index, const Stat
   OutgoingTransfer* t = out.transfer.get();
   if (t == nullptr || index < out.acked) return;  // Stale.
   if (!status.ok()) {
-    Abort(&out, status.WithPrefix(
+    // A destination that does not answer (dead, or stuck) fails the move
+    // for good: the coordinator does not ask the source to start it over.
+    const Status why = status.code() == StatusCode::kDeadlineExceeded ||
+                               status.code() == StatusCode::kUnavailable
+                           ? AbortedError(status.ToString())
+                           : status;
+    Abort(&out, why.WithPrefix(
                     "the destination did not take piece " + std::to_string(index) +
                     (out.phase == Phase::kCopying
                          ? " of copy round " + std::to_string(out.catchup_rounds) +
