@@ -3,7 +3,10 @@
 // as destination.
 //
 // Source (MOVE_RANGE from the coordinator, keys [m, e) = the tail of a range
-// [b, e) held here): waits until the range is quiescent (no BSP round
+// [b, e) held here): first copies [m, e) to the destination while serving it
+// (Options::copy_first: the copy phase), its writes tracked per chunk
+// (DenseShardState::TrackWrites), then sends the chunks written during each
+// round again while they shrink (catch-up rounds); then waits until the range is quiescent (no BSP round
 // pending, no pull waiting; checked by Poll after every data request and on
 // the timer), then on the loop thread shrinks the range to [b, m) in place
 // (its store shard keeps the head's memory; a whole range, m == b, is
@@ -11,7 +14,8 @@
 // (HoldIfMoving); it streams [m, e) to the destination straight out of its
 // memory in MOVE_STATE pieces (OutgoingTransfer, a window of them in
 // flight) and answers the coordinator once the destination holds it; the
-// tail's memory goes back to the system once the move is published. The held requests are let through again once a map
+// tail's memory goes back to the system once the move is published. After a
+// copy phase the cut sends only the chunks written since its last round. The held requests are let through again once a map
 // that gives [m, e) to another server is installed (OnMapInstalled): the
 // data path then refuses them "moved" with that map, and the client sends
 // them again by it. If the destination fails, the source waits until [b, m)
@@ -21,7 +25,9 @@
 // Destination (MOVE_RANGE with `incoming` from the coordinator, then
 // MOVE_STATE pieces from the source): a piece is accepted only with the
 // move's token; the first creates the range, each is written in place, the
-// last loads the clocks and the exactly-once record.
+// last loads the clocks and the exactly-once record. MOVE_RANGE with
+// `incoming` and an error status (the coordinator failed the move) drops
+// the range the pieces created and forgets the token.
 //
 // Chains (a range replicated on a chain, docs/elastic.md "Chains"): the
 // destination joins the chain as tail through chain replication's state
