@@ -20,7 +20,7 @@
 //
 // The cut-over (docs/elastic.md "One move"): with --push_kb > 0 a worker
 // pushes slices of that many KiB of gradients at rotating offsets all over
-// the table throughout the move, and server 0 reports the move's
+// the table throughout the move, one every --push_interval_ms, and server 0 reports the move's
 // range_move_cutover event: the pause (`pause_ms`, the moved keys' writes
 // held, from the cut to the published map), the bytes the cut-over sent
 // (`cutover_bytes`), the catch-up rounds. With --compare_whole each
@@ -66,8 +66,10 @@ DEFINE_int32(window, 0,
              "MOVE_STATE pieces in flight (the server's --move_window_pieces; 0: its default). "
              "The yardstick keeps as many echoes in flight.");
 DEFINE_double(echo_seconds, 1.0, "Time box of the yardstick's measurement per repetition.");
-DEFINE_int32(push_kb, 1024,
+DEFINE_int32(push_kb, 0,
              "KiB of gradients per push of the worker that pushes throughout the move (0: none).");
+DEFINE_int32(push_interval_ms, 5,
+             "Pause between two pushes of that worker (its compute time per step).");
 DEFINE_bool(compare_whole, false,
             "Also run each repetition with the whole range sent at the cut-over (no copy phase).");
 DEFINE_bool(quick, false, "Short run: --mb=64 --reps=2 --echo_seconds=0.3 unless given.");
@@ -180,6 +182,7 @@ MoveResult RunMove(uint64_t moved_bytes, const std::string& events_file, bool co
         Status s = (*client)->Push("w", ((k * 7919) % slices) * slice, grads).get();
         CHECK(s.ok()) << s;
         pushes.fetch_add(1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(FLAGS_push_interval_ms));
       }
     });
     while (pushes.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -284,6 +287,7 @@ int Main() {
       .Field("chunk_bytes", uint64_t(chunk))
       .Field("window", window)
       .Field("push_kb", FLAGS_push_kb)
+      .Field("push_interval_ms", FLAGS_push_interval_ms)
       .Key("results")
       .BeginArray();
   for (const Mode& mode : modes) {
@@ -331,9 +335,9 @@ int main(int argc, char** argv) {
     if (gflags::GetCommandLineFlagInfoOrDie("echo_seconds").is_default) FLAGS_echo_seconds = 0.3;
   }
   if (FLAGS_mb < 1 || FLAGS_reps < 1 || FLAGS_chunk_kb < 4 || FLAGS_window < 0 ||
-      FLAGS_push_kb < 0) {
+      FLAGS_push_kb < 0 || FLAGS_push_interval_ms < 0) {
     std::fprintf(stderr, "relaxps-bench-range-move: --mb, --reps must be >= 1, --chunk_kb >= 4, "
-                         "--window, --push_kb >= 0\n");
+                         "--window, --push_kb, --push_interval_ms >= 0\n");
     return 2;
   }
   // Both the echo's and the mover's pieces are 8 MiB by default; the moved

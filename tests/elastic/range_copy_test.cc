@@ -117,7 +117,7 @@ class PushingJob {
   size_t WrongKeys() {
     FloatBuffer params(size_);
     Status s = workers_[0]->Pull("w", 0, params).get();
-    EXPECT_OK(s);
+    EXPECT_OK(s) << "events: " << testing::PrintToString(EventKinds(cluster_->coordinator()));
     if (!s.ok()) return size_;
     size_t wrong = 0;
     for (uint64_t d = 0; d < size_; ++d) {
