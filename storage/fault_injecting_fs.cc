@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -60,13 +61,16 @@ class FaultInjectingWritableFile final : public rocksdb::FSWritableFileOwnerWrap
   static constexpr uint64_t kSync = ~uint64_t{0};
 
   // Delays, asks the file system whether this write fails, else runs `op`
-  // on the real file and records an append of `bytes` (kSync: a sync).
+  // on the real file and records an append of `bytes` (kSync: a sync,
+  // which covers the bytes appended when it was called: not those another
+  // thread appends while it is delayed or runs).
   template <typename Op>
   IOStatus Write(uint64_t bytes, Op op) {
+    const uint64_t size = bytes == kSync ? fs_->AppendedSize(path_) : 0;
     fs_->Delay();
     RETURN_FAULT(fs_->WriteFault(path_));
     IOStatus s = op();
-    if (s.ok() && bytes == kSync) fs_->Synced(path_);
+    if (s.ok() && bytes == kSync) fs_->Synced(path_, size);
     if (s.ok() && bytes != kSync) fs_->Appended(path_, bytes);
     return s;
   }
@@ -144,10 +148,15 @@ void FaultInjectingFileSystem::Appended(const std::string& path, uint64_t bytes)
   files_[path].size += bytes;
 }
 
-void FaultInjectingFileSystem::Synced(const std::string& path) {
+uint64_t FaultInjectingFileSystem::AppendedSize(const std::string& path) {
+  MutexLock l(&mu_);
+  return files_[path].size;
+}
+
+void FaultInjectingFileSystem::Synced(const std::string& path, uint64_t size) {
   MutexLock l(&mu_);
   FileState& f = files_[path];
-  f.synced = f.size;
+  f.synced = std::max(f.synced, size);
   f.ever_synced = true;
 }
 

@@ -79,7 +79,11 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
   rocksdb::IOStatus DeleteFault(const std::string& path);
   void Delay() const;
   void Appended(const std::string& path, uint64_t bytes);
-  void Synced(const std::string& path);
+  // Bytes appended to `path` so far; Synced(path, size) then records a sync
+  // that covers them (taken before the sync: an append another thread makes
+  // while it runs is not counted as synced).
+  uint64_t AppendedSize(const std::string& path);
+  void Synced(const std::string& path, uint64_t size);
 
   // ---- rocksdb::FileSystem ----
   rocksdb::IOStatus NewWritableFile(const std::string& fname, const rocksdb::FileOptions& options,

@@ -166,7 +166,12 @@ class ParamStore {
   // DenseUpdated for a write that was one optimizer step (shard->step and
   // shard->clock already those after it): a store with wal_per_update may
   // log the step (the gradient) instead of the values it left, and replays
-  // it on load (CreateDenseReplaying). Default: DenseUpdated.
+  // it on load (CreateDenseReplaying). Default: DenseUpdated. It may also
+  // come after BeforeDenseWrite and before the optimizer writes the range
+  // (the step's number set), REQUIRES the write to follow before any other
+  // call on the store: RocksDbStore then syncs a large record while the
+  // optimizer runs. The update is acknowledged after the next SyncWal as
+  // always.
   virtual Status DenseStepped(DenseShard* shard, const DenseStep& step) {
     return DenseUpdated(shard, step.offset, step.n);
   }

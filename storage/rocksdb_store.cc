@@ -517,7 +517,14 @@ Status RocksDbStore::DoDenseUpdated(DenseShard* shard, size_t offset, size_t n,
   }
   r.arrays = static_cast<uint32_t>(arrays.size());
   RETURN_IF_ERROR(dense_log_->Append(r, arrays.data()).status());
-  if (options_.wal_group_commit) return Status::OK();  // SyncWal syncs the group.
+  if (options_.wal_group_commit) {
+    // SyncWal syncs the group. A large record's sync starts now: a step
+    // logged before its optimizer runs (DenseStepped) is written to disk
+    // meanwhile, and SyncWal waits for it (and syncs again only for records
+    // that came after). Small records wait for the group's one sync.
+    if (r.n * r.arrays * sizeof(float) >= kDenseLogEarlySyncBytes) dense_log_->StartSync();
+    return Status::OK();
+  }
   RETURN_IF_ERROR(dense_log_->Sync());
   return BoundDenseLog();
 }

@@ -54,6 +54,13 @@ Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, flo
   float* w = shard_->slots[0] + offset;
   for (size_t s = 1; s < shard_->slots.size(); ++s) state_scratch_[s - 1] = shard_->slots[s] + offset;
   if (new_step || shard_->step == 0) shard_->step += 1;
+  // A store that logs updates logs this one as its gradient and replays it
+  // through ReplayStep. Logged before the optimizer runs (the record holds
+  // only the gradient, step, clock and scale, all known now), so that the
+  // log's sync of a large record runs while the optimizer does. A refused
+  // record refuses the update, which is applied as it was before (the
+  // store's next flush persists it without the log).
+  const Status logged = store_->DenseStepped(shard_, DenseStep{offset, n, grads, lr_scale});
   if (copy != nullptr) {
     optimizer_->ApplyAndCopy(device_, w, state_scratch_.data(), grads, n, shard_->step, lr_scale,
                              copy);
@@ -61,9 +68,7 @@ Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, flo
     optimizer_->Apply(device_, w, state_scratch_.data(), grads, n, shard_->step, lr_scale);
   }
   ++updates_applied_;
-  // A store that logs updates logs this one as its gradient and replays it
-  // through ReplayStep.
-  return store_->DenseStepped(shard_, DenseStep{offset, n, grads, lr_scale});
+  return logged;
 }
 
 Status ReplayStep(const kernels::Optimizer& optimizer, kernels::Device* device, DenseShard* shard,

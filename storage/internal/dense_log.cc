@@ -1,5 +1,6 @@
 #include "storage/internal/dense_log.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -133,6 +134,12 @@ DenseLog::DenseLog(rocksdb::FileSystem* fs, std::string path, uint64_t next_seq)
     : fs_(fs), path_(std::move(path)), next_seq_(next_seq), header_(kHeaderBytes, '\0') {}
 
 DenseLog::~DenseLog() {
+  {
+    MutexLock l(&mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (sync_thread_.joinable()) sync_thread_.join();  // After the sync it runs, if any.
   if (file_ != nullptr) {
     rocksdb::IOStatus s = file_->Close(rocksdb::IOOptions(), nullptr);
     if (!s.ok()) LOG(WARNING) << "closing dense log " << path_ << ": " << s.ToString();
@@ -149,12 +156,17 @@ StatusOr<std::unique_ptr<DenseLog>> DenseLog::Open(rocksdb::FileSystem* fs,
                            "cannot write dense log " + path));
     log->bytes_ = keep.size();
     log->unsynced_ = true;
+    ++log->appends_;
     RETURN_IF_ERROR(log->Sync());
   }
   return log;
 }
 
 Status DenseLog::Reopen() {
+  // The records are obsolete (Restart) or there are none (Open): a failed
+  // sync of them no longer matters, but the file must not be in use.
+  bool covered = false;
+  WaitForStartedSync(&covered).IgnoreError();
   if (file_ != nullptr) {
     rocksdb::IOStatus closed = file_->Close(rocksdb::IOOptions(), nullptr);
     file_.reset();
@@ -199,6 +211,7 @@ StatusOr<uint64_t> DenseLog::Append(const DenseLogRecord& h, const float* const*
   const rocksdb::IOOptions io;
   const std::string what = "cannot write dense log " + path_;
   unsynced_ = true;
+  ++appends_;
   // A record written in part would end the log for a reader, so nothing may
   // follow it: the log is broken until Restart.
   broken_ = true;
@@ -225,12 +238,73 @@ Status DenseLog::CheckNotBroken() const {
 Status DenseLog::Sync() {
   RETURN_IF_ERROR(CheckNotBroken());
   if (!unsynced_) return Status::OK();
+  bool covered = false;
+  // A started sync that failed fails this one too: after a failed
+  // fdatasync the kernel may have dropped the pages it could not write, so
+  // a second one that succeeds proves nothing about them.
+  RETURN_IF_ERROR(WaitForStartedSync(&covered));
+  if (covered) {
+    unsynced_ = false;
+    return Status::OK();
+  }
   const rocksdb::IOOptions io;
   RETURN_IF_ERROR(FromIo(file_->Flush(io, nullptr), "cannot write dense log " + path_));
   RETURN_IF_ERROR(FromIo(file_->Sync(io, nullptr), "cannot sync dense log " + path_));
   unsynced_ = false;
   ++syncs_;
   return Status::OK();
+}
+
+void DenseLog::StartSync() {
+  if (broken_ || !unsynced_) return;
+  // PosixWritableFile writes at Append (Flush is a no-op); a file system
+  // that buffers writes has them handed on here, on this thread.
+  if (!file_->Flush(rocksdb::IOOptions(), nullptr).ok()) return;  // Sync() reports it.
+  {
+    MutexLock l(&mu_);
+    if (started_ || synced_upto_ >= appends_ || !sync_error_.ok()) return;
+    if (!sync_thread_.joinable()) sync_thread_ = std::thread([this] { SyncThread(); });
+    started_ = true;
+    sync_upto_ = appends_;
+  }
+  cv_.notify_all();
+}
+
+Status DenseLog::WaitForStartedSync(bool* covered_all) {
+  MutexLock l(&mu_);
+  while (started_) cv_.wait(mu_);
+  *covered_all = synced_upto_ >= appends_;
+  syncs_ += thread_syncs_;
+  thread_syncs_ = 0;
+  Status s = std::move(sync_error_);
+  sync_error_ = Status::OK();
+  return s;
+}
+
+void DenseLog::SyncThread() {
+  for (;;) {
+    uint64_t upto = 0;
+    {
+      MutexLock l(&mu_);
+      while (!started_ && !stop_) cv_.wait(mu_);
+      if (!started_) return;  // Stopped.
+      upto = sync_upto_;
+    }
+    // file_ stays as it is while started_ (Reopen and the destructor wait);
+    // the caller thread may append meanwhile.
+    const rocksdb::IOStatus s = file_->Sync(rocksdb::IOOptions(), nullptr);
+    {
+      MutexLock l(&mu_);
+      if (s.ok()) {
+        synced_upto_ = std::max(synced_upto_, upto);
+        ++thread_syncs_;
+      } else {
+        sync_error_ = FromIo(s, "cannot sync dense log " + path_);
+      }
+      started_ = false;
+    }
+    cv_.notify_all();
+  }
 }
 
 Status DenseLog::Restart() { return Reopen(); }

@@ -23,17 +23,27 @@
 // sequence after it: then an acknowledged record is damaged, and Read returns
 // Corruption naming the offset.
 //
-// Thread-safety: not synchronized; the store's caller thread owns it.
+// Sync: Sync() makes every record appended so far durable (one fdatasync).
+// StartSync() starts that fdatasync on the log's sync thread and returns at
+// once, so the caller applies the update a record logs while the disk
+// writes it; the next Sync() waits for that sync and syncs again only if
+// records were appended after it started.
+//
+// Thread-safety: not synchronized; the store's caller thread owns it (the
+// sync thread only syncs the file, under the log's own mutex).
 #ifndef RELAXPS_STORAGE_INTERNAL_DENSE_LOG_H_
 #define RELAXPS_STORAGE_INTERNAL_DENSE_LOG_H_
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace rocksdb {
 class FileSystem;
@@ -88,8 +98,13 @@ class DenseLog {
   // cache), not synced.
   StatusOr<uint64_t> Append(const DenseLogRecord& header, const float* const* arrays);
   // Makes every record appended so far durable (fdatasync). No-op if none
-  // was appended since the last Sync.
+  // was appended since the last Sync. Waits for a sync StartSync started;
+  // if it covered every record, that is the sync (its error, if it failed).
   Status Sync();
+  // Starts the fdatasync of every record appended so far on the sync
+  // thread (started by the first call) and returns without waiting. No-op
+  // if nothing is unsynced or a started sync has not finished yet.
+  void StartSync();
   // Starts over at offset 0 (every record so far is obsolete: REQUIRES a
   // durable flush of what they did). Sequence numbers go on rising. Also
   // what mends a broken log.
@@ -103,12 +118,17 @@ class DenseLog {
   // Bytes written since the last Restart (or Open).
   uint64_t bytes() const { return bytes_; }
   bool unsynced() const { return unsynced_; }
+  // fdatasync calls that returned OK (on either thread).
   uint64_t syncs() const { return syncs_; }
 
  private:
   DenseLog(rocksdb::FileSystem* fs, std::string path, uint64_t next_seq);
   Status Reopen();
   Status CheckNotBroken() const;
+  // Waits until no started sync runs. The status of the last one that
+  // finished, and whether it covered every append so far, come back.
+  Status WaitForStartedSync(bool* covered_all);
+  void SyncThread();
 
   // Constant after construction.
   rocksdb::FileSystem* const fs_;
@@ -121,6 +141,20 @@ class DenseLog {
   bool broken_ = false;
   uint64_t syncs_ = 0;
   std::string header_;  // Reused buffer of one record's fixed part.
+  uint64_t appends_ = 0;  // Appends (records, kept bytes) to this log so far.
+
+  // The sync thread. It runs file_->Sync() for the appends up to sync_upto_
+  // while started_; file_ is not replaced or closed meanwhile (Reopen and
+  // the destructor wait).
+  std::thread sync_thread_;
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool started_ GUARDED_BY(mu_) = false;  // A sync is requested or running.
+  bool stop_ GUARDED_BY(mu_) = false;
+  uint64_t sync_upto_ GUARDED_BY(mu_) = 0;    // appends_ when the sync started.
+  uint64_t synced_upto_ GUARDED_BY(mu_) = 0;  // Appends the thread made durable.
+  Status sync_error_ GUARDED_BY(mu_);         // Of the last started sync.
+  uint64_t thread_syncs_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace storage_internal

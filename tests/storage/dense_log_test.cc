@@ -1,9 +1,11 @@
 // DenseLog (storage/internal/dense_log.h): records read back as written, a
 // torn tail dropped with the records before it kept, a damaged record that
-// later records continue refused as Corruption, and a restarted log that
-// does not read the older use's records.
+// later records continue refused as Corruption, a restarted log that does
+// not read the older use's records, and a sync started on the sync thread
+// (StartSync) that Sync waits for, completes, and reports.
 #include "storage/internal/dense_log.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -13,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "storage/internal/crc32c.h"
+#include "storage/fault_injecting_fs.h"
 #include "storage/internal/file_util.h"
 #include "tests/storage/storage_test_util.h"
 #include "tests/test_util.h"
@@ -108,6 +111,23 @@ TEST(Crc32cTest, KnownValues) {
   const uint32_t whole = Crc32c(0, big.data(), big.size());
   EXPECT_EQ(Crc32c(Crc32c(0, big.data(), 13), big.data() + 13, big.size() - 13), whole);
   EXPECT_NE(Crc32c(0, big.data(), big.size() - 1), whole);
+}
+
+TEST(Crc32cTest, InterleavedLanesEqualOneStream) {
+  // Calls of 12 KiB and more run three lanes side by side and join them;
+  // calls of fewer bytes run one stream. Both must give the same CRC, at
+  // every length and alignment around the lanes' edges.
+  std::string big(200000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  for (size_t start : {size_t{0}, size_t{3}}) {
+    for (size_t n : std::vector<size_t>{12287, 12288, 12289, 24576 + 13, 199997 - 3}) {
+      uint32_t pieces = 0;
+      for (size_t at = 0; at < n; at += 1000) {
+        pieces = Crc32c(pieces, big.data() + start + at, std::min<size_t>(1000, n - at));
+      }
+      EXPECT_EQ(Crc32c(0, big.data() + start, n), pieces) << "n " << n << " start " << start;
+    }
+  }
 }
 
 TEST_F(DenseLogTest, RecordsReadBackAsWritten) {
@@ -223,6 +243,57 @@ TEST_F(DenseLogTest, OpenGoesOnAfterTheRecordsItKeeps) {
   ASSERT_EQ(records.size(), 4u);
   EXPECT_EQ(records[3].seq, 4u);
   CheckRecord(records[2], 2, 32);
+}
+
+TEST_F(DenseLogTest, StartedSyncIsTheSyncOfTheRecordsBeforeIt) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DenseLog> log, DenseLog::Open(nullptr, path(), "", 1));
+  AppendSome(log.get(), 2, 64);
+  log->StartSync();
+  log->StartSync();  // One is running or done: nothing more.
+  ASSERT_OK(log->Sync());  // Waits for it; no second fdatasync.
+  EXPECT_EQ(log->syncs(), 1u);
+  EXPECT_FALSE(log->unsynced());
+  log->StartSync();  // Nothing unsynced: no sync.
+  ASSERT_OK(log->Sync());
+  EXPECT_EQ(log->syncs(), 1u);
+}
+
+TEST_F(DenseLogTest, SyncAfterAStartedSyncCoversTheRecordsAppendedMeanwhile) {
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DenseLog> log, DenseLog::Open(fs.get(), path(), "", 1));
+    // Every Append and Sync waits 30 ms first: the started sync covers the
+    // first record only, the second is appended while it waits.
+    fs->SetWriteDelayMs(30);
+    AppendSome(log.get(), 1, 64);
+    log->StartSync();
+    AppendSome(log.get(), 1, 64);
+    ASSERT_OK(log->Sync());
+    EXPECT_EQ(log->syncs(), 2u);
+    fs->SetWriteDelayMs(0);
+    fs->SimulateCrash();  // Drops whatever no sync covered.
+  }
+  fs->Reactivate();
+  std::vector<DenseLogRecord> records;
+  uint64_t valid = 0;
+  ASSERT_OK(DenseLog::Read(fs.get(), path(), &records, &valid));
+  EXPECT_EQ(records.size(), 2u);
+}
+
+TEST_F(DenseLogTest, FailedStartedSyncFailsTheNextSyncWhichThenRetries) {
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DenseLog> log, DenseLog::Open(fs.get(), path(), "", 1));
+  AppendSome(log.get(), 1, 64);
+  fs->SetWriteError(FaultInjectingFileSystem::WriteError::kIO, "log");
+  log->StartSync();
+  Status s = log->Sync();  // Waits for the started sync, which failed.
+  EXPECT_EQ(fs->injected_errors(), 1u);
+  EXPECT_EQ(s.code(), StatusCode::kIOError) << s;
+  EXPECT_NE(s.message().find("cannot sync dense log"), std::string::npos) << s;
+  EXPECT_TRUE(log->unsynced());
+  fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
+  ASSERT_OK(log->Sync());  // Retried, on this thread.
+  EXPECT_FALSE(log->unsynced());
 }
 
 }  // namespace

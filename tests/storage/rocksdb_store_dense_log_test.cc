@@ -97,14 +97,23 @@ class DenseLogStoreTest : public ::testing::TestWithParam<const char*> {
   }
 
   // One optimizer step on keys [offset, offset + n), as a server applies
-  // it, logged with DenseStepped.
-  void Step(ParamStore* store, DenseShard* shard, size_t offset, size_t n, float lr_scale) {
+  // it, logged with DenseStepped: after the optimizer ran, or (log_first,
+  // as the server does) before it runs.
+  void Step(ParamStore* store, DenseShard* shard, size_t offset, size_t n, float lr_scale,
+            bool log_first = false) {
     std::vector<float> g(n);
     for (float& x : g) x = dist_(rng_);
     store->BeforeDenseWrite(shard);
     std::vector<float*> state;
     for (size_t s = 1; s < shard->slots.size(); ++s) state.push_back(shard->slots[s] + offset);
     shard->step += 1;
+    if (log_first) {
+      shard->clock += 1;
+      ASSERT_OK(store->DenseStepped(shard, DenseStep{offset, n, g.data(), lr_scale}));
+      optimizer_->Apply(device_.get(), shard->slots[0] + offset, state.data(), g.data(), n,
+                        shard->step, lr_scale);
+      return;
+    }
     if (shard->step % 2 == 0) {
       // A PushPull's update (blocked, with the reply's copy): replayed by
       // Apply, it must still give the same floats.
@@ -184,6 +193,34 @@ TEST_P(DenseLogStoreTest, ReplaysStepsBitIdentically) {
   store = Open();
   ASSERT_NE(store, nullptr);
   ASSERT_OK_AND_ASSIGN(shard, store->CreateDenseReplaying(spec_, Replay()));
+  EXPECT_TRUE(Capture(*shard) == acked);
+}
+
+TEST_P(DenseLogStoreTest, LargeStepsLoggedBeforeTheOptimizerRunsAreDurableAfterSyncWal) {
+  // 100,000 keys: a whole-shard record of 400 KB starts its sync as it is
+  // written, and the optimizer runs while it does.
+  spec_.end = 100000;
+  spec_.init.segments[0].end = spec_.end;
+  State acked;
+  {
+    std::unique_ptr<ParamStore> store = Open();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
+    // Two records, the second appended while the first one's sync may run:
+    // SyncWal covers both.
+    Step(store.get(), shard, 0, shard->size(), 1.0f, /*log_first=*/true);
+    Step(store.get(), shard, 0, shard->size(), 0.5f, /*log_first=*/true);
+    ASSERT_OK(store->SyncWal());
+    EXPECT_FALSE(store->HasUnsyncedUpdates());
+    Step(store.get(), shard, 1000, 90000, 0.25f, /*log_first=*/true);
+    ASSERT_OK(store->SyncWal());
+    acked = Capture(*shard);
+    fs_->SimulateCrash();  // Drops whatever no sync covered.
+  }
+  fs_->Reactivate();
+  std::unique_ptr<ParamStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
   EXPECT_TRUE(Capture(*shard) == acked);
 }
 
