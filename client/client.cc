@@ -490,6 +490,7 @@ void ClientImpl::SetJobError(const std::string& reason) {
     MutexLock l(&mu_);
     if (!job_error_.empty()) return;
     job_error_ = reason;
+    has_job_error_.store(true);
   }
   LOG(ERROR) << "job failed: " << reason;
   // Requests waiting on a dead server would otherwise wait for their
@@ -498,6 +499,7 @@ void ClientImpl::SetJobError(const std::string& reason) {
 }
 
 Status ClientImpl::JobError() const {
+  if (!has_job_error_.load()) return Status::OK();
   MutexLock l(&mu_);
   return job_error_.empty() ? Status::OK() : AbortedError("job failed: " + job_error_);
 }

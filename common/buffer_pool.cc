@@ -39,11 +39,17 @@ size_t ClassBytes(size_t bytes) {
 constexpr size_t kMinMappedBytes = kLargeBufferBytes;
 constexpr size_t kSmallBlockAlign = 64;  // A cache line.
 
+// Every block keeps its class in the 8 bytes before it (a small block is
+// allocated a cache line larger; a mapped one starts
+// kLargeBufferPageOffset into its mapping), so that its release needs only
+// the block's address.
+size_t& ClassOf(void* block) { return static_cast<size_t*>(block)[-1]; }
+
 void* NewBlock(size_t bytes, bool prefault) {
   if (bytes < kMinMappedBytes) {
-    void* p = std::aligned_alloc(kSmallBlockAlign, bytes);
+    void* p = std::aligned_alloc(kSmallBlockAlign, kSmallBlockAlign + bytes);
     CHECK(p != nullptr) << "BufferPool: allocation of " << bytes << " bytes failed";
-    return p;
+    return static_cast<char*>(p) + kSmallBlockAlign;
   }
   // A page more than the class, the buffer kLargeBufferPageOffset into it
   // (include/relaxps/buffer.h says why: a page-aligned payload is copied
@@ -56,7 +62,7 @@ void* NewBlock(size_t bytes, bool prefault) {
 
 void DeleteBlock(void* p, size_t bytes) {
   if (bytes < kMinMappedBytes) {
-    std::free(p);
+    std::free(static_cast<char*>(p) - kSmallBlockAlign);
   } else {
     munmap(static_cast<char*>(p) - kLargeBufferPageOffset, bytes + PageBytes());
   }
@@ -76,6 +82,7 @@ struct BufferPool::Core {
     {
       MutexLock l(&mu);
       ++stats.acquired;
+      ++outstanding;
       auto it = free_lists.find(bytes);
       if (it != free_lists.end() && !it->second.blocks.empty()) {
         FreeList& list = it->second;
@@ -88,25 +95,35 @@ struct BufferPool::Core {
       }
       ++stats.mapped;
     }
-    return NewBlock(bytes, options.prefault);
+    void* p = NewBlock(bytes, options.prefault);
+    ClassOf(p) = bytes;
+    return p;
   }
 
-  void Give(void* p, size_t bytes) {
+  // Returns whether this Core is to be deleted now (its pool is gone and
+  // this was its last block).
+  bool Give(void* p) {
+    const size_t bytes = ClassOf(p);
+    bool last;
     {
       MutexLock l(&mu);
+      --outstanding;
       if (!closed && stats.cached_bytes + bytes <= options.max_cached_bytes) {
         free_lists[bytes].blocks.push_back(p);
         stats.cached_bytes += bytes;
-        return;
+        return false;
       }
       ++stats.unmapped;
+      last = closed && outstanding == 0;
     }
     DeleteBlock(p, bytes);
+    return last;
   }
 
   const BufferPoolOptions options;
   mutable Mutex mu;
   bool closed GUARDED_BY(mu) = false;  // The BufferPool object is gone.
+  size_t outstanding GUARDED_BY(mu) = 0;  // Blocks handed out, not given back.
   struct FreeList {
     std::vector<void*> blocks;  // Oldest released first (Take hands out the newest).
     // The fewest blocks held since the last TrimIdle (0 for a class that got
@@ -118,25 +135,28 @@ struct BufferPool::Core {
 };
 
 BufferPool::BufferPool(const BufferPoolOptions& options)
-    : options_(options), core_(std::make_shared<Core>(options)) {}
+    : options_(options), core_(new Core(options)) {}
 
 BufferPool::~BufferPool() {
   std::map<size_t, Core::FreeList> lists;
+  bool last;
   {
     MutexLock l(&core_->mu);
     core_->closed = true;
     lists.swap(core_->free_lists);
     core_->stats.cached_bytes = 0;
+    last = core_->outstanding == 0;
   }
   for (auto& [bytes, list] : lists) {
     for (void* p : list.blocks) DeleteBlock(p, bytes);
   }
+  if (last) delete core_;  // Otherwise the last block given back frees it.
 }
 
-std::shared_ptr<void> BufferPool::AcquireBytes(size_t bytes) {
-  const size_t cls = ClassBytes(bytes);
-  void* p = core_->Take(cls);
-  return std::shared_ptr<void>(p, [core = core_, cls](void* q) { core->Give(q, cls); });
+void* BufferPool::Take(size_t bytes) { return core_->Take(ClassBytes(bytes)); }
+
+void BufferPool::Give(Core* core, void* block) {
+  if (core->Give(block)) delete core;
 }
 
 size_t BufferPool::TrimIdle() {

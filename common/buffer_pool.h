@@ -69,9 +69,12 @@ class BufferPool {
   Buffer<T> Acquire(size_t n) {
     if (n == 0) return Buffer<T>();
     if (n * sizeof(T) < options_.min_pooled_bytes) return Buffer<T>::Uninitialized(n);
-    std::shared_ptr<void> block = AcquireBytes(n * sizeof(T));
-    T* data = static_cast<T*>(block.get());
-    return Buffer<T>::Wrap(data, n, [block = std::move(block)]() mutable { block.reset(); });
+    void* block = Take(n * sizeof(T));
+    // Two pointers, trivially copied: std::function keeps them in place, so
+    // the buffer's reference count is the only allocation (a 4 KiB reply
+    // made three: the block's shared_ptr, this closure, the buffer's count).
+    return Buffer<T>::Wrap(static_cast<T*>(block), n,
+                           [core = core_, block] { Give(core, block); });
   }
 
   // Frees the cached buffers that went unused since the previous call: per
@@ -87,11 +90,17 @@ class BufferPool {
 
  private:
   struct Core;
-  // A pooled block of at least `bytes`; its deleter returns it to the pool.
-  std::shared_ptr<void> AcquireBytes(size_t bytes);
+  // A pooled block of at least `bytes` (its class is stored in front of it);
+  // Give(core_, block) returns it.
+  void* Take(size_t bytes);
+  // Returns a block to `core`'s free lists, or frees it; frees `core` with
+  // its last block once the BufferPool object is gone. Any thread.
+  static void Give(Core* core, void* block);
 
   const BufferPoolOptions options_;
-  std::shared_ptr<Core> core_;
+  // Owned by this object and by every block handed out (Core::outstanding):
+  // freed by the last of them.
+  Core* const core_;
 };
 
 // Tunes glibc's malloc for a process that receives large messages: ZeroMQ

@@ -272,6 +272,9 @@ class ClientImpl final : public Client,
 
   mutable Mutex mu_;
   std::string job_error_ GUARDED_BY(mu_);
+  // Set (once, under mu_) when job_error_ is: JobError() of every request
+  // reads it without taking mu_ while the job is fine.
+  std::atomic<bool> has_job_error_{false};
 
   std::atomic<int64_t> clock_{0};
   std::atomic<int64_t> last_params_clock_{-1};

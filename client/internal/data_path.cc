@@ -162,7 +162,10 @@ void DataPath::Dense(wire::MsgType type, const std::string& table, uint64_t offs
       }
     };
   }
-  SendDense(op, router_->map(), offset, 0, n, 0, std::move(done));
+  // The map the range was checked with (a second read was a lock and a
+  // reference per request), unless none was installed then.
+  SendDense(op, map != nullptr ? std::move(map) : router_->map(), offset, 0, n, 0,
+            std::move(done));
 }
 
 void DataPath::SplitLargeParts(std::vector<DenseSlice>* slices,

@@ -103,9 +103,10 @@ void PartSender::Send(int server, std::function<Message()> make,
          Message());
     return;
   }
-  const uint64_t epoch = router_->map()->epoch();
+  // The map Peer() read (one lock and one reference per request, not three).
+  const uint64_t epoch = peer_map->epoch();
   if (features_.chain_routing) request.header.set_epoch(epoch);
-  if (role_->BeforeSend(server, *router_->map()) == recovery::PartAction::kServeLocally) {
+  if (role_->BeforeSend(server, *peer_map) == recovery::PartAction::kServeLocally) {
     // No live server holds the range; the caller serves it locally.
     done(UnavailableError("server " + std::to_string(server) +
                           " held the last replica of the range and is lost"),
