@@ -270,12 +270,9 @@ std::string TailOf(const std::string& s, size_t n) {
 uint64_t StaleEpochRefused(RecoveryCluster* cluster, const std::vector<int>& servers) {
   uint64_t total = 0;
   for (int id : servers) {
-    RpcClient rpc;
-    Message m;
-    m.header.set_type(wire::SERVER_STATS);
-    StatusOr<Message> reply = rpc.CallSync(rpc.Connect(cluster->server_endpoint(id)), std::move(m), 5000);
-    EXPECT_TRUE(reply.ok()) << reply.status();
-    if (reply.ok()) total += reply->header.server_stats().stale_epoch_refused();
+    StatusOr<wire::ServerStats> stats = ServerStatsOf(cluster->server_endpoint(id));
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    if (stats.ok()) total += stats->stale_epoch_refused();
   }
   return total;
 }
@@ -422,6 +419,63 @@ TEST_F(ChainExactlyOnceTest, AdamSlotsIdenticalToOneProcessAfterFailover) {
   std::vector<std::vector<float>> expected(3, std::vector<float>(kSize, 0.0f));
   expected[0].assign(kSize, 0.5f);
   // Range by range, as the servers apply it (same vector loop boundaries).
+  for (const ChainRange& r : Chains(cluster_.get(), "w")) {
+    std::vector<float*> state = {expected[1].data() + r.begin, expected[2].data() + r.begin};
+    for (size_t t = 0; t < applied.size(); ++t) {
+      adam->Apply(device.get(), expected[0].data() + r.begin, state.data(),
+                  applied[t].data() + r.begin, r.end - r.begin, static_cast<int64_t>(t + 1),
+                  1.0f);
+    }
+  }
+  ExpectReplicas(3, expected);
+}
+
+// Issue 41: under chain replication a large push is split like under any
+// policy: here every range of more than 2048 keys goes as parts of 1024 keys
+// (13 requests per push of the table, not 3), each with its own key. The
+// head of range 0 dies mid-stream: the parts it had not acknowledged are
+// resent to the new head, those it had applied are duplicates there, and
+// every replica ends bit for bit as one process applying each push once, one
+// Adam step per push (a later part takes none, on the head and replicas).
+TEST_F(ChainExactlyOnceTest, SplitPushesAppliedOnceWithOneAdamStepEachAfterFailover) {
+  ASSERT_OK_AND_ASSIGN(auto worker, cluster_->Connect("worker", [](ClientOptions* o) {
+    o->dense_split_bytes = 2048 * sizeof(float);
+    o->dense_part_bytes = 1024 * sizeof(float);
+  }));
+  const TableOptions table = Table("adam", 0.5f);
+  ASSERT_OK(worker->CreateTable(table));
+  std::vector<FloatBuffer> applied;  // Acknowledged pushes, in order.
+  ASSERT_OK_AND_ASSIGN(const uint64_t requests_before, ClientRequests(cluster_.get(), {0, 1, 2}));
+  applied.push_back(Gradient(0, 0));
+  ASSERT_OK(worker->Push("w", 0, applied.back()).get());
+  ASSERT_OK_AND_ASSIGN(const uint64_t requests_after, ClientRequests(cluster_.get(), {0, 1, 2}));
+  // Ranges [0, 8192), [8192, 12288), [12288, 13288): 8 + 4 + 1 parts.
+  EXPECT_GE(requests_after - requests_before, 13u) << "the push was not split";
+  EXPECT_EQ(worker->stats().acked_updates, 3u);  // One per range, however many parts.
+  Status error;
+  Pushers pushers;
+  pushers.threads.emplace_back([&] {
+    for (int k = 1; !pushers.stop.load(); ++k) {
+      FloatBuffer g = Gradient(0, k);
+      Status s = worker->Push("w", 0, g).get();
+      if (!s.ok()) {
+        error = s;
+        return;
+      }
+      applied.push_back(g);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  KillAndRestart(0);  // The head of range 0 dies mid-stream.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  pushers.Join();
+  ASSERT_OK(error);
+  ASSERT_GT(applied.size(), 10u);
+  EXPECT_EQ(worker->stats().acked_updates, 3 * applied.size());
+  ASSERT_OK_AND_ASSIGN(auto device, kernels::NewDevice(kernels::DeviceOptions()));
+  ASSERT_OK_AND_ASSIGN(auto adam, kernels::NewOptimizer(table.optimizer));
+  std::vector<std::vector<float>> expected(3, std::vector<float>(kSize, 0.0f));
+  expected[0].assign(kSize, 0.5f);
   for (const ChainRange& r : Chains(cluster_.get(), "w")) {
     std::vector<float*> state = {expected[1].data() + r.begin, expected[2].data() + r.begin};
     for (size_t t = 0; t < applied.size(); ++t) {
