@@ -419,12 +419,16 @@ TEST_F(ChainExactlyOnceTest, AdamSlotsIdenticalToOneProcessAfterFailover) {
   std::vector<std::vector<float>> expected(3, std::vector<float>(kSize, 0.0f));
   expected[0].assign(kSize, 0.5f);
   // Range by range, as the servers apply it (same vector loop boundaries).
+  // Part by part, as the servers apply them (same vector loop boundaries):
+  // a range of more than 2048 keys in parts of 1024, each at step t + 1.
   for (const ChainRange& r : Chains(cluster_.get(), "w")) {
-    std::vector<float*> state = {expected[1].data() + r.begin, expected[2].data() + r.begin};
-    for (size_t t = 0; t < applied.size(); ++t) {
-      adam->Apply(device.get(), expected[0].data() + r.begin, state.data(),
-                  applied[t].data() + r.begin, r.end - r.begin, static_cast<int64_t>(t + 1),
-                  1.0f);
+    const uint64_t part = r.end - r.begin > 2048 ? 1024 : r.end - r.begin;
+    for (uint64_t b = r.begin; b < r.end; b += part) {
+      std::vector<float*> state = {expected[1].data() + b, expected[2].data() + b};
+      for (size_t t = 0; t < applied.size(); ++t) {
+        adam->Apply(device.get(), expected[0].data() + b, state.data(), applied[t].data() + b,
+                    std::min(part, r.end - b), static_cast<int64_t>(t + 1), 1.0f);
+      }
     }
   }
   ExpectReplicas(3, expected);
@@ -449,8 +453,9 @@ TEST_F(ChainExactlyOnceTest, SplitPushesAppliedOnceWithOneAdamStepEachAfterFailo
   applied.push_back(Gradient(0, 0));
   ASSERT_OK(worker->Push("w", 0, applied.back()).get());
   ASSERT_OK_AND_ASSIGN(const uint64_t requests_after, ClientRequests(cluster_.get(), {0, 1, 2}));
-  // Ranges [0, 8192), [8192, 12288), [12288, 13288): 8 + 4 + 1 parts.
-  EXPECT_GE(requests_after - requests_before, 13u) << "the push was not split";
+  // Ranges [0, 8192), [8192, 12288), [12288, 13288): 8 + 4 + 1 parts (and
+  // the SERVER_STATS requests that read `requests_before`, one per server).
+  EXPECT_EQ(requests_after - requests_before, 13u + 3) << "the push was not split";
   EXPECT_EQ(worker->stats().acked_updates, 3u);  // One per range, however many parts.
   Status error;
   Pushers pushers;
@@ -476,12 +481,16 @@ TEST_F(ChainExactlyOnceTest, SplitPushesAppliedOnceWithOneAdamStepEachAfterFailo
   ASSERT_OK_AND_ASSIGN(auto adam, kernels::NewOptimizer(table.optimizer));
   std::vector<std::vector<float>> expected(3, std::vector<float>(kSize, 0.0f));
   expected[0].assign(kSize, 0.5f);
+  // Part by part, as the servers apply them (same vector loop boundaries):
+  // a range of more than 2048 keys in parts of 1024, each at step t + 1.
   for (const ChainRange& r : Chains(cluster_.get(), "w")) {
-    std::vector<float*> state = {expected[1].data() + r.begin, expected[2].data() + r.begin};
-    for (size_t t = 0; t < applied.size(); ++t) {
-      adam->Apply(device.get(), expected[0].data() + r.begin, state.data(),
-                  applied[t].data() + r.begin, r.end - r.begin, static_cast<int64_t>(t + 1),
-                  1.0f);
+    const uint64_t part = r.end - r.begin > 2048 ? 1024 : r.end - r.begin;
+    for (uint64_t b = r.begin; b < r.end; b += part) {
+      std::vector<float*> state = {expected[1].data() + b, expected[2].data() + b};
+      for (size_t t = 0; t < applied.size(); ++t) {
+        adam->Apply(device.get(), expected[0].data() + b, state.data(), applied[t].data() + b,
+                    std::min(part, r.end - b), static_cast<int64_t>(t + 1), 1.0f);
+      }
     }
   }
   ExpectReplicas(3, expected);

@@ -81,7 +81,9 @@ StatusOr<std::vector<float>> ReadDenseSlot(const std::string& endpoint, const st
 StatusOr<wire::ServerStats> ServerStatsOf(const std::string& endpoint);
 // The requests that server `ids` of `cluster` received, summed, less the
 // updates they forwarded down their chains (each forwarded update is a
-// request of its successor): the requests of clients.
+// request of its successor): the requests of clients, this call's
+// SERVER_STATS included (the difference of two calls counts the earlier
+// call's once per server).
 StatusOr<uint64_t> ClientRequests(RecoveryCluster* cluster, const std::vector<int>& ids);
 
 // Reads `slot` of sparse rows `ids` from the server at `endpoint`; under
