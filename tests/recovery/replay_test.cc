@@ -131,6 +131,18 @@ Status KillAndRestart(RecoveryCluster* cluster) {
   return cluster->StartServer(0, flags);
 }
 
+// Kills and restarts the server, waits until `client` gets through to it
+// (the next request waits for the restart and, under replay, for the
+// replay: it goes through the gate after it), and returns the push parts of
+// `incarnation` that its state reflects.
+StatusOr<uint64_t> RestartAndCountApplied(RecoveryCluster* cluster, Client* client,
+                                          uint64_t incarnation) {
+  RETURN_IF_ERROR(KillAndRestart(cluster));
+  FloatBuffer probe(kDenseSize);
+  RETURN_IF_ERROR(client->Pull("w", 0, probe).get());
+  return cluster->AppliedParts(0, incarnation);
+}
+
 // The acknowledged updates a policy keeps after a kill: replay all of them
 // (exactly once: the state equals the state before the kill), checkpoint
 // none of those after its checkpoint, by the counters of both sides.
@@ -158,12 +170,8 @@ TEST_P(LostUpdatesTest, CountersTellWhatTheRestartLost) {
   ASSERT_OK_AND_ASSIGN(uint64_t applied_before, cluster->AppliedParts(0, acked.incarnation));
   EXPECT_EQ(applied_before, acked.acked_updates);
 
-  ASSERT_OK(KillAndRestart(cluster.get()));
-  // The next request waits for the restart (and, under replay, for the
-  // replay: it goes through the gate after it).
-  FloatBuffer probe(kDenseSize);
-  ASSERT_OK(client->Pull("w", 0, probe).get());
-  ASSERT_OK_AND_ASSIGN(uint64_t applied, cluster->AppliedParts(0, acked.incarnation));
+  ASSERT_OK_AND_ASSIGN(uint64_t applied,
+                       RestartAndCountApplied(cluster.get(), client.get(), acked.incarnation));
   const State after = ReadState(cluster.get(), 1);
   if (policy == "replay") {
     EXPECT_EQ(applied, acked.acked_updates) << "acknowledged updates lost";
@@ -242,10 +250,8 @@ TEST(ReplayTest, SplitPushesAreLoggedAndReplayedPerPartExactlyOnce) {
   ASSERT_OK_AND_ASSIGN(uint64_t applied_before, cluster->AppliedParts(0, acked.incarnation));
   EXPECT_EQ(applied_before, acked.acked_updates);
 
-  ASSERT_OK(KillAndRestart(cluster.get()));
-  FloatBuffer probe(kDenseSize);
-  ASSERT_OK(client->Pull("w", 0, probe).get());
-  ASSERT_OK_AND_ASSIGN(uint64_t applied, cluster->AppliedParts(0, acked.incarnation));
+  ASSERT_OK_AND_ASSIGN(uint64_t applied,
+                       RestartAndCountApplied(cluster.get(), client.get(), acked.incarnation));
   EXPECT_EQ(applied, acked.acked_updates) << "acknowledged updates lost or counted per part";
   ExpectSameState(ReadState(cluster.get(), 1), before, "after the replay of split pushes");
   // Rounds 3-5: 5 dense parts and a row push each.
