@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace relaxps {
 namespace {
@@ -13,6 +14,27 @@ namespace {
 // driver role: those are waits of this process's threads, not timeouts of
 // the protocol (which use options_.clock).
 int64_t RealMs() { return RealClock()->NowMs(); }
+
+// Fails every request waiting on `peer` in `*pending` with `status`, in the
+// order they were sent (request ids ascend), as deadlines expire: a caller
+// that resends them (a chain failover, a restarted server) sends them again
+// in that order, so the parts of a split push reach the new server first
+// part first (the one that counts the optimizer step; push_continues).
+template <typename PendingMap, typename Deadlines, typename Completions>
+void FailPeerInOrder(int peer, const Status& status, PendingMap* pending, Deadlines* deadlines,
+                     Completions* completions) {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, p] : *pending) {
+    if (p.peer == peer) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) {
+    auto it = pending->find(id);
+    completions->push_back({std::move(it->second.done), status, Message()});
+    deadlines->erase(it->second.deadline);
+    pending->erase(it);
+  }
+}
 
 }  // namespace
 
@@ -424,15 +446,7 @@ bool RpcClient::OnMonitorEvent(int peer, uint16_t event, uint32_t value,
       return false;
   }
   // Everything waiting on this peer fails now instead of at its deadline.
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second.peer != peer) {
-      ++it;
-      continue;
-    }
-    completions->push_back(Completion{std::move(it->second.done), link.refused, Message()});
-    deadlines_.erase(it->second.deadline);
-    it = pending_.erase(it);
-  }
+  FailPeerInOrder(peer, link.refused, &pending_, &deadlines_, completions);
   return false;
 }
 
@@ -575,15 +589,7 @@ void RpcClient::IoLoop() {
         }
         outbox.clear();
         for (const auto& [peer, status] : cancel_peers) {
-          for (auto it = pending_.begin(); it != pending_.end();) {
-            if (it->second.peer != peer) {
-              ++it;
-              continue;
-            }
-            completions.push_back(Completion{std::move(it->second.done), status, Message()});
-            deadlines_.erase(it->second.deadline);
-            it = pending_.erase(it);
-          }
+          FailPeerInOrder(peer, status, &pending_, &deadlines_, &completions);
         }
         const int64_t now = clock_->NowMs();
         if (poller.size() != 1 + sockets_.size() + monitors_.size()) {

@@ -175,6 +175,9 @@ struct AckedPush {
   int64_t clock = 0;         // The clock the push was made at.
   uint64_t incarnation = 0;  // This client's registration.
   uint64_t push_id = 0;      // Its exactly-once key (0 without exactly_once_keys).
+  // Dense: a later part of a push the client split (Header.push_continues):
+  // a replay says so again, so it takes no optimizer step of its own.
+  bool push_continues = false;
   // From the server's acknowledgement (Header.snapshot_seq, .pending): the
   // seq of the newest checkpoint the server had written when it replied, and
   // whether the push was accepted without being reflected yet (a BSP push

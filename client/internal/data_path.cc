@@ -84,7 +84,8 @@ std::vector<DenseSlice> DataPath::RangesOf(const ShardMap& m, const std::string&
 }
 
 Status DataPath::ServeLocally(const std::shared_ptr<DenseOp>& op, const ShardMap& m,
-                              const DenseSlice& part, uint64_t at, uint64_t doubtful_id) {
+                              const DenseSlice& part, uint64_t at, uint64_t doubtful_id,
+                              bool continues) {
   const bool push = op->type != wire::PULL;
   const bool pull = op->type != wire::PUSH;
   // The local copies are per range (a part may span several of its server).
@@ -96,7 +97,8 @@ Status DataPath::ServeLocally(const std::shared_ptr<DenseOp>& op, const ShardMap
                               pull ? op->out.data() + in : nullptr, &op->served_locally,
                               doubtful_id,
                               push && doubtful_id != 0 ? op->grads.Slice(in, s.count)
-                                                       : FloatBuffer()));
+                                                       : FloatBuffer(),
+                              /*continues=*/continues && s.offset == part.offset));
     int64_t seen = op->min_params_clock.load();
     while (clock < seen && !op->min_params_clock.compare_exchange_weak(seen, clock)) {
     }
@@ -179,7 +181,7 @@ void DataPath::SplitLargeParts(std::vector<DenseSlice>* slices,
 
 void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> m,
                          uint64_t begin, uint64_t offset, uint64_t count, int reroutes,
-                         Client::Callback done, uint64_t push_id) {
+                         Client::Callback done, uint64_t push_id, bool continues) {
   StatusOr<std::vector<DenseSlice>> slices = m->SplitDense(op->table, begin, count);
   if (!slices.ok()) {
     host_->CountError();
@@ -189,8 +191,8 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
   // One request per server: its adjacent ranges' slices as one part (a
   // chained range goes to its own chain's head).
   if (!features_.chain_routing) CoalesceByServer(&*slices);
-  std::vector<bool> continues;
-  SplitLargeParts(&*slices, &continues);
+  std::vector<bool> later;  // Split parts after the first (push_continues).
+  if (reroutes == 0) SplitLargeParts(&*slices, &later);
   if (op->type != wire::PULL && reroutes == 0 && slices->size() > 1) {
     Status finite = host_->CheckPushFinite(op->grads.data() + offset, count);
     if (!finite.ok()) {
@@ -204,7 +206,8 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
   auto join = std::make_shared<Join>(static_cast<int>(slices->size()), std::move(done));
   for (size_t i = 0; i < slices->size(); ++i) {
     const DenseSlice& s = (*slices)[i];
-    const bool push_continues = !continues.empty() && continues[i] && op->type != wire::PULL;
+    const bool push_continues =
+        op->type != wire::PULL && (!later.empty() ? later[i] : continues && s.offset == 0);
     const uint64_t at = offset + s.offset;  // Position within the request's buffers.
     const bool with_payload = op->type != wire::PULL;
     const FloatBuffer payload = with_payload ? op->grads.Slice(at, s.count) : FloatBuffer();
@@ -224,19 +227,21 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
       return req;
     };
     if (ServedHere(s.server)) {
-      join->PartDone(ServeLocally(op, *m, s, at));
+      join->PartDone(ServeLocally(op, *m, s, at, 0, push_continues));
       continue;
     }
     // The callback keeps the map the part was routed with, not strings made
     // from it: the server's endpoint is only read on failure paths, and two
     // strings per part were a fifth of a dense push's heap allocations.
     parts_->Send(s.server, std::move(make),
-               [this, op, join, s, at, reroutes, part_id, m](const Status& st, Message&& reply) {
+               [this, op, join, s, at, reroutes, part_id, push_continues, m](const Status& st,
+                                                                             Message&& reply) {
                  const uint64_t version = m->version();
                  const std::string& endpoint = m->server_endpoint(s.server);
                  if (parts_->Rerouted(st, reply, version, reroutes)) {
                    SendDense(op, router_->map(), s.begin, at, s.count, reroutes + 1,
-                             [join](const Status& r) { join->PartDone(r); }, part_id);
+                             [join](const Status& r) { join->PartDone(r); }, part_id,
+                             push_continues);
                    return;
                  }
                  if (host_->JobError().ok() && Resender::IsServerLoss(st)) {
@@ -249,7 +254,8 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
                    if (d.action == recovery::PartAction::kSendToReplacement &&
                        reroutes < PartSender::kMaxReroutes) {
                      SendDense(op, router_->map(), s.begin, at, s.count, reroutes + 1,
-                               [join](const Status& r) { join->PartDone(r); });
+                               [join](const Status& r) { join->PartDone(r); }, 0,
+                               push_continues);
                      return;
                    }
                    if (d.action == recovery::PartAction::kServeLocally && fallback_ != nullptr) {
@@ -257,7 +263,7 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
                                         st.code() == StatusCode::kDeadlineExceeded, st.ToString());
                      // The part was sent: the server may still apply it.
                      EnsureOut(op.get());
-                     join->PartDone(ServeLocally(op, *m, s, at, part_id));
+                     join->PartDone(ServeLocally(op, *m, s, at, part_id, push_continues));
                      return;
                    }
                  }
@@ -289,6 +295,7 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
                    acked.grads = op->grads.Slice(at, s.count);
                    acked.clock = op->clock;
                    acked.push_id = part_id;
+                   acked.push_continues = push_continues;
                    host_->PushAcked(std::move(acked));
                  }
                  if (!result.ok()) {

@@ -166,10 +166,14 @@ class DataPath {
     std::atomic<int64_t> min_params_clock{INT64_MAX};
     std::atomic<bool> served_locally{false};  // Counted once in local_steps.
   };
-  // Whether dense requests may be split into parts (Options).
+  // Whether dense requests may be split into parts (Options). Under every
+  // policy: with exactly-once keys each part has a key of its own (a resent
+  // part is a duplicate where it was applied, a new part is new), and the
+  // parts after the first carry push_continues, so the server counts the
+  // request once (optimizer step, AppliedLedger part count), the update log
+  // and a local copy likewise.
   bool SplitsParts() const {
-    return options_.dense_part_bytes >= static_cast<int64_t>(sizeof(float)) &&
-           !features_.exactly_once_keys;
+    return options_.dense_part_bytes >= static_cast<int64_t>(sizeof(float));
   }
   // Splits every slice larger than options_.dense_split_bytes into aligned
   // parts of about options_.dense_part_bytes, sent in flight at once
@@ -179,10 +183,13 @@ class DataPath {
   // Routes keys [begin, begin + count) of op (at `offset` within its
   // buffers) with `map` and completes `done` when every part has.
   // `push_id`: the exactly-once key of a re-routed part (0: new parts get
-  // fresh ids).
+  // fresh ids). A re-routed part (reroutes > 0) is not split again (a
+  // second split would give one key to several parts); `continues`: it is
+  // a later part of a split push, and its first slice says so again
+  // (push_continues) while a slice starting another range counts its step.
   void SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<const ShardMap> map,
                  uint64_t begin, uint64_t offset, uint64_t count, int reroutes,
-                 Client::Callback done, uint64_t push_id = 0);
+                 Client::Callback done, uint64_t push_id = 0, bool continues = false);
   // Makes op->out of a *ZeroCopy request (a no-op otherwise). Only while no
   // other part of it is in flight: before its parts are sent, or from the
   // callback of its single part.
@@ -217,8 +224,10 @@ class DataPath {
   // Serves one dense part (routed by `m`) from the local copies of the
   // ranges it spans (op's buffers at `at`) and lowers op->min_params_clock
   // to the copies' clock. `doubtful_id`: see LocalFallback::ServeDense.
+  // `continues`: a later part of a split push (its first range's local step
+  // was counted by the push's first part).
   Status ServeLocally(const std::shared_ptr<DenseOp>& op, const ShardMap& m, const DenseSlice& s,
-                      uint64_t at, uint64_t doubtful_id = 0);
+                      uint64_t at, uint64_t doubtful_id, bool continues);
   static BufferPoolOptions ParamsPoolOptions() {
     BufferPoolOptions o;
     o.max_cached_bytes = size_t{256} << 20;  // A client's share; a server keeps 1 GiB.

@@ -53,7 +53,8 @@ int LocalFallback::HolderOf(const std::string& table, uint64_t range_begin, int 
 StatusOr<int64_t> LocalFallback::ServeDense(const std::string& table, const DenseSlice& s,
                                             const float* grads, float* out,
                                             std::atomic<bool>* served_locally,
-                                            uint64_t doubtful_id, FloatBuffer doubtful_grads) {
+                                            uint64_t doubtful_id, FloatBuffer doubtful_grads,
+                                            bool continues) {
   const wire::TableShards* ts = router_->map()->FindTable(table);
   if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
   if (grads != nullptr) RETURN_IF_ERROR(host_->CheckPushFinite(grads, s.count));
@@ -73,7 +74,8 @@ StatusOr<int64_t> LocalFallback::ServeDense(const std::string& table, const Dens
   const bool doubtful = grads != nullptr && doubtful_id != 0;
   StatusOr<int64_t> clock =
       replica_.Serve(holder, table, s.range_begin, step, s.begin, grads, out, s.count,
-                     doubtful ? doubtful_id : 0, doubtful ? std::move(doubtful_grads) : FloatBuffer());
+                     doubtful ? doubtful_id : 0, doubtful ? std::move(doubtful_grads) : FloatBuffer(),
+                     grads != nullptr && continues);
   if (!clock.ok()) {
     host_->CountError();
     return clock.status();
@@ -142,14 +144,16 @@ void LocalFallback::Rejoin(int server, bool same_server, const char* why) {
   auto send = [this, server, clock, version](const char* what, wire::MsgType type,
                                              const std::string& table, uint64_t key_begin,
                                              uint64_t push_id, bool raw_delta, KeyBuffer ids,
-                                             FloatBuffer values) {
-    auto make = [this, type, table, key_begin, push_id, raw_delta, ids, values, clock, version] {
+                                             FloatBuffer values, bool continues) {
+    auto make = [this, type, table, key_begin, push_id, raw_delta, ids, values, clock, version,
+                 continues] {
       Message req = host_->NewRequest(type, table, clock, version);
       const bool rows = type == wire::PUSH_ROWS;
       req.header.set_push_id(push_id);
       req.header.set_key_begin(key_begin);
       req.header.set_key_count(rows ? ids.size() : values.size());
       req.header.set_raw_delta(raw_delta);
+      req.header.set_push_continues(continues);
       if (rows) req.frames.push_back(Frame::Share(ids));
       req.frames.push_back(host_->EncodeValues(values));
       return req;
@@ -159,16 +163,19 @@ void LocalFallback::Rejoin(int server, bool same_server, const char* why) {
     });
   };
   for (const DoubtfulPush& p : resend) {
-    send("a resent push", wire::PUSH, p.table, p.begin, p.push_id, false, KeyBuffer(), p.grads);
+    send("a resent push", wire::PUSH, p.table, p.begin, p.push_id, false, KeyBuffer(), p.grads,
+         p.continues);
   }
   for (const DoubtfulRowPush& p : resend_rows) {
-    send("a resent row push", wire::PUSH_ROWS, p.table, 0, p.push_id, false, p.ids, p.grads);
+    send("a resent row push", wire::PUSH_ROWS, p.table, 0, p.push_id, false, p.ids, p.grads,
+         false);
   }
   for (const RangeDelta& d : deltas) {
-    send("a local change", wire::PUSH, d.table, d.begin, 0, true, KeyBuffer(), d.delta);
+    send("a local change", wire::PUSH, d.table, d.begin, 0, true, KeyBuffer(), d.delta, false);
   }
   for (const RowsDelta& d : SplitByBucket(row_deltas)) {
-    send("local row changes", wire::PUSH_ROWS, d.table, d.bucket, 0, true, d.ids, d.delta);
+    send("local row changes", wire::PUSH_ROWS, d.table, d.bucket, 0, true, d.ids, d.delta,
+         false);
   }
 }
 

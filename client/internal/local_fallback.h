@@ -140,10 +140,12 @@ class LocalFallback {
   // `doubtful_id` != 0: the push was sent under that exactly-once key and the
   // server may still apply it (DoubtfulPush; `doubtful_grads` its values).
   // The first push part of a request served here sets *served_locally and
-  // counts one local step.
+  // counts one local step. `continues`: `s` is a later part of a split push
+  // in a range its first part stepped (LocalReplica::Serve).
   StatusOr<int64_t> ServeDense(const std::string& table, const DenseSlice& s, const float* grads,
                                float* out, std::atomic<bool>* served_locally,
-                               uint64_t doubtful_id = 0, FloatBuffer doubtful_grads = FloatBuffer());
+                               uint64_t doubtful_id = 0, FloatBuffer doubtful_grads = FloatBuffer(),
+                               bool continues = false);
   // Serves the rows `ids` of `table` (PUSH_ROWS with `grads`, or PULL_ROWS
   // into `out` at `positions`, `width` floats a row) of the local `server`.
   Status ServeRows(int server, wire::MsgType type, const std::string& table, size_t width,

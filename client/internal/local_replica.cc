@@ -1,6 +1,8 @@
 #include "client/internal/local_replica.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 namespace relaxps {
 namespace client_internal {
@@ -25,9 +27,22 @@ void LocalReplica::Remember(int server, const std::string& table, uint64_t range
   r.begin = range_begin;
   r.end = range_end;
   std::memcpy(r.params.data() + (begin - range_begin), values, n * sizeof(float));
-  if (begin == range_begin && n == range_end - range_begin) {
-    r.have = true;
-    r.from_init = false;
+  if (!r.have || r.from_init) {
+    // Merge [from, to) into the covered pieces; whole once one covers all.
+    uint64_t from = begin - range_begin, to = from + n;
+    auto it = r.covered.upper_bound(from);
+    if (it != r.covered.begin() && std::prev(it)->second >= from) --it;
+    while (it != r.covered.end() && it->first <= to) {
+      from = std::min(from, it->first);
+      to = std::max(to, it->second);
+      it = r.covered.erase(it);
+    }
+    r.covered.emplace(from, to);
+    if (from == 0 && to == range_end - range_begin) {
+      r.have = true;
+      r.from_init = false;
+      r.covered.clear();
+    }
   }
   r.base_clock = params_clock;
   r.local_steps = 0;
@@ -157,7 +172,8 @@ bool LocalReplica::LostAt(int server, std::string* endpoint, bool* stalled) cons
 StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint64_t range_begin,
                                       const LocalStep& step, uint64_t begin,
                                       const float* grads, float* out, size_t n,
-                                      uint64_t doubtful_id, const FloatBuffer& doubtful_grads) {
+                                      uint64_t doubtful_id, const FloatBuffer& doubtful_grads,
+                                      bool continues) {
   MutexLock l(&mu_);
   auto it = ranges_.find({table, range_begin});
   if (it == ranges_.end() || !it->second.have || it->second.server != server) {
@@ -191,10 +207,13 @@ StatusOr<int64_t> LocalReplica::Serve(int server, const std::string& table, uint
     // A copy: the caller may reuse its buffer once the push completed.
     if (doubtful_id != 0) {
       r.doubtful.push_back(DoubtfulPush{
-          table, begin, doubtful_id, FloatBuffer::CopyOf(doubtful_grads.data(), doubtful_grads.size())});
+          table, begin, doubtful_id,
+          FloatBuffer::CopyOf(doubtful_grads.data(), doubtful_grads.size()), continues});
     }
-    r.local_steps += 1;
-    r.unsent_steps += 1;
+    if (!continues) {
+      r.local_steps += 1;
+      r.unsent_steps += 1;
+    }
   }
   if (out != nullptr) std::memcpy(out, r.params.data() + offset, n * sizeof(float));
   return r.base_clock;

@@ -45,6 +45,9 @@ struct DoubtfulPush {
   uint64_t begin = 0;  // First key of the part.
   uint64_t push_id = 0;
   FloatBuffer grads;
+  // A later part of a split push: resent with push_continues (no step of
+  // its own on the server).
+  bool continues = false;
 };
 
 // How a push is applied to a local copy: w -= lr * v with v = momentum * v + g
@@ -70,7 +73,9 @@ class LocalReplica {
 
   // Parameters keys [begin, begin + n) of the range [range_begin, range_end)
   // of `table` (held by `server`) returned from a server, reflecting
-  // `params_clock`. Ignored while the server is local.
+  // `params_clock`. Ignored while the server is local. The copy is whole
+  // (Serve trains on it) once the remembered keys cover the range: in one
+  // call, or in the parts of a split pull.
   void Remember(int server, const std::string& table, uint64_t range_begin, uint64_t range_end,
                 uint64_t begin, const float* values, size_t n, int64_t params_clock);
 
@@ -116,6 +121,8 @@ class LocalReplica {
   // Unavailable if this worker never pulled the whole range (nothing to
   // train on). `doubtful_id` != 0: the push was sent to the server, which
   // may apply it too (see DoubtfulPush); `doubtful_grads` are its gradients.
+  // `continues`: a later part of a split push whose first part counted the
+  // range's local step (the push is one step however many parts it has).
   // A doubtful push's change is kept apart (it may be resent instead), but
   // its gradient enters the velocity like any other: a server that applied
   // it keeps that gradient in its own velocity too, so under momentum the
@@ -123,7 +130,8 @@ class LocalReplica {
   StatusOr<int64_t> Serve(int server, const std::string& table, uint64_t range_begin,
                           const LocalStep& step, uint64_t begin, const float* grads,
                           float* out, size_t n, uint64_t doubtful_id = 0,
-                          const FloatBuffer& doubtful_grads = FloatBuffer());
+                          const FloatBuffer& doubtful_grads = FloatBuffer(),
+                          bool continues = false);
   // Counts one request served locally (ClientStats::local_steps).
   void CountLocalStep();
 
@@ -149,6 +157,9 @@ class LocalReplica {
     int server = -1;
     uint64_t begin = 0, end = 0;
     bool have = false;  // The whole range was pulled at least once (or from_init).
+    // Until `have`: the keys remembered so far (offset -> end offset,
+    // merged), so the parts of a split pull make a whole copy together.
+    std::map<uint64_t, uint64_t> covered;
     bool from_init = false;  // Started from the initializer (StartFromInitializer).
     int64_t base_clock = -1;
     std::vector<float> params;

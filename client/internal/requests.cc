@@ -43,6 +43,7 @@ void ClientImpl::Replay(int server, const recovery::AckedPush& push,
     req.header.set_incarnation(push.incarnation);
     req.header.set_push_id(push.push_id);
     req.header.set_replayed(true);
+    req.header.set_push_continues(push.push_continues);
     req.header.set_key_begin(push.key_begin);
     req.header.set_key_count(rows ? push.ids.size() : push.grads.size());
     if (rows) req.frames.push_back(Frame::Share(push.ids));

@@ -121,9 +121,9 @@ struct ClientOptions {
   // optimizer counts the parts as one step. Smaller parts: more overlap, more
   // per-request overhead. At most 8 parts per server and request (larger
   // parts if need be): a server queues at most --max_queued_replies replies
-  // per client. dense_part_bytes 0: never split. Not used when the recovery
-  // policy puts exactly-once keys on pushes (chain replication, stateless
-  // workers: the keys are per request part).
+  // per client. dense_part_bytes 0: never split. Under every recovery
+  // policy: with exactly-once keys (chain, stateless, hybrid, replay) each
+  // part has its own key and the request is still one update.
   int64_t dense_part_bytes = int64_t{512} << 10;
   int64_t dense_split_bytes = int64_t{4} << 20;
   // A PullRows part for one server of more than pull_rows_split rows is sent

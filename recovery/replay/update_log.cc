@@ -156,6 +156,9 @@ std::vector<std::shared_ptr<const UpdateLog::Entry>> UpdateLog::Route(
       next->push.ids = KeyBuffer::CopyOf(piece.ids);
     } else {
       next->push.key_begin = piece.begin;
+      // A piece after the cut starts a range of its own: its keys take a
+      // step there, as the server counted them (new_step of a later range).
+      next->push.push_continues = p.push_continues && piece.begin == p.key_begin;
     }
     next->push.grads = FloatBuffer::CopyOf(piece.grads);
     out.push_back(std::move(next));

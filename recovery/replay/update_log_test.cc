@@ -161,6 +161,7 @@ TEST(UpdateLogTest, AMovedRangesEntriesFollowItsKeysToTheirNewServer) {
   for (uint64_t k = 0; k < kSize; ++k) whole.grads.data()[k] = static_cast<float>(k);
   log.Append(whole);
   AckedPush pending = Push(0, 2, 1, 0, /*pending=*/true, kSize);
+  pending.push_continues = true;  // A later part of a split push.
   log.Append(pending);
   AckedPush tail = Push(0, 3, /*clock=*/0, 0, false, 10);  // Vouches for nothing.
   tail.key_begin = kCut + 5;
@@ -188,6 +189,10 @@ TEST(UpdateLogTest, AMovedRangesEntriesFollowItsKeysToTheirNewServer) {
   EXPECT_EQ(moved[1]->push.push_id, 2u);
   EXPECT_EQ(moved[1]->push.clock, 1);
   EXPECT_TRUE(moved[1]->push.pending);
+  // A later part of a split push stays one where it starts; its piece past
+  // the cut starts a range of its own (one step there, as the server took).
+  EXPECT_TRUE(head[1]->push.push_continues);
+  EXPECT_FALSE(moved[1]->push.push_continues);
   EXPECT_EQ(moved[2]->push.key_begin, kCut + 5);
 
   // An acknowledgement of a part sent by the old map goes by the new one.

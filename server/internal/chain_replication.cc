@@ -317,7 +317,10 @@ Status ChainReplication::ApplyPush(DenseShardState* shard, const wire::Header& h
   // Hybrid: a worker hands back what it changed on its own copy while the
   // range was stranded as a raw delta, replicated like any push.
   if (h.raw_delta() && h.type() == wire::PUSH) return shard->AddDelta(h.key_begin(), grads, h.key_count());
-  return shard->Push(h.sender(), h.clock(), h.key_begin(), grads, h.key_count());
+  // A later part of a split push (push_continues) takes no optimizer step of
+  // its own, on the head and on every replica alike.
+  return shard->Push(h.sender(), h.clock(), h.key_begin(), grads, h.key_count(),
+                     !h.push_continues());
 }
 
 void ChainReplication::HandleDense(RangeState* range, Request&& req) {

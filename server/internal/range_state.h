@@ -54,9 +54,12 @@ struct RangeState {
 // `seq` (0 without a chain): as applied, or with `pending` as waiting for
 // the BSP round of h.clock() (counted once the round is applied).
 // `counted` false: only its id (a range after the first of a request
-// spanning several ranges: the request is one part, counted once).
+// spanning several ranges: the request is one part, counted once). A later
+// part of a split push (h.push_continues()) is never counted: the client
+// counts the push once per server (its first part), and so does the ledger.
 inline void RecordPush(AppliedLedger* ledger, const wire::Header& h, uint64_t seq, bool pending,
                        bool counted = true) {
+  counted = counted && !h.push_continues();
   if (pending) {
     ledger->RecordPending(h.sender(), h.incarnation(), h.push_id(), seq, h.clock(), counted);
   } else if (counted) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,10 +71,13 @@ class DataPathTest : public ::testing::Test, public PartSender::Host, public Dat
     transport_.SetReplier([this](int peer, const Message& req) { return Serve(peer, req); });
   }
 
-  void MakeDataPath() {
+  // `part_bytes` 0: parts by owner only (one per server); else a part of
+  // more than `split_bytes` goes as parts of about `part_bytes`.
+  void MakeDataPath(int64_t part_bytes = 0, int64_t split_bytes = 0) {
     DataPath::Options o;
     o.features = role_.features_;
-    o.dense_part_bytes = 0;  // Parts by owner only (one per server).
+    o.dense_part_bytes = part_bytes;
+    o.dense_split_bytes = split_bytes;
     data_path_ = std::make_unique<DataPath>(o, &router_, sender_.get(), &role_, nullptr,
                                             nullptr, this);
   }
@@ -418,6 +422,46 @@ TEST_F(DataPathTest, UnderChainRoutingEachRangeKeepsARequestOfItsOwn) {
   EXPECT_OK(got[0]);
   ASSERT_EQ(received_.size(), 4u);
   for (const Received& r : received_) EXPECT_EQ(r.header.key_count(), kDenseChunk);
+}
+
+// Issue 41: under a policy with exactly-once keys (chain, stateless, hybrid,
+// replay) a large part is split as under any other: each part its own key,
+// the later parts marked push_continues (one optimizer step and one counted
+// update per server), each acknowledged part reported with its mark for the
+// update log.
+TEST_F(DataPathTest, UnderExactlyOnceKeysALargePushGoesAsPartsEachWithItsOwnKey) {
+  role_.features_.exactly_once_keys = true;
+  role_.features_.chain_routing = true;
+  role_.features_.report_acked_pushes = true;
+  MakeDataPath(/*part_bytes=*/1024 * sizeof(float), /*split_bytes=*/2048 * sizeof(float));
+  std::vector<float> grads;
+  const std::vector<Status> got = PushWhole(&grads);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_OK(got[0]);
+  // Each server's chunk (4096 keys) as 4 parts of 1024.
+  ASSERT_EQ(received_.size(), 8u);
+  std::set<uint64_t> ids;
+  std::map<int, int> firsts;  // Server -> parts without push_continues.
+  for (const Received& r : received_) {
+    EXPECT_EQ(r.header.key_count(), 1024u);
+    EXPECT_GT(r.header.push_id(), 0u);
+    ids.insert(r.header.push_id());
+    const bool first = r.header.key_begin() % kDenseChunk == 0;
+    EXPECT_EQ(r.header.push_continues(), !first) << r.header.key_begin();
+    if (!r.header.push_continues()) ++firsts[r.server];
+    ASSERT_EQ(r.payload.size(), 1024u);
+    EXPECT_EQ(r.payload[3], grads[r.header.key_begin() + 3]);
+  }
+  EXPECT_EQ(ids.size(), 8u) << "a key shared by two parts";
+  EXPECT_EQ(firsts, (std::map<int, int>{{0, 1}, {1, 1}}));
+  // One update per server, and every part in the log with its key and mark.
+  EXPECT_EQ(sender_->acked_updates(), 2u);
+  ASSERT_EQ(acked_.size(), 8u);
+  for (const recovery::AckedPush& a : acked_) {
+    EXPECT_TRUE(ids.count(a.push_id)) << a.push_id;
+    EXPECT_EQ(a.push_continues, a.key_begin % kDenseChunk != 0) << a.key_begin;
+    EXPECT_EQ(a.grads.size(), 1024u);
+  }
 }
 
 }  // namespace

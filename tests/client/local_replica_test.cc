@@ -13,6 +13,47 @@ namespace {
 
 using test::FrameFloats;
 
+// Issue 41: a split pull remembers its range in parts; together (in any
+// order) they are a whole copy to train on. A split push served here is one
+// local step for its range (the later parts say `continues`), and a doubtful
+// later part is resent as one.
+TEST(LocalReplicaTest, PartsOfASplitRequestMakeAWholeCopyAndOneStep) {
+  LocalReplica r;
+  const float a[3] = {1, 2, 3}, b[3] = {4, 5, 6}, c[2] = {7, 8};
+  r.Remember(1, "w", 0, 8, 3, b, 3, 10);  // Keys [3, 6), then [6, 8) and [0, 3).
+  r.Remember(1, "w", 0, 8, 6, c, 2, 10);
+  ASSERT_TRUE(r.GoLocal(1, "tcp://a", /*stalled=*/true));
+  float out[8];
+  // Not whole yet: nothing to train on.
+  EXPECT_EQ(r.Serve(1, "w", 0, {0.5f}, 0, nullptr, out, 8).status().code(),
+            StatusCode::kUnavailable);
+  std::vector<DoubtfulPush> resend;
+  r.Rejoin(1, true, &resend);
+  r.Remember(1, "w", 0, 8, 0, a, 3, 10);
+  ASSERT_TRUE(r.GoLocal(1, "tcp://a", true));
+  ASSERT_OK(r.Serve(1, "w", 0, {0.5f}, 0, nullptr, out, 8).status());
+  EXPECT_EQ(std::vector<float>(out, out + 8), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+  // One push in two parts, the second doubtful: one step.
+  const float g[4] = {2, 2, 2, 2};
+  ASSERT_OK(r.Serve(1, "w", 0, {0.5f}, 0, g, nullptr, 4).status());
+  FloatBuffer doubtful = FloatBuffer::CopyOf(g, 4);
+  ASSERT_OK(r.Serve(1, "w", 0, {0.5f}, 4, g, nullptr, 4, /*doubtful_id=*/9, doubtful,
+                    /*continues=*/true)
+                .status());
+  wire::SeedData data;
+  std::vector<Frame> frames;
+  r.FillSeedCopy(1, &data, &frames);
+  ASSERT_EQ(data.ranges_size(), 1);
+  EXPECT_EQ(data.ranges(0).local_steps(), 1);
+  ASSERT_OK(r.Serve(1, "w", 0, {0.5f}, 4, g, nullptr, 4, 9, doubtful, /*continues=*/true)
+                .status());
+  resend.clear();
+  r.Rejoin(1, /*same_server=*/true, &resend);
+  ASSERT_EQ(resend.size(), 1u);
+  EXPECT_TRUE(resend[0].continues);
+  EXPECT_EQ(resend[0].begin, 4u);
+}
+
 TEST(LocalReplicaTest, TrainsLocallyAndReportsCopyAndChange) {
   LocalReplica r;
   const float pulled[4] = {8, 8, 8, 8};

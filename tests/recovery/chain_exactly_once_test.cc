@@ -239,6 +239,53 @@ class ChainExactlyOnceTest : public ::testing::Test {
   }
   int64_t Pushes() { return pushes_[0].load() + pushes_[1].load(); }
 
+  // `worker` pushes Gradient(0, k) (k from applied.size(), after the pushes
+  // in `applied`) as fast as it can while the head of range 0 dies and
+  // comes back; every replica must then hold, slots included, what one
+  // process applying the acknowledged pushes in order computes (Adam
+  // `table`). Returns how many pushes that was.
+  size_t AdamPushesThroughAFailover(Client* worker, const TableOptions& table,
+                                    std::vector<FloatBuffer> applied) {
+    Status error;
+    Pushers pushers;
+    pushers.threads.emplace_back([&] {
+      for (int k = static_cast<int>(applied.size()); !pushers.stop.load(); ++k) {
+        FloatBuffer g = Gradient(0, k);
+        Status s = worker->Push("w", 0, g).get();
+        if (!s.ok()) {
+          error = s;
+          return;
+        }
+        applied.push_back(g);
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    KillAndRestart(0);  // The head of range 0 dies mid-stream.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    pushers.Join();
+    EXPECT_OK(error);
+    EXPECT_GT(applied.size(), 10u);
+    // One process applying the same pushes in order on the CPU device.
+    auto device = kernels::NewDevice(kernels::DeviceOptions());
+    auto adam = kernels::NewOptimizer(table.optimizer);
+    EXPECT_TRUE(device.ok() && adam.ok());
+    if (!device.ok() || !adam.ok()) return applied.size();
+    std::vector<std::vector<float>> expected(3, std::vector<float>(kSize, 0.0f));
+    expected[0].assign(kSize, 0.5f);
+    // Range by range, as the servers apply it (the update is elementwise: a
+    // range applied in parts ends bit for bit the same).
+    for (const ChainRange& r : Chains(cluster_.get(), "w")) {
+      std::vector<float*> state = {expected[1].data() + r.begin, expected[2].data() + r.begin};
+      for (size_t t = 0; t < applied.size(); ++t) {
+        (*adam)->Apply(device->get(), expected[0].data() + r.begin, state.data(),
+                       applied[t].data() + r.begin, r.end - r.begin,
+                       static_cast<int64_t>(t + 1), 1.0f);
+      }
+    }
+    ExpectReplicas(3, expected);
+    return applied.size();
+  }
+
   std::string dir_;
   std::unique_ptr<RecoveryCluster> cluster_;
   std::vector<std::unique_ptr<Client>> workers_;
@@ -270,12 +317,9 @@ std::string TailOf(const std::string& s, size_t n) {
 uint64_t StaleEpochRefused(RecoveryCluster* cluster, const std::vector<int>& servers) {
   uint64_t total = 0;
   for (int id : servers) {
-    RpcClient rpc;
-    Message m;
-    m.header.set_type(wire::SERVER_STATS);
-    StatusOr<Message> reply = rpc.CallSync(rpc.Connect(cluster->server_endpoint(id)), std::move(m), 5000);
-    EXPECT_TRUE(reply.ok()) << reply.status();
-    if (reply.ok()) total += reply->header.server_stats().stale_epoch_refused();
+    StatusOr<wire::ServerStats> stats = ServerStatsOf(cluster->server_endpoint(id));
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    if (stats.ok()) total += stats->stale_epoch_refused();
   }
   return total;
 }
@@ -396,41 +440,34 @@ TEST_F(ChainExactlyOnceTest, AdamSlotsIdenticalToOneProcessAfterFailover) {
   ASSERT_OK_AND_ASSIGN(auto worker, cluster_->Connect("worker"));
   const TableOptions table = Table("adam", 0.5f);
   ASSERT_OK(worker->CreateTable(table));
+  AdamPushesThroughAFailover(worker.get(), table, {});
+}
+
+// Issue 41: under chain replication a large push is split like under any
+// policy: here every range of more than 2048 keys goes as parts of 1024 keys
+// (13 requests per push of the table, not 3), each with its own key. The
+// head of range 0 dies mid-stream: the parts it had not acknowledged are
+// resent to the new head, those it had applied are duplicates there, and
+// every replica ends bit for bit as one process applying each push once, one
+// Adam step per push (a later part takes none, on the head and replicas).
+TEST_F(ChainExactlyOnceTest, SplitPushesAppliedOnceWithOneAdamStepEachAfterFailover) {
+  ASSERT_OK_AND_ASSIGN(auto worker, cluster_->Connect("worker", [](ClientOptions* o) {
+    o->dense_split_bytes = 2048 * sizeof(float);
+    o->dense_part_bytes = 1024 * sizeof(float);
+  }));
+  const TableOptions table = Table("adam", 0.5f);
+  ASSERT_OK(worker->CreateTable(table));
   std::vector<FloatBuffer> applied;  // Acknowledged pushes, in order.
-  Status error;
-  Pushers pushers;
-  pushers.threads.emplace_back([&] {
-    for (int k = 0; !pushers.stop.load(); ++k) {
-      FloatBuffer g = Gradient(0, k);
-      Status s = worker->Push("w", 0, g).get();
-      if (!s.ok()) {
-        error = s;
-        return;
-      }
-      applied.push_back(g);
-    }
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  KillAndRestart(0);  // The head of range 0 dies mid-stream.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  pushers.Join();
-  ASSERT_OK(error);
-  ASSERT_GT(applied.size(), 10u);
-  // One process applying the same pushes in order on the CPU device.
-  ASSERT_OK_AND_ASSIGN(auto device, kernels::NewDevice(kernels::DeviceOptions()));
-  ASSERT_OK_AND_ASSIGN(auto adam, kernels::NewOptimizer(table.optimizer));
-  std::vector<std::vector<float>> expected(3, std::vector<float>(kSize, 0.0f));
-  expected[0].assign(kSize, 0.5f);
-  // Range by range, as the servers apply it (same vector loop boundaries).
-  for (const ChainRange& r : Chains(cluster_.get(), "w")) {
-    std::vector<float*> state = {expected[1].data() + r.begin, expected[2].data() + r.begin};
-    for (size_t t = 0; t < applied.size(); ++t) {
-      adam->Apply(device.get(), expected[0].data() + r.begin, state.data(),
-                  applied[t].data() + r.begin, r.end - r.begin, static_cast<int64_t>(t + 1),
-                  1.0f);
-    }
-  }
-  ExpectReplicas(3, expected);
+  ASSERT_OK_AND_ASSIGN(const uint64_t requests_before, ClientRequests(cluster_.get(), {0, 1, 2}));
+  applied.push_back(Gradient(0, 0));
+  ASSERT_OK(worker->Push("w", 0, applied.back()).get());
+  ASSERT_OK_AND_ASSIGN(const uint64_t requests_after, ClientRequests(cluster_.get(), {0, 1, 2}));
+  // Ranges [0, 8192), [8192, 12288), [12288, 13288): 8 + 4 + 1 parts (and
+  // the SERVER_STATS requests that read `requests_before`, one per server).
+  EXPECT_EQ(requests_after - requests_before, 13u + 3) << "the push was not split";
+  EXPECT_EQ(worker->stats().acked_updates, 3u);  // One per range, however many parts.
+  const size_t pushes = AdamPushesThroughAFailover(worker.get(), table, std::move(applied));
+  EXPECT_EQ(worker->stats().acked_updates, 3 * pushes);
 }
 
 // A server rejoins as tail while the only other replica of a range is paused

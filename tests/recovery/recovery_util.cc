@@ -170,6 +170,23 @@ StatusOr<std::vector<float>> ReadDenseSlot(const std::string& endpoint, const st
   return Call(endpoint, std::move(m), n);
 }
 
+StatusOr<wire::ServerStats> ServerStatsOf(const std::string& endpoint) {
+  Message m;
+  m.header.set_type(wire::SERVER_STATS);
+  RpcClient rpc;
+  ASSIGN_OR_RETURN(Message reply, rpc.CallSync(rpc.Connect(endpoint), std::move(m), 5000));
+  return reply.header.server_stats();
+}
+
+StatusOr<uint64_t> ClientRequests(RecoveryCluster* cluster, const std::vector<int>& ids) {
+  uint64_t total = 0;
+  for (int id : ids) {
+    ASSIGN_OR_RETURN(wire::ServerStats s, ServerStatsOf(cluster->server_endpoint(id)));
+    total += s.requests() - s.forwarded();
+  }
+  return total;
+}
+
 StatusOr<std::vector<float>> ReadRowsSlot(const std::string& endpoint, const std::string& table,
                                           const std::vector<uint64_t>& ids, int slot,
                                           uint64_t bucket) {

@@ -15,6 +15,7 @@
 
 #include "client/client.h"
 #include "common/status.h"
+#include "common/wire.h"
 #include "tests/test_util.h"
 
 namespace relaxps {
@@ -76,6 +77,15 @@ class RecoveryCluster {
 // state) of a dense table straight from the server at `endpoint`.
 StatusOr<std::vector<float>> ReadDenseSlot(const std::string& endpoint, const std::string& table,
                                            uint64_t begin, uint64_t n, int slot);
+// The server's counters (SERVER_STATS) at `endpoint`.
+StatusOr<wire::ServerStats> ServerStatsOf(const std::string& endpoint);
+// The requests that server `ids` of `cluster` received, summed, less the
+// updates they forwarded down their chains (each forwarded update is a
+// request of its successor): the requests of clients, this call's
+// SERVER_STATS included (the difference of two calls counts the earlier
+// call's once per server).
+StatusOr<uint64_t> ClientRequests(RecoveryCluster* cluster, const std::vector<int>& ids);
+
 // Reads `slot` of sparse rows `ids` from the server at `endpoint`; under
 // chain replication every id must lie in hash bucket `bucket`, and the rows
 // are that replica's copy.

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -130,6 +131,18 @@ Status KillAndRestart(RecoveryCluster* cluster) {
   return cluster->StartServer(0, flags);
 }
 
+// Kills and restarts the server, waits until `client` gets through to it
+// (the next request waits for the restart and, under replay, for the
+// replay: it goes through the gate after it), and returns the push parts of
+// `incarnation` that its state reflects.
+StatusOr<uint64_t> RestartAndCountApplied(RecoveryCluster* cluster, Client* client,
+                                          uint64_t incarnation) {
+  RETURN_IF_ERROR(KillAndRestart(cluster));
+  FloatBuffer probe(kDenseSize);
+  RETURN_IF_ERROR(client->Pull("w", 0, probe).get());
+  return cluster->AppliedParts(0, incarnation);
+}
+
 // The acknowledged updates a policy keeps after a kill: replay all of them
 // (exactly once: the state equals the state before the kill), checkpoint
 // none of those after its checkpoint, by the counters of both sides.
@@ -157,12 +170,8 @@ TEST_P(LostUpdatesTest, CountersTellWhatTheRestartLost) {
   ASSERT_OK_AND_ASSIGN(uint64_t applied_before, cluster->AppliedParts(0, acked.incarnation));
   EXPECT_EQ(applied_before, acked.acked_updates);
 
-  ASSERT_OK(KillAndRestart(cluster.get()));
-  // The next request waits for the restart (and, under replay, for the
-  // replay: it goes through the gate after it).
-  FloatBuffer probe(kDenseSize);
-  ASSERT_OK(client->Pull("w", 0, probe).get());
-  ASSERT_OK_AND_ASSIGN(uint64_t applied, cluster->AppliedParts(0, acked.incarnation));
+  ASSERT_OK_AND_ASSIGN(uint64_t applied,
+                       RestartAndCountApplied(cluster.get(), client.get(), acked.incarnation));
   const State after = ReadState(cluster.get(), 1);
   if (policy == "replay") {
     EXPECT_EQ(applied, acked.acked_updates) << "acknowledged updates lost";
@@ -208,6 +217,48 @@ TEST_P(LostUpdatesTest, CountersTellWhatTheRestartLost) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, LostUpdatesTest, ::testing::Values("replay", "checkpoint"));
 
+// A client that splits a dense push of more than 16 KiB into parts of 16 KiB
+// (20000 keys: 5 requests).
+void SplitDense(ClientOptions* o) {
+  o->dense_split_bytes = 4096 * sizeof(float);
+  o->dense_part_bytes = 4096 * sizeof(float);
+}
+
+// Issue 41: under replay a large push is split like under any policy; the
+// update log keeps each part (its key, and push_continues for the later
+// ones), and a server restarted from a checkpoint is replayed each missing
+// part once: its state (Adam, one step per push) equals the state before the
+// kill, and it counts one update per push, as the worker does.
+TEST(ReplayTest, SplitPushesAreLoggedAndReplayedPerPartExactlyOnce) {
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartJob(dir, "replay"));
+  ASSERT_OK_AND_ASSIGN(auto client, cluster->Connect("worker", SplitDense));
+  ASSERT_OK(client->CreateTable(DenseAdam()));
+  ASSERT_OK(client->CreateTable(SparseSgd()));
+  ASSERT_OK_AND_ASSIGN(const uint64_t before_push, ClientRequests(cluster.get(), {0}));
+  ASSERT_OK(client->Push("w", 0, DenseGrad(0, 99)).get());
+  ASSERT_OK_AND_ASSIGN(const uint64_t after_push, ClientRequests(cluster.get(), {0}));
+  // 5 parts, and the SERVER_STATS request that read `before_push`.
+  EXPECT_EQ(after_push - before_push, 5u + 1) << "the push was not sent as 5 parts";
+  ASSERT_OK(client->Clock());
+  for (int round = 0; round < 3; ++round) PushRound(client.get(), 0, round, false);
+  ASSERT_OK(Checkpoint(cluster.get()));
+  for (int round = 3; round < 6; ++round) PushRound(client.get(), 0, round, round == 4);
+  const State before = ReadState(cluster.get(), 1);
+  const ClientStats acked = client->stats();
+  ASSERT_EQ(acked.acked_updates, 13u);  // 1 + 6 rounds of one dense and one row update.
+  ASSERT_OK_AND_ASSIGN(uint64_t applied_before, cluster->AppliedParts(0, acked.incarnation));
+  EXPECT_EQ(applied_before, acked.acked_updates);
+
+  ASSERT_OK_AND_ASSIGN(uint64_t applied,
+                       RestartAndCountApplied(cluster.get(), client.get(), acked.incarnation));
+  EXPECT_EQ(applied, acked.acked_updates) << "acknowledged updates lost or counted per part";
+  ExpectSameState(ReadState(cluster.get(), 1), before, "after the replay of split pushes");
+  // Rounds 3-5: 5 dense parts and a row push each.
+  EXPECT_GE(client->stats().recovery_counters.at("replayed"), 18u);
+  EXPECT_EQ(client->stats().recovery_counters.at("replay_dropped"), 0u);
+}
+
 // A log too small for what was acknowledged since the checkpoint drops the
 // oldest entries and reports them: exactly those are missing afterwards.
 TEST(ReplayTest, ALogOverflowIsCountedAsLost) {
@@ -241,18 +292,22 @@ TEST(ReplayTest, ALogOverflowIsCountedAsLost) {
 // Under BSP with 2 workers, a replay job whose server is killed and
 // restarted ends with parameters bit-identical to the same job without the
 // kill.
-State RunBspJob(const std::string& dir, bool kill) {
+// `split`: the workers split their dense pushes into parts (SplitDense): a
+// round is every part of every worker.
+State RunBspJob(const std::string& dir, bool kill, bool split = false) {
   State end;
   auto cluster = StartJob(dir, "replay", {"--consistency=bsp", "--num_workers=2"});
   EXPECT_TRUE(cluster.ok()) << cluster.status();
   if (!cluster.ok()) return end;
+  const std::function<void(ClientOptions*)> tweak =
+      split ? std::function<void(ClientOptions*)>(SplitDense) : nullptr;
   std::unique_ptr<Client> clients[2];
   std::thread connect1([&] {
-    auto c = (*cluster)->Connect("worker");
+    auto c = (*cluster)->Connect("worker", tweak);
     EXPECT_TRUE(c.ok()) << c.status();
     if (c.ok()) clients[1] = std::move(*c);
   });
-  auto c0 = (*cluster)->Connect("worker");
+  auto c0 = (*cluster)->Connect("worker", tweak);
   connect1.join();
   EXPECT_TRUE(c0.ok()) << c0.status();
   if (!c0.ok() || clients[1] == nullptr) return end;
@@ -285,6 +340,16 @@ TEST(ReplayTest, BspJobWithAKillEndsBitIdenticalToOneWithout) {
   const State killed = RunBspJob(MakeTempDir(), true);
   ASSERT_FALSE(reference.dense.empty());
   ExpectSameState(killed, reference, "killed vs uninterrupted");
+}
+
+// The same with split pushes: a BSP round closes on all parts of every
+// worker, and the kill and replay leave the job bit-identical to the
+// unsplit, uninterrupted one.
+TEST(ReplayTest, BspJobOfSplitPushesWithAKillEndsBitIdenticalToOneWithout) {
+  const State reference = RunBspJob(MakeTempDir(), false);
+  const State killed = RunBspJob(MakeTempDir(), true, /*split=*/true);
+  ASSERT_FALSE(reference.dense.empty());
+  ExpectSameState(killed, reference, "split and killed vs unsplit and uninterrupted");
 }
 
 }  // namespace

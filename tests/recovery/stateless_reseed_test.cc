@@ -94,14 +94,15 @@ void ExpectTrainingGoesOn(Worker* a, Worker* b, int64_t clock, const std::vector
   for (uint64_t i = 0; i < kSize; ++i) EXPECT_EQ(out[i], seeded[i] - kLr * g[i]) << i;
 }
 
-// Reads keys [0, kSize) of the table from `endpoint` until the server answers
+// Reads keys [0, n) of the table from `endpoint` until the server answers
 // (a server awaiting its seed refuses) and the values satisfy `done`, for at
 // most 30 s.
 StatusOr<std::vector<float>> ReadWhen(const std::string& endpoint,
-                                      const std::function<bool(const std::vector<float>&)>& done) {
+                                      const std::function<bool(const std::vector<float>&)>& done,
+                                      uint64_t n = kSize) {
   StatusOr<std::vector<float>> got = UnavailableError("not read");
   for (int i = 0; i < 300; ++i) {
-    got = ReadDenseSlot(endpoint, "w", 0, kSize, 0);
+    got = ReadDenseSlot(endpoint, "w", 0, n, 0);
     if (got.ok() && done(*got)) return got;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -254,6 +255,67 @@ TEST(StatelessReseedTest, MomentumTableTrainsLocallyWithMomentumAndTheSeedKeepsT
   }
   ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(dir + "/coordinator.log"));
   EXPECT_NE(log.find("velocity_ranges=1"), std::string::npos) << log;
+  if (!::testing::Test::HasFailure()) RemoveTree(dir);  // Kept for a failure's logs.
+}
+
+// Issue 41: under stateless recovery a large request is split like under
+// any policy (64 KiB as 4 parts of 16 KiB). The parts of a pull are
+// remembered together as one whole copy; after the server's loss every part
+// of a PushPull is served from it (one local step per request, not per
+// part), and the new server is seeded with exactly that copy.
+TEST(StatelessReseedTest, SplitRequestsAreServedPerPartFromOneWholeCopy) {
+  constexpr uint64_t kBig = 4 * 4096;
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto cluster, StartStatelessCluster(dir, 1000, 30000));
+  ASSERT_OK_AND_ASSIGN(auto c, cluster->Connect("worker", [](ClientOptions* o) {
+    o->dense_split_bytes = 4096 * sizeof(float);
+    o->dense_part_bytes = 4096 * sizeof(float);
+  }));
+  ASSERT_OK(c->CreateTable(SgdTable(kBig, kLr, 8.0f)));
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_OK(c->Push("w", 0, IntegerGradient(kBig, 3, step)).get());
+    ASSERT_OK(c->Clock());
+  }
+  ASSERT_OK_AND_ASSIGN(const uint64_t before_pull, ClientRequests(cluster.get(), {0}));
+  FloatBuffer pulled(kBig);
+  ASSERT_OK(c->Pull("w", 0, pulled).get());
+  ASSERT_OK_AND_ASSIGN(const uint64_t after_pull, ClientRequests(cluster.get(), {0}));
+  // 4 parts, and the SERVER_STATS request that read `before_pull`.
+  EXPECT_EQ(after_pull - before_pull, 4u + 1) << "the pull was not sent as 4 parts";
+  std::vector<float> copy(pulled.data(), pulled.data() + kBig);
+  ASSERT_NE(copy[0], 8.0f);  // Trained: not the initializer's value.
+
+  cluster->server(0)->Kill(SIGKILL);
+  ASSERT_OK(cluster->server(0)->Wait(Millis(10000)).status());
+  for (int step = 0; step < 3; ++step) {
+    FloatBuffer g = IntegerGradient(kBig, 3, 10 + step);
+    FloatBuffer out(kBig);
+    ASSERT_OK(c->PushPull("w", 0, g, out).get());
+    for (uint64_t i = 0; i < kBig; ++i) copy[i] -= kLr * g[i];
+    ASSERT_EQ(std::vector<float>(out.data(), out.data() + kBig), copy) << "step " << step;
+    ASSERT_OK(c->Clock());
+  }
+  EXPECT_EQ(c->stats().local_steps, 3u);
+
+  const int64_t clock = c->clock();
+  ASSERT_OK(cluster->StartServer(0, StatelessServerFlags()));
+  StatusOr<std::vector<float>> seeded = ReadWhen(
+      cluster->server_endpoint(0), [](const std::vector<float>&) { return true; }, kBig);
+  ASSERT_OK(seeded);
+  EXPECT_EQ(*seeded, copy);  // The one worker's copy, float for float.
+  // Training goes on from the seed through the server.
+  for (int i = 0; i < 300 && c->last_params_clock() < clock; ++i) {
+    ASSERT_OK(c->Pull("w", 0, pulled).get());
+    if (c->last_params_clock() < clock) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  ASSERT_GE(c->last_params_clock(), clock);
+  FloatBuffer g = IntegerGradient(kBig, 3, 99);
+  FloatBuffer out(kBig);
+  ASSERT_OK(c->PushPull("w", 0, g, out).get());
+  for (uint64_t i = 0; i < kBig; ++i) ASSERT_EQ(out[i], copy[i] - kLr * g[i]) << i;
+  EXPECT_EQ(c->stats().local_steps, 3u);  // Served by the server again.
   if (!::testing::Test::HasFailure()) RemoveTree(dir);  // Kept for a failure's logs.
 }
 
