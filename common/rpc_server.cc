@@ -211,9 +211,7 @@ Status RpcServer::ReserveReply(Request* request, int64_t reply_bytes) {
   auto admitted = unread_->Admit(request->identity, reply_bytes);
   if (!admitted.ok()) {
     ++unread_refused_;
-    return admitted.status().WithPrefix(
-        "refused a request whose reply of " + std::to_string(reply_bytes) +
-        " bytes would not fit (nothing of it was applied; retry later)");
+    return admitted.status();  // Nothing of the request was applied.
   }
   request->reply_reservation = std::move(admitted).value();
   return Status::OK();

@@ -203,6 +203,12 @@ TEST_F(MemoryLimitsTest, HeapStaysUnderTheLimitsAndReturnsAfterThePeersGo) {
     EXPECT_LT(peak, (int64_t{64} << 20) + kAllowance);
     // Past 64 MiB of ~1 KiB each, the rest were refused.
     EXPECT_GT(stats.quota_rejected(), 200000u);
+    // Each parked pull also reserves its 400 KB reply (RpcServer::
+    // ReserveReply): the unread-reply limits stay taken until the pulls
+    // expire at their deadline (the server's 50 ms timer answers them).
+    std::this_thread::sleep_until(sending + std::chrono::milliseconds(kPullWaitMs) *
+                                                test::TimeScale() +
+                                  std::chrono::milliseconds(1000));
   }
   expect_heap_back("the parked pulls expired");
 
