@@ -101,11 +101,15 @@ DEFINE_int32(max_clocks_ahead, 4,
 DEFINE_int32(max_queued_replies, 128,
              "Most replies queued for a peer that does not read them; more are dropped");
 DEFINE_int64(max_unread_reply_mb, 256,
-             "Most MiB of replies queued for all peers that do not read them; more are "
-             "dropped (0: unlimited)");
+             "Most MiB of replies queued, or reserved by pulls in progress, for all peers "
+             "together; a pull or PushPull whose reply would pass it is refused with "
+             "ResourceExhausted before anything is applied, and the client retries it "
+             "(0: unlimited)");
 DEFINE_int64(max_unread_reply_mb_per_peer, 64,
-             "Most MiB of replies queued for one peer that does not read them (a peer with "
-             "nothing queued always gets one reply); more are dropped (0: unlimited)");
+             "Most MiB of replies queued, or reserved by pulls in progress, for one peer "
+             "(connection; a peer with nothing queued always gets one reply); a pull or "
+             "PushPull past it is refused with ResourceExhausted before anything is applied, "
+             "and the client retries it (0: unlimited)");
 DEFINE_int64(max_parked_mb, 64,
              "Most MiB of pulls waiting at the consistency gates (about 1 KiB each); more are "
              "refused (0: unlimited)");

@@ -353,6 +353,10 @@ ClientImpl::~ClientImpl() {
   // coordinator that answered the last heartbeat, bounded by a short wait.
   shutting_down_.store(true);
   if (rpc_ != nullptr) rpc_->CancelAll(AbortedError("client is shutting down"));
+  // Parts waiting to be sent again after a ResourceExhausted refusal: failed
+  // now, before the transport (they use it) and the data path (their
+  // callbacks) go.
+  if (parts_ != nullptr) parts_->StopResends();
   if (resender_ != nullptr) resender_->FailExpired(AbortedError("client is shutting down"));
   if (gate_ != nullptr) {
     for (client_internal::ServerGate::Held& h : gate_->TakeAll()) {

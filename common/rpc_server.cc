@@ -194,8 +194,10 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
         request.received_ns = SteadyNowNs();
         handler(std::move(request));
         // A payload the handler did not keep is released now, not when the
-        // next request is parsed (a large one could wait a while).
+        // next request is parsed (a large one could wait a while); so is a
+        // reservation no reply took.
         request.msg.frames.clear();
+        request.reply_reservation.reset();
       }
       if (!empty) poller.Touch(0);
     }
@@ -204,21 +206,35 @@ void RpcServer::Run(Handler handler, std::function<void()> after_batch) {
   }
 }
 
-Status RpcServer::Send(const std::string& identity, Message&& msg) {
-  sent_ = true;
-  std::shared_ptr<void> unread;
-  if (const size_t bytes = ZeroCopyBytes(msg); bytes > 0) {
-    auto admitted = unread_->Admit(identity, static_cast<int64_t>(bytes));
-    if (!admitted.ok()) {
-      ++unread_refused_;
-      msg.frames.clear();
-      LOG_LIMITED(WARNING, &log_limiter_, "reply dropped (unread replies)")
-          << "dropped a reply of " << bytes << " bytes: " << admitted.status();
-      return admitted.status();
-    }
-    unread = std::move(admitted).value();
+Status RpcServer::ReserveReply(Request* request, int64_t reply_bytes) {
+  if (reply_bytes <= static_cast<int64_t>(Frame::kCopyFramesUpToBytes)) return Status::OK();
+  auto admitted = unread_->Admit(request->identity, reply_bytes);
+  if (!admitted.ok()) {
+    ++unread_refused_;
+    return admitted.status();  // Nothing of the request was applied.
   }
-  return SendMessage(socket_, identity, std::move(msg), std::move(unread));
+  request->reply_reservation = std::move(admitted).value();
+  return Status::OK();
+}
+
+Status RpcServer::Send(const std::string& identity, Message&& msg,
+                       std::shared_ptr<void> reservation) {
+  sent_ = true;
+  if (reservation == nullptr) {
+    if (const size_t bytes = ZeroCopyBytes(msg); bytes > 0) {
+      auto admitted = unread_->Admit(identity, static_cast<int64_t>(bytes));
+      if (!admitted.ok()) {
+        ++unread_dropped_;
+        msg.frames.clear();
+        LOG_LIMITED(WARNING, &log_limiter_, "reply dropped (unread replies)")
+            << "dropped a message of " << bytes << " bytes sent without a reservation: "
+            << admitted.status();
+        return admitted.status();
+      }
+      reservation = std::move(admitted).value();
+    }
+  }
+  return SendMessage(socket_, identity, std::move(msg), std::move(reservation));
 }
 
 void RpcServer::FillReplyHeader(const Request& request, Message* reply) {
@@ -231,10 +247,11 @@ void RpcServer::FillReplyHeader(const Request& request, Message* reply) {
 
 Status RpcServer::Reply(const Request& request, Message&& reply) {
   FillReplyHeader(request, &reply);
-  return Send(request.identity, std::move(reply));
+  return Send(request.identity, std::move(reply), std::move(request.reply_reservation));
 }
 
 Status RpcServer::ReplyStatus(const Request& request, const Status& status) {
+  request.reply_reservation.reset();  // No payload.
   return Send(request.identity, MakeReply(request.msg.header, status));
 }
 

@@ -50,11 +50,14 @@ struct RpcServerOptions {
   // bound. Incoming requests are bounded alike (ZMQ_RCVHWM: back-pressure).
   int max_queued_messages = 1000;
   // Most bytes of payload queued for one peer that does not read them, and
-  // for all peers together (UnreadReplies, common/unread_replies.h); a reply
-  // past either is dropped (Send() fails with Unavailable). A peer with
-  // nothing queued always gets one reply while the total is under its
-  // limit, however large. <= 0: unlimited. Larger: more memory held for
-  // stuck or hostile peers; smaller: big replies to slow readers dropped.
+  // for all peers together (UnreadReplies, common/unread_replies.h). A data
+  // reply reserves its bytes when its request is admitted (ReserveReply):
+  // past either limit the request is refused with ResourceExhausted (the
+  // client retries it); another message past them is dropped when sent
+  // (Send() fails with ResourceExhausted). A peer with nothing queued always
+  // gets one reply while the total is under its limit, however large. <= 0:
+  // unlimited. Larger: more memory held for stuck or hostile peers; smaller:
+  // fewer large pulls in flight per connection (the rest wait and retry).
   int64_t max_unread_bytes_per_peer = int64_t{64} << 20;
   int64_t max_unread_bytes = int64_t{256} << 20;
   // Time source of the timers (AddTimer) and of the loop's waits (nullptr:
@@ -74,6 +77,13 @@ struct Request {
   std::string user_id;
   // When the loop received it (steady clock, ns): request latency metrics.
   int64_t received_ns = 0;
+  // The bytes ReserveReply() reserved for its reply (null: none). Travels
+  // with the request (a pull parked at a consistency gate keeps it); the
+  // first Reply() or ReplyStatus() to the request takes it (mutable: replies
+  // are given a const Request&) and attaches it to the reply's frames, so it
+  // is given back once ZeroMQ has written them; dropped with the request
+  // otherwise.
+  mutable std::shared_ptr<void> reply_reservation;
 };
 
 class RpcServer {
@@ -115,12 +125,26 @@ class RpcServer {
   // The ZeroMQ context of the loop's sockets (for sockets given to AddSocket).
   zmq::context_t* context() { return &context_; }
 
-  // Sends a reply (or any message) to a peer. Loop thread only. Unavailable if
-  // the peer is gone, its queue is full or the message would pass the limits
-  // on unread replies; the message is then dropped.
-  Status Send(const std::string& identity, Message&& msg);
+  // Reserves `reply_bytes` (an upper bound of the payload of the reply
+  // `request` will get) against the limits on unread replies, before the
+  // request is applied; the reservation goes in request->reply_reservation.
+  // Nothing is reserved for a payload ZeroMQ would copy (at most
+  // Frame::kCopyFramesUpToBytes). ResourceExhausted naming the limit and its
+  // flag if the reply does not fit (counted in unread_refused_count()): the
+  // caller refuses the request with it and applies nothing. Loop thread.
+  Status ReserveReply(Request* request, int64_t reply_bytes);
+  // Sends a reply (or any message) to a peer. Loop thread only. With a
+  // `reservation` (ReserveReply's) the message is sent whatever the limits
+  // and holds the reservation until ZeroMQ has written it; without one, a
+  // payload ZeroMQ does not copy is admitted now: ResourceExhausted if it
+  // would pass the limits on unread replies (counted in
+  // unread_dropped_count()). Unavailable if the peer is gone or its queue is
+  // full. The message is dropped on any error.
+  Status Send(const std::string& identity, Message&& msg,
+              std::shared_ptr<void> reservation = nullptr);
   // Convenience: replies to `request` with `reply` (its header's request id,
-  // type and is_reply are filled in from the request).
+  // type and is_reply are filled in from the request), with the request's
+  // reservation (taken from it).
   Status Reply(const Request& request, Message&& reply);
   Status ReplyStatus(const Request& request, const Status& status);
   // Fills in `reply`'s request id, type and is_reply from `request`, as
@@ -130,8 +154,11 @@ class RpcServer {
 
   // Counters (loop thread).
   uint64_t malformed_count() const { return malformed_; }
-  // Messages Send() dropped because of the limits on unread replies.
+  // Requests ReserveReply() refused because of the limits on unread replies.
   uint64_t unread_refused_count() const { return unread_refused_; }
+  // Messages without a reservation that Send() dropped because of those
+  // limits.
+  uint64_t unread_dropped_count() const { return unread_dropped_; }
   // Payload bytes handed to ZeroMQ and not yet written (any thread).
   int64_t unread_bytes() const { return unread_->total_bytes(); }
 
@@ -167,6 +194,7 @@ class RpcServer {
   std::deque<std::pair<zmq::socket_t*, std::function<void()>>> extra_sockets_;
   uint64_t malformed_ = 0;
   uint64_t unread_refused_ = 0;
+  uint64_t unread_dropped_ = 0;
   // Send() ran since the loop last waited: the ROUTER is touched (see
   // SocketPoller).
   bool sent_ = false;

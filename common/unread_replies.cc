@@ -27,25 +27,24 @@ UnreadReplies::UnreadReplies(int64_t per_peer_limit, int64_t total_limit)
 
 StatusOr<std::shared_ptr<void>> UnreadReplies::Admit(const std::string& peer, int64_t bytes) {
   if (bytes <= 0) return std::shared_ptr<void>();
+  // Short messages: a refused request is answered with one, and a peer that
+  // never reads may be sent many.
   const int64_t total = total_bytes();
   if (total_limit_ > 0 && total >= total_limit_) {
-    return UnavailableError("replies nobody has read yet hold " + Mib(total) +
-                            ", the most this process queues (--max_unread_reply_mb)");
+    return ResourceExhaustedError("unread replies at " + Mib(total) +
+                                  " in all (--max_unread_reply_mb); retry later");
   }
   auto [it, inserted] = peers_.try_emplace(peer);
   if (inserted) it->second = std::make_shared<Counter>(0);
   const int64_t queued = it->second->load(std::memory_order_relaxed);
   if (queued > 0) {
     if (per_peer_limit_ > 0 && queued + bytes > per_peer_limit_) {
-      return UnavailableError("the peer has not read " + Mib(queued) +
-                              " of replies; this one of " + std::to_string(bytes) +
-                              " bytes would pass the most queued for one peer "
-                              "(--max_unread_reply_mb_per_peer)");
+      return ResourceExhaustedError("unread replies at " + Mib(queued) +
+                                    " for this peer (--max_unread_reply_mb_per_peer); retry later");
     }
     if (total_limit_ > 0 && total + bytes > total_limit_) {
-      return UnavailableError("replies nobody has read yet hold " + Mib(total) +
-                              "; this one would pass the most this process queues "
-                              "(--max_unread_reply_mb)");
+      return ResourceExhaustedError("unread replies at " + Mib(total) +
+                                    " in all (--max_unread_reply_mb); retry later");
     }
   }
   it->second->fetch_add(bytes, std::memory_order_relaxed);

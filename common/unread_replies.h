@@ -5,10 +5,15 @@
 // A peer that stops reading makes its replies pile up in the sender's memory.
 // ZMQ_SNDHWM bounds them per peer in messages, not bytes, and not over all
 // peers: ten peers that never read each held 128 replies of 400 KB (+552 MB)
-// before these limits. RpcServer asks Admit() before each Send(); the token it
-// gets travels with the message's zero-copy frames (wire.h SendMessage) and
-// gives the bytes back when ZeroMQ frees the last of them: written to the
-// connection, or dropped because the peer went away.
+// before these limits. A server reserves the bytes of a data reply when it
+// admits the request (RpcServer::ReserveReply, before anything is applied): a
+// request that does not fit is refused with ResourceExhausted, and the client
+// retries it. The token travels with the request (also while it waits at a
+// consistency gate) and then with the reply's zero-copy frames (wire.h
+// SendMessage); it gives the bytes back when ZeroMQ frees the last of them:
+// written to the connection, or dropped because the peer went away. Other
+// messages are admitted when they are sent (RpcServer::Send), and dropped if
+// they do not fit.
 //
 // Only frames ZeroMQ sends without a copy (larger than
 // Frame::kCopyFramesUpToBytes) are counted: those are the payloads. Smaller
@@ -42,8 +47,8 @@ class UnreadReplies {
   UnreadReplies& operator=(const UnreadReplies&) = delete;
 
   // Admits `bytes` more for `peer`: a token whose destruction (on any thread,
-  // after this object is gone too) gives them back, or Unavailable naming the
-  // limit. `bytes` 0: OK and a null token.
+  // after this object is gone too) gives them back, or ResourceExhausted
+  // naming the limit and its flag. `bytes` 0: OK and a null token.
   StatusOr<std::shared_ptr<void>> Admit(const std::string& peer, int64_t bytes);
 
   int64_t total_bytes() const { return total_->load(std::memory_order_relaxed); }

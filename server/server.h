@@ -183,10 +183,13 @@ struct ServerOptions {
   // beyond, further replies to it are dropped (counted in replies_dropped)
   // and it times out. Bounds memory to about this many times the largest reply.
   int max_queued_replies = 128;
-  // Most bytes of replies queued for one peer that does not read them, and
-  // for all peers together (RpcServerOptions, common/unread_replies.h);
-  // beyond, replies are dropped (replies_dropped). A peer with nothing
-  // queued always gets one reply, however large. <= 0: unlimited.
+  // Most bytes of replies queued for one peer (connection) that has not read
+  // them yet, and for all peers together (RpcServerOptions,
+  // common/unread_replies.h). A pull's, PushPull's or row pull's reply is
+  // reserved when the request is admitted; a request past either limit is
+  // refused with ResourceExhausted before anything is applied (counted in
+  // quota_rejected; the client sends it again after a backoff). A peer with
+  // nothing queued always gets one reply, however large. <= 0: unlimited.
   int64_t max_unread_reply_bytes_per_peer = int64_t{64} << 20;
   int64_t max_unread_reply_bytes = int64_t{256} << 20;
   // Most bytes of pulls waiting at the consistency gates for one peer

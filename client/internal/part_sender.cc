@@ -94,6 +94,39 @@ recovery::FailedPart PartSender::NewFailedPart(int server, const std::string& en
 
 void PartSender::Send(int server, std::function<Message()> make,
                             Transport::ReplyCallback done, int64_t give_up_ms, bool past_gate) {
+  SendPart(server, std::move(make), std::move(done), give_up_ms, past_gate, Refusals());
+}
+
+void PartSender::ResendRefused(int server, std::function<Message()> make,
+                               Transport::ReplyCallback done, int64_t give_up_ms, bool past_gate,
+                               Refusals refusals, const Status& refusal) {
+  refusals.backoff_ms = refusals.backoff_ms == 0
+                            ? kFirstRetryMs
+                            : std::min(2 * refusals.backoff_ms, kMaxRetryMs);
+  const int64_t now = resender_->NowMs();
+  if (!host_->JobError().ok() || now + refusals.backoff_ms >= refusals.deadline_ms) {
+    done(refusal.WithPrefix("refused until the request's deadline"), Message());
+    return;
+  }
+  refused_resends_.fetch_add(1);
+  // Exactly one of the two runs: the resend, or the failure at shutdown.
+  struct Held {
+    std::function<Message()> make;
+    Transport::ReplyCallback done;
+  };
+  auto held = std::make_shared<Held>(Held{std::move(make), std::move(done)});
+  resends_.RunAfter(
+      refusals.backoff_ms,
+      [this, server, give_up_ms, past_gate, refusals, held] {
+        SendPart(server, std::move(held->make), std::move(held->done), give_up_ms, past_gate,
+                 refusals);
+      },
+      [held] { held->done(AbortedError("client is shutting down"), Message()); });
+}
+
+void PartSender::SendPart(int server, std::function<Message()> make,
+                          Transport::ReplyCallback done, int64_t give_up_ms, bool past_gate,
+                          Refusals refusals) {
   Message request = make();
   server = RouteOf(request, server);
   std::shared_ptr<const ShardMap> peer_map;  // Names the endpoint the request goes to.
@@ -121,10 +154,25 @@ void PartSender::Send(int server, std::function<Message()> make,
     done = std::move(held.done);
   }
   const bool update = CountsAsUpdate(request.header);
-  const int timeout_ms = TimeoutMs(request.header.type());
+  int timeout_ms = TimeoutMs(request.header.type());
+  if (refusals.deadline_ms == 0) {
+    refusals.deadline_ms = resender_->NowMs() + timeout_ms;
+  } else {
+    // A resend after a refusal: what is left of the part's deadline.
+    timeout_ms = static_cast<int>(
+        std::clamp<int64_t>(refusals.deadline_ms - resender_->NowMs(), 1, timeout_ms));
+  }
   rpc_->Call(peer, std::move(request), timeout_ms,
-             [this, server, peer_map, epoch, give_up_ms, past_gate, update, make = std::move(make),
+             [this, server, peer_map, epoch, give_up_ms, past_gate, update, refusals,
+              make = std::move(make),
               done = std::move(done)](const Status& reply_status, Message&& reply) mutable {
+               if (reply_status.code() == StatusCode::kResourceExhausted) {
+                 // Refused before anything was applied (the server's limit
+                 // on unread replies): the same part again, later.
+                 ResendRefused(server, std::move(make), std::move(done), give_up_ms, past_gate,
+                               refusals, reply_status);
+                 return;
+               }
                Status st = reply_status;
                const bool chained = features_.chain_routing;
                if (chained && st.code() == StatusCode::kWrongShard &&

@@ -27,6 +27,14 @@
 //    (Host::FirstFailoverAckIn; a resent CLOCK says nothing), else the first
 //    acknowledgement of a server after parts to it were parked
 //    (client_failover_acked).
+//  - A part a server refused with ResourceExhausted (its limit on unread
+//    replies: nothing of the part was applied) is sent again after a
+//    backoff (kFirstRetryMs doubling to kMaxRetryMs, on a thread of its own:
+//    DelayedTasks), neither failed nor counted as an error, until the
+//    part's deadline (TimeoutMs from its first send); then it fails with
+//    that refusal. Every data request (pulls, pushes, row requests, the
+//    zero-copy variants, the local fallback's and the recovery role's
+//    parts) goes through here, so all of them are retried alike.
 //  - A part whose server was lost (Resender::IsServerLoss) while the job is
 //    alive is the role's (OnServerFailed): kPark waits for a new endpoint of
 //    the server, kReroute routes it again now if the map changed since it
@@ -35,8 +43,9 @@
 //    server's error). Anything else fails the part.
 //
 // Thread-safety: every method is safe from any thread; a part's `done` runs
-// on the transport's I/O thread, or inline on the calling thread when the
-// part fails before it is sent.
+// on the transport's I/O thread, inline on the calling thread when the part
+// fails before it is sent, or on the resends' thread (a resent part that
+// fails before it is sent; StopResends' caller for one it cancels).
 #ifndef RELAXPS_CLIENT_INTERNAL_PART_SENDER_H_
 #define RELAXPS_CLIENT_INTERNAL_PART_SENDER_H_
 
@@ -46,6 +55,7 @@
 #include <memory>
 #include <string>
 
+#include "client/internal/delayed_tasks.h"
 #include "client/internal/resender.h"
 #include "client/internal/router.h"
 #include "client/internal/server_gate.h"
@@ -63,6 +73,11 @@ class PartSender {
  public:
   // A "moved" reply may re-route a part this many times.
   static constexpr int kMaxReroutes = 3;
+  // Backoff of a part refused with ResourceExhausted: the first resend after
+  // kFirstRetryMs, each later one after twice the wait before, at most
+  // kMaxRetryMs.
+  static constexpr int64_t kFirstRetryMs = 1;
+  static constexpr int64_t kMaxRetryMs = 50;
 
   struct Options {
     int worker_id = -1;            // This worker (events).
@@ -123,8 +138,26 @@ class PartSender {
                                      const Status& error, bool rows, int reroutes) const;
   // Update parts the servers acknowledged (ClientStats::acked_updates).
   uint64_t acked_updates() const { return acked_updates_.load(); }
+  // Resends of parts a server refused with ResourceExhausted.
+  uint64_t refused_resends() const { return refused_resends_.load(); }
+  // Fails every part waiting to be sent again after a refusal with Aborted
+  // (the client is shutting down), and later refused parts at once.
+  // REQUIRES: called before the transport goes.
+  void StopResends() { resends_.Stop(); }
 
  private:
+  // A part's resends after ResourceExhausted refusals.
+  struct Refusals {
+    int64_t deadline_ms = 0;  // Of the part (its first send); 0: not sent yet.
+    int64_t backoff_ms = 0;   // The last wait; 0: none yet.
+  };
+  void SendPart(int server, std::function<Message()> make, Transport::ReplyCallback done,
+                int64_t give_up_ms, bool past_gate, Refusals refusals);
+  // A part refused with `refusal`: sent again after the backoff, or failed
+  // with the refusal if its deadline would pass first.
+  void ResendRefused(int server, std::function<Message()> make, Transport::ReplyCallback done,
+                     int64_t give_up_ms, bool past_gate, Refusals refusals,
+                     const Status& refusal);
   // Logs the first acknowledged resend of each epoch (scripts/run_local.sh
   // reads it: kill -> first push acknowledged by the new head).
   void LogFailover(int server);
@@ -142,6 +175,8 @@ class PartSender {
   const Clock* const clock_source_;
 
   std::atomic<uint64_t> acked_updates_{0};
+  std::atomic<uint64_t> refused_resends_{0};
+  DelayedTasks resends_;  // Last: its thread runs SendPart, which uses the members above.
 };
 
 }  // namespace client_internal

@@ -38,7 +38,10 @@ enum class StatusCode : int {
                           // server (the sender's shard map is stale).
   kPermissionDenied = 11,  // The sender may not send this (wrong role, key or
                            // connection; a forged control message).
-  kMaxCode = kPermissionDenied,
+  kResourceExhausted = 12,  // A limit on what a server holds for its peers is
+                            // reached (unread replies): nothing of the request
+                            // was applied; retry after a short wait.
+  kMaxCode = kResourceExhausted,
 };
 
 // Returns "InvalidArgument", "NotFound", ... for logs and wire messages.
@@ -91,6 +94,7 @@ inline Status FailedPreconditionError(std::string m) { return Status(StatusCode:
 inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 inline Status WrongShardError(std::string m) { return Status(StatusCode::kWrongShard, std::move(m)); }
 inline Status PermissionDeniedError(std::string m) { return Status(StatusCode::kPermissionDenied, std::move(m)); }
+inline Status ResourceExhaustedError(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
 
 // Holds either a T or a non-OK Status.
 template <typename T>

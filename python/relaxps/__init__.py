@@ -49,6 +49,7 @@ from relaxps._relaxps import (  # noqa: F401
     NotFound,
     PermissionDenied,
     Request,
+    ResourceExhausted,
     Unavailable,
     WrongShard,
     pending_buffers,
@@ -61,6 +62,6 @@ PS_FAILURES = (Unavailable, DeadlineExceeded, Aborted)
 
 __all__ = [
     "Aborted", "Client", "Corruption", "DeadlineExceeded", "Error", "FailedPrecondition",
-    "Internal", "InvalidArgument", "NotFound", "PermissionDenied", "Request", "Unavailable",
-    "WrongShard", "PS_FAILURES",
+    "Internal", "InvalidArgument", "NotFound", "PermissionDenied", "Request",
+    "ResourceExhausted", "Unavailable", "WrongShard", "PS_FAILURES",
 ]

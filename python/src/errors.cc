@@ -43,6 +43,9 @@ void RegisterErrors(py::module_& m) {
       {StatusCode::kInternal, nullptr, "A bug or an unexpected library exception."},
       {StatusCode::kWrongShard, nullptr, "Routing: the keys are not served there."},
       {StatusCode::kPermissionDenied, nullptr, "The sender may not send this."},
+      {StatusCode::kResourceExhausted, nullptr,
+       "A server's limit on unread replies refused the request until its deadline "
+       "(nothing was applied; the client retries it before giving up)."},
   };
   for (const Extra& e : extras) {
     py::tuple bases = e.builtin != nullptr

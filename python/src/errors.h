@@ -7,7 +7,7 @@
 //     Unavailable(Error, ConnectionError)
 //     DeadlineExceeded(Error, TimeoutError)
 //     IOError, Corruption, Aborted, FailedPrecondition, Internal,
-//     WrongShard, PermissionDenied(Error)
+//     WrongShard, PermissionDenied, ResourceExhausted(Error)
 //
 // Thread-safety: REQUIRES the GIL.
 #ifndef RELAXPS_PYTHON_ERRORS_H_

@@ -182,7 +182,8 @@ void ServerImpl::Reject(const Request& req, const Status& status) {
   stats_.set_rejected(stats_.rejected() + 1);
   metrics_.OnReject(req, status);
   if (status.code() == StatusCode::kPermissionDenied ||
-      status.code() == StatusCode::kFailedPrecondition) {
+      status.code() == StatusCode::kFailedPrecondition ||
+      status.code() == StatusCode::kResourceExhausted) {
     stats_.set_quota_rejected(stats_.quota_rejected() + 1);
   }
   uint64_t more = 0;
@@ -204,7 +205,33 @@ void ServerImpl::Reject(const Request& req, const Status& status) {
     // send ours along ("moved"); the client installs it.
     *reply.header.mutable_shard_map() = map_;
   }
+  req.reply_reservation.reset();  // An error carries no payload.
   rpc_->Send(req.identity, std::move(reply)).IgnoreError();
+}
+
+Status ServerImpl::ReserveReply(Request* req) {
+  const wire::Header& h = req->msg.header;
+  if (h.forwarded()) return Status::OK();  // Chain traffic: acknowledged without payload.
+  uint64_t values = 0;
+  switch (h.type()) {
+    case wire::PULL:
+    case wire::PUSH_PULL:
+      values = h.key_count();
+      break;
+    case wire::PULL_ROWS: {
+      // Rows of a table this server does not know are refused later.
+      auto it = sparse_.find(h.table());
+      if (it != sparse_.end()) values = h.key_count() * it->second->width();
+      break;
+    }
+    default:
+      return Status::OK();
+  }
+  // An upper bound of the reply's payload (EncodeFloats); a count past any
+  // message's size is refused by the handlers.
+  const uint64_t per_value = h.encoding() == wire::ENC_FP16 ? 2 : sizeof(float);
+  const uint64_t max_values = static_cast<uint64_t>(options_.max_message_bytes) / per_value;
+  return rpc_->ReserveReply(req, static_cast<int64_t>(std::min(values, max_values) * per_value));
 }
 
 bool ServerImpl::CheckFrameCount(const Request& req, size_t expected) {
@@ -245,7 +272,8 @@ void ServerImpl::ReplyWith(const Request& req, Message&& reply) {
   }
   if (!unsynced_replies_.empty() || store_->HasUnsyncedUpdates()) {
     RpcServer::FillReplyHeader(req, &reply);
-    unsynced_replies_.emplace_back(req.identity, std::move(reply));
+    unsynced_replies_.push_back(
+        UnsyncedReply{req.identity, std::move(reply), std::move(req.reply_reservation)});
     return;
   }
   Status s = rpc_->Reply(req, std::move(reply));
@@ -263,14 +291,14 @@ void ServerImpl::SyncAndRelease() {
   // A failed sync fails the replies it covered (nothing unsynced is
   // acknowledged); the monitor reports it and logs it throttled.
   OnDurableWrite(DurableWrite::kWal, synced.WithPrefix("WAL sync"));
-  std::vector<std::pair<std::string, Message>> replies;
+  std::vector<UnsyncedReply> replies;
   replies.swap(unsynced_replies_);
-  for (auto& [identity, reply] : replies) {
+  for (UnsyncedReply& r : replies) {
     if (!synced.ok()) {
-      reply.frames.clear();
-      StatusToProto(synced.WithPrefix("not durable"), reply.header.mutable_status());
+      r.reply.frames.clear();
+      StatusToProto(synced.WithPrefix("not durable"), r.reply.header.mutable_status());
     }
-    Status s = rpc_->Send(identity, std::move(reply));
+    Status s = rpc_->Send(r.identity, std::move(r.reply), std::move(r.reservation));
     if (!s.ok()) VLOG(1) << "reply dropped: " << s;
   }
 }
@@ -285,6 +313,14 @@ void ServerImpl::Handle(Request&& req) {
     return;
   }
   if (Status s = CheckRole(req); !s.ok()) {
+    Reject(req, s);
+    return;
+  }
+  // The bytes of a data reply are reserved before anything is applied: a
+  // request whose reply would pass the limits on unread replies is refused
+  // (ResourceExhausted; the client retries it), never answered by a reply
+  // dropped later.
+  if (Status s = ReserveReply(&req); !s.ok()) {
     Reject(req, s);
     return;
   }

@@ -126,6 +126,10 @@ class ServerImpl final : public Server,
   Status CheckRole(const Request& req) const;
   // OK if `req` came over the coordinator's connection.
   Status CheckFromCoordinator(const Request& req) const;
+  // A data request whose reply carries parameters (PULL, PUSH_PULL,
+  // PULL_ROWS): reserves the reply's bytes (RpcServer::ReserveReply), or
+  // ResourceExhausted if they would pass the limits on unread replies.
+  Status ReserveReply(Request* req);
   // Replies with an error and counts the rejection.
   void Reject(const Request& req, const Status& status) override;
   // False (after rejecting) unless the request has exactly `expected`
@@ -384,8 +388,14 @@ class ServerImpl final : public Server,
   // Adopts the tokens a message of the coordinator carries, if any.
   void AdoptServerTokens(const wire::Header& h);
   std::vector<float> decode_scratch_;
-  // Replies waiting for the WAL sync (group commit): (peer identity, reply).
-  std::vector<std::pair<std::string, Message>> unsynced_replies_;
+  // Replies waiting for the WAL sync (group commit), with their requests'
+  // reservations of unread-reply bytes (RpcServer::ReserveReply).
+  struct UnsyncedReply {
+    std::string identity;
+    Message reply;
+    std::shared_ptr<void> reservation;
+  };
+  std::vector<UnsyncedReply> unsynced_replies_;
   std::vector<uint64_t> ids_scratch_;
   int64_t last_flush_clock_ = 0;
   // RebuildsRoundsFromReplay: the first non-empty live set is held, and the

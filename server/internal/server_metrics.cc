@@ -179,6 +179,13 @@ void ServerImpl::CollectMetrics(MetricSink* sink) {
   counter("relaxps_server_replies_dropped_total",
           "Replies dropped because their peer did not read them (--max_queued_replies).",
           stats_.replies_dropped());
+  counter("relaxps_server_unread_refused_total",
+          "Requests refused (ResourceExhausted, retried by the client) because their reply "
+          "would pass --max_unread_reply_mb_per_peer or --max_unread_reply_mb.",
+          rpc_->unread_refused_count());
+  counter("relaxps_server_unread_dropped_total",
+          "Messages without a reservation dropped for the limits on unread replies.",
+          rpc_->unread_dropped_count());
   counter("relaxps_server_chain_duplicates_skipped_total",
           "Resent pushes found already applied (exactly-once).", stats_.duplicates_skipped());
   counter("relaxps_server_chain_forwarded_total", "Updates forwarded to a chain successor.",

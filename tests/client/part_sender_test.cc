@@ -8,10 +8,13 @@
 // server refused.
 #include "client/internal/part_sender.h"
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -310,6 +313,92 @@ TEST_F(PartSenderTest, UnderChainRoutingAWrongShardMapIsInstalledAndADeadServers
   ASSERT_TRUE(got->has_value());
   EXPECT_EQ((*got)->code(), StatusCode::kUnavailable);
   EXPECT_NE((*got)->message().find("removed from its chains"), std::string::npos) << **got;
+}
+
+// What a part's `done` got, set on any thread (a resent part completes on
+// the resends' thread).
+struct Outcome {
+  void Set(const Status& s) {
+    MutexLock l(&mu);
+    ++calls;
+    status = s;
+  }
+  // Waits (real time) for the first completion; nullopt if none came.
+  std::optional<Status> Wait() {
+    const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(5000));
+    while (std::chrono::steady_clock::now() < give_up) {
+      {
+        MutexLock l(&mu);
+        if (calls > 0) return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return std::nullopt;
+  }
+  int Calls() {
+    MutexLock l(&mu);
+    return calls;
+  }
+  Mutex mu;
+  int calls = 0;
+  Status status;
+};
+
+TEST_F(PartSenderTest, APartRefusedForUnreadRepliesIsResentUntilAccepted) {
+  std::atomic<int> refusals{3};
+  transport_.SetResponder(
+      [&](int, const Message&) -> std::optional<std::pair<Status, wire::Header>> {
+        if (refusals.fetch_sub(1) > 0) {
+          return std::make_pair(ResourceExhaustedError("the peer has not read 4 MiB"),
+                                wire::Header());
+        }
+        return std::nullopt;  // OK.
+      });
+  auto outcome = std::make_shared<Outcome>();
+  sender_->Send(0, Part(wire::PUSH_PULL),
+                [outcome](const Status& s, Message&&) { outcome->Set(s); });
+  std::optional<Status> got = outcome->Wait();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_OK(*got);
+  EXPECT_EQ(transport_.calls().size(), 4u);  // Three refusals, then accepted.
+  EXPECT_EQ(sender_->refused_resends(), 3u);
+  EXPECT_EQ(sender_->acked_updates(), 1u);  // Counted once, when accepted.
+  EXPECT_TRUE(role_.failed.empty());  // Not a server loss.
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_EQ(outcome->Calls(), 1);
+}
+
+TEST_F(PartSenderTest, APartRefusedUntilItsDeadlineFailsWithTheRefusal) {
+  // Each refusal takes 2 s of the part's 5 s (request_timeout_ms).
+  transport_.SetResponder(
+      [&](int, const Message&) -> std::optional<std::pair<Status, wire::Header>> {
+        clock_.AdvanceMs(2000);
+        return std::make_pair(ResourceExhaustedError("the peer has not read 4 MiB"),
+                              wire::Header());
+      });
+  auto outcome = std::make_shared<Outcome>();
+  sender_->Send(0, Part(wire::PULL), [outcome](const Status& s, Message&&) { outcome->Set(s); });
+  std::optional<Status> got = outcome->Wait();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->code(), StatusCode::kResourceExhausted) << *got;
+  EXPECT_NE(got->message().find("deadline"), std::string::npos) << *got;
+  EXPECT_EQ(transport_.calls().size(), 3u);  // At 0, 2 and 4 s; the next would pass 5 s.
+  EXPECT_EQ(outcome->Calls(), 1);
+}
+
+TEST_F(PartSenderTest, StopResendsFailsAPartWaitingToBeResent) {
+  transport_.SetResponder([&](int, const Message&) -> std::optional<std::pair<Status, wire::Header>> {
+    return std::make_pair(ResourceExhaustedError("the peer has not read 4 MiB"), wire::Header());
+  });
+  auto outcome = std::make_shared<Outcome>();
+  sender_->Send(0, Part(wire::PULL_ROWS),
+                [outcome](const Status& s, Message&&) { outcome->Set(s); });
+  EXPECT_EQ(outcome->Calls(), 0);  // Waiting to be resent.
+  sender_->StopResends();
+  EXPECT_EQ(outcome->Calls(), 1);
+  std::optional<Status> got = outcome->Wait();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->code(), StatusCode::kAborted) << *got;
 }
 
 }  // namespace

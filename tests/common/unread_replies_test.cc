@@ -20,7 +20,7 @@ TEST(UnreadRepliesTest, PerPeerAndTotalLimitsAndTheBytesComeBackWithTheTokens) {
     held.push_back(std::move(t).value());
   }
   auto refused = q.Admit("a", 1);
-  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("--max_unread_reply_mb_per_peer"), std::string::npos);
   EXPECT_EQ(q.peer_bytes("a"), 4 * kMiB);
   for (const char* p : {"b", "c"}) {

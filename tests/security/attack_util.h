@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -74,6 +75,22 @@ inline wire::Header AskOrDie(const std::string& endpoint, wire::MsgType type) {
 // SERVER_STATS of the server at `endpoint` (CHECK-fails if it does not answer).
 inline wire::ServerStats ServerStatsOf(const std::string& endpoint) {
   return AskOrDie(endpoint, wire::SERVER_STATS).server_stats();
+}
+
+// Asks the server at `endpoint` for its stats every `every` until `done`
+// holds for them or `timeout` passed, and returns the last stats.
+inline wire::ServerStats WaitForServerStats(const std::string& endpoint,
+                                            const std::function<bool(const wire::ServerStats&)>& done,
+                                            std::chrono::milliseconds timeout,
+                                            std::chrono::milliseconds every =
+                                                std::chrono::milliseconds(20)) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  wire::ServerStats stats = ServerStatsOf(endpoint);
+  while (!done(stats) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(every);
+    stats = ServerStatsOf(endpoint);
+  }
+  return stats;
 }
 
 // Asks the server at `endpoint` for its stats until it has taken `n`

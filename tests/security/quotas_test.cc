@@ -208,13 +208,10 @@ TEST(QuotasTest, UnreadRepliesAreBoundedPerPeer) {
 
 // Waits until `server` has rejected more than `n` requests; returns the count.
 uint64_t WaitRejectedAbove(const std::string& server, uint64_t n) {
-  const auto give_up = std::chrono::steady_clock::now() + test::Scaled(test::Millis(10000));
-  uint64_t rejected = test::ServerStatsOf(server).rejected();
-  while (rejected <= n && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    rejected = test::ServerStatsOf(server).rejected();
-  }
-  return rejected;
+  return test::WaitForServerStats(
+             server, [n](const wire::ServerStats& s) { return s.rejected() > n; },
+             test::Scaled(test::Millis(10000)))
+      .rejected();
 }
 
 // The "frame declaring 2 GB": with ZMQ_MAXMSGSIZE the peer is cut off
