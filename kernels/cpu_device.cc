@@ -110,48 +110,33 @@ inline __attribute__((always_inline)) void AdagradBody(float* __restrict w, floa
 }
 
 // The clones: restrict on their own parameters (see common/vector_clones.h).
-// The *CopyLoop variants store the updated w to w_copy too.
+// With a non-null w_copy the updated w is stored there too.
 RELAXPS_VECTOR_CLONES
-void SgdLoop(float* __restrict w, const float* __restrict g, size_t n, float lr) {
+void SgdLoop(float* __restrict w, const float* __restrict g, size_t n, float lr,
+             float* __restrict w_copy) {
+  if (w_copy != nullptr) return SgdBody<true>(w, g, n, lr, w_copy);
   SgdBody<false>(w, g, n, lr, nullptr);
-}
-RELAXPS_VECTOR_CLONES
-void SgdCopyLoop(float* __restrict w, const float* __restrict g, size_t n, float lr,
-                 float* __restrict w_copy) {
-  SgdBody<true>(w, g, n, lr, w_copy);
 }
 
 RELAXPS_VECTOR_CLONES
 void MomentumLoop(float* __restrict w, float* __restrict v, const float* __restrict g, size_t n,
-                  float lr, float mu) {
+                  float lr, float mu, float* __restrict w_copy) {
+  if (w_copy != nullptr) return MomentumBody<true>(w, v, g, n, lr, mu, w_copy);
   MomentumBody<false>(w, v, g, n, lr, mu, nullptr);
-}
-RELAXPS_VECTOR_CLONES
-void MomentumCopyLoop(float* __restrict w, float* __restrict v, const float* __restrict g,
-                      size_t n, float lr, float mu, float* __restrict w_copy) {
-  MomentumBody<true>(w, v, g, n, lr, mu, w_copy);
 }
 
 RELAXPS_VECTOR_CLONES
 void AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
-              const float* __restrict g, size_t n, AdamScalars a) {
+              const float* __restrict g, size_t n, AdamScalars a, float* __restrict w_copy) {
+  if (w_copy != nullptr) return AdamBody<true>(w, m, v, g, n, a, w_copy);
   AdamBody<false>(w, m, v, g, n, a, nullptr);
-}
-RELAXPS_VECTOR_CLONES
-void AdamCopyLoop(float* __restrict w, float* __restrict m, float* __restrict v,
-                  const float* __restrict g, size_t n, AdamScalars a, float* __restrict w_copy) {
-  AdamBody<true>(w, m, v, g, n, a, w_copy);
 }
 
 RELAXPS_VECTOR_CLONES
 void AdagradLoop(float* __restrict w, float* __restrict h, const float* __restrict g, size_t n,
-                 float lr, float eps) {
+                 float lr, float eps, float* __restrict w_copy) {
+  if (w_copy != nullptr) return AdagradBody<true>(w, h, g, n, lr, eps, w_copy);
   AdagradBody<false>(w, h, g, n, lr, eps, nullptr);
-}
-RELAXPS_VECTOR_CLONES
-void AdagradCopyLoop(float* __restrict w, float* __restrict h, const float* __restrict g,
-                     size_t n, float lr, float eps, float* __restrict w_copy) {
-  AdagradBody<true>(w, h, g, n, lr, eps, w_copy);
 }
 
 RELAXPS_VECTOR_CLONES
@@ -235,16 +220,18 @@ class CpuDevice final : public Device {
   void Fill(float* x, size_t n, float value) override { std::fill(x, x + n, value); }
   void Synchronize() override {}
 
-  void SgdUpdate(float* w, const float* g, size_t n, float lr) override { SgdLoop(w, g, n, lr); }
+  void SgdUpdate(float* w, const float* g, size_t n, float lr) override {
+    SgdLoop(w, g, n, lr, nullptr);
+  }
   void MomentumUpdate(float* w, float* v, const float* g, size_t n, float lr, float mu) override {
-    MomentumLoop(w, v, g, n, lr, mu);
+    MomentumLoop(w, v, g, n, lr, mu, nullptr);
   }
   void AdamUpdate(float* w, float* m, float* v, const float* g, size_t n,
                   const AdamParams& p) override {
-    AdamLoop(w, m, v, g, n, AdamScalarsOf(p));
+    AdamLoop(w, m, v, g, n, AdamScalarsOf(p), nullptr);
   }
   void AdagradUpdate(float* w, float* h, const float* g, size_t n, float lr, float eps) override {
-    AdagradLoop(w, h, g, n, lr, eps);
+    AdagradLoop(w, h, g, n, lr, eps, nullptr);
   }
 
   void Axpy(size_t n, float a, const float* x, float* y) override { AxpyLoop(n, a, x, y); }
@@ -481,22 +468,22 @@ std::unique_ptr<Device> NewCpuDevice(const DeviceOptions& options) {
 }
 
 void CpuSgdUpdateAndCopy(float* w, const float* g, size_t n, float lr, float* w_copy) {
-  SgdCopyLoop(w, g, n, lr, w_copy);
+  SgdLoop(w, g, n, lr, w_copy);
 }
 
 void CpuMomentumUpdateAndCopy(float* w, float* v, const float* g, size_t n, float lr, float mu,
                               float* w_copy) {
-  MomentumCopyLoop(w, v, g, n, lr, mu, w_copy);
+  MomentumLoop(w, v, g, n, lr, mu, w_copy);
 }
 
 void CpuAdamUpdateAndCopy(float* w, float* m, float* v, const float* g, size_t n,
                           const AdamParams& p, float* w_copy) {
-  AdamCopyLoop(w, m, v, g, n, AdamScalarsOf(p), w_copy);
+  AdamLoop(w, m, v, g, n, AdamScalarsOf(p), w_copy);
 }
 
 void CpuAdagradUpdateAndCopy(float* w, float* h, const float* g, size_t n, float lr, float eps,
                              float* w_copy) {
-  AdagradCopyLoop(w, h, g, n, lr, eps, w_copy);
+  AdagradLoop(w, h, g, n, lr, eps, w_copy);
 }
 
 }  // namespace kernels
