@@ -4,6 +4,10 @@ relaxps jobs (binaries of tree A and tree B) and one echo, alternated.
 
   bench/client_ab.py --a=BIN_A --b=BIN_B [--rounds=6] [--seconds=0.6]
 
+Also prints the 1 MiB row's server CPU per request: the relaxps-server
+process's CPU seconds (all threads, from /proc) over the requests it served
+in the window, warm-up included.
+
 BIN_A/../lib may hold the librelaxps_client.so.0 of tree A (its RUNPATH names
 its own build tree): the worker of A then loads that one.
 """
@@ -28,13 +32,14 @@ def main():
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="ab-small.")
     benches = {}
-    res = {"a": {"1MiB": [], "4KiB": []}, "b": {"1MiB": [], "4KiB": []}}
+    res = {"a": {"1MiB": [], "4KiB": [], "cpu_us": []}, "b": {"1MiB": [], "4KiB": [], "cpu_us": []}}
+    server_pids = {}
     try:
         procs = {}
         for name in ("a", "b"):
             ns = argparse.Namespace(bin=getattr(args, name))
             benches[name] = cb.Bench(ns, work)
-            ep, _ = benches[name].job(name, 1)
+            ep, server_pids[name] = benches[name].job(name, 1)
             cli = f"{getattr(args, name)}/relaxps-bench-client"
             lib = os.path.join(os.path.dirname(getattr(args, name)), "lib")
             env = dict(os.environ)
@@ -53,14 +58,18 @@ def main():
             order = ("a", "b") if r % 2 == 0 else ("b", "a")
             (e,), _ = cb.run_all([echo], "pushpull", MIB, args.seconds)
             for name in order:
-                (x,), _ = cb.run_all([procs[name]], "pushpull", MIB, args.seconds)
+                (x,), usage = cb.run_all([procs[name]], "pushpull", MIB, args.seconds,
+                                         server_pids[name])
                 res[name]["1MiB"].append(x["gbps"] / e["gbps"])
+                requests = cb.served(x) / (2 * MIB)  # A PushPull moves its bytes twice.
+                res[name]["cpu_us"].append(usage[0][0] / requests * 1e6 if requests else 0)
             (e,), _ = cb.run_all([echo], "pushpull_lat", 4096, args.seconds)
             for name in order:
                 (x,), _ = cb.run_all([procs[name]], "pushpull_lat", 4096, args.seconds)
                 res[name]["4KiB"].append(x["p50_us"] / e["p50_us"])
             print(f"round {r}: " + "  ".join(
-                f"{n}: 1MiB {res[n]['1MiB'][-1]:.3f} 4KiB {res[n]['4KiB'][-1]:.3f}"
+                f"{n}: 1MiB {res[n]['1MiB'][-1]:.3f} ({res[n]['cpu_us'][-1]:.0f} us server CPU"
+                f" per request) 4KiB {res[n]['4KiB'][-1]:.3f}"
                 for n in ("a", "b")), flush=True)
         for p in [echo] + list(procs.values()):
             p.send("quit")
@@ -70,6 +79,8 @@ def main():
     for n in ("a", "b"):
         print(f"{n}: 1MiB PushPull / echo GB/s median {statistics.median(res[n]['1MiB']):.3f} "
               f"{['%.3f' % v for v in res[n]['1MiB']]}")
+        print(f"{n}: 1MiB server CPU us per request median "
+              f"{statistics.median(res[n]['cpu_us']):.0f} {['%.0f' % v for v in res[n]['cpu_us']]}")
         print(f"{n}: 4KiB PushPull p50 / echo p50 median {statistics.median(res[n]['4KiB']):.3f} "
               f"{['%.3f' % v for v in res[n]['4KiB']]}")
 

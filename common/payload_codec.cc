@@ -112,18 +112,21 @@ StatusOr<const float*> DecodeFloats(const Frame& frame, size_t n, wire::Encoding
 
 namespace {
 
-// True when none of x[0, n) is NaN or +-Inf (all exponent bits set). An OR
-// of the matches without early exit vectorizes fully; the AVX2 copy scans
-// about 1.3x as fast as SSE2 counting did.
+// True when none of x[0, n) is NaN or +-Inf (all exponent bits set). With
+// the sign cleared such a value is >= 0x7f800000, so adding 0x00800000 carries
+// into bit 31 exactly for those: an OR of the sums without early exit is three
+// vector operations per vector (and, add, or) and vectorizes on SSE2 too;
+// the AVX2 copy does 32 floats in 15 instructions (docs/benchmarks.md).
 RELAXPS_VECTOR_CLONES
 bool BlockFinite(const float* __restrict x, size_t n) {
   uint32_t bad = 0;
+#pragma GCC unroll 4
   for (size_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, &x[i], sizeof(bits));
-    bad |= (bits & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+    bad |= (bits & 0x7fffffffu) + 0x00800000u;
   }
-  return bad == 0;
+  return (bad & 0x80000000u) == 0;
 }
 
 }  // namespace

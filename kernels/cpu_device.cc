@@ -28,51 +28,115 @@ namespace {
 // ---- Fused loops ----------------------------------------------------------
 // Each has an AVX2 copy (common/vector_clones.h): with SSE2 only, sqrt and
 // division make Adam compute-bound on some CPUs.
+//
+// Each update rule is one body, instantiated twice: without a copy (Apply)
+// and with one (ApplyAndCopy: the updated w also stored to w_copy in the same
+// iteration, so the reply snapshot costs one more store per vector instead of
+// a second pass over w). Both instantiations run the same floating-point
+// operations in the same order, so their w and state are bit-identical.
 
-RELAXPS_VECTOR_CLONES
-void SgdLoop(float* __restrict w, const float* __restrict g, size_t n, float lr) {
-  for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+template <bool kCopy>
+inline __attribute__((always_inline)) void SgdBody(float* __restrict w, const float* __restrict g,
+                                                   size_t n, float lr, float* __restrict w_copy) {
+  for (size_t i = 0; i < n; ++i) {
+    const float wi = w[i] - lr * g[i];
+    w[i] = wi;
+    if (kCopy) w_copy[i] = wi;
+  }
 }
 
-RELAXPS_VECTOR_CLONES
-void MomentumLoop(float* __restrict w, float* __restrict v, const float* __restrict g, size_t n,
-                  float lr, float mu) {
+template <bool kCopy>
+inline __attribute__((always_inline)) void MomentumBody(float* __restrict w, float* __restrict v,
+                                                        const float* __restrict g, size_t n,
+                                                        float lr, float mu,
+                                                        float* __restrict w_copy) {
   for (size_t i = 0; i < n; ++i) {
     const float vi = mu * v[i] + g[i];
     v[i] = vi;
-    w[i] -= lr * vi;
+    const float wi = w[i] - lr * vi;
+    w[i] = wi;
+    if (kCopy) w_copy[i] = wi;
   }
 }
 
 // Adam with the bias corrections folded into step_size = lr / (1 - b1^t) and
-// inv_sqrt_bc2 = 1 / sqrt(1 - b2^t):
+// inv_sqrt_bc2 = 1 / sqrt(1 - b2^t) (AdamScalars):
 //   w -= step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
 // which equals lr * m_hat / (sqrt(v_hat) + eps).
-RELAXPS_VECTOR_CLONES
-void AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
-              const float* __restrict g, size_t n, float b1, float b2, float step_size,
-              float inv_sqrt_bc2, float eps) {
-  const float c1 = 1.0f - b1;
-  const float c2 = 1.0f - b2;
+struct AdamScalars {
+  float b1, b2, step_size, inv_sqrt_bc2, eps;
+};
+
+AdamScalars AdamScalarsOf(const AdamParams& p) {
+  CHECK_GE(p.step, 1) << "Adam step is 1-based";
+  const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step));
+  return {p.beta1, p.beta2, static_cast<float>(p.lr / bc1),
+          static_cast<float>(1.0 / std::sqrt(bc2)), p.eps};
+}
+
+template <bool kCopy>
+inline __attribute__((always_inline)) void AdamBody(float* __restrict w, float* __restrict m,
+                                                    float* __restrict v,
+                                                    const float* __restrict g, size_t n,
+                                                    AdamScalars a, float* __restrict w_copy) {
+  const float c1 = 1.0f - a.b1;
+  const float c2 = 1.0f - a.b2;
   for (size_t i = 0; i < n; ++i) {
     const float gi = g[i];
-    const float mi = b1 * m[i] + c1 * gi;
-    const float vi = b2 * v[i] + c2 * gi * gi;
+    const float mi = a.b1 * m[i] + c1 * gi;
+    const float vi = a.b2 * v[i] + c2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    w[i] -= step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+    const float wi = w[i] - a.step_size * mi / (std::sqrt(vi) * a.inv_sqrt_bc2 + a.eps);
+    w[i] = wi;
+    if (kCopy) w_copy[i] = wi;
   }
 }
 
-RELAXPS_VECTOR_CLONES
-void AdagradLoop(float* __restrict w, float* __restrict h, const float* __restrict g, size_t n,
-                 float lr, float eps) {
+template <bool kCopy>
+inline __attribute__((always_inline)) void AdagradBody(float* __restrict w, float* __restrict h,
+                                                       const float* __restrict g, size_t n,
+                                                       float lr, float eps,
+                                                       float* __restrict w_copy) {
   for (size_t i = 0; i < n; ++i) {
     const float gi = g[i];
     const float hi = h[i] + gi * gi;
     h[i] = hi;
-    w[i] -= lr * gi / (std::sqrt(hi) + eps);
+    const float wi = w[i] - lr * gi / (std::sqrt(hi) + eps);
+    w[i] = wi;
+    if (kCopy) w_copy[i] = wi;
   }
+}
+
+// The clones: restrict on their own parameters (see common/vector_clones.h).
+// With a non-null w_copy the updated w is stored there too.
+RELAXPS_VECTOR_CLONES
+void SgdLoop(float* __restrict w, const float* __restrict g, size_t n, float lr,
+             float* __restrict w_copy) {
+  if (w_copy != nullptr) return SgdBody<true>(w, g, n, lr, w_copy);
+  SgdBody<false>(w, g, n, lr, nullptr);
+}
+
+RELAXPS_VECTOR_CLONES
+void MomentumLoop(float* __restrict w, float* __restrict v, const float* __restrict g, size_t n,
+                  float lr, float mu, float* __restrict w_copy) {
+  if (w_copy != nullptr) return MomentumBody<true>(w, v, g, n, lr, mu, w_copy);
+  MomentumBody<false>(w, v, g, n, lr, mu, nullptr);
+}
+
+RELAXPS_VECTOR_CLONES
+void AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
+              const float* __restrict g, size_t n, AdamScalars a, float* __restrict w_copy) {
+  if (w_copy != nullptr) return AdamBody<true>(w, m, v, g, n, a, w_copy);
+  AdamBody<false>(w, m, v, g, n, a, nullptr);
+}
+
+RELAXPS_VECTOR_CLONES
+void AdagradLoop(float* __restrict w, float* __restrict h, const float* __restrict g, size_t n,
+                 float lr, float eps, float* __restrict w_copy) {
+  if (w_copy != nullptr) return AdagradBody<true>(w, h, g, n, lr, eps, w_copy);
+  AdagradBody<false>(w, h, g, n, lr, eps, nullptr);
 }
 
 RELAXPS_VECTOR_CLONES
@@ -156,20 +220,18 @@ class CpuDevice final : public Device {
   void Fill(float* x, size_t n, float value) override { std::fill(x, x + n, value); }
   void Synchronize() override {}
 
-  void SgdUpdate(float* w, const float* g, size_t n, float lr) override { SgdLoop(w, g, n, lr); }
+  void SgdUpdate(float* w, const float* g, size_t n, float lr) override {
+    SgdLoop(w, g, n, lr, nullptr);
+  }
   void MomentumUpdate(float* w, float* v, const float* g, size_t n, float lr, float mu) override {
-    MomentumLoop(w, v, g, n, lr, mu);
+    MomentumLoop(w, v, g, n, lr, mu, nullptr);
   }
   void AdamUpdate(float* w, float* m, float* v, const float* g, size_t n,
                   const AdamParams& p) override {
-    CHECK_GE(p.step, 1) << "Adam step is 1-based";
-    const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step));
-    const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step));
-    AdamLoop(w, m, v, g, n, p.beta1, p.beta2, static_cast<float>(p.lr / bc1),
-             static_cast<float>(1.0 / std::sqrt(bc2)), p.eps);
+    AdamLoop(w, m, v, g, n, AdamScalarsOf(p), nullptr);
   }
   void AdagradUpdate(float* w, float* h, const float* g, size_t n, float lr, float eps) override {
-    AdagradLoop(w, h, g, n, lr, eps);
+    AdagradLoop(w, h, g, n, lr, eps, nullptr);
   }
 
   void Axpy(size_t n, float a, const float* x, float* y) override { AxpyLoop(n, a, x, y); }
@@ -403,6 +465,25 @@ float CpuDevice::SoftmaxCrossEntropy(const float* logits, const int32_t* labels,
 
 std::unique_ptr<Device> NewCpuDevice(const DeviceOptions& options) {
   return std::make_unique<CpuDevice>(options);
+}
+
+void CpuSgdUpdateAndCopy(float* w, const float* g, size_t n, float lr, float* w_copy) {
+  SgdLoop(w, g, n, lr, w_copy);
+}
+
+void CpuMomentumUpdateAndCopy(float* w, float* v, const float* g, size_t n, float lr, float mu,
+                              float* w_copy) {
+  MomentumLoop(w, v, g, n, lr, mu, w_copy);
+}
+
+void CpuAdamUpdateAndCopy(float* w, float* m, float* v, const float* g, size_t n,
+                          const AdamParams& p, float* w_copy) {
+  AdamLoop(w, m, v, g, n, AdamScalarsOf(p), w_copy);
+}
+
+void CpuAdagradUpdateAndCopy(float* w, float* h, const float* g, size_t n, float lr, float eps,
+                             float* w_copy) {
+  AdagradLoop(w, h, g, n, lr, eps, w_copy);
 }
 
 }  // namespace kernels

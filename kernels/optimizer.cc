@@ -1,5 +1,7 @@
 // The built-in update rules. Each is a thin adapter from OptimizerOptions to
-// one fused Device update, so the same rule runs on CPU and CUDA.
+// one fused Device update, so the same rule runs on CPU and CUDA. On a CPU
+// device their ApplyAndCopy is one pass too: the CPU back end's update loop
+// stores each updated parameter to the copy as it writes it.
 #include "kernels/optimizer.h"
 
 #include <algorithm>
@@ -7,11 +9,32 @@
 #include <cstring>
 #include <sstream>
 
+#include "kernels/internal/cpu_device.h"
+
 namespace relaxps {
 namespace kernels {
 namespace {
 
-class SgdOptimizer final : public Optimizer {
+// A built-in rule: ApplyAndCopy on a CPU device runs the rule's fused
+// update-and-copy loop; elsewhere the blocked Optimizer::ApplyAndCopy.
+class BuiltinOptimizer : public Optimizer {
+ public:
+  void ApplyAndCopy(Device* device, float* w, float* const* state, const float* g, size_t n,
+                    int64_t step, float lr_scale, float* w_copy) const final {
+    if (device->type() != DeviceType::kCpu) {
+      Optimizer::ApplyAndCopy(device, w, state, g, n, step, lr_scale, w_copy);
+      return;
+    }
+    CpuApplyAndCopy(w, state, g, n, step, lr_scale, w_copy);
+  }
+
+ protected:
+  // ApplyAndCopy in one pass on host memory (the CPU device's arrays).
+  virtual void CpuApplyAndCopy(float* w, float* const* state, const float* g, size_t n,
+                               int64_t step, float lr_scale, float* w_copy) const = 0;
+};
+
+class SgdOptimizer final : public BuiltinOptimizer {
  public:
   explicit SgdOptimizer(const OptimizerOptions& options) { options_ = options; }
   const char* Name() const override { return "sgd"; }
@@ -20,9 +43,15 @@ class SgdOptimizer final : public Optimizer {
              float lr_scale) const override {
     device->SgdUpdate(w, g, n, options_.lr * lr_scale);
   }
+
+ protected:
+  void CpuApplyAndCopy(float* w, float* const* state, const float* g, size_t n, int64_t step,
+                       float lr_scale, float* w_copy) const override {
+    CpuSgdUpdateAndCopy(w, g, n, options_.lr * lr_scale, w_copy);
+  }
 };
 
-class MomentumOptimizer final : public Optimizer {
+class MomentumOptimizer final : public BuiltinOptimizer {
  public:
   explicit MomentumOptimizer(const OptimizerOptions& options) { options_ = options; }
   const char* Name() const override { return "momentum"; }
@@ -31,15 +60,33 @@ class MomentumOptimizer final : public Optimizer {
              float lr_scale) const override {
     device->MomentumUpdate(w, state[0], g, n, options_.lr * lr_scale, options_.momentum);
   }
+
+ protected:
+  void CpuApplyAndCopy(float* w, float* const* state, const float* g, size_t n, int64_t step,
+                       float lr_scale, float* w_copy) const override {
+    CpuMomentumUpdateAndCopy(w, state[0], g, n, options_.lr * lr_scale, options_.momentum,
+                             w_copy);
+  }
 };
 
-class AdamOptimizer final : public Optimizer {
+class AdamOptimizer final : public BuiltinOptimizer {
  public:
   explicit AdamOptimizer(const OptimizerOptions& options) { options_ = options; }
   const char* Name() const override { return "adam"; }
   int num_state_slots() const override { return 2; }
   void Apply(Device* device, float* w, float* const* state, const float* g, size_t n, int64_t step,
              float lr_scale) const override {
+    device->AdamUpdate(w, state[0], state[1], g, n, ParamsOf(step, lr_scale));
+  }
+
+ protected:
+  void CpuApplyAndCopy(float* w, float* const* state, const float* g, size_t n, int64_t step,
+                       float lr_scale, float* w_copy) const override {
+    CpuAdamUpdateAndCopy(w, state[0], state[1], g, n, ParamsOf(step, lr_scale), w_copy);
+  }
+
+ private:
+  AdamParams ParamsOf(int64_t step, float lr_scale) const {
     CHECK_GE(step, 1) << "Optimizer::Apply: step is 1-based";
     AdamParams p;
     p.lr = options_.lr * lr_scale;
@@ -47,11 +94,11 @@ class AdamOptimizer final : public Optimizer {
     p.beta2 = options_.beta2;
     p.eps = options_.eps;
     p.step = step;
-    device->AdamUpdate(w, state[0], state[1], g, n, p);
+    return p;
   }
 };
 
-class AdagradOptimizer final : public Optimizer {
+class AdagradOptimizer final : public BuiltinOptimizer {
  public:
   explicit AdagradOptimizer(const OptimizerOptions& options) { options_ = options; }
   const char* Name() const override { return "adagrad"; }
@@ -59,6 +106,12 @@ class AdagradOptimizer final : public Optimizer {
   void Apply(Device* device, float* w, float* const* state, const float* g, size_t n, int64_t step,
              float lr_scale) const override {
     device->AdagradUpdate(w, state[0], g, n, options_.lr * lr_scale, options_.eps);
+  }
+
+ protected:
+  void CpuApplyAndCopy(float* w, float* const* state, const float* g, size_t n, int64_t step,
+                       float lr_scale, float* w_copy) const override {
+    CpuAdagradUpdateAndCopy(w, state[0], g, n, options_.lr * lr_scale, options_.eps, w_copy);
   }
 };
 

@@ -48,10 +48,10 @@ class Optimizer {
                      int64_t step, float lr_scale) const = 0;
   // Apply(), and the updated w[0, n) copied to w_copy (the parameters a
   // PUSH_PULL's reply carries). This implementation updates and copies in
-  // blocks small enough for the L1 cache, so the copy reads what the update
-  // just wrote instead of making a second pass over memory; it requires
-  // Apply to be element-wise (every built-in rule is). A rule whose Apply
-  // leaves host memory (a GPU staging one) overrides it.
+  // blocks small enough for the L1 cache; it requires Apply to be element-wise
+  // (every built-in rule is). A rule whose Apply leaves host memory (a GPU
+  // staging one) overrides it, and so do the built-in rules on a CPU device:
+  // one pass that stores each updated w to w_copy too (bit-identical).
   virtual void ApplyAndCopy(Device* device, float* w, float* const* state, const float* g,
                             size_t n, int64_t step, float lr_scale, float* w_copy) const;
 

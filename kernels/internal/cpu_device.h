@@ -16,6 +16,20 @@ namespace kernels {
 // line).
 std::unique_ptr<Device> NewCpuDevice(const DeviceOptions& options);
 
+// The CPU device's optimizer updates (Device::SgdUpdate, ...) fused with the
+// copy of the updated parameters: w[0, n) is also stored to w_copy[0, n) in
+// the same pass, as each element is written. w, the state and w_copy are
+// bit-identical to the update followed by a memcpy. Host memory only; w_copy
+// must not overlap the other arrays. Used by the built-in optimizers'
+// ApplyAndCopy on a CPU device (kernels/optimizer.cc).
+void CpuSgdUpdateAndCopy(float* w, const float* g, size_t n, float lr, float* w_copy);
+void CpuMomentumUpdateAndCopy(float* w, float* v, const float* g, size_t n, float lr, float mu,
+                              float* w_copy);
+void CpuAdamUpdateAndCopy(float* w, float* m, float* v, const float* g, size_t n,
+                          const AdamParams& p, float* w_copy);
+void CpuAdagradUpdateAndCopy(float* w, float* h, const float* g, size_t n, float lr, float eps,
+                             float* w_copy);
+
 }  // namespace kernels
 }  // namespace relaxps
 

@@ -206,10 +206,19 @@ TEST_F(CpuDeviceTest, AllFiniteFindsEveryKindOfNonFiniteAnywhere) {
   EXPECT_TRUE(device_->AllFinite(x.data(), 0));
   x[0] = std::numeric_limits<float>::max();
   x[1] = std::numeric_limits<float>::denorm_min();
+  x[2] = -std::numeric_limits<float>::max();
+  x[3] = -0.0f;
   EXPECT_TRUE(device_->AllFinite(x.data(), n));
+  // NaNs with the smallest and the largest payload, either sign.
+  auto nan_bits = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  };
   for (float bad :
        {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-        -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN()}) {
+        -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN(),
+        nan_bits(0x7f800001u), nan_bits(0xff800001u), nan_bits(0xffffffffu)}) {
     for (size_t pos : {size_t{0}, size_t{4095}, size_t{4096}, n - 1}) {
       std::vector<float> y = x;
       y[pos] = bad;

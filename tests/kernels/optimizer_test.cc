@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "common/optimizer_rules.h"
@@ -249,6 +251,88 @@ TEST_F(OptimizerTest, ApplyAndCopyMatchesApplyBitForBit) {
       for (int s = 0; s < slots; ++s) {
         ASSERT_EQ(0, std::memcmp(state[s].data(), state2[s].data(), n * sizeof(float)))
             << "state " << s << " step " << step;
+      }
+    }
+  }
+}
+
+// The fused update-and-copy of each rule on a CPU device against a scalar
+// reference written here from the rule's formula, with the same float
+// operations in the same order (kernels/cpu_device.cc folds Adam's bias
+// corrections the same way): parameters, state and copy bit for bit, over
+// random data, lengths that are not multiples of any block or vector length,
+// and arrays that do not start on a vector boundary.
+struct ScalarRule {
+  std::string name;
+  OptimizerOptions options;
+  // One step on element i.
+  void Step(float* w, float* s0, float* s1, float g, int64_t t, float lr_scale) const {
+    const float lr = options.lr * lr_scale;
+    if (name == "sgd") {
+      *w = *w - lr * g;
+    } else if (name == "momentum") {
+      *s0 = options.momentum * *s0 + g;
+      *w = *w - lr * *s0;
+    } else if (name == "adam") {
+      const double bc1 = 1.0 - std::pow(static_cast<double>(options.beta1),
+                                        static_cast<double>(t));
+      const double bc2 = 1.0 - std::pow(static_cast<double>(options.beta2),
+                                        static_cast<double>(t));
+      const float step_size = static_cast<float>(lr / bc1);
+      const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+      *s0 = options.beta1 * *s0 + (1.0f - options.beta1) * g;
+      *s1 = options.beta2 * *s1 + (1.0f - options.beta2) * g * g;
+      *w = *w - step_size * *s0 / (std::sqrt(*s1) * inv_sqrt_bc2 + options.eps);
+    } else {  // adagrad
+      *s0 = *s0 + g * g;
+      *w = *w - lr * g / (std::sqrt(*s0) + options.eps);
+    }
+  }
+};
+
+TEST_F(OptimizerTest, FusedApplyAndCopyMatchesAScalarReferenceBitForBit) {
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  for (const char* name : {"sgd", "momentum", "adam", "adagrad"}) {
+    for (const size_t n : {size_t{1}, size_t{7}, size_t{2047}, size_t{2049}, size_t{16411}}) {
+      for (const size_t shift : {size_t{0}, size_t{1}, size_t{3}}) {
+        SCOPED_TRACE(std::string(name) + " n=" + std::to_string(n) +
+                     " shift=" + std::to_string(shift));
+        ScalarRule rule{name, {}};
+        rule.options.name = name;
+        rule.options.lr = 0.03f;
+        auto opt = Make(rule.options);
+        ASSERT_NE(opt, nullptr);
+        const int slots = opt->num_state_slots();
+        // Arrays start `shift` floats past where the allocator put them.
+        std::vector<float> wbuf(n + shift), gbuf(n + shift), cbuf(n + shift);
+        std::vector<std::vector<float>> sbuf(slots, std::vector<float>(n + shift));
+        float* w = wbuf.data() + shift;
+        float* copy = cbuf.data() + shift;
+        const float* g = gbuf.data() + shift;
+        for (size_t i = 0; i < n; ++i) w[i] = uniform(rng);
+        std::vector<float> rw(w, w + n), rs0(n, 0.0f), rs1(n, 0.0f);
+        std::vector<float*> sp;
+        for (int s = 0; s < slots; ++s) sp.push_back(sbuf[s].data() + shift);
+        for (int s = 0; s < slots; ++s) std::fill(sp[s], sp[s] + n, 0.0f);
+        for (int64_t t = 1; t <= 3; ++t) {
+          for (size_t i = 0; i < n; ++i) {
+            gbuf[shift + i] = uniform(rng) * (i % 5 == 0 ? 50.0f : 1.0f);
+          }
+          const float lr_scale = t == 2 ? 0.5f : 1.0f;
+          std::fill(copy, copy + n, -7.0f);
+          opt->ApplyAndCopy(device_.get(), w, sp.data(), g, n, t, lr_scale, copy);
+          for (size_t i = 0; i < n; ++i) {
+            rule.Step(&rw[i], &rs0[i], &rs1[i], g[i], t, lr_scale);
+          }
+          ASSERT_EQ(0, std::memcmp(w, rw.data(), n * sizeof(float))) << "w, step " << t;
+          ASSERT_EQ(0, std::memcmp(copy, rw.data(), n * sizeof(float))) << "copy, step " << t;
+          const float* want[2] = {rs0.data(), rs1.data()};
+          for (int s = 0; s < slots; ++s) {
+            ASSERT_EQ(0, std::memcmp(sp[s], want[s], n * sizeof(float)))
+                << "state " << s << ", step " << t;
+          }
+        }
       }
     }
   }

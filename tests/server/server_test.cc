@@ -377,6 +377,51 @@ TEST(ServerTest, MalformedInputIsRejectedAndHarmless) {
   EXPECT_EQ(stats->header.server_stats().nonfinite_rejected(), 3u);
 }
 
+// A PUSH_PULL whose gradient has one NaN or Inf, at its first, a middle or
+// its last element, is refused whole: the server checks the whole gradient
+// before its one pass that updates the parameters and writes the reply
+// (Optimizer::ApplyAndCopy), so no element of it is applied. The range is
+// not a multiple of any block or vector length.
+TEST(ServerTest, NonFinitePushPullIsRefusedWholeWithNothingApplied) {
+  InProcessCluster cluster(1);
+  auto client = Connect(cluster.coordinator());
+  const uint64_t n = 3 * 4096 + 1029;
+  ASSERT_TRUE(client->CreateTable(DenseTable("p", n)).ok());
+  const std::vector<float> before = PullAll(client.get(), "p", n);
+  RawPeer peer(ServerEndpoint(cluster.coordinator()));
+  wire::Header h;
+  h.set_type(wire::PUSH_PULL);
+  h.set_sender(client->worker_id());
+  SetMemberToken(MemberTokenOf(*client), &h);
+  h.set_table("p");
+  h.set_key_begin(0);
+  h.set_key_count(n);
+  int64_t request_id = 100;
+  for (const uint64_t at : {uint64_t{0}, n / 2, n - 1}) {
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()}) {
+      std::vector<float> g(n, 0.25f);
+      g[at] = bad;
+      h.set_request_id(++request_id);
+      peer.SendRequest(h, {std::string(reinterpret_cast<const char*>(g.data()),
+                                       n * sizeof(float))});
+      EXPECT_EQ(peer.ReceiveStatus().code(), StatusCode::kInvalidArgument)
+          << "bad value " << bad << " at " << at;
+    }
+  }
+  ASSERT_EQ(PullAll(client.get(), "p", n), before);
+  // A finite PushPull is applied to every key, and answers what it wrote.
+  FloatBuffer g(n), out(n);
+  for (uint64_t i = 0; i < n; ++i) g[i] = static_cast<float>(i % 13) - 6.0f;
+  ASSERT_TRUE(client->PushPull("p", 0, g, out).get().ok());
+  const std::vector<float> after = PullAll(client.get(), "p", n);
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_FLOAT_EQ(after[i], before[i] - 0.1f * g[i]) << i;
+    ASSERT_EQ(out[i], after[i]) << i;
+  }
+}
+
 TEST(ServerTest, ClientRejectsBadArgumentsLocally) {
   InProcessCluster cluster(1);
   auto client = Connect(cluster.coordinator());
