@@ -170,7 +170,7 @@ StatusOr<std::vector<float>> ReadDenseSlot(const std::string& endpoint, const st
   return Call(endpoint, std::move(m), n);
 }
 
-StatusOr<wire::ServerStats> ServerStatsOf(const std::string& endpoint) {
+StatusOr<wire::ServerStats> TryServerStats(const std::string& endpoint) {
   Message m;
   m.header.set_type(wire::SERVER_STATS);
   RpcClient rpc;
@@ -181,7 +181,7 @@ StatusOr<wire::ServerStats> ServerStatsOf(const std::string& endpoint) {
 StatusOr<uint64_t> ClientRequests(RecoveryCluster* cluster, const std::vector<int>& ids) {
   uint64_t total = 0;
   for (int id : ids) {
-    ASSIGN_OR_RETURN(wire::ServerStats s, ServerStatsOf(cluster->server_endpoint(id)));
+    ASSIGN_OR_RETURN(wire::ServerStats s, TryServerStats(cluster->server_endpoint(id)));
     total += s.requests() - s.forwarded();
   }
   return total;

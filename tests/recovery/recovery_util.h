@@ -78,7 +78,7 @@ class RecoveryCluster {
 StatusOr<std::vector<float>> ReadDenseSlot(const std::string& endpoint, const std::string& table,
                                            uint64_t begin, uint64_t n, int slot);
 // The server's counters (SERVER_STATS) at `endpoint`.
-StatusOr<wire::ServerStats> ServerStatsOf(const std::string& endpoint);
+StatusOr<wire::ServerStats> TryServerStats(const std::string& endpoint);
 // The requests that server `ids` of `cluster` received, summed, less the
 // updates they forwarded down their chains (each forwarded update is a
 // request of its successor): the requests of clients, this call's
