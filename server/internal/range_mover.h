@@ -141,6 +141,15 @@ class RangeMover {
     // written key sends its whole chunk again. Smaller: fewer bytes resent,
     // more (smaller) pieces.
     uint64_t write_chunk_keys = 16384;
+    // During the copy phase, forward every update of the moved keys to the
+    // destination as it is applied (in order, numbered; the destination
+    // applies one to the keys whose copy it holds, as the copy of the others
+    // is taken after it): no catch-up round, and the cut sends only the
+    // metadata. Past `forward_window_bytes` of unacknowledged forwards the
+    // source gives forwarding up and the cut sends every chunk written
+    // since the copy began.
+    bool forward_updates = true;
+    size_t forward_window_bytes = size_t{256} << 20;
     // Where the source reports each published dense move's cut-over
     // (range_move_cutover); may be null.
     EventLog* events = nullptr;
@@ -220,6 +229,15 @@ class RangeMover {
     uint32_t next_index = 0;    // The next transfer's first piece index.
     uint64_t range_bytes = 0;   // [m, e) of every slot.
     uint64_t cutover_bytes = 0; // The cut's payload.
+    size_t slots = 0;           // Frames of the range (copy phase).
+    // Forwarding (Options::forward_updates): on from the copy's start until
+    // the cut, unless given up (forward_stop says why).
+    bool forwarding = false;
+    std::string forward_stop;
+    uint64_t forward_seq = 0;        // Forwards sent (the last one's number).
+    uint64_t forwards_acked = 0;     // Forwards the destination answered.
+    uint64_t forward_bytes = 0;      // Their gradients' bytes.
+    uint64_t forward_unacked_bytes = 0;
     int64_t cut_ms = 0;         // When the cut began holding requests.
   };
   // The source of a chain move: its replica leaving the chain.
@@ -235,6 +253,10 @@ class RangeMover {
     wire::RangeMove move;
     uint32_t next_piece = 0;
     bool created = false;
+    // Keys [m, m + received_keys) arrived with every slot (the copy round's
+    // pieces go key by key): a forwarded update applies to those of its keys.
+    uint64_t received_keys = 0;
+    uint64_t forward_seq = 0;  // The last forwarded update taken.
   };
 
   // Source steps.
@@ -250,6 +272,15 @@ class RangeMover {
   void SendRound(Outgoing* out, const std::vector<OutgoingTransfer::Run>& runs);
   // A copy round was taken: another round, or on to the drain and cut.
   void EndCopyRound(const std::string& token);
+  // The copy phase's observer of the range's writes: forwards an update of
+  // the moved keys to the destination (Options::forward_updates).
+  void ForwardWrite(const std::string& token, const DenseShardState::Write& w);
+  void OnForwardReply(const std::string& token, uint64_t bytes, const Status& status);
+  // Ends forwarding for the rest of the copy phase (the cut then sends the
+  // chunks written since it began). Safe inside the observer.
+  void StopForwarding(Outgoing* out, const std::string& why);
+  // Destination: a forwarded update (MOVE_STATE with a chain_seq, no piece).
+  Status TakeForward(Incoming* in, const Request& req);
   // The write tracker of `out`'s range (nullptr: none or gone).
   WriteTracker* TrackerOf(const Outgoing& out);
   // Ends the tracking of a copy phase that did not get to the cut.
