@@ -51,7 +51,7 @@ DEFINE_int64(move_catchup_kb, 1024,
 DEFINE_bool(move_forward_updates, true,
             "During a dense range move's copy the source forwards every update of the moved keys "
             "to the destination: the cut-over sends only the metadata (--move_copy_first)");
-DEFINE_int64(move_forward_window_mb, 256,
+DEFINE_int64(move_forward_window_mb, 1024,
              "A range move gives forwarding up (the cut-over sends the keys written since its "
              "copy began) once this many MiB of forwarded updates are unacknowledged");
 DEFINE_int64(move_piece_timeout_ms, 30000,

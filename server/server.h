@@ -127,7 +127,7 @@ struct ServerOptions {
   // cuts over with the keys written since the copy began) once more than
   // move_forward_window_bytes of forwards are unacknowledged.
   bool move_forward_updates = true;
-  size_t move_forward_window_bytes = size_t{256} << 20;
+  size_t move_forward_window_bytes = size_t{1} << 30;
   // How long a range move's source waits for the destination to answer a
   // MOVE_STATE piece before the move fails (a dead destination).
   int64_t move_piece_timeout_ms = 30000;

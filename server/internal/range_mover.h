@@ -149,7 +149,7 @@ class RangeMover {
     // source gives forwarding up and the cut sends every chunk written
     // since the copy began.
     bool forward_updates = true;
-    size_t forward_window_bytes = size_t{256} << 20;
+    size_t forward_window_bytes = size_t{1} << 30;
     // Where the source reports each published dense move's cut-over
     // (range_move_cutover); may be null.
     EventLog* events = nullptr;
