@@ -961,7 +961,11 @@ void RangeMover::HandleMoveState(Request&& req) {
     return;
   }
   const wire::SnapshotPiece& p = h.snapshot_piece();
-  if (p.index() == 0 && in.next_piece != 0) in.next_piece = 0;  // The source started over.
+  if (p.index() == 0) {  // The source (started over): nothing of its copy, no forward yet.
+    in.next_piece = 0;
+    in.received_keys = 0;
+    in.forward_seq = 0;
+  }
   if (p.index() != in.next_piece) {
     host_->SendError(req, FailedPreconditionError("MOVE_STATE piece " + std::to_string(p.index()) +
                                                   ", expected " + std::to_string(in.next_piece)));

@@ -5,8 +5,11 @@
 // Source (MOVE_RANGE from the coordinator, keys [m, e) = the tail of a range
 // [b, e) held here): first copies [m, e) to the destination while serving it
 // (Options::copy_first: the copy phase), its writes tracked per chunk
-// (DenseShardState::TrackWrites), then sends the chunks written during each
-// round again while they shrink (catch-up rounds); then waits until the range is quiescent (no BSP round
+// (DenseShardState::TrackWrites), and forwards every update of [m, e) to the
+// destination as it applies it (Options::forward_updates; the destination
+// applies it to the keys whose copy it holds), or without forwarding sends
+// the chunks written during each round again while they shrink (catch-up
+// rounds); then waits until the range is quiescent (no BSP round
 // pending, no pull waiting; checked by Poll after every data request and on
 // the timer), then on the loop thread shrinks the range to [b, m) in place
 // (its store shard keeps the head's memory; a whole range, m == b, is
@@ -15,7 +18,8 @@
 // memory in MOVE_STATE pieces (OutgoingTransfer, a window of them in
 // flight) and answers the coordinator once the destination holds it; the
 // tail's memory goes back to the system once the move is published. After a
-// copy phase the cut sends only the chunks written since its last round. The held requests are let through again once a map
+// copy phase the cut sends only the metadata (forwarding) or the chunks
+// written since its last round. The held requests are let through again once a map
 // that gives [m, e) to another server is installed (OnMapInstalled): the
 // data path then refuses them "moved" with that map, and the client sends
 // them again by it. If the destination fails, the source waits until [b, m)

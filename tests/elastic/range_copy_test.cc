@@ -176,6 +176,28 @@ class PushingJob {
   std::vector<std::string> source_events_;  // Guarded by mu_.
 };
 
+// After `steps_before` steps a server joins and the tail half of the
+// `size`-key table moves to it; `steps_after` more steps on the new map, then
+// the workers stop. Checks that nothing failed, the tail moved and every key
+// is right; returns the source's range_move_cutover event ("" if not one).
+std::string JoinAndMove(PushingJob* job, uint64_t size, int steps_before, int steps_after) {
+  job->WaitSteps(steps_before);
+  auto joined = std::make_unique<JoinedServer>(job->cluster()->coordinator());
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (HolderOf(MapOf(job->cluster()->coordinator()), size - 1) != 1 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  job->WaitSteps(steps_after);  // On the new map, both servers.
+  job->Stop();
+  for (const Status& s : job->failures()) EXPECT_OK(s);
+  EXPECT_EQ(HolderOf(MapOf(job->cluster()->coordinator()), size - 1), 1) << "the range never moved";
+  EXPECT_EQ(job->WrongKeys(), 0u);
+  const std::vector<std::string> cutover = job->SourceEvents("range_move_cutover");
+  EXPECT_EQ(cutover.size(), 1u);
+  return cutover.size() == 1 ? cutover[0] : "";
+}
+
 // A server joins and the tail half (8 MiB) moves while both workers push:
 // the source copies it, catches up at least once, and the cut-over sends
 // less than the range; every acknowledged push is in the final model once.
@@ -186,21 +208,8 @@ TEST(RangeCopyTest, ACopyWithCatchUpRoundsUnderPushesLosesNothingAndCutsOverLess
   so.move_catchup_bytes = 0;        // Catch up while the writes shrink.
   so.state_transfer_chunk_bytes = 256 << 10;
   PushingJob job(kSize, so);
-  job.WaitSteps(20);
-  auto joined = std::make_unique<JoinedServer>(job.cluster()->coordinator());
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (HolderOf(MapOf(job.cluster()->coordinator()), kSize - 1) != 1 &&
-         std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  job.WaitSteps(40);  // On the new map, both servers.
-  job.Stop();
-  for (const Status& s : job.failures()) EXPECT_OK(s);
-  ASSERT_EQ(HolderOf(MapOf(job.cluster()->coordinator()), kSize - 1), 1) << "the range never moved";
-  EXPECT_EQ(job.WrongKeys(), 0u);
-  const std::vector<std::string> cutover = job.SourceEvents("range_move_cutover");
-  ASSERT_EQ(cutover.size(), 1u);
-  const std::string& e = cutover[0];
+  const std::string e = JoinAndMove(&job, kSize, /*steps_before=*/20, /*steps_after=*/40);
+  ASSERT_FALSE(e.empty());
   EXPECT_EQ(Field(e, "copy_phase"), 1) << e;
   EXPECT_GE(Field(e, "catchup_rounds"), 1) << e;
   EXPECT_EQ(Field(e, "range_bytes"), static_cast<long long>(kSize / 2 * sizeof(float))) << e;
@@ -220,21 +229,8 @@ TEST(RangeCopyTest, ForwardedUpdatesCutOverWithoutTheRangeWhenEveryKeyIsWrittenE
   ServerOptions so;
   so.state_transfer_chunk_bytes = 4096;  // 1,024 pieces: pushes fall between them.
   PushingJob job(kSize, so, /*heartbeat_timeout_ms=*/5000, /*whole=*/true);
-  job.WaitSteps(4);
-  auto joined = std::make_unique<JoinedServer>(job.cluster()->coordinator());
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (HolderOf(MapOf(job.cluster()->coordinator()), kSize - 1) != 1 &&
-         std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  job.WaitSteps(6);  // On the new map, both servers.
-  job.Stop();
-  for (const Status& s : job.failures()) EXPECT_OK(s);
-  ASSERT_EQ(HolderOf(MapOf(job.cluster()->coordinator()), kSize - 1), 1) << "the range never moved";
-  EXPECT_EQ(job.WrongKeys(), 0u);
-  const std::vector<std::string> cutover = job.SourceEvents("range_move_cutover");
-  ASSERT_EQ(cutover.size(), 1u);
-  const std::string& e = cutover[0];
+  const std::string e = JoinAndMove(&job, kSize, /*steps_before=*/4, /*steps_after=*/6);
+  ASSERT_FALSE(e.empty());
   EXPECT_EQ(Field(e, "forwarding"), 1) << e;
   EXPECT_GE(Field(e, "forwarded_updates"), 1) << e;
   EXPECT_GT(Field(e, "forwarded_bytes"), 0) << e;
