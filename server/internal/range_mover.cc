@@ -3,6 +3,7 @@
 #include "server/internal/range_mover.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -79,6 +80,15 @@ std::string CurveKeyIn(const wire::ShardMap& map, int id) {
     if (s.id() == id) return s.curve_public_key();
   }
   return "";
+}
+
+// A destination that does not answer (dead, or stuck) fails a move for
+// good: Aborted, which the coordinator does not ask the source to start over.
+Status FailsForGood(const Status& status) {
+  return status.code() == StatusCode::kDeadlineExceeded ||
+                 status.code() == StatusCode::kUnavailable
+             ? AbortedError(status.ToString())
+             : status;
 }
 
 }  // namespace
@@ -307,7 +317,8 @@ void RangeMover::OnForwardReply(const std::string& token, uint64_t bytes, const 
   ++out.forwards_acked;
   if (!status.ok() && (out.phase == Phase::kCopying || out.phase == Phase::kDraining ||
                        out.phase == Phase::kSending)) {
-    Abort(&out, status.WithPrefix(
+    const Status why = FailsForGood(status);
+    Abort(&out, why.WithPrefix(
                     "the destination did not take a forwarded update" +
                     std::string(out.cut ? "" : " (the copy phase: nothing was cut)")));
   }
@@ -661,12 +672,7 @@ void RangeMover::OnPieceReply(const std::string& token, size_t index, const Stat
   OutgoingTransfer* t = out.transfer.get();
   if (t == nullptr || index < out.acked) return;  // Stale.
   if (!status.ok()) {
-    // A destination that does not answer (dead, or stuck) fails the move
-    // for good: the coordinator does not ask the source to start it over.
-    const Status why = status.code() == StatusCode::kDeadlineExceeded ||
-                               status.code() == StatusCode::kUnavailable
-                           ? AbortedError(status.ToString())
-                           : status;
+    const Status why = FailsForGood(status);
     Abort(&out, why.WithPrefix(
                     "the destination did not take piece " + std::to_string(index) +
                     (out.phase == Phase::kCopying
@@ -1081,6 +1087,9 @@ Status RangeMover::TakeForward(Incoming* in, const Request& req) {
   if (h.raw_delta()) return range->shard->AddDelta(h.key_begin(), values, n);
   float lr_scale;
   std::memcpy(&lr_scale, req.msg.frames[1].as<float>(), sizeof(float));
+  if (!std::isfinite(lr_scale)) {
+    return InvalidArgumentError("a forwarded update with a learning-rate scale that is not finite");
+  }
   return range->shard->ApplyForwardedStep(h.key_begin(), values, n, h.chain_snapshot().step(),
                                           lr_scale);
 }
