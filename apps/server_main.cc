@@ -48,6 +48,12 @@ DEFINE_int32(move_catchup_rounds, 8,
              "Catch-up rounds at most after a range move's copy (--move_copy_first)");
 DEFINE_int64(move_catchup_kb, 1024,
              "A range move cuts over once a catch-up round's writes are at most this many KiB");
+DEFINE_bool(move_forward_updates, true,
+            "During a dense range move's copy the source forwards every update of the moved keys "
+            "to the destination: the cut-over sends only the metadata (--move_copy_first)");
+DEFINE_int64(move_forward_window_mb, 1024,
+             "A range move gives forwarding up (the cut-over sends the keys written since its "
+             "copy began) once this many MiB of forwarded updates are unacknowledged");
 DEFINE_int64(move_piece_timeout_ms, 30000,
              "A range move fails if the destination does not answer a piece within this many ms");
 DEFINE_string(store, "",
@@ -205,16 +211,18 @@ int main(int argc, char** argv) {
         kName, relaxps::InvalidArgumentError("--move_window_pieces must be in [1, 64]"), 2);
   }
   if (FLAGS_move_catchup_rounds < 0 || FLAGS_move_catchup_kb < 0 ||
-      FLAGS_move_piece_timeout_ms < 1) {
+      FLAGS_move_piece_timeout_ms < 1 || FLAGS_move_forward_window_mb < 1) {
     return relaxps::Fail(kName,
                          relaxps::InvalidArgumentError(
                              "--move_catchup_rounds and --move_catchup_kb must be >= 0, "
-                             "--move_piece_timeout_ms >= 1"),
+                             "--move_piece_timeout_ms and --move_forward_window_mb >= 1"),
                          2);
   }
   options.move_copy_first = FLAGS_move_copy_first;
   options.move_catchup_rounds = FLAGS_move_catchup_rounds;
   options.move_catchup_bytes = static_cast<size_t>(FLAGS_move_catchup_kb) << 10;
+  options.move_forward_updates = FLAGS_move_forward_updates;
+  options.move_forward_window_bytes = static_cast<size_t>(FLAGS_move_forward_window_mb) << 20;
   options.move_piece_timeout_ms = FLAGS_move_piece_timeout_ms;
   options.join = FLAGS_join;
   options.move_window_pieces = FLAGS_move_window_pieces;

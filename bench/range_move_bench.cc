@@ -26,7 +26,9 @@
 // (`cutover_bytes`), the catch-up rounds. With --compare_whole each
 // repetition also runs the move with the whole range sent at the cut
 // (--nomove_copy_first, the mechanism before the copy phase), alternating
-// which goes first, and reports it as range_move/dense/whole_cutover.
+// which goes first, and reports it as range_move/dense/whole_cutover; with
+// --compare_catchup also the copy phase without forwarding its updates
+// (--nomove_forward_updates: catch-up rounds), as range_move/dense/catchup.
 //
 // Prints one JSON object on stdout: {"bench":"range_move", ..., "results":[
 //   {"name":"range_move/dense","moved_bytes":268435456,"value":1.1,"unit":"GB/s",
@@ -72,6 +74,9 @@ DEFINE_int32(push_interval_ms, 5,
              "Pause between two pushes of that worker (its compute time per step).");
 DEFINE_bool(compare_whole, false,
             "Also run each repetition with the whole range sent at the cut-over (no copy phase).");
+DEFINE_bool(compare_catchup, false,
+            "Also run each repetition with the copy phase's catch-up rounds instead of forwarded "
+            "updates (--nomove_forward_updates).");
 DEFINE_bool(quick, false, "Short run: --mb=64 --reps=2 --echo_seconds=0.3 unless given.");
 
 namespace relaxps {
@@ -100,6 +105,7 @@ struct MoveResult {
   int64_t cutover_bytes = -1;
   int64_t catchup_rounds = -1;
   int64_t copied_bytes = -1;
+  int64_t forwarded_updates = -1;
   uint64_t pushes = 0;  // The pushing worker's, during the run.
 };
 
@@ -111,7 +117,8 @@ int64_t EventField(const std::string& line, const std::string& key) {
 }
 
 // One job: server 0 with the table, server 1 joins, the tail half moves.
-MoveResult RunMove(uint64_t moved_bytes, const std::string& events_file, bool copy_first) {
+MoveResult RunMove(uint64_t moved_bytes, const std::string& events_file, bool copy_first,
+                   bool forward) {
   MoveResult result;
   std::mutex cutover_mu;
   std::string cutover;  // Guarded by cutover_mu.
@@ -141,6 +148,7 @@ MoveResult RunMove(uint64_t moved_bytes, const std::string& events_file, bool co
     so.state_transfer_chunk_bytes = size_t(FLAGS_chunk_kb) << 10;
     if (FLAGS_window > 0) so.move_window_pieces = FLAGS_window;
     so.move_copy_first = copy_first;
+    so.move_forward_updates = forward;
     if (!join) so.events = *source_events;
     return so;
   };
@@ -207,6 +215,7 @@ MoveResult RunMove(uint64_t moved_bytes, const std::string& events_file, bool co
     result.cutover_bytes = EventField(cutover, "cutover_bytes");
     result.catchup_rounds = EventField(cutover, "catchup_rounds");
     result.copied_bytes = EventField(cutover, "copied_bytes");
+    result.forwarded_updates = EventField(cutover, "forwarded_updates");
   }
   stop_pushing = true;
   if (pusher.joinable()) pusher.join();
@@ -233,16 +242,22 @@ int Main() {
   struct Mode {
     std::string name;
     bool copy_first = true;
+    bool forward = true;
     double best_gbps = 0;
     int64_t best_ms = 0;
     std::vector<MoveResult> runs;
   };
-  std::vector<Mode> modes(FLAGS_compare_whole ? 2 : 1);
+  std::vector<Mode> modes(1);
   modes[0].name = "range_move/dense";
-  modes[0].copy_first = true;
   if (FLAGS_compare_whole) {
-    modes[1].name = "range_move/dense/whole_cutover";
-    modes[1].copy_first = false;
+    modes.emplace_back();
+    modes.back().name = "range_move/dense/whole_cutover";
+    modes.back().copy_first = false;
+  }
+  if (FLAGS_compare_catchup) {
+    modes.emplace_back();
+    modes.back().name = "range_move/dense/catchup";
+    modes.back().forward = false;
   }
   double best_echo = 0;
   std::string error;
@@ -258,7 +273,7 @@ int Main() {
     for (size_t i = 0; i < modes.size() && error.empty(); ++i) {
       // Alternate which mode goes first.
       Mode& mode = modes[(i + rep) % modes.size()];
-      MoveResult move = RunMove(moved_bytes, events_file, mode.copy_first);
+      MoveResult move = RunMove(moved_bytes, events_file, mode.copy_first, mode.forward);
       if (!move.status.ok()) {
         error = move.status.ToString();
         break;
@@ -266,11 +281,13 @@ int Main() {
       const double gbps = move.ms > 0 ? moved_bytes / (move.ms / 1000.0) / 1e9 : 0;
       std::fprintf(stderr,
                    "rep %d %s: moved %d MiB in %lld ms: %.3f GB/s; echo %.3f GB/s; cut-over "
-                   "%lld bytes, pause %lld ms, %lld catch-up round(s), %llu pushes\n",
+                   "%lld bytes, pause %lld ms, %lld catch-up round(s), %lld forwarded, "
+                   "%llu pushes\n",
                    rep, mode.name.c_str(), FLAGS_mb, static_cast<long long>(move.ms), gbps,
                    echo.gbps(), static_cast<long long>(move.cutover_bytes),
                    static_cast<long long>(move.pause_ms),
                    static_cast<long long>(move.catchup_rounds),
+                   static_cast<long long>(move.forwarded_updates),
                    static_cast<unsigned long long>(move.pushes));
       if (gbps > mode.best_gbps) {
         mode.best_gbps = gbps;

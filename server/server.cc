@@ -186,6 +186,8 @@ Status ServerImpl::Init() {
     mo.copy_first = options_.move_copy_first;
     mo.catchup_rounds = options_.move_catchup_rounds;
     mo.catchup_bytes = options_.move_catchup_bytes;
+    mo.forward_updates = options_.move_forward_updates;
+    mo.forward_window_bytes = options_.move_forward_window_bytes;
     mo.events = options_.events.get();
     mover_ = std::make_unique<RangeMover>(static_cast<RangeMoverHost*>(this), rpc_.get(), po,
                                           clock_, mo);

@@ -120,6 +120,14 @@ struct ServerOptions {
   // move_catchup_bytes or stop shrinking.
   int move_catchup_rounds = 8;
   size_t move_catchup_bytes = size_t{1} << 20;
+  // During that copy the source forwards every update of the moved keys to
+  // the destination as it applies it (the destination applies those after
+  // the copy of their keys): no catch-up round, and the cut-over sends only
+  // the metadata, however much training writes. It gives forwarding up (and
+  // cuts over with the keys written since the copy began) once more than
+  // move_forward_window_bytes of forwards are unacknowledged.
+  bool move_forward_updates = true;
+  size_t move_forward_window_bytes = size_t{1} << 30;
   // How long a range move's source waits for the destination to answer a
   // MOVE_STATE piece before the move fails (a dead destination).
   int64_t move_piece_timeout_ms = 30000;

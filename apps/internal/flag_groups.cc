@@ -33,7 +33,7 @@ std::vector<FlagGroup> ServerFlagGroups() {
       {"Joining the job", {"coordinator", "coordination", "zk_session_timeout_ms", "server_id",
                            "heartbeat_ms", "coordinator_timeout_ms"}},
       {"Elastic servers (docs/elastic.md)", {"join", "move_drain_timeout_ms", "move_copy_first", "move_catchup_rounds",
-        "move_catchup_kb", "move_piece_timeout_ms"}},
+        "move_catchup_kb", "move_forward_updates", "move_forward_window_mb", "move_piece_timeout_ms"}},
       {"Storage", {"store", "data_dir", "cache_mb", "wal_per_update", "wal_group_commit", "dense_log_mb",
                    "flush_every_clocks"}},
       {"Checkpoints and recovery",

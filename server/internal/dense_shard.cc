@@ -50,10 +50,10 @@ int64_t DenseShardState::visible_clock() const {
 Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, float lr_scale,
                               bool new_step, float* copy) {
   store_->BeforeDenseWrite(shard_);  // A background flush may still be copying the slots.
-  if (tracker_ != nullptr) tracker_->Mark(offset, n);
   float* w = shard_->slots[0] + offset;
   for (size_t s = 1; s < shard_->slots.size(); ++s) state_scratch_[s - 1] = shard_->slots[s] + offset;
   if (new_step || shard_->step == 0) shard_->step += 1;
+  NoteWrite(Write::kStep, offset, n, grads, lr_scale);
   // A store that logs updates logs this one as its gradient and replays it
   // through ReplayStep. Logged before the optimizer runs (the record holds
   // only the gradient, step, clock and scale, all known now), so that the
@@ -69,6 +69,18 @@ Status DenseShardState::Apply(uint64_t offset, const float* grads, size_t n, flo
   }
   ++updates_applied_;
   return logged;
+}
+
+Status DenseShardState::ApplyForwardedStep(uint64_t begin, const float* grads, size_t n,
+                                           int64_t step, float lr_scale) {
+  const uint64_t offset = begin - shard_->spec.begin;
+  store_->BeforeDenseWrite(shard_);
+  for (size_t s = 1; s < shard_->slots.size(); ++s) state_scratch_[s - 1] = shard_->slots[s] + offset;
+  shard_->step = step;
+  optimizer_->Apply(device_, shard_->slots[0] + offset, state_scratch_.data(), grads, n, step,
+                    lr_scale);
+  ++updates_applied_;
+  return store_->DenseUpdated(shard_, offset, n);
 }
 
 Status ReplayStep(const kernels::Optimizer& optimizer, kernels::Device* device, DenseShard* shard,
@@ -155,7 +167,7 @@ Status DenseShardState::PushPull(int worker, int64_t clock, uint64_t begin, cons
 Status DenseShardState::AddDelta(uint64_t begin, const float* delta, size_t n) {
   const uint64_t offset = begin - shard_->spec.begin;
   store_->BeforeDenseWrite(shard_);
-  if (tracker_ != nullptr) tracker_->Mark(offset, n);
+  NoteWrite(Write::kDelta, offset, n, delta);
   device_->Axpy(n, 1.0f, delta, shard_->slots[0] + offset);
   ++updates_applied_;
   RETURN_IF_ERROR(store_->DenseUpdated(shard_, offset, n));
@@ -175,7 +187,7 @@ Status DenseShardState::Seed(const float* params, size_t n, int64_t clock,
                                 std::string(optimizer_->Name()) + "'s");
   }
   store_->BeforeDenseWrite(shard_);
-  if (tracker_ != nullptr) tracker_->MarkAll();
+  NoteWrite(Write::kReset, 0, n, params);
   std::memcpy(shard_->slots[0], params, n * sizeof(float));
   for (size_t s = 1; s < shard_->slots.size(); ++s) {
     if (velocity != nullptr) {
@@ -349,7 +361,7 @@ Status DenseShardState::LoadSlotPiece(size_t slot, uint64_t offset, const float*
   }
   if (n == 0) return Status::OK();
   store_->BeforeDenseWrite(shard_);
-  if (tracker_ != nullptr) tracker_->Mark(offset, n);
+  NoteWrite(Write::kReset, offset, n, values);
   float* to = shard_->slots[slot] + offset;
   // A range taken back loads its own memory (a view of it) onto itself.
   if (to != values) std::memcpy(to, values, n * sizeof(float));
@@ -456,7 +468,7 @@ Status DenseShardState::Reshape(const std::string& store_name, uint64_t end) {
     }
   }
   RETURN_IF_ERROR(store_->ReshapeDense(shard_, store_name, end));
-  tracker_.reset();  // Its offsets were the old range's.
+  StopTrackingWrites();  // Its offsets were the old range's.
   size_t i = 0;
   for (auto& [clock, round] : rounds_) {
     for (auto& [worker, mine] : round.workers) {

@@ -206,10 +206,36 @@ class DenseShardState {
   // write_tracker() (Apply, AddDelta, Seed, state loads), until
   // StopTrackingWrites or a Reshape (which ends it: the offsets change).
   // Replaces a tracker that was running.
-  void TrackWrites(uint64_t begin, uint64_t end, uint64_t chunk_keys) {
+  //
+  // With `observer`, each write is also told to it as it is applied (before
+  // the optimizer runs, after the step is counted): a range move's copy phase
+  // forwards the updates of the moved keys to the destination.
+  struct Write {
+    // kStep: an optimizer step of `values` (gradients) at `step` with
+    // `lr_scale`; kDelta: `values` added as is; kReset: the keys were
+    // replaced (a re-seed, a state load), not an update one can forward.
+    enum Kind { kStep, kDelta, kReset };
+    Kind kind;
+    uint64_t offset;  // In the shard's keys.
+    size_t n;
+    const float* values;
+    int64_t step;
+    float lr_scale;
+  };
+  void TrackWrites(uint64_t begin, uint64_t end, uint64_t chunk_keys,
+                   std::function<void(const Write&)> observer = nullptr) {
     tracker_ = std::make_unique<WriteTracker>(begin, end, chunk_keys);
+    write_observer_ = std::move(observer);
   }
-  void StopTrackingWrites() { tracker_.reset(); }
+  void StopTrackingWrites() {
+    tracker_.reset();
+    write_observer_ = nullptr;
+  }
+  // Applies an update forwarded by a range move's source (a Write of kind
+  // kStep) to keys [begin, begin + n): the same optimizer step on the same
+  // state, at the source's `step` and `lr_scale`. REQUIRES: CheckRange OK.
+  Status ApplyForwardedStep(uint64_t begin, const float* grads, size_t n, int64_t step,
+                            float lr_scale);
   // nullptr when not tracking.
   WriteTracker* write_tracker() { return tracker_.get(); }
 
@@ -331,6 +357,13 @@ class DenseShardState {
   uint64_t updates_applied_ = 0;
   bool follower_ = false;
   std::unique_ptr<WriteTracker> tracker_;  // TrackWrites (nullptr: none).
+  std::function<void(const Write&)> write_observer_;  // TrackWrites (may be null).
+  // Marks [offset, offset + n) in tracker_ and tells write_observer_.
+  void NoteWrite(Write::Kind kind, uint64_t offset, size_t n, const float* values,
+                 float lr_scale = 0.0f) {
+    if (tracker_ != nullptr) tracker_->Mark(offset, n);
+    if (write_observer_) write_observer_(Write{kind, offset, n, values, shard_->step, lr_scale});
+  }
   TableOptions rates_;  // Learning rate by clock (LrScaleAt).
   std::function<void(int64_t)> on_rounds_applied_;
   // Live workers' clocks, held clocks, waiting pulls. Its hooks and parked

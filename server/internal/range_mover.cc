@@ -3,6 +3,9 @@
 #include "server/internal/range_mover.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
 
 #include <glog/logging.h>
 
@@ -77,6 +80,15 @@ std::string CurveKeyIn(const wire::ShardMap& map, int id) {
     if (s.id() == id) return s.curve_public_key();
   }
   return "";
+}
+
+// A destination that does not answer (dead, or stuck) fails a move for
+// good: Aborted, which the coordinator does not ask the source to start over.
+Status FailsForGood(const Status& status) {
+  return status.code() == StatusCode::kDeadlineExceeded ||
+                 status.code() == StatusCode::kUnavailable
+             ? AbortedError(status.ToString())
+             : status;
 }
 
 }  // namespace
@@ -215,11 +227,20 @@ void RangeMover::HandleMoveRange(Request&& req) {
 void RangeMover::StartCopy(Outgoing* out, RangeState* range) {
   const wire::RangeMove& m = out->move;
   const uint64_t b = range->shard->spec().begin;
+  std::function<void(const DenseShardState::Write&)> observer;
+  out->forwarding = options_.forward_updates;
+  if (out->forwarding) {
+    observer = [this, token = m.token()](const DenseShardState::Write& w) {
+      ForwardWrite(token, w);
+    };
+  }
   range->shard->TrackWrites(m.begin() - b, m.end() - b,
-                            std::max<uint64_t>(1, options_.write_chunk_keys));
+                            std::max<uint64_t>(1, options_.write_chunk_keys), std::move(observer));
   out->phase = Phase::kCopying;
   out->copying = true;
-  LOG(INFO) << "moving " << Describe(m) << ": copying it while it serves";
+  out->slots = range->shard->num_slots();
+  LOG(INFO) << "moving " << Describe(m) << ": copying it while it serves"
+            << (out->forwarding ? ", forwarding its updates" : "");
   SendRound(out, {OutgoingTransfer::Run{0, m.end() - m.begin()}});
 }
 
@@ -238,6 +259,77 @@ void RangeMover::SendRound(Outgoing* out, const std::vector<OutgoingTransfer::Ru
                                               /*copy_payload=*/true);
   out->acked = 0;
   SendPieces(m.token());
+}
+
+void RangeMover::ForwardWrite(const std::string& token, const DenseShardState::Write& w) {
+  auto it = outgoing_.find(token);
+  if (it == outgoing_.end() || !it->second.forwarding || it->second.cut) return;
+  Outgoing& out = it->second;
+  const wire::RangeMove& m = out.move;
+  // The moved keys [m, e) as offsets in the range [b, e).
+  const uint64_t lo = std::max(w.offset, m.begin() - out.range_begin);
+  const uint64_t hi = std::min<uint64_t>(w.offset + w.n, m.end() - out.range_begin);
+  if (lo >= hi) return;
+  if (w.kind == DenseShardState::Write::kReset) {
+    StopForwarding(&out, "keys of the range were replaced (a re-seed or a state load)");
+    return;
+  }
+  const uint64_t bytes = (hi - lo) * sizeof(float);
+  if (out.forward_unacked_bytes + bytes > options_.forward_window_bytes) {
+    StopForwarding(&out, "the destination fell behind: more than " +
+                             std::to_string(options_.forward_window_bytes >> 20) +
+                             " MiB of forwarded updates unacknowledged (--move_forward_window_mb)");
+    return;
+  }
+  // What a chain replica gets of an update: the gradients of the keys, and
+  // the step and learning-rate scale the optimizer applied them at (in a
+  // second frame: one float).
+  Message msg;
+  msg.header.set_type(wire::MOVE_STATE);
+  msg.header.set_sender(host_->server_id());
+  msg.header.set_table(m.table());
+  msg.header.set_key_begin(out.range_begin + lo);
+  msg.header.set_key_count(hi - lo);
+  msg.header.set_move_token(token);
+  // A forward: no snapshot_piece, a chain_seq (the data path's `forwarded`
+  // is a chain's, checked as such).
+  msg.header.set_chain_seq(++out.forward_seq);
+  msg.frames.push_back(Frame::Copy(w.values + (lo - w.offset), bytes));
+  if (w.kind == DenseShardState::Write::kDelta) {
+    msg.header.set_raw_delta(true);
+  } else {
+    msg.header.mutable_chain_snapshot()->set_step(w.step);
+    msg.frames.push_back(Frame::Copy(&w.lr_scale, sizeof(float)));
+  }
+  out.forward_unacked_bytes += bytes;
+  out.forward_bytes += bytes;
+  peers_.Call(out.peer, std::move(msg), options_.piece_timeout_ms,
+              [this, token, bytes](const Status& st, Message&& reply) {
+                OnForwardReply(token, bytes, st.ok() ? StatusFromProto(reply.header.status()) : st);
+              });
+}
+
+void RangeMover::OnForwardReply(const std::string& token, uint64_t bytes, const Status& status) {
+  auto it = outgoing_.find(token);
+  if (it == outgoing_.end()) return;
+  Outgoing& out = it->second;
+  out.forward_unacked_bytes -= std::min(bytes, out.forward_unacked_bytes);
+  ++out.forwards_acked;
+  if (!status.ok() && (out.phase == Phase::kCopying || out.phase == Phase::kDraining ||
+                       out.phase == Phase::kSending)) {
+    const Status why = FailsForGood(status);
+    Abort(&out, why.WithPrefix(
+                    "the destination did not take a forwarded update" +
+                    std::string(out.cut ? "" : " (the copy phase: nothing was cut)")));
+  }
+}
+
+void RangeMover::StopForwarding(Outgoing* out, const std::string& why) {
+  if (!out->forwarding) return;
+  out->forwarding = false;
+  out->forward_stop = why;
+  LOG(WARNING) << "moving " << Describe(out->move) << ": no more forwarding (" << why
+               << "); the cut-over sends the keys written since the copy began";
 }
 
 WriteTracker* RangeMover::TrackerOf(const Outgoing& out) {
@@ -269,7 +361,9 @@ void RangeMover::EndCopyRound(const std::string& token) {
   const uint64_t written = tracker->written_keys() * range->shard->num_slots() * sizeof(float);
   // Another round while what was written during this one shrinks and is
   // worth a round: the cut-over then sends only what the last one missed.
-  if (out.catchup_rounds < options_.catchup_rounds && written > options_.catchup_bytes &&
+  // Not while forwarding: the destination has every write already.
+  if (!out.forwarding && out.catchup_rounds < options_.catchup_rounds &&
+      written > options_.catchup_bytes &&
       written < out.round_bytes) {
     ++out.catchup_rounds;
     std::vector<OutgoingTransfer::Run> runs;
@@ -301,6 +395,9 @@ void RangeMover::ReportCutover(const Outgoing& out, int64_t map_version) {
        {"copied_bytes", out.copied_bytes},
        {"catchup_rounds", out.catchup_rounds},
        {"cutover_bytes", out.cutover_bytes},
+       {"forwarding", out.forwarding},
+       {"forwarded_updates", out.forward_seq},
+       {"forwarded_bytes", out.forward_bytes},
        {"pause_ms", static_cast<long long>(clock_->NowMs() - out.cut_ms)}});
 }
 
@@ -433,8 +530,12 @@ void RangeMover::Cut(Outgoing* out) {
   // last round (the whole tail without a copy phase, or if the tracking
   // was lost).
   std::vector<OutgoingTransfer::Run> runs;
+  // Forwarding held to the cut: the destination has every write of the
+  // copy phase (in flight ahead of the cut's piece), and gets the metadata.
   WriteTracker* tracker = out->copying ? shard.write_tracker() : nullptr;
-  if (tracker != nullptr) {
+  if (tracker != nullptr && out->forwarding) {
+    tracker->Take();
+  } else if (tracker != nullptr) {
     for (const WriteTracker::Run& r : tracker->Take()) runs.push_back({r.offset, r.count});
   } else {
     runs.push_back({0, e - mid});
@@ -534,7 +635,12 @@ void RangeMover::SendPieces(const std::string& token) {
   // connection, one loop), so the link carries the next piece while it
   // writes and acknowledges the previous one.
   const size_t window = static_cast<size_t>(std::max(1, options_.window_pieces));
-  while (t->next < t->num_pieces() && t->next - out.acked < window) {
+  // A copy round sends every frame of a stretch of keys together (its
+  // pieces go key by key): no update falls between them, so the copy of
+  // those keys is consistent across their slots and forwarded updates apply
+  // to it whole.
+  const size_t group = out.phase == Phase::kCopying ? std::max<size_t>(1, out.slots) : 1;
+  while (t->next < t->num_pieces() && (t->next - out.acked < window || t->next % group != 0)) {
     Message msg;
     msg.header.set_type(wire::MOVE_STATE);
     msg.header.set_sender(host_->server_id());
@@ -543,6 +649,8 @@ void RangeMover::SendPieces(const std::string& token) {
     msg.header.set_key_count(out.move.end() - out.move.begin());
     msg.header.set_move_token(token);
     t->FillPiece(t->next, &msg);
+    // The piece's stamp: the forwarded updates its copy holds.
+    msg.header.set_snapshot_seq(out.forward_seq);
     t->in_flight = true;
     t->last_send_ms = clock_->NowMs();
     const size_t index = t->next++;
@@ -564,12 +672,7 @@ void RangeMover::OnPieceReply(const std::string& token, size_t index, const Stat
   OutgoingTransfer* t = out.transfer.get();
   if (t == nullptr || index < out.acked) return;  // Stale.
   if (!status.ok()) {
-    // A destination that does not answer (dead, or stuck) fails the move
-    // for good: the coordinator does not ask the source to start it over.
-    const Status why = status.code() == StatusCode::kDeadlineExceeded ||
-                               status.code() == StatusCode::kUnavailable
-                           ? AbortedError(status.ToString())
-                           : status;
+    const Status why = FailsForGood(status);
     Abort(&out, why.WithPrefix(
                     "the destination did not take piece " + std::to_string(index) +
                     (out.phase == Phase::kCopying
@@ -591,6 +694,12 @@ void RangeMover::OnPieceReply(const std::string& token, size_t index, const Stat
   t->in_flight = false;
   if (out.phase == Phase::kCopying) {
     EndCopyRound(token);
+    return;
+  }
+  if (out.forwards_acked != out.forward_seq) {  // One connection, answered in order: never expected.
+    Abort(&out, InternalError("the last piece was acknowledged before " +
+                              std::to_string(out.forward_seq - out.forwards_acked) +
+                              " forwarded update(s)"));
     return;
   }
   LOG(INFO) << "moved " << Describe(out.move) << " (" << t->bytes()
@@ -842,6 +951,15 @@ void RangeMover::HandleMoveState(Request&& req) {
   }
   Incoming& in = it->second;
   const wire::RangeMove& m = in.move;
+  if (!h.has_snapshot_piece() && h.chain_seq() > 0) {  // A forwarded update.
+    const Status s = TakeForward(&in, req);
+    if (!s.ok()) {
+      host_->SendError(req, s);
+      return;
+    }
+    host_->SendReply(req, MakeReply(h, Status::OK()));
+    return;
+  }
   if (h.table() != m.table() || h.key_begin() != m.begin() ||
       h.key_count() != m.end() - m.begin() || !h.has_snapshot_piece()) {
     host_->SendError(req, InvalidArgumentError("MOVE_STATE does not match the move of " +
@@ -849,10 +967,22 @@ void RangeMover::HandleMoveState(Request&& req) {
     return;
   }
   const wire::SnapshotPiece& p = h.snapshot_piece();
-  if (p.index() == 0 && in.next_piece != 0) in.next_piece = 0;  // The source started over.
+  if (p.index() == 0) {  // The source (started over): nothing of its copy, no forward yet.
+    in.next_piece = 0;
+    in.received_keys = 0;
+    in.forward_seq = 0;
+  }
   if (p.index() != in.next_piece) {
     host_->SendError(req, FailedPreconditionError("MOVE_STATE piece " + std::to_string(p.index()) +
                                                   ", expected " + std::to_string(in.next_piece)));
+    return;
+  }
+  if (h.snapshot_seq() != in.forward_seq) {
+    host_->SendError(req, FailedPreconditionError(
+                              "MOVE_STATE piece " + std::to_string(p.index()) +
+                              " holds the forwarded updates up to " +
+                              std::to_string(h.snapshot_seq()) + ", this server took " +
+                              std::to_string(in.forward_seq)));
     return;
   }
   if (host_->SparseTable(m.table()) != nullptr) {
@@ -911,12 +1041,57 @@ void RangeMover::HandleMoveState(Request&& req) {
     return;
   }
   ++in.next_piece;
+  // The copy round's pieces go key by key: the last frame's piece of a
+  // stretch of keys completes it.
+  if (!req.msg.frames.empty() && p.frame() + 1 == p.num_frames() &&
+      p.offset() <= in.received_keys) {
+    in.received_keys = std::max<uint64_t>(
+        in.received_keys, p.offset() + req.msg.frames[0].size() / sizeof(float));
+  }
   if (p.last()) {
     LOG(INFO) << "received " << Describe(m) << " (" << p.total() << " floats)";
     incoming_.erase(it);
     Remember(token);
   }
   host_->SendReply(req, MakeReply(h, Status::OK()));
+}
+
+Status RangeMover::TakeForward(Incoming* in, const Request& req) {
+  const wire::Header& h = req.msg.header;
+  const wire::RangeMove& m = in->move;
+  if (h.chain_seq() != in->forward_seq + 1) {
+    return FailedPreconditionError("forwarded update " + std::to_string(h.chain_seq()) +
+                                   " of " + Describe(m) + ", expected " +
+                                   std::to_string(in->forward_seq + 1));
+  }
+  const size_t frames = h.raw_delta() ? 1 : 2;
+  if (h.table() != m.table() || h.key_begin() < m.begin() || h.key_begin() >= m.end() ||
+      h.key_count() == 0 || h.key_count() > m.end() - h.key_begin() ||
+      req.msg.frames.size() != frames ||
+      req.msg.frames[0].size() != h.key_count() * sizeof(float) ||
+      (frames == 2 && req.msg.frames[1].size() != sizeof(float))) {
+    return InvalidArgumentError("a forwarded update that does not fit the move of " +
+                                Describe(m));
+  }
+  in->forward_seq = h.chain_seq();
+  // Keys whose copy has not arrived yet: their copy was taken after this
+  // update (it holds it).
+  const uint64_t offset = h.key_begin() - m.begin();
+  if (offset >= in->received_keys) return Status::OK();
+  const size_t n = static_cast<size_t>(std::min(h.key_count(), in->received_keys - offset));
+  RangeState* range = in->created ? host_->DenseRangeAt(m.table(), m.begin()) : nullptr;
+  if (range == nullptr || range->shard == nullptr || range->key != m.begin()) {
+    return FailedPreconditionError("the moved range is gone");
+  }
+  const float* values = req.msg.frames[0].as<float>();
+  if (h.raw_delta()) return range->shard->AddDelta(h.key_begin(), values, n);
+  float lr_scale;
+  std::memcpy(&lr_scale, req.msg.frames[1].as<float>(), sizeof(float));
+  if (!std::isfinite(lr_scale)) {
+    return InvalidArgumentError("a forwarded update with a learning-rate scale that is not finite");
+  }
+  return range->shard->ApplyForwardedStep(h.key_begin(), values, n, h.chain_snapshot().step(),
+                                          lr_scale);
 }
 
 void RangeMover::LeaveChain(Request&& req, RangeState* range) {

@@ -5,8 +5,11 @@
 // Source (MOVE_RANGE from the coordinator, keys [m, e) = the tail of a range
 // [b, e) held here): first copies [m, e) to the destination while serving it
 // (Options::copy_first: the copy phase), its writes tracked per chunk
-// (DenseShardState::TrackWrites), then sends the chunks written during each
-// round again while they shrink (catch-up rounds); then waits until the range is quiescent (no BSP round
+// (DenseShardState::TrackWrites), and forwards every update of [m, e) to the
+// destination as it applies it (Options::forward_updates; the destination
+// applies it to the keys whose copy it holds), or without forwarding sends
+// the chunks written during each round again while they shrink (catch-up
+// rounds); then waits until the range is quiescent (no BSP round
 // pending, no pull waiting; checked by Poll after every data request and on
 // the timer), then on the loop thread shrinks the range to [b, m) in place
 // (its store shard keeps the head's memory; a whole range, m == b, is
@@ -15,7 +18,8 @@
 // memory in MOVE_STATE pieces (OutgoingTransfer, a window of them in
 // flight) and answers the coordinator once the destination holds it; the
 // tail's memory goes back to the system once the move is published. After a
-// copy phase the cut sends only the chunks written since its last round. The held requests are let through again once a map
+// copy phase the cut sends only the metadata (forwarding) or the chunks
+// written since its last round. The held requests are let through again once a map
 // that gives [m, e) to another server is installed (OnMapInstalled): the
 // data path then refuses them "moved" with that map, and the client sends
 // them again by it. If the destination fails, the source waits until [b, m)
@@ -141,6 +145,15 @@ class RangeMover {
     // written key sends its whole chunk again. Smaller: fewer bytes resent,
     // more (smaller) pieces.
     uint64_t write_chunk_keys = 16384;
+    // During the copy phase, forward every update of the moved keys to the
+    // destination as it is applied (in order, numbered; the destination
+    // applies one to the keys whose copy it holds, as the copy of the others
+    // is taken after it): no catch-up round, and the cut sends only the
+    // metadata. Past `forward_window_bytes` of unacknowledged forwards the
+    // source gives forwarding up and the cut sends every chunk written
+    // since the copy began.
+    bool forward_updates = true;
+    size_t forward_window_bytes = size_t{1} << 30;
     // Where the source reports each published dense move's cut-over
     // (range_move_cutover); may be null.
     EventLog* events = nullptr;
@@ -220,6 +233,15 @@ class RangeMover {
     uint32_t next_index = 0;    // The next transfer's first piece index.
     uint64_t range_bytes = 0;   // [m, e) of every slot.
     uint64_t cutover_bytes = 0; // The cut's payload.
+    size_t slots = 0;           // Frames of the range (copy phase).
+    // Forwarding (Options::forward_updates): on from the copy's start until
+    // the cut, unless given up (forward_stop says why).
+    bool forwarding = false;
+    std::string forward_stop;
+    uint64_t forward_seq = 0;        // Forwards sent (the last one's number).
+    uint64_t forwards_acked = 0;     // Forwards the destination answered.
+    uint64_t forward_bytes = 0;      // Their gradients' bytes.
+    uint64_t forward_unacked_bytes = 0;
     int64_t cut_ms = 0;         // When the cut began holding requests.
   };
   // The source of a chain move: its replica leaving the chain.
@@ -235,6 +257,10 @@ class RangeMover {
     wire::RangeMove move;
     uint32_t next_piece = 0;
     bool created = false;
+    // Keys [m, m + received_keys) arrived with every slot (the copy round's
+    // pieces go key by key): a forwarded update applies to those of its keys.
+    uint64_t received_keys = 0;
+    uint64_t forward_seq = 0;  // The last forwarded update taken.
   };
 
   // Source steps.
@@ -250,6 +276,15 @@ class RangeMover {
   void SendRound(Outgoing* out, const std::vector<OutgoingTransfer::Run>& runs);
   // A copy round was taken: another round, or on to the drain and cut.
   void EndCopyRound(const std::string& token);
+  // The copy phase's observer of the range's writes: forwards an update of
+  // the moved keys to the destination (Options::forward_updates).
+  void ForwardWrite(const std::string& token, const DenseShardState::Write& w);
+  void OnForwardReply(const std::string& token, uint64_t bytes, const Status& status);
+  // Ends forwarding for the rest of the copy phase (the cut then sends the
+  // chunks written since it began). Safe inside the observer.
+  void StopForwarding(Outgoing* out, const std::string& why);
+  // Destination: a forwarded update (MOVE_STATE with a chain_seq, no piece).
+  Status TakeForward(Incoming* in, const Request& req);
   // The write tracker of `out`'s range (nullptr: none or gone).
   WriteTracker* TrackerOf(const Outgoing& out);
   // Ends the tracking of a copy phase that did not get to the cut.

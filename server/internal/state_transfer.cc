@@ -23,13 +23,25 @@ std::unique_ptr<OutgoingTransfer> OutgoingTransfer::DenseRuns(
   std::unique_ptr<OutgoingTransfer> t(new OutgoingTransfer(seq, successor, std::move(meta)));
   const uint64_t per_piece = std::max<uint64_t>(1, chunk_bytes / sizeof(float));
   uint64_t floats = 0;
-  for (uint32_t f = 0; f < frames.size(); ++f) {
+  for (const Run& run : runs) floats += run.count;
+  const uint32_t num_frames = static_cast<uint32_t>(frames.size());
+  if (copy_payload) {  // Key-major: every frame of a stretch of keys in a row.
     for (const Run& run : runs) {
       for (uint64_t off = 0; off < run.count; off += per_piece) {
-        t->pieces_.push_back(
-            Piece{f, run.offset + off, std::min<uint64_t>(per_piece, run.count - off)});
+        for (uint32_t f = 0; f < num_frames; ++f) {
+          t->pieces_.push_back(
+              Piece{f, run.offset + off, std::min<uint64_t>(per_piece, run.count - off)});
+        }
       }
-      if (f == 0) floats += run.count;
+    }
+  } else {
+    for (uint32_t f = 0; f < num_frames; ++f) {
+      for (const Run& run : runs) {
+        for (uint64_t off = 0; off < run.count; off += per_piece) {
+          t->pieces_.push_back(
+              Piece{f, run.offset + off, std::min<uint64_t>(per_piece, run.count - off)});
+        }
+      }
     }
   }
   if (t->pieces_.empty() && final) t->pieces_.push_back(Piece{0, 0, 0});  // Metadata only.

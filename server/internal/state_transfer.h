@@ -46,7 +46,10 @@ class OutgoingTransfer {
   // transfer (SnapshotPiece.last, with `meta`; a final transfer of no runs
   // is that piece alone). With `copy_payload` each piece's floats are
   // copied when FillPiece makes it (the frames are live memory that the
-  // server goes on writing), else they are shared.
+  // server goes on writing), else they are shared; the pieces then go key
+  // by key, every frame of a stretch of keys in a row (a sender that fills
+  // such a group at one instant sends a consistent copy of those keys'
+  // slots), else frame by frame.
   struct Run {
     uint64_t offset;
     uint64_t count;

@@ -1,7 +1,7 @@
 // The copy phase of a range move (docs/elastic.md "One move"): the source
-// copies the moved keys to the destination while it serves them, catches up
-// with what was written meanwhile, and cuts over with only what the last
-// round missed. In-process jobs over ZeroMQ TCP, two async workers pushing
+// copies the moved keys to the destination while it serves them and forwards
+// their updates meanwhile (or, without forwarding, catches up with what was
+// written meanwhile), and cuts over with only what the copy missed. In-process jobs over ZeroMQ TCP, two async workers pushing
 // known gradients (SGD, lr 1: the sums are exact in any order) throughout.
 #include <atomic>
 #include <chrono>
@@ -62,12 +62,12 @@ long long Field(const std::string& line, const std::string& key) {
 
 // A one-server async job of table "w" (`size` keys, SGD lr 1) with server
 // options `so`, two workers pushing slices of kSlice keys (kHot of them) until
-// told to stop; the expected model is minus the sum of every acknowledged
-// push. Server 0's events are kept.
+// told to stop (`whole`: every push the whole table); the expected model is
+// minus the sum of every acknowledged push. Server 0's events are kept.
 class PushingJob {
  public:
-  PushingJob(uint64_t size, ServerOptions so, int heartbeat_timeout_ms = 5000)
-      : size_(size) {
+  PushingJob(uint64_t size, ServerOptions so, int heartbeat_timeout_ms = 5000, bool whole = false)
+      : size_(size), whole_(whole) {
     EventLogOptions eo;
     eo.process = "server-0";
     eo.on_line = [this](const std::string& line) {
@@ -146,22 +146,24 @@ class PushingJob {
     // the tail that moves): a copy round sees some of them written, never
     // all of the range.
     const uint64_t stride = size_ / kSlice / kHot;
+    const uint64_t n = whole_ ? size_ : kSlice;
     for (int step = 0; !stop_.load(); ++step) {
-      const uint64_t begin = ((step * 7 + k * 3) % kHot) * stride * kSlice;
-      FloatBuffer grads(kSlice);
-      for (uint64_t d = 0; d < kSlice; ++d) grads[d] = Gradient(c->worker_id(), step, begin + d);
+      const uint64_t begin = whole_ ? 0 : ((step * 7 + k * 3) % kHot) * stride * kSlice;
+      FloatBuffer grads(n);
+      for (uint64_t d = 0; d < n; ++d) grads[d] = Gradient(c->worker_id(), step, begin + d);
       Status s = c->Push("w", begin, grads).get();
       if (!s.ok()) {
         failures_[k] = s;
         failed_ = true;
         return;
       }
-      for (uint64_t d = 0; d < kSlice; ++d) expected_[k][begin + d] -= grads[d];
+      for (uint64_t d = 0; d < n; ++d) expected_[k][begin + d] -= grads[d];
       steps_.fetch_add(1);
     }
   }
 
   const uint64_t size_;
+  const bool whole_;
   std::unique_ptr<InProcessCluster> cluster_;
   std::vector<std::unique_ptr<Client>> workers_;
   std::vector<std::thread> threads_;
@@ -174,36 +176,68 @@ class PushingJob {
   std::vector<std::string> source_events_;  // Guarded by mu_.
 };
 
+// After `steps_before` steps a server joins and the tail half of the
+// `size`-key table moves to it; `steps_after` more steps on the new map, then
+// the workers stop. Checks that nothing failed, the tail moved and every key
+// is right; returns the source's range_move_cutover event ("" if not one).
+std::string JoinAndMove(PushingJob* job, uint64_t size, int steps_before, int steps_after) {
+  job->WaitSteps(steps_before);
+  auto joined = std::make_unique<JoinedServer>(job->cluster()->coordinator());
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (HolderOf(MapOf(job->cluster()->coordinator()), size - 1) != 1 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  job->WaitSteps(steps_after);  // On the new map, both servers.
+  job->Stop();
+  for (const Status& s : job->failures()) EXPECT_OK(s);
+  EXPECT_EQ(HolderOf(MapOf(job->cluster()->coordinator()), size - 1), 1) << "the range never moved";
+  EXPECT_EQ(job->WrongKeys(), 0u);
+  const std::vector<std::string> cutover = job->SourceEvents("range_move_cutover");
+  EXPECT_EQ(cutover.size(), 1u);
+  return cutover.size() == 1 ? cutover[0] : "";
+}
+
 // A server joins and the tail half (8 MiB) moves while both workers push:
 // the source copies it, catches up at least once, and the cut-over sends
 // less than the range; every acknowledged push is in the final model once.
 TEST(RangeCopyTest, ACopyWithCatchUpRoundsUnderPushesLosesNothingAndCutsOverLessThanTheRange) {
   constexpr uint64_t kSize = 4 << 20;
   ServerOptions so;
-  so.move_catchup_bytes = 0;  // Catch up while the writes shrink.
+  so.move_forward_updates = false;  // The catch-up rounds.
+  so.move_catchup_bytes = 0;        // Catch up while the writes shrink.
   so.state_transfer_chunk_bytes = 256 << 10;
   PushingJob job(kSize, so);
-  job.WaitSteps(20);
-  auto joined = std::make_unique<JoinedServer>(job.cluster()->coordinator());
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (HolderOf(MapOf(job.cluster()->coordinator()), kSize - 1) != 1 &&
-         std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  job.WaitSteps(40);  // On the new map, both servers.
-  job.Stop();
-  for (const Status& s : job.failures()) EXPECT_OK(s);
-  ASSERT_EQ(HolderOf(MapOf(job.cluster()->coordinator()), kSize - 1), 1) << "the range never moved";
-  EXPECT_EQ(job.WrongKeys(), 0u);
-  const std::vector<std::string> cutover = job.SourceEvents("range_move_cutover");
-  ASSERT_EQ(cutover.size(), 1u);
-  const std::string& e = cutover[0];
+  const std::string e = JoinAndMove(&job, kSize, /*steps_before=*/20, /*steps_after=*/40);
+  ASSERT_FALSE(e.empty());
   EXPECT_EQ(Field(e, "copy_phase"), 1) << e;
   EXPECT_GE(Field(e, "catchup_rounds"), 1) << e;
   EXPECT_EQ(Field(e, "range_bytes"), static_cast<long long>(kSize / 2 * sizeof(float))) << e;
   EXPECT_GE(Field(e, "copied_bytes"), Field(e, "range_bytes")) << e;
   EXPECT_LT(Field(e, "cutover_bytes"), Field(e, "range_bytes")) << e;
   std::printf("copy phase under pushes: %s\n", e.c_str());
+}
+
+// Both workers push the whole table at every step: every chunk of the moved
+// tail is written during every copy round, and catch-up rounds never
+// converge. The source forwards those updates during the copy, and the
+// cut-over sends only the metadata; every acknowledged push is in the final
+// model exactly once (a forward applied to keys whose copy already held it
+// would count it twice, one lost would miss it).
+TEST(RangeCopyTest, ForwardedUpdatesCutOverWithoutTheRangeWhenEveryKeyIsWrittenEveryStep) {
+  constexpr uint64_t kSize = 2 << 20;  // The tail: 4 MiB.
+  ServerOptions so;
+  so.state_transfer_chunk_bytes = 4096;  // 1,024 pieces: pushes fall between them.
+  PushingJob job(kSize, so, /*heartbeat_timeout_ms=*/5000, /*whole=*/true);
+  const std::string e = JoinAndMove(&job, kSize, /*steps_before=*/4, /*steps_after=*/6);
+  ASSERT_FALSE(e.empty());
+  EXPECT_EQ(Field(e, "forwarding"), 1) << e;
+  EXPECT_GE(Field(e, "forwarded_updates"), 1) << e;
+  EXPECT_GT(Field(e, "forwarded_bytes"), 0) << e;
+  EXPECT_EQ(Field(e, "catchup_rounds"), 0) << e;
+  EXPECT_EQ(Field(e, "range_bytes"), static_cast<long long>(kSize / 2 * sizeof(float))) << e;
+  EXPECT_LT(Field(e, "cutover_bytes"), Field(e, "range_bytes") / 16) << e;
+  std::printf("forwarding under whole-table pushes: %s\n", e.c_str());
 }
 
 // The destination stops during the copy phase: the piece it does not

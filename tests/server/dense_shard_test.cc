@@ -4,6 +4,8 @@
 #include "server/internal/dense_shard.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -17,6 +19,7 @@
 #include "kernels/optimizer.h"
 #include "storage/param_store.h"
 #include "tests/server/bsp_reference.h"
+#include "tests/test_util.h"
 
 namespace relaxps {
 namespace server_internal {
@@ -395,6 +398,71 @@ INSTANTIATE_TEST_SUITE_P(
     OptimizersAndWorkers, BspRoundTest,
     ::testing::Combine(::testing::Values("sgd", "momentum", "adam"), ::testing::Values(2, 3)),
     test::BspShardTest::Name);
+
+// A range move's forwarding (docs/elastic.md "One move"): the source's writes
+// of a tail that starts at an unaligned key, told to the observer and applied
+// to a range of just those keys with ApplyForwardedStep, leave both ranges'
+// slots bit-identical (the optimizer state and Adam's bias correction too).
+class ForwardedStepTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ForwardedStepTest, ForwardedStepsOfAMovedTailAreBitIdenticalToTheSource) {
+  constexpr uint64_t kSize = 1000, kMid = 333;
+  std::unique_ptr<ParamStore> store = NewMemoryStore();
+  ConsistencyOptions co;
+  co.model = ConsistencyModel::kAsync;
+  auto policy = NewConsistencyPolicy(co);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  auto device = kernels::NewDevice(kernels::DeviceOptions{});
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto make = [&](const std::string& name, uint64_t begin) {
+    OptimizerOptions o;
+    o.name = GetParam();
+    o.lr = 0.01f;
+    auto optimizer = kernels::NewOptimizer(o);
+    EXPECT_TRUE(optimizer.ok()) << optimizer.status();
+    DenseShardSpec spec;
+    spec.table = name;
+    spec.begin = begin;
+    spec.end = kSize;
+    spec.num_slots = 1 + (*optimizer)->num_state_slots();
+    auto shard = store->CreateDense(spec);
+    EXPECT_TRUE(shard.ok()) << shard.status();
+    return std::make_unique<DenseShardState>(*shard, std::move(*optimizer), policy->get(),
+                                             device->get(), store.get());
+  };
+  std::unique_ptr<DenseShardState> source = make("w", 0);
+  std::unique_ptr<DenseShardState> tail = make("w2", kMid);
+  for (size_t slot = 0; slot < source->num_slots(); ++slot) {
+    FloatBuffer copy = source->CopySlot(static_cast<int>(slot), kMid, kSize - kMid);
+    ASSERT_OK(tail->LoadSlotPiece(slot, 0, copy.data(), copy.size()));
+  }
+  int forwarded = 0;
+  source->TrackWrites(kMid, kSize, 64, [&](const DenseShardState::Write& w) {
+    ASSERT_EQ(w.kind, DenseShardState::Write::kStep);
+    const uint64_t lo = std::max(w.offset, kMid), hi = std::min<uint64_t>(w.offset + w.n, kSize);
+    if (lo >= hi) return;
+    ASSERT_OK(tail->ApplyForwardedStep(lo, w.values + (lo - w.offset), hi - lo, w.step,
+                                       w.lr_scale));
+    ++forwarded;
+  });
+  // Whole-range steps and partial ones (a later part of a split push
+  // included), at gradients that differ per key and step.
+  for (int step = 0; step < 12; ++step) {
+    const uint64_t begin = step % 3 == 0 ? 0 : 100 + 37 * step, n = kSize - begin - step;
+    std::vector<float> grads(n);
+    for (uint64_t d = 0; d < n; ++d) grads[d] = std::sin(0.1f * d + step) * (1 + step % 4);
+    ASSERT_OK(source->Push(0, step, begin, grads.data(), n, /*new_step=*/step % 4 != 3));
+  }
+  EXPECT_EQ(forwarded, 12);
+  for (size_t slot = 0; slot < source->num_slots(); ++slot) {
+    FloatBuffer a = source->CopySlot(static_cast<int>(slot), kMid, kSize - kMid);
+    FloatBuffer b = tail->CopySlot(static_cast<int>(slot), kMid, kSize - kMid);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.bytes()), 0) << "slot " << slot;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, ForwardedStepTest,
+                         ::testing::Values("sgd", "momentum", "adam", "adagrad"));
 
 }  // namespace
 }  // namespace server_internal
