@@ -438,10 +438,21 @@ bool RpcClient::OnMonitorEvent(int peer, uint16_t event, uint32_t value,
     case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
       // The connection ended during the handshake: a server that could not
       // decrypt this client's hello (it holds another key than the one this
-      // client expects), but just as well one that died or restarted. Not a
-      // refusal: only named if a request's deadline passes.
-      link.handshake_failures++;
-      return false;
+      // client expects), one that runs another security mechanism and reset
+      // the connection before this client read its greeting (then the
+      // mismatch arrives as this event instead of the protocol error above:
+      // a race, lost more often under load), but just as well one that died
+      // or restarted during one handshake. Once is not a refusal (named only
+      // if a request's deadline passes); a peer that accepts the connection
+      // and ends the handshake several times in a row, with none succeeding
+      // in between, is refusing this client.
+      if (++link.handshake_failures < kHandshakeEndsRefused) return false;
+      link.refused = PermissionDeniedError(
+          "authentication failed (handshake with " + link.endpoint + " ended " +
+          std::to_string(link.handshake_failures) +
+          " times in a row: the server does not hold the key this client expects of it, or "
+          "security settings differ)");
+      break;
     default:
       return false;
   }

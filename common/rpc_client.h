@@ -210,11 +210,16 @@ class RpcClient final : public Transport {
     // (ZMQ_EVENT_CONNECT_RETRIED): named when a request's deadline passes.
     int retries = 0;
     // Connections that ended during the handshake since the last
-    // successful one (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL).
+    // successful one (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL); at
+    // kHandshakeEndsRefused the peer counts as refusing this client.
     int handshake_failures = 0;
     bool connected = false;
   };
   std::vector<Link> links_ GUARDED_BY(io_mu_);
+  // Handshakes ended in a row (no success between) that make a refusal: a
+  // restarting or dying server ends at most one; ZeroMQ reconnects every
+  // 100 ms, so a refusing peer is named within about 0.3 s.
+  static constexpr int kHandshakeEndsRefused = 3;
   // Applies one monitor event of `peer`'s socket; requests failed by it go
   // to `completions`. Returns whether it was a disconnection.
   bool OnMonitorEvent(int peer, uint16_t event, uint32_t value,

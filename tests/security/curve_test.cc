@@ -106,8 +106,12 @@ TEST(CurveTest, OnlyTheJobsKeysGetInAndRolesAreBoundToKeys) {
   // is answered, and the client says so at once (issue 40 point 5).
   StatusOr<std::unique_ptr<Client>> plain = Connect(job.coordinator(), CurveOptions(), -1, 1500);
   EXPECT_FALSE(plain.ok());
+  // Which of two handshake failures ZeroMQ reports depends on a race (the
+  // server resets the connection, sometimes before this client read its
+  // greeting); both are said well before the deadline.
   RpcClient raw;
-  StatusOr<Message> r = raw.CallSync(raw.Connect(job.server(0)->endpoint()), Pull(64, -1), 1500);
+  StatusOr<Message> r =
+      raw.CallSync(raw.Connect(job.server(0)->endpoint()), Pull(64, -1), timeout_ms);
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << r.status();
   EXPECT_NE(r.status().message().find("authentication failed (handshake with " +
                                       job.server(0)->endpoint()),
@@ -219,13 +223,17 @@ TEST(CurveTest, EachRouterProvesItsOwnKey) {
   } impostors[] = {{job.server(0)->endpoint(), "", "the server as the coordinator"},
                    {job.server(0)->endpoint(), server1_pub, "server 0 as server 1"},
                    {job.coordinator(), server0_pub, "the coordinator as server 0"}};
-  // The client cannot tell such a server from one that died during the
-  // handshake (the connection just ends), so it waits for the deadline, and
-  // then says what happened (issue 40 point 5).
+  // Such a server just ends the connection during the handshake, which a
+  // client cannot tell from one that died then; ended three times in a row,
+  // it is a refusal, said long before the deadline (issue 40 point 5).
   for (const auto& i : impostors) {
-    r = worker->CallSync(worker->Connect(i.endpoint, i.key), Stats(), 1500);
-    EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << i.what << ": " << r.status();
-    EXPECT_NE(r.status().message().find(i.endpoint + " ended during the handshake"),
+    const auto asked = std::chrono::steady_clock::now();
+    r = worker->CallSync(worker->Connect(i.endpoint, i.key), Stats(), timeout_ms);
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(timeout_ms / 2))
+        << i.what;
+    EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << i.what << ": " << r.status();
+    EXPECT_NE(r.status().message().find("authentication failed (handshake with " + i.endpoint +
+                                        " ended 3 times in a row"),
               std::string::npos)
         << i.what << ": " << r.status();
   }
