@@ -34,7 +34,10 @@ echo "RELAXPS_PID $child"
 tail -n +1 -F --pid=$child "$ev" 2>/dev/null &
 tailer=$!
 (while read -r sig <&3; do kill -s "$sig" $child 2>/dev/null; done
- kill -s CONT $child 2>/dev/null; kill -s TERM $child 2>/dev/null; sleep 10
+ kill -s CONT $child 2>/dev/null; kill -s TERM $child 2>/dev/null
+ sleep 10 & nap=$!
+ trap 'kill $nap 2>/dev/null; exit 0' TERM
+ wait $nap
  kill -s KILL $child 2>/dev/null) &
 guard=$!
 wait $child
