@@ -124,6 +124,48 @@ void PartSender::ResendRefused(int server, std::function<Message()> make,
       [held] { held->done(AbortedError("client is shutting down"), Message()); });
 }
 
+void PartSender::PullLater(int server, std::function<Message()> make,
+                           Transport::ReplyCallback done, int64_t give_up_ms, bool past_gate,
+                           Refusals refusals, const wire::Header& push_ack, bool keyed) {
+  // The PUSH_PULL's pull part alone: a PULL of the clock after the push's
+  // (what the server pulls a PUSH_PULL at), without the gradient.
+  std::function<Message()> pull = [make = std::move(make)] {
+    Message m = make();
+    wire::Header& h = m.header;
+    h.set_type(wire::PULL);
+    h.set_clock(h.clock() + 1);
+    h.clear_push_id();
+    h.clear_push_continues();
+    h.clear_raw_delta();
+    m.frames.clear();
+    return m;
+  };
+  // Its reply answers the PUSH_PULL: the parameters, with what the push's
+  // acknowledgement said about the push (the role's checkpoint and chain
+  // positions).
+  auto ack = std::make_shared<const wire::Header>(push_ack);
+  Transport::ReplyCallback pulled = [done = std::move(done), ack, keyed](const Status& st,
+                                                                        Message&& reply) {
+    if (st.ok()) {
+      wire::Header& h = reply.header;
+      h.set_snapshot_seq(ack->snapshot_seq());
+      h.set_pending(ack->pending());
+      h.set_chain_seq(ack->chain_seq());
+      h.set_chain_head_since(ack->chain_head_since());
+      h.set_epoch(ack->epoch());
+    } else if (!keyed) {
+      // A "moved" reply would make the caller send the whole PUSH_PULL
+      // again, and a push without an exactly-once key would be applied
+      // twice: the part fails instead.
+      reply.header.clear_shard_map();
+    }
+    done(st.ok() ? st : st.WithPrefix("pull after its push was applied"), std::move(reply));
+  };
+  ResendRefused(server, std::move(pull), std::move(pulled), give_up_ms, past_gate, refusals,
+                ResourceExhaustedError("the server applied the push and refused its pull part "
+                                       "(unread replies)"));
+}
+
 void PartSender::SendPart(int server, std::function<Message()> make,
                           Transport::ReplyCallback done, int64_t give_up_ms, bool past_gate,
                           Refusals refusals) {
@@ -154,6 +196,8 @@ void PartSender::SendPart(int server, std::function<Message()> make,
     done = std::move(held.done);
   }
   const bool update = CountsAsUpdate(request.header);
+  const bool push_pull = request.header.type() == wire::PUSH_PULL;
+  const bool keyed = request.header.push_id() > 0;
   int timeout_ms = TimeoutMs(request.header.type());
   if (refusals.deadline_ms == 0) {
     refusals.deadline_ms = resender_->NowMs() + timeout_ms;
@@ -163,9 +207,17 @@ void PartSender::SendPart(int server, std::function<Message()> make,
         std::clamp<int64_t>(refusals.deadline_ms - resender_->NowMs(), 1, timeout_ms));
   }
   rpc_->Call(peer, std::move(request), timeout_ms,
-             [this, server, peer_map, epoch, give_up_ms, past_gate, update, refusals,
-              make = std::move(make),
+             [this, server, peer_map, epoch, give_up_ms, past_gate, update, push_pull, keyed,
+              refusals, make = std::move(make),
               done = std::move(done)](const Status& reply_status, Message&& reply) mutable {
+               if (reply_status.ok() && push_pull && reply.header.type() == wire::PUSH) {
+                 // The server applied the push and refused the pull part
+                 // (its limit on unread replies): the pull goes later.
+                 if (update) acked_updates_.fetch_add(1);
+                 PullLater(server, std::move(make), std::move(done), give_up_ms, past_gate,
+                           refusals, reply.header, keyed);
+                 return;
+               }
                if (reply_status.code() == StatusCode::kResourceExhausted) {
                  // Refused before anything was applied (the server's limit
                  // on unread replies): the same part again, later.

@@ -35,6 +35,12 @@
 //    that refusal. Every data request (pulls, pushes, row requests, the
 //    zero-copy variants, the local fallback's and the recovery role's
 //    parts) goes through here, so all of them are retried alike.
+//  - A PUSH_PULL part answered as a PUSH (reply type PUSH, no parameters:
+//    the server applied its push and refused its pull part for its limit on
+//    unread replies) is acknowledged as a push (acked_updates), and its pull
+//    part is sent as a plain PULL of the next clock after the same backoff
+//    (PullLater) until the part's deadline; a pull of a later clock waits at
+//    the server's gate as pulls do. Its reply completes the part.
 //  - A part whose server was lost (Resender::IsServerLoss) while the job is
 //    alive is the role's (OnServerFailed): kPark waits for a new endpoint of
 //    the server, kReroute routes it again now if the map changed since it
@@ -158,6 +164,14 @@ class PartSender {
   void ResendRefused(int server, std::function<Message()> make, Transport::ReplyCallback done,
                      int64_t give_up_ms, bool past_gate, Refusals refusals,
                      const Status& refusal);
+  // A PUSH_PULL part the server answered as a PUSH (`push_ack`): it applied
+  // the push and refused the pull part (ServerImpl::RefusePullPart). The
+  // pull part goes as a plain PULL after the backoff (ResendRefused), and its
+  // reply completes `done` with the push's acknowledgement fields; `keyed`:
+  // the push has an exactly-once key.
+  void PullLater(int server, std::function<Message()> make, Transport::ReplyCallback done,
+                 int64_t give_up_ms, bool past_gate, Refusals refusals,
+                 const wire::Header& push_ack, bool keyed);
   // Logs the first acknowledged resend of each epoch (scripts/run_local.sh
   // reads it: kill -> first push acknowledged by the new head).
   void LogFailover(int server);

@@ -234,6 +234,21 @@ Status ServerImpl::ReserveReply(Request* req) {
   return rpc_->ReserveReply(req, static_cast<int64_t>(std::min(values, max_values) * per_value));
 }
 
+bool ServerImpl::RefusePullPart(Request* req, const Status& refusal) {
+  wire::Header& h = req->msg.header;
+  if (h.type() != wire::PUSH_PULL || h.forwarded() || h.sender() < 0) return false;
+  // Counted as the refusal it is (the request's pull part).
+  stats_.set_quota_rejected(stats_.quota_rejected() + 1);
+  metrics_.OnReject(*req, refusal);
+  LOG_LIMITED(WARNING, rpc_->log_limiter(), "PUSH_PULL/pull part refused")
+      << "PUSH_PULL from worker " << h.sender() << " answered as a PUSH (its pull is refused, "
+      << "the client pulls later): " << refusal;
+  // Applied (or held, or parked for its round) and acknowledged as a PUSH:
+  // the reply's type says so (FillReplyHeader, MakeReply).
+  h.set_type(wire::PUSH);
+  return true;
+}
+
 bool ServerImpl::CheckFrameCount(const Request& req, size_t expected) {
   if (req.msg.frames.size() == expected) return true;
   Reject(req, InvalidArgumentError(wire::MsgType_Name(req.msg.header.type()) + " expects " +
@@ -320,7 +335,9 @@ void ServerImpl::Handle(Request&& req) {
   // request whose reply would pass the limits on unread replies is refused
   // (ResourceExhausted; the client retries it), never answered by a reply
   // dropped later.
-  if (Status s = ReserveReply(&req); !s.ok()) {
+  // A PUSH_PULL's push goes on (RefusePullPart): a BSP/SSP round waits for
+  // it, and its refused pull would otherwise wait for the round.
+  if (Status s = ReserveReply(&req); !s.ok() && !RefusePullPart(&req, s)) {
     Reject(req, s);
     return;
   }

@@ -130,6 +130,14 @@ class ServerImpl final : public Server,
   // PULL_ROWS): reserves the reply's bytes (RpcServer::ReserveReply), or
   // ResourceExhausted if they would pass the limits on unread replies.
   Status ReserveReply(Request* req);
+  // A PUSH_PULL whose reply ReserveReply() refused with `refusal`: true
+  // after turning it into the PUSH it carries (the request goes on and is
+  // applied, held or parked at the gate exactly as a PUSH; its reply's type
+  // PUSH, without parameters, tells the client that the pull part was
+  // refused: the client pulls later with a plain PULL). Counted as a
+  // refusal (quota_rejected; RpcServer::unread_refused_count). False for any
+  // other request (the caller rejects it): nothing is applied.
+  bool RefusePullPart(Request* req, const Status& refusal);
   // Replies with an error and counts the rejection.
   void Reject(const Request& req, const Status& status) override;
   // False (after rejecting) unless the request has exactly `expected`

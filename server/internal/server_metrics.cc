@@ -181,7 +181,8 @@ void ServerImpl::CollectMetrics(MetricSink* sink) {
           stats_.replies_dropped());
   counter("relaxps_server_unread_refused_total",
           "Requests refused (ResourceExhausted, retried by the client) because their reply "
-          "would pass --max_unread_reply_mb_per_peer or --max_unread_reply_mb.",
+          "would pass --max_unread_reply_mb_per_peer or --max_unread_reply_mb; a PushPull's "
+          "counts too when only its pull was refused (its push applied, answered as a PUSH).",
           rpc_->unread_refused_count());
   counter("relaxps_server_unread_dropped_total",
           "Messages without a reservation dropped for the limits on unread replies.",

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -384,6 +385,105 @@ TEST_F(PartSenderTest, APartRefusedUntilItsDeadlineFailsWithTheRefusal) {
   EXPECT_NE(got->message().find("deadline"), std::string::npos) << *got;
   EXPECT_EQ(transport_.calls().size(), 3u);  // At 0, 2 and 4 s; the next would pass 5 s.
   EXPECT_EQ(outcome->Calls(), 1);
+}
+
+TEST_F(PartSenderTest, APushPullAnsweredAsAPushPullsLaterAsAPlainPull) {
+  // The server applies the push and refuses the pull part (a reply of type
+  // PUSH: ServerImpl::RefusePullPart), refuses the PULL once, then answers it.
+  std::mutex mu;
+  std::vector<std::pair<wire::Header, size_t>> sent;  // Header, frames.
+  transport_.SetReplier(
+      [&](int, const Message& request) -> std::optional<std::pair<Status, Message>> {
+        std::lock_guard<std::mutex> l(mu);
+        sent.emplace_back(request.header, request.frames.size());
+        Message reply;
+        switch (sent.size()) {
+          case 1:
+            reply.header.set_type(wire::PUSH);
+            reply.header.set_snapshot_seq(5);
+            reply.header.set_pending(true);
+            reply.header.set_chain_seq(9);
+            return std::make_pair(Status::OK(), std::move(reply));
+          case 2:
+            return std::make_pair(ResourceExhaustedError("the peer has not read 4 MiB"),
+                                  std::move(reply));
+          default:
+            reply.header.set_type(wire::PULL);
+            reply.header.set_params_clock(3);
+            const float param = 2.5f;
+            reply.frames.push_back(Frame::Copy(&param, sizeof(param)));
+            return std::make_pair(Status::OK(), std::move(reply));
+        }
+      });
+  auto outcome = std::make_shared<Outcome>();
+  auto final_reply = std::make_shared<wire::Header>();
+  auto frames = std::make_shared<size_t>(0);
+  auto push_pull = [] {
+    Message m = Part(wire::PUSH_PULL, 0, [](wire::Header* h) {
+      h->set_clock(4);
+      h->set_push_id(77);
+    })();
+    const float grad = 1.0f;
+    m.frames.push_back(Frame::Copy(&grad, sizeof(grad)));
+    return m;
+  };
+  sender_->Send(0, push_pull,
+                [outcome, final_reply, frames](const Status& s, Message&& reply) {
+                  *final_reply = reply.header;
+                  *frames = reply.frames.size();
+                  outcome->Set(s);
+                });
+  std::optional<Status> got = outcome->Wait();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_OK(*got);
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[0].first.type(), wire::PUSH_PULL);
+  EXPECT_EQ(sent[0].second, 1u);
+  for (size_t i = 1; i < sent.size(); ++i) {
+    // The pull part alone: a PULL of the next clock, no gradient, no key.
+    EXPECT_EQ(sent[i].first.type(), wire::PULL) << i;
+    EXPECT_EQ(sent[i].first.clock(), 5) << i;
+    EXPECT_EQ(sent[i].first.push_id(), 0u) << i;
+    EXPECT_EQ(sent[i].second, 0u) << i;
+  }
+  // The parameters, with the push's acknowledgement.
+  EXPECT_EQ(*frames, 1u);
+  EXPECT_EQ(final_reply->params_clock(), 3);
+  EXPECT_EQ(final_reply->snapshot_seq(), 5u);
+  EXPECT_TRUE(final_reply->pending());
+  EXPECT_EQ(final_reply->chain_seq(), 9u);
+  EXPECT_EQ(sender_->acked_updates(), 1u);  // The push, once.
+  EXPECT_EQ(sender_->refused_resends(), 2u);
+  EXPECT_EQ(outcome->Calls(), 1);
+}
+
+TEST_F(PartSenderTest, AMovedPullAfterAnUnkeyedPushFailsInsteadOfPushingAgain) {
+  for (const uint64_t push_id : {uint64_t{0}, uint64_t{8}}) {
+    int calls = 0;
+    transport_.SetReplier(
+        [&](int, const Message&) -> std::optional<std::pair<Status, Message>> {
+          Message reply;
+          if (++calls == 1) {
+            reply.header.set_type(wire::PUSH);
+            return std::make_pair(Status::OK(), std::move(reply));
+          }
+          *reply.header.mutable_shard_map() = Map(2, {kB, kA});
+          return std::make_pair(WrongShardError("not here"), std::move(reply));
+        });
+    auto outcome = std::make_shared<Outcome>();
+    auto has_map = std::make_shared<bool>(false);
+    sender_->Send(0, Part(wire::PUSH_PULL, 0, [push_id](wire::Header* h) { h->set_push_id(push_id); }),
+                  [outcome, has_map](const Status& s, Message&& reply) {
+                    *has_map = reply.header.has_shard_map();
+                    outcome->Set(s);
+                  });
+    std::optional<Status> got = outcome->Wait();
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->code(), StatusCode::kWrongShard) << *got;
+    // Re-routing sends the whole PUSH_PULL again: only a keyed push may go twice.
+    EXPECT_EQ(*has_map, push_id != 0) << push_id;
+  }
 }
 
 TEST_F(PartSenderTest, StopResendsFailsAPartWaitingToBeResent) {

@@ -9,9 +9,16 @@
 //    then every pull completes with the parameters.
 //  * Async: 32 PushPulls, 32 zero-copy PushPulls and 16 row pulls in
 //    flight complete, and every push is applied exactly once (the values).
+//  * relaxps-ctl pull while a worker's parked pulls fill the limits: resent
+//    until the gate opens, then done.
+//  * BSP and SSP: 2 workers x 4 clocks of 8 PushPulls of 1 MiB each (twice
+//    the limit): every push applied (the server answers a PushPull that does
+//    not fit as a PUSH; the client pulls later), every clock completes, the
+//    values exact.
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -172,6 +179,111 @@ TEST(ReplyReservationTest, EveryPushOfManyLargePushPullsInFlightIsAppliedOnce) {
               kRounds, kParts, static_cast<unsigned long long>(stats.quota_rejected()),
               static_cast<unsigned long long>(stats.replies_dropped()));
   EXPECT_EQ(stats.replies_dropped(), 0u);
+}
+
+// Two workers, each with 8 PushPulls of 1 MiB per clock for each server,
+// twice its 4 MiB per-peer limit: the server applies every push (a round
+// waits for them all) and refuses the pull parts that do not fit, which the
+// clients pull later. Every clock completes; under BSP each PushPull reads
+// the round it closed, exactly (SGD lr 1: part i of worker w pushes
+// (w + 1) * (i + 1), a round steps by the mean, 1.5 * (i + 1)); under SSP
+// each push is applied on arrival, so the table ends at -3 * (i + 1) per
+// clock. Every push part is applied once: the servers' applied parts of
+// each worker are its acknowledged updates. `recovery` "chain": 2 servers,
+// each range on both (the push goes down the chain as a PUSH).
+void RunPushPullClocks(ConsistencyModel model, const std::string& recovery = "none") {
+  CoordinatorOptions co;
+  co.num_servers = recovery == "chain" ? 2 : 1;
+  co.recovery = recovery;
+  co.consistency = model;
+  co.staleness = 0;
+  co.heartbeat_timeout_ms = 2000 * test::TimeScale();
+  InProcessCluster cluster(co, SmallUnreadLimit());
+  const int kParts = 8 * co.num_servers;
+  constexpr int kClocks = 4;
+  constexpr int kWorkers = 2;
+  std::vector<std::unique_ptr<Client>> workers;
+  workers.push_back(Connect(cluster.coordinator()));
+  ASSERT_OK(workers[0]->CreateTable(Dense("p", kParts * kValues, 0.0f)));
+  workers.push_back(Connect(cluster.coordinator()));
+
+  std::vector<std::string> errors(kWorkers);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      Client* c = workers[w].get();
+      for (int clock = 0; clock < kClocks; ++clock) {
+        std::vector<FloatBuffer> outs;
+        std::vector<std::future<Status>> pushpulls;
+        for (int i = 0; i < kParts; ++i) {
+          FloatBuffer g(kValues);
+          for (size_t k = 0; k < g.size(); ++k) g[k] = static_cast<float>((w + 1) * (i + 1));
+          outs.emplace_back(kValues);
+          pushpulls.push_back(c->PushPull("p", i * kValues, g, outs.back()));
+        }
+        for (int i = 0; i < kParts; ++i) {
+          Status s = pushpulls[i].get();
+          const std::string at = "worker " + std::to_string(w) + " clock " +
+                                 std::to_string(clock) + " part " + std::to_string(i);
+          if (!s.ok()) {
+            errors[w] += at + ": " + s.ToString() + "\n";
+            continue;
+          }
+          const float want = -1.5f * static_cast<float>((clock + 1) * (i + 1));
+          if (model == ConsistencyModel::kBsp &&
+              (outs[i][0] != want || outs[i][kValues - 1] != want)) {
+            errors[w] += at + ": read " + std::to_string(outs[i][0]) + ", want " +
+                         std::to_string(want) + "\n";
+          }
+        }
+        if (!errors[w].empty()) return;  // Stuck: the rest would wait as long.
+        if (Status s = c->Clock(); !s.ok()) errors[w] += "Clock: " + s.ToString() + "\n";
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int w = 0; w < kWorkers; ++w) EXPECT_EQ(errors[w], "") << "worker " << w;
+
+  FloatBuffer all(kParts * kValues);
+  ASSERT_OK(workers[0]->Pull("p", 0, all).get());
+  for (int i = 0; i < kParts; ++i) {
+    const float want = -3.0f * (model == ConsistencyModel::kBsp ? 0.5f : 1.0f) *
+                       static_cast<float>(kClocks * (i + 1));
+    for (size_t k = 0; k < kValues; k += 4099) {
+      ASSERT_EQ(all[i * kValues + k], want) << "part " << i << " key " << k;
+    }
+  }
+  uint64_t refusals = 0;
+  uint64_t dropped = 0;
+  std::map<int, uint64_t> applied;  // Worker -> parts.
+  for (int i = 0; i < co.num_servers; ++i) {
+    const wire::ServerStats stats = test::ServerStatsOf(cluster.server(i)->endpoint());
+    refusals += stats.quota_rejected();
+    dropped += stats.replies_dropped();
+    for (const wire::AppliedParts& a : stats.applied_parts()) applied[a.worker()] += a.parts();
+  }
+  for (auto& c : workers) {
+    EXPECT_EQ(applied[c->worker_id()], c->stats().acked_updates) << "worker " << c->worker_id();
+  }
+  std::printf("%s, recovery %s: %d workers x %d clocks x %d PushPulls of 1 MiB, 4 MiB per "
+              "peer: %llu refusals, %llu replies dropped\n",
+              model == ConsistencyModel::kBsp ? "BSP" : "SSP", recovery.c_str(), kWorkers,
+              kClocks, kParts, static_cast<unsigned long long>(refusals),
+              static_cast<unsigned long long>(dropped));
+  EXPECT_GT(refusals, 0u);  // The limit was in the way.
+  EXPECT_EQ(dropped, 0u);
+}
+
+TEST(ReplyReservationTest, BspClocksOfPushPullsPastThePerPeerLimitComplete) {
+  RunPushPullClocks(ConsistencyModel::kBsp);
+}
+
+TEST(ReplyReservationTest, SspClocksOfPushPullsPastThePerPeerLimitComplete) {
+  RunPushPullClocks(ConsistencyModel::kSsp);
+}
+
+TEST(ReplyReservationTest, ChainBspClocksOfPushPullsPastThePerPeerLimitApplyEachPushOnce) {
+  RunPushPullClocks(ConsistencyModel::kBsp, "chain");
 }
 
 }  // namespace
