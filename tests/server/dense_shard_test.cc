@@ -4,10 +4,13 @@
 #include "server/internal/dense_shard.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -463,6 +466,55 @@ TEST_P(ForwardedStepTest, ForwardedStepsOfAMovedTailAreBitIdenticalToTheSource) 
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, ForwardedStepTest,
                          ::testing::Values("sgd", "momentum", "adam", "adagrad"));
+
+// A range move's piece lent to ZeroMQ (LendSlot): a push of its keys waits
+// until the buffer is dropped, so what is sent holds the values of when it
+// was lent; a push of other keys goes on at once.
+TEST(LendSlotTest, APushOfLentKeysWaitsUntilTheBufferIsDropped) {
+  ConsistencyOptions co;
+  co.model = ConsistencyModel::kAsync;
+  auto policy = NewConsistencyPolicy(co);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  auto device = kernels::NewDevice(kernels::DeviceOptions{});
+  ASSERT_TRUE(device.ok()) << device.status();
+  std::unique_ptr<ParamStore> store = NewMemoryStore();
+  DenseShardSpec spec;
+  spec.table = "w";
+  spec.end = 4096;
+  auto shard = store->CreateDense(spec);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  OptimizerOptions o;
+  o.name = "sgd";
+  o.lr = 1.0f;
+  auto optimizer = kernels::NewOptimizer(o);
+  ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+  DenseShardState state(*shard, std::move(*optimizer), policy->get(), device->get(), store.get());
+  FloatBuffer lent = state.LendSlot(0, 1024, 1024, /*wait_ms=*/10000);
+  std::vector<float> ones(1024, 1.0f);
+  // Keys [0, 1024): not lent, applied at once.
+  ASSERT_OK(state.Push(0, 0, 0, ones.data(), 1024, /*new_step=*/true));
+  EXPECT_EQ(state.lent_spans()->stats().waits, 0u);
+  std::atomic<bool> dropped{false};
+  std::vector<float> sent;
+  std::thread zmq([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    sent.assign(lent.begin(), lent.end());  // What ZeroMQ read.
+    dropped = true;
+    lent = FloatBuffer();
+  });
+  // Keys [1500, 2524) overlap the lent [1024, 2048).
+  ASSERT_OK(state.Push(0, 1, 1500, ones.data(), 1024, /*new_step=*/true));
+  EXPECT_TRUE(dropped.load());
+  zmq.join();
+  EXPECT_EQ(state.lent_spans()->stats().waits, 1u);
+  EXPECT_EQ(state.lent_spans()->stats().torn, 0u);
+  for (float v : sent) ASSERT_EQ(v, 0.0f);  // The push came after.
+  FloatBuffer now = state.CopySlot(0, 0, 4096);
+  EXPECT_EQ(now[0], -1.0f);
+  EXPECT_EQ(now[1499], 0.0f);
+  EXPECT_EQ(now[1500], -1.0f);
+  EXPECT_EQ(now[2523], -1.0f);
+}
 
 }  // namespace
 }  // namespace server_internal
