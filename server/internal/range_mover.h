@@ -163,7 +163,7 @@ class RangeMover {
     // reading).
     // Longer: fewer resends after a stall, a longer stall of the source's
     // loop when the destination stops reading.
-    int64_t lend_wait_ms = 1000;
+    int64_t lend_wait_ms = 250;
     // Where the source reports each published dense move's cut-over
     // (range_move_cutover); may be null.
     EventLog* events = nullptr;
