@@ -49,7 +49,7 @@ class MemoryStore final : public ParamStore {
     try {
       entry->arrays = DenseArrays(spec.num_slots, n);
       entry->shard.slots = entry->arrays.slots();
-      for (int s = 0; s < spec.num_slots; ++s) {
+      for (int s = 0; spec.initialize && s < spec.num_slots; ++s) {
         storage_internal::InitDenseRange(spec, s, 0, n, entry->shard.slots[s]);
       }
     } catch (const std::bad_alloc&) {

@@ -50,6 +50,12 @@ struct DenseShardSpec {
   int num_slots = 1;   // 1 + optimizer state slots.
   Initializer init;    // For slot 0; state slots start at slot_init.
   float slot_init = 0.0f;
+  // false: the caller writes every key of every slot before anything reads
+  // them (a range a move fills, docs/elastic.md), so a store may leave a new
+  // shard's memory as allocated instead of running the initializer.
+  // MemoryStore does; RocksDbStore initializes (its never-flushed chunks
+  // load as the initial values).
+  bool initialize = true;
 };
 
 // A dense shard's in-memory arrays. Owned by the store; valid until the store

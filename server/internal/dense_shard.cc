@@ -446,6 +446,21 @@ FloatBuffer DenseShardState::ViewSlot(int slot, uint64_t begin, size_t n) const 
                            [pin = std::move(pin)] {});
 }
 
+FloatBuffer DenseShardState::LendSlot(int slot, uint64_t begin, size_t n, int64_t wait_ms) {
+  std::shared_ptr<const void> pin = store_->PinDense(shard_);
+  if (pin == nullptr) return CopySlot(slot, begin, n);
+  if (lent_ == nullptr) lent_ = std::make_unique<LentSpans>();
+  lend_wait_ms_ = wait_ms;
+  std::shared_ptr<void> lent = lent_->Lend(begin - shard_->spec.begin, n);
+  return FloatBuffer::Wrap(shard_->slots[slot] + (begin - shard_->spec.begin), n,
+                           [pin = std::move(pin), lent = std::move(lent)] {});
+}
+
+void DenseShardState::ReleaseTail() {
+  if (lent_ != nullptr) lent_->WaitUntilReturned(shard_->size(), uint64_t{1} << 62, lend_wait_ms_);
+  store_->ReleaseDenseTail(shard_);
+}
+
 Status DenseShardState::Reshape(const std::string& store_name, uint64_t end) {
   const size_t old_size = shard_->size();
   if (end < spec().end && !rounds_.empty()) {

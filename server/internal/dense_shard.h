@@ -61,6 +61,7 @@
 #include "kernels/optimizer.h"
 #include "proto/relaxps.pb.h"
 #include "server/internal/consistency_gate.h"
+#include "server/internal/lent_spans.h"
 #include "server/internal/write_tracker.h"
 #include "storage/param_store.h"
 
@@ -183,6 +184,17 @@ class DenseShardState {
   // the store cannot pin it. Not a snapshot: later writes of those keys show
   // through (a range move holds them back). REQUIRES: as CopySlot.
   FloatBuffer ViewSlot(int slot, uint64_t begin, size_t n) const;
+  // ViewSlot for a payload that leaves while the shard goes on being written
+  // (a range move's copy phase): the keys are lent (lent_spans()) until the
+  // buffer and every slice of it are dropped (ZeroMQ sent it), and a write
+  // of any of them, in any slot, waits until then, at most `wait_ms`
+  // (LentSpans::WaitUntilReturned: past it the write proceeds and the span
+  // is recorded as torn). A copy where the store cannot pin its memory.
+  // REQUIRES: as CopySlot, n > 0.
+  FloatBuffer LendSlot(int slot, uint64_t begin, size_t n, int64_t wait_ms);
+  // The keys lent by LendSlot (offsets in the shard), or nullptr if none
+  // ever was.
+  LentSpans* lent_spans() { return lent_.get(); }
   // Makes this the range [spec().begin, end) named `store_name` in the store
   // (ParamStore::ReshapeDense), in place: a range move's cut keeps its head
   // so, and its take-back grows it again. Pending BSP rounds grow with it
@@ -199,7 +211,9 @@ class DenseShardState {
   void set_coverage_keys(uint64_t keys);
   // Gives the store's memory of the keys past end() back (after a Reshape
   // that shrank the range; it cannot grow back past end() any more).
-  void ReleaseTail() { store_->ReleaseDenseTail(shard_); }
+  // Waits for the lent keys past end() first (ZeroMQ may still be sending
+  // them).
+  void ReleaseTail();
   uint64_t updates_applied() const { return updates_applied_; }
   // A range move's copy phase: from now on every write to the shard's
   // offsets [begin, end) marks its chunks of `chunk_keys` keys in
@@ -358,9 +372,14 @@ class DenseShardState {
   bool follower_ = false;
   std::unique_ptr<WriteTracker> tracker_;  // TrackWrites (nullptr: none).
   std::function<void(const Write&)> write_observer_;  // TrackWrites (may be null).
-  // Marks [offset, offset + n) in tracker_ and tells write_observer_.
+  // LendSlot (nullptr: never lent) and its writers' wait bound.
+  std::unique_ptr<LentSpans> lent_;
+  int64_t lend_wait_ms_ = 0;
+  // Before keys [offset, offset + n) are written: waits until none of them
+  // is lent, marks them in tracker_ and tells write_observer_.
   void NoteWrite(Write::Kind kind, uint64_t offset, size_t n, const float* values,
                  float lr_scale = 0.0f) {
+    if (lent_ != nullptr) lent_->WaitUntilReturned(offset, n, lend_wait_ms_);
     if (tracker_ != nullptr) tracker_->Mark(offset, n);
     if (write_observer_) write_observer_(Write{kind, offset, n, values, shard_->step, lr_scale});
   }

@@ -239,6 +239,9 @@ void RangeMover::StartCopy(Outgoing* out, RangeState* range) {
   out->phase = Phase::kCopying;
   out->copying = true;
   out->slots = range->shard->num_slots();
+  if (const LentSpans* lent = range->shard->lent_spans(); lent != nullptr) {
+    out->lent_before = lent->stats();
+  }
   LOG(INFO) << "moving " << Describe(m) << ": copying it while it serves"
             << (out->forwarding ? ", forwarding its updates" : "");
   SendRound(out, {OutgoingTransfer::Run{0, m.end() - m.begin()}});
@@ -251,14 +254,37 @@ void RangeMover::SendRound(Outgoing* out, const std::vector<OutgoingTransfer::Ru
   for (size_t s = 0; s < range->shard->num_slots(); ++s) {
     frames.push_back(range->shard->ViewSlot(static_cast<int>(s), m.begin(), m.end() - m.begin()));
   }
-  // The pieces' floats are copied as they leave: the range goes on being
-  // written (a write after a piece's copy marks its chunk for the next round).
+  // The pieces' floats leave as they are when the piece is made: the range
+  // goes on being written (a write after a piece left marks its chunk for
+  // the next round, or is forwarded), and a write of keys in flight waits
+  // until ZeroMQ sent them (PiecePayload).
+  auto payload = [this, token = m.token(), views = frames](uint32_t slot, uint64_t offset,
+                                                         uint64_t count) {
+    return PiecePayload(token, views[slot], slot, offset, count);
+  };
   out->transfer = OutgoingTransfer::DenseRuns(m.id(), m.destination(), wire::ChainSnapshot(),
                                               std::move(frames), runs, options_.chunk_bytes,
                                               out->next_index, /*final=*/false,
-                                              /*copy_payload=*/true);
+                                              std::move(payload));
   out->acked = 0;
   SendPieces(m.token());
+}
+
+Frame RangeMover::PiecePayload(const std::string& token, const FloatBuffer& view, uint32_t slot,
+                               uint64_t offset, uint64_t count) {
+  auto it = outgoing_.find(token);
+  RangeState* range = it == outgoing_.end() ? nullptr
+                                            : host_->DenseRangeAt(it->second.move.table(),
+                                                                  it->second.range_begin);
+  if (range == nullptr || range->shard == nullptr || range->key != it->second.range_begin ||
+      range->shard->spec().end != it->second.move.end()) {
+    // Never expected (the move aborts when its round ends): a copy of the
+    // memory the view keeps allocated.
+    return Frame::Copy(view.data() + offset, count * sizeof(float));
+  }
+  it->second.lent_bytes += count * sizeof(float);
+  return Frame::Share(range->shard->LendSlot(static_cast<int>(slot), it->second.move.begin() + offset,
+                                             count, options_.lend_wait_ms));
 }
 
 void RangeMover::ForwardWrite(const std::string& token, const DenseShardState::Write& w) {
@@ -398,6 +424,10 @@ void RangeMover::ReportCutover(const Outgoing& out, int64_t map_version) {
        {"forwarding", out.forwarding},
        {"forwarded_updates", out.forward_seq},
        {"forwarded_bytes", out.forward_bytes},
+       {"lent_bytes", out.lent_bytes},
+       {"write_waits", out.lent_at_cut.waits - out.lent_before.waits},
+       {"write_wait_ms", (out.lent_at_cut.wait_us - out.lent_before.wait_us) / 1000},
+       {"torn_pieces", out.lent_at_cut.torn - out.lent_before.torn},
        {"pause_ms", static_cast<long long>(clock_->NowMs() - out.cut_ms)}});
 }
 
@@ -533,8 +563,25 @@ void RangeMover::Cut(Outgoing* out) {
   // Forwarding held to the cut: the destination has every write of the
   // copy phase (in flight ahead of the cut's piece), and gets the metadata.
   WriteTracker* tracker = out->copying ? shard.write_tracker() : nullptr;
+  if (out->copying && shard.lent_spans() != nullptr) out->lent_at_cut = shard.lent_spans()->stats();
   if (tracker != nullptr && out->forwarding) {
     tracker->Take();
+    // Except the keys of pieces a write did not wait for (LentSpans: the
+    // destination did not read them within lend_wait_ms): what it got of
+    // them may be torn.
+    if (shard.lent_spans() != nullptr) {
+      const uint64_t first = mid - b;
+      for (const LentSpans::Span& t : shard.lent_spans()->TakeTorn()) {
+        const uint64_t from = std::max(t.offset, first), to = std::min(t.offset + t.count, e - b);
+        if (from >= to) continue;
+        if (!runs.empty() && runs.back().offset + runs.back().count >= from - first) {
+          const uint64_t run_end = std::max(runs.back().offset + runs.back().count, to - first);
+          runs.back().count = run_end - runs.back().offset;
+        } else {
+          runs.push_back({from - first, to - from});
+        }
+      }
+    }
   } else if (tracker != nullptr) {
     for (const WriteTracker::Run& r : tracker->Take()) runs.push_back({r.offset, r.count});
   } else {
@@ -582,7 +629,7 @@ void RangeMover::Cut(Outgoing* out) {
   out->phase = Phase::kSending;
   out->transfer = OutgoingTransfer::DenseRuns(m.id(), m.destination(), moved, out->frames, runs,
                                               options_.chunk_bytes, out->next_index,
-                                              /*final=*/true, /*copy_payload=*/false);
+                                              /*final=*/true);
   out->cutover_bytes = out->transfer->bytes();
   LOG(INFO) << "cut " << Describe(m) << (out->in_place ? " in place" : "") << ": sending "
             << out->transfer->bytes() << " bytes in " << out->transfer->num_pieces()
@@ -602,7 +649,7 @@ bool RangeMover::CutByCopy(Outgoing* out, const wire::ChainSnapshot& meta) {
   // The old store shard stays (ParamStore has no drop): the tail's views
   // keep reading it.
   host_->DropRange(m.table(), b);
-  StatusOr<RangeState*> head = host_->CreateRange(m.table(), b, mid);
+  StatusOr<RangeState*> head = host_->CreateRange(m.table(), b, mid, /*initialize=*/true);
   Status s = head.status();
   if (s.ok()) {
     std::vector<const float*> ptrs;
@@ -778,7 +825,7 @@ Status RangeMover::TakeBack(Outgoing* out) {
   }
   // The range's old store shard, which the tail's frames read (a whole
   // range's loads onto itself).
-  ASSIGN_OR_RETURN(RangeState * whole, host_->CreateRange(m.table(), b, e));
+  ASSIGN_OR_RETURN(RangeState * whole, host_->CreateRange(m.table(), b, e, /*initialize=*/true));
   for (size_t s = 0; s < out->frames.size(); ++s) {
     if (mid > b) {
       RETURN_IF_ERROR(whole->shard->LoadSlotPiece(s, 0, head_slots[s].data(), mid - b));
@@ -1010,7 +1057,11 @@ void RangeMover::HandleMoveState(Request&& req) {
     if (RangeState* stale = host_->DenseRangeAt(m.table(), m.begin()); stale != nullptr) {
       host_->DropRange(m.table(), stale->key);
     }
-    StatusOr<RangeState*> created = host_->CreateRange(m.table(), m.begin(), m.end());
+    // Every key of every slot comes in this transfer's pieces before the
+    // range serves (the copy's first round, or the cut's whole range): no
+    // initial values.
+    StatusOr<RangeState*> created =
+        host_->CreateRange(m.table(), m.begin(), m.end(), /*initialize=*/false);
     if (!created.ok()) {
       host_->SendError(req, created.status());
       return;

@@ -92,9 +92,11 @@ class RangeMoverHost {
   virtual RangeState* DenseRangeAt(const std::string& table, uint64_t key) = 0;
   // Creates the dense range [begin, end) of `table` (a table of the
   // installed map) with its initial values: a store shard of its own, the
-  // live workers, rates. FailedPrecondition past the byte quota.
+  // live workers, rates. FailedPrecondition past the byte quota. Without
+  // `initialize` the store may skip the initial values (the caller writes
+  // every key of every slot before the range serves: an incoming move).
   virtual StatusOr<RangeState*> CreateRange(const std::string& table, uint64_t begin,
-                                            uint64_t end) = 0;
+                                            uint64_t end, bool initialize) = 0;
   // Forgets the range of `table` starting at `begin` (its store shard stays
   // allocated: ParamStore has no drop).
   virtual void DropRange(const std::string& table, uint64_t begin) = 0;
@@ -154,6 +156,14 @@ class RangeMover {
     // since the copy began.
     bool forward_updates = true;
     size_t forward_window_bytes = size_t{1} << 30;
+    // The copy rounds' pieces leave straight out of the live range, lent to
+    // ZeroMQ (DenseShardState::LendSlot): a write of keys in flight waits
+    // until ZeroMQ sent them, at most `lend_wait_ms`; past it the write
+    // proceeds and the cut sends those keys again (the destination stopped
+    // reading).
+    // Longer: fewer resends after a stall, a longer stall of the source's
+    // loop when the destination stops reading.
+    int64_t lend_wait_ms = 250;
     // Where the source reports each published dense move's cut-over
     // (range_move_cutover); may be null.
     EventLog* events = nullptr;
@@ -243,6 +253,11 @@ class RangeMover {
     uint64_t forward_bytes = 0;      // Their gradients' bytes.
     uint64_t forward_unacked_bytes = 0;
     int64_t cut_ms = 0;         // When the cut began holding requests.
+    // The copy rounds' payload: bytes lent to ZeroMQ (not copied), and the
+    // range's LentSpans figures when the copy began and at the cut.
+    uint64_t lent_bytes = 0;
+    LentSpans::Stats lent_before;
+    LentSpans::Stats lent_at_cut;
   };
   // The source of a chain move: its replica leaving the chain.
   enum class LeavePhase { kDraining, kAcking, kLeft };
@@ -272,10 +287,16 @@ class RangeMover {
   // Starts the copy phase of dense move `out` out of `range`.
   void StartCopy(Outgoing* out, RangeState* range);
   // A transfer of `runs` of [m, e)'s slots out of the live range (not the
-  // last: the cut's ends the move), sent from out->next_index on.
+  // last: the cut's ends the move), sent from out->next_index on, each
+  // piece lent or copied as it leaves (PiecePayload).
   void SendRound(Outgoing* out, const std::vector<OutgoingTransfer::Run>& runs);
   // A copy round was taken: another round, or on to the drain and cut.
   void EndCopyRound(const std::string& token);
+  // A copy round's piece: floats [offset, offset + count) of [m, e) of
+  // `slot`, lent out of the range (a write of them waits until ZeroMQ sent
+  // them), or copied out of `view` (the slot's view) when the range is gone.
+  Frame PiecePayload(const std::string& token, const FloatBuffer& view, uint32_t slot,
+                     uint64_t offset, uint64_t count);
   // The copy phase's observer of the range's writes: forwards an update of
   // the moved keys to the destination (Options::forward_updates).
   void ForwardWrite(const std::string& token, const DenseShardState::Write& w);

@@ -176,9 +176,10 @@ class ServerImpl final : public Server,
   // Creates and registers dense range [begin, end) of `t` (its store shard,
   // optimizer, live workers; a chain replica under chains). `known_table`:
   // the table was in a map installed before (a chain replica then awaits
-  // its state).
+  // its state). `initialize` false: the caller writes every key of every
+  // slot before the range serves (DenseShardSpec::initialize).
   StatusOr<RangeState*> CreateDenseRange(const TableOptions& t, uint64_t begin, uint64_t end,
-                                         bool known_table);
+                                         bool known_table, bool initialize = true);
 
   // ---- Range moves (range_mover.h) ----
   // RangeMoverHost.
@@ -187,8 +188,8 @@ class ServerImpl final : public Server,
   RangeState* DenseRangeAt(const std::string& table, uint64_t key) override {
     return FindRange(table, key);
   }
-  StatusOr<RangeState*> CreateRange(const std::string& table, uint64_t begin,
-                                    uint64_t end) override;
+  StatusOr<RangeState*> CreateRange(const std::string& table, uint64_t begin, uint64_t end,
+                                    bool initialize) override;
   void DropRange(const std::string& table, uint64_t begin) override;
   SparseShardState* SparseTable(const std::string& table) override {
     auto it = sparse_.find(table);

@@ -118,7 +118,8 @@ std::string ServerImpl::DenseStoreName(const TableOptions& t, uint64_t begin, ui
 }
 
 StatusOr<RangeState*> ServerImpl::CreateDenseRange(const TableOptions& t, uint64_t begin,
-                                                   uint64_t end, bool known_table) {
+                                                   uint64_t end, bool known_table,
+                                                   bool initialize) {
   ASSIGN_OR_RETURN(std::unique_ptr<kernels::Optimizer> optimizer, NewRangeOptimizer(t));
   DenseShardSpec spec;
   spec.table = DenseStoreName(t, begin, end);
@@ -126,6 +127,7 @@ StatusOr<RangeState*> ServerImpl::CreateDenseRange(const TableOptions& t, uint64
   spec.end = end;
   spec.num_slots = 1 + optimizer->num_state_slots();
   spec.init = t.init;
+  spec.initialize = initialize;
   const bool existed = store_->HasDense(spec.table);  // Restored, or taken back.
   // Replicas (chain, hybrid) and seeded servers legitimately hold ranges their
   // checkpoint lacks: a chain joined as tail or a spare's takeover gets its
@@ -285,7 +287,7 @@ Status ServerImpl::CheckByteQuota(const wire::ShardMap& map) const {
 }
 
 StatusOr<RangeState*> ServerImpl::CreateRange(const std::string& table, uint64_t begin,
-                                              uint64_t end) {
+                                              uint64_t end, bool initialize) {
   for (const wire::TableShards& ts : map_.tables()) {
     if (ts.table().name() != table) continue;
     const TableOptions t = TableFromProto(ts.table());
@@ -298,7 +300,7 @@ StatusOr<RangeState*> ServerImpl::CreateRange(const std::string& table, uint64_t
           std::to_string((held_bytes_ + bytes) >> 20) + " MiB of dense shards, over its quota of " +
           std::to_string(options_.max_bytes >> 20) + " MiB (--max_server_mb)");
     }
-    return CreateDenseRange(t, begin, end, /*known_table=*/true);
+    return CreateDenseRange(t, begin, end, /*known_table=*/true, initialize);
   }
   return InvalidArgumentError("no dense keys [" + std::to_string(begin) + ", " +
                               std::to_string(end) + ") of table '" + table +

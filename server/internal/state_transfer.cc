@@ -13,19 +13,19 @@ std::unique_ptr<OutgoingTransfer> OutgoingTransfer::Dense(uint64_t seq, int succ
   std::vector<Run> whole;
   if (floats > 0) whole.push_back(Run{0, floats});
   return DenseRuns(seq, successor, std::move(meta), std::move(frames), whole, chunk_bytes, 0,
-                   /*final=*/true, /*copy_payload=*/false);
+                   /*final=*/true);
 }
 
 std::unique_ptr<OutgoingTransfer> OutgoingTransfer::DenseRuns(
     uint64_t seq, int successor, wire::ChainSnapshot meta, std::vector<FloatBuffer> frames,
     const std::vector<Run>& runs, size_t chunk_bytes, uint32_t first_index, bool final,
-    bool copy_payload) {
+    Payload payload) {
   std::unique_ptr<OutgoingTransfer> t(new OutgoingTransfer(seq, successor, std::move(meta)));
   const uint64_t per_piece = std::max<uint64_t>(1, chunk_bytes / sizeof(float));
   uint64_t floats = 0;
   for (const Run& run : runs) floats += run.count;
   const uint32_t num_frames = static_cast<uint32_t>(frames.size());
-  if (copy_payload) {  // Key-major: every frame of a stretch of keys in a row.
+  if (payload != nullptr) {  // Key-major: every frame of a stretch of keys in a row.
     for (const Run& run : runs) {
       for (uint64_t off = 0; off < run.count; off += per_piece) {
         for (uint32_t f = 0; f < num_frames; ++f) {
@@ -50,7 +50,7 @@ std::unique_ptr<OutgoingTransfer> OutgoingTransfer::DenseRuns(
   t->frames_ = std::move(frames);
   t->first_index_ = first_index;
   t->final_ = final;
-  t->copy_payload_ = copy_payload;
+  t->payload_ = std::move(payload);
   return t;
 }
 
@@ -86,9 +86,8 @@ void OutgoingTransfer::FillPiece(size_t i, Message* msg) const {
   if (last) *msg->header.mutable_chain_snapshot() = meta_;
   if (row_floats_ == 0) {  // Dense.
     sp->set_num_frames(static_cast<uint32_t>(frames_.size()));
-    if (p.count > 0 && copy_payload_) {
-      msg->frames.push_back(
-          Frame::Copy(frames_[p.frame].data() + p.offset, p.count * sizeof(float)));
+    if (p.count > 0 && payload_ != nullptr) {
+      msg->frames.push_back(payload_(p.frame, p.offset, p.count));
     } else if (p.count > 0) {
       msg->frames.push_back(Frame::Share(frames_[p.frame].Slice(p.offset, p.count)));
     }

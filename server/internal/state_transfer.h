@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -44,22 +45,25 @@ class OutgoingTransfer {
   // cut-over: docs/elastic.md "One move"). The pieces are numbered from
   // `first_index` on; only with `final` does the last piece end the
   // transfer (SnapshotPiece.last, with `meta`; a final transfer of no runs
-  // is that piece alone). With `copy_payload` each piece's floats are
-  // copied when FillPiece makes it (the frames are live memory that the
-  // server goes on writing), else they are shared; the pieces then go key
-  // by key, every frame of a stretch of keys in a row (a sender that fills
-  // such a group at one instant sends a consistent copy of those keys'
-  // slots), else frame by frame.
+  // is that piece alone). With `payload` FillPiece asks it for each piece's
+  // floats as it makes the piece (the frames are live memory that the
+  // server goes on writing: the payload is a copy, or the memory lent until
+  // ZeroMQ sent it), else they are shared out of `frames`; the pieces then
+  // go key by key, every frame of a stretch of keys in a row (a sender that
+  // fills such a group at one instant sends a consistent copy of those
+  // keys' slots), else frame by frame.
   struct Run {
     uint64_t offset;
     uint64_t count;
   };
+  // Floats [offset, offset + count) of frame `frame` (offsets as in `runs`).
+  using Payload = std::function<Frame(uint32_t frame, uint64_t offset, uint64_t count)>;
   static std::unique_ptr<OutgoingTransfer> DenseRuns(uint64_t seq, int successor,
                                                      wire::ChainSnapshot meta,
                                                      std::vector<FloatBuffer> frames,
                                                      const std::vector<Run>& runs,
                                                      size_t chunk_bytes, uint32_t first_index,
-                                                     bool final, bool copy_payload);
+                                                     bool final, Payload payload = nullptr);
   // A sparse bucket's snapshot: `ids` and their rows of `row_floats` floats.
   static std::unique_ptr<OutgoingTransfer> Sparse(uint64_t seq, int successor,
                                                   wire::ChainSnapshot meta, KeyBuffer ids,
@@ -98,7 +102,7 @@ class OutgoingTransfer {
   size_t row_floats_ = 0;            // Sparse only (0: dense).
   uint32_t first_index_ = 0;         // DenseRuns: the first piece's index.
   bool final_ = true;                // The last piece ends the transfer.
-  bool copy_payload_ = false;        // DenseRuns: copy each piece's floats.
+  Payload payload_;                  // DenseRuns: each piece's floats (may be null).
   uint64_t total_ = 0;
   uint64_t bytes_ = 0;
   std::vector<Piece> pieces_;

@@ -4,10 +4,13 @@
 #include "server/internal/dense_shard.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -90,6 +93,37 @@ TEST_P(DenseShardClockTest, SeedWithAVelocityIsRefusedForANonMomentumTable) {
   ASSERT_TRUE(state->Seed(params.data(), 16, 5).ok());
   EXPECT_EQ(state->CopySlot(0, 0, 1)[0], 3.0f);
   EXPECT_EQ(state->visible_clock(), 5);
+}
+
+// A range move's piece lent to ZeroMQ (LendSlot): a push of its keys waits
+// until the buffer is dropped, so what is sent holds the values of when it
+// was lent; a push of other keys goes on at once.
+TEST_P(DenseShardClockTest, APushOfLentKeysWaitsUntilTheBufferIsDropped) {
+  if (std::string(GetParam()) == "bsp") GTEST_SKIP() << "pushes apply on arrival";
+  auto state = NewState();  // 16 keys, sgd lr 0.1, zeros.
+  FloatBuffer lent = state->LendSlot(0, 8, 8, /*wait_ms=*/10000);
+  const std::vector<float> ones(8, 1.0f);
+  ASSERT_OK(state->Push(0, 0, 0, ones.data(), 8, /*new_step=*/true));  // Keys [0, 8): at once.
+  EXPECT_EQ(state->lent_spans()->stats().waits, 0u);
+  std::atomic<bool> dropped{false};
+  std::vector<float> sent;
+  std::thread zmq([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    sent.assign(lent.begin(), lent.end());  // What ZeroMQ read.
+    dropped = true;
+    lent = FloatBuffer();
+  });
+  ASSERT_OK(state->Push(0, 1, 4, ones.data(), 8, /*new_step=*/true));  // Keys [4, 12).
+  EXPECT_TRUE(dropped.load());
+  zmq.join();
+  EXPECT_EQ(state->lent_spans()->stats().waits, 1u);
+  EXPECT_EQ(state->lent_spans()->stats().torn, 0u);
+  EXPECT_EQ(sent, std::vector<float>(8, 0.0f));  // The push came after.
+  FloatBuffer now = state->CopySlot(0, 0, 16);
+  EXPECT_FLOAT_EQ(now[0], -0.1f);
+  EXPECT_FLOAT_EQ(now[4], -0.2f);
+  EXPECT_FLOAT_EQ(now[11], -0.1f);
+  EXPECT_EQ(now[12], 0.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DenseShardClockTest, ::testing::Values("async", "ssp", "bsp"));
