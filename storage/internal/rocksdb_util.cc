@@ -1,11 +1,17 @@
 #include "storage/internal/rocksdb_util.h"
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <memory>
+#include <mutex>
 
+#include <glog/logging.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
+
+#include "common/log_limiter.h"
 
 namespace relaxps {
 namespace storage_internal {
@@ -39,6 +45,43 @@ class IngestedFilesFileSystem final : public rocksdb::FileSystemWrapper {
     if (s.ok()) *result = std::make_unique<SyncLaterFile>(std::move(*result));
     return s;
   }
+};
+
+// RocksDB's info log, into this process's log instead of a LOG file in the
+// data directory. On a full disk a failed append to that file leaves its
+// writer in error, and the Debian build of RocksDB 7.8 (assertions on)
+// aborts the process at the next line logged to it
+// (WritableFileWriter::AssertFalseAndGetStatusForPrevError; fixed upstream
+// in 9.x): a background compaction's "deleted file" line killed a server
+// whose disk filled. Warnings and errors only, at most one line a second per
+// level, with the count of those held back.
+class GlogLogger final : public rocksdb::Logger {
+ public:
+  GlogLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel() || level == rocksdb::InfoLogLevel::HEADER_LEVEL) return;
+    const bool error = level >= rocksdb::InfoLogLevel::ERROR_LEVEL;
+    uint64_t held_back = 0;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!limiter_.Allow(error ? "error" : "warning", &held_back)) return;
+    }
+    char line[1024];
+    vsnprintf(line, sizeof(line), format, ap);
+    LOG_IF(ERROR, error) << "rocksdb: " << line << " (" << held_back
+                         << " more since the last such line)";
+    LOG_IF(WARNING, !error) << "rocksdb: " << line << " (" << held_back
+                            << " more since the last such line)";
+  }
+
+ private:
+  std::mutex mu_;
+  LogLimiter limiter_;
 };
 
 }  // namespace
@@ -77,8 +120,7 @@ rocksdb::Options MakeDbOptions(const ParamStoreOptions& options, rocksdb::Env* e
   // deliberately uncommitted (rows evicted since the last Flush), so closing
   // never needs to flush.
   o.avoid_flush_during_shutdown = true;
-  o.max_log_file_size = 4 * kMiB;
-  o.keep_log_file_num = 2;
+  o.info_log = std::make_shared<GlogLogger>();
   if (options.wal_per_update) {
     // Every acknowledged update waits for a WAL sync. Syncing a write that
     // extends a file (or fills a freshly allocated extent) also commits the

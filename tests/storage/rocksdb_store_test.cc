@@ -66,6 +66,26 @@ TEST_F(RocksDbStoreTest, DenseAndSparseRoundTrip) {
             StatusCode::kFailedPrecondition);
 }
 
+// RocksDB's info log goes to this process's log, not to a LOG file in the
+// data directory: on a full disk a failed append to that file made the next
+// line logged to it abort the process (RocksDB 7.8 built with assertions,
+// as Debian ships it; tests/e2e/disk_full_test.sh).
+TEST_F(RocksDbStoreTest, WritesNoInfoLogFileIntoTheDataDirectory) {
+  {
+    auto store = OpenStore(dir_);
+    ASSERT_NE(store, nullptr);
+    StatusOr<DenseShard*> shard = store->CreateDense(DenseSpec());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    SetDense(store.get(), *shard, 1);
+    ASSERT_OK(store->Flush(1));
+    ASSERT_OK(store->WaitForFlush());
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_NE(name.rfind("LOG", 0), 0u) << "RocksDB wrote its info log to " << entry.path();
+  }
+}
+
 TEST_F(RocksDbStoreTest, InitializationIsIndependentOfSharding) {
   // One shard [0, 40000) against two shards [0, 15000) + [15000, 40000) in
   // different stores, and against the memory store.
