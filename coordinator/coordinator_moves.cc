@@ -283,6 +283,15 @@ bool CoordinatorImpl::Drained(int server) const {
   return true;
 }
 
+std::vector<int> CoordinatorImpl::PlacementServers() const {
+  std::vector<int> ids;
+  for (const auto& [id, m] : members_.servers()) {
+    if (draining_.count(id) > 0) continue;
+    if (id < options_.num_servers || m.alive) ids.push_back(id);
+  }
+  return ids;  // Sorted: servers() is a map.
+}
+
 int CoordinatorImpl::CheckpointServers() const {
   int holders = 0;
   for (const auto& [id, m] : members_.servers()) holders += HoldsAnything(map_, id) ? 1 : 0;

@@ -70,16 +70,29 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     }
     wire::TableShards* ts = map_.add_tables();
     TableToProto(t, ts->mutable_table());
+    // Unreplicated, a table created after servers joined or were drained is
+    // spread over the servers there are now (a joined server would otherwise
+    // hold none of it until a move, a drained one would be given some);
+    // chains keep their home placement over the job's own servers.
+    std::vector<int> ids;
+    if (job_.replicas() <= 1) ids = PlacementServers();
+    if (ids.empty()) {
+      for (int i = 0; i < options_.num_servers; ++i) ids.push_back(i);
+    }
+    const int n = static_cast<int>(ids.size());
+    auto place = [&ids](auto* part) {
+      part->set_server(ids[part->server()]);
+      for (int& s : *part->mutable_chain()) s = ids[s];
+    };
     if (t.type == TableType::kDense) {
-      for (const wire::DenseRange& r :
-           ShardMap::AssignDense(t.size, options_.num_servers, job_.replicas())) {
+      for (wire::DenseRange r : ShardMap::AssignDense(t.size, n, job_.replicas())) {
+        place(&r);
         *ts->add_ranges() = r;
       }
     } else {
-      const int buckets =
-          options_.sparse_buckets > 0 ? options_.sparse_buckets : options_.num_servers;
-      for (const wire::SparseBucket& b :
-           ShardMap::AssignBuckets(buckets, options_.num_servers, job_.replicas())) {
+      const int buckets = options_.sparse_buckets > 0 ? options_.sparse_buckets : n;
+      for (wire::SparseBucket b : ShardMap::AssignBuckets(buckets, n, job_.replicas())) {
+        place(&b);
         *ts->add_buckets() = b;
       }
     }

@@ -175,6 +175,10 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   void HandleDrainServer(Request req);
   // Whether `server` was drained: asked to, its moves done, nothing held.
   bool Drained(int server) const;
+  // The servers a new unreplicated table is spread over, by id: the job's
+  // own (ids below --num_servers) and the live ones that joined, less those
+  // draining or drained.
+  std::vector<int> PlacementServers() const;
   // ---- Moves of chained ranges (coordinator_chain_moves.cc) ----
   // The first queued move, of a chained range: the destination joins the
   // chain as tail (map published), then ContinueChainMove.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -343,6 +344,54 @@ TEST(RangeMoveTest, DrainingTheFirstServerAfterAJoinLeavesTheModelUnchanged) {
   }
   EXPECT_EQ(std::find(drained.events.begin(), drained.events.end(), "range_move_failed"),
             drained.events.end());
+}
+
+// The servers holding some range of dense table `name` in `map`.
+std::set<int> HoldersOf(const wire::ShardMap& map, const std::string& name) {
+  std::set<int> holders;
+  for (const wire::TableShards& ts : map.tables()) {
+    if (ts.table().name() != name) continue;
+    for (const wire::DenseRange& r : ts.ranges()) holders.insert(r.server());
+  }
+  return holders;
+}
+
+// A table created after a server joined is spread over it too, and one
+// created after a drain avoids the drained server (both were placed over
+// the job's first --num_servers ids: the launcher's scaling test saw a
+// joined server get nothing of a table its workers created late).
+TEST(RangeMoveTest, TablesCreatedAfterAJoinOrADrainAreSpreadOverTheServersThereAreNow) {
+  InProcessCluster cluster(1, ConsistencyModel::kAsync, /*staleness=*/0,
+                           /*heartbeat_timeout_ms=*/5000);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::unique_ptr<Client>> owned,
+                       test::ConnectWorkersInOrder(cluster.coordinator(), 1, {Dense()}));
+  Client* worker = owned[0].get();
+  JoinedServer joined(cluster.coordinator(), 0);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (HolderOf(MapOf(cluster.coordinator()), kCut) != 1 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(HolderOf(MapOf(cluster.coordinator()), kCut), 1) << "the join's move never ran";
+
+  TableOptions late = Dense();
+  late.name = "late";
+  ASSERT_OK(worker->CreateTable(late));
+  EXPECT_EQ(HoldersOf(MapOf(cluster.coordinator()), "late"), (std::set<int>{0, 1}));
+
+  ASSERT_OK(Drain(cluster.coordinator(), 0));
+  while (ServerAlive(cluster.coordinator(), 0) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(ServerAlive(cluster.coordinator(), 0)) << "server 0 never left";
+  TableOptions after = Dense();
+  after.name = "after_drain";
+  ASSERT_OK(worker->CreateTable(after));
+  EXPECT_EQ(HoldersOf(MapOf(cluster.coordinator()), "after_drain"), (std::set<int>{1}));
+  // And it trains: a push and a pull of every key, served by server 1.
+  FloatBuffer g(kDim), out(kDim);
+  std::fill(g.begin(), g.end(), 0.0f);
+  ASSERT_OK(worker->PushPull("after_drain", 0, g, out).get());
 }
 
 }  // namespace
