@@ -101,7 +101,7 @@ void CoordinatorImpl::HandleRegister(Request req, bool old_confirmed_dead) {
       Status refused;
       if (r.requested_id() >= 0) {
         refused = InvalidArgumentError("a joining server takes the next free id: no --server_id");
-      } else if (members_.live_servers() < options_.num_servers) {
+      } else if (members_.live_servers() < ExpectedServers()) {
         refused = FailedPreconditionError(
             "the job is still waiting for its " + std::to_string(options_.num_servers) +
             " server(s): start this one without --join");

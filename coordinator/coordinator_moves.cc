@@ -292,6 +292,12 @@ std::vector<int> CoordinatorImpl::PlacementServers() const {
   return ids;  // Sorted: servers() is a map.
 }
 
+int CoordinatorImpl::ExpectedServers() const {
+  int drained = 0;
+  for (int id : draining_) drained += Drained(id) ? 1 : 0;
+  return std::max(1, options_.num_servers - drained);
+}
+
 int CoordinatorImpl::CheckpointServers() const {
   int holders = 0;
   for (const auto& [id, m] : members_.servers()) holders += HoldsAnything(map_, id) ? 1 : 0;

@@ -131,7 +131,7 @@ void CoordinatorImpl::CheckLiveness() {
     ServerLost(id, what);
   }
   if (checkpoints_.enabled() && !outcome_.failed() &&
-      members_.live_servers() >= options_.num_servers && map_.tables_size() > 0 &&
+      members_.live_servers() >= ExpectedServers() && map_.tables_size() > 0 &&
       checkpoints_.Due(members_.MinWorkerClock(), now)) {
     StartCheckpoint({});
   }

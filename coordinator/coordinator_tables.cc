@@ -46,10 +46,10 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     rpc_->ReplyStatus(req, AbortedError(outcome_.error())).IgnoreError();
     return;
   }
-  if (members_.live_servers() < options_.num_servers) {
+  if (members_.live_servers() < ExpectedServers()) {
     rpc_->ReplyStatus(req, UnavailableError("waiting for servers: " +
                                             std::to_string(members_.live_servers()) + " of " +
-                                            std::to_string(options_.num_servers) + " registered"))
+                                            std::to_string(ExpectedServers()) + " registered"))
         .IgnoreError();
     return;
   }

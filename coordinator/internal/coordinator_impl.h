@@ -179,6 +179,10 @@ class CoordinatorImpl final : public Coordinator, private recovery::CoordinatorM
   // own (ids below --num_servers) and the live ones that joined, less those
   // draining or drained.
   std::vector<int> PlacementServers() const;
+  // How many live servers the job waits for before it creates tables, takes
+  // checkpoints or admits a joining server: --num_servers, less the servers
+  // drained since (at least 1).
+  int ExpectedServers() const;
   // ---- Moves of chained ranges (coordinator_chain_moves.cc) ----
   // The first queued move, of a chained range: the destination joins the
   // chain as tail (map published), then ContinueChainMove.

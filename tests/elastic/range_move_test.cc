@@ -394,5 +394,28 @@ TEST(RangeMoveTest, TablesCreatedAfterAJoinOrADrainAreSpreadOverTheServersThereA
   ASSERT_OK(worker->PushPull("after_drain", 0, g, out).get());
 }
 
+// After one of the job's own servers was drained, the job no longer waits
+// for it: a table can still be created (it was refused "waiting for servers:
+// 1 of 2 registered" until the client's deadline), on the server that is left.
+TEST(RangeMoveTest, ATableCanBeCreatedAfterOneOfTheJobsServersWasDrained) {
+  InProcessCluster cluster(2, ConsistencyModel::kAsync, /*staleness=*/0,
+                           /*heartbeat_timeout_ms=*/5000);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::unique_ptr<Client>> owned,
+                       test::ConnectWorkersInOrder(cluster.coordinator(), 1, {Dense()}));
+  ASSERT_OK(Drain(cluster.coordinator(), 1));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ServerAlive(cluster.coordinator(), 1) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(ServerAlive(cluster.coordinator(), 1)) << "server 1 never left";
+  TableOptions late = Dense();
+  late.name = "late";
+  ASSERT_OK(owned[0]->CreateTable(late));
+  EXPECT_EQ(HoldersOf(MapOf(cluster.coordinator()), "late"), (std::set<int>{0}));
+  FloatBuffer g(kDim), out(kDim);
+  std::fill(g.begin(), g.end(), 0.0f);
+  ASSERT_OK(owned[0]->PushPull("late", 0, g, out).get());
+}
+
 }  // namespace
 }  // namespace relaxps
