@@ -301,9 +301,7 @@ int CoordinatorImpl::ExpectedServers() const {
 int CoordinatorImpl::CheckpointServers() const {
   int holders = 0;
   for (const auto& [id, m] : members_.servers()) holders += HoldsAnything(map_, id) ? 1 : 0;
-  int drained = 0;
-  for (int id : draining_) drained += Drained(id) ? 1 : 0;
-  return std::max({1, holders, options_.num_servers - drained});
+  return std::max(holders, ExpectedServers());
 }
 
 void CoordinatorImpl::RebalanceJoined(int dest) {

@@ -73,10 +73,9 @@ class GlogLogger final : public rocksdb::Logger {
     }
     char line[1024];
     vsnprintf(line, sizeof(line), format, ap);
-    LOG_IF(ERROR, error) << "rocksdb: " << line << " (" << held_back
-                         << " more since the last such line)";
-    LOG_IF(WARNING, !error) << "rocksdb: " << line << " (" << held_back
-                            << " more since the last such line)";
+    google::LogMessage(__FILE__, __LINE__, error ? google::GLOG_ERROR : google::GLOG_WARNING)
+            .stream()
+        << "rocksdb: " << line << " (" << held_back << " more since the last such line)";
   }
 
  private:
