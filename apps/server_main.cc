@@ -62,9 +62,10 @@ DEFINE_string(store, "",
 DEFINE_string(data_dir, "", "RocksDB directory (store=rocksdb)");
 DEFINE_int32(cache_mb, 256, "Sparse-row cache budget in MiB (store=rocksdb)");
 DEFINE_bool(wal_per_update, false,
-            "Write every update to the WAL and sync it before acknowledging the update "
-            "(nothing acknowledged is lost); dense optimizer steps are logged as their "
-            "gradients and replayed on restart");
+            "Write every update to a log before acknowledging it and sync the log (group "
+            "commit; --wal_reply says whether the answer waits for the sync): nothing "
+            "acknowledged is lost; dense optimizer steps are logged as their gradients and "
+            "replayed on restart");
 DEFINE_int32(dense_log_mb, 64,
              "With --wal_per_update: once the dense update log holds this many MiB, the store "
              "flushes the dense tables it changed and starts the log over (larger: fewer "
@@ -72,6 +73,13 @@ DEFINE_int32(dense_log_mb, 64,
 DEFINE_bool(wal_group_commit, true,
             "With --wal_per_update: one WAL sync per batch of received requests, after which "
             "the batch's updates are acknowledged (false: one sync per update)");
+DEFINE_string(wal_reply, "applied",
+              "With --wal_per_update and --wal_group_commit, when an update is answered: "
+              "applied (once it is written to the log file: a crash of the server process "
+              "loses nothing answered; the log is synced in the background right after, so a "
+              "crash of the machine can lose the last sync's updates, about a millisecond) or "
+              "durable (once the log is synced: nothing answered is lost even then; every "
+              "update waits for the disk's fdatasync)");
 DEFINE_int32(flush_every_clocks, -1,
              "Flush the store every N clocks; a crash loses at most N clocks (-1: 10 for "
              "store=rocksdb, 0 for memory; 0: only at checkpoints and exit)");
@@ -236,6 +244,9 @@ int main(int argc, char** argv) {
   options.keep_checkpoints = FLAGS_keep_checkpoints;
   options.restore_from = FLAGS_restore_from;
   options.heartbeat_ms = FLAGS_heartbeat_ms;
+  auto wal_reply = relaxps::ParseWalReply(FLAGS_wal_reply);
+  if (!wal_reply.ok()) return relaxps::Fail(kName, wal_reply.status(), 2);
+  options.wal_reply = *wal_reply;
   auto on_disk_error = relaxps::ParseOnDiskError(FLAGS_on_disk_error);
   if (!on_disk_error.ok()) return relaxps::Fail(kName, on_disk_error.status(), 2);
   options.on_disk_error = *on_disk_error;

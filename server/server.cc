@@ -228,8 +228,12 @@ Status ServerImpl::Init() {
 }
 
 Status ServerImpl::Run() {
+  // --wal_reply=applied: the end of a background WAL sync brings the loop
+  // back to start the next (SyncAndRelease).
+  store_->SetWalSyncListener([this] { rpc_->Post([this] { SyncAndRelease(); }); });
   rpc_->Run([this](Request&& req) { Handle(std::move(req)); }, [this] { SyncAndRelease(); });
-  SyncAndRelease();
+  store_->SetWalSyncListener(nullptr);
+  SyncAndRelease(/*wait=*/true);
   link_->StopHeartbeat();
   if (link_->fenced()) {
     return AbortedError("server " + std::to_string(id_) +

@@ -65,6 +65,21 @@ enum class OnDiskError {
 StatusOr<OnDiskError> ParseOnDiskError(const std::string& name);
 const char* OnDiskErrorName(OnDiskError e);
 
+// When a server with store.wal_per_update and group commit answers an
+// update (relaxps-server --wal_reply).
+enum class WalReply {
+  // Once the update is written to the log file (the kernel's page cache):
+  // a crash of the server process loses nothing answered; the log is synced
+  // in the background right after, so a crash of the machine (power, kernel)
+  // can lose the updates of the last sync, about a millisecond.
+  kApplied,
+  // Once the log is synced: nothing answered is lost even if the machine
+  // crashes; each update waits for the disk (fdatasync) before its reply.
+  kDurable,
+};
+// "applied" or "durable"; InvalidArgument naming the accepted values otherwise.
+StatusOr<WalReply> ParseWalReply(const std::string& name);
+
 struct ServerOptions {
   // Endpoint to bind; the default lets the OS choose a port.
   std::string bind = "tcp://127.0.0.1:*";
@@ -137,6 +152,9 @@ struct ServerOptions {
   // that had not learned the map yet re-routes instead of finding it gone.
   // Longer covers slower clients; the process stays that much longer.
   int64_t drained_quiet_ms = 2000;
+  // With store.wal_per_update and store.wal_group_commit: whether an update
+  // is answered before its log is synced (kApplied) or after (kDurable).
+  WalReply wal_reply = WalReply::kApplied;
   // The store's options. Its file_system (nullptr: the real one) also
   // carries the server's own checkpoint work: restore_from, listing,
   // pruning and replacing checkpoints.

@@ -66,6 +66,7 @@ class FaultInjectingWritableFile final : public rocksdb::FSWritableFileOwnerWrap
   // thread appends while it is delayed or runs).
   template <typename Op>
   IOStatus Write(uint64_t bytes, Op op) {
+    if (bytes == kSync) fs_->WaitIfSyncHeld(path_);
     const uint64_t size = bytes == kSync ? fs_->AppendedSize(path_) : 0;
     fs_->Delay();
     RETURN_FAULT(fs_->WriteFault(path_));
@@ -141,6 +142,28 @@ IOStatus FaultInjectingFileSystem::WriteFault(const std::string& path) {
 void FaultInjectingFileSystem::Delay() const {
   const int ms = delay_ms_.load();
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+void FaultInjectingFileSystem::HoldSyncs(bool hold, const std::string& path_part) {
+  {
+    MutexLock l(&mu_);
+    hold_syncs_ = hold;
+    hold_path_part_ = path_part;
+  }
+  sync_released_.notify_all();
+}
+
+int FaultInjectingFileSystem::held_syncs() const {
+  MutexLock l(&mu_);
+  return held_syncs_;
+}
+
+void FaultInjectingFileSystem::WaitIfSyncHeld(const std::string& path) {
+  MutexLock l(&mu_);
+  if (!hold_syncs_ || path.find(hold_path_part_) == std::string::npos) return;
+  ++held_syncs_;
+  while (hold_syncs_ && path.find(hold_path_part_) != std::string::npos) sync_released_.wait(mu_);
+  --held_syncs_;
 }
 
 void FaultInjectingFileSystem::Appended(const std::string& path, uint64_t bytes) {

@@ -30,6 +30,7 @@
 #define RELAXPS_STORAGE_FAULT_INJECTING_FS_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -64,6 +65,12 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
   void SetDeleteError(bool fail, const std::string& path_part = "");
   // Every Append and Sync waits this long first (0: no delay).
   void SetWriteDelayMs(int ms) { delay_ms_.store(ms); }
+  // From now on, a Sync (or Fsync) of a path containing `path_part` waits
+  // until HoldSyncs(false) before it runs: what happens while the disk has
+  // not confirmed a sync. Appends go on.
+  void HoldSyncs(bool hold, const std::string& path_part = "");
+  // Syncs waiting in HoldSyncs now.
+  int held_syncs() const;
   // Drops every write not covered by a Sync (see the header comment) and
   // deactivates the file system until Reactivate().
   void SimulateCrash();
@@ -78,6 +85,8 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
   rocksdb::IOStatus ReadFault(const std::string& path);
   rocksdb::IOStatus DeleteFault(const std::string& path);
   void Delay() const;
+  // Waits while syncs of `path` are held (HoldSyncs).
+  void WaitIfSyncHeld(const std::string& path);
   void Appended(const std::string& path, uint64_t bytes);
   // Bytes appended to `path` so far; Synced(path, size) then records a sync
   // that covers them (taken before the sync: an append another thread makes
@@ -135,7 +144,7 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
 
   std::atomic<int> delay_ms_{0};
   std::atomic<uint64_t> injected_errors_{0};
-  Mutex mu_;
+  mutable Mutex mu_;
   WriteError error_ GUARDED_BY(mu_) = WriteError::kNone;
   std::string error_path_part_ GUARDED_BY(mu_);
   bool read_error_ GUARDED_BY(mu_) = false;
@@ -143,6 +152,10 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
   bool delete_error_ GUARDED_BY(mu_) = false;
   std::string delete_error_path_part_ GUARDED_BY(mu_);
   bool active_ GUARDED_BY(mu_) = true;
+  bool hold_syncs_ GUARDED_BY(mu_) = false;
+  std::string hold_path_part_ GUARDED_BY(mu_);
+  int held_syncs_ GUARDED_BY(mu_) = 0;
+  std::condition_variable_any sync_released_;
   std::map<std::string, FileState> files_ GUARDED_BY(mu_);
 };
 

@@ -300,6 +300,28 @@ class ParamStore {
   // previous successful sync may be acknowledged). No-op when
   // HasUnsyncedUpdates() is false.
   virtual Status SyncWal() { return Status::OK(); }
+  // Whether every update not synced yet is written into a log file already,
+  // so that a crash of this process keeps it (the kernel holds it) and only a
+  // crash of the machine before the sync can lose it. False while some is
+  // held in memory (rows of a group are written at SyncWal), and for stores
+  // without such a log. A server may then acknowledge before the sync
+  // (ServerOptions::wal_reply).
+  virtual bool UnsyncedUpdatesWritten() const { return false; }
+  // Group commit in the background: without waiting, collects the last
+  // background sync that finished (its error if it failed: nothing it
+  // covered is durable, as with a failed SyncWal) and starts the next one, on
+  // the store's own thread, for what was written since. *durable: every
+  // update written so far is durable now. REQUIRES: UnsyncedUpdatesWritten()
+  // (otherwise SyncWal is the way).
+  virtual Status PollWalSync(bool* durable) {
+    *durable = !HasUnsyncedUpdates();
+    return Status::OK();
+  }
+  // `listener` (empty: none) runs on the store's sync thread after each
+  // background sync finished: the owner's cue to call PollWalSync on its own
+  // thread; it must not call the store. Setting another (or none) waits for
+  // a running call of the previous one.
+  virtual void SetWalSyncListener(std::function<void()> listener) { (void)listener; }
   // Flushes committed to disk so far (background jobs included, counted
   // when their commit lands, from any thread). A Flush that returned OK may
   // only have started a background job; this count is how a caller learns

@@ -142,6 +142,28 @@ Status RocksDbStore::DoSyncWal() {
   return BoundDenseLog();
 }
 
+Status RocksDbStore::DoPollWalSync(bool* durable) {
+  *durable = false;
+  if (!UnsyncedUpdatesWritten()) {
+    return FailedPreconditionError("PollWalSync with updates not written to the dense log (" +
+                                   Where() + "): SyncWal them");
+  }
+  bool running = false;
+  RETURN_IF_ERROR(dense_log_->CollectStartedSync(&running));
+  if (running) return Status::OK();
+  if (dense_log_->unsynced()) {
+    // For the records appended since the last one started; one that cannot
+    // start (the file refused its buffered writes) is synced here, which
+    // reports why.
+    if (dense_log_->StartSync()) return Status::OK();
+    RETURN_IF_ERROR(dense_log_->Sync());
+  }
+  *durable = true;
+  // As after SyncWal: a log past its bound is flushed and started over (on
+  // this thread; once per dense_log_mb of records).
+  return BoundDenseLog();
+}
+
 Status RocksDbStore::BoundDenseLog() {
   if (dense_log_ == nullptr || dense_log_->bytes() < (options_.dense_log_mb << 20) ||
       !unreplayed_.empty()) {

@@ -34,7 +34,7 @@ std::vector<FlagGroup> ServerFlagGroups() {
                            "heartbeat_ms", "coordinator_timeout_ms"}},
       {"Elastic servers (docs/elastic.md)", {"join", "move_drain_timeout_ms", "move_copy_first", "move_catchup_rounds",
         "move_catchup_kb", "move_forward_updates", "move_forward_window_mb", "move_piece_timeout_ms"}},
-      {"Storage", {"store", "data_dir", "cache_mb", "wal_per_update", "wal_group_commit", "dense_log_mb",
+      {"Storage", {"store", "data_dir", "cache_mb", "wal_per_update", "wal_group_commit", "wal_reply", "dense_log_mb",
                    "flush_every_clocks"}},
       {"Checkpoints and recovery",
        {"checkpoint_dir", "keep_checkpoints", "restore_from", "state_transfer_chunk_kb"}},

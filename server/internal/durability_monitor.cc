@@ -10,6 +10,12 @@ StatusOr<OnDiskError> ParseOnDiskError(const std::string& name) {
   return InvalidArgumentError("--on_disk_error must be stop or continue, not '" + name + "'");
 }
 
+StatusOr<WalReply> ParseWalReply(const std::string& name) {
+  if (name == "applied") return WalReply::kApplied;
+  if (name == "durable") return WalReply::kDurable;
+  return InvalidArgumentError("--wal_reply must be applied or durable, not '" + name + "'");
+}
+
 const char* OnDiskErrorName(OnDiskError e) {
   return e == OnDiskError::kStop ? "stop" : "continue";
 }

@@ -286,10 +286,15 @@ void ServerImpl::ReplyWith(const Request& req, Message&& reply) {
     reply.header.set_snapshot_seq(applied_.snapshot_seq());
   }
   if (!unsynced_replies_.empty() || store_->HasUnsyncedUpdates()) {
-    RpcServer::FillReplyHeader(req, &reply);
-    unsynced_replies_.push_back(
-        UnsyncedReply{req.identity, std::move(reply), std::move(req.reply_reservation)});
-    return;
+    if (!RepliesBeforeSync()) {
+      RpcServer::FillReplyHeader(req, &reply);
+      unsynced_replies_.push_back(
+          UnsyncedReply{req.identity, std::move(reply), std::move(req.reply_reservation)});
+      return;
+    }
+    // --wal_reply=applied: what the reply answers is in the log file; the
+    // background sync makes it durable (SyncAndRelease).
+    stats_.set_replies_before_sync(stats_.replies_before_sync() + 1);
   }
   Status s = rpc_->Reply(req, std::move(reply));
   if (!s.ok()) {
@@ -300,8 +305,21 @@ void ServerImpl::ReplyWith(const Request& req, Message&& reply) {
   }
 }
 
-void ServerImpl::SyncAndRelease() {
+bool ServerImpl::RepliesBeforeSync() const {
+  return options_.wal_reply == WalReply::kApplied && unsynced_replies_.empty() &&
+         store_->UnsyncedUpdatesWritten();
+}
+
+void ServerImpl::SyncAndRelease(bool wait) {
   if (unsynced_replies_.empty() && !store_->HasUnsyncedUpdates()) return;
+  if (!wait && RepliesBeforeSync()) {
+    // Nothing waits for this sync: it runs in the background, and its end
+    // (the store's listener) brings the loop back here for the next one.
+    bool durable = false;
+    const Status polled = store_->PollWalSync(&durable);
+    if (!polled.ok() || durable) OnDurableWrite(DurableWrite::kWal, polled.WithPrefix("WAL sync"));
+    return;
+  }
   const Status synced = store_->SyncWal();
   // A failed sync fails the replies it covered (nothing unsynced is
   // acknowledged); the monitor reports it and logs it throttled.

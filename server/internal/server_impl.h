@@ -151,12 +151,20 @@ class ServerImpl final : public Server,
                               bool check_finite = true) override;
   // Sends a reply; while the store holds updates not yet synced (WAL group
   // commit) it is queued until SyncAndRelease(), so nothing is acknowledged
-  // before it is durable and replies keep their order.
+  // before it is durable and replies keep their order; unless
+  // RepliesBeforeSync().
   void ReplyWith(const Request& req, Message&& reply) override;
+  // --wal_reply=applied, no reply queued, and every unsynced update written
+  // to the store's log file: a reply goes now (a crash of this process
+  // keeps what it answers).
+  bool RepliesBeforeSync() const;
   // After each batch of requests: one WAL sync for every update the batch
   // wrote, then the queued replies (each failed with the sync's error if it
-  // failed).
-  void SyncAndRelease();
+  // failed). When RepliesBeforeSync() (and not `wait`), the sync runs in the
+  // background instead: this collects the last one and starts the next
+  // (ParamStore::PollWalSync); the store's listener posts it again when a
+  // sync ends.
+  void SyncAndRelease(bool wait = false);
   void OnTimer();
   // Drained: exits once no request came for options_.drained_quiet_ms (or
   // 15 times that after the drain). Loop thread.

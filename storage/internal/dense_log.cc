@@ -255,19 +255,38 @@ Status DenseLog::Sync() {
   return Status::OK();
 }
 
-void DenseLog::StartSync() {
-  if (broken_ || !unsynced_) return;
+bool DenseLog::StartSync() {
+  if (broken_ || !unsynced_) return false;
   // PosixWritableFile writes at Append (Flush is a no-op); a file system
   // that buffers writes has them handed on here, on this thread.
-  if (!file_->Flush(rocksdb::IOOptions(), nullptr).ok()) return;  // Sync() reports it.
+  if (!file_->Flush(rocksdb::IOOptions(), nullptr).ok()) return false;  // Sync() reports it.
   {
     MutexLock l(&mu_);
-    if (started_ || synced_upto_ >= appends_ || !sync_error_.ok()) return;
+    if (started_) return true;
+    if (synced_upto_ >= appends_ || !sync_error_.ok()) return false;
     if (!sync_thread_.joinable()) sync_thread_ = std::thread([this] { SyncThread(); });
     started_ = true;
     sync_upto_ = appends_;
   }
   cv_.notify_all();
+  return true;
+}
+
+Status DenseLog::CollectStartedSync(bool* running) {
+  MutexLock l(&mu_);
+  *running = started_;
+  if (started_) return Status::OK();
+  syncs_ += thread_syncs_;
+  thread_syncs_ = 0;
+  Status s = std::move(sync_error_);
+  sync_error_ = Status::OK();
+  if (s.ok() && synced_upto_ >= appends_) unsynced_ = false;
+  return s;
+}
+
+void DenseLog::SetSyncListener(std::function<void()> listener) {
+  MutexLock l(&mu_);
+  listener_ = std::move(listener);
 }
 
 Status DenseLog::WaitForStartedSync(bool* covered_all) {
@@ -302,6 +321,7 @@ void DenseLog::SyncThread() {
         sync_error_ = FromIo(s, "cannot sync dense log " + path_);
       }
       started_ = false;
+      if (listener_) listener_();
     }
     cv_.notify_all();
   }

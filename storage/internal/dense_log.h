@@ -27,7 +27,9 @@
 // StartSync() starts that fdatasync on the log's sync thread and returns at
 // once, so the caller applies the update a record logs while the disk
 // writes it; the next Sync() waits for that sync and syncs again only if
-// records were appended after it started.
+// records were appended after it started. CollectStartedSync() is the
+// non-blocking form of that wait (a caller that must not block polls it, and
+// a listener (SetSyncListener) tells it when to).
 //
 // Thread-safety: not synchronized; the store's caller thread owns it (the
 // sync thread only syncs the file, under the log's own mutex).
@@ -37,6 +39,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -103,8 +106,20 @@ class DenseLog {
   Status Sync();
   // Starts the fdatasync of every record appended so far on the sync
   // thread (started by the first call) and returns without waiting. No-op
-  // if nothing is unsynced or a started sync has not finished yet.
-  void StartSync();
+  // if nothing is unsynced or a started sync has not finished yet. True if
+  // a sync runs now (this one or one started before).
+  bool StartSync();
+  // Without waiting: *running if a started sync has not finished; else
+  // collects the finished one as Sync() would (the records it covered are
+  // durable: unsynced() turns false if it covered every append) and returns
+  // its error, if it failed. OK with *running false if none was started.
+  Status CollectStartedSync(bool* running);
+  // `listener` (may be empty: none) runs on the sync thread after each sync
+  // the thread finished, under the log's mutex: it must not call the log
+  // (e.g. it posts a task to the caller's thread). Replacing it waits for a
+  // running call of the previous one, so the caller can clear it before
+  // whatever it uses goes away.
+  void SetSyncListener(std::function<void()> listener);
   // Starts over at offset 0 (every record so far is obsolete: REQUIRES a
   // durable flush of what they did). Sequence numbers go on rising. Also
   // what mends a broken log.
@@ -155,6 +170,7 @@ class DenseLog {
   uint64_t synced_upto_ GUARDED_BY(mu_) = 0;  // Appends the thread made durable.
   Status sync_error_ GUARDED_BY(mu_);         // Of the last started sync.
   uint64_t thread_syncs_ GUARDED_BY(mu_) = 0;
+  std::function<void()> listener_ GUARDED_BY(mu_);
 };
 
 }  // namespace storage_internal

@@ -143,6 +143,16 @@ class RocksDbStore final : public ParamStore {
   Status SyncWal() override {
     return Guarded("SyncWal", [&] { return DoSyncWal(); });
   }
+  bool UnsyncedUpdatesWritten() const override {
+    // Rows of a group wait in wal_pending_rows_ until SyncWal.
+    return !wal_unsynced_ && dense_log_ != nullptr && !dense_log_->broken();
+  }
+  Status PollWalSync(bool* durable) override {
+    return Guarded("PollWalSync", [&] { return DoPollWalSync(durable); });
+  }
+  void SetWalSyncListener(std::function<void()> listener) override {
+    if (dense_log_ != nullptr) dense_log_->SetSyncListener(std::move(listener));
+  }
   Status Flush(int64_t clock) override {
     return Guarded("Flush", [&] { return DoFlush(clock); });
   }
@@ -320,6 +330,7 @@ class RocksDbStore final : public ParamStore {
   Status DoWriteRows(const std::string& table, const uint64_t* ids, size_t n, const float* rows);
   Status DoFlush(int64_t clock);
   Status DoSyncWal();
+  Status DoPollWalSync(bool* durable);
   // Group commit: writes what the updates since the last call left pending
   // (rows, dense chunks, table records) through the WAL as one batch,
   // without syncing. Called by SyncWal, before rows are evicted from the

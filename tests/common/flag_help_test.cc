@@ -19,7 +19,7 @@ const std::string kOwnFile = __FILE__;
 gflags::CommandLineFlagInfo Flag(const std::string& name, const std::string& type,
                                  const std::string& default_value, const std::string& description,
                                  const std::string& file = kOwnFile) {
-  gflags::CommandLineFlagInfo f;
+  gflags::CommandLineFlagInfo f{};  // Value-initialized: has_validator_fn, flag_ptr too.
   f.name = name;
   f.type = type;
   f.default_value = default_value;

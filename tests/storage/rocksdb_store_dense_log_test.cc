@@ -2,13 +2,17 @@
 // (DenseStepped) come back on open, replayed through the same optimizer onto
 // the flushed state, bit for bit; a torn tail loses only the update whose
 // sync never returned; a damaged acknowledged record stops the open with a
-// clear error; the log's bound flushes and starts it over.
+// clear error; the log's bound flushes and starts it over; a background
+// sync (PollWalSync) makes written steps durable without the caller waiting.
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -365,6 +369,79 @@ TEST_P(DenseLogStoreTest, CrashKeepsWhatWasSyncedAndAWriteErrorIsMendedByAFlush)
   ASSERT_NE(store, nullptr);
   ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
   EXPECT_TRUE(Capture(*shard) == acked);
+}
+
+// Group commit in the background (ParamStore::PollWalSync, what a server
+// with --wal_reply=applied runs): a step is in the log file before any sync
+// (UnsyncedUpdatesWritten); a poll starts the sync and returns without
+// waiting for it, a step made meanwhile waits for the next sync, the
+// listener tells when each ended, and once a poll finds everything durable
+// a crash of the machine keeps it.
+TEST_P(DenseLogStoreTest, BackgroundSyncMakesWrittenStepsDurableWithoutWaiting) {
+  State acked;
+  std::atomic<int> ended{0};
+  {
+    std::unique_ptr<ParamStore> store = Open();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
+    store->SetWalSyncListener([&ended] { ended.fetch_add(1); });
+    Step(store.get(), shard, 0, shard->size(), 1.0f, /*log_first=*/true);
+    EXPECT_TRUE(store->HasUnsyncedUpdates());
+    EXPECT_TRUE(store->UnsyncedUpdatesWritten());
+    fs_->HoldSyncs(true, "RELAXPS_DENSE_LOG");
+    bool durable = true;
+    ASSERT_OK(store->PollWalSync(&durable));  // Starts the sync, held by the disk.
+    EXPECT_FALSE(durable);
+    for (int i = 0; fs_->held_syncs() == 0; ++i) {
+      ASSERT_LT(i, 10000) << "the background sync never reached the disk";
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    Step(store.get(), shard, 100, 30000, 0.5f, /*log_first=*/true);  // While it runs.
+    ASSERT_OK(store->PollWalSync(&durable));
+    EXPECT_FALSE(durable);
+    EXPECT_EQ(ended.load(), 0);
+    fs_->HoldSyncs(false);
+    for (int i = 0; !durable; ++i) {
+      ASSERT_LT(i, 10000) << "the steps never became durable";
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ASSERT_OK(store->PollWalSync(&durable));
+    }
+    // The first sync, then one for the step made while it ran.
+    EXPECT_EQ(ended.load(), 2);
+    EXPECT_FALSE(store->HasUnsyncedUpdates());
+    acked = Capture(*shard);
+    store->SetWalSyncListener(nullptr);
+    fs_->SimulateCrash();  // Drops whatever no sync covered: nothing here.
+  }
+  fs_->Reactivate();
+  std::unique_ptr<ParamStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
+  EXPECT_TRUE(Capture(*shard) == acked);
+}
+
+// A background sync that fails is reported by the next poll, and nothing it
+// covered counts as durable until a sync succeeds.
+TEST_P(DenseLogStoreTest, FailedBackgroundSyncIsReportedByThePoll) {
+  std::unique_ptr<ParamStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(DenseShard * shard, store->CreateDenseReplaying(spec_, Replay()));
+  Step(store.get(), shard, 0, shard->size(), 1.0f, /*log_first=*/true);
+  fs_->SetWriteError(FaultInjectingFileSystem::WriteError::kIO, "RELAXPS_DENSE_LOG");
+  bool durable = false;
+  Status polled;
+  for (int i = 0; polled.ok(); ++i) {
+    ASSERT_LT(i, 10000) << "the failed sync was never reported";
+    ASSERT_FALSE(durable);
+    polled = store->PollWalSync(&durable);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(polled.code(), StatusCode::kIOError) << polled;
+  EXPECT_FALSE(durable);
+  EXPECT_TRUE(store->HasUnsyncedUpdates());
+  fs_->SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
+  ASSERT_OK(store->SyncWal());
+  EXPECT_FALSE(store->HasUnsyncedUpdates());
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, DenseLogStoreTest,
