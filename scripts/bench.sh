@@ -84,7 +84,7 @@ else
   ZMQ_ARGS=()
   OPT_ARGS=()
   OVERHEAD_S=15
-  OVERHEAD_ARGS=(--duration_s=$OVERHEAD_S --curve_models=cnn)
+  OVERHEAD_ARGS=(--duration_s=$OVERHEAD_S --curve_models=cnn --wal_durable_models=mlp)
   STORE_ARGS=(--mb=16 --seconds=2 --reps=5)
   STORE_DIRTY_ARGS=(--seconds=2 --reps=5)
   WAL_ARGS=(--seconds=2 --reps=5)
