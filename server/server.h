@@ -18,9 +18,11 @@
 //
 // Durability (store "rocksdb"): the store is flushed every
 // `flush_every_clocks` clocks (what a restart on the same data_dir comes back
-// to) or, with store.wal_per_update, every update is synced before it is
-// acknowledged (with store.wal_group_commit, by one WAL sync per batch of
-// received requests, after which the batch's replies are sent). On a CHECKPOINT request from the coordinator the server
+// to) or, with store.wal_per_update, every update is logged before it is
+// acknowledged: with store.wal_group_commit and wal_reply kApplied written to
+// the log file, then answered, the log synced in the background; with
+// kDurable (or without group commit) synced first, by one WAL sync per batch
+// of received requests, after which the batch's replies are sent. On a CHECKPOINT request from the coordinator the server
 // writes "<checkpoint_dir>/ckpt-<clock>" (a flush plus RocksDB's hard-linked
 // checkpoint) and prunes all but the newest `keep_checkpoints`. Flushes and
 // checkpoints do not pause the loop for their writes: the loop thread only

@@ -25,6 +25,7 @@
 #include "storage/fault_injecting_fs.h"
 #include "tests/operator_session.h"
 #include "tests/security/attack_util.h"
+#include "tests/server/coordinator_thread.h"
 #include "tests/storage/storage_test_util.h"
 #include "tests/test_util.h"
 
@@ -192,22 +193,7 @@ Status TriggerCheckpoint(const std::string& coordinator) {
   return test::TriggerCheckpointAsOperator(coordinator, 60000).status();
 }
 
-struct Job {
-  std::unique_ptr<Coordinator> coordinator;
-  std::thread coordinating;
-  explicit Job() {
-    CoordinatorOptions co;
-    co.num_servers = 1;
-    auto c = Coordinator::Start(co);
-    CHECK(c.ok()) << c.status();
-    coordinator = std::move(*c);
-    coordinating = std::thread([this] { coordinator->Run(); });
-  }
-  ~Job() {
-    coordinator->Stop();
-    coordinating.join();
-  }
-};
+using Job = test::CoordinatorThread;
 
 // --on_disk_error=continue: a checkpoint on a full disk fails, the server
 // trains on and says so (event, stats); a later good checkpoint ends the

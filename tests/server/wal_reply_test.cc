@@ -19,6 +19,7 @@
 #include "server/server.h"
 #include "storage/fault_injecting_fs.h"
 #include "tests/security/attack_util.h"
+#include "tests/server/coordinator_thread.h"
 #include "tests/storage/storage_test_util.h"
 #include "tests/test_util.h"
 
@@ -34,23 +35,7 @@ TEST(WalReplyFlagTest, ParsesBothValuesAndRefusesOthers) {
   EXPECT_NE(bad.status().message().find("applied or durable"), std::string::npos);
 }
 
-// A coordinator of one server, run on a thread of the test.
-struct Job {
-  std::unique_ptr<Coordinator> coordinator;
-  std::thread coordinating;
-  Job() {
-    CoordinatorOptions co;
-    co.num_servers = 1;
-    auto c = Coordinator::Start(co);
-    CHECK(c.ok()) << c.status();
-    coordinator = std::move(*c);
-    coordinating = std::thread([this] { coordinator->Run(); });
-  }
-  ~Job() {
-    coordinator->Stop();
-    coordinating.join();
-  }
-};
+using Job = test::CoordinatorThread;
 
 TableOptions Counters(size_t size) {
   TableOptions t;
