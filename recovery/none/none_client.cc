@@ -12,7 +12,7 @@ class NoneClientRecovery final : public ClientRecovery {
   const ClientFeatures& features() const override { return features_; }
 
  private:
-  const ClientFeatures features_;  // No mechanism beyond routing by the map.
+  const ClientFeatures features_{};  // No mechanism beyond routing by the map.
 };
 
 }  // namespace
