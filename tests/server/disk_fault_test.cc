@@ -23,9 +23,9 @@
 #include "server/server.h"
 #include "storage/checkpoint.h"
 #include "storage/fault_injecting_fs.h"
+#include "tests/coordinator/running_coordinator.h"
 #include "tests/operator_session.h"
 #include "tests/security/attack_util.h"
-#include "tests/server/coordinator_thread.h"
 #include "tests/storage/storage_test_util.h"
 #include "tests/test_util.h"
 
@@ -193,7 +193,12 @@ Status TriggerCheckpoint(const std::string& coordinator) {
   return test::TriggerCheckpointAsOperator(coordinator, 60000).status();
 }
 
-using Job = test::CoordinatorThread;
+// The job's coordinator, one server, on a thread of the test.
+CoordinatorOptions OneServer() {
+  CoordinatorOptions co;
+  co.num_servers = 1;
+  return co;
+}
 
 // --on_disk_error=continue: a checkpoint on a full disk fails, the server
 // trains on and says so (event, stats); a later good checkpoint ends the
@@ -201,11 +206,11 @@ using Job = test::CoordinatorThread;
 // checkpoint (the failed one left nothing behind) and names it.
 TEST(ServerDiskFaultTest, FullDiskIsReportedAndTheRestoreUsesTheLastGoodCheckpoint) {
   testing_storage::ScopedTempDir dir("server_disk_fault");
-  Job job;
+  test::RunningCoordinator job(OneServer());
   auto fs = std::make_shared<FaultInjectingFileSystem>();
   CapturedEvents events;
   ServerOptions so;
-  so.coordinator = job.coordinator->endpoint();
+  so.coordinator = job.endpoint();
   so.server_id = 0;
   so.store.data_dir = dir.path() + "/data/server-0";
   so.store.file_system = fs;
@@ -218,14 +223,14 @@ TEST(ServerDiskFaultTest, FullDiskIsReportedAndTheRestoreUsesTheLastGoodCheckpoi
     std::thread serving([&] { (*server)->Run().IgnoreError(); });
     {
       ClientOptions cli;
-      cli.coordinator = job.coordinator->endpoint();
+      cli.coordinator = job.endpoint();
       auto client = Client::Connect(cli);
       ASSERT_TRUE(client.ok()) << client.status();
       ASSERT_TRUE((*client)->CreateTable(DenseTable("w", 100)).ok());
       FloatBuffer grads(100);
       for (size_t i = 0; i < grads.size(); ++i) grads[i] = 1.0f;
       ASSERT_TRUE((*client)->Push("w", 0, grads).get().ok());
-      ASSERT_TRUE(TriggerCheckpoint(job.coordinator->endpoint()).ok());
+      ASSERT_TRUE(TriggerCheckpoint(job.endpoint()).ok());
       std::vector<CheckpointInfo> good = ListCheckpoints(dir.path() + "/data/checkpoints/server-0");
       ASSERT_EQ(good.size(), 1u);
       good_dir = good[0].dir;
@@ -238,14 +243,14 @@ TEST(ServerDiskFaultTest, FullDiskIsReportedAndTheRestoreUsesTheLastGoodCheckpoi
       for (int tries = 0;; ++tries) {
         ASSERT_LT(tries, 1000) << "the coordinator never heard of the worker's clock 1";
         const wire::StatusReply r =
-            test::AskOrDie(job.coordinator->endpoint(), wire::GET_STATUS).status_reply();
+            test::AskOrDie(job.endpoint(), wire::GET_STATUS).status_reply();
         if (r.workers_size() == 1 && r.workers(0).clock() >= 1) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace, "/checkpoints/");
       const int64_t before_ms = RealClock()->NowUnixMs();
-      EXPECT_FALSE(TriggerCheckpoint(job.coordinator->endpoint()).ok());
-      EXPECT_FALSE(TriggerCheckpoint(job.coordinator->endpoint()).ok());
+      EXPECT_FALSE(TriggerCheckpoint(job.endpoint()).ok());
+      EXPECT_FALSE(TriggerCheckpoint(job.endpoint()).ok());
       wire::ServerStats stats = test::ServerStatsOf((*server)->endpoint());
       EXPECT_FALSE(stats.durable());
       EXPECT_GE(stats.not_durable_since_unix_ms(), before_ms);
@@ -264,7 +269,7 @@ TEST(ServerDiskFaultTest, FullDiskIsReportedAndTheRestoreUsesTheLastGoodCheckpoi
       EXPECT_EQ(ListCheckpoints(dir.path() + "/data/checkpoints/server-0").size(), 1u);
 
       fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNone);
-      ASSERT_TRUE(TriggerCheckpoint(job.coordinator->endpoint()).ok());
+      ASSERT_TRUE(TriggerCheckpoint(job.endpoint()).ok());
       EXPECT_TRUE(test::ServerStatsOf((*server)->endpoint()).durable());
       EXPECT_EQ(events.OfKind("durable_again").size(), 1u);
     }
@@ -315,11 +320,11 @@ TEST(ServerDiskFaultTest, FullDiskIsReportedAndTheRestoreUsesTheLastGoodCheckpoi
 // Run() returns the error naming the write.
 TEST(ServerDiskFaultTest, StopModeEndsTheServerNamingTheWrite) {
   testing_storage::ScopedTempDir dir("server_disk_stop");
-  Job job;
+  test::RunningCoordinator job(OneServer());
   auto fs = std::make_shared<FaultInjectingFileSystem>();
   CapturedEvents events;
   ServerOptions so;
-  so.coordinator = job.coordinator->endpoint();
+  so.coordinator = job.endpoint();
   so.store.data_dir = dir.path() + "/data/server-0";
   so.store.file_system = fs;
   so.heartbeat_ms = 100;
@@ -331,12 +336,12 @@ TEST(ServerDiskFaultTest, StopModeEndsTheServerNamingTheWrite) {
   std::thread serving([&] { ran = (*server)->Run(); });
   {
     ClientOptions cli;
-    cli.coordinator = job.coordinator->endpoint();
+    cli.coordinator = job.endpoint();
     auto client = Client::Connect(cli);
     ASSERT_TRUE(client.ok()) << client.status();
     ASSERT_TRUE((*client)->CreateTable(DenseTable("w", 100)).ok());
     fs->SetWriteError(FaultInjectingFileSystem::WriteError::kNoSpace, "/checkpoints/");
-    EXPECT_FALSE(TriggerCheckpoint(job.coordinator->endpoint()).ok());
+    EXPECT_FALSE(TriggerCheckpoint(job.endpoint()).ok());
   }
   serving.join();  // Ends by itself.
   EXPECT_EQ(ran.code(), StatusCode::kAborted) << ran;

@@ -18,8 +18,8 @@
 #include "coordinator/coordinator.h"
 #include "server/server.h"
 #include "storage/fault_injecting_fs.h"
+#include "tests/coordinator/running_coordinator.h"
 #include "tests/security/attack_util.h"
-#include "tests/server/coordinator_thread.h"
 #include "tests/storage/storage_test_util.h"
 #include "tests/test_util.h"
 
@@ -35,7 +35,12 @@ TEST(WalReplyFlagTest, ParsesBothValuesAndRefusesOthers) {
   EXPECT_NE(bad.status().message().find("applied or durable"), std::string::npos);
 }
 
-using Job = test::CoordinatorThread;
+// The job's coordinator, one server, on a thread of the test.
+CoordinatorOptions OneServer() {
+  CoordinatorOptions co;
+  co.num_servers = 1;
+  return co;
+}
 
 TableOptions Counters(size_t size) {
   TableOptions t;
@@ -52,10 +57,10 @@ class WalReplyTest : public ::testing::TestWithParam<WalReply> {};
 TEST_P(WalReplyTest, AnswersOnceWrittenOrOnceSynced) {
   const bool applied = GetParam() == WalReply::kApplied;
   testing_storage::ScopedTempDir dir("wal_reply");
-  Job job;
+  test::RunningCoordinator job(OneServer());
   auto fs = std::make_shared<FaultInjectingFileSystem>();
   ServerOptions so;
-  so.coordinator = job.coordinator->endpoint();
+  so.coordinator = job.endpoint();
   so.server_id = 0;
   so.store.kind = "rocksdb";
   so.store.data_dir = dir.path() + "/data/server-0";
@@ -69,7 +74,7 @@ TEST_P(WalReplyTest, AnswersOnceWrittenOrOnceSynced) {
   std::thread serving([&] { (*server)->Run().IgnoreError(); });
   {
     ClientOptions cli;
-    cli.coordinator = job.coordinator->endpoint();
+    cli.coordinator = job.endpoint();
     auto client = Client::Connect(cli);
     ASSERT_TRUE(client.ok()) << client.status();
     constexpr size_t kSize = 100;
