@@ -70,12 +70,12 @@ void CoordinatorImpl::HandleCreateTable(Request req) {
     }
     wire::TableShards* ts = map_.add_tables();
     TableToProto(t, ts->mutable_table());
-    // Unreplicated, a table created after servers joined or were drained is
-    // spread over the servers there are now (a joined server would otherwise
-    // hold none of it until a move, a drained one would be given some);
-    // chains keep their home placement over the job's own servers.
+    // A table created after servers joined or were drained is spread over
+    // the servers there are now (a joined server would otherwise hold none
+    // of it until a move, a drained one would be given some), unless the
+    // policy keeps the home placement (chains).
     std::vector<int> ids;
-    if (job_.replicas() <= 1) ids = PlacementServers();
+    if (recovery_->PlacesNewTablesOnCurrentServers()) ids = PlacementServers();
     if (ids.empty()) {
       for (int i = 0; i < options_.num_servers; ++i) ids.push_back(i);
     }

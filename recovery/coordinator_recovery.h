@@ -195,6 +195,11 @@ class CoordinatorRecovery {
   // Servers holding each range and bucket in the map (JobConfig.replicas):
   // > 1 places every range on a chain of that many servers.
   virtual int ReplicasPerRange() const { return 1; }
+  // Whether a table created after servers joined or were drained is spread
+  // over the servers there are now (true) or keeps the home placement over
+  // the job's own servers 0..num_servers-1 (false: chains, whose members the
+  // policy tracks by those ids). Default: spread unless ranges are chained.
+  virtual bool PlacesNewTablesOnCurrentServers() const { return ReplicasPerRange() <= 1; }
   // True: the coordinator probes a server whose connection closed and calls
   // OnServerLost as soon as the probe goes unanswered (probe_timeout_ms);
   // false: a server is lost only when it misses its heartbeats.
