@@ -406,7 +406,9 @@ def summarize(samples, rounds):
         out.append(fig(name + "/client_faults_per_gb", med(cf), "faults/GB",
                        name + "/server_faults_per_gb", med(sf),
                        (med(cf) + 1) / (med(sf) + 1), "lower",
-                       note="ratio = (client + 1) / (server + 1) faults per GB"))
+                       note="ratio = (client + 1) / (server + 1) faults per GB",
+                       per_round=cf, server_per_round=sf,
+                       client_faults_per_round=[[c["minflt"] for c in r["cpp"]] for r in rs]))
         cc = [statistics.mean(per_gb(c["cpu_s"], c["moved_bytes"]) for c in r["cpp"]) for r in rs]
         sc = [statistics.mean(per_gb(s[0], m / len(r["server"])) for s in r["server"])
               for r, m in zip(rs, moved)]

@@ -11,9 +11,13 @@ namespace {
 // aligned to their size: frames in one such region came from one heap.
 constexpr int kRegionBits = 26;
 
-uintptr_t Region(const void* p) { return reinterpret_cast<uintptr_t>(p) >> kRegionBits; }
+uintptr_t RegionOf(const void* p) { return reinterpret_cast<uintptr_t>(p) >> kRegionBits; }
 
 }  // namespace
+
+size_t RecentFrames::Region::Target() const {
+  return max_burst + std::max(max_burst / 4, 2 * largest_frame);
+}
 
 void RecentFrames::Hold(Message* msg) {
   for (Frame& f : msg->frames) {
@@ -22,36 +26,71 @@ void RecentFrames::Hold(Message* msg) {
       continue;
     }
     const void* data = f.data();
-    auto it = std::find_if(held_.begin(), held_.end(), [data](const Buffer<uint8_t>& h) {
-      return Region(h.data()) == Region(data);
-    });
+    const uintptr_t id = RegionOf(data);
+    auto it = std::find_if(held_.begin(), held_.end(),
+                           [id](const Region& r) { return r.id == id; });
+    Region region;
     if (it == held_.end()) {
       held_bytes_ += f.size();
-      held_.push_back(f.ShareBytes());
-      continue;
+      region.id = id;
+      region.pin = f.ShareBytes();
+    } else {
+      // The region moves to the back (seen most recently); a frame above
+      // its pin replaces it, and the old pin goes back to malloc below the
+      // new one (unless it is kept).
+      region = std::move(*it);
+      held_.erase(it);
+      if (data > static_cast<const void*>(region.pin.data())) {
+        held_bytes_ += f.size();
+        held_bytes_ -= region.pin.bytes();
+        region.pin = f.ShareBytes();
+      }
     }
-    // The region's pin moves to the back (seen most recently); a frame
-    // above it replaces it, and the old pin goes back to malloc below the
-    // new one.
-    Buffer<uint8_t> pin = std::move(*it);
-    held_.erase(it);
-    if (data > static_cast<const void*>(pin.data())) {
-      held_bytes_ += f.size();
-      held_bytes_ -= pin.bytes();
-      pin = f.ShareBytes();
+    region.burst += f.size();
+    region.max_burst = std::max(region.max_burst, region.burst);
+    region.largest_frame = std::max(region.largest_frame, f.size());
+    if (options_.warm_to_burst && !region.capped && region.warmth < region.Target() &&
+        region.kept < region.Target()) {
+      if (warming_bytes_ + f.size() <= options_.max_held_bytes) {
+        warming_bytes_ += f.size();
+        region.kept += f.size();
+        warming_.push_back(Kept{id, f.ShareBytes()});
+      } else {
+        region.capped = true;
+      }
     }
-    held_.push_back(std::move(pin));
+    held_.push_back(std::move(region));
   }
   while (held_.size() > 1 &&
          (held_.size() > options_.frames || held_bytes_ > options_.max_held_bytes)) {
-    held_bytes_ -= held_.front().bytes();
+    held_bytes_ -= held_.front().pin.bytes();
+    Release(held_.front().id, /*all=*/false);
     held_.pop_front();
   }
+}
+
+void RecentFrames::EndBurst() {
+  for (Region& r : held_) {
+    r.burst = 0;
+    if (r.kept > 0 && (r.kept >= r.Target() || r.capped)) {
+      r.warmth = std::max(r.warmth, r.kept);
+      Release(r.id, /*all=*/false);
+      r.kept = 0;
+    }
+  }
+}
+
+void RecentFrames::Release(uintptr_t id, bool all) {
+  auto gone = std::remove_if(warming_.begin(), warming_.end(),
+                             [id, all](const Kept& k) { return all || k.region == id; });
+  for (auto k = gone; k != warming_.end(); ++k) warming_bytes_ -= k->bytes.bytes();
+  warming_.erase(gone, warming_.end());
 }
 
 void RecentFrames::Clear() {
   held_.clear();
   held_bytes_ = 0;
+  Release(0, /*all=*/true);
 }
 
 }  // namespace relaxps

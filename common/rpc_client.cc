@@ -381,6 +381,9 @@ void RpcClient::OnReply(std::vector<zmq::message_t>& parts, std::vector<Completi
   deadlines_.erase(it->second.deadline);
   pending_.erase(it);
   c.status = StatusFromProto(c.reply.header.status());
+  // The burst of replies ends with the last request outstanding (the frames
+  // kept to warm the heap go back; see RecentFrames).
+  if (pending_.empty()) recent_frames_.EndBurst();
 }
 
 void RpcClient::ExpireDeadlines(std::vector<Completion>* completions) {
@@ -399,6 +402,7 @@ void RpcClient::ExpireDeadlines(std::vector<Completion>* completions) {
         DeadlineExceededError("no reply before the deadline" + NoReplyReason(it_peer)),
         Message()});
   }
+  if (pending_.empty()) recent_frames_.EndBurst();
 }
 
 bool RpcClient::OnMonitorEvent(int peer, uint16_t event, uint32_t value,
@@ -458,6 +462,7 @@ bool RpcClient::OnMonitorEvent(int peer, uint16_t event, uint32_t value,
   }
   // Everything waiting on this peer fails now instead of at its deadline.
   FailPeerInOrder(peer, link.refused, &pending_, &deadlines_, completions);
+  if (pending_.empty()) recent_frames_.EndBurst();
   return false;
 }
 
@@ -485,6 +490,7 @@ void RpcClient::FailPending(const Status& status, std::vector<Completion>* compl
   }
   pending_.clear();
   deadlines_.clear();
+  recent_frames_.EndBurst();
 }
 
 bool RpcClient::RunCompletions(std::vector<Completion>* completions) {
@@ -601,6 +607,7 @@ void RpcClient::IoLoop() {
         outbox.clear();
         for (const auto& [peer, status] : cancel_peers) {
           FailPeerInOrder(peer, status, &pending_, &deadlines_, &completions);
+          if (pending_.empty()) recent_frames_.EndBurst();
         }
         const int64_t now = clock_->NowMs();
         if (poller.size() != 1 + sockets_.size() + monitors_.size()) {

@@ -21,6 +21,13 @@ constexpr size_t kKiB = size_t{1} << 10;
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kRegion = size_t{64} << 20;
 
+// Pins alone: the tests of bursts below turn warming on.
+RecentFrames::Options PinsOnly() {
+  RecentFrames::Options o;
+  o.warm_to_burst = false;
+  return o;
+}
+
 // The frames freed, by address.
 std::vector<const void*> g_freed;
 void CountingFree(void* data, void* /*hint*/) { g_freed.push_back(data); }
@@ -57,7 +64,7 @@ class RecentFramesTest : public ::testing::Test {
 };
 
 TEST_F(RecentFramesTest, PinsTheHighestFrameOfARegionUntilOneAboveArrives) {
-  RecentFrames recent;
+  RecentFrames recent(PinsOnly());
   ReceiveAndDrop(&recent, 0, 2 * kMiB);
   ReceiveAndDrop(&recent, 4 * kMiB, 2 * kMiB);  // Above: the new pin.
   ASSERT_EQ(g_freed.size(), 1u);
@@ -99,7 +106,7 @@ TEST_F(RecentFramesTest, APinnedFrameStaysValidInItsMessage) {
 }
 
 TEST_F(RecentFramesTest, SmallHugeAndOwnFramesAreNotHeld) {
-  RecentFrames recent;  // Holds [64 KiB, 32 MiB).
+  RecentFrames recent;  // Holds [64 KiB, 32 MiB), warming too.
   ReceiveAndDrop(&recent, 8 * kMiB, 64 * kKiB - 1);
   EXPECT_EQ(g_freed.size(), 1u);
   ReceiveAndDrop(&recent, 16 * kMiB, 32 * kMiB);
@@ -115,7 +122,7 @@ TEST_F(RecentFramesTest, SmallHugeAndOwnFramesAreNotHeld) {
 }
 
 TEST_F(RecentFramesTest, EachRegionHasItsOwnPin) {
-  RecentFrames recent;
+  RecentFrames recent(PinsOnly());
   Message m;
   m.frames.push_back(At(0, 100));  // A small frame (an id list).
   m.frames.push_back(At(kRegion - 2 * kMiB, kMiB));
@@ -128,7 +135,7 @@ TEST_F(RecentFramesTest, EachRegionHasItsOwnPin) {
 }
 
 TEST_F(RecentFramesTest, TheRegionsSeenLeastRecentlyAreDroppedBeyondTheLimits) {
-  RecentFrames::Options o;
+  RecentFrames::Options o = PinsOnly();
   o.frames = 2;
   o.max_held_bytes = 8 * kMiB;
   RecentFrames recent(o);
@@ -148,6 +155,63 @@ TEST_F(RecentFramesTest, TheRegionsSeenLeastRecentlyAreDroppedBeyondTheLimits) {
   ASSERT_EQ(g_freed.size(), 4u);
   EXPECT_EQ(g_freed[2], Addr(4 * kMiB));
   EXPECT_EQ(g_freed[3], Addr(2 * kRegion));
+}
+
+// The pile of frames a burst leaves alive at once (the reader descheduled)
+// grows the heap frame by frame; a region keeps what it receives until it
+// has its largest burst and a quarter (at least two frames) kept at once.
+TEST_F(RecentFramesTest, ARegionKeepsFramesUntilItHoldsItsLargestBurstAndMore) {
+  RecentFrames recent;
+  // Four 1 MiB parts of one pull, each dropped once copied out: kept.
+  for (int i = 0; i < 4; ++i) ReceiveAndDrop(&recent, i * kMiB, kMiB);
+  EXPECT_TRUE(g_freed.empty());
+  EXPECT_EQ(recent.warming_bytes(), 4 * kMiB);
+  // The target is 4 + 2 MiB: the next burst goes on keeping.
+  recent.EndBurst();
+  EXPECT_TRUE(g_freed.empty());
+  ReceiveAndDrop(&recent, 4 * kMiB, kMiB);
+  ReceiveAndDrop(&recent, 5 * kMiB, kMiB);
+  EXPECT_EQ(recent.warming_bytes(), 6 * kMiB);
+  ReceiveAndDrop(&recent, 6 * kMiB, kMiB);  // Not kept: the pin.
+  EXPECT_EQ(recent.warming_bytes(), 6 * kMiB);
+  EXPECT_TRUE(g_freed.empty());
+  recent.EndBurst();
+  // All go back below the pin.
+  EXPECT_EQ(g_freed.size(), 6u);
+  EXPECT_EQ(recent.warming_bytes(), 0u);
+  EXPECT_EQ(recent.held_frames(), 1u);
+  EXPECT_EQ(recent.held_bytes(), kMiB);
+  // Later bursts reuse those pages: nothing kept, each part freed as it is
+  // dropped.
+  for (int i = 0; i < 4; ++i) ReceiveAndDrop(&recent, i * kMiB, kMiB);
+  recent.EndBurst();
+  EXPECT_EQ(g_freed.size(), 10u);
+  EXPECT_EQ(recent.warming_bytes(), 0u);
+}
+
+TEST_F(RecentFramesTest, KeptBytesAreBoundedAndWarmthIsPerRegion) {
+  RecentFrames::Options o;
+  o.max_held_bytes = 3 * kMiB;
+  RecentFrames recent(o);
+  // A burst that never ends (pipelined requests) keeps at most 3 MiB; the
+  // pins it passed are freed.
+  for (int i = 0; i < 8; ++i) ReceiveAndDrop(&recent, i * kMiB, kMiB);
+  EXPECT_EQ(recent.warming_bytes(), 3 * kMiB);
+  EXPECT_EQ(g_freed.size(), 4u);
+  // The region cannot reach its target under the cap: it stops trying.
+  recent.EndBurst();
+  EXPECT_EQ(g_freed.size(), 7u);
+  EXPECT_EQ(recent.warming_bytes(), 0u);
+  ReceiveAndDrop(&recent, 0, kMiB);
+  EXPECT_EQ(recent.warming_bytes(), 0u);
+  EXPECT_EQ(g_freed.size(), 8u);
+  // Another region starts cold: its first frame is kept.
+  ReceiveAndDrop(&recent, kRegion, kMiB);
+  EXPECT_EQ(recent.warming_bytes(), kMiB);
+  recent.Clear();
+  EXPECT_EQ(recent.warming_bytes(), 0u);
+  EXPECT_EQ(recent.held_frames(), 0u);
+  EXPECT_EQ(g_freed.size(), 10u);
 }
 
 }  // namespace
