@@ -23,6 +23,9 @@
 #   --out=DIR          default runs/experiments/SET[-quick]
 #   --no_logs          every process's output to /dev/null
 #   --no_plots  --keep_data  --reanalyze  --cooldown_s=120  --dry_run
+#   --pack             pack every finished cell for committing (docs/results):
+#                      analysis and gzipped series kept, logs and per-step files
+#                      removed (scripts/experiment/pack.py)
 # Resumable: a cell (config + seed) whose cell.json says finished is
 # skipped; Ctrl-C keeps finished cells. Each cell first waits for the load
 # average to drop under 1 per core (at most --cooldown_s) and records the
@@ -31,7 +34,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=/usr/bin/python3
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
 [ $# -ge 1 ] || { usage; exit 2; }
 case "$1" in -h|--help) usage; exit 0 ;; esac
 SET=$1; shift

@@ -5,7 +5,7 @@
             [--workers=1,4] [--seeds=1,2,3] [--quick] [--duration_s=S]
             [--fault_at=T1,T2] [--down_s=S] [--eval_every_s=S] [--model=M]
             [--consistency=C] [--no_logs] [--keep_data] [--reanalyze]
-            [--cooldown_s=120] [--dry_run]
+            [--cooldown_s=120] [--dry_run] [--pack]
 
 Each cell runs in DIR/cells/<key>/, key = its config and seed (cells.py).
 A cell with cell.json holding "finished" is done and skipped; any other
@@ -29,6 +29,7 @@ import time
 
 import analyze_run
 import cells as cellmod
+import pack
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LAUNCH = os.path.join(ROOT, "launcher", "relaxps-launch")
@@ -64,6 +65,9 @@ def parse(argv):
     ap.add_argument("--reanalyze", action="store_true")
     ap.add_argument("--cooldown_s", type=float, default=120)
     ap.add_argument("--dry_run", action="store_true", help="list the cells and exit")
+    ap.add_argument("--pack", action="store_true",
+                    help="pack every finished cell for committing (pack.py): the analysis and "
+                         "gzipped series stay, logs and per-step files go")
     a = ap.parse_args(argv)
     s = cellmod.SETS[a.set]
     p = cellmod.Protocol(**vars(cellmod.QUICK if a.quick else s["protocol"]))
@@ -211,8 +215,11 @@ def main(argv):
     prov, bad = provenance(), 0
     for i, c in enumerate(todo, 1):
         d = os.path.join(a.out, "cells", c.key)
-        if c in done and not a.reanalyze:
-            say(f"[{i}/{len(todo)}] {c.key}: finished, skipped")
+        if c in done and (not a.reanalyze or pack.is_packed(d)):
+            say(f"[{i}/{len(todo)}] {c.key}: finished, skipped"
+                + (" (packed: its metrics.json stands)" if a.reanalyze else ""))
+            if a.pack:
+                pack.pack(d)
             continue
         if c not in done:
             say(f"[{i}/{len(todo)}] {c.key}: starting")
@@ -228,6 +235,8 @@ def main(argv):
             ok, head = False, f"analysis failed: {e}"
         if not a.keep_data:
             shutil.rmtree(os.path.join(d, "data"), ignore_errors=True)
+        if a.pack:
+            pack.pack(d)
         bad += not ok
         say(f"[{i}/{len(todo)}] {c.key}: exit {rec['exit_code']} (expected {c.expect_exit}) "
             f"{'ok' if ok else 'UNEXPECTED'}; {head}")

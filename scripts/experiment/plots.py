@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 
+import pack
 import ttf_reference
 
 GRID_S = 2.0
@@ -30,9 +31,9 @@ KILLS = {"kill1": 1, "kill2": 2}
 
 def _curve(cell):
     path = os.path.join(cell["dir"], "merged.csv")
-    if not os.path.exists(path):
+    if not pack.exists(path):
         return []
-    with open(path) as f:
+    with pack.open_text(path) as f:
         next(f)
         return [(float(t), float(v)) for t, s, v in (l.strip().split(",") for l in f)
                 if s == "evaluation"]

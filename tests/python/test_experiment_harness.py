@@ -269,3 +269,34 @@ def test_the_step_pause_near_scale_events_leaves_other_stalls_out():
         assert analyze_run.max_step_gap(steps, [(0.5, 1.5)]) == (1.0, 0.0)
         assert analyze_run.max_step_gap(steps, [(3.0, 8.0)]) == (7.0, 2.0)
         assert analyze_run.max_step_gap(steps, [(30.0, 31.0)]) == (None, None)
+
+
+def test_a_packed_cell_keeps_its_analysis_and_gzipped_series():
+    import pack
+    import plots
+    with tempfile.TemporaryDirectory() as d:
+        files = {"cell.json": json.dumps({"finished": True, "exit_code": 0}),
+                 "metrics.json": "{}", "summary.json": "{}", "events.csv": "t,kind\n",
+                 "merged.csv": "time_s,series,value\n1.0,evaluation,0.5\n2.0,samples_per_s,9\n"
+                               "3.0,evaluation,0.7\n",
+                 "events.jsonl": '{"kind":"final"}\n', "worker-0.log": "x" * 1000,
+                 "worker-0.steps.csv": "time_s,clock\n", "launch.out": "y"}
+        for name, text in files.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        os.makedirs(os.path.join(d, "events"))
+        with open(os.path.join(d, "events", "worker-0.jsonl"), "w") as f:
+            f.write("{}\n")
+        before, after = pack.pack(d)
+        assert after < before
+        assert sorted(os.listdir(d)) == ["cell.json", "events.csv", "events.jsonl.gz",
+                                         "merged.csv.gz", "metrics.json", "summary.json"]
+        with open(os.path.join(d, "cell.json")) as f:
+            rec = json.load(f)
+        assert rec["finished"] and rec["packed"]["removed"] == [
+            "events/", "launch.out", "worker-0.log", "worker-0.steps.csv"]
+        # What the plots and a reader use reads the same through the gzip.
+        assert plots._curve({"dir": d}) == [(1.0, 0.5), (3.0, 0.7)]
+        with pack.open_text(os.path.join(d, "events.jsonl")) as f:
+            assert json.loads(f.readline())["kind"] == "final"
+        assert pack.is_packed(d) and pack.pack(d) is None  # Idempotent.
