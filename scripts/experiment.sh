@@ -26,6 +26,7 @@
 #   --pack             pack every finished cell for committing (docs/results):
 #                      analysis and gzipped series kept, logs and per-step files
 #                      removed (scripts/experiment/pack.py)
+#   --finished_only    run no cell; --reanalyze / --pack the finished ones
 # Resumable: a cell (config + seed) whose cell.json says finished is
 # skipped; Ctrl-C keeps finished cells. Each cell first waits for the load
 # average to drop under 1 per core (at most --cooldown_s) and records the
@@ -34,7 +35,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=/usr/bin/python3
-usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
 [ $# -ge 1 ] || { usage; exit 2; }
 case "$1" in -h|--help) usage; exit 0 ;; esac
 SET=$1; shift

@@ -33,6 +33,11 @@ Definitions (also in the report):
               event) minus the parts the servers' states reflect
               (counters.json); not countable after a re-seed (a seeded
               server holds the workers' changes, not counted parts)
+  rolled_back  for one worker, per fault a server came back from a
+              checkpoint: the worker's steps up to the fault minus the
+              restored checkpoint's clock (server_started.restored_clock):
+              the acknowledged updates the restore must lose, which
+              acked_lost should equal to within a batch; none otherwise
   dropped     computed updates never applied (updates_dropped)
   applied_late  updates applied after their server came back: replayed
               (updates_replayed.count) and trained on a worker's own copy
@@ -300,13 +305,21 @@ def analyze(run):
         blind = sum(max(0.0, min(g["to_s"], t_f + DIP_WINDOW_S) - max(g["from_s"], t_f))
                     for g in gaps)
         vals = [v for v in rec.values() if v is not None]
+        restored = next((e for e in events if e["kind"] == "server_started"
+                         and e.get("restored") and e["t"] > t_f
+                         and str(e.get("server")) in map(str, servers)), None)
+        rolled_back = None
+        if restored is not None and len(steps) == 1:
+            (times,) = steps.values()
+            rolled_back = max(0, sum(1 for t in times if t <= t_f)
+                              - max(0, int(restored.get("restored_clock", -1))))
         per_fault.append({
             "time_s": t_f, "servers": servers, "kind": kind, "back_s": back,
             "recovery_s": statistics.mean(vals) if vals else None,
             "recovery_by_worker": {str(w): v for w, v in rec.items()},
             "pre_acc": pre[-1] if pre else None,
             "dip": max(0.0, pre[-1] - min(window)) if pre and window else None,
-            "regain_s": regain, "eval_blind_s": blind,
+            "regain_s": regain, "eval_blind_s": blind, "rolled_back": rolled_back,
             "fallback": any(e["kind"] == "fallback" and until + 60 >= e["t"] >= t_f
                             for e in events)})
 
@@ -321,6 +334,8 @@ def analyze(run):
          "recovery_s": mean("recovery_s"), "dip": max((f["dip"] for f in per_fault
                                                        if f["dip"] is not None), default=None),
          "regain_s": mean("regain_s"), "eval_blind_s": sum(g["to_s"] - g["from_s"] for g in gaps),
+         "rolled_back": (sum(f["rolled_back"] for f in per_fault if f["rolled_back"] is not None)
+                         if any(f["rolled_back"] is not None for f in per_fault) else None),
          "idle_frac": statistics.mean(idle) if idle else None,
          "samples_per_s": summary.get("samples_per_s"), "workers": len(steps),
          "fallback": any(e["kind"] == "fallback" for e in events),

@@ -5,7 +5,7 @@
             [--workers=1,4] [--seeds=1,2,3] [--quick] [--duration_s=S]
             [--fault_at=T1,T2] [--down_s=S] [--eval_every_s=S] [--model=M]
             [--consistency=C] [--no_logs] [--keep_data] [--reanalyze]
-            [--cooldown_s=120] [--dry_run] [--pack]
+            [--cooldown_s=120] [--dry_run] [--pack] [--finished_only]
 
 Each cell runs in DIR/cells/<key>/, key = its config and seed (cells.py).
 A cell with cell.json holding "finished" is done and skipped; any other
@@ -65,6 +65,8 @@ def parse(argv):
     ap.add_argument("--reanalyze", action="store_true")
     ap.add_argument("--cooldown_s", type=float, default=120)
     ap.add_argument("--dry_run", action="store_true", help="list the cells and exit")
+    ap.add_argument("--finished_only", action="store_true",
+                    help="run no cell: only the finished ones (with --reanalyze, --pack)")
     ap.add_argument("--pack", action="store_true",
                     help="pack every finished cell for committing (pack.py): the analysis and "
                          "gzipped series stay, logs and per-step files go")
@@ -220,6 +222,9 @@ def main(argv):
                 + (" (packed: its metrics.json stands)" if a.reanalyze else ""))
             if a.pack:
                 pack.pack(d)
+            continue
+        if c not in done and a.finished_only:
+            say(f"[{i}/{len(todo)}] {c.key}: not run (--finished_only)")
             continue
         if c not in done:
             say(f"[{i}/{len(todo)}] {c.key}: starting")

@@ -8,7 +8,9 @@ COLUMNS = [("final_acc", "final acc", ".4f"), ("t070", "t→0.70 (s)", ".0f"),
            ("recovery_s", "recovery (s)", ".1f"), ("dip", "dip", ".3f"),
            ("regain_s", "regain (s)", ".1f"), ("eval_blind_s", "evaluator blind (s)", ".1f"),
            ("idle_frac", "idle", ".2f"), ("samples_per_s", "samples/s", ".0f"),
-           ("acked_lost", "acked updates lost", ".0f"), ("dropped", "computed, dropped", ".0f"),
+           ("acked_lost", "acked updates lost", ".0f"),
+           ("rolled_back", "acked since the restored checkpoint", ".0f"),
+           ("dropped", "computed, dropped", ".0f"),
            ("applied_late", "applied late", ".0f")]
 
 

@@ -25,7 +25,8 @@ import report
 import ttf_reference
 
 METRICS = ["final_acc", "t070", "t085", "recovery_s", "dip", "regain_s", "eval_blind_s",
-           "idle_frac", "samples_per_s", "computed", "acked", "acked_lost", "dropped",
+           "idle_frac", "samples_per_s", "computed", "acked", "acked_lost", "rolled_back",
+           "dropped",
            "applied_late", "wall_s"]
 KEYS = ["variant", "fault", "workers"]
 

@@ -114,6 +114,10 @@ def _run_folder(d, reseed=False):
            _event(13.5, "worker-0", "client_failover_acked", worker=0, server=0, epoch=1),
            _event(11.0, "evaluator", "evaluator_gap", from_s=10.1, to_s=12.1, failed_pulls=2,
                   reason="x"),
+           _event(0.2, "server-0", "server_started", server=0, restored=False,
+                  restored_clock=-1),
+           _event(12.1, "server-0", "server_started", server=0, restored=True,
+                  restored_clock=80),
            _event(12.5, "worker-0", "updates_replayed", worker=0, server=0, count=5,
                   staleness_hist=[0, 2, 3]),
            _event(13.6, "worker-0", "client_rejoined", worker=0, server=1, clock=140,
@@ -141,6 +145,9 @@ def test_analysis_reads_events_and_counters_only():
         assert f["regain_s"] == pytest.approx(8.0)  # 0.81 at 18 s.
         assert f["eval_blind_s"] == pytest.approx(2.0)
         assert m["acked_lost"] == 20 and m["acked"] == 260  # Counted, not estimated.
+        # What the restore had to lose: 101 steps up to the kill, the
+        # checkpoint at clock 80.
+        assert f["rolled_back"] == 21 and m["rolled_back"] == 21
         assert m["final_acc"] == 0.83 and m["t070"] == 4
         # Measured: 60 ms computing in each step after the first over the
         # 30 s from the first step to the last (the 4 s stall included).
