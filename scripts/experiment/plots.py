@@ -98,7 +98,11 @@ def _panel(d, gp, name, cells, ttf):
     metrics = cells[0]["metrics"] or {}
     faults = metrics.get("faults", [])
     lo = faults[0]["time_s"] - 20 if faults else end * 0.3
-    ys = [a for c in curves for t, a in c if t >= lo]
+    kills = KILLS.get(cells[0]["fault"], 0)
+    ref = ttf_reference.TTF_VARIANT.get(cells[0]["variant"])
+    ref_curve = ttf[(ref, kills)] if ttf is not None and ref and (ref, kills) in ttf else None
+    # The zoom takes in TTF's curve too: the overlay is the point of the panel.
+    ys = [a for c in curves + ([ref_curve] if ref_curve else []) for t, a in c if t >= lo]
     _markers(gp, metrics)
     gp.append(f"set yrange [{math.floor(min(ys) * 100 - 1) / 100:.2f}:"
               f"{math.ceil(max(ys) * 100 + 1) / 100:.2f}]" if ys else "set yrange [0:1]")
@@ -106,11 +110,9 @@ def _panel(d, gp, name, cells, ttf):
     plot = [f"'{name}.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid "
             f"0.5 title 'seeds min-max (n={n})'",
             f"'{name}.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n={n})'"]
-    kills = KILLS.get(cells[0]["fault"], 0)
-    ref = ttf_reference.TTF_VARIANT.get(cells[0]["variant"])
-    if ttf is not None and ref and (ref, kills) in ttf:
+    if ref_curve:
         with open(os.path.join(d, name + "_ttf.dat"), "w") as o:
-            o.writelines(f"{t} {a}\n" for t, a in ttf[(ref, kills)])
+            o.writelines(f"{t} {a}\n" for t, a in ref_curve)
         plot.append(f"'{name}_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' "
                     f"title 'TTF {ttf_reference.SHORT[ref]}'")
     gp.append("plot " + ", \\\n     ".join(plot))

@@ -6,7 +6,7 @@ set multiplot layout 3,3 title 'Test accuracy: kill1, 1 worker(s); shaded: outag
 set grid; set key bottom right; set xlabel 'time since the workers started (s)'
 set title 'chain-async'; set ylabel 'test accuracy'
 set object rect from 30.09,graph 0 to 50.42,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.77:0.91]
+set yrange [0.31:0.91]
 plot 'acc_kill1_w1_chain-async.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
      'acc_kill1_w1_chain-async.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
      'acc_kill1_w1_chain-async_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async chain'
@@ -15,7 +15,7 @@ unset arrow
 unset label
 set title 'chain'; set ylabel 'test accuracy'
 set object rect from 30.02,graph 0 to 50.50,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.76:0.91]
+set yrange [0.28:0.91]
 plot 'acc_kill1_w1_chain.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
      'acc_kill1_w1_chain.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
      'acc_kill1_w1_chain_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync chain'
@@ -24,7 +24,7 @@ unset arrow
 unset label
 set title 'checkpoint'; set ylabel 'test accuracy'
 set object rect from 30.09,graph 0 to 50.37,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.78:0.91]
+set yrange [0.23:0.91]
 plot 'acc_kill1_w1_checkpoint.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
      'acc_kill1_w1_checkpoint.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
      'acc_kill1_w1_checkpoint_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async ckpt'
@@ -33,7 +33,7 @@ unset arrow
 unset label
 set title 'checkpoint-sync'; set ylabel 'test accuracy'
 set object rect from 30.07,graph 0 to 50.35,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.79:0.92]
+set yrange [0.34:0.92]
 plot 'acc_kill1_w1_checkpoint-sync.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
      'acc_kill1_w1_checkpoint-sync.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
      'acc_kill1_w1_checkpoint-sync_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync ckpt'
@@ -58,7 +58,7 @@ unset arrow
 unset label
 set title 'stateless'; set ylabel 'test accuracy'
 set object rect from 30.03,graph 0 to 50.32,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.80:0.92]
+set yrange [0.09:0.92]
 plot 'acc_kill1_w1_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
      'acc_kill1_w1_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
      'acc_kill1_w1_stateless_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF stateless'
@@ -73,7 +73,7 @@ set grid; set key bottom right; set xlabel 'time since the workers started (s)'
 set title 'chain-async'; set ylabel 'test accuracy'
 set object rect from 30.19,graph 0 to 50.40,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.20,graph 0 to 100.56,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.80:0.91]
+set yrange [0.43:0.91]
 plot 'acc_kill2_w1_chain-async.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
      'acc_kill2_w1_chain-async.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
      'acc_kill2_w1_chain-async_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async chain'
@@ -83,7 +83,7 @@ unset label
 set title 'chain'; set ylabel 'test accuracy'
 set object rect from 30.13,graph 0 to 50.64,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.20,graph 0 to 100.68,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.79:0.91]
+set yrange [0.40:0.91]
 plot 'acc_kill2_w1_chain.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
      'acc_kill2_w1_chain.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
      'acc_kill2_w1_chain_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync chain'
@@ -93,7 +93,7 @@ unset label
 set title 'checkpoint'; set ylabel 'test accuracy'
 set object rect from 30.07,graph 0 to 50.36,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.11,graph 0 to 100.39,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.79:0.91]
+set yrange [0.09:0.91]
 plot 'acc_kill2_w1_checkpoint.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
      'acc_kill2_w1_checkpoint.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
      'acc_kill2_w1_checkpoint_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async ckpt'
@@ -103,7 +103,7 @@ unset label
 set title 'checkpoint-sync'; set ylabel 'test accuracy'
 set object rect from 30.09,graph 0 to 50.40,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.16,graph 0 to 100.49,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.79:0.91]
+set yrange [0.09:0.91]
 plot 'acc_kill2_w1_checkpoint-sync.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
      'acc_kill2_w1_checkpoint-sync.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
      'acc_kill2_w1_checkpoint-sync_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync ckpt'
@@ -131,7 +131,7 @@ unset label
 set title 'stateless'; set ylabel 'test accuracy'
 set object rect from 30.06,graph 0 to 50.35,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.12,graph 0 to 100.41,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.78:0.92]
+set yrange [0.19:0.92]
 plot 'acc_kill2_w1_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
      'acc_kill2_w1_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
      'acc_kill2_w1_stateless_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF stateless'
