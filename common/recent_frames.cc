@@ -64,7 +64,7 @@ void RecentFrames::Hold(Message* msg) {
   while (held_.size() > 1 &&
          (held_.size() > options_.frames || held_bytes_ > options_.max_held_bytes)) {
     held_bytes_ -= held_.front().pin.bytes();
-    Release(held_.front().id, /*all=*/false);
+    Release(held_.front().id);
     held_.pop_front();
   }
 }
@@ -74,15 +74,15 @@ void RecentFrames::EndBurst() {
     r.burst = 0;
     if (r.kept > 0 && (r.kept >= r.Target() || r.capped)) {
       r.warmth = std::max(r.warmth, r.kept);
-      Release(r.id, /*all=*/false);
+      Release(r.id);
       r.kept = 0;
     }
   }
 }
 
-void RecentFrames::Release(uintptr_t id, bool all) {
+void RecentFrames::Release(uintptr_t id) {
   auto gone = std::remove_if(warming_.begin(), warming_.end(),
-                             [id, all](const Kept& k) { return all || k.region == id; });
+                             [id](const Kept& k) { return k.region == id; });
   for (auto k = gone; k != warming_.end(); ++k) warming_bytes_ -= k->bytes.bytes();
   warming_.erase(gone, warming_.end());
 }
@@ -90,7 +90,8 @@ void RecentFrames::Release(uintptr_t id, bool all) {
 void RecentFrames::Clear() {
   held_.clear();
   held_bytes_ = 0;
-  Release(0, /*all=*/true);
+  warming_.clear();
+  warming_bytes_ = 0;
 }
 
 }  // namespace relaxps

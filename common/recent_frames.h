@@ -116,8 +116,8 @@ class RecentFrames {
     Buffer<uint8_t> bytes;
   };
 
-  // Gives back region `id`'s kept frames (all, for id 0 and `all`).
-  void Release(uintptr_t id, bool all);
+  // Gives back region `id`'s kept frames.
+  void Release(uintptr_t id);
 
   const Options options_;
   std::deque<Region> held_;  // One per region, seen least recently first.
