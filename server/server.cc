@@ -207,6 +207,12 @@ Status ServerImpl::Init() {
   recovery_->OnStarted(job_info_);
   if (EventLog* events = options_.events.get(); events != nullptr) {
     if (events->process().empty()) events->set_process("server-" + std::to_string(id_));
+    // The push parts the state it opened with reflects: a worker's
+    // acknowledged pushes beyond its share of them are what a restore lost.
+    wire::ServerStats opened_with;
+    FillAppliedParts(&opened_with);
+    uint64_t restored_parts = 0;
+    for (const wire::AppliedParts& a : opened_with.applied_parts()) restored_parts += a.parts();
     events->Emit("server_started",
                  {{"server", id_},
                   {"endpoint", advertised_},
@@ -217,6 +223,7 @@ Status ServerImpl::Init() {
                   {"restored_seq", restored_from_.has_value() ? restored_from_->seq() : 0},
                   {"restored_clock", restored_from_.has_value() ? restored_from_->clock() : -1},
                   {"restored_dir", restored_from_.has_value() ? restored_from_->dir() : ""},
+                  {"restored_parts", restored_parts},
                   {"awaits_seed", awaiting_seed_}});
   }
   LOG(INFO) << "server " << id_ << " serving on " << advertised_ << " (store "

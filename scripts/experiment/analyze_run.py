@@ -33,11 +33,13 @@ Definitions (also in the report):
               event) minus the parts the servers' states reflect
               (counters.json); not countable after a re-seed (a seeded
               server holds the workers' changes, not counted parts)
-  rolled_back  for one worker, per fault a server came back from a
-              checkpoint: the worker's steps up to the fault minus the
-              restored checkpoint's clock (server_started.restored_clock):
-              the acknowledged updates the restore must lose, which
-              acked_lost should equal to within a batch; none otherwise
+  rolled_back  per fault the job's one server came back from a
+              checkpoint: the workers' steps up to the fault that the
+              restored state does not hold (server_started.restored_parts,
+              the count the checkpoint holds; its clock lags it under
+              async), less what earlier restores already lost: the
+              acknowledged updates the restore must lose, which acked_lost
+              should equal to within a batch per worker; none otherwise
   dropped     computed updates never applied (updates_dropped)
   applied_late  updates applied after their server came back: replayed
               (updates_replayed.count) and trained on a worker's own copy
@@ -296,6 +298,10 @@ def analyze(run):
     # Around each server added or drained and move published: what scaling cost.
     scale_gap, scale_gap_at = max_step_gap(steps, [(e["time_s"] - 1, e["time_s"] + 5)
                                                    for e in scale]) if scale else (None, None)
+    # Restores are counted against the whole job's steps: only where the
+    # restored server holds every unit (one server).
+    all_servers = {str(e.get("server")) for e in events if e["kind"] == "server_started"}
+    lost_before = 0
     for t_f, servers, kind, back in faults_of(csv_rows):
         until = back if back is not None else t_f + 60
         rec = {w: recovery(w, t_f, until, events, times) for w, times in steps.items()}
@@ -309,10 +315,13 @@ def analyze(run):
                          and e.get("restored") and e["t"] > t_f
                          and str(e.get("server")) in map(str, servers)), None)
         rolled_back = None
-        if restored is not None and len(steps) == 1:
-            (times,) = steps.values()
-            rolled_back = max(0, sum(1 for t in times if t <= t_f)
-                              - max(0, int(restored.get("restored_clock", -1))))
+        if (restored is not None and "restored_parts" in restored
+                and set(map(str, servers)) == all_servers):
+            # Lost so far: every step acknowledged up to the fault that the
+            # restored state does not hold; this fault's share is the growth.
+            lost = max(0, sum(sum(1 for t in times if t <= t_f) for times in steps.values())
+                       - int(restored["restored_parts"]))
+            rolled_back, lost_before = max(0, lost - lost_before), lost
         per_fault.append({
             "time_s": t_f, "servers": servers, "kind": kind, "back_s": back,
             "recovery_s": statistics.mean(vals) if vals else None,

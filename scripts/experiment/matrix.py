@@ -33,7 +33,38 @@ import pack
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LAUNCH = os.path.join(ROOT, "launcher", "relaxps-launch")
-RUNNING = [None]  # The relaxps-launch process of the running cell.
+
+
+class Interrupted(Exception):
+    pass
+
+
+class Interrupt:
+    """Ctrl-C or SIGTERM. The handler never waits (a Popen.wait() in a
+    handler deadlocks on the lock the interrupted wait() holds): it stops the
+    running cell's relaxps-launch and marks the request; the main flow sees
+    it where it is safe to stop (after the cell's launch returns, between
+    cells) and an interrupted cool-down stops at once. The interrupted cell
+    is left without cell.json, so the next invocation reruns it."""
+
+    def __init__(self):
+        self.child = None  # The running cell's relaxps-launch.
+        self.requested = False
+        self.idle = False  # In a cool-down: nothing to finish.
+
+    def handle(self, _signum, _frame):
+        self.requested = True
+        if self.child is not None:
+            self.child.send_signal(signal.SIGTERM)
+        if self.idle:
+            raise Interrupted()
+
+    def check(self):
+        if self.requested:
+            raise Interrupted()
+
+
+INTERRUPT = Interrupt()
 
 
 def _csv(v, conv=str):
@@ -114,8 +145,13 @@ def provenance():
 def cool_down(cap_s, say):
     """Waits until the 1-min load average is under 1 per core, at most cap_s."""
     t0, cpus = time.monotonic(), os.cpu_count() or 1
-    while os.getloadavg()[0] >= cpus and time.monotonic() - t0 < cap_s:
-        time.sleep(5)
+    INTERRUPT.idle = True
+    try:
+        INTERRUPT.check()
+        while os.getloadavg()[0] >= cpus and time.monotonic() - t0 < cap_s:
+            time.sleep(5)
+    finally:
+        INTERRUPT.idle = False
     waited = time.monotonic() - t0
     if waited >= 5:
         say(f"  cooled down {waited:.0f} s (load {os.getloadavg()[0]:.1f}, {cpus} cores)")
@@ -148,13 +184,20 @@ def run_cell(cell, d, a, prov, say):
         f.write(spec.stdout)
     t0 = time.time()
     out = subprocess.DEVNULL if a.no_logs else open(os.path.join(d, "launch.out"), "w")
-    RUNNING[0] = subprocess.Popen([LAUNCH, os.path.join(d, "spec.json"), f"--bin={a.bin}",
-                                   "--name=experiment"], stdout=out, stderr=subprocess.STDOUT)
-    rc = RUNNING[0].wait()
-    RUNNING[0] = None
-    if zk is not None:
-        subprocess.run([os.path.join(ROOT, "scripts", "zk.sh"), "stop", f"{d}/zk"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        INTERRUPT.check()
+        INTERRUPT.child = subprocess.Popen([LAUNCH, os.path.join(d, "spec.json"),
+                                            f"--bin={a.bin}", "--name=experiment"],
+                                           stdout=out, stderr=subprocess.STDOUT)
+        if INTERRUPT.requested:  # Signalled before the child was known.
+            INTERRUPT.child.send_signal(signal.SIGTERM)
+        rc = INTERRUPT.child.wait()
+        INTERRUPT.child = None
+        INTERRUPT.check()
+    finally:
+        if zk is not None:
+            subprocess.run([os.path.join(ROOT, "scripts", "zk.sh"), "stop", f"{d}/zk"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with open(os.path.join(d, "summary.json")) as f:
             summary = json.load(f)
@@ -206,16 +249,21 @@ def main(argv):
             say(f"  {'done' if c in done else 'todo'} {c.key} {' '.join(c.flags)}")
         return 0
 
-    def on_signal(signum, _frame):
-        if RUNNING[0] is not None:
-            RUNNING[0].send_signal(signal.SIGTERM)
-            RUNNING[0].wait()
+    signal.signal(signal.SIGINT, INTERRUPT.handle)
+    signal.signal(signal.SIGTERM, INTERRUPT.handle)
+    try:
+        return run_matrix(a, todo, done, say)
+    except Interrupted:
+        if INTERRUPT.child is not None:
+            INTERRUPT.child.wait()
         say("experiment.sh: interrupted; finished cells are kept, run the same command to resume")
-        sys.exit(130)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+        return 130
+
+
+def run_matrix(a, todo, done, say):
     prov, bad = provenance(), 0
     for i, c in enumerate(todo, 1):
+        INTERRUPT.check()
         d = os.path.join(a.out, "cells", c.key)
         if c in done and (not a.reanalyze or pack.is_packed(d)):
             say(f"[{i}/{len(todo)}] {c.key}: finished, skipped"

@@ -6,8 +6,10 @@
 # recovery from the workers' events, cell.json with its provenance, report.md
 # and (with gnuplot) the PNG. The first invocation is killed with SIGKILL
 # (its whole process group: experiment.sh, relaxps-launch and the job) in the
-# middle of its second cell; a second invocation skips the finished cell,
-# reruns the killed one from scratch and finishes; a third runs nothing.
+# middle of its second cell; a second one is interrupted with Ctrl-C in the
+# middle of its rerun of that cell (exit 130, nothing left behind); a third
+# skips the finished cell, reruns the killed one from scratch and finishes;
+# a fourth runs nothing.
 #   experiment_harness_test.sh SOURCE_DIR BIN_DIR
 set -uo pipefail
 SRC=$1 BIN=$2
@@ -16,28 +18,56 @@ SCALE=${RELAXPS_TEST_TIME_SCALE:-1}
 OUT=$(mktemp -d /tmp/relaxps_experiment_test_XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*"; echo "--- progress.log"; cat "$OUT/progress.log" 2>/dev/null; exit 1; }
+no_processes_left() {
+  local left=""
+  for _ in $(seq 1 50); do
+    left=$(pgrep -f -- "$OUT/" | tr '\n' ' ')
+    [ -z "$left" ] && return 0
+    sleep 0.2
+  done
+  fail "processes of the $1 run left: $left"
+}
+# Starts experiment.sh in its own process group (PID), output to OUT/NAME.log,
+# and returns once it has started its second cell.
+start_until_second_cell() {
+  RELAXPS_BIN=$BIN setsid "$SRC/scripts/experiment.sh" "${ARGS[@]}" >"$OUT/$1.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 1 $((600 * SCALE))); do
+    grep -q '^\[2/2\].*: starting' "$OUT/$1.log" && return 0
+    kill -0 $PID 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -KILL -- -$PID
+  fail "no second cell: $(cat "$OUT/$1.log")"
+}
 ARGS=(ttf --quick --model=mlp --policies=checkpoint --kills=0,1 --duration_s=$((16 * SCALE))
       --fault_at=$((6 * SCALE)) --down_s=3 --cooldown_s=0 --no_logs --out="$OUT")
 # Killed mid-cell: once the second cell has run for 3 s.
-RELAXPS_BIN=$BIN setsid "$SRC/scripts/experiment.sh" "${ARGS[@]}" >"$OUT/killed.log" 2>&1 &
-FIRST=$!
-for _ in $(seq 1 $((600 * SCALE))); do
-  grep -q '^\[2/2\].*: starting' "$OUT/killed.log" && break
-  kill -0 $FIRST 2>/dev/null || break
-  sleep 0.2
-done
-grep -q '^\[2/2\].*: starting' "$OUT/killed.log" || { kill -KILL -- -$FIRST; fail "no second cell: $(cat "$OUT/killed.log")"; }
+start_until_second_cell killed
+FIRST=$PID
 sleep $((3 * SCALE))
 kill -KILL -- -$FIRST
 wait $FIRST 2>/dev/null
 # The job's processes go with it (relaxps-launch starts them with a parent-death signal).
-left=""
-for _ in $(seq 1 50); do
-  left=$(pgrep -f -- "$OUT/" | tr '\n' ' ')
-  [ -z "$left" ] && break
-  sleep 0.2
-done
-[ -z "$left" ] || fail "processes of the killed run left: $left"
+no_processes_left "killed"
+# Ctrl-C (SIGINT to the whole process group) in the middle of the rerun of
+# the killed cell: it stops the cell's job and exits 130 at once, leaving the
+# cell unfinished.
+start_until_second_cell interrupted
+SECOND=$PID
+sleep 2
+kill -INT -- -$SECOND
+for _ in $(seq 1 $((100 * SCALE))); do kill -0 $SECOND 2>/dev/null || break; sleep 0.2; done
+if kill -0 $SECOND 2>/dev/null; then
+  kill -KILL -- -$SECOND
+  fail "Ctrl-C mid-cell: still running 20 s later: $(cat "$OUT/interrupted.log")"
+fi
+wait $SECOND
+rc=$?
+[ "$rc" = 130 ] || fail "Ctrl-C mid-cell: exit $rc, not 130: $(cat "$OUT/interrupted.log")"
+grep -q 'interrupted; finished cells are kept' "$OUT/interrupted.log" || fail "no interrupt message"
+[ "$(ls "$OUT"/cells/*/cell.json | wc -l)" = 1 ] || fail "the interrupted cell was recorded as finished"
+no_processes_left "interrupted"
 RELAXPS_BIN=$BIN timeout $((150 * SCALE)) "$SRC/scripts/experiment.sh" "${ARGS[@]}" >"$OUT/resumed.log" 2>&1 ||
   fail "resumed invocation exited with $?: $(cat "$OUT/resumed.log")"
 [ "$(grep -c 'finished, skipped' "$OUT/resumed.log")" = 1 ] || fail "not resumed: $(cat "$OUT/resumed.log")"
