@@ -28,10 +28,11 @@ from relaxps_launch.events import LineReader, StreamReader
 WATCHDOG = r'''ev=$1; shift
 exec 3<&0
 mkdir -p "$(dirname "$ev")" && : >>"$ev" || exit 126
+seen=$(wc -c <"$ev")
 "$@" </dev/null 1>&2 3<&- &
 child=$!
 echo "RELAXPS_PID $child"
-tail -n +1 -F --pid=$child "$ev" 2>/dev/null &
+tail -c +$((seen + 1)) -F --pid=$child "$ev" 2>/dev/null &
 tailer=$!
 (while read -r sig <&3; do kill -s "$sig" $child 2>/dev/null; done
  kill -s CONT $child 2>/dev/null; kill -s TERM $child 2>/dev/null
@@ -89,6 +90,7 @@ class LocalBackend:
             f.write(data)
 
     def start(self, host, argv, env, log_path, events_path):
+        events = LineReader(events_path)  # Before the process can write.
         log = open(log_path, "ab")
         try:
             p = subprocess.Popen(argv, env=dict(self.env, **env), stdin=subprocess.DEVNULL,
@@ -96,7 +98,7 @@ class LocalBackend:
                                  preexec_fn=proctools.pdeathsig)
         finally:
             log.close()
-        return Handle(p, LineReader(events_path))
+        return Handle(p, events)
 
     def signal(self, handle, sig):
         try:

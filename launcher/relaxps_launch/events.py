@@ -9,11 +9,17 @@ import os
 
 class LineReader:
     """Complete lines appended to a file since the last read (a file that
-    does not exist yet reads as empty)."""
+    does not exist yet reads as empty). A restarted process appends to its
+    predecessor's file: its reader starts at the end of what is there."""
 
     def __init__(self, path):
         self.path = path
         self._offset = 0
+        if path is not None:
+            try:
+                self._offset = os.path.getsize(path)
+            except OSError:
+                pass
         self._partial = b""
 
     def read(self):

@@ -175,6 +175,8 @@ class Supervisor:
         self._start(p, self.planner.server(p, self.coordinators, join=join))
 
     def _start(self, p, argv):
+        if p.handle is not None:  # A restart: what the last incarnation wrote first.
+            self.state.feed(p.name, p.handle.events.read())
         env = self.planner.env(p)
         log = os.path.join(self.out, f"{p.name}.log") if self.spec.logs else os.devnull
         try:

@@ -67,6 +67,12 @@ class Run:
     def left(self):
         return proctools.tagged(self.tag)
 
+    def events_of(self, process, kind):
+        """The `kind` events of `process` in the merged events.jsonl, in order."""
+        with open(os.path.join(self.out, "events.jsonl")) as f:
+            events = [json.loads(line) for line in f if line.strip()]
+        return [e for e in events if e.get("process") == process and e.get("kind") == kind]
+
 
 def wait_for(predicate, timeout_s, what):
     deadline = time.monotonic() + timeout_s * SCALE

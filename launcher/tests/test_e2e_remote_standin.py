@@ -50,6 +50,10 @@ class RemoteStandinTest(unittest.TestCase):
         s = run.summary()
         self.assertEqual(s["backend"], "ssh")
         self.assertEqual([r["process"] for r in s["restarts"]], ["server-1"])
+        # Streamed back once per incarnation (the watchdog of the restart
+        # skips what its predecessor's had sent).
+        self.assertEqual([e["restored"] for e in run.events_of("server-1", "server_started")],
+                         [False, True])
         self.assertIsNotNone(s["final_accuracy"])
         self.assertEqual(sorted(w["worker"] for w in s["workers"]), [0, 1])
         # Keys: each host holds its own processes' secret keys only.

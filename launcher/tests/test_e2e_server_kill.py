@@ -25,6 +25,10 @@ class ServerKillTest(unittest.TestCase):
         self.assertEqual(server1["exit_codes"][0], 137)
         self.assertEqual(server1["restarts"], 1)
         self.assertEqual(len(server1["pids"]), 2)
+        # Each incarnation's events once: the restarted server appends to
+        # its predecessor's file, which is not read again.
+        self.assertEqual([e["restored"] for e in run.events_of("server-1", "server_started")],
+                         [False, True])
         self.assertEqual(sorted(w["worker"] for w in s["workers"]), [0, 1])
         self.assertFalse(any(w["stopped"] for w in s["workers"]))
         self.assertEqual(run.left(), [])
