@@ -112,6 +112,8 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
                  and x["fault"] != "nofault"]
         saved = ", ".join(f"{x['fault']}: final {summarize.cell_text(x['final_acc'], '.3f')}, "
                           f"acked lost {summarize.cell_text(x['acked_lost'], '.0f')}"
+                          + (f" of {summarize.cell_text(x['rolled_back'], '.0f')} acked since "
+                             "the restored checkpoint" if x.get("rolled_back") else "")
                           for x in worst) or "no fault runs"
         lines.append(f"- **{r['variant']}** ({r['workers']} worker(s)): without faults "
                      f"{r['throughput_vs_none']:.2f}x the throughput of none; with faults: {saved}.")
@@ -137,6 +139,11 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
         "rejoin (client_rejoined.late_updates). **clocks behind**: how far behind the worker's "
         "clock they were when a server applied them, summed over the runs, in power-of-two "
         "buckets (`2-3:40`: 40 updates 2 or 3 clocks behind).",
+        "- **acked since the restored checkpoint** (jobs of one server): per fault the server "
+        "came back from a checkpoint, the workers' steps up to the fault minus the push parts "
+        "the restored state holds (server_started.restored_parts), less what earlier restores "
+        "lost: what a restore must lose. A checkpoint run's acked updates lost should equal "
+        "it to within a batch per worker; replay's shows what it replayed instead.",
         "- **throughput vs none**: samples/s over none's without faults, same workers.",
         "- **TTF** columns (only for runs of TTF's own protocol: 1 worker, 210 s, kills at 30 s "
         "and 80 s): the paper's logged numbers for the matching prototype policy; curves from "
