@@ -129,15 +129,20 @@ def registry(bin_dir):
     return json.loads(out)
 
 
-def provenance():
+def provenance(out):
+    """The commit and machine a cell runs on; dirty: tracked files changed
+    outside the results folder `out` (its own cells change as it runs)."""
     def git(*args):
         r = subprocess.run(["git", "-C", ROOT] + list(args), stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, text=True)
         return r.stdout.strip() if r.returncode == 0 else None
     model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                   if l.startswith("model name")), platform.processor())
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain",
-                                                                  "--untracked-files=no")),
+    rel = os.path.relpath(out, ROOT)
+    outside = [] if rel.startswith("..") else [f":(exclude){rel}"]
+    return {"commit": git("rev-parse", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                              *outside)),
             "machine": {"host": platform.node(), "cpus": os.cpu_count(), "cpu": model,
                         "kernel": platform.release()}}
 
@@ -261,7 +266,7 @@ def main(argv):
 
 
 def run_matrix(a, todo, done, say):
-    prov, bad = provenance(), 0
+    bad = 0
     for i, c in enumerate(todo, 1):
         INTERRUPT.check()
         d = os.path.join(a.out, "cells", c.key)
@@ -276,7 +281,7 @@ def run_matrix(a, todo, done, say):
             continue
         if c not in done:
             say(f"[{i}/{len(todo)}] {c.key}: starting")
-            rec = run_cell(c, d, a, prov, say)
+            rec = run_cell(c, d, a, provenance(a.out), say)
             with open(os.path.join(d, "cell.json"), "w") as f:
                 json.dump(rec, f, indent=1)
         rec = json.load(open(os.path.join(d, "cell.json")))
