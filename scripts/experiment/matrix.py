@@ -20,7 +20,6 @@ ran and ended as expected, 1 otherwise, 2 on bad usage, 130 on a signal.
 import argparse
 import json
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -30,6 +29,7 @@ import time
 import analyze_run
 import cells as cellmod
 import pack
+import provenance
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LAUNCH = os.path.join(ROOT, "launcher", "relaxps-launch")
@@ -127,24 +127,6 @@ def registry(bin_dir):
     out = subprocess.run([os.path.join(bin_dir, "relaxps-ctl"), "policies", "--json"],
                          stdout=subprocess.PIPE, check=True, text=True).stdout
     return json.loads(out)
-
-
-def provenance(out):
-    """The commit and machine a cell runs on; dirty: tracked files changed
-    outside the results folder `out` (its own cells change as it runs)."""
-    def git(*args):
-        r = subprocess.run(["git", "-C", ROOT] + list(args), stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, text=True)
-        return r.stdout.strip() if r.returncode == 0 else None
-    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                  if l.startswith("model name")), platform.processor())
-    rel = os.path.relpath(out, ROOT)
-    outside = [] if rel.startswith("..") else [f":(exclude){rel}"]
-    return {"commit": git("rev-parse", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                              *outside)),
-            "machine": {"host": platform.node(), "cpus": os.cpu_count(), "cpu": model,
-                        "kernel": platform.release()}}
 
 
 def cool_down(cap_s, say):
@@ -281,7 +263,7 @@ def run_matrix(a, todo, done, say):
             continue
         if c not in done:
             say(f"[{i}/{len(todo)}] {c.key}: starting")
-            rec = run_cell(c, d, a, provenance(a.out), say)
+            rec = run_cell(c, d, a, provenance.cell(a.out), say)
             with open(os.path.join(d, "cell.json"), "w") as f:
                 json.dump(rec, f, indent=1)
         rec = json.load(open(os.path.join(d, "cell.json")))

@@ -1,6 +1,8 @@
 """report.md of an experiment folder (called by summarize.py)."""
 import datetime
+import os
 
+import provenance
 import summarize
 import ttf_reference
 
@@ -79,8 +81,12 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
              f"{p['model']}, {p['consistency']} consistency, faults at "
              f"{', '.join(f'{t:g}' for t in p['fault_at'])} s, outages of {p['down_s']:g} s.",
              ""]
-    commits = sorted({(c.get("commit") or "?")[:10] + (" (dirty)" if c.get("dirty") else "")
-                      for c in cells})
+    # The code's commit: a cell recorded HEAD, which may be a commit of the
+    # matrix's own earlier cells.
+    code = {r: provenance.code_commit(os.path.dirname(path), r)
+            for r in {c.get("commit") for c in cells if c.get("commit")}}
+    commits = sorted({(code.get(c.get("commit")) or "?")[:10]
+                      + (" (dirty)" if c.get("dirty") else "") for c in cells})
     hosts = sorted({f"{c['machine']['host']} ({c['machine']['cpus']} cpus)"
                     for c in cells if c.get("machine")})
     loads = [c["load_before"][0] for c in cells if c.get("load_before")]
