@@ -85,6 +85,11 @@ class ParamSource {
 
   // Ends the iteration (advances the worker's clock on the server).
   virtual Status Clock() = 0;
+
+  // After the last step: waits for the updates still in flight (an async
+  // pipeline's last PushPull, a split push), so that stats() counts every
+  // update that was acknowledged. Bounded like Update().
+  virtual Status Finish() { return Status::OK(); }
   // Completed iterations.
   virtual int64_t clock() const = 0;
 

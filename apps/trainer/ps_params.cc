@@ -106,6 +106,12 @@ class PsParams final : public ParamSource {
     return Status::OK();
   }
 
+  Status Finish() override {
+    if (inflight_.valid()) RETURN_IF_ERROR(Wait(std::move(inflight_), "push-pull"));
+    if (pending_push_.valid()) RETURN_IF_ERROR(Wait(std::move(pending_push_), "push"));
+    return Status::OK();
+  }
+
   Status Clock() override {
     Status s = client_->Clock();
     if (!s.ok()) return s.WithPrefix("clock of worker " + std::to_string(client_->worker_id()));

@@ -8,6 +8,8 @@
 #include <thread>
 #include <utility>
 
+#include <glog/logging.h>
+
 namespace relaxps {
 namespace trainer {
 namespace {
@@ -235,7 +237,11 @@ StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
     }
   }
 
-  // ---- The end: final evaluation, last row, final line. ----
+  // ---- The end: the last update acknowledged, final evaluation, last row, final line. ----
+  // Its failure does not undo the training: the final counts say what was acknowledged.
+  if (Status s = source_->Finish(); !s.ok()) {
+    LOG(WARNING) << "worker " << worker << ": the last update was not acknowledged: " << s;
+  }
   const double end = elapsed();
   MetricsRow row = take_row(end);
   result.test_acc = result.test_loss = std::numeric_limits<double>::quiet_NaN();

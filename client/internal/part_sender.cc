@@ -297,7 +297,8 @@ void PartSender::SendPart(int server, std::function<Message()> make,
                             {"endpoint", peer_map->server_endpoint(server)},
                             {"until", until_restart ? "restart" : "new_map"},
                             {"wait_ms", give_up_ms - resender_->NowMs()},
-                            {"reason", st.message()}});
+                            {"reason", st.message()},
+                            {"acked_updates", acked_updates_.load()}});
                }
                // The map may have named the restarted server before the part
                // was parked: resend what it already names. (Parts waiting for

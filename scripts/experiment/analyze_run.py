@@ -34,8 +34,9 @@ Definitions (also in the report):
               (counters.json); not countable after a re-seed (a seeded
               server holds the workers' changes, not counted parts)
   rolled_back  per fault the job's one server came back from a
-              checkpoint: the workers' steps up to the fault that the
-              restored state does not hold (server_started.restored_parts,
+              checkpoint: the workers' pushes acknowledged before the fault
+              (client_request_parked.acked_updates) that the restored state
+              does not hold (server_started.restored_parts,
               the count the checkpoint holds; its clock lags it under
               async), less what earlier restores already lost: the
               acknowledged updates the restore must lose, which acked_lost
@@ -255,6 +256,22 @@ def recovery(worker, t_f, until, events, times):
     return next((t - t_f for t in times if t >= t_f), None)
 
 
+def acked_before(t_f, servers, events, steps):
+    """The workers' pushes acknowledged before the fault at t_f: each one's
+    count in its first client_request_parked for a faulted server after it
+    (nothing is acknowledged by a dead server); without that event (older
+    runs), its steps up to the fault, which may count a pipelined push still
+    in flight at the kill."""
+    total = 0
+    for w, times in steps.items():
+        parked = next((e for e in events if e["kind"] == "client_request_parked"
+                       and e.get("worker") == w and e["t"] > t_f and "acked_updates" in e
+                       and str(e.get("server")) in map(str, servers)), None)
+        total += (int(parked["acked_updates"]) if parked is not None
+                  else sum(1 for t in times if t <= t_f))
+    return total
+
+
 def counts(events, counters):
     finals = [e for e in events if e["kind"] == "final"]
     out = {"computed": sum(e["steps"] for e in finals),
@@ -317,9 +334,9 @@ def analyze(run):
         rolled_back = None
         if (restored is not None and "restored_parts" in restored
                 and set(map(str, servers)) == all_servers):
-            # Lost so far: every step acknowledged up to the fault that the
+            # Lost so far: every push acknowledged up to the fault that the
             # restored state does not hold; this fault's share is the growth.
-            lost = max(0, sum(sum(1 for t in times if t <= t_f) for times in steps.values())
+            lost = max(0, acked_before(t_f, servers, events, steps)
                        - int(restored["restored_parts"]))
             rolled_back, lost_before = max(0, lost - lost_before), lost
         per_fault.append({

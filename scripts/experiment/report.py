@@ -146,8 +146,9 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
         "clock they were when a server applied them, summed over the runs, in power-of-two "
         "buckets (`2-3:40`: 40 updates 2 or 3 clocks behind).",
         "- **acked since the restored checkpoint** (jobs of one server): per fault the server "
-        "came back from a checkpoint, the workers' steps up to the fault minus the push parts "
-        "the restored state holds (server_started.restored_parts), less what earlier restores "
+        "came back from a checkpoint, the workers' pushes acknowledged before the fault "
+        "(client_request_parked.acked_updates) minus the push parts the restored state holds "
+        "(server_started.restored_parts), less what earlier restores "
         "lost: what a restore must lose. A checkpoint run's acked updates lost should equal "
         "it to within a batch per worker; replay's shows what it replayed instead.",
         "- **throughput vs none**: samples/s over none's without faults, same workers.",

@@ -93,6 +93,10 @@ for r in (k0, k1):
 # Counted, not estimated: the restart rolled back to the last checkpoint.
 assert int(float(k1["acked_lost_values"])) > 0, k1
 assert int(float(k0["acked_lost_values"])) == 0, k0
+# ... and exactly what the restore had to lose: the pushes acknowledged before
+# the kill that the restored checkpoint does not hold (one worker: within one).
+lost, rolled = int(float(k1["acked_lost_values"])), int(float(k1["rolled_back_values"]))
+assert abs(lost - rolled) <= 1, (lost, rolled)
 # The worker's first acknowledged push came after the server was back (3 s).
 assert float(k1["recovery_s_values"]) >= 2.5, k1["recovery_s_values"]
 # Idle is measured (steps.csv's compute_ms, waits on the servers excluded):
@@ -110,7 +114,8 @@ assert not glob.glob(os.path.join(out, "cells", "*", "*.log")), "logs were writt
 report = open(os.path.join(out, "report.md")).read()
 assert "| checkpoint | kill1 | 1 |" in report, "report.md lacks the kill row"
 assert "TTF final acc" not in report, "quick runs beside TTF's figures"
-print("summary OK: acked lost", k1["acked_lost_values"], "recovery", k1["recovery_s_values"])
+print("summary OK: acked lost", k1["acked_lost_values"], "of", k1["rolled_back_values"],
+      "since the restored checkpoint; recovery", k1["recovery_s_values"])
 PY
 if command -v gnuplot >/dev/null 2>&1; then
   n=$(ls "$OUT"/plots/*.png 2>/dev/null | wc -l)

@@ -110,7 +110,8 @@ def _run_folder(d, reseed=False):
     ev = [_event(1.0, "worker-0", "progress", worker=0, time_s=0.5, step=1, epoch=0, samples=32)]
     ev += [_event(t, "evaluator", "evaluator_progress", time_s=t, test_acc=a) for t, a in
            accs.items()]
-    ev += [_event(10.2, "worker-0", "client_request_parked", worker=0, server=0, until="restart"),
+    ev += [_event(10.2, "worker-0", "client_request_parked", worker=0, server=0, until="restart",
+                  acked_updates=100),
            _event(13.5, "worker-0", "client_failover_acked", worker=0, server=0, epoch=1),
            _event(11.0, "evaluator", "evaluator_gap", from_s=10.1, to_s=12.1, failed_pulls=2,
                   reason="x"),
@@ -135,9 +136,10 @@ def _run_folder(d, reseed=False):
 
 
 def test_a_second_restore_counts_only_what_it_adds():
-    """Kills at 10 s and 20 s: 101 steps up to the first, 80 in its
-    checkpoint; 162 up to the second, 131 in its: 31 lost in all, 10 of them
-    by the second restore (the first's 21 are not among the 131 either)."""
+    """Kills at 10 s and 20 s: 100 pushes acknowledged before the first, 80
+    in its checkpoint; 162 steps up to the second (no parked event: counted
+    by the steps), 131 in its checkpoint: 31 lost in all, 11 of them by the
+    second restore (the first's 20 are not among the 131 either)."""
     with tempfile.TemporaryDirectory() as d:
         _run_folder(d)
         with open(os.path.join(d, "events.csv"), "a") as f:
@@ -147,7 +149,7 @@ def test_a_second_restore_counts_only_what_it_adds():
                                       restored=True, restored_clock=120,
                                       restored_parts=131)) + "\n")
         m = analyze_run.analyze(d)
-        assert [f["rolled_back"] for f in m["faults"]] == [21, 10] and m["rolled_back"] == 31
+        assert [f["rolled_back"] for f in m["faults"]] == [20, 11] and m["rolled_back"] == 31
 
 
 def test_analysis_reads_events_and_counters_only():
@@ -161,9 +163,10 @@ def test_analysis_reads_events_and_counters_only():
         assert f["regain_s"] == pytest.approx(8.0)  # 0.81 at 18 s.
         assert f["eval_blind_s"] == pytest.approx(2.0)
         assert m["acked_lost"] == 20 and m["acked"] == 260  # Counted, not estimated.
-        # What the restore had to lose: 101 steps up to the kill, 80 of them
-        # in the checkpoint (its clock, 76, lags what it holds).
-        assert f["rolled_back"] == 21 and m["rolled_back"] == 21
+        # What the restore had to lose: 100 pushes acknowledged before the
+        # kill (101 steps: the last one's push was in flight), 80 of them in
+        # the checkpoint (its clock, 76, lags what it holds).
+        assert f["rolled_back"] == 20 and m["rolled_back"] == 20
         assert m["final_acc"] == 0.83 and m["t070"] == 4
         # Measured: 60 ms computing in each step after the first over the
         # 30 s from the first step to the last (the 4 s stall included).
