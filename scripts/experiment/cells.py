@@ -34,12 +34,21 @@ FLAG_VARIANTS = [
 ]
 
 
+# What a policy needs sized for the experiments' models. replay: the
+# workers' log must hold every update since the last complete checkpoint. The
+# cnn pushes 3.35 MB a step at ~110 steps/s, so the 5 s between checkpoints
+# (and one that fails at the kill: up to ~10.5 s) takes 1.8-3.9 GB; the
+# default 1 GiB held 5.5 s only, and a kill landing just before a checkpoint
+# completed dropped 35 updates (seed 2, kill1). 4 GiB holds 11 s.
+POLICY_FLAGS = {"replay": ("--replay_log_mb=4096",)}
+
+
 def variants(policy_names):
     """The variants of the registered policies, in registry order, each
     policy's flag variants right after it."""
     out = []
     for name in policy_names:
-        out.append(Variant(name, name))
+        out.append(Variant(name, name, POLICY_FLAGS.get(name, ())))
         out += [v for v in FLAG_VARIANTS if v.policy == name]
     return out
 
