@@ -8,6 +8,8 @@ import os
 import sys
 import tempfile
 
+import subprocess
+
 import pytest
 
 SOURCE = os.environ.get("RELAXPS_SOURCE_DIR",
@@ -16,6 +18,7 @@ sys.path.insert(0, os.path.join(SOURCE, "scripts", "experiment"))
 
 import analyze_run  # noqa: E402
 import cells  # noqa: E402
+import provenance  # noqa: E402
 import summarize  # noqa: E402
 import ttf_reference  # noqa: E402
 
@@ -326,3 +329,28 @@ def test_a_packed_cell_keeps_its_analysis_and_gzipped_series():
         with pack.open_text(os.path.join(d, "events.jsonl")) as f:
             assert json.loads(f.readline())["kind"] == "final"
         assert pack.is_packed(d) and pack.pack(d) is None  # Idempotent.
+
+
+def test_a_cell_names_the_last_commit_that_changed_code():
+    with tempfile.TemporaryDirectory() as root:
+        def commit(path, text):
+            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+            with open(os.path.join(root, path), "w") as f:
+                f.write(text)
+            subprocess.run(["git", "-C", root, "add", path], check=True)
+            subprocess.run(["git", "-C", root, "-c", "user.name=t", "-c", "user.email=t@t",
+                            "commit", "-qm", path], check=True)
+            return subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], check=True,
+                                  stdout=subprocess.PIPE, text=True).stdout.strip()
+        subprocess.run(["git", "init", "-q", root], check=True)
+        out = os.path.join(root, "docs", "results", "m")
+        code = commit("server/a.cc", "1")
+        # A finished cell, a note on the results, the README: none is code.
+        for path in ("docs/results/m/cells/c/cell.json", "docs/results/README.md",
+                     "docs/experiments.md", "README.md", "recovery/x/README.md"):
+            head = commit(path, "1")
+            assert provenance.code_commit(out, root=root) == code, path
+            assert provenance.code_commit(out, head, root=root) == code, path
+        assert provenance.code_commit(out, root=root) == code
+        later = commit("scripts/experiment/cells.py", "1")  # The harness is code.
+        assert provenance.code_commit(out, root=root) == later
