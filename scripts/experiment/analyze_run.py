@@ -38,9 +38,11 @@ Definitions (also in the report):
               (client_request_parked.acked_updates) that the restored state
               does not hold (server_started.restored_parts,
               the count the checkpoint holds; its clock lags it under
-              async), less what earlier restores already lost: the
-              acknowledged updates the restore must lose, which acked_lost
-              should equal to within a batch per worker; none otherwise
+              async), less what is still missing from earlier restores
+              (rolled back and not replayed): the acknowledged updates the
+              restore must lose, which a checkpoint run's acked_lost should
+              equal to within a batch per worker and replay's applied_late
+              (updates_replayed) make good; none otherwise
   dropped     computed updates never applied (updates_dropped)
   applied_late  updates applied after their server came back: replayed
               (updates_replayed.count) and trained on a worker's own copy
@@ -73,6 +75,8 @@ import os
 import statistics
 import sys
 
+import pack
+
 FAULTS = ("kill", "stop", "partition", "kill_coordinator")
 # events.csv rows of elastic servers (launcher/relaxps_launch/scaling.py).
 SCALE = ("add_server", "joined", "join_failed", "drain", "drained", "range_move_done",
@@ -103,8 +107,8 @@ def load(run):
     if origin is None:
         raise NoData("the workers never started (summary.json)")
     events = []
-    if os.path.exists(os.path.join(run, "events.jsonl")):
-        with open(os.path.join(run, "events.jsonl"), errors="replace") as f:
+    if pack.exists(os.path.join(run, "events.jsonl")):
+        with pack.open_text(os.path.join(run, "events.jsonl")) as f:
             for line in f:
                 try:
                     e = json.loads(line)
@@ -256,17 +260,70 @@ def recovery(worker, t_f, until, events, times):
     return next((t - t_f for t in times if t >= t_f), None)
 
 
+def restore_losses(faults, events, steps):
+    """Per fault (faults_of), the acknowledged updates its restore rolled
+    back, or None: only where the job's one server came back from a
+    checkpoint (a restore is counted against the whole job's pushes)."""
+    all_servers = {str(e.get("server")) for e in events if e["kind"] == "server_started"}
+    out, missing = [], 0
+    for i, (t_f, servers, _, _) in enumerate(faults):
+        restored = next((e for e in events if e["kind"] == "server_started"
+                         and e.get("restored") and e["t"] > t_f
+                         and str(e.get("server")) in map(str, servers)), None)
+        acked = acked_before(t_f, servers, events, steps)
+        if (restored is None or "restored_parts" not in restored or acked is None
+                or set(map(str, servers)) != all_servers):
+            out.append(None)
+            continue
+        # Missing so far: every push acknowledged up to the fault that the
+        # restored state does not hold; this fault's share is the growth.
+        # What the workers replayed into it before the next fault is back in
+        # the model (replay), so not missing after it.
+        lost = max(0, acked - int(restored["restored_parts"]))
+        until_next = faults[i + 1][0] if i + 1 < len(faults) else float("inf")
+        replayed = sum(e["count"] for e in events if e["kind"] == "updates_replayed"
+                       and t_f < e["t"] <= until_next and str(e.get("server")) in map(str, servers))
+        out.append(max(0, lost - missing))
+        missing = max(0, lost - replayed)
+    return out
+
+
+def recount_restores(run):
+    """A packed cell's restore losses (metrics.json's per-fault rolled_back
+    and their sum) recounted from what packing keeps: events.csv and the
+    gzipped events.jsonl. The rest of its metrics.json stands (the per-step
+    files are gone). Returns the metrics."""
+    _, _, events, _ = load(run)
+    with open(os.path.join(run, "metrics.json")) as f:
+        m = json.load(f)
+    workers = {e["worker"] for e in events if e["kind"] == "final"}
+    rolled = restore_losses(faults_of(_read_csv(os.path.join(run, "events.csv"))), events,
+                            {w: None for w in workers})
+    if len(rolled) != len(m["faults"]):
+        raise NoData(f"{len(rolled)} fault(s) in events.csv, {len(m['faults'])} in metrics.json")
+    for f, r in zip(m["faults"], rolled):
+        f["rolled_back"] = r
+    m["rolled_back"] = sum(r for r in rolled if r is not None) if any(
+        r is not None for r in rolled) else None
+    with open(os.path.join(run, "metrics.json.tmp"), "w") as f:
+        json.dump(m, f, indent=1)
+    os.replace(os.path.join(run, "metrics.json.tmp"), os.path.join(run, "metrics.json"))
+    return m
+
+
 def acked_before(t_f, servers, events, steps):
     """The workers' pushes acknowledged before the fault at t_f: each one's
     count in its first client_request_parked for a faulted server after it
     (nothing is acknowledged by a dead server); without that event (older
     runs), its steps up to the fault, which may count a pipelined push still
-    in flight at the kill."""
+    in flight at the kill); None where neither says (no steps given)."""
     total = 0
     for w, times in steps.items():
         parked = next((e for e in events if e["kind"] == "client_request_parked"
                        and e.get("worker") == w and e["t"] > t_f and "acked_updates" in e
                        and str(e.get("server")) in map(str, servers)), None)
+        if parked is None and times is None:
+            return None
         total += (int(parked["acked_updates"]) if parked is not None
                   else sum(1 for t in times if t <= t_f))
     return total
@@ -315,11 +372,9 @@ def analyze(run):
     # Around each server added or drained and move published: what scaling cost.
     scale_gap, scale_gap_at = max_step_gap(steps, [(e["time_s"] - 1, e["time_s"] + 5)
                                                    for e in scale]) if scale else (None, None)
-    # Restores are counted against the whole job's steps: only where the
-    # restored server holds every unit (one server).
-    all_servers = {str(e.get("server")) for e in events if e["kind"] == "server_started"}
-    lost_before = 0
-    for t_f, servers, kind, back in faults_of(csv_rows):
+    faults = faults_of(csv_rows)
+    rolled = restore_losses(faults, events, steps)
+    for (t_f, servers, kind, back), rolled_back in zip(faults, rolled):
         until = back if back is not None else t_f + 60
         rec = {w: recovery(w, t_f, until, events, times) for w, times in steps.items()}
         pre = [a for t, a in evals if t <= t_f]
@@ -328,17 +383,6 @@ def analyze(run):
         blind = sum(max(0.0, min(g["to_s"], t_f + DIP_WINDOW_S) - max(g["from_s"], t_f))
                     for g in gaps)
         vals = [v for v in rec.values() if v is not None]
-        restored = next((e for e in events if e["kind"] == "server_started"
-                         and e.get("restored") and e["t"] > t_f
-                         and str(e.get("server")) in map(str, servers)), None)
-        rolled_back = None
-        if (restored is not None and "restored_parts" in restored
-                and set(map(str, servers)) == all_servers):
-            # Lost so far: every push acknowledged up to the fault that the
-            # restored state does not hold; this fault's share is the growth.
-            lost = max(0, acked_before(t_f, servers, events, steps)
-                       - int(restored["restored_parts"]))
-            rolled_back, lost_before = max(0, lost - lost_before), lost
         per_fault.append({
             "time_s": t_f, "servers": servers, "kind": kind, "back_s": back,
             "recovery_s": statistics.mean(vals) if vals else None,

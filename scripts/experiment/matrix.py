@@ -253,8 +253,15 @@ def run_matrix(a, todo, done, say):
         INTERRUPT.check()
         d = os.path.join(a.out, "cells", c.key)
         if c in done and (not a.reanalyze or pack.is_packed(d)):
-            say(f"[{i}/{len(todo)}] {c.key}: finished, skipped"
-                + (" (packed: its metrics.json stands)" if a.reanalyze else ""))
+            note = ""
+            if a.reanalyze and os.path.exists(os.path.join(d, "metrics.json")):
+                try:
+                    analyze_run.recount_restores(d)
+                    note = (" (packed: restores recounted from its events, the rest of"
+                            " metrics.json stands)")
+                except analyze_run.NoData as e:
+                    note = f" (packed: its metrics.json stands; restores not recounted: {e})"
+            say(f"[{i}/{len(todo)}] {c.key}: finished, skipped{note}")
             if a.pack:
                 pack.pack(d)
             continue

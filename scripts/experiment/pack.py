@@ -9,7 +9,8 @@ evaluator.csv and servers.csv. Removed: the processes' logs and their own
 CSVs (worker-<i>.csv, the per-step worker-<i>.steps.csv), events/ (the
 per-process event files events.jsonl merges) and anything else (data/, zk/).
 cell.json records what was removed. A packed cell keeps its metrics.json:
-`--reanalyze` cannot recompute it (the per-step files are gone) and leaves it.
+`--reanalyze` cannot recompute it (the per-step files are gone); it recounts
+only the restore losses, from events (analyze_run.recount_restores).
 Packing is idempotent.
 """
 import gzip

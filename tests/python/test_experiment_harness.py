@@ -93,11 +93,11 @@ def _event(t, process, kind, **fields):
                 **fields)
 
 
-def _run_folder(d, reseed=False):
+def _run_folder(d, reseed=False, replayed=5):
     """A run: one worker stepping every 0.1 s from t=0 to 30 s (60 ms of it
     computing), stalled from 10 s (kill) to 14 s; its first acknowledged push
     after the restart at 13.5 s; evaluations every 2 s dipping after the
-    kill; updates replayed and handed back late."""
+    kill; `replayed` updates replayed and 4 handed back late."""
     with open(os.path.join(d, "summary.json"), "w") as f:
         json.dump({"workers_started_unix": 1000.0, "wall_s": 31, "samples_per_s": 100.0}, f)
     with open(os.path.join(d, "events.csv"), "w", newline="") as f:
@@ -122,8 +122,8 @@ def _run_folder(d, reseed=False):
                   restored_clock=-1),
            _event(12.1, "server-0", "server_started", server=0, restored=True,
                   restored_clock=76, restored_parts=80),
-           _event(12.5, "worker-0", "updates_replayed", worker=0, server=0, count=5,
-                  staleness_hist=[0, 2, 3]),
+           _event(12.5, "worker-0", "updates_replayed", worker=0, server=0, count=replayed,
+                  staleness_hist=[0, 2, replayed - 2]),
            _event(13.6, "worker-0", "client_rejoined", worker=0, server=1, clock=140,
                   late_updates=4, staleness_hist=[1, 0, 0, 3]),
            _event(30.0, "worker-0", "final", worker=0, time_s=29.5, steps=len(steps), samples=9,
@@ -144,7 +144,7 @@ def test_a_second_restore_counts_only_what_it_adds():
     by the steps), 131 in its checkpoint: 31 lost in all, 11 of them by the
     second restore (the first's 20 are not among the 131 either)."""
     with tempfile.TemporaryDirectory() as d:
-        _run_folder(d)
+        _run_folder(d, replayed=0)
         with open(os.path.join(d, "events.csv"), "a") as f:
             f.write("20.000,kill,0,\n22.000,restart,0,\n")
         with open(os.path.join(d, "events.jsonl"), "a") as f:
@@ -153,6 +153,52 @@ def test_a_second_restore_counts_only_what_it_adds():
                                       restored_parts=131)) + "\n")
         m = analyze_run.analyze(d)
         assert [f["rolled_back"] for f in m["faults"]] == [20, 11] and m["rolled_back"] == 31
+
+
+def _two_restores_after_a_replay(d):
+    """As above, but the worker replayed the first restore's 20 (replay):
+    they are in the second checkpoint's 151; its request parked at the second
+    kill says 162 acknowledged."""
+    _run_folder(d, replayed=20)
+    with open(os.path.join(d, "events.csv"), "a") as f:
+        f.write("20.000,kill,0,\n22.000,restart,0,\n")
+    with open(os.path.join(d, "events.jsonl"), "a") as f:
+        for e in (_event(20.2, "worker-0", "client_request_parked", worker=0, server=0,
+                         until="restart", acked_updates=162),
+                  _event(22.1, "server-0", "server_started", server=0, restored=True,
+                         restored_clock=140, restored_parts=151),
+                  _event(22.5, "worker-0", "updates_replayed", worker=0, server=0, count=11,
+                         staleness_hist=[0, 0, 0, 0, 11])):
+            f.write(json.dumps(e) + "\n")
+
+
+def test_a_restore_after_a_replay_counts_what_it_rolls_back_itself():
+    """The second restore rolls back 162 - 151 = 11 of its own, not 11 less
+    the 20 the first one rolled back and the replay made good."""
+    with tempfile.TemporaryDirectory() as d:
+        _two_restores_after_a_replay(d)
+        m = analyze_run.analyze(d)
+        assert [f["rolled_back"] for f in m["faults"]] == [20, 11] and m["rolled_back"] == 31
+        assert m["applied_late"] == 31 + 4  # And the 4 handed back at the rejoin.
+
+
+def test_a_packed_cell_has_its_restores_recounted_from_its_events():
+    import pack
+    with tempfile.TemporaryDirectory() as d:
+        _two_restores_after_a_replay(d)
+        m = analyze_run.write(d)
+        with open(os.path.join(d, "cell.json"), "w") as f:
+            json.dump({"finished": True, "exit_code": 0}, f)
+        pack.pack(d)
+        # As an older analysis counted it, before replays were netted out.
+        stale = dict(m, rolled_back=20, faults=[dict(m["faults"][0]),
+                                                dict(m["faults"][1], rolled_back=0)])
+        with open(os.path.join(d, "metrics.json"), "w") as f:
+            json.dump(stale, f)
+        got = analyze_run.recount_restores(d)
+        assert [f["rolled_back"] for f in got["faults"]] == [20, 11] and got["rolled_back"] == 31
+        with open(os.path.join(d, "metrics.json")) as f:
+            assert json.load(f) == json.loads(json.dumps(m))  # The rest stands.
 
 
 def test_analysis_reads_events_and_counters_only():
