@@ -4,9 +4,11 @@ plots.gp script, and the PNGs gnuplot makes of it (pngcairo).
   accuracy_<fault>_w<W>.png  test accuracy vs time, one panel per policy
       variant: the mean over seeds (line), the band from the lowest to the
       highest seed, the outages shaded (fault -> server back), and TTF's
-      logged curve of the matching policy dashed (only when ttf is given:
-      runs of TTF's own protocol). The y axis zooms to the data from 20 s
-      before the first fault, so dips of 0.01 show. Servers added and
+      logged curve of the matching policy dashed on the right axis (only
+      when ttf is given: runs of TTF's own protocol). Each axis zooms to its
+      curves from 20 s before the first fault, so our dips of 0.01 show
+      beside TTF's of 0.1-0.3. The line breaks where no evaluation is
+      newer than STALE_S (the evaluator could not pull; not a flat model). Servers added and
       drained are vertical lines (add: green, drain: red), each range move
       published a dotted one labelled with its map version.
 Returns the PNG names; [] without gnuplot (the report says so).
@@ -26,6 +28,10 @@ import pack
 import ttf_reference
 
 GRID_S = 2.0
+TTF_COLOR = "#d95f02"
+# An evaluation older than this at a grid point leaves a gap (evaluations
+# come every 2 s in the experiments).
+STALE_S = 3 * GRID_S
 KILLS = {"kill1": 1, "kill2": 2}
 
 
@@ -40,13 +46,15 @@ def _curve(cell):
 
 
 def _on_grid(curve, end):
-    """The curve sampled every GRID_S (the last evaluation at or before)."""
+    """The curve sampled every GRID_S (the last evaluation at or before);
+    None where there is none, or it is more than STALE_S old (the evaluator
+    could not pull: the line breaks instead of holding its last value)."""
     out, j = [], 0
     for k in range(int(end / GRID_S) + 1):
         t = k * GRID_S
         while j + 1 < len(curve) and curve[j + 1][0] <= t:
             j += 1
-        out.append(curve[j][1] if curve and curve[0][0] <= t else None)
+        out.append(curve[j][1] if curve and t - STALE_S <= curve[j][0] <= t else None)
     return out
 
 
@@ -95,17 +103,19 @@ def _panel(d, gp, name, cells, ttf):
             if vals:
                 o.write(f"{k * GRID_S:.1f} {sum(vals) / len(vals):.4f} {min(vals):.4f} "
                         f"{max(vals):.4f}\n")
+            elif k:
+                o.write("\n")  # A gap: gnuplot breaks the line and the band.
     metrics = cells[0]["metrics"] or {}
     faults = metrics.get("faults", [])
     lo = faults[0]["time_s"] - 20 if faults else end * 0.3
     kills = KILLS.get(cells[0]["fault"], 0)
     ref = ttf_reference.TTF_VARIANT.get(cells[0]["variant"])
     ref_curve = ttf[(ref, kills)] if ttf is not None and ref and (ref, kills) in ttf else None
-    # The zoom takes in TTF's curve too: the overlay is the point of the panel.
-    ys = [a for c in curves + ([ref_curve] if ref_curve else []) for t, a in c if t >= lo]
+    # Ours zoomed to our data, so dips of 0.01 show; TTF's curve (0.1-0.77,
+    # its dips 0.1-0.3) on the right axis, zoomed to its own.
+    ys = [a for c in curves for t, a in c if t >= lo]
     _markers(gp, metrics)
-    gp.append(f"set yrange [{math.floor(min(ys) * 100 - 1) / 100:.2f}:"
-              f"{math.ceil(max(ys) * 100 + 1) / 100:.2f}]" if ys else "set yrange [0:1]")
+    gp.append(_zoom("y", ys))
     n = len(curves)
     plot = [f"'{name}.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid "
             f"0.5 title 'seeds min-max (n={n})'",
@@ -113,11 +123,24 @@ def _panel(d, gp, name, cells, ttf):
     if ref_curve:
         with open(os.path.join(d, name + "_ttf.dat"), "w") as o:
             o.writelines(f"{t} {a}\n" for t, a in ref_curve)
-        plot.append(f"'{name}_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' "
-                    f"title 'TTF {ttf_reference.SHORT[ref]}'")
+        plot.append(f"'{name}_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 "
+                    f"lc rgb '{TTF_COLOR}' title 'TTF {ttf_reference.SHORT[ref]} (right axis)'")
+        gp += [_zoom("y2", [a for t, a in ref_curve if t >= lo]),
+               f"set ytics nomirror; set y2tics nomirror tc rgb '{TTF_COLOR}'",
+               f"set y2label 'TTF test accuracy' tc rgb '{TTF_COLOR}'"]
     gp.append("plot " + ", \\\n     ".join(plot))
+    if ref_curve:
+        gp.append("unset y2tics; unset y2label; set ytics mirror")
     _clear_markers(gp)
     return True
+
+
+def _zoom(axis, ys):
+    """gnuplot's range for `axis` (y, y2) around ys, to the next 0.01."""
+    if not ys:
+        return f"set {axis}range [0:1]"
+    return (f"set {axis}range [{math.floor(min(ys) * 100 - 1) / 100:.2f}:"
+            f"{math.ceil(max(ys) * 100 + 1) / 100:.2f}]")
 
 
 def write(d, cells, ttf):

@@ -400,3 +400,22 @@ def test_a_cell_names_the_last_commit_that_changed_code():
         assert provenance.code_commit(out, root=root) == code
         later = commit("scripts/experiment/cells.py", "1")  # The harness is code.
         assert provenance.code_commit(out, root=root) == later
+
+
+def test_the_accuracy_line_breaks_where_the_evaluator_could_not_pull():
+    import plots
+    grid = plots._on_grid([(1.0, 0.5), (3.0, 0.6), (21.0, 0.7)], 22)
+    # Held for up to STALE_S (6 s) after the last evaluation, then a gap, not
+    # a flat line through the outage.
+    assert grid == [None, 0.5, 0.6, 0.6, 0.6, None, None, None, None, None, None, 0.7]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "merged.csv"), "w") as f:
+            f.write("time_s,source,value\n1.0,evaluation,0.5\n3.0,evaluation,0.6\n"
+                    "21.0,evaluation,0.7\n")
+        gp = []
+        assert plots._panel(d, gp, "p", [{"dir": d, "metrics": {}, "fault": "kill1",
+                                          "variant": "none"}], None)
+        with open(os.path.join(d, "p.dat")) as f:
+            rows = f.read().split("\n")
+        assert rows[:5] == ["2.0 0.5000 0.5000 0.5000", "4.0 0.6000 0.6000 0.6000",
+                            "6.0 0.6000 0.6000 0.6000", "8.0 0.6000 0.6000 0.6000", ""]
