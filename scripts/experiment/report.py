@@ -144,8 +144,13 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
         saved = "; ".join(_fault_figures(x, next(
             (b for b in rows if b["variant"] == BASELINE and b["fault"] == x["fault"]
              and b["workers"] == x["workers"] and b is not x), None)) for x in faults)
+        yard = next((x for x in rows if x["policy"] == "none" and x["fault"] == "nofault"
+                     and x["workers"] == r["workers"]), None)
         cost = ("the throughput yardstick" if r["policy"] == "none"
                 else f"costs {r['throughput_vs_none']:.2f}x none's throughput")
+        if yard is not None and r["stores"] and yard["stores"] and r["stores"] != yard["stores"]:
+            cost += (f" (its servers on {'+'.join(r['stores'])}, none's on "
+                     f"{'+'.join(yard['stores'])}: the store's speed is in it)")
         lines.append(f"- **{r['variant']}** ({r['workers']} worker(s)): {cost}; "
                      + (f"with faults: {saved}." if saved else "no fault runs."))
     lines += [

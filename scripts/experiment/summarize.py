@@ -20,6 +20,7 @@ import statistics
 import sys
 
 import analyze_run
+import pack
 import plots
 import report
 import ttf_reference
@@ -42,6 +43,7 @@ def load_cells(out):
         if not c.get("finished"):
             continue
         c["dir"] = d
+        c["stores"] = stores_of(d)
         try:
             with open(os.path.join(d, "metrics.json")) as f:
                 c["metrics"] = json.load(f)
@@ -49,6 +51,23 @@ def load_cells(out):
             c["metrics"] = None
         cells.append(c)
     return cells
+
+
+def stores_of(d):
+    """The stores the cell's servers ran on (server_started.store): a
+    policy's cost without faults includes its store's."""
+    path = os.path.join(d, "events.jsonl")
+    if not pack.exists(path):
+        return []
+    stores = set()
+    with pack.open_text(path) as f:
+        for line in f:
+            if '"server_started"' in line:
+                try:
+                    stores.add(json.loads(line).get("store"))
+                except ValueError:
+                    continue
+    return sorted(x for x in stores if x)
 
 
 def stat(vals):
@@ -87,6 +106,7 @@ def summarize(cells):
                    exits=sorted({c["exit_code"] for c in cs}),
                    reasons=sorted({c.get("reason") or "" for c in cs if c["exit_code"] != 0}),
                    fallback=any((c["metrics"] or {}).get("fallback") for c in cs),
+                   stores=sorted({x for c in cs for x in c.get("stores", [])}),
                    lost_notes=sorted({c["metrics"]["acked_lost_note"] for c in cs
                                       if c["metrics"] and c["metrics"].get("acked_lost_note")}))
         for m in METRICS:

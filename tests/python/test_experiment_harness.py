@@ -419,3 +419,19 @@ def test_the_accuracy_line_breaks_where_the_evaluator_could_not_pull():
             rows = f.read().split("\n")
         assert rows[:5] == ["2.0 0.5000 0.5000 0.5000", "4.0 0.6000 0.6000 0.6000",
                             "6.0 0.6000 0.6000 0.6000", "8.0 0.6000 0.6000 0.6000", ""]
+
+
+def test_a_cell_names_the_stores_its_servers_ran_on():
+    import pack
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "events.jsonl"), "w") as f:
+            for server, store in ((0, "memory"), (1, "memory"), (0, "memory")):
+                f.write(json.dumps(_event(1.0, f"server-{server}", "server_started",
+                                          server=server, store=store)) + "\n")
+            f.write("not json, \"server_started\"\n")
+        with open(os.path.join(d, "cell.json"), "w") as f:
+            json.dump({"finished": True}, f)
+        assert summarize.stores_of(d) == ["memory"]
+        pack.pack(d)  # Read through the gzip as well.
+        assert summarize.stores_of(d) == ["memory"]
+        assert summarize.stores_of(os.path.join(d, "nothing")) == []
