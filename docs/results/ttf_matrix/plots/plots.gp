@@ -6,62 +6,82 @@ set multiplot layout 3,3 title 'Test accuracy: kill1, 1 worker(s); shaded: outag
 set grid; set key bottom right; set xlabel 'time since the workers started (s)'
 set title 'chain-async'; set ylabel 'test accuracy'
 set object rect from 30.09,graph 0 to 50.42,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.31:0.91]
-plot 'acc_kill1_w1_chain-async.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_kill1_w1_chain-async.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)', \
-     'acc_kill1_w1_chain-async_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async chain'
+set yrange [0.77:0.92]
+set y2range [0.31:0.78]
+set ytics nomirror; set y2tics nomirror tc rgb '#d95f02'
+set y2label 'TTF test accuracy' tc rgb '#d95f02'
+plot 'acc_kill1_w1_chain-async.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill1_w1_chain-async.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)', \
+     'acc_kill1_w1_chain-async_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async chain (right axis)'
+unset y2tics; unset y2label; set ytics mirror
 unset object
 unset arrow
 unset label
 set title 'chain'; set ylabel 'test accuracy'
 set object rect from 30.02,graph 0 to 50.50,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.28:0.91]
-plot 'acc_kill1_w1_chain.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_kill1_w1_chain.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)', \
-     'acc_kill1_w1_chain_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync chain'
+set yrange [0.76:0.92]
+set y2range [0.28:0.79]
+set ytics nomirror; set y2tics nomirror tc rgb '#d95f02'
+set y2label 'TTF test accuracy' tc rgb '#d95f02'
+plot 'acc_kill1_w1_chain.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill1_w1_chain.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)', \
+     'acc_kill1_w1_chain_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync chain (right axis)'
+unset y2tics; unset y2label; set ytics mirror
 unset object
 unset arrow
 unset label
 set title 'checkpoint'; set ylabel 'test accuracy'
 set object rect from 30.04,graph 0 to 50.31,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.23:0.92]
-plot 'acc_kill1_w1_checkpoint.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_kill1_w1_checkpoint.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)', \
-     'acc_kill1_w1_checkpoint_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async ckpt'
+set yrange [0.80:0.92]
+set y2range [0.23:0.78]
+set ytics nomirror; set y2tics nomirror tc rgb '#d95f02'
+set y2label 'TTF test accuracy' tc rgb '#d95f02'
+plot 'acc_kill1_w1_checkpoint.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill1_w1_checkpoint.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)', \
+     'acc_kill1_w1_checkpoint_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async ckpt (right axis)'
+unset y2tics; unset y2label; set ytics mirror
 unset object
 unset arrow
 unset label
 set title 'checkpoint-sync'; set ylabel 'test accuracy'
 set object rect from 30.07,graph 0 to 50.35,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.34:0.92]
-plot 'acc_kill1_w1_checkpoint-sync.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_kill1_w1_checkpoint-sync.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)', \
-     'acc_kill1_w1_checkpoint-sync_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync ckpt'
+set yrange [0.80:0.92]
+set y2range [0.34:0.79]
+set ytics nomirror; set y2tics nomirror tc rgb '#d95f02'
+set y2label 'TTF test accuracy' tc rgb '#d95f02'
+plot 'acc_kill1_w1_checkpoint-sync.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill1_w1_checkpoint-sync.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)', \
+     'acc_kill1_w1_checkpoint-sync_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync ckpt (right axis)'
+unset y2tics; unset y2label; set ytics mirror
 unset object
 unset arrow
 unset label
 set title 'hybrid'; set ylabel 'test accuracy'
 set object rect from 30.14,graph 0 to 50.50,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.79:0.91]
-plot 'acc_kill1_w1_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_kill1_w1_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
+set yrange [0.75:0.91]
+plot 'acc_kill1_w1_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill1_w1_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
 set title 'replay'; set ylabel 'test accuracy'
 set object rect from 30.03,graph 0 to 50.14,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.79:0.91]
-plot 'acc_kill1_w1_replay.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_kill1_w1_replay.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+set yrange [0.78:0.92]
+plot 'acc_kill1_w1_replay.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill1_w1_replay.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
 set title 'stateless'; set ylabel 'test accuracy'
 set object rect from 30.03,graph 0 to 50.32,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.09:0.92]
-plot 'acc_kill1_w1_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_kill1_w1_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)', \
-     'acc_kill1_w1_stateless_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF stateless'
+set yrange [0.80:0.92]
+set y2range [0.09:0.73]
+set ytics nomirror; set y2tics nomirror tc rgb '#d95f02'
+set y2label 'TTF test accuracy' tc rgb '#d95f02'
+plot 'acc_kill1_w1_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill1_w1_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)', \
+     'acc_kill1_w1_stateless_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF stateless (right axis)'
+unset y2tics; unset y2label; set ytics mirror
 unset object
 unset arrow
 unset label
@@ -73,40 +93,56 @@ set grid; set key bottom right; set xlabel 'time since the workers started (s)'
 set title 'chain-async'; set ylabel 'test accuracy'
 set object rect from 30.19,graph 0 to 50.40,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.20,graph 0 to 100.56,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.43:0.91]
-plot 'acc_kill2_w1_chain-async.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_kill2_w1_chain-async.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
-     'acc_kill2_w1_chain-async_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async chain'
+set yrange [0.79:0.92]
+set y2range [0.43:0.79]
+set ytics nomirror; set y2tics nomirror tc rgb '#d95f02'
+set y2label 'TTF test accuracy' tc rgb '#d95f02'
+plot 'acc_kill2_w1_chain-async.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill2_w1_chain-async.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)', \
+     'acc_kill2_w1_chain-async_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async chain (right axis)'
+unset y2tics; unset y2label; set ytics mirror
 unset object
 unset arrow
 unset label
 set title 'chain'; set ylabel 'test accuracy'
 set object rect from 30.13,graph 0 to 50.64,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.20,graph 0 to 100.68,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.40:0.91]
-plot 'acc_kill2_w1_chain.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_kill2_w1_chain.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
-     'acc_kill2_w1_chain_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync chain'
+set yrange [0.75:0.92]
+set y2range [0.40:0.78]
+set ytics nomirror; set y2tics nomirror tc rgb '#d95f02'
+set y2label 'TTF test accuracy' tc rgb '#d95f02'
+plot 'acc_kill2_w1_chain.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill2_w1_chain.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)', \
+     'acc_kill2_w1_chain_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync chain (right axis)'
+unset y2tics; unset y2label; set ytics mirror
 unset object
 unset arrow
 unset label
 set title 'checkpoint'; set ylabel 'test accuracy'
 set object rect from 30.08,graph 0 to 50.35,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.12,graph 0 to 100.41,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.09:0.92]
-plot 'acc_kill2_w1_checkpoint.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_kill2_w1_checkpoint.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)', \
-     'acc_kill2_w1_checkpoint_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async ckpt'
+set yrange [0.80:0.92]
+set y2range [0.09:0.78]
+set ytics nomirror; set y2tics nomirror tc rgb '#d95f02'
+set y2label 'TTF test accuracy' tc rgb '#d95f02'
+plot 'acc_kill2_w1_checkpoint.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill2_w1_checkpoint.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)', \
+     'acc_kill2_w1_checkpoint_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF async ckpt (right axis)'
+unset y2tics; unset y2label; set ytics mirror
 unset object
 unset arrow
 unset label
 set title 'checkpoint-sync'; set ylabel 'test accuracy'
 set object rect from 30.04,graph 0 to 50.32,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.07,graph 0 to 100.35,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.09:0.92]
-plot 'acc_kill2_w1_checkpoint-sync.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_kill2_w1_checkpoint-sync.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)', \
-     'acc_kill2_w1_checkpoint-sync_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync ckpt'
+set yrange [0.79:0.92]
+set y2range [0.09:0.77]
+set ytics nomirror; set y2tics nomirror tc rgb '#d95f02'
+set y2label 'TTF test accuracy' tc rgb '#d95f02'
+plot 'acc_kill2_w1_checkpoint-sync.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill2_w1_checkpoint-sync.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)', \
+     'acc_kill2_w1_checkpoint-sync_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF sync ckpt (right axis)'
+unset y2tics; unset y2label; set ytics mirror
 unset object
 unset arrow
 unset label
@@ -114,8 +150,8 @@ set title 'hybrid'; set ylabel 'test accuracy'
 set object rect from 30.11,graph 0 to 50.45,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.02,graph 0 to 100.35,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set yrange [0.76:0.91]
-plot 'acc_kill2_w1_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_kill2_w1_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+plot 'acc_kill2_w1_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill2_w1_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
@@ -123,18 +159,22 @@ set title 'replay'; set ylabel 'test accuracy'
 set object rect from 30.04,graph 0 to 50.33,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.09,graph 0 to 100.38,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set yrange [0.74:0.91]
-plot 'acc_kill2_w1_replay.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_kill2_w1_replay.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+plot 'acc_kill2_w1_replay.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill2_w1_replay.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
 set title 'stateless'; set ylabel 'test accuracy'
 set object rect from 30.06,graph 0 to 50.35,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object rect from 80.12,graph 0 to 100.41,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.19:0.92]
-plot 'acc_kill2_w1_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_kill2_w1_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)', \
-     'acc_kill2_w1_stateless_ttf.dat' using 1:2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF stateless'
+set yrange [0.78:0.92]
+set y2range [0.19:0.78]
+set ytics nomirror; set y2tics nomirror tc rgb '#d95f02'
+set y2label 'TTF test accuracy' tc rgb '#d95f02'
+plot 'acc_kill2_w1_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_kill2_w1_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)', \
+     'acc_kill2_w1_stateless_ttf.dat' using 1:2 axes x1y2 with lines dt 2 lw 1.5 lc rgb '#d95f02' title 'TTF stateless (right axis)'
+unset y2tics; unset y2label; set ytics mirror
 unset object
 unset arrow
 unset label
@@ -145,57 +185,57 @@ set multiplot layout 3,3 title 'Test accuracy: nofault, 1 worker(s); shaded: out
 set grid; set key bottom right; set xlabel 'time since the workers started (s)'
 set title 'chain-async'; set ylabel 'test accuracy'
 set yrange [0.84:0.91]
-plot 'acc_nofault_w1_chain-async.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_nofault_w1_chain-async.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
+plot 'acc_nofault_w1_chain-async.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_nofault_w1_chain-async.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
 set title 'chain'; set ylabel 'test accuracy'
 set yrange [0.85:0.91]
-plot 'acc_nofault_w1_chain.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_nofault_w1_chain.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
+plot 'acc_nofault_w1_chain.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_nofault_w1_chain.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
 set title 'checkpoint'; set ylabel 'test accuracy'
 set yrange [0.85:0.92]
-plot 'acc_nofault_w1_checkpoint.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_nofault_w1_checkpoint.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
+plot 'acc_nofault_w1_checkpoint.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_nofault_w1_checkpoint.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
 set title 'checkpoint-sync'; set ylabel 'test accuracy'
 set yrange [0.84:0.92]
-plot 'acc_nofault_w1_checkpoint-sync.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_nofault_w1_checkpoint-sync.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
+plot 'acc_nofault_w1_checkpoint-sync.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_nofault_w1_checkpoint-sync.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
 set title 'hybrid'; set ylabel 'test accuracy'
-set yrange [0.83:0.91]
-plot 'acc_nofault_w1_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_nofault_w1_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
+set yrange [0.83:0.92]
+plot 'acc_nofault_w1_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_nofault_w1_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
 set title 'none'; set ylabel 'test accuracy'
 set yrange [0.84:0.92]
-plot 'acc_nofault_w1_none.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_nofault_w1_none.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
+plot 'acc_nofault_w1_none.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_nofault_w1_none.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
 set title 'replay'; set ylabel 'test accuracy'
 set yrange [0.84:0.92]
-plot 'acc_nofault_w1_replay.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_nofault_w1_replay.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
+plot 'acc_nofault_w1_replay.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_nofault_w1_replay.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
 set title 'stateless'; set ylabel 'test accuracy'
 set yrange [0.85:0.92]
-plot 'acc_nofault_w1_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
-     'acc_nofault_w1_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
+plot 'acc_nofault_w1_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=3)', \
+     'acc_nofault_w1_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=3)'
 unset object
 unset arrow
 unset label
