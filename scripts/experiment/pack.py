@@ -24,10 +24,11 @@ GZIP = ("merged.csv", "events.jsonl", "evaluator.csv", "servers.csv")
 
 
 def open_text(path):
-    """`path`, or its gzipped form once packed, for reading as text."""
+    """`path`, or its gzipped form once packed, for reading as text (a byte
+    that is not UTF-8, as in a line cut by a kill, reads as U+FFFD)."""
     if not os.path.exists(path) and os.path.exists(path + ".gz"):
-        return gzip.open(path + ".gz", "rt", newline="")
-    return open(path, newline="")
+        return gzip.open(path + ".gz", "rt", newline="", errors="replace")
+    return open(path, newline="", errors="replace")
 
 
 def exists(path):
