@@ -429,6 +429,8 @@ def test_a_cell_names_the_stores_its_servers_ran_on():
                 f.write(json.dumps(_event(1.0, f"server-{server}", "server_started",
                                           server=server, store=store)) + "\n")
             f.write("not json, \"server_started\"\n")
+        with open(os.path.join(d, "events.jsonl"), "ab") as f:
+            f.write(b'{"kind": "server_started", "store": "mem\xff')  # Cut by a kill.
         with open(os.path.join(d, "cell.json"), "w") as f:
             json.dump({"finished": True}, f)
         assert summarize.stores_of(d) == ["memory"]
