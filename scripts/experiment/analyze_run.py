@@ -305,10 +305,7 @@ def recount_restores(run):
         f["rolled_back"] = r
     m["rolled_back"] = sum(r for r in rolled if r is not None) if any(
         r is not None for r in rolled) else None
-    with open(os.path.join(run, "metrics.json.tmp"), "w") as f:
-        json.dump(m, f, indent=1)
-    os.replace(os.path.join(run, "metrics.json.tmp"), os.path.join(run, "metrics.json"))
-    return m
+    return _save(run, m)
 
 
 def acked_before(t_f, servers, events, steps):
@@ -439,13 +436,18 @@ def write_merged(run, steps, evals):
         w.writerows([f"{t:.3f}", s, v] for t, s, v in rows)
 
 
-def write(run):
-    """analyze() into RUN/metrics.json (atomically); returns the metrics."""
-    m = analyze(run)
+def _save(run, m):
+    """m into RUN/metrics.json, atomically; returns m."""
     with open(os.path.join(run, "metrics.json.tmp"), "w") as f:
         json.dump(m, f, indent=1)
     os.replace(os.path.join(run, "metrics.json.tmp"), os.path.join(run, "metrics.json"))
     return m
+
+
+def write(run):
+    """analyze() into RUN/metrics.json (atomically); returns the metrics."""
+    m = analyze(run)
+    return _save(run, m)
 
 
 def fmt(x, spec=".1f"):
