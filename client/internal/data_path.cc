@@ -259,8 +259,8 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
                      return;
                    }
                    if (d.action == recovery::PartAction::kServeLocally && fallback_ != nullptr) {
-                     fallback_->GoLocal(d.local_server, d.endpoint,
-                                        st.code() == StatusCode::kDeadlineExceeded, st.ToString());
+                     fallback_->GoLocal(d.local_server, d.endpoint, LocalFallback::IsStall(st),
+                                        st.ToString());
                      // The part was sent: the server may still apply it.
                      EnsureOut(op.get());
                      join->PartDone(ServeLocally(op, *m, s, at, part_id, push_continues));
@@ -479,8 +479,8 @@ void DataPath::SendRows(wire::MsgType type, const std::string& table, const KeyB
                        s, endpoint, RowsHolderOf(table, bucket, s), st, true, reroutes));
                    if (d.action == recovery::PartAction::kServeLocally && fallback_ != nullptr &&
                        d.local_server >= 0) {
-                     fallback_->GoLocal(d.local_server, d.endpoint,
-                                        st.code() == StatusCode::kDeadlineExceeded, st.ToString());
+                     fallback_->GoLocal(d.local_server, d.endpoint, LocalFallback::IsStall(st),
+                                        st.ToString());
                      // The part was sent: the server may still apply it.
                      join->PartDone(fallback_->ServeRows(d.local_server, type, table, width,
                                                          part_ids, part, out, *pos,

@@ -32,8 +32,16 @@ void LocalFallback::GoLocal(int server, const std::string& endpoint, bool stalle
   std::string current;
   const int peer = router_->Peer(server, &current);
   // Whatever else waits on it is served locally now, not at its deadline.
+  // The cancellation names the same kind of loss: the data path takes a part
+  // it fails back to GoLocal, which may come after this server has answered a
+  // probe and rejoined (a loaded worker runs the callbacks late). A stall must
+  // stay a stall there, which the next probe rejoins; as an "unavailable"
+  // server it would stay local for good, its worker training alone beside a
+  // live server that never again sees its pushes.
   if (peer >= 0 && current == endpoint) {
-    transport_->CancelPeer(peer, UnavailableError("server " + std::to_string(server) + " lost"));
+    const std::string what = "server " + std::to_string(server);
+    transport_->CancelPeer(peer, stalled ? DeadlineExceededError(what + " stalled: " + why)
+                                         : UnavailableError(what + " lost"));
   }
 }
 

@@ -105,6 +105,13 @@ class LocalFallback {
   // `stalled`: it did not answer in time, rather than refusing or closing).
   // Cancels what else waits on it. No-op if it is local already.
   void GoLocal(int server, const std::string& endpoint, bool stalled, const std::string& why);
+  // Whether a request to a server failed because the server stalled (no
+  // reply in time), not because it refused or closed: the `stalled` of the
+  // GoLocal that the failure leads to. The calls GoLocal cancels fail the
+  // same way as the loss that cancelled them.
+  static bool IsStall(const Status& failure) {
+    return failure.code() == StatusCode::kDeadlineExceeded;
+  }
   bool IsLocal(int server) const { return replica_.IsLocal(server); }
   // Whether `server` is local, and where and how it was lost.
   bool LostAt(int server, std::string* endpoint, bool* stalled) const {

@@ -68,9 +68,10 @@ class FakeTransport final : public Transport {
     }
   }
   void CancelAll(const Status& /*status*/) override {}
-  void CancelPeer(int peer, const Status& /*status*/) override {
+  void CancelPeer(int peer, const Status& status) override {
     MutexLock l(&mu_);
     cancelled_.push_back(peer);
+    cancel_codes_.push_back(status.code());
   }
 
   // Calls to `peer` fail (DeadlineExceeded) while it is down.
@@ -113,6 +114,11 @@ class FakeTransport final : public Transport {
     MutexLock l(&mu_);
     return cancelled_;
   }
+  // The code each CancelPeer failed its calls with, in order.
+  std::vector<StatusCode> cancel_codes() {
+    MutexLock l(&mu_);
+    return cancel_codes_;
+  }
   TransportStats stats() const override { return TransportStats(); }
 
   // The handle Connect() gave (or would give) `endpoint` with no key; -1 if never connected.
@@ -142,6 +148,7 @@ class FakeTransport final : public Transport {
   std::map<int, std::pair<Status, wire::Header>> answers_ GUARDED_BY(mu_);
   std::vector<std::pair<int, wire::MsgType>> calls_ GUARDED_BY(mu_);
   std::vector<int> cancelled_ GUARDED_BY(mu_);
+  std::vector<StatusCode> cancel_codes_ GUARDED_BY(mu_);
   Responder responder_ GUARDED_BY(mu_);
   Replier replier_ GUARDED_BY(mu_);
 };

@@ -142,6 +142,37 @@ TEST_F(LocalFallbackTest, GoingLocalCancelsWhatWaitsOnTheServerOnce) {
   EXPECT_EQ(transport_.cancelled().size(), 1u);
 }
 
+// A part that waited on a stalled server fails with the cancellation of
+// that loss, and the data path hands the failure back to GoLocal. On a loaded
+// worker that callback may run after the server answered a probe and
+// rejoined: the server goes local again, and must do so as a stall, which the
+// next probe rejoins. (Seen in a 4-worker run without faults: as "unavailable"
+// the server stayed local for good, and its worker trained alone for 70 s
+// beside a live server that never saw its 3,034 pushes.)
+TEST_F(LocalFallbackTest, APartCancelledByAStallStaysAStallWhenItFailsAfterTheRejoin) {
+  fallback_->GoLocal(1, kB, /*stalled=*/true, "DeadlineExceeded: no reply before the deadline");
+  ASSERT_EQ(transport_.cancel_codes().size(), 1u);
+  const Status cancelled(transport_.cancel_codes()[0], "the cancelled part");
+  EXPECT_TRUE(LocalFallback::IsStall(cancelled));
+  fallback_->ProbeStalledServers();  // It answers: rejoined.
+  ASSERT_FALSE(fallback_->IsLocal(1));
+
+  fallback_->GoLocal(1, kB, LocalFallback::IsStall(cancelled), cancelled.ToString());  // Late.
+  ASSERT_TRUE(fallback_->IsLocal(1));
+  fallback_->ProbeStalledServers();
+  EXPECT_FALSE(fallback_->IsLocal(1));
+}
+
+// A server lost by a closed connection (or a map) is not a stall: what it
+// cancels fails as unavailable, and no probe brings it back by itself.
+TEST_F(LocalFallbackTest, ALostServerCancelsAsUnavailable) {
+  fallback_->GoLocal(1, kB, /*stalled=*/false, "its connection closed");
+  ASSERT_EQ(transport_.cancel_codes(), std::vector<StatusCode>{StatusCode::kUnavailable});
+  EXPECT_FALSE(LocalFallback::IsStall(Status(StatusCode::kUnavailable, "server 1 lost")));
+  fallback_->ProbeStalledServers();
+  EXPECT_TRUE(fallback_->IsLocal(1));
+}
+
 TEST_F(LocalFallbackTest, TrainsTheCopyAndHandsBackExactlyTheChange) {
   const DenseSlice s = RangeOf1();
   std::vector<float> params(s.count, 1.0f);
