@@ -43,7 +43,10 @@ Definitions (also in the report):
               restore must lose, which a checkpoint run's acked_lost should
               equal to within a batch per worker and replay's applied_late
               (updates_replayed) make good; none otherwise
-  dropped     computed updates never applied (updates_dropped)
+  dropped     computed updates never applied: dropped by a client
+              (updates_dropped), plus steps a worker applied to its own copy
+              that no rejoin or re-seed handed to a server (its final
+              local_steps beyond those at its last client_rejoined)
   applied_late  updates applied after their server came back: replayed
               (updates_replayed.count) and trained on a worker's own copy
               (client_rejoined.late_updates: handed back at the re-seed or
@@ -288,14 +291,16 @@ def restore_losses(faults, events, steps):
     return out
 
 
-def recount_restores(run):
-    """A packed cell's restore losses (metrics.json's per-fault rolled_back
-    and their sum) recounted from what packing keeps: events.csv and the
-    gzipped events.jsonl. The rest of its metrics.json stands (the per-step
+def recount_packed(run):
+    """A packed cell's counts (computed, dropped, applied late, acked lost:
+    counts()) and restore losses (per-fault rolled_back and their sum)
+    recounted from what packing keeps: events.csv, the gzipped events.jsonl
+    and counters.json. The rest of its metrics.json stands (the per-step
     files are gone). Returns the metrics."""
-    _, _, events, _ = load(run)
+    _, _, events, counters = load(run)
     with open(os.path.join(run, "metrics.json")) as f:
         m = json.load(f)
+    m.update(counts(events, counters))
     workers = {e["worker"] for e in events if e["kind"] == "final"}
     rolled = restore_losses(faults_of(_read_csv(os.path.join(run, "events.csv"))), events,
                             {w: None for w in workers})
@@ -326,10 +331,23 @@ def acked_before(t_f, servers, events, steps):
     return total
 
 
+def unmerged_local_steps(events, finals):
+    """Steps the workers applied to their own copies that never reached a
+    server: each one's final local_steps (a running count) beyond the count
+    at its last client_rejoined (which hands back every local step so far),
+    all of them for a worker that never rejoined."""
+    handed = {}
+    for e in events:
+        if e["kind"] == "client_rejoined":
+            handed[e["worker"]] = max(handed.get(e["worker"], 0), int(e.get("local_steps", 0)))
+    return sum(max(0, int(e.get("local_steps", 0)) - handed.get(e["worker"], 0)) for e in finals)
+
+
 def counts(events, counters):
     finals = [e for e in events if e["kind"] == "final"]
     out = {"computed": sum(e["steps"] for e in finals),
-           "dropped": sum(e["count"] for e in events if e["kind"] == "updates_dropped"),
+           "dropped": sum(e["count"] for e in events if e["kind"] == "updates_dropped")
+           + unmerged_local_steps(events, finals),
            "applied_late": sum(e["count"] for e in events if e["kind"] == "updates_replayed")
            + sum(e.get("late_updates", 0) for e in events if e["kind"] == "client_rejoined"),
            "late_staleness_hist": late_staleness(events),

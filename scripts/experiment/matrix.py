@@ -256,8 +256,8 @@ def run_matrix(a, todo, done, say):
             note = ""
             if a.reanalyze and os.path.exists(os.path.join(d, "metrics.json")):
                 try:
-                    analyze_run.recount_restores(d)
-                    note = (" (packed: restores recounted from its events, the rest of"
+                    analyze_run.recount_packed(d)
+                    note = (" (packed: counts and restores recounted from its events, the rest of"
                             " metrics.json stands)")
                 except analyze_run.NoData as e:
                     note = f" (packed: its metrics.json stands; restores not recounted: {e})"

@@ -9,8 +9,9 @@ evaluator.csv and servers.csv. Removed: the processes' logs and their own
 CSVs (worker-<i>.csv, the per-step worker-<i>.steps.csv), events/ (the
 per-process event files events.jsonl merges) and anything else (data/, zk/).
 cell.json records what was removed. A packed cell keeps its metrics.json:
-`--reanalyze` cannot recompute it (the per-step files are gone); it recounts
-only the restore losses, from events (analyze_run.recount_restores).
+`--reanalyze` cannot recompute all of it (the per-step files are gone); it
+recounts the update counts and restore losses, from the events and counters
+(analyze_run.recount_packed).
 Packing is idempotent.
 """
 import gzip

@@ -169,7 +169,8 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
         "second failed), shown apart from the model's recovery.",
         "- **acked updates lost**: per (worker, incarnation), push parts the servers "
         "acknowledged (its final event) minus the parts the final servers' states reflect "
-        "(relaxps-ctl stats). **computed, dropped**: updates_dropped. **applied late**: "
+        "(relaxps-ctl stats). **computed, dropped**: updates_dropped, plus steps a worker "
+        "applied to its own copy that no rejoin or re-seed handed to a server. **applied late**: "
         "updates replayed into a restarted server (updates_replayed) plus steps a worker "
         "applied to its own copy while its server was away, handed back at the re-seed or the "
         "rejoin (client_rejoined.late_updates). **clocks behind**: how far behind the worker's "

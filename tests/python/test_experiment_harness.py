@@ -195,7 +195,7 @@ def test_a_packed_cell_has_its_restores_recounted_from_its_events():
                                                 dict(m["faults"][1], rolled_back=0)])
         with open(os.path.join(d, "metrics.json"), "w") as f:
             json.dump(stale, f)
-        got = analyze_run.recount_restores(d)
+        got = analyze_run.recount_packed(d)
         assert [f["rolled_back"] for f in got["faults"]] == [20, 11] and got["rolled_back"] == 31
         with open(os.path.join(d, "metrics.json")) as f:
             assert json.load(f) == json.loads(json.dumps(m))  # The rest stands.
@@ -225,6 +225,24 @@ def test_analysis_reads_events_and_counters_only():
         _run_folder(d, reseed=True)
         m = analyze_run.analyze(d)
         assert m["acked_lost"] is None and "re-seeded" in m["acked_lost_note"]
+
+
+def test_local_steps_that_never_reached_a_server_count_as_dropped():
+    # The shape of a 4-worker stateless run without faults (ttf4 seed 2): worker
+    # 2 rejoined a merely slow server after 1 local step, then stayed local by
+    # mistake for 3,033 more; worker 1 handed back all 1,221 of its own; worker
+    # 3 was still away from its server when the job ended; a replay log dropped 35.
+    finals = [{"kind": "final", "worker": w, "steps": steps, "acked_updates": acked,
+               "incarnation": w, "local_steps": local}
+              for w, steps, acked, local in [(0, 100, 100, 0), (1, 2000, 779, 1221),
+                                             (2, 4477, 1443, 3034), (3, 50, 45, 5)]]
+    events = [{"kind": "client_rejoined", "worker": 2, "local_steps": 1, "late_updates": 1},
+              {"kind": "client_rejoined", "worker": 1, "local_steps": 1221, "late_updates": 1220},
+              {"kind": "updates_dropped", "worker": 0, "count": 35}] + finals
+    m = analyze_run.counts(events, None)
+    assert m["dropped"] == 35 + 3033 + 5
+    assert m["computed"] == 6627 and m["applied_late"] == 1221
+    assert analyze_run.counts(events[1:2] + finals[:2], None)["dropped"] == 0
 
 
 def test_a_run_without_evaluations_has_no_data():
