@@ -48,7 +48,12 @@ Definitions (also in the report):
               that no rejoin or re-seed handed to a server (its final
               local_steps beyond those at its last client_rejoined)
   applied_late  updates applied after their server came back: replayed
-              (updates_replayed.count) and trained on a worker's own copy
+              (updates_replayed.count, less what the servers skipped as
+              already applied under their exactly-once keys: a server that
+              restarts from a checkpoint it wrote after a pause holds them;
+              the final servers' duplicates_skipped, so a server killed
+              after replays leaves its skips uncounted) and trained on a
+              worker's own copy
               (client_rejoined.late_updates: handed back at the re-seed or
               the rejoin)
   late_staleness_hist  how many clocks behind those were when applied,
@@ -343,12 +348,21 @@ def unmerged_local_steps(events, finals):
     return sum(max(0, int(e.get("local_steps", 0)) - handed.get(e["worker"], 0)) for e in finals)
 
 
+def duplicates_skipped(counters):
+    """Pushes the final servers skipped as already applied (exactly-once
+    keys), all servers together; 0 without counters.json."""
+    return sum(int(s.get("stats", {}).get("duplicates_skipped", 0))
+               for s in (counters or {}).get("servers", []))
+
+
 def counts(events, counters):
     finals = [e for e in events if e["kind"] == "final"]
     out = {"computed": sum(e["steps"] for e in finals),
            "dropped": sum(e["count"] for e in events if e["kind"] == "updates_dropped")
            + unmerged_local_steps(events, finals),
-           "applied_late": sum(e["count"] for e in events if e["kind"] == "updates_replayed")
+           "applied_late": max(0, sum(e["count"] for e in events
+                                      if e["kind"] == "updates_replayed")
+                               - duplicates_skipped(counters))
            + sum(e.get("late_updates", 0) for e in events if e["kind"] == "client_rejoined"),
            "late_staleness_hist": late_staleness(events),
            "acked": sum(e["acked_updates"] for e in finals), "acked_lost": None,

@@ -171,10 +171,11 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
         "acknowledged (its final event) minus the parts the final servers' states reflect "
         "(relaxps-ctl stats). **computed, dropped**: updates_dropped, plus steps a worker "
         "applied to its own copy that no rejoin or re-seed handed to a server. **applied late**: "
-        "updates replayed into a restarted server (updates_replayed) plus steps a worker "
+        "updates replayed into a restarted server (updates_replayed, less those it skipped as "
+        "already applied: duplicates_skipped) plus steps a worker "
         "applied to its own copy while its server was away, handed back at the re-seed or the "
         "rejoin (client_rejoined.late_updates). **clocks behind**: how far behind the worker's "
-        "clock they were when a server applied them, summed over the runs, in power-of-two "
+        "clock they were when sent back (replayed ones a server skipped included), summed over the runs, in power-of-two "
         "buckets (`2-3:40`: 40 updates 2 or 3 clocks behind).",
         "- **acked since the restored checkpoint** (jobs of one server): per fault the server "
         "came back from a checkpoint, the workers' pushes acknowledged before the fault "

@@ -245,6 +245,19 @@ def test_local_steps_that_never_reached_a_server_count_as_dropped():
     assert analyze_run.counts(events[1:2] + finals[:2], None)["dropped"] == 0
 
 
+def test_replayed_updates_a_server_skipped_are_not_applied_late():
+    # A paused replay server restarted from the checkpoint it wrote on waking:
+    # it held the 351 updates its workers replayed, and skipped them (and one
+    # resent push) under their keys. After a kill nothing is skipped.
+    events = [{"kind": "updates_replayed", "worker": w, "count": n}
+              for w, n in enumerate([91, 82, 79, 99])]
+    skipped = {"servers": [{"id": 0, "stats": {"duplicates_skipped": "352"}}]}
+    assert analyze_run.counts(events, skipped)["applied_late"] == 0
+    none = {"servers": [{"id": 0, "stats": {"duplicates_skipped": "0"}}]}
+    assert analyze_run.counts(events, none)["applied_late"] == 351
+    assert analyze_run.counts(events, None)["applied_late"] == 351
+
+
 def test_a_run_without_evaluations_has_no_data():
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "summary.json"), "w") as f:
