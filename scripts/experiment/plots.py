@@ -156,7 +156,7 @@ def write(d, cells, ttf):
         cols = min(3, len(variants))
         rows = math.ceil(len(variants) / cols)
         png = f"accuracy_{fault}_w{workers}.png"
-        gp += [f"set terminal pngcairo size {480 * cols},{360 * rows} font ',9'",
+        gp += [f"set terminal pngcairo noenhanced size {480 * cols},{360 * rows} font ',9'",
                f"set output '{png}'",
                f"set multiplot layout {rows},{cols} title 'Test accuracy: {fault}, {workers} "
                "worker(s); shaded: outages'",
