@@ -13,8 +13,9 @@ metrics.json and merged.csv (every step rate and evaluation on one axis).
 Definitions (also in the report):
   recovery_s  per worker and fault: fault -> the worker's first acknowledged
               push after it (client_failover_acked: a resent request
-              acknowledged by a new head or by the server back;
-              client_rejoined for a worker that trained on its own copy),
+              acknowledged by a new head or by the server back, at an
+              epoch the worker lost a server at; client_rejoined for a
+              worker that trained on its own copy),
               else the end of the step gap (>= 1 s) the fault caused, else
               (training went on: e.g. a chain tail lost while the worker
               pushed to the heads) the worker's next step after the fault
@@ -257,8 +258,15 @@ def late_staleness(events):
 
 
 def recovery(worker, t_f, until, events, times):
+    # A resend acknowledged at an epoch other than those the worker lost its
+    # servers at is another episode's: e.g. under chain a worker with no push
+    # in flight at the failover resent nothing then, and its first
+    # acknowledged resend came when the old head rejoined as a tail.
+    lost = {e["epoch"] for e in events if e["kind"] == "client_server_lost"
+            and e.get("worker") == worker and t_f <= e["t"] <= until and "epoch" in e}
     ack = next((e["t"] for e in events if e["kind"] in ("client_failover_acked", "client_rejoined")
-                and e.get("worker") == worker and e["t"] >= t_f), None)
+                and e.get("worker") == worker and e["t"] >= t_f
+                and (not lost or "epoch" not in e or e["epoch"] in lost)), None)
     if ack is not None and ack <= until + 60:
         return ack - t_f
     gap = max(((b - a, b) for a, b in zip(times, times[1:]) if t_f - 0.5 <= a <= until + 1),
@@ -266,6 +274,14 @@ def recovery(worker, t_f, until, events, times):
     if gap and gap[0] >= 1.0:
         return gap[1] - t_f
     return next((t - t_f for t in times if t >= t_f), None)
+
+
+def recoveries(t_f, until, events, steps):
+    """A fault's recovery_s (the mean over workers) and recovery_by_worker."""
+    rec = {w: recovery(w, t_f, until, events, times) for w, times in steps.items()}
+    vals = [v for v in rec.values() if v is not None]
+    return {"recovery_s": statistics.mean(vals) if vals else None,
+            "recovery_by_worker": {str(w): v for w, v in rec.items()}}
 
 
 def restore_losses(faults, events, steps):
@@ -298,24 +314,64 @@ def restore_losses(faults, events, steps):
 
 def recount_packed(run):
     """A packed cell's counts (computed, dropped, applied late, acked lost:
-    counts()) and restore losses (per-fault rolled_back and their sum)
-    recounted from what packing keeps: events.csv, the gzipped events.jsonl
-    and counters.json. The rest of its metrics.json stands (the per-step
-    files are gone). Returns the metrics."""
+    counts()), restore losses (per-fault rolled_back and their sum) and
+    recovery times recounted from what packing keeps: events.csv, the
+    gzipped events.jsonl, counters.json and merged.csv (each worker's step
+    times). The rest of its metrics.json stands (the per-step files are
+    gone). Returns the metrics."""
     _, _, events, counters = load(run)
     with open(os.path.join(run, "metrics.json")) as f:
         m = json.load(f)
     m.update(counts(events, counters))
     workers = {e["worker"] for e in events if e["kind"] == "final"}
-    rolled = restore_losses(faults_of(_read_csv(os.path.join(run, "events.csv"))), events,
-                            {w: None for w in workers})
+    faults = faults_of(_read_csv(os.path.join(run, "events.csv")))
+    rolled = restore_losses(faults, events, {w: None for w in workers})
     if len(rolled) != len(m["faults"]):
         raise NoData(f"{len(rolled)} fault(s) in events.csv, {len(m['faults'])} in metrics.json")
-    for f, r in zip(m["faults"], rolled):
+    steps = merged_steps(run)
+    for f, r, (t_f, _, _, back) in zip(m["faults"], rolled, faults):
         f["rolled_back"] = r
+        if steps:
+            f.update(recount_recoveries(f, t_f, back if back is not None else t_f + 60, events,
+                                        steps))
     m["rolled_back"] = sum(r for r in rolled if r is not None) if any(
         r is not None for r in rolled) else None
+    if steps:
+        vals = [f["recovery_s"] for f in m["faults"] if f["recovery_s"] is not None]
+        m["recovery_s"] = statistics.mean(vals) if vals else None
     return _save(run, m)
+
+
+RECOUNT_MOVE_S = 0.5  # See recount_recoveries.
+
+
+def recount_recoveries(fault, t_f, until, events, steps):
+    """recoveries() from a packed cell's step times, which merged.csv keeps
+    to the millisecond: that can move "the worker's next step after the
+    fault" by one step, so a worker's stored figure (from the full-precision
+    steps) stands unless the recount moves it by more than RECOUNT_MOVE_S."""
+    new = recoveries(t_f, until, events, steps)
+    stored = fault.get("recovery_by_worker") or {}
+    by_worker = {w: (stored[w] if stored.get(w) is not None and v is not None
+                     and abs(v - stored[w]) <= RECOUNT_MOVE_S else v)
+                 for w, v in new["recovery_by_worker"].items()}
+    vals = [v for v in by_worker.values() if v is not None]
+    return {"recovery_s": statistics.mean(vals) if vals else None,
+            "recovery_by_worker": by_worker}
+
+
+def merged_steps(run):
+    """{worker: [step times]} from RUN/merged.csv (write_merged), gzipped or
+    not; {} without one."""
+    path = os.path.join(run, "merged.csv")
+    if not pack.exists(path):
+        return {}
+    steps = {}
+    with pack.open_text(path) as f:
+        for r in csv.DictReader(f):
+            if r["source"] == "step":
+                steps.setdefault(int(r["value"]), []).append(float(r["time_s"]))
+    return steps
 
 
 def acked_before(t_f, servers, events, steps):
@@ -405,17 +461,14 @@ def analyze(run):
     rolled = restore_losses(faults, events, steps)
     for (t_f, servers, kind, back), rolled_back in zip(faults, rolled):
         until = back if back is not None else t_f + 60
-        rec = {w: recovery(w, t_f, until, events, times) for w, times in steps.items()}
+        rec = recoveries(t_f, until, events, steps)
         pre = [a for t, a in evals if t <= t_f]
         window = [a for t, a in evals if t_f < t <= t_f + DIP_WINDOW_S]
         regain = next((t - t_f for t, a in evals if t > t_f and pre and a >= pre[-1]), None)
         blind = sum(max(0.0, min(g["to_s"], t_f + DIP_WINDOW_S) - max(g["from_s"], t_f))
                     for g in gaps)
-        vals = [v for v in rec.values() if v is not None]
         per_fault.append({
-            "time_s": t_f, "servers": servers, "kind": kind, "back_s": back,
-            "recovery_s": statistics.mean(vals) if vals else None,
-            "recovery_by_worker": {str(w): v for w, v in rec.items()},
+            "time_s": t_f, "servers": servers, "kind": kind, "back_s": back, **rec,
             "pre_acc": pre[-1] if pre else None,
             "dip": max(0.0, pre[-1] - min(window)) if pre and window else None,
             "regain_s": regain, "eval_blind_s": blind, "rolled_back": rolled_back,

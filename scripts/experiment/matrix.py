@@ -257,8 +257,8 @@ def run_matrix(a, todo, done, say):
             if a.reanalyze and os.path.exists(os.path.join(d, "metrics.json")):
                 try:
                     analyze_run.recount_packed(d)
-                    note = (" (packed: counts and restores recounted from its events, the rest of"
-                            " metrics.json stands)")
+                    note = (" (packed: counts, restores and recoveries recounted from its"
+                            " events and step times, the rest of metrics.json stands)")
                 except analyze_run.NoData as e:
                     note = f" (packed: its metrics.json stands; restores not recounted: {e})"
             say(f"[{i}/{len(todo)}] {c.key}: finished, skipped{note}")

@@ -157,7 +157,7 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
         "", "## Definitions", "",
         "- **recovery**: per worker, fault → its first acknowledged push after it "
         "(client_failover_acked: a resent request acknowledged by a new chain head or by the "
-        "server back; client_rejoined for a worker that trained on its own copy), else the end "
+        "server back, at an epoch the worker lost a server at; client_rejoined for a worker that trained on its own copy), else the end "
         "of the step gap the fault caused, else (training went on, e.g. a chain tail lost "
         "while the worker pushed to the heads) its next step; mean over workers and faults.",
         "- **idle**: per worker, 1 − compute / wall, measured: compute is the time its steps "

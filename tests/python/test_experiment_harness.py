@@ -182,7 +182,7 @@ def test_a_restore_after_a_replay_counts_what_it_rolls_back_itself():
         assert m["applied_late"] == 31 + 4  # And the 4 handed back at the rejoin.
 
 
-def test_a_packed_cell_has_its_restores_recounted_from_its_events():
+def test_a_packed_cell_has_its_restores_and_recoveries_recounted_from_what_it_keeps():
     import pack
     with tempfile.TemporaryDirectory() as d:
         _two_restores_after_a_replay(d)
@@ -190,9 +190,12 @@ def test_a_packed_cell_has_its_restores_recounted_from_its_events():
         with open(os.path.join(d, "cell.json"), "w") as f:
             json.dump({"finished": True, "exit_code": 0}, f)
         pack.pack(d)
-        # As an older analysis counted it, before replays were netted out.
-        stale = dict(m, rolled_back=20, faults=[dict(m["faults"][0]),
-                                                dict(m["faults"][1], rolled_back=0)])
+        # As an older analysis counted it, before replays were netted out
+        # (and with another recovery rule): recounted from the kept events
+        # and merged.csv's step times.
+        stale = dict(m, rolled_back=20, recovery_s=99.0,
+                     faults=[dict(m["faults"][0], recovery_s=99.0),
+                             dict(m["faults"][1], rolled_back=0)])
         with open(os.path.join(d, "metrics.json"), "w") as f:
             json.dump(stale, f)
         got = analyze_run.recount_packed(d)
@@ -243,6 +246,26 @@ def test_local_steps_that_never_reached_a_server_count_as_dropped():
     assert m["dropped"] == 35 + 3033 + 5
     assert m["computed"] == 6627 and m["applied_late"] == 1221
     assert analyze_run.counts(events[1:2] + finals[:2], None)["dropped"] == 0
+
+
+def test_recovery_takes_no_resend_acknowledged_at_a_later_epoch():
+    # ttf4 chain partition seed 2: the head is cut off at 30 s and replaced at
+    # 33.3 s (epoch 2). Worker 0 had a push in flight and its resend is
+    # acknowledged by the new head; worker 3 had none, stepped on through the
+    # new head, and its first acknowledged resend came at 57.6 s, when the old
+    # head rejoined as a tail (epoch 3): it recovered at 33.3 s, not 57.6 s.
+    times = [t / 10 for t in range(0, 1200) if not 300 < t < 333]
+    events = [{"kind": "client_server_lost", "t": 33.3, "worker": w, "epoch": 2} for w in (0, 3)]
+    events += [{"kind": "client_failover_acked", "t": 33.4, "worker": 0, "epoch": 2},
+               {"kind": "client_failover_acked", "t": 57.6, "worker": 3, "epoch": 3}]
+    assert analyze_run.recovery(0, 30.0, 50.0, events, times) == pytest.approx(3.4)
+    assert analyze_run.recovery(3, 30.0, 50.0, events, times) == pytest.approx(3.3)
+    # A double kill: two losses, two map changes (epochs 2 and 3) in 30 ms;
+    # the resend acknowledged at the second one is this fault's.
+    events = [{"kind": "client_server_lost", "t": 30.10, "worker": 0, "epoch": 2},
+              {"kind": "client_server_lost", "t": 30.13, "worker": 0, "epoch": 3},
+              {"kind": "client_failover_acked", "t": 30.16, "worker": 0, "epoch": 3}]
+    assert analyze_run.recovery(0, 30.0, 50.0, events, times) == pytest.approx(0.16)
 
 
 def test_replayed_updates_a_server_skipped_are_not_applied_late():

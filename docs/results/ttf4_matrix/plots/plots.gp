@@ -7,8 +7,8 @@ set grid; set key bottom right; set xlabel 'time since the workers started (s)'
 set title 'hybrid'; set ylabel 'test accuracy'
 set object rect from 30.20,graph 0 to 50.56,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set yrange [0.77:0.90]
-plot 'acc_double_kill_w4_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_double_kill_w4_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+plot 'acc_double_kill_w4_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
+     'acc_double_kill_w4_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
 unset arrow
 unset label
@@ -148,57 +148,57 @@ set multiplot layout 3,3 title 'Test accuracy: partition, 4 worker(s); shaded: o
 set grid; set key bottom right; set xlabel 'time since the workers started (s)'
 set title 'chain-async'; set ylabel 'test accuracy'
 set object rect from 30.15,graph 0 to 50.30,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.79:0.91]
-plot 'acc_partition_w4_chain-async.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_partition_w4_chain-async.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+set yrange [0.76:0.91]
+plot 'acc_partition_w4_chain-async.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
+     'acc_partition_w4_chain-async.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
 unset arrow
 unset label
 set title 'chain'; set ylabel 'test accuracy'
 set object rect from 30.40,graph 0 to 50.71,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set yrange [0.73:0.91]
-plot 'acc_partition_w4_chain.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_partition_w4_chain.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+plot 'acc_partition_w4_chain.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
+     'acc_partition_w4_chain.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
 unset arrow
 unset label
 set title 'checkpoint'; set ylabel 'test accuracy'
 set object rect from 30.25,graph 0 to 50.34,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set yrange [0.76:0.91]
-plot 'acc_partition_w4_checkpoint.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_partition_w4_checkpoint.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+plot 'acc_partition_w4_checkpoint.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
+     'acc_partition_w4_checkpoint.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
 unset arrow
 unset label
 set title 'checkpoint-sync'; set ylabel 'test accuracy'
 set object rect from 30.11,graph 0 to 50.23,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set yrange [0.79:0.91]
-plot 'acc_partition_w4_checkpoint-sync.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_partition_w4_checkpoint-sync.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+plot 'acc_partition_w4_checkpoint-sync.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
+     'acc_partition_w4_checkpoint-sync.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
 unset arrow
 unset label
 set title 'hybrid'; set ylabel 'test accuracy'
 set object rect from 30.28,graph 0 to 50.56,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.78:0.90]
-plot 'acc_partition_w4_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_partition_w4_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+set yrange [0.75:0.90]
+plot 'acc_partition_w4_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
+     'acc_partition_w4_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
 unset arrow
 unset label
 set title 'replay'; set ylabel 'test accuracy'
 set object rect from 30.18,graph 0 to 50.31,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set yrange [0.74:0.90]
-plot 'acc_partition_w4_replay.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_partition_w4_replay.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+plot 'acc_partition_w4_replay.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
+     'acc_partition_w4_replay.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
 unset arrow
 unset label
 set title 'stateless'; set ylabel 'test accuracy'
 set object rect from 30.13,graph 0 to 50.40,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set yrange [0.77:0.91]
-plot 'acc_partition_w4_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_partition_w4_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+plot 'acc_partition_w4_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
+     'acc_partition_w4_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
 unset arrow
 unset label
@@ -242,16 +242,16 @@ unset label
 set title 'hybrid'; set ylabel 'test accuracy'
 set object rect from 30.13,graph 0 to 50.30,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set yrange [0.75:0.90]
-plot 'acc_stop_w4_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_stop_w4_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+plot 'acc_stop_w4_hybrid.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
+     'acc_stop_w4_hybrid.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
 unset arrow
 unset label
 set title 'replay'; set ylabel 'test accuracy'
 set object rect from 30.11,graph 0 to 50.20,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set yrange [0.74:0.90]
-plot 'acc_stop_w4_replay.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=1)', \
-     'acc_stop_w4_replay.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=1)'
+plot 'acc_stop_w4_replay.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
+     'acc_stop_w4_replay.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
 unset arrow
 unset label
