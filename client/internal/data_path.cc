@@ -83,27 +83,31 @@ std::vector<DenseSlice> DataPath::RangesOf(const ShardMap& m, const std::string&
   return *std::move(ranges);
 }
 
-Status DataPath::ServeLocally(const std::shared_ptr<DenseOp>& op, const ShardMap& m,
-                              const DenseSlice& part, uint64_t at, uint64_t doubtful_id,
-                              bool continues) {
+bool DataPath::ServeLocally(int server, const std::shared_ptr<DenseOp>& op, const ShardMap& m,
+                            const DenseSlice& part, uint64_t at, uint64_t doubtful_id,
+                            bool continues, Status* result) {
   const bool push = op->type != wire::PULL;
   const bool pull = op->type != wire::PUSH;
+  LocalFallback::ServingPart serving(fallback_, server);
+  if (!serving.local()) return false;
+  *result = Status::OK();
   // The local copies are per range (a part may span several of its server).
   for (const DenseSlice& s : RangesOf(m, op->table, part)) {
     const uint64_t in = at + (s.offset - part.offset);  // Within op's buffers.
-    ASSIGN_OR_RETURN(
-        int64_t clock,
-        fallback_->ServeDense(op->table, s, push ? op->grads.data() + in : nullptr,
-                              pull ? op->out.data() + in : nullptr, &op->served_locally,
-                              doubtful_id,
-                              push && doubtful_id != 0 ? op->grads.Slice(in, s.count)
-                                                       : FloatBuffer(),
-                              /*continues=*/continues && s.offset == part.offset));
+    StatusOr<int64_t> clock = fallback_->ServeDense(
+        serving, op->table, s, push ? op->grads.data() + in : nullptr,
+        pull ? op->out.data() + in : nullptr, &op->served_locally, doubtful_id,
+        push && doubtful_id != 0 ? op->grads.Slice(in, s.count) : FloatBuffer(),
+        /*continues=*/continues && s.offset == part.offset);
+    if (!clock.ok()) {
+      *result = clock.status();
+      break;
+    }
     int64_t seen = op->min_params_clock.load();
-    while (clock < seen && !op->min_params_clock.compare_exchange_weak(seen, clock)) {
+    while (*clock < seen && !op->min_params_clock.compare_exchange_weak(seen, *clock)) {
     }
   }
-  return Status::OK();
+  return true;
 }
 
 void DataPath::Dense(wire::MsgType type, const std::string& table, uint64_t offset, size_t n,
@@ -226,10 +230,11 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
       if (op->type != wire::PULL) req.frames.push_back(EncodeFloats(payload, options_.encoding));
       return req;
     };
-    if (ServedHere(s.server)) {
-      join->PartDone(ServeLocally(op, *m, s, at, 0, push_continues));
+    Status served;
+    if (ServedHere(s.server) && ServeLocally(s.server, op, *m, s, at, 0, push_continues, &served)) {
+      join->PartDone(served);
       continue;
-    }
+    }  // Else it rejoined since the map was read: the part goes to it.
     // The callback keeps the map the part was routed with, not strings made
     // from it: the server's endpoint is only read on failure paths, and two
     // strings per part were a fifth of a dense push's heap allocations.
@@ -263,8 +268,20 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
                                         st.ToString());
                      // The part was sent: the server may still apply it.
                      EnsureOut(op.get());
-                     join->PartDone(ServeLocally(op, *m, s, at, part_id, push_continues));
-                     return;
+                     Status served;
+                     if (ServeLocally(d.local_server, op, *m, s, at, part_id, push_continues,
+                                      &served)) {
+                       join->PartDone(served);
+                       return;
+                     }
+                     // The server is back already (a stall that a probe
+                     // answered): the part goes to it again, under its key.
+                     if (reroutes < PartSender::kMaxReroutes) {
+                       SendDense(op, router_->map(), s.begin, at, s.count, reroutes + 1,
+                                 [join](const Status& r) { join->PartDone(r); }, part_id,
+                                 push_continues);
+                       return;
+                     }
                    }
                  }
                  Status result = st;
@@ -449,11 +466,12 @@ void DataPath::SendRows(wire::MsgType type, const std::string& table, const KeyB
     // worker's row copies (without chains the row owner is that server;
     // under chain routing the head of a bucket whose every replica is lost,
     // which the role took local).
-    if (ServedHere(s)) {
-      join->PartDone(fallback_->ServeRows(s, type, table, width, part_ids, part, out, *pos,
-                                          served_locally.get()));
+    Status served;
+    if (ServedHere(s) && fallback_->ServeRows(s, type, table, width, part_ids, part, out, *pos,
+                                              served_locally.get(), 0, &served)) {
+      join->PartDone(served);
       continue;
-    }
+    }  // Else it rejoined since the map was read: the part goes to it.
     const std::string endpoint = m->server_endpoint(s);
     parts_->Send(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,
@@ -482,10 +500,22 @@ void DataPath::SendRows(wire::MsgType type, const std::string& table, const KeyB
                      fallback_->GoLocal(d.local_server, d.endpoint, LocalFallback::IsStall(st),
                                         st.ToString());
                      // The part was sent: the server may still apply it.
-                     join->PartDone(fallback_->ServeRows(d.local_server, type, table, width,
-                                                         part_ids, part, out, *pos,
-                                                         served_locally.get(), part_id));
-                     return;
+                     Status served;
+                     if (fallback_->ServeRows(d.local_server, type, table, width, part_ids, part,
+                                              out, *pos, served_locally.get(), part_id,
+                                              &served)) {
+                       join->PartDone(served);
+                       return;
+                     }
+                     // The server is back already: the part goes to it
+                     // again, under its key.
+                     if (reroutes < PartSender::kMaxReroutes) {
+                       SendRows(type, table, ids, grads, out, width, clock, *pos,
+                                router_->map(), reroutes + 1,
+                                [join](const Status& r) { join->PartDone(r); }, part_id,
+                                served_locally);
+                       return;
+                     }
                    }
                  }
                  Status result = st;

@@ -221,13 +221,16 @@ class DataPath {
   // one range.
   static std::vector<DenseSlice> RangesOf(const ShardMap& m, const std::string& table,
                                           const DenseSlice& s);
-  // Serves one dense part (routed by `m`) from the local copies of the
-  // ranges it spans (op's buffers at `at`) and lowers op->min_params_clock
-  // to the copies' clock. `doubtful_id`: see LocalFallback::ServeDense.
-  // `continues`: a later part of a split push (its first range's local step
-  // was counted by the push's first part).
-  Status ServeLocally(const std::shared_ptr<DenseOp>& op, const ShardMap& m, const DenseSlice& s,
-                      uint64_t at, uint64_t doubtful_id, bool continues);
+  // Serves one dense part (routed by `m`) of the local `server` from the
+  // copies of the ranges it spans (op's buffers at `at`) and lowers
+  // op->min_params_clock to the copies' clock. False, serving nothing, when
+  // `server` is not local any more (LocalFallback::ServingPart); else true,
+  // with the outcome in *result. `doubtful_id`: see
+  // LocalFallback::ServeDense. `continues`: a later part of a split push
+  // (its first range's local step was counted by the push's first part).
+  bool ServeLocally(int server, const std::shared_ptr<DenseOp>& op, const ShardMap& m,
+                    const DenseSlice& s, uint64_t at, uint64_t doubtful_id, bool continues,
+                    Status* result);
   static BufferPoolOptions ParamsPoolOptions() {
     BufferPoolOptions o;
     o.max_cached_bytes = size_t{256} << 20;  // A client's share; a server keeps 1 GiB.

@@ -58,11 +58,12 @@ int LocalFallback::HolderOf(const std::string& table, uint64_t range_begin, int 
   return options_.chain_routing ? router_->RangeHolder(table, range_begin, server) : server;
 }
 
-StatusOr<int64_t> LocalFallback::ServeDense(const std::string& table, const DenseSlice& s,
-                                            const float* grads, float* out,
+StatusOr<int64_t> LocalFallback::ServeDense(const ServingPart& part, const std::string& table,
+                                            const DenseSlice& s, const float* grads, float* out,
                                             std::atomic<bool>* served_locally,
                                             uint64_t doubtful_id, FloatBuffer doubtful_grads,
                                             bool continues) {
+  DCHECK(part.local());
   const wire::TableShards* ts = router_->map()->FindTable(table);
   if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
   if (grads != nullptr) RETURN_IF_ERROR(host_->CheckPushFinite(grads, s.count));
@@ -95,10 +96,23 @@ StatusOr<int64_t> LocalFallback::ServeDense(const std::string& table, const Dens
   return *clock;
 }
 
-Status LocalFallback::ServeRows(int server, wire::MsgType type, const std::string& table,
-                                size_t width, const KeyBuffer& ids, const FloatBuffer& grads,
-                                const FloatBuffer& out, const std::vector<uint32_t>& positions,
-                                std::atomic<bool>* served_locally, uint64_t doubtful_id) {
+bool LocalFallback::ServeRows(int server, wire::MsgType type, const std::string& table,
+                              size_t width, const KeyBuffer& ids, const FloatBuffer& grads,
+                              const FloatBuffer& out, const std::vector<uint32_t>& positions,
+                              std::atomic<bool>* served_locally, uint64_t doubtful_id,
+                              Status* result) {
+  ServingPart part(this, server);
+  if (!part.local()) return false;
+  *result = ServeRowsLocked(server, type, table, width, ids, grads, out, positions,
+                            served_locally, doubtful_id);
+  return true;
+}
+
+Status LocalFallback::ServeRowsLocked(int server, wire::MsgType type, const std::string& table,
+                                      size_t width, const KeyBuffer& ids,
+                                      const FloatBuffer& grads, const FloatBuffer& out,
+                                      const std::vector<uint32_t>& positions,
+                                      std::atomic<bool>* served_locally, uint64_t doubtful_id) {
   const wire::TableShards* ts = router_->map()->FindTable(table);
   if (ts == nullptr) return NotFoundError("unknown table '" + table + "'");
   const TableOptions t = TableFromProto(ts->table());
@@ -129,15 +143,22 @@ void LocalFallback::RememberDense(const std::string& table, const DenseSlice& s,
 void LocalFallback::Rejoin(int server, bool same_server, const char* why) {
   std::vector<DoubtfulPush> resend;
   std::vector<DoubtfulRowPush> resend_rows;
-  std::vector<RangeDelta> deltas = replica_.Rejoin(server, same_server, &resend);
-  std::vector<RowsDelta> row_deltas = rows_.Take(server, same_server, &resend_rows);
-  // The steps whose change goes to it now, and those a re-seed copy took.
-  const StalenessHistogram late = late_.Take(server, host_->clock());
+  std::vector<RangeDelta> deltas;
+  std::vector<RowsDelta> row_deltas;
+  StalenessHistogram late;  // The steps whose change goes to it now.
+  uint64_t local_steps = 0;
+  {
+    MutexLock l(&serve_mu_);  // No part is half served (ServingPart).
+    deltas = replica_.Rejoin(server, same_server, &resend);
+    row_deltas = rows_.Take(server, same_server, &resend_rows);
+    late = late_.Take(server, host_->clock());  // And those a re-seed copy took.
+    local_steps = replica_.local_steps();
+  }
   EmitEvent(options_.events, "client_rejoined",
             {{"worker", host_->worker_id()},
              {"server", server},
              {"clock", host_->clock()},
-             {"local_steps", replica_.local_steps()},
+             {"local_steps", local_steps},
              {"late_updates", late.total()},
              {"staleness_hist", late.EventCounts()}});
   LOG(INFO) << "server " << server << " is back (" << why << "); " << deltas.size()
@@ -245,11 +266,14 @@ void LocalFallback::SendSeedCopies(const wire::HeartbeatReply& reply) {
     d->set_map_version(q.map_version());
     d->set_worker(host_->worker_id());
     d->set_worker_clock(host_->clock());
-    replica_.FillSeedCopy(q.server(), d, &copy.frames);
-    rows_.FillSeedCopy(q.server(), replica_.LocalSince(q.server()), d, &copy.frames);
-    // The copy carries every change made so far: those steps are applied
-    // (late) by the seeded server.
-    late_.HandBack(q.server(), d->worker_clock());
+    {
+      MutexLock l(&serve_mu_);  // No part is half served (ServingPart).
+      replica_.FillSeedCopy(q.server(), d, &copy.frames);
+      rows_.FillSeedCopy(q.server(), replica_.LocalSince(q.server()), d, &copy.frames);
+      // The copy carries every change made so far: those steps are applied
+      // (late) by the seeded server.
+      late_.HandBack(q.server(), d->worker_clock());
+    }
     LOG(INFO) << "sending the coordinator this worker's copy of server " << q.server() << "'s "
               << d->ranges_size() << " range(s) at clock " << d->worker_clock();
     StatusOr<Message> answer = host_->CallCoordinatorSync(std::move(copy), 3000);

@@ -43,6 +43,7 @@
 #include "common/buffer.h"
 #include "common/events.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "common/transport.h"
 #include "common/wire.h"
 
@@ -141,7 +142,32 @@ class LocalFallback {
   void OnDisconnect(int peer);
 
   // ---- The data path's hooks -----------------------------------------------
-  // Serves the dense part `s` of a request on `table` from the copy: the
+  // Held while one part of a request is served from the copies: a rejoin
+  // (and a re-seed copy) waits until the part is served, so the part's step
+  // is in the change the rejoin hands back, or the part is not served here
+  // at all. A step applied to a copy just after a rejoin took the change
+  // would reach no server: its worker counted it, the model never saw it.
+  // Serve only if local(); it is false when `server` rejoined since the
+  // caller looked, and the part then goes to the server. Never held while a
+  // part's completion runs (it may start the next request).
+  class SCOPED_CAPABILITY ServingPart {
+   public:
+    ServingPart(LocalFallback* fallback, int server) ACQUIRE(fallback->serve_mu_)
+        : mu_(&fallback->serve_mu_) {
+      mu_->Lock();
+      local_ = fallback->IsLocal(server);
+    }
+    ~ServingPart() RELEASE() { mu_->Unlock(); }
+    ServingPart(const ServingPart&) = delete;
+    ServingPart& operator=(const ServingPart&) = delete;
+    bool local() const { return local_; }
+
+   private:
+    Mutex* const mu_;
+    bool local_ = false;
+  };
+  // Serves `s`, one range's slice of the dense part that `part` holds
+  // (REQUIRES: part.local()), of a request on `table` from the copy: the
   // push `grads` (null for a pull) applied, the pull answered into `out`
   // (null for a push). Returns the clock of the copy's parameters.
   // `doubtful_id` != 0: the push was sent under that exactly-once key and the
@@ -149,16 +175,19 @@ class LocalFallback {
   // The first push part of a request served here sets *served_locally and
   // counts one local step. `continues`: `s` is a later part of a split push
   // in a range its first part stepped (LocalReplica::Serve).
-  StatusOr<int64_t> ServeDense(const std::string& table, const DenseSlice& s, const float* grads,
-                               float* out, std::atomic<bool>* served_locally,
+  StatusOr<int64_t> ServeDense(const ServingPart& part, const std::string& table,
+                               const DenseSlice& s, const float* grads, float* out,
+                               std::atomic<bool>* served_locally,
                                uint64_t doubtful_id = 0, FloatBuffer doubtful_grads = FloatBuffer(),
                                bool continues = false);
   // Serves the rows `ids` of `table` (PUSH_ROWS with `grads`, or PULL_ROWS
-  // into `out` at `positions`, `width` floats a row) of the local `server`.
-  Status ServeRows(int server, wire::MsgType type, const std::string& table, size_t width,
-                   const KeyBuffer& ids, const FloatBuffer& grads, const FloatBuffer& out,
-                   const std::vector<uint32_t>& positions, std::atomic<bool>* served_locally,
-                   uint64_t doubtful_id = 0);
+  // into `out` at `positions`, `width` floats a row) of the local `server`
+  // as one part (ServingPart): false, serving nothing, when `server` is not
+  // local any more; else true, with the outcome in *result.
+  bool ServeRows(int server, wire::MsgType type, const std::string& table, size_t width,
+                 const KeyBuffer& ids, const FloatBuffer& grads, const FloatBuffer& out,
+                 const std::vector<uint32_t>& positions, std::atomic<bool>* served_locally,
+                 uint64_t doubtful_id, Status* result);
   // A server answered the dense part `s` of `table` with `params` at
   // `params_clock`: remembered as the copy, and the worker's clock moved up
   // to a seeded server's.
@@ -179,6 +208,12 @@ class LocalFallback {
   // The server holding the dense range of `table` at `range_begin` now:
   // under chain routing the head of its chain, else `server`.
   int HolderOf(const std::string& table, uint64_t range_begin, int server) const;
+  // ServeRows' work, under `serve_mu_`.
+  Status ServeRowsLocked(int server, wire::MsgType type, const std::string& table, size_t width,
+                         const KeyBuffer& ids, const FloatBuffer& grads, const FloatBuffer& out,
+                         const std::vector<uint32_t>& positions,
+                         std::atomic<bool>* served_locally, uint64_t doubtful_id)
+      REQUIRES(serve_mu_);
   // Chain routing: `deltas` split into one per sparse bucket
   // (RowsDelta::bucket), the unit a chained server takes row pushes in;
   // else `deltas` as they are.
@@ -188,6 +223,9 @@ class LocalFallback {
   Router* const router_;
   Transport* const transport_;
   const Options options_;
+  // Orders serving a part against taking the change (ServingPart); taken
+  // before the copies' own locks.
+  Mutex serve_mu_;
   LocalReplica replica_;
   LocalRows rows_;
   LateSteps late_;  // The local steps, until their change reaches a server.

@@ -4,17 +4,21 @@
 // waiting calls are cancelled, pushes train the copy with the table's
 // learning rate, a rejoin hands back exactly the local change as a raw delta
 // (and resends doubtful pushes under their keys to a merely slow server), a
-// seeded server's clock moves the worker's up, and a closed connection takes
-// a server local only when the probe fails. Nothing here reads time: no
-// clock, no sleeps.
+// seeded server's clock moves the worker's up, a closed connection takes
+// a server local only when the probe fails, and a rejoin waits for a part
+// being served. Nothing here reads time but the one bounded wait for a
+// rejoin that must not finish.
 #include "client/internal/local_fallback.h"
 
+#include <chrono>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <limits>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -181,19 +185,24 @@ TEST_F(LocalFallbackTest, TrainsTheCopyAndHandsBackExactlyTheChange) {
   fallback_->GoLocal(1, kB, false, "test");
 
   std::vector<float> grads(s.count, 2.0f);
-  std::atomic<bool> served{false};
-  ASSERT_OK_AND_ASSIGN(int64_t c, fallback_->ServeDense("w", s, grads.data(), nullptr, &served));
-  EXPECT_EQ(c, 9);
-  EXPECT_TRUE(served.load());
-  // A second part of the same request counts no second step.
-  ASSERT_OK(fallback_->ServeDense("w", s, grads.data(), nullptr, &served).status());
-  EXPECT_EQ(fallback_->local_steps(), 1u);
-
   std::vector<float> out(s.count, 0.0f);
-  std::atomic<bool> pulled{false};
-  ASSERT_OK(fallback_->ServeDense("w", s, nullptr, out.data(), &pulled).status());
-  EXPECT_EQ(out[0], 1.0f - 2 * 0.5f * 2.0f);  // Two SGD steps at lr 0.5.
-  EXPECT_FALSE(pulled.load());
+  {
+    LocalFallback::ServingPart part(fallback_.get(), 1);
+    ASSERT_TRUE(part.local());
+    std::atomic<bool> served{false};
+    ASSERT_OK_AND_ASSIGN(int64_t c,
+                         fallback_->ServeDense(part, "w", s, grads.data(), nullptr, &served));
+    EXPECT_EQ(c, 9);
+    EXPECT_TRUE(served.load());
+    // A second part of the same request counts no second step.
+    ASSERT_OK(fallback_->ServeDense(part, "w", s, grads.data(), nullptr, &served).status());
+    EXPECT_EQ(fallback_->local_steps(), 1u);
+
+    std::atomic<bool> pulled{false};
+    ASSERT_OK(fallback_->ServeDense(part, "w", s, nullptr, out.data(), &pulled).status());
+    EXPECT_EQ(out[0], 1.0f - 2 * 0.5f * 2.0f);  // Two SGD steps at lr 0.5.
+    EXPECT_FALSE(pulled.load());
+  }
 
   fallback_->Rejoin(1, /*same_server=*/false, "test");
   ASSERT_EQ(host_.sent.size(), 1u);
@@ -210,6 +219,38 @@ TEST_F(LocalFallbackTest, TrainsTheCopyAndHandsBackExactlyTheChange) {
   EXPECT_FALSE(fallback_->IsLocal(1));
 }
 
+// A rejoin waits for the part being served here, so the part's step is in
+// the change it hands back; after it, no part is served here. (Before, a
+// step served in the instant its worker rejoined stayed on the copy alone:
+// one step in two cells of the experiment matrix, counted as dropped.)
+TEST_F(LocalFallbackTest, ARejoinWaitsForThePartBeingServedAndServesNoneAfter) {
+  const DenseSlice s = RangeOf1();
+  std::vector<float> params(s.count, 1.0f);
+  fallback_->RememberDense("w", s, params.data(), 0);
+  fallback_->GoLocal(1, kB, false, "test");
+  std::vector<float> grads(s.count, 2.0f);
+  std::atomic<bool> served{false};
+  std::promise<void> rejoined;
+  std::future<void> rejoin_done = rejoined.get_future();
+  std::thread rejoin;
+  {
+    LocalFallback::ServingPart part(fallback_.get(), 1);
+    EXPECT_TRUE(part.local());
+    rejoin = std::thread([&] {
+      fallback_->Rejoin(1, /*same_server=*/false, "test");
+      rejoined.set_value();
+    });
+    // The one wait in this file: for a rejoin that must not finish yet.
+    EXPECT_EQ(rejoin_done.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+    EXPECT_OK(fallback_->ServeDense(part, "w", s, grads.data(), nullptr, &served).status());
+  }
+  rejoin.join();
+  ASSERT_EQ(host_.sent.size(), 1u);
+  EXPECT_TRUE(host_.sent[0].second.header.raw_delta());
+  EXPECT_EQ(host_.sent[0].second.frames[0].as<float>()[0], -1.0f);  // The part's step, lr 0.5.
+  EXPECT_FALSE(LocalFallback::ServingPart(fallback_.get(), 1).local());
+}
+
 TEST_F(LocalFallbackTest, RefusesANonFinitePushAndChangesNothing) {
   const DenseSlice s = RangeOf1();
   std::vector<float> params(s.count, 1.0f);
@@ -218,8 +259,11 @@ TEST_F(LocalFallbackTest, RefusesANonFinitePushAndChangesNothing) {
   std::vector<float> grads(s.count, 1.0f);
   grads[7] = std::numeric_limits<float>::quiet_NaN();
   std::atomic<bool> served{false};
-  EXPECT_EQ(fallback_->ServeDense("w", s, grads.data(), nullptr, &served).status().code(),
-            StatusCode::kInvalidArgument);
+  {
+    LocalFallback::ServingPart part(fallback_.get(), 1);
+    EXPECT_EQ(fallback_->ServeDense(part, "w", s, grads.data(), nullptr, &served).status().code(),
+              StatusCode::kInvalidArgument);
+  }
   EXPECT_EQ(host_.errors, 1);
   EXPECT_EQ(fallback_->local_steps(), 0u);
   fallback_->Rejoin(1, false, "test");
@@ -234,8 +278,12 @@ TEST_F(LocalFallbackTest, ASlowServerGetsItsDoubtfulPushesBackUnderTheirKeys) {
   std::vector<float> grads(s.count, 1.0f);
   FloatBuffer copy = FloatBuffer::CopyOf(grads.data(), grads.size());
   std::atomic<bool> served{false};
-  ASSERT_OK(fallback_->ServeDense("w", s, grads.data(), nullptr, &served, /*doubtful_id=*/77, copy)
-                .status());
+  {
+    LocalFallback::ServingPart part(fallback_.get(), 1);
+    ASSERT_OK(fallback_->ServeDense(part, "w", s, grads.data(), nullptr, &served,
+                                    /*doubtful_id=*/77, copy)
+                  .status());
+  }
   fallback_->Rejoin(1, /*same_server=*/true, "slow");
   // The push is resent under its key; the range's raw delta leaves it out.
   ASSERT_EQ(host_.sent.size(), 2u);
