@@ -257,7 +257,7 @@ unset arrow
 unset label
 set title 'stateless'; set ylabel 'test accuracy'
 set object rect from 30.02,graph 0 to 50.03,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set yrange [0.71:0.91]
+set yrange [0.76:0.91]
 plot 'acc_stop_w4_stateless.dat' using 1:3:4 with filledcurves fc rgb '#9ecae1' fs transparent solid 0.5 title 'seeds min-max (n=2)', \
      'acc_stop_w4_stateless.dat' using 1:2 with lines lw 2 lc rgb '#08519c' title 'mean (n=2)'
 unset object
