@@ -115,6 +115,15 @@ class LocalFallbackTest : public ::testing::Test {
     EXPECT_EQ(s->size(), 1u);
     return s->front();
   }
+  // Server 1's range, its copy (all 1.0 at clock 0) remembered, and server 1
+  // local (lost by a stall or otherwise).
+  DenseSlice LocalRangeOf1(bool stalled = false) {
+    const DenseSlice s = RangeOf1();
+    std::vector<float> params(s.count, 1.0f);
+    fallback_->RememberDense("w", s, params.data(), 0);
+    fallback_->GoLocal(1, kB, stalled, "test");
+    return s;
+  }
 
   FakeTransport transport_;
   Router router_{&transport_};
@@ -224,10 +233,7 @@ TEST_F(LocalFallbackTest, TrainsTheCopyAndHandsBackExactlyTheChange) {
 // step served in the instant its worker rejoined stayed on the copy alone:
 // one step in two cells of the experiment matrix, counted as dropped.)
 TEST_F(LocalFallbackTest, ARejoinWaitsForThePartBeingServedAndServesNoneAfter) {
-  const DenseSlice s = RangeOf1();
-  std::vector<float> params(s.count, 1.0f);
-  fallback_->RememberDense("w", s, params.data(), 0);
-  fallback_->GoLocal(1, kB, false, "test");
+  const DenseSlice s = LocalRangeOf1();
   std::vector<float> grads(s.count, 2.0f);
   std::atomic<bool> served{false};
   std::promise<void> rejoined;
@@ -252,10 +258,7 @@ TEST_F(LocalFallbackTest, ARejoinWaitsForThePartBeingServedAndServesNoneAfter) {
 }
 
 TEST_F(LocalFallbackTest, RefusesANonFinitePushAndChangesNothing) {
-  const DenseSlice s = RangeOf1();
-  std::vector<float> params(s.count, 1.0f);
-  fallback_->RememberDense("w", s, params.data(), 0);
-  fallback_->GoLocal(1, kB, false, "test");
+  const DenseSlice s = LocalRangeOf1();
   std::vector<float> grads(s.count, 1.0f);
   grads[7] = std::numeric_limits<float>::quiet_NaN();
   std::atomic<bool> served{false};
@@ -271,10 +274,7 @@ TEST_F(LocalFallbackTest, RefusesANonFinitePushAndChangesNothing) {
 }
 
 TEST_F(LocalFallbackTest, ASlowServerGetsItsDoubtfulPushesBackUnderTheirKeys) {
-  const DenseSlice s = RangeOf1();
-  std::vector<float> params(s.count, 1.0f);
-  fallback_->RememberDense("w", s, params.data(), 0);
-  fallback_->GoLocal(1, kB, /*stalled=*/true, "test");
+  const DenseSlice s = LocalRangeOf1(/*stalled=*/true);
   std::vector<float> grads(s.count, 1.0f);
   FloatBuffer copy = FloatBuffer::CopyOf(grads.data(), grads.size());
   std::atomic<bool> served{false};
@@ -298,10 +298,7 @@ TEST_F(LocalFallbackTest, ASlowServerGetsItsDoubtfulPushesBackUnderTheirKeys) {
 }
 
 TEST_F(LocalFallbackTest, SendsItsCopyForEveryReseedRequest) {
-  const DenseSlice s = RangeOf1();
-  std::vector<float> params(s.count, 1.0f);
-  fallback_->RememberDense("w", s, params.data(), 0);
-  fallback_->GoLocal(1, kB, false, "test");
+  const DenseSlice s = LocalRangeOf1();
   wire::HeartbeatReply hr;
   hr.add_reseed()->set_server(1);
   fallback_->SendSeedCopies(hr);
