@@ -230,11 +230,13 @@ void DataPath::SendDense(const std::shared_ptr<DenseOp>& op, std::shared_ptr<con
       if (op->type != wire::PULL) req.frames.push_back(EncodeFloats(payload, options_.encoding));
       return req;
     };
-    Status served;
-    if (ServedHere(s.server) && ServeLocally(s.server, op, *m, s, at, 0, push_continues, &served)) {
-      join->PartDone(served);
-      continue;
-    }  // Else it rejoined since the map was read: the part goes to it.
+    if (ServedHere(s.server)) {
+      Status served;
+      if (ServeLocally(s.server, op, *m, s, at, 0, push_continues, &served)) {
+        join->PartDone(served);
+        continue;
+      }  // Else it rejoined since the map was read: the part goes to it.
+    }
     // The callback keeps the map the part was routed with, not strings made
     // from it: the server's endpoint is only read on failure paths, and two
     // strings per part were a fifth of a dense push's heap allocations.
@@ -466,12 +468,14 @@ void DataPath::SendRows(wire::MsgType type, const std::string& table, const KeyB
     // worker's row copies (without chains the row owner is that server;
     // under chain routing the head of a bucket whose every replica is lost,
     // which the role took local).
-    Status served;
-    if (ServedHere(s) && fallback_->ServeRows(s, type, table, width, part_ids, part, out, *pos,
-                                              served_locally.get(), 0, &served)) {
-      join->PartDone(served);
-      continue;
-    }  // Else it rejoined since the map was read: the part goes to it.
+    if (ServedHere(s)) {
+      Status served;
+      if (fallback_->ServeRows(s, type, table, width, part_ids, part, out, *pos,
+                               served_locally.get(), 0, &served)) {
+        join->PartDone(served);
+        continue;
+      }  // Else it rejoined since the map was read: the part goes to it.
+    }
     const std::string endpoint = m->server_endpoint(s);
     parts_->Send(s, std::move(make),
                [this, type, table, ids, grads, out, width, clock, join, pos, s, reroutes, part_id,

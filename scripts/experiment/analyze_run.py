@@ -278,10 +278,18 @@ def recovery(worker, t_f, until, events, times):
 
 def recoveries(t_f, until, events, steps):
     """A fault's recovery_s (the mean over workers) and recovery_by_worker."""
-    rec = {w: recovery(w, t_f, until, events, times) for w, times in steps.items()}
-    vals = [v for v in rec.values() if v is not None]
-    return {"recovery_s": statistics.mean(vals) if vals else None,
-            "recovery_by_worker": {str(w): v for w, v in rec.items()}}
+    return _recovery_fields({str(w): recovery(w, t_f, until, events, times)
+                             for w, times in steps.items()})
+
+
+def _recovery_fields(by_worker):
+    return {"recovery_s": mean_of(by_worker.values()), "recovery_by_worker": by_worker}
+
+
+def mean_of(values):
+    """The mean of the values that are not None, or None."""
+    vals = [v for v in values if v is not None]
+    return statistics.mean(vals) if vals else None
 
 
 def restore_losses(faults, events, steps):
@@ -337,8 +345,7 @@ def recount_packed(run):
     m["rolled_back"] = sum(r for r in rolled if r is not None) if any(
         r is not None for r in rolled) else None
     if steps:
-        vals = [f["recovery_s"] for f in m["faults"] if f["recovery_s"] is not None]
-        m["recovery_s"] = statistics.mean(vals) if vals else None
+        m["recovery_s"] = mean_of(f["recovery_s"] for f in m["faults"])
     return _save(run, m)
 
 
@@ -352,12 +359,9 @@ def recount_recoveries(fault, t_f, until, events, steps):
     steps) stands unless the recount moves it by more than RECOUNT_MOVE_S."""
     new = recoveries(t_f, until, events, steps)
     stored = fault.get("recovery_by_worker") or {}
-    by_worker = {w: (stored[w] if stored.get(w) is not None and v is not None
-                     and abs(v - stored[w]) <= RECOUNT_MOVE_S else v)
-                 for w, v in new["recovery_by_worker"].items()}
-    vals = [v for v in by_worker.values() if v is not None]
-    return {"recovery_s": statistics.mean(vals) if vals else None,
-            "recovery_by_worker": by_worker}
+    return _recovery_fields({w: (stored[w] if stored.get(w) is not None and v is not None
+                                 and abs(v - stored[w]) <= RECOUNT_MOVE_S else v)
+                             for w, v in new["recovery_by_worker"].items()})
 
 
 def merged_steps(run):
@@ -476,8 +480,7 @@ def analyze(run):
                             for e in events)})
 
     def mean(key):
-        vals = [f[key] for f in per_fault if f[key] is not None]
-        return statistics.mean(vals) if vals else None
+        return mean_of(f[key] for f in per_fault)
     idle = [v for v in (idle_frac(t, compute[w]) for w, t in steps.items()) if v is not None]
     m = {"id": os.path.basename(os.path.normpath(run)), "wall_s": summary.get("wall_s"),
          "final_acc": evals[-1][1],

@@ -260,7 +260,7 @@ def run_matrix(a, todo, done, say):
                     note = (" (packed: counts, restores and recoveries recounted from its"
                             " events and step times, the rest of metrics.json stands)")
                 except analyze_run.NoData as e:
-                    note = f" (packed: its metrics.json stands; restores not recounted: {e})"
+                    note = f" (packed: its metrics.json stands, not recounted: {e})"
             say(f"[{i}/{len(todo)}] {c.key}: finished, skipped{note}")
             if a.pack:
                 pack.pack(d)

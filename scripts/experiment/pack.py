@@ -10,8 +10,8 @@ CSVs (worker-<i>.csv, the per-step worker-<i>.steps.csv), events/ (the
 per-process event files events.jsonl merges) and anything else (data/, zk/).
 cell.json records what was removed. A packed cell keeps its metrics.json:
 `--reanalyze` cannot recompute all of it (the per-step files are gone); it
-recounts the update counts and restore losses, from the events and counters
-(analyze_run.recount_packed).
+recounts the update counts, restore losses and recovery times from the
+events, counters and merged.csv's step times (analyze_run.recount_packed).
 Packing is idempotent.
 """
 import gzip

@@ -157,9 +157,10 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
         "", "## Definitions", "",
         "- **recovery**: per worker, fault → its first acknowledged push after it "
         "(client_failover_acked: a resent request acknowledged by a new chain head or by the "
-        "server back, at an epoch the worker lost a server at; client_rejoined for a worker that trained on its own copy), else the end "
-        "of the step gap the fault caused, else (training went on, e.g. a chain tail lost "
-        "while the worker pushed to the heads) its next step; mean over workers and faults.",
+        "server back, at an epoch the worker lost a server at; client_rejoined for a worker "
+        "that trained on its own copy), else the end of the step gap the fault caused, else "
+        "(training went on, e.g. a chain tail lost while the worker pushed to the heads) its "
+        "next step; mean over workers and faults.",
         "- **idle**: per worker, 1 − compute / wall, measured: compute is the time its steps "
         "spent computing gradients (steps.csv's compute_ms; waits on the parameter server "
         "excluded), wall the time from its first step's end to its last one's.",
@@ -172,11 +173,11 @@ def write(path, matrix, rows, cells, skipped, pngs, ttf):
         "(relaxps-ctl stats). **computed, dropped**: updates_dropped, plus steps a worker "
         "applied to its own copy that no rejoin or re-seed handed to a server. **applied late**: "
         "updates replayed into a restarted server (updates_replayed, less those it skipped as "
-        "already applied: duplicates_skipped) plus steps a worker "
-        "applied to its own copy while its server was away, handed back at the re-seed or the "
-        "rejoin (client_rejoined.late_updates). **clocks behind**: how far behind the worker's "
-        "clock they were when sent back (replayed ones a server skipped included), summed over the runs, in power-of-two "
-        "buckets (`2-3:40`: 40 updates 2 or 3 clocks behind).",
+        "already applied: duplicates_skipped) plus steps a worker applied to its own copy "
+        "while its server was away, handed back at the re-seed or the rejoin "
+        "(client_rejoined.late_updates). **clocks behind**: how far behind the worker's clock "
+        "they were when sent back (replayed ones a server skipped included), summed over the "
+        "runs, in power-of-two buckets (`2-3:40`: 40 updates 2 or 3 clocks behind).",
         "- **acked since the restored checkpoint** (jobs of one server): per fault the server "
         "came back from a checkpoint, the workers' pushes acknowledged before the fault "
         "(client_request_parked.acked_updates) minus the push parts the restored state holds "
